@@ -1,0 +1,145 @@
+// Package apierr is the error model of SPEC §12: one structured error for every expected
+// failure, the same object over HTTP (with a status code) and MCP (structuredContent.error).
+// Messages are written by us and never contain the rejected value, SQL or stack traces.
+package apierr
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// Code is the UPPER_CASE error class.
+type Code string
+
+const (
+	AuthFailed             Code = "AUTH_FAILED"
+	NotPrimed              Code = "NOT_PRIMED"
+	ProfileOutdated        Code = "PROFILE_OUTDATED"
+	NotFoundOrForbidden    Code = "NOT_FOUND_OR_FORBIDDEN"
+	RoomArchived           Code = "ROOM_ARCHIVED"
+	InvalidArgument        Code = "INVALID_ARGUMENT"
+	LimitExceeded          Code = "LIMIT_EXCEEDED"
+	RevisionConflict       Code = "REVISION_CONFLICT"
+	IdempotencyConflict    Code = "IDEMPOTENCY_CONFLICT"
+	CursorInvalid          Code = "CURSOR_INVALID"
+	RateLimited            Code = "RATE_LIMITED"
+	TemporarilyUnavailable Code = "TEMPORARILY_UNAVAILABLE"
+	StorageFailure         Code = "STORAGE_FAILURE"
+)
+
+// HTTPStatus maps a code to its HTTP status (documented per operation in spec/openapi.json).
+func (c Code) HTTPStatus() int {
+	switch c {
+	case AuthFailed:
+		return http.StatusUnauthorized
+	case NotFoundOrForbidden:
+		return http.StatusNotFound
+	case InvalidArgument, CursorInvalid:
+		return http.StatusBadRequest
+	case LimitExceeded:
+		return http.StatusUnprocessableEntity
+	case NotPrimed, ProfileOutdated, RoomArchived, RevisionConflict, IdempotencyConflict:
+		return http.StatusConflict
+	case RateLimited:
+		return http.StatusTooManyRequests
+	case TemporarilyUnavailable:
+		return http.StatusServiceUnavailable
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// Retryable: only these two classes may be retried as-is (with the same idempotency key).
+func (c Code) Retryable() bool { return c == RateLimited || c == TemporarilyUnavailable }
+
+// Error is the structured error. Its JSON form is the ErrorDetail schema.
+type Error struct {
+	Code              Code    `json:"code"`
+	Message           string  `json:"message"`
+	Retryable         bool    `json:"retryable"`
+	Reason            string  `json:"reason,omitempty"`
+	Field             string  `json:"field,omitempty"`
+	Limit             *int64  `json:"limit,omitempty"`
+	SettingsRevision  *string `json:"settings_revision,omitempty"`
+	CurrentRevision   *string `json:"current_revision,omitempty"`
+	RetryAfterSeconds *int    `json:"retry_after_seconds,omitempty"`
+	SuggestedAction   string  `json:"suggested_action,omitempty"`
+}
+
+// Body is the envelope written on the wire: {"error": {...}}.
+type Body struct {
+	Error *Error `json:"error"`
+}
+
+func (e *Error) Error() string {
+	s := string(e.Code) + ": " + e.Message
+	if e.Reason != "" {
+		s += " (" + e.Reason + ")"
+	}
+	return s
+}
+
+// New builds an error; Retryable follows the code.
+func New(code Code, message string) *Error {
+	return &Error{Code: code, Message: message, Retryable: code.Retryable()}
+}
+
+// WithReason, WithField, ... return the same error for chaining.
+func (e *Error) WithReason(reason string) *Error { e.Reason = reason; return e }
+func (e *Error) WithField(field string) *Error   { e.Field = field; return e }
+func (e *Error) WithLimit(limit int64) *Error    { e.Limit = &limit; return e }
+func (e *Error) WithSuggestion(s string) *Error  { e.SuggestedAction = s; return e }
+func (e *Error) WithCurrentRevision(rev int64) *Error {
+	s := fmt.Sprint(rev)
+	e.CurrentRevision = &s
+	return e
+}
+func (e *Error) WithSettingsRevision(rev int64) *Error {
+	s := fmt.Sprint(rev)
+	e.SettingsRevision = &s
+	return e
+}
+
+// Invalid is INVALID_ARGUMENT naming the field.
+func Invalid(field, message string) *Error {
+	return New(InvalidArgument, message).WithField(field)
+}
+
+// TooLarge is LIMIT_EXCEEDED naming the field and the limit.
+func TooLarge(field, reason string, limit int64) *Error {
+	return New(LimitExceeded, "the value exceeds a published limit").WithField(field).WithReason(reason).WithLimit(limit)
+}
+
+// Conflict is REVISION_CONFLICT carrying the current revision.
+func Conflict(current int64) *Error {
+	return New(RevisionConflict, "the object changed since the expected revision").
+		WithCurrentRevision(current).WithSuggestion("read the current value, reapply your change, and retry with the current revision")
+}
+
+// NotFound is the uniform NOT_FOUND_OR_FORBIDDEN for an invisible resource (no reason).
+func NotFound() *Error {
+	return New(NotFoundOrForbidden, "not found, or not visible to this caller")
+}
+
+// Forbidden is NOT_FOUND_OR_FORBIDDEN with a reason, for a visible resource without the right.
+func Forbidden(reason string) *Error {
+	return NotFound().WithReason(reason)
+}
+
+// Auth is the one AUTH_FAILED error, identical whatever failed.
+func Auth() *Error {
+	return New(AuthFailed, "authentication failed")
+}
+
+// Storage is STORAGE_FAILURE: nothing was written.
+func Storage() *Error {
+	return New(StorageFailure, "the operation failed in storage; nothing was written")
+}
+
+// As extracts an *Error from err.
+func As(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}

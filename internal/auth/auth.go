@@ -1,0 +1,178 @@
+// Package auth authenticates agents and admins (SPEC §2) for every transport, and carries
+// the authenticated principal and the transport's session key in the request context.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// Principal is an authenticated agent. Identity comes from the credential only.
+type Principal struct {
+	BoxID     uuid.UUID
+	BoxKey    string
+	AgentID   uuid.UUID
+	AgentName string
+	HostName  string
+	KeyID     uuid.UUID
+	Router    bool
+}
+
+// Authenticator checks agent keys and admin tokens.
+type Authenticator struct {
+	store      *store.Store
+	adminToken string
+	log        *slog.Logger
+}
+
+// New returns an authenticator. adminToken is AGENTBOX_ADMIN_TOKEN ("" disables it).
+func New(s *store.Store, adminToken string, log *slog.Logger) *Authenticator {
+	return &Authenticator{store: s, adminToken: adminToken, log: log}
+}
+
+// Agent authenticates a bearer key for boxKey from the TCP source address. Every failure is
+// the same AUTH_FAILED; the cause goes only to the server log.
+func (a *Authenticator) Agent(ctx context.Context, bearer, boxKey string, source netip.Addr) (Principal, error) {
+	fail := func(cause string) (Principal, error) {
+		a.log.LogAttrs(ctx, slog.LevelWarn, "agent authentication failed", slog.String("cause", cause), slog.String("source", source.String()))
+		return Principal{}, apierr.Auth()
+	}
+	if bearer == "" {
+		return fail("missing bearer key")
+	}
+	cred, err := a.store.KeyCredential(ctx, boxKey, HashSecret(bearer))
+	switch {
+	case err == store.ErrNotFound:
+		return fail("unknown key for this box_key")
+	case err != nil:
+		a.log.ErrorContext(ctx, "agent authentication lookup", slog.Any("err", err))
+		return Principal{}, apierr.New(apierr.TemporarilyUnavailable, "authentication is temporarily unavailable")
+	case cred.Revoked:
+		return fail("revoked key")
+	case !cred.BoxEnabled:
+		return fail("disabled box")
+	case !cred.AgentEnabled:
+		return fail("disabled agent")
+	case !source.IsValid() || !slices.Contains(cred.HostIPs, source.Unmap().String()):
+		return fail("source IP not registered for the host")
+	}
+	return Principal{BoxID: cred.BoxID, BoxKey: cred.BoxKey, AgentID: cred.AgentID, AgentName: cred.AgentName,
+		HostName: cred.HostName, KeyID: cred.KeyID, Router: cred.Router}, nil
+}
+
+// Admin authenticates an admin bearer token: AGENTBOX_ADMIN_TOKEN or an issued admin token.
+func (a *Authenticator) Admin(ctx context.Context, bearer string) error {
+	if bearer != "" && a.adminToken != "" && subtle.ConstantTimeCompare([]byte(bearer), []byte(a.adminToken)) == 1 {
+		return nil
+	}
+	if bearer != "" {
+		if ok, err := a.store.AdminTokenLive(ctx, HashSecret(bearer)); err == nil && ok {
+			return nil
+		}
+	}
+	a.log.WarnContext(ctx, "admin authentication failed")
+	return apierr.Auth()
+}
+
+// BearerToken extracts the token of an "Authorization: Bearer <token>" header.
+func BearerToken(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		return strings.TrimSpace(h[7:])
+	}
+	return ""
+}
+
+// SourceAddr is the TCP peer address of the request, IPv4-mapped IPv6 normalized.
+// Forwarded-IP headers are deliberately ignored.
+func SourceAddr(r *http.Request) netip.Addr {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return addr.Unmap()
+}
+
+// NormalizeIP parses an exact IP address for a host registration (no CIDR, no names).
+func NormalizeIP(s string) (string, bool) {
+	addr, err := netip.ParseAddr(s)
+	if err != nil || addr.Zone() != "" {
+		return "", false
+	}
+	return addr.Unmap().String(), true
+}
+
+// HashSecret is the stored form of an API key or admin token.
+func HashSecret(secret string) []byte {
+	sum := sha256.Sum256([]byte(secret))
+	return sum[:]
+}
+
+// NewSecret returns a fresh random credential with a recognizable prefix ("abk_" for agent keys).
+func NewSecret(prefix string) string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+type ctxKey int
+
+const (
+	principalKey ctxKey = iota
+	sessionKeyKey
+)
+
+// WithPrincipal stores the authenticated agent in ctx.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey, p)
+}
+
+// PrincipalFrom returns the authenticated agent of ctx.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey).(Principal)
+	return p, ok
+}
+
+// SessionKey is the one rule of SPEC §3 for choosing the session: the Agentbox-Session
+// header when present, else the MCP session ID, else the ID of the API key.
+func SessionKey(header, mcpSessionID string, keyID uuid.UUID) string {
+	switch {
+	case header != "":
+		return "header:" + header
+	case mcpSessionID != "":
+		return "mcp:" + mcpSessionID
+	default:
+		return "key:" + keyID.String()
+	}
+}
+
+// WithSessionKey stores the transport's session key in ctx.
+func WithSessionKey(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, sessionKeyKey, key)
+}
+
+// SessionKeyFrom returns the session key of ctx.
+func SessionKeyFrom(ctx context.Context) string {
+	k, _ := ctx.Value(sessionKeyKey).(string)
+	return k
+}

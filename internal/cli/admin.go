@@ -1,0 +1,275 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/gen/client"
+)
+
+const adminUsage = `usage: agentbox admin <resource> <verb> [flags]   (env AGENTBOX_SERVER, AGENTBOX_ADMIN_TOKEN)
+
+  box create --key K [--name N]          box list          box disable|enable --key K
+  host create --box K --name N --ip IP [--ip IP...]      host list --box K
+  host set-ips --box K --name N --ip IP [--ip IP...]
+  agent create --box K --host N --name N [--listed] [--profile-file F] [--role R] [--description D]
+  agent list --box K                     agent disable|enable --box K --agent NAME_OR_ID
+  agent set-listed --box K --agent NAME_OR_ID --listed true|false
+  agent set-profile --box K --agent NAME_OR_ID --file F
+  key create --box K --agent NAME_OR_ID [--router]       key list --box K --agent NAME_OR_ID
+  key revoke --box K --key-id ID
+  settings get --box K                   settings set --box K --json '{...}' [--expected-revision R]
+`
+
+// adminCommand is one `agentbox admin <resource> <verb>`.
+type adminCommand func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error)
+
+func (e *env) admin(args []string) error {
+	if len(args) < 2 {
+		fmt.Fprint(e.stderr, adminUsage)
+		return usagef("admin needs a resource and a verb")
+	}
+	cmd, ok := adminCommands[args[0]+" "+args[1]]
+	if !ok {
+		fmt.Fprint(e.stderr, adminUsage)
+		return usagef("unknown admin command %q", args[0]+" "+args[1])
+	}
+	token := os.Getenv("AGENTBOX_ADMIN_TOKEN")
+	if token == "" {
+		return usagef("AGENTBOX_ADMIN_TOKEN is not set")
+	}
+	c, err := client.NewClient(serverURL(), client.WithRequestEditorFn(func(ctx context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	}))
+	if err != nil {
+		return err
+	}
+	fs := flag.NewFlagSet("agentbox admin "+args[0]+" "+args[1], flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return e.respond(cmd(context.Background(), c, fs, args[2:]))
+}
+
+// parse parses flags and checks that the named ones were given.
+func parse(fs *flag.FlagSet, args []string, required ...string) error {
+	if err := fs.Parse(args); err != nil {
+		return usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	seen := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { seen[f.Name] = true })
+	for _, name := range required {
+		if !seen[name] {
+			return usagef("--%s is required", name)
+		}
+	}
+	return nil
+}
+
+func readFile(path string) (string, error) {
+	if path == "-" {
+		b, err := io.ReadAll(os.Stdin)
+		return string(b), err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", usagef("cannot read %s: %v", path, err)
+	}
+	return string(b), nil
+}
+
+// setAgentFlags builds enable/disable (enabled set) and set-listed (withListed) commands.
+func setAgentFlags(enabled *bool, withListed bool) adminCommand {
+	return func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		agent := fs.String("agent", "", "agent name or ID")
+		listedFlag := fs.String("listed", "", "true|false")
+		required := []string{"box", "agent"}
+		if withListed {
+			required = append(required, "listed")
+		}
+		if err := parse(fs, args, required...); err != nil {
+			return nil, err
+		}
+		body := client.AdminAgentUpdateInput{Enabled: enabled}
+		if withListed {
+			v, err := strconv.ParseBool(*listedFlag)
+			if err != nil {
+				return nil, usagef("--listed must be true or false")
+			}
+			body.Listed = &v
+		}
+		return c.AdminAgentUpdate(ctx, *box, *agent, body)
+	}
+}
+
+func setBoxEnabled(enabled bool) adminCommand {
+	return func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		key := fs.String("key", "", "box key")
+		if err := parse(fs, args, "key"); err != nil {
+			return nil, err
+		}
+		return c.AdminBoxUpdate(ctx, *key, client.AdminBoxUpdateInput{Enabled: &enabled})
+	}
+}
+
+var (
+	yes = true
+	no  = false
+)
+
+var adminCommands = map[string]adminCommand{
+	"box create": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		key := fs.String("key", "", "box key")
+		name := fs.String("name", "", "display name")
+		if err := parse(fs, args, "key"); err != nil {
+			return nil, err
+		}
+		return c.AdminBoxCreate(ctx, client.AdminBoxCreateInput{BoxKey: *key, Name: name})
+	},
+	"box list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		if err := parse(fs, args); err != nil {
+			return nil, err
+		}
+		return c.AdminBoxList(ctx)
+	},
+	"box disable": setBoxEnabled(false),
+	"box enable":  setBoxEnabled(true),
+	"host create": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		name := fs.String("name", "", "host name")
+		var ips stringList
+		fs.Var(&ips, "ip", "exact source IP (repeatable)")
+		if err := parse(fs, args, "box", "name", "ip"); err != nil {
+			return nil, err
+		}
+		return c.AdminHostCreate(ctx, *box, client.AdminHostCreateInput{Name: *name, Ips: ips})
+	},
+	"host set-ips": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		name := fs.String("name", "", "host name")
+		var ips stringList
+		fs.Var(&ips, "ip", "exact source IP (repeatable)")
+		if err := parse(fs, args, "box", "name", "ip"); err != nil {
+			return nil, err
+		}
+		return c.AdminHostUpdate(ctx, *box, *name, client.AdminHostUpdateInput{Ips: ips})
+	},
+	"host list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		if err := parse(fs, args, "box"); err != nil {
+			return nil, err
+		}
+		return c.AdminHostList(ctx, *box)
+	},
+	"agent create": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		host := fs.String("host", "", "host name")
+		name := fs.String("name", "", "agent name")
+		listed := fs.Bool("listed", false, "list the agent in the directory")
+		profileFile := fs.String("profile-file", "", "file with the private profile (- for stdin)")
+		role := fs.String("role", "", "public role")
+		description := fs.String("description", "", "public description")
+		if err := parse(fs, args, "box", "host", "name"); err != nil {
+			return nil, err
+		}
+		body := client.AdminAgentCreateInput{HostName: *host, Name: *name, Listed: listed, Role: role, Description: description}
+		if *profileFile != "" {
+			text, err := readFile(*profileFile)
+			if err != nil {
+				return nil, err
+			}
+			body.ProfileText = &text
+		}
+		return c.AdminAgentCreate(ctx, *box, body)
+	},
+	"agent list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		if err := parse(fs, args, "box"); err != nil {
+			return nil, err
+		}
+		return c.AdminAgentList(ctx, *box)
+	},
+	"agent disable":    setAgentFlags(&no, false),
+	"agent enable":     setAgentFlags(&yes, false),
+	"agent set-listed": setAgentFlags(nil, true),
+	"agent set-profile": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		agent := fs.String("agent", "", "agent name or ID")
+		file := fs.String("file", "", "file with the private profile (- for stdin)")
+		if err := parse(fs, args, "box", "agent", "file"); err != nil {
+			return nil, err
+		}
+		text, err := readFile(*file)
+		if err != nil {
+			return nil, err
+		}
+		return c.AdminAgentProfileSet(ctx, *box, *agent, client.AdminProfileSetInput{Text: text})
+	},
+	"key create": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		agent := fs.String("agent", "", "agent name or ID")
+		router := fs.Bool("router", false, "router-mode key for MCP")
+		if err := parse(fs, args, "box", "agent"); err != nil {
+			return nil, err
+		}
+		return c.AdminKeyCreate(ctx, *box, *agent, client.AdminKeyCreateInput{Router: router})
+	},
+	"key list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		agent := fs.String("agent", "", "agent name or ID")
+		if err := parse(fs, args, "box", "agent"); err != nil {
+			return nil, err
+		}
+		return c.AdminKeyList(ctx, *box, *agent)
+	},
+	"key revoke": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		keyID := fs.String("key-id", "", "key ID")
+		if err := parse(fs, args, "box", "key-id"); err != nil {
+			return nil, err
+		}
+		id, err := uuid.Parse(*keyID)
+		if err != nil {
+			return nil, usagef("--key-id must be a UUID")
+		}
+		return c.AdminKeyRevoke(ctx, *box, id)
+	},
+	"settings get": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		if err := parse(fs, args, "box"); err != nil {
+			return nil, err
+		}
+		return c.AdminSettingsGet(ctx, *box)
+	},
+	"settings set": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		raw := fs.String("json", "", "settings to merge, as a JSON object")
+		expected := fs.String("expected-revision", "", "fail unless settings_revision is this")
+		if err := parse(fs, args, "box", "json"); err != nil {
+			return nil, err
+		}
+		var patch client.SettingsPatch
+		dec := json.NewDecoder(strings.NewReader(*raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&patch); err != nil {
+			return nil, usagef("--json must be an object of known settings keys: %v", err)
+		}
+		body := client.AdminSettingsUpdateInput{Settings: patch}
+		if *expected != "" {
+			body.ExpectedRevision = expected
+		}
+		return c.AdminSettingsUpdate(ctx, *box, body)
+	},
+}

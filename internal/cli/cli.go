@@ -1,0 +1,162 @@
+// Package cli is the agentbox command line. Every command prints JSON on stdout and
+// diagnostics on stderr; the exit code tells the error class (ExitCode). Admin and agent
+// commands talk to the server only through the generated HTTP client.
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/agentbox/agentbox/internal/apierr"
+)
+
+// Exit codes, one per error class.
+const (
+	ExitOK        = 0
+	ExitFailure   = 1 // transport failure or unexpected response
+	ExitUsage     = 2 // bad command line, INVALID_ARGUMENT, CURSOR_INVALID
+	ExitAuth      = 3 // AUTH_FAILED
+	ExitNotFound  = 4 // NOT_FOUND_OR_FORBIDDEN
+	ExitConflict  = 5 // NOT_PRIMED, PROFILE_OUTDATED, ROOM_ARCHIVED, REVISION_CONFLICT, IDEMPOTENCY_CONFLICT
+	ExitLimit     = 6 // LIMIT_EXCEEDED
+	ExitRetryable = 7 // RATE_LIMITED, TEMPORARILY_UNAVAILABLE
+	ExitStorage   = 8 // STORAGE_FAILURE
+)
+
+// ExitCode maps an error code to its exit code.
+func ExitCode(code apierr.Code) int {
+	switch code {
+	case apierr.InvalidArgument, apierr.CursorInvalid:
+		return ExitUsage
+	case apierr.AuthFailed:
+		return ExitAuth
+	case apierr.NotFoundOrForbidden:
+		return ExitNotFound
+	case apierr.NotPrimed, apierr.ProfileOutdated, apierr.RoomArchived, apierr.RevisionConflict, apierr.IdempotencyConflict:
+		return ExitConflict
+	case apierr.LimitExceeded:
+		return ExitLimit
+	case apierr.RateLimited, apierr.TemporarilyUnavailable:
+		return ExitRetryable
+	default:
+		return ExitStorage
+	}
+}
+
+// env is what every command gets.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// usageError is a command-line mistake (exit 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+const topUsage = `usage: agentbox <command> [flags]
+
+commands:
+  serve      run the server (embedded PostgreSQL unless --database-url is given)
+  admin      administer boxes, hosts, agents, keys, profiles and settings
+`
+
+// Run executes the command line and returns the exit code.
+func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, topUsage)
+		return ExitUsage
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = e.serve(args[1:])
+	case "admin":
+		err = e.admin(args[1:])
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, topUsage)
+		return ExitOK
+	default:
+		err = usagef("unknown command %q", args[0])
+	}
+	return e.finish(err)
+}
+
+// finish reports err and picks the exit code.
+func (e *env) finish(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintln(e.stderr, "agentbox:", ue.msg)
+		return ExitUsage
+	}
+	var ae *apierr.Error
+	if errors.As(err, &ae) {
+		writeJSON(e.stdout, apierr.Body{Error: ae})
+		fmt.Fprintln(e.stderr, "agentbox:", ae.Error())
+		return ExitCode(ae.Code)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return ExitUsage
+	}
+	fmt.Fprintln(e.stderr, "agentbox:", err)
+	return ExitFailure
+}
+
+// respond turns an HTTP response into stdout JSON (success) or an *apierr.Error.
+func (e *env) respond(resp *http.Response, err error) error {
+	if err != nil {
+		return fmt.Errorf("cannot reach the server: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 == 2 {
+		var buf bytes.Buffer
+		if json.Indent(&buf, body, "", "  ") != nil {
+			return fmt.Errorf("the server answered with a non-JSON body (status %d)", resp.StatusCode)
+		}
+		buf.WriteByte('\n')
+		_, err := e.stdout.Write(buf.Bytes())
+		return err
+	}
+	var eb apierr.Body
+	if json.Unmarshal(body, &eb) != nil || eb.Error == nil {
+		return fmt.Errorf("the server answered status %d without an error body", resp.StatusCode)
+	}
+	return eb.Error
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v) //nolint:errcheck
+}
+
+// serverURL is AGENTBOX_SERVER (default the local server).
+func serverURL() string {
+	if s := strings.TrimRight(os.Getenv("AGENTBOX_SERVER"), "/"); s != "" {
+		return s
+	}
+	return "http://127.0.0.1:8080"
+}
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

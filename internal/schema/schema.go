@@ -1,0 +1,348 @@
+// Package schema is the small JSON Schema runtime used by generated contract
+// code (gen/mcp) and by the transports: compiled JSON Schema 2020-12
+// validators whose violations never echo the rejected value, and a strict JSON
+// decoder that refuses what encoding/json would silently repair.
+package schema
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+)
+
+// Validator is a compiled JSON Schema 2020-12 (santhosh-tekuri/jsonschema/v6).
+// It is safe for concurrent use.
+type Validator struct {
+	name string
+	sch  *jsonschema.Schema
+}
+
+// assertedFormats are the only `format` values that are asserted. Every other
+// format the library knows is registered as a no-op, so that annotations such
+// as "email" or "uri" never reject input on their own (the service enforces
+// its own rules with its own error reasons).
+var assertedFormats = map[string]bool{"uuid": true, "date-time": true}
+
+var knownFormats = []string{
+	"json-pointer", "relative-json-pointer", "uuid", "duration", "period",
+	"ipv4", "ipv6", "hostname", "email", "date", "time", "date-time", "uri",
+	"iri", "uri-reference", "iri-reference", "uri-template", "semver", "regex",
+	"idn-email", "idn-hostname",
+}
+
+// Compile compiles a JSON Schema document. Documents without "$schema" are
+// treated as draft 2020-12. Format assertions are enabled for "uuid" and
+// "date-time".
+func Compile(name string, doc []byte) (*Validator, error) {
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return nil, fmt.Errorf("schema %s: %w", name, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	for _, f := range knownFormats {
+		if !assertedFormats[f] {
+			c.RegisterFormat(&jsonschema.Format{Name: f, Validate: func(any) error { return nil }})
+		}
+	}
+	loc := "https://agentbox.invalid/schemas/" + url.PathEscape(name) + ".json"
+	if err := c.AddResource(loc, inst); err != nil {
+		return nil, fmt.Errorf("schema %s: %w", name, err)
+	}
+	sch, err := c.Compile(loc)
+	if err != nil {
+		return nil, fmt.Errorf("schema %s: %w", name, err)
+	}
+	return &Validator{name: name, sch: sch}, nil
+}
+
+// MustCompile is Compile that panics on error; for package initialization.
+func MustCompile(name string, doc []byte) *Validator {
+	v, err := Compile(name, doc)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// Name returns the name the validator was compiled with.
+func (v *Validator) Name() string { return v.name }
+
+// Violation describes the first (most specific) place where an instance
+// fails its schema. It never contains the rejected value.
+type Violation struct {
+	Field   string // dotted/indexed path, e.g. "patch.role", "inbox_seqs[3]"; "" for the root
+	Keyword string // the failing JSON Schema keyword: "additionalProperties", "required", "type", ...
+	Message string // a fixed human-readable phrase; never the value
+}
+
+func (v *Violation) Error() string {
+	if v.Field == "" {
+		return v.Message
+	}
+	return v.Field + ": " + v.Message
+}
+
+// ValidateJSON decodes doc with DecodeStrict (numbers as json.Number) and
+// validates it. A document that cannot be decoded yields a Violation with
+// Keyword "json" at the root.
+func (v *Validator) ValidateJSON(doc []byte) *Violation {
+	inst, err := DecodeStrict(doc)
+	if err != nil {
+		return &Violation{Keyword: "json", Message: DecodeMessage(err)}
+	}
+	return v.Validate(inst)
+}
+
+// Validate checks an instance decoded with encoding/json + UseNumber (or any
+// value returned by DecodeStrict). nil means valid.
+func (v *Validator) Validate(instance any) *Violation {
+	err := v.sch.Validate(instance)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		// Invalid Go value (not a JSON value); report without detail.
+		return &Violation{Keyword: "type", Message: "wrong type"}
+	}
+	best := pick(ve, instance)
+	if best == nil {
+		return &Violation{Keyword: "schema", Message: "invalid value"}
+	}
+	return best.violation(instance)
+}
+
+// candidate is one leaf error, ranked for selection.
+type candidate struct {
+	loc     []string // instance location (tokens)
+	prop    string   // property appended for additionalProperties/required
+	keyword string
+	kind    jsonschema.ErrorKind
+}
+
+func (c *candidate) depth() int {
+	d := len(c.loc)
+	if c.prop != "" {
+		d++
+	}
+	return d
+}
+
+var keywordRank = map[string]int{
+	"additionalProperties": 0,
+	"required":             1,
+	"type":                 2,
+	"oneOf":                3,
+	"anyOf":                3,
+}
+
+func rank(k string) int {
+	if r, ok := keywordRank[k]; ok {
+		return r
+	}
+	return 10
+}
+
+// better reports whether a should be chosen over b: deeper first, then by
+// keyword rank, then by keyword name, then by field path.
+func better(a, b *candidate, inst any) bool {
+	if b == nil {
+		return true
+	}
+	if a.depth() != b.depth() {
+		return a.depth() > b.depth()
+	}
+	if rank(a.keyword) != rank(b.keyword) {
+		return rank(a.keyword) < rank(b.keyword)
+	}
+	if a.keyword != b.keyword {
+		return a.keyword < b.keyword
+	}
+	return a.field(inst) < b.field(inst)
+}
+
+// pick walks the error tree and returns the best leaf. A oneOf/anyOf whose
+// alternatives all fail at its own location (not deeper) is reported as the
+// oneOf/anyOf itself.
+func pick(e *jsonschema.ValidationError, inst any) *candidate {
+	if len(e.Causes) == 0 {
+		return leaf(e)
+	}
+	var best *candidate
+	for _, c := range e.Causes {
+		if cand := pick(c, inst); cand != nil && better(cand, best, inst) {
+			best = cand
+		}
+	}
+	switch e.ErrorKind.(type) {
+	case *kind.OneOf, *kind.AnyOf:
+		if best == nil || best.depth() <= len(e.InstanceLocation) {
+			return leaf(e)
+		}
+	}
+	return best
+}
+
+func leaf(e *jsonschema.ValidationError) *candidate {
+	c := &candidate{loc: e.InstanceLocation, kind: e.ErrorKind}
+	switch k := e.ErrorKind.(type) {
+	case *kind.AdditionalProperties:
+		c.keyword = "additionalProperties"
+		if len(k.Properties) > 0 {
+			p := append([]string(nil), k.Properties...)
+			sort.Strings(p)
+			c.prop = p[0]
+		}
+	case *kind.Required:
+		c.keyword = "required"
+		if len(k.Missing) > 0 {
+			p := append([]string(nil), k.Missing...)
+			sort.Strings(p)
+			c.prop = p[0]
+		}
+	case *kind.DependentRequired:
+		c.keyword = "dependentRequired"
+		if len(k.Missing) > 0 {
+			p := append([]string(nil), k.Missing...)
+			sort.Strings(p)
+			c.prop = p[0]
+		}
+	case *kind.Dependency:
+		c.keyword = "dependencies"
+		if len(k.Missing) > 0 {
+			p := append([]string(nil), k.Missing...)
+			sort.Strings(p)
+			c.prop = p[0]
+		}
+	case *kind.FalseSchema:
+		c.keyword = "false"
+	default:
+		if kp := e.ErrorKind.KeywordPath(); len(kp) > 0 {
+			c.keyword = kp[0]
+		} else {
+			c.keyword = "schema"
+		}
+	}
+	return c
+}
+
+// field renders the location as "a.b[3].c", using the instance to tell array
+// indexes from object keys.
+func (c *candidate) field(inst any) string {
+	var b strings.Builder
+	cur := inst
+	for _, tok := range c.loc {
+		switch v := cur.(type) {
+		case []any:
+			b.WriteString("[" + tok + "]")
+			if i, err := strconv.Atoi(tok); err == nil && i >= 0 && i < len(v) {
+				cur = v[i]
+			} else {
+				cur = nil
+			}
+			continue
+		case map[string]any:
+			cur = v[tok]
+		default:
+			cur = nil
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	if c.prop != "" {
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(c.prop)
+	}
+	return b.String()
+}
+
+func (c *candidate) violation(inst any) *Violation {
+	return &Violation{Field: c.field(inst), Keyword: c.keyword, Message: message(c.kind)}
+}
+
+// message renders a fixed phrase for an error kind. It uses only values that
+// come from the schema (bounds, expected types, allowed values), never Got.
+func message(k jsonschema.ErrorKind) string {
+	switch k := k.(type) {
+	case *kind.AdditionalProperties:
+		return "unknown field"
+	case *kind.Required, *kind.DependentRequired, *kind.Dependency:
+		return "required field missing"
+	case *kind.Type:
+		if len(k.Want) > 0 {
+			return "wrong type, expected " + strings.Join(k.Want, " or ")
+		}
+		return "wrong type"
+	case *kind.Pattern:
+		return "does not match the required pattern"
+	case *kind.Format:
+		return "is not a valid " + k.Want
+	case *kind.MinLength:
+		return fmt.Sprintf("shorter than the minimum length %d", k.Want)
+	case *kind.MaxLength:
+		return fmt.Sprintf("longer than the maximum length %d", k.Want)
+	case *kind.MinItems:
+		return fmt.Sprintf("fewer than the minimum %d items", k.Want)
+	case *kind.MaxItems:
+		return fmt.Sprintf("more than the maximum %d items", k.Want)
+	case *kind.MinProperties:
+		return fmt.Sprintf("fewer than the minimum %d fields", k.Want)
+	case *kind.MaxProperties:
+		return fmt.Sprintf("more than the maximum %d fields", k.Want)
+	case *kind.Minimum:
+		return "below the minimum " + ratString(k.Want)
+	case *kind.Maximum:
+		return "above the maximum " + ratString(k.Want)
+	case *kind.ExclusiveMinimum:
+		return "must be greater than " + ratString(k.Want)
+	case *kind.ExclusiveMaximum:
+		return "must be less than " + ratString(k.Want)
+	case *kind.MultipleOf:
+		return "is not a multiple of " + ratString(k.Want)
+	case *kind.Enum:
+		return "is not one of the allowed values"
+	case *kind.Const:
+		return "is not the allowed value"
+	case *kind.UniqueItems:
+		return "items are not unique"
+	case *kind.OneOf:
+		if k.Subschemas != nil {
+			return "matches more than one allowed alternative"
+		}
+		return "does not match any allowed alternative"
+	case *kind.AnyOf:
+		return "does not match any allowed alternative"
+	case *kind.Not:
+		return "matches a forbidden schema"
+	case *kind.FalseSchema:
+		return "is not allowed"
+	case *kind.PropertyNames:
+		return "has a field name that is not allowed"
+	case *kind.AdditionalItems:
+		return "has too many items"
+	case *kind.Contains, *kind.MinContains, *kind.MaxContains:
+		return "does not contain the required items"
+	default:
+		return "invalid value"
+	}
+}
+
+func ratString(r interface{ RatString() string }) string {
+	if r == nil {
+		return "?"
+	}
+	return r.RatString()
+}

@@ -1,0 +1,461 @@
+package service_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// Every AUTH_FAILED cause yields the same status and byte-identical body.
+func TestAuthFailuresAreIndistinguishable(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	e.Box("beta")
+	good := e.NewAgent("alpha", "good", nil)
+	good.Prime()
+
+	revoked := e.NewAgent("alpha", "revoked", nil)
+	e.Admin("POST", "/boxes/alpha/keys/"+revoked.KeyID+"/revoke", nil)
+
+	disabled := e.NewAgent("alpha", "disabled", nil)
+	e.Admin("PATCH", "/boxes/alpha/agents/disabled", map[string]any{"enabled": false})
+
+	e.Box("gamma")
+	inDisabledBox := e.NewAgent("gamma", "g", nil)
+	e.Admin("PATCH", "/boxes/gamma", map[string]any{"enabled": false})
+
+	e.Admin("POST", "/boxes/alpha/hosts", map[string]any{"name": "far", "ips": []string{"10.9.8.7"}})
+	wrongIP := e.NewAgent("alpha", "remote", map[string]any{"host_name": "far"})
+
+	cases := map[string]func() testenv.Response{
+		"wrong key":      func() testenv.Response { return e.Do("GET", "/api/v1/boxes/alpha/checkpoint", "abk_nonsense", nil, nil) },
+		"no key":         func() testenv.Response { return e.Do("GET", "/api/v1/boxes/alpha/checkpoint", "", nil, nil) },
+		"revoked key":    func() testenv.Response { return revoked.Call("GET", "/checkpoint", nil) },
+		"disabled agent": func() testenv.Response { return disabled.Call("GET", "/checkpoint", nil) },
+		"disabled box":   func() testenv.Response { return inDisabledBox.Call("GET", "/checkpoint", nil) },
+		"wrong box_key": func() testenv.Response {
+			return e.Do("GET", "/api/v1/boxes/beta/checkpoint", good.Key, nil, nil)
+		},
+		"unknown box_key": func() testenv.Response {
+			return e.Do("GET", "/api/v1/boxes/nosuchbox/checkpoint", good.Key, nil, nil)
+		},
+		"wrong source IP": func() testenv.Response { return wrongIP.Call("GET", "/checkpoint", nil) },
+	}
+	var reference []byte
+	for name, do := range cases {
+		r := do()
+		if r.Status != http.StatusUnauthorized || r.Code() != "AUTH_FAILED" {
+			t.Fatalf("%s: got %d %s", name, r.Status, r.Raw)
+		}
+		if reference == nil {
+			reference = r.Raw
+		}
+		if !bytes.Equal(reference, r.Raw) {
+			t.Fatalf("%s: body differs:\n%s\nvs\n%s", name, r.Raw, reference)
+		}
+	}
+	// The good key still works, so the failures above were the causes named.
+	if r := good.Call("GET", "/checkpoint", nil); r.Status != http.StatusOK {
+		t.Fatalf("good key: %d %s", r.Status, r.Raw)
+	}
+}
+
+// A request whose TCP source is an IPv4-mapped IPv6 address matches the IPv4 host entry;
+// forwarded-IP headers are ignored.
+func TestSourceAddressRules(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	call := func(remote string, headers map[string]string) int {
+		req := httptest.NewRequest("GET", "/api/v1/boxes/alpha/me", nil)
+		req.RemoteAddr = remote
+		req.Header.Set("Authorization", "Bearer "+a.Key)
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		e.Handler.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if got := call("[::ffff:127.0.0.1]:40000", nil); got != http.StatusOK {
+		t.Fatalf("IPv4-mapped source: %d", got)
+	}
+	if got := call("127.0.0.1:40000", nil); got != http.StatusOK {
+		t.Fatalf("IPv4 source: %d", got)
+	}
+	if got := call("[::1]:40000", nil); got != http.StatusUnauthorized {
+		t.Fatalf("IPv6 loopback is not the registered IPv4: %d", got)
+	}
+	spoof := map[string]string{"X-Forwarded-For": "127.0.0.1", "X-Real-IP": "127.0.0.1", "Forwarded": "for=127.0.0.1"}
+	if got := call("10.1.1.1:40000", spoof); got != http.StatusUnauthorized {
+		t.Fatalf("forwarded headers must be ignored: %d", got)
+	}
+	// A host registered with an IPv4-mapped address is stored normalized.
+	h := e.Admin("POST", "/boxes/alpha/hosts", map[string]any{"name": "mapped", "ips": []string{"::ffff:10.0.0.1"}})
+	if ips := h["ips"].([]any); ips[0] != "10.0.0.1" {
+		t.Fatalf("stored IP not normalized: %v", ips)
+	}
+	// CIDR ranges and names are not IPs.
+	r := e.Do("POST", "/admin/api/v1/boxes/alpha/hosts", testenv.AdminToken, map[string]any{"name": "cidr", "ips": []string{"10.0.0.0/8"}}, nil)
+	if r.Code() != "INVALID_ARGUMENT" || r.ErrorField("field") != "ips[0]" {
+		t.Fatalf("CIDR accepted: %s", r.Raw)
+	}
+}
+
+func TestNotPrimed(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	for _, c := range []struct{ method, path string }{{"GET", "/checkpoint"}, {"GET", "/profile"}} {
+		r := a.Call(c.method, c.path, nil)
+		if r.Status != http.StatusConflict || r.Code() != "NOT_PRIMED" {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, r.Status, r.Raw)
+		}
+	}
+	r := a.Call("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{}, "idempotency_key": "k1"})
+	if r.Code() != "NOT_PRIMED" {
+		t.Fatalf("save: %s", r.Raw)
+	}
+	// /me and /limits need a valid key but no session.
+	a.MustCall("GET", "/me", nil)
+	a.MustCall("GET", "/limits", nil)
+	// Priming one session does not prime another.
+	a.WithSession("s1").Prime()
+	if r := a.WithSession("s2").Call("GET", "/checkpoint", nil); r.Code() != "NOT_PRIMED" {
+		t.Fatalf("other session: %s", r.Raw)
+	}
+	a.WithSession("s1").MustCall("GET", "/checkpoint", nil)
+}
+
+func TestPrimeResumesTheSameSession(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", map[string]any{"profile_text": "be brief"})
+	first := a.Prime()
+	second := a.Prime()
+	s1, s2 := first["session"].(map[string]any), second["session"].(map[string]any)
+	if s1["session_id"] != s2["session_id"] || s1["created"] != true || s2["created"] != false {
+		t.Fatalf("sessions: %v %v", s1, s2)
+	}
+	other := a.WithSession("runtime-2").Prime()["session"].(map[string]any)
+	if other["session_id"] == s1["session_id"] {
+		t.Fatal("a different Agentbox-Session must open a different session")
+	}
+	if p := first["profile"].(map[string]any); p["text"] != "be brief" || p["profile_version"] != "1" {
+		t.Fatalf("profile: %v", p)
+	}
+	if c := first["checkpoint"].(map[string]any); c["revision"] != "0" || c["checkpoint_changed"] != false {
+		t.Fatalf("checkpoint: %v", c)
+	}
+	lim := first["limits"].(map[string]any)
+	if lim["settings_revision"] != "1" || lim["values"].(map[string]any)["ack_batch_max"] != float64(100) {
+		t.Fatalf("limits: %v", lim)
+	}
+	a.MustCall("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"x": 1}, "idempotency_key": "k"})
+	changed := a.MustCall("POST", "/prime", map[string]any{"known_checkpoint_revision": "0"})["checkpoint"].(map[string]any)
+	if changed["revision"] != "1" || changed["checkpoint_changed"] != true {
+		t.Fatalf("checkpoint_changed: %v", changed)
+	}
+	same := a.MustCall("POST", "/prime", map[string]any{"known_checkpoint_revision": "1"})["checkpoint"].(map[string]any)
+	if same["checkpoint_changed"] != false {
+		t.Fatalf("checkpoint unchanged: %v", same)
+	}
+}
+
+func TestProfileOutdatedBlocksMutationsUntilProfileGet(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", map[string]any{"profile_text": "v1"})
+	a.Prime()
+	save := func(key, expected string) testenv.Response {
+		return a.Call("PUT", "/checkpoint", map[string]any{"expected_revision": expected, "checkpoint": map[string]any{"k": key}, "idempotency_key": key})
+	}
+	if r := save("k1", "0"); r.Status != http.StatusOK {
+		t.Fatalf("save: %s", r.Raw)
+	}
+	e.Admin("PUT", "/boxes/alpha/agents/a/profile", map[string]any{"text": "v2: new instructions"})
+
+	r := save("k2", "1")
+	if r.Status != http.StatusConflict || r.Code() != "PROFILE_OUTDATED" {
+		t.Fatalf("expected PROFILE_OUTDATED: %d %s", r.Status, r.Raw)
+	}
+	// Nothing was written.
+	if cp := a.MustCall("GET", "/checkpoint", nil); cp["revision"] != "1" {
+		t.Fatalf("checkpoint changed while outdated: %v", cp)
+	}
+	// Reads are still allowed; profile_get clears the condition.
+	p := a.MustCall("GET", "/profile", nil)
+	if p["text"] != "v2: new instructions" || p["profile_version"] != "2" {
+		t.Fatalf("profile: %v", p)
+	}
+	if r := save("k2", "1"); r.Status != http.StatusOK {
+		t.Fatalf("after profile_get: %s", r.Raw)
+	}
+}
+
+func TestIdempotentReplayAndConflict(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	body := map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"step": 1}, "idempotency_key": "once"}
+	first := a.Call("PUT", "/checkpoint", body)
+	if first.Status != http.StatusOK {
+		t.Fatalf("first: %s", first.Raw)
+	}
+	// State moves on; the replay still returns the original body byte for byte.
+	e.Clock.Advance(time.Minute)
+	a.MustCall("PUT", "/checkpoint", map[string]any{"expected_revision": "1", "checkpoint": map[string]any{"step": 2}, "idempotency_key": "twice"})
+	replay := a.Call("PUT", "/checkpoint", body)
+	if replay.Status != http.StatusOK || !bytes.Equal(first.Raw, replay.Raw) {
+		t.Fatalf("replay differs:\n%s\n%s", first.Raw, replay.Raw)
+	}
+	if cp := a.MustCall("GET", "/checkpoint", nil); cp["revision"] != "2" {
+		t.Fatalf("replay must not write: %v", cp)
+	}
+	// Same key, different arguments.
+	body["checkpoint"] = map[string]any{"step": 99}
+	r := a.Call("PUT", "/checkpoint", body)
+	if r.Status != http.StatusConflict || r.Code() != "IDEMPOTENCY_CONFLICT" {
+		t.Fatalf("conflict: %d %s", r.Status, r.Raw)
+	}
+	// Another session of the same agent shares the key scope (box, agent, tool).
+	other := a.WithSession("other")
+	other.Prime()
+	if r := other.Call("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"step": 1}, "idempotency_key": "once"}); !bytes.Equal(r.Raw, first.Raw) {
+		t.Fatalf("scope is per agent: %s", r.Raw)
+	}
+	// After the retention period the key is free again and acts anew.
+	e.Clock.Advance(25 * time.Hour)
+	r = a.Call("PUT", "/checkpoint", body)
+	if r.Code() != "REVISION_CONFLICT" {
+		t.Fatalf("after retention the call is a new action (stale revision): %s", r.Raw)
+	}
+}
+
+// 50 concurrent saves with the same expected revision, spread over two server instances
+// on one database: exactly one wins.
+func TestConcurrentCheckpointSaveCAS(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	second := testenv.Attach(t, e)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	a.MustCall("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{}, "idempotency_key": "init"})
+
+	const n = 50
+	var wg sync.WaitGroup
+	results := make([]testenv.Response, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			target := e
+			if i%2 == 1 {
+				target = second
+			}
+			results[i] = target.Do("PUT", "/api/v1/boxes/alpha/checkpoint", a.Key,
+				map[string]any{"expected_revision": "1", "checkpoint": map[string]any{"writer": i}, "idempotency_key": fmt.Sprint("w", i)}, nil)
+		}()
+	}
+	wg.Wait()
+	ok, conflicts := 0, 0
+	for _, r := range results {
+		switch {
+		case r.Status == http.StatusOK:
+			ok++
+		case r.Code() == "REVISION_CONFLICT" && r.ErrorField("current_revision") == "2":
+			conflicts++
+		default:
+			t.Errorf("unexpected: %d %s", r.Status, r.Raw)
+		}
+	}
+	if ok != 1 || conflicts != n-1 {
+		t.Fatalf("ok=%d conflicts=%d", ok, conflicts)
+	}
+	if cp := a.MustCall("GET", "/checkpoint", nil); cp["revision"] != "2" {
+		t.Fatalf("final revision: %v", cp)
+	}
+}
+
+// A response that violates its output schema is never returned as success, and its
+// mutation is rolled back.
+func TestOutputViolationRollsBack(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, testenv.Options{TamperResponse: func(op string, body []byte) []byte {
+		if op == "checkpoint_save" {
+			return bytes.Replace(body, []byte(`"revision":"`), []byte(`"revision":"not-a-number-`), 1)
+		}
+		return body
+	}})
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	r := a.Call("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"a": 1}, "idempotency_key": "k"})
+	if r.Status != http.StatusInternalServerError || r.Code() != "STORAGE_FAILURE" {
+		t.Fatalf("expected STORAGE_FAILURE: %d %s", r.Status, r.Raw)
+	}
+	cp := a.MustCall("GET", "/checkpoint", nil)
+	if cp["revision"] != "0" {
+		t.Fatalf("mutation persisted: %v", cp)
+	}
+	// No idempotency record either: a retry runs (and fails) again rather than replaying.
+	if r := a.Call("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"a": 1}, "idempotency_key": "k"}); r.Code() != "STORAGE_FAILURE" {
+		t.Fatalf("retry: %s", r.Raw)
+	}
+}
+
+func TestStrictInput(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	const marker = "MARKER-7f3a9c"
+	cases := []struct {
+		name  string
+		body  string
+		code  string
+		field string
+	}{
+		{"unknown field", `{"expected_revision":"0","checkpoint":{},"idempotency_key":"k","` + marker + `":1}`, "INVALID_ARGUMENT", marker},
+		{"wrong type", `{"expected_revision":"0","checkpoint":"` + marker + `","idempotency_key":"k"}`, "INVALID_ARGUMENT", "checkpoint"},
+		{"bad revision", `{"expected_revision":"` + marker + `","checkpoint":{},"idempotency_key":"k"}`, "INVALID_ARGUMENT", "expected_revision"},
+		{"missing key", `{"expected_revision":"0","checkpoint":{}}`, "INVALID_ARGUMENT", "idempotency_key"},
+		{"lone surrogate", `{"expected_revision":"0","checkpoint":{"x":"\ud800` + marker + `"},"idempotency_key":"k"}`, "INVALID_ARGUMENT", ""},
+		{"invalid utf-8", "{\"expected_revision\":\"0\",\"checkpoint\":{\"x\":\"\xff" + marker + "\"},\"idempotency_key\":\"k\"}", "INVALID_ARGUMENT", ""},
+		{"not json", `{"expected_revision":` + marker, "INVALID_ARGUMENT", ""},
+		{"revision out of range", `{"expected_revision":"9999999999999999999","checkpoint":{},"idempotency_key":"k"}`, "INVALID_ARGUMENT", "expected_revision"},
+		{"oversized checkpoint", `{"expected_revision":"0","checkpoint":{"x":"` + strings.Repeat("a", 32<<10) + marker + `"},"idempotency_key":"k"}`, "LIMIT_EXCEEDED", "checkpoint"},
+	}
+	for _, c := range cases {
+		r := a.Call("PUT", "/checkpoint", []byte(c.body))
+		if r.Code() != c.code {
+			t.Errorf("%s: want %s, got %d %s", c.name, c.code, r.Status, r.Raw)
+			continue
+		}
+		if c.field != "" && c.field != marker && r.ErrorField("field") != c.field {
+			t.Errorf("%s: field %q, want %q", c.name, r.ErrorField("field"), c.field)
+		}
+		if bytes.Contains(r.Raw, []byte(marker)) && c.field != marker {
+			t.Errorf("%s: error echoes the rejected value: %s", c.name, r.Raw)
+		}
+		if c.field == marker && r.ErrorField("field") != marker {
+			t.Errorf("%s: unknown field not named: %s", c.name, r.Raw)
+		}
+	}
+	// Nothing was written by any rejected call.
+	if cp := a.MustCall("GET", "/checkpoint", nil); cp["revision"] != "0" {
+		t.Fatalf("a rejected call wrote: %v", cp)
+	}
+	// A checkpoint of exactly 32 KiB (compact) is accepted.
+	pad := 32<<10 - len(`{"x":""}`)
+	ok := a.Call("PUT", "/checkpoint", []byte(`{"expected_revision":"0","checkpoint":{"x":"`+strings.Repeat("b", pad)+`"},"idempotency_key":"edge"}`))
+	if ok.Status != http.StatusOK {
+		t.Fatalf("32 KiB checkpoint: %s", ok.Raw)
+	}
+}
+
+func TestCheckpointRoundTripAndConflict(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	prime := a.Prime()
+	sessionID := prime["session"].(map[string]any)["session_id"]
+	empty := a.MustCall("GET", "/checkpoint", nil)
+	if empty["revision"] != "0" || fmt.Sprint(empty["checkpoint"]) != "map[]" {
+		t.Fatalf("absent checkpoint: %v", empty)
+	}
+	big := "12345678901234567890123" // beyond 2^64: must survive untouched
+	raw := `{"expected_revision":"0","checkpoint":{"z":1,"a":` + big + `,"nested":{"k":[1,2]}},"idempotency_key":"k1"}`
+	saved := a.Call("PUT", "/checkpoint", []byte(raw))
+	if saved.Status != http.StatusOK || saved.JSON()["revision"] != "1" {
+		t.Fatalf("save: %s", saved.Raw)
+	}
+	got := a.Call("GET", "/checkpoint", nil)
+	if !bytes.Contains(got.Raw, []byte(`"checkpoint":{"z":1,"a":`+big+`,"nested":{"k":[1,2]}}`)) {
+		t.Fatalf("checkpoint not preserved exactly: %s", got.Raw)
+	}
+	if got.JSON()["saved_by_session_id"] != sessionID {
+		t.Fatalf("saved_by_session_id: %s", got.Raw)
+	}
+	stale := a.Call("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{}, "idempotency_key": "k2"})
+	if stale.Status != http.StatusConflict || stale.Code() != "REVISION_CONFLICT" || stale.ErrorField("current_revision") != "1" {
+		t.Fatalf("stale save: %d %s", stale.Status, stale.Raw)
+	}
+	var env struct {
+		Error struct {
+			Retryable bool `json:"retryable"`
+		} `json:"error"`
+	}
+	json.Unmarshal(stale.Raw, &env) //nolint:errcheck
+	if env.Error.Retryable {
+		t.Fatal("REVISION_CONFLICT is not retryable")
+	}
+}
+
+func TestSettingsAndLimits(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	s := e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"settings": map[string]any{"lease_default_seconds": 120}})
+	if s["settings_revision"] != "2" || s["settings"].(map[string]any)["lease_default_seconds"] != float64(120) {
+		t.Fatalf("settings: %v", s)
+	}
+	lim := a.MustCall("GET", "/limits", nil)
+	if lim["settings_revision"] != "2" || lim["values"].(map[string]any)["lease_default_seconds"] != float64(120) {
+		t.Fatalf("limits: %v", lim)
+	}
+	if sem := lim["semantics"].(map[string]any); sem["duplicate_rule"] == nil || sem["retention_rule"] == nil {
+		t.Fatalf("semantics: %v", sem)
+	}
+	r := e.Do("PATCH", "/admin/api/v1/boxes/alpha/settings", testenv.AdminToken, map[string]any{"expected_revision": "1", "settings": map[string]any{"ack_batch_max": 10}}, nil)
+	if r.Code() != "REVISION_CONFLICT" || r.ErrorField("current_revision") != "2" {
+		t.Fatalf("stale settings: %s", r.Raw)
+	}
+	r = e.Do("PATCH", "/admin/api/v1/boxes/alpha/settings", testenv.AdminToken, map[string]any{"settings": map[string]any{"page_limit_default": 500}}, nil)
+	if r.Code() != "INVALID_ARGUMENT" {
+		t.Fatalf("incoherent settings: %s", r.Raw)
+	}
+	r = e.Do("PATCH", "/admin/api/v1/boxes/alpha/settings", testenv.AdminToken, map[string]any{"settings": map[string]any{"checkpoint_max_bytes": 1}}, nil)
+	if r.Code() != "INVALID_ARGUMENT" {
+		t.Fatalf("fixed limit is not a setting: %s", r.Raw)
+	}
+}
+
+func TestAdminNeedsAdminToken(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	for _, tok := range []string{"", "wrong", a.Key} {
+		r := e.Do("GET", "/admin/api/v1/boxes", tok, nil, nil)
+		if r.Status != http.StatusUnauthorized || r.Code() != "AUTH_FAILED" {
+			t.Fatalf("token %q: %d %s", tok, r.Status, r.Raw)
+		}
+	}
+	// An agent route does not accept the admin token either.
+	if r := e.Do("GET", "/api/v1/boxes/alpha/me", testenv.AdminToken, nil, nil); r.Code() != "AUTH_FAILED" {
+		t.Fatalf("admin token on agent route: %s", r.Raw)
+	}
+}
+

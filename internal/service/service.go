@@ -1,0 +1,283 @@
+// Package service implements every operation once, as the oapi-codegen strict server
+// interface; the HTTP and MCP transports both call it. Each call runs the same pipeline:
+// session → rules → store → build response → validate against the output schema →
+// idempotency record → commit (SPEC §1).
+package service
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/agentbox/agentbox/gen/api"
+	"github.com/agentbox/agentbox/gen/mcp"
+	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/clock"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+var _ api.StrictServerInterface = (*Service)(nil)
+
+// Options configure a Service.
+type Options struct {
+	Store *store.Store
+	Clock clock.Clock // nil: the system clock
+	Log   *slog.Logger
+	// TamperResponse, when set, rewrites a response body just before output validation.
+	// Tests use it to prove that a contract-breaking response rolls its mutation back.
+	TamperResponse func(operationID string, body []byte) []byte
+}
+
+// Service implements api.StrictServerInterface.
+type Service struct {
+	store  *store.Store
+	clock  clock.Clock
+	log    *slog.Logger
+	tamper func(string, []byte) []byte
+}
+
+// New builds the service.
+func New(o Options) *Service {
+	if o.Clock == nil {
+		o.Clock = clock.System{}
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{store: o.Store, clock: o.Clock, log: o.Log, tamper: o.TamperResponse}
+}
+
+// call is what every agent operation knows about its caller.
+type call struct {
+	p                auth.Principal
+	now              time.Time
+	session          store.Session
+	settings         api.SettingsValues
+	settingsRevision int64
+}
+
+// errDryRun rolls a dry-run transaction back after its result was built and validated.
+var errDryRun = errors.New("dry run")
+
+// agentCall resolves the caller's primed session inside tx (NOT_PRIMED without one) and, for
+// mutations, refuses to act while the session has not observed the current profile.
+func (s *Service) agentCall(ctx context.Context, tx *store.Tx, mutation bool) (*call, error) {
+	p, ok := auth.PrincipalFrom(ctx)
+	if !ok {
+		return nil, apierr.Auth()
+	}
+	c := &call{p: p, now: s.clock.Now()}
+	sess, bs, err := tx.SessionByKey(ctx, p.BoxID, p.AgentID, sessionKeyHash(ctx, p), c.now)
+	if err == store.ErrNotFound {
+		return nil, apierr.New(apierr.NotPrimed, "this session is not primed").WithSuggestion("call agent_prime first")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if mutation && sess.ObservedProfileVersion < sess.CurrentProfileVersion {
+		return nil, apierr.New(apierr.ProfileOutdated, "the private profile changed since this session read it").
+			WithSuggestion("call profile_get, follow the new profile, then retry")
+	}
+	c.session = sess
+	c.settings, err = effectiveSettings(bs.Overrides)
+	c.settingsRevision = bs.Revision
+	return c, err
+}
+
+// sessionKeyHash is the stored form of the transport's session key (SPEC §3 rule in auth.SessionKey).
+func sessionKeyHash(ctx context.Context, p auth.Principal) []byte {
+	key := auth.SessionKeyFrom(ctx)
+	if key == "" {
+		key = auth.SessionKey("", "", p.KeyID)
+	}
+	sum := sha256.Sum256([]byte(key))
+	return sum[:]
+}
+
+// runRead runs a read that needs a primed session.
+func runRead[T any](ctx context.Context, s *Service, op string, fn func(context.Context, *store.Tx, *call) (T, error)) (T, error) {
+	var out T
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		c, err := s.agentCall(ctx, tx, false)
+		if err != nil {
+			return err
+		}
+		res, err := fn(ctx, tx, c)
+		if err != nil {
+			return err
+		}
+		out, err = checkOutput(s, op, res)
+		return err
+	})
+	return out, s.wireError(ctx, op, err)
+}
+
+// mutation describes one agent mutation for runMutation.
+type mutation struct {
+	op             string
+	idempotencyKey string
+	args           any  // everything that identifies the action, hashed for IDEMPOTENCY_CONFLICT
+	dryRun         bool // validate and build the result, write nothing, record no idempotency entry
+}
+
+// runMutation runs an agent mutation: fresh profile, idempotency (replay returns the original
+// body; other arguments under the same key are IDEMPOTENCY_CONFLICT), output validation
+// before commit, and the idempotency record in the same transaction.
+func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(context.Context, *store.Tx, *call) (T, error)) (T, error) {
+	var out T
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		c, err := s.agentCall(ctx, tx, true)
+		if err != nil {
+			return err
+		}
+		if m.dryRun {
+			res, err := fn(ctx, tx, c)
+			if err != nil {
+				return err
+			}
+			if out, err = checkOutput(s, m.op, res); err != nil {
+				return err
+			}
+			return errDryRun
+		}
+		scope := store.IdempotencyScope{BoxID: c.p.BoxID, AgentID: c.p.AgentID, Tool: m.op, Key: m.idempotencyKey}
+		if err := tx.LockIdempotency(ctx, scope); err != nil {
+			return err
+		}
+		argHash, err := hashArgs(m.args)
+		if err != nil {
+			return err
+		}
+		prevHash, prevBody, err := tx.IdempotencyRecord(ctx, scope, c.now)
+		switch {
+		case err == nil && !bytes.Equal(prevHash, argHash):
+			return apierr.New(apierr.IdempotencyConflict, "this idempotency_key was used with different arguments").
+				WithField("idempotency_key").WithSuggestion("use a new idempotency_key for a new action")
+		case err == nil:
+			return json.Unmarshal(prevBody, &out)
+		case err != store.ErrNotFound:
+			return err
+		}
+		res, err := fn(ctx, tx, c)
+		if err != nil {
+			return err
+		}
+		body, err := outputBytes(s, m.op, res)
+		if err != nil {
+			return err
+		}
+		retention := time.Duration(c.settings.IdempotencyRetentionSeconds) * time.Second
+		if err := tx.PutIdempotencyRecord(ctx, scope, argHash, body, c.now, c.now.Add(retention)); err != nil {
+			return err
+		}
+		return json.Unmarshal(body, &out)
+	})
+	if errors.Is(err, errDryRun) {
+		err = nil
+	}
+	return out, s.wireError(ctx, m.op, err)
+}
+
+// runAdmin runs an admin operation (the transport has authenticated the admin token).
+func runAdmin[T any](ctx context.Context, s *Service, op string, fn func(context.Context, *store.Tx, time.Time) (T, error)) (T, error) {
+	var out T
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		res, err := fn(ctx, tx, s.clock.Now())
+		if err != nil {
+			return err
+		}
+		out, err = checkOutput(s, op, res)
+		return err
+	})
+	return out, s.wireError(ctx, op, err)
+}
+
+// outputBytes serializes a response and validates it against the operation's strict output
+// schema. A violation is a server bug: it becomes STORAGE_FAILURE and the transaction rolls back.
+func outputBytes(s *Service, op string, res any) ([]byte, error) {
+	body, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	if s.tamper != nil {
+		body = s.tamper(op, body)
+	}
+	o, ok := mcp.Operations[op]
+	if !ok {
+		return nil, errors.New("service: unknown operation " + op)
+	}
+	if v := o.Output.ValidateJSON(body); v != nil {
+		s.log.Error("response violates its output schema; rolled back", slog.String("op", op), slog.String("field", v.Field), slog.String("keyword", v.Keyword))
+		return nil, apierr.Storage()
+	}
+	return body, nil
+}
+
+// checkOutput validates res and returns the value the caller receives (decoded from the validated bytes).
+func checkOutput[T any](s *Service, op string, res T) (T, error) {
+	var out T
+	body, err := outputBytes(s, op, res)
+	if err != nil {
+		return out, err
+	}
+	err = json.Unmarshal(body, &out)
+	return out, err
+}
+
+// hashArgs is the identity of a mutation's arguments: SHA-256 of their canonical JSON
+// (object keys sorted, idempotency_key excluded by the caller).
+func hashArgs(args any) ([]byte, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	canon, err := json.Marshal(v) // maps marshal with sorted keys
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(canon)
+	return sum[:], nil
+}
+
+// wireError turns any failure into an *apierr.Error. Unexpected failures are logged with
+// their cause and reported without it.
+func (s *Service) wireError(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if e, ok := apierr.As(err); ok {
+		return e
+	}
+	if errors.Is(err, store.ErrTransient) || errors.Is(err, context.DeadlineExceeded) {
+		s.log.WarnContext(ctx, "transient storage failure", slog.String("op", op), slog.Any("err", err))
+		return apierr.New(apierr.TemporarilyUnavailable, "storage is temporarily unavailable; retry with the same idempotency_key")
+	}
+	s.log.ErrorContext(ctx, "storage failure", slog.String("op", op), slog.Any("err", err))
+	return apierr.Storage()
+}
+
+// dec formats a 64-bit value as the contract's decimal string.
+func dec(v int64) string { return strconv.FormatInt(v, 10) }
+
+// parseDec parses a decimal-string input (the schema has already checked its shape).
+func parseDec(field, s string) (int64, error) {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return 0, apierr.Invalid(field, "must be a decimal string within the signed 64-bit range")
+	}
+	return v, nil
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

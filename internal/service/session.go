@@ -1,0 +1,209 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	"github.com/agentbox/agentbox/gen/api"
+	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// AgentPrime opens or resumes the session the transport names (SPEC §3). Priming again
+// returns the same session; priming observes the current profile. It never ACKs.
+func (s *Service) AgentPrime(ctx context.Context, req api.AgentPrimeRequestObject) (api.AgentPrimeResponseObject, error) {
+	known := ""
+	if req.Body != nil && req.Body.KnownCheckpointRevision != nil {
+		known = *req.Body.KnownCheckpointRevision
+	}
+	out, err := runUnprimed(ctx, s, "agent_prime", func(ctx context.Context, tx *store.Tx, p auth.Principal) (api.AgentPrimeResult, error) {
+		now := s.clock.Now()
+		text, version, err := tx.AgentProfile(ctx, p.BoxID, p.AgentID)
+		if err != nil {
+			return api.AgentPrimeResult{}, err
+		}
+		sess, err := tx.OpenSession(ctx, p.BoxID, p.AgentID, sessionKeyHash(ctx, p), version, now)
+		if err != nil {
+			return api.AgentPrimeResult{}, err
+		}
+		c := &call{p: p, now: now, session: sess}
+		bs, err := s.boxSettings(ctx, tx, p)
+		if err != nil {
+			return api.AgentPrimeResult{}, err
+		}
+		c.settings, c.settingsRevision = bs.values, bs.revision
+		rev, err := tx.CheckpointRevision(ctx, p.BoxID, p.AgentID)
+		if err != nil {
+			return api.AgentPrimeResult{}, err
+		}
+		rooms, err := s.primeRooms(ctx, tx, c)
+		if err != nil {
+			return api.AgentPrimeResult{}, err
+		}
+		counts, err := s.primeCounts(ctx, tx, c)
+		if err != nil {
+			return api.AgentPrimeResult{}, err
+		}
+		return api.AgentPrimeResult{
+			Agent:      api.PrimeAgent{AgentId: p.AgentID, Name: p.AgentName, BoxKey: p.BoxKey},
+			Session:    api.SessionInfo{SessionId: sess.ID, Created: sess.Created},
+			Profile:    api.Profile{Text: text, ProfileVersion: dec(version)},
+			Checkpoint: api.CheckpointStatus{Revision: dec(rev), CheckpointChanged: known != "" && known != dec(rev)},
+			Rooms:      rooms,
+			Counts:     counts,
+			Limits:     limitsOf(c.settings, c.settingsRevision),
+		}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.AgentPrime200JSONResponse(out), nil
+}
+
+// primeRooms lists the caller's current rooms for agent_prime (rooms arrive with the rooms feature).
+func (s *Service) primeRooms(ctx context.Context, tx *store.Tx, c *call) ([]api.PrimeRoom, error) {
+	return []api.PrimeRoom{}, nil
+}
+
+// primeCounts are the live counts of agent_prime (inbox and requests arrive with those features).
+func (s *Service) primeCounts(ctx context.Context, tx *store.Tx, c *call) (api.PrimeCounts, error) {
+	return api.PrimeCounts{}, nil
+}
+
+// ProfileGet returns the private profile and records that this session observed it.
+func (s *Service) ProfileGet(ctx context.Context, req api.ProfileGetRequestObject) (api.ProfileGetResponseObject, error) {
+	out, err := runRead(ctx, s, "profile_get", func(ctx context.Context, tx *store.Tx, c *call) (api.Profile, error) {
+		text, version, err := tx.AgentProfile(ctx, c.p.BoxID, c.p.AgentID)
+		if err != nil {
+			return api.Profile{}, err
+		}
+		if err := tx.ObserveProfile(ctx, c.p.BoxID, c.session.ID, version); err != nil {
+			return api.Profile{}, err
+		}
+		return api.Profile{Text: text, ProfileVersion: dec(version)}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.ProfileGet200JSONResponse(out), nil
+}
+
+// CheckpointGet reads the agent's checkpoint ("0" and {} when none was saved).
+func (s *Service) CheckpointGet(ctx context.Context, req api.CheckpointGetRequestObject) (api.CheckpointGetResponseObject, error) {
+	out, err := runRead(ctx, s, "checkpoint_get", func(ctx context.Context, tx *store.Tx, c *call) (api.Checkpoint, error) {
+		cp, err := tx.Checkpoint(ctx, c.p.BoxID, c.p.AgentID)
+		if err == store.ErrNotFound {
+			return api.Checkpoint{Revision: "0", Checkpoint: json.RawMessage(`{}`)}, nil
+		}
+		if err != nil {
+			return api.Checkpoint{}, err
+		}
+		return api.Checkpoint{Revision: dec(cp.Revision), Checkpoint: cp.Body, SavedAt: &cp.SavedAt, SavedBySessionId: &cp.SavedBySessionID}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.CheckpointGet200JSONResponse(out), nil
+}
+
+// CheckpointSave is a compare-and-set on the checkpoint revision; no merge is attempted.
+func (s *Service) CheckpointSave(ctx context.Context, req api.CheckpointSaveRequestObject) (api.CheckpointSaveResponseObject, error) {
+	in := req.Body
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, in.Checkpoint); err != nil {
+		return nil, apierr.Invalid("checkpoint", "must be a JSON object")
+	}
+	if compact.Len() > CheckpointMaxBytes {
+		return nil, apierr.TooLarge("checkpoint", "checkpoint_too_large", CheckpointMaxBytes)
+	}
+	expected, err := parseDec("expected_revision", in.ExpectedRevision)
+	if err != nil {
+		return nil, err
+	}
+	m := mutation{op: "checkpoint_save", idempotencyKey: in.IdempotencyKey,
+		args: map[string]any{"expected_revision": in.ExpectedRevision, "checkpoint": json.RawMessage(compact.Bytes())}}
+	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.CheckpointSaveResult, error) {
+		rev, savedAt, ok, err := tx.SaveCheckpoint(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, expected, compact.Bytes(), c.session.CurrentProfileVersion, c.now)
+		if err != nil {
+			return api.CheckpointSaveResult{}, err
+		}
+		if !ok {
+			cur, err := tx.CheckpointRevision(ctx, c.p.BoxID, c.p.AgentID)
+			if err != nil {
+				return api.CheckpointSaveResult{}, err
+			}
+			return api.CheckpointSaveResult{}, apierr.Conflict(cur).WithField("expected_revision")
+		}
+		return api.CheckpointSaveResult{Revision: dec(rev), SavedAt: savedAt}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.CheckpointSave200JSONResponse(out), nil
+}
+
+// MeGet returns who the credential authenticates as (no primed session needed).
+func (s *Service) MeGet(ctx context.Context, req api.MeGetRequestObject) (api.MeGetResponseObject, error) {
+	out, err := runUnprimed(ctx, s, "me_get", func(ctx context.Context, tx *store.Tx, p auth.Principal) (api.Me, error) {
+		a, err := tx.AgentByID(ctx, p.BoxID, p.AgentID)
+		if err != nil {
+			return api.Me{}, err
+		}
+		return api.Me{AgentId: a.ID, Name: a.Name, BoxKey: p.BoxKey, HostName: a.HostName, KeyId: p.KeyID,
+			Router: p.Router, Listed: a.Listed, Role: &a.Role, Description: &a.Description}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.MeGet200JSONResponse(out), nil
+}
+
+// LimitsGet publishes the box's effective limits (no primed session needed).
+func (s *Service) LimitsGet(ctx context.Context, req api.LimitsGetRequestObject) (api.LimitsGetResponseObject, error) {
+	out, err := runUnprimed(ctx, s, "limits_get", func(ctx context.Context, tx *store.Tx, p auth.Principal) (api.Limits, error) {
+		bs, err := s.boxSettings(ctx, tx, p)
+		if err != nil {
+			return api.Limits{}, err
+		}
+		return limitsOf(bs.values, bs.revision), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.LimitsGet200JSONResponse(out), nil
+}
+
+type settingsSnapshot struct {
+	values   api.SettingsValues
+	revision int64
+}
+
+func (s *Service) boxSettings(ctx context.Context, tx *store.Tx, p auth.Principal) (settingsSnapshot, error) {
+	b, err := tx.BoxByKey(ctx, p.BoxKey)
+	if err != nil {
+		return settingsSnapshot{}, err
+	}
+	v, err := effectiveSettings(b.Settings)
+	return settingsSnapshot{values: v, revision: b.SettingsRevision}, err
+}
+
+// runUnprimed runs an authenticated agent call that needs no primed session
+// (agent_prime itself, /me and /limits).
+func runUnprimed[T any](ctx context.Context, s *Service, op string, fn func(context.Context, *store.Tx, auth.Principal) (T, error)) (T, error) {
+	var out T
+	p, ok := auth.PrincipalFrom(ctx)
+	if !ok {
+		return out, apierr.Auth()
+	}
+	err := s.store.InTx(ctx, func(tx *store.Tx) error {
+		res, err := fn(ctx, tx, p)
+		if err != nil {
+			return err
+		}
+		out, err = checkOutput(s, op, res)
+		return err
+	})
+	return out, s.wireError(ctx, op, err)
+}

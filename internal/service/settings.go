@@ -1,0 +1,119 @@
+package service
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/agentbox/agentbox/gen/api"
+	"github.com/agentbox/agentbox/internal/apierr"
+)
+
+// CheckpointMaxBytes is fixed by the product (SPEC §3), not a setting.
+const CheckpointMaxBytes = 32 << 10
+
+// ProfileMaxBytes bounds an admin-set private profile.
+const ProfileMaxBytes = 64 << 10
+
+// defaultSettings are the values of every per-box setting an admin has not overridden.
+var defaultSettings = api.SettingsValues{
+	BodyMaxBytes:                16 << 10,
+	PayloadMaxBytes:             8 << 10,
+	PayloadMaxDepth:             8,
+	EnvelopeMaxBytes:            64 << 10,
+	TargetsMax:                  20,
+	AckBatchMax:                 100,
+	PageLimitDefault:            50,
+	PageLimitMax:                200,
+	ResponseBudgetBytes:         256 << 10,
+	LeaseDefaultSeconds:         60,
+	LeaseMaxSeconds:             3600,
+	ChannelMessageCap:           10000,
+	ChannelAttachmentCap:        200,
+	AttachmentMaxBytes:          10 << 20,
+	UploadTempMaxBytes:          256 << 20,
+	UploadConcurrencyMax:        8,
+	IdempotencyRetentionSeconds: 24 * 3600,
+	RateLimitPerSecond:          0,
+	RateLimitBurst:              0,
+	CheckpointMaxBytes:          CheckpointMaxBytes,
+}
+
+// settingSemantics is the one line of meaning published with each limit and rule.
+var settingSemantics = map[string]string{
+	"body_max_bytes":                "message body_md size cap in UTF-8 bytes (LIMIT_EXCEEDED above it); never trimmed or truncated",
+	"payload_max_bytes":             "message payload cap in bytes of its compact JSON serialization",
+	"payload_max_depth":             "payload nesting cap; the top-level object counts as 1, objects and arrays both count",
+	"envelope_max_bytes":            "cap on a whole send (body, payload, targets, file metadata) in bytes",
+	"targets_max":                   "cap on each target array (mentions, requests, invitees, batch recipients)",
+	"ack_batch_max":                 "cap on inbox_seqs per inbox_ack; one invalid member rejects the whole batch",
+	"page_limit_default":            "page size when limit is omitted",
+	"page_limit_max":                "largest page; a larger limit is clamped, never rejected",
+	"response_budget_bytes":         "byte budget of one response; a truncated page never skips a row and never looks complete",
+	"lease_default_seconds":         "inbox_claim lease length when lease_seconds is omitted",
+	"lease_max_seconds":             "longest inbox_claim lease; longer requests are clamped",
+	"channel_message_cap":           "each room or DM pair keeps its newest N messages; older ones are deleted oldest first, unread or leased included",
+	"channel_attachment_cap":        "each channel keeps at most F messages with attachments; the oldest such messages are deleted whole",
+	"attachment_max_bytes":          "size cap of one uploaded attachment",
+	"upload_temp_max_bytes":         "temporary bytes all uploads in progress may hold at once",
+	"upload_concurrency_max":        "uploads in progress at once",
+	"idempotency_retention_seconds": "how long an idempotency_key replays its original result",
+	"rate_limit_per_second":         "per-key request rate (0 = off)",
+	"rate_limit_burst":              "per-key burst above the rate",
+	"checkpoint_max_bytes":          "checkpoint cap in bytes of compact JSON (fixed, not a setting)",
+	"duplicate_rule":                "a send byte-identical to the sender's latest retained message in the same channel returns status duplicate; there is no time window",
+	"retention_rule":                "after every write and when a cap is lowered, each channel deletes its oldest messages first until both caps hold; no placeholder remains",
+	"settings_revision":             "increments on every settings change; compare it to detect new limits",
+}
+
+// effectiveSettings overlays a box's stored overrides on the defaults.
+func effectiveSettings(overrides json.RawMessage) (api.SettingsValues, error) {
+	s := defaultSettings
+	if len(bytes.TrimSpace(overrides)) > 0 {
+		if err := json.Unmarshal(overrides, &s); err != nil {
+			return s, err
+		}
+	}
+	s.CheckpointMaxBytes = CheckpointMaxBytes
+	return s, nil
+}
+
+// mergeSettings applies a patch to the stored overrides and checks the result is coherent.
+func mergeSettings(overrides json.RawMessage, patch api.SettingsPatch) (json.RawMessage, api.SettingsValues, error) {
+	merged := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(overrides)) > 0 {
+		if err := json.Unmarshal(overrides, &merged); err != nil {
+			return nil, api.SettingsValues{}, err
+		}
+	}
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return nil, api.SettingsValues{}, err
+	}
+	var changes map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &changes); err != nil {
+		return nil, api.SettingsValues{}, err
+	}
+	for k, v := range changes {
+		merged[k] = v
+	}
+	out, err := json.Marshal(merged)
+	if err != nil {
+		return nil, api.SettingsValues{}, err
+	}
+	eff, err := effectiveSettings(out)
+	if err != nil {
+		return nil, eff, err
+	}
+	switch {
+	case eff.PageLimitDefault > eff.PageLimitMax:
+		return nil, eff, apierr.Invalid("settings.page_limit_default", "page_limit_default must not exceed page_limit_max")
+	case eff.LeaseDefaultSeconds > eff.LeaseMaxSeconds:
+		return nil, eff, apierr.Invalid("settings.lease_default_seconds", "lease_default_seconds must not exceed lease_max_seconds")
+	}
+	return out, eff, nil
+}
+
+// limitsOf is the published Limits object.
+func limitsOf(v api.SettingsValues, revision int64) api.Limits {
+	return api.Limits{SettingsRevision: dec(revision), Values: v, Semantics: settingSemantics}
+}

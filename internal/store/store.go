@@ -1,0 +1,121 @@
+// Package store is the only user of the sqlc-generated queries (gen/db). It owns the
+// connection pool and transactions and converts rows into the plain types below; the
+// service never sees a gen/db type or writes SQL.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/agentbox/agentbox/gen/db"
+	"github.com/agentbox/agentbox/internal/migrate"
+)
+
+// ErrNotFound is returned when a single-row query finds nothing.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrTransient marks failures worth retrying (serialization failure, deadlock, connection loss).
+var ErrTransient = errors.New("store: transient failure")
+
+// Store is the database handle.
+type Store struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects, applies migrations (advisory-locked, safe with several instances) and returns the store.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("store: database URL: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: connect: %w", err)
+	}
+	if err := migrate.Up(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{pool: pool}, nil
+}
+
+// Close releases the pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Pool exposes the pool for health checks and benchmarks; queries go through Tx.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Ready reports whether the database answers and every embedded migration is applied.
+func (s *Store) Ready(ctx context.Context) error {
+	cur, err := migrate.Current(ctx, s.pool)
+	if err != nil {
+		return err
+	}
+	want, err := migrate.Latest()
+	if err != nil {
+		return err
+	}
+	if cur != want {
+		return fmt.Errorf("store: schema at version %d, binary expects %d", cur, want)
+	}
+	return nil
+}
+
+// Tx is one database transaction with the typed queries.
+type Tx struct {
+	tx pgx.Tx
+	q  *db.Queries
+}
+
+// InTx runs fn in a READ COMMITTED transaction and commits when fn returns nil.
+func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		return fn(&Tx{tx: tx, q: db.New(tx)})
+	})
+	return classify(err)
+}
+
+// classify marks retryable database failures; every other error passes through unchanged.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40001", "40P01", "57P01", "57P03", "53300":
+			return fmt.Errorf("%w: %w", ErrTransient, err)
+		}
+	}
+	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
+		return fmt.Errorf("%w: %w", ErrTransient, err)
+	}
+	return err
+}
+
+// one maps pgx.ErrNoRows to ErrNotFound.
+func one[T any](v T, err error) (T, error) {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return v, ErrNotFound
+	}
+	return v, err
+}
+
+// ServerSecret returns the named secret shared by all server processes, creating it once.
+func (s *Store) ServerSecret(ctx context.Context, name string) ([]byte, error) {
+	q := db.New(s.pool)
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, err
+	}
+	if err := q.EnsureServerSecret(ctx, db.EnsureServerSecretParams{Name: name, Secret: fresh}); err != nil {
+		return nil, err
+	}
+	return q.GetServerSecret(ctx, name)
+}

@@ -1,0 +1,32 @@
+-- name: CreateAPIKey :one
+INSERT INTO api_keys (box_id, key_id, agent_id, key_hash, router, created_at)
+VALUES (@box_id, @key_id, @agent_id, @key_hash, @router, @now)
+RETURNING *;
+
+-- name: ListAPIKeys :many
+SELECT * FROM api_keys WHERE box_id = @box_id AND agent_id = @agent_id ORDER BY created_at, key_id;
+
+-- name: RevokeAPIKey :one
+UPDATE api_keys SET revoked_at = COALESCE(revoked_at, @now)
+WHERE box_id = @box_id AND key_id = @key_id
+RETURNING *;
+
+-- name: AuthenticateKey :one
+-- Everything agent authentication checks, in one round trip. The caller decides.
+SELECT boxes.box_id, boxes.box_key, boxes.enabled AS box_enabled,
+       api_keys.key_id, api_keys.router, api_keys.revoked_at,
+       agents.agent_id, agents.name AS agent_name, agents.enabled AS agent_enabled,
+       hosts.host_id, hosts.name AS host_name, hosts.ips
+FROM boxes
+JOIN api_keys ON api_keys.box_id = boxes.box_id AND api_keys.key_hash = @key_hash
+JOIN agents ON agents.box_id = api_keys.box_id AND agents.agent_id = api_keys.agent_id
+JOIN hosts ON hosts.box_id = agents.box_id AND hosts.host_id = agents.host_id
+WHERE boxes.box_key = @box_key;
+
+-- name: CreateAdminToken :one
+INSERT INTO admin_tokens (token_id, token_hash, label, created_at)
+VALUES (@token_id, @token_hash, @label, @now)
+RETURNING token_id, label, created_at;
+
+-- name: AdminTokenLive :one
+SELECT EXISTS (SELECT 1 FROM admin_tokens WHERE token_hash = @token_hash AND revoked_at IS NULL);
