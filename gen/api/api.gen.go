@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -22,6 +23,120 @@ import (
 	"github.com/oapi-codegen/runtime"
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
+
+// Defines values for AckOutcomeStatus.
+const (
+	AckOutcomeStatusAcked        AckOutcomeStatus = "acked"
+	AckOutcomeStatusAlreadyAcked AckOutcomeStatus = "already_acked"
+)
+
+// Valid indicates whether the value is a known member of the AckOutcomeStatus enum.
+func (e AckOutcomeStatus) Valid() bool {
+	switch e {
+	case AckOutcomeStatusAcked:
+		return true
+	case AckOutcomeStatusAlreadyAcked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AdminCleanupStatusState.
+const (
+	Failed  AdminCleanupStatusState = "failed"
+	Idle    AdminCleanupStatusState = "idle"
+	Running AdminCleanupStatusState = "running"
+)
+
+// Valid indicates whether the value is a known member of the AdminCleanupStatusState enum.
+func (e AdminCleanupStatusState) Valid() bool {
+	switch e {
+	case Failed:
+		return true
+	case Idle:
+		return true
+	case Running:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AdminRoomHistoryVisibility.
+const (
+	AdminRoomHistoryVisibilityJoined AdminRoomHistoryVisibility = "joined"
+	AdminRoomHistoryVisibilityShared AdminRoomHistoryVisibility = "shared"
+)
+
+// Valid indicates whether the value is a known member of the AdminRoomHistoryVisibility enum.
+func (e AdminRoomHistoryVisibility) Valid() bool {
+	switch e {
+	case AdminRoomHistoryVisibilityJoined:
+		return true
+	case AdminRoomHistoryVisibilityShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AdminRoomStatus.
+const (
+	AdminRoomStatusActive   AdminRoomStatus = "active"
+	AdminRoomStatusArchived AdminRoomStatus = "archived"
+)
+
+// Valid indicates whether the value is a known member of the AdminRoomStatus enum.
+func (e AdminRoomStatus) Valid() bool {
+	switch e {
+	case AdminRoomStatusActive:
+		return true
+	case AdminRoomStatusArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BatchOutcomeStatus.
+const (
+	BatchOutcomeStatusDuplicate BatchOutcomeStatus = "duplicate"
+	BatchOutcomeStatusRejected  BatchOutcomeStatus = "rejected"
+	BatchOutcomeStatusSent      BatchOutcomeStatus = "sent"
+)
+
+// Valid indicates whether the value is a known member of the BatchOutcomeStatus enum.
+func (e BatchOutcomeStatus) Valid() bool {
+	switch e {
+	case BatchOutcomeStatusDuplicate:
+		return true
+	case BatchOutcomeStatusRejected:
+		return true
+	case BatchOutcomeStatusSent:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DestinationKind.
+const (
+	Dm   DestinationKind = "dm"
+	Room DestinationKind = "room"
+)
+
+// Valid indicates whether the value is a known member of the DestinationKind enum.
+func (e DestinationKind) Valid() bool {
+	switch e {
+	case Dm:
+		return true
+	case Room:
+		return true
+	default:
+		return false
+	}
+}
 
 // Defines values for ErrorDetailCode.
 const (
@@ -74,24 +189,132 @@ func (e ErrorDetailCode) Valid() bool {
 	}
 }
 
+// Defines values for FileAccessReportInputStatus.
+const (
+	FileAccessReportInputStatusAccessible FileAccessReportInputStatus = "accessible"
+	FileAccessReportInputStatusDenied     FileAccessReportInputStatus = "denied"
+	FileAccessReportInputStatusError      FileAccessReportInputStatus = "error"
+	FileAccessReportInputStatusNotFound   FileAccessReportInputStatus = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the FileAccessReportInputStatus enum.
+func (e FileAccessReportInputStatus) Valid() bool {
+	switch e {
+	case FileAccessReportInputStatusAccessible:
+		return true
+	case FileAccessReportInputStatusDenied:
+		return true
+	case FileAccessReportInputStatusError:
+		return true
+	case FileAccessReportInputStatusNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FileReportStatus.
+const (
+	FileReportStatusAccessible FileReportStatus = "accessible"
+	FileReportStatusDenied     FileReportStatus = "denied"
+	FileReportStatusError      FileReportStatus = "error"
+	FileReportStatusNotFound   FileReportStatus = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the FileReportStatus enum.
+func (e FileReportStatus) Valid() bool {
+	switch e {
+	case FileReportStatusAccessible:
+		return true
+	case FileReportStatusDenied:
+		return true
+	case FileReportStatusError:
+		return true
+	case FileReportStatusNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Follow.
+const (
+	FollowAll      Follow = "all"
+	FollowMentions Follow = "mentions"
+	FollowMute     Follow = "mute"
+	FollowReplies  Follow = "replies"
+)
+
+// Valid indicates whether the value is a known member of the Follow enum.
+func (e Follow) Valid() bool {
+	switch e {
+	case FollowAll:
+		return true
+	case FollowMentions:
+		return true
+	case FollowMute:
+		return true
+	case FollowReplies:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InboxClaimInputOrder.
+const (
+	Newest InboxClaimInputOrder = "newest"
+	Oldest InboxClaimInputOrder = "oldest"
+)
+
+// Valid indicates whether the value is a known member of the InboxClaimInputOrder enum.
+func (e InboxClaimInputOrder) Valid() bool {
+	switch e {
+	case Newest:
+		return true
+	case Oldest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MessageSendResultStatus.
+const (
+	MessageSendResultStatusDuplicate MessageSendResultStatus = "duplicate"
+	MessageSendResultStatusSent      MessageSendResultStatus = "sent"
+)
+
+// Valid indicates whether the value is a known member of the MessageSendResultStatus enum.
+func (e MessageSendResultStatus) Valid() bool {
+	switch e {
+	case MessageSendResultStatusDuplicate:
+		return true
+	case MessageSendResultStatusSent:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PrimeRoomFollow.
 const (
-	All      PrimeRoomFollow = "all"
-	Mentions PrimeRoomFollow = "mentions"
-	Mute     PrimeRoomFollow = "mute"
-	Replies  PrimeRoomFollow = "replies"
+	PrimeRoomFollowAll      PrimeRoomFollow = "all"
+	PrimeRoomFollowMentions PrimeRoomFollow = "mentions"
+	PrimeRoomFollowMute     PrimeRoomFollow = "mute"
+	PrimeRoomFollowReplies  PrimeRoomFollow = "replies"
 )
 
 // Valid indicates whether the value is a known member of the PrimeRoomFollow enum.
 func (e PrimeRoomFollow) Valid() bool {
 	switch e {
-	case All:
+	case PrimeRoomFollowAll:
 		return true
-	case Mentions:
+	case PrimeRoomFollowMentions:
 		return true
-	case Mute:
+	case PrimeRoomFollowMute:
 		return true
-	case Replies:
+	case PrimeRoomFollowReplies:
 		return true
 	default:
 		return false
@@ -133,6 +356,325 @@ func (e PrimeRoomStatus) Valid() bool {
 		return false
 	}
 }
+
+// Defines values for RequestRespondInputStatus.
+const (
+	RequestRespondInputStatusAccepted     RequestRespondInputStatus = "accepted"
+	RequestRespondInputStatusDeclined     RequestRespondInputStatus = "declined"
+	RequestRespondInputStatusNeedsContext RequestRespondInputStatus = "needs_context"
+	RequestRespondInputStatusResultReady  RequestRespondInputStatus = "result_ready"
+)
+
+// Valid indicates whether the value is a known member of the RequestRespondInputStatus enum.
+func (e RequestRespondInputStatus) Valid() bool {
+	switch e {
+	case RequestRespondInputStatusAccepted:
+		return true
+	case RequestRespondInputStatusDeclined:
+		return true
+	case RequestRespondInputStatusNeedsContext:
+		return true
+	case RequestRespondInputStatusResultReady:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RequestStatus.
+const (
+	RequestStatusAccepted     RequestStatus = "accepted"
+	RequestStatusDeclined     RequestStatus = "declined"
+	RequestStatusNeedsContext RequestStatus = "needs_context"
+	RequestStatusPending      RequestStatus = "pending"
+	RequestStatusResultReady  RequestStatus = "result_ready"
+)
+
+// Valid indicates whether the value is a known member of the RequestStatus enum.
+func (e RequestStatus) Valid() bool {
+	switch e {
+	case RequestStatusAccepted:
+		return true
+	case RequestStatusDeclined:
+		return true
+	case RequestStatusNeedsContext:
+		return true
+	case RequestStatusPending:
+		return true
+	case RequestStatusResultReady:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomCreateInputHistoryVisibility.
+const (
+	RoomCreateInputHistoryVisibilityJoined RoomCreateInputHistoryVisibility = "joined"
+	RoomCreateInputHistoryVisibilityShared RoomCreateInputHistoryVisibility = "shared"
+)
+
+// Valid indicates whether the value is a known member of the RoomCreateInputHistoryVisibility enum.
+func (e RoomCreateInputHistoryVisibility) Valid() bool {
+	switch e {
+	case RoomCreateInputHistoryVisibilityJoined:
+		return true
+	case RoomCreateInputHistoryVisibilityShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomCreateResultHistoryVisibility.
+const (
+	RoomCreateResultHistoryVisibilityJoined RoomCreateResultHistoryVisibility = "joined"
+	RoomCreateResultHistoryVisibilityShared RoomCreateResultHistoryVisibility = "shared"
+)
+
+// Valid indicates whether the value is a known member of the RoomCreateResultHistoryVisibility enum.
+func (e RoomCreateResultHistoryVisibility) Valid() bool {
+	switch e {
+	case RoomCreateResultHistoryVisibilityJoined:
+		return true
+	case RoomCreateResultHistoryVisibilityShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomCreateResultStatus.
+const (
+	RoomCreateResultStatusActive   RoomCreateResultStatus = "active"
+	RoomCreateResultStatusArchived RoomCreateResultStatus = "archived"
+)
+
+// Valid indicates whether the value is a known member of the RoomCreateResultStatus enum.
+func (e RoomCreateResultStatus) Valid() bool {
+	switch e {
+	case RoomCreateResultStatusActive:
+		return true
+	case RoomCreateResultStatusArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomDetailsHistoryVisibility.
+const (
+	RoomDetailsHistoryVisibilityJoined RoomDetailsHistoryVisibility = "joined"
+	RoomDetailsHistoryVisibilityShared RoomDetailsHistoryVisibility = "shared"
+)
+
+// Valid indicates whether the value is a known member of the RoomDetailsHistoryVisibility enum.
+func (e RoomDetailsHistoryVisibility) Valid() bool {
+	switch e {
+	case RoomDetailsHistoryVisibilityJoined:
+		return true
+	case RoomDetailsHistoryVisibilityShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomDetailsState.
+const (
+	RoomDetailsStateActive  RoomDetailsState = "active"
+	RoomDetailsStateInvited RoomDetailsState = "invited"
+)
+
+// Valid indicates whether the value is a known member of the RoomDetailsState enum.
+func (e RoomDetailsState) Valid() bool {
+	switch e {
+	case RoomDetailsStateActive:
+		return true
+	case RoomDetailsStateInvited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomDetailsStatus.
+const (
+	RoomDetailsStatusActive   RoomDetailsStatus = "active"
+	RoomDetailsStatusArchived RoomDetailsStatus = "archived"
+)
+
+// Valid indicates whether the value is a known member of the RoomDetailsStatus enum.
+func (e RoomDetailsStatus) Valid() bool {
+	switch e {
+	case RoomDetailsStatusActive:
+		return true
+	case RoomDetailsStatusArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomListItemState.
+const (
+	RoomListItemStateActive  RoomListItemState = "active"
+	RoomListItemStateInvited RoomListItemState = "invited"
+)
+
+// Valid indicates whether the value is a known member of the RoomListItemState enum.
+func (e RoomListItemState) Valid() bool {
+	switch e {
+	case RoomListItemStateActive:
+		return true
+	case RoomListItemStateInvited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomListItemStatus.
+const (
+	RoomListItemStatusActive   RoomListItemStatus = "active"
+	RoomListItemStatusArchived RoomListItemStatus = "archived"
+)
+
+// Valid indicates whether the value is a known member of the RoomListItemStatus enum.
+func (e RoomListItemStatus) Valid() bool {
+	switch e {
+	case RoomListItemStatusActive:
+		return true
+	case RoomListItemStatusArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomMembershipResultState.
+const (
+	RoomMembershipResultStateActive RoomMembershipResultState = "active"
+	RoomMembershipResultStateLeft   RoomMembershipResultState = "left"
+)
+
+// Valid indicates whether the value is a known member of the RoomMembershipResultState enum.
+func (e RoomMembershipResultState) Valid() bool {
+	switch e {
+	case RoomMembershipResultStateActive:
+		return true
+	case RoomMembershipResultStateLeft:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RosterEntryState.
+const (
+	RosterEntryStateActive  RosterEntryState = "active"
+	RosterEntryStateInvited RosterEntryState = "invited"
+)
+
+// Valid indicates whether the value is a known member of the RosterEntryState enum.
+func (e RosterEntryState) Valid() bool {
+	switch e {
+	case RosterEntryStateActive:
+		return true
+	case RosterEntryStateInvited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ThreadExportFormat.
+const (
+	ThreadExportFormatJson     ThreadExportFormat = "json"
+	ThreadExportFormatMarkdown ThreadExportFormat = "markdown"
+)
+
+// Valid indicates whether the value is a known member of the ThreadExportFormat enum.
+func (e ThreadExportFormat) Valid() bool {
+	switch e {
+	case ThreadExportFormatJson:
+		return true
+	case ThreadExportFormatMarkdown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InboxListParamsFilter.
+const (
+	InboxListParamsFilterAcked  InboxListParamsFilter = "acked"
+	InboxListParamsFilterAll    InboxListParamsFilter = "all"
+	InboxListParamsFilterUnread InboxListParamsFilter = "unread"
+)
+
+// Valid indicates whether the value is a known member of the InboxListParamsFilter enum.
+func (e InboxListParamsFilter) Valid() bool {
+	switch e {
+	case InboxListParamsFilterAcked:
+		return true
+	case InboxListParamsFilterAll:
+		return true
+	case InboxListParamsFilterUnread:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RequestListParamsDirection.
+const (
+	Incoming RequestListParamsDirection = "incoming"
+	Outgoing RequestListParamsDirection = "outgoing"
+)
+
+// Valid indicates whether the value is a known member of the RequestListParamsDirection enum.
+func (e RequestListParamsDirection) Valid() bool {
+	switch e {
+	case Incoming:
+		return true
+	case Outgoing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ThreadExportParamsFormat.
+const (
+	ThreadExportParamsFormatJson     ThreadExportParamsFormat = "json"
+	ThreadExportParamsFormatMarkdown ThreadExportParamsFormat = "markdown"
+)
+
+// Valid indicates whether the value is a known member of the ThreadExportParamsFormat enum.
+func (e ThreadExportParamsFormat) Valid() bool {
+	switch e {
+	case ThreadExportParamsFormatJson:
+		return true
+	case ThreadExportParamsFormatMarkdown:
+		return true
+	default:
+		return false
+	}
+}
+
+// AckOutcome defines model for AckOutcome.
+type AckOutcome struct {
+	AckedAt          Timestamp          `json:"acked_at"`
+	AckedBySessionId openapi_types.UUID `json:"acked_by_session_id"`
+
+	// InboxSeq A 64-bit value as a decimal string.
+	InboxSeq DecimalString    `json:"inbox_seq"`
+	Status   AckOutcomeStatus `json:"status"`
+}
+
+// AckOutcomeStatus defines model for AckOutcome.Status.
+type AckOutcomeStatus string
 
 // AdminAgent defines model for AdminAgent.
 type AdminAgent struct {
@@ -214,6 +756,20 @@ type AdminBoxUpdateInput struct {
 	Name    *string `json:"name,omitempty"`
 }
 
+// AdminCleanupStatus defines model for AdminCleanupStatus.
+type AdminCleanupStatus struct {
+	BoxKey          string                  `json:"box_key"`
+	DeletedMessages int64                   `json:"deleted_messages"`
+	Failures        int64                   `json:"failures"`
+	LastError       *string                 `json:"last_error,omitempty"`
+	LastRunAt       *Timestamp              `json:"last_run_at,omitempty"`
+	Runs            int64                   `json:"runs"`
+	State           AdminCleanupStatusState `json:"state"`
+}
+
+// AdminCleanupStatusState defines model for AdminCleanupStatus.State.
+type AdminCleanupStatusState string
+
 // AdminHost defines model for AdminHost.
 type AdminHost struct {
 	CreatedAt Timestamp          `json:"created_at"`
@@ -272,6 +828,34 @@ type AdminProfileSetInput struct {
 	Text string `json:"text"`
 }
 
+// AdminRoom defines model for AdminRoom.
+type AdminRoom struct {
+	ActiveMembers     int64                      `json:"active_members"`
+	CreatedAt         Timestamp                  `json:"created_at"`
+	HistoryVisibility AdminRoomHistoryVisibility `json:"history_visibility"`
+	Name              string                     `json:"name"`
+	OwnerAgentId      openapi_types.UUID         `json:"owner_agent_id"`
+	RoomId            openapi_types.UUID         `json:"room_id"`
+	Status            AdminRoomStatus            `json:"status"`
+}
+
+// AdminRoomHistoryVisibility defines model for AdminRoom.HistoryVisibility.
+type AdminRoomHistoryVisibility string
+
+// AdminRoomStatus defines model for AdminRoom.Status.
+type AdminRoomStatus string
+
+// AdminRoomList defines model for AdminRoomList.
+type AdminRoomList struct {
+	Items []AdminRoom `json:"items"`
+}
+
+// AdminRoomSetOwnerInput defines model for AdminRoomSetOwnerInput.
+type AdminRoomSetOwnerInput struct {
+	// AgentRef agent_id or box-unique name of an active member.
+	AgentRef string `json:"agent_ref"`
+}
+
 // AdminSettings defines model for AdminSettings.
 type AdminSettings struct {
 	BoxKey   string         `json:"box_key"`
@@ -286,6 +870,12 @@ type AdminSettingsUpdateInput struct {
 	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision *DecimalString `json:"expected_revision,omitempty"`
 	Settings         SettingsPatch  `json:"settings"`
+}
+
+// AgentName defines model for AgentName.
+type AgentName struct {
+	AgentId openapi_types.UUID `json:"agent_id"`
+	Name    string             `json:"name"`
 }
 
 // AgentPrimeInput defines model for AgentPrimeInput.
@@ -305,8 +895,52 @@ type AgentPrimeResult struct {
 	Session    SessionInfo      `json:"session"`
 }
 
+// Attachment defines model for Attachment.
+type Attachment struct {
+	AttachmentId openapi_types.UUID `json:"attachment_id"`
+	MediaType    string             `json:"media_type"`
+	Name         string             `json:"name"`
+	Sha256       string             `json:"sha256"`
+	SizeBytes    int64              `json:"size_bytes"`
+}
+
+// BatchOutcome defines model for BatchOutcome.
+type BatchOutcome struct {
+	Error     *ErrorDetail        `json:"error,omitempty"`
+	MessageId *openapi_types.UUID `json:"message_id,omitempty"`
+
+	// MessageSeq A 64-bit value as a decimal string.
+	MessageSeq    *DecimalString     `json:"message_seq,omitempty"`
+	Status        BatchOutcomeStatus `json:"status"`
+	TargetAgentId openapi_types.UUID `json:"target_agent_id"`
+}
+
+// BatchOutcomeStatus defines model for BatchOutcome.Status.
+type BatchOutcomeStatus string
+
 // BoxKey defines model for BoxKey.
 type BoxKey = string
+
+// Card A public directory card. last_seen_at is an observation, not proof of liveness.
+type Card struct {
+	AgentId openapi_types.UUID `json:"agent_id"`
+
+	// CardRevision A 64-bit value as a decimal string.
+	CardRevision *DecimalString `json:"card_revision,omitempty"`
+	Description  string         `json:"description"`
+	HostName     string         `json:"host_name"`
+	LastSeenAt   *Timestamp     `json:"last_seen_at,omitempty"`
+	Name         string         `json:"name"`
+	Role         string         `json:"role"`
+}
+
+// CardPage defines model for CardPage.
+type CardPage struct {
+	Items []Card `json:"items"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+}
 
 // Checkpoint defines model for Checkpoint.
 type Checkpoint struct {
@@ -350,6 +984,34 @@ type CheckpointStatus struct {
 // DecimalString A 64-bit value as a decimal string.
 type DecimalString = string
 
+// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
+type Destination struct {
+	Kind             DestinationKind     `json:"kind"`
+	RecipientAgentId *openapi_types.UUID `json:"recipient_agent_id,omitempty"`
+	RoomId           *openapi_types.UUID `json:"room_id,omitempty"`
+}
+
+// DestinationKind defines model for Destination.Kind.
+type DestinationKind string
+
+// DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
+type DirectoryUpdateSelfInput struct {
+	// ExpectedRevision A 64-bit value as a decimal string.
+	ExpectedRevision DecimalString `json:"expected_revision"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// Patch Fields to change; at least one.
+	Patch struct {
+		// Description Public description, at most 2000 bytes.
+		Description *string `json:"description,omitempty"`
+
+		// Role Public role, at most 200 bytes.
+		Role *string `json:"role,omitempty"`
+	} `json:"patch"`
+}
+
 // Error defines model for Error.
 type Error struct {
 	Error ErrorDetail `json:"error"`
@@ -386,8 +1048,141 @@ type ErrorDetail struct {
 // ErrorDetailCode defines model for ErrorDetail.Code.
 type ErrorDetailCode string
 
+// FileAccessReportInput defines model for FileAccessReportInput.
+type FileAccessReportInput struct {
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// Note Short note, at most 500 bytes.
+	Note   *string                     `json:"note,omitempty"`
+	Status FileAccessReportInputStatus `json:"status"`
+}
+
+// FileAccessReportInputStatus defines model for FileAccessReportInput.Status.
+type FileAccessReportInputStatus string
+
+// FileRef defines model for FileRef.
+type FileRef struct {
+	Commit      *string `json:"commit,omitempty"`
+	DisplayName string  `json:"display_name"`
+	MediaType   *string `json:"media_type,omitempty"`
+	Sha256      *string `json:"sha256,omitempty"`
+
+	// Unversioned True when the reference has no version_label, sha256 or commit.
+	Unversioned  bool    `json:"unversioned"`
+	Url          string  `json:"url"`
+	VersionLabel *string `json:"version_label,omitempty"`
+}
+
+// FileRefInput A file reference. No bytes: nothing fetches the URL.
+type FileRefInput struct {
+	Commit      *string `json:"commit,omitempty"`
+	DisplayName string  `json:"display_name"`
+	MediaType   *string `json:"media_type,omitempty"`
+	Sha256      *string `json:"sha256,omitempty"`
+
+	// Url https:// URL without userinfo, query, fragment, IP-literal private hosts or token-like parts.
+	Url          string  `json:"url"`
+	VersionLabel *string `json:"version_label,omitempty"`
+}
+
+// FileReport defines model for FileReport.
+type FileReport struct {
+	FileIndex       int                `json:"file_index"`
+	MessageId       openapi_types.UUID `json:"message_id"`
+	Note            *string            `json:"note,omitempty"`
+	ReporterAgentId openapi_types.UUID `json:"reporter_agent_id"`
+	Status          FileReportStatus   `json:"status"`
+	UpdatedAt       Timestamp          `json:"updated_at"`
+}
+
+// FileReportStatus defines model for FileReport.Status.
+type FileReportStatus string
+
+// FileReportPage defines model for FileReportPage.
+type FileReportPage struct {
+	Items []FileReport `json:"items"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+}
+
+// Follow defines model for Follow.
+type Follow string
+
 // IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
 type IdempotencyKey = string
+
+// IdempotentInput defines model for IdempotentInput.
+type IdempotentInput struct {
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+}
+
+// InboxAckInput defines model for InboxAckInput.
+type InboxAckInput struct {
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// InboxSeqs 1..ack_batch_max rows returned to this session.
+	InboxSeqs []DecimalString `json:"inbox_seqs"`
+}
+
+// InboxAckResult defines model for InboxAckResult.
+type InboxAckResult struct {
+	Results []AckOutcome `json:"results"`
+}
+
+// InboxClaimInput defines model for InboxClaimInput.
+type InboxClaimInput struct {
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// LeaseSeconds Lease length; clamped to [1, lease_max_seconds]; default lease_default_seconds.
+	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
+
+	// Limit Rows to lease; clamped to [1, page_limit_max].
+	Limit *int64                `json:"limit,omitempty"`
+	Order *InboxClaimInputOrder `json:"order,omitempty"`
+}
+
+// InboxClaimInputOrder defines model for InboxClaimInput.Order.
+type InboxClaimInputOrder string
+
+// InboxClaimResult defines model for InboxClaimResult.
+type InboxClaimResult struct {
+	Items []InboxItem `json:"items"`
+}
+
+// InboxItem defines model for InboxItem.
+type InboxItem struct {
+	AckedAt          *Timestamp          `json:"acked_at,omitempty"`
+	AckedBySessionId *openapi_types.UUID `json:"acked_by_session_id,omitempty"`
+
+	// InboxSeq A 64-bit value as a decimal string.
+	InboxSeq        DecimalString `json:"inbox_seq"`
+	LeaseExpiresAt  *Timestamp    `json:"lease_expires_at,omitempty"`
+	LeasedElsewhere bool          `json:"leased_elsewhere"`
+
+	// Message The canonical message. Messages are immutable.
+	Message Message `json:"message"`
+
+	// Reasons Bitmask: 1 DM, 2 follows all, 4 mention, 8 reply to own message, 16 response request.
+	Reasons int64 `json:"reasons"`
+}
+
+// InboxPage defines model for InboxPage.
+type InboxPage struct {
+	Items       []InboxItem `json:"items"`
+	LeasedCount int64       `json:"leased_count"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+
+	// ResumeCursor Opaque cursor; pass it back unchanged.
+	ResumeCursor *PageCursor `json:"resume_cursor,omitempty"`
+	UnreadCount  int64       `json:"unread_count"`
+}
 
 // JsonObject Any JSON object.
 type JsonObject = json.RawMessage
@@ -417,8 +1212,121 @@ type Me struct {
 	Router bool `json:"router"`
 }
 
+// Message The canonical message. Messages are immutable.
+type Message struct {
+	Attachment *Attachment `json:"attachment,omitempty"`
+	BodyMd     string      `json:"body_md"`
+	CreatedAt  Timestamp   `json:"created_at"`
+
+	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
+	Destination     Destination          `json:"destination"`
+	Files           []FileRef            `json:"files"`
+	MentionAgentIds []openapi_types.UUID `json:"mention_agent_ids"`
+	MessageId       openapi_types.UUID   `json:"message_id"`
+
+	// MessageSeq A 64-bit value as a decimal string.
+	MessageSeq       DecimalString        `json:"message_seq"`
+	Payload          *json.RawMessage     `json:"payload,omitempty"`
+	ReplyToMessageId *openapi_types.UUID  `json:"reply_to_message_id"`
+	ReplyToRedacted  *bool                `json:"reply_to_redacted,omitempty"`
+	RequestAgentIds  []openapi_types.UUID `json:"request_agent_ids"`
+	Sender           AgentName            `json:"sender"`
+	ThreadRootId     openapi_types.UUID   `json:"thread_root_id"`
+}
+
+// MessagePage defines model for MessagePage.
+type MessagePage struct {
+	Items []Message `json:"items"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+
+	// ResumeCursor Opaque cursor; pass it back unchanged.
+	ResumeCursor *PageCursor `json:"resume_cursor,omitempty"`
+}
+
+// MessageRef defines model for MessageRef.
+type MessageRef struct {
+	MessageId openapi_types.UUID `json:"message_id"`
+
+	// MessageSeq A 64-bit value as a decimal string.
+	MessageSeq DecimalString `json:"message_seq"`
+}
+
+// MessageSendBatchInput defines model for MessageSendBatchInput.
+type MessageSendBatchInput struct {
+	// BodyMd As message_send.
+	BodyMd string `json:"body_md"`
+	DryRun *bool  `json:"dry_run,omitempty"`
+
+	// Files At most 10 file references.
+	Files *[]FileRefInput `json:"files,omitempty"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// Payload As message_send.
+	Payload *json.RawMessage `json:"payload,omitempty"`
+
+	// RecipientAgentIds 1..targets_max recipients; repeats are collapsed.
+	RecipientAgentIds []openapi_types.UUID `json:"recipient_agent_ids"`
+}
+
+// MessageSendBatchResult defines model for MessageSendBatchResult.
+type MessageSendBatchResult struct {
+	DryRun  *bool          `json:"dry_run,omitempty"`
+	Results []BatchOutcome `json:"results"`
+}
+
+// MessageSendInput defines model for MessageSendInput.
+type MessageSendInput struct {
+	// BodyMd Markdown body, non-empty, at most body_max_bytes UTF-8 bytes; stored exactly as sent.
+	BodyMd string `json:"body_md"`
+
+	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
+	Destination Destination `json:"destination"`
+
+	// DryRun Validate only; write nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Files At most 10 file references.
+	Files *[]FileRefInput `json:"files,omitempty"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// MentionAgentIds Structured mentions (distinct, at most targets_max, not self).
+	MentionAgentIds *[]openapi_types.UUID `json:"mention_agent_ids,omitempty"`
+
+	// Payload Optional JSON object, at most payload_max_bytes serialized and payload_max_depth deep; no credential-like keys or values.
+	Payload          *json.RawMessage    `json:"payload,omitempty"`
+	ReplyToMessageId *openapi_types.UUID `json:"reply_to_message_id,omitempty"`
+
+	// RequestAgentIds Agents asked to respond (distinct, at most targets_max; in rooms each must also be mentioned).
+	RequestAgentIds *[]openapi_types.UUID `json:"request_agent_ids,omitempty"`
+}
+
+// MessageSendResult A storage receipt: not a claim of delivery or completion.
+type MessageSendResult struct {
+	AttentionCount int64               `json:"attention_count"`
+	CreatedAt      *Timestamp          `json:"created_at,omitempty"`
+	DryRun         *bool               `json:"dry_run,omitempty"`
+	MessageId      *openapi_types.UUID `json:"message_id,omitempty"`
+
+	// MessageSeq A 64-bit value as a decimal string.
+	MessageSeq   *DecimalString          `json:"message_seq,omitempty"`
+	RequestCount int64                   `json:"request_count"`
+	Status       MessageSendResultStatus `json:"status"`
+}
+
+// MessageSendResultStatus defines model for MessageSendResult.Status.
+type MessageSendResultStatus string
+
 // Name defines model for Name.
 type Name = string
+
+// PageCursor Opaque cursor; pass it back unchanged.
+type PageCursor = string
 
 // PrimeAgent defines model for PrimeAgent.
 type PrimeAgent struct {
@@ -460,6 +1368,250 @@ type Profile struct {
 	ProfileVersion DecimalString `json:"profile_version"`
 	Text           string        `json:"text"`
 }
+
+// Request defines model for Request.
+type Request struct {
+	// MessageSeq A 64-bit value as a decimal string.
+	MessageSeq       DecimalString       `json:"message_seq"`
+	RecipientAgentId openapi_types.UUID  `json:"recipient_agent_id"`
+	ReplyMessageId   *openapi_types.UUID `json:"reply_message_id,omitempty"`
+	RequestMessageId openapi_types.UUID  `json:"request_message_id"`
+	RequesterAgentId openapi_types.UUID  `json:"requester_agent_id"`
+
+	// Revision A 64-bit value as a decimal string.
+	Revision  DecimalString `json:"revision"`
+	Status    RequestStatus `json:"status"`
+	UpdatedAt Timestamp     `json:"updated_at"`
+}
+
+// RequestPage defines model for RequestPage.
+type RequestPage struct {
+	Items []Request `json:"items"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+}
+
+// RequestRespondInput defines model for RequestRespondInput.
+type RequestRespondInput struct {
+	// BodyMd The reply body, as message_send.
+	BodyMd string `json:"body_md"`
+	DryRun *bool  `json:"dry_run,omitempty"`
+
+	// ExpectedRevision A 64-bit value as a decimal string.
+	ExpectedRevision DecimalString `json:"expected_revision"`
+
+	// Files At most 10; with result_ready each needs version_label, sha256 or commit.
+	Files *[]FileRefInput `json:"files,omitempty"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey            `json:"idempotency_key"`
+	Status         RequestRespondInputStatus `json:"status"`
+}
+
+// RequestRespondInputStatus defines model for RequestRespondInput.Status.
+type RequestRespondInputStatus string
+
+// RequestRespondResult defines model for RequestRespondResult.
+type RequestRespondResult struct {
+	DryRun  *bool       `json:"dry_run,omitempty"`
+	Reply   *MessageRef `json:"reply,omitempty"`
+	Request Request     `json:"request"`
+}
+
+// RequestStatus defines model for RequestStatus.
+type RequestStatus string
+
+// RoomBrief defines model for RoomBrief.
+type RoomBrief struct {
+	BriefMd string `json:"brief_md"`
+
+	// Revision A 64-bit value as a decimal string.
+	Revision  DecimalString      `json:"revision"`
+	RoomId    openapi_types.UUID `json:"room_id"`
+	UpdatedAt *Timestamp         `json:"updated_at,omitempty"`
+}
+
+// RoomBriefUpdateInput defines model for RoomBriefUpdateInput.
+type RoomBriefUpdateInput struct {
+	// AppendMd Text to append, at most 8 KiB; the brief stays at most 64 KiB.
+	AppendMd string `json:"append_md"`
+
+	// ExpectedRevision A 64-bit value as a decimal string.
+	ExpectedRevision DecimalString `json:"expected_revision"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+}
+
+// RoomCreateInput defines model for RoomCreateInput.
+type RoomCreateInput struct {
+	DefaultFollow *Follow `json:"default_follow,omitempty"`
+
+	// DryRun Validate only; write nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility *RoomCreateInputHistoryVisibility `json:"history_visibility,omitempty"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// InviteeAgentIds Agents to invite (at most targets_max, distinct, not the caller).
+	InviteeAgentIds *[]openapi_types.UUID `json:"invitee_agent_ids,omitempty"`
+
+	// Name Room name, at most 200 bytes.
+	Name string `json:"name"`
+}
+
+// RoomCreateInputHistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+type RoomCreateInputHistoryVisibility string
+
+// RoomCreateResult defines model for RoomCreateResult.
+type RoomCreateResult struct {
+	CreatedAt         *Timestamp                        `json:"created_at,omitempty"`
+	DefaultFollow     Follow                            `json:"default_follow"`
+	DryRun            bool                              `json:"dry_run"`
+	HistoryVisibility RoomCreateResultHistoryVisibility `json:"history_visibility"`
+
+	// InvitedAgentIds Pending invitees.
+	InvitedAgentIds []openapi_types.UUID   `json:"invited_agent_ids"`
+	Name            string                 `json:"name"`
+	OwnerAgentId    openapi_types.UUID     `json:"owner_agent_id"`
+	RoomId          *openapi_types.UUID    `json:"room_id,omitempty"`
+	Status          RoomCreateResultStatus `json:"status"`
+}
+
+// RoomCreateResultHistoryVisibility defines model for RoomCreateResult.HistoryVisibility.
+type RoomCreateResultHistoryVisibility string
+
+// RoomCreateResultStatus defines model for RoomCreateResult.Status.
+type RoomCreateResultStatus string
+
+// RoomDetails Full details for an active member; only room_id, name, inviter_agent_id, invited_at and state for a pending invitee.
+type RoomDetails struct {
+	// BriefRevision A 64-bit value as a decimal string.
+	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
+	CreatedAt     *Timestamp     `json:"created_at,omitempty"`
+	DefaultFollow *Follow        `json:"default_follow,omitempty"`
+
+	// Epoch A 64-bit value as a decimal string.
+	Epoch  *DecimalString `json:"epoch,omitempty"`
+	Follow *Follow        `json:"follow,omitempty"`
+
+	// FollowRevision A 64-bit value as a decimal string.
+	FollowRevision    *DecimalString                `json:"follow_revision,omitempty"`
+	HistoryVisibility *RoomDetailsHistoryVisibility `json:"history_visibility,omitempty"`
+	InvitedAt         *Timestamp                    `json:"invited_at,omitempty"`
+	InviterAgentId    *openapi_types.UUID           `json:"inviter_agent_id,omitempty"`
+	JoinedAt          *Timestamp                    `json:"joined_at,omitempty"`
+	Name              string                        `json:"name"`
+	OwnerAgentId      *openapi_types.UUID           `json:"owner_agent_id,omitempty"`
+	RoomId            openapi_types.UUID            `json:"room_id"`
+
+	// Roster At most 200 active and invited members.
+	Roster          *[]RosterEntry     `json:"roster,omitempty"`
+	RosterTruncated *bool              `json:"roster_truncated,omitempty"`
+	State           RoomDetailsState   `json:"state"`
+	Status          *RoomDetailsStatus `json:"status,omitempty"`
+}
+
+// RoomDetailsHistoryVisibility defines model for RoomDetails.HistoryVisibility.
+type RoomDetailsHistoryVisibility string
+
+// RoomDetailsState defines model for RoomDetails.State.
+type RoomDetailsState string
+
+// RoomDetailsStatus defines model for RoomDetails.Status.
+type RoomDetailsStatus string
+
+// RoomFollowInput defines model for RoomFollowInput.
+type RoomFollowInput struct {
+	// ExpectedRevision A 64-bit value as a decimal string.
+	ExpectedRevision DecimalString `json:"expected_revision"`
+	Follow           Follow        `json:"follow"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+}
+
+// RoomFollowResult defines model for RoomFollowResult.
+type RoomFollowResult struct {
+	Follow Follow `json:"follow"`
+
+	// Revision A 64-bit value as a decimal string.
+	Revision DecimalString      `json:"revision"`
+	RoomId   openapi_types.UUID `json:"room_id"`
+}
+
+// RoomInviteInput defines model for RoomInviteInput.
+type RoomInviteInput struct {
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// InviteeAgentIds Agents to invite (1..targets_max).
+	InviteeAgentIds []openapi_types.UUID `json:"invitee_agent_ids"`
+}
+
+// RoomInviteResult defines model for RoomInviteResult.
+type RoomInviteResult struct {
+	// InvitedAgentIds New pending invitees.
+	InvitedAgentIds []openapi_types.UUID `json:"invited_agent_ids"`
+	RoomId          openapi_types.UUID   `json:"room_id"`
+}
+
+// RoomListItem defines model for RoomListItem.
+type RoomListItem struct {
+	// BriefRevision A 64-bit value as a decimal string.
+	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
+	Follow        *Follow        `json:"follow,omitempty"`
+
+	// FollowRevision A 64-bit value as a decimal string.
+	FollowRevision *DecimalString      `json:"follow_revision,omitempty"`
+	InvitedAt      *Timestamp          `json:"invited_at,omitempty"`
+	InviterAgentId *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
+	Name           string              `json:"name"`
+	RoomId         openapi_types.UUID  `json:"room_id"`
+	State          RoomListItemState   `json:"state"`
+	Status         RoomListItemStatus  `json:"status"`
+}
+
+// RoomListItemState defines model for RoomListItem.State.
+type RoomListItemState string
+
+// RoomListItemStatus defines model for RoomListItem.Status.
+type RoomListItemStatus string
+
+// RoomMembershipResult defines model for RoomMembershipResult.
+type RoomMembershipResult struct {
+	At Timestamp `json:"at"`
+
+	// Epoch A 64-bit value as a decimal string.
+	Epoch  DecimalString             `json:"epoch"`
+	RoomId openapi_types.UUID        `json:"room_id"`
+	State  RoomMembershipResultState `json:"state"`
+}
+
+// RoomMembershipResultState defines model for RoomMembershipResult.State.
+type RoomMembershipResultState string
+
+// RoomPage defines model for RoomPage.
+type RoomPage struct {
+	Items []RoomListItem `json:"items"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+}
+
+// RosterEntry defines model for RosterEntry.
+type RosterEntry struct {
+	AgentId openapi_types.UUID `json:"agent_id"`
+	Name    string             `json:"name"`
+	State   RosterEntryState   `json:"state"`
+}
+
+// RosterEntryState defines model for RosterEntry.State.
+type RosterEntryState string
 
 // SessionInfo defines model for SessionInfo.
 type SessionInfo struct {
@@ -517,17 +1669,59 @@ type SettingsValues struct {
 	UploadTempMaxBytes          int64 `json:"upload_temp_max_bytes"`
 }
 
+// ThreadExport defines model for ThreadExport.
+type ThreadExport struct {
+	// Content json: a JSON array of messages; markdown: rendered text.
+	Content   string             `json:"content"`
+	Format    ThreadExportFormat `json:"format"`
+	ItemCount int64              `json:"item_count"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+	Partial    bool        `json:"partial"`
+}
+
+// ThreadExportFormat defines model for ThreadExport.Format.
+type ThreadExportFormat string
+
 // Timestamp defines model for Timestamp.
 type Timestamp = time.Time
 
+// AgentIdPath defines model for AgentIdPath.
+type AgentIdPath = openapi_types.UUID
+
 // AgentRef defines model for AgentRef.
 type AgentRef = string
+
+// Cursor defines model for Cursor.
+type Cursor = string
+
+// DestinationFilterQuery Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
+type DestinationFilterQuery = Destination
+
+// DestinationQuery Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
+type DestinationQuery = Destination
+
+// FileIndexPath defines model for FileIndexPath.
+type FileIndexPath = int
 
 // HostName defines model for HostName.
 type HostName = Name
 
 // KeyId defines model for KeyId.
 type KeyId = openapi_types.UUID
+
+// Limit defines model for Limit.
+type Limit = int64
+
+// MessageIdPath defines model for MessageIdPath.
+type MessageIdPath = openapi_types.UUID
+
+// RequestMessageIdPath defines model for RequestMessageIdPath.
+type RequestMessageIdPath = openapi_types.UUID
+
+// RoomIdPath defines model for RoomIdPath.
+type RoomIdPath = openapi_types.UUID
 
 // SessionHeader defines model for SessionHeader.
 type SessionHeader = string
@@ -568,6 +1762,117 @@ type CheckpointSaveParams struct {
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
+// ConversationReadParams defines parameters for ConversationRead.
+type ConversationReadParams struct {
+	// Destination The conversation: {kind: room, room_id} or {kind: dm, recipient_agent_id}.
+	Destination DestinationQuery `json:"destination"`
+
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// DirectorySearchParams defines parameters for DirectorySearch.
+type DirectorySearchParams struct {
+	// Query Non-empty text to find in name or role.
+	Query string `form:"query" json:"query"`
+
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// DirectoryUpdateSelfParams defines parameters for DirectoryUpdateSelf.
+type DirectoryUpdateSelfParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// DirectoryGetParams defines parameters for DirectoryGet.
+type DirectoryGetParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// InboxListParams defines parameters for InboxList.
+type InboxListParams struct {
+	// Filter unread (default), all or acked.
+	Filter *InboxListParamsFilter `form:"filter,omitempty" json:"filter,omitempty"`
+
+	// Destination Only rows of this room or DM pair.
+	Destination *DestinationFilterQuery `json:"destination,omitempty"`
+
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// InboxListParamsFilter defines parameters for InboxList.
+type InboxListParamsFilter string
+
+// InboxAckParams defines parameters for InboxAck.
+type InboxAckParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// InboxClaimParams defines parameters for InboxClaim.
+type InboxClaimParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// MessageSendParams defines parameters for MessageSend.
+type MessageSendParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// MessageSendBatchParams defines parameters for MessageSendBatch.
+type MessageSendBatchParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// MessageGetParams defines parameters for MessageGet.
+type MessageGetParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// FileReportListParams defines parameters for FileReportList.
+type FileReportListParams struct {
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// FileAccessReportParams defines parameters for FileAccessReport.
+type FileAccessReportParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
 // AgentPrimeParams defines parameters for AgentPrime.
 type AgentPrimeParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -579,6 +1884,120 @@ type ProfileGetParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
+
+// RequestListParams defines parameters for RequestList.
+type RequestListParams struct {
+	// Direction incoming or outgoing.
+	Direction RequestListParamsDirection `form:"direction" json:"direction"`
+
+	// Status Only this declaration.
+	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RequestListParamsDirection defines parameters for RequestList.
+type RequestListParamsDirection string
+
+// RequestRespondParams defines parameters for RequestRespond.
+type RequestRespondParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomListParams defines parameters for RoomList.
+type RoomListParams struct {
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomCreateParams defines parameters for RoomCreate.
+type RoomCreateParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomGetParams defines parameters for RoomGet.
+type RoomGetParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomBriefGetParams defines parameters for RoomBriefGet.
+type RoomBriefGetParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomBriefUpdateParams defines parameters for RoomBriefUpdate.
+type RoomBriefUpdateParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomFollowParams defines parameters for RoomFollow.
+type RoomFollowParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomInviteParams defines parameters for RoomInvite.
+type RoomInviteParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomJoinParams defines parameters for RoomJoin.
+type RoomJoinParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomLeaveParams defines parameters for RoomLeave.
+type RoomLeaveParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// ThreadReadParams defines parameters for ThreadRead.
+type ThreadReadParams struct {
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// ThreadExportParams defines parameters for ThreadExport.
+type ThreadExportParams struct {
+	// Format json or markdown.
+	Format ThreadExportParamsFormat `form:"format" json:"format"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// ThreadExportParamsFormat defines parameters for ThreadExport.
+type ThreadExportParamsFormat string
 
 // AdminBoxCreateJSONRequestBody defines body for AdminBoxCreate for application/json ContentType.
 type AdminBoxCreateJSONRequestBody = AdminBoxCreateInput
@@ -604,14 +2023,56 @@ type AdminHostCreateJSONRequestBody = AdminHostCreateInput
 // AdminHostUpdateJSONRequestBody defines body for AdminHostUpdate for application/json ContentType.
 type AdminHostUpdateJSONRequestBody = AdminHostUpdateInput
 
+// AdminRoomSetOwnerJSONRequestBody defines body for AdminRoomSetOwner for application/json ContentType.
+type AdminRoomSetOwnerJSONRequestBody = AdminRoomSetOwnerInput
+
 // AdminSettingsUpdateJSONRequestBody defines body for AdminSettingsUpdate for application/json ContentType.
 type AdminSettingsUpdateJSONRequestBody = AdminSettingsUpdateInput
 
 // CheckpointSaveJSONRequestBody defines body for CheckpointSave for application/json ContentType.
 type CheckpointSaveJSONRequestBody = CheckpointSaveInput
 
+// DirectoryUpdateSelfJSONRequestBody defines body for DirectoryUpdateSelf for application/json ContentType.
+type DirectoryUpdateSelfJSONRequestBody = DirectoryUpdateSelfInput
+
+// InboxAckJSONRequestBody defines body for InboxAck for application/json ContentType.
+type InboxAckJSONRequestBody = InboxAckInput
+
+// InboxClaimJSONRequestBody defines body for InboxClaim for application/json ContentType.
+type InboxClaimJSONRequestBody = InboxClaimInput
+
+// MessageSendJSONRequestBody defines body for MessageSend for application/json ContentType.
+type MessageSendJSONRequestBody = MessageSendInput
+
+// MessageSendBatchJSONRequestBody defines body for MessageSendBatch for application/json ContentType.
+type MessageSendBatchJSONRequestBody = MessageSendBatchInput
+
+// FileAccessReportJSONRequestBody defines body for FileAccessReport for application/json ContentType.
+type FileAccessReportJSONRequestBody = FileAccessReportInput
+
 // AgentPrimeJSONRequestBody defines body for AgentPrime for application/json ContentType.
 type AgentPrimeJSONRequestBody = AgentPrimeInput
+
+// RequestRespondJSONRequestBody defines body for RequestRespond for application/json ContentType.
+type RequestRespondJSONRequestBody = RequestRespondInput
+
+// RoomCreateJSONRequestBody defines body for RoomCreate for application/json ContentType.
+type RoomCreateJSONRequestBody = RoomCreateInput
+
+// RoomBriefUpdateJSONRequestBody defines body for RoomBriefUpdate for application/json ContentType.
+type RoomBriefUpdateJSONRequestBody = RoomBriefUpdateInput
+
+// RoomFollowJSONRequestBody defines body for RoomFollow for application/json ContentType.
+type RoomFollowJSONRequestBody = RoomFollowInput
+
+// RoomInviteJSONRequestBody defines body for RoomInvite for application/json ContentType.
+type RoomInviteJSONRequestBody = RoomInviteInput
+
+// RoomJoinJSONRequestBody defines body for RoomJoin for application/json ContentType.
+type RoomJoinJSONRequestBody = IdempotentInput
+
+// RoomLeaveJSONRequestBody defines body for RoomLeave for application/json ContentType.
+type RoomLeaveJSONRequestBody = IdempotentInput
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -642,6 +2103,9 @@ type ServerInterface interface {
 	// AdminAgentProfileSet Replace an agent's private profile
 	// (PUT /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile)
 	AdminAgentProfileSet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, agentRef AgentRef)
+	// AdminCleanupStatus Retention cleanup health
+	// (GET /admin/api/v1/boxes/{box_key}/cleanup)
+	AdminCleanupStatus(w http.ResponseWriter, r *http.Request, boxKey BoxKey)
 	// AdminHostList List the hosts of a box
 	// (GET /admin/api/v1/boxes/{box_key}/hosts)
 	AdminHostList(w http.ResponseWriter, r *http.Request, boxKey BoxKey)
@@ -654,6 +2118,15 @@ type ServerInterface interface {
 	// AdminKeyRevoke Revoke an API key
 	// (POST /admin/api/v1/boxes/{box_key}/keys/{key_id}/revoke)
 	AdminKeyRevoke(w http.ResponseWriter, r *http.Request, boxKey BoxKey, keyId KeyId)
+	// AdminRoomList List rooms of a box
+	// (GET /admin/api/v1/boxes/{box_key}/rooms)
+	AdminRoomList(w http.ResponseWriter, r *http.Request, boxKey BoxKey)
+	// AdminRoomArchive Archive a room
+	// (POST /admin/api/v1/boxes/{box_key}/rooms/{room_id}/archive)
+	AdminRoomArchive(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath)
+	// AdminRoomSetOwner Reassign a room's owner
+	// (PUT /admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner)
+	AdminRoomSetOwner(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath)
 	// AdminSettingsGet Read a box's settings
 	// (GET /admin/api/v1/boxes/{box_key}/settings)
 	AdminSettingsGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey)
@@ -666,18 +2139,93 @@ type ServerInterface interface {
 	// CheckpointSave Replace the checkpoint if its revision is unchanged
 	// (PUT /api/v1/boxes/{box_key}/checkpoint)
 	CheckpointSave(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params CheckpointSaveParams)
+	// ConversationRead Read a room or DM conversation
+	// (GET /api/v1/boxes/{box_key}/conversation)
+	ConversationRead(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params ConversationReadParams)
+	// DirectorySearch Search listed agents by name or role
+	// (GET /api/v1/boxes/{box_key}/directory)
+	DirectorySearch(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params DirectorySearchParams)
+	// DirectoryUpdateSelf Update own public card
+	// (PATCH /api/v1/boxes/{box_key}/directory/self)
+	DirectoryUpdateSelf(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params DirectoryUpdateSelfParams)
+	// DirectoryGet Read one public card
+	// (GET /api/v1/boxes/{box_key}/directory/{agent_id})
+	DirectoryGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, agentId AgentIdPath, params DirectoryGetParams)
+	// InboxList List inbox attention rows
+	// (GET /api/v1/boxes/{box_key}/inbox)
+	InboxList(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params InboxListParams)
+	// InboxAck Acknowledge inbox rows
+	// (POST /api/v1/boxes/{box_key}/inbox/ack)
+	InboxAck(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params InboxAckParams)
+	// InboxClaim Lease unread rows to this session
+	// (POST /api/v1/boxes/{box_key}/inbox/claim)
+	InboxClaim(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params InboxClaimParams)
 	// LimitsGet Effective limits of the box
 	// (GET /api/v1/boxes/{box_key}/limits)
 	LimitsGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey)
 	// MeGet Identity of the calling agent
 	// (GET /api/v1/boxes/{box_key}/me)
 	MeGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey)
+	// MessageSend Send a DM or room message
+	// (POST /api/v1/boxes/{box_key}/messages)
+	MessageSend(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params MessageSendParams)
+	// MessageSendBatch Send one DM to several agents
+	// (POST /api/v1/boxes/{box_key}/messages/batch)
+	MessageSendBatch(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params MessageSendBatchParams)
+	// MessageGet Read one message
+	// (GET /api/v1/boxes/{box_key}/messages/{message_id})
+	MessageGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, messageId MessageIdPath, params MessageGetParams)
+	// FileReportList List file access reports
+	// (GET /api/v1/boxes/{box_key}/messages/{message_id}/file-reports)
+	FileReportList(w http.ResponseWriter, r *http.Request, boxKey BoxKey, messageId MessageIdPath, params FileReportListParams)
+	// FileAccessReport Report access to a file reference
+	// (PUT /api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report)
+	FileAccessReport(w http.ResponseWriter, r *http.Request, boxKey BoxKey, messageId MessageIdPath, fileIndex FileIndexPath, params FileAccessReportParams)
 	// AgentPrime Open or resume this agent's durable session
 	// (POST /api/v1/boxes/{box_key}/prime)
 	AgentPrime(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params AgentPrimeParams)
 	// ProfileGet Read the latest private profile
 	// (GET /api/v1/boxes/{box_key}/profile)
 	ProfileGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params ProfileGetParams)
+	// RequestList List response requests
+	// (GET /api/v1/boxes/{box_key}/requests)
+	RequestList(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params RequestListParams)
+	// RequestRespond Respond to a request
+	// (POST /api/v1/boxes/{box_key}/requests/{request_message_id}/respond)
+	RequestRespond(w http.ResponseWriter, r *http.Request, boxKey BoxKey, requestMessageId RequestMessageIdPath, params RequestRespondParams)
+	// RoomList List own rooms and invitations
+	// (GET /api/v1/boxes/{box_key}/rooms)
+	RoomList(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params RoomListParams)
+	// RoomCreate Create a room
+	// (POST /api/v1/boxes/{box_key}/rooms)
+	RoomCreate(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params RoomCreateParams)
+	// RoomGet Read room details and roster
+	// (GET /api/v1/boxes/{box_key}/rooms/{room_id})
+	RoomGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomGetParams)
+	// RoomBriefGet Read the room brief
+	// (GET /api/v1/boxes/{box_key}/rooms/{room_id}/brief)
+	RoomBriefGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomBriefGetParams)
+	// RoomBriefUpdate Append to the room brief
+	// (POST /api/v1/boxes/{box_key}/rooms/{room_id}/brief)
+	RoomBriefUpdate(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomBriefUpdateParams)
+	// RoomFollow Set own follow preference
+	// (PUT /api/v1/boxes/{box_key}/rooms/{room_id}/follow)
+	RoomFollow(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomFollowParams)
+	// RoomInvite Invite agents to a room
+	// (POST /api/v1/boxes/{box_key}/rooms/{room_id}/invite)
+	RoomInvite(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomInviteParams)
+	// RoomJoin Accept a room invitation
+	// (POST /api/v1/boxes/{box_key}/rooms/{room_id}/join)
+	RoomJoin(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomJoinParams)
+	// RoomLeave Leave a room
+	// (POST /api/v1/boxes/{box_key}/rooms/{room_id}/leave)
+	RoomLeave(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomLeaveParams)
+	// ThreadRead Read a thread
+	// (GET /api/v1/boxes/{box_key}/threads/{message_id})
+	ThreadRead(w http.ResponseWriter, r *http.Request, boxKey BoxKey, messageId MessageIdPath, params ThreadReadParams)
+	// ThreadExport Export a thread chunk
+	// (GET /api/v1/boxes/{box_key}/threads/{message_id}/export)
+	ThreadExport(w http.ResponseWriter, r *http.Request, boxKey BoxKey, messageId MessageIdPath, params ThreadExportParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -935,6 +2483,32 @@ func (siw *ServerInterfaceWrapper) AdminAgentProfileSet(w http.ResponseWriter, r
 	handler.ServeHTTP(w, r)
 }
 
+// AdminCleanupStatus operation middleware
+func (siw *ServerInterfaceWrapper) AdminCleanupStatus(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AdminCleanupStatus(w, r, boxKey)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // AdminHostList operation middleware
 func (siw *ServerInterfaceWrapper) AdminHostList(w http.ResponseWriter, r *http.Request) {
 
@@ -1048,6 +2622,102 @@ func (siw *ServerInterfaceWrapper) AdminKeyRevoke(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AdminKeyRevoke(w, r, boxKey, keyId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AdminRoomList operation middleware
+func (siw *ServerInterfaceWrapper) AdminRoomList(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AdminRoomList(w, r, boxKey)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AdminRoomArchive operation middleware
+func (siw *ServerInterfaceWrapper) AdminRoomArchive(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "room_id" -------------
+	var roomId RoomIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "room_id", r.PathValue("room_id"), &roomId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "room_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AdminRoomArchive(w, r, boxKey, roomId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AdminRoomSetOwner operation middleware
+func (siw *ServerInterfaceWrapper) AdminRoomSetOwner(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "room_id" -------------
+	var roomId RoomIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "room_id", r.PathValue("room_id"), &roomId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "room_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AdminRoomSetOwner(w, r, boxKey, roomId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1209,6 +2879,495 @@ func (siw *ServerInterfaceWrapper) CheckpointSave(w http.ResponseWriter, r *http
 	handler.ServeHTTP(w, r)
 }
 
+// ConversationRead operation middleware
+func (siw *ServerInterfaceWrapper) ConversationRead(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ConversationReadParams
+
+	// ------------- Required query parameter "destination" -------------
+
+	err = runtime.BindQueryParameterWithOptions("deepObject", true, true, "destination", r.URL.Query(), &params.Destination, runtime.BindQueryParameterOptions{Type: "object", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "destination"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "destination", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ConversationRead(w, r, boxKey, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DirectorySearch operation middleware
+func (siw *ServerInterfaceWrapper) DirectorySearch(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DirectorySearchParams
+
+	// ------------- Required query parameter "query" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "query", r.URL.Query(), &params.Query, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "query"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "query", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DirectorySearch(w, r, boxKey, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DirectoryUpdateSelf operation middleware
+func (siw *ServerInterfaceWrapper) DirectoryUpdateSelf(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DirectoryUpdateSelfParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DirectoryUpdateSelf(w, r, boxKey, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// DirectoryGet operation middleware
+func (siw *ServerInterfaceWrapper) DirectoryGet(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "agent_id" -------------
+	var agentId AgentIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "agent_id", r.PathValue("agent_id"), &agentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "agent_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params DirectoryGetParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DirectoryGet(w, r, boxKey, agentId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// InboxList operation middleware
+func (siw *ServerInterfaceWrapper) InboxList(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params InboxListParams
+
+	// ------------- Optional query parameter "filter" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "filter", r.URL.Query(), &params.Filter, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "filter"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "filter", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "destination" -------------
+
+	err = runtime.BindQueryParameterWithOptions("deepObject", true, false, "destination", r.URL.Query(), &params.Destination, runtime.BindQueryParameterOptions{Type: "object", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "destination"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "destination", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.InboxList(w, r, boxKey, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// InboxAck operation middleware
+func (siw *ServerInterfaceWrapper) InboxAck(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params InboxAckParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.InboxAck(w, r, boxKey, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// InboxClaim operation middleware
+func (siw *ServerInterfaceWrapper) InboxClaim(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params InboxClaimParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.InboxClaim(w, r, boxKey, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // LimitsGet operation middleware
 func (siw *ServerInterfaceWrapper) LimitsGet(w http.ResponseWriter, r *http.Request) {
 
@@ -1252,6 +3411,318 @@ func (siw *ServerInterfaceWrapper) MeGet(w http.ResponseWriter, r *http.Request)
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.MeGet(w, r, boxKey)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MessageSend operation middleware
+func (siw *ServerInterfaceWrapper) MessageSend(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params MessageSendParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MessageSend(w, r, boxKey, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MessageSendBatch operation middleware
+func (siw *ServerInterfaceWrapper) MessageSendBatch(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params MessageSendBatchParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MessageSendBatch(w, r, boxKey, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// MessageGet operation middleware
+func (siw *ServerInterfaceWrapper) MessageGet(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "message_id" -------------
+	var messageId MessageIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "message_id", r.PathValue("message_id"), &messageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "message_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params MessageGetParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.MessageGet(w, r, boxKey, messageId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// FileReportList operation middleware
+func (siw *ServerInterfaceWrapper) FileReportList(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "message_id" -------------
+	var messageId MessageIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "message_id", r.PathValue("message_id"), &messageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "message_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params FileReportListParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.FileReportList(w, r, boxKey, messageId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// FileAccessReport operation middleware
+func (siw *ServerInterfaceWrapper) FileAccessReport(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "message_id" -------------
+	var messageId MessageIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "message_id", r.PathValue("message_id"), &messageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "message_id", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "file_index" -------------
+	var fileIndex FileIndexPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "file_index", r.PathValue("file_index"), &fileIndex, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "file_index", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params FileAccessReportParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.FileAccessReport(w, r, boxKey, messageId, fileIndex, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1352,6 +3823,876 @@ func (siw *ServerInterfaceWrapper) ProfileGet(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ProfileGet(w, r, boxKey, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RequestList operation middleware
+func (siw *ServerInterfaceWrapper) RequestList(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RequestListParams
+
+	// ------------- Required query parameter "direction" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "direction", r.URL.Query(), &params.Direction, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "direction"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "direction", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "status" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "status", r.URL.Query(), &params.Status, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "status"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "status", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RequestList(w, r, boxKey, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RequestRespond operation middleware
+func (siw *ServerInterfaceWrapper) RequestRespond(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "request_message_id" -------------
+	var requestMessageId RequestMessageIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "request_message_id", r.PathValue("request_message_id"), &requestMessageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "request_message_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RequestRespondParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RequestRespond(w, r, boxKey, requestMessageId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RoomList operation middleware
+func (siw *ServerInterfaceWrapper) RoomList(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RoomListParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RoomList(w, r, boxKey, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RoomCreate operation middleware
+func (siw *ServerInterfaceWrapper) RoomCreate(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RoomCreateParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RoomCreate(w, r, boxKey, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RoomGet operation middleware
+func (siw *ServerInterfaceWrapper) RoomGet(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "room_id" -------------
+	var roomId RoomIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "room_id", r.PathValue("room_id"), &roomId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "room_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RoomGetParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RoomGet(w, r, boxKey, roomId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RoomBriefGet operation middleware
+func (siw *ServerInterfaceWrapper) RoomBriefGet(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "room_id" -------------
+	var roomId RoomIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "room_id", r.PathValue("room_id"), &roomId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "room_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RoomBriefGetParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RoomBriefGet(w, r, boxKey, roomId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RoomBriefUpdate operation middleware
+func (siw *ServerInterfaceWrapper) RoomBriefUpdate(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "room_id" -------------
+	var roomId RoomIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "room_id", r.PathValue("room_id"), &roomId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "room_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RoomBriefUpdateParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RoomBriefUpdate(w, r, boxKey, roomId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RoomFollow operation middleware
+func (siw *ServerInterfaceWrapper) RoomFollow(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "room_id" -------------
+	var roomId RoomIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "room_id", r.PathValue("room_id"), &roomId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "room_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RoomFollowParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RoomFollow(w, r, boxKey, roomId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RoomInvite operation middleware
+func (siw *ServerInterfaceWrapper) RoomInvite(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "room_id" -------------
+	var roomId RoomIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "room_id", r.PathValue("room_id"), &roomId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "room_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RoomInviteParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RoomInvite(w, r, boxKey, roomId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RoomJoin operation middleware
+func (siw *ServerInterfaceWrapper) RoomJoin(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "room_id" -------------
+	var roomId RoomIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "room_id", r.PathValue("room_id"), &roomId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "room_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RoomJoinParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RoomJoin(w, r, boxKey, roomId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RoomLeave operation middleware
+func (siw *ServerInterfaceWrapper) RoomLeave(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "room_id" -------------
+	var roomId RoomIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "room_id", r.PathValue("room_id"), &roomId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "room_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RoomLeaveParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RoomLeave(w, r, boxKey, roomId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ThreadRead operation middleware
+func (siw *ServerInterfaceWrapper) ThreadRead(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "message_id" -------------
+	var messageId MessageIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "message_id", r.PathValue("message_id"), &messageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "message_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ThreadReadParams
+
+	// ------------- Optional query parameter "limit" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "limit", r.URL.Query(), &params.Limit, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "limit"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "limit", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ThreadRead(w, r, boxKey, messageId, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ThreadExport operation middleware
+func (siw *ServerInterfaceWrapper) ThreadExport(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "message_id" -------------
+	var messageId MessageIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "message_id", r.PathValue("message_id"), &messageId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "message_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ThreadExportParams
+
+	// ------------- Required query parameter "format" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, true, "format", r.URL.Query(), &params.Format, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "format"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "format", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "cursor" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "cursor", r.URL.Query(), &params.Cursor, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "cursor"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "cursor", Err: err})
+		}
+		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ThreadExport(w, r, boxKey, messageId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1490,18 +4831,47 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/agents/{agent_ref}/keys", wrapper.AdminKeyList)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/agents/{agent_ref}/keys", wrapper.AdminKeyCreate)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile", wrapper.AdminAgentProfileSet)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/cleanup", wrapper.AdminCleanupStatus)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/hosts", wrapper.AdminHostList)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/hosts", wrapper.AdminHostCreate)
 	m.HandleFunc(http.MethodPatch+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/hosts/{host_name}", wrapper.AdminHostUpdate)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/keys/{key_id}/revoke", wrapper.AdminKeyRevoke)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/rooms", wrapper.AdminRoomList)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/rooms/{room_id}/archive", wrapper.AdminRoomArchive)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner", wrapper.AdminRoomSetOwner)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/settings", wrapper.AdminSettingsGet)
 	m.HandleFunc(http.MethodPatch+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/settings", wrapper.AdminSettingsUpdate)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/checkpoint", wrapper.CheckpointGet)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/boxes/{box_key}/checkpoint", wrapper.CheckpointSave)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/conversation", wrapper.ConversationRead)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/directory", wrapper.DirectorySearch)
+	m.HandleFunc(http.MethodPatch+" "+options.BaseURL+"/api/v1/boxes/{box_key}/directory/self", wrapper.DirectoryUpdateSelf)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/directory/{agent_id}", wrapper.DirectoryGet)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/inbox", wrapper.InboxList)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/boxes/{box_key}/inbox/ack", wrapper.InboxAck)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/boxes/{box_key}/inbox/claim", wrapper.InboxClaim)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/limits", wrapper.LimitsGet)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/me", wrapper.MeGet)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/boxes/{box_key}/messages", wrapper.MessageSend)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/boxes/{box_key}/messages/batch", wrapper.MessageSendBatch)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/messages/{message_id}", wrapper.MessageGet)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/messages/{message_id}/file-reports", wrapper.FileReportList)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report", wrapper.FileAccessReport)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/boxes/{box_key}/prime", wrapper.AgentPrime)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/profile", wrapper.ProfileGet)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/requests", wrapper.RequestList)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/boxes/{box_key}/requests/{request_message_id}/respond", wrapper.RequestRespond)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/rooms", wrapper.RoomList)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/boxes/{box_key}/rooms", wrapper.RoomCreate)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/rooms/{room_id}", wrapper.RoomGet)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/rooms/{room_id}/brief", wrapper.RoomBriefGet)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/boxes/{box_key}/rooms/{room_id}/brief", wrapper.RoomBriefUpdate)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/boxes/{box_key}/rooms/{room_id}/follow", wrapper.RoomFollow)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/boxes/{box_key}/rooms/{room_id}/invite", wrapper.RoomInvite)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/boxes/{box_key}/rooms/{room_id}/join", wrapper.RoomJoin)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/api/v1/boxes/{box_key}/rooms/{room_id}/leave", wrapper.RoomLeave)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/threads/{message_id}", wrapper.ThreadRead)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/threads/{message_id}/export", wrapper.ThreadExport)
 
 	return m
 }
@@ -2204,6 +5574,70 @@ func (response AdminAgentProfileSet500JSONResponse) VisitAdminAgentProfileSetRes
 	return err
 }
 
+type AdminCleanupStatusRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+}
+
+type AdminCleanupStatusResponseObject interface {
+	VisitAdminCleanupStatusResponse(w http.ResponseWriter) error
+}
+
+type AdminCleanupStatus200JSONResponse AdminCleanupStatus
+
+func (response AdminCleanupStatus200JSONResponse) VisitAdminCleanupStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminCleanupStatus401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response AdminCleanupStatus401JSONResponse) VisitAdminCleanupStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminCleanupStatus404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response AdminCleanupStatus404JSONResponse) VisitAdminCleanupStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminCleanupStatus500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response AdminCleanupStatus500JSONResponse) VisitAdminCleanupStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminHostListRequestObject struct {
 	BoxKey BoxKey `json:"box_key"`
 }
@@ -2509,6 +5943,257 @@ func (response AdminKeyRevoke404JSONResponse) VisitAdminKeyRevokeResponse(w http
 type AdminKeyRevoke500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminKeyRevoke500JSONResponse) VisitAdminKeyRevokeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomListRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+}
+
+type AdminRoomListResponseObject interface {
+	VisitAdminRoomListResponse(w http.ResponseWriter) error
+}
+
+type AdminRoomList200JSONResponse AdminRoomList
+
+func (response AdminRoomList200JSONResponse) VisitAdminRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomList401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response AdminRoomList401JSONResponse) VisitAdminRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomList404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response AdminRoomList404JSONResponse) VisitAdminRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomList500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response AdminRoomList500JSONResponse) VisitAdminRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomArchiveRequestObject struct {
+	BoxKey BoxKey     `json:"box_key"`
+	RoomId RoomIdPath `json:"room_id"`
+}
+
+type AdminRoomArchiveResponseObject interface {
+	VisitAdminRoomArchiveResponse(w http.ResponseWriter) error
+}
+
+type AdminRoomArchive200JSONResponse AdminRoom
+
+func (response AdminRoomArchive200JSONResponse) VisitAdminRoomArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomArchive400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminRoomArchive400JSONResponse) VisitAdminRoomArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomArchive401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response AdminRoomArchive401JSONResponse) VisitAdminRoomArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomArchive404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response AdminRoomArchive404JSONResponse) VisitAdminRoomArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomArchive409JSONResponse struct{ ConflictJSONResponse }
+
+func (response AdminRoomArchive409JSONResponse) VisitAdminRoomArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomArchive500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response AdminRoomArchive500JSONResponse) VisitAdminRoomArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomSetOwnerRequestObject struct {
+	BoxKey BoxKey     `json:"box_key"`
+	RoomId RoomIdPath `json:"room_id"`
+	Body   *AdminRoomSetOwnerJSONRequestBody
+}
+
+type AdminRoomSetOwnerResponseObject interface {
+	VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error
+}
+
+type AdminRoomSetOwner200JSONResponse AdminRoom
+
+func (response AdminRoomSetOwner200JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomSetOwner400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminRoomSetOwner400JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomSetOwner401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response AdminRoomSetOwner401JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomSetOwner404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response AdminRoomSetOwner404JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomSetOwner409JSONResponse struct{ ConflictJSONResponse }
+
+func (response AdminRoomSetOwner409JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomSetOwner500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response AdminRoomSetOwner500JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -2906,6 +6591,899 @@ func (response CheckpointSave503JSONResponse) VisitCheckpointSaveResponse(w http
 	return err
 }
 
+type ConversationReadRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+	Params ConversationReadParams
+}
+
+type ConversationReadResponseObject interface {
+	VisitConversationReadResponse(w http.ResponseWriter) error
+}
+
+type ConversationRead200JSONResponse MessagePage
+
+func (response ConversationRead200JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConversationRead400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ConversationRead400JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConversationRead401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ConversationRead401JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConversationRead404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response ConversationRead404JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConversationRead409JSONResponse struct{ ConflictJSONResponse }
+
+func (response ConversationRead409JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConversationRead429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response ConversationRead429JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConversationRead500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response ConversationRead500JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ConversationRead503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response ConversationRead503JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectorySearchRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+	Params DirectorySearchParams
+}
+
+type DirectorySearchResponseObject interface {
+	VisitDirectorySearchResponse(w http.ResponseWriter) error
+}
+
+type DirectorySearch200JSONResponse CardPage
+
+func (response DirectorySearch200JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectorySearch400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DirectorySearch400JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectorySearch401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DirectorySearch401JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectorySearch404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DirectorySearch404JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectorySearch409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DirectorySearch409JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectorySearch429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response DirectorySearch429JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectorySearch500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response DirectorySearch500JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectorySearch503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response DirectorySearch503JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelfRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+	Params DirectoryUpdateSelfParams
+	Body   *DirectoryUpdateSelfJSONRequestBody
+}
+
+type DirectoryUpdateSelfResponseObject interface {
+	VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error
+}
+
+type DirectoryUpdateSelf200JSONResponse Card
+
+func (response DirectoryUpdateSelf200JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DirectoryUpdateSelf400JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DirectoryUpdateSelf401JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DirectoryUpdateSelf404JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DirectoryUpdateSelf409JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response DirectoryUpdateSelf422JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response DirectoryUpdateSelf429JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response DirectoryUpdateSelf500JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response DirectoryUpdateSelf503JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryGetRequestObject struct {
+	BoxKey  BoxKey      `json:"box_key"`
+	AgentId AgentIdPath `json:"agent_id"`
+	Params  DirectoryGetParams
+}
+
+type DirectoryGetResponseObject interface {
+	VisitDirectoryGetResponse(w http.ResponseWriter) error
+}
+
+type DirectoryGet200JSONResponse Card
+
+func (response DirectoryGet200JSONResponse) VisitDirectoryGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryGet400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response DirectoryGet400JSONResponse) VisitDirectoryGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryGet401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response DirectoryGet401JSONResponse) VisitDirectoryGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryGet404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response DirectoryGet404JSONResponse) VisitDirectoryGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryGet409JSONResponse struct{ ConflictJSONResponse }
+
+func (response DirectoryGet409JSONResponse) VisitDirectoryGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryGet429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response DirectoryGet429JSONResponse) VisitDirectoryGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryGet500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response DirectoryGet500JSONResponse) VisitDirectoryGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryGet503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response DirectoryGet503JSONResponse) VisitDirectoryGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxListRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+	Params InboxListParams
+}
+
+type InboxListResponseObject interface {
+	VisitInboxListResponse(w http.ResponseWriter) error
+}
+
+type InboxList200JSONResponse InboxPage
+
+func (response InboxList200JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxList400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response InboxList400JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxList401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response InboxList401JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxList404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response InboxList404JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxList409JSONResponse struct{ ConflictJSONResponse }
+
+func (response InboxList409JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxList429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response InboxList429JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxList500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response InboxList500JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxList503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response InboxList503JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxAckRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+	Params InboxAckParams
+	Body   *InboxAckJSONRequestBody
+}
+
+type InboxAckResponseObject interface {
+	VisitInboxAckResponse(w http.ResponseWriter) error
+}
+
+type InboxAck200JSONResponse InboxAckResult
+
+func (response InboxAck200JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxAck400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response InboxAck400JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxAck401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response InboxAck401JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxAck404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response InboxAck404JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxAck409JSONResponse struct{ ConflictJSONResponse }
+
+func (response InboxAck409JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxAck422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response InboxAck422JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxAck429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response InboxAck429JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxAck500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response InboxAck500JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxAck503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response InboxAck503JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaimRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+	Params InboxClaimParams
+	Body   *InboxClaimJSONRequestBody
+}
+
+type InboxClaimResponseObject interface {
+	VisitInboxClaimResponse(w http.ResponseWriter) error
+}
+
+type InboxClaim200JSONResponse InboxClaimResult
+
+func (response InboxClaim200JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response InboxClaim400JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response InboxClaim401JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response InboxClaim404JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim409JSONResponse struct{ ConflictJSONResponse }
+
+func (response InboxClaim409JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response InboxClaim422JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response InboxClaim429JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response InboxClaim500JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response InboxClaim503JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type LimitsGetRequestObject struct {
 	BoxKey BoxKey `json:"box_key"`
 }
@@ -3051,6 +7629,660 @@ func (response MeGet500JSONResponse) VisitMeGetResponse(w http.ResponseWriter) e
 type MeGet503JSONResponse struct{ UnavailableJSONResponse }
 
 func (response MeGet503JSONResponse) VisitMeGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+	Params MessageSendParams
+	Body   *MessageSendJSONRequestBody
+}
+
+type MessageSendResponseObject interface {
+	VisitMessageSendResponse(w http.ResponseWriter) error
+}
+
+type MessageSend200JSONResponse MessageSendResult
+
+func (response MessageSend200JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSend400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response MessageSend400JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSend401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response MessageSend401JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSend404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response MessageSend404JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSend409JSONResponse struct{ ConflictJSONResponse }
+
+func (response MessageSend409JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSend422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response MessageSend422JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSend429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response MessageSend429JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSend500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response MessageSend500JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSend503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response MessageSend503JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatchRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+	Params MessageSendBatchParams
+	Body   *MessageSendBatchJSONRequestBody
+}
+
+type MessageSendBatchResponseObject interface {
+	VisitMessageSendBatchResponse(w http.ResponseWriter) error
+}
+
+type MessageSendBatch200JSONResponse MessageSendBatchResult
+
+func (response MessageSendBatch200JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response MessageSendBatch400JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response MessageSendBatch401JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response MessageSendBatch404JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch409JSONResponse struct{ ConflictJSONResponse }
+
+func (response MessageSendBatch409JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response MessageSendBatch422JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response MessageSendBatch429JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response MessageSendBatch500JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response MessageSendBatch503JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageGetRequestObject struct {
+	BoxKey    BoxKey        `json:"box_key"`
+	MessageId MessageIdPath `json:"message_id"`
+	Params    MessageGetParams
+}
+
+type MessageGetResponseObject interface {
+	VisitMessageGetResponse(w http.ResponseWriter) error
+}
+
+type MessageGet200JSONResponse Message
+
+func (response MessageGet200JSONResponse) VisitMessageGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageGet400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response MessageGet400JSONResponse) VisitMessageGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageGet401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response MessageGet401JSONResponse) VisitMessageGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageGet404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response MessageGet404JSONResponse) VisitMessageGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageGet409JSONResponse struct{ ConflictJSONResponse }
+
+func (response MessageGet409JSONResponse) VisitMessageGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageGet429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response MessageGet429JSONResponse) VisitMessageGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageGet500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response MessageGet500JSONResponse) VisitMessageGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageGet503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response MessageGet503JSONResponse) VisitMessageGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileReportListRequestObject struct {
+	BoxKey    BoxKey        `json:"box_key"`
+	MessageId MessageIdPath `json:"message_id"`
+	Params    FileReportListParams
+}
+
+type FileReportListResponseObject interface {
+	VisitFileReportListResponse(w http.ResponseWriter) error
+}
+
+type FileReportList200JSONResponse FileReportPage
+
+func (response FileReportList200JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileReportList400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response FileReportList400JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileReportList401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response FileReportList401JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileReportList404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response FileReportList404JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileReportList409JSONResponse struct{ ConflictJSONResponse }
+
+func (response FileReportList409JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileReportList429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response FileReportList429JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileReportList500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response FileReportList500JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileReportList503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response FileReportList503JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileAccessReportRequestObject struct {
+	BoxKey    BoxKey        `json:"box_key"`
+	MessageId MessageIdPath `json:"message_id"`
+	FileIndex FileIndexPath `json:"file_index"`
+	Params    FileAccessReportParams
+	Body      *FileAccessReportJSONRequestBody
+}
+
+type FileAccessReportResponseObject interface {
+	VisitFileAccessReportResponse(w http.ResponseWriter) error
+}
+
+type FileAccessReport200JSONResponse FileReport
+
+func (response FileAccessReport200JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileAccessReport400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response FileAccessReport400JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileAccessReport401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response FileAccessReport401JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileAccessReport404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response FileAccessReport404JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileAccessReport409JSONResponse struct{ ConflictJSONResponse }
+
+func (response FileAccessReport409JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileAccessReport422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response FileAccessReport422JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileAccessReport429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response FileAccessReport429JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileAccessReport500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response FileAccessReport500JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileAccessReport503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response FileAccessReport503JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -3263,6 +8495,1694 @@ func (response ProfileGet503JSONResponse) VisitProfileGetResponse(w http.Respons
 	return err
 }
 
+type RequestListRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+	Params RequestListParams
+}
+
+type RequestListResponseObject interface {
+	VisitRequestListResponse(w http.ResponseWriter) error
+}
+
+type RequestList200JSONResponse RequestPage
+
+func (response RequestList200JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestList400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RequestList400JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestList401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RequestList401JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestList404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RequestList404JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestList409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RequestList409JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestList429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response RequestList429JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestList500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response RequestList500JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestList503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response RequestList503JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestRespondRequestObject struct {
+	BoxKey           BoxKey               `json:"box_key"`
+	RequestMessageId RequestMessageIdPath `json:"request_message_id"`
+	Params           RequestRespondParams
+	Body             *RequestRespondJSONRequestBody
+}
+
+type RequestRespondResponseObject interface {
+	VisitRequestRespondResponse(w http.ResponseWriter) error
+}
+
+type RequestRespond200JSONResponse RequestRespondResult
+
+func (response RequestRespond200JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestRespond400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RequestRespond400JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestRespond401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RequestRespond401JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestRespond404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RequestRespond404JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestRespond409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RequestRespond409JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestRespond422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response RequestRespond422JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestRespond429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response RequestRespond429JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestRespond500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response RequestRespond500JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestRespond503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response RequestRespond503JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomListRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+	Params RoomListParams
+}
+
+type RoomListResponseObject interface {
+	VisitRoomListResponse(w http.ResponseWriter) error
+}
+
+type RoomList200JSONResponse RoomPage
+
+func (response RoomList200JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomList400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RoomList400JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomList401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RoomList401JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomList404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RoomList404JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomList409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RoomList409JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomList429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response RoomList429JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomList500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response RoomList500JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomList503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response RoomList503JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreateRequestObject struct {
+	BoxKey BoxKey `json:"box_key"`
+	Params RoomCreateParams
+	Body   *RoomCreateJSONRequestBody
+}
+
+type RoomCreateResponseObject interface {
+	VisitRoomCreateResponse(w http.ResponseWriter) error
+}
+
+type RoomCreate200JSONResponse RoomCreateResult
+
+func (response RoomCreate200JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RoomCreate400JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RoomCreate401JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RoomCreate404JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RoomCreate409JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response RoomCreate422JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response RoomCreate429JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response RoomCreate500JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response RoomCreate503JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomGetRequestObject struct {
+	BoxKey BoxKey     `json:"box_key"`
+	RoomId RoomIdPath `json:"room_id"`
+	Params RoomGetParams
+}
+
+type RoomGetResponseObject interface {
+	VisitRoomGetResponse(w http.ResponseWriter) error
+}
+
+type RoomGet200JSONResponse RoomDetails
+
+func (response RoomGet200JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomGet400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RoomGet400JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomGet401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RoomGet401JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomGet404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RoomGet404JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomGet409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RoomGet409JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomGet429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response RoomGet429JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomGet500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response RoomGet500JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomGet503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response RoomGet503JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefGetRequestObject struct {
+	BoxKey BoxKey     `json:"box_key"`
+	RoomId RoomIdPath `json:"room_id"`
+	Params RoomBriefGetParams
+}
+
+type RoomBriefGetResponseObject interface {
+	VisitRoomBriefGetResponse(w http.ResponseWriter) error
+}
+
+type RoomBriefGet200JSONResponse RoomBrief
+
+func (response RoomBriefGet200JSONResponse) VisitRoomBriefGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefGet400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RoomBriefGet400JSONResponse) VisitRoomBriefGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefGet401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RoomBriefGet401JSONResponse) VisitRoomBriefGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefGet404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RoomBriefGet404JSONResponse) VisitRoomBriefGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefGet409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RoomBriefGet409JSONResponse) VisitRoomBriefGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefGet429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response RoomBriefGet429JSONResponse) VisitRoomBriefGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefGet500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response RoomBriefGet500JSONResponse) VisitRoomBriefGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefGet503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response RoomBriefGet503JSONResponse) VisitRoomBriefGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefUpdateRequestObject struct {
+	BoxKey BoxKey     `json:"box_key"`
+	RoomId RoomIdPath `json:"room_id"`
+	Params RoomBriefUpdateParams
+	Body   *RoomBriefUpdateJSONRequestBody
+}
+
+type RoomBriefUpdateResponseObject interface {
+	VisitRoomBriefUpdateResponse(w http.ResponseWriter) error
+}
+
+type RoomBriefUpdate200JSONResponse RoomBrief
+
+func (response RoomBriefUpdate200JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefUpdate400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RoomBriefUpdate400JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefUpdate401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RoomBriefUpdate401JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefUpdate404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RoomBriefUpdate404JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefUpdate409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RoomBriefUpdate409JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefUpdate422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response RoomBriefUpdate422JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefUpdate429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response RoomBriefUpdate429JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefUpdate500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response RoomBriefUpdate500JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefUpdate503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response RoomBriefUpdate503JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollowRequestObject struct {
+	BoxKey BoxKey     `json:"box_key"`
+	RoomId RoomIdPath `json:"room_id"`
+	Params RoomFollowParams
+	Body   *RoomFollowJSONRequestBody
+}
+
+type RoomFollowResponseObject interface {
+	VisitRoomFollowResponse(w http.ResponseWriter) error
+}
+
+type RoomFollow200JSONResponse RoomFollowResult
+
+func (response RoomFollow200JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RoomFollow400JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RoomFollow401JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RoomFollow404JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RoomFollow409JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response RoomFollow422JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response RoomFollow429JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response RoomFollow500JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response RoomFollow503JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomInviteRequestObject struct {
+	BoxKey BoxKey     `json:"box_key"`
+	RoomId RoomIdPath `json:"room_id"`
+	Params RoomInviteParams
+	Body   *RoomInviteJSONRequestBody
+}
+
+type RoomInviteResponseObject interface {
+	VisitRoomInviteResponse(w http.ResponseWriter) error
+}
+
+type RoomInvite200JSONResponse RoomInviteResult
+
+func (response RoomInvite200JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomInvite400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RoomInvite400JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomInvite401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RoomInvite401JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomInvite404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RoomInvite404JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomInvite409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RoomInvite409JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomInvite422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response RoomInvite422JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomInvite429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response RoomInvite429JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomInvite500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response RoomInvite500JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomInvite503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response RoomInvite503JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomJoinRequestObject struct {
+	BoxKey BoxKey     `json:"box_key"`
+	RoomId RoomIdPath `json:"room_id"`
+	Params RoomJoinParams
+	Body   *RoomJoinJSONRequestBody
+}
+
+type RoomJoinResponseObject interface {
+	VisitRoomJoinResponse(w http.ResponseWriter) error
+}
+
+type RoomJoin200JSONResponse RoomMembershipResult
+
+func (response RoomJoin200JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomJoin400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RoomJoin400JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomJoin401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RoomJoin401JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomJoin404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RoomJoin404JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomJoin409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RoomJoin409JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomJoin422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response RoomJoin422JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomJoin429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response RoomJoin429JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomJoin500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response RoomJoin500JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomJoin503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response RoomJoin503JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeaveRequestObject struct {
+	BoxKey BoxKey     `json:"box_key"`
+	RoomId RoomIdPath `json:"room_id"`
+	Params RoomLeaveParams
+	Body   *RoomLeaveJSONRequestBody
+}
+
+type RoomLeaveResponseObject interface {
+	VisitRoomLeaveResponse(w http.ResponseWriter) error
+}
+
+type RoomLeave200JSONResponse RoomMembershipResult
+
+func (response RoomLeave200JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response RoomLeave400JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response RoomLeave401JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response RoomLeave404JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave409JSONResponse struct{ ConflictJSONResponse }
+
+func (response RoomLeave409JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response RoomLeave422JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response RoomLeave429JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response RoomLeave500JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response RoomLeave503JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadReadRequestObject struct {
+	BoxKey    BoxKey        `json:"box_key"`
+	MessageId MessageIdPath `json:"message_id"`
+	Params    ThreadReadParams
+}
+
+type ThreadReadResponseObject interface {
+	VisitThreadReadResponse(w http.ResponseWriter) error
+}
+
+type ThreadRead200JSONResponse MessagePage
+
+func (response ThreadRead200JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadRead400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ThreadRead400JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadRead401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ThreadRead401JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadRead404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response ThreadRead404JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadRead409JSONResponse struct{ ConflictJSONResponse }
+
+func (response ThreadRead409JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadRead429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response ThreadRead429JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadRead500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response ThreadRead500JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadRead503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response ThreadRead503JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadExportRequestObject struct {
+	BoxKey    BoxKey        `json:"box_key"`
+	MessageId MessageIdPath `json:"message_id"`
+	Params    ThreadExportParams
+}
+
+type ThreadExportResponseObject interface {
+	VisitThreadExportResponse(w http.ResponseWriter) error
+}
+
+type ThreadExport200JSONResponse ThreadExport
+
+func (response ThreadExport200JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadExport400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response ThreadExport400JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadExport401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response ThreadExport401JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadExport404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response ThreadExport404JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadExport409JSONResponse struct{ ConflictJSONResponse }
+
+func (response ThreadExport409JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadExport429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response ThreadExport429JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadExport500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response ThreadExport500JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadExport503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response ThreadExport503JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// AdminBoxList List boxes
@@ -3292,6 +10212,9 @@ type StrictServerInterface interface {
 	// AdminAgentProfileSet Replace an agent's private profile
 	// (PUT /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile)
 	AdminAgentProfileSet(ctx context.Context, request AdminAgentProfileSetRequestObject) (AdminAgentProfileSetResponseObject, error)
+	// AdminCleanupStatus Retention cleanup health
+	// (GET /admin/api/v1/boxes/{box_key}/cleanup)
+	AdminCleanupStatus(ctx context.Context, request AdminCleanupStatusRequestObject) (AdminCleanupStatusResponseObject, error)
 	// AdminHostList List the hosts of a box
 	// (GET /admin/api/v1/boxes/{box_key}/hosts)
 	AdminHostList(ctx context.Context, request AdminHostListRequestObject) (AdminHostListResponseObject, error)
@@ -3304,6 +10227,15 @@ type StrictServerInterface interface {
 	// AdminKeyRevoke Revoke an API key
 	// (POST /admin/api/v1/boxes/{box_key}/keys/{key_id}/revoke)
 	AdminKeyRevoke(ctx context.Context, request AdminKeyRevokeRequestObject) (AdminKeyRevokeResponseObject, error)
+	// AdminRoomList List rooms of a box
+	// (GET /admin/api/v1/boxes/{box_key}/rooms)
+	AdminRoomList(ctx context.Context, request AdminRoomListRequestObject) (AdminRoomListResponseObject, error)
+	// AdminRoomArchive Archive a room
+	// (POST /admin/api/v1/boxes/{box_key}/rooms/{room_id}/archive)
+	AdminRoomArchive(ctx context.Context, request AdminRoomArchiveRequestObject) (AdminRoomArchiveResponseObject, error)
+	// AdminRoomSetOwner Reassign a room's owner
+	// (PUT /admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner)
+	AdminRoomSetOwner(ctx context.Context, request AdminRoomSetOwnerRequestObject) (AdminRoomSetOwnerResponseObject, error)
 	// AdminSettingsGet Read a box's settings
 	// (GET /admin/api/v1/boxes/{box_key}/settings)
 	AdminSettingsGet(ctx context.Context, request AdminSettingsGetRequestObject) (AdminSettingsGetResponseObject, error)
@@ -3316,18 +10248,93 @@ type StrictServerInterface interface {
 	// CheckpointSave Replace the checkpoint if its revision is unchanged
 	// (PUT /api/v1/boxes/{box_key}/checkpoint)
 	CheckpointSave(ctx context.Context, request CheckpointSaveRequestObject) (CheckpointSaveResponseObject, error)
+	// ConversationRead Read a room or DM conversation
+	// (GET /api/v1/boxes/{box_key}/conversation)
+	ConversationRead(ctx context.Context, request ConversationReadRequestObject) (ConversationReadResponseObject, error)
+	// DirectorySearch Search listed agents by name or role
+	// (GET /api/v1/boxes/{box_key}/directory)
+	DirectorySearch(ctx context.Context, request DirectorySearchRequestObject) (DirectorySearchResponseObject, error)
+	// DirectoryUpdateSelf Update own public card
+	// (PATCH /api/v1/boxes/{box_key}/directory/self)
+	DirectoryUpdateSelf(ctx context.Context, request DirectoryUpdateSelfRequestObject) (DirectoryUpdateSelfResponseObject, error)
+	// DirectoryGet Read one public card
+	// (GET /api/v1/boxes/{box_key}/directory/{agent_id})
+	DirectoryGet(ctx context.Context, request DirectoryGetRequestObject) (DirectoryGetResponseObject, error)
+	// InboxList List inbox attention rows
+	// (GET /api/v1/boxes/{box_key}/inbox)
+	InboxList(ctx context.Context, request InboxListRequestObject) (InboxListResponseObject, error)
+	// InboxAck Acknowledge inbox rows
+	// (POST /api/v1/boxes/{box_key}/inbox/ack)
+	InboxAck(ctx context.Context, request InboxAckRequestObject) (InboxAckResponseObject, error)
+	// InboxClaim Lease unread rows to this session
+	// (POST /api/v1/boxes/{box_key}/inbox/claim)
+	InboxClaim(ctx context.Context, request InboxClaimRequestObject) (InboxClaimResponseObject, error)
 	// LimitsGet Effective limits of the box
 	// (GET /api/v1/boxes/{box_key}/limits)
 	LimitsGet(ctx context.Context, request LimitsGetRequestObject) (LimitsGetResponseObject, error)
 	// MeGet Identity of the calling agent
 	// (GET /api/v1/boxes/{box_key}/me)
 	MeGet(ctx context.Context, request MeGetRequestObject) (MeGetResponseObject, error)
+	// MessageSend Send a DM or room message
+	// (POST /api/v1/boxes/{box_key}/messages)
+	MessageSend(ctx context.Context, request MessageSendRequestObject) (MessageSendResponseObject, error)
+	// MessageSendBatch Send one DM to several agents
+	// (POST /api/v1/boxes/{box_key}/messages/batch)
+	MessageSendBatch(ctx context.Context, request MessageSendBatchRequestObject) (MessageSendBatchResponseObject, error)
+	// MessageGet Read one message
+	// (GET /api/v1/boxes/{box_key}/messages/{message_id})
+	MessageGet(ctx context.Context, request MessageGetRequestObject) (MessageGetResponseObject, error)
+	// FileReportList List file access reports
+	// (GET /api/v1/boxes/{box_key}/messages/{message_id}/file-reports)
+	FileReportList(ctx context.Context, request FileReportListRequestObject) (FileReportListResponseObject, error)
+	// FileAccessReport Report access to a file reference
+	// (PUT /api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report)
+	FileAccessReport(ctx context.Context, request FileAccessReportRequestObject) (FileAccessReportResponseObject, error)
 	// AgentPrime Open or resume this agent's durable session
 	// (POST /api/v1/boxes/{box_key}/prime)
 	AgentPrime(ctx context.Context, request AgentPrimeRequestObject) (AgentPrimeResponseObject, error)
 	// ProfileGet Read the latest private profile
 	// (GET /api/v1/boxes/{box_key}/profile)
 	ProfileGet(ctx context.Context, request ProfileGetRequestObject) (ProfileGetResponseObject, error)
+	// RequestList List response requests
+	// (GET /api/v1/boxes/{box_key}/requests)
+	RequestList(ctx context.Context, request RequestListRequestObject) (RequestListResponseObject, error)
+	// RequestRespond Respond to a request
+	// (POST /api/v1/boxes/{box_key}/requests/{request_message_id}/respond)
+	RequestRespond(ctx context.Context, request RequestRespondRequestObject) (RequestRespondResponseObject, error)
+	// RoomList List own rooms and invitations
+	// (GET /api/v1/boxes/{box_key}/rooms)
+	RoomList(ctx context.Context, request RoomListRequestObject) (RoomListResponseObject, error)
+	// RoomCreate Create a room
+	// (POST /api/v1/boxes/{box_key}/rooms)
+	RoomCreate(ctx context.Context, request RoomCreateRequestObject) (RoomCreateResponseObject, error)
+	// RoomGet Read room details and roster
+	// (GET /api/v1/boxes/{box_key}/rooms/{room_id})
+	RoomGet(ctx context.Context, request RoomGetRequestObject) (RoomGetResponseObject, error)
+	// RoomBriefGet Read the room brief
+	// (GET /api/v1/boxes/{box_key}/rooms/{room_id}/brief)
+	RoomBriefGet(ctx context.Context, request RoomBriefGetRequestObject) (RoomBriefGetResponseObject, error)
+	// RoomBriefUpdate Append to the room brief
+	// (POST /api/v1/boxes/{box_key}/rooms/{room_id}/brief)
+	RoomBriefUpdate(ctx context.Context, request RoomBriefUpdateRequestObject) (RoomBriefUpdateResponseObject, error)
+	// RoomFollow Set own follow preference
+	// (PUT /api/v1/boxes/{box_key}/rooms/{room_id}/follow)
+	RoomFollow(ctx context.Context, request RoomFollowRequestObject) (RoomFollowResponseObject, error)
+	// RoomInvite Invite agents to a room
+	// (POST /api/v1/boxes/{box_key}/rooms/{room_id}/invite)
+	RoomInvite(ctx context.Context, request RoomInviteRequestObject) (RoomInviteResponseObject, error)
+	// RoomJoin Accept a room invitation
+	// (POST /api/v1/boxes/{box_key}/rooms/{room_id}/join)
+	RoomJoin(ctx context.Context, request RoomJoinRequestObject) (RoomJoinResponseObject, error)
+	// RoomLeave Leave a room
+	// (POST /api/v1/boxes/{box_key}/rooms/{room_id}/leave)
+	RoomLeave(ctx context.Context, request RoomLeaveRequestObject) (RoomLeaveResponseObject, error)
+	// ThreadRead Read a thread
+	// (GET /api/v1/boxes/{box_key}/threads/{message_id})
+	ThreadRead(ctx context.Context, request ThreadReadRequestObject) (ThreadReadResponseObject, error)
+	// ThreadExport Export a thread chunk
+	// (GET /api/v1/boxes/{box_key}/threads/{message_id}/export)
+	ThreadExport(ctx context.Context, request ThreadExportRequestObject) (ThreadExportResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -3645,6 +10652,32 @@ func (sh *strictHandler) AdminAgentProfileSet(w http.ResponseWriter, r *http.Req
 	}
 }
 
+// AdminCleanupStatus operation middleware
+func (sh *strictHandler) AdminCleanupStatus(w http.ResponseWriter, r *http.Request, boxKey BoxKey) {
+	var request AdminCleanupStatusRequestObject
+
+	request.BoxKey = boxKey
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AdminCleanupStatus(ctx, request.(AdminCleanupStatusRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AdminCleanupStatus")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AdminCleanupStatusResponseObject); ok {
+		if err := validResponse.VisitAdminCleanupStatusResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // AdminHostList operation middleware
 func (sh *strictHandler) AdminHostList(w http.ResponseWriter, r *http.Request, boxKey BoxKey) {
 	var request AdminHostListRequestObject
@@ -3758,6 +10791,93 @@ func (sh *strictHandler) AdminKeyRevoke(w http.ResponseWriter, r *http.Request, 
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(AdminKeyRevokeResponseObject); ok {
 		if err := validResponse.VisitAdminKeyRevokeResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AdminRoomList operation middleware
+func (sh *strictHandler) AdminRoomList(w http.ResponseWriter, r *http.Request, boxKey BoxKey) {
+	var request AdminRoomListRequestObject
+
+	request.BoxKey = boxKey
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AdminRoomList(ctx, request.(AdminRoomListRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AdminRoomList")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AdminRoomListResponseObject); ok {
+		if err := validResponse.VisitAdminRoomListResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AdminRoomArchive operation middleware
+func (sh *strictHandler) AdminRoomArchive(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath) {
+	var request AdminRoomArchiveRequestObject
+
+	request.BoxKey = boxKey
+	request.RoomId = roomId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AdminRoomArchive(ctx, request.(AdminRoomArchiveRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AdminRoomArchive")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AdminRoomArchiveResponseObject); ok {
+		if err := validResponse.VisitAdminRoomArchiveResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AdminRoomSetOwner operation middleware
+func (sh *strictHandler) AdminRoomSetOwner(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath) {
+	var request AdminRoomSetOwnerRequestObject
+
+	request.BoxKey = boxKey
+	request.RoomId = roomId
+
+	var body AdminRoomSetOwnerJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AdminRoomSetOwner(ctx, request.(AdminRoomSetOwnerRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AdminRoomSetOwner")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AdminRoomSetOwnerResponseObject); ok {
+		if err := validResponse.VisitAdminRoomSetOwnerResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3885,6 +11005,217 @@ func (sh *strictHandler) CheckpointSave(w http.ResponseWriter, r *http.Request, 
 	}
 }
 
+// ConversationRead operation middleware
+func (sh *strictHandler) ConversationRead(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params ConversationReadParams) {
+	var request ConversationReadRequestObject
+
+	request.BoxKey = boxKey
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ConversationRead(ctx, request.(ConversationReadRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ConversationRead")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ConversationReadResponseObject); ok {
+		if err := validResponse.VisitConversationReadResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DirectorySearch operation middleware
+func (sh *strictHandler) DirectorySearch(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params DirectorySearchParams) {
+	var request DirectorySearchRequestObject
+
+	request.BoxKey = boxKey
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DirectorySearch(ctx, request.(DirectorySearchRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DirectorySearch")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DirectorySearchResponseObject); ok {
+		if err := validResponse.VisitDirectorySearchResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DirectoryUpdateSelf operation middleware
+func (sh *strictHandler) DirectoryUpdateSelf(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params DirectoryUpdateSelfParams) {
+	var request DirectoryUpdateSelfRequestObject
+
+	request.BoxKey = boxKey
+	request.Params = params
+
+	var body DirectoryUpdateSelfJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DirectoryUpdateSelf(ctx, request.(DirectoryUpdateSelfRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DirectoryUpdateSelf")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DirectoryUpdateSelfResponseObject); ok {
+		if err := validResponse.VisitDirectoryUpdateSelfResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// DirectoryGet operation middleware
+func (sh *strictHandler) DirectoryGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, agentId AgentIdPath, params DirectoryGetParams) {
+	var request DirectoryGetRequestObject
+
+	request.BoxKey = boxKey
+	request.AgentId = agentId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DirectoryGet(ctx, request.(DirectoryGetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DirectoryGet")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DirectoryGetResponseObject); ok {
+		if err := validResponse.VisitDirectoryGetResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// InboxList operation middleware
+func (sh *strictHandler) InboxList(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params InboxListParams) {
+	var request InboxListRequestObject
+
+	request.BoxKey = boxKey
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.InboxList(ctx, request.(InboxListRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "InboxList")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(InboxListResponseObject); ok {
+		if err := validResponse.VisitInboxListResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// InboxAck operation middleware
+func (sh *strictHandler) InboxAck(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params InboxAckParams) {
+	var request InboxAckRequestObject
+
+	request.BoxKey = boxKey
+	request.Params = params
+
+	var body InboxAckJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.InboxAck(ctx, request.(InboxAckRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "InboxAck")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(InboxAckResponseObject); ok {
+		if err := validResponse.VisitInboxAckResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// InboxClaim operation middleware
+func (sh *strictHandler) InboxClaim(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params InboxClaimParams) {
+	var request InboxClaimRequestObject
+
+	request.BoxKey = boxKey
+	request.Params = params
+
+	var body InboxClaimJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.InboxClaim(ctx, request.(InboxClaimRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "InboxClaim")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(InboxClaimResponseObject); ok {
+		if err := validResponse.VisitInboxClaimResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // LimitsGet operation middleware
 func (sh *strictHandler) LimitsGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey) {
 	var request LimitsGetRequestObject
@@ -3930,6 +11261,166 @@ func (sh *strictHandler) MeGet(w http.ResponseWriter, r *http.Request, boxKey Bo
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(MeGetResponseObject); ok {
 		if err := validResponse.VisitMeGetResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// MessageSend operation middleware
+func (sh *strictHandler) MessageSend(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params MessageSendParams) {
+	var request MessageSendRequestObject
+
+	request.BoxKey = boxKey
+	request.Params = params
+
+	var body MessageSendJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.MessageSend(ctx, request.(MessageSendRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MessageSend")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(MessageSendResponseObject); ok {
+		if err := validResponse.VisitMessageSendResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// MessageSendBatch operation middleware
+func (sh *strictHandler) MessageSendBatch(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params MessageSendBatchParams) {
+	var request MessageSendBatchRequestObject
+
+	request.BoxKey = boxKey
+	request.Params = params
+
+	var body MessageSendBatchJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.MessageSendBatch(ctx, request.(MessageSendBatchRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MessageSendBatch")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(MessageSendBatchResponseObject); ok {
+		if err := validResponse.VisitMessageSendBatchResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// MessageGet operation middleware
+func (sh *strictHandler) MessageGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, messageId MessageIdPath, params MessageGetParams) {
+	var request MessageGetRequestObject
+
+	request.BoxKey = boxKey
+	request.MessageId = messageId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.MessageGet(ctx, request.(MessageGetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "MessageGet")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(MessageGetResponseObject); ok {
+		if err := validResponse.VisitMessageGetResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// FileReportList operation middleware
+func (sh *strictHandler) FileReportList(w http.ResponseWriter, r *http.Request, boxKey BoxKey, messageId MessageIdPath, params FileReportListParams) {
+	var request FileReportListRequestObject
+
+	request.BoxKey = boxKey
+	request.MessageId = messageId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.FileReportList(ctx, request.(FileReportListRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "FileReportList")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(FileReportListResponseObject); ok {
+		if err := validResponse.VisitFileReportListResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// FileAccessReport operation middleware
+func (sh *strictHandler) FileAccessReport(w http.ResponseWriter, r *http.Request, boxKey BoxKey, messageId MessageIdPath, fileIndex FileIndexPath, params FileAccessReportParams) {
+	var request FileAccessReportRequestObject
+
+	request.BoxKey = boxKey
+	request.MessageId = messageId
+	request.FileIndex = fileIndex
+	request.Params = params
+
+	var body FileAccessReportJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.FileAccessReport(ctx, request.(FileAccessReportRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "FileAccessReport")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(FileAccessReportResponseObject); ok {
+		if err := validResponse.VisitFileAccessReportResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -3998,100 +11489,623 @@ func (sh *strictHandler) ProfileGet(w http.ResponseWriter, r *http.Request, boxK
 	}
 }
 
+// RequestList operation middleware
+func (sh *strictHandler) RequestList(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params RequestListParams) {
+	var request RequestListRequestObject
+
+	request.BoxKey = boxKey
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RequestList(ctx, request.(RequestListRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RequestList")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RequestListResponseObject); ok {
+		if err := validResponse.VisitRequestListResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RequestRespond operation middleware
+func (sh *strictHandler) RequestRespond(w http.ResponseWriter, r *http.Request, boxKey BoxKey, requestMessageId RequestMessageIdPath, params RequestRespondParams) {
+	var request RequestRespondRequestObject
+
+	request.BoxKey = boxKey
+	request.RequestMessageId = requestMessageId
+	request.Params = params
+
+	var body RequestRespondJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RequestRespond(ctx, request.(RequestRespondRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RequestRespond")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RequestRespondResponseObject); ok {
+		if err := validResponse.VisitRequestRespondResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RoomList operation middleware
+func (sh *strictHandler) RoomList(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params RoomListParams) {
+	var request RoomListRequestObject
+
+	request.BoxKey = boxKey
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RoomList(ctx, request.(RoomListRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RoomList")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RoomListResponseObject); ok {
+		if err := validResponse.VisitRoomListResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RoomCreate operation middleware
+func (sh *strictHandler) RoomCreate(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params RoomCreateParams) {
+	var request RoomCreateRequestObject
+
+	request.BoxKey = boxKey
+	request.Params = params
+
+	var body RoomCreateJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RoomCreate(ctx, request.(RoomCreateRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RoomCreate")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RoomCreateResponseObject); ok {
+		if err := validResponse.VisitRoomCreateResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RoomGet operation middleware
+func (sh *strictHandler) RoomGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomGetParams) {
+	var request RoomGetRequestObject
+
+	request.BoxKey = boxKey
+	request.RoomId = roomId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RoomGet(ctx, request.(RoomGetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RoomGet")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RoomGetResponseObject); ok {
+		if err := validResponse.VisitRoomGetResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RoomBriefGet operation middleware
+func (sh *strictHandler) RoomBriefGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomBriefGetParams) {
+	var request RoomBriefGetRequestObject
+
+	request.BoxKey = boxKey
+	request.RoomId = roomId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RoomBriefGet(ctx, request.(RoomBriefGetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RoomBriefGet")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RoomBriefGetResponseObject); ok {
+		if err := validResponse.VisitRoomBriefGetResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RoomBriefUpdate operation middleware
+func (sh *strictHandler) RoomBriefUpdate(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomBriefUpdateParams) {
+	var request RoomBriefUpdateRequestObject
+
+	request.BoxKey = boxKey
+	request.RoomId = roomId
+	request.Params = params
+
+	var body RoomBriefUpdateJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RoomBriefUpdate(ctx, request.(RoomBriefUpdateRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RoomBriefUpdate")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RoomBriefUpdateResponseObject); ok {
+		if err := validResponse.VisitRoomBriefUpdateResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RoomFollow operation middleware
+func (sh *strictHandler) RoomFollow(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomFollowParams) {
+	var request RoomFollowRequestObject
+
+	request.BoxKey = boxKey
+	request.RoomId = roomId
+	request.Params = params
+
+	var body RoomFollowJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RoomFollow(ctx, request.(RoomFollowRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RoomFollow")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RoomFollowResponseObject); ok {
+		if err := validResponse.VisitRoomFollowResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RoomInvite operation middleware
+func (sh *strictHandler) RoomInvite(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomInviteParams) {
+	var request RoomInviteRequestObject
+
+	request.BoxKey = boxKey
+	request.RoomId = roomId
+	request.Params = params
+
+	var body RoomInviteJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RoomInvite(ctx, request.(RoomInviteRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RoomInvite")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RoomInviteResponseObject); ok {
+		if err := validResponse.VisitRoomInviteResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RoomJoin operation middleware
+func (sh *strictHandler) RoomJoin(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomJoinParams) {
+	var request RoomJoinRequestObject
+
+	request.BoxKey = boxKey
+	request.RoomId = roomId
+	request.Params = params
+
+	var body RoomJoinJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RoomJoin(ctx, request.(RoomJoinRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RoomJoin")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RoomJoinResponseObject); ok {
+		if err := validResponse.VisitRoomJoinResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RoomLeave operation middleware
+func (sh *strictHandler) RoomLeave(w http.ResponseWriter, r *http.Request, boxKey BoxKey, roomId RoomIdPath, params RoomLeaveParams) {
+	var request RoomLeaveRequestObject
+
+	request.BoxKey = boxKey
+	request.RoomId = roomId
+	request.Params = params
+
+	var body RoomLeaveJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RoomLeave(ctx, request.(RoomLeaveRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RoomLeave")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RoomLeaveResponseObject); ok {
+		if err := validResponse.VisitRoomLeaveResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ThreadRead operation middleware
+func (sh *strictHandler) ThreadRead(w http.ResponseWriter, r *http.Request, boxKey BoxKey, messageId MessageIdPath, params ThreadReadParams) {
+	var request ThreadReadRequestObject
+
+	request.BoxKey = boxKey
+	request.MessageId = messageId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ThreadRead(ctx, request.(ThreadReadRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ThreadRead")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ThreadReadResponseObject); ok {
+		if err := validResponse.VisitThreadReadResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ThreadExport operation middleware
+func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, boxKey BoxKey, messageId MessageIdPath, params ThreadExportParams) {
+	var request ThreadExportRequestObject
+
+	request.BoxKey = boxKey
+	request.MessageId = messageId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ThreadExport(ctx, request.(ThreadExportRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ThreadExport")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ThreadExportResponseObject); ok {
+		if err := validResponse.VisitThreadExportResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9u4kvZfQfGdqiTv0rLs5OTMOLUffFFmNPGtZCfnzCZeFUS2JIxJgAOAsjQu/fctALwL1IWKFW82",
-	"nyyTBNhodD/objSaj47HwohRoFI4R49OhDkOQQLX/x2PgMoeDNVvH4THSSQJo86Rc0wRVjf7xHcR4wgn",
-	"/yOKQ0ByjCUiAsWU/BUDIhTJMaABm7Yc1yGqfYTl2HEd9bRz5JiuOAwd1+HwV0w4+M6R5DG4jvDGEGJF",
-	"QYin50BHcuwcvX3jOiGh6b8HriNnkepJSE7oyJnPXeeETT/AbJH0W0MKeimBYipfado8HASK4iHj7xCR",
-	"KIyFRAMw9zj4QCXBwQuxZBADNu3fw2zpEH5SYzxy/t9+zvV9c1fsJ/Qq0n9jQl7qXqvEqzuax+7azB0z",
-	"Ifv6d1PKNCmKrg8w6/p2jt7D7IVA3bMaIu5h1if+UgqGjIdYOkdOHOsnF2f0BoQgjP4G2AduIYNjKiLG",
-	"JRLmQUXUO/RA5JjFUs2qYtTxdTcjVnNS6MtJk4z8sXlJNgCtCgM23UuIcGok8+Dw51WiOVdcEBGjArSW",
-	"nWC/B3/FIKT6z2NUAtU/cRQFxMNqePt/CjXGxzVnrMM54+ZVZR51Lz8dn3fP+se9Xz9edC5vle6efuzd",
-	"XPX6ya2WM3edU0aHAfF2QNDl1W3/ute96Jy56Lp39b573ulffbw9O75VV3pXVxf9497pb91P+t/Op+5N",
-	"9+qyf3p1+f68e6rJ7551Lq6vbjuXp39k1/UgzklIZGfqAfjgP/1IzrsX3dt+59+nnc5Zx7Dxksn3LKb+",
-	"btj4/urj5Vn/qtd/f9U76Z6ddS41ET0sQbNiF0zoHd92+poTnTP0koPkMzwI4JWm5EYyjkfwHpMg5vD0",
-	"xNzcXvWOf+303x93zz/2OkeIMjkmdIQesEAPnEgJVBP2keJYjhknf++CR8cfb3/TNCmRfhhjCRPgySoU",
-	"C0gpmmASKN49PUG3SoF6x73u+R/9j5fHn46758cn553K/M1TxDOmgR8SqkFRE+X7RHWGg2vOIuCSKGgb",
-	"4kCA60SFS49OajasAfmu42Hu9zlMiIbcFeM7A4+EOLjJW3PAEvw+lqua3pIQhMRh5FSZ87hIFFDFEr9w",
-	"b8BYAJiqm/lqa2saYCH7AoBuSlNAhKx7Ze3bIs6GJID+BHgj/nEW2DqeF1fxz/mEJpS4JYsjZVY2hKTb",
-	"MpsXaa3OfWk27zJRYYM/wZOK2FwgT/WDXRrFm8pmZeYLy/phu922yGdptlebUMV59GGI40BmlNTP6zr9",
-	"puyTMJWLltE1JxMsASVPuQhLFCpL8u0b9IGctGyql05+mQnuCmEoTr3+s85U9UBoTmyOI6vYU0Cpuevg",
-	"iGgLfYE/N2P2QBGjHrxDjAYzRKRAYyzGyiUQknHwrTxKrNq1jNcFlXHc3CpOKVvOrXMiNuUSkRCWf6zP",
-	"roQSzDmeLQzB9Lec3o+Rv7YihoQWrx5UB7IUdOvRcV5H4AmbbshK5d+tuWylrqANlBsuSkvHX7sCCJCS",
-	"0JFouoZWJj1hgVvwdRdgfvGV60H3CZs2B+4Cw9dxsXOObYZu6WuWDWI3SqrEd0sVPWHTnSno+uy20/ob",
-	"25ipDfVML2BrqjmJyrO28EB5emr11LaGFu0p9Z71lEjxqbkWJeMpr42dKfYkEizmHqDuNcK+z0EIEOhl",
-	"93ryRnvg15O3r94hytBp96yHOKYjEOrG2eWNCbHosErKpvo43qGFySGedk3L14f64eS/g3r2rhXLKnK8",
-	"wOelrN2Nbmth31K5VR+baLdVEJ56xqpDWsb+JJT7ZI5mM7RY2wBUI52w+83fwFksTbDTYtoUuZfbkrk/",
-	"ljReDzs+wKw5dORkrvJr5ivf38wd+Ga2faM5SqjN2i6bld2gTmIYbQM618a9vAHZRIS+lutaoVl3W0vy",
-	"TWKtNrc3a23uVVxPX/0JBzGIJ7LWjZDZbPKMzJW8ab6OwDQCT+FO4xDepsy8xtIbL3Bi+VgVXl5zEjYa",
-	"4j1lD7TvjcG7jxjRu5hN524JZU8XIdHdZy5/Po5V7U6zJ28klrGWX4/FyTbyyjeemke17x6S1Y3OzVN5",
-	"pGv1W8xjGp7ZBmBo+M1YaDPgk13C1dKoH+vSIauN/YhsHzEdUYn9KdkZVzNO2WQ43+uOsJTAFXL+92e8",
-	"93d775e75O/e3eOB+/Zw/pNtCTstTfwmbtbaEvO7YPQqo7g5IuDJ5laUaTSY9ROuN4raFQMa+aht01FQ",
-	"DjxpBCtN2bo94hIfwohJoN5snZBKN388zV4o8myRnoqUV1+3mp2NsHCX4lYvNllnK0ZpELWpxPS9sfLA",
-	"bYkaPAb0MAaKapctvTc6IhOgCFMf+WQ4BC4KZlYhqvN1zBSrZGRjsHGq3N9ibhJ6+2ZvQCSaKMsKYYEw",
-	"8k0TZFRbDacIlAolHw/cg1/s4Gg2Tjc0fdI2K3dkz0BiEixqju7ANvxiqw1lhPlgYnVxqN5R2Il23EIq",
-	"huM61VyM5P5ijoHjOqUsDcddSDJx3EpyhGpTTeVQ7SyZHI7rlPNTVNtCkoHj1m1fO241AaDAzYLnH3MO",
-	"ze021xkSCGqSothwCNQndISIWgOQftRF0Bq1EKHKPhfwl/j8+s7qger13t6xvmXS7JS+QpLkorrJ1jRC",
-	"5ds3eb+EShgB1wEaEAKPLNllVxTQOA4x3eOAfTwI1JsovENUpyiAN2ZJuhSHPzWuGx2zbyACTtITyi8R",
-	"FN9D38NC9TIkFEKgErEhUtJZ1Uy893dqv/Tv/v9P9vdIPuvjoQTeF+Ax6heDsYVhZ9kMNcCoowNDxlEp",
-	"iUWhYI2EvUO6S51hZpLIcAiosqLZoXNbV891RDwagdBBHa8mVaGCKFr789kvMsQGM5WVfYFnB63WweHP",
-	"KOKESi0qxzen3S7yxphjTwIXWYpiBBwFbEQ8HCBDbMo5TFFMPeASE2pyMMu8TPi3PL+uKC9fvkwP23tf",
-	"vkz/2bn7D6u4FOwlS1brDP1+c3WJDBcKU5ewxXWmeyO2l1z8UzDa6uGHi4Sjac7Zpku3gBBTSbwl7Sxx",
-	"hkXVVbqqFCkETBXoaL5rpFBCrP7jIIGqFohx5McmkwgQjwNYHOxXEdOJiW5sGAup8d+LVmTSsVvgnk2K",
-	"L+Apw8bL4kCr0oiWZwptEH5slBtUk9vjliK5liRfRJQ5ZR7aC5lvLirUvDi9tmHdymyhPExVTB7JE4bT",
-	"GHYyTNskp7nSRSQ43vuv1P/Nfrb6e3ePbffta7udV4iFfCOZWW+DsJ6HNuYU4y2bDSsALEpuc2l89fZF",
-	"ZIyePjdZzWLNZjFVVsdaD1cYkrS0vNm1DKKWSTrqs2EgmBMYbmE7siBgD0WTHAeBXqM1Sgu9SEcB0UAX",
-	"xhKsJuwSJWfhumIpJJYl50Ct1BO9LUonpKx55VaxsDbD3BuTibVd1QNMyMzE2dBin6cs+rfBLG2bCJlu",
-	"Tayx07CYyWgbRjFA2CitYZlvL8dEGGOKRUDBr55vsFmjzaNihbbZPmPNmIsh+m3TTbB33x+onvohnlox",
-	"IySUhEomD2xgg6XE3ljpmeqgP5hJEMu7adu6GTB/tm4HVjq8MaYUgn6BHg9HDShJO0rM+9W9WMkBOoGA",
-	"RbDVmIoeUGZxFn2z+v7eWsemMbyf7Cyv19FBfT9qaM37iBRztVXdz7a6t+mkmfhGeBYw7K87TYer+vAh",
-	"kuMGdHAs04EMYi5kA8EtdBFlLnyTfpIzVf1B7I9AriW97cM3tq4k5iOQouHcxJFmq8eoiS15s9UdtZd0",
-	"JCGMtgCp+RIs/pR5Z5tYuyuhdwu4bQSxW8Fqcyi1tcwC2CWKy0v1ezIFHw1memGOOPNjT6KXrw/RB3Ki",
-	"8+gkwijxedcM6a2J218Dq7eB56aQ3BiGG0FvU7htCrENYXUbKN0GPjfHy60wchtcXOE3VqDFNs+2ObSq",
-	"W5kLbgUlrQK7IIx1s1CnYjb1scNXLSLWQHMdk2tnbhWS1AmnRdZrYNTmU+S7rsXZ97GEPUm0K7novAjw",
-	"Yk7k7EZ5e+niFxJ6y+7Bsl1x/Gvn8vbk6t/947OL7mX/9upD5zKteKCaIanatdLz4NqzAsx1yCp5+VhK",
-	"nYWg4zbWWHpaTiE9nd5Ct3qTRUcxTDECHAiGPBYCGnIWImZCvWoF0S1fCDRmQqLutViDFsUHkjifZUpO",
-	"GeM+ofp8KQoxCQZsqsN7x13zItFCOkRmYoACBWQCKKY+cLSPI7I/OdgfsCmI/cckKDXf1+Fnie8hLxOR",
-	"jPNdwkNbX+pG2mO5hwLbUWcCfIb0ZilKlQd5mHOS7FTp3VKkNP1daV9YIMyhsi9s9rmJDIon/hWtjutk",
-	"sQPnoNVutdV8KvcaR8Q5cl632q3XZutqrCWqTL5miLo8Ag3lyprSHO766kXFkyOV2gCH7fZXO/9beo/t",
-	"XHIQIE2pPoH8pn1Q12FG4X7p4PTcdf5hyF3eqHIMvKiTztHnsjZ+vpvfuY6IwxDzmXPkKNoNkRpwR0KH",
-	"nFQD506tt8k5ETuDTXpxUoQChDxh/mwN7sIUh5GJOWWxW0cCDvdwEI1xXiPiFnCIjvW1ubvhpBRTr+fl",
-	"dUryGOY7kAvr0fAxIAoPpryIloo1JrhQ0KKpIL1p/7K6UValYheSZyYIYcUKi+zNXZvO5yCYbE+YyJdd",
-	"PE2erUaRvAjPZ/uY8keyQ213W8h1dnhLO3wbC28xQ/iZCa8CcJ0bYAos6KyiHUvym9WNskIhu5DkHpgC",
-	"QmbS9U4wEfpnU+HeN5bB8hUuP8K8lYQ/pRzlJNZIU2IBfUfCoBfUzIoUyqask4J8eV1kTGLP6TM12YEb",
-	"U5uKiNwwU2acOXNjsm10bt4Yi7EyvOpkJlu2d4+LhT16ZxCTwN87yHeikwpWye0oUP4Vd6q1GJw/WIzU",
-	"Tc3lB8bvW2kNjLzRZoi7UOXiW2DuYv2GZTqjZ55IkTk4zxqCn6/1QSvsHBIuMm+qOXLvP2Yl+MqWSnk6",
-	"s4d0FkheAlD7w2uU/qvT8C0tH3flk1khw29mJS0UxPhmOrtCT3/YSkW96+gpd1MLyUUK+5W4x1T/SpXg",
-	"66je/j3MVlhR6XnQnenKU8pjOpgaiVTc+O5srVRiXmRroUAvaVYCToDHQYpXG9hfN6oxDkxXIZ6hAZhI",
-	"2pBxxJnU02MiigsmWitJ5ftPhT8oxPcg0MXpNcL+BLgkIsmK1inf+kEkGQt0nVRj2iUZunZJ3dJy2xWu",
-	"pymPDWC9cmj+W4B69dz8kijOsze8dmdHMTkGnrktw0IJ468E5YVzqsnxv0olVupxffRBoErG2DsEOqid",
-	"VrEthvnVL4pGIMVCtVTEKApjo+3K/pIkQEQiDtgX6U6zes0yQyw/wf/slbbgXXGYEHhAURwE6Z6JaKET",
-	"QDo7s7Whd1WtYrBjnc4OLtercTKRKJGXZ+5LHR6ublAu1bubIFgUYA+Ky3FULjXRBAfGTKwKg2V1hJ5t",
-	"FCyjsEYE9SC/yxiYHtl6IbCamf2GsSpdtOmzc3D4z1a71W4dOHd5afokdLUZEFaLiX0L48bUwqqHQjVj",
-	"P2JJm0LfiAhlymOTMqCP3BEpEJRLvYnGCLj/mAVOV2585ZXKntDkyD6o8HU1zHUO2vrnPzQ2bCjX3zoa",
-	"tEy3tGD8iAXZTQbNnRdiS01R7vr+oznnNt835eG0slid/B5MmJlq5cCTMASfGE9Gn+wMsRrpO6S7IXSE",
-	"5APxlL8PkTH+TaA4L0JX77T3DCVPp4zmKyI7iS7ViXfChx8OsWNmW5nBW2wiFKt01Vu+adL5r/CMjd+s",
-	"IFyN5KRDbX1XMoB9Y/IqUEsZYLV+7ftCF8BHSbqdKR2jQ5F6jyqPciwc4m6hfynLY6FEkIswEhIHWk1N",
-	"URoiFr/9UoNg5ap138QSL6pDTW78wWF7vpnFYKvG9y2shnUVpGA9hEo8fljpmyml1int4yTpqoRKto6W",
-	"arS243S5qliC1FU7Q8acisTqSx9HYoy5ObOCgyCNTAoTmiTChFDe6WDKQACVxaYmAIlFrs1fnPYXx7gd",
-	"mCIIIzkrVNwo63ReFevXJw1Klr8t9qTrTKHWXo0O5dx73kmXbw7XaFD8/lRTxVHNXq81oOyrSYvKlmXf",
-	"W9e/XI5fCFQqUZcqWFY/QC2EtpD+KQsjzGEPU39PgDxCAk9AmEPZC6scgr9iHCSKZmpQ5RryMlER1ZIy",
-	"CgimREjxykV63+KBCLB8DE1rVLWeVQtdsgSB0XFSO9ccNTM1l8JIOf2/31xdLlO+GzyBHWtfw8W3jHFC",
-	"QmSOv2Jx7xw5kpOkUo+lUqLTthQkPNJV+zYJntmqP+54pbZWTKxbsPEE/Ez0njvgNNlM+G5gysQfKksz",
-	"GergXdFWjmlaPtGGXksMhLwYr9U4SA7b0CHjHvhJbaksfLhg4GsPgBUKU2WlmhBgb9xClwDKNFAWDtHO",
-	"OBrEElGGIk5C8ItFK8rAZMpsPVdHMi1WbNc3w+Mt/MfvQ5o7wyHoUjEJQ9Jt7vLGSwgSLxdZU/rGKq7/",
-	"GrPKB3yRYqX66WEJyijdQgYv4LnK30Xt7rGHgwD4C4GIZoic/Z8Xw27CiFT8FIcIHS2kgqwWRC0v9QHc",
-	"U+U46ShsC11FQPUHcjiIuPIFYuSNmQCalgeQ2UeNX1Y/QYzMN4pdBIEAnbWVdJFcKXzt+JWGYp74dtm3",
-	"FIoOni7k5CJdddw1+WOm8rhumoAWutSJati7p+whAH+klIjO9FdVLfGYrH79/w7TcUktf+f1BpunlQ8K",
-	"7DpKU/1qQG2gRmSLtE44Mt/GpdpsQpIlwpkcWdilVfh9IItS8lzHy/6lH3N94Cr/CMBGZloht2xlEKcm",
-	"uyUBBI9xnR2GpSEwFYoxFogNBHDlG6jVOck1ctHDmHhj5AWA+WIO2iIGJOlM303wZkV6VurJV7j9I4yz",
-	"uzAOoEAZd3JJPldByXT3fJKKZMyDpEjC0f5+ttF/9HP757aWq6SHxRRsozYDxqSQHEeuVd+Kcb0sOScl",
-	"Rsl5JUU0tU00RNfYyyWDpdCtNlgW+9QxfKJoVBeOzFl612Q+uckhQFfv37gp6cYCyDa+kO5CJDXBuWJ6",
-	"UmkEDZhPzMf+EiJMTHp+N/+fAAAA//8=",
+	"7L17cxs3syf8VVB8z1uxd0fXOH4cqba2ZF2e8MS6HMnOOWcTLwucaYqIZoAJAEpiXPruW2hgbiSGnBnq",
+	"Zj36J7FIDgZodP/Q3ejLt14oklRw4Fr1dr71UippAhok/rV3CVz3ozOqx+bPCFQoWaqZ4L2d3h4n1Hz/",
+	"gyL9g/Ve0GPm09T8NuhxmkBvp4c/GLCoF/Qk/DVhEqLejpYTCHoqHENCzbAjIROqezu9yQR/qaepeVZp",
+	"yfhl7+4usPM4h1H9JAYsCoiQhLq/iZkA0WOqCVNkwtlfEyCMEz0GMhS3C6crYbRwvgm9/QT80tDk/bug",
+	"lzCe/bnlm/xHcfsrTOen/tlOhbzRwCnXb3FuIY1jM+ORkLuEaZJMlCZDsN9JiIBrRuMf1IJFDMXt4Aqm",
+	"C5fwb2aNO73/b6PY/Q37rdpw8zVT359IJeT81E9TaugZ4tdkJEVCONzqgftASCJBTRLIPxjhApTZE6Ul",
+	"0IRQHpERizXIfBl/TUBOi3XYZ3s1lN/efPdhOe0PQGnGqZn2Eb7sP/Ad8wvi8ZRIcaPsVJkiUojELOTg",
+	"mKSU4SThNo1FBBk1fXOOivf1mtK7NMfeXdBTehrboSA9Hf4Joe5VF1KzBMNOoeDXIBX+bId8u2I82sGV",
+	"BPjfAYvuzJrcF5H5GEKWMsP1mRjddVpqN1ZrtPQjFkOfR3Drh6HNtSFVEBFmfkIY1wJ5LQGl6CX8oAyX",
+	"gaqRFfPdAJ9cJvEsmSS9nZ+R5ey/N3OGY1zDJUjkuF+E0ic4+OxEzTcIS0FjPBoLpQf4764UxqmYef0K",
+	"037k55ormC7C8CuYro7gn1jC9Pzrz+glEMX+hl0SxjRJISJakN+3ApLSSxjE5qlBQm+/BiSCEZ3EuvyF",
+	"+2idnMA1GMwxLANRHaDgQz3vvBnX79/1vBt6bBmp9hQscVotCd1PVifjOfw1AaWXzMlsav8gQ133cnsY",
+	"hlRKZqg8BiLtYDVzdt8O7m/uQiT1VDT4tIiEDr9WnMMFKMUE/wVoBJ5z7bOkXKVCaqLsD41s7JIbpsdi",
+	"os15bOi2d9bPZQYFWtnTzT6Sz39sX5KvAJWYobhdc5OoO9m2tpcebHeGCioVXAHqaR9p5DjD/BUKroHj",
+	"P2maxixEgN34U5k1fmsIHIdSCmlfVaVR/+S3vU/9g8He+T+/HB+efDYHyv6X84vT84H7at2g9r7go5iF",
+	"jzChk9PPg7Pz/vHhQUDOzk+P+p8OB6dfPh/sfTafnJ+eHg/2zvd/6f+Gfx7+1r/on54M9k9Pjj7193H6",
+	"/YPD47PTz4cn+/+df46LQNQ6vA0BIogefiWf+sf9z4PD/9o/PDw4tGQ8EfpITHj0OGQ8Ov1ycjA4PR8c",
+	"nZ5/7B8cHJ7gJM6pBiTFYxDhfO/z4QApcXhA3kjQckqHMbzFmVxoIeklHFEWTyQ8/GQuPp+e7/3zcHC0",
+	"1//05fxwh3Chx4xfkhuqyI1kWgPHiX3hdKLHQrK/H4NGe18+/4JzMix9M6Yazz9rP0wUZDO6piw2tHv4",
+	"CX02AnS+d97/9N+DLyd7v+31P+19/HQ4s393GeJZ4zK8Op3oUFhdiUYRM4PR+EyKFKRmBtpGNFYQ9NLS",
+	"R996NLyCaED1stl+ZgkoTZPUkMM+NJwOHEybs2T5kWGg3NhTCv5arsuGLKHxRf6k0lRPcMLAjb74u51D",
+	"L+jRWAKNpgP791ffQVUccr+XppAPGhRE8C+tGFTkivRelDCOp1BbgmdWfBOChVRGAwnXDM+4tkQLJVDd",
+	"fncr3PhtflLADQ9Gpe+GQsRA0ewotGzfozFVeqAAeNs5xUzpulfWvi2VAm0SY8Z1oZ8UsW/gGY4quWWc",
+	"dVG2NDJi5Utww1bJPD/X2b2v7OZihtzHH/Z5OmnLmzM7X/EQbG56+LOy28tNp/I+Onsjn0n9vjYZNyOf",
+	"hlufZSTZNdVA3K8CQjVJjAX5/h35lX1c94letvlVIiyDl/LW4/+abNU5KKREexxZRp4SShnYThk6s+bo",
+	"czEWN5wIHsIuETyeEqYVGVM1JkwRpYW0duAcjZw128hamBOZXlBYw9nMFlPrE1NtqcQ0JNV/NCeXmwmV",
+	"kk7nzxEcb/F8v6RRY0FMGC9/ujW7kIWgW4+Od3UT/ChuW5LSnJsNj63Ma+oD5Y6H0sL1154ACrRm/FJ1",
+	"PUNnNt2RICi5hedgfv6VzaD7o7jtDtwlgjfxRhcUa4du2WsWLeJxhNSw74oi+lHcPpqANie3f677ZqBJ",
+	"epFrwd14Y04+IojBMKbzS6lGfrygN7ImY9Ofo9YHaO7UKoVy0lonlBPedAZG04ey9cAi1MHkhHMzC7uk",
+	"JvZDIfl2TDcNDylLZKrlwV9Ea2HpiJ+omDQ109KqNM79oCp2tfjr043KerJ5TzNwNHTqjo5uPVWd5/CW",
+	"hpooMZEhkP4ZoVEkQSlQ5E3/7PodurLOrt+/3SVckP3+wTmRlF+Cwnuskwvrq0T/ZEam+qvMbQ+RE3rb",
+	"t0/+uI0/dn9t1ZO30d1EmeIlOi8k7eNgNjL7iqBtxmiD2l5GeOgdm13SIvK72+wHcyB0Q4vGir1Z6bXo",
+	"4EKSYqJB1qisZeoVNkIp/ME+3Aw7foVpd+goprnMXr1b+v5uZt6T2Wyd9sjNNn920a48Duo4hXcV0Dmz",
+	"boML0F1Y6L5cEjNzxmFrp3wuRNLaE6zZNQwSSIYuYqmBYtVVG2GGQ6cDYyENWcz0tKycqTGVaEv9KRj3",
+	"KmULTD5xw0EOWoFkdh3a5Lc+R7Shm2F+GY7ZdRMlsrh/dSf0zKRLrmkPpYLZrWqGg4YlHkfkkPlWlDkz",
+	"xgXoU0OYLlJXRJ/NiV5GZqPJDcXtmgsgwSA3McKoN6QvsfQ1otgySm3ePWwmUrvWC+cyuEfDTpWGXLRf",
+	"2at/o/EE1AO5TJy95HGM5NNcSpvuSh/cphjJ0v0epS0xz6gOx3OUWLxWwyVZqNNDKYPNzLTZ+4za6Z5J",
+	"lnTakSsubvggHEN4lQqG0tGV1RbM7OG86jh87iYu1rHsuf38l86RY54WExctvPSN+/an6O9N2PKHPtlf",
+	"Fbcjy99if+aOxOaob+ntRX0jParJ3rpAnj4fidr7ApUH+2QrqpA/m3ZO1ZxSXh7WmobjpMMNbv5gU8FL",
+	"IGJ0YD/+1kKXUWO6/dN7/1fsbxgMp7qhE26WoJUl5GpIaZ6VN+Qz8dHxo0G7bsEHuU9waZzEAWjKYkvL",
+	"PISuGentz+8n6EBZPowmNujDhpLaQEmvlqqpvATdRhud1fJnBsgn5d2JPDg+pVqDNMrO//2drv29ufbz",
+	"V/f/ta/ftoL323f/5iPWPpXR0i2cDTZMJ8OYhSRiEkKjqpKQymidlK/6jUlKORFDBfIaY2UCwoU2xo8Y",
+	"GZ0rZtfAQaE/7cnCJZbFPTxQaEPtiF3DD7zxBcXkfZxjNv6MXsKD2gbIXT7vcZHtsPSgoZfg8iia2xP7",
+	"lQO6jau98cn+70rwIsi+u6JJr9vb0vahtsFYsxZp6bKyWPVial7Q607qX1eyrq7IswiSVGjg4bTJdWm/",
+	"+HmWxFOm2fx8ZrSR2dctJ2cnnfUx2a2ebfLBlqyyyxVmyVQIx5Rfgi/5Qk6A3IyBk1rzAgNNL81RgxlT",
+	"ERuNQKqSq610Y3s/1q+XM/I1+ChVHc8T2//+3dqQaXJtDHZCFaEkso8QK9p4hJaOf3P2f9sKtn72H/nl",
+	"rKF2Jz9eoMXTJQlQpRSpau7U/FFvflVWtqLEafRe1Wr+Xffs65v1cZvZeXcsU3ysi+IC4tHTuClWRDdk",
+	"m3DckguOGMSRIloQy9W7hGoSA1WaCA7zmzyjZM04xZ0qWXxY+MW3Nzc3CZojC8P1vAOaLysj1Q4071Jo",
+	"APqWbs3w/jAzeR7UTJqdNA5QOx33VEtMxpTGQlpLYfS9oJRH0gt6s4kk7vv5BIle0KukmPSCuQyZXjCT",
+	"2WGemc1DMc950lB6Qa+aXGOeLWVI9IK62PteMJu94MWkcCIldPdnBb2RkSZ/DpoYjYBHjF8SZtCF4E8D",
+	"AuuX6yQPale///jVKx6xP2XQDIxf2YQ2cz6Cy9AxwzS4AHL2tS8LGMh4klC+JoFGdBibN3HYJRzzKyAc",
+	"C5frlVnQ9kzzSzdQ5QMMxekVDEKqzCgjxiEBro1Babhz9iSka39nVvDg6//4N/97tJwO6EiDHCgIBY/K",
+	"ATClZeepGDWKCN7IjoQklQwco3XUcNguwSExPa7I755BFL+qsqrHPuipyeUlKLxACmvM3xlEQekvdr9M",
+	"EB/MHLEY9sIQlDqHVMhO96grH29caPDeo0tNzHfFCfHTwqPGdwVolsaGzu7mDG8vudCDEeabBXMIXEPW",
+	"/NqvyVFiiOrqOLTC7cRBwXw0IFNpTKf1Po4lfswF7soJd4kNi1V3CwcjkMBDIGOqCBfEPTmI6RDigNi3",
+	"GL3SLsUvFBMZeydSGWw5n5thZghTXcyCjWnG5LP6/YjFJRqskxNhWbFIlxuBDscOO7+cf5rXsYotnjEE",
+	"6Nro67d/BO/f+W2B2f1feM3Zght8s6ibg9u3KlXGWqdqZ2PDLDdPIJ4okIyPREAwNT0gI0kvDf4HpH+2",
+	"FjMNksYkdXEWY6E0xu5pcQV8LWZXQFIqNYr4koWuzjP1XGLQsKUEl+oseM+mlh7yDBY9h6GZXNtgivtE",
+	"x6A3QZtqNSdFJel+pkjF7ApLkRelVy/evgd3nJY45Qncp0cijsVNZUPjGM9+blarLB1jhvdEyUSDdyNn",
+	"juM5Ed9aX9/a/mDElWtUFvcu9vt9Y1RKGmqQKi/0kYIksbhkIY2JVVcy3YlyMuEhSE0Zt8V/qtqU06AW",
+	"lwcog9Uff9xub6798cftPw6//k8vXOXLegqVZnYLG+gMfWMp7IVXT6KAFWaKd/9peDUYGlN6kNBbW0BI",
+	"gp5IbguZYCWhcl2IJqIzp+oujkkqJhi0ImdHv615qEVsVZHjvWwh2dC1c96PKUuehAlioArKxtVM2Qbz",
+	"NYlRHufq2NhnE3qbPf91Ny9lY79zf2XfNzRia6zjc8OCWtihlxXVafgqIaOZeOKeiCNQGpPILL7mH3C4",
+	"Mf9YntTelFVx2zsxa7sTC1/W17BKGGAxxousaGD5FW5TJkG1Toc3D0cDiBXcjEGCP+us5JtZNLIrgFT4",
+	"WTxi+ZHphKqrHbJFDo4Dsk1GqBUoQuM4IO+IUwYC8oEYZWBqhETc8KxeUkC23pOsyk65VlLbwJVy+YZs",
+	"smU3xBxhajnrwbW2BTKQzxPjlBqGWnfU87C6UVE+sN2jEy6BtpmmV7pnxplZvW+HShe/niqVU/LvF6cn",
+	"xP68ZP6754Pe7dqlWHMf/qkEXz+nNyUu/5SHz7XYfAUJ5ZqFC57zJljO+kRjxjHMOAHKjTWP6iy6YCmP",
+	"8C8J2kqTMVfzUCMiJzHML/Ze/H/XNvq3ZaxwTXxr+WbEDRyUqOfb7uMHDXtdnAC7SsxPi1yaTgVMaiKA",
+	"gkpakqcCIcZbEfujtURE9sORkOR4/8znL1saU1SEcZcrXBTVDLOELLdM/ybnp1ELhxhW4qRccLT3HNCv",
+	"EzeYIlQCYUkyQaPREz5WCfJcqF0Xv0SeiaaDJLrPCgZR9aa9RSlPLLrZ0lsw8p067pTO3R3VQZfy8Pxw",
+	"jxaKmdJpLGh5P5qCPaojAy0Gi2fLJ7Er72ULIfq8YXYcCRENa2U5q/R4TyRWwJ29sJB38+wBM8QYz1op",
+	"RLeQ04q7rLxnwWxFXju3Qlh8DOajiH9T5maeMf7S9Ca32w+u0ZW46p6ccCsoZ43tKDfr9jdFjybeTRlw",
+	"weougEcYiN6tekoO9jOqpiLF+7k/nzaS04Gc8GYlrXIkn3mPu3fc2py5/lGNHV2VOycPg95DcFCOwE2J",
+	"1ByiZ0O5/A5CGwyvrHswe0btGosTqLa6QCjimKbKFS7uiLtz3rT5+ZVRr4n7ZZZPOzlhSrzmO3nauRMr",
+	"eRurOBRLS7tX6Tum8ioSN5yYXwSEC74GSaqnxT29fZTe2jQV8uXz0doHe1u661LgCbgoRaqIAq79ItxZ",
+	"M1sg/NW1/EZjFhkrTvB4uovVTiG70PVfYH/HUOFVM2eiLrSchHpidii7RyJvImaIG+pig0sSbzNGFMSj",
+	"t6uI9gIgO00tx5a9C8VU3GMldlMgGY3Z3xBZ0730gwhSPSYRQIrlY4pmE/bi+QqmeBdtzeNOiNlIqfUo",
+	"sR7tdIbBzFeKUHVlXd3Waxct2Z1dwjiG9ioCNBzbVhs0VoIMIdthiN7eIyhXddHOYNwQh2ejNJStnWyO",
+	"IWCpxuAMQkkYU5YQMSIRxOwa5NSFqaQxaHdtNWefOmFp4wrsaoEuOj4e0ZjLuLDNkhvk4jWPrpql+uyU",
+	"fDyTJWeX74f31v5Pll2X/3N9sPb122bw/kd/fEtJhV/cCWaXpFQpwjQZ0vCKTLjLGvCeYKWM5CdypHXL",
+	"LQ8WlhQsZz23W5ZzMBf3OQ25LLUhtgPHDk2roFj3dhcHuXvS8+bAs4haInUo9zKUDEYrRCrfS1TIAs9n",
+	"u5Is4K3Iwvg1q0vNfZhCLnYu/n3Kc/Bb7NKqJayz4kMNagnN16D2LaPUGqODK6HbadEt0QdVpI76UbfH",
+	"Wtcd6hyvnfPuosfcVhW1Ju4jmM7byabqJfRQw7uLpVi70pXRkrA7t6gH9/VlfP4EAXfu1edW8b5Xk/oz",
+	"xlen8dTZ1PS+HVyrZ7EttXttCyFiPRIDbP5gbQ4OEKkm0eLPw0r2B8qmtkcArmWAfUYQmiMIY6yFlvl5",
+	"7MKXn1C+fLVc7NpZTVW+fAgHVhpPG/rg3QWXLE6jRsLsB7NFq72Y2yWnqWEZtnvYL9vL66PRxjppcDWX",
+	"lJ3lr43mdS8HSq5C5espzd67Mxm9utcEo6nZRT9Ewq0mWhD7k8LZ8YH8yj7u2h6D5uVEaTpVnrKNS5IJ",
+	"nlsVg4IUgRcsGiGDEMkqXUdszGZhUizEZfurh3W++utTFiGbeYXKmXRE/HjHFQ5UxMg8oXFMJGhq4IC4",
+	"gXeJLW254xIFpUhsmLqmUrteg0wSl0+ajTdm6XopTLRJmcx7iNk2JhQ08BhqQeyPyRuv+7bwH3Kh8/68",
+	"IFd053Jvf1DDka4/qDftu00Fx6yKditB6HQ8do4sWVmAmopAK96z1vci1jnLU5qRy9T9sMJ3WRM224z6",
+	"mrDeUrAze19S7ubJX8exNv9fta38MIljEtlHMbZstnCqq0vtKBk4cbTTKhaWfWK4Hu9R0IViByRplT/m",
+	"/ecrerEeWeAgFbbARkdXW7O32N93J8o9Sn47ss6yRiPhs9O4t6JrDwwVUihv4OZe6ZByQmRkwREyUwAa",
+	"G6/n+JpDruXUB5R2FgMtJzyktaFs34df1QCY5f2nqbrTVjrvV3vPYX8V1d1OrpPG0nb1j2CW1rJSTqul",
+	"1mUf+fuJciQ76NvV2Kj7vGWfn05ztrJU7JZttlx1PIGbWfVgRfXxHlisuc71iSndIbnt3m7tHkeVeExF",
+	"4IXeJS6s+Gs46Th3DnSreN6yD2MnFfZ+tiCGkW5Dx4yAds5Br+5KSYjk4e+TyjL/FJdKJY3w8VsMdBOs",
+	"pcEj9VphuZp8Jx/M4ipFTNn6EiIFrE4whnJlAl+Jru6leUvP5gZrzZrL7SdW7WdZqcbgDW1JGGeJ2cwt",
+	"X0xMqcR8HjK5eJhN3zDVEN8O8wjHlHOIB6X5hDTtMJNsoOzCdOko3ukAv4ZYpLDSmsoaWJ4tWq6pUD/e",
+	"e+/avMUTOkxsrkBDhzFKdRVyh/sqg3Rj37lw38VjbC8bAyOCO8xDUp0tZDiRSndg3NIQaV7XsMs4Ln9/",
+	"MJxEl6Abce/m9jvfUCVrpQNNJimSNRTcXpCE0+UDbS4YSEOSrgBSdwuw+Lc8s7pdBYsl0LsC3HaC2JVg",
+	"tTuU+p7Mq2hXZjxblPgWIjKc4sGcShFNQk3e/LhNfmUfsaGrJpS4fPWGdVsa4vZ9YPUq8NwVkjvDcCfo",
+	"7Qq3XSG2I6yuAqWrwGd7vFwJI1fBxSXhzTPQ4ttn3x56xa1KhWAGJb0MO8eMdbtQJ2I+8fHDVy0i1kBz",
+	"HZFrd24ZktQxp4fXa2DUZ1N8xpTsw9sOZSoxGIp7Crj8qQTfIdSmWaEBbOuh2IoOuyRxeX87RGKGuTGw",
+	"4NafupcxZGFXmtGxyJ8dxH8/pSF5nNo7KZWa0bhBD103iyCnW2WaxUjeXco9NOXlRFTDmmZoKc+bmArC",
+	"iWR6emHmnakoCeOfxRV4Km3v/fPw5PPH0/8a7B0c908Gn09/PTwh7tLXPGbrqpo9QkLgSoFKrA/gXj7W",
+	"2tbaMna8twjkHif4Jdk762O1RmIDVjESr5RTFooEbNCMsMV0zDmPT/6gsNIr6Z+pBnO5Q1+jdRFUZ7Iv",
+	"hIxcehlJKIuH4hbvpPf69kVqnaAf3lZZUdjBikwMu5INmrKN662NobgFtfHNZbjcbeCNnqZXgEQrr3PX",
+	"0dA3lvkiG7E6Qons5BCTzbCOalFnK6RSMlcoGAv9Y9TvbqWFiM2arrYQsRmJTMeQ3TaY1e+d9Xt5LVxM",
+	"yN5c38Qr0xQ4TVlvp/fj+ub6j7bq+hg5qjp9JIj5+BJQ8AxaIIX7kXmR+elHcYs9agugxge2NzdnIIWm",
+	"Nu2LCb7xp6sNb0WwUYva7D3IAjNMGMcEZ7puFvduc6tuwHyGG184neixkOxvwA5XP9npLn7owqYQHlEW",
+	"TyRUZLK383tVGn//evc16KlJklA57e30zNztJPFYvFToHzMP9L4a1BFqAYFtgFIRqP9RRNMG1IVbmqQ2",
+	"gSVPBOtpoMkajdMxzbxyO73PQBOyh5/dBS03pRxFeFeFSC0ncPcIfOHjCQNDHG4MyR1XNNjgjzQqZRF0",
+	"YqR3mz8vf2hf8FHM7Enw4JxnN4hQQwoP790FPpkvQNBlUFr/pJ89bVSvPfFoAhqbkf/uX1Pxkw3X/NDM",
+	"tjNfA6fD2PAaKjStmbccj/zMmNcAOLa1sIGXmEr6yJz8bvlDJ0IfYUnwx+Dkc7ABaXbTsdYeU/jPrsy9",
+	"YTWDxSccnqfujFuBwx+Sj4op1nCT04BeEDPggZprkQr7wNdwQXG8zhPG6XOEKaLG4oYTwUMgzF0Z5YqZ",
+	"DXPE+iQYIolt3MZUjY3iVccz+bH9+LhYqoLYG05YHK1tFbX+XME093UaGytYlrJJbQpq77/FhJgvkco3",
+	"Ql6tZ61Ki4faIW6JKk+HuaVJuOv3RTJjg/q0yg2cZw3Bz1f74DPkHDGpcmuqO3JvfLN3zBJGVU2lup35",
+	"j1xf4+xiGu1hDHO27bSYynoWMMv2qD7WS/iKmk+w9Jf4FkydeyotqbTOJ5bZJXL6qiuV5e4QtzzINKSA",
+	"GOw37D7h+K9MCO5H9DauYLpEi/oVpivpUK1l5SH5MVtMDUcaarw4XSvjmB/ys1CRN7Y1oI2mCSVo9baF",
+	"/nVhHqaxHSqhUzIE60kbCUmk0Lg91qM4p6Ktu2LJ/8vgD0noFShyvH9GaHQNUjPlGvphezL8IdFCuLQX",
+	"VO1caxk/p66ouT0WrmdFpTvAer7IpwP1fAqL1TAON89f8Xo8PUroMcjcbMmyuO4RytOi7I2Lpq/uSZ+H",
+	"Ert2KjJTfmaXADq1Xfxbxc1v/sXJJWhFZpvLEsFJMrHSbvQvzWLCNKbiqiwewLxmkSLmavVcgH72Qluy",
+	"riRcM7gh6QQTjm0ZqXXy0eWrr7e0rgoaPIlMZ+WSFoix28is4sczt6W2t5c/gI0pDl0D3kdygqUxDaF8",
+	"HGcdEzPJ7YADYQyUT9KSCjdb/ZNqCAhebaqAjOzMFZpzMVXaXWQ5iS/6YbhxyZ9imHtoauR43/70IsuG",
+	"faautuo0PczufkBsEsD6i/K/zm7rGGiM0R+tGQ67ey62GH4R6pm7XfMZ1mAeLvJFOl1dc9YmPteanX1C",
+	"5yhLcapb2/9Y31zfXN/qfc2doZmvtN3JW6zn6bRpM4dFZ6/ZsVfnZVvAu2TK2I7UxqhgGTOmla1RTpSY",
+	"yBBI/0x1RsCNb7mnfulNq9nhB3c4mpfYviT3KmFBb2sT//kTYkNLvn5q9+Mi2ULGeHU++nVUpM4PakVJ",
+	"uYKp2vhmW1fdbUi4FlfWPPV6lc7hWtitJkwRlmDTcw1Zs7aEmpXuEhyG8Uuib1gI5AogtdamvZmwb4kG",
+	"VNd7ic7tTB5OGH+FaT96HHdmHXs7Orx6YHp2t43dtcKtFRbcr7WyzrEcP54yWNUkr64zUbvEulpd0C0Z",
+	"iojZ9HkPb2apq89Xc85n6GE7pMKL05ptq4UFGnMz3tn45rKl7zZcono9Eu65THb3bioBnWpr6Bl/c356",
+	"ejzYO9//pf/b4QE6EhXwSAWuWKKtFKmyYk/W1P9TMK7eLuA698oHxESsUxGdUT1+JDatRUYhkleFup0k",
+	"OPbAVpciuQ8hQJys9VVnxo9FUwxHH8Jc2bMF/HwB+vTGRcc8FkN31LlzF37n8Jzygp9O2X6VufvWW6hS",
+	"7JI7oftBWWnoInxZw+DFfrssk/af8IwVkGySdZyWLfVl+W9pZNUPY5JlBPD67vxhVMcgL112yiW7Bm5v",
+	"7m3Zu/xScK6r9Dr5T6PRztU7Cwg1yi22RLOfGIPt/PC3/kX/9GSwf3py9Km//7kGnbMNfMLg87I41CT8",
+	"bm1v3rUD4eq6ng6GmwpIyfeRGPZ4hed2QokyhUqKy+5iXIsmUopoXXOblyeL1puaoCeSK+ezyn5ObK1Q",
+	"MpxiEWx3ka/svR5T9sZxFxWooQKuy4/a+3qqCmn+o7f5R8+as5QT7ATpmvTNy/R+PtA/H/QO35UZ+gVo",
+	"ZPSjhzxniiXVyVBBveedo/Ruu8ED51QDXoevcBFuHvux0YKuKbPdv+eFLU9W9Z5/BR//oEobUBKwvHeX",
+	"OQh9VsW+SFIqYY3yaE2B3iGKXoOylabmTjkCf01o7ATNVYfPv3vjRMQ8yQUHArdMafU2IBjmc8MUzB+I",
+	"VqLcWKVT9kQ4BCZZbVpbP8NIryEjDTVmcC8Svgv6oMa7T/o6Hr5VjFMaUlvTh6qr3k5PS+Yab3rqxfY2",
+	"PTUxd3pmF9tc/VWp9iQndXUKi+PozPKinPWeO+B0ib15MTBlb09mjmY2wqvHsq6ct5j0otciBUHwa5Aq",
+	"b6DsVRH2VOiqtZa6hRGlJdDEOjKNPUneGDhy6RK2P8QPihT7T7CW41siZPUXB8ckpUw6bzeHTLdQnKZq",
+	"jI2DE8o1C51DvFTQYaPSgn83a+mqXGsOTKg32g1EBMsrrpMT9J3v7f/q8Zjvl2hx7lo7Pg78LX+g1Lz6",
+	"PyYgG70EmbvJD7OaFw+pA7nmT1is04NL7mv1woyGl6QvOSkX0khsBTcKzMkqwSwGnYhJCLWw5Uy9iLNP",
+	"FawxroArhv5ZNRnaAhckoTo0OGGTtTA/IAby5v8PyAAdEH/8gfcbMdMgafyWCCPwNt8xSxiOSqmiqAUO",
+	"xe0uEdIWrBlOyRvXfsYlh73dRf8GaNffdx46DrIVXQCVWLD28ZBjprZ21mofC+8QLciIoVumQi+stm1+",
+	"/heCSR71lP1ZVVzKetCS7jvfFyjtUxnVIpLhM8Nw6WQYs5CEVEav8PQs4ckKnRPyTLaH0wrHl0CqgJ9m",
+	"KLWhIB4tyCmdsQINNhlmKQw/hCCEKQNQpYddVzNZdsE4y9CMsE72KedCu1iiHMWydS1MicghyfoPL8wa",
+	"vgt7zmenbXntNEMjTGfPN8Ylpdt0ClfUrhkUeMj1NIYclVGtl4jK6DuLMHs1+NoAmeU9Im54+dRZBbq+",
+	"ZTrMXa2udcrBrx/9oMqzWCdfePYzl0scOe/UGpao4RGZ8CtuJt8/UHgvZPNBDVqdnH4eHJ1+OTkYnJ4P",
+	"jk7PP/YPDg5PFqDWozp/G2Z8PUa0ySL5L+/GqyLyXO0kwWE16WV8KG7rnTE6y72R4sa5RELKBWchjfNS",
+	"nAFxN5BkxGJzYEy4BBqhi0TISBlrzjpL0E1i0zVzZ4kUN1mYod9V0jdTfOAs/mWWjl0ReeMW+jbAmyoh",
+	"CQ2vIKqzcCw5emW1oOgNa4cs9WnNP6BxbOvW1nS7aOPAOcIpfJ9uHNz4OpMJv0S2fIWn5whPGH6K6EJo",
+	"BUVKGGXBZzk+bdDwqj7g9JjKK0W21tcrlZ4tYhmJyqqeSnFjg/HG9BrIEIAXIKSFdc5kSeRGwTDG0BAI",
+	"xljYy2mbBr+LqMv4NY1Z1nKRSPgTQm3NqpuxMb9wJjVothdefR/20bwdRMMrNINwYwYK/rI5N//oBb2t",
+	"Dy3SbDI6PInhk728/u7qDOSaYRgx0aFIXqCv+F/Y8tkLjeUQQ3QJDqG64lIYU5bUI9MnAx2KTFKDL1hZ",
+	"3alGAZlwhysIU7PwY9QkG9vlYrrImzCmSWqRaq7W/FvEq0zbyi6marBnH+f8naIPEtxWFSyTB0Pegh6S",
+	"uLfzU9BD/3pvpyfiyAliC2BACj0dLuHr65HpU8E3r6D0gvQls60OHryg0A6fUBTqc75cHXg+EjKEyGFT",
+	"nmg8F0yL+CLQd2ML6RfX5EDD8To5AUA7z+pEVzAlw4kmXJBUsgSicte7KiThpjzboG07uzoXiaXxCrHa",
+	"L4NzD0cjsIktliBZPZZqwlkCmi5mWdsR0suu/zkW1gstITKmBI0x1sP8M6SYJqZW4MFjeK78dwz17nkX",
+	"0cKQIHr6L8+GfUeIjP0MhRi/nKtS1oQRXWBBfY6jFgkLiWL8Moa1qHC3YDbjjmVBZEx0dukx45eBLUaG",
+	"9ZyVi1zH9wSIuVUjOa9YmzU1wQ8ZRxDWknJFQ1uncI8MpxrWLBuENCYSUqA6o4LC1jg/KBKb6eg8kzcL",
+	"nbLNiPJbQZv2S6KJ5VjwCQsOcAE8+j6USNtbCmOuKCfTogDa2Tl5t/2/eyhd2f6ZB64YN792uYJ5S+Le",
+	"z8Pt6H24BWtbW1tba+/o9nDtQ/hjtLYN70bv6YfhZrgVeTv39xJ1iTpr4noxldqV/977cbQVbtN3sPZh",
+	"+HO09s684OfR5ubaFt0e/hi+i36C96NeQYAuDzdWf0ub+yT6b+n9S8JKLbTkfuU3tldfBDFDzQbthLev",
+	"+vFLirvgEaHk4NgGWYgkg7LWEWHZrzaG2U1+XaFY7kpB4q2iY3BCDQ5HkBpg5ZocHKOmbm38Uuc5w5os",
+	"ZWbxu7mzMBtj3lvopDsglOe/tqMR7AjwJ4YpEBoLvhiUP+KivjNkvtCUR5PUnEo/kYTxibZVJuahFPcM",
+	"wTSn72MhIlL2qWERJ7HYbenY5tVz+UJB0KiAB8cGbpQrZe36yXQGwm9ZqP2i0A1rdczc/RI2KgXYYzlt",
+	"dGAwY3jd1N0AV3ydrlV+PsaY2mYJZX0Yn2J6cUi9k5JnFszhZvUY4RzuVXU6k9uy1+vSZx3NsbJWUxbm",
+	"jRGLYU1CKuQCZyC2s8BtIwoym5XYp4jgaIe6QXcJ5VMbiJXJKz6COTDo+7nxOFiOWAznONyjh3G0k87v",
+	"LECioGtdlIT99jVE4vmGSGBpchqGoBTJBLWQffNtZ8FXG9+wUL4xV27vNuzotVWL9ggXfM3hQK5cZ3PK",
+	"hDubqhaIVjh7CSOQwEOw+Xk5VExSBVKTFCR5k/u6zBOBGxXkWz9Y7OFLLPN+13BhFtM35F+90tK8LSQh",
+	"RUvIOu0wNsOQjSEbBi0wpEzuJzFwCiCrrwhpvn21ZV5UwrHRLwo8oTNo0g4G8ZKn3pmzT+PYFlldJ6cp",
+	"cEVsB+xJ4pzxmTkSjoUCToa2iw+62nGeb7IG12sONcgYYSMgECvALkBuCPeJLvo8ZvEZ1sfusmiCSgUU",
+	"FOHA1kwMbD8i2/bANjuwN43O/KFF/Ir52l4veAoW2RYltrH7d+AOwnD+QUGUck7Ojy2KyuXLfpoyRvnr",
+	"l3iwS5GGxSUR4SjmRhwsc7oWmI8Jey8DXoyQFzJeLcASTSQ28J2PrGhUx6DUq2hplaOabimVgC1sAlnx",
+	"iYypImKoQF6DvQZ0vWsCcjNm4Rg7Ycj5nkbzGODa47yY6kZL2v1kCY0z1H6tc/R4dY4gu2mu7w/USMiy",
+	"zlS1UtbnoUgMZL6h6gqi8rU/SKz8ISb6UpR+4c707BfZG2zckx4DkzkDRRDG1MqRyhPyBc/tmIGCvwIy",
+	"fwXhsWccPz1xAgvLqFWiS13aik0dssBYn5yfpa1kI5uFu4FrslZmUwGxUyJTZWLXTUll/ZmawYSjed4u",
+	"6Tvz67jp1zt1XNO2V6/Oc/Xq5C3ccxgr4C//qBH+bXzLAj/K7h07flRv71ibGR/E+luZO8fKmrEbslgf",
+	"m9Q3X1ZAFyOQShxoil2YsBlNPEUvUHEtJCGNp1lwEV6bl4OV6rDx3K3mGXl63Mx8tzcr33afcsKwGGXz",
+	"6gNmv+d9PamTglao4oj9JMZRdQqLDaTSqVCKhkvj6asT6CUpjcgJ1v3jRKs9VC5sb1KJlq1U4FdjlirX",
+	"oceWnMOuE64lLOLiSMSxuCFp4eI2P7e9KjKhzfXD4ZS4aEEP0q3aHOUBMO556TxCJLUKj+0kgqWl8g16",
+	"1X6erfYjbnjW/aW6Z2XRRqGtb9NuOxuqvBLcDZ+14MibijS/LV6W59yV4/FcqaY3TtbfrhMb4MdFERnh",
+	"k9oH78p+jy7UrBK8hS2jJWApgTFTWsjpwODVkMW4iz1bdNuvbQiRuCRfQ03oFrDsTDcJmKq39m67haqS",
+	"0/1p1JT89cubxBfVSEkkpwM54Ts2rFNM4mhtaLuH4GEiJpr0D9RrVPILgrusQf5sZ6EM3ZZpLUVPoVr9",
+	"5QA0ZbGFUkqGZp8w/RNbhL6hruj29ubm27wvfxkWdwmtqjcApZAd93Zb5i3ruiVzec8+iQZU523hanDy",
+	"mcXdPVbHLvMet0X/Qv2DXpLPGgE6KkmZla2VpHkDTYTFNolzNVtjorBwPUX6scbq210MrcWLq+F0xpIh",
+	"N2Oq8XIY+2Tb854U571fZD+aV/8Lyy2uv05qcV9exfZZXzWh6FpRa25Z7KWpzeyBW10coB/Ir+zjbiaN",
+	"7sP378ynbxf6SGedAdymIefHsJnOrnOaLrM1kCEfvNv26jLZtVkgUt46Qf/ga+RIAvwNRqmQWpEjySI6",
+	"rfOLbvvTgQzB2rTPmKHyk5kXy6GnVHzV0u3VbnhBJYhwR22JjyUw1kLpyMz+b406CFVvzDFGJfdy2nwb",
+	"lSsp2E5jl6RSqNQVe7D9fLkgQxpejVgcBwbeJCTimsZmbOwqhBn4WSrPWz/qHdlpv0DAq7vgyf0zLiNc",
+	"ecHN/qotullqPhmw2dcv9psUjPaKaS8pOdF6fufuTFYDNeuBqL/pxsbBiEbrpJ91Dbe+XgysoxKwlKOD",
+	"sjg3nYTMHSPOivLDkx30JcLTPOQwfr2q47cVWFnaPhlY2dcvBqvynWBCo1fIekk1g3D/c7gQ9+HI3fhT",
+	"MF4PV2czvljblWMImKufQRM11qW7bHbWEcXbhuLi2qpkfsT6dzODfwm8MrRuoyD1sxH0k2HOcb6Fi3Gn",
+	"2OpXxHlJtWdDSHV2q12cLatBTgz0eoGKtGdRhQu+Jkra0jlciytQWQ9lHhEx0UpTC1CxLV7rYvlwug6W",
+	"dokEI3hZvkoGTsVqauJf4FH7vD4lLuGGvALTKzB9T/Vnr7tdZOsxAkizKjJH0uAIJ5SH40pzVhJSThQY",
+	"lLqxERR2XDMh7dKl0pi5bM1SvRkFeHFdaReL5Z93yZhFEeC7QGkhFdqCEiIaavDE6H3GFz63bqzfd4mK",
+	"Ja1YLcnzTjKv123PuCOrlcfWhWl88LABt1ktCn/fIV7q5RzYCqdZ5Es4nvArW2nCIQRVxDAlEQYQ5FUk",
+	"bvguSanEOsF4dUddM1VyM2axMekNeWLwhbJYjjy8ff6lJ6okm6VAbU8iIROqG2V2oaQHvWzEbr2IHgNk",
+	"KnvmQZk9yzSv6PIsy4ff2joQmTTjVtWgDI4qrzNpnMi4t9Mba53ubGxsbf9jfXN9c31r58Pmh01kODfE",
+	"fGFPm2U9FEIrLWkaeNOzi0oE66VERJe7Oi+Aef1pzOivqYleKUpdGhaLUs+PuRcljDMzR/PBDkFsDchY",
+	"KK1cy2gVYPpBkE3dGnJZBf91gkMo12CtfNiSoYiYLbPpJkHNTz2zOCs1JTYLqfS+XZ/NGxWu05gnhH+n",
+	"ZDsE8/cEqkiuKA9rVdD5IQ+OXcGMUiO6cqtwO5w7fiq0dgzloXelCHeQt1IJsOSgLcWBZnFpONuMYX6s",
+	"w1sDZ8yTC+jmBUxW8ozLS87yXuaHParUSHFhoZXyUeuVBnRmnV/v/l8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -18,6 +18,120 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for AckOutcomeStatus.
+const (
+	AckOutcomeStatusAcked        AckOutcomeStatus = "acked"
+	AckOutcomeStatusAlreadyAcked AckOutcomeStatus = "already_acked"
+)
+
+// Valid indicates whether the value is a known member of the AckOutcomeStatus enum.
+func (e AckOutcomeStatus) Valid() bool {
+	switch e {
+	case AckOutcomeStatusAcked:
+		return true
+	case AckOutcomeStatusAlreadyAcked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AdminCleanupStatusState.
+const (
+	Failed  AdminCleanupStatusState = "failed"
+	Idle    AdminCleanupStatusState = "idle"
+	Running AdminCleanupStatusState = "running"
+)
+
+// Valid indicates whether the value is a known member of the AdminCleanupStatusState enum.
+func (e AdminCleanupStatusState) Valid() bool {
+	switch e {
+	case Failed:
+		return true
+	case Idle:
+		return true
+	case Running:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AdminRoomHistoryVisibility.
+const (
+	AdminRoomHistoryVisibilityJoined AdminRoomHistoryVisibility = "joined"
+	AdminRoomHistoryVisibilityShared AdminRoomHistoryVisibility = "shared"
+)
+
+// Valid indicates whether the value is a known member of the AdminRoomHistoryVisibility enum.
+func (e AdminRoomHistoryVisibility) Valid() bool {
+	switch e {
+	case AdminRoomHistoryVisibilityJoined:
+		return true
+	case AdminRoomHistoryVisibilityShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AdminRoomStatus.
+const (
+	AdminRoomStatusActive   AdminRoomStatus = "active"
+	AdminRoomStatusArchived AdminRoomStatus = "archived"
+)
+
+// Valid indicates whether the value is a known member of the AdminRoomStatus enum.
+func (e AdminRoomStatus) Valid() bool {
+	switch e {
+	case AdminRoomStatusActive:
+		return true
+	case AdminRoomStatusArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BatchOutcomeStatus.
+const (
+	BatchOutcomeStatusDuplicate BatchOutcomeStatus = "duplicate"
+	BatchOutcomeStatusRejected  BatchOutcomeStatus = "rejected"
+	BatchOutcomeStatusSent      BatchOutcomeStatus = "sent"
+)
+
+// Valid indicates whether the value is a known member of the BatchOutcomeStatus enum.
+func (e BatchOutcomeStatus) Valid() bool {
+	switch e {
+	case BatchOutcomeStatusDuplicate:
+		return true
+	case BatchOutcomeStatusRejected:
+		return true
+	case BatchOutcomeStatusSent:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for DestinationKind.
+const (
+	Dm   DestinationKind = "dm"
+	Room DestinationKind = "room"
+)
+
+// Valid indicates whether the value is a known member of the DestinationKind enum.
+func (e DestinationKind) Valid() bool {
+	switch e {
+	case Dm:
+		return true
+	case Room:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ErrorDetailCode.
 const (
 	AUTHFAILED             ErrorDetailCode = "AUTH_FAILED"
@@ -69,24 +183,132 @@ func (e ErrorDetailCode) Valid() bool {
 	}
 }
 
+// Defines values for FileAccessReportInputStatus.
+const (
+	FileAccessReportInputStatusAccessible FileAccessReportInputStatus = "accessible"
+	FileAccessReportInputStatusDenied     FileAccessReportInputStatus = "denied"
+	FileAccessReportInputStatusError      FileAccessReportInputStatus = "error"
+	FileAccessReportInputStatusNotFound   FileAccessReportInputStatus = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the FileAccessReportInputStatus enum.
+func (e FileAccessReportInputStatus) Valid() bool {
+	switch e {
+	case FileAccessReportInputStatusAccessible:
+		return true
+	case FileAccessReportInputStatusDenied:
+		return true
+	case FileAccessReportInputStatusError:
+		return true
+	case FileAccessReportInputStatusNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FileReportStatus.
+const (
+	FileReportStatusAccessible FileReportStatus = "accessible"
+	FileReportStatusDenied     FileReportStatus = "denied"
+	FileReportStatusError      FileReportStatus = "error"
+	FileReportStatusNotFound   FileReportStatus = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the FileReportStatus enum.
+func (e FileReportStatus) Valid() bool {
+	switch e {
+	case FileReportStatusAccessible:
+		return true
+	case FileReportStatusDenied:
+		return true
+	case FileReportStatusError:
+		return true
+	case FileReportStatusNotFound:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Follow.
+const (
+	FollowAll      Follow = "all"
+	FollowMentions Follow = "mentions"
+	FollowMute     Follow = "mute"
+	FollowReplies  Follow = "replies"
+)
+
+// Valid indicates whether the value is a known member of the Follow enum.
+func (e Follow) Valid() bool {
+	switch e {
+	case FollowAll:
+		return true
+	case FollowMentions:
+		return true
+	case FollowMute:
+		return true
+	case FollowReplies:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InboxClaimInputOrder.
+const (
+	Newest InboxClaimInputOrder = "newest"
+	Oldest InboxClaimInputOrder = "oldest"
+)
+
+// Valid indicates whether the value is a known member of the InboxClaimInputOrder enum.
+func (e InboxClaimInputOrder) Valid() bool {
+	switch e {
+	case Newest:
+		return true
+	case Oldest:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for MessageSendResultStatus.
+const (
+	MessageSendResultStatusDuplicate MessageSendResultStatus = "duplicate"
+	MessageSendResultStatusSent      MessageSendResultStatus = "sent"
+)
+
+// Valid indicates whether the value is a known member of the MessageSendResultStatus enum.
+func (e MessageSendResultStatus) Valid() bool {
+	switch e {
+	case MessageSendResultStatusDuplicate:
+		return true
+	case MessageSendResultStatusSent:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for PrimeRoomFollow.
 const (
-	All      PrimeRoomFollow = "all"
-	Mentions PrimeRoomFollow = "mentions"
-	Mute     PrimeRoomFollow = "mute"
-	Replies  PrimeRoomFollow = "replies"
+	PrimeRoomFollowAll      PrimeRoomFollow = "all"
+	PrimeRoomFollowMentions PrimeRoomFollow = "mentions"
+	PrimeRoomFollowMute     PrimeRoomFollow = "mute"
+	PrimeRoomFollowReplies  PrimeRoomFollow = "replies"
 )
 
 // Valid indicates whether the value is a known member of the PrimeRoomFollow enum.
 func (e PrimeRoomFollow) Valid() bool {
 	switch e {
-	case All:
+	case PrimeRoomFollowAll:
 		return true
-	case Mentions:
+	case PrimeRoomFollowMentions:
 		return true
-	case Mute:
+	case PrimeRoomFollowMute:
 		return true
-	case Replies:
+	case PrimeRoomFollowReplies:
 		return true
 	default:
 		return false
@@ -128,6 +350,325 @@ func (e PrimeRoomStatus) Valid() bool {
 		return false
 	}
 }
+
+// Defines values for RequestRespondInputStatus.
+const (
+	RequestRespondInputStatusAccepted     RequestRespondInputStatus = "accepted"
+	RequestRespondInputStatusDeclined     RequestRespondInputStatus = "declined"
+	RequestRespondInputStatusNeedsContext RequestRespondInputStatus = "needs_context"
+	RequestRespondInputStatusResultReady  RequestRespondInputStatus = "result_ready"
+)
+
+// Valid indicates whether the value is a known member of the RequestRespondInputStatus enum.
+func (e RequestRespondInputStatus) Valid() bool {
+	switch e {
+	case RequestRespondInputStatusAccepted:
+		return true
+	case RequestRespondInputStatusDeclined:
+		return true
+	case RequestRespondInputStatusNeedsContext:
+		return true
+	case RequestRespondInputStatusResultReady:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RequestStatus.
+const (
+	RequestStatusAccepted     RequestStatus = "accepted"
+	RequestStatusDeclined     RequestStatus = "declined"
+	RequestStatusNeedsContext RequestStatus = "needs_context"
+	RequestStatusPending      RequestStatus = "pending"
+	RequestStatusResultReady  RequestStatus = "result_ready"
+)
+
+// Valid indicates whether the value is a known member of the RequestStatus enum.
+func (e RequestStatus) Valid() bool {
+	switch e {
+	case RequestStatusAccepted:
+		return true
+	case RequestStatusDeclined:
+		return true
+	case RequestStatusNeedsContext:
+		return true
+	case RequestStatusPending:
+		return true
+	case RequestStatusResultReady:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomCreateInputHistoryVisibility.
+const (
+	RoomCreateInputHistoryVisibilityJoined RoomCreateInputHistoryVisibility = "joined"
+	RoomCreateInputHistoryVisibilityShared RoomCreateInputHistoryVisibility = "shared"
+)
+
+// Valid indicates whether the value is a known member of the RoomCreateInputHistoryVisibility enum.
+func (e RoomCreateInputHistoryVisibility) Valid() bool {
+	switch e {
+	case RoomCreateInputHistoryVisibilityJoined:
+		return true
+	case RoomCreateInputHistoryVisibilityShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomCreateResultHistoryVisibility.
+const (
+	RoomCreateResultHistoryVisibilityJoined RoomCreateResultHistoryVisibility = "joined"
+	RoomCreateResultHistoryVisibilityShared RoomCreateResultHistoryVisibility = "shared"
+)
+
+// Valid indicates whether the value is a known member of the RoomCreateResultHistoryVisibility enum.
+func (e RoomCreateResultHistoryVisibility) Valid() bool {
+	switch e {
+	case RoomCreateResultHistoryVisibilityJoined:
+		return true
+	case RoomCreateResultHistoryVisibilityShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomCreateResultStatus.
+const (
+	RoomCreateResultStatusActive   RoomCreateResultStatus = "active"
+	RoomCreateResultStatusArchived RoomCreateResultStatus = "archived"
+)
+
+// Valid indicates whether the value is a known member of the RoomCreateResultStatus enum.
+func (e RoomCreateResultStatus) Valid() bool {
+	switch e {
+	case RoomCreateResultStatusActive:
+		return true
+	case RoomCreateResultStatusArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomDetailsHistoryVisibility.
+const (
+	RoomDetailsHistoryVisibilityJoined RoomDetailsHistoryVisibility = "joined"
+	RoomDetailsHistoryVisibilityShared RoomDetailsHistoryVisibility = "shared"
+)
+
+// Valid indicates whether the value is a known member of the RoomDetailsHistoryVisibility enum.
+func (e RoomDetailsHistoryVisibility) Valid() bool {
+	switch e {
+	case RoomDetailsHistoryVisibilityJoined:
+		return true
+	case RoomDetailsHistoryVisibilityShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomDetailsState.
+const (
+	RoomDetailsStateActive  RoomDetailsState = "active"
+	RoomDetailsStateInvited RoomDetailsState = "invited"
+)
+
+// Valid indicates whether the value is a known member of the RoomDetailsState enum.
+func (e RoomDetailsState) Valid() bool {
+	switch e {
+	case RoomDetailsStateActive:
+		return true
+	case RoomDetailsStateInvited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomDetailsStatus.
+const (
+	RoomDetailsStatusActive   RoomDetailsStatus = "active"
+	RoomDetailsStatusArchived RoomDetailsStatus = "archived"
+)
+
+// Valid indicates whether the value is a known member of the RoomDetailsStatus enum.
+func (e RoomDetailsStatus) Valid() bool {
+	switch e {
+	case RoomDetailsStatusActive:
+		return true
+	case RoomDetailsStatusArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomListItemState.
+const (
+	RoomListItemStateActive  RoomListItemState = "active"
+	RoomListItemStateInvited RoomListItemState = "invited"
+)
+
+// Valid indicates whether the value is a known member of the RoomListItemState enum.
+func (e RoomListItemState) Valid() bool {
+	switch e {
+	case RoomListItemStateActive:
+		return true
+	case RoomListItemStateInvited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomListItemStatus.
+const (
+	RoomListItemStatusActive   RoomListItemStatus = "active"
+	RoomListItemStatusArchived RoomListItemStatus = "archived"
+)
+
+// Valid indicates whether the value is a known member of the RoomListItemStatus enum.
+func (e RoomListItemStatus) Valid() bool {
+	switch e {
+	case RoomListItemStatusActive:
+		return true
+	case RoomListItemStatusArchived:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RoomMembershipResultState.
+const (
+	RoomMembershipResultStateActive RoomMembershipResultState = "active"
+	RoomMembershipResultStateLeft   RoomMembershipResultState = "left"
+)
+
+// Valid indicates whether the value is a known member of the RoomMembershipResultState enum.
+func (e RoomMembershipResultState) Valid() bool {
+	switch e {
+	case RoomMembershipResultStateActive:
+		return true
+	case RoomMembershipResultStateLeft:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RosterEntryState.
+const (
+	RosterEntryStateActive  RosterEntryState = "active"
+	RosterEntryStateInvited RosterEntryState = "invited"
+)
+
+// Valid indicates whether the value is a known member of the RosterEntryState enum.
+func (e RosterEntryState) Valid() bool {
+	switch e {
+	case RosterEntryStateActive:
+		return true
+	case RosterEntryStateInvited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ThreadExportFormat.
+const (
+	ThreadExportFormatJson     ThreadExportFormat = "json"
+	ThreadExportFormatMarkdown ThreadExportFormat = "markdown"
+)
+
+// Valid indicates whether the value is a known member of the ThreadExportFormat enum.
+func (e ThreadExportFormat) Valid() bool {
+	switch e {
+	case ThreadExportFormatJson:
+		return true
+	case ThreadExportFormatMarkdown:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for InboxListParamsFilter.
+const (
+	InboxListParamsFilterAcked  InboxListParamsFilter = "acked"
+	InboxListParamsFilterAll    InboxListParamsFilter = "all"
+	InboxListParamsFilterUnread InboxListParamsFilter = "unread"
+)
+
+// Valid indicates whether the value is a known member of the InboxListParamsFilter enum.
+func (e InboxListParamsFilter) Valid() bool {
+	switch e {
+	case InboxListParamsFilterAcked:
+		return true
+	case InboxListParamsFilterAll:
+		return true
+	case InboxListParamsFilterUnread:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RequestListParamsDirection.
+const (
+	Incoming RequestListParamsDirection = "incoming"
+	Outgoing RequestListParamsDirection = "outgoing"
+)
+
+// Valid indicates whether the value is a known member of the RequestListParamsDirection enum.
+func (e RequestListParamsDirection) Valid() bool {
+	switch e {
+	case Incoming:
+		return true
+	case Outgoing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ThreadExportParamsFormat.
+const (
+	ThreadExportParamsFormatJson     ThreadExportParamsFormat = "json"
+	ThreadExportParamsFormatMarkdown ThreadExportParamsFormat = "markdown"
+)
+
+// Valid indicates whether the value is a known member of the ThreadExportParamsFormat enum.
+func (e ThreadExportParamsFormat) Valid() bool {
+	switch e {
+	case ThreadExportParamsFormatJson:
+		return true
+	case ThreadExportParamsFormatMarkdown:
+		return true
+	default:
+		return false
+	}
+}
+
+// AckOutcome defines model for AckOutcome.
+type AckOutcome struct {
+	AckedAt          Timestamp          `json:"acked_at"`
+	AckedBySessionId openapi_types.UUID `json:"acked_by_session_id"`
+
+	// InboxSeq A 64-bit value as a decimal string.
+	InboxSeq DecimalString    `json:"inbox_seq"`
+	Status   AckOutcomeStatus `json:"status"`
+}
+
+// AckOutcomeStatus defines model for AckOutcome.Status.
+type AckOutcomeStatus string
 
 // AdminAgent defines model for AdminAgent.
 type AdminAgent struct {
@@ -209,6 +750,20 @@ type AdminBoxUpdateInput struct {
 	Name    *string `json:"name,omitempty"`
 }
 
+// AdminCleanupStatus defines model for AdminCleanupStatus.
+type AdminCleanupStatus struct {
+	BoxKey          string                  `json:"box_key"`
+	DeletedMessages int64                   `json:"deleted_messages"`
+	Failures        int64                   `json:"failures"`
+	LastError       *string                 `json:"last_error,omitempty"`
+	LastRunAt       *Timestamp              `json:"last_run_at,omitempty"`
+	Runs            int64                   `json:"runs"`
+	State           AdminCleanupStatusState `json:"state"`
+}
+
+// AdminCleanupStatusState defines model for AdminCleanupStatus.State.
+type AdminCleanupStatusState string
+
 // AdminHost defines model for AdminHost.
 type AdminHost struct {
 	CreatedAt Timestamp          `json:"created_at"`
@@ -267,6 +822,34 @@ type AdminProfileSetInput struct {
 	Text string `json:"text"`
 }
 
+// AdminRoom defines model for AdminRoom.
+type AdminRoom struct {
+	ActiveMembers     int64                      `json:"active_members"`
+	CreatedAt         Timestamp                  `json:"created_at"`
+	HistoryVisibility AdminRoomHistoryVisibility `json:"history_visibility"`
+	Name              string                     `json:"name"`
+	OwnerAgentId      openapi_types.UUID         `json:"owner_agent_id"`
+	RoomId            openapi_types.UUID         `json:"room_id"`
+	Status            AdminRoomStatus            `json:"status"`
+}
+
+// AdminRoomHistoryVisibility defines model for AdminRoom.HistoryVisibility.
+type AdminRoomHistoryVisibility string
+
+// AdminRoomStatus defines model for AdminRoom.Status.
+type AdminRoomStatus string
+
+// AdminRoomList defines model for AdminRoomList.
+type AdminRoomList struct {
+	Items []AdminRoom `json:"items"`
+}
+
+// AdminRoomSetOwnerInput defines model for AdminRoomSetOwnerInput.
+type AdminRoomSetOwnerInput struct {
+	// AgentRef agent_id or box-unique name of an active member.
+	AgentRef string `json:"agent_ref"`
+}
+
 // AdminSettings defines model for AdminSettings.
 type AdminSettings struct {
 	BoxKey   string         `json:"box_key"`
@@ -281,6 +864,12 @@ type AdminSettingsUpdateInput struct {
 	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision *DecimalString `json:"expected_revision,omitempty"`
 	Settings         SettingsPatch  `json:"settings"`
+}
+
+// AgentName defines model for AgentName.
+type AgentName struct {
+	AgentId openapi_types.UUID `json:"agent_id"`
+	Name    string             `json:"name"`
 }
 
 // AgentPrimeInput defines model for AgentPrimeInput.
@@ -300,8 +889,52 @@ type AgentPrimeResult struct {
 	Session    SessionInfo      `json:"session"`
 }
 
+// Attachment defines model for Attachment.
+type Attachment struct {
+	AttachmentId openapi_types.UUID `json:"attachment_id"`
+	MediaType    string             `json:"media_type"`
+	Name         string             `json:"name"`
+	Sha256       string             `json:"sha256"`
+	SizeBytes    int64              `json:"size_bytes"`
+}
+
+// BatchOutcome defines model for BatchOutcome.
+type BatchOutcome struct {
+	Error     *ErrorDetail        `json:"error,omitempty"`
+	MessageId *openapi_types.UUID `json:"message_id,omitempty"`
+
+	// MessageSeq A 64-bit value as a decimal string.
+	MessageSeq    *DecimalString     `json:"message_seq,omitempty"`
+	Status        BatchOutcomeStatus `json:"status"`
+	TargetAgentId openapi_types.UUID `json:"target_agent_id"`
+}
+
+// BatchOutcomeStatus defines model for BatchOutcome.Status.
+type BatchOutcomeStatus string
+
 // BoxKey defines model for BoxKey.
 type BoxKey = string
+
+// Card A public directory card. last_seen_at is an observation, not proof of liveness.
+type Card struct {
+	AgentId openapi_types.UUID `json:"agent_id"`
+
+	// CardRevision A 64-bit value as a decimal string.
+	CardRevision *DecimalString `json:"card_revision,omitempty"`
+	Description  string         `json:"description"`
+	HostName     string         `json:"host_name"`
+	LastSeenAt   *Timestamp     `json:"last_seen_at,omitempty"`
+	Name         string         `json:"name"`
+	Role         string         `json:"role"`
+}
+
+// CardPage defines model for CardPage.
+type CardPage struct {
+	Items []Card `json:"items"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+}
 
 // Checkpoint defines model for Checkpoint.
 type Checkpoint struct {
@@ -345,6 +978,34 @@ type CheckpointStatus struct {
 // DecimalString A 64-bit value as a decimal string.
 type DecimalString = string
 
+// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
+type Destination struct {
+	Kind             DestinationKind     `json:"kind"`
+	RecipientAgentId *openapi_types.UUID `json:"recipient_agent_id,omitempty"`
+	RoomId           *openapi_types.UUID `json:"room_id,omitempty"`
+}
+
+// DestinationKind defines model for Destination.Kind.
+type DestinationKind string
+
+// DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
+type DirectoryUpdateSelfInput struct {
+	// ExpectedRevision A 64-bit value as a decimal string.
+	ExpectedRevision DecimalString `json:"expected_revision"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// Patch Fields to change; at least one.
+	Patch struct {
+		// Description Public description, at most 2000 bytes.
+		Description *string `json:"description,omitempty"`
+
+		// Role Public role, at most 200 bytes.
+		Role *string `json:"role,omitempty"`
+	} `json:"patch"`
+}
+
 // Error defines model for Error.
 type Error struct {
 	Error ErrorDetail `json:"error"`
@@ -381,8 +1042,141 @@ type ErrorDetail struct {
 // ErrorDetailCode defines model for ErrorDetail.Code.
 type ErrorDetailCode string
 
+// FileAccessReportInput defines model for FileAccessReportInput.
+type FileAccessReportInput struct {
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// Note Short note, at most 500 bytes.
+	Note   *string                     `json:"note,omitempty"`
+	Status FileAccessReportInputStatus `json:"status"`
+}
+
+// FileAccessReportInputStatus defines model for FileAccessReportInput.Status.
+type FileAccessReportInputStatus string
+
+// FileRef defines model for FileRef.
+type FileRef struct {
+	Commit      *string `json:"commit,omitempty"`
+	DisplayName string  `json:"display_name"`
+	MediaType   *string `json:"media_type,omitempty"`
+	Sha256      *string `json:"sha256,omitempty"`
+
+	// Unversioned True when the reference has no version_label, sha256 or commit.
+	Unversioned  bool    `json:"unversioned"`
+	Url          string  `json:"url"`
+	VersionLabel *string `json:"version_label,omitempty"`
+}
+
+// FileRefInput A file reference. No bytes: nothing fetches the URL.
+type FileRefInput struct {
+	Commit      *string `json:"commit,omitempty"`
+	DisplayName string  `json:"display_name"`
+	MediaType   *string `json:"media_type,omitempty"`
+	Sha256      *string `json:"sha256,omitempty"`
+
+	// Url https:// URL without userinfo, query, fragment, IP-literal private hosts or token-like parts.
+	Url          string  `json:"url"`
+	VersionLabel *string `json:"version_label,omitempty"`
+}
+
+// FileReport defines model for FileReport.
+type FileReport struct {
+	FileIndex       int                `json:"file_index"`
+	MessageId       openapi_types.UUID `json:"message_id"`
+	Note            *string            `json:"note,omitempty"`
+	ReporterAgentId openapi_types.UUID `json:"reporter_agent_id"`
+	Status          FileReportStatus   `json:"status"`
+	UpdatedAt       Timestamp          `json:"updated_at"`
+}
+
+// FileReportStatus defines model for FileReport.Status.
+type FileReportStatus string
+
+// FileReportPage defines model for FileReportPage.
+type FileReportPage struct {
+	Items []FileReport `json:"items"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+}
+
+// Follow defines model for Follow.
+type Follow string
+
 // IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
 type IdempotencyKey = string
+
+// IdempotentInput defines model for IdempotentInput.
+type IdempotentInput struct {
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+}
+
+// InboxAckInput defines model for InboxAckInput.
+type InboxAckInput struct {
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// InboxSeqs 1..ack_batch_max rows returned to this session.
+	InboxSeqs []DecimalString `json:"inbox_seqs"`
+}
+
+// InboxAckResult defines model for InboxAckResult.
+type InboxAckResult struct {
+	Results []AckOutcome `json:"results"`
+}
+
+// InboxClaimInput defines model for InboxClaimInput.
+type InboxClaimInput struct {
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// LeaseSeconds Lease length; clamped to [1, lease_max_seconds]; default lease_default_seconds.
+	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
+
+	// Limit Rows to lease; clamped to [1, page_limit_max].
+	Limit *int64                `json:"limit,omitempty"`
+	Order *InboxClaimInputOrder `json:"order,omitempty"`
+}
+
+// InboxClaimInputOrder defines model for InboxClaimInput.Order.
+type InboxClaimInputOrder string
+
+// InboxClaimResult defines model for InboxClaimResult.
+type InboxClaimResult struct {
+	Items []InboxItem `json:"items"`
+}
+
+// InboxItem defines model for InboxItem.
+type InboxItem struct {
+	AckedAt          *Timestamp          `json:"acked_at,omitempty"`
+	AckedBySessionId *openapi_types.UUID `json:"acked_by_session_id,omitempty"`
+
+	// InboxSeq A 64-bit value as a decimal string.
+	InboxSeq        DecimalString `json:"inbox_seq"`
+	LeaseExpiresAt  *Timestamp    `json:"lease_expires_at,omitempty"`
+	LeasedElsewhere bool          `json:"leased_elsewhere"`
+
+	// Message The canonical message. Messages are immutable.
+	Message Message `json:"message"`
+
+	// Reasons Bitmask: 1 DM, 2 follows all, 4 mention, 8 reply to own message, 16 response request.
+	Reasons int64 `json:"reasons"`
+}
+
+// InboxPage defines model for InboxPage.
+type InboxPage struct {
+	Items       []InboxItem `json:"items"`
+	LeasedCount int64       `json:"leased_count"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+
+	// ResumeCursor Opaque cursor; pass it back unchanged.
+	ResumeCursor *PageCursor `json:"resume_cursor,omitempty"`
+	UnreadCount  int64       `json:"unread_count"`
+}
 
 // JsonObject Any JSON object.
 type JsonObject = json.RawMessage
@@ -412,8 +1206,121 @@ type Me struct {
 	Router bool `json:"router"`
 }
 
+// Message The canonical message. Messages are immutable.
+type Message struct {
+	Attachment *Attachment `json:"attachment,omitempty"`
+	BodyMd     string      `json:"body_md"`
+	CreatedAt  Timestamp   `json:"created_at"`
+
+	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
+	Destination     Destination          `json:"destination"`
+	Files           []FileRef            `json:"files"`
+	MentionAgentIds []openapi_types.UUID `json:"mention_agent_ids"`
+	MessageId       openapi_types.UUID   `json:"message_id"`
+
+	// MessageSeq A 64-bit value as a decimal string.
+	MessageSeq       DecimalString        `json:"message_seq"`
+	Payload          *json.RawMessage     `json:"payload,omitempty"`
+	ReplyToMessageId *openapi_types.UUID  `json:"reply_to_message_id"`
+	ReplyToRedacted  *bool                `json:"reply_to_redacted,omitempty"`
+	RequestAgentIds  []openapi_types.UUID `json:"request_agent_ids"`
+	Sender           AgentName            `json:"sender"`
+	ThreadRootId     openapi_types.UUID   `json:"thread_root_id"`
+}
+
+// MessagePage defines model for MessagePage.
+type MessagePage struct {
+	Items []Message `json:"items"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+
+	// ResumeCursor Opaque cursor; pass it back unchanged.
+	ResumeCursor *PageCursor `json:"resume_cursor,omitempty"`
+}
+
+// MessageRef defines model for MessageRef.
+type MessageRef struct {
+	MessageId openapi_types.UUID `json:"message_id"`
+
+	// MessageSeq A 64-bit value as a decimal string.
+	MessageSeq DecimalString `json:"message_seq"`
+}
+
+// MessageSendBatchInput defines model for MessageSendBatchInput.
+type MessageSendBatchInput struct {
+	// BodyMd As message_send.
+	BodyMd string `json:"body_md"`
+	DryRun *bool  `json:"dry_run,omitempty"`
+
+	// Files At most 10 file references.
+	Files *[]FileRefInput `json:"files,omitempty"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// Payload As message_send.
+	Payload *json.RawMessage `json:"payload,omitempty"`
+
+	// RecipientAgentIds 1..targets_max recipients; repeats are collapsed.
+	RecipientAgentIds []openapi_types.UUID `json:"recipient_agent_ids"`
+}
+
+// MessageSendBatchResult defines model for MessageSendBatchResult.
+type MessageSendBatchResult struct {
+	DryRun  *bool          `json:"dry_run,omitempty"`
+	Results []BatchOutcome `json:"results"`
+}
+
+// MessageSendInput defines model for MessageSendInput.
+type MessageSendInput struct {
+	// BodyMd Markdown body, non-empty, at most body_max_bytes UTF-8 bytes; stored exactly as sent.
+	BodyMd string `json:"body_md"`
+
+	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
+	Destination Destination `json:"destination"`
+
+	// DryRun Validate only; write nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Files At most 10 file references.
+	Files *[]FileRefInput `json:"files,omitempty"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// MentionAgentIds Structured mentions (distinct, at most targets_max, not self).
+	MentionAgentIds *[]openapi_types.UUID `json:"mention_agent_ids,omitempty"`
+
+	// Payload Optional JSON object, at most payload_max_bytes serialized and payload_max_depth deep; no credential-like keys or values.
+	Payload          *json.RawMessage    `json:"payload,omitempty"`
+	ReplyToMessageId *openapi_types.UUID `json:"reply_to_message_id,omitempty"`
+
+	// RequestAgentIds Agents asked to respond (distinct, at most targets_max; in rooms each must also be mentioned).
+	RequestAgentIds *[]openapi_types.UUID `json:"request_agent_ids,omitempty"`
+}
+
+// MessageSendResult A storage receipt: not a claim of delivery or completion.
+type MessageSendResult struct {
+	AttentionCount int64               `json:"attention_count"`
+	CreatedAt      *Timestamp          `json:"created_at,omitempty"`
+	DryRun         *bool               `json:"dry_run,omitempty"`
+	MessageId      *openapi_types.UUID `json:"message_id,omitempty"`
+
+	// MessageSeq A 64-bit value as a decimal string.
+	MessageSeq   *DecimalString          `json:"message_seq,omitempty"`
+	RequestCount int64                   `json:"request_count"`
+	Status       MessageSendResultStatus `json:"status"`
+}
+
+// MessageSendResultStatus defines model for MessageSendResult.Status.
+type MessageSendResultStatus string
+
 // Name defines model for Name.
 type Name = string
+
+// PageCursor Opaque cursor; pass it back unchanged.
+type PageCursor = string
 
 // PrimeAgent defines model for PrimeAgent.
 type PrimeAgent struct {
@@ -455,6 +1362,250 @@ type Profile struct {
 	ProfileVersion DecimalString `json:"profile_version"`
 	Text           string        `json:"text"`
 }
+
+// Request defines model for Request.
+type Request struct {
+	// MessageSeq A 64-bit value as a decimal string.
+	MessageSeq       DecimalString       `json:"message_seq"`
+	RecipientAgentId openapi_types.UUID  `json:"recipient_agent_id"`
+	ReplyMessageId   *openapi_types.UUID `json:"reply_message_id,omitempty"`
+	RequestMessageId openapi_types.UUID  `json:"request_message_id"`
+	RequesterAgentId openapi_types.UUID  `json:"requester_agent_id"`
+
+	// Revision A 64-bit value as a decimal string.
+	Revision  DecimalString `json:"revision"`
+	Status    RequestStatus `json:"status"`
+	UpdatedAt Timestamp     `json:"updated_at"`
+}
+
+// RequestPage defines model for RequestPage.
+type RequestPage struct {
+	Items []Request `json:"items"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+}
+
+// RequestRespondInput defines model for RequestRespondInput.
+type RequestRespondInput struct {
+	// BodyMd The reply body, as message_send.
+	BodyMd string `json:"body_md"`
+	DryRun *bool  `json:"dry_run,omitempty"`
+
+	// ExpectedRevision A 64-bit value as a decimal string.
+	ExpectedRevision DecimalString `json:"expected_revision"`
+
+	// Files At most 10; with result_ready each needs version_label, sha256 or commit.
+	Files *[]FileRefInput `json:"files,omitempty"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey            `json:"idempotency_key"`
+	Status         RequestRespondInputStatus `json:"status"`
+}
+
+// RequestRespondInputStatus defines model for RequestRespondInput.Status.
+type RequestRespondInputStatus string
+
+// RequestRespondResult defines model for RequestRespondResult.
+type RequestRespondResult struct {
+	DryRun  *bool       `json:"dry_run,omitempty"`
+	Reply   *MessageRef `json:"reply,omitempty"`
+	Request Request     `json:"request"`
+}
+
+// RequestStatus defines model for RequestStatus.
+type RequestStatus string
+
+// RoomBrief defines model for RoomBrief.
+type RoomBrief struct {
+	BriefMd string `json:"brief_md"`
+
+	// Revision A 64-bit value as a decimal string.
+	Revision  DecimalString      `json:"revision"`
+	RoomId    openapi_types.UUID `json:"room_id"`
+	UpdatedAt *Timestamp         `json:"updated_at,omitempty"`
+}
+
+// RoomBriefUpdateInput defines model for RoomBriefUpdateInput.
+type RoomBriefUpdateInput struct {
+	// AppendMd Text to append, at most 8 KiB; the brief stays at most 64 KiB.
+	AppendMd string `json:"append_md"`
+
+	// ExpectedRevision A 64-bit value as a decimal string.
+	ExpectedRevision DecimalString `json:"expected_revision"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+}
+
+// RoomCreateInput defines model for RoomCreateInput.
+type RoomCreateInput struct {
+	DefaultFollow *Follow `json:"default_follow,omitempty"`
+
+	// DryRun Validate only; write nothing.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility *RoomCreateInputHistoryVisibility `json:"history_visibility,omitempty"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// InviteeAgentIds Agents to invite (at most targets_max, distinct, not the caller).
+	InviteeAgentIds *[]openapi_types.UUID `json:"invitee_agent_ids,omitempty"`
+
+	// Name Room name, at most 200 bytes.
+	Name string `json:"name"`
+}
+
+// RoomCreateInputHistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+type RoomCreateInputHistoryVisibility string
+
+// RoomCreateResult defines model for RoomCreateResult.
+type RoomCreateResult struct {
+	CreatedAt         *Timestamp                        `json:"created_at,omitempty"`
+	DefaultFollow     Follow                            `json:"default_follow"`
+	DryRun            bool                              `json:"dry_run"`
+	HistoryVisibility RoomCreateResultHistoryVisibility `json:"history_visibility"`
+
+	// InvitedAgentIds Pending invitees.
+	InvitedAgentIds []openapi_types.UUID   `json:"invited_agent_ids"`
+	Name            string                 `json:"name"`
+	OwnerAgentId    openapi_types.UUID     `json:"owner_agent_id"`
+	RoomId          *openapi_types.UUID    `json:"room_id,omitempty"`
+	Status          RoomCreateResultStatus `json:"status"`
+}
+
+// RoomCreateResultHistoryVisibility defines model for RoomCreateResult.HistoryVisibility.
+type RoomCreateResultHistoryVisibility string
+
+// RoomCreateResultStatus defines model for RoomCreateResult.Status.
+type RoomCreateResultStatus string
+
+// RoomDetails Full details for an active member; only room_id, name, inviter_agent_id, invited_at and state for a pending invitee.
+type RoomDetails struct {
+	// BriefRevision A 64-bit value as a decimal string.
+	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
+	CreatedAt     *Timestamp     `json:"created_at,omitempty"`
+	DefaultFollow *Follow        `json:"default_follow,omitempty"`
+
+	// Epoch A 64-bit value as a decimal string.
+	Epoch  *DecimalString `json:"epoch,omitempty"`
+	Follow *Follow        `json:"follow,omitempty"`
+
+	// FollowRevision A 64-bit value as a decimal string.
+	FollowRevision    *DecimalString                `json:"follow_revision,omitempty"`
+	HistoryVisibility *RoomDetailsHistoryVisibility `json:"history_visibility,omitempty"`
+	InvitedAt         *Timestamp                    `json:"invited_at,omitempty"`
+	InviterAgentId    *openapi_types.UUID           `json:"inviter_agent_id,omitempty"`
+	JoinedAt          *Timestamp                    `json:"joined_at,omitempty"`
+	Name              string                        `json:"name"`
+	OwnerAgentId      *openapi_types.UUID           `json:"owner_agent_id,omitempty"`
+	RoomId            openapi_types.UUID            `json:"room_id"`
+
+	// Roster At most 200 active and invited members.
+	Roster          *[]RosterEntry     `json:"roster,omitempty"`
+	RosterTruncated *bool              `json:"roster_truncated,omitempty"`
+	State           RoomDetailsState   `json:"state"`
+	Status          *RoomDetailsStatus `json:"status,omitempty"`
+}
+
+// RoomDetailsHistoryVisibility defines model for RoomDetails.HistoryVisibility.
+type RoomDetailsHistoryVisibility string
+
+// RoomDetailsState defines model for RoomDetails.State.
+type RoomDetailsState string
+
+// RoomDetailsStatus defines model for RoomDetails.Status.
+type RoomDetailsStatus string
+
+// RoomFollowInput defines model for RoomFollowInput.
+type RoomFollowInput struct {
+	// ExpectedRevision A 64-bit value as a decimal string.
+	ExpectedRevision DecimalString `json:"expected_revision"`
+	Follow           Follow        `json:"follow"`
+
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+}
+
+// RoomFollowResult defines model for RoomFollowResult.
+type RoomFollowResult struct {
+	Follow Follow `json:"follow"`
+
+	// Revision A 64-bit value as a decimal string.
+	Revision DecimalString      `json:"revision"`
+	RoomId   openapi_types.UUID `json:"room_id"`
+}
+
+// RoomInviteInput defines model for RoomInviteInput.
+type RoomInviteInput struct {
+	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+
+	// InviteeAgentIds Agents to invite (1..targets_max).
+	InviteeAgentIds []openapi_types.UUID `json:"invitee_agent_ids"`
+}
+
+// RoomInviteResult defines model for RoomInviteResult.
+type RoomInviteResult struct {
+	// InvitedAgentIds New pending invitees.
+	InvitedAgentIds []openapi_types.UUID `json:"invited_agent_ids"`
+	RoomId          openapi_types.UUID   `json:"room_id"`
+}
+
+// RoomListItem defines model for RoomListItem.
+type RoomListItem struct {
+	// BriefRevision A 64-bit value as a decimal string.
+	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
+	Follow        *Follow        `json:"follow,omitempty"`
+
+	// FollowRevision A 64-bit value as a decimal string.
+	FollowRevision *DecimalString      `json:"follow_revision,omitempty"`
+	InvitedAt      *Timestamp          `json:"invited_at,omitempty"`
+	InviterAgentId *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
+	Name           string              `json:"name"`
+	RoomId         openapi_types.UUID  `json:"room_id"`
+	State          RoomListItemState   `json:"state"`
+	Status         RoomListItemStatus  `json:"status"`
+}
+
+// RoomListItemState defines model for RoomListItem.State.
+type RoomListItemState string
+
+// RoomListItemStatus defines model for RoomListItem.Status.
+type RoomListItemStatus string
+
+// RoomMembershipResult defines model for RoomMembershipResult.
+type RoomMembershipResult struct {
+	At Timestamp `json:"at"`
+
+	// Epoch A 64-bit value as a decimal string.
+	Epoch  DecimalString             `json:"epoch"`
+	RoomId openapi_types.UUID        `json:"room_id"`
+	State  RoomMembershipResultState `json:"state"`
+}
+
+// RoomMembershipResultState defines model for RoomMembershipResult.State.
+type RoomMembershipResultState string
+
+// RoomPage defines model for RoomPage.
+type RoomPage struct {
+	Items []RoomListItem `json:"items"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+}
+
+// RosterEntry defines model for RosterEntry.
+type RosterEntry struct {
+	AgentId openapi_types.UUID `json:"agent_id"`
+	Name    string             `json:"name"`
+	State   RosterEntryState   `json:"state"`
+}
+
+// RosterEntryState defines model for RosterEntry.State.
+type RosterEntryState string
 
 // SessionInfo defines model for SessionInfo.
 type SessionInfo struct {
@@ -512,17 +1663,59 @@ type SettingsValues struct {
 	UploadTempMaxBytes          int64 `json:"upload_temp_max_bytes"`
 }
 
+// ThreadExport defines model for ThreadExport.
+type ThreadExport struct {
+	// Content json: a JSON array of messages; markdown: rendered text.
+	Content   string             `json:"content"`
+	Format    ThreadExportFormat `json:"format"`
+	ItemCount int64              `json:"item_count"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+	Partial    bool        `json:"partial"`
+}
+
+// ThreadExportFormat defines model for ThreadExport.Format.
+type ThreadExportFormat string
+
 // Timestamp defines model for Timestamp.
 type Timestamp = time.Time
 
+// AgentIdPath defines model for AgentIdPath.
+type AgentIdPath = openapi_types.UUID
+
 // AgentRef defines model for AgentRef.
 type AgentRef = string
+
+// Cursor defines model for Cursor.
+type Cursor = string
+
+// DestinationFilterQuery Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
+type DestinationFilterQuery = Destination
+
+// DestinationQuery Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
+type DestinationQuery = Destination
+
+// FileIndexPath defines model for FileIndexPath.
+type FileIndexPath = int
 
 // HostName defines model for HostName.
 type HostName = Name
 
 // KeyId defines model for KeyId.
 type KeyId = openapi_types.UUID
+
+// Limit defines model for Limit.
+type Limit = int64
+
+// MessageIdPath defines model for MessageIdPath.
+type MessageIdPath = openapi_types.UUID
+
+// RequestMessageIdPath defines model for RequestMessageIdPath.
+type RequestMessageIdPath = openapi_types.UUID
+
+// RoomIdPath defines model for RoomIdPath.
+type RoomIdPath = openapi_types.UUID
 
 // SessionHeader defines model for SessionHeader.
 type SessionHeader = string
@@ -563,6 +1756,117 @@ type CheckpointSaveParams struct {
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
+// ConversationReadParams defines parameters for ConversationRead.
+type ConversationReadParams struct {
+	// Destination The conversation: {kind: room, room_id} or {kind: dm, recipient_agent_id}.
+	Destination DestinationQuery `json:"destination"`
+
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// DirectorySearchParams defines parameters for DirectorySearch.
+type DirectorySearchParams struct {
+	// Query Non-empty text to find in name or role.
+	Query string `form:"query" json:"query"`
+
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// DirectoryUpdateSelfParams defines parameters for DirectoryUpdateSelf.
+type DirectoryUpdateSelfParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// DirectoryGetParams defines parameters for DirectoryGet.
+type DirectoryGetParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// InboxListParams defines parameters for InboxList.
+type InboxListParams struct {
+	// Filter unread (default), all or acked.
+	Filter *InboxListParamsFilter `form:"filter,omitempty" json:"filter,omitempty"`
+
+	// Destination Only rows of this room or DM pair.
+	Destination *DestinationFilterQuery `json:"destination,omitempty"`
+
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// InboxListParamsFilter defines parameters for InboxList.
+type InboxListParamsFilter string
+
+// InboxAckParams defines parameters for InboxAck.
+type InboxAckParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// InboxClaimParams defines parameters for InboxClaim.
+type InboxClaimParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// MessageSendParams defines parameters for MessageSend.
+type MessageSendParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// MessageSendBatchParams defines parameters for MessageSendBatch.
+type MessageSendBatchParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// MessageGetParams defines parameters for MessageGet.
+type MessageGetParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// FileReportListParams defines parameters for FileReportList.
+type FileReportListParams struct {
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// FileAccessReportParams defines parameters for FileAccessReport.
+type FileAccessReportParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
 // AgentPrimeParams defines parameters for AgentPrime.
 type AgentPrimeParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -574,6 +1878,120 @@ type ProfileGetParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
+
+// RequestListParams defines parameters for RequestList.
+type RequestListParams struct {
+	// Direction incoming or outgoing.
+	Direction RequestListParamsDirection `form:"direction" json:"direction"`
+
+	// Status Only this declaration.
+	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RequestListParamsDirection defines parameters for RequestList.
+type RequestListParamsDirection string
+
+// RequestRespondParams defines parameters for RequestRespond.
+type RequestRespondParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomListParams defines parameters for RoomList.
+type RoomListParams struct {
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomCreateParams defines parameters for RoomCreate.
+type RoomCreateParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomGetParams defines parameters for RoomGet.
+type RoomGetParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomBriefGetParams defines parameters for RoomBriefGet.
+type RoomBriefGetParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomBriefUpdateParams defines parameters for RoomBriefUpdate.
+type RoomBriefUpdateParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomFollowParams defines parameters for RoomFollow.
+type RoomFollowParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomInviteParams defines parameters for RoomInvite.
+type RoomInviteParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomJoinParams defines parameters for RoomJoin.
+type RoomJoinParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// RoomLeaveParams defines parameters for RoomLeave.
+type RoomLeaveParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// ThreadReadParams defines parameters for ThreadRead.
+type ThreadReadParams struct {
+	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// ThreadExportParams defines parameters for ThreadExport.
+type ThreadExportParams struct {
+	// Format json or markdown.
+	Format ThreadExportParamsFormat `form:"format" json:"format"`
+
+	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// ThreadExportParamsFormat defines parameters for ThreadExport.
+type ThreadExportParamsFormat string
 
 // AdminBoxCreateJSONRequestBody defines body for AdminBoxCreate for application/json ContentType.
 type AdminBoxCreateJSONRequestBody = AdminBoxCreateInput
@@ -599,14 +2017,56 @@ type AdminHostCreateJSONRequestBody = AdminHostCreateInput
 // AdminHostUpdateJSONRequestBody defines body for AdminHostUpdate for application/json ContentType.
 type AdminHostUpdateJSONRequestBody = AdminHostUpdateInput
 
+// AdminRoomSetOwnerJSONRequestBody defines body for AdminRoomSetOwner for application/json ContentType.
+type AdminRoomSetOwnerJSONRequestBody = AdminRoomSetOwnerInput
+
 // AdminSettingsUpdateJSONRequestBody defines body for AdminSettingsUpdate for application/json ContentType.
 type AdminSettingsUpdateJSONRequestBody = AdminSettingsUpdateInput
 
 // CheckpointSaveJSONRequestBody defines body for CheckpointSave for application/json ContentType.
 type CheckpointSaveJSONRequestBody = CheckpointSaveInput
 
+// DirectoryUpdateSelfJSONRequestBody defines body for DirectoryUpdateSelf for application/json ContentType.
+type DirectoryUpdateSelfJSONRequestBody = DirectoryUpdateSelfInput
+
+// InboxAckJSONRequestBody defines body for InboxAck for application/json ContentType.
+type InboxAckJSONRequestBody = InboxAckInput
+
+// InboxClaimJSONRequestBody defines body for InboxClaim for application/json ContentType.
+type InboxClaimJSONRequestBody = InboxClaimInput
+
+// MessageSendJSONRequestBody defines body for MessageSend for application/json ContentType.
+type MessageSendJSONRequestBody = MessageSendInput
+
+// MessageSendBatchJSONRequestBody defines body for MessageSendBatch for application/json ContentType.
+type MessageSendBatchJSONRequestBody = MessageSendBatchInput
+
+// FileAccessReportJSONRequestBody defines body for FileAccessReport for application/json ContentType.
+type FileAccessReportJSONRequestBody = FileAccessReportInput
+
 // AgentPrimeJSONRequestBody defines body for AgentPrime for application/json ContentType.
 type AgentPrimeJSONRequestBody = AgentPrimeInput
+
+// RequestRespondJSONRequestBody defines body for RequestRespond for application/json ContentType.
+type RequestRespondJSONRequestBody = RequestRespondInput
+
+// RoomCreateJSONRequestBody defines body for RoomCreate for application/json ContentType.
+type RoomCreateJSONRequestBody = RoomCreateInput
+
+// RoomBriefUpdateJSONRequestBody defines body for RoomBriefUpdate for application/json ContentType.
+type RoomBriefUpdateJSONRequestBody = RoomBriefUpdateInput
+
+// RoomFollowJSONRequestBody defines body for RoomFollow for application/json ContentType.
+type RoomFollowJSONRequestBody = RoomFollowInput
+
+// RoomInviteJSONRequestBody defines body for RoomInvite for application/json ContentType.
+type RoomInviteJSONRequestBody = RoomInviteInput
+
+// RoomJoinJSONRequestBody defines body for RoomJoin for application/json ContentType.
+type RoomJoinJSONRequestBody = IdempotentInput
+
+// RoomLeaveJSONRequestBody defines body for RoomLeave for application/json ContentType.
+type RoomLeaveJSONRequestBody = IdempotentInput
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -797,6 +2257,13 @@ type ClientInterface interface {
 	// Corresponds with PUT /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile (the `AdminAgentProfileSet` operationId).
 	AdminAgentProfileSet(ctx context.Context, boxKey BoxKey, agentRef AgentRef, body AdminAgentProfileSetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AdminCleanupStatus Retention cleanup health
+	//
+	// State, counts, failures and last error of the retention cleanup job of a box.
+	//
+	// Corresponds with GET /admin/api/v1/boxes/{box_key}/cleanup (the `AdminCleanupStatus` operationId).
+	AdminCleanupStatus(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AdminHostList List the hosts of a box
 	//
 	// Corresponds with GET /admin/api/v1/boxes/{box_key}/hosts (the `AdminHostList` operationId).
@@ -836,6 +2303,38 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /admin/api/v1/boxes/{box_key}/keys/{key_id}/revoke (the `AdminKeyRevoke` operationId).
 	AdminKeyRevoke(ctx context.Context, boxKey BoxKey, keyId KeyId, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AdminRoomList List rooms of a box
+	//
+	// Rooms with owner and status; never message bodies.
+	//
+	// Corresponds with GET /admin/api/v1/boxes/{box_key}/rooms (the `AdminRoomList` operationId).
+	AdminRoomList(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AdminRoomArchive Archive a room
+	//
+	// Archived rooms are read-only (ROOM_ARCHIVED for sends, brief updates, invites and joins).
+	//
+	// Corresponds with POST /admin/api/v1/boxes/{box_key}/rooms/{room_id}/archive (the `AdminRoomArchive` operationId).
+	AdminRoomArchive(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AdminRoomSetOwnerWithBody Reassign a room's owner
+	//
+	// The new owner must be an active member.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner (the `AdminRoomSetOwner` operationId).
+	AdminRoomSetOwnerWithBody(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AdminRoomSetOwner Reassign a room's owner
+	//
+	// The new owner must be an active member.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner (the `AdminRoomSetOwner` operationId).
+	AdminRoomSetOwner(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, body AdminRoomSetOwnerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AdminSettingsGet Read a box's settings
 	//
@@ -885,6 +2384,88 @@ type ClientInterface interface {
 	// Corresponds with PUT /api/v1/boxes/{box_key}/checkpoint (the `CheckpointSave` operationId).
 	CheckpointSave(ctx context.Context, boxKey BoxKey, params *CheckpointSaveParams, body CheckpointSaveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ConversationRead Read a room or DM conversation
+	//
+	// Ascending message_seq stream of a room (within the caller's authorized epoch) or the caller's DM pair with one agent; snapshot semantics with next_cursor/resume_cursor; receipts only for returned items. Never ACKs.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/conversation (the `ConversationRead` operationId).
+	ConversationRead(ctx context.Context, boxKey BoxKey, params *ConversationReadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DirectorySearch Search listed agents by name or role
+	//
+	// Case-insensitive substring match on name or role (%, _ and \ are literal) over listed, enabled agents of this box; ordered by (name, agent_id); keyset cursor.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/directory (the `DirectorySearch` operationId).
+	DirectorySearch(ctx context.Context, boxKey BoxKey, params *DirectorySearchParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DirectoryUpdateSelfWithBody Update own public card
+	//
+	// Compare-and-set on card_revision over role and description only; returns the current card. Cannot change listed, name or the profile.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/v1/boxes/{box_key}/directory/self (the `DirectoryUpdateSelf` operationId).
+	DirectoryUpdateSelfWithBody(ctx context.Context, boxKey BoxKey, params *DirectoryUpdateSelfParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DirectoryUpdateSelf Update own public card
+	//
+	// Compare-and-set on card_revision over role and description only; returns the current card. Cannot change listed, name or the profile.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/v1/boxes/{box_key}/directory/self (the `DirectoryUpdateSelf` operationId).
+	DirectoryUpdateSelf(ctx context.Context, boxKey BoxKey, params *DirectoryUpdateSelfParams, body DirectoryUpdateSelfJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DirectoryGet Read one public card
+	//
+	// One listed, enabled agent's public card. Unlisted, disabled, other-box and unknown IDs give the same NOT_FOUND_OR_FORBIDDEN.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/directory/{agent_id} (the `DirectoryGet` operationId).
+	DirectoryGet(ctx context.Context, boxKey BoxKey, agentId AgentIdPath, params *DirectoryGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// InboxList List inbox attention rows
+	//
+	// Attention rows with canonical messages, default filter unread; records a receipt for every returned row; never ACKs.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/inbox (the `InboxList` operationId).
+	InboxList(ctx context.Context, boxKey BoxKey, params *InboxListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// InboxAckWithBody Acknowledge inbox rows
+	//
+	// Marks 1..ack_batch_max rows read. Every row must have been returned to this session and not be leased by another; one invalid member rejects the whole batch.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/inbox/ack (the `InboxAck` operationId).
+	InboxAckWithBody(ctx context.Context, boxKey BoxKey, params *InboxAckParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// InboxAck Acknowledge inbox rows
+	//
+	// Marks 1..ack_batch_max rows read. Every row must have been returned to this session and not be leased by another; one invalid member rejects the whole batch.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/inbox/ack (the `InboxAck` operationId).
+	InboxAck(ctx context.Context, boxKey BoxKey, params *InboxAckParams, body InboxAckJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// InboxClaimWithBody Lease unread rows to this session
+	//
+	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/inbox/claim (the `InboxClaim` operationId).
+	InboxClaimWithBody(ctx context.Context, boxKey BoxKey, params *InboxClaimParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// InboxClaim Lease unread rows to this session
+	//
+	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/inbox/claim (the `InboxClaim` operationId).
+	InboxClaim(ctx context.Context, boxKey BoxKey, params *InboxClaimParams, body InboxClaimJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// LimitsGet Effective limits of the box
 	//
 	// Every enforced limit with its settings_revision and one line of semantics each. Needs a valid key but no primed session.
@@ -898,6 +2479,74 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/boxes/{box_key}/me (the `MeGet` operationId).
 	MeGet(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MessageSendWithBody Send a DM or room message
+	//
+	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/messages (the `MessageSend` operationId).
+	MessageSendWithBody(ctx context.Context, boxKey BoxKey, params *MessageSendParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MessageSend Send a DM or room message
+	//
+	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/messages (the `MessageSend` operationId).
+	MessageSend(ctx context.Context, boxKey BoxKey, params *MessageSendParams, body MessageSendJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MessageSendBatchWithBody Send one DM to several agents
+	//
+	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/messages/batch (the `MessageSendBatch` operationId).
+	MessageSendBatchWithBody(ctx context.Context, boxKey BoxKey, params *MessageSendBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MessageSendBatch Send one DM to several agents
+	//
+	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/messages/batch (the `MessageSendBatch` operationId).
+	MessageSendBatch(ctx context.Context, boxKey BoxKey, params *MessageSendBatchParams, body MessageSendBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// MessageGet Read one message
+	//
+	// The canonical message if the caller may read it now; records a receipt for this session when the caller has an attention row for it. Never ACKs.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/messages/{message_id} (the `MessageGet` operationId).
+	MessageGet(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *MessageGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FileReportList List file access reports
+	//
+	// The author sees every report on its message; any other caller sees only its own.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/messages/{message_id}/file-reports (the `FileReportList` operationId).
+	FileReportList(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *FileReportListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FileAccessReportWithBody Report access to a file reference
+	//
+	// A non-author recipient reports its own access to one file reference of a message; upsert per (message, file, reporter).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report (the `FileAccessReport` operationId).
+	FileAccessReportWithBody(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, fileIndex FileIndexPath, params *FileAccessReportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FileAccessReport Report access to a file reference
+	//
+	// A non-author recipient reports its own access to one file reference of a message; upsert per (message, file, reporter).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report (the `FileAccessReport` operationId).
+	FileAccessReport(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, fileIndex FileIndexPath, params *FileAccessReportParams, body FileAccessReportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AgentPrimeWithBody Open or resume this agent's durable session
 	//
@@ -923,6 +2572,174 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/boxes/{box_key}/profile (the `ProfileGet` operationId).
 	ProfileGet(ctx context.Context, boxKey BoxKey, params *ProfileGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestList List response requests
+	//
+	// Incoming (asked of the caller) or outgoing (asked by the caller) requests with their current declarations; keyset on (message_seq, recipient_agent_id).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/requests (the `RequestList` operationId).
+	RequestList(ctx context.Context, boxKey BoxKey, params *RequestListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestRespondWithBody Respond to a request
+	//
+	// The requested recipient declares a status with compare-and-set on the request revision and posts exactly one canonical reply in the same transaction.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/requests/{request_message_id}/respond (the `RequestRespond` operationId).
+	RequestRespondWithBody(ctx context.Context, boxKey BoxKey, requestMessageId RequestMessageIdPath, params *RequestRespondParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestRespond Respond to a request
+	//
+	// The requested recipient declares a status with compare-and-set on the request revision and posts exactly one canonical reply in the same transaction.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/requests/{request_message_id}/respond (the `RequestRespond` operationId).
+	RequestRespond(ctx context.Context, boxKey BoxKey, requestMessageId RequestMessageIdPath, params *RequestRespondParams, body RequestRespondJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomList List own rooms and invitations
+	//
+	// The caller's active memberships and pending invitations with follow preference and brief revision; keyset by room_id.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/rooms (the `RoomList` operationId).
+	RoomList(ctx context.Context, boxKey BoxKey, params *RoomListParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomCreateWithBody Create a room
+	//
+	// Creates a room owned by the caller (active member) and invites up to targets_max agents (pending). Sends no message.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms (the `RoomCreate` operationId).
+	RoomCreateWithBody(ctx context.Context, boxKey BoxKey, params *RoomCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomCreate Create a room
+	//
+	// Creates a room owned by the caller (active member) and invites up to targets_max agents (pending). Sends no message.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms (the `RoomCreate` operationId).
+	RoomCreate(ctx context.Context, boxKey BoxKey, params *RoomCreateParams, body RoomCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomGet Read room details and roster
+	//
+	// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id} (the `RoomGet` operationId).
+	RoomGet(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomBriefGet Read the room brief
+	//
+	// The current brief and its revision ("0" when empty); readable by active members whatever the history visibility.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id}/brief (the `RoomBriefGet` operationId).
+	RoomBriefGet(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomBriefUpdateWithBody Append to the room brief
+	//
+	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/brief (the `RoomBriefUpdate` operationId).
+	RoomBriefUpdateWithBody(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomBriefUpdate Append to the room brief
+	//
+	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/brief (the `RoomBriefUpdate` operationId).
+	RoomBriefUpdate(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefUpdateParams, body RoomBriefUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomFollowWithBody Set own follow preference
+	//
+	// Compare-and-set of the caller's preference for its current epoch; prospective only (no backfill, no removal of existing attention).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /api/v1/boxes/{box_key}/rooms/{room_id}/follow (the `RoomFollow` operationId).
+	RoomFollowWithBody(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomFollowParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomFollow Set own follow preference
+	//
+	// Compare-and-set of the caller's preference for its current epoch; prospective only (no backfill, no removal of existing attention).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /api/v1/boxes/{box_key}/rooms/{room_id}/follow (the `RoomFollow` operationId).
+	RoomFollow(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomFollowParams, body RoomFollowJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomInviteWithBody Invite agents to a room
+	//
+	// Owner only. Invites agents that are not currently active or pending members.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/invite (the `RoomInvite` operationId).
+	RoomInviteWithBody(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomInviteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomInvite Invite agents to a room
+	//
+	// Owner only. Invites agents that are not currently active or pending members.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/invite (the `RoomInvite` operationId).
+	RoomInvite(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomInviteParams, body RoomInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomJoinWithBody Accept a room invitation
+	//
+	// Pending invitee only; becomes active at once and starts a new membership epoch.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/join (the `RoomJoin` operationId).
+	RoomJoinWithBody(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomJoinParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomJoin Accept a room invitation
+	//
+	// Pending invitee only; becomes active at once and starts a new membership epoch.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/join (the `RoomJoin` operationId).
+	RoomJoin(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomJoinParams, body RoomJoinJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomLeaveWithBody Leave a room
+	//
+	// Active non-owner only. Revokes reads and outstanding leases in the room at once; rejoining needs a new invitation.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/leave (the `RoomLeave` operationId).
+	RoomLeaveWithBody(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomLeaveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RoomLeave Leave a room
+	//
+	// Active non-owner only. Revokes reads and outstanding leases in the room at once; rejoining needs a new invitation.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/leave (the `RoomLeave` operationId).
+	RoomLeave(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomLeaveParams, body RoomLeaveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ThreadRead Read a thread
+	//
+	// From an anchor the caller can see now: the thread root and replies the caller may see, in message_seq order; hidden ancestors are redacted.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/threads/{message_id} (the `ThreadRead` operationId).
+	ThreadRead(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *ThreadReadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ThreadExport Export a thread chunk
+	//
+	// An authorized, byte-bounded chunk of a thread as json or markdown; partial with a cursor while incomplete.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/threads/{message_id}/export (the `ThreadExport` operationId).
+	ThreadExport(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *ThreadExportParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // AdminBoxList List boxes
@@ -1190,6 +3007,23 @@ func (c *Client) AdminAgentProfileSet(ctx context.Context, boxKey BoxKey, agentR
 	return c.Client.Do(req)
 }
 
+// AdminCleanupStatus Retention cleanup health
+//
+// State, counts, failures and last error of the retention cleanup job of a box.
+//
+// Corresponds with GET /admin/api/v1/boxes/{box_key}/cleanup (the `AdminCleanupStatus` operationId).
+func (c *Client) AdminCleanupStatus(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminCleanupStatusRequest(c.Server, boxKey)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // AdminHostList List the hosts of a box
 //
 // Corresponds with GET /admin/api/v1/boxes/{box_key}/hosts (the `AdminHostList` operationId).
@@ -1280,6 +3114,78 @@ func (c *Client) AdminHostUpdate(ctx context.Context, boxKey BoxKey, hostName Ho
 // Corresponds with POST /admin/api/v1/boxes/{box_key}/keys/{key_id}/revoke (the `AdminKeyRevoke` operationId).
 func (c *Client) AdminKeyRevoke(ctx context.Context, boxKey BoxKey, keyId KeyId, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAdminKeyRevokeRequest(c.Server, boxKey, keyId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdminRoomList List rooms of a box
+//
+// Rooms with owner and status; never message bodies.
+//
+// Corresponds with GET /admin/api/v1/boxes/{box_key}/rooms (the `AdminRoomList` operationId).
+func (c *Client) AdminRoomList(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminRoomListRequest(c.Server, boxKey)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdminRoomArchive Archive a room
+//
+// Archived rooms are read-only (ROOM_ARCHIVED for sends, brief updates, invites and joins).
+//
+// Corresponds with POST /admin/api/v1/boxes/{box_key}/rooms/{room_id}/archive (the `AdminRoomArchive` operationId).
+func (c *Client) AdminRoomArchive(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminRoomArchiveRequest(c.Server, boxKey, roomId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdminRoomSetOwnerWithBody Reassign a room's owner
+//
+// The new owner must be an active member.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner (the `AdminRoomSetOwner` operationId).
+func (c *Client) AdminRoomSetOwnerWithBody(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminRoomSetOwnerRequestWithBody(c.Server, boxKey, roomId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdminRoomSetOwner Reassign a room's owner
+//
+// The new owner must be an active member.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner (the `AdminRoomSetOwner` operationId).
+func (c *Client) AdminRoomSetOwner(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, body AdminRoomSetOwnerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminRoomSetOwnerRequest(c.Server, boxKey, roomId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1398,6 +3304,188 @@ func (c *Client) CheckpointSave(ctx context.Context, boxKey BoxKey, params *Chec
 	return c.Client.Do(req)
 }
 
+// ConversationRead Read a room or DM conversation
+//
+// Ascending message_seq stream of a room (within the caller's authorized epoch) or the caller's DM pair with one agent; snapshot semantics with next_cursor/resume_cursor; receipts only for returned items. Never ACKs.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/conversation (the `ConversationRead` operationId).
+func (c *Client) ConversationRead(ctx context.Context, boxKey BoxKey, params *ConversationReadParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewConversationReadRequest(c.Server, boxKey, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DirectorySearch Search listed agents by name or role
+//
+// Case-insensitive substring match on name or role (%, _ and \ are literal) over listed, enabled agents of this box; ordered by (name, agent_id); keyset cursor.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/directory (the `DirectorySearch` operationId).
+func (c *Client) DirectorySearch(ctx context.Context, boxKey BoxKey, params *DirectorySearchParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDirectorySearchRequest(c.Server, boxKey, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DirectoryUpdateSelfWithBody Update own public card
+//
+// Compare-and-set on card_revision over role and description only; returns the current card. Cannot change listed, name or the profile.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/v1/boxes/{box_key}/directory/self (the `DirectoryUpdateSelf` operationId).
+func (c *Client) DirectoryUpdateSelfWithBody(ctx context.Context, boxKey BoxKey, params *DirectoryUpdateSelfParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDirectoryUpdateSelfRequestWithBody(c.Server, boxKey, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DirectoryUpdateSelf Update own public card
+//
+// Compare-and-set on card_revision over role and description only; returns the current card. Cannot change listed, name or the profile.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/v1/boxes/{box_key}/directory/self (the `DirectoryUpdateSelf` operationId).
+func (c *Client) DirectoryUpdateSelf(ctx context.Context, boxKey BoxKey, params *DirectoryUpdateSelfParams, body DirectoryUpdateSelfJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDirectoryUpdateSelfRequest(c.Server, boxKey, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DirectoryGet Read one public card
+//
+// One listed, enabled agent's public card. Unlisted, disabled, other-box and unknown IDs give the same NOT_FOUND_OR_FORBIDDEN.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/directory/{agent_id} (the `DirectoryGet` operationId).
+func (c *Client) DirectoryGet(ctx context.Context, boxKey BoxKey, agentId AgentIdPath, params *DirectoryGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDirectoryGetRequest(c.Server, boxKey, agentId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// InboxList List inbox attention rows
+//
+// Attention rows with canonical messages, default filter unread; records a receipt for every returned row; never ACKs.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/inbox (the `InboxList` operationId).
+func (c *Client) InboxList(ctx context.Context, boxKey BoxKey, params *InboxListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInboxListRequest(c.Server, boxKey, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// InboxAckWithBody Acknowledge inbox rows
+//
+// Marks 1..ack_batch_max rows read. Every row must have been returned to this session and not be leased by another; one invalid member rejects the whole batch.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/inbox/ack (the `InboxAck` operationId).
+func (c *Client) InboxAckWithBody(ctx context.Context, boxKey BoxKey, params *InboxAckParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInboxAckRequestWithBody(c.Server, boxKey, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// InboxAck Acknowledge inbox rows
+//
+// Marks 1..ack_batch_max rows read. Every row must have been returned to this session and not be leased by another; one invalid member rejects the whole batch.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/inbox/ack (the `InboxAck` operationId).
+func (c *Client) InboxAck(ctx context.Context, boxKey BoxKey, params *InboxAckParams, body InboxAckJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInboxAckRequest(c.Server, boxKey, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// InboxClaimWithBody Lease unread rows to this session
+//
+// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/inbox/claim (the `InboxClaim` operationId).
+func (c *Client) InboxClaimWithBody(ctx context.Context, boxKey BoxKey, params *InboxClaimParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInboxClaimRequestWithBody(c.Server, boxKey, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// InboxClaim Lease unread rows to this session
+//
+// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/inbox/claim (the `InboxClaim` operationId).
+func (c *Client) InboxClaim(ctx context.Context, boxKey BoxKey, params *InboxClaimParams, body InboxClaimJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewInboxClaimRequest(c.Server, boxKey, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // LimitsGet Effective limits of the box
 //
 // Every enforced limit with its settings_revision and one line of semantics each. Needs a valid key but no primed session.
@@ -1422,6 +3510,154 @@ func (c *Client) LimitsGet(ctx context.Context, boxKey BoxKey, reqEditors ...Req
 // Corresponds with GET /api/v1/boxes/{box_key}/me (the `MeGet` operationId).
 func (c *Client) MeGet(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewMeGetRequest(c.Server, boxKey)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MessageSendWithBody Send a DM or room message
+//
+// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/messages (the `MessageSend` operationId).
+func (c *Client) MessageSendWithBody(ctx context.Context, boxKey BoxKey, params *MessageSendParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMessageSendRequestWithBody(c.Server, boxKey, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MessageSend Send a DM or room message
+//
+// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/messages (the `MessageSend` operationId).
+func (c *Client) MessageSend(ctx context.Context, boxKey BoxKey, params *MessageSendParams, body MessageSendJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMessageSendRequest(c.Server, boxKey, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MessageSendBatchWithBody Send one DM to several agents
+//
+// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/messages/batch (the `MessageSendBatch` operationId).
+func (c *Client) MessageSendBatchWithBody(ctx context.Context, boxKey BoxKey, params *MessageSendBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMessageSendBatchRequestWithBody(c.Server, boxKey, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MessageSendBatch Send one DM to several agents
+//
+// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/messages/batch (the `MessageSendBatch` operationId).
+func (c *Client) MessageSendBatch(ctx context.Context, boxKey BoxKey, params *MessageSendBatchParams, body MessageSendBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMessageSendBatchRequest(c.Server, boxKey, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// MessageGet Read one message
+//
+// The canonical message if the caller may read it now; records a receipt for this session when the caller has an attention row for it. Never ACKs.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/messages/{message_id} (the `MessageGet` operationId).
+func (c *Client) MessageGet(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *MessageGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMessageGetRequest(c.Server, boxKey, messageId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FileReportList List file access reports
+//
+// The author sees every report on its message; any other caller sees only its own.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/messages/{message_id}/file-reports (the `FileReportList` operationId).
+func (c *Client) FileReportList(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *FileReportListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFileReportListRequest(c.Server, boxKey, messageId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FileAccessReportWithBody Report access to a file reference
+//
+// A non-author recipient reports its own access to one file reference of a message; upsert per (message, file, reporter).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report (the `FileAccessReport` operationId).
+func (c *Client) FileAccessReportWithBody(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, fileIndex FileIndexPath, params *FileAccessReportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFileAccessReportRequestWithBody(c.Server, boxKey, messageId, fileIndex, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FileAccessReport Report access to a file reference
+//
+// A non-author recipient reports its own access to one file reference of a message; upsert per (message, file, reporter).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report (the `FileAccessReport` operationId).
+func (c *Client) FileAccessReport(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, fileIndex FileIndexPath, params *FileAccessReportParams, body FileAccessReportJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFileAccessReportRequest(c.Server, boxKey, messageId, fileIndex, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1477,6 +3713,374 @@ func (c *Client) AgentPrime(ctx context.Context, boxKey BoxKey, params *AgentPri
 // Corresponds with GET /api/v1/boxes/{box_key}/profile (the `ProfileGet` operationId).
 func (c *Client) ProfileGet(ctx context.Context, boxKey BoxKey, params *ProfileGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewProfileGetRequest(c.Server, boxKey, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestList List response requests
+//
+// Incoming (asked of the caller) or outgoing (asked by the caller) requests with their current declarations; keyset on (message_seq, recipient_agent_id).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/requests (the `RequestList` operationId).
+func (c *Client) RequestList(ctx context.Context, boxKey BoxKey, params *RequestListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestListRequest(c.Server, boxKey, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestRespondWithBody Respond to a request
+//
+// The requested recipient declares a status with compare-and-set on the request revision and posts exactly one canonical reply in the same transaction.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/requests/{request_message_id}/respond (the `RequestRespond` operationId).
+func (c *Client) RequestRespondWithBody(ctx context.Context, boxKey BoxKey, requestMessageId RequestMessageIdPath, params *RequestRespondParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestRespondRequestWithBody(c.Server, boxKey, requestMessageId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestRespond Respond to a request
+//
+// The requested recipient declares a status with compare-and-set on the request revision and posts exactly one canonical reply in the same transaction.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/requests/{request_message_id}/respond (the `RequestRespond` operationId).
+func (c *Client) RequestRespond(ctx context.Context, boxKey BoxKey, requestMessageId RequestMessageIdPath, params *RequestRespondParams, body RequestRespondJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestRespondRequest(c.Server, boxKey, requestMessageId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomList List own rooms and invitations
+//
+// The caller's active memberships and pending invitations with follow preference and brief revision; keyset by room_id.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/rooms (the `RoomList` operationId).
+func (c *Client) RoomList(ctx context.Context, boxKey BoxKey, params *RoomListParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomListRequest(c.Server, boxKey, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomCreateWithBody Create a room
+//
+// Creates a room owned by the caller (active member) and invites up to targets_max agents (pending). Sends no message.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms (the `RoomCreate` operationId).
+func (c *Client) RoomCreateWithBody(ctx context.Context, boxKey BoxKey, params *RoomCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomCreateRequestWithBody(c.Server, boxKey, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomCreate Create a room
+//
+// Creates a room owned by the caller (active member) and invites up to targets_max agents (pending). Sends no message.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms (the `RoomCreate` operationId).
+func (c *Client) RoomCreate(ctx context.Context, boxKey BoxKey, params *RoomCreateParams, body RoomCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomCreateRequest(c.Server, boxKey, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomGet Read room details and roster
+//
+// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id} (the `RoomGet` operationId).
+func (c *Client) RoomGet(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomGetRequest(c.Server, boxKey, roomId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomBriefGet Read the room brief
+//
+// The current brief and its revision ("0" when empty); readable by active members whatever the history visibility.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id}/brief (the `RoomBriefGet` operationId).
+func (c *Client) RoomBriefGet(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomBriefGetRequest(c.Server, boxKey, roomId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomBriefUpdateWithBody Append to the room brief
+//
+// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/brief (the `RoomBriefUpdate` operationId).
+func (c *Client) RoomBriefUpdateWithBody(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomBriefUpdateRequestWithBody(c.Server, boxKey, roomId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomBriefUpdate Append to the room brief
+//
+// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/brief (the `RoomBriefUpdate` operationId).
+func (c *Client) RoomBriefUpdate(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefUpdateParams, body RoomBriefUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomBriefUpdateRequest(c.Server, boxKey, roomId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomFollowWithBody Set own follow preference
+//
+// Compare-and-set of the caller's preference for its current epoch; prospective only (no backfill, no removal of existing attention).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /api/v1/boxes/{box_key}/rooms/{room_id}/follow (the `RoomFollow` operationId).
+func (c *Client) RoomFollowWithBody(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomFollowParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomFollowRequestWithBody(c.Server, boxKey, roomId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomFollow Set own follow preference
+//
+// Compare-and-set of the caller's preference for its current epoch; prospective only (no backfill, no removal of existing attention).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /api/v1/boxes/{box_key}/rooms/{room_id}/follow (the `RoomFollow` operationId).
+func (c *Client) RoomFollow(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomFollowParams, body RoomFollowJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomFollowRequest(c.Server, boxKey, roomId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomInviteWithBody Invite agents to a room
+//
+// Owner only. Invites agents that are not currently active or pending members.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/invite (the `RoomInvite` operationId).
+func (c *Client) RoomInviteWithBody(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomInviteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomInviteRequestWithBody(c.Server, boxKey, roomId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomInvite Invite agents to a room
+//
+// Owner only. Invites agents that are not currently active or pending members.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/invite (the `RoomInvite` operationId).
+func (c *Client) RoomInvite(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomInviteParams, body RoomInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomInviteRequest(c.Server, boxKey, roomId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomJoinWithBody Accept a room invitation
+//
+// Pending invitee only; becomes active at once and starts a new membership epoch.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/join (the `RoomJoin` operationId).
+func (c *Client) RoomJoinWithBody(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomJoinParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomJoinRequestWithBody(c.Server, boxKey, roomId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomJoin Accept a room invitation
+//
+// Pending invitee only; becomes active at once and starts a new membership epoch.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/join (the `RoomJoin` operationId).
+func (c *Client) RoomJoin(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomJoinParams, body RoomJoinJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomJoinRequest(c.Server, boxKey, roomId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomLeaveWithBody Leave a room
+//
+// Active non-owner only. Revokes reads and outstanding leases in the room at once; rejoining needs a new invitation.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/leave (the `RoomLeave` operationId).
+func (c *Client) RoomLeaveWithBody(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomLeaveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomLeaveRequestWithBody(c.Server, boxKey, roomId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RoomLeave Leave a room
+//
+// Active non-owner only. Revokes reads and outstanding leases in the room at once; rejoining needs a new invitation.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/leave (the `RoomLeave` operationId).
+func (c *Client) RoomLeave(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomLeaveParams, body RoomLeaveJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRoomLeaveRequest(c.Server, boxKey, roomId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ThreadRead Read a thread
+//
+// From an anchor the caller can see now: the thread root and replies the caller may see, in message_seq order; hidden ancestors are redacted.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/threads/{message_id} (the `ThreadRead` operationId).
+func (c *Client) ThreadRead(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *ThreadReadParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewThreadReadRequest(c.Server, boxKey, messageId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ThreadExport Export a thread chunk
+//
+// An authorized, byte-bounded chunk of a thread as json or markdown; partial with a cursor while incomplete.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/threads/{message_id}/export (the `ThreadExport` operationId).
+func (c *Client) ThreadExport(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *ThreadExportParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewThreadExportRequest(c.Server, boxKey, messageId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1885,6 +4489,40 @@ func NewAdminAgentProfileSetRequestWithBody(server string, boxKey BoxKey, agentR
 	return req, nil
 }
 
+// NewAdminCleanupStatusRequest constructs an http.Request for the AdminCleanupStatus method
+func NewAdminCleanupStatusRequest(server string, boxKey BoxKey) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/api/v1/boxes/%s/cleanup", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewAdminHostListRequest constructs an http.Request for the AdminHostList method
 func NewAdminHostListRequest(server string, boxKey BoxKey) (*http.Request, error) {
 	var err error
@@ -2057,6 +4695,135 @@ func NewAdminKeyRevokeRequest(server string, boxKey BoxKey, keyId KeyId) (*http.
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewAdminRoomListRequest constructs an http.Request for the AdminRoomList method
+func NewAdminRoomListRequest(server string, boxKey BoxKey) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/api/v1/boxes/%s/rooms", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAdminRoomArchiveRequest constructs an http.Request for the AdminRoomArchive method
+func NewAdminRoomArchiveRequest(server string, boxKey BoxKey, roomId RoomIdPath) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "room_id", roomId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/api/v1/boxes/%s/rooms/%s/archive", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAdminRoomSetOwnerRequest calls the generic AdminRoomSetOwner builder with application/json body
+func NewAdminRoomSetOwnerRequest(server string, boxKey BoxKey, roomId RoomIdPath, body AdminRoomSetOwnerJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAdminRoomSetOwnerRequestWithBody(server, boxKey, roomId, "application/json", bodyReader)
+}
+
+// NewAdminRoomSetOwnerRequestWithBody constructs an http.Request for the AdminRoomSetOwner method, with any body, and a specified content type
+func NewAdminRoomSetOwnerRequestWithBody(server string, boxKey BoxKey, roomId RoomIdPath, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "room_id", roomId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/api/v1/boxes/%s/rooms/%s/owner", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -2253,6 +5020,552 @@ func NewCheckpointSaveRequestWithBody(server string, boxKey BoxKey, params *Chec
 	return req, nil
 }
 
+// NewConversationReadRequest constructs an http.Request for the ConversationRead method
+func NewConversationReadRequest(server string, boxKey BoxKey, params *ConversationReadParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/conversation", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("deepObject", true, "destination", params.Destination, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "object", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewDirectorySearchRequest constructs an http.Request for the DirectorySearch method
+func NewDirectorySearchRequest(server string, boxKey BoxKey, params *DirectorySearchParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/directory", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "query", params.Query, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewDirectoryUpdateSelfRequest calls the generic DirectoryUpdateSelf builder with application/json body
+func NewDirectoryUpdateSelfRequest(server string, boxKey BoxKey, params *DirectoryUpdateSelfParams, body DirectoryUpdateSelfJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewDirectoryUpdateSelfRequestWithBody(server, boxKey, params, "application/json", bodyReader)
+}
+
+// NewDirectoryUpdateSelfRequestWithBody constructs an http.Request for the DirectoryUpdateSelf method, with any body, and a specified content type
+func NewDirectoryUpdateSelfRequestWithBody(server string, boxKey BoxKey, params *DirectoryUpdateSelfParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/directory/self", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewDirectoryGetRequest constructs an http.Request for the DirectoryGet method
+func NewDirectoryGetRequest(server string, boxKey BoxKey, agentId AgentIdPath, params *DirectoryGetParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "agent_id", agentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/directory/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewInboxListRequest constructs an http.Request for the InboxList method
+func NewInboxListRequest(server string, boxKey BoxKey, params *InboxListParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/inbox", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Filter != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "filter", *params.Filter, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Destination != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("deepObject", true, "destination", *params.Destination, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "object", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewInboxAckRequest calls the generic InboxAck builder with application/json body
+func NewInboxAckRequest(server string, boxKey BoxKey, params *InboxAckParams, body InboxAckJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewInboxAckRequestWithBody(server, boxKey, params, "application/json", bodyReader)
+}
+
+// NewInboxAckRequestWithBody constructs an http.Request for the InboxAck method, with any body, and a specified content type
+func NewInboxAckRequestWithBody(server string, boxKey BoxKey, params *InboxAckParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/inbox/ack", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewInboxClaimRequest calls the generic InboxClaim builder with application/json body
+func NewInboxClaimRequest(server string, boxKey BoxKey, params *InboxClaimParams, body InboxClaimJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewInboxClaimRequestWithBody(server, boxKey, params, "application/json", bodyReader)
+}
+
+// NewInboxClaimRequestWithBody constructs an http.Request for the InboxClaim method, with any body, and a specified content type
+func NewInboxClaimRequestWithBody(server string, boxKey BoxKey, params *InboxClaimParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/inbox/claim", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewLimitsGetRequest constructs an http.Request for the LimitsGet method
 func NewLimitsGetRequest(server string, boxKey BoxKey) (*http.Request, error) {
 	var err error
@@ -2316,6 +5629,357 @@ func NewMeGetRequest(server string, boxKey BoxKey) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewMessageSendRequest calls the generic MessageSend builder with application/json body
+func NewMessageSendRequest(server string, boxKey BoxKey, params *MessageSendParams, body MessageSendJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewMessageSendRequestWithBody(server, boxKey, params, "application/json", bodyReader)
+}
+
+// NewMessageSendRequestWithBody constructs an http.Request for the MessageSend method, with any body, and a specified content type
+func NewMessageSendRequestWithBody(server string, boxKey BoxKey, params *MessageSendParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/messages", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewMessageSendBatchRequest calls the generic MessageSendBatch builder with application/json body
+func NewMessageSendBatchRequest(server string, boxKey BoxKey, params *MessageSendBatchParams, body MessageSendBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewMessageSendBatchRequestWithBody(server, boxKey, params, "application/json", bodyReader)
+}
+
+// NewMessageSendBatchRequestWithBody constructs an http.Request for the MessageSendBatch method, with any body, and a specified content type
+func NewMessageSendBatchRequestWithBody(server string, boxKey BoxKey, params *MessageSendBatchParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/messages/batch", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewMessageGetRequest constructs an http.Request for the MessageGet method
+func NewMessageGetRequest(server string, boxKey BoxKey, messageId MessageIdPath, params *MessageGetParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "message_id", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/messages/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewFileReportListRequest constructs an http.Request for the FileReportList method
+func NewFileReportListRequest(server string, boxKey BoxKey, messageId MessageIdPath, params *FileReportListParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "message_id", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/messages/%s/file-reports", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewFileAccessReportRequest calls the generic FileAccessReport builder with application/json body
+func NewFileAccessReportRequest(server string, boxKey BoxKey, messageId MessageIdPath, fileIndex FileIndexPath, params *FileAccessReportParams, body FileAccessReportJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewFileAccessReportRequestWithBody(server, boxKey, messageId, fileIndex, params, "application/json", bodyReader)
+}
+
+// NewFileAccessReportRequestWithBody constructs an http.Request for the FileAccessReport method, with any body, and a specified content type
+func NewFileAccessReportRequestWithBody(server string, boxKey BoxKey, messageId MessageIdPath, fileIndex FileIndexPath, params *FileAccessReportParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "message_id", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam2 string
+
+	pathParam2, err = runtime.StyleParamWithOptions("simple", false, "file_index", fileIndex, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/messages/%s/files/%s/report", pathParam0, pathParam1, pathParam2)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -2407,6 +6071,976 @@ func NewProfileGetRequest(server string, boxKey BoxKey, params *ProfileGetParams
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRequestListRequest constructs an http.Request for the RequestList method
+func NewRequestListRequest(server string, boxKey BoxKey, params *RequestListParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/requests", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "direction", params.Direction, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRequestRespondRequest calls the generic RequestRespond builder with application/json body
+func NewRequestRespondRequest(server string, boxKey BoxKey, requestMessageId RequestMessageIdPath, params *RequestRespondParams, body RequestRespondJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRequestRespondRequestWithBody(server, boxKey, requestMessageId, params, "application/json", bodyReader)
+}
+
+// NewRequestRespondRequestWithBody constructs an http.Request for the RequestRespond method, with any body, and a specified content type
+func NewRequestRespondRequestWithBody(server string, boxKey BoxKey, requestMessageId RequestMessageIdPath, params *RequestRespondParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "request_message_id", requestMessageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/requests/%s/respond", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRoomListRequest constructs an http.Request for the RoomList method
+func NewRoomListRequest(server string, boxKey BoxKey, params *RoomListParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/rooms", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRoomCreateRequest calls the generic RoomCreate builder with application/json body
+func NewRoomCreateRequest(server string, boxKey BoxKey, params *RoomCreateParams, body RoomCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRoomCreateRequestWithBody(server, boxKey, params, "application/json", bodyReader)
+}
+
+// NewRoomCreateRequestWithBody constructs an http.Request for the RoomCreate method, with any body, and a specified content type
+func NewRoomCreateRequestWithBody(server string, boxKey BoxKey, params *RoomCreateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/rooms", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRoomGetRequest constructs an http.Request for the RoomGet method
+func NewRoomGetRequest(server string, boxKey BoxKey, roomId RoomIdPath, params *RoomGetParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "room_id", roomId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/rooms/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRoomBriefGetRequest constructs an http.Request for the RoomBriefGet method
+func NewRoomBriefGetRequest(server string, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefGetParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "room_id", roomId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/rooms/%s/brief", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRoomBriefUpdateRequest calls the generic RoomBriefUpdate builder with application/json body
+func NewRoomBriefUpdateRequest(server string, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefUpdateParams, body RoomBriefUpdateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRoomBriefUpdateRequestWithBody(server, boxKey, roomId, params, "application/json", bodyReader)
+}
+
+// NewRoomBriefUpdateRequestWithBody constructs an http.Request for the RoomBriefUpdate method, with any body, and a specified content type
+func NewRoomBriefUpdateRequestWithBody(server string, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefUpdateParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "room_id", roomId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/rooms/%s/brief", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRoomFollowRequest calls the generic RoomFollow builder with application/json body
+func NewRoomFollowRequest(server string, boxKey BoxKey, roomId RoomIdPath, params *RoomFollowParams, body RoomFollowJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRoomFollowRequestWithBody(server, boxKey, roomId, params, "application/json", bodyReader)
+}
+
+// NewRoomFollowRequestWithBody constructs an http.Request for the RoomFollow method, with any body, and a specified content type
+func NewRoomFollowRequestWithBody(server string, boxKey BoxKey, roomId RoomIdPath, params *RoomFollowParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "room_id", roomId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/rooms/%s/follow", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRoomInviteRequest calls the generic RoomInvite builder with application/json body
+func NewRoomInviteRequest(server string, boxKey BoxKey, roomId RoomIdPath, params *RoomInviteParams, body RoomInviteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRoomInviteRequestWithBody(server, boxKey, roomId, params, "application/json", bodyReader)
+}
+
+// NewRoomInviteRequestWithBody constructs an http.Request for the RoomInvite method, with any body, and a specified content type
+func NewRoomInviteRequestWithBody(server string, boxKey BoxKey, roomId RoomIdPath, params *RoomInviteParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "room_id", roomId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/rooms/%s/invite", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRoomJoinRequest calls the generic RoomJoin builder with application/json body
+func NewRoomJoinRequest(server string, boxKey BoxKey, roomId RoomIdPath, params *RoomJoinParams, body RoomJoinJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRoomJoinRequestWithBody(server, boxKey, roomId, params, "application/json", bodyReader)
+}
+
+// NewRoomJoinRequestWithBody constructs an http.Request for the RoomJoin method, with any body, and a specified content type
+func NewRoomJoinRequestWithBody(server string, boxKey BoxKey, roomId RoomIdPath, params *RoomJoinParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "room_id", roomId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/rooms/%s/join", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewRoomLeaveRequest calls the generic RoomLeave builder with application/json body
+func NewRoomLeaveRequest(server string, boxKey BoxKey, roomId RoomIdPath, params *RoomLeaveParams, body RoomLeaveJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRoomLeaveRequestWithBody(server, boxKey, roomId, params, "application/json", bodyReader)
+}
+
+// NewRoomLeaveRequestWithBody constructs an http.Request for the RoomLeave method, with any body, and a specified content type
+func NewRoomLeaveRequestWithBody(server string, boxKey BoxKey, roomId RoomIdPath, params *RoomLeaveParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "room_id", roomId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/rooms/%s/leave", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewThreadReadRequest constructs an http.Request for the ThreadRead method
+func NewThreadReadRequest(server string, boxKey BoxKey, messageId MessageIdPath, params *ThreadReadParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "message_id", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/threads/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewThreadExportRequest constructs an http.Request for the ThreadExport method
+func NewThreadExportRequest(server string, boxKey BoxKey, messageId MessageIdPath, params *ThreadExportParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "message_id", messageId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/threads/%s/export", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if queryFrag, err := runtime.StyleParamWithOptions("form", true, "format", params.Format, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			return nil, err
+		} else {
+			for _, qp := range strings.Split(queryFrag, "&") {
+				rawQueryFragments = append(rawQueryFragments, qp)
+			}
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -2597,6 +7231,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile (the `AdminAgentProfileSet` operationId).
 	AdminAgentProfileSetWithResponse(ctx context.Context, boxKey BoxKey, agentRef AgentRef, body AdminAgentProfileSetJSONRequestBody, reqEditors ...RequestEditorFn) (*AdminAgentProfileSetResponse, error)
 
+	// AdminCleanupStatusWithResponse Retention cleanup health
+	//
+	// State, counts, failures and last error of the retention cleanup job of a box.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/api/v1/boxes/{box_key}/cleanup (the `AdminCleanupStatus` operationId).
+	AdminCleanupStatusWithResponse(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*AdminCleanupStatusResponse, error)
+
 	// AdminHostListWithResponse List the hosts of a box
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2640,6 +7283,42 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /admin/api/v1/boxes/{box_key}/keys/{key_id}/revoke (the `AdminKeyRevoke` operationId).
 	AdminKeyRevokeWithResponse(ctx context.Context, boxKey BoxKey, keyId KeyId, reqEditors ...RequestEditorFn) (*AdminKeyRevokeResponse, error)
+
+	// AdminRoomListWithResponse List rooms of a box
+	//
+	// Rooms with owner and status; never message bodies.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/api/v1/boxes/{box_key}/rooms (the `AdminRoomList` operationId).
+	AdminRoomListWithResponse(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*AdminRoomListResponse, error)
+
+	// AdminRoomArchiveWithResponse Archive a room
+	//
+	// Archived rooms are read-only (ROOM_ARCHIVED for sends, brief updates, invites and joins).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/api/v1/boxes/{box_key}/rooms/{room_id}/archive (the `AdminRoomArchive` operationId).
+	AdminRoomArchiveWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, reqEditors ...RequestEditorFn) (*AdminRoomArchiveResponse, error)
+
+	// AdminRoomSetOwnerWithBodyWithResponse Reassign a room's owner
+	//
+	// The new owner must be an active member.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner (the `AdminRoomSetOwner` operationId).
+	AdminRoomSetOwnerWithBodyWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AdminRoomSetOwnerResponse, error)
+
+	// AdminRoomSetOwnerWithResponse Reassign a room's owner
+	//
+	// The new owner must be an active member.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner (the `AdminRoomSetOwner` operationId).
+	AdminRoomSetOwnerWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, body AdminRoomSetOwnerJSONRequestBody, reqEditors ...RequestEditorFn) (*AdminRoomSetOwnerResponse, error)
 
 	// AdminSettingsGetWithResponse Read a box's settings
 	//
@@ -2693,6 +7372,96 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /api/v1/boxes/{box_key}/checkpoint (the `CheckpointSave` operationId).
 	CheckpointSaveWithResponse(ctx context.Context, boxKey BoxKey, params *CheckpointSaveParams, body CheckpointSaveJSONRequestBody, reqEditors ...RequestEditorFn) (*CheckpointSaveResponse, error)
 
+	// ConversationReadWithResponse Read a room or DM conversation
+	//
+	// Ascending message_seq stream of a room (within the caller's authorized epoch) or the caller's DM pair with one agent; snapshot semantics with next_cursor/resume_cursor; receipts only for returned items. Never ACKs.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/conversation (the `ConversationRead` operationId).
+	ConversationReadWithResponse(ctx context.Context, boxKey BoxKey, params *ConversationReadParams, reqEditors ...RequestEditorFn) (*ConversationReadResponse, error)
+
+	// DirectorySearchWithResponse Search listed agents by name or role
+	//
+	// Case-insensitive substring match on name or role (%, _ and \ are literal) over listed, enabled agents of this box; ordered by (name, agent_id); keyset cursor.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/directory (the `DirectorySearch` operationId).
+	DirectorySearchWithResponse(ctx context.Context, boxKey BoxKey, params *DirectorySearchParams, reqEditors ...RequestEditorFn) (*DirectorySearchResponse, error)
+
+	// DirectoryUpdateSelfWithBodyWithResponse Update own public card
+	//
+	// Compare-and-set on card_revision over role and description only; returns the current card. Cannot change listed, name or the profile.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/boxes/{box_key}/directory/self (the `DirectoryUpdateSelf` operationId).
+	DirectoryUpdateSelfWithBodyWithResponse(ctx context.Context, boxKey BoxKey, params *DirectoryUpdateSelfParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DirectoryUpdateSelfResponse, error)
+
+	// DirectoryUpdateSelfWithResponse Update own public card
+	//
+	// Compare-and-set on card_revision over role and description only; returns the current card. Cannot change listed, name or the profile.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/boxes/{box_key}/directory/self (the `DirectoryUpdateSelf` operationId).
+	DirectoryUpdateSelfWithResponse(ctx context.Context, boxKey BoxKey, params *DirectoryUpdateSelfParams, body DirectoryUpdateSelfJSONRequestBody, reqEditors ...RequestEditorFn) (*DirectoryUpdateSelfResponse, error)
+
+	// DirectoryGetWithResponse Read one public card
+	//
+	// One listed, enabled agent's public card. Unlisted, disabled, other-box and unknown IDs give the same NOT_FOUND_OR_FORBIDDEN.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/directory/{agent_id} (the `DirectoryGet` operationId).
+	DirectoryGetWithResponse(ctx context.Context, boxKey BoxKey, agentId AgentIdPath, params *DirectoryGetParams, reqEditors ...RequestEditorFn) (*DirectoryGetResponse, error)
+
+	// InboxListWithResponse List inbox attention rows
+	//
+	// Attention rows with canonical messages, default filter unread; records a receipt for every returned row; never ACKs.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/inbox (the `InboxList` operationId).
+	InboxListWithResponse(ctx context.Context, boxKey BoxKey, params *InboxListParams, reqEditors ...RequestEditorFn) (*InboxListResponse, error)
+
+	// InboxAckWithBodyWithResponse Acknowledge inbox rows
+	//
+	// Marks 1..ack_batch_max rows read. Every row must have been returned to this session and not be leased by another; one invalid member rejects the whole batch.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/inbox/ack (the `InboxAck` operationId).
+	InboxAckWithBodyWithResponse(ctx context.Context, boxKey BoxKey, params *InboxAckParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InboxAckResponse, error)
+
+	// InboxAckWithResponse Acknowledge inbox rows
+	//
+	// Marks 1..ack_batch_max rows read. Every row must have been returned to this session and not be leased by another; one invalid member rejects the whole batch.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/inbox/ack (the `InboxAck` operationId).
+	InboxAckWithResponse(ctx context.Context, boxKey BoxKey, params *InboxAckParams, body InboxAckJSONRequestBody, reqEditors ...RequestEditorFn) (*InboxAckResponse, error)
+
+	// InboxClaimWithBodyWithResponse Lease unread rows to this session
+	//
+	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/inbox/claim (the `InboxClaim` operationId).
+	InboxClaimWithBodyWithResponse(ctx context.Context, boxKey BoxKey, params *InboxClaimParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InboxClaimResponse, error)
+
+	// InboxClaimWithResponse Lease unread rows to this session
+	//
+	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/inbox/claim (the `InboxClaim` operationId).
+	InboxClaimWithResponse(ctx context.Context, boxKey BoxKey, params *InboxClaimParams, body InboxClaimJSONRequestBody, reqEditors ...RequestEditorFn) (*InboxClaimResponse, error)
+
 	// LimitsGetWithResponse Effective limits of the box
 	//
 	// Every enforced limit with its settings_revision and one line of semantics each. Needs a valid key but no primed session.
@@ -2710,6 +7479,78 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/boxes/{box_key}/me (the `MeGet` operationId).
 	MeGetWithResponse(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*MeGetResponse, error)
+
+	// MessageSendWithBodyWithResponse Send a DM or room message
+	//
+	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/messages (the `MessageSend` operationId).
+	MessageSendWithBodyWithResponse(ctx context.Context, boxKey BoxKey, params *MessageSendParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MessageSendResponse, error)
+
+	// MessageSendWithResponse Send a DM or room message
+	//
+	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/messages (the `MessageSend` operationId).
+	MessageSendWithResponse(ctx context.Context, boxKey BoxKey, params *MessageSendParams, body MessageSendJSONRequestBody, reqEditors ...RequestEditorFn) (*MessageSendResponse, error)
+
+	// MessageSendBatchWithBodyWithResponse Send one DM to several agents
+	//
+	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/messages/batch (the `MessageSendBatch` operationId).
+	MessageSendBatchWithBodyWithResponse(ctx context.Context, boxKey BoxKey, params *MessageSendBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MessageSendBatchResponse, error)
+
+	// MessageSendBatchWithResponse Send one DM to several agents
+	//
+	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/messages/batch (the `MessageSendBatch` operationId).
+	MessageSendBatchWithResponse(ctx context.Context, boxKey BoxKey, params *MessageSendBatchParams, body MessageSendBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*MessageSendBatchResponse, error)
+
+	// MessageGetWithResponse Read one message
+	//
+	// The canonical message if the caller may read it now; records a receipt for this session when the caller has an attention row for it. Never ACKs.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/messages/{message_id} (the `MessageGet` operationId).
+	MessageGetWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *MessageGetParams, reqEditors ...RequestEditorFn) (*MessageGetResponse, error)
+
+	// FileReportListWithResponse List file access reports
+	//
+	// The author sees every report on its message; any other caller sees only its own.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/messages/{message_id}/file-reports (the `FileReportList` operationId).
+	FileReportListWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *FileReportListParams, reqEditors ...RequestEditorFn) (*FileReportListResponse, error)
+
+	// FileAccessReportWithBodyWithResponse Report access to a file reference
+	//
+	// A non-author recipient reports its own access to one file reference of a message; upsert per (message, file, reporter).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report (the `FileAccessReport` operationId).
+	FileAccessReportWithBodyWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, fileIndex FileIndexPath, params *FileAccessReportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FileAccessReportResponse, error)
+
+	// FileAccessReportWithResponse Report access to a file reference
+	//
+	// A non-author recipient reports its own access to one file reference of a message; upsert per (message, file, reporter).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report (the `FileAccessReport` operationId).
+	FileAccessReportWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, fileIndex FileIndexPath, params *FileAccessReportParams, body FileAccessReportJSONRequestBody, reqEditors ...RequestEditorFn) (*FileAccessReportResponse, error)
 
 	// AgentPrimeWithBodyWithResponse Open or resume this agent's durable session
 	//
@@ -2737,6 +7578,186 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/boxes/{box_key}/profile (the `ProfileGet` operationId).
 	ProfileGetWithResponse(ctx context.Context, boxKey BoxKey, params *ProfileGetParams, reqEditors ...RequestEditorFn) (*ProfileGetResponse, error)
+
+	// RequestListWithResponse List response requests
+	//
+	// Incoming (asked of the caller) or outgoing (asked by the caller) requests with their current declarations; keyset on (message_seq, recipient_agent_id).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/requests (the `RequestList` operationId).
+	RequestListWithResponse(ctx context.Context, boxKey BoxKey, params *RequestListParams, reqEditors ...RequestEditorFn) (*RequestListResponse, error)
+
+	// RequestRespondWithBodyWithResponse Respond to a request
+	//
+	// The requested recipient declares a status with compare-and-set on the request revision and posts exactly one canonical reply in the same transaction.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/requests/{request_message_id}/respond (the `RequestRespond` operationId).
+	RequestRespondWithBodyWithResponse(ctx context.Context, boxKey BoxKey, requestMessageId RequestMessageIdPath, params *RequestRespondParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestRespondResponse, error)
+
+	// RequestRespondWithResponse Respond to a request
+	//
+	// The requested recipient declares a status with compare-and-set on the request revision and posts exactly one canonical reply in the same transaction.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/requests/{request_message_id}/respond (the `RequestRespond` operationId).
+	RequestRespondWithResponse(ctx context.Context, boxKey BoxKey, requestMessageId RequestMessageIdPath, params *RequestRespondParams, body RequestRespondJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestRespondResponse, error)
+
+	// RoomListWithResponse List own rooms and invitations
+	//
+	// The caller's active memberships and pending invitations with follow preference and brief revision; keyset by room_id.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/rooms (the `RoomList` operationId).
+	RoomListWithResponse(ctx context.Context, boxKey BoxKey, params *RoomListParams, reqEditors ...RequestEditorFn) (*RoomListResponse, error)
+
+	// RoomCreateWithBodyWithResponse Create a room
+	//
+	// Creates a room owned by the caller (active member) and invites up to targets_max agents (pending). Sends no message.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms (the `RoomCreate` operationId).
+	RoomCreateWithBodyWithResponse(ctx context.Context, boxKey BoxKey, params *RoomCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RoomCreateResponse, error)
+
+	// RoomCreateWithResponse Create a room
+	//
+	// Creates a room owned by the caller (active member) and invites up to targets_max agents (pending). Sends no message.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms (the `RoomCreate` operationId).
+	RoomCreateWithResponse(ctx context.Context, boxKey BoxKey, params *RoomCreateParams, body RoomCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*RoomCreateResponse, error)
+
+	// RoomGetWithResponse Read room details and roster
+	//
+	// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id} (the `RoomGet` operationId).
+	RoomGetWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomGetParams, reqEditors ...RequestEditorFn) (*RoomGetResponse, error)
+
+	// RoomBriefGetWithResponse Read the room brief
+	//
+	// The current brief and its revision ("0" when empty); readable by active members whatever the history visibility.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id}/brief (the `RoomBriefGet` operationId).
+	RoomBriefGetWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefGetParams, reqEditors ...RequestEditorFn) (*RoomBriefGetResponse, error)
+
+	// RoomBriefUpdateWithBodyWithResponse Append to the room brief
+	//
+	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/brief (the `RoomBriefUpdate` operationId).
+	RoomBriefUpdateWithBodyWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RoomBriefUpdateResponse, error)
+
+	// RoomBriefUpdateWithResponse Append to the room brief
+	//
+	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/brief (the `RoomBriefUpdate` operationId).
+	RoomBriefUpdateWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefUpdateParams, body RoomBriefUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*RoomBriefUpdateResponse, error)
+
+	// RoomFollowWithBodyWithResponse Set own follow preference
+	//
+	// Compare-and-set of the caller's preference for its current epoch; prospective only (no backfill, no removal of existing attention).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/boxes/{box_key}/rooms/{room_id}/follow (the `RoomFollow` operationId).
+	RoomFollowWithBodyWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomFollowParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RoomFollowResponse, error)
+
+	// RoomFollowWithResponse Set own follow preference
+	//
+	// Compare-and-set of the caller's preference for its current epoch; prospective only (no backfill, no removal of existing attention).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /api/v1/boxes/{box_key}/rooms/{room_id}/follow (the `RoomFollow` operationId).
+	RoomFollowWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomFollowParams, body RoomFollowJSONRequestBody, reqEditors ...RequestEditorFn) (*RoomFollowResponse, error)
+
+	// RoomInviteWithBodyWithResponse Invite agents to a room
+	//
+	// Owner only. Invites agents that are not currently active or pending members.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/invite (the `RoomInvite` operationId).
+	RoomInviteWithBodyWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomInviteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RoomInviteResponse, error)
+
+	// RoomInviteWithResponse Invite agents to a room
+	//
+	// Owner only. Invites agents that are not currently active or pending members.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/invite (the `RoomInvite` operationId).
+	RoomInviteWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomInviteParams, body RoomInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*RoomInviteResponse, error)
+
+	// RoomJoinWithBodyWithResponse Accept a room invitation
+	//
+	// Pending invitee only; becomes active at once and starts a new membership epoch.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/join (the `RoomJoin` operationId).
+	RoomJoinWithBodyWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomJoinParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RoomJoinResponse, error)
+
+	// RoomJoinWithResponse Accept a room invitation
+	//
+	// Pending invitee only; becomes active at once and starts a new membership epoch.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/join (the `RoomJoin` operationId).
+	RoomJoinWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomJoinParams, body RoomJoinJSONRequestBody, reqEditors ...RequestEditorFn) (*RoomJoinResponse, error)
+
+	// RoomLeaveWithBodyWithResponse Leave a room
+	//
+	// Active non-owner only. Revokes reads and outstanding leases in the room at once; rejoining needs a new invitation.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/leave (the `RoomLeave` operationId).
+	RoomLeaveWithBodyWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomLeaveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RoomLeaveResponse, error)
+
+	// RoomLeaveWithResponse Leave a room
+	//
+	// Active non-owner only. Revokes reads and outstanding leases in the room at once; rejoining needs a new invitation.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/leave (the `RoomLeave` operationId).
+	RoomLeaveWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomLeaveParams, body RoomLeaveJSONRequestBody, reqEditors ...RequestEditorFn) (*RoomLeaveResponse, error)
+
+	// ThreadReadWithResponse Read a thread
+	//
+	// From an anchor the caller can see now: the thread root and replies the caller may see, in message_seq order; hidden ancestors are redacted.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/threads/{message_id} (the `ThreadRead` operationId).
+	ThreadReadWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *ThreadReadParams, reqEditors ...RequestEditorFn) (*ThreadReadResponse, error)
+
+	// ThreadExportWithResponse Export a thread chunk
+	//
+	// An authorized, byte-bounded chunk of a thread as json or markdown; partial with a cursor while incomplete.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/threads/{message_id}/export (the `ThreadExport` operationId).
+	ThreadExportWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *ThreadExportParams, reqEditors ...RequestEditorFn) (*ThreadExportResponse, error)
 }
 
 type AdminBoxListResponse struct {
@@ -3346,6 +8367,68 @@ func (r AdminAgentProfileSetResponse) ContentType() string {
 	return ""
 }
 
+type AdminCleanupStatusResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AdminCleanupStatus
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminCleanupStatusResponse) GetJSON200() *AdminCleanupStatus {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AdminCleanupStatusResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AdminCleanupStatusResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AdminCleanupStatusResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminCleanupStatusResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminCleanupStatusResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminCleanupStatusResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminCleanupStatusResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type AdminHostListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3616,6 +8699,220 @@ func (r AdminKeyRevokeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AdminKeyRevokeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AdminRoomListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AdminRoomList
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminRoomListResponse) GetJSON200() *AdminRoomList {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AdminRoomListResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AdminRoomListResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AdminRoomListResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminRoomListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminRoomListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminRoomListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminRoomListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AdminRoomArchiveResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AdminRoom
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminRoomArchiveResponse) GetJSON200() *AdminRoom {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AdminRoomArchiveResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AdminRoomArchiveResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AdminRoomArchiveResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AdminRoomArchiveResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AdminRoomArchiveResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminRoomArchiveResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminRoomArchiveResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminRoomArchiveResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminRoomArchiveResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AdminRoomSetOwnerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AdminRoom
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminRoomSetOwnerResponse) GetJSON200() *AdminRoom {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AdminRoomSetOwnerResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AdminRoomSetOwnerResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AdminRoomSetOwnerResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AdminRoomSetOwnerResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AdminRoomSetOwnerResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminRoomSetOwnerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminRoomSetOwnerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminRoomSetOwnerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminRoomSetOwnerResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3933,6 +9230,657 @@ func (r CheckpointSaveResponse) ContentType() string {
 	return ""
 }
 
+type ConversationReadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessagePage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ConversationReadResponse) GetJSON200() *MessagePage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ConversationReadResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ConversationReadResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ConversationReadResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ConversationReadResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ConversationReadResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ConversationReadResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ConversationReadResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ConversationReadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ConversationReadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ConversationReadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ConversationReadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DirectorySearchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CardPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DirectorySearchResponse) GetJSON200() *CardPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DirectorySearchResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DirectorySearchResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DirectorySearchResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DirectorySearchResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DirectorySearchResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DirectorySearchResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DirectorySearchResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DirectorySearchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DirectorySearchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DirectorySearchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DirectorySearchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DirectoryUpdateSelfResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Card
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DirectoryUpdateSelfResponse) GetJSON200() *Card {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DirectoryUpdateSelfResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DirectoryUpdateSelfResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DirectoryUpdateSelfResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DirectoryUpdateSelfResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r DirectoryUpdateSelfResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DirectoryUpdateSelfResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DirectoryUpdateSelfResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DirectoryUpdateSelfResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DirectoryUpdateSelfResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DirectoryUpdateSelfResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DirectoryUpdateSelfResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DirectoryUpdateSelfResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DirectoryGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Card
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DirectoryGetResponse) GetJSON200() *Card {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DirectoryGetResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DirectoryGetResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DirectoryGetResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r DirectoryGetResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DirectoryGetResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r DirectoryGetResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DirectoryGetResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DirectoryGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DirectoryGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DirectoryGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DirectoryGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type InboxListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InboxPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r InboxListResponse) GetJSON200() *InboxPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r InboxListResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r InboxListResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r InboxListResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r InboxListResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r InboxListResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r InboxListResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r InboxListResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r InboxListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r InboxListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r InboxListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r InboxListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type InboxAckResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InboxAckResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r InboxAckResponse) GetJSON200() *InboxAckResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r InboxAckResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r InboxAckResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r InboxAckResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r InboxAckResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r InboxAckResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r InboxAckResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r InboxAckResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r InboxAckResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r InboxAckResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r InboxAckResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r InboxAckResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r InboxAckResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type InboxClaimResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *InboxClaimResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r InboxClaimResponse) GetJSON200() *InboxClaimResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r InboxClaimResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r InboxClaimResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r InboxClaimResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r InboxClaimResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r InboxClaimResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r InboxClaimResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r InboxClaimResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r InboxClaimResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r InboxClaimResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r InboxClaimResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r InboxClaimResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r InboxClaimResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type LimitsGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4065,6 +10013,477 @@ func (r MeGetResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r MeGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type MessageSendResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessageSendResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MessageSendResponse) GetJSON200() *MessageSendResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r MessageSendResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r MessageSendResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r MessageSendResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r MessageSendResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r MessageSendResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r MessageSendResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r MessageSendResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r MessageSendResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r MessageSendResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MessageSendResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MessageSendResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MessageSendResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type MessageSendBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessageSendBatchResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MessageSendBatchResponse) GetJSON200() *MessageSendBatchResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r MessageSendBatchResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r MessageSendBatchResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r MessageSendBatchResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r MessageSendBatchResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r MessageSendBatchResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r MessageSendBatchResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r MessageSendBatchResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r MessageSendBatchResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r MessageSendBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MessageSendBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MessageSendBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MessageSendBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type MessageGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Message
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r MessageGetResponse) GetJSON200() *Message {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r MessageGetResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r MessageGetResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r MessageGetResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r MessageGetResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r MessageGetResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r MessageGetResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r MessageGetResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r MessageGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r MessageGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r MessageGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r MessageGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type FileReportListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FileReportPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r FileReportListResponse) GetJSON200() *FileReportPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r FileReportListResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r FileReportListResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r FileReportListResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r FileReportListResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r FileReportListResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r FileReportListResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r FileReportListResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r FileReportListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FileReportListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FileReportListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FileReportListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type FileAccessReportResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *FileReport
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r FileAccessReportResponse) GetJSON200() *FileReport {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r FileAccessReportResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r FileAccessReportResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r FileAccessReportResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r FileAccessReportResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r FileAccessReportResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r FileAccessReportResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r FileAccessReportResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r FileAccessReportResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r FileAccessReportResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FileAccessReportResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FileAccessReportResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FileAccessReportResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4224,6 +10643,1225 @@ func (r ProfileGetResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ProfileGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RequestListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RequestPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RequestListResponse) GetJSON200() *RequestPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RequestListResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RequestListResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RequestListResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RequestListResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RequestListResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RequestListResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RequestListResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RequestListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RequestListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RequestListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RequestListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RequestRespondResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RequestRespondResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RequestRespondResponse) GetJSON200() *RequestRespondResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RequestRespondResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RequestRespondResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RequestRespondResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RequestRespondResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RequestRespondResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RequestRespondResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RequestRespondResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RequestRespondResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RequestRespondResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RequestRespondResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RequestRespondResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RequestRespondResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RoomListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RoomPage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RoomListResponse) GetJSON200() *RoomPage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RoomListResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RoomListResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RoomListResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RoomListResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RoomListResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RoomListResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RoomListResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RoomListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RoomListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RoomListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RoomListResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RoomCreateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RoomCreateResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RoomCreateResponse) GetJSON200() *RoomCreateResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RoomCreateResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RoomCreateResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RoomCreateResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RoomCreateResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RoomCreateResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RoomCreateResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RoomCreateResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RoomCreateResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RoomCreateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RoomCreateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RoomCreateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RoomCreateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RoomGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RoomDetails
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RoomGetResponse) GetJSON200() *RoomDetails {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RoomGetResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RoomGetResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RoomGetResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RoomGetResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RoomGetResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RoomGetResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RoomGetResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RoomGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RoomGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RoomGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RoomGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RoomBriefGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RoomBrief
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RoomBriefGetResponse) GetJSON200() *RoomBrief {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RoomBriefGetResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RoomBriefGetResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RoomBriefGetResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RoomBriefGetResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RoomBriefGetResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RoomBriefGetResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RoomBriefGetResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RoomBriefGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RoomBriefGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RoomBriefGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RoomBriefGetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RoomBriefUpdateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RoomBrief
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RoomBriefUpdateResponse) GetJSON200() *RoomBrief {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RoomBriefUpdateResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RoomBriefUpdateResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RoomBriefUpdateResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RoomBriefUpdateResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RoomBriefUpdateResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RoomBriefUpdateResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RoomBriefUpdateResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RoomBriefUpdateResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RoomBriefUpdateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RoomBriefUpdateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RoomBriefUpdateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RoomBriefUpdateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RoomFollowResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RoomFollowResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RoomFollowResponse) GetJSON200() *RoomFollowResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RoomFollowResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RoomFollowResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RoomFollowResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RoomFollowResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RoomFollowResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RoomFollowResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RoomFollowResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RoomFollowResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RoomFollowResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RoomFollowResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RoomFollowResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RoomFollowResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RoomInviteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RoomInviteResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RoomInviteResponse) GetJSON200() *RoomInviteResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RoomInviteResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RoomInviteResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RoomInviteResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RoomInviteResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RoomInviteResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RoomInviteResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RoomInviteResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RoomInviteResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RoomInviteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RoomInviteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RoomInviteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RoomInviteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RoomJoinResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RoomMembershipResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RoomJoinResponse) GetJSON200() *RoomMembershipResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RoomJoinResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RoomJoinResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RoomJoinResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RoomJoinResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RoomJoinResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RoomJoinResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RoomJoinResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RoomJoinResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RoomJoinResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RoomJoinResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RoomJoinResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RoomJoinResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RoomLeaveResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *RoomMembershipResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RoomLeaveResponse) GetJSON200() *RoomMembershipResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RoomLeaveResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RoomLeaveResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RoomLeaveResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RoomLeaveResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RoomLeaveResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RoomLeaveResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r RoomLeaveResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RoomLeaveResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RoomLeaveResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RoomLeaveResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RoomLeaveResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RoomLeaveResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ThreadReadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *MessagePage
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ThreadReadResponse) GetJSON200() *MessagePage {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ThreadReadResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ThreadReadResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ThreadReadResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ThreadReadResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ThreadReadResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ThreadReadResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ThreadReadResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ThreadReadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ThreadReadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ThreadReadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ThreadReadResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ThreadExportResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ThreadExport
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ThreadExportResponse) GetJSON200() *ThreadExport {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ThreadExportResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ThreadExportResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ThreadExportResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ThreadExportResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ThreadExportResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ThreadExportResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ThreadExportResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ThreadExportResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ThreadExportResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ThreadExportResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ThreadExportResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4441,6 +12079,21 @@ func (c *ClientWithResponses) AdminAgentProfileSetWithResponse(ctx context.Conte
 	return ParseAdminAgentProfileSetResponse(rsp)
 }
 
+// AdminCleanupStatusWithResponse Retention cleanup health
+//
+// State, counts, failures and last error of the retention cleanup job of a box.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/api/v1/boxes/{box_key}/cleanup (the `AdminCleanupStatus` operationId).
+func (c *ClientWithResponses) AdminCleanupStatusWithResponse(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*AdminCleanupStatusResponse, error) {
+	rsp, err := c.AdminCleanupStatus(ctx, boxKey, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminCleanupStatusResponse(rsp)
+}
+
 // AdminHostListWithResponse List the hosts of a box
 //
 // Returns a wrapper object for the known response body format(s).
@@ -4519,6 +12172,66 @@ func (c *ClientWithResponses) AdminKeyRevokeWithResponse(ctx context.Context, bo
 		return nil, err
 	}
 	return ParseAdminKeyRevokeResponse(rsp)
+}
+
+// AdminRoomListWithResponse List rooms of a box
+//
+// Rooms with owner and status; never message bodies.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/api/v1/boxes/{box_key}/rooms (the `AdminRoomList` operationId).
+func (c *ClientWithResponses) AdminRoomListWithResponse(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*AdminRoomListResponse, error) {
+	rsp, err := c.AdminRoomList(ctx, boxKey, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminRoomListResponse(rsp)
+}
+
+// AdminRoomArchiveWithResponse Archive a room
+//
+// Archived rooms are read-only (ROOM_ARCHIVED for sends, brief updates, invites and joins).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/api/v1/boxes/{box_key}/rooms/{room_id}/archive (the `AdminRoomArchive` operationId).
+func (c *ClientWithResponses) AdminRoomArchiveWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, reqEditors ...RequestEditorFn) (*AdminRoomArchiveResponse, error) {
+	rsp, err := c.AdminRoomArchive(ctx, boxKey, roomId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminRoomArchiveResponse(rsp)
+}
+
+// AdminRoomSetOwnerWithBodyWithResponse Reassign a room's owner
+//
+// The new owner must be an active member.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner (the `AdminRoomSetOwner` operationId).
+func (c *ClientWithResponses) AdminRoomSetOwnerWithBodyWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AdminRoomSetOwnerResponse, error) {
+	rsp, err := c.AdminRoomSetOwnerWithBody(ctx, boxKey, roomId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminRoomSetOwnerResponse(rsp)
+}
+
+// AdminRoomSetOwnerWithResponse Reassign a room's owner
+//
+// The new owner must be an active member.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner (the `AdminRoomSetOwner` operationId).
+func (c *ClientWithResponses) AdminRoomSetOwnerWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, body AdminRoomSetOwnerJSONRequestBody, reqEditors ...RequestEditorFn) (*AdminRoomSetOwnerResponse, error) {
+	rsp, err := c.AdminRoomSetOwner(ctx, boxKey, roomId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminRoomSetOwnerResponse(rsp)
 }
 
 // AdminSettingsGetWithResponse Read a box's settings
@@ -4609,6 +12322,156 @@ func (c *ClientWithResponses) CheckpointSaveWithResponse(ctx context.Context, bo
 	return ParseCheckpointSaveResponse(rsp)
 }
 
+// ConversationReadWithResponse Read a room or DM conversation
+//
+// Ascending message_seq stream of a room (within the caller's authorized epoch) or the caller's DM pair with one agent; snapshot semantics with next_cursor/resume_cursor; receipts only for returned items. Never ACKs.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/conversation (the `ConversationRead` operationId).
+func (c *ClientWithResponses) ConversationReadWithResponse(ctx context.Context, boxKey BoxKey, params *ConversationReadParams, reqEditors ...RequestEditorFn) (*ConversationReadResponse, error) {
+	rsp, err := c.ConversationRead(ctx, boxKey, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseConversationReadResponse(rsp)
+}
+
+// DirectorySearchWithResponse Search listed agents by name or role
+//
+// Case-insensitive substring match on name or role (%, _ and \ are literal) over listed, enabled agents of this box; ordered by (name, agent_id); keyset cursor.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/directory (the `DirectorySearch` operationId).
+func (c *ClientWithResponses) DirectorySearchWithResponse(ctx context.Context, boxKey BoxKey, params *DirectorySearchParams, reqEditors ...RequestEditorFn) (*DirectorySearchResponse, error) {
+	rsp, err := c.DirectorySearch(ctx, boxKey, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDirectorySearchResponse(rsp)
+}
+
+// DirectoryUpdateSelfWithBodyWithResponse Update own public card
+//
+// Compare-and-set on card_revision over role and description only; returns the current card. Cannot change listed, name or the profile.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/boxes/{box_key}/directory/self (the `DirectoryUpdateSelf` operationId).
+func (c *ClientWithResponses) DirectoryUpdateSelfWithBodyWithResponse(ctx context.Context, boxKey BoxKey, params *DirectoryUpdateSelfParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DirectoryUpdateSelfResponse, error) {
+	rsp, err := c.DirectoryUpdateSelfWithBody(ctx, boxKey, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDirectoryUpdateSelfResponse(rsp)
+}
+
+// DirectoryUpdateSelfWithResponse Update own public card
+//
+// Compare-and-set on card_revision over role and description only; returns the current card. Cannot change listed, name or the profile.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/boxes/{box_key}/directory/self (the `DirectoryUpdateSelf` operationId).
+func (c *ClientWithResponses) DirectoryUpdateSelfWithResponse(ctx context.Context, boxKey BoxKey, params *DirectoryUpdateSelfParams, body DirectoryUpdateSelfJSONRequestBody, reqEditors ...RequestEditorFn) (*DirectoryUpdateSelfResponse, error) {
+	rsp, err := c.DirectoryUpdateSelf(ctx, boxKey, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDirectoryUpdateSelfResponse(rsp)
+}
+
+// DirectoryGetWithResponse Read one public card
+//
+// One listed, enabled agent's public card. Unlisted, disabled, other-box and unknown IDs give the same NOT_FOUND_OR_FORBIDDEN.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/directory/{agent_id} (the `DirectoryGet` operationId).
+func (c *ClientWithResponses) DirectoryGetWithResponse(ctx context.Context, boxKey BoxKey, agentId AgentIdPath, params *DirectoryGetParams, reqEditors ...RequestEditorFn) (*DirectoryGetResponse, error) {
+	rsp, err := c.DirectoryGet(ctx, boxKey, agentId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDirectoryGetResponse(rsp)
+}
+
+// InboxListWithResponse List inbox attention rows
+//
+// Attention rows with canonical messages, default filter unread; records a receipt for every returned row; never ACKs.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/inbox (the `InboxList` operationId).
+func (c *ClientWithResponses) InboxListWithResponse(ctx context.Context, boxKey BoxKey, params *InboxListParams, reqEditors ...RequestEditorFn) (*InboxListResponse, error) {
+	rsp, err := c.InboxList(ctx, boxKey, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInboxListResponse(rsp)
+}
+
+// InboxAckWithBodyWithResponse Acknowledge inbox rows
+//
+// Marks 1..ack_batch_max rows read. Every row must have been returned to this session and not be leased by another; one invalid member rejects the whole batch.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/inbox/ack (the `InboxAck` operationId).
+func (c *ClientWithResponses) InboxAckWithBodyWithResponse(ctx context.Context, boxKey BoxKey, params *InboxAckParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InboxAckResponse, error) {
+	rsp, err := c.InboxAckWithBody(ctx, boxKey, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInboxAckResponse(rsp)
+}
+
+// InboxAckWithResponse Acknowledge inbox rows
+//
+// Marks 1..ack_batch_max rows read. Every row must have been returned to this session and not be leased by another; one invalid member rejects the whole batch.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/inbox/ack (the `InboxAck` operationId).
+func (c *ClientWithResponses) InboxAckWithResponse(ctx context.Context, boxKey BoxKey, params *InboxAckParams, body InboxAckJSONRequestBody, reqEditors ...RequestEditorFn) (*InboxAckResponse, error) {
+	rsp, err := c.InboxAck(ctx, boxKey, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInboxAckResponse(rsp)
+}
+
+// InboxClaimWithBodyWithResponse Lease unread rows to this session
+//
+// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/inbox/claim (the `InboxClaim` operationId).
+func (c *ClientWithResponses) InboxClaimWithBodyWithResponse(ctx context.Context, boxKey BoxKey, params *InboxClaimParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*InboxClaimResponse, error) {
+	rsp, err := c.InboxClaimWithBody(ctx, boxKey, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInboxClaimResponse(rsp)
+}
+
+// InboxClaimWithResponse Lease unread rows to this session
+//
+// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/inbox/claim (the `InboxClaim` operationId).
+func (c *ClientWithResponses) InboxClaimWithResponse(ctx context.Context, boxKey BoxKey, params *InboxClaimParams, body InboxClaimJSONRequestBody, reqEditors ...RequestEditorFn) (*InboxClaimResponse, error) {
+	rsp, err := c.InboxClaim(ctx, boxKey, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseInboxClaimResponse(rsp)
+}
+
 // LimitsGetWithResponse Effective limits of the box
 //
 // Every enforced limit with its settings_revision and one line of semantics each. Needs a valid key but no primed session.
@@ -4637,6 +12500,126 @@ func (c *ClientWithResponses) MeGetWithResponse(ctx context.Context, boxKey BoxK
 		return nil, err
 	}
 	return ParseMeGetResponse(rsp)
+}
+
+// MessageSendWithBodyWithResponse Send a DM or room message
+//
+// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/messages (the `MessageSend` operationId).
+func (c *ClientWithResponses) MessageSendWithBodyWithResponse(ctx context.Context, boxKey BoxKey, params *MessageSendParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MessageSendResponse, error) {
+	rsp, err := c.MessageSendWithBody(ctx, boxKey, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMessageSendResponse(rsp)
+}
+
+// MessageSendWithResponse Send a DM or room message
+//
+// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/messages (the `MessageSend` operationId).
+func (c *ClientWithResponses) MessageSendWithResponse(ctx context.Context, boxKey BoxKey, params *MessageSendParams, body MessageSendJSONRequestBody, reqEditors ...RequestEditorFn) (*MessageSendResponse, error) {
+	rsp, err := c.MessageSend(ctx, boxKey, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMessageSendResponse(rsp)
+}
+
+// MessageSendBatchWithBodyWithResponse Send one DM to several agents
+//
+// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/messages/batch (the `MessageSendBatch` operationId).
+func (c *ClientWithResponses) MessageSendBatchWithBodyWithResponse(ctx context.Context, boxKey BoxKey, params *MessageSendBatchParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*MessageSendBatchResponse, error) {
+	rsp, err := c.MessageSendBatchWithBody(ctx, boxKey, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMessageSendBatchResponse(rsp)
+}
+
+// MessageSendBatchWithResponse Send one DM to several agents
+//
+// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/messages/batch (the `MessageSendBatch` operationId).
+func (c *ClientWithResponses) MessageSendBatchWithResponse(ctx context.Context, boxKey BoxKey, params *MessageSendBatchParams, body MessageSendBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*MessageSendBatchResponse, error) {
+	rsp, err := c.MessageSendBatch(ctx, boxKey, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMessageSendBatchResponse(rsp)
+}
+
+// MessageGetWithResponse Read one message
+//
+// The canonical message if the caller may read it now; records a receipt for this session when the caller has an attention row for it. Never ACKs.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/messages/{message_id} (the `MessageGet` operationId).
+func (c *ClientWithResponses) MessageGetWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *MessageGetParams, reqEditors ...RequestEditorFn) (*MessageGetResponse, error) {
+	rsp, err := c.MessageGet(ctx, boxKey, messageId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMessageGetResponse(rsp)
+}
+
+// FileReportListWithResponse List file access reports
+//
+// The author sees every report on its message; any other caller sees only its own.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/messages/{message_id}/file-reports (the `FileReportList` operationId).
+func (c *ClientWithResponses) FileReportListWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *FileReportListParams, reqEditors ...RequestEditorFn) (*FileReportListResponse, error) {
+	rsp, err := c.FileReportList(ctx, boxKey, messageId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFileReportListResponse(rsp)
+}
+
+// FileAccessReportWithBodyWithResponse Report access to a file reference
+//
+// A non-author recipient reports its own access to one file reference of a message; upsert per (message, file, reporter).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report (the `FileAccessReport` operationId).
+func (c *ClientWithResponses) FileAccessReportWithBodyWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, fileIndex FileIndexPath, params *FileAccessReportParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FileAccessReportResponse, error) {
+	rsp, err := c.FileAccessReportWithBody(ctx, boxKey, messageId, fileIndex, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFileAccessReportResponse(rsp)
+}
+
+// FileAccessReportWithResponse Report access to a file reference
+//
+// A non-author recipient reports its own access to one file reference of a message; upsert per (message, file, reporter).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report (the `FileAccessReport` operationId).
+func (c *ClientWithResponses) FileAccessReportWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, fileIndex FileIndexPath, params *FileAccessReportParams, body FileAccessReportJSONRequestBody, reqEditors ...RequestEditorFn) (*FileAccessReportResponse, error) {
+	rsp, err := c.FileAccessReport(ctx, boxKey, messageId, fileIndex, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFileAccessReportResponse(rsp)
 }
 
 // AgentPrimeWithBodyWithResponse Open or resume this agent's durable session
@@ -4682,6 +12665,306 @@ func (c *ClientWithResponses) ProfileGetWithResponse(ctx context.Context, boxKey
 		return nil, err
 	}
 	return ParseProfileGetResponse(rsp)
+}
+
+// RequestListWithResponse List response requests
+//
+// Incoming (asked of the caller) or outgoing (asked by the caller) requests with their current declarations; keyset on (message_seq, recipient_agent_id).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/requests (the `RequestList` operationId).
+func (c *ClientWithResponses) RequestListWithResponse(ctx context.Context, boxKey BoxKey, params *RequestListParams, reqEditors ...RequestEditorFn) (*RequestListResponse, error) {
+	rsp, err := c.RequestList(ctx, boxKey, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestListResponse(rsp)
+}
+
+// RequestRespondWithBodyWithResponse Respond to a request
+//
+// The requested recipient declares a status with compare-and-set on the request revision and posts exactly one canonical reply in the same transaction.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/requests/{request_message_id}/respond (the `RequestRespond` operationId).
+func (c *ClientWithResponses) RequestRespondWithBodyWithResponse(ctx context.Context, boxKey BoxKey, requestMessageId RequestMessageIdPath, params *RequestRespondParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestRespondResponse, error) {
+	rsp, err := c.RequestRespondWithBody(ctx, boxKey, requestMessageId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestRespondResponse(rsp)
+}
+
+// RequestRespondWithResponse Respond to a request
+//
+// The requested recipient declares a status with compare-and-set on the request revision and posts exactly one canonical reply in the same transaction.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/requests/{request_message_id}/respond (the `RequestRespond` operationId).
+func (c *ClientWithResponses) RequestRespondWithResponse(ctx context.Context, boxKey BoxKey, requestMessageId RequestMessageIdPath, params *RequestRespondParams, body RequestRespondJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestRespondResponse, error) {
+	rsp, err := c.RequestRespond(ctx, boxKey, requestMessageId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestRespondResponse(rsp)
+}
+
+// RoomListWithResponse List own rooms and invitations
+//
+// The caller's active memberships and pending invitations with follow preference and brief revision; keyset by room_id.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/rooms (the `RoomList` operationId).
+func (c *ClientWithResponses) RoomListWithResponse(ctx context.Context, boxKey BoxKey, params *RoomListParams, reqEditors ...RequestEditorFn) (*RoomListResponse, error) {
+	rsp, err := c.RoomList(ctx, boxKey, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomListResponse(rsp)
+}
+
+// RoomCreateWithBodyWithResponse Create a room
+//
+// Creates a room owned by the caller (active member) and invites up to targets_max agents (pending). Sends no message.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms (the `RoomCreate` operationId).
+func (c *ClientWithResponses) RoomCreateWithBodyWithResponse(ctx context.Context, boxKey BoxKey, params *RoomCreateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RoomCreateResponse, error) {
+	rsp, err := c.RoomCreateWithBody(ctx, boxKey, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomCreateResponse(rsp)
+}
+
+// RoomCreateWithResponse Create a room
+//
+// Creates a room owned by the caller (active member) and invites up to targets_max agents (pending). Sends no message.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms (the `RoomCreate` operationId).
+func (c *ClientWithResponses) RoomCreateWithResponse(ctx context.Context, boxKey BoxKey, params *RoomCreateParams, body RoomCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*RoomCreateResponse, error) {
+	rsp, err := c.RoomCreate(ctx, boxKey, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomCreateResponse(rsp)
+}
+
+// RoomGetWithResponse Read room details and roster
+//
+// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id} (the `RoomGet` operationId).
+func (c *ClientWithResponses) RoomGetWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomGetParams, reqEditors ...RequestEditorFn) (*RoomGetResponse, error) {
+	rsp, err := c.RoomGet(ctx, boxKey, roomId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomGetResponse(rsp)
+}
+
+// RoomBriefGetWithResponse Read the room brief
+//
+// The current brief and its revision ("0" when empty); readable by active members whatever the history visibility.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id}/brief (the `RoomBriefGet` operationId).
+func (c *ClientWithResponses) RoomBriefGetWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefGetParams, reqEditors ...RequestEditorFn) (*RoomBriefGetResponse, error) {
+	rsp, err := c.RoomBriefGet(ctx, boxKey, roomId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomBriefGetResponse(rsp)
+}
+
+// RoomBriefUpdateWithBodyWithResponse Append to the room brief
+//
+// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/brief (the `RoomBriefUpdate` operationId).
+func (c *ClientWithResponses) RoomBriefUpdateWithBodyWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefUpdateParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RoomBriefUpdateResponse, error) {
+	rsp, err := c.RoomBriefUpdateWithBody(ctx, boxKey, roomId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomBriefUpdateResponse(rsp)
+}
+
+// RoomBriefUpdateWithResponse Append to the room brief
+//
+// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/brief (the `RoomBriefUpdate` operationId).
+func (c *ClientWithResponses) RoomBriefUpdateWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomBriefUpdateParams, body RoomBriefUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*RoomBriefUpdateResponse, error) {
+	rsp, err := c.RoomBriefUpdate(ctx, boxKey, roomId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomBriefUpdateResponse(rsp)
+}
+
+// RoomFollowWithBodyWithResponse Set own follow preference
+//
+// Compare-and-set of the caller's preference for its current epoch; prospective only (no backfill, no removal of existing attention).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/boxes/{box_key}/rooms/{room_id}/follow (the `RoomFollow` operationId).
+func (c *ClientWithResponses) RoomFollowWithBodyWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomFollowParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RoomFollowResponse, error) {
+	rsp, err := c.RoomFollowWithBody(ctx, boxKey, roomId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomFollowResponse(rsp)
+}
+
+// RoomFollowWithResponse Set own follow preference
+//
+// Compare-and-set of the caller's preference for its current epoch; prospective only (no backfill, no removal of existing attention).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /api/v1/boxes/{box_key}/rooms/{room_id}/follow (the `RoomFollow` operationId).
+func (c *ClientWithResponses) RoomFollowWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomFollowParams, body RoomFollowJSONRequestBody, reqEditors ...RequestEditorFn) (*RoomFollowResponse, error) {
+	rsp, err := c.RoomFollow(ctx, boxKey, roomId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomFollowResponse(rsp)
+}
+
+// RoomInviteWithBodyWithResponse Invite agents to a room
+//
+// Owner only. Invites agents that are not currently active or pending members.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/invite (the `RoomInvite` operationId).
+func (c *ClientWithResponses) RoomInviteWithBodyWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomInviteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RoomInviteResponse, error) {
+	rsp, err := c.RoomInviteWithBody(ctx, boxKey, roomId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomInviteResponse(rsp)
+}
+
+// RoomInviteWithResponse Invite agents to a room
+//
+// Owner only. Invites agents that are not currently active or pending members.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/invite (the `RoomInvite` operationId).
+func (c *ClientWithResponses) RoomInviteWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomInviteParams, body RoomInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*RoomInviteResponse, error) {
+	rsp, err := c.RoomInvite(ctx, boxKey, roomId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomInviteResponse(rsp)
+}
+
+// RoomJoinWithBodyWithResponse Accept a room invitation
+//
+// Pending invitee only; becomes active at once and starts a new membership epoch.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/join (the `RoomJoin` operationId).
+func (c *ClientWithResponses) RoomJoinWithBodyWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomJoinParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RoomJoinResponse, error) {
+	rsp, err := c.RoomJoinWithBody(ctx, boxKey, roomId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomJoinResponse(rsp)
+}
+
+// RoomJoinWithResponse Accept a room invitation
+//
+// Pending invitee only; becomes active at once and starts a new membership epoch.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/join (the `RoomJoin` operationId).
+func (c *ClientWithResponses) RoomJoinWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomJoinParams, body RoomJoinJSONRequestBody, reqEditors ...RequestEditorFn) (*RoomJoinResponse, error) {
+	rsp, err := c.RoomJoin(ctx, boxKey, roomId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomJoinResponse(rsp)
+}
+
+// RoomLeaveWithBodyWithResponse Leave a room
+//
+// Active non-owner only. Revokes reads and outstanding leases in the room at once; rejoining needs a new invitation.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/leave (the `RoomLeave` operationId).
+func (c *ClientWithResponses) RoomLeaveWithBodyWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomLeaveParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RoomLeaveResponse, error) {
+	rsp, err := c.RoomLeaveWithBody(ctx, boxKey, roomId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomLeaveResponse(rsp)
+}
+
+// RoomLeaveWithResponse Leave a room
+//
+// Active non-owner only. Revokes reads and outstanding leases in the room at once; rejoining needs a new invitation.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/boxes/{box_key}/rooms/{room_id}/leave (the `RoomLeave` operationId).
+func (c *ClientWithResponses) RoomLeaveWithResponse(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomLeaveParams, body RoomLeaveJSONRequestBody, reqEditors ...RequestEditorFn) (*RoomLeaveResponse, error) {
+	rsp, err := c.RoomLeave(ctx, boxKey, roomId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRoomLeaveResponse(rsp)
+}
+
+// ThreadReadWithResponse Read a thread
+//
+// From an anchor the caller can see now: the thread root and replies the caller may see, in message_seq order; hidden ancestors are redacted.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/threads/{message_id} (the `ThreadRead` operationId).
+func (c *ClientWithResponses) ThreadReadWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *ThreadReadParams, reqEditors ...RequestEditorFn) (*ThreadReadResponse, error) {
+	rsp, err := c.ThreadRead(ctx, boxKey, messageId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseThreadReadResponse(rsp)
+}
+
+// ThreadExportWithResponse Export a thread chunk
+//
+// An authorized, byte-bounded chunk of a thread as json or markdown; partial with a cursor while incomplete.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/threads/{message_id}/export (the `ThreadExport` operationId).
+func (c *ClientWithResponses) ThreadExportWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *ThreadExportParams, reqEditors ...RequestEditorFn) (*ThreadExportResponse, error) {
+	rsp, err := c.ThreadExport(ctx, boxKey, messageId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseThreadExportResponse(rsp)
 }
 
 // ParseAdminBoxListResponse parses an HTTP response from a AdminBoxListWithResponse call
@@ -5156,6 +13439,53 @@ func ParseAdminAgentProfileSetResponse(rsp *http.Response) (*AdminAgentProfileSe
 	return response, nil
 }
 
+// ParseAdminCleanupStatusResponse parses an HTTP response from a AdminCleanupStatusWithResponse call
+func ParseAdminCleanupStatusResponse(rsp *http.Response) (*AdminCleanupStatusResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminCleanupStatusResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AdminCleanupStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseAdminHostListResponse parses an HTTP response from a AdminHostListWithResponse call
 func ParseAdminHostListResponse(rsp *http.Response) (*AdminHostListResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5359,6 +13689,175 @@ func ParseAdminKeyRevokeResponse(rsp *http.Response) (*AdminKeyRevokeResponse, e
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAdminRoomListResponse parses an HTTP response from a AdminRoomListWithResponse call
+func ParseAdminRoomListResponse(rsp *http.Response) (*AdminRoomListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminRoomListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AdminRoomList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAdminRoomArchiveResponse parses an HTTP response from a AdminRoomArchiveWithResponse call
+func ParseAdminRoomArchiveResponse(rsp *http.Response) (*AdminRoomArchiveResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminRoomArchiveResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AdminRoom
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAdminRoomSetOwnerResponse parses an HTTP response from a AdminRoomSetOwnerWithResponse call
+func ParseAdminRoomSetOwnerResponse(rsp *http.Response) (*AdminRoomSetOwnerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminRoomSetOwnerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AdminRoom
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -5623,6 +14122,552 @@ func ParseCheckpointSaveResponse(rsp *http.Response) (*CheckpointSaveResponse, e
 	return response, nil
 }
 
+// ParseConversationReadResponse parses an HTTP response from a ConversationReadWithResponse call
+func ParseConversationReadResponse(rsp *http.Response) (*ConversationReadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ConversationReadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessagePage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDirectorySearchResponse parses an HTTP response from a DirectorySearchWithResponse call
+func ParseDirectorySearchResponse(rsp *http.Response) (*DirectorySearchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DirectorySearchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CardPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDirectoryUpdateSelfResponse parses an HTTP response from a DirectoryUpdateSelfWithResponse call
+func ParseDirectoryUpdateSelfResponse(rsp *http.Response) (*DirectoryUpdateSelfResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DirectoryUpdateSelfResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Card
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDirectoryGetResponse parses an HTTP response from a DirectoryGetWithResponse call
+func ParseDirectoryGetResponse(rsp *http.Response) (*DirectoryGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DirectoryGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Card
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseInboxListResponse parses an HTTP response from a InboxListWithResponse call
+func ParseInboxListResponse(rsp *http.Response) (*InboxListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &InboxListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InboxPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseInboxAckResponse parses an HTTP response from a InboxAckWithResponse call
+func ParseInboxAckResponse(rsp *http.Response) (*InboxAckResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &InboxAckResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InboxAckResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseInboxClaimResponse parses an HTTP response from a InboxClaimWithResponse call
+func ParseInboxClaimResponse(rsp *http.Response) (*InboxClaimResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &InboxClaimResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest InboxClaimResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseLimitsGetResponse parses an HTTP response from a LimitsGetWithResponse call
 func ParseLimitsGetResponse(rsp *http.Response) (*LimitsGetResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5704,6 +14749,402 @@ func ParseMeGetResponse(rsp *http.Response) (*MeGetResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseMessageSendResponse parses an HTTP response from a MessageSendWithResponse call
+func ParseMessageSendResponse(rsp *http.Response) (*MessageSendResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MessageSendResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessageSendResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseMessageSendBatchResponse parses an HTTP response from a MessageSendBatchWithResponse call
+func ParseMessageSendBatchResponse(rsp *http.Response) (*MessageSendBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MessageSendBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessageSendBatchResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseMessageGetResponse parses an HTTP response from a MessageGetWithResponse call
+func ParseMessageGetResponse(rsp *http.Response) (*MessageGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &MessageGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Message
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseFileReportListResponse parses an HTTP response from a FileReportListWithResponse call
+func ParseFileReportListResponse(rsp *http.Response) (*FileReportListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FileReportListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FileReportPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseFileAccessReportResponse parses an HTTP response from a FileAccessReportWithResponse call
+func ParseFileAccessReportResponse(rsp *http.Response) (*FileAccessReportResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FileAccessReportResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest FileReport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
@@ -5826,6 +15267,1030 @@ func ParseProfileGetResponse(rsp *http.Response) (*ProfileGetResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRequestListResponse parses an HTTP response from a RequestListWithResponse call
+func ParseRequestListResponse(rsp *http.Response) (*RequestListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RequestListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RequestPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRequestRespondResponse parses an HTTP response from a RequestRespondWithResponse call
+func ParseRequestRespondResponse(rsp *http.Response) (*RequestRespondResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RequestRespondResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RequestRespondResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRoomListResponse parses an HTTP response from a RoomListWithResponse call
+func ParseRoomListResponse(rsp *http.Response) (*RoomListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RoomListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RoomPage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRoomCreateResponse parses an HTTP response from a RoomCreateWithResponse call
+func ParseRoomCreateResponse(rsp *http.Response) (*RoomCreateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RoomCreateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RoomCreateResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRoomGetResponse parses an HTTP response from a RoomGetWithResponse call
+func ParseRoomGetResponse(rsp *http.Response) (*RoomGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RoomGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RoomDetails
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRoomBriefGetResponse parses an HTTP response from a RoomBriefGetWithResponse call
+func ParseRoomBriefGetResponse(rsp *http.Response) (*RoomBriefGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RoomBriefGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RoomBrief
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRoomBriefUpdateResponse parses an HTTP response from a RoomBriefUpdateWithResponse call
+func ParseRoomBriefUpdateResponse(rsp *http.Response) (*RoomBriefUpdateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RoomBriefUpdateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RoomBrief
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRoomFollowResponse parses an HTTP response from a RoomFollowWithResponse call
+func ParseRoomFollowResponse(rsp *http.Response) (*RoomFollowResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RoomFollowResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RoomFollowResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRoomInviteResponse parses an HTTP response from a RoomInviteWithResponse call
+func ParseRoomInviteResponse(rsp *http.Response) (*RoomInviteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RoomInviteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RoomInviteResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRoomJoinResponse parses an HTTP response from a RoomJoinWithResponse call
+func ParseRoomJoinResponse(rsp *http.Response) (*RoomJoinResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RoomJoinResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RoomMembershipResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRoomLeaveResponse parses an HTTP response from a RoomLeaveWithResponse call
+func ParseRoomLeaveResponse(rsp *http.Response) (*RoomLeaveResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RoomLeaveResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest RoomMembershipResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseThreadReadResponse parses an HTTP response from a ThreadReadWithResponse call
+func ParseThreadReadResponse(rsp *http.Response) (*ThreadReadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ThreadReadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest MessagePage
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseThreadExportResponse parses an HTTP response from a ThreadExportWithResponse call
+func ParseThreadExportResponse(rsp *http.Response) (*ThreadExportResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ThreadExportResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ThreadExport
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Conflict

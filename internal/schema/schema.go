@@ -170,12 +170,55 @@ func better(a, b *candidate, inst any) bool {
 	return a.field(inst) < b.field(inst)
 }
 
-// pick walks the error tree and returns the best leaf. A oneOf/anyOf whose
-// alternatives all fail at its own location (not deeper) is reported as the
-// oneOf/anyOf itself.
+// pick walks the error tree and returns the best leaf.
+//
+// For oneOf/anyOf, alternatives whose shape does not fit the instance (a
+// type, unknown-field or missing-field error at the alternative's own
+// location) are ignored when another alternative fits; when none fits, or
+// the best error is not deeper than the oneOf itself, the oneOf/anyOf is
+// reported as such ("does not match any allowed alternative").
 func pick(e *jsonschema.ValidationError, inst any) *candidate {
 	if len(e.Causes) == 0 {
 		return leaf(e)
+	}
+	switch e.ErrorKind.(type) {
+	case *kind.OneOf, *kind.AnyOf:
+		depth := len(e.InstanceLocation)
+		var best *candidate
+		var common map[string]bool // unknown fields every alternative rejects
+		for i, c := range e.Causes {
+			u := unknownAt(c, depth)
+			if i == 0 {
+				common = u
+			} else {
+				for p := range common {
+					if !u[p] {
+						delete(common, p)
+					}
+				}
+			}
+		}
+		for _, c := range e.Causes {
+			if shapeMismatch(c, depth) {
+				continue
+			}
+			if cand := pick(c, inst); cand != nil && better(cand, best, inst) {
+				best = cand
+			}
+		}
+		if best == nil && len(common) > 0 {
+			props := make([]string, 0, len(common))
+			for p := range common {
+				props = append(props, p)
+			}
+			sort.Strings(props)
+			return &candidate{loc: e.InstanceLocation, prop: props[0], keyword: "additionalProperties",
+				kind: &kind.AdditionalProperties{}}
+		}
+		if best == nil || best.depth() <= depth {
+			return leaf(e)
+		}
+		return best
 	}
 	var best *candidate
 	for _, c := range e.Causes {
@@ -183,13 +226,49 @@ func pick(e *jsonschema.ValidationError, inst any) *candidate {
 			best = cand
 		}
 	}
-	switch e.ErrorKind.(type) {
-	case *kind.OneOf, *kind.AnyOf:
-		if best == nil || best.depth() <= len(e.InstanceLocation) {
-			return leaf(e)
+	return best
+}
+
+// unknownAt collects the unknown properties an alternative reports at the
+// given depth.
+func unknownAt(e *jsonschema.ValidationError, depth int) map[string]bool {
+	out := map[string]bool{}
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if k, ok := e.ErrorKind.(*kind.AdditionalProperties); ok && len(e.InstanceLocation) == depth {
+			for _, p := range k.Properties {
+				out[p] = true
+			}
+		}
+		switch e.ErrorKind.(type) {
+		case *kind.OneOf, *kind.AnyOf:
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
 		}
 	}
-	return best
+	walk(e)
+	return out
+}
+
+// shapeMismatch reports whether an alternative failed at the alternative's
+// own instance location on type, unknown or missing fields, or a constant.
+func shapeMismatch(e *jsonschema.ValidationError, depth int) bool {
+	if len(e.InstanceLocation) == depth {
+		switch e.ErrorKind.(type) {
+		case *kind.Type, *kind.AdditionalProperties, *kind.Required, *kind.Const, *kind.Enum, *kind.FalseSchema:
+			return true
+		case *kind.OneOf, *kind.AnyOf:
+			return false
+		}
+	}
+	for _, c := range e.Causes {
+		if shapeMismatch(c, depth) {
+			return true
+		}
+	}
+	return false
 }
 
 func leaf(e *jsonschema.ValidationError) *candidate {

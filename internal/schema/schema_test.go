@@ -153,3 +153,25 @@ func TestDecodeStrict(t *testing.T) {
 		t.Fatalf("ValidateJSON lone surrogate: %+v", viol)
 	}
 }
+
+func TestOneOfRootUnknownField(t *testing.T) {
+	doc := `{"type":"object","oneOf":[
+	  {"type":"object","additionalProperties":false,"required":["box_key","a"],"properties":{"box_key":{"type":"string"},"a":{"type":"string"}}},
+	  {"type":"object","additionalProperties":false,"required":["box_key","b"],"properties":{"box_key":{"type":"string"},"b":{"type":"string"}}}]}`
+	v := MustCompile("branched", []byte(doc))
+	if viol := v.ValidateJSON([]byte(`{"box_key":"k","a":"x"}`)); viol != nil {
+		t.Fatalf("valid rejected: %+v", viol)
+	}
+	viol := v.ValidateJSON([]byte(`{"box_key":"k","a":"x","bogus":1}`))
+	if viol == nil || viol.Field != "bogus" || viol.Keyword != "additionalProperties" {
+		t.Fatalf("got %+v", viol)
+	}
+	viol = v.ValidateJSON([]byte(`{"box_key":"k","a":5}`))
+	if viol == nil || viol.Field != "a" || viol.Keyword != "type" {
+		t.Fatalf("got %+v", viol)
+	}
+	viol = v.ValidateJSON([]byte(`{"box_key":"k"}`))
+	if viol == nil || viol.Field != "" || viol.Keyword != "oneOf" {
+		t.Fatalf("got %+v", viol)
+	}
+}

@@ -181,8 +181,13 @@ func emitGo(ops []*operation, reg *registry) ([]byte, error) {
 				var exclude []string
 				exclude = append(exclude, paramNames(op.PathParams)...)
 				exclude = append(exclude, paramNames(op.QueryParams)...)
-				w("\tif body, ok := restObject(args, %s); ok || %t {\n\t\treq.Body = new(api.%s)\n\t\tif err := decodeRaw(body, \"\", req.Body); err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t}\n",
-					quoteList(exclude), op.BodyRequired, g.BodyType)
+				if op.BodyRequired {
+					w("\tbody, _ := restObject(args, %s)\n\treq.Body = new(api.%s)\n\tif err := decodeRaw(body, \"\", req.Body); err != nil {\n\t\treturn nil, err\n\t}\n",
+						quoteList(exclude), g.BodyType)
+				} else {
+					w("\tif body, ok := restObject(args, %s); ok {\n\t\treq.Body = new(api.%s)\n\t\tif err := decodeRaw(body, \"\", req.Body); err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t}\n",
+						quoteList(exclude), g.BodyType)
+				}
 			default:
 				if op.BodyRequired {
 					w("\treq.Body = new(api.%s)\n\tif err := decodeObject(args, %s, nil, nil, req.Body); err != nil {\n\t\treturn nil, err\n\t}\n",
