@@ -44,6 +44,30 @@ type ApiKey struct {
 	RevokedAt *time.Time
 }
 
+type Attachment struct {
+	BoxID        uuid.UUID
+	MessageID    uuid.UUID
+	AttachmentID uuid.UUID
+	Name         string
+	MediaType    string
+	SizeBytes    int64
+	Sha256       string
+	Content      []byte
+}
+
+type Attention struct {
+	BoxID            uuid.UUID
+	AgentID          uuid.UUID
+	InboxSeq         int64
+	MessageID        uuid.UUID
+	ChannelID        uuid.UUID
+	Reasons          int32
+	AckedAt          *time.Time
+	AckedBySessionID *uuid.UUID
+	LeaseSessionID   *uuid.UUID
+	LeaseExpiresAt   *time.Time
+}
+
 type Box struct {
 	BoxID            uuid.UUID
 	BoxKey           string
@@ -54,6 +78,24 @@ type Box struct {
 	CreatedAt        time.Time
 }
 
+type Channel struct {
+	BoxID          uuid.UUID
+	ChannelID      uuid.UUID
+	Kind           string
+	DmAgentLo      *uuid.UUID
+	DmAgentHi      *uuid.UUID
+	LastMessageSeq int64
+	CreatedAt      time.Time
+}
+
+type ChannelSenderLatest struct {
+	BoxID         uuid.UUID
+	ChannelID     uuid.UUID
+	SenderAgentID uuid.UUID
+	MessageID     uuid.UUID
+	ContentHash   []byte
+}
+
 type Checkpoint struct {
 	BoxID            uuid.UUID
 	AgentID          uuid.UUID
@@ -62,6 +104,26 @@ type Checkpoint struct {
 	SavedAt          time.Time
 	SavedBySessionID uuid.UUID
 	ProfileVersion   int64
+}
+
+type CleanupStatus struct {
+	BoxID           uuid.UUID
+	State           string
+	Runs            int64
+	DeletedMessages int64
+	Failures        int64
+	LastRunAt       *time.Time
+	LastError       *string
+}
+
+type FileReport struct {
+	BoxID           uuid.UUID
+	MessageID       uuid.UUID
+	FileIndex       int32
+	ReporterAgentID uuid.UUID
+	Status          string
+	Note            string
+	UpdatedAt       time.Time
 }
 
 type Host struct {
@@ -81,6 +143,82 @@ type IdempotencyRecord struct {
 	Response    []byte
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
+}
+
+type InboxHead struct {
+	BoxID        uuid.UUID
+	AgentID      uuid.UUID
+	LastInboxSeq int64
+}
+
+type Message struct {
+	BoxID            uuid.UUID
+	MessageID        uuid.UUID
+	MessageSeq       int64
+	ChannelID        uuid.UUID
+	SenderAgentID    uuid.UUID
+	DestKind         string
+	DestAgentID      *uuid.UUID
+	DestRoomID       *uuid.UUID
+	BodyMd           string
+	Payload          []byte
+	MentionAgentIds  []uuid.UUID
+	RequestAgentIds  []uuid.UUID
+	ReplyToMessageID *uuid.UUID
+	ReplyToAuthorID  *uuid.UUID
+	ThreadRootID     uuid.UUID
+	Files            []byte
+	ContentHash      []byte
+	HasAttachment    bool
+	CreatedAt        time.Time
+}
+
+type Receipt struct {
+	BoxID     uuid.UUID
+	AgentID   uuid.UUID
+	InboxSeq  int64
+	SessionID uuid.UUID
+}
+
+type Request struct {
+	BoxID            uuid.UUID
+	MessageID        uuid.UUID
+	RecipientAgentID uuid.UUID
+	MessageSeq       int64
+	RequesterAgentID uuid.UUID
+	Status           string
+	Revision         int64
+	UpdatedAt        time.Time
+	ReplyMessageID   *uuid.UUID
+}
+
+type Room struct {
+	BoxID             uuid.UUID
+	RoomID            uuid.UUID
+	Name              string
+	OwnerAgentID      uuid.UUID
+	Status            string
+	HistoryVisibility string
+	DefaultFollow     string
+	BriefMd           string
+	BriefRevision     int64
+	BriefUpdatedAt    *time.Time
+	CreatedAt         time.Time
+}
+
+type RoomMember struct {
+	BoxID          uuid.UUID
+	RoomID         uuid.UUID
+	AgentID        uuid.UUID
+	State          string
+	Epoch          int64
+	EpochStartSeq  int64
+	Follow         string
+	FollowRevision int64
+	InviterAgentID *uuid.UUID
+	InvitedAt      *time.Time
+	JoinedAt       *time.Time
+	LeftAt         *time.Time
 }
 
 type ServerSecret struct {

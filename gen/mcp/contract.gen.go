@@ -409,6 +409,18 @@ var Operations = map[string]*Operation{
 		HasBody:      true,
 		Admin:        true,
 	},
+	"admin_cleanup_status": {
+		OperationID:  "admin_cleanup_status",
+		Method:       "GET",
+		Path:         "/admin/api/v1/boxes/{box_key}/cleanup",
+		Pattern:      "GET /admin/api/v1/boxes/{box_key}/cleanup",
+		PathParams:   []string{"box_key"},
+		QueryParams:  nil,
+		HeaderParams: nil,
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        true,
+	},
 	"admin_host_create": {
 		OperationID:  "admin_host_create",
 		Method:       "POST",
@@ -481,6 +493,42 @@ var Operations = map[string]*Operation{
 		HasBody:      false,
 		Admin:        true,
 	},
+	"admin_room_archive": {
+		OperationID:  "admin_room_archive",
+		Method:       "POST",
+		Path:         "/admin/api/v1/boxes/{box_key}/rooms/{room_id}/archive",
+		Pattern:      "POST /admin/api/v1/boxes/{box_key}/rooms/{room_id}/archive",
+		PathParams:   []string{"box_key", "room_id"},
+		QueryParams:  nil,
+		HeaderParams: nil,
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        true,
+	},
+	"admin_room_list": {
+		OperationID:  "admin_room_list",
+		Method:       "GET",
+		Path:         "/admin/api/v1/boxes/{box_key}/rooms",
+		Pattern:      "GET /admin/api/v1/boxes/{box_key}/rooms",
+		PathParams:   []string{"box_key"},
+		QueryParams:  nil,
+		HeaderParams: nil,
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        true,
+	},
+	"admin_room_set_owner": {
+		OperationID:  "admin_room_set_owner",
+		Method:       "PUT",
+		Path:         "/admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner",
+		Pattern:      "PUT /admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner",
+		PathParams:   []string{"box_key", "room_id"},
+		QueryParams:  nil,
+		HeaderParams: nil,
+		BodyFields:   []string{"agent_ref"},
+		HasBody:      true,
+		Admin:        true,
+	},
 	"admin_settings_get": {
 		OperationID:  "admin_settings_get",
 		Method:       "GET",
@@ -544,6 +592,114 @@ var Operations = map[string]*Operation{
 		Admin:        false,
 		Tool:         toolCheckpointSave,
 	},
+	"conversation_read": {
+		OperationID:  "conversation_read",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/conversation",
+		Pattern:      "GET /api/v1/boxes/{box_key}/conversation",
+		PathParams:   []string{"box_key"},
+		QueryParams:  []string{"destination", "limit", "cursor"},
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
+	"directory_get": {
+		OperationID:  "directory_get",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/directory/{agent_id}",
+		Pattern:      "GET /api/v1/boxes/{box_key}/directory/{agent_id}",
+		PathParams:   []string{"box_key", "agent_id"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
+	"directory_search": {
+		OperationID:  "directory_search",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/directory",
+		Pattern:      "GET /api/v1/boxes/{box_key}/directory",
+		PathParams:   []string{"box_key"},
+		QueryParams:  []string{"query", "limit", "cursor"},
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
+	"directory_update_self": {
+		OperationID:  "directory_update_self",
+		Method:       "PATCH",
+		Path:         "/api/v1/boxes/{box_key}/directory/self",
+		Pattern:      "PATCH /api/v1/boxes/{box_key}/directory/self",
+		PathParams:   []string{"box_key"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"expected_revision", "idempotency_key", "patch"},
+		HasBody:      true,
+		Admin:        false,
+	},
+	"file_access_report": {
+		OperationID:  "file_access_report",
+		Method:       "PUT",
+		Path:         "/api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report",
+		Pattern:      "PUT /api/v1/boxes/{box_key}/messages/{message_id}/files/{file_index}/report",
+		PathParams:   []string{"box_key", "message_id", "file_index"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"idempotency_key", "note", "status"},
+		HasBody:      true,
+		Admin:        false,
+	},
+	"file_report_list": {
+		OperationID:  "file_report_list",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/messages/{message_id}/file-reports",
+		Pattern:      "GET /api/v1/boxes/{box_key}/messages/{message_id}/file-reports",
+		PathParams:   []string{"box_key", "message_id"},
+		QueryParams:  []string{"limit", "cursor"},
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
+	"inbox_ack": {
+		OperationID:  "inbox_ack",
+		Method:       "POST",
+		Path:         "/api/v1/boxes/{box_key}/inbox/ack",
+		Pattern:      "POST /api/v1/boxes/{box_key}/inbox/ack",
+		PathParams:   []string{"box_key"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"idempotency_key", "inbox_seqs"},
+		HasBody:      true,
+		Admin:        false,
+	},
+	"inbox_claim": {
+		OperationID:  "inbox_claim",
+		Method:       "POST",
+		Path:         "/api/v1/boxes/{box_key}/inbox/claim",
+		Pattern:      "POST /api/v1/boxes/{box_key}/inbox/claim",
+		PathParams:   []string{"box_key"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"idempotency_key", "lease_seconds", "limit", "order"},
+		HasBody:      true,
+		Admin:        false,
+	},
+	"inbox_list": {
+		OperationID:  "inbox_list",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/inbox",
+		Pattern:      "GET /api/v1/boxes/{box_key}/inbox",
+		PathParams:   []string{"box_key"},
+		QueryParams:  []string{"filter", "destination", "limit", "cursor"},
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
 	"limits_get": {
 		OperationID:  "limits_get",
 		Method:       "GET",
@@ -568,6 +724,42 @@ var Operations = map[string]*Operation{
 		HasBody:      false,
 		Admin:        false,
 	},
+	"message_get": {
+		OperationID:  "message_get",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/messages/{message_id}",
+		Pattern:      "GET /api/v1/boxes/{box_key}/messages/{message_id}",
+		PathParams:   []string{"box_key", "message_id"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
+	"message_send": {
+		OperationID:  "message_send",
+		Method:       "POST",
+		Path:         "/api/v1/boxes/{box_key}/messages",
+		Pattern:      "POST /api/v1/boxes/{box_key}/messages",
+		PathParams:   []string{"box_key"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"body_md", "destination", "dry_run", "files", "idempotency_key", "mention_agent_ids", "payload", "reply_to_message_id", "request_agent_ids"},
+		HasBody:      true,
+		Admin:        false,
+	},
+	"message_send_batch": {
+		OperationID:  "message_send_batch",
+		Method:       "POST",
+		Path:         "/api/v1/boxes/{box_key}/messages/batch",
+		Pattern:      "POST /api/v1/boxes/{box_key}/messages/batch",
+		PathParams:   []string{"box_key"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"body_md", "dry_run", "files", "idempotency_key", "payload", "recipient_agent_ids"},
+		HasBody:      true,
+		Admin:        false,
+	},
 	"profile_get": {
 		OperationID:  "profile_get",
 		Method:       "GET",
@@ -580,6 +772,162 @@ var Operations = map[string]*Operation{
 		HasBody:      false,
 		Admin:        false,
 		Tool:         toolProfileGet,
+	},
+	"request_list": {
+		OperationID:  "request_list",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/requests",
+		Pattern:      "GET /api/v1/boxes/{box_key}/requests",
+		PathParams:   []string{"box_key"},
+		QueryParams:  []string{"direction", "status", "limit", "cursor"},
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
+	"request_respond": {
+		OperationID:  "request_respond",
+		Method:       "POST",
+		Path:         "/api/v1/boxes/{box_key}/requests/{request_message_id}/respond",
+		Pattern:      "POST /api/v1/boxes/{box_key}/requests/{request_message_id}/respond",
+		PathParams:   []string{"box_key", "request_message_id"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"body_md", "dry_run", "expected_revision", "files", "idempotency_key", "status"},
+		HasBody:      true,
+		Admin:        false,
+	},
+	"room_brief_get": {
+		OperationID:  "room_brief_get",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/rooms/{room_id}/brief",
+		Pattern:      "GET /api/v1/boxes/{box_key}/rooms/{room_id}/brief",
+		PathParams:   []string{"box_key", "room_id"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
+	"room_brief_update": {
+		OperationID:  "room_brief_update",
+		Method:       "POST",
+		Path:         "/api/v1/boxes/{box_key}/rooms/{room_id}/brief",
+		Pattern:      "POST /api/v1/boxes/{box_key}/rooms/{room_id}/brief",
+		PathParams:   []string{"box_key", "room_id"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"append_md", "expected_revision", "idempotency_key"},
+		HasBody:      true,
+		Admin:        false,
+	},
+	"room_create": {
+		OperationID:  "room_create",
+		Method:       "POST",
+		Path:         "/api/v1/boxes/{box_key}/rooms",
+		Pattern:      "POST /api/v1/boxes/{box_key}/rooms",
+		PathParams:   []string{"box_key"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"default_follow", "dry_run", "history_visibility", "idempotency_key", "invitee_agent_ids", "name"},
+		HasBody:      true,
+		Admin:        false,
+	},
+	"room_follow": {
+		OperationID:  "room_follow",
+		Method:       "PUT",
+		Path:         "/api/v1/boxes/{box_key}/rooms/{room_id}/follow",
+		Pattern:      "PUT /api/v1/boxes/{box_key}/rooms/{room_id}/follow",
+		PathParams:   []string{"box_key", "room_id"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"expected_revision", "follow", "idempotency_key"},
+		HasBody:      true,
+		Admin:        false,
+	},
+	"room_get": {
+		OperationID:  "room_get",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/rooms/{room_id}",
+		Pattern:      "GET /api/v1/boxes/{box_key}/rooms/{room_id}",
+		PathParams:   []string{"box_key", "room_id"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
+	"room_invite": {
+		OperationID:  "room_invite",
+		Method:       "POST",
+		Path:         "/api/v1/boxes/{box_key}/rooms/{room_id}/invite",
+		Pattern:      "POST /api/v1/boxes/{box_key}/rooms/{room_id}/invite",
+		PathParams:   []string{"box_key", "room_id"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"idempotency_key", "invitee_agent_ids"},
+		HasBody:      true,
+		Admin:        false,
+	},
+	"room_join": {
+		OperationID:  "room_join",
+		Method:       "POST",
+		Path:         "/api/v1/boxes/{box_key}/rooms/{room_id}/join",
+		Pattern:      "POST /api/v1/boxes/{box_key}/rooms/{room_id}/join",
+		PathParams:   []string{"box_key", "room_id"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"idempotency_key"},
+		HasBody:      true,
+		Admin:        false,
+	},
+	"room_leave": {
+		OperationID:  "room_leave",
+		Method:       "POST",
+		Path:         "/api/v1/boxes/{box_key}/rooms/{room_id}/leave",
+		Pattern:      "POST /api/v1/boxes/{box_key}/rooms/{room_id}/leave",
+		PathParams:   []string{"box_key", "room_id"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   []string{"idempotency_key"},
+		HasBody:      true,
+		Admin:        false,
+	},
+	"room_list": {
+		OperationID:  "room_list",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/rooms",
+		Pattern:      "GET /api/v1/boxes/{box_key}/rooms",
+		PathParams:   []string{"box_key"},
+		QueryParams:  []string{"limit", "cursor"},
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
+	"thread_export": {
+		OperationID:  "thread_export",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/threads/{message_id}/export",
+		Pattern:      "GET /api/v1/boxes/{box_key}/threads/{message_id}/export",
+		PathParams:   []string{"box_key", "message_id"},
+		QueryParams:  []string{"format", "cursor"},
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
+	"thread_read": {
+		OperationID:  "thread_read",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/threads/{message_id}",
+		Pattern:      "GET /api/v1/boxes/{box_key}/threads/{message_id}",
+		PathParams:   []string{"box_key", "message_id"},
+		QueryParams:  []string{"limit", "cursor"},
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
 	},
 }
 
@@ -609,6 +957,8 @@ func DispatchWithHeaders(ctx context.Context, si api.StrictServerInterface, oper
 		return dispatchAdminBoxList(ctx, si, args, headers)
 	case "admin_box_update":
 		return dispatchAdminBoxUpdate(ctx, si, args, headers)
+	case "admin_cleanup_status":
+		return dispatchAdminCleanupStatus(ctx, si, args, headers)
 	case "admin_host_create":
 		return dispatchAdminHostCreate(ctx, si, args, headers)
 	case "admin_host_list":
@@ -621,6 +971,12 @@ func DispatchWithHeaders(ctx context.Context, si api.StrictServerInterface, oper
 		return dispatchAdminKeyList(ctx, si, args, headers)
 	case "admin_key_revoke":
 		return dispatchAdminKeyRevoke(ctx, si, args, headers)
+	case "admin_room_archive":
+		return dispatchAdminRoomArchive(ctx, si, args, headers)
+	case "admin_room_list":
+		return dispatchAdminRoomList(ctx, si, args, headers)
+	case "admin_room_set_owner":
+		return dispatchAdminRoomSetOwner(ctx, si, args, headers)
 	case "admin_settings_get":
 		return dispatchAdminSettingsGet(ctx, si, args, headers)
 	case "admin_settings_update":
@@ -631,12 +987,62 @@ func DispatchWithHeaders(ctx context.Context, si api.StrictServerInterface, oper
 		return dispatchCheckpointGet(ctx, si, args, headers)
 	case "checkpoint_save":
 		return dispatchCheckpointSave(ctx, si, args, headers)
+	case "conversation_read":
+		return dispatchConversationRead(ctx, si, args, headers)
+	case "directory_get":
+		return dispatchDirectoryGet(ctx, si, args, headers)
+	case "directory_search":
+		return dispatchDirectorySearch(ctx, si, args, headers)
+	case "directory_update_self":
+		return dispatchDirectoryUpdateSelf(ctx, si, args, headers)
+	case "file_access_report":
+		return dispatchFileAccessReport(ctx, si, args, headers)
+	case "file_report_list":
+		return dispatchFileReportList(ctx, si, args, headers)
+	case "inbox_ack":
+		return dispatchInboxAck(ctx, si, args, headers)
+	case "inbox_claim":
+		return dispatchInboxClaim(ctx, si, args, headers)
+	case "inbox_list":
+		return dispatchInboxList(ctx, si, args, headers)
 	case "limits_get":
 		return dispatchLimitsGet(ctx, si, args, headers)
 	case "me_get":
 		return dispatchMeGet(ctx, si, args, headers)
+	case "message_get":
+		return dispatchMessageGet(ctx, si, args, headers)
+	case "message_send":
+		return dispatchMessageSend(ctx, si, args, headers)
+	case "message_send_batch":
+		return dispatchMessageSendBatch(ctx, si, args, headers)
 	case "profile_get":
 		return dispatchProfileGet(ctx, si, args, headers)
+	case "request_list":
+		return dispatchRequestList(ctx, si, args, headers)
+	case "request_respond":
+		return dispatchRequestRespond(ctx, si, args, headers)
+	case "room_brief_get":
+		return dispatchRoomBriefGet(ctx, si, args, headers)
+	case "room_brief_update":
+		return dispatchRoomBriefUpdate(ctx, si, args, headers)
+	case "room_create":
+		return dispatchRoomCreate(ctx, si, args, headers)
+	case "room_follow":
+		return dispatchRoomFollow(ctx, si, args, headers)
+	case "room_get":
+		return dispatchRoomGet(ctx, si, args, headers)
+	case "room_invite":
+		return dispatchRoomInvite(ctx, si, args, headers)
+	case "room_join":
+		return dispatchRoomJoin(ctx, si, args, headers)
+	case "room_leave":
+		return dispatchRoomLeave(ctx, si, args, headers)
+	case "room_list":
+		return dispatchRoomList(ctx, si, args, headers)
+	case "thread_export":
+		return dispatchThreadExport(ctx, si, args, headers)
+	case "thread_read":
+		return dispatchThreadRead(ctx, si, args, headers)
 	}
 	return nil, fmt.Errorf("mcp: unknown operation %q", operationID)
 }
@@ -801,6 +1207,26 @@ func dispatchAdminBoxUpdate(ctx context.Context, si api.StrictServerInterface, a
 	return nil, &UnexpectedResponseError{OperationID: "admin_box_update", Response: resp}
 }
 
+func dispatchAdminCleanupStatus(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.AdminCleanupStatusRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	resp, err := si.AdminCleanupStatus(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.AdminCleanupStatus200JSONResponse:
+		return r, nil
+	case *api.AdminCleanupStatus200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "admin_cleanup_status", Response: resp}
+}
+
 func dispatchAdminHostCreate(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
 	var req api.AdminHostCreateRequestObject
 	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
@@ -945,6 +1371,76 @@ func dispatchAdminKeyRevoke(ctx context.Context, si api.StrictServerInterface, a
 	return nil, &UnexpectedResponseError{OperationID: "admin_key_revoke", Response: resp}
 }
 
+func dispatchAdminRoomArchive(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.AdminRoomArchiveRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "room_id", &req.RoomId); err != nil {
+		return nil, err
+	}
+	resp, err := si.AdminRoomArchive(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.AdminRoomArchive200JSONResponse:
+		return r, nil
+	case *api.AdminRoomArchive200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "admin_room_archive", Response: resp}
+}
+
+func dispatchAdminRoomList(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.AdminRoomListRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	resp, err := si.AdminRoomList(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.AdminRoomList200JSONResponse:
+		return r, nil
+	case *api.AdminRoomList200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "admin_room_list", Response: resp}
+}
+
+func dispatchAdminRoomSetOwner(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.AdminRoomSetOwnerRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "room_id", &req.RoomId); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.AdminRoomSetOwnerJSONRequestBody)
+	if err := decodeObject(args, []string{"agent_ref"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.AdminRoomSetOwner(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.AdminRoomSetOwner200JSONResponse:
+		return r, nil
+	case *api.AdminRoomSetOwner200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "admin_room_set_owner", Response: resp}
+}
+
 func dispatchAdminSettingsGet(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
 	var req api.AdminSettingsGetRequestObject
 	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
@@ -1066,6 +1562,241 @@ func dispatchCheckpointSave(ctx context.Context, si api.StrictServerInterface, a
 	return nil, &UnexpectedResponseError{OperationID: "checkpoint_save", Response: resp}
 }
 
+func dispatchConversationRead(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.ConversationReadRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, []string{"destination", "limit", "cursor"}, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	resp, err := si.ConversationRead(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.ConversationRead200JSONResponse:
+		return r, nil
+	case *api.ConversationRead200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "conversation_read", Response: resp}
+}
+
+func dispatchDirectoryGet(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.DirectoryGetRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "agent_id", &req.AgentId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	resp, err := si.DirectoryGet(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.DirectoryGet200JSONResponse:
+		return r, nil
+	case *api.DirectoryGet200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "directory_get", Response: resp}
+}
+
+func dispatchDirectorySearch(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.DirectorySearchRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, []string{"query", "limit", "cursor"}, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	resp, err := si.DirectorySearch(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.DirectorySearch200JSONResponse:
+		return r, nil
+	case *api.DirectorySearch200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "directory_search", Response: resp}
+}
+
+func dispatchDirectoryUpdateSelf(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.DirectoryUpdateSelfRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.DirectoryUpdateSelfJSONRequestBody)
+	if err := decodeObject(args, []string{"expected_revision", "idempotency_key", "patch"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.DirectoryUpdateSelf(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.DirectoryUpdateSelf200JSONResponse:
+		return r, nil
+	case *api.DirectoryUpdateSelf200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "directory_update_self", Response: resp}
+}
+
+func dispatchFileAccessReport(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.FileAccessReportRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "message_id", &req.MessageId); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "file_index", &req.FileIndex); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.FileAccessReportJSONRequestBody)
+	if err := decodeObject(args, []string{"idempotency_key", "note", "status"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.FileAccessReport(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.FileAccessReport200JSONResponse:
+		return r, nil
+	case *api.FileAccessReport200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "file_access_report", Response: resp}
+}
+
+func dispatchFileReportList(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.FileReportListRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "message_id", &req.MessageId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, []string{"limit", "cursor"}, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	resp, err := si.FileReportList(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.FileReportList200JSONResponse:
+		return r, nil
+	case *api.FileReportList200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "file_report_list", Response: resp}
+}
+
+func dispatchInboxAck(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.InboxAckRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.InboxAckJSONRequestBody)
+	if err := decodeObject(args, []string{"idempotency_key", "inbox_seqs"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.InboxAck(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.InboxAck200JSONResponse:
+		return r, nil
+	case *api.InboxAck200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "inbox_ack", Response: resp}
+}
+
+func dispatchInboxClaim(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.InboxClaimRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.InboxClaimJSONRequestBody)
+	if err := decodeObject(args, []string{"idempotency_key", "lease_seconds", "limit", "order"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.InboxClaim(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.InboxClaim200JSONResponse:
+		return r, nil
+	case *api.InboxClaim200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "inbox_claim", Response: resp}
+}
+
+func dispatchInboxList(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.InboxListRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, []string{"filter", "destination", "limit", "cursor"}, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	resp, err := si.InboxList(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.InboxList200JSONResponse:
+		return r, nil
+	case *api.InboxList200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "inbox_list", Response: resp}
+}
+
 func dispatchLimitsGet(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
 	var req api.LimitsGetRequestObject
 	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
@@ -1106,6 +1837,86 @@ func dispatchMeGet(ctx context.Context, si api.StrictServerInterface, args map[s
 	return nil, &UnexpectedResponseError{OperationID: "me_get", Response: resp}
 }
 
+func dispatchMessageGet(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.MessageGetRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "message_id", &req.MessageId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	resp, err := si.MessageGet(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.MessageGet200JSONResponse:
+		return r, nil
+	case *api.MessageGet200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "message_get", Response: resp}
+}
+
+func dispatchMessageSend(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.MessageSendRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.MessageSendJSONRequestBody)
+	if err := decodeObject(args, []string{"body_md", "destination", "dry_run", "files", "idempotency_key", "mention_agent_ids", "payload", "reply_to_message_id", "request_agent_ids"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.MessageSend(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.MessageSend200JSONResponse:
+		return r, nil
+	case *api.MessageSend200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "message_send", Response: resp}
+}
+
+func dispatchMessageSendBatch(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.MessageSendBatchRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.MessageSendBatchJSONRequestBody)
+	if err := decodeObject(args, []string{"body_md", "dry_run", "files", "idempotency_key", "payload", "recipient_agent_ids"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.MessageSendBatch(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.MessageSendBatch200JSONResponse:
+		return r, nil
+	case *api.MessageSendBatch200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "message_send_batch", Response: resp}
+}
+
 func dispatchProfileGet(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
 	var req api.ProfileGetRequestObject
 	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
@@ -1127,4 +1938,361 @@ func dispatchProfileGet(ctx context.Context, si api.StrictServerInterface, args 
 		}
 	}
 	return nil, &UnexpectedResponseError{OperationID: "profile_get", Response: resp}
+}
+
+func dispatchRequestList(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.RequestListRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, []string{"direction", "status", "limit", "cursor"}, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	resp, err := si.RequestList(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.RequestList200JSONResponse:
+		return r, nil
+	case *api.RequestList200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "request_list", Response: resp}
+}
+
+func dispatchRequestRespond(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.RequestRespondRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "request_message_id", &req.RequestMessageId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.RequestRespondJSONRequestBody)
+	if err := decodeObject(args, []string{"body_md", "dry_run", "expected_revision", "files", "idempotency_key", "status"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.RequestRespond(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.RequestRespond200JSONResponse:
+		return r, nil
+	case *api.RequestRespond200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "request_respond", Response: resp}
+}
+
+func dispatchRoomBriefGet(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.RoomBriefGetRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "room_id", &req.RoomId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	resp, err := si.RoomBriefGet(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.RoomBriefGet200JSONResponse:
+		return r, nil
+	case *api.RoomBriefGet200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "room_brief_get", Response: resp}
+}
+
+func dispatchRoomBriefUpdate(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.RoomBriefUpdateRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "room_id", &req.RoomId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.RoomBriefUpdateJSONRequestBody)
+	if err := decodeObject(args, []string{"append_md", "expected_revision", "idempotency_key"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.RoomBriefUpdate(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.RoomBriefUpdate200JSONResponse:
+		return r, nil
+	case *api.RoomBriefUpdate200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "room_brief_update", Response: resp}
+}
+
+func dispatchRoomCreate(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.RoomCreateRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.RoomCreateJSONRequestBody)
+	if err := decodeObject(args, []string{"default_follow", "dry_run", "history_visibility", "idempotency_key", "invitee_agent_ids", "name"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.RoomCreate(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.RoomCreate200JSONResponse:
+		return r, nil
+	case *api.RoomCreate200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "room_create", Response: resp}
+}
+
+func dispatchRoomFollow(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.RoomFollowRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "room_id", &req.RoomId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.RoomFollowJSONRequestBody)
+	if err := decodeObject(args, []string{"expected_revision", "follow", "idempotency_key"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.RoomFollow(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.RoomFollow200JSONResponse:
+		return r, nil
+	case *api.RoomFollow200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "room_follow", Response: resp}
+}
+
+func dispatchRoomGet(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.RoomGetRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "room_id", &req.RoomId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	resp, err := si.RoomGet(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.RoomGet200JSONResponse:
+		return r, nil
+	case *api.RoomGet200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "room_get", Response: resp}
+}
+
+func dispatchRoomInvite(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.RoomInviteRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "room_id", &req.RoomId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.RoomInviteJSONRequestBody)
+	if err := decodeObject(args, []string{"idempotency_key", "invitee_agent_ids"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.RoomInvite(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.RoomInvite200JSONResponse:
+		return r, nil
+	case *api.RoomInvite200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "room_invite", Response: resp}
+}
+
+func dispatchRoomJoin(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.RoomJoinRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "room_id", &req.RoomId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.RoomJoinJSONRequestBody)
+	if err := decodeObject(args, []string{"idempotency_key"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.RoomJoin(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.RoomJoin200JSONResponse:
+		return r, nil
+	case *api.RoomJoin200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "room_join", Response: resp}
+}
+
+func dispatchRoomLeave(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.RoomLeaveRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "room_id", &req.RoomId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	req.Body = new(api.RoomLeaveJSONRequestBody)
+	if err := decodeObject(args, []string{"idempotency_key"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.RoomLeave(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.RoomLeave200JSONResponse:
+		return r, nil
+	case *api.RoomLeave200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "room_leave", Response: resp}
+}
+
+func dispatchRoomList(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.RoomListRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, []string{"limit", "cursor"}, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	resp, err := si.RoomList(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.RoomList200JSONResponse:
+		return r, nil
+	case *api.RoomList200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "room_list", Response: resp}
+}
+
+func dispatchThreadExport(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.ThreadExportRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "message_id", &req.MessageId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, []string{"format", "cursor"}, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	resp, err := si.ThreadExport(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.ThreadExport200JSONResponse:
+		return r, nil
+	case *api.ThreadExport200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "thread_export", Response: resp}
+}
+
+func dispatchThreadRead(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.ThreadReadRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "message_id", &req.MessageId); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, []string{"limit", "cursor"}, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
+	resp, err := si.ThreadRead(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.ThreadRead200JSONResponse:
+		return r, nil
+	case *api.ThreadRead200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "thread_read", Response: resp}
 }

@@ -112,7 +112,7 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 			ctx = auth.WithPrincipal(ctx, p)
 			ctx = auth.WithSessionKey(ctx, auth.SessionKey(r.Header.Get("Agentbox-Session"), "", p.KeyID))
 		}
-		if op.HasBody {
+		if op.Body != nil { // JSON bodies; multipart uploads are read by their handler
 			raw, err := io.ReadAll(io.LimitReader(r.Body, maxJSONBody+1))
 			if err != nil {
 				WriteError(w, apierr.Invalid("", "the request body could not be read"))

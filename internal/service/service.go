@@ -40,6 +40,8 @@ type Service struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	tamper func(string, []byte) []byte
+
+	cursorCodec cursorCodec
 }
 
 // New builds the service.
@@ -281,3 +283,6 @@ func parseDec(field, s string) (int64, error) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// errNotImplemented answers operations whose feature has not landed yet.
+var errNotImplemented = apierr.New(apierr.NotFoundOrForbidden, "this operation is not implemented yet").WithReason("not_implemented")
