@@ -39,7 +39,9 @@ func TestAuthFailuresAreIndistinguishable(t *testing.T) {
 	wrongIP := e.NewAgent("alpha", "remote", map[string]any{"host_name": "far"})
 
 	cases := map[string]func() testenv.Response{
-		"wrong key":      func() testenv.Response { return e.Do("GET", "/api/v1/boxes/alpha/checkpoint", "abk_nonsense", nil, nil) },
+		"wrong key": func() testenv.Response {
+			return e.Do("GET", "/api/v1/boxes/alpha/checkpoint", "abk_nonsense", nil, nil)
+		},
 		"no key":         func() testenv.Response { return e.Do("GET", "/api/v1/boxes/alpha/checkpoint", "", nil, nil) },
 		"revoked key":    func() testenv.Response { return revoked.Call("GET", "/checkpoint", nil) },
 		"disabled agent": func() testenv.Response { return disabled.Call("GET", "/checkpoint", nil) },
@@ -458,4 +460,3 @@ func TestAdminNeedsAdminToken(t *testing.T) {
 		t.Fatalf("admin token on agent route: %s", r.Raw)
 	}
 }
-
