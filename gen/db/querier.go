@@ -14,6 +14,8 @@ type Querier interface {
 	AdminTokenLive(ctx context.Context, tokenHash []byte) (bool, error)
 	// Everything agent authentication checks, in one round trip. The caller decides.
 	AuthenticateKey(ctx context.Context, arg AuthenticateKeyParams) (AuthenticateKeyRow, error)
+	// The committed upper bound of a channel's message stream.
+	ChannelHead(ctx context.Context, arg ChannelHeadParams) (int64, error)
 	CheckpointRevision(ctx context.Context, arg CheckpointRevisionParams) (int64, error)
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
 	CreateAdminToken(ctx context.Context, arg CreateAdminTokenParams) (CreateAdminTokenRow, error)
@@ -29,6 +31,8 @@ type Querier interface {
 	GetCheckpoint(ctx context.Context, arg GetCheckpointParams) (Checkpoint, error)
 	GetHostByName(ctx context.Context, arg GetHostByNameParams) (Host, error)
 	GetIdempotencyRecord(ctx context.Context, arg GetIdempotencyRecordParams) (GetIdempotencyRecordRow, error)
+	// The room and the caller's membership row (state is NULL when the caller was never invited).
+	GetRoomForAgent(ctx context.Context, arg GetRoomForAgentParams) (GetRoomForAgentRow, error)
 	GetServerSecret(ctx context.Context, name string) ([]byte, error)
 	// One round trip per call: the session, the profile version it must have observed, the
 	// box settings, and a coarse last_seen_at observation (written at most once a minute).
@@ -40,6 +44,8 @@ type Querier interface {
 	ListBoxes(ctx context.Context) ([]Box, error)
 	ListHosts(ctx context.Context, boxID uuid.UUID) ([]Host, error)
 	LockBoxSettings(ctx context.Context, boxID uuid.UUID) (LockBoxSettingsRow, error)
+	// Serializes sends, joins and leaves of one channel until commit (SPEC §6, §7 ordering).
+	LockChannel(ctx context.Context, arg LockChannelParams) (int64, error)
 	// Serializes concurrent calls that share one idempotency key (until commit).
 	LockIdempotencyKey(ctx context.Context, scope string) error
 	ObserveProfile(ctx context.Context, arg ObserveProfileParams) error
