@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/httpserver"
+	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/pglocal"
 	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/store"
@@ -79,6 +80,9 @@ func (e *env) serve(args []string) error {
 		Auth:    auth.New(st, token, log),
 		Ready:   st.Ready,
 		Log:     log,
+		// /metrics is unauthenticated unless AGENTBOX_METRICS_TOKEN is set.
+		Metrics:      metrics.New(st.Pool()),
+		MetricsToken: os.Getenv("AGENTBOX_METRICS_TOKEN"),
 	})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

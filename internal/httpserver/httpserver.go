@@ -5,16 +5,19 @@ package httpserver
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/schema"
 	"github.com/agentbox/agentbox/spec"
 )
@@ -30,6 +33,10 @@ type Config struct {
 	Log     *slog.Logger
 	// Extra routes mounted beside the API (e.g. "/mcp").
 	Extra map[string]http.Handler
+	// Metrics records every API request (nil: not recorded, /metrics absent).
+	Metrics *metrics.Registry
+	// MetricsToken, when set, is the bearer token /metrics requires.
+	MetricsToken string
 }
 
 // New returns the root handler.
@@ -78,6 +85,16 @@ func New(cfg Config) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
+	if cfg.Metrics != nil {
+		routes.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+			if cfg.MetricsToken != "" && subtle.ConstantTimeCompare([]byte(auth.BearerToken(r)), []byte(cfg.MetricsToken)) != 1 {
+				WriteError(w, apierr.Auth())
+				return
+			}
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			cfg.Metrics.Write(w)
+		})
+	}
 	routes.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(spec.OpenAPI) //nolint:errcheck
@@ -95,7 +112,9 @@ func New(cfg Config) http.Handler {
 // (unknown fields, bad UTF-8 and lone surrogates are INVALID_ARGUMENT), then hands the
 // request to the generated strict handler.
 func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w := &statusWriter{ResponseWriter: rw, status: http.StatusOK}
+		defer func(start time.Time) { cfg.Metrics.Observe(op.OperationID, "http", w.status, time.Since(start)) }(time.Now())
 		ctx := r.Context()
 		bearer := auth.BearerToken(r)
 		if op.Admin {
@@ -134,6 +153,17 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// statusWriter remembers the status code for metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
 }
 
 // ValidateBody checks a raw JSON body against the operation's closed body schema.

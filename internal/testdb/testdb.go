@@ -92,6 +92,30 @@ func New(t testing.TB) string {
 	return s.urlFor(name)
 }
 
+// NewEmpty is New without the schema: an empty database (for migration tests).
+func NewEmpty(t testing.TB) string {
+	t.Helper()
+	s, err := sharedServer()
+	if err != nil {
+		t.Fatalf("testdb: no PostgreSQL server for tests: %v", err)
+	}
+	name, err := randomName()
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cloneTimeout)
+	defer cancel()
+	if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+ident(name)); err != nil {
+		t.Fatalf("testdb: creating database %s (%s): %v", name, s.kind, err)
+	}
+	t.Cleanup(func() {
+		if err := s.drop(name); err != nil {
+			t.Errorf("testdb: dropping database %s: %v", name, err)
+		}
+	})
+	return s.urlFor(name)
+}
+
 // Main runs the tests, then stops the throwaway cluster if this process
 // started one, and exits. Call it from TestMain.
 func Main(m *testing.M) {

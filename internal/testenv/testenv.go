@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/clock"
 	"github.com/agentbox/agentbox/internal/httpserver"
+	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/internal/testdb"
@@ -61,7 +62,8 @@ func New(t testing.TB, opts ...Options) *Env {
 	log := slog.New(slog.DiscardHandler)
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	svc := service.New(service.Options{Store: st, Clock: clk, Log: log, TamperResponse: o.TamperResponse})
-	h := httpserver.New(httpserver.Config{Service: svc, Auth: auth.New(st, AdminToken, log), Ready: st.Ready, Log: log})
+	h := httpserver.New(httpserver.Config{Service: svc, Auth: auth.New(st, AdminToken, log), Ready: st.Ready, Log: log,
+		Metrics: metrics.New(st.Pool())})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &Env{T: t, URL: srv.URL, DBURL: dbURL, Store: st, Service: svc, Clock: clk, Handler: h}

@@ -1,0 +1,63 @@
+package httpserver_test
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/agentbox/agentbox/spec"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func TestServiceEndpoints(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	if r := e.Do("GET", "/healthz", "", nil, nil); r.Status != http.StatusOK {
+		t.Fatalf("healthz: %d", r.Status)
+	}
+	if r := e.Do("GET", "/readyz", "", nil, nil); r.Status != http.StatusOK || !strings.Contains(string(r.Raw), "ready") {
+		t.Fatalf("readyz: %d %s", r.Status, r.Raw)
+	}
+	if r := e.Do("GET", "/openapi.json", "", nil, nil); r.Status != http.StatusOK || !bytes.Equal(r.Raw, spec.OpenAPI) {
+		t.Fatalf("openapi.json: %d (%d bytes)", r.Status, len(r.Raw))
+	}
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Call("GET", "/checkpoint", nil) // NOT_PRIMED, counted with its status
+	r := e.Do("GET", "/metrics", "", nil, nil)
+	for _, want := range []string{
+		`agentbox_requests_total{operation="checkpoint_get",transport="http",status="409"} 1`,
+		`agentbox_requests_total{operation="admin_agent_create",transport="http",status="200"} 1`,
+		`agentbox_request_duration_seconds_count{operation="checkpoint_get"} 1`,
+		`agentbox_db_pool_connections{state="max"}`,
+	} {
+		if !strings.Contains(string(r.Raw), want) {
+			t.Errorf("metrics lack %q:\n%s", want, r.Raw)
+		}
+	}
+}
+
+// Unknown routes answer with the error envelope, never a bare text page.
+func TestUnknownRouteIsStructured(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	r := e.Do("GET", "/api/v1/nothing-here", "", nil, nil)
+	if r.Status != http.StatusNotFound || r.Code() != "NOT_FOUND_OR_FORBIDDEN" {
+		t.Fatalf("%d %s", r.Status, r.Raw)
+	}
+}
+
+// /readyz reports unavailable when the database is not at the binary's schema version.
+func TestReadyzFailsWhenSchemaIsBehind(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	if _, err := e.Store.Pool().Exec(t.Context(), `DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations)`); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.Do("GET", "/readyz", "", nil, nil); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("readyz: %d %s", r.Status, r.Raw)
+	}
+}
