@@ -30,3 +30,22 @@ RETURNING token_id, label, created_at;
 
 -- name: AdminTokenLive :one
 SELECT EXISTS (SELECT 1 FROM admin_tokens WHERE token_hash = @token_hash AND revoked_at IS NULL);
+
+-- name: RevokeAdminToken :one
+UPDATE admin_tokens SET revoked_at = COALESCE(revoked_at, @now)
+WHERE token_id = @token_id
+RETURNING token_id, label, created_at, revoked_at;
+
+-- name: AuthenticateKeyAnyBox :many
+-- The same facts as AuthenticateKey, found by the key hash alone (the MCP endpoint learns
+-- the box only per tool call). A key hash is unique in practice; the caller requires one row.
+SELECT boxes.box_id, boxes.box_key, boxes.enabled AS box_enabled,
+       api_keys.key_id, api_keys.router, api_keys.revoked_at,
+       agents.agent_id, agents.name AS agent_name, agents.enabled AS agent_enabled,
+       hosts.host_id, hosts.name AS host_name, hosts.ips
+FROM api_keys
+JOIN boxes ON boxes.box_id = api_keys.box_id
+JOIN agents ON agents.box_id = api_keys.box_id AND agents.agent_id = api_keys.agent_id
+JOIN hosts ON hosts.box_id = agents.box_id AND hosts.host_id = agents.host_id
+WHERE api_keys.key_hash = @key_hash
+LIMIT 2;

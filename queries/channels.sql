@@ -5,3 +5,27 @@ SELECT last_message_seq FROM channels WHERE box_id = @box_id AND channel_id = @c
 -- name: ChannelHead :one
 -- The committed upper bound of a channel's message stream.
 SELECT last_message_seq FROM channels WHERE box_id = @box_id AND channel_id = @channel_id;
+
+-- name: LockDMChannels :many
+-- Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
+-- channel_id order: a batch locks several channels, always in this order, and before any
+-- inbox head, so concurrent sends cannot deadlock.
+SELECT channel_id, dm_agent_lo, dm_agent_hi, last_message_seq FROM channels
+WHERE box_id = @box_id AND kind = 'dm'
+  AND (dm_agent_lo, dm_agent_hi) IN (SELECT unnest(@los::uuid[]), unnest(@his::uuid[]))
+ORDER BY channel_id
+FOR UPDATE;
+
+-- name: EnsureDMChannels :exec
+-- Creates the DM channels of the given pairs that do not exist yet (first message of a pair).
+-- Pairs are inserted in pair order so concurrent creators wait on each other in one order.
+INSERT INTO channels (box_id, channel_id, kind, dm_agent_lo, dm_agent_hi, created_at)
+SELECT @box_id, gen_random_uuid(), 'dm', p.lo, p.hi, @now
+FROM (SELECT unnest(@los::uuid[]) AS lo, unnest(@his::uuid[]) AS hi) AS p
+ORDER BY p.lo, p.hi
+ON CONFLICT (box_id, dm_agent_lo, dm_agent_hi) DO NOTHING;
+
+-- name: DMChannelHead :one
+-- A DM pair's channel and its committed upper bound (no row before the pair's first message).
+SELECT channel_id, last_message_seq FROM channels
+WHERE box_id = @box_id AND kind = 'dm' AND dm_agent_lo = @lo AND dm_agent_hi = @hi;

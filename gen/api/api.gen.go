@@ -872,6 +872,30 @@ type AdminSettingsUpdateInput struct {
 	Settings         SettingsPatch  `json:"settings"`
 }
 
+// AdminToken defines model for AdminToken.
+type AdminToken struct {
+	CreatedAt Timestamp          `json:"created_at"`
+	Label     string             `json:"label"`
+	RevokedAt *Timestamp         `json:"revoked_at,omitempty"`
+	TokenId   openapi_types.UUID `json:"token_id"`
+}
+
+// AdminTokenCreateInput defines model for AdminTokenCreateInput.
+type AdminTokenCreateInput struct {
+	// Label What the token is for.
+	Label *string `json:"label,omitempty"`
+}
+
+// AdminTokenCreateResult defines model for AdminTokenCreateResult.
+type AdminTokenCreateResult struct {
+	CreatedAt Timestamp `json:"created_at"`
+	Label     string    `json:"label"`
+
+	// Token Shown once; only its hash is stored.
+	Token   string             `json:"token"`
+	TokenId openapi_types.UUID `json:"token_id"`
+}
+
 // AgentName defines model for AgentName.
 type AgentName struct {
 	AgentId openapi_types.UUID `json:"agent_id"`
@@ -2029,6 +2053,9 @@ type AdminRoomSetOwnerJSONRequestBody = AdminRoomSetOwnerInput
 // AdminSettingsUpdateJSONRequestBody defines body for AdminSettingsUpdate for application/json ContentType.
 type AdminSettingsUpdateJSONRequestBody = AdminSettingsUpdateInput
 
+// AdminTokenCreateJSONRequestBody defines body for AdminTokenCreate for application/json ContentType.
+type AdminTokenCreateJSONRequestBody = AdminTokenCreateInput
+
 // CheckpointSaveJSONRequestBody defines body for CheckpointSave for application/json ContentType.
 type CheckpointSaveJSONRequestBody = CheckpointSaveInput
 
@@ -2133,6 +2160,12 @@ type ServerInterface interface {
 	// AdminSettingsUpdate Merge new values into a box's settings
 	// (PATCH /admin/api/v1/boxes/{box_key}/settings)
 	AdminSettingsUpdate(w http.ResponseWriter, r *http.Request, boxKey BoxKey)
+	// AdminTokenCreate Issue an admin token
+	// (POST /admin/api/v1/tokens)
+	AdminTokenCreate(w http.ResponseWriter, r *http.Request)
+	// AdminTokenRevoke Revoke an admin token
+	// (POST /admin/api/v1/tokens/{token_id}/revoke)
+	AdminTokenRevoke(w http.ResponseWriter, r *http.Request, tokenId openapi_types.UUID)
 	// CheckpointGet Read this agent's checkpoint
 	// (GET /api/v1/boxes/{box_key}/checkpoint)
 	CheckpointGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params CheckpointGetParams)
@@ -2770,6 +2803,46 @@ func (siw *ServerInterfaceWrapper) AdminSettingsUpdate(w http.ResponseWriter, r 
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AdminSettingsUpdate(w, r, boxKey)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AdminTokenCreate operation middleware
+func (siw *ServerInterfaceWrapper) AdminTokenCreate(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AdminTokenCreate(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AdminTokenRevoke operation middleware
+func (siw *ServerInterfaceWrapper) AdminTokenRevoke(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "token_id" -------------
+	var tokenId openapi_types.UUID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "token_id", r.PathValue("token_id"), &tokenId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "token_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AdminTokenRevoke(w, r, tokenId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4841,6 +4914,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner", wrapper.AdminRoomSetOwner)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/settings", wrapper.AdminSettingsGet)
 	m.HandleFunc(http.MethodPatch+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/settings", wrapper.AdminSettingsUpdate)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/tokens", wrapper.AdminTokenCreate)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/tokens/{token_id}/revoke", wrapper.AdminTokenRevoke)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/checkpoint", wrapper.CheckpointGet)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/boxes/{box_key}/checkpoint", wrapper.CheckpointSave)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/conversation", wrapper.ConversationRead)
@@ -6351,6 +6426,148 @@ func (response AdminSettingsUpdate409JSONResponse) VisitAdminSettingsUpdateRespo
 type AdminSettingsUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminSettingsUpdate500JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenCreateRequestObject struct {
+	Body *AdminTokenCreateJSONRequestBody
+}
+
+type AdminTokenCreateResponseObject interface {
+	VisitAdminTokenCreateResponse(w http.ResponseWriter) error
+}
+
+type AdminTokenCreate200JSONResponse AdminTokenCreateResult
+
+func (response AdminTokenCreate200JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenCreate400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminTokenCreate400JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenCreate401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response AdminTokenCreate401JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenCreate500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response AdminTokenCreate500JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenRevokeRequestObject struct {
+	TokenId openapi_types.UUID `json:"token_id"`
+}
+
+type AdminTokenRevokeResponseObject interface {
+	VisitAdminTokenRevokeResponse(w http.ResponseWriter) error
+}
+
+type AdminTokenRevoke200JSONResponse AdminToken
+
+func (response AdminTokenRevoke200JSONResponse) VisitAdminTokenRevokeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenRevoke400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminTokenRevoke400JSONResponse) VisitAdminTokenRevokeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenRevoke401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response AdminTokenRevoke401JSONResponse) VisitAdminTokenRevokeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenRevoke404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response AdminTokenRevoke404JSONResponse) VisitAdminTokenRevokeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenRevoke500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response AdminTokenRevoke500JSONResponse) VisitAdminTokenRevokeResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -10242,6 +10459,12 @@ type StrictServerInterface interface {
 	// AdminSettingsUpdate Merge new values into a box's settings
 	// (PATCH /admin/api/v1/boxes/{box_key}/settings)
 	AdminSettingsUpdate(ctx context.Context, request AdminSettingsUpdateRequestObject) (AdminSettingsUpdateResponseObject, error)
+	// AdminTokenCreate Issue an admin token
+	// (POST /admin/api/v1/tokens)
+	AdminTokenCreate(ctx context.Context, request AdminTokenCreateRequestObject) (AdminTokenCreateResponseObject, error)
+	// AdminTokenRevoke Revoke an admin token
+	// (POST /admin/api/v1/tokens/{token_id}/revoke)
+	AdminTokenRevoke(ctx context.Context, request AdminTokenRevokeRequestObject) (AdminTokenRevokeResponseObject, error)
 	// CheckpointGet Read this agent's checkpoint
 	// (GET /api/v1/boxes/{box_key}/checkpoint)
 	CheckpointGet(ctx context.Context, request CheckpointGetRequestObject) (CheckpointGetResponseObject, error)
@@ -10937,6 +11160,63 @@ func (sh *strictHandler) AdminSettingsUpdate(w http.ResponseWriter, r *http.Requ
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(AdminSettingsUpdateResponseObject); ok {
 		if err := validResponse.VisitAdminSettingsUpdateResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AdminTokenCreate operation middleware
+func (sh *strictHandler) AdminTokenCreate(w http.ResponseWriter, r *http.Request) {
+	var request AdminTokenCreateRequestObject
+
+	var body AdminTokenCreateJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AdminTokenCreate(ctx, request.(AdminTokenCreateRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AdminTokenCreate")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AdminTokenCreateResponseObject); ok {
+		if err := validResponse.VisitAdminTokenCreateResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AdminTokenRevoke operation middleware
+func (sh *strictHandler) AdminTokenRevoke(w http.ResponseWriter, r *http.Request, tokenId openapi_types.UUID) {
+	var request AdminTokenRevokeRequestObject
+
+	request.TokenId = tokenId
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AdminTokenRevoke(ctx, request.(AdminTokenRevokeRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AdminTokenRevoke")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AdminTokenRevokeResponseObject); ok {
+		if err := validResponse.VisitAdminTokenRevokeResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -11904,208 +12184,213 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17cxs3syf8VVB8z1uxd0fXOH4cqba2ZF2e8MS6HMnOOWcTLwucaYqIZoAJAEpiXPruW2hgbiSGnBnq",
-	"Zj36J7FIDgZodP/Q3ejLt14oklRw4Fr1dr71UippAhok/rV3CVz3ozOqx+bPCFQoWaqZ4L2d3h4n1Hz/",
-	"gyL9g/Ve0GPm09T8NuhxmkBvp4c/GLCoF/Qk/DVhEqLejpYTCHoqHENCzbAjIROqezu9yQR/qaepeVZp",
-	"yfhl7+4usPM4h1H9JAYsCoiQhLq/iZkA0WOqCVNkwtlfEyCMEz0GMhS3C6crYbRwvgm9/QT80tDk/bug",
-	"lzCe/bnlm/xHcfsrTOen/tlOhbzRwCnXb3FuIY1jM+ORkLuEaZJMlCZDsN9JiIBrRuMf1IJFDMXt4Aqm",
-	"C5fwb2aNO73/b6PY/Q37rdpw8zVT359IJeT81E9TaugZ4tdkJEVCONzqgftASCJBTRLIPxjhApTZE6Ul",
-	"0IRQHpERizXIfBl/TUBOi3XYZ3s1lN/efPdhOe0PQGnGqZn2Eb7sP/Ad8wvi8ZRIcaPsVJkiUojELOTg",
-	"mKSU4SThNo1FBBk1fXOOivf1mtK7NMfeXdBTehrboSA9Hf4Joe5VF1KzBMNOoeDXIBX+bId8u2I82sGV",
-	"BPjfAYvuzJrcF5H5GEKWMsP1mRjddVpqN1ZrtPQjFkOfR3Drh6HNtSFVEBFmfkIY1wJ5LQGl6CX8oAyX",
-	"gaqRFfPdAJ9cJvEsmSS9nZ+R5ey/N3OGY1zDJUjkuF+E0ic4+OxEzTcIS0FjPBoLpQf4764UxqmYef0K",
-	"037k55ormC7C8CuYro7gn1jC9Pzrz+glEMX+hl0SxjRJISJakN+3ApLSSxjE5qlBQm+/BiSCEZ3EuvyF",
-	"+2idnMA1GMwxLANRHaDgQz3vvBnX79/1vBt6bBmp9hQscVotCd1PVifjOfw1AaWXzMlsav8gQ133cnsY",
-	"hlRKZqg8BiLtYDVzdt8O7m/uQiT1VDT4tIiEDr9WnMMFKMUE/wVoBJ5z7bOkXKVCaqLsD41s7JIbpsdi",
-	"os15bOi2d9bPZQYFWtnTzT6Sz39sX5KvAJWYobhdc5OoO9m2tpcebHeGCioVXAHqaR9p5DjD/BUKroHj",
-	"P2maxixEgN34U5k1fmsIHIdSCmlfVaVR/+S3vU/9g8He+T+/HB+efDYHyv6X84vT84H7at2g9r7go5iF",
-	"jzChk9PPg7Pz/vHhQUDOzk+P+p8OB6dfPh/sfTafnJ+eHg/2zvd/6f+Gfx7+1r/on54M9k9Pjj7193H6",
-	"/YPD47PTz4cn+/+df46LQNQ6vA0BIogefiWf+sf9z4PD/9o/PDw4tGQ8EfpITHj0OGQ8Ov1ycjA4PR8c",
-	"nZ5/7B8cHJ7gJM6pBiTFYxDhfO/z4QApcXhA3kjQckqHMbzFmVxoIeklHFEWTyQ8/GQuPp+e7/3zcHC0",
-	"1//05fxwh3Chx4xfkhuqyI1kWgPHiX3hdKLHQrK/H4NGe18+/4JzMix9M6Yazz9rP0wUZDO6piw2tHv4",
-	"CX02AnS+d97/9N+DLyd7v+31P+19/HQ4s393GeJZ4zK8Op3oUFhdiUYRM4PR+EyKFKRmBtpGNFYQ9NLS",
-	"R996NLyCaED1stl+ZgkoTZPUkMM+NJwOHEybs2T5kWGg3NhTCv5arsuGLKHxRf6k0lRPcMLAjb74u51D",
-	"L+jRWAKNpgP791ffQVUccr+XppAPGhRE8C+tGFTkivRelDCOp1BbgmdWfBOChVRGAwnXDM+4tkQLJVDd",
-	"fncr3PhtflLADQ9Gpe+GQsRA0ewotGzfozFVeqAAeNs5xUzpulfWvi2VAm0SY8Z1oZ8UsW/gGY4quWWc",
-	"dVG2NDJi5Utww1bJPD/X2b2v7OZihtzHH/Z5OmnLmzM7X/EQbG56+LOy28tNp/I+Onsjn0n9vjYZNyOf",
-	"hlufZSTZNdVA3K8CQjVJjAX5/h35lX1c94letvlVIiyDl/LW4/+abNU5KKREexxZRp4SShnYThk6s+bo",
-	"czEWN5wIHsIuETyeEqYVGVM1JkwRpYW0duAcjZw128hamBOZXlBYw9nMFlPrE1NtqcQ0JNV/NCeXmwmV",
-	"kk7nzxEcb/F8v6RRY0FMGC9/ujW7kIWgW4+Od3UT/ChuW5LSnJsNj63Ma+oD5Y6H0sL1154ACrRm/FJ1",
-	"PUNnNt2RICi5hedgfv6VzaD7o7jtDtwlgjfxRhcUa4du2WsWLeJxhNSw74oi+lHcPpqANie3f677ZqBJ",
-	"epFrwd14Y04+IojBMKbzS6lGfrygN7ImY9Ofo9YHaO7UKoVy0lonlBPedAZG04ey9cAi1MHkhHMzC7uk",
-	"JvZDIfl2TDcNDylLZKrlwV9Ea2HpiJ+omDQ109KqNM79oCp2tfjr043KerJ5TzNwNHTqjo5uPVWd5/CW",
-	"hpooMZEhkP4ZoVEkQSlQ5E3/7PodurLOrt+/3SVckP3+wTmRlF+Cwnuskwvrq0T/ZEam+qvMbQ+RE3rb",
-	"t0/+uI0/dn9t1ZO30d1EmeIlOi8k7eNgNjL7iqBtxmiD2l5GeOgdm13SIvK72+wHcyB0Q4vGir1Z6bXo",
-	"4EKSYqJB1qisZeoVNkIp/ME+3Aw7foVpd+goprnMXr1b+v5uZt6T2Wyd9sjNNn920a48Duo4hXcV0Dmz",
-	"boML0F1Y6L5cEjNzxmFrp3wuRNLaE6zZNQwSSIYuYqmBYtVVG2GGQ6cDYyENWcz0tKycqTGVaEv9KRj3",
-	"KmULTD5xw0EOWoFkdh3a5Lc+R7Shm2F+GY7ZdRMlsrh/dSf0zKRLrmkPpYLZrWqGg4YlHkfkkPlWlDkz",
-	"xgXoU0OYLlJXRJ/NiV5GZqPJDcXtmgsgwSA3McKoN6QvsfQ1otgySm3ePWwmUrvWC+cyuEfDTpWGXLRf",
-	"2at/o/EE1AO5TJy95HGM5NNcSpvuSh/cphjJ0v0epS0xz6gOx3OUWLxWwyVZqNNDKYPNzLTZ+4za6Z5J",
-	"lnTakSsubvggHEN4lQqG0tGV1RbM7OG86jh87iYu1rHsuf38l86RY54WExctvPSN+/an6O9N2PKHPtlf",
-	"Fbcjy99if+aOxOaob+ntRX0jParJ3rpAnj4fidr7ApUH+2QrqpA/m3ZO1ZxSXh7WmobjpMMNbv5gU8FL",
-	"IGJ0YD/+1kKXUWO6/dN7/1fsbxgMp7qhE26WoJUl5GpIaZ6VN+Qz8dHxo0G7bsEHuU9waZzEAWjKYkvL",
-	"PISuGentz+8n6EBZPowmNujDhpLaQEmvlqqpvATdRhud1fJnBsgn5d2JPDg+pVqDNMrO//2drv29ufbz",
-	"V/f/ta/ftoL323f/5iPWPpXR0i2cDTZMJ8OYhSRiEkKjqpKQymidlK/6jUlKORFDBfIaY2UCwoU2xo8Y",
-	"GZ0rZtfAQaE/7cnCJZbFPTxQaEPtiF3DD7zxBcXkfZxjNv6MXsKD2gbIXT7vcZHtsPSgoZfg8iia2xP7",
-	"lQO6jau98cn+70rwIsi+u6JJr9vb0vahtsFYsxZp6bKyWPVial7Q607qX1eyrq7IswiSVGjg4bTJdWm/",
-	"+HmWxFOm2fx8ZrSR2dctJ2cnnfUx2a2ebfLBlqyyyxVmyVQIx5Rfgi/5Qk6A3IyBk1rzAgNNL81RgxlT",
-	"ERuNQKqSq610Y3s/1q+XM/I1+ChVHc8T2//+3dqQaXJtDHZCFaEkso8QK9p4hJaOf3P2f9sKtn72H/nl",
-	"rKF2Jz9eoMXTJQlQpRSpau7U/FFvflVWtqLEafRe1Wr+Xffs65v1cZvZeXcsU3ysi+IC4tHTuClWRDdk",
-	"m3DckguOGMSRIloQy9W7hGoSA1WaCA7zmzyjZM04xZ0qWXxY+MW3Nzc3CZojC8P1vAOaLysj1Q4071Jo",
-	"APqWbs3w/jAzeR7UTJqdNA5QOx33VEtMxpTGQlpLYfS9oJRH0gt6s4kk7vv5BIle0KukmPSCuQyZXjCT",
-	"2WGemc1DMc950lB6Qa+aXGOeLWVI9IK62PteMJu94MWkcCIldPdnBb2RkSZ/DpoYjYBHjF8SZtCF4E8D",
-	"AuuX6yQPale///jVKx6xP2XQDIxf2YQ2cz6Cy9AxwzS4AHL2tS8LGMh4klC+JoFGdBibN3HYJRzzKyAc",
-	"C5frlVnQ9kzzSzdQ5QMMxekVDEKqzCgjxiEBro1Babhz9iSka39nVvDg6//4N/97tJwO6EiDHCgIBY/K",
-	"ATClZeepGDWKCN7IjoQklQwco3XUcNguwSExPa7I755BFL+qsqrHPuipyeUlKLxACmvM3xlEQekvdr9M",
-	"EB/MHLEY9sIQlDqHVMhO96grH29caPDeo0tNzHfFCfHTwqPGdwVolsaGzu7mDG8vudCDEeabBXMIXEPW",
-	"/NqvyVFiiOrqOLTC7cRBwXw0IFNpTKf1Po4lfswF7soJd4kNi1V3CwcjkMBDIGOqCBfEPTmI6RDigNi3",
-	"GL3SLsUvFBMZeydSGWw5n5thZghTXcyCjWnG5LP6/YjFJRqskxNhWbFIlxuBDscOO7+cf5rXsYotnjEE",
-	"6Nro67d/BO/f+W2B2f1feM3Zght8s6ibg9u3KlXGWqdqZ2PDLDdPIJ4okIyPREAwNT0gI0kvDf4HpH+2",
-	"FjMNksYkdXEWY6E0xu5pcQV8LWZXQFIqNYr4koWuzjP1XGLQsKUEl+oseM+mlh7yDBY9h6GZXNtgivtE",
-	"x6A3QZtqNSdFJel+pkjF7ApLkRelVy/evgd3nJY45Qncp0cijsVNZUPjGM9+blarLB1jhvdEyUSDdyNn",
-	"juM5Ed9aX9/a/mDElWtUFvcu9vt9Y1RKGmqQKi/0kYIksbhkIY2JVVcy3YlyMuEhSE0Zt8V/qtqU06AW",
-	"lwcog9Uff9xub6798cftPw6//k8vXOXLegqVZnYLG+gMfWMp7IVXT6KAFWaKd/9peDUYGlN6kNBbW0BI",
-	"gp5IbguZYCWhcl2IJqIzp+oujkkqJhi0ImdHv615qEVsVZHjvWwh2dC1c96PKUuehAlioArKxtVM2Qbz",
-	"NYlRHufq2NhnE3qbPf91Ny9lY79zf2XfNzRia6zjc8OCWtihlxXVafgqIaOZeOKeiCNQGpPILL7mH3C4",
-	"Mf9YntTelFVx2zsxa7sTC1/W17BKGGAxxousaGD5FW5TJkG1Toc3D0cDiBXcjEGCP+us5JtZNLIrgFT4",
-	"WTxi+ZHphKqrHbJFDo4Dsk1GqBUoQuM4IO+IUwYC8oEYZWBqhETc8KxeUkC23pOsyk65VlLbwJVy+YZs",
-	"smU3xBxhajnrwbW2BTKQzxPjlBqGWnfU87C6UVE+sN2jEy6BtpmmV7pnxplZvW+HShe/niqVU/LvF6cn",
-	"xP68ZP6754Pe7dqlWHMf/qkEXz+nNyUu/5SHz7XYfAUJ5ZqFC57zJljO+kRjxjHMOAHKjTWP6iy6YCmP",
-	"8C8J2kqTMVfzUCMiJzHML/Ze/H/XNvq3ZaxwTXxr+WbEDRyUqOfb7uMHDXtdnAC7SsxPi1yaTgVMaiKA",
-	"gkpakqcCIcZbEfujtURE9sORkOR4/8znL1saU1SEcZcrXBTVDLOELLdM/ybnp1ELhxhW4qRccLT3HNCv",
-	"EzeYIlQCYUkyQaPREz5WCfJcqF0Xv0SeiaaDJLrPCgZR9aa9RSlPLLrZ0lsw8p067pTO3R3VQZfy8Pxw",
-	"jxaKmdJpLGh5P5qCPaojAy0Gi2fLJ7Er72ULIfq8YXYcCRENa2U5q/R4TyRWwJ29sJB38+wBM8QYz1op",
-	"RLeQ04q7rLxnwWxFXju3Qlh8DOajiH9T5maeMf7S9Ca32w+u0ZW46p6ccCsoZ43tKDfr9jdFjybeTRlw",
-	"weougEcYiN6tekoO9jOqpiLF+7k/nzaS04Gc8GYlrXIkn3mPu3fc2py5/lGNHV2VOycPg95DcFCOwE2J",
-	"1ByiZ0O5/A5CGwyvrHswe0btGosTqLa6QCjimKbKFS7uiLtz3rT5+ZVRr4n7ZZZPOzlhSrzmO3nauRMr",
-	"eRurOBRLS7tX6Tum8ioSN5yYXwSEC74GSaqnxT29fZTe2jQV8uXz0doHe1u661LgCbgoRaqIAq79ItxZ",
-	"M1sg/NW1/EZjFhkrTvB4uovVTiG70PVfYH/HUOFVM2eiLrSchHpidii7RyJvImaIG+pig0sSbzNGFMSj",
-	"t6uI9gIgO00tx5a9C8VU3GMldlMgGY3Z3xBZ0730gwhSPSYRQIrlY4pmE/bi+QqmeBdtzeNOiNlIqfUo",
-	"sR7tdIbBzFeKUHVlXd3Waxct2Z1dwjiG9ioCNBzbVhs0VoIMIdthiN7eIyhXddHOYNwQh2ejNJStnWyO",
-	"IWCpxuAMQkkYU5YQMSIRxOwa5NSFqaQxaHdtNWefOmFp4wrsaoEuOj4e0ZjLuLDNkhvk4jWPrpql+uyU",
-	"fDyTJWeX74f31v5Pll2X/3N9sPb122bw/kd/fEtJhV/cCWaXpFQpwjQZ0vCKTLjLGvCeYKWM5CdypHXL",
-	"LQ8WlhQsZz23W5ZzMBf3OQ25LLUhtgPHDk2roFj3dhcHuXvS8+bAs4haInUo9zKUDEYrRCrfS1TIAs9n",
-	"u5Is4K3Iwvg1q0vNfZhCLnYu/n3Kc/Bb7NKqJayz4kMNagnN16D2LaPUGqODK6HbadEt0QdVpI76UbfH",
-	"Wtcd6hyvnfPuosfcVhW1Ju4jmM7byabqJfRQw7uLpVi70pXRkrA7t6gH9/VlfP4EAXfu1edW8b5Xk/oz",
-	"xlen8dTZ1PS+HVyrZ7EttXttCyFiPRIDbP5gbQ4OEKkm0eLPw0r2B8qmtkcArmWAfUYQmiMIY6yFlvl5",
-	"7MKXn1C+fLVc7NpZTVW+fAgHVhpPG/rg3QWXLE6jRsLsB7NFq72Y2yWnqWEZtnvYL9vL66PRxjppcDWX",
-	"lJ3lr43mdS8HSq5C5espzd67Mxm9utcEo6nZRT9Ewq0mWhD7k8LZ8YH8yj7u2h6D5uVEaTpVnrKNS5IJ",
-	"nlsVg4IUgRcsGiGDEMkqXUdszGZhUizEZfurh3W++utTFiGbeYXKmXRE/HjHFQ5UxMg8oXFMJGhq4IC4",
-	"gXeJLW254xIFpUhsmLqmUrteg0wSl0+ajTdm6XopTLRJmcx7iNk2JhQ08BhqQeyPyRuv+7bwH3Kh8/68",
-	"IFd053Jvf1DDka4/qDftu00Fx6yKditB6HQ8do4sWVmAmopAK96z1vci1jnLU5qRy9T9sMJ3WRM224z6",
-	"mrDeUrAze19S7ubJX8exNv9fta38MIljEtlHMbZstnCqq0vtKBk4cbTTKhaWfWK4Hu9R0IViByRplT/m",
-	"/ecrerEeWeAgFbbARkdXW7O32N93J8o9Sn47ss6yRiPhs9O4t6JrDwwVUihv4OZe6ZByQmRkwREyUwAa",
-	"G6/n+JpDruXUB5R2FgMtJzyktaFs34df1QCY5f2nqbrTVjrvV3vPYX8V1d1OrpPG0nb1j2CW1rJSTqul",
-	"1mUf+fuJciQ76NvV2Kj7vGWfn05ztrJU7JZttlx1PIGbWfVgRfXxHlisuc71iSndIbnt3m7tHkeVeExF",
-	"4IXeJS6s+Gs46Th3DnSreN6yD2MnFfZ+tiCGkW5Dx4yAds5Br+5KSYjk4e+TyjL/FJdKJY3w8VsMdBOs",
-	"pcEj9VphuZp8Jx/M4ipFTNn6EiIFrE4whnJlAl+Jru6leUvP5gZrzZrL7SdW7WdZqcbgDW1JGGeJ2cwt",
-	"X0xMqcR8HjK5eJhN3zDVEN8O8wjHlHOIB6X5hDTtMJNsoOzCdOko3ukAv4ZYpLDSmsoaWJ4tWq6pUD/e",
-	"e+/avMUTOkxsrkBDhzFKdRVyh/sqg3Rj37lw38VjbC8bAyOCO8xDUp0tZDiRSndg3NIQaV7XsMs4Ln9/",
-	"MJxEl6Abce/m9jvfUCVrpQNNJimSNRTcXpCE0+UDbS4YSEOSrgBSdwuw+Lc8s7pdBYsl0LsC3HaC2JVg",
-	"tTuU+p7Mq2hXZjxblPgWIjKc4sGcShFNQk3e/LhNfmUfsaGrJpS4fPWGdVsa4vZ9YPUq8NwVkjvDcCfo",
-	"7Qq3XSG2I6yuAqWrwGd7vFwJI1fBxSXhzTPQ4ttn3x56xa1KhWAGJb0MO8eMdbtQJ2I+8fHDVy0i1kBz",
-	"HZFrd24ZktQxp4fXa2DUZ1N8xpTsw9sOZSoxGIp7Crj8qQTfIdSmWaEBbOuh2IoOuyRxeX87RGKGuTGw",
-	"4NafupcxZGFXmtGxyJ8dxH8/pSF5nNo7KZWa0bhBD103iyCnW2WaxUjeXco9NOXlRFTDmmZoKc+bmArC",
-	"iWR6emHmnakoCeOfxRV4Km3v/fPw5PPH0/8a7B0c908Gn09/PTwh7tLXPGbrqpo9QkLgSoFKrA/gXj7W",
-	"2tbaMna8twjkHif4Jdk762O1RmIDVjESr5RTFooEbNCMsMV0zDmPT/6gsNIr6Z+pBnO5Q1+jdRFUZ7Iv",
-	"hIxcehlJKIuH4hbvpPf69kVqnaAf3lZZUdjBikwMu5INmrKN662NobgFtfHNZbjcbeCNnqZXgEQrr3PX",
-	"0dA3lvkiG7E6Qons5BCTzbCOalFnK6RSMlcoGAv9Y9TvbqWFiM2arrYQsRmJTMeQ3TaY1e+d9Xt5LVxM",
-	"yN5c38Qr0xQ4TVlvp/fj+ub6j7bq+hg5qjp9JIj5+BJQ8AxaIIX7kXmR+elHcYs9agugxge2NzdnIIWm",
-	"Nu2LCb7xp6sNb0WwUYva7D3IAjNMGMcEZ7puFvduc6tuwHyGG184neixkOxvwA5XP9npLn7owqYQHlEW",
-	"TyRUZLK383tVGn//evc16KlJklA57e30zNztJPFYvFToHzMP9L4a1BFqAYFtgFIRqP9RRNMG1IVbmqQ2",
-	"gSVPBOtpoMkajdMxzbxyO73PQBOyh5/dBS03pRxFeFeFSC0ncPcIfOHjCQNDHG4MyR1XNNjgjzQqZRF0",
-	"YqR3mz8vf2hf8FHM7Enw4JxnN4hQQwoP790FPpkvQNBlUFr/pJ89bVSvPfFoAhqbkf/uX1Pxkw3X/NDM",
-	"tjNfA6fD2PAaKjStmbccj/zMmNcAOLa1sIGXmEr6yJz8bvlDJ0IfYUnwx+Dkc7ABaXbTsdYeU/jPrsy9",
-	"YTWDxSccnqfujFuBwx+Sj4op1nCT04BeEDPggZprkQr7wNdwQXG8zhPG6XOEKaLG4oYTwUMgzF0Z5YqZ",
-	"DXPE+iQYIolt3MZUjY3iVccz+bH9+LhYqoLYG05YHK1tFbX+XME093UaGytYlrJJbQpq77/FhJgvkco3",
-	"Ql6tZ61Ki4faIW6JKk+HuaVJuOv3RTJjg/q0yg2cZw3Bz1f74DPkHDGpcmuqO3JvfLN3zBJGVU2lup35",
-	"j1xf4+xiGu1hDHO27bSYynoWMMv2qD7WS/iKmk+w9Jf4FkydeyotqbTOJ5bZJXL6qiuV5e4QtzzINKSA",
-	"GOw37D7h+K9MCO5H9DauYLpEi/oVpivpUK1l5SH5MVtMDUcaarw4XSvjmB/ys1CRN7Y1oI2mCSVo9baF",
-	"/nVhHqaxHSqhUzIE60kbCUmk0Lg91qM4p6Ktu2LJ/8vgD0noFShyvH9GaHQNUjPlGvphezL8IdFCuLQX",
-	"VO1caxk/p66ouT0WrmdFpTvAer7IpwP1fAqL1TAON89f8Xo8PUroMcjcbMmyuO4RytOi7I2Lpq/uSZ+H",
-	"Ert2KjJTfmaXADq1Xfxbxc1v/sXJJWhFZpvLEsFJMrHSbvQvzWLCNKbiqiwewLxmkSLmavVcgH72Qluy",
-	"riRcM7gh6QQTjm0ZqXXy0eWrr7e0rgoaPIlMZ+WSFoix28is4sczt6W2t5c/gI0pDl0D3kdygqUxDaF8",
-	"HGcdEzPJ7YADYQyUT9KSCjdb/ZNqCAhebaqAjOzMFZpzMVXaXWQ5iS/6YbhxyZ9imHtoauR43/70IsuG",
-	"faautuo0PczufkBsEsD6i/K/zm7rGGiM0R+tGQ67ey62GH4R6pm7XfMZ1mAeLvJFOl1dc9YmPteanX1C",
-	"5yhLcapb2/9Y31zfXN/qfc2doZmvtN3JW6zn6bRpM4dFZ6/ZsVfnZVvAu2TK2I7UxqhgGTOmla1RTpSY",
-	"yBBI/0x1RsCNb7mnfulNq9nhB3c4mpfYviT3KmFBb2sT//kTYkNLvn5q9+Mi2ULGeHU++nVUpM4PakVJ",
-	"uYKp2vhmW1fdbUi4FlfWPPV6lc7hWtitJkwRlmDTcw1Zs7aEmpXuEhyG8Uuib1gI5AogtdamvZmwb4kG",
-	"VNd7ic7tTB5OGH+FaT96HHdmHXs7Orx6YHp2t43dtcKtFRbcr7WyzrEcP54yWNUkr64zUbvEulpd0C0Z",
-	"iojZ9HkPb2apq89Xc85n6GE7pMKL05ptq4UFGnMz3tn45rKl7zZcono9Eu65THb3bioBnWpr6Bl/c356",
-	"ejzYO9//pf/b4QE6EhXwSAWuWKKtFKmyYk/W1P9TMK7eLuA698oHxESsUxGdUT1+JDatRUYhkleFup0k",
-	"OPbAVpciuQ8hQJys9VVnxo9FUwxHH8Jc2bMF/HwB+vTGRcc8FkN31LlzF37n8Jzygp9O2X6VufvWW6hS",
-	"7JI7oftBWWnoInxZw+DFfrssk/af8IwVkGySdZyWLfVl+W9pZNUPY5JlBPD67vxhVMcgL112yiW7Bm5v",
-	"7m3Zu/xScK6r9Dr5T6PRztU7Cwg1yi22RLOfGIPt/PC3/kX/9GSwf3py9Km//7kGnbMNfMLg87I41CT8",
-	"bm1v3rUD4eq6ng6GmwpIyfeRGPZ4hed2QokyhUqKy+5iXIsmUopoXXOblyeL1puaoCeSK+ezyn5ObK1Q",
-	"MpxiEWx3ka/svR5T9sZxFxWooQKuy4/a+3qqCmn+o7f5R8+as5QT7ATpmvTNy/R+PtA/H/QO35UZ+gVo",
-	"ZPSjhzxniiXVyVBBveedo/Ruu8ED51QDXoevcBFuHvux0YKuKbPdv+eFLU9W9Z5/BR//oEobUBKwvHeX",
-	"OQh9VsW+SFIqYY3yaE2B3iGKXoOylabmTjkCf01o7ATNVYfPv3vjRMQ8yQUHArdMafU2IBjmc8MUzB+I",
-	"VqLcWKVT9kQ4BCZZbVpbP8NIryEjDTVmcC8Svgv6oMa7T/o6Hr5VjFMaUlvTh6qr3k5PS+Yab3rqxfY2",
-	"PTUxd3pmF9tc/VWp9iQndXUKi+PozPKinPWeO+B0ib15MTBlb09mjmY2wqvHsq6ct5j0otciBUHwa5Aq",
-	"b6DsVRH2VOiqtZa6hRGlJdDEOjKNPUneGDhy6RK2P8QPihT7T7CW41siZPUXB8ckpUw6bzeHTLdQnKZq",
-	"jI2DE8o1C51DvFTQYaPSgn83a+mqXGsOTKg32g1EBMsrrpMT9J3v7f/q8Zjvl2hx7lo7Pg78LX+g1Lz6",
-	"PyYgG70EmbvJD7OaFw+pA7nmT1is04NL7mv1woyGl6QvOSkX0khsBTcKzMkqwSwGnYhJCLWw5Uy9iLNP",
-	"FawxroArhv5ZNRnaAhckoTo0OGGTtTA/IAby5v8PyAAdEH/8gfcbMdMgafyWCCPwNt8xSxiOSqmiqAUO",
-	"xe0uEdIWrBlOyRvXfsYlh73dRf8GaNffdx46DrIVXQCVWLD28ZBjprZ21mofC+8QLciIoVumQi+stm1+",
-	"/heCSR71lP1ZVVzKetCS7jvfFyjtUxnVIpLhM8Nw6WQYs5CEVEav8PQs4ckKnRPyTLaH0wrHl0CqgJ9m",
-	"KLWhIB4tyCmdsQINNhlmKQw/hCCEKQNQpYddVzNZdsE4y9CMsE72KedCu1iiHMWydS1MicghyfoPL8wa",
-	"vgt7zmenbXntNEMjTGfPN8Ylpdt0ClfUrhkUeMj1NIYclVGtl4jK6DuLMHs1+NoAmeU9Im54+dRZBbq+",
-	"ZTrMXa2udcrBrx/9oMqzWCdfePYzl0scOe/UGpao4RGZ8CtuJt8/UHgvZPNBDVqdnH4eHJ1+OTkYnJ4P",
-	"jk7PP/YPDg5PFqDWozp/G2Z8PUa0ySL5L+/GqyLyXO0kwWE16WV8KG7rnTE6y72R4sa5RELKBWchjfNS",
-	"nAFxN5BkxGJzYEy4BBqhi0TISBlrzjpL0E1i0zVzZ4kUN1mYod9V0jdTfOAs/mWWjl0ReeMW+jbAmyoh",
-	"CQ2vIKqzcCw5emW1oOgNa4cs9WnNP6BxbOvW1nS7aOPAOcIpfJ9uHNz4OpMJv0S2fIWn5whPGH6K6EJo",
-	"BUVKGGXBZzk+bdDwqj7g9JjKK0W21tcrlZ4tYhmJyqqeSnFjg/HG9BrIEIAXIKSFdc5kSeRGwTDG0BAI",
-	"xljYy2mbBr+LqMv4NY1Z1nKRSPgTQm3NqpuxMb9wJjVothdefR/20bwdRMMrNINwYwYK/rI5N//oBb2t",
-	"Dy3SbDI6PInhk728/u7qDOSaYRgx0aFIXqCv+F/Y8tkLjeUQQ3QJDqG64lIYU5bUI9MnAx2KTFKDL1hZ",
-	"3alGAZlwhysIU7PwY9QkG9vlYrrImzCmSWqRaq7W/FvEq0zbyi6marBnH+f8naIPEtxWFSyTB0Pegh6S",
-	"uLfzU9BD/3pvpyfiyAliC2BACj0dLuHr65HpU8E3r6D0gvQls60OHryg0A6fUBTqc75cHXg+EjKEyGFT",
-	"nmg8F0yL+CLQd2ML6RfX5EDD8To5AUA7z+pEVzAlw4kmXJBUsgSicte7KiThpjzboG07uzoXiaXxCrHa",
-	"L4NzD0cjsIktliBZPZZqwlkCmi5mWdsR0suu/zkW1gstITKmBI0x1sP8M6SYJqZW4MFjeK78dwz17nkX",
-	"0cKQIHr6L8+GfUeIjP0MhRi/nKtS1oQRXWBBfY6jFgkLiWL8Moa1qHC3YDbjjmVBZEx0dukx45eBLUaG",
-	"9ZyVi1zH9wSIuVUjOa9YmzU1wQ8ZRxDWknJFQ1uncI8MpxrWLBuENCYSUqA6o4LC1jg/KBKb6eg8kzcL",
-	"nbLNiPJbQZv2S6KJ5VjwCQsOcAE8+j6USNtbCmOuKCfTogDa2Tl5t/2/eyhd2f6ZB64YN792uYJ5S+Le",
-	"z8Pt6H24BWtbW1tba+/o9nDtQ/hjtLYN70bv6YfhZrgVeTv39xJ1iTpr4noxldqV/977cbQVbtN3sPZh",
-	"+HO09s684OfR5ubaFt0e/hi+i36C96NeQYAuDzdWf0ub+yT6b+n9S8JKLbTkfuU3tldfBDFDzQbthLev",
-	"+vFLirvgEaHk4NgGWYgkg7LWEWHZrzaG2U1+XaFY7kpB4q2iY3BCDQ5HkBpg5ZocHKOmbm38Uuc5w5os",
-	"ZWbxu7mzMBtj3lvopDsglOe/tqMR7AjwJ4YpEBoLvhiUP+KivjNkvtCUR5PUnEo/kYTxibZVJuahFPcM",
-	"wTSn72MhIlL2qWERJ7HYbenY5tVz+UJB0KiAB8cGbpQrZe36yXQGwm9ZqP2i0A1rdczc/RI2KgXYYzlt",
-	"dGAwY3jd1N0AV3ydrlV+PsaY2mYJZX0Yn2J6cUi9k5JnFszhZvUY4RzuVXU6k9uy1+vSZx3NsbJWUxbm",
-	"jRGLYU1CKuQCZyC2s8BtIwoym5XYp4jgaIe6QXcJ5VMbiJXJKz6COTDo+7nxOFiOWAznONyjh3G0k87v",
-	"LECioGtdlIT99jVE4vmGSGBpchqGoBTJBLWQffNtZ8FXG9+wUL4xV27vNuzotVWL9ggXfM3hQK5cZ3PK",
-	"hDubqhaIVjh7CSOQwEOw+Xk5VExSBVKTFCR5k/u6zBOBGxXkWz9Y7OFLLPN+13BhFtM35F+90tK8LSQh",
-	"RUvIOu0wNsOQjSEbBi0wpEzuJzFwCiCrrwhpvn21ZV5UwrHRLwo8oTNo0g4G8ZKn3pmzT+PYFlldJ6cp",
-	"cEVsB+xJ4pzxmTkSjoUCToa2iw+62nGeb7IG12sONcgYYSMgECvALkBuCPeJLvo8ZvEZ1sfusmiCSgUU",
-	"FOHA1kwMbD8i2/bANjuwN43O/KFF/Ir52l4veAoW2RYltrH7d+AOwnD+QUGUck7Ojy2KyuXLfpoyRvnr",
-	"l3iwS5GGxSUR4SjmRhwsc7oWmI8Jey8DXoyQFzJeLcASTSQ28J2PrGhUx6DUq2hplaOabimVgC1sAlnx",
-	"iYypImKoQF6DvQZ0vWsCcjNm4Rg7Ycj5nkbzGODa47yY6kZL2v1kCY0z1H6tc/R4dY4gu2mu7w/USMiy",
-	"zlS1UtbnoUgMZL6h6gqi8rU/SKz8ISb6UpR+4c707BfZG2zckx4DkzkDRRDG1MqRyhPyBc/tmIGCvwIy",
-	"fwXhsWccPz1xAgvLqFWiS13aik0dssBYn5yfpa1kI5uFu4FrslZmUwGxUyJTZWLXTUll/ZmawYSjed4u",
-	"6Tvz67jp1zt1XNO2V6/Oc/Xq5C3ccxgr4C//qBH+bXzLAj/K7h07flRv71ibGR/E+luZO8fKmrEbslgf",
-	"m9Q3X1ZAFyOQShxoil2YsBlNPEUvUHEtJCGNp1lwEV6bl4OV6rDx3K3mGXl63Mx8tzcr33afcsKwGGXz",
-	"6gNmv+d9PamTglao4oj9JMZRdQqLDaTSqVCKhkvj6asT6CUpjcgJ1v3jRKs9VC5sb1KJlq1U4FdjlirX",
-	"oceWnMOuE64lLOLiSMSxuCFp4eI2P7e9KjKhzfXD4ZS4aEEP0q3aHOUBMO556TxCJLUKj+0kgqWl8g16",
-	"1X6erfYjbnjW/aW6Z2XRRqGtb9NuOxuqvBLcDZ+14MibijS/LV6W59yV4/FcqaY3TtbfrhMb4MdFERnh",
-	"k9oH78p+jy7UrBK8hS2jJWApgTFTWsjpwODVkMW4iz1bdNuvbQiRuCRfQ03oFrDsTDcJmKq39m67haqS",
-	"0/1p1JT89cubxBfVSEkkpwM54Ts2rFNM4mhtaLuH4GEiJpr0D9RrVPILgrusQf5sZ6EM3ZZpLUVPoVr9",
-	"5QA0ZbGFUkqGZp8w/RNbhL6hruj29ubm27wvfxkWdwmtqjcApZAd93Zb5i3ruiVzec8+iQZU523hanDy",
-	"mcXdPVbHLvMet0X/Qv2DXpLPGgE6KkmZla2VpHkDTYTFNolzNVtjorBwPUX6scbq210MrcWLq+F0xpIh",
-	"N2Oq8XIY+2Tb854U571fZD+aV/8Lyy2uv05qcV9exfZZXzWh6FpRa25Z7KWpzeyBW10coB/Ir+zjbiaN",
-	"7sP378ynbxf6SGedAdymIefHsJnOrnOaLrM1kCEfvNv26jLZtVkgUt46Qf/ga+RIAvwNRqmQWpEjySI6",
-	"rfOLbvvTgQzB2rTPmKHyk5kXy6GnVHzV0u3VbnhBJYhwR22JjyUw1kLpyMz+b406CFVvzDFGJfdy2nwb",
-	"lSsp2E5jl6RSqNQVe7D9fLkgQxpejVgcBwbeJCTimsZmbOwqhBn4WSrPWz/qHdlpv0DAq7vgyf0zLiNc",
-	"ecHN/qotullqPhmw2dcv9psUjPaKaS8pOdF6fufuTFYDNeuBqL/pxsbBiEbrpJ91Dbe+XgysoxKwlKOD",
-	"sjg3nYTMHSPOivLDkx30JcLTPOQwfr2q47cVWFnaPhlY2dcvBqvynWBCo1fIekk1g3D/c7gQ9+HI3fhT",
-	"MF4PV2czvljblWMImKufQRM11qW7bHbWEcXbhuLi2qpkfsT6dzODfwm8MrRuoyD1sxH0k2HOcb6Fi3Gn",
-	"2OpXxHlJtWdDSHV2q12cLatBTgz0eoGKtGdRhQu+Jkra0jlciytQWQ9lHhEx0UpTC1CxLV7rYvlwug6W",
-	"dokEI3hZvkoGTsVqauJf4FH7vD4lLuGGvALTKzB9T/Vnr7tdZOsxAkizKjJH0uAIJ5SH40pzVhJSThQY",
-	"lLqxERR2XDMh7dKl0pi5bM1SvRkFeHFdaReL5Z93yZhFEeC7QGkhFdqCEiIaavDE6H3GFz63bqzfd4mK",
-	"Ja1YLcnzTjKv123PuCOrlcfWhWl88LABt1ktCn/fIV7q5RzYCqdZ5Es4nvArW2nCIQRVxDAlEQYQ5FUk",
-	"bvguSanEOsF4dUddM1VyM2axMekNeWLwhbJYjjy8ff6lJ6okm6VAbU8iIROqG2V2oaQHvWzEbr2IHgNk",
-	"KnvmQZk9yzSv6PIsy4ff2joQmTTjVtWgDI4qrzNpnMi4t9Mba53ubGxsbf9jfXN9c31r58Pmh01kODfE",
-	"fGFPm2U9FEIrLWkaeNOzi0oE66VERJe7Oi+Aef1pzOivqYleKUpdGhaLUs+PuRcljDMzR/PBDkFsDchY",
-	"KK1cy2gVYPpBkE3dGnJZBf91gkMo12CtfNiSoYiYLbPpJkHNTz2zOCs1JTYLqfS+XZ/NGxWu05gnhH+n",
-	"ZDsE8/cEqkiuKA9rVdD5IQ+OXcGMUiO6cqtwO5w7fiq0dgzloXelCHeQt1IJsOSgLcWBZnFpONuMYX6s",
-	"w1sDZ8yTC+jmBUxW8ozLS87yXuaHParUSHFhoZXyUeuVBnRmnV/v/l8AAAD//w==",
+	"7L17c+O20if8VVB6z1uZ2aWvmcxJ7Nra8vhyopPx5bFncp6zyawKIlsWYhJgAMi2MuXvvoUGeJNAiaR8",
+	"Gx//k4wlEQQa3T90N/rytReKJBUcuFa9na+9lEqagAaJf+1dAtf96IzqsfkzAhVKlmomeG+nt8cJNd9/",
+	"p0j/YL0X9Jj5NDW/DXqcJtDb6eEPBizqBT0Jf06YhKi3o+UEgp4Kx5BQM+xIyITq3k5vMsFf6mlqnlVa",
+	"Mn7Zu7sL7DzOYVQ/iQGLAiIkoe5vYiZA9JhqwhSZcPbnBAjjRI+BDMXtwulKGC2cb0JvPwK/NDR5/y7o",
+	"JYxnf275Jv9B3P4C0/mpf7JTIW80cMr1W5xbSOPYzHgk5C5hmiQTpckQ7HcSIuCa0fg7tWARQ3E7uILp",
+	"wiX8zaxxp/f/bRS7v2G/VRtuvmbq+xOphJyf+mlKDT1D/JqMpEgIh1s9cB8ISSSoSQL5ByNcgDJ7orQE",
+	"mhDKIzJisQaZL+PPCchpsQ77bK+G8tub735cTvsDUJpxaqZ9hC/7L3zH/IJ4PCVS3Cg7VaaIFCIxCzk4",
+	"JillOEm4TWMRQUZN35yj4n29pvQuzbF3F/SUnsZ2KEhPh39AqHvVhdQswbBTKPg1SIU/2yFfrxiPdnAl",
+	"Af53wKI7syb3RWQ+hpClzHB9JkZ3nZbajdUaLf2IxdDnEdz6YWhzbUgVRISZnxDGtUBeS0ApegnfKcNl",
+	"oGpkxXw3wCeXSTxLJklv5ydkOfvvzZzhGNdwCRI57meh9AkOPjtR8w3CUtAYj8ZC6QH+uyuFcSpmXr/A",
+	"tB/5ueYKposw/AqmqyP4R5YwPf/6M3oJRLG/YJeEMU1SiIgW5LetgKT0EgaxeWqQ0NsvAYlgRCexLn/h",
+	"PlonJ3ANBnMMy0BUByj4UM87b8b1+3c974YeW0aqPQVLnFZLQveT1cl4Dn9OQOklczKb2j/IUNe93B6G",
+	"IZWSGSqPgUg7WM2c3beD+5u7EEk9FQ0+LSKhw68V53ABSjHBfwYagedc+yQpV6mQmij7QyMbu+SG6bGY",
+	"aHMeG7rtnfVzmUGBVvZ0s4/k8x/bl+QrQCVmKG7X3CTqTrat7aUH252hgkoFV4B62gcaOc4wf4WCa+D4",
+	"T5qmMQsRYDf+UGaNXxsCx6GUQtpXVWnUP/l172P/YLB3/o/Px4cnn8yBsv/5/OL0fOC+WjeovS/4KGbh",
+	"I0zo5PTT4Oy8f3x4EJCz89Oj/sfDwennTwd7n8wn56enx4O98/2f+7/in4e/9i/6pyeD/dOTo4/9fZx+",
+	"/+Dw+Oz00+HJ/r/zz3ERiFqHtyFABNHDr+Rj/7j/aXD43/uHhweHlownQh+JCY8eh4xHp59PDgan54Oj",
+	"0/MP/YODwxOcxDnVgKR4DCKc7306HCAlDg/IGwlaTukwhrc4kwstJL2EI8riiYSHn8zFp9PzvX8cDo72",
+	"+h8/nx/uEC70mPFLckMVuZFMa+A4sc+cTvRYSPbXY9Bo7/Onn3FOhqVvxlTj+Wfth4mCbEbXlMWGdg8/",
+	"oU9GgM73zvsf/z34fLL3617/496Hj4cz+3eXIZ41LsOr04kOhdWVaBQxMxiNz6RIQWpmoG1EYwVBLy19",
+	"9LVHwyuIBlQvm+0nloDSNEkNOexDw+nAwbQ5S5YfGQbKjT2l4M/lumzIEhpf5E8qTfUEJwzc6Iu/2Tn0",
+	"gh6NJdBoOrB/f/EdVMUh91tpCvmgQUEE/9KKQUWuSO9FCeN4CrUleGbFNyFYSGU0kHDN8IxrS7RQAtXt",
+	"d7fCjV/nJwXc8GBU+m4oRAwUzY5Cy/Y9GlOlBwqAt51TzJSue2Xt21Ip0CYxZlwX+kkR+wae4aiSW8ZZ",
+	"F2VLIyNWvgQ3bJXM83Od3fvKbi5myH38YZ+nk7a8ObPzFQ/B5qaHPyu7vdx0Ku+jszfymdTva5NxM/Jp",
+	"uPVZRpJdUw3E/SogVJPEWJDv35Ff2Id1n+hlm18lwjJ4KW89/q/JVp2DQkq0x5Fl5CmhlIHtlKEza44+",
+	"F2Nxw4ngIewSweMpYVqRMVVjwhRRWkhrB87RyFmzjayFOZHpBYU1nM1sMbU+MtWWSkxDUv1Hc3K5mVAp",
+	"6XT+HMHxFs/3cxo1FsSE8fKnW7MLWQi69eh4VzfBD+K2JSnNudnw2Mq8pj5Q7ngoLVx/7QmgQGvGL1XX",
+	"M3Rm0x0JgpJbeA7m51/ZDLo/iNvuwF0ieBNvdEGxduiWvWbRIh5HSA37riiiH8Ttowloc3L757pvBpqk",
+	"F7kW3I035uQjghgMYzq/lGrkxwt6I2syNv05an2A5k6tUignrXVCOeFNZ2A0fShbDyxCHUxOODezsEtq",
+	"Yj8Ukm/HdNPwkLJEploe/Fm0FpaO+ImKSVMzLa1K49wPqmJXi78+3aisJ5v3NANHQ6fu6OjWU9V5Dm9p",
+	"qIkSExkC6Z8RGkUSlAJF3vTPrt+hK+vs+v3bXcIF2e8fnBNJ+SUovMc6ubC+SvRPZmSqv8rc9hA5obd9",
+	"++T32/hj99dWPXkb3U2UKV6i80LSPg5mI7OvCNpmjDao7WWEh96x2SUtIr+7zX4wB0I3tGis2JuVXosO",
+	"LiQpJhpkjcpapl5hI5TCH+zDzbDjF5h2h45imsvs1bul7+9m5j2ZzdZpj9xs82cX7crjoI5TeFcBnTPr",
+	"NrgA3YWF7sslMTNnHLZ2yudCJK09wZpdwyCBZOgilhooVl21EWY4dDowFtKQxUxPy8qZGlOJttQfgnGv",
+	"UrbA5BM3HOSgFUhm16FNfutzRBu6GeaX4ZhdN1Eii/tXd0LPTLrkmvZQKpjdqmY4aFjicUQOmW9FmTNj",
+	"XIA+NYTpInVF9Nmc6GVkNprcUNyuuQASDHITI4x6Q/oSS18jii2j1Obdw2YitWu9cC6DezTsVGnIRfuV",
+	"vfpXGk9APZDLxNlLHsdIPs2ltOmu9MFtipEs3e9R2hLzjOpwPEeJ5Wv9JK6AP445GNMhxF7O6ajPaTP3",
+	"Ts7g/MlsVs3gDInVXbHLCVDFhn+NqY1LwVm54NEZBGjluSlNs5P+d+/7qzMmux918l723c6p+f4bSM3i",
+	"Ah/Kcmrm05i9/Kud7plkSSdGveLihg/CMYRXqWB4lHTF5QUze7grKBw+v1Mp1rHsuf38l87raZ4WExda",
+	"v/SN+/aneDmSsOUPfbS/Kq4Sl7/F/szpj81VJEtvr4pkjhrVZG9d1Fufj0Tt5ZrKI+OyFVXIn007p2pO",
+	"KS8Pa03DcdIh3CF/sKngJRAxOrAff22h+Ksx3f7hvf8r9hcMhlPd0GM9S9DKEnKdvTTPyhvymfjo+MGo",
+	"Bt0idXIH+tKgogPQlMWWlnm8aTPS25/fT4SOsnwYTWyElI27tlHFXpNOU3kJuo3pNnuizAyQT8q7E3km",
+	"SUq1BmkOwf/7G137a3Ptpy/u/2tfvm4F77fv/uYj1j6V0dItnI3MTSfDmIUkYhJCY9eRkMponZTjYsyB",
+	"SzkRQwXyGgPLAsKFJqkUYmQMlJhdAweFzucniy1aFiT0QHFAtSN2jdXxBuMUk/dxjtn4M3oJD2pII3f5",
+	"rlqK1KClBw29BJd01Nz43q8c0G0U1cYn+z+V4EVGSnerjF6314vtQ20jF2fdN6Wb/WLVi6l5Qa87qX9d",
+	"ybq61csiSFKhgYfTJrEF/eLnWcZbmWbz85nRRmZft5ycnXTWx2S3erbJB1uyyi73/SVTIRxTfgm+TCU5",
+	"AXIzBk5qzQuMyr40Rw2mF0ZsNAKpSjZgKbzhflxFXs7I1+CjVHU8TyLM+3drQ6bJNY0nQKgilET2EWJF",
+	"G4/Q0vFvzv6vW8HWT/4jv5xi1+7kx9vmeLokW7CUT1hNNJw/6s2vyspWlDiN3qtazb/rnh3jsxdCZnbe",
+	"HcsUH+vPu4B49DQ+vRXRDdkmHLfkgiMGcaSIFsRy9S6hmsRAlSaCw/wmzyhZMzdITpUsPiwukbY3NzcJ",
+	"miMLY1u9A5ovKyPVDjTvUmgA+pZuzfD+MDN5HtRMmp00DlA7HfdUS0zG/N9CWks5J72glHTVC3qzWVfu",
+	"+/lsol7Qq+Rj9YK5dLJeMJMGZZ6ZTdoyz3lytnpBr5qJZp4tpRP1grpElV4wm+rjxaRwIiV092cFvZGR",
+	"Jn/CphiNgEeMXxJm0IXgTwMC65frJM8AUb99/8UrHrE/v9YMjF/Z7E9zPoJLZzPDNLgtdfa1L2UeyHiS",
+	"UL4mgUZ0GJs3cdglHJORIBwLlxiZWdD2TPNLN1DlAwzF6RUMQqrMKCPGIQGujUFpuHP2JKRrf2VW8ODL",
+	"//ib/z1aTgd0pEEOFISCR+VosdKy87ylGkUE/c0jIUklXc1oHTUctktwSMwlLYohzCCKX1VZ9Xor6KnJ",
+	"5SUodE+HNebvDKKg9Be7XyaID2aOWAx7YQhKnUMqZKegg5WPNy40eG8JpCbmu+KE+GHhUeO7LzdLY0Nn",
+	"d3OGV/1c6MEIkzODOQSuIWt+R97kKDFEdUVPWuF24qBgPnSWqTSm03ofxxI/5gJ35YS7LKDFqruFgxFI",
+	"4CGQMVWEC+KeHOBVSkDsW4xeaZfiF4qJ9N8VVQZbzudmmBnCVBezYGOaMfmsfj9icYkG6+REWFYscktH",
+	"oMOxw87P5x/ndaxii2cMAbo2+vL178H7d35bYHb/F8YEtOAG3yzq5uD2rUqVsdap2tnYMMvNs+0nCiTj",
+	"IxEQrOMQkJGklwb/A9I/W4uZBkljkrqgpLFQGgNd8WJuLWZXQFIqNYr4koWuzjP1XGLQsKUEl4qSeM+m",
+	"lh7yDBY9h6GZXNvIo/tEx6A3QZtqNSdFpULFTEWX2RWWwpRKr168fQ/uOC1xyhO4T49EHIubyobGMZ79",
+	"3KxWWTrGDO+JkokG70bOHMdzIr61vr61/aMRV65RWdy72O/3jVEpaahBqrwqTgqSxOKShTQmVl3JdCfK",
+	"yYSHIDVl3FbKqmpTToNaXEujDFa//367vbn2+++3fz/88j+9cJUv6ylUmtktbKAz9I2lsBdePYkCVpgp",
+	"3v2n4dVgaEzpQUJvbbUtCXoiua36g2W3ykVUmojOnKq7OICvmGDQipwd/bbmoRaBiEVBhGULyYaunfN+",
+	"TFnyJEwQA1VQNq5mapyYr0mM8jhX9Mk+m9Db7Pkvu3ndJ/ud+yv7vqERW2MdnxsW1MIOvawCVcNXCRnN",
+	"BN/3RByB0phxafE1/4DDjfnH8goQTVkVt70Ts7Y7sfBlfQ2rxMwWY7zI8h+WX+E2ZRJU61g483A0gFjB",
+	"zRgk+FM0S76ZRSO7amGFn8Ujlh+YTqi62iFb5OA4INtkhFqBIjSOA/KOOGUgID8SowxMjZCIG54VFwvI",
+	"1nuSlaQqFxZrG7hSrnWSTbbshpgjTC1nPbjWtkAG8nlinFLDvISOeh6WAitqbbZ7dMIl0DbT9Er3zDgz",
+	"q/ftUOni11PSdUr+eXF6QuzPS+a/ez7o3a5dijX34R9K8PVzelPi8o95+FyLzVeQUK5ZuOA5bzbyrE80",
+	"Zhxj8hOg3FjzqM6iC5byCP+SoK00GXM1DzUichLD/GLvxf93bUPlWwbW1wSDl29G3MBBiXq+7T5+0LDX",
+	"xdniq8T8tEg861TtpyYCKKjk8HnKdWK8FbE/WktEZD8cCUmO9898/rKlMUVFzkO5HExR+jPLXnTL9G9y",
+	"fhq1cIhh2VrKBUd7zwH9OnGDKUIlEJYkEzQaPeFjlSDPhdp18UvkmWg6SKL7LPcRVW/aW9S9xQq1Lb0F",
+	"I9+p407p3N1RHXQpD88P92ihmCmdxoKW96Mp2KM6MtBisHi2fBK7Wni2aqjPG2bHkRDRsFaWs7Ko90Ri",
+	"BdzZCwt5N88eMEOM8ayVQnQLOa24y8p7FsyWr7ZzK4TFx2A+ivg3ZW7mGeMvTZ5wu/3gGl2Jq+7JCbeC",
+	"ctbYjnKzbn9T9Gji3ZQBF6zuAniEgejdSg3lYD+jaipSvJ/7s4UiOR3ICW9W/y1H8pn3uHvHrc2Z6x/V",
+	"2NFVuXPyMOg9BAflCNyUSM0hejaUy+8gtMHwyroHs2fUrrE4gWqrC4QijmmqXJXvjrg7502bn18Z9Zq4",
+	"X2b5tJMTpsRrvpOnnTuxkrexikOxtLR7lb5jKq8iccOJ+UVAuOBrkKR6WtzT20fprU1TIZ8/Ha39aG9L",
+	"d12CHwEXpUgVUcC1X4Q7a2YLhL+6ll9pzCJjxQkeT3exNDBkF7r+C+xvGCq8auZM1IWWk1BPzA5l90jk",
+	"TcQMcUNdbHBJ4m3GiIJ49HYV0V4AZKep5diyd6GYinusxG4KJKMx+wsia7qXfhBBqsckAkix1lLRmcVe",
+	"PF/BFO+irXncCTEbKbUeJdajnc4wmPlKEaqurKvbeu2iJbuzSxjH0F5FgIZj25eGxkqQIWQ7DNHbewTl",
+	"qi7aGYwb4vBslIayhcbNMQQs1RicQSgJY8oSIkYkgphdg5y6MJU0Bu2urebsUycsbVyBXS3QRcfHIxpz",
+	"GRe2WXKDXLzm0VWzVJ+dko9nsuTs8v3w3tr/ybLr8n+uD9a+fN0M3n/vj28pqfCL2ybtkpQqRZgmQxpe",
+	"kQl3WQPeE6yUkfxEjrRuueXBwvqb5aznlqUQrIO5uM9pyGWpDbEdOHZoWjLIure7OMjdk543B55F1BKp",
+	"Q22koWQwWiFS+V6iQhZ4PtvVLwJv+SLGr1ldau7DVD2yc/HvU56D32KXVq33nlXqalB4a75gu28ZpT4y",
+	"HVwJ3U6Lbok+qCJ11I+6Pda6SFfneO2cdxc95raqqDVxH8F03rZPVS+hhxreXSzF2pWujJaE3blFPbiv",
+	"L+PzJwi4c68+t4r3vZrUnzC+Oo2nzqam9+3gWj2Lbanda/ttEeuRGGCnFGtzcIBINYkWfx5Wsj9QNrUN",
+	"NXAtA2zKg9AcQRhj4cDMz2MXvvyE8uWr5WLXzmqq8uVDOLDSeNrQB+8uuGRxGjUSZj+YLVrtxdwuOU0N",
+	"axbew37ZxncfjDbWSYOruaTsLH9tNK97OVByFSpfT2n23p3J6NW9gB5NzS76IRJuNdGC2J8Uzo4fyS/s",
+	"w65tyGleTpSmU+WpcbokmeC5VTEoSBF4waIRMgiRrNKix8ZsFibFQly2v3pY56u/mGsRspmXc51JR8SP",
+	"d1yVTUWMzBMax0SCpgYOiBt4l9g6sDsuUVCKxIapayq1a8zJJHH5pNl4Y5aul8JEm9SUvYeYbWNCQQOP",
+	"oRbE/pi88bpvC/8hFzpvZg1yRXcu9zbTNRzpmul6077blDvNSs63EoTHrIx4DwLUVARa8Z61vhexzlme",
+	"0oxcpu6HFb7JAsrZZtQXUPbWTZ7Z+5JyN0/+Oo61+f+qbeWHSRyTyD6KsWWzVYZd1U1HycCJo51WsbDs",
+	"E8P1eI+CLhQ7IEmr/DHvP1/Ri/XIAgepsAU2Orramr3F/r47Ue5R8tuRdZY1Ggmfnca9FV17YKiQQnkD",
+	"N/dKh5QTIiMLjpCZAtDYeD3H1xxyLac+oLSzGGg54SGtDWX7NvyqBsAs7z9N1Z220nm/2nsO+6uo7nZy",
+	"nTSWtqt/BLO0lpVyWi21LvvI30+UI9lB367GRt3nLfv8dJqzlaVit2yz5arjCdzMqgcrqo/3wGLNda6P",
+	"TOkOyW33dmv3OKrEYyoCL/QucWHFX8NJx7lzoFvF85ZNSzupsPezBTGMdBs6ZgS0cw56dVdKQiQPf59U",
+	"lvmnuFQqaYSP32Kgm2AtDR6p1wrL1eQ7+WAWVyliytaXEClgdYIxlCsT+Ep0dS/NW3o2N1hr1lzu1bJq",
+	"89dKNQZvaEvCOEvMZm75YmJKJebzkMnFw2z6hqmG+HaYRzimnEM8KM0npGmHmWQDZRemS0fxTgf4NcQi",
+	"hZXWVNbA8mzRck2F+vHee9fmLZ7QYWJzBRo6jFGqq5A73FcZpBv7zoX7Lh5je9kYGBHcYR6S6mwhw4lU",
+	"ugPjloZI87qGXcZx+fuD4SS6BN2Ieze33/mGKlkrHWgySZGsoeD2giScLh9oc8FAGpJ0BZC6W4DFv+aZ",
+	"1e0qWCyB3hXgthPErgSr3aHU92ReRbsy49mixLcQkeEUD+ZUimgSavLm+23yC/uA3Y81ocTlqzes29IQ",
+	"t+8Dq1eB566Q3BmGO0FvV7jtCrEdYXUVKF0FPtvj5UoYuQouLglvnoEW3z779tArblUqBDMo6WXYOWas",
+	"24U6EfOJjx++ahGxBprriFy7c8uQpI45PbxeA6M+m+ITpmQf3nYoU4nBUNxTwOUPJfgOoTbNCg1gWw/F",
+	"VnTYJYnL+9shEjPMjYEFt/7UvYwhC7vSjI5F/uwg/vspDcnj1N5JqdSMxg0aTrtZBDndKtMsRvLuUu6h",
+	"KS8nohrWNENLed7EVBBOJNPTCzPvTEUpd+yccTr/4/Dk04fT/x7sHRz3TwafTn85PCHu0tc8Zuuqmj1C",
+	"QuBKgUqsD+BePtba1toydry3COQeJ/gl2TvrY7VGYgNWMRKvlFMWigRs0IywxXTMOY9Pfqew0ivpn6kG",
+	"c7lDX6N1EVRnsi+EjFx6GUkoi4fiFu+k9/r2RWqdoB/eVllR2MGKTAy7kg2aso3rrY2huAW18dVluNxt",
+	"4I2epleARCuvc9fR0DeW+SIbsTpCiezkEJPNsI5qUWcrpFIyVygYC/1j1O9upYWIzZquthCxGYlMx5Dd",
+	"NpjV7531e3ktXEzI3lzfxCvTFDhNWW+n9/365vr3tur6GDmqOn0kiPn4ElDwDFoghfuReZH56Qdxiw2d",
+	"C6DGB7Y3N2cghaY27YsJvvGHqw1vRbBRP+fsPcgCM0wYxwRnum4W925zq27AfIYbnzmd6LGQ7C/ADlc/",
+	"2OkufujCphAeURZPJFRksrfzW1Uaf/ty9yXoqUmSUDnt7fTM3O0k8Vi8VOgfMw/0vhjUEWoBgW2AUhGo",
+	"/0FE0wbUhVuapDaBJU8E62mgyRqN0zHNvHI7vU9AE7KHn90FLTelHEV4V4VILSdw9wh84eMJA0McbgzJ",
+	"HVc02OAPNCplEXRipHebPy1/aF/wUczsSfDgnGc3iFBDCg/v3QU+mS9A0GVQWv+knz1tVK898WgCGjv3",
+	"/+ZfU/GTDdf80My2M18Dp8PY8BoqNK2ZtxyP/MyY1wA4trWwgZeYSvrInPxu+UMnQh9hSfDH4ORzsAFp",
+	"dtOx1h5T+M+uzL1hNYPFJxyep+6MW4HDH5KPiinWcJPTgF4QM+CBmmuRyuiUdVxQHK/zhHH6HDYYz7uP",
+	"E+aujHLFzIY5Yn0SDJHENm5jqsZG8arjmfzYfnxcLFVB7A0nLI7Wtopaf65gmvs6jY0VLEvZpDYFtfdv",
+	"MSHmS6TyjZBX61mr0uKhdohbosrTYW5pEu76fZHM2KA+rXID51lD8PPVPvgMOUdMqtya6o7cG1/tHbOE",
+	"UVVTqW5n/iPX1zi7mEZ7GMOcbTstprKeBcyyPaqP9RK+ouYTLP0lvgVT555KSyqt84lldomcvupKZbk7",
+	"xC0PMg0pIAb7DbtPOP4rE4L7Eb2NK5gu0aJ+gelKOlRrWXlIfswWU8ORhhovTtfKOOa7/CxU5I1tDWij",
+	"aUIJWr1toX9dmIdpbIdK6JQMwXrSRkISKTRuj/Uozqlo665Y8v8y+EMSegWKHO+fERpdg9RMuYZ+2J4M",
+	"f0i0EC7tBVU711rGz6kram6PhetZUekOsJ4v8ulAPZ/CYjWMw83zV7weT48SegwyN1uyLK57hPK0KHvj",
+	"oumre9LnocSunYrMlJ/ZJYBObRf/VnHzm39xcglakdnmskRwkkystBv9S7OYMI2puCqLBzCvWaSIuVo9",
+	"F6CfvdCWrCsJ1wxuSDrBhGNbRmqdfHD56ustrauCBk8i01m5pAVi7DYyq/jxzG2p7e3lD2BjikPXgPeR",
+	"nGBpTEMoH8dZx8RMcjvgQBgD5ZO0pMLNVv+kGgKCV5sqICM7c4XmXEyVdhdZTuKLfhhuXPKHGOYemho5",
+	"3rc/vciyYZ+pq606TQ+zux8QmwSw/qL8r7PbOgYaY/RHa4bD7p6LLYafhXrmbtd8hjWYh4t8kU5X15y1",
+	"ic+1Zmef0DnKUpzq1vbf1zfXN9e3el9yZ2jmK2138hbreTpt2sxh0dlrduzVedkW8C6ZMrYjtTEqWMaM",
+	"aWVrlBMlJjIE0j9TnRFw42vuqV9602p2+MEdjuYlti/JvUpY0NvaxH/+gNjQkq+f2v24SLaQMV6dj34d",
+	"FanznVpRUq5gqja+2tZVdxsSrsWVNU+9XqVzuBZ2qwlThCXY9FxD1qwtoWaluwSHYfyS6BsWArkCSK21",
+	"aW8m7FuiAdX1XqJzO5OHE8ZfYNqPHsedWcfejg6vHpie3W1jd61wa4UF92utrHMsx4+nDFY1yavrTNQu",
+	"sa5WF3RLhiJiNn3ew5tZ6urz1ZzzGXrYDqnw4rRm22phgcbcjHc2vrps6bsNl6hej4R7LpPdvZtKQKfa",
+	"GnrG35yfnh4P9s73f+7/eniAjkQFPFKBK5ZoK0WqrNiTNfX/EIyrtwu4zr3yATER61REZ1SPH4lNa5FR",
+	"iORVoW4nCY49sNWlSO5DCBAna33VmfFj0RTD0YcwV/ZsAT9fgD69cdExj8XQHXXu3IXfOTynvOCnU7Zf",
+	"Ze6+9RaqFLvkTui+U1Yaughf1jB4sd8uy6T9BzxjBSSbZB2nZUt9Wf5bGln1w5hkGQG8vjt/GNUxyEuX",
+	"nXLJroHbm3tb9i6/FJzrKr1O/mU02rl6ZwGhRrnFlmj2E2OwnR/+2r/on54M9k9Pjj729z/VoHO2gU8Y",
+	"fF4Wh5qE363tzbt2IFxd19PBcFMBKfk+EsMer/DcTihRplBJcdldjGvRRErn0BoTy1S9OdBXCrPHXAhB",
+	"KRuNvCkCawJ/nPPbdbJXPKBIQrk1Q2+NjYC+zMCFYgcIC0F2HamCEq9wZ4xgWfYpCSnH1P5Q45tckLpX",
+	"3pF8qydCYZOJ3k5PpIrENNUibakklebxdMJZmsTy4BmX5/mIYvngQoOsPJNS2VxENr7i/1fxJu4Sb3ot",
+	"0wpiDDIOBR+xy4nlYuR7x+vDwqc2BgmLuL3Ovzi/zbie7xTpH2BBRfNxSvFi1t1rZQvuzbJqmfeXVbn6",
+	"8ihsvcwT+fjs/Jx9kQ0EoCbiIy8oUO+OBD2RXLl7jeznxNaTJsMpNkpwwV7Kxn4wh+K7OLehAq7Lj9qY",
+	"LqoKje/33ubvPevypJxgt2DXyHVeMvbzgf7xoHFerhTdz0AjY0M/JNsXS6pj+4J6zzuP9d12gwfOqQYM",
+	"mVrhnDCPfd9oQdeUxXQY+2QrL2jgtZEKPv5OlTagJGB5f0djLPk8T/siSamENcqjNQV6hyh6DcpWI5yz",
+	"hAj8OaGxEzTXQST/7o0TEfMkFxwI3DKl1duAoB53wxTMG01WotxYJUvsRDgtnWT1y22NJSO9hoxGE/vn",
+	"xenJIuG7oA/q4PVJX0dlr4pxSkNq675RdWXORMlcc2ZPTfHepqdu8k7P7GKb8JAq1Z5EYaxOYbG6aJYX",
+	"5az33AGnS3zmi4Epe8M+czSzEYanlP0peRtiL3otUhAEvwap8ib7XhVhT4WuonepoyRRWgJN7GWXMffI",
+	"GwNHLqXO9hD6TpFi/wnW+31LhKz+4uCYpJRJdyPKIdMtFKepGmNz+YRyzUJ3aVoq+mNIPElgkLVmdm2/",
+	"lWvfhEVXjHYDEcESvOvkBO9X9/Z/8Vig+yVanLv2v48Df8sfOCjaqv/XBGSjlyBzN/lhVhfpIXUg1yAQ",
+	"Czp7cMl9rV6YY+kl6UtOyoU0ElvBjQJzsmphi0EnYhJCLWzJay/i7FMFa4wr4IrhHZ6aDK2FShKqQ4MT",
+	"NqEXc8hiIG/+/4AM0AL//Xe8A4+ZBknjt0QYgbc58VlRiahUTgC1wKG43SVC2qJmwyl541qUuQTit7vo",
+	"7ALtesDPQ8dBtqILoBKLmj8ecsz0XxB8zRpY2nVMHDF03VfolTsQ/kQwyT0I2Z/17oMlHdq+LVDapzKq",
+	"RSTDZ4bh0skwZiEJqYxe4elZwpMVOifkmWwPpxWOL4FUAT/NUGpDQTxaUHdgxgo02GSYpTD8EIIQpgxA",
+	"lR52nS9l2QXjLEMzwjrZt+5Eq9zlKJata2HaXA5J9o7pwqzhm7DnfHbaltdOMzTCkif5xrjCJTblzhU+",
+	"bQYFHnI9jSFHZVTrJaIy+saikF8NvjZAZnmPiBtePnVWga6vmQ5zV6trnXLw60ffqfIs1slnnv3M1ZuI",
+	"nHdqDcuY8YhM+BU3k+8fKIwdsDUDDFqdnH4aHJ1+PjkYnJ4Pjk7PP/QPDg5PFqDWozp/G2YFP0ZE4iL5",
+	"L+/GqyLyXO0kwWE16WV8KG7rnTE6y8+U4sa5RELKBWchjfNyzQFxUSpkxGJzYEy4BBqhi0TISBlrzjpL",
+	"0E1iU/pzZ4kUN1kout9V0jdTfOBKL8ssHbsi8sYt9G2AN1VCEhpeQVRn4Vhy9MpqQdE/3A5Z6uWdf0Dj",
+	"2NY2r+mI1MaBc4RT+DbdOLjxdSYTfols+QpPzxGeMEUB0YXQCoqUMMqCz3J82qDhVX1AxTGVV4psra9X",
+	"ugFYxDISlVXGluLGBmyP6TWQIQAvQEgL65zJCo0YBcPFVmAcnr2ctnFOu4i6jF/TmGVteYmEPyDU1qy6",
+	"GRvzC2dSg2Z74dW3YR/N20E0vEIzCDdmoOBPm5f5917Q2/qxRSpmRocnMXyyl9ffXZ2BXDMMIyY6FMkL",
+	"9BX/B1s+e6GxHGKILsEhVFdcCmPKknpk+migQ5FJavAFu2841SggE+5wBWFqFn6MmmTjf13cL3kTxjRJ",
+	"LVLN9SN5a8MgnbaVXUzVYM8+zvkbRR8kuK08WyYPhkUHPSRxb+eHoIf+9d5OT8SRE8QWwIAUejpcwtfX",
+	"I9PHgm9eQekF6UtmWx08eEGhHT6hKNTnBbteIXwkZAiRw6a8GMVcwgXii0DfjW22UlyTAw3H6+QEAO08",
+	"qxNdwZQMJ5pwQVLJEojKnVGrkISb8mwTe+zs6lwklsYr5PO8DM49HI3AJj9agmQ1u6pJyQlouphlbddg",
+	"L7v+ayysF1pCZEwJGmOsh/lnSDGVWK3Ag8fwXPnvGOrd8y6ihSFB9PQ/ng37jhAZ+xkKMX45V8myCSO6",
+	"wIL6PHgtEhYSxfhlDGtR4W7BjPcdy4LImOjs0mPGLwNbsBJzYZTLbsL3BIi5VSM5r2qeNb7CDxlHENaS",
+	"ckVDW8t2jwynGtYsG4Q0JhJSoDqjgsL2ad8pEpvp6LzaQxY6ZRvW5beCtjQEiSaWY8EnLDjABfDo21Ai",
+	"bf9BjLminEyLIpln5+Td9v/uoXRl+2ceuGLc/Nrlk+dt63s/Dbej9+EWrG1tbW2tvaPbw7Ufw++jtW14",
+	"N3pPfxxuhlvRbLdPq7Um6hJ11sT168vuSZAfvx9thdv0Haz9OPwpWntnXvDTaHNzbYtuD78P30U/wPtR",
+	"ryBAl4cbq7+lzX0S/bf0/iVhpRZacr/yG9vPNYKYoWaDdsLbV/34JcVd8IhQcnBsgyxEkkFZ64iw7Fcb",
+	"w+wmv66YOHflgvFW0TE4oQaHI0gNsHJNDo5RU7c2fqk7qWFNljKz+N3cWZiNMe8tdNIdEMrzX9vRCHaN",
+	"+QPDFAiNBV8Myh9wUd8YMl9oyqNJak6lH0jC+ETbSkTzUIp7hmCa0/exEBEp+9SwiJNY7LZ0bPPquXyh",
+	"IGhUwINjAzfKtTtwPcc6A+HXLNR+UeiGtTpm7n4JG5UC7LHlAjowmDG8bupugCu+TkxDKo0xprahTlkf",
+	"xqeYXhxS76TkmQVzuFk9RjiHe1WdzuS27PW69FlHc6ys1ZSFeWPEYliTkAq5wBmILY9w24iCzGYl9iki",
+	"ONqhbtBdQvnUBmJl8oqPYA4M+n5uPA6WIxbDOQ736GEc7aTzGwuQKOhaFyVhv30NkXi+IRLYvoKGIShF",
+	"MkEtZB/LnXQVfLXxFZupGHPl9m7Djl5b2W6PcMHXHA7kynU2p0y4s6lqgWiFs5cwAgk8BJufl0PFJFUg",
+	"NUlBkje5r8s8EbhRQb71g8UevsQy7zcNF2YxfUP+1avxzdtCElK0hKzTDmMzDNkYsmHQAkPK5H4SA6cA",
+	"svpaHebbV1vmRSUcG/2iwBM6gybtYBAveeqdOfs0jm0h7nVymgJX6EbCjF7n43HmSDgWCjgZ2k5v6GrH",
+	"eb7BqOyhuF1zqEHGCBsBgVgBdopzQ7hPdNELOIvPsD52l0UTVCqgoAgHtpRVYHvW2dY4tiGOvWl05g8t",
+	"4lfM1/Z6wVP2x7axMmT5JtxBGM4/KIhSzsn5vkVNrXzZT1NNK3/9Eg92KdKwuCQiHMXciINlTtcm+TFh",
+	"72XAixHyQsarBViiicQm7/ORFY3qGJT62S2tclTTUasSsIWNgis+kTFVRAwVyGuw14Cuv1lAbsYsHGO3",
+	"JDnf924eA1wLtRdT3WhJS7gsoXGG2q91jh6vzhFkN831PeQaCVnWvbBWyvo8FImBzDdUXUFUvvYHiZU/",
+	"xERfitIv3Jme/SJ7g4170mNgMmegCMKYWjlSeUK+4LkdM1DwZ0DmryA89ozjpydOYGEZtUp0qUtbsalD",
+	"Fhjrk/OztJVsZLNwN3BN1spsKiB202WqTOy6Kamsh18zmHA0z1vqfWN+HTf9eqeOa+z56tV5rl6dbJQc",
+	"ZErwl3/UCP82vmaBH2X3jh0/qrd3rM2MD2L9rcydY2XN2A1ZrI9N6psvK6CLEUglDjTFTn3YsCyeoheo",
+	"uBaSkMbTLLgIr83LwUp12HjuVvOMPD1uZr7bm5Vvu085YViMsnn1AbPf876e1ElBK1RxxH4S46g6hcUG",
+	"UulUKEXDpfH01Qn0kpRG5ATr/nGi1R4qF7bAqkTLVrq0qDFLleviZkvOYWci1zYccXEk4ljckLRwcZuf",
+	"235GmdDm+uFwSly0oAfpVm2g9QAY97x0HiGSWoXHdpvC0lL5Br1qP89W+xE3POsQVt2zsmij0Jbb+s44",
+	"bLEWvcorwd3wWQuOvKlI89viZXnOXTkez5VqeuNk/e06sQF+XBSRET6pXbGt8KO6ULNuIRa2jJaApQTG",
+	"TGkhpwODV0MW4y72bNFtv7YhROKSfA01oVvAsjPdJGCq3tq77RaqSk73p1FT8tcv74VQVCMlkZwO5ITv",
+	"2LBOMYmjtaHtMIWHiZho0j9Qr1HJLwjuLJfMd5/L0G2Z1lL0navVXw5AUxZbKKVkaPYJ0z+xjfQb6opu",
+	"b29uvsUoudlWdLuEVtUbgFLIjnu7LfOWdWaUubxnn0QDqvPWoTU4+czi7h6rq6N5j9ui/6Aecy/JZ40A",
+	"HZWkzMrWStK8gSbCYpvEuZqtMVFYuJ4i/Vhj9e0uhtbixdVwOmPJkJsx1Xg5bM4ed96T4rz3i+wH8+r/",
+	"YLnF9ddJLe7Lq9g+66smFF0ras0ti700tZk9cKuLA/RH8gv7sJtJo/vw/Tvz6duFPtJZZwC3acj5MWym",
+	"s+ucpstsDWTIFfsPPoZMdm0oi5S3TtDf+Ro5kgB/gVEqpFbkSLKITuv8otv+dCBDsDbtM2ao/GTmxXLo",
+	"KRVftXR7tRteUAki3FFb4mMJjLVQOjKz/2ujDkLVG3OMUcm9nDbfRuVKCrbT2CWpFCp1xR5sz3cuyJCG",
+	"VyMWx4GBNwmJuKaxGRu7CmEGfpbK89aPekd22i8Q8OoueHL/jMsIV15ws79qi26Wmk8GbPb1i/0mBaO9",
+	"YtpLSk60nt+5O5PVQM16IOpvurG5PKLROuk776/z9WJgHZWApRwdlMW56SRk7hhxVpQfnuygLxGe5iGH",
+	"8etVHb+twMrS9snAyr5+MViV7wQTGr1C1kuqGYT7n8OFuA9H7sYfgvF6uDqb8cXarhxDwFz9DJqoxs7Z",
+	"mcvVWEcUbxuKi2urkvkR659mBv8ReGVo3UZB6mcj6CfDnON8CxfjTrHVr4jzkmrPhpDq7Fa7OFtWg5wY",
+	"6PUCFWnPogoXfE2UtCXb81llPZR5RMREK00tQMW2eK2L5cPpOljaJRKM4GX5Khk4FaupiX+BR+3z+pS4",
+	"hBvyCkyvwPQt1Z+97naRrccIIM2qyBxJgyOcUB6OK81ZSUg5UWBQ6sZGUNhxzYS0S5dKY+ayNUv1ZhTg",
+	"xXWlXSyWf94lYxZFgO8CpYVUaAtKiGiowROj9wlf+Ny6sX7bJSqWtGK1JM87ybxetz3jjqxWHlsXpvHB",
+	"wwbcZrUo/H2HeKmXc2ArnGaRL+F4wq9spQmHEFQRw5REGECQV5G44bskpRLrBOPVHXXNVMnNmMXGpDfk",
+	"icEXymI58vD2+ZeeqJJslgK1PYmETKhulNmFkh70shG79SJ6DJCp7JkHZfYs07yiy7MsH35r60Bk0oxb",
+	"VYMyOKq8zqRxIuPeTm+sdbqzsbG1/ff1zfXN9a2dHzd/3ESGc0PMF/a0WdZDIbTSkqaBNz27qESwXkpE",
+	"dLmr8wKY15/GjP6amuiVotSlYbEo9fyYe1HCODNzNB/sEMTWgIyF0sq1jFYBph8E2dStIZdV8F8nOIRy",
+	"DdbKhy0ZiojZMptuEtT81DOLs1JTYrOQSu/b9dm8UeE6jXlC+HdKtkMwf0+giuSK8rBWBZ0f8uDYFcwo",
+	"NaIrtwq3w7njp0Jrx1AeeleKcAd5K5UASw7aUhxoFpeGs80Y5sc6vDVwxjy5gG5ewGQlz7i85CzvZX7Y",
+	"o0qNFBcWWikftV5pQGfW+eXu/wUAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

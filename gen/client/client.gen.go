@@ -866,6 +866,30 @@ type AdminSettingsUpdateInput struct {
 	Settings         SettingsPatch  `json:"settings"`
 }
 
+// AdminToken defines model for AdminToken.
+type AdminToken struct {
+	CreatedAt Timestamp          `json:"created_at"`
+	Label     string             `json:"label"`
+	RevokedAt *Timestamp         `json:"revoked_at,omitempty"`
+	TokenId   openapi_types.UUID `json:"token_id"`
+}
+
+// AdminTokenCreateInput defines model for AdminTokenCreateInput.
+type AdminTokenCreateInput struct {
+	// Label What the token is for.
+	Label *string `json:"label,omitempty"`
+}
+
+// AdminTokenCreateResult defines model for AdminTokenCreateResult.
+type AdminTokenCreateResult struct {
+	CreatedAt Timestamp `json:"created_at"`
+	Label     string    `json:"label"`
+
+	// Token Shown once; only its hash is stored.
+	Token   string             `json:"token"`
+	TokenId openapi_types.UUID `json:"token_id"`
+}
+
 // AgentName defines model for AgentName.
 type AgentName struct {
 	AgentId openapi_types.UUID `json:"agent_id"`
@@ -2023,6 +2047,9 @@ type AdminRoomSetOwnerJSONRequestBody = AdminRoomSetOwnerInput
 // AdminSettingsUpdateJSONRequestBody defines body for AdminSettingsUpdate for application/json ContentType.
 type AdminSettingsUpdateJSONRequestBody = AdminSettingsUpdateInput
 
+// AdminTokenCreateJSONRequestBody defines body for AdminTokenCreate for application/json ContentType.
+type AdminTokenCreateJSONRequestBody = AdminTokenCreateInput
+
 // CheckpointSaveJSONRequestBody defines body for CheckpointSave for application/json ContentType.
 type CheckpointSaveJSONRequestBody = CheckpointSaveInput
 
@@ -2358,6 +2385,31 @@ type ClientInterface interface {
 	//
 	// Corresponds with PATCH /admin/api/v1/boxes/{box_key}/settings (the `AdminSettingsUpdate` operationId).
 	AdminSettingsUpdate(ctx context.Context, boxKey BoxKey, body AdminSettingsUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AdminTokenCreateWithBody Issue an admin token
+	//
+	// Issues another admin token (shown once, stored only as a hash). Admin tokens manage boxes, hosts, agents, keys, profiles, settings and rooms; they cannot act as agents.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /admin/api/v1/tokens (the `AdminTokenCreate` operationId).
+	AdminTokenCreateWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AdminTokenCreate Issue an admin token
+	//
+	// Issues another admin token (shown once, stored only as a hash). Admin tokens manage boxes, hosts, agents, keys, profiles, settings and rooms; they cannot act as agents.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /admin/api/v1/tokens (the `AdminTokenCreate` operationId).
+	AdminTokenCreate(ctx context.Context, body AdminTokenCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AdminTokenRevoke Revoke an admin token
+	//
+	// Revocation is immediate; AGENTBOX_ADMIN_TOKEN itself is configuration and cannot be revoked here.
+	//
+	// Corresponds with POST /admin/api/v1/tokens/{token_id}/revoke (the `AdminTokenRevoke` operationId).
+	AdminTokenRevoke(ctx context.Context, tokenId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CheckpointGet Read this agent's checkpoint
 	//
@@ -3239,6 +3291,61 @@ func (c *Client) AdminSettingsUpdateWithBody(ctx context.Context, boxKey BoxKey,
 // Corresponds with PATCH /admin/api/v1/boxes/{box_key}/settings (the `AdminSettingsUpdate` operationId).
 func (c *Client) AdminSettingsUpdate(ctx context.Context, boxKey BoxKey, body AdminSettingsUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAdminSettingsUpdateRequest(c.Server, boxKey, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdminTokenCreateWithBody Issue an admin token
+//
+// Issues another admin token (shown once, stored only as a hash). Admin tokens manage boxes, hosts, agents, keys, profiles, settings and rooms; they cannot act as agents.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /admin/api/v1/tokens (the `AdminTokenCreate` operationId).
+func (c *Client) AdminTokenCreateWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminTokenCreateRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdminTokenCreate Issue an admin token
+//
+// Issues another admin token (shown once, stored only as a hash). Admin tokens manage boxes, hosts, agents, keys, profiles, settings and rooms; they cannot act as agents.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /admin/api/v1/tokens (the `AdminTokenCreate` operationId).
+func (c *Client) AdminTokenCreate(ctx context.Context, body AdminTokenCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminTokenCreateRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdminTokenRevoke Revoke an admin token
+//
+// Revocation is immediate; AGENTBOX_ADMIN_TOKEN itself is configuration and cannot be revoked here.
+//
+// Corresponds with POST /admin/api/v1/tokens/{token_id}/revoke (the `AdminTokenRevoke` operationId).
+func (c *Client) AdminTokenRevoke(ctx context.Context, tokenId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminTokenRevokeRequest(c.Server, tokenId)
 	if err != nil {
 		return nil, err
 	}
@@ -4905,6 +5012,80 @@ func NewAdminSettingsUpdateRequestWithBody(server string, boxKey BoxKey, content
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAdminTokenCreateRequest calls the generic AdminTokenCreate builder with application/json body
+func NewAdminTokenCreateRequest(server string, body AdminTokenCreateJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAdminTokenCreateRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAdminTokenCreateRequestWithBody constructs an http.Request for the AdminTokenCreate method, with any body, and a specified content type
+func NewAdminTokenCreateRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/api/v1/tokens")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAdminTokenRevokeRequest constructs an http.Request for the AdminTokenRevoke method
+func NewAdminTokenRevokeRequest(server string, tokenId openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token_id", tokenId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/api/v1/tokens/%s/revoke", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -7345,6 +7526,33 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /admin/api/v1/boxes/{box_key}/settings (the `AdminSettingsUpdate` operationId).
 	AdminSettingsUpdateWithResponse(ctx context.Context, boxKey BoxKey, body AdminSettingsUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*AdminSettingsUpdateResponse, error)
 
+	// AdminTokenCreateWithBodyWithResponse Issue an admin token
+	//
+	// Issues another admin token (shown once, stored only as a hash). Admin tokens manage boxes, hosts, agents, keys, profiles, settings and rooms; they cannot act as agents.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/api/v1/tokens (the `AdminTokenCreate` operationId).
+	AdminTokenCreateWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AdminTokenCreateResponse, error)
+
+	// AdminTokenCreateWithResponse Issue an admin token
+	//
+	// Issues another admin token (shown once, stored only as a hash). Admin tokens manage boxes, hosts, agents, keys, profiles, settings and rooms; they cannot act as agents.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/api/v1/tokens (the `AdminTokenCreate` operationId).
+	AdminTokenCreateWithResponse(ctx context.Context, body AdminTokenCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*AdminTokenCreateResponse, error)
+
+	// AdminTokenRevokeWithResponse Revoke an admin token
+	//
+	// Revocation is immediate; AGENTBOX_ADMIN_TOKEN itself is configuration and cannot be revoked here.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /admin/api/v1/tokens/{token_id}/revoke (the `AdminTokenRevoke` operationId).
+	AdminTokenRevokeWithResponse(ctx context.Context, tokenId openapi_types.UUID, reqEditors ...RequestEditorFn) (*AdminTokenRevokeResponse, error)
+
 	// CheckpointGetWithResponse Read this agent's checkpoint
 	//
 	// Returns the checkpoint shared by all sessions of this agent; an absent checkpoint reads as revision "0" with an empty object.
@@ -9051,6 +9259,137 @@ func (r AdminSettingsUpdateResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AdminSettingsUpdateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AdminTokenCreateResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AdminTokenCreateResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminTokenCreateResponse) GetJSON200() *AdminTokenCreateResult {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AdminTokenCreateResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AdminTokenCreateResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AdminTokenCreateResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminTokenCreateResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminTokenCreateResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminTokenCreateResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminTokenCreateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AdminTokenRevokeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AdminToken
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminTokenRevokeResponse) GetJSON200() *AdminToken {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AdminTokenRevokeResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AdminTokenRevokeResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AdminTokenRevokeResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AdminTokenRevokeResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminTokenRevokeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminTokenRevokeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminTokenRevokeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminTokenRevokeResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12277,6 +12616,51 @@ func (c *ClientWithResponses) AdminSettingsUpdateWithResponse(ctx context.Contex
 	return ParseAdminSettingsUpdateResponse(rsp)
 }
 
+// AdminTokenCreateWithBodyWithResponse Issue an admin token
+//
+// Issues another admin token (shown once, stored only as a hash). Admin tokens manage boxes, hosts, agents, keys, profiles, settings and rooms; they cannot act as agents.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/api/v1/tokens (the `AdminTokenCreate` operationId).
+func (c *ClientWithResponses) AdminTokenCreateWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AdminTokenCreateResponse, error) {
+	rsp, err := c.AdminTokenCreateWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminTokenCreateResponse(rsp)
+}
+
+// AdminTokenCreateWithResponse Issue an admin token
+//
+// Issues another admin token (shown once, stored only as a hash). Admin tokens manage boxes, hosts, agents, keys, profiles, settings and rooms; they cannot act as agents.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/api/v1/tokens (the `AdminTokenCreate` operationId).
+func (c *ClientWithResponses) AdminTokenCreateWithResponse(ctx context.Context, body AdminTokenCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*AdminTokenCreateResponse, error) {
+	rsp, err := c.AdminTokenCreate(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminTokenCreateResponse(rsp)
+}
+
+// AdminTokenRevokeWithResponse Revoke an admin token
+//
+// Revocation is immediate; AGENTBOX_ADMIN_TOKEN itself is configuration and cannot be revoked here.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /admin/api/v1/tokens/{token_id}/revoke (the `AdminTokenRevoke` operationId).
+func (c *ClientWithResponses) AdminTokenRevokeWithResponse(ctx context.Context, tokenId openapi_types.UUID, reqEditors ...RequestEditorFn) (*AdminTokenRevokeResponse, error) {
+	rsp, err := c.AdminTokenRevoke(ctx, tokenId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminTokenRevokeResponse(rsp)
+}
+
 // CheckpointGetWithResponse Read this agent's checkpoint
 //
 // Returns the checkpoint shared by all sessions of this agent; an absent checkpoint reads as revision "0" with an empty object.
@@ -13966,6 +14350,107 @@ func ParseAdminSettingsUpdateResponse(rsp *http.Response) (*AdminSettingsUpdateR
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAdminTokenCreateResponse parses an HTTP response from a AdminTokenCreateWithResponse call
+func ParseAdminTokenCreateResponse(rsp *http.Response) (*AdminTokenCreateResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminTokenCreateResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AdminTokenCreateResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAdminTokenRevokeResponse parses an HTTP response from a AdminTokenRevokeWithResponse call
+func ParseAdminTokenRevokeResponse(rsp *http.Response) (*AdminTokenRevokeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminTokenRevokeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AdminToken
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure

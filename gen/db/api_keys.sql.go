@@ -76,6 +76,69 @@ func (q *Queries) AuthenticateKey(ctx context.Context, arg AuthenticateKeyParams
 	return i, err
 }
 
+const authenticateKeyAnyBox = `-- name: AuthenticateKeyAnyBox :many
+SELECT boxes.box_id, boxes.box_key, boxes.enabled AS box_enabled,
+       api_keys.key_id, api_keys.router, api_keys.revoked_at,
+       agents.agent_id, agents.name AS agent_name, agents.enabled AS agent_enabled,
+       hosts.host_id, hosts.name AS host_name, hosts.ips
+FROM api_keys
+JOIN boxes ON boxes.box_id = api_keys.box_id
+JOIN agents ON agents.box_id = api_keys.box_id AND agents.agent_id = api_keys.agent_id
+JOIN hosts ON hosts.box_id = agents.box_id AND hosts.host_id = agents.host_id
+WHERE api_keys.key_hash = $1
+LIMIT 2
+`
+
+type AuthenticateKeyAnyBoxRow struct {
+	BoxID        uuid.UUID
+	BoxKey       string
+	BoxEnabled   bool
+	KeyID        uuid.UUID
+	Router       bool
+	RevokedAt    *time.Time
+	AgentID      uuid.UUID
+	AgentName    string
+	AgentEnabled bool
+	HostID       uuid.UUID
+	HostName     string
+	Ips          []string
+}
+
+// The same facts as AuthenticateKey, found by the key hash alone (the MCP endpoint learns
+// the box only per tool call). A key hash is unique in practice; the caller requires one row.
+func (q *Queries) AuthenticateKeyAnyBox(ctx context.Context, keyHash []byte) ([]AuthenticateKeyAnyBoxRow, error) {
+	rows, err := q.db.Query(ctx, authenticateKeyAnyBox, keyHash)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AuthenticateKeyAnyBoxRow
+	for rows.Next() {
+		var i AuthenticateKeyAnyBoxRow
+		if err := rows.Scan(
+			&i.BoxID,
+			&i.BoxKey,
+			&i.BoxEnabled,
+			&i.KeyID,
+			&i.Router,
+			&i.RevokedAt,
+			&i.AgentID,
+			&i.AgentName,
+			&i.AgentEnabled,
+			&i.HostID,
+			&i.HostName,
+			&i.Ips,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const createAPIKey = `-- name: CreateAPIKey :one
 INSERT INTO api_keys (box_id, key_id, agent_id, key_hash, router, created_at)
 VALUES ($1, $2, $3, $4, $5, $6)
@@ -202,6 +265,36 @@ func (q *Queries) RevokeAPIKey(ctx context.Context, arg RevokeAPIKeyParams) (Api
 		&i.AgentID,
 		&i.KeyHash,
 		&i.Router,
+		&i.CreatedAt,
+		&i.RevokedAt,
+	)
+	return i, err
+}
+
+const revokeAdminToken = `-- name: RevokeAdminToken :one
+UPDATE admin_tokens SET revoked_at = COALESCE(revoked_at, $1)
+WHERE token_id = $2
+RETURNING token_id, label, created_at, revoked_at
+`
+
+type RevokeAdminTokenParams struct {
+	Now     *time.Time
+	TokenID uuid.UUID
+}
+
+type RevokeAdminTokenRow struct {
+	TokenID   uuid.UUID
+	Label     string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+func (q *Queries) RevokeAdminToken(ctx context.Context, arg RevokeAdminTokenParams) (RevokeAdminTokenRow, error) {
+	row := q.db.QueryRow(ctx, revokeAdminToken, arg.Now, arg.TokenID)
+	var i RevokeAdminTokenRow
+	err := row.Scan(
+		&i.TokenID,
+		&i.Label,
 		&i.CreatedAt,
 		&i.RevokedAt,
 	)

@@ -7,6 +7,7 @@ package db
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -28,6 +29,57 @@ func (q *Queries) ChannelHead(ctx context.Context, arg ChannelHeadParams) (int64
 	return last_message_seq, err
 }
 
+const dMChannelHead = `-- name: DMChannelHead :one
+SELECT channel_id, last_message_seq FROM channels
+WHERE box_id = $1 AND kind = 'dm' AND dm_agent_lo = $2 AND dm_agent_hi = $3
+`
+
+type DMChannelHeadParams struct {
+	BoxID uuid.UUID
+	Lo    *uuid.UUID
+	Hi    *uuid.UUID
+}
+
+type DMChannelHeadRow struct {
+	ChannelID      uuid.UUID
+	LastMessageSeq int64
+}
+
+// A DM pair's channel and its committed upper bound (no row before the pair's first message).
+func (q *Queries) DMChannelHead(ctx context.Context, arg DMChannelHeadParams) (DMChannelHeadRow, error) {
+	row := q.db.QueryRow(ctx, dMChannelHead, arg.BoxID, arg.Lo, arg.Hi)
+	var i DMChannelHeadRow
+	err := row.Scan(&i.ChannelID, &i.LastMessageSeq)
+	return i, err
+}
+
+const ensureDMChannels = `-- name: EnsureDMChannels :exec
+INSERT INTO channels (box_id, channel_id, kind, dm_agent_lo, dm_agent_hi, created_at)
+SELECT $1, gen_random_uuid(), 'dm', p.lo, p.hi, $2
+FROM (SELECT unnest($3::uuid[]) AS lo, unnest($4::uuid[]) AS hi) AS p
+ORDER BY p.lo, p.hi
+ON CONFLICT (box_id, dm_agent_lo, dm_agent_hi) DO NOTHING
+`
+
+type EnsureDMChannelsParams struct {
+	BoxID uuid.UUID
+	Now   time.Time
+	Los   []uuid.UUID
+	His   []uuid.UUID
+}
+
+// Creates the DM channels of the given pairs that do not exist yet (first message of a pair).
+// Pairs are inserted in pair order so concurrent creators wait on each other in one order.
+func (q *Queries) EnsureDMChannels(ctx context.Context, arg EnsureDMChannelsParams) error {
+	_, err := q.db.Exec(ctx, ensureDMChannels,
+		arg.BoxID,
+		arg.Now,
+		arg.Los,
+		arg.His,
+	)
+	return err
+}
+
 const lockChannel = `-- name: LockChannel :one
 SELECT last_message_seq FROM channels WHERE box_id = $1 AND channel_id = $2 FOR UPDATE
 `
@@ -43,4 +95,53 @@ func (q *Queries) LockChannel(ctx context.Context, arg LockChannelParams) (int64
 	var last_message_seq int64
 	err := row.Scan(&last_message_seq)
 	return last_message_seq, err
+}
+
+const lockDMChannels = `-- name: LockDMChannels :many
+SELECT channel_id, dm_agent_lo, dm_agent_hi, last_message_seq FROM channels
+WHERE box_id = $1 AND kind = 'dm'
+  AND (dm_agent_lo, dm_agent_hi) IN (SELECT unnest($2::uuid[]), unnest($3::uuid[]))
+ORDER BY channel_id
+FOR UPDATE
+`
+
+type LockDMChannelsParams struct {
+	BoxID uuid.UUID
+	Los   []uuid.UUID
+	His   []uuid.UUID
+}
+
+type LockDMChannelsRow struct {
+	ChannelID      uuid.UUID
+	DmAgentLo      *uuid.UUID
+	DmAgentHi      *uuid.UUID
+	LastMessageSeq int64
+}
+
+// Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
+// channel_id order: a batch locks several channels, always in this order, and before any
+// inbox head, so concurrent sends cannot deadlock.
+func (q *Queries) LockDMChannels(ctx context.Context, arg LockDMChannelsParams) ([]LockDMChannelsRow, error) {
+	rows, err := q.db.Query(ctx, lockDMChannels, arg.BoxID, arg.Los, arg.His)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockDMChannelsRow
+	for rows.Next() {
+		var i LockDMChannelsRow
+		if err := rows.Scan(
+			&i.ChannelID,
+			&i.DmAgentLo,
+			&i.DmAgentHi,
+			&i.LastMessageSeq,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

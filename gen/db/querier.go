@@ -12,54 +12,148 @@ import (
 
 type Querier interface {
 	AdminTokenLive(ctx context.Context, tokenHash []byte) (bool, error)
+	// Compare-and-set append; also re-checks that the room is active and the total stays within @max_bytes.
+	AppendRoomBrief(ctx context.Context, arg AppendRoomBriefParams) (AppendRoomBriefRow, error)
+	ArchiveRoom(ctx context.Context, arg ArchiveRoomParams) error
 	// Everything agent authentication checks, in one round trip. The caller decides.
 	AuthenticateKey(ctx context.Context, arg AuthenticateKeyParams) (AuthenticateKeyRow, error)
+	// The same facts as AuthenticateKey, found by the key hash alone (the MCP endpoint learns
+	// the box only per tool call). A key hash is unique in practice; the caller requires one row.
+	AuthenticateKeyAnyBox(ctx context.Context, keyHash []byte) ([]AuthenticateKeyAnyBoxRow, error)
 	// The committed upper bound of a channel's message stream.
 	ChannelHead(ctx context.Context, arg ChannelHeadParams) (int64, error)
+	// A keyset page of a channel's stream: message_seq in (@after, @upper], ascending, on the
+	// (box_id, channel_id, message_seq) index, so a read costs O(page) however long the channel.
+	ChannelMessages(ctx context.Context, arg ChannelMessagesParams) ([]ChannelMessagesRow, error)
 	CheckpointRevision(ctx context.Context, arg CheckpointRevisionParams) (int64, error)
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
 	CreateAdminToken(ctx context.Context, arg CreateAdminTokenParams) (CreateAdminTokenRow, error)
 	CreateAgent(ctx context.Context, arg CreateAgentParams) (Agent, error)
 	CreateBox(ctx context.Context, arg CreateBoxParams) (Box, error)
 	CreateHost(ctx context.Context, arg CreateHostParams) (Host, error)
+	// A DM pair's channel and its committed upper bound (no row before the pair's first message).
+	DMChannelHead(ctx context.Context, arg DMChannelHeadParams) (DMChannelHeadRow, error)
 	DeleteExpiredIdempotencyRecords(ctx context.Context, arg DeleteExpiredIdempotencyRecordsParams) (int64, error)
+	// Which of the given IDs are enabled agents of the box (one round trip for any number of targets).
+	EnabledAgentIDs(ctx context.Context, arg EnabledAgentIDsParams) ([]uuid.UUID, error)
+	// Leaving a room ends the agent's outstanding leases on that room's attention rows at once.
+	EndRoomLeases(ctx context.Context, arg EndRoomLeasesParams) error
+	// SPEC §11: each given channel keeps its newest @message_cap messages and at most
+	// @attachment_cap messages with attachments; older ones are deleted, oldest first. Each bound
+	// is the newest message_seq past the cap (found on the channel's message_seq index); deletes
+	// cascade to attachments, attention rows (and so receipts and leases), requests, file reports
+	// and the duplicate reference. Run after every write, inside its transaction.
+	EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error)
+	// Creates the DM channels of the given pairs that do not exist yet (first message of a pair).
+	// Pairs are inserted in pair order so concurrent creators wait on each other in one order.
+	EnsureDMChannels(ctx context.Context, arg EnsureDMChannelsParams) error
 	EnsureServerSecret(ctx context.Context, arg EnsureServerSecretParams) error
 	FindAgentsByName(ctx context.Context, arg FindAgentsByNameParams) ([]uuid.UUID, error)
 	GetAgentProfile(ctx context.Context, arg GetAgentProfileParams) (GetAgentProfileRow, error)
 	GetAgentWithHost(ctx context.Context, arg GetAgentWithHostParams) (GetAgentWithHostRow, error)
 	GetBoxByKey(ctx context.Context, boxKey string) (Box, error)
+	GetBoxRoom(ctx context.Context, arg GetBoxRoomParams) (GetBoxRoomRow, error)
+	// One agent's card whatever its listing; the service decides who may see it.
+	GetCard(ctx context.Context, arg GetCardParams) (GetCardRow, error)
 	GetCheckpoint(ctx context.Context, arg GetCheckpointParams) (Checkpoint, error)
 	GetHostByName(ctx context.Context, arg GetHostByNameParams) (Host, error)
 	GetIdempotencyRecord(ctx context.Context, arg GetIdempotencyRecordParams) (GetIdempotencyRecordRow, error)
+	// One message with its sender's name and attachment metadata (authorization is the caller's).
+	GetMessage(ctx context.Context, arg GetMessageParams) (GetMessageRow, error)
+	GetRoomBrief(ctx context.Context, arg GetRoomBriefParams) (GetRoomBriefRow, error)
 	// The room and the caller's membership row (state is NULL when the caller was never invited).
 	GetRoomForAgent(ctx context.Context, arg GetRoomForAgentParams) (GetRoomForAgentRow, error)
 	GetServerSecret(ctx context.Context, name string) ([]byte, error)
 	// One round trip per call: the session, the profile version it must have observed, the
 	// box settings, and a coarse last_seen_at observation (written at most once a minute).
 	GetSession(ctx context.Context, arg GetSessionParams) (GetSessionRow, error)
+	// One attention row per (recipient, message) with the OR of the reason bits of SPEC §7, for
+	// every copy of a send in one statement. DM: the recipient, preferences ignored (1, +4
+	// mention, +8 reply to their message, +16 request). Room: every active member but the author,
+	// by the preference of their current epoch: all admits 2,4,8,16; mentions 4,8,16; replies
+	// 8,16; mute nothing. No row without a reason. inbox_seq comes from each recipient's inbox
+	// head, locked (upserted) in agent_id order and held to commit, so inbox_seq values become
+	// visible in commit order per inbox and concurrent sends cannot deadlock on heads.
+	InsertAttention(ctx context.Context, arg InsertAttentionParams) (int64, error)
 	// CAS from revision "0": only one concurrent first save can insert.
 	InsertFirstCheckpoint(ctx context.Context, arg InsertFirstCheckpointParams) (InsertFirstCheckpointRow, error)
+	// Stores one message per copy (one for a send, one per recipient for a batch) with shared
+	// content, takes each message_seq from the global sequence (the caller holds the channel
+	// locks, so values become visible in commit order per channel), makes each the sender's
+	// duplicate reference in its channel, advances the channels' heads and creates one pending
+	// request per requested agent. Absent destinations are passed as the nil UUID.
+	InsertMessages(ctx context.Context, arg InsertMessagesParams) ([]InsertMessagesRow, error)
+	InsertRoom(ctx context.Context, arg InsertRoomParams) error
+	// A room's message stream: channel_id = room_id.
+	InsertRoomChannel(ctx context.Context, arg InsertRoomChannelParams) error
+	// The creator: active owner in epoch 1, which starts before any message (epoch_start_seq 0).
+	InsertRoomOwner(ctx context.Context, arg InsertRoomOwnerParams) error
+	// Pending invitations for agents never invited or who left; active and pending members are
+	// left alone (the service has rejected them already; this keeps a race from reviving them).
+	InviteRoomMembers(ctx context.Context, arg InviteRoomMembersParams) ([]uuid.UUID, error)
+	// Starts a new membership epoch at the channel's committed head; the follow preference
+	// restarts at the room default and its revision keeps increasing across epochs.
+	JoinRoom(ctx context.Context, arg JoinRoomParams) (int64, error)
+	LeaveRoom(ctx context.Context, arg LeaveRoomParams) (int64, error)
 	ListAPIKeys(ctx context.Context, arg ListAPIKeysParams) ([]ApiKey, error)
+	// An agent's active memberships and pending invitations, keyset by room_id.
+	ListAgentRooms(ctx context.Context, arg ListAgentRoomsParams) ([]ListAgentRoomsRow, error)
 	ListAgentsWithHost(ctx context.Context, boxID uuid.UUID) ([]ListAgentsWithHostRow, error)
+	// Every room of a box with its active member count (admin).
+	ListBoxRooms(ctx context.Context, boxID uuid.UUID) ([]ListBoxRoomsRow, error)
 	ListBoxes(ctx context.Context) ([]Box, error)
 	ListHosts(ctx context.Context, boxID uuid.UUID) ([]Host, error)
 	LockBoxSettings(ctx context.Context, boxID uuid.UUID) (LockBoxSettingsRow, error)
 	// Serializes sends, joins and leaves of one channel until commit (SPEC §6, §7 ordering).
 	LockChannel(ctx context.Context, arg LockChannelParams) (int64, error)
+	// Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
+	// channel_id order: a batch locks several channels, always in this order, and before any
+	// inbox head, so concurrent sends cannot deadlock.
+	LockDMChannels(ctx context.Context, arg LockDMChannelsParams) ([]LockDMChannelsRow, error)
 	// Serializes concurrent calls that share one idempotency key (until commit).
 	LockIdempotencyKey(ctx context.Context, scope string) error
 	ObserveProfile(ctx context.Context, arg ObserveProfileParams) error
 	// Creates the session on first prime; priming again returns the same row.
 	OpenSession(ctx context.Context, arg OpenSessionParams) (OpenSessionRow, error)
 	PutIdempotencyRecord(ctx context.Context, arg PutIdempotencyRecordParams) error
+	// A receipt per returned message the reader has an attention row for: this session was shown
+	// that row (the precondition of its ACK). Never an ACK.
+	RecordReceipts(ctx context.Context, arg RecordReceiptsParams) error
 	RevokeAPIKey(ctx context.Context, arg RevokeAPIKeyParams) (ApiKey, error)
+	RevokeAdminToken(ctx context.Context, arg RevokeAdminTokenParams) (RevokeAdminTokenRow, error)
+	// The current membership state of each given agent that has a membership row.
+	RoomMemberStates(ctx context.Context, arg RoomMemberStatesParams) ([]RoomMemberStatesRow, error)
+	// Active members first, then pending invitees, each by (name, agent_id); the caller bounds it.
+	RoomRoster(ctx context.Context, arg RoomRosterParams) ([]RoomRosterRow, error)
+	// The public directory (SPEC §4): listed, enabled agents of one box as public cards.
+	// Card columns only: never keys, IPs or the private profile.
+	// @pattern is an ILIKE pattern whose %, _ and \ the caller has escaped; keyset on (name, agent_id)
+	// strictly after the given position (('', nil UUID) precedes every agent: names are non-empty).
+	SearchDirectory(ctx context.Context, arg SearchDirectoryParams) ([]SearchDirectoryRow, error)
+	// Messages (SPEC §6, §7, §11). A send runs, in one transaction and after its channel lock:
+	// SenderLatest (duplicate check), InsertMessages, InsertAttention, EnforceRetention — a fixed
+	// number of statements whatever the room size or batch width.
+	// The sender's latest retained message in each given channel: the only comparison target of
+	// consecutive-duplicate suppression. Read after the channel lock, so it is current.
+	SenderLatest(ctx context.Context, arg SenderLatestParams) ([]SenderLatestRow, error)
 	SetAgentProfile(ctx context.Context, arg SetAgentProfileParams) (SetAgentProfileRow, error)
 	SetBoxSettings(ctx context.Context, arg SetBoxSettingsParams) (SetBoxSettingsRow, error)
 	SetHostIPs(ctx context.Context, arg SetHostIPsParams) (Host, error)
+	// Compare-and-set of an active member's follow preference.
+	SetRoomFollow(ctx context.Context, arg SetRoomFollowParams) (int64, error)
+	SetRoomOwner(ctx context.Context, arg SetRoomOwnerParams) error
+	// A keyset page of a thread family (root and replies share thread_root_id and stay in one
+	// channel): message_seq in (@after, @upper], ascending, on the messages_thread index.
+	ThreadMessages(ctx context.Context, arg ThreadMessagesParams) ([]ThreadMessagesRow, error)
 	UpdateAgentFlags(ctx context.Context, arg UpdateAgentFlagsParams) (Agent, error)
 	UpdateBox(ctx context.Context, arg UpdateBoxParams) (Box, error)
+	// Compare-and-set on card_revision over role and description (NULL leaves a field alone).
+	UpdateCard(ctx context.Context, arg UpdateCardParams) (uuid.UUID, error)
 	// CAS: matches only while the stored revision is the expected one.
 	UpdateCheckpoint(ctx context.Context, arg UpdateCheckpointParams) (UpdateCheckpointRow, error)
+	// Which of the given message IDs still exist in the channel above the reader's floor (used
+	// to redact references to ancestors the reader cannot see, or that were purged).
+	VisibleChannelMessageIDs(ctx context.Context, arg VisibleChannelMessageIDsParams) ([]uuid.UUID, error)
 }
 
 var _ Querier = (*Queries)(nil)

@@ -12,6 +12,171 @@ import (
 	"github.com/google/uuid"
 )
 
+const appendRoomBrief = `-- name: AppendRoomBrief :one
+UPDATE rooms
+SET brief_md = brief_md || $1::text, brief_revision = brief_revision + 1, brief_updated_at = $2
+WHERE box_id = $3 AND room_id = $4 AND brief_revision = $5 AND status = 'active'
+  AND octet_length(brief_md) + octet_length($1::text) <= $6::bigint
+RETURNING brief_md, brief_revision, brief_updated_at
+`
+
+type AppendRoomBriefParams struct {
+	AppendMd         string
+	Now              *time.Time
+	BoxID            uuid.UUID
+	RoomID           uuid.UUID
+	ExpectedRevision int64
+	MaxBytes         int64
+}
+
+type AppendRoomBriefRow struct {
+	BriefMd        string
+	BriefRevision  int64
+	BriefUpdatedAt *time.Time
+}
+
+// Compare-and-set append; also re-checks that the room is active and the total stays within @max_bytes.
+func (q *Queries) AppendRoomBrief(ctx context.Context, arg AppendRoomBriefParams) (AppendRoomBriefRow, error) {
+	row := q.db.QueryRow(ctx, appendRoomBrief,
+		arg.AppendMd,
+		arg.Now,
+		arg.BoxID,
+		arg.RoomID,
+		arg.ExpectedRevision,
+		arg.MaxBytes,
+	)
+	var i AppendRoomBriefRow
+	err := row.Scan(&i.BriefMd, &i.BriefRevision, &i.BriefUpdatedAt)
+	return i, err
+}
+
+const archiveRoom = `-- name: ArchiveRoom :exec
+UPDATE rooms SET status = 'archived' WHERE box_id = $1 AND room_id = $2
+`
+
+type ArchiveRoomParams struct {
+	BoxID  uuid.UUID
+	RoomID uuid.UUID
+}
+
+func (q *Queries) ArchiveRoom(ctx context.Context, arg ArchiveRoomParams) error {
+	_, err := q.db.Exec(ctx, archiveRoom, arg.BoxID, arg.RoomID)
+	return err
+}
+
+const enabledAgentIDs = `-- name: EnabledAgentIDs :many
+SELECT agent_id FROM agents WHERE box_id = $1 AND agent_id = ANY($2::uuid[]) AND enabled
+`
+
+type EnabledAgentIDsParams struct {
+	BoxID    uuid.UUID
+	AgentIds []uuid.UUID
+}
+
+// Which of the given IDs are enabled agents of the box (one round trip for any number of targets).
+func (q *Queries) EnabledAgentIDs(ctx context.Context, arg EnabledAgentIDsParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, enabledAgentIDs, arg.BoxID, arg.AgentIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var agent_id uuid.UUID
+		if err := rows.Scan(&agent_id); err != nil {
+			return nil, err
+		}
+		items = append(items, agent_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const endRoomLeases = `-- name: EndRoomLeases :exec
+UPDATE attention SET lease_session_id = NULL, lease_expires_at = NULL
+WHERE box_id = $1 AND agent_id = $2 AND channel_id = $3 AND lease_session_id IS NOT NULL
+`
+
+type EndRoomLeasesParams struct {
+	BoxID   uuid.UUID
+	AgentID uuid.UUID
+	RoomID  uuid.UUID
+}
+
+// Leaving a room ends the agent's outstanding leases on that room's attention rows at once.
+func (q *Queries) EndRoomLeases(ctx context.Context, arg EndRoomLeasesParams) error {
+	_, err := q.db.Exec(ctx, endRoomLeases, arg.BoxID, arg.AgentID, arg.RoomID)
+	return err
+}
+
+const getBoxRoom = `-- name: GetBoxRoom :one
+SELECT rooms.room_id, rooms.name, rooms.owner_agent_id, rooms.status, rooms.history_visibility, rooms.created_at,
+       (SELECT count(*) FROM room_members
+        WHERE room_members.box_id = rooms.box_id AND room_members.room_id = rooms.room_id AND room_members.state = 'active') AS active_members
+FROM rooms
+WHERE rooms.box_id = $1 AND rooms.room_id = $2
+`
+
+type GetBoxRoomParams struct {
+	BoxID  uuid.UUID
+	RoomID uuid.UUID
+}
+
+type GetBoxRoomRow struct {
+	RoomID            uuid.UUID
+	Name              string
+	OwnerAgentID      uuid.UUID
+	Status            string
+	HistoryVisibility string
+	CreatedAt         time.Time
+	ActiveMembers     int64
+}
+
+func (q *Queries) GetBoxRoom(ctx context.Context, arg GetBoxRoomParams) (GetBoxRoomRow, error) {
+	row := q.db.QueryRow(ctx, getBoxRoom, arg.BoxID, arg.RoomID)
+	var i GetBoxRoomRow
+	err := row.Scan(
+		&i.RoomID,
+		&i.Name,
+		&i.OwnerAgentID,
+		&i.Status,
+		&i.HistoryVisibility,
+		&i.CreatedAt,
+		&i.ActiveMembers,
+	)
+	return i, err
+}
+
+const getRoomBrief = `-- name: GetRoomBrief :one
+SELECT brief_md, brief_revision, brief_updated_at, status FROM rooms WHERE box_id = $1 AND room_id = $2
+`
+
+type GetRoomBriefParams struct {
+	BoxID  uuid.UUID
+	RoomID uuid.UUID
+}
+
+type GetRoomBriefRow struct {
+	BriefMd        string
+	BriefRevision  int64
+	BriefUpdatedAt *time.Time
+	Status         string
+}
+
+func (q *Queries) GetRoomBrief(ctx context.Context, arg GetRoomBriefParams) (GetRoomBriefRow, error) {
+	row := q.db.QueryRow(ctx, getRoomBrief, arg.BoxID, arg.RoomID)
+	var i GetRoomBriefRow
+	err := row.Scan(
+		&i.BriefMd,
+		&i.BriefRevision,
+		&i.BriefUpdatedAt,
+		&i.Status,
+	)
+	return i, err
+}
+
 const getRoomForAgent = `-- name: GetRoomForAgent :one
 SELECT rooms.room_id, rooms.name, rooms.owner_agent_id, rooms.status, rooms.history_visibility,
        rooms.default_follow, rooms.brief_revision, rooms.created_at,
@@ -71,4 +236,413 @@ func (q *Queries) GetRoomForAgent(ctx context.Context, arg GetRoomForAgentParams
 		&i.JoinedAt,
 	)
 	return i, err
+}
+
+const insertRoom = `-- name: InsertRoom :exec
+INSERT INTO rooms (box_id, room_id, name, owner_agent_id, history_visibility, default_follow, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+`
+
+type InsertRoomParams struct {
+	BoxID             uuid.UUID
+	RoomID            uuid.UUID
+	Name              string
+	OwnerAgentID      uuid.UUID
+	HistoryVisibility string
+	DefaultFollow     string
+	Now               time.Time
+}
+
+func (q *Queries) InsertRoom(ctx context.Context, arg InsertRoomParams) error {
+	_, err := q.db.Exec(ctx, insertRoom,
+		arg.BoxID,
+		arg.RoomID,
+		arg.Name,
+		arg.OwnerAgentID,
+		arg.HistoryVisibility,
+		arg.DefaultFollow,
+		arg.Now,
+	)
+	return err
+}
+
+const insertRoomChannel = `-- name: InsertRoomChannel :exec
+INSERT INTO channels (box_id, channel_id, kind, created_at) VALUES ($1, $2, 'room', $3)
+`
+
+type InsertRoomChannelParams struct {
+	BoxID  uuid.UUID
+	RoomID uuid.UUID
+	Now    time.Time
+}
+
+// A room's message stream: channel_id = room_id.
+func (q *Queries) InsertRoomChannel(ctx context.Context, arg InsertRoomChannelParams) error {
+	_, err := q.db.Exec(ctx, insertRoomChannel, arg.BoxID, arg.RoomID, arg.Now)
+	return err
+}
+
+const insertRoomOwner = `-- name: InsertRoomOwner :exec
+INSERT INTO room_members (box_id, room_id, agent_id, state, epoch, epoch_start_seq, follow, joined_at)
+VALUES ($1, $2, $3, 'active', 1, 0, $4, $5)
+`
+
+type InsertRoomOwnerParams struct {
+	BoxID   uuid.UUID
+	RoomID  uuid.UUID
+	AgentID uuid.UUID
+	Follow  string
+	Now     *time.Time
+}
+
+// The creator: active owner in epoch 1, which starts before any message (epoch_start_seq 0).
+func (q *Queries) InsertRoomOwner(ctx context.Context, arg InsertRoomOwnerParams) error {
+	_, err := q.db.Exec(ctx, insertRoomOwner,
+		arg.BoxID,
+		arg.RoomID,
+		arg.AgentID,
+		arg.Follow,
+		arg.Now,
+	)
+	return err
+}
+
+const inviteRoomMembers = `-- name: InviteRoomMembers :many
+INSERT INTO room_members (box_id, room_id, agent_id, state, inviter_agent_id, invited_at)
+SELECT $1, $2, invitee, 'invited', $3, $4
+FROM unnest($5::uuid[]) AS invitee
+ON CONFLICT (box_id, room_id, agent_id) DO UPDATE
+SET state = 'invited', inviter_agent_id = EXCLUDED.inviter_agent_id, invited_at = EXCLUDED.invited_at
+WHERE room_members.state = 'left'
+RETURNING agent_id
+`
+
+type InviteRoomMembersParams struct {
+	BoxID          uuid.UUID
+	RoomID         uuid.UUID
+	InviterAgentID *uuid.UUID
+	Now            *time.Time
+	AgentIds       []uuid.UUID
+}
+
+// Pending invitations for agents never invited or who left; active and pending members are
+// left alone (the service has rejected them already; this keeps a race from reviving them).
+func (q *Queries) InviteRoomMembers(ctx context.Context, arg InviteRoomMembersParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, inviteRoomMembers,
+		arg.BoxID,
+		arg.RoomID,
+		arg.InviterAgentID,
+		arg.Now,
+		arg.AgentIds,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var agent_id uuid.UUID
+		if err := rows.Scan(&agent_id); err != nil {
+			return nil, err
+		}
+		items = append(items, agent_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const joinRoom = `-- name: JoinRoom :one
+UPDATE room_members
+SET state = 'active', epoch = epoch + 1, epoch_start_seq = $1, follow = $2,
+    follow_revision = follow_revision + 1, joined_at = $3
+WHERE box_id = $4 AND room_id = $5 AND agent_id = $6 AND state = 'invited'
+RETURNING epoch
+`
+
+type JoinRoomParams struct {
+	EpochStartSeq int64
+	Follow        string
+	Now           *time.Time
+	BoxID         uuid.UUID
+	RoomID        uuid.UUID
+	AgentID       uuid.UUID
+}
+
+// Starts a new membership epoch at the channel's committed head; the follow preference
+// restarts at the room default and its revision keeps increasing across epochs.
+func (q *Queries) JoinRoom(ctx context.Context, arg JoinRoomParams) (int64, error) {
+	row := q.db.QueryRow(ctx, joinRoom,
+		arg.EpochStartSeq,
+		arg.Follow,
+		arg.Now,
+		arg.BoxID,
+		arg.RoomID,
+		arg.AgentID,
+	)
+	var epoch int64
+	err := row.Scan(&epoch)
+	return epoch, err
+}
+
+const leaveRoom = `-- name: LeaveRoom :one
+UPDATE room_members SET state = 'left', left_at = $1
+WHERE box_id = $2 AND room_id = $3 AND agent_id = $4 AND state = 'active'
+RETURNING epoch
+`
+
+type LeaveRoomParams struct {
+	Now     *time.Time
+	BoxID   uuid.UUID
+	RoomID  uuid.UUID
+	AgentID uuid.UUID
+}
+
+func (q *Queries) LeaveRoom(ctx context.Context, arg LeaveRoomParams) (int64, error) {
+	row := q.db.QueryRow(ctx, leaveRoom,
+		arg.Now,
+		arg.BoxID,
+		arg.RoomID,
+		arg.AgentID,
+	)
+	var epoch int64
+	err := row.Scan(&epoch)
+	return epoch, err
+}
+
+const listAgentRooms = `-- name: ListAgentRooms :many
+SELECT rooms.room_id, rooms.name, rooms.status, rooms.brief_revision,
+       room_members.state, room_members.follow, room_members.follow_revision,
+       room_members.inviter_agent_id, room_members.invited_at
+FROM room_members JOIN rooms ON rooms.box_id = room_members.box_id AND rooms.room_id = room_members.room_id
+WHERE room_members.box_id = $1 AND room_members.agent_id = $2
+  AND room_members.state IN ('active', 'invited') AND room_members.room_id > $3::uuid
+ORDER BY room_members.room_id
+LIMIT $4
+`
+
+type ListAgentRoomsParams struct {
+	BoxID       uuid.UUID
+	AgentID     uuid.UUID
+	AfterRoomID uuid.UUID
+	MaxRows     int32
+}
+
+type ListAgentRoomsRow struct {
+	RoomID         uuid.UUID
+	Name           string
+	Status         string
+	BriefRevision  int64
+	State          string
+	Follow         string
+	FollowRevision int64
+	InviterAgentID *uuid.UUID
+	InvitedAt      *time.Time
+}
+
+// An agent's active memberships and pending invitations, keyset by room_id.
+func (q *Queries) ListAgentRooms(ctx context.Context, arg ListAgentRoomsParams) ([]ListAgentRoomsRow, error) {
+	rows, err := q.db.Query(ctx, listAgentRooms,
+		arg.BoxID,
+		arg.AgentID,
+		arg.AfterRoomID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListAgentRoomsRow
+	for rows.Next() {
+		var i ListAgentRoomsRow
+		if err := rows.Scan(
+			&i.RoomID,
+			&i.Name,
+			&i.Status,
+			&i.BriefRevision,
+			&i.State,
+			&i.Follow,
+			&i.FollowRevision,
+			&i.InviterAgentID,
+			&i.InvitedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listBoxRooms = `-- name: ListBoxRooms :many
+SELECT rooms.room_id, rooms.name, rooms.owner_agent_id, rooms.status, rooms.history_visibility, rooms.created_at,
+       (SELECT count(*) FROM room_members
+        WHERE room_members.box_id = rooms.box_id AND room_members.room_id = rooms.room_id AND room_members.state = 'active') AS active_members
+FROM rooms
+WHERE rooms.box_id = $1
+ORDER BY rooms.name, rooms.room_id
+`
+
+type ListBoxRoomsRow struct {
+	RoomID            uuid.UUID
+	Name              string
+	OwnerAgentID      uuid.UUID
+	Status            string
+	HistoryVisibility string
+	CreatedAt         time.Time
+	ActiveMembers     int64
+}
+
+// Every room of a box with its active member count (admin).
+func (q *Queries) ListBoxRooms(ctx context.Context, boxID uuid.UUID) ([]ListBoxRoomsRow, error) {
+	rows, err := q.db.Query(ctx, listBoxRooms, boxID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListBoxRoomsRow
+	for rows.Next() {
+		var i ListBoxRoomsRow
+		if err := rows.Scan(
+			&i.RoomID,
+			&i.Name,
+			&i.OwnerAgentID,
+			&i.Status,
+			&i.HistoryVisibility,
+			&i.CreatedAt,
+			&i.ActiveMembers,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const roomMemberStates = `-- name: RoomMemberStates :many
+SELECT agent_id, state FROM room_members
+WHERE box_id = $1 AND room_id = $2 AND agent_id = ANY($3::uuid[])
+`
+
+type RoomMemberStatesParams struct {
+	BoxID    uuid.UUID
+	RoomID   uuid.UUID
+	AgentIds []uuid.UUID
+}
+
+type RoomMemberStatesRow struct {
+	AgentID uuid.UUID
+	State   string
+}
+
+// The current membership state of each given agent that has a membership row.
+func (q *Queries) RoomMemberStates(ctx context.Context, arg RoomMemberStatesParams) ([]RoomMemberStatesRow, error) {
+	rows, err := q.db.Query(ctx, roomMemberStates, arg.BoxID, arg.RoomID, arg.AgentIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RoomMemberStatesRow
+	for rows.Next() {
+		var i RoomMemberStatesRow
+		if err := rows.Scan(&i.AgentID, &i.State); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const roomRoster = `-- name: RoomRoster :many
+SELECT room_members.agent_id, agents.name, room_members.state
+FROM room_members JOIN agents ON agents.box_id = room_members.box_id AND agents.agent_id = room_members.agent_id
+WHERE room_members.box_id = $1 AND room_members.room_id = $2 AND room_members.state IN ('active', 'invited')
+ORDER BY room_members.state = 'active' DESC, agents.name, room_members.agent_id
+LIMIT $3
+`
+
+type RoomRosterParams struct {
+	BoxID   uuid.UUID
+	RoomID  uuid.UUID
+	MaxRows int32
+}
+
+type RoomRosterRow struct {
+	AgentID uuid.UUID
+	Name    string
+	State   string
+}
+
+// Active members first, then pending invitees, each by (name, agent_id); the caller bounds it.
+func (q *Queries) RoomRoster(ctx context.Context, arg RoomRosterParams) ([]RoomRosterRow, error) {
+	rows, err := q.db.Query(ctx, roomRoster, arg.BoxID, arg.RoomID, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []RoomRosterRow
+	for rows.Next() {
+		var i RoomRosterRow
+		if err := rows.Scan(&i.AgentID, &i.Name, &i.State); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const setRoomFollow = `-- name: SetRoomFollow :one
+UPDATE room_members SET follow = $1, follow_revision = follow_revision + 1
+WHERE box_id = $2 AND room_id = $3 AND agent_id = $4 AND state = 'active'
+  AND follow_revision = $5
+RETURNING follow_revision
+`
+
+type SetRoomFollowParams struct {
+	Follow           string
+	BoxID            uuid.UUID
+	RoomID           uuid.UUID
+	AgentID          uuid.UUID
+	ExpectedRevision int64
+}
+
+// Compare-and-set of an active member's follow preference.
+func (q *Queries) SetRoomFollow(ctx context.Context, arg SetRoomFollowParams) (int64, error) {
+	row := q.db.QueryRow(ctx, setRoomFollow,
+		arg.Follow,
+		arg.BoxID,
+		arg.RoomID,
+		arg.AgentID,
+		arg.ExpectedRevision,
+	)
+	var follow_revision int64
+	err := row.Scan(&follow_revision)
+	return follow_revision, err
+}
+
+const setRoomOwner = `-- name: SetRoomOwner :exec
+UPDATE rooms SET owner_agent_id = $1 WHERE box_id = $2 AND room_id = $3
+`
+
+type SetRoomOwnerParams struct {
+	OwnerAgentID uuid.UUID
+	BoxID        uuid.UUID
+	RoomID       uuid.UUID
+}
+
+func (q *Queries) SetRoomOwner(ctx context.Context, arg SetRoomOwnerParams) error {
+	_, err := q.db.Exec(ctx, setRoomOwner, arg.OwnerAgentID, arg.BoxID, arg.RoomID)
+	return err
 }

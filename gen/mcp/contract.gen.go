@@ -249,7 +249,7 @@ var (
 		Name:              "agent_prime",
 		OperationID:       "agent_prime",
 		Title:             "Prime session",
-		Description:       "Call first. Opens or resumes this agent's durable session; returns identity, profile version, checkpoint revision (checkpoint_changed if it differs from known_checkpoint_revision), rooms, unread/pending-request/leased counts and limits. Never ACKs, leases or marks read; safe to repeat. Use checkpoint_get for the checkpoint body, profile_get for the profile text.",
+		Description:       "Call first (session bootstrap). Opens or resumes this agent's durable session and returns its state: identity, profile version, checkpoint revision (checkpoint_changed if it differs from known_checkpoint_revision), rooms, unread/pending-request/leased counts and limits. Never ACKs, leases or marks read; safe to repeat. Use checkpoint_get for the checkpoint body, profile_get for the profile text.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "natural",
@@ -267,7 +267,7 @@ var (
 		Name:              "profile_get",
 		OperationID:       "profile_get",
 		Title:             "Read private profile",
-		Description:       "Read this agent's private profile (text set by an admin, at most 64 KiB) and profile_version. Call it when a mutation fails with PROFILE_OUTDATED or agent_prime shows a newer version: reading records the version for this session and clears PROFILE_OUTDATED. Changes nothing else. Not another agent's public card (directory_get).",
+		Description:       "Read this agent's private profile, its standing instructions (text set by an admin, at most 64 KiB) and profile_version. Call it when a mutation fails with PROFILE_OUTDATED or agent_prime shows a newer version: reading records the version for this session and clears PROFILE_OUTDATED. Changes nothing else. Not another agent's public card (directory_get).",
 		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",
@@ -285,7 +285,7 @@ var (
 		Name:              "checkpoint_get",
 		OperationID:       "checkpoint_get",
 		Title:             "Read checkpoint",
-		Description:       "Read the checkpoint shared by all sessions of this agent: revision, checkpoint object (at most 32 KiB compact JSON), saved_at, saved_by_session_id. No checkpoint reads as revision \"0\" with {}. Use it to restore working state after agent_prime reports checkpoint_changed, or to learn expected_revision before checkpoint_save. Read-only.",
+		Description:       "Read the checkpoint last written by any session of this agent: current revision, checkpoint object (at most 32 KiB compact JSON), saved_at, saved_by_session_id. No checkpoint reads as revision \"0\" with {}. Use it to restore working state after agent_prime reports checkpoint_changed, or to learn expected_revision before checkpoint_save. Read-only.",
 		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",
@@ -295,7 +295,7 @@ var (
 		CLI:               "checkpoint get",
 		HiddenContext:     []string{"agent", "session", "box_credential"},
 		Aliases:           nil,
-		Scenarios:         []string{"load my saved checkpoint", "what state did I save last time?", "restore my working notes from the checkpoint", "which checkpoint revision is current?", "read the checkpoint another of my sessions wrote"},
+		Scenarios:         []string{"load my saved checkpoint", "what state was in my last checkpoint?", "restore my working notes from the checkpoint", "which checkpoint revision is current?", "read the checkpoint another of my sessions wrote"},
 		ResultBudgetBytes: 34816,
 		Deprecated:        false,
 	}
@@ -303,7 +303,7 @@ var (
 		Name:              "checkpoint_save",
 		OperationID:       "checkpoint_save",
 		Title:             "Save checkpoint",
-		Description:       "Replace this agent's checkpoint (any JSON object, at most 32 KiB compact) if expected_revision equals the current revision (\"0\" when none); no merge. On REVISION_CONFLICT re-read with checkpoint_get, merge, retry with a new idempotency_key. idempotency_key: 1-128 printable ASCII; a retry with the same key returns the first result. Returns the new revision.",
+		Description:       "Update (replace) this agent's checkpoint (any JSON object, at most 32 KiB compact) if expected_revision equals the current revision (\"0\" when none); no merge. On REVISION_CONFLICT re-read with checkpoint_get, merge, retry with a new idempotency_key. idempotency_key: 1-128 printable ASCII; a retry with the same key returns the first result. Returns the new revision.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -551,6 +551,30 @@ var Operations = map[string]*Operation{
 		HeaderParams: nil,
 		BodyFields:   []string{"expected_revision", "settings"},
 		HasBody:      true,
+		Admin:        true,
+	},
+	"admin_token_create": {
+		OperationID:  "admin_token_create",
+		Method:       "POST",
+		Path:         "/admin/api/v1/tokens",
+		Pattern:      "POST /admin/api/v1/tokens",
+		PathParams:   nil,
+		QueryParams:  nil,
+		HeaderParams: nil,
+		BodyFields:   []string{"label"},
+		HasBody:      true,
+		Admin:        true,
+	},
+	"admin_token_revoke": {
+		OperationID:  "admin_token_revoke",
+		Method:       "POST",
+		Path:         "/admin/api/v1/tokens/{token_id}/revoke",
+		Pattern:      "POST /admin/api/v1/tokens/{token_id}/revoke",
+		PathParams:   []string{"token_id"},
+		QueryParams:  nil,
+		HeaderParams: nil,
+		BodyFields:   nil,
+		HasBody:      false,
 		Admin:        true,
 	},
 	"agent_prime": {
@@ -981,6 +1005,10 @@ func DispatchWithHeaders(ctx context.Context, si api.StrictServerInterface, oper
 		return dispatchAdminSettingsGet(ctx, si, args, headers)
 	case "admin_settings_update":
 		return dispatchAdminSettingsUpdate(ctx, si, args, headers)
+	case "admin_token_create":
+		return dispatchAdminTokenCreate(ctx, si, args, headers)
+	case "admin_token_revoke":
+		return dispatchAdminTokenRevoke(ctx, si, args, headers)
 	case "agent_prime":
 		return dispatchAgentPrime(ctx, si, args, headers)
 	case "checkpoint_get":
@@ -1483,6 +1511,47 @@ func dispatchAdminSettingsUpdate(ctx context.Context, si api.StrictServerInterfa
 		}
 	}
 	return nil, &UnexpectedResponseError{OperationID: "admin_settings_update", Response: resp}
+}
+
+func dispatchAdminTokenCreate(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.AdminTokenCreateRequestObject
+	req.Body = new(api.AdminTokenCreateJSONRequestBody)
+	if err := decodeObject(args, []string{"label"}, nil, nil, req.Body); err != nil {
+		return nil, err
+	}
+	resp, err := si.AdminTokenCreate(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.AdminTokenCreate200JSONResponse:
+		return r, nil
+	case *api.AdminTokenCreate200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "admin_token_create", Response: resp}
+}
+
+func dispatchAdminTokenRevoke(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.AdminTokenRevokeRequestObject
+	if err := decodeArg(args, "token_id", &req.TokenId); err != nil {
+		return nil, err
+	}
+	resp, err := si.AdminTokenRevoke(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case api.AdminTokenRevoke200JSONResponse:
+		return r, nil
+	case *api.AdminTokenRevoke200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "admin_token_revoke", Response: resp}
 }
 
 func dispatchAgentPrime(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {

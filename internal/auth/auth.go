@@ -47,17 +47,34 @@ func New(s *store.Store, adminToken string, log *slog.Logger) *Authenticator {
 // Agent authenticates a bearer key for boxKey from the TCP source address. Every failure is
 // the same AUTH_FAILED; the cause goes only to the server log.
 func (a *Authenticator) Agent(ctx context.Context, bearer, boxKey string, source netip.Addr) (Principal, error) {
+	if bearer == "" {
+		return a.admit(ctx, store.KeyCredential{}, store.ErrNotFound, source, "missing bearer key")
+	}
+	cred, err := a.store.KeyCredential(ctx, boxKey, HashSecret(bearer))
+	return a.admit(ctx, cred, err, source, "unknown key for this box_key")
+}
+
+// AgentKey authenticates a bearer key from the TCP source address without naming the box
+// (the /mcp endpoint: box_key arrives per tool call, and each call must name the returned
+// Principal.BoxKey). The checks and the failure are exactly those of Agent.
+func (a *Authenticator) AgentKey(ctx context.Context, bearer string, source netip.Addr) (Principal, error) {
+	if bearer == "" {
+		return a.admit(ctx, store.KeyCredential{}, store.ErrNotFound, source, "missing bearer key")
+	}
+	cred, err := a.store.KeyCredentialAnyBox(ctx, HashSecret(bearer))
+	return a.admit(ctx, cred, err, source, "unknown key")
+}
+
+// admit applies the credential checks of SPEC §2 to a looked-up key: live key, enabled box
+// and agent, exact source IP. notFound is the logged cause when the lookup found nothing.
+func (a *Authenticator) admit(ctx context.Context, cred store.KeyCredential, err error, source netip.Addr, notFound string) (Principal, error) {
 	fail := func(cause string) (Principal, error) {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "agent authentication failed", slog.String("cause", cause), slog.String("source", source.String()))
 		return Principal{}, apierr.Auth()
 	}
-	if bearer == "" {
-		return fail("missing bearer key")
-	}
-	cred, err := a.store.KeyCredential(ctx, boxKey, HashSecret(bearer))
 	switch {
 	case err == store.ErrNotFound:
-		return fail("unknown key for this box_key")
+		return fail(notFound)
 	case err != nil:
 		a.log.ErrorContext(ctx, "agent authentication lookup", slog.Any("err", err))
 		return Principal{}, apierr.New(apierr.TemporarilyUnavailable, "authentication is temporarily unavailable")

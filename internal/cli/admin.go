@@ -28,6 +28,8 @@ const adminUsage = `usage: agentbox admin <resource> <verb> [flags]   (env AGENT
   key create --box K --agent NAME_OR_ID [--router]       key list --box K --agent NAME_OR_ID
   key revoke --box K --key-id ID
   settings get --box K                   settings set --box K --json '{...}' [--expected-revision R]
+  room list --box K                      room archive --box K --room ROOM_ID
+  room set-owner --box K --room ROOM_ID --agent NAME_OR_ID
 `
 
 // adminCommand is one `agentbox admin <resource> <verb>`.
@@ -271,5 +273,37 @@ var adminCommands = map[string]adminCommand{
 			body.ExpectedRevision = expected
 		}
 		return c.AdminSettingsUpdate(ctx, *box, body)
+	},
+	"room list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		if err := parse(fs, args, "box"); err != nil {
+			return nil, err
+		}
+		return c.AdminRoomList(ctx, *box)
+	},
+	"room archive": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		room := fs.String("room", "", "room ID")
+		if err := parse(fs, args, "box", "room"); err != nil {
+			return nil, err
+		}
+		id, err := uuid.Parse(*room)
+		if err != nil {
+			return nil, usagef("--room must be a room ID (UUID)")
+		}
+		return c.AdminRoomArchive(ctx, *box, id)
+	},
+	"room set-owner": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		room := fs.String("room", "", "room ID")
+		agent := fs.String("agent", "", "agent name or ID of an active member")
+		if err := parse(fs, args, "box", "room", "agent"); err != nil {
+			return nil, err
+		}
+		id, err := uuid.Parse(*room)
+		if err != nil {
+			return nil, usagef("--room must be a room ID (UUID)")
+		}
+		return c.AdminRoomSetOwner(ctx, *box, id, client.AdminRoomSetOwnerInput{AgentRef: *agent})
 	},
 }

@@ -83,6 +83,8 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = e.serve(args[1:])
 	case "admin":
 		err = e.admin(args[1:])
+	case "contract":
+		err = e.contract(args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, topUsage)
 		return ExitOK

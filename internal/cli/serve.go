@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/httpserver"
+	"github.com/agentbox/agentbox/internal/mcpserver/mcphttp"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/pglocal"
 	"github.com/agentbox/agentbox/internal/service"
@@ -31,6 +32,8 @@ func (e *env) serve(args []string) error {
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	dbURL := fs.String("database-url", os.Getenv("AGENTBOX_DATABASE_URL"), "PostgreSQL URL (default: embedded cluster in --data-dir)")
 	dataDir := fs.String("data-dir", ".agentbox", "directory for the embedded cluster and the generated admin token")
+	var origins stringList
+	fs.Var(&origins, "mcp-allowed-origin", "an Origin allowed on /mcp (repeatable; also AGENTBOX_MCP_ALLOWED_ORIGINS, comma-separated); by default every request carrying an Origin is refused")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -75,11 +78,20 @@ func (e *env) serve(args []string) error {
 	defer st.Close()
 
 	svc := service.New(service.Options{Store: st, Log: log})
+	authn := auth.New(st, token, log)
+	for _, o := range strings.Split(os.Getenv("AGENTBOX_MCP_ALLOWED_ORIGINS"), ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
 	handler := httpserver.New(httpserver.Config{
 		Service: svc,
-		Auth:    auth.New(st, token, log),
+		Auth:    authn,
 		Ready:   st.Ready,
 		Log:     log,
+		Extra: map[string]http.Handler{
+			"/mcp": mcphttp.New(mcphttp.Config{Service: svc, Auth: authn, AllowedOrigins: origins, Log: log}),
+		},
 		// /metrics is unauthenticated unless AGENTBOX_METRICS_TOKEN is set.
 		Metrics:      metrics.New(st.Pool()),
 		MetricsToken: os.Getenv("AGENTBOX_METRICS_TOKEN"),

@@ -180,11 +180,7 @@ func ValidateBody(op *mcp.Operation, raw []byte) error {
 
 // ViolationError is the INVALID_ARGUMENT for a schema violation; it names the field, never the value.
 func ViolationError(v *schema.Violation) *apierr.Error {
-	e := apierr.Invalid(v.Field, v.Message)
-	if v.Keyword == "additionalProperties" {
-		e.Reason = "unknown_field"
-	}
-	return e
+	return apierr.FromViolation(v)
 }
 
 // WriteError writes the error envelope with the code's HTTP status.

@@ -29,19 +29,16 @@ func memberRoom(ctx context.Context, tx *store.Tx, c *call, roomID uuid.UUID) (s
 	if err != nil {
 		return r, err
 	}
-	if r.Member.State != "active" {
-		return r, apierr.Forbidden("not_a_member")
-	}
-	return r, nil
+	return r, requireMember(r)
 }
 
 // writableRoom is memberRoom for writes: archived rooms are read-only.
 func writableRoom(ctx context.Context, tx *store.Tx, c *call, roomID uuid.UUID) (store.Room, error) {
-	r, err := memberRoom(ctx, tx, c, roomID)
-	if err == nil && r.Status == "archived" {
-		return r, apierr.New(apierr.RoomArchived, "the room is archived and read-only")
+	r, err := visibleRoom(ctx, tx, c, roomID)
+	if err != nil {
+		return r, err
 	}
-	return r, err
+	return r, requireWritable(r)
 }
 
 // readFloor is the message_seq at and below which the member may not read: 0 for shared
@@ -51,4 +48,44 @@ func readFloor(r store.Room) int64 {
 		return r.Member.EpochStartSeq
 	}
 	return 0
+}
+
+// lockedRoom locks the room's channel row until commit and then loads the room as
+// visibleRoom does. Membership changes (invite, join, leave) take it first, as sends and
+// archival take the same channel lock, so the checks that follow see a state nothing can
+// change before commit. head is the channel's committed last_message_seq.
+func lockedRoom(ctx context.Context, tx *store.Tx, c *call, roomID uuid.UUID) (store.Room, int64, error) {
+	head, err := tx.LockChannel(ctx, c.p.BoxID, roomID)
+	if err == store.ErrNotFound {
+		return store.Room{}, 0, apierr.NotFound()
+	}
+	if err != nil {
+		return store.Room{}, 0, err
+	}
+	r, err := visibleRoom(ctx, tx, c, roomID)
+	return r, head, err
+}
+
+// requireMember is memberRoom's rule for a room already loaded (e.g. by lockedRoom).
+func requireMember(r store.Room) error {
+	if r.Member.State != "active" {
+		return apierr.Forbidden("not_a_member")
+	}
+	return nil
+}
+
+// requireWritable is writableRoom's rule for a room already loaded.
+func requireWritable(r store.Room) error {
+	if err := requireMember(r); err != nil {
+		return err
+	}
+	if r.Status == "archived" {
+		return errRoomArchived()
+	}
+	return nil
+}
+
+// errRoomArchived is the answer to any write into an archived (read-only) room.
+func errRoomArchived() *apierr.Error {
+	return apierr.New(apierr.RoomArchived, "the room is archived and read-only")
 }

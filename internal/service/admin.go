@@ -410,3 +410,33 @@ func deref[T any](p *T) T {
 func fieldIndex(field string, i int) string {
 	return field + "[" + itoa(i) + "]"
 }
+
+func (s *Service) AdminTokenCreate(ctx context.Context, req api.AdminTokenCreateRequestObject) (api.AdminTokenCreateResponseObject, error) {
+	token := auth.NewSecret("abadm_")
+	out, err := runAdmin(ctx, s, "admin_token_create", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminTokenCreateResult, error) {
+		label := ""
+		if req.Body != nil {
+			label = deref(req.Body.Label)
+		}
+		t, err := tx.CreateAdminToken(ctx, auth.HashSecret(token), label, now)
+		return api.AdminTokenCreateResult{TokenId: t.ID, Token: token, Label: t.Label, CreatedAt: t.CreatedAt}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.AdminTokenCreate200JSONResponse(out), nil
+}
+
+func (s *Service) AdminTokenRevoke(ctx context.Context, req api.AdminTokenRevokeRequestObject) (api.AdminTokenRevokeResponseObject, error) {
+	out, err := runAdmin(ctx, s, "admin_token_revoke", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminToken, error) {
+		t, err := tx.RevokeAdminToken(ctx, req.TokenId, now)
+		if err == store.ErrNotFound {
+			err = apierr.NotFound().WithField("token_id")
+		}
+		return api.AdminToken{TokenId: t.ID, Label: t.Label, CreatedAt: t.CreatedAt, RevokedAt: t.RevokedAt}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.AdminTokenRevoke200JSONResponse(out), nil
+}

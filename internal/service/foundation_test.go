@@ -460,3 +460,17 @@ func TestAdminNeedsAdminToken(t *testing.T) {
 		t.Fatalf("admin token on agent route: %s", r.Raw)
 	}
 }
+
+func TestIssuedAdminTokens(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	issued := e.Admin("POST", "/tokens", map[string]any{"label": "ops"})
+	tok := issued["token"].(string)
+	if r := e.Do("GET", "/admin/api/v1/boxes", tok, nil, nil); r.Status != http.StatusOK {
+		t.Fatalf("issued token: %d %s", r.Status, r.Raw)
+	}
+	e.Admin("POST", "/tokens/"+issued["token_id"].(string)+"/revoke", nil)
+	if r := e.Do("GET", "/admin/api/v1/boxes", tok, nil, nil); r.Code() != "AUTH_FAILED" {
+		t.Fatalf("revoked token still works: %s", r.Raw)
+	}
+}

@@ -62,9 +62,10 @@ func (s *Service) AgentPrime(ctx context.Context, req api.AgentPrimeRequestObjec
 	return api.AgentPrime200JSONResponse(out), nil
 }
 
-// primeRooms lists the caller's current rooms for agent_prime (rooms arrive with the rooms feature).
+// primeRooms lists the caller's active memberships and pending invitations for agent_prime:
+// the first page_limit_max of them by room_id (room_list pages through all).
 func (s *Service) primeRooms(ctx context.Context, tx *store.Tx, c *call) ([]api.PrimeRoom, error) {
-	return []api.PrimeRoom{}, nil
+	return firstRooms(ctx, tx, c, c.settings.PageLimitMax)
 }
 
 // primeCounts are the live counts of agent_prime (inbox and requests arrive with those features).

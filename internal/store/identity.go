@@ -259,3 +259,40 @@ func (s *Store) KeyCredential(ctx context.Context, boxKey string, hash []byte) (
 func (s *Store) AdminTokenLive(ctx context.Context, hash []byte) (bool, error) {
 	return db.New(s.pool).AdminTokenLive(ctx, hash)
 }
+
+// AdminToken is an issued admin token (its hash only).
+type AdminToken struct {
+	ID        uuid.UUID
+	Label     string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// CreateAdminToken stores an issued admin token's hash.
+func (t *Tx) CreateAdminToken(ctx context.Context, hash []byte, label string, now time.Time) (AdminToken, error) {
+	r, err := t.q.CreateAdminToken(ctx, db.CreateAdminTokenParams{TokenID: uuid.New(), TokenHash: hash, Label: label, Now: now})
+	return AdminToken{ID: r.TokenID, Label: r.Label, CreatedAt: r.CreatedAt}, err
+}
+
+// RevokeAdminToken revokes an issued admin token (the first revocation time is kept).
+func (t *Tx) RevokeAdminToken(ctx context.Context, id uuid.UUID, now time.Time) (AdminToken, error) {
+	r, err := one(t.q.RevokeAdminToken(ctx, db.RevokeAdminTokenParams{TokenID: id, Now: &now}))
+	return AdminToken{ID: r.TokenID, Label: r.Label, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt}, err
+}
+
+// KeyCredentialAnyBox looks a key hash up across boxes (the MCP endpoint authenticates the
+// key before it knows the box; every tool call then names the box). ErrNotFound unless
+// exactly one key has the hash.
+func (s *Store) KeyCredentialAnyBox(ctx context.Context, hash []byte) (KeyCredential, error) {
+	rows, err := db.New(s.pool).AuthenticateKeyAnyBox(ctx, hash)
+	if err != nil {
+		return KeyCredential{}, err
+	}
+	if len(rows) != 1 {
+		return KeyCredential{}, ErrNotFound
+	}
+	r := rows[0]
+	return KeyCredential{BoxID: r.BoxID, BoxKey: r.BoxKey, BoxEnabled: r.BoxEnabled, KeyID: r.KeyID, Router: r.Router,
+		Revoked: r.RevokedAt != nil, AgentID: r.AgentID, AgentName: r.AgentName, AgentEnabled: r.AgentEnabled,
+		HostName: r.HostName, HostIPs: r.Ips}, nil
+}

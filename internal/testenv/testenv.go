@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/clock"
 	"github.com/agentbox/agentbox/internal/httpserver"
+	"github.com/agentbox/agentbox/internal/mcpserver/mcphttp"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/store"
@@ -43,6 +44,8 @@ type Env struct {
 type Options struct {
 	// TamperResponse is passed to the service (see service.Options).
 	TamperResponse func(operationID string, body []byte) []byte
+	// MCPAllowedOrigins is the Origin allow-list of /mcp (empty: any present Origin is refused).
+	MCPAllowedOrigins []string
 }
 
 // New starts a server on its own database; everything stops when the test ends.
@@ -62,8 +65,7 @@ func New(t testing.TB, opts ...Options) *Env {
 	log := slog.New(slog.DiscardHandler)
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	svc := service.New(service.Options{Store: st, Clock: clk, Log: log, TamperResponse: o.TamperResponse})
-	h := httpserver.New(httpserver.Config{Service: svc, Auth: auth.New(st, AdminToken, log), Ready: st.Ready, Log: log,
-		Metrics: metrics.New(st.Pool())})
+	h := handler(st, svc, log, o)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &Env{T: t, URL: srv.URL, DBURL: dbURL, Store: st, Service: svc, Clock: clk, Handler: h}
@@ -228,10 +230,20 @@ func Attach(t testing.TB, e *Env) *Env {
 	t.Cleanup(st.Close)
 	log := slog.New(slog.DiscardHandler)
 	svc := service.New(service.Options{Store: st, Clock: e.Clock, Log: log})
-	h := httpserver.New(httpserver.Config{Service: svc, Auth: auth.New(st, AdminToken, log), Ready: st.Ready, Log: log})
+	h := handler(st, svc, log, Options{})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &Env{T: t, URL: srv.URL, DBURL: e.DBURL, Store: st, Service: svc, Clock: e.Clock, Handler: h}
+}
+
+// handler is the server's root handler as `agentbox serve` wires it (/metrics, /mcp).
+func handler(st *store.Store, svc *service.Service, log *slog.Logger, o Options) http.Handler {
+	authn := auth.New(st, AdminToken, log)
+	return httpserver.New(httpserver.Config{Service: svc, Auth: authn, Ready: st.Ready, Log: log,
+		Metrics: metrics.New(st.Pool()),
+		Extra: map[string]http.Handler{
+			"/mcp": mcphttp.New(mcphttp.Config{Service: svc, Auth: authn, AllowedOrigins: o.MCPAllowedOrigins, Log: log}),
+		}})
 }
 
 // Main is the TestMain of packages that use testenv (stops a throwaway cluster at exit).

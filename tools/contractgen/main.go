@@ -95,8 +95,13 @@ func Generate(cfg Config) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	clientCode, err := emitClientDispatch(ops, clientPathFor(cfg.API))
+	if err != nil {
+		return nil, err
+	}
 	return map[string][]byte{
 		"schemas.json":    schemasJSON,
 		"contract.gen.go": code,
+		"client.gen.go":   clientCode,
 	}, nil
 }

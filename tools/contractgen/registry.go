@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"regexp"
+
+	"github.com/agentbox/agentbox/internal/schema"
 )
 
 // registry is spec/tool-contracts.json.
@@ -24,7 +27,7 @@ type registry struct {
 
 type toolEntry struct {
 	Name            string          `json:"name"`
-	OperationID     string          `json:"operation_id"`
+	OperationID     string          `json:"operation_id"` // "" (null) for router tools
 	Title           string          `json:"title"`
 	Description     string          `json:"description"`
 	Annotations     toolAnnotations `json:"annotations"`
@@ -39,6 +42,15 @@ type toolEntry struct {
 	Aliases         []string        `json:"aliases"`
 	Deprecated      bool            `json:"deprecated"`
 	Scenarios       []string        `json:"scenarios"`
+
+	// Router tools (operation_id null, exposure router_only) have no HTTP operation:
+	// they state their JSON Schemas inline. Every other tool takes its operation's.
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+
+	// The inline schemas as emitted (compact, $schema set): strict input and output,
+	// and the advertised output (open at every object node). Set by routerSchemas.
+	input, output, advertisedOutput []byte
 }
 
 // toolAnnotations are pointers so that a missing hint is an error: the
@@ -109,13 +121,22 @@ func loadRegistry(path string, ops []*operation) (*registry, error) {
 			}
 			names[n] = t.Name
 		}
-		if _, ok := byOp[t.OperationID]; !ok {
-			return nil, fmt.Errorf("%s: operation_id %q is not in openapi.json", where, t.OperationID)
+		if t.OperationID == "" {
+			if err := t.routerSchemas(); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+		} else {
+			if len(t.InputSchema) > 0 || len(t.OutputSchema) > 0 {
+				return nil, fmt.Errorf("%s: only router tools (operation_id null) state input_schema/output_schema inline", where)
+			}
+			if _, ok := byOp[t.OperationID]; !ok {
+				return nil, fmt.Errorf("%s: operation_id %q is not in openapi.json", where, t.OperationID)
+			}
+			if prev, dup := toolOfOp[t.OperationID]; dup {
+				return nil, fmt.Errorf("%s: operation %q already has tool %s", where, t.OperationID, prev)
+			}
+			toolOfOp[t.OperationID] = t.Name
 		}
-		if prev, dup := toolOfOp[t.OperationID]; dup {
-			return nil, fmt.Errorf("%s: operation %q already has tool %s", where, t.OperationID, prev)
-		}
-		toolOfOp[t.OperationID] = t.Name
 		if t.Title == "" || t.Description == "" || t.CLI == "" {
 			return nil, fmt.Errorf("%s: title, description and cli are required", where)
 		}
@@ -150,4 +171,134 @@ func loadRegistry(path string, ops []*operation) (*registry, error) {
 		}
 	}
 	return &reg, nil
+}
+
+// routerSchemas checks a tool without an operation (a router tool: tool_search,
+// tool_describe, tool_execute) and prepares its inline schemas for emission. Such a
+// tool is router_only; its input is a closed object (every object node with properties
+// closed) with a required box_key; its output is an object schema. Both must compile.
+func (t *toolEntry) routerSchemas() error {
+	if t.Exposure != "router_only" {
+		return errors.New("a tool without operation_id is a router tool: exposure must be router_only")
+	}
+	in, err := inlineSchema("input_schema", t.InputSchema)
+	if err != nil {
+		return err
+	}
+	if in["additionalProperties"] != false {
+		return errors.New("input_schema must be closed (additionalProperties false)")
+	}
+	props, _ := in["properties"].(map[string]any)
+	required, _ := in["required"].([]any)
+	if _, ok := props["box_key"]; !ok || !containsValue(required, "box_key") {
+		return errors.New("input_schema must require box_key")
+	}
+	if path, open := openInputNode(in, "input_schema"); open {
+		return fmt.Errorf("%s: an input object with properties must be closed (additionalProperties false)", path)
+	}
+	out, err := inlineSchema("output_schema", t.OutputSchema)
+	if err != nil {
+		return err
+	}
+	if t.input, err = compiledDoc(t.Name+".input", in); err != nil {
+		return err
+	}
+	if t.output, err = compiledDoc(t.Name+".output", out); err != nil {
+		return err
+	}
+	t.advertisedOutput, err = compiledDoc(t.Name+".advertised_output", openObjects(out).(map[string]any))
+	return err
+}
+
+// inlineSchema decodes an inline schema: a JSON object of type object. It gets the
+// 2020-12 $schema of the generated documents when it states none.
+func inlineSchema(field string, raw json.RawMessage) (map[string]any, error) {
+	var doc map[string]any
+	if len(raw) == 0 || json.Unmarshal(raw, &doc) != nil || doc == nil {
+		return nil, fmt.Errorf("%s must be a JSON Schema object", field)
+	}
+	if doc["type"] != "object" {
+		return nil, fmt.Errorf("%s must be of type object", field)
+	}
+	if _, ok := doc["$schema"]; !ok {
+		doc["$schema"] = draft2020
+	}
+	return doc, nil
+}
+
+// compiledDoc is the compact document (keys sorted, so deterministic) once it compiles.
+func compiledDoc(name string, doc map[string]any) ([]byte, error) {
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := schema.Compile(name, b); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return b, nil
+}
+
+// schemaValueKeys hold values, not subschemas.
+var schemaValueKeys = map[string]bool{"enum": true, "const": true, "default": true, "examples": true}
+
+// openInputNode finds an object node with properties that is not closed.
+func openInputNode(node any, path string) (string, bool) {
+	switch n := node.(type) {
+	case map[string]any:
+		if _, props := n["properties"]; props && n["additionalProperties"] != false {
+			return path, true
+		}
+		for k, v := range n {
+			if schemaValueKeys[k] {
+				continue
+			}
+			if p, open := openInputNode(v, path+"/"+k); open {
+				return p, true
+			}
+		}
+	case []any:
+		for i, v := range n {
+			if p, open := openInputNode(v, fmt.Sprintf("%s/%d", path, i)); open {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+// openObjects returns a copy of a schema with additionalProperties true at every object
+// node that does not give it a schema (the advertised output, SPEC §1).
+func openObjects(node any) any {
+	switch n := node.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(n)+1)
+		for k, v := range n {
+			if schemaValueKeys[k] {
+				out[k] = v
+			} else {
+				out[k] = openObjects(v)
+			}
+		}
+		_, props := n["properties"]
+		if _, sub := n["additionalProperties"].(map[string]any); (n["type"] == "object" || props) && !sub {
+			out["additionalProperties"] = true
+		}
+		return out
+	case []any:
+		out := make([]any, len(n))
+		for i, v := range n {
+			out[i] = openObjects(v)
+		}
+		return out
+	}
+	return node
+}
+
+func containsValue(list []any, v any) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,174 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox/agentbox/gen/client"
+	genmcp "github.com/agentbox/agentbox/gen/mcp"
+	"github.com/agentbox/agentbox/internal/apierr"
+)
+
+// Credentials are the agent keys of a local process (`agentbox mcp`, the agent CLI): one
+// key for every box (AGENTBOX_API_KEY), or one key per box_key (AGENTBOX_CREDENTIALS, a
+// JSON file mapping box_key → key). A box_key selects its key; it is never authority.
+type Credentials struct {
+	any   string
+	byBox map[string]string
+}
+
+// CredentialsFromEnv reads AGENTBOX_CREDENTIALS (preferred) or AGENTBOX_API_KEY.
+func CredentialsFromEnv(getenv func(string) string) (Credentials, error) {
+	if path := getenv("AGENTBOX_CREDENTIALS"); path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return Credentials{}, fmt.Errorf("AGENTBOX_CREDENTIALS: %w", err)
+		}
+		var m map[string]string
+		if err := json.Unmarshal(raw, &m); err != nil || len(m) == 0 {
+			return Credentials{}, fmt.Errorf("AGENTBOX_CREDENTIALS: %s must be a JSON object mapping box_key to API key", path)
+		}
+		for box, key := range m {
+			if box == "" || strings.TrimSpace(key) == "" {
+				return Credentials{}, fmt.Errorf("AGENTBOX_CREDENTIALS: %s has an empty box_key or key", path)
+			}
+		}
+		return Credentials{byBox: m}, nil
+	}
+	if key := strings.TrimSpace(getenv("AGENTBOX_API_KEY")); key != "" {
+		return Credentials{any: key}, nil
+	}
+	return Credentials{}, fmt.Errorf("set AGENTBOX_API_KEY, or AGENTBOX_CREDENTIALS to a JSON file mapping box_key to API key")
+}
+
+// Key is the credential for boxKey.
+func (c Credentials) Key(boxKey string) (string, bool) {
+	if c.byBox != nil {
+		k, ok := c.byBox[boxKey]
+		return k, ok
+	}
+	return c.any, c.any != ""
+}
+
+// Boxes are the box keys of a credentials file, sorted (none for a single key).
+func (c Credentials) Boxes() []string {
+	var out []string
+	for b := range c.byBox {
+		out = append(out, b)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// NewSessionKey is a fresh Agentbox-Session value for one local process (SPEC §3: the stdio
+// process sets one it generates at start).
+func NewSessionKey(prefix string) string {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return prefix + hex.EncodeToString(b)
+}
+
+// Forwarder is the Backend of the local processes: every call goes to the HTTP API through
+// gen/client with the box's key and the process's Agentbox-Session header. It never opens
+// the database; the server authenticates, authorizes and validates as for any HTTP call.
+type Forwarder struct {
+	client  *client.Client
+	creds   Credentials
+	session string // Agentbox-Session; "" uses the key's session lane
+}
+
+// NewForwarder calls the server at serverURL (AGENTBOX_SERVER).
+func NewForwarder(serverURL string, creds Credentials, session string, httpClient *http.Client) (*Forwarder, error) {
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	c, err := client.NewClient(strings.TrimRight(serverURL, "/"), client.WithHTTPClient(httpClient))
+	if err != nil {
+		return nil, err
+	}
+	return &Forwarder{client: c, creds: creds, session: session}, nil
+}
+
+// CheckBox refuses a box this process holds no key for (a credentials file); with a single
+// key the server decides.
+func (f *Forwarder) CheckBox(_ context.Context, _ *mcp.CallToolRequest, boxKey string) error {
+	if _, ok := f.creds.Key(boxKey); !ok {
+		return apierr.Auth()
+	}
+	return nil
+}
+
+// Call forwards op; req may be nil (the CLI).
+func (f *Forwarder) Call(ctx context.Context, _ *mcp.CallToolRequest, op *genmcp.Operation, args map[string]json.RawMessage) (json.RawMessage, error) {
+	var boxKey string
+	json.Unmarshal(args["box_key"], &boxKey) //nolint:errcheck // validated by the input schema
+	key, ok := f.creds.Key(boxKey)
+	if !ok {
+		return nil, apierr.Auth()
+	}
+	resp, err := genmcp.CallHTTP(ctx, f.client, op.OperationID, args, f.editor(key))
+	if err != nil {
+		var ae *genmcp.ArgumentError
+		if errors.As(err, &ae) {
+			return nil, err
+		}
+		return nil, apierr.New(apierr.TemporarilyUnavailable, "the agentbox server cannot be reached; retry")
+	}
+	return ReadResponse(resp)
+}
+
+// Me asks the server who the key for boxKey is (router mode, identity).
+func (f *Forwarder) Me(ctx context.Context, boxKey string) (json.RawMessage, error) {
+	key, ok := f.creds.Key(boxKey)
+	if !ok {
+		return nil, apierr.Auth()
+	}
+	resp, err := f.client.MeGet(ctx, boxKey, f.editor(key))
+	if err != nil {
+		return nil, apierr.New(apierr.TemporarilyUnavailable, "the agentbox server cannot be reached; retry")
+	}
+	return ReadResponse(resp)
+}
+
+func (f *Forwarder) editor(key string) client.RequestEditorFn {
+	return func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+key)
+		if f.session != "" {
+			r.Header.Set("Agentbox-Session", f.session)
+		}
+		return nil
+	}
+}
+
+// ReadResponse turns an HTTP API answer into its success body or its *apierr.Error.
+func ReadResponse(resp *http.Response) (json.RawMessage, error) {
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, apierr.New(apierr.TemporarilyUnavailable, "the answer of the agentbox server was cut off; retry")
+	}
+	if resp.StatusCode/100 == 2 {
+		if !json.Valid(body) {
+			return nil, fmt.Errorf("the server answered status %d with a non-JSON body", resp.StatusCode)
+		}
+		return body, nil
+	}
+	var eb apierr.Body
+	if json.Unmarshal(body, &eb) != nil || eb.Error == nil || eb.Error.Code == "" {
+		return nil, apierr.New(apierr.TemporarilyUnavailable, fmt.Sprintf("the agentbox server answered status %d without an error body; retry", resp.StatusCode))
+	}
+	return nil, eb.Error
+}

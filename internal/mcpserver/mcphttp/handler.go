@@ -1,0 +1,151 @@
+// Package mcphttp serves the MCP tool surface over streamable HTTP at /mcp (SPEC §13.2):
+// the SDK's stateless handler (any instance serves any request), behind the Origin
+// allow-list and the same agent authentication as the HTTP API, calling the service in
+// process through the generated dispatch table.
+package mcphttp
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox/agentbox/gen/api"
+	genmcp "github.com/agentbox/agentbox/gen/mcp"
+	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/httpserver"
+	"github.com/agentbox/agentbox/internal/mcpserver"
+)
+
+// Config wires the /mcp endpoint.
+type Config struct {
+	Service api.StrictServerInterface
+	Auth    *auth.Authenticator
+	// AllowedOrigins are the exact Origin values a request may carry. A request with an
+	// Origin header not listed is refused 403 before authentication; empty refuses every
+	// present Origin. Requests without Origin (non-browser clients) are allowed.
+	AllowedOrigins []string
+	Version        string
+	Log            *slog.Logger
+}
+
+// maxRequestBytes bounds a JSON-RPC request (the HTTP API's body bound plus the envelope).
+const maxRequestBytes = 2 << 20
+
+// New returns the /mcp handler.
+func New(cfg Config) http.Handler {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	b := &inProcess{svc: cfg.Service, log: cfg.Log}
+	full := mcpserver.New(b, mcpserver.Options{Version: cfg.Version, Log: cfg.Log})
+	router := mcpserver.New(b, mcpserver.Options{Router: true, Version: cfg.Version, Log: cfg.Log})
+	sdk := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
+		if p, ok := auth.PrincipalFrom(r.Context()); ok && p.Router {
+			return router
+		}
+		return full
+	}, &mcp.StreamableHTTPOptions{
+		Stateless:    true,
+		JSONResponse: true, // no server-to-client messages: one JSON answer per request
+		Logger:       cfg.Log,
+		// The Origin allow-list below and the bearer key guard against DNS rebinding; the
+		// SDK's loopback Host check would refuse a same-host reverse proxy.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        maxRequestBytes,
+	})
+	// The SDK hands tool handlers the request's verified token info; it carries the
+	// principal authenticated below.
+	withPrincipal := sdkauth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*sdkauth.TokenInfo, error) {
+		p, ok := auth.PrincipalFrom(r.Context())
+		if !ok {
+			return nil, sdkauth.ErrInvalidToken
+		}
+		return &sdkauth.TokenInfo{UserID: p.AgentID.String(), Extra: map[string]any{
+			principalExtra: p, sessionKeyExtra: auth.SessionKeyFrom(r.Context()),
+		}}, nil
+	}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
+
+	allowed := map[string]bool{}
+	for _, o := range cfg.AllowedOrigins {
+		allowed[strings.ToLower(strings.TrimSpace(o))] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin, present := r.Header["Origin"]; present && (len(origin) != 1 || !allowed[strings.ToLower(origin[0])]) {
+			writeStatus(w, http.StatusForbidden, apierr.Forbidden("origin_not_allowed"))
+			return
+		}
+		ctx := r.Context()
+		p, err := cfg.Auth.AgentKey(ctx, auth.BearerToken(r), auth.SourceAddr(r))
+		if err != nil {
+			httpserver.WriteError(w, err)
+			return
+		}
+		ctx = auth.WithPrincipal(ctx, p)
+		// SPEC §3: the Agentbox-Session header, else the MCP session ID (the stateless
+		// handler has none), else the key's lane.
+		ctx = auth.WithSessionKey(ctx, auth.SessionKey(r.Header.Get("Agentbox-Session"), "", p.KeyID))
+		withPrincipal.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func writeStatus(w http.ResponseWriter, status int, e *apierr.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(apierr.Body{Error: e}) //nolint:errcheck
+}
+
+const (
+	principalExtra  = "agentbox.principal"
+	sessionKeyExtra = "agentbox.session_key"
+)
+
+// inProcess runs tools on the service in this process, as the authenticated principal.
+type inProcess struct {
+	svc api.StrictServerInterface
+	log *slog.Logger
+}
+
+func principalOf(req *mcp.CallToolRequest) (auth.Principal, string, bool) {
+	if req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
+		return auth.Principal{}, "", false
+	}
+	p, ok := req.Extra.TokenInfo.Extra[principalExtra].(auth.Principal)
+	sk, _ := req.Extra.TokenInfo.Extra[sessionKeyExtra].(string)
+	return p, sk, ok
+}
+
+// CheckBox: the key authenticated at the HTTP level belongs to one box; every call must
+// name it (SPEC §2), else the one AUTH_FAILED.
+func (b *inProcess) CheckBox(ctx context.Context, req *mcp.CallToolRequest, boxKey string) error {
+	p, _, ok := principalOf(req)
+	if !ok || p.BoxKey != boxKey {
+		b.log.LogAttrs(ctx, slog.LevelWarn, "agent authentication failed", slog.String("cause", "box_key is not the key's box"))
+		return apierr.Auth()
+	}
+	return nil
+}
+
+func (b *inProcess) Call(ctx context.Context, req *mcp.CallToolRequest, op *genmcp.Operation, args map[string]json.RawMessage) (json.RawMessage, error) {
+	var boxKey string
+	json.Unmarshal(args["box_key"], &boxKey) //nolint:errcheck // validated by the input schema
+	if err := b.CheckBox(ctx, req, boxKey); err != nil {
+		return nil, err
+	}
+	p, sessionKey, _ := principalOf(req)
+	ctx = auth.WithSessionKey(auth.WithPrincipal(ctx, p), sessionKey)
+	var headers map[string]string
+	if h := req.Extra.Header.Get("Agentbox-Session"); h != "" {
+		headers = map[string]string{"Agentbox-Session": h}
+	}
+	res, err := genmcp.DispatchWithHeaders(ctx, b.svc, op.OperationID, args, headers)
+	if err != nil {
+		return nil, err
+	}
+	return mcpserver.Marshal(res)
+}

@@ -1,0 +1,331 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/gen/api"
+	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// History reads (SPEC §6, §9): message_get, conversation_read, thread_read, thread_export.
+// They never ACK; message_get and conversation_read record receipts for the caller's own
+// attention rows among the messages actually returned.
+
+// pageOverheadBytes is reserved in every byte budget for the response's envelope and cursors.
+const pageOverheadBytes = 512
+
+// streamPos is a stream cursor position: rows above After, up to the fixed Upper. A resume
+// cursor has Upper 0: the next poll captures a new upper bound.
+type streamPos struct {
+	After int64 `json:"after"`
+	Upper int64 `json:"upper,omitempty"`
+}
+
+// MessageGet returns one message the caller may read now.
+func (s *Service) MessageGet(ctx context.Context, req api.MessageGetRequestObject) (api.MessageGetResponseObject, error) {
+	out, err := runRead(ctx, s, "message_get", func(ctx context.Context, tx *store.Tx, c *call) (api.Message, error) {
+		m, v, err := readableMessage(ctx, tx, c, req.MessageId)
+		if err != nil {
+			return api.Message{}, err
+		}
+		dtos, err := messageDTOs(ctx, tx, c, v, []store.Message{m})
+		if err != nil {
+			return api.Message{}, err
+		}
+		return dtos[0], tx.RecordReceipts(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, []uuid.UUID{m.ID})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.MessageGet200JSONResponse(out), nil
+}
+
+// ConversationRead pages a room (within the caller's authorized epoch) or the caller's DM
+// pair with one agent, in ascending message_seq, with the stream semantics of SPEC §9.
+func (s *Service) ConversationRead(ctx context.Context, req api.ConversationReadRequestObject) (api.ConversationReadResponseObject, error) {
+	out, err := runRead(ctx, s, "conversation_read", func(ctx context.Context, tx *store.Tx, c *call) (api.MessagePage, error) {
+		dest, err := parseDestination(req.Params.Destination, "destination")
+		if err != nil {
+			return api.MessagePage{}, err
+		}
+		v, filter, head, err := conversationView(ctx, tx, c, dest)
+		if err != nil {
+			return api.MessagePage{}, err
+		}
+		pos := streamPos{After: v.floor}
+		if req.Params.Cursor != nil {
+			if err := s.decodeCursor(ctx, c, "conversation", filter, v.epoch, *req.Params.Cursor, &pos); err != nil {
+				return api.MessagePage{}, err
+			}
+			pos.After = max(pos.After, v.floor)
+		}
+		if pos.Upper == 0 { // first page or resume: fix the upper bound now
+			pos.Upper = head
+		}
+		limit := clampLimit(req.Params.Limit, c.settings)
+		var rows []store.Message
+		if v.channelID != uuid.Nil {
+			rows, err = tx.ChannelMessages(ctx, c.p.BoxID, v.channelID, store.SeqRange{After: pos.After, Upper: pos.Upper, Max: probe(limit)})
+			if err != nil {
+				return api.MessagePage{}, err
+			}
+		}
+		items, complete, err := budgetPage(ctx, tx, c, v, rows, limit)
+		if err != nil {
+			return api.MessagePage{}, err
+		}
+		page := api.MessagePage{Items: items}
+		if complete {
+			page.ResumeCursor, err = s.encodeCursor(ctx, c, "conversation", filter, v.epoch, streamPos{After: pos.Upper})
+		} else {
+			last, _ := parseDec("message_seq", items[len(items)-1].MessageSeq)
+			page.NextCursor, err = s.encodeCursor(ctx, c, "conversation", filter, v.epoch, streamPos{After: last, Upper: pos.Upper})
+		}
+		if err != nil {
+			return api.MessagePage{}, err
+		}
+		return page, recordReceipts(ctx, tx, c, items)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.ConversationRead200JSONResponse(out), nil
+}
+
+// conversationView authorizes a conversation and returns the caller's view, the cursor filter
+// and the channel's committed head. A room needs active membership (a pending invitee gets
+// reason not_a_member). A DM pair that has no message yet is an empty stream with no channel.
+func conversationView(ctx context.Context, tx *store.Tx, c *call, d destination) (view, string, int64, error) {
+	if d.kind == "room" {
+		r, err := memberRoom(ctx, tx, c, d.id)
+		if err != nil {
+			return view{}, "", 0, err
+		}
+		head, err := tx.ChannelHead(ctx, c.p.BoxID, r.ID)
+		return roomView(r), "room:" + r.ID.String(), head, err
+	}
+	if d.id == c.p.AgentID {
+		return view{}, "", 0, apierr.Invalid("destination.recipient_agent_id", "a DM conversation is with another agent").WithReason("self_target")
+	}
+	filter := "dm:" + d.id.String()
+	ch, head, err := tx.DMChannelHead(ctx, c.p.BoxID, c.p.AgentID, d.id)
+	if err == store.ErrNotFound {
+		return view{}, filter, 0, nil
+	}
+	return view{channelID: ch}, filter, head, err
+}
+
+// probe is the row count a page reads: one more than it returns, to tell "exactly full and
+// exhausted" from "more to come".
+func probe(limit int64) int32 { return int32(min(limit, math.MaxInt32-1) + 1) }
+
+// budgetPage turns up to limit rows into DTOs within the response byte budget. complete is
+// true when the rows were exhausted: nothing beyond the page's last row up to the upper bound
+// remains. A page cut by the limit or the budget is never complete (its cursor stays at the
+// last returned row, so no row is skipped). The first row is always returned, even above the
+// budget, so that a stream always advances.
+func budgetPage(ctx context.Context, tx *store.Tx, c *call, v view, rows []store.Message, limit int64) ([]api.Message, bool, error) {
+	complete := int64(len(rows)) <= limit
+	if !complete {
+		rows = rows[:limit]
+	}
+	dtos, err := messageDTOs(ctx, tx, c, v, rows)
+	if err != nil {
+		return nil, false, err
+	}
+	used := int64(pageOverheadBytes)
+	for i, d := range dtos {
+		raw, err := json.Marshal(d)
+		if err != nil {
+			return nil, false, err
+		}
+		used += int64(len(raw)) + 1
+		if i > 0 && used > c.settings.ResponseBudgetBytes {
+			return dtos[:i], false, nil
+		}
+	}
+	return dtos, complete, nil
+}
+
+// recordReceipts records receipts for the returned messages the caller has attention rows for.
+func recordReceipts(ctx context.Context, tx *store.Tx, c *call, items []api.Message) error {
+	ids := make([]uuid.UUID, len(items))
+	for i, m := range items {
+		ids[i] = m.MessageId
+	}
+	return tx.RecordReceipts(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, ids)
+}
+
+// ThreadRead pages the thread family of an anchor (root and replies) that the caller may see,
+// in message_seq order (a keyset, not a stream: no resume cursor); hidden or purged ancestors
+// are redacted and purged messages leave gaps. Receipts as conversation_read.
+func (s *Service) ThreadRead(ctx context.Context, req api.ThreadReadRequestObject) (api.ThreadReadResponseObject, error) {
+	out, err := runRead(ctx, s, "thread_read", func(ctx context.Context, tx *store.Tx, c *call) (api.MessagePage, error) {
+		m, v, err := readableMessage(ctx, tx, c, req.MessageId) // the anchor must be readable now
+		if err != nil {
+			return api.MessagePage{}, err
+		}
+		filter := "thread:" + m.ThreadRoot.String()
+		pos := streamPos{After: v.floor}
+		if req.Params.Cursor != nil {
+			if err := s.decodeCursor(ctx, c, "thread", filter, v.epoch, *req.Params.Cursor, &pos); err != nil {
+				return api.MessagePage{}, err
+			}
+			pos.After = max(pos.After, v.floor)
+		}
+		limit := clampLimit(req.Params.Limit, c.settings)
+		rows, err := tx.ThreadMessages(ctx, c.p.BoxID, v.channelID, m.ThreadRoot, store.SeqRange{After: pos.After, Upper: math.MaxInt64, Max: probe(limit)})
+		if err != nil {
+			return api.MessagePage{}, err
+		}
+		items, complete, err := budgetPage(ctx, tx, c, v, rows, limit)
+		if err != nil {
+			return api.MessagePage{}, err
+		}
+		page := api.MessagePage{Items: items}
+		if !complete {
+			last, _ := parseDec("message_seq", items[len(items)-1].MessageSeq)
+			if page.NextCursor, err = s.encodeCursor(ctx, c, "thread", filter, v.epoch, streamPos{After: last}); err != nil {
+				return api.MessagePage{}, err
+			}
+		}
+		return page, recordReceipts(ctx, tx, c, items)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.ThreadRead200JSONResponse(out), nil
+}
+
+// ThreadExport returns an authorized chunk of a thread as json (a JSON array of canonical
+// messages) or markdown, within the response byte budget. The first chunk fixes the upper
+// bound; while rows remain up to it the chunk is partial with a next_cursor. Every chunk
+// holds whole messages (a single message larger than the budget is returned alone).
+func (s *Service) ThreadExport(ctx context.Context, req api.ThreadExportRequestObject) (api.ThreadExportResponseObject, error) {
+	out, err := runRead(ctx, s, "thread_export", func(ctx context.Context, tx *store.Tx, c *call) (api.ThreadExport, error) {
+		format := api.ThreadExportFormat(req.Params.Format)
+		if format != api.ThreadExportFormatJson && format != api.ThreadExportFormatMarkdown {
+			return api.ThreadExport{}, apierr.Invalid("format", "must be json or markdown")
+		}
+		m, v, err := readableMessage(ctx, tx, c, req.MessageId) // the anchor must be readable now
+		if err != nil {
+			return api.ThreadExport{}, err
+		}
+		filter := "thread:" + m.ThreadRoot.String() + ":" + string(format)
+		pos := streamPos{After: v.floor}
+		if req.Params.Cursor != nil {
+			if err := s.decodeCursor(ctx, c, "thread_export", filter, v.epoch, *req.Params.Cursor, &pos); err != nil {
+				return api.ThreadExport{}, err
+			}
+			pos.After = max(pos.After, v.floor)
+		}
+		if pos.Upper == 0 {
+			if pos.Upper, err = tx.ChannelHead(ctx, c.p.BoxID, v.channelID); err != nil {
+				return api.ThreadExport{}, err
+			}
+		}
+		limit := c.settings.PageLimitMax
+		rows, err := tx.ThreadMessages(ctx, c.p.BoxID, v.channelID, m.ThreadRoot, store.SeqRange{After: pos.After, Upper: pos.Upper, Max: probe(limit)})
+		if err != nil {
+			return api.ThreadExport{}, err
+		}
+		complete := int64(len(rows)) <= limit
+		if !complete {
+			rows = rows[:limit]
+		}
+		dtos, err := messageDTOs(ctx, tx, c, v, rows)
+		if err != nil {
+			return api.ThreadExport{}, err
+		}
+		chunk, n, err := exportChunk(format, dtos, c.settings.ResponseBudgetBytes-pageOverheadBytes)
+		if err != nil {
+			return api.ThreadExport{}, err
+		}
+		res := api.ThreadExport{Format: format, Content: chunk, ItemCount: int64(n), Partial: !complete || n < len(dtos)}
+		if res.Partial {
+			last, _ := parseDec("message_seq", dtos[n-1].MessageSeq)
+			res.NextCursor, err = s.encodeCursor(ctx, c, "thread_export", filter, v.epoch, streamPos{After: last, Upper: pos.Upper})
+		}
+		return res, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.ThreadExport200JSONResponse(out), nil
+}
+
+// exportChunk renders as many leading messages as fit in budget bytes of JSON-escaped content
+// (at least one) and returns the content and how many messages it holds.
+func exportChunk(format api.ThreadExportFormat, ms []api.Message, budget int64) (string, int, error) {
+	var parts []string
+	used := int64(0)
+	for i, m := range ms {
+		var part string
+		if format == api.ThreadExportFormatJson {
+			raw, err := json.Marshal(m)
+			if err != nil {
+				return "", 0, err
+			}
+			part = string(raw)
+		} else {
+			part = markdownMessage(m)
+		}
+		cost := escapedLen(part) + 1 // separator or bracket
+		if i > 0 && used+cost+2 > budget {
+			break
+		}
+		used += cost
+		parts = append(parts, part)
+	}
+	if format == api.ThreadExportFormatJson {
+		return "[" + strings.Join(parts, ",") + "]", len(parts), nil
+	}
+	return strings.Join(parts, "\n"), len(parts), nil
+}
+
+// escapedLen is the byte length of s inside a JSON string on the wire.
+func escapedLen(s string) int64 {
+	raw, _ := json.Marshal(s)
+	return int64(len(raw) - 2)
+}
+
+// markdownMessage renders one message for a markdown export.
+func markdownMessage(m api.Message) string {
+	var b strings.Builder
+	b.WriteString("### " + m.Sender.Name + " · " + m.CreatedAt.UTC().Format("2006-01-02T15:04:05Z07:00") + " · #" + m.MessageSeq + "\n")
+	b.WriteString("message_id: " + m.MessageId.String())
+	switch {
+	case m.ReplyToMessageId != nil:
+		b.WriteString(" · reply to " + m.ReplyToMessageId.String())
+	case m.ReplyToRedacted != nil && *m.ReplyToRedacted:
+		b.WriteString(" · reply to a message not shown")
+	}
+	b.WriteString("\n\n" + m.BodyMd + "\n")
+	if len(m.Files) > 0 {
+		b.WriteString("\nFiles:\n")
+		for _, f := range m.Files {
+			b.WriteString("- " + f.DisplayName + " <" + f.Url + ">")
+			switch {
+			case f.VersionLabel != nil:
+				b.WriteString(" version " + *f.VersionLabel)
+			case f.Commit != nil:
+				b.WriteString(" commit " + *f.Commit)
+			case f.Sha256 != nil:
+				b.WriteString(" sha256 " + *f.Sha256)
+			default:
+				b.WriteString(" (unversioned)")
+			}
+			b.WriteString("\n")
+		}
+	}
+	if m.Payload != nil {
+		b.WriteString("\nPayload: `" + string(*m.Payload) + "`\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,331 @@
+package service_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// Shared helpers of the message tests (prefix ms), and the attention rows a send writes
+// (SPEC §7), asserted on the attention table directly.
+
+// msWorld is a box with primed agents.
+type msWorld struct {
+	e      *testenv.Env
+	box    string
+	agents map[string]*testenv.Agent
+}
+
+func newMsWorld(t *testing.T, names ...string) *msWorld {
+	t.Helper()
+	e := testenv.New(t)
+	w := &msWorld{e: e, box: e.Box("alpha"), agents: map[string]*testenv.Agent{}}
+	for _, n := range names {
+		w.agents[n] = w.agent(n)
+	}
+	return w
+}
+
+// agent creates and primes another agent in the world's box.
+func (w *msWorld) agent(name string) *testenv.Agent {
+	a := w.e.NewAgent(w.box, name, nil)
+	a.Prime()
+	return a
+}
+
+func msKey() string { return uuid.NewString() }
+
+// settings merges per-box settings (admin API).
+func (w *msWorld) settings(values map[string]any) {
+	w.e.Admin("PATCH", "/boxes/"+w.box+"/settings", map[string]any{"settings": values})
+}
+
+// room creates a room owned by owner with the given members joined (opts go into room_create).
+func (w *msWorld) room(t *testing.T, owner *testenv.Agent, members []*testenv.Agent, opts map[string]any) string {
+	t.Helper()
+	body := map[string]any{"name": "room-" + msKey()[:8], "idempotency_key": msKey()}
+	for k, v := range opts {
+		body[k] = v
+	}
+	id := owner.MustCall("POST", "/rooms", body)["room_id"].(string)
+	for _, m := range members {
+		w.invite(t, owner, id, m)
+		msJoin(t, m, id)
+	}
+	return id
+}
+
+func (w *msWorld) invite(t *testing.T, owner *testenv.Agent, room string, m *testenv.Agent) {
+	t.Helper()
+	owner.MustCall("POST", "/rooms/"+room+"/invite", map[string]any{"invitee_agent_ids": []uuid.UUID{m.ID}, "idempotency_key": msKey()})
+}
+
+func msJoin(t *testing.T, a *testenv.Agent, room string) {
+	t.Helper()
+	a.MustCall("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": msKey()})
+}
+
+// follow sets a member's follow preference for its current epoch.
+func msFollow(t *testing.T, a *testenv.Agent, room, follow string) {
+	t.Helper()
+	rev := a.MustCall("GET", "/rooms/"+room, nil)["follow_revision"].(string)
+	a.MustCall("PUT", "/rooms/"+room+"/follow", map[string]any{"follow": follow, "expected_revision": rev, "idempotency_key": msKey()})
+}
+
+func dmTo(a *testenv.Agent) map[string]any { return map[string]any{"kind": "dm", "recipient_agent_id": a.ID} }
+func inRoom(room string) map[string]any    { return map[string]any{"kind": "room", "room_id": room} }
+
+// msSend posts message_send with body_md and destination; extra fields are merged (a fresh
+// idempotency key unless extra has one).
+func msSend(a *testenv.Agent, dest map[string]any, body string, extra map[string]any) testenv.Response {
+	in := map[string]any{"destination": dest, "body_md": body, "idempotency_key": msKey()}
+	for k, v := range extra {
+		in[k] = v
+	}
+	return a.Call("POST", "/messages", in)
+}
+
+// mustSend sends and returns the result; the status must be 200.
+func mustSend(t *testing.T, a *testenv.Agent, dest map[string]any, body string, extra map[string]any) map[string]any {
+	t.Helper()
+	r := msSend(a, dest, body, extra)
+	if r.Status != http.StatusOK {
+		t.Fatalf("send %q: %d %s", body, r.Status, r.Raw)
+	}
+	return r.JSON()
+}
+
+// msState is every row a send could write, for "nothing was written" assertions.
+func msState(t *testing.T, e *testenv.Env) string {
+	t.Helper()
+	var b strings.Builder
+	for _, table := range []string{"channels", "messages", "channel_sender_latest", "attention", "inbox_heads", "receipts", "requests", "idempotency_records"} {
+		rows, err := e.Store.Pool().Query(context.Background(), `SELECT t::text FROM `+table+` t`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, s)
+		}
+		rows.Close()
+		sort.Strings(lines)
+		fmt.Fprintf(&b, "%s (%d)\n%s\n", table, len(lines), strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+// msExpect asserts an error's code, reason and (when given) field.
+func msExpect(t *testing.T, what string, r testenv.Response, code, reason, field string) {
+	t.Helper()
+	if r.Code() != code || r.ErrorField("reason") != reason || (field != "-" && r.ErrorField("field") != field) {
+		t.Fatalf("%s: want %s/%q field %q, got %d %s", what, code, reason, field, r.Status, r.Raw)
+	}
+}
+
+// msRejects runs do, asserts the error, and that nothing was written.
+func msRejects(t *testing.T, e *testenv.Env, what string, do func() testenv.Response, code, reason, field string) testenv.Response {
+	t.Helper()
+	before := msState(t, e)
+	r := do()
+	msExpect(t, what, r, code, reason, field)
+	if after := msState(t, e); after != before {
+		t.Fatalf("%s wrote something:\nbefore:\n%s\nafter:\n%s", what, before, after)
+	}
+	return r
+}
+
+func msInt(t *testing.T, e *testenv.Env, q string, args ...any) int64 {
+	t.Helper()
+	var v int64
+	if err := e.Store.Pool().QueryRow(context.Background(), q, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return v
+}
+
+// reasonsOf is the attention row of agent for message: its reasons, or -1 when there is none.
+func reasonsOf(t *testing.T, e *testenv.Env, agent *testenv.Agent, messageID any) int64 {
+	t.Helper()
+	var reasons int64 = -1
+	err := e.Store.Pool().QueryRow(context.Background(),
+		`SELECT reasons FROM attention WHERE agent_id = $1 AND message_id = $2`, agent.ID, messageID).Scan(&reasons)
+	if err != nil && !strings.Contains(err.Error(), "no rows") {
+		t.Fatal(err)
+	}
+	return reasons
+}
+
+// Every follow preference × every reason combination: the exact reasons value, or no row.
+func TestAttentionReasonsByFollowPreference(t *testing.T) {
+	t.Parallel()
+	w := newMsWorld(t, "author", "all", "mentions", "replies", "mute")
+	author := w.agents["author"]
+	prefs := []string{"all", "mentions", "replies", "mute"}
+	var members []*testenv.Agent
+	for _, p := range prefs {
+		members = append(members, w.agents[p])
+	}
+	room := w.room(t, author, members, nil)
+	for _, p := range prefs {
+		msFollow(t, w.agents[p], room, p)
+	}
+	// Each recipient's own message, to reply to.
+	own := map[string]string{}
+	for _, p := range prefs {
+		own[p] = mustSend(t, w.agents[p], inRoom(room), "mine: "+p, nil)["message_id"].(string)
+	}
+
+	const none = -1
+	cases := []struct {
+		name    string
+		mention bool
+		reply   bool // reply to the recipient's own message
+		request bool // requested (rooms: also mentioned)
+		want    map[string]int64
+	}{
+		{"plain post", false, false, false, map[string]int64{"all": 2, "mentions": none, "replies": none, "mute": none}},
+		{"mention", true, false, false, map[string]int64{"all": 2 | 4, "mentions": 4, "replies": none, "mute": none}},
+		{"reply to own", false, true, false, map[string]int64{"all": 2 | 8, "mentions": 8, "replies": 8, "mute": none}},
+		{"request+mention", true, false, true, map[string]int64{"all": 2 | 4 | 16, "mentions": 4 | 16, "replies": 16, "mute": none}},
+		{"mention+reply", true, true, false, map[string]int64{"all": 2 | 4 | 8, "mentions": 4 | 8, "replies": 8, "mute": none}},
+		{"request+mention+reply", true, true, true, map[string]int64{"all": 2 | 4 | 8 | 16, "mentions": 4 | 8 | 16, "replies": 8 | 16, "mute": none}},
+	}
+	for _, tc := range cases {
+		for _, p := range prefs {
+			target := w.agents[p]
+			extra := map[string]any{}
+			if tc.mention {
+				extra["mention_agent_ids"] = []uuid.UUID{target.ID}
+			}
+			if tc.request {
+				extra["request_agent_ids"] = []uuid.UUID{target.ID}
+			}
+			if tc.reply {
+				extra["reply_to_message_id"] = own[p]
+			}
+			res := mustSend(t, author, inRoom(room), tc.name+" → "+p, extra)
+			if got := reasonsOf(t, w.e, target, res["message_id"]); got != tc.want[p] {
+				t.Fatalf("%s, follow %s: reasons %d, want %d", tc.name, p, got, tc.want[p])
+			}
+			// Bystanders get only what their own preference admits for a plain post.
+			for _, other := range prefs {
+				if other == p {
+					continue
+				}
+				want := int64(none)
+				if other == "all" {
+					want = 2
+				}
+				if got := reasonsOf(t, w.e, w.agents[other], res["message_id"]); got != want {
+					t.Fatalf("%s → %s: bystander %s has reasons %d, want %d", tc.name, p, other, got, want)
+				}
+			}
+			if got := reasonsOf(t, w.e, author, res["message_id"]); got != none {
+				t.Fatalf("%s: the author got an attention row (%d)", tc.name, got)
+			}
+			wantCount := 1 // the "all" bystander, or the "all" target itself
+			if p != "all" && tc.want[p] != none {
+				wantCount = 2
+			}
+			if res["attention_count"] != float64(wantCount) {
+				t.Fatalf("%s → %s: attention_count %v, want %d", tc.name, p, res["attention_count"], wantCount)
+			}
+			wantRequests := 0
+			if tc.request {
+				wantRequests = 1
+			}
+			if res["request_count"] != float64(wantRequests) ||
+				msInt(t, w.e, `SELECT count(*) FROM requests WHERE message_id = $1 AND recipient_agent_id = $2 AND status = 'pending' AND revision = 1`,
+					res["message_id"], target.ID) != int64(wantRequests) {
+				t.Fatalf("%s → %s: request rows wrong: %v", tc.name, p, res)
+			}
+		}
+	}
+}
+
+// DMs ignore room preferences: 1, 1|16 (request without mention), 1|4|16, 1|8.
+func TestAttentionReasonsInDMs(t *testing.T) {
+	t.Parallel()
+	w := newMsWorld(t, "a", "b")
+	a, b := w.agents["a"], w.agents["b"]
+	bMsg := mustSend(t, b, dmTo(a), "from b", nil)["message_id"]
+	cases := []struct {
+		name  string
+		extra map[string]any
+		want  int64
+	}{
+		{"plain", nil, 1},
+		{"request", map[string]any{"request_agent_ids": []uuid.UUID{b.ID}}, 1 | 16},
+		{"mention+request", map[string]any{"mention_agent_ids": []uuid.UUID{b.ID}, "request_agent_ids": []uuid.UUID{b.ID}}, 1 | 4 | 16},
+		{"reply to their message", map[string]any{"reply_to_message_id": bMsg}, 1 | 8},
+		{"mention", map[string]any{"mention_agent_ids": []uuid.UUID{b.ID}}, 1 | 4},
+	}
+	for _, tc := range cases {
+		res := mustSend(t, a, dmTo(b), tc.name, tc.extra)
+		if got := reasonsOf(t, w.e, b, res["message_id"]); got != tc.want {
+			t.Fatalf("%s: reasons %d, want %d", tc.name, got, tc.want)
+		}
+		if got := reasonsOf(t, w.e, a, res["message_id"]); got != -1 {
+			t.Fatalf("%s: the author got a row", tc.name)
+		}
+		if res["attention_count"] != float64(1) {
+			t.Fatalf("%s: attention_count %v", tc.name, res["attention_count"])
+		}
+	}
+	// A muted room preference of b changes nothing in DMs.
+	room := w.room(t, a, []*testenv.Agent{b}, nil)
+	msFollow(t, b, room, "mute")
+	res := mustSend(t, a, dmTo(b), "after muting a room", nil)
+	if got := reasonsOf(t, w.e, b, res["message_id"]); got != 1 {
+		t.Fatalf("DM after mute: %d", got)
+	}
+}
+
+// Only members active when the message is sent get rows: not a member who left, not an
+// invitee, and not a member who joins later (no backfill).
+func TestAttentionOnlyForActiveMembersAtSendTime(t *testing.T) {
+	t.Parallel()
+	w := newMsWorld(t, "owner", "leaver", "late", "stay")
+	owner, leaver, late, stay := w.agents["owner"], w.agents["leaver"], w.agents["late"], w.agents["stay"]
+	room := w.room(t, owner, []*testenv.Agent{leaver, stay}, nil)
+	w.invite(t, owner, room, late)
+	leaver.MustCall("POST", "/rooms/"+room+"/leave", map[string]any{"idempotency_key": msKey()})
+
+	before := mustSend(t, owner, inRoom(room), "before late joins", nil)
+	if got := before["attention_count"]; got != float64(1) {
+		t.Fatalf("attention_count %v, want 1 (only stay)", got)
+	}
+	msJoin(t, late, room)
+	after := mustSend(t, owner, inRoom(room), "after late joins", nil)
+	for _, c := range []struct {
+		who  *testenv.Agent
+		msg  any
+		want int64
+	}{
+		{stay, before["message_id"], 2}, {leaver, before["message_id"], -1}, {late, before["message_id"], -1},
+		{owner, before["message_id"], -1}, {late, after["message_id"], 2}, {leaver, after["message_id"], -1},
+	} {
+		if got := reasonsOf(t, w.e, c.who, c.msg); got != c.want {
+			t.Fatalf("%s: reasons %d, want %d", c.who.Name, got, c.want)
+		}
+	}
+	// inbox_seq is allocated per inbox, ascending.
+	if n := msInt(t, w.e, `SELECT count(DISTINCT inbox_seq) FROM attention WHERE agent_id = $1`, stay.ID); n != 2 {
+		t.Fatalf("stay inbox rows: %d", n)
+	}
+	if h := msInt(t, w.e, `SELECT last_inbox_seq FROM inbox_heads WHERE agent_id = $1`, stay.ID); h != 2 {
+		t.Fatalf("stay inbox head: %d", h)
+	}
+}

@@ -1,0 +1,317 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/gen/api"
+	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// Sending (SPEC §6, §7, §11). A send is one transaction: validate everything (content, then
+// destination and targets), lock the channel, compare with the sender's latest message in the
+// channel (consecutive-duplicate suppression), then store the message, its attention rows and
+// request rows and apply retention — all after the channel lock and before commit, so
+// message_seq is commit-ordered per channel and two identical concurrent sends cannot both
+// pass the comparison. The number of statements does not depend on the room size.
+
+// MessageSend sends one message to a DM recipient or a room, all-or-nothing.
+func (s *Service) MessageSend(ctx context.Context, req api.MessageSendRequestObject) (api.MessageSendResponseObject, error) {
+	in := *req.Body
+	dryRun := deref(in.DryRun)
+	args := in
+	args.IdempotencyKey, args.DryRun = "", nil
+	m := mutation{op: "message_send", idempotencyKey: in.IdempotencyKey, args: args, dryRun: dryRun}
+	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.MessageSendResult, error) {
+		res, err := s.send(ctx, tx, c, in)
+		if err != nil || !dryRun {
+			return res, err
+		}
+		// The dry run did everything the real send does; the transaction is rolled back
+		// and the would-be result carries no allocated identifiers.
+		return api.MessageSendResult{DryRun: &dryRun, Status: res.Status, AttentionCount: res.AttentionCount, RequestCount: res.RequestCount}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.MessageSend200JSONResponse(out), nil
+}
+
+// sendPlan is a send whose destination, targets and parent are resolved and whose channel is locked.
+type sendPlan struct {
+	kind      string // dm | room
+	channelID uuid.UUID
+	copy      store.MessageCopy
+	reply     *store.Message
+}
+
+func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.MessageSendInput) (api.MessageSendResult, error) {
+	dest, err := parseDestination(in.Destination, "destination")
+	if err != nil {
+		return api.MessageSendResult{}, err
+	}
+	cont, err := validateContent(in.BodyMd, in.Payload, in.Files, c.settings)
+	if err != nil {
+		return api.MessageSendResult{}, err
+	}
+	t, err := checkTargetArrays(in.MentionAgentIds, in.RequestAgentIds, c.p.AgentID, c.settings)
+	if err != nil {
+		return api.MessageSendResult{}, err
+	}
+	if err := checkEnvelope(cont, t, nil, c.settings); err != nil {
+		return api.MessageSendResult{}, err
+	}
+	var plan sendPlan
+	if dest.kind == "dm" {
+		plan, err = planDM(ctx, tx, c, dest.id, t)
+	} else {
+		plan, err = planRoom(ctx, tx, c, dest.id, t)
+	}
+	if err != nil {
+		return api.MessageSendResult{}, err
+	}
+	if in.ReplyToMessageId != nil {
+		if plan.reply, err = replyParent(ctx, tx, c, *in.ReplyToMessageId, plan.channelID); err != nil {
+			return api.MessageSendResult{}, err
+		}
+	}
+	latest, err := tx.SenderLatest(ctx, c.p.BoxID, c.p.AgentID, []uuid.UUID{plan.channelID})
+	if err != nil {
+		return api.MessageSendResult{}, err
+	}
+	if l, ok := latest[plan.channelID]; ok && bytes.Equal(l.ContentHash, cont.hash) {
+		seq, at := dec(l.Seq), l.CreatedAt.UTC()
+		return api.MessageSendResult{Status: api.MessageSendResultStatusDuplicate, MessageId: &l.MessageID, MessageSeq: &seq, CreatedAt: &at}, nil
+	}
+	n := newMessages(c, cont, plan.kind, []store.MessageCopy{plan.copy})
+	n.Mentions, n.Requests = t.mentions, t.requests
+	if p := plan.reply; p != nil {
+		n.ReplyTo, n.ReplyToAuthor, n.ThreadRoot = &p.ID, &p.SenderID, &p.ThreadRoot
+	}
+	res, err := tx.DeliverMessages(ctx, n, c.settings.ChannelMessageCap, c.settings.ChannelAttachmentCap, c.now)
+	if err != nil {
+		return api.MessageSendResult{}, err
+	}
+	sent := res.Sent[0]
+	seq, at := dec(sent.Seq), c.now.UTC()
+	return api.MessageSendResult{Status: api.MessageSendResultStatusSent, MessageId: &sent.MessageID, MessageSeq: &seq,
+		CreatedAt: &at, AttentionCount: res.Attention, RequestCount: res.Requests}, nil
+}
+
+// planDM resolves a DM: the recipient is another enabled agent of the box and the only agent
+// the targets may name (a DM request needs no mention). Locks the pair's channel, creating it
+// on the first message.
+func planDM(ctx context.Context, tx *store.Tx, c *call, recipient uuid.UUID, t targets) (sendPlan, error) {
+	if recipient == c.p.AgentID {
+		return sendPlan{}, apierr.Invalid("destination.recipient_agent_id", "an agent cannot send a DM to itself").WithReason("self_target")
+	}
+	for _, arr := range []struct {
+		field string
+		ids   []uuid.UUID
+	}{{"mention_agent_ids", t.mentions}, {"request_agent_ids", t.requests}} {
+		for i, id := range arr.ids {
+			if id != recipient {
+				return sendPlan{}, apierr.Invalid(fieldIndex(arr.field, i), "in a DM only the recipient may be targeted").WithReason("dm_target_not_recipient")
+			}
+		}
+	}
+	enabled, err := tx.EnabledAgentIDs(ctx, c.p.BoxID, []uuid.UUID{recipient})
+	if err != nil {
+		return sendPlan{}, err
+	}
+	if !enabled[recipient] {
+		return sendPlan{}, apierr.NotFound().WithField("destination.recipient_agent_id")
+	}
+	chs, err := tx.LockDMChannels(ctx, c.p.BoxID, c.p.AgentID, []uuid.UUID{recipient}, c.now)
+	if err != nil {
+		return sendPlan{}, err
+	}
+	ch := chs[recipient]
+	return sendPlan{kind: "dm", channelID: ch.ID, copy: store.MessageCopy{ID: uuid.New(), ChannelID: ch.ID, DestAgentID: recipient}}, nil
+}
+
+// planRoom resolves a room post: the caller is an active member of a non-archived room, every
+// target is an active member, and every requested agent is also mentioned. The room's
+// channel is locked first, so membership cannot change before commit.
+func planRoom(ctx context.Context, tx *store.Tx, c *call, roomID uuid.UUID, t targets) (sendPlan, error) {
+	for i, id := range t.requests {
+		if !slices.Contains(t.mentions, id) {
+			return sendPlan{}, apierr.Invalid(fieldIndex("request_agent_ids", i), "in a room every requested agent must also be mentioned").
+				WithReason("request_not_mentioned")
+		}
+	}
+	r, _, err := lockedRoom(ctx, tx, c, roomID)
+	if err != nil {
+		return sendPlan{}, err
+	}
+	if err := requireWritable(r); err != nil {
+		return sendPlan{}, err
+	}
+	if len(t.mentions) > 0 { // requests ⊆ mentions, so this covers every target
+		states, err := tx.RoomMemberStates(ctx, c.p.BoxID, r.ID, t.mentions)
+		if err != nil {
+			return sendPlan{}, err
+		}
+		for i, id := range t.mentions {
+			if states[id] != "active" {
+				return sendPlan{}, apierr.Invalid(fieldIndex("mention_agent_ids", i), "every target must be an active member of the room").
+					WithReason("target_not_member")
+			}
+		}
+	}
+	return sendPlan{kind: "room", channelID: r.ID, copy: store.MessageCopy{ID: uuid.New(), ChannelID: r.ID, DestRoomID: r.ID}}, nil
+}
+
+// replyParent checks a reply: the parent must be visible to the sender now (else the uniform
+// NOT_FOUND_OR_FORBIDDEN) and in the same channel — same room or same DM pair (else
+// reply_outside_channel).
+func replyParent(ctx context.Context, tx *store.Tx, c *call, parentID, channelID uuid.UUID) (*store.Message, error) {
+	p, v, err := readableMessage(ctx, tx, c, parentID)
+	if e, ok := apierr.As(err); ok && e.Code == apierr.NotFoundOrForbidden {
+		return nil, e.WithField("reply_to_message_id")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if v.channelID != channelID {
+		return nil, apierr.Invalid("reply_to_message_id", "a reply must stay in the parent's room or DM pair").WithReason("reply_outside_channel")
+	}
+	return &p, nil
+}
+
+// newMessages is the shared part of a delivery.
+func newMessages(c *call, cont content, kind string, copies []store.MessageCopy) store.NewMessages {
+	return store.NewMessages{BoxID: c.p.BoxID, SenderID: c.p.AgentID, DestKind: kind, Copies: copies, Body: cont.body,
+		Payload: cont.payload, Files: cont.filesJSON, ContentHash: cont.hash}
+}
+
+// MessageSendBatch sends the same content as independent DMs. Invalid content rejects the
+// whole request; then each distinct recipient gets its own outcome (sent, duplicate, or
+// rejected with an error object) without blocking the others.
+func (s *Service) MessageSendBatch(ctx context.Context, req api.MessageSendBatchRequestObject) (api.MessageSendBatchResponseObject, error) {
+	in := *req.Body
+	dryRun := deref(in.DryRun)
+	args := in
+	args.IdempotencyKey, args.DryRun = "", nil
+	m := mutation{op: "message_send_batch", idempotencyKey: in.IdempotencyKey, args: args, dryRun: dryRun}
+	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.MessageSendBatchResult, error) {
+		res, err := s.sendBatch(ctx, tx, c, in)
+		if err != nil || !dryRun {
+			return res, err
+		}
+		for i := range res.Results {
+			res.Results[i].MessageId, res.Results[i].MessageSeq = nil, nil
+		}
+		res.DryRun = &dryRun
+		return res, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.MessageSendBatch200JSONResponse(out), nil
+}
+
+func (s *Service) sendBatch(ctx context.Context, tx *store.Tx, c *call, in api.MessageSendBatchInput) (api.MessageSendBatchResult, error) {
+	cont, err := validateContent(in.BodyMd, in.Payload, in.Files, c.settings)
+	if err != nil {
+		return api.MessageSendBatchResult{}, err
+	}
+	// Repeated IDs collapse onto their first occurrence (whose index names errors).
+	var ids []uuid.UUID
+	firstIndex := map[uuid.UUID]int{}
+	for i, id := range in.RecipientAgentIds {
+		if _, seen := firstIndex[id]; !seen {
+			firstIndex[id] = i
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return api.MessageSendBatchResult{}, apierr.Invalid("recipient_agent_ids", "name at least one recipient")
+	}
+	if int64(len(ids)) > c.settings.TargetsMax {
+		return api.MessageSendBatchResult{}, apierr.TooLarge("recipient_agent_ids", "too_many_targets", c.settings.TargetsMax)
+	}
+	if err := checkEnvelope(cont, targets{mentions: []uuid.UUID{}, requests: []uuid.UUID{}}, ids, c.settings); err != nil {
+		return api.MessageSendBatchResult{}, err
+	}
+	enabled, err := tx.EnabledAgentIDs(ctx, c.p.BoxID, ids)
+	if err != nil {
+		return api.MessageSendBatchResult{}, err
+	}
+	results := make([]api.BatchOutcome, len(ids))
+	var valid []uuid.UUID
+	for i, id := range ids {
+		results[i] = api.BatchOutcome{TargetAgentId: id}
+		field := fieldIndex("recipient_agent_ids", firstIndex[id])
+		switch {
+		case id == c.p.AgentID:
+			results[i].Status, results[i].Error = api.BatchOutcomeStatusRejected,
+				errorDetail(apierr.Invalid(field, "an agent cannot send a DM to itself").WithReason("self_target"))
+		case !enabled[id]: // unknown, disabled, or of another box: indistinguishable
+			results[i].Status, results[i].Error = api.BatchOutcomeStatusRejected, errorDetail(apierr.NotFound().WithField(field))
+		default:
+			valid = append(valid, id)
+		}
+	}
+	if len(valid) == 0 {
+		return api.MessageSendBatchResult{Results: results}, nil
+	}
+	chs, err := tx.LockDMChannels(ctx, c.p.BoxID, c.p.AgentID, valid, c.now)
+	if err != nil {
+		return api.MessageSendBatchResult{}, err
+	}
+	channelIDs := make([]uuid.UUID, 0, len(valid))
+	for _, id := range valid {
+		channelIDs = append(channelIDs, chs[id].ID)
+	}
+	latest, err := tx.SenderLatest(ctx, c.p.BoxID, c.p.AgentID, channelIDs)
+	if err != nil {
+		return api.MessageSendBatchResult{}, err
+	}
+	var copies []store.MessageCopy
+	for i, id := range ids {
+		if results[i].Status == api.BatchOutcomeStatusRejected {
+			continue
+		}
+		ch := chs[id].ID
+		if l, ok := latest[ch]; ok && bytes.Equal(l.ContentHash, cont.hash) {
+			seq := dec(l.Seq)
+			results[i].Status, results[i].MessageId, results[i].MessageSeq = api.BatchOutcomeStatusDuplicate, &l.MessageID, &seq
+			continue
+		}
+		copies = append(copies, store.MessageCopy{ID: uuid.New(), ChannelID: ch, DestAgentID: id})
+	}
+	if len(copies) == 0 {
+		return api.MessageSendBatchResult{Results: results}, nil
+	}
+	res, err := tx.DeliverMessages(ctx, newMessages(c, cont, "dm", copies), c.settings.ChannelMessageCap, c.settings.ChannelAttachmentCap, c.now)
+	if err != nil {
+		return api.MessageSendBatchResult{}, err
+	}
+	byChannel := make(map[uuid.UUID]store.Sent, len(res.Sent))
+	for _, sent := range res.Sent {
+		byChannel[sent.ChannelID] = sent
+	}
+	for i, id := range ids {
+		if results[i].Status != "" {
+			continue
+		}
+		sent := byChannel[chs[id].ID]
+		seq := dec(sent.Seq)
+		results[i].Status, results[i].MessageId, results[i].MessageSeq = api.BatchOutcomeStatusSent, &sent.MessageID, &seq
+	}
+	return api.MessageSendBatchResult{Results: results}, nil
+}
+
+// errorDetail is the wire form of an error inside a per-item outcome.
+func errorDetail(e *apierr.Error) *api.ErrorDetail {
+	raw, _ := json.Marshal(e)
+	var d api.ErrorDetail
+	json.Unmarshal(raw, &d) //nolint:errcheck // same schema both ways
+	return &d
+}

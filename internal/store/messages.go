@@ -1,0 +1,283 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/gen/db"
+)
+
+// Message is a stored message with its sender's name.
+type Message struct {
+	ID            uuid.UUID
+	Seq           int64
+	ChannelID     uuid.UUID
+	SenderID      uuid.UUID
+	SenderName    string
+	DestKind      string     // dm | room
+	DestAgentID   *uuid.UUID // dm
+	DestRoomID    *uuid.UUID // room
+	Body          string
+	Payload       json.RawMessage // nil when the message has none
+	Mentions      []uuid.UUID
+	Requests      []uuid.UUID
+	ReplyTo       *uuid.UUID
+	ReplyToAuthor *uuid.UUID
+	ThreadRoot    uuid.UUID
+	Files         json.RawMessage // the stored file references (output form)
+	Attachment    *AttachmentMeta
+	CreatedAt     time.Time
+}
+
+// AttachmentMeta describes an uploaded attachment without its bytes.
+type AttachmentMeta struct {
+	ID        uuid.UUID
+	Name      string
+	MediaType string
+	SizeBytes int64
+	SHA256    string
+}
+
+func messageFrom(m db.Message, sender string, attID *uuid.UUID, name, mediaType *string, size *int64, sha *string) Message {
+	out := Message{ID: m.MessageID, Seq: m.MessageSeq, ChannelID: m.ChannelID, SenderID: m.SenderAgentID, SenderName: sender,
+		DestKind: m.DestKind, DestAgentID: m.DestAgentID, DestRoomID: m.DestRoomID, Body: m.BodyMd, Mentions: m.MentionAgentIds,
+		Requests: m.RequestAgentIds, ReplyTo: m.ReplyToMessageID, ReplyToAuthor: m.ReplyToAuthorID, ThreadRoot: m.ThreadRootID,
+		Files: m.Files, CreatedAt: m.CreatedAt}
+	if m.Payload != nil {
+		out.Payload = json.RawMessage(m.Payload)
+	}
+	if attID != nil {
+		out.Attachment = &AttachmentMeta{ID: *attID, Name: *name, MediaType: *mediaType, SizeBytes: *size, SHA256: *sha}
+	}
+	return out
+}
+
+// DMPair orders two agents as a DM channel stores them (lo < hi).
+func DMPair(a, b uuid.UUID) (lo, hi uuid.UUID) {
+	if bytes.Compare(a[:], b[:]) < 0 { // uuid order in PostgreSQL is byte order
+		return a, b
+	}
+	return b, a
+}
+
+// LockedChannel is a channel locked until commit, with its committed head.
+type LockedChannel struct {
+	ID   uuid.UUID
+	Lo   uuid.UUID // DM pair
+	Hi   uuid.UUID
+	Head int64
+}
+
+// LockDMChannels locks the DM channels between agent and each peer until commit, creating the
+// missing ones first, and returns them keyed by peer. Every channel is locked in channel_id
+// order and before any inbox head (see InsertAttention), so concurrent sends cannot deadlock.
+func (t *Tx) LockDMChannels(ctx context.Context, boxID, agent uuid.UUID, peers []uuid.UUID, now time.Time) (map[uuid.UUID]LockedChannel, error) {
+	los, his := make([]uuid.UUID, len(peers)), make([]uuid.UUID, len(peers))
+	for i, p := range peers {
+		los[i], his[i] = DMPair(agent, p)
+	}
+	lock := func() (map[uuid.UUID]LockedChannel, error) {
+		rows, err := t.q.LockDMChannels(ctx, db.LockDMChannelsParams{BoxID: boxID, Los: los, His: his})
+		out := make(map[uuid.UUID]LockedChannel, len(rows))
+		for _, r := range rows {
+			ch := LockedChannel{ID: r.ChannelID, Lo: *r.DmAgentLo, Hi: *r.DmAgentHi, Head: r.LastMessageSeq}
+			peer := ch.Lo
+			if peer == agent {
+				peer = ch.Hi
+			}
+			out[peer] = ch
+		}
+		return out, err
+	}
+	ensure := func() error {
+		return t.q.EnsureDMChannels(ctx, db.EnsureDMChannelsParams{BoxID: boxID, Los: los, His: his, Now: now})
+	}
+	// Creating a channel may wait on another transaction creating the same pair; a batch
+	// therefore creates before it locks anything, so it never waits while holding a lock.
+	// A single send locks first (the common case: the channel exists) and, when the
+	// channel is missing, holds nothing yet.
+	if len(peers) > 1 {
+		if err := ensure(); err != nil {
+			return nil, err
+		}
+	}
+	got, err := lock()
+	if err != nil || len(got) == len(peers) {
+		return got, err
+	}
+	if err := ensure(); err != nil {
+		return nil, err
+	}
+	return lock()
+}
+
+// DMChannelHead is the channel of a DM pair and its committed head; ErrNotFound before the
+// pair's first message.
+func (t *Tx) DMChannelHead(ctx context.Context, boxID, a, b uuid.UUID) (uuid.UUID, int64, error) {
+	lo, hi := DMPair(a, b)
+	r, err := one(t.q.DMChannelHead(ctx, db.DMChannelHeadParams{BoxID: boxID, Lo: &lo, Hi: &hi}))
+	return r.ChannelID, r.LastMessageSeq, err
+}
+
+// LatestSent is a sender's latest retained message in a channel (the duplicate reference).
+type LatestSent struct {
+	MessageID   uuid.UUID
+	Seq         int64
+	CreatedAt   time.Time
+	ContentHash []byte
+}
+
+// SenderLatest returns the sender's duplicate reference in each of the channels that has one.
+func (t *Tx) SenderLatest(ctx context.Context, boxID, sender uuid.UUID, channels []uuid.UUID) (map[uuid.UUID]LatestSent, error) {
+	rows, err := t.q.SenderLatest(ctx, db.SenderLatestParams{BoxID: boxID, SenderAgentID: sender, ChannelIds: channels})
+	out := make(map[uuid.UUID]LatestSent, len(rows))
+	for _, r := range rows {
+		out[r.ChannelID] = LatestSent{MessageID: r.MessageID, Seq: r.MessageSeq, CreatedAt: r.CreatedAt, ContentHash: r.ContentHash}
+	}
+	return out, err
+}
+
+// MessageCopy is one stored copy of a send: its channel and destination as sent.
+type MessageCopy struct {
+	ID          uuid.UUID
+	ChannelID   uuid.UUID
+	DestAgentID uuid.UUID // DM recipient (uuid.Nil for a room)
+	DestRoomID  uuid.UUID // room (uuid.Nil for a DM)
+}
+
+// NewMessages is the shared content of a send and its copies.
+type NewMessages struct {
+	BoxID         uuid.UUID
+	SenderID      uuid.UUID
+	DestKind      string // dm | room
+	Copies        []MessageCopy
+	Body          string
+	Payload       []byte // compact JSON, nil when absent
+	Mentions      []uuid.UUID
+	Requests      []uuid.UUID
+	ReplyTo       *uuid.UUID
+	ReplyToAuthor *uuid.UUID
+	ThreadRoot    *uuid.UUID // nil: each message starts its own thread
+	Files         []byte     // JSON array of the output file references
+	ContentHash   []byte
+}
+
+// Sent is a stored message's identity.
+type Sent struct {
+	MessageID uuid.UUID
+	Seq       int64
+	ChannelID uuid.UUID
+}
+
+// SendResult is what one delivery stored.
+type SendResult struct {
+	Sent      []Sent
+	Attention int64
+	Requests  int64
+}
+
+// DeliverMessages stores the copies of a send with their attention rows and request rows,
+// then applies retention to their channels — a fixed number of statements whatever the room
+// size or number of copies. The caller holds the channels' locks (LockChannel or LockDMChannels).
+func (t *Tx) DeliverMessages(ctx context.Context, n NewMessages, messageCap, attachmentCap int64, now time.Time) (SendResult, error) {
+	k := len(n.Copies)
+	ids, channels, destAgents, destRooms := make([]uuid.UUID, k), make([]uuid.UUID, k), make([]uuid.UUID, k), make([]uuid.UUID, k)
+	for i, c := range n.Copies {
+		ids[i], channels[i], destAgents[i], destRooms[i] = c.ID, c.ChannelID, c.DestAgentID, c.DestRoomID
+	}
+	mentions, requests := nonNil(n.Mentions), nonNil(n.Requests)
+	rows, err := t.q.InsertMessages(ctx, db.InsertMessagesParams{MessageIds: ids, ChannelIds: channels, DestAgentIds: destAgents,
+		DestRoomIds: destRooms, BoxID: n.BoxID, SenderAgentID: n.SenderID, DestKind: n.DestKind, BodyMd: n.Body,
+		Payload: n.Payload, MentionAgentIds: mentions, RequestAgentIds: requests, ReplyToMessageID: n.ReplyTo,
+		ReplyToAuthorID: n.ReplyToAuthor, ThreadRootID: n.ThreadRoot, Files: n.Files, ContentHash: n.ContentHash, Now: now})
+	if err != nil {
+		return SendResult{}, err
+	}
+	res := SendResult{Requests: int64(len(requests) * len(rows))}
+	for _, r := range rows {
+		res.Sent = append(res.Sent, Sent{MessageID: r.MessageID, Seq: r.MessageSeq, ChannelID: r.ChannelID})
+	}
+	res.Attention, err = t.q.InsertAttention(ctx, db.InsertAttentionParams{BoxID: n.BoxID, MessageIds: ids, ChannelIds: channels,
+		DmRecipientIds: destAgents, DestKind: n.DestKind, SenderAgentID: n.SenderID, MentionAgentIds: mentions,
+		ReplyToAuthorID: n.ReplyToAuthor, RequestAgentIds: requests})
+	if err != nil {
+		return SendResult{}, err
+	}
+	_, err = t.EnforceRetention(ctx, n.BoxID, channels, messageCap, attachmentCap)
+	return res, err
+}
+
+// EnforceRetention deletes the oldest messages of each channel beyond the caps (SPEC §11) and
+// returns how many were deleted.
+func (t *Tx) EnforceRetention(ctx context.Context, boxID uuid.UUID, channels []uuid.UUID, messageCap, attachmentCap int64) (int64, error) {
+	return t.q.EnforceRetention(ctx, db.EnforceRetentionParams{BoxID: boxID, ChannelIds: channels,
+		MessageCap: messageCap, AttachmentCap: attachmentCap})
+}
+
+// MessageByID loads one message; ErrNotFound when it does not exist in the box (or was purged).
+func (t *Tx) MessageByID(ctx context.Context, boxID, id uuid.UUID) (Message, error) {
+	r, err := one(t.q.GetMessage(ctx, db.GetMessageParams{BoxID: boxID, MessageID: id}))
+	if err != nil {
+		return Message{}, err
+	}
+	return messageFrom(r.Message, r.SenderName, r.AttachmentID, r.AttachmentName, r.AttachmentMediaType, r.AttachmentSizeBytes, r.AttachmentSha256), nil
+}
+
+// SeqRange is a keyset window of a stream: message_seq in (After, Upper], at most Max rows.
+type SeqRange struct {
+	After, Upper int64
+	Max          int32
+}
+
+// ChannelMessages reads a window of a channel's stream in ascending message_seq.
+func (t *Tx) ChannelMessages(ctx context.Context, boxID, channelID uuid.UUID, w SeqRange) ([]Message, error) {
+	rows, err := t.q.ChannelMessages(ctx, db.ChannelMessagesParams{BoxID: boxID, ChannelID: channelID, After: w.After, Upper: w.Upper, MaxRows: w.Max})
+	out := make([]Message, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, messageFrom(r.Message, r.SenderName, r.AttachmentID, r.AttachmentName, r.AttachmentMediaType, r.AttachmentSizeBytes, r.AttachmentSha256))
+	}
+	return out, err
+}
+
+// ThreadMessages reads a window of a thread family (root and replies) in ascending message_seq.
+func (t *Tx) ThreadMessages(ctx context.Context, boxID, channelID, root uuid.UUID, w SeqRange) ([]Message, error) {
+	rows, err := t.q.ThreadMessages(ctx, db.ThreadMessagesParams{BoxID: boxID, ChannelID: channelID, ThreadRootID: root,
+		After: w.After, Upper: w.Upper, MaxRows: w.Max})
+	out := make([]Message, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, messageFrom(r.Message, r.SenderName, r.AttachmentID, r.AttachmentName, r.AttachmentMediaType, r.AttachmentSizeBytes, r.AttachmentSha256))
+	}
+	return out, err
+}
+
+// VisibleChannelMessages returns which of ids still exist in the channel above floor.
+func (t *Tx) VisibleChannelMessages(ctx context.Context, boxID, channelID uuid.UUID, floor int64, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
+	out := map[uuid.UUID]bool{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := t.q.VisibleChannelMessageIDs(ctx, db.VisibleChannelMessageIDsParams{BoxID: boxID, ChannelID: channelID, Floor: floor, MessageIds: ids})
+	for _, id := range rows {
+		out[id] = true
+	}
+	return out, err
+}
+
+// RecordReceipts records that session was shown the caller's attention rows of these messages.
+func (t *Tx) RecordReceipts(ctx context.Context, boxID, agentID, sessionID uuid.UUID, messageIDs []uuid.UUID) error {
+	if len(messageIDs) == 0 {
+		return nil
+	}
+	return t.q.RecordReceipts(ctx, db.RecordReceiptsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, MessageIds: messageIDs})
+}
+
+func nonNil(ids []uuid.UUID) []uuid.UUID {
+	if ids == nil {
+		return []uuid.UUID{}
+	}
+	return ids
+}
