@@ -4,7 +4,7 @@ TOOL    := $(GO) tool -modfile=tools/pinned/go.mod
 BIN     := bin/agentbox
 ADDR    ?= 127.0.0.1:8080
 
-.PHONY: all build run test generate check check-static check-generated vet fmt-check
+.PHONY: all build run test generate check check-static check-generated vet fmt-check bench bench-short bench-river
 
 all: build
 
@@ -14,6 +14,20 @@ build:
 ## run: the server on the embedded PostgreSQL default (data in .agentbox/)
 run: build
 	./$(BIN) serve --addr $(ADDR)
+
+## bench: the benchmark on a fresh database and server of its own (README "Performance");
+## extra flags in BENCH_FLAGS, e.g. make bench BENCH_FLAGS="-pprof -duration 60s"
+BENCH_FLAGS ?=
+bench: build bench-river
+	./$(BIN) bench -spawn -river bin/bench-river $(BENCH_FLAGS) >/dev/null
+
+## bench-short: the same in under two minutes (3 s phases, 100k-message large history)
+bench-short: build bench-river
+	./$(BIN) bench -spawn -river bin/bench-river -duration 3s -warmup 500ms -w3-large 100000 $(BENCH_FLAGS) >/dev/null
+
+## bench-river: the River baseline, a separate module so the product never depends on River
+bench-river:
+	cd tools/bench-river && $(GO) build -o ../../bin/bench-river .
 
 ## test: every test, against a real PostgreSQL (see README "Tests")
 test:
@@ -25,6 +39,7 @@ generate:
 	$(TOOL) oapi-codegen -config oapi-codegen.yaml spec/openapi.json
 	$(TOOL) oapi-codegen -config oapi-codegen.client.yaml spec/openapi.json
 	$(GO) run ./tools/contractgen
+	$(GO) run ./tools/toolsdoc
 
 ## check-generated: gen/ must be exactly what the generators produce (hand edits fail)
 check-generated:
@@ -49,4 +64,59 @@ fmt-check:
 check-static: check-generated vet fmt-check
 
 ## check: regenerate and fail on any diff, vet, lint, contract checks, tests
-check: check-static test
+check: contract-check check-static test
+
+# --- contract tooling (SPEC §13.6; internal/contract) -----------------------------------
+.PHONY: contract-check contract-lint contract-eval contract-diff tools-doc-check sdk-ts-deps redocly-lint
+
+## contract-check: lint, tool-selection eval, docs/tools.md freshness and the breaking-change
+## diff of HEAD~1 against HEAD (before check-static, whose regeneration rewrites docs/tools.md)
+contract-check: contract-lint contract-eval tools-doc-check contract-diff
+
+contract-lint: build
+	./$(BIN) contract lint
+
+contract-eval: build
+	./$(BIN) contract eval
+
+## contract-diff: DIFF_BASE → DIFF_REV (e.g. make contract-diff DIFF_BASE=origin/main DIFF_REV=spec);
+## skipped when the base commit is missing or predates the spec (first commits, shallow clones)
+DIFF_BASE ?= HEAD~1
+DIFF_REV  ?= HEAD
+contract-diff: build
+	@if ! git rev-parse --verify -q "$(DIFF_BASE)^{commit}" >/dev/null 2>&1; then \
+		echo "contract diff: $(DIFF_BASE) does not exist, skipped"; \
+	elif ! git cat-file -e "$(DIFF_BASE):spec/openapi.json" 2>/dev/null || ! git cat-file -e "$(DIFF_BASE):spec/tool-contracts.json" 2>/dev/null; then \
+		echo "contract diff: $(DIFF_BASE) has no spec/openapi.json and spec/tool-contracts.json, skipped"; \
+	else \
+		./$(BIN) contract diff --accepted spec/accepted-breaks.json "$(DIFF_BASE)" "$(DIFF_REV)"; \
+	fi
+
+tools-doc-check:
+	$(GO) run ./tools/toolsdoc -check
+
+## sdk-ts-deps: the npm packages of the TypeScript SDK proof (tests/sdk-ts), from its lock file
+sdk-ts-deps:
+	@if command -v npm >/dev/null 2>&1; then \
+		cd tests/sdk-ts && npm ci --no-audit --no-fund; \
+	else \
+		echo "npm is not installed: the TypeScript SDK test skips locally (and fails in CI)"; \
+	fi
+
+## mcp-ts-deps: the official TypeScript MCP SDK clients of the protocol-version test (tests/mcp-ts)
+mcp-ts-deps:
+	@if command -v npm >/dev/null 2>&1; then \
+		cd tests/mcp-ts && npm ci --no-audit --no-fund; \
+	else \
+		echo "npm is not installed: the TypeScript MCP client test skips locally (and fails in CI)"; \
+	fi
+
+## update-snapshots: rewrite the committed tools/list snapshots after reviewing the diff
+## that TestToolsListSnapshot printed
+.PHONY: update-snapshots mcp-ts-deps
+update-snapshots:
+	$(GO) test ./internal/mcpserver -run TestToolsListSnapshot -count=1 -update
+
+## redocly-lint: Redocly CLI's recommended rules on spec/openapi.json (errors fail; warnings allowed)
+redocly-lint:
+	cd tests/sdk-ts && npm run --silent lint:spec

@@ -30,7 +30,7 @@ type Annotations struct {
 
 // Tool is one entry of spec/tool-contracts.json.
 type Tool struct {
-	Name, OperationID, Title, Description string
+	Name, OperationID, Title, Description string // OperationID is "" for router tools
 	Annotations                           Annotations
 	PermissionClass, Idempotency          string // read_only|agent_mutation|admin; natural|key|none
 	Concurrency, Pagination               string // none|cas; none|keyset|stream
@@ -38,6 +38,13 @@ type Tool struct {
 	HiddenContext, Aliases, Scenarios     []string
 	ResultBudgetBytes                     int
 	Deprecated                            bool
+
+	// Router tools only (OperationID ""): their inline schemas from the registry, as
+	// compact JSON Schema 2020-12 (InputSchema closed, OutputSchema strict,
+	// AdvertisedOutputSchema open at every object node), and validators compiled at
+	// init. A tool with an operation has these on Operations[OperationID] instead.
+	InputSchema, OutputSchema, AdvertisedOutputSchema json.RawMessage
+	Input, Output                                     *schema.Validator
 }
 
 // Operation is one OpenAPI operation with its flattened tool schemas.
@@ -125,6 +132,10 @@ func init() {
 	}
 	byName = make(map[string]*Tool, len(Tools))
 	for _, t := range Tools {
+		if len(t.InputSchema) > 0 {
+			t.Input = schema.MustCompile(t.Name+".input", t.InputSchema)
+			t.Output = schema.MustCompile(t.Name+".output", t.OutputSchema)
+		}
 		byName[t.Name] = t
 		for _, a := range t.Aliases {
 			byName[a] = t
@@ -240,8 +251,8 @@ var Server = struct{ Name, Instructions string }{
 
 // Budgets are the committed byte budgets of the compact tools/list JSON.
 var Budgets = struct{ ToolsListBytes, RouterToolsListBytes int }{
-	ToolsListBytes:       0,
-	RouterToolsListBytes: 0,
+	ToolsListBytes:       77824,
+	RouterToolsListBytes: 10240,
 }
 
 var (
@@ -249,7 +260,7 @@ var (
 		Name:              "agent_prime",
 		OperationID:       "agent_prime",
 		Title:             "Prime session",
-		Description:       "Call first (session bootstrap). Opens or resumes this agent's durable session and returns its state: identity, profile version, checkpoint revision (checkpoint_changed if it differs from known_checkpoint_revision), rooms, unread/pending-request/leased counts and limits. Never ACKs, leases or marks read; safe to repeat. Use checkpoint_get for the checkpoint body, profile_get for the profile text.",
+		Description:       "Call first when you start work in a box: open or resume this agent's durable Agentbox session (bootstrap). Returns identity, profile version, checkpoint revision (checkpoint_changed if it differs from known_checkpoint_revision), current rooms, counts of unread messages, pending requests and leased rows, and limits. Never ACKs, leases or marks read; safe to repeat. Checkpoint body: checkpoint_get; profile text: profile_get.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "natural",
@@ -259,15 +270,15 @@ var (
 		CLI:               "prime",
 		HiddenContext:     []string{"agent", "session", "box_credential"},
 		Aliases:           nil,
-		Scenarios:         []string{"I'm starting up, open my agentbox session", "prime me before I start working in this box", "resume my session where I left off", "how many unread messages and pending requests do I have, and which rooms am I in?", "bootstrap: load my session state and limits"},
-		ResultBudgetBytes: 16384,
+		Scenarios:         []string{"I'm starting up, open my agentbox session", "prime me before I start working in this box", "resume my session where I left off", "summarize my session: unread and pending request counts, rooms", "bootstrap: load my session state and limits"},
+		ResultBudgetBytes: 671744,
 		Deprecated:        false,
 	}
 	toolProfileGet = &Tool{
 		Name:              "profile_get",
 		OperationID:       "profile_get",
 		Title:             "Read private profile",
-		Description:       "Read this agent's private profile, its standing instructions (text set by an admin, at most 64 KiB) and profile_version. Call it when a mutation fails with PROFILE_OUTDATED or agent_prime shows a newer version: reading records the version for this session and clears PROFILE_OUTDATED. Changes nothing else. Not another agent's public card (directory_get).",
+		Description:       "Read this agent's private profile: the role and standing instructions an admin set (text, at most 64 KiB) and profile_version. Call it when a mutation fails with PROFILE_OUTDATED or agent_prime shows a newer version: reading refreshes the version this session observed and clears PROFILE_OUTDATED. Changes nothing else. Not another agent's public card (directory_get).",
 		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",
@@ -278,14 +289,14 @@ var (
 		HiddenContext:     []string{"agent", "session", "box_credential"},
 		Aliases:           nil,
 		Scenarios:         []string{"show me my private profile instructions", "I got PROFILE_OUTDATED, read my updated profile", "what role did the admin give me?", "read my profile text and its version", "refresh my standing instructions"},
-		ResultBudgetBytes: 139264,
+		ResultBudgetBytes: 397312,
 		Deprecated:        false,
 	}
 	toolCheckpointGet = &Tool{
 		Name:              "checkpoint_get",
 		OperationID:       "checkpoint_get",
 		Title:             "Read checkpoint",
-		Description:       "Read the checkpoint last written by any session of this agent: current revision, checkpoint object (at most 32 KiB compact JSON), saved_at, saved_by_session_id. No checkpoint reads as revision \"0\" with {}. Use it to restore working state after agent_prime reports checkpoint_changed, or to learn expected_revision before checkpoint_save. Read-only.",
+		Description:       "Read the checkpoint last saved by any session of this agent: current revision, checkpoint object, saved_at, saved_by_session_id. No checkpoint reads as revision \"0\" with {}. Use it to restore saved state and notes after agent_prime reports checkpoint_changed, or to learn expected_revision for a save. Read-only.",
 		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",
@@ -295,7 +306,7 @@ var (
 		CLI:               "checkpoint get",
 		HiddenContext:     []string{"agent", "session", "box_credential"},
 		Aliases:           nil,
-		Scenarios:         []string{"load my saved checkpoint", "what state was in my last checkpoint?", "restore my working notes from the checkpoint", "which checkpoint revision is current?", "read the checkpoint another of my sessions wrote"},
+		Scenarios:         []string{"load my saved checkpoint", "show the state I saved last time", "restore my working notes from the checkpoint", "what is the current checkpoint revision?", "read the checkpoint saved by another of my sessions"},
 		ResultBudgetBytes: 34816,
 		Deprecated:        false,
 	}
@@ -303,7 +314,7 @@ var (
 		Name:              "checkpoint_save",
 		OperationID:       "checkpoint_save",
 		Title:             "Save checkpoint",
-		Description:       "Update (replace) this agent's checkpoint (any JSON object, at most 32 KiB compact) if expected_revision equals the current revision (\"0\" when none); no merge. On REVISION_CONFLICT re-read with checkpoint_get, merge, retry with a new idempotency_key. idempotency_key: 1-128 printable ASCII; a retry with the same key returns the first result. Returns the new revision.",
+		Description:       "Save progress: write or update (replace) this agent's checkpoint with your working state and notes to persist them for later; any JSON object, at most 32 KiB compact. Succeeds only if expected_revision equals the stored revision (\"0\" when none); no merge. On REVISION_CONFLICT re-read with checkpoint_get, merge, retry with a new idempotency_key; a retry with the same key returns the first result. Returns the new revision.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -313,14 +324,527 @@ var (
 		CLI:               "checkpoint save",
 		HiddenContext:     []string{"agent", "session", "box_credential"},
 		Aliases:           nil,
-		Scenarios:         []string{"save my progress to the checkpoint", "persist my current task state so I can resume later", "update the checkpoint with step 3 done", "write my working notes before I stop", "store this JSON as my new checkpoint at revision 4"},
+		Scenarios:         []string{"save my progress to the checkpoint", "persist my current task state so I can resume later", "update the checkpoint with step 3 done", "write my working notes before I stop", "write this JSON as my new checkpoint at revision 4"},
 		ResultBudgetBytes: 1024,
 		Deprecated:        false,
+	}
+	toolDirectorySearch = &Tool{
+		Name:              "directory_search",
+		OperationID:       "directory_search",
+		Title:             "Search agent directory",
+		Description:       "Find agents by name or role: case-insensitive substring search of query (required, non-empty; % _ \\ literal) over this box's listed agents, ordered by name; returns their public cards. Keyset cursor; a browser, restart after directory changes. Already have an agent_id: directory_get.",
+		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "read_only",
+		Idempotency:       "natural",
+		Concurrency:       "none",
+		Pagination:        "keyset",
+		Exposure:          "default",
+		CLI:               "directory search",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"find an agent whose role is reviewer", "search the agent directory for alice", "find agents that handle database migrations", "search for agents with frontend in their role", "find the agent named builder-2"},
+		ResultBudgetBytes: 262144,
+		Deprecated:        false,
+	}
+	toolDirectoryGet = &Tool{
+		Name:              "directory_get",
+		OperationID:       "directory_get",
+		Title:             "Get agent card",
+		Description:       "Look up one agent's public card by agent_id: name, role, description, host_name, last_seen_at (when last seen; an observation, not liveness), card_revision. Unlisted, disabled, unknown and other-box IDs all return the same NOT_FOUND_OR_FORBIDDEN. Never shows keys, IPs or private profiles.",
+		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "read_only",
+		Idempotency:       "natural",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "directory get",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"show the public card for agent 5f3c2a", "get the role and description on this agent_id's card", "when was agent 7a1b last seen?", "show the card of the agent who messaged me", "look up one agent by its ID"},
+		ResultBudgetBytes: 8192,
+		Deprecated:        false,
+	}
+	toolDirectoryUpdateSelf = &Tool{
+		Name:              "directory_update_self",
+		OperationID:       "directory_update_self",
+		Title:             "Update own card",
+		Description:       "Edit the role and description you advertise on your own public directory card: patch role (at most 200 bytes) and/or description (at most 2000 bytes); an empty patch fails. CAS on expected_revision = card_revision; REVISION_CONFLICT returns current_revision. Cannot change listed, name or the private profile. Returns the updated card.",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "cas",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "directory update-self",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"update my public role to release manager", "change the description on my own directory card", "edit my card so others see me as a reviewer", "set my public description at card revision 3", "advertise my new skills in my directory entry"},
+		ResultBudgetBytes: 8192,
+		Deprecated:        false,
+	}
+	toolRoomList = &Tool{
+		Name:              "room_list",
+		OperationID:       "room_list",
+		Title:             "List rooms",
+		Description:       "List every room you belong to: active memberships and pending invitations, each with name, state, status, follow setting, follow_revision and brief_revision. Keyset by room_id; a browser, restart without cursor after changes.",
+		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "read_only",
+		Idempotency:       "natural",
+		Concurrency:       "none",
+		Pagination:        "keyset",
+		Exposure:          "default",
+		CLI:               "room list",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           []string{"rooms_list"},
+		Scenarios:         []string{"which rooms do I belong to?", "list my rooms and pending invitations", "list all my room memberships", "list my rooms with their follow settings", "browse every room I'm in"},
+		ResultBudgetBytes: 262144,
+		Deprecated:        false,
+	}
+	toolRoomGet = &Tool{
+		Name:              "room_get",
+		OperationID:       "room_get",
+		Title:             "Get room details",
+		Description:       "One room's details by room_id: name, owner (owner_agent_id), status (active or archived), history_visibility, default_follow, your state, epoch and follow, brief_revision, and a roster of at most 200 members {agent_id, name, state} (roster_truncated). A pending invitee sees only name, inviter and invited_at.",
+		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "read_only",
+		Idempotency:       "natural",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "room get",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"show the roster of the design room", "get details for room 3c2a: owner, status, visibility", "get the ops room's status: active or archived?", "show the owner and roster of this room", "list the members on the design room's roster"},
+		ResultBudgetBytes: 65536,
+		Deprecated:        false,
+	}
+	toolRoomFollow = &Tool{
+		Name:              "room_follow",
+		OperationID:       "room_follow",
+		Title:             "Set room notifications",
+		Description:       "Set your notification preference for a room, meaning which messages notify you: follow all, mentions, replies or mute (mute drops even explicit requests). Applies to your current membership epoch, prospectively: no backfill, existing inbox rows stay. CAS on expected_revision = follow_revision.",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "cas",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "room follow",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"mute the random room", "only notify me about mentions in the build room", "follow all messages in the incidents room", "change my notification preference for this room to replies only", "stop notifications from this noisy room"},
+		ResultBudgetBytes: 1024,
+		Deprecated:        false,
+	}
+	toolRoomBriefGet = &Tool{
+		Name:              "room_brief_get",
+		OperationID:       "room_brief_get",
+		Title:             "Read room brief",
+		Description:       "Read a room's current brief text, its shared onboarding notes: brief_md, revision, updated_at. Open to active members, newly joined ones included, whatever the room's visibility setting. An empty brief reads as revision \"0\".",
+		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "read_only",
+		Idempotency:       "natural",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "room brief-get",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"read the room brief before I start", "what are the onboarding notes for this room?", "read the brief of the release room", "I just joined, what does the brief say?", "get the current brief text and its revision"},
+		ResultBudgetBytes: 139264,
+		Deprecated:        false,
+	}
+	toolRoomBriefUpdate = &Tool{
+		Name:              "room_brief_update",
+		OperationID:       "room_brief_update",
+		Title:             "Append to room brief",
+		Description:       "Append to (update) a room's brief to record decisions and add background: append_md (at most 8 KiB; whole brief at most 64 KiB) never overwrites earlier text. CAS on expected_revision (\"0\" when empty). Active members only; archived rooms refuse. Creates no message and notifies nobody. Returns the new brief and revision.",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "cas",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "room brief-update",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"append today's decisions to the room brief", "add a note to the brief of the release room", "update the room brief with the new deploy checklist", "record in the brief that the API freeze starts Monday", "append the owners list to the brief at revision 5"},
+		ResultBudgetBytes: 139264,
+		Deprecated:        false,
+	}
+	toolRoomCreate = &Tool{
+		Name:              "room_create",
+		OperationID:       "room_create",
+		Title:             "Create room",
+		Description:       "Create (start) a new room with a name (at most 200 bytes), owned by you; optionally invite up to 20 agents at creation (invitee_agent_ids, not yourself), who stay pending until they join. history_visibility: shared (default, members read all retained history) or joined; default_follow (default all). Sends no message. dry_run: true validates and writes nothing.",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "room create",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"create a new room for the migration project", "create a room incident-42 and invite bob and carol", "create a room where newcomers only see history after joining", "create a room for the three of us", "create a room named design-review"},
+		ResultBudgetBytes: 4096,
+		Deprecated:        false,
+	}
+	toolRoomInvite = &Tool{
+		Name:              "room_invite",
+		OperationID:       "room_invite",
+		Title:             "Invite to room",
+		Description:       "Owner only: invite 1 to 20 more agents (invitee_agent_ids) into an existing active room; none may already be active or pending. Invitees see only the room name and inviter until they accept. Sends no message. Non-owners get NOT_FOUND_OR_FORBIDDEN (not_owner).",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "room invite",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"invite dave to the design room", "invite these two agents to my room", "as the owner, invite the reviewer agent into our room", "bring agent 8e2f into the incidents room with an invite", "invite the QA agents to my room as its owner"},
+		ResultBudgetBytes: 2048,
+		Deprecated:        false,
+	}
+	toolRoomJoin = &Tool{
+		Name:              "room_join",
+		OperationID:       "room_join",
+		Title:             "Join room",
+		Description:       "Join a room you were invited to by accepting the pending invitation: you become an active member at once and start a new epoch (readable history depends on history_visibility). Only rooms whose invitation you hold; archived rooms refuse.",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "room join",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"accept the invitation to the release room", "join the room I was invited to", "become a member of the incidents room", "alice invited me, join her room", "accept my pending room invitation"},
+		ResultBudgetBytes: 1024,
+		Deprecated:        false,
+	}
+	toolRoomLeave = &Tool{
+		Name:              "room_leave",
+		OperationID:       "room_leave",
+		Title:             "Leave room",
+		Description:       "Leave (exit) a room, ending your membership as an active non-owner: immediately revokes your reads of it and ends your leases in it; its rows drop out of your inbox; rejoining needs a new invitation. Nothing changes for others. Owners cannot leave.",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: true, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "room leave",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"leave the random room", "leave the design room, I no longer need it", "I'm done with this project, exit the room", "quit the incidents room and leave for good", "give up my membership and leave that room"},
+		ResultBudgetBytes: 1024,
+		Deprecated:        false,
+	}
+	toolMessageSend = &Tool{
+		Name:              "message_send",
+		OperationID:       "message_send",
+		Title:             "Send message",
+		Description:       "Send or post one message: a direct message (DM) {kind: dm, recipient_agent_id} or room post {kind: room, room_id}. body_md required, ≤16 KiB; optional payload object (≤8 KiB, depth ≤8); mentions and requests that ask for a response (≤20 each; a room request must also be a mention); a reply to a message; files (≤10 https link references). Whole send ≤64 KiB. Returns a storage receipt (sent or duplicate), not delivery; dry_run validates only.",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "message send",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"send alice a direct message saying the build is green", "post a message in the release room: deploy finished", "send a reply to message 9f2c with the fix", "mention bob in the design room and ask him to review the PR", "send bob a DM with a link to the design doc"},
+		ResultBudgetBytes: 1024,
+		Deprecated:        false,
+	}
+	toolMessageGet = &Tool{
+		Name:              "message_get",
+		OperationID:       "message_get",
+		Title:             "Get message",
+		Description:       "Fetch one message in full by message_id if you may currently see it (DM participant, or active room member within readable history): body, payload, files, attachment metadata, sender, reply links. Records a receipt when it is in your inbox; never ACKs.",
+		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "read_only",
+		Idempotency:       "natural",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "message get",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"show me message 1d2e in full", "fetch the message with that message_id", "get a single message by its ID", "get message 4e5f and its payload", "get the attachment metadata of message 7c3b"},
+		ResultBudgetBytes: 139264,
+		Deprecated:        false,
+	}
+	toolMessageSendBatch = &Tool{
+		Name:              "message_send_batch",
+		OperationID:       "message_send_batch",
+		Title:             "Send DM to several agents",
+		Description:       "Send the same DM separately to several agents: one body_md, payload and files to 1 to 20 recipient_agent_ids (repeats collapsed), validated once; then each recipient gets its own copy and outcome (sent, duplicate, or rejected if unknown, disabled or self) without blocking the others. DMs only. A retry with the same idempotency_key returns the original outcomes. dry_run validates only.",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "message send-batch",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"DM alice, bob and carol separately with the same text", "DM these five agents separately about the outage", "send one direct message to several reviewers, each their own copy", "DM each of the ten workers separately with the new config", "batch the same message to many recipients and tell me which were rejected"},
+		ResultBudgetBytes: 16384,
+		Deprecated:        false,
+	}
+	toolConversationRead = &Tool{
+		Name:              "conversation_read",
+		OperationID:       "conversation_read",
+		Title:             "Read conversation",
+		Description:       "Page through the history of a room or of your DM pair with one agent, oldest first by message_seq: destination {kind: room, room_id} or {kind: dm, recipient_agent_id}, within readable history. Stream: the last page returns resume_cursor; poll it later to catch up on new posts. Records receipts for returned items; never ACKs.",
+		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "read_only",
+		Idempotency:       "natural",
+		Concurrency:       "none",
+		Pagination:        "stream",
+		Exposure:          "default",
+		CLI:               "conversation read",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"read the recent history of the design room", "show my DM conversation with bob", "catch up on everything posted in the release room", "page through the room's history from the beginning", "poll the conversation for new posts since my resume cursor"},
+		ResultBudgetBytes: 262144,
+		Deprecated:        false,
+	}
+	toolThreadRead = &Tool{
+		Name:              "thread_read",
+		OperationID:       "thread_read",
+		Title:             "Read thread",
+		Description:       "Read one reply thread from any message_id you can see: the root and its replies in message_seq order, limited to messages you may see; hidden ancestors are redacted (reply_to_redacted) and purged messages leave gaps. Keyset cursor. Records receipts; never ACKs. Whole room or DM: conversation_read; a document: thread_export.",
+		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "read_only",
+		Idempotency:       "natural",
+		Concurrency:       "none",
+		Pagination:        "keyset",
+		Exposure:          "default",
+		CLI:               "thread read",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"show the whole reply thread for this message", "read the replies under bob's question", "read the thread started by message 3f1a", "trace this reply chain back to its root", "load the thread of replies around that message"},
+		ResultBudgetBytes: 262144,
+		Deprecated:        false,
+	}
+	toolThreadExport = &Tool{
+		Name:              "thread_export",
+		OperationID:       "thread_export",
+		Title:             "Export thread",
+		Description:       "Export a thread (from a message_id you can see) as one text document, format json or markdown, in byte-bounded chunks: partial: true with next_cursor until complete. For archives, transcripts, summaries and hand-offs. No upload, no ACK, no delivery claim.",
+		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "read_only",
+		Idempotency:       "natural",
+		Concurrency:       "none",
+		Pagination:        "keyset",
+		Exposure:          "default",
+		CLI:               "thread export",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"export this thread as markdown", "give me the thread as a JSON document for the archive", "dump the discussion into a markdown transcript to hand off", "export the thread chunk by chunk until it is complete", "produce a markdown export of the review thread"},
+		ResultBudgetBytes: 262144,
+		Deprecated:        false,
+	}
+	toolInboxList = &Tool{
+		Name:              "inbox_list",
+		OperationID:       "inbox_list",
+		Title:             "List inbox",
+		Description:       "Check your inbox for new work: attention rows (reasons bitmask 1 DM, 2 followed room, 4 mention, 8 reply, 16 request) with full messages; filter unread (default), all or acked; optionally only one room or DM (destination). Start without cursor to see all unread; resume_cursor finds later arrivals. Records receipts; never ACKs or leases (leased_elsewhere flags other sessions' leases). Returns unread_count, leased_count.",
+		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "read_only",
+		Idempotency:       "natural",
+		Concurrency:       "none",
+		Pagination:        "stream",
+		Exposure:          "default",
+		CLI:               "inbox list",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"check my inbox for new messages", "what unread messages are in my inbox?", "show my unread inbox mentions", "list unread inbox rows for the release room only", "list my inbox with filter acked"},
+		ResultBudgetBytes: 262144,
+		Deprecated:        false,
+	}
+	toolInboxAck = &Tool{
+		Name:              "inbox_ack",
+		OperationID:       "inbox_ack",
+		Title:             "Acknowledge inbox rows",
+		Description:       "Mark handled inbox rows as read (acknowledge): explicit inbox_seqs (1 to 100), each returned to this session by inbox_list or inbox_claim and not leased by another session. One bad member rejects the whole batch (field names its index). Per item: acked, or already_acked with the first ACK's session and time. ACK means read, not task completion.",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "inbox ack",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"acknowledge inbox items 41 and 42", "mark these inbox rows as read", "ack everything I just handled", "I handled inbox_seq 17, acknowledge it", "mark the rows I dealt with as read"},
+		ResultBudgetBytes: 16384,
+		Deprecated:        false,
+	}
+	toolInboxClaim = &Tool{
+		Name:              "inbox_claim",
+		OperationID:       "inbox_claim",
+		Title:             "Claim inbox work",
+		Description:       "Claim unread, unleased inbox rows as work: lease them to this session so your other sessions cannot claim or ACK them: at most limit rows, oldest first (order: newest optional), for lease_seconds (default 60, at most 3600, clamped). Returns rows with lease_expires_at and records receipts; an expired lease frees the row. Coordinates sessions of one agent only.",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "inbox claim",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"claim the next unread item so my other sessions don't take it", "lease five inbox rows to this session for ten minutes", "claim the oldest unclaimed work item", "take a work lease on the next inbox items", "reserve the newest unread row for me with a lease"},
+		ResultBudgetBytes: 262144,
+		Deprecated:        false,
+	}
+	toolRequestList = &Tool{
+		Name:              "request_list",
+		OperationID:       "request_list",
+		Title:             "List work requests",
+		Description:       "List explicit work requests: direction incoming (asked of you, waiting for your response) or outgoing (you asked), optional status pending, accepted, needs_context, declined or result_ready; current declarations with revision. Keyset on (message_seq, recipient); a browser, restart to see corrected declarations.",
+		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "read_only",
+		Idempotency:       "natural",
+		Concurrency:       "none",
+		Pagination:        "keyset",
+		Exposure:          "default",
+		CLI:               "request list",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           []string{"requests_list"},
+		Scenarios:         []string{"which requests are waiting for my response?", "list the work requests I've asked others to do", "show pending incoming requests", "which of my outgoing requests are result_ready?", "list requests that recipients declined"},
+		ResultBudgetBytes: 262144,
+		Deprecated:        false,
+	}
+	toolRequestRespond = &Tool{
+		Name:              "request_respond",
+		OperationID:       "request_respond",
+		Title:             "Respond to request",
+		Description:       "Respond to (accept, decline or deliver) a request addressed to you: CAS-declare accepted, needs_context, declined or result_ready on request_message_id (expected_revision from request_list) and add exactly one reply to the requester (body_md, files; result_ready files need version_label, sha256 or commit) in the same room or DM, atomically. Declarations, not verified; a later CAS corrects. dry_run validates only.",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "cas",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "request respond",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"accept the request from alice", "decline the request from bob, I can't take it on", "respond to the requester that the result is ready with the report link", "tell the requester I need more context first", "respond needs_context to the review request"},
+		ResultBudgetBytes: 2048,
+		Deprecated:        false,
+	}
+	toolFileAccessReport = &Tool{
+		Name:              "file_access_report",
+		OperationID:       "file_access_report",
+		Title:             "Report file access",
+		Description:       "As a recipient (not the author) of a message, report whether you can open a file link in it: file_index, status accessible, denied, not_found or error, optional note (at most 500 bytes). Upserts your one report per file; independent of ACK and request status. Nothing fetches the URL.",
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "agent_mutation",
+		Idempotency:       "key",
+		Concurrency:       "none",
+		Pagination:        "none",
+		Exposure:          "default",
+		CLI:               "file report",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           nil,
+		Scenarios:         []string{"report that I can't open the file link in that message", "the second file was accessible, report that", "report to the author that the file URL was not_found", "report access denied on file 0 of message 5a", "report an error opening the doc link I was sent"},
+		ResultBudgetBytes: 2048,
+		Deprecated:        false,
+	}
+	toolFileReportList = &Tool{
+		Name:              "file_report_list",
+		OperationID:       "file_report_list",
+		Title:             "List file access reports",
+		Description:       "List who could open a message's files: access reports on its file references. Its author sees every recipient's report while still authorized to the message; other recipients see only their own. No report means not reported, never proof of access. Keyset cursor. Fetches nothing, records no receipt.",
+		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:   "read_only",
+		Idempotency:       "natural",
+		Concurrency:       "none",
+		Pagination:        "keyset",
+		Exposure:          "default",
+		CLI:               "file reports",
+		HiddenContext:     []string{"agent", "session", "box_credential"},
+		Aliases:           []string{"file_reports_list"},
+		Scenarios:         []string{"list who could open the files in my message", "list recipients' access reports for my message's files", "did any recipient report trouble with my files? list the reports", "list file reports on message 8b1c", "list the file reports on my message from every recipient"},
+		ResultBudgetBytes: 262144,
+		Deprecated:        false,
+	}
+	toolToolSearch = &Tool{
+		Name:                   "tool_search",
+		OperationID:            "",
+		Title:                  "Search tools",
+		Description:            "Router mode: find which tool to use for a job. Ranks all tools except router tools by lexical match of query against their names, titles and descriptions; returns at most limit {name, title, description}.",
+		Annotations:            Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:        "read_only",
+		Idempotency:            "natural",
+		Concurrency:            "none",
+		Pagination:             "none",
+		Exposure:               "router_only",
+		CLI:                    "tool search",
+		HiddenContext:          []string{"agent", "session", "box_credential"},
+		Aliases:                []string{"search_tools"},
+		Scenarios:              []string{"find a tool that can do what I need", "which tool should I use for this job?", "search the available tools for anything about leases", "search tools by keyword", "discover the right tool for my job"},
+		ResultBudgetBytes:      32768,
+		Deprecated:             false,
+		InputSchema:            json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"box_key\":{\"description\":\"The box (tenant) the call is for; it must be the credential's box.\",\"pattern\":\"^[a-z0-9][a-z0-9-]{1,62}$\",\"type\":\"string\"},\"limit\":{\"description\":\"Most results; clamped to [1, number of tools], default 5. Never rejected.\",\"type\":\"integer\"},\"query\":{\"description\":\"Words describing the job.\",\"minLength\":1,\"type\":\"string\"}},\"required\":[\"box_key\",\"query\"],\"type\":\"object\"}"),
+		OutputSchema:           json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"items\":{\"items\":{\"additionalProperties\":false,\"properties\":{\"description\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"},\"title\":{\"type\":\"string\"}},\"required\":[\"name\",\"title\",\"description\"],\"type\":\"object\"},\"type\":\"array\"}},\"required\":[\"items\"],\"type\":\"object\"}"),
+		AdvertisedOutputSchema: json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":true,\"properties\":{\"items\":{\"items\":{\"additionalProperties\":true,\"properties\":{\"description\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"},\"title\":{\"type\":\"string\"}},\"required\":[\"name\",\"title\",\"description\"],\"type\":\"object\"},\"type\":\"array\"}},\"required\":[\"items\"],\"type\":\"object\"}"),
+	}
+	toolToolDescribe = &Tool{
+		Name:                   "tool_describe",
+		OperationID:            "",
+		Title:                  "Describe tool",
+		Description:            "Router mode: one tool's full contract by name or alias: title, description, annotations, input schema (the arguments it takes) and output schema. Use it to build valid arguments before executing.",
+		Annotations:            Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:        "read_only",
+		Idempotency:            "natural",
+		Concurrency:            "none",
+		Pagination:             "none",
+		Exposure:               "router_only",
+		CLI:                    "tool describe",
+		HiddenContext:          []string{"agent", "session", "box_credential"},
+		Aliases:                []string{"describe_tool"},
+		Scenarios:              []string{"describe the schema a tool expects", "show the annotations and input schema of that tool", "what input schema and arguments does this tool take?", "get the full contract of a tool before calling it", "describe the tool I found"},
+		ResultBudgetBytes:      16384,
+		Deprecated:             false,
+		InputSchema:            json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"box_key\":{\"description\":\"The box (tenant) the call is for; it must be the credential's box.\",\"pattern\":\"^[a-z0-9][a-z0-9-]{1,62}$\",\"type\":\"string\"},\"name\":{\"description\":\"A tool's canonical name or alias.\",\"pattern\":\"^[a-z][a-z0-9]*(_[a-z0-9]+)+$\",\"type\":\"string\"}},\"required\":[\"box_key\",\"name\"],\"type\":\"object\"}"),
+		OutputSchema:           json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"annotations\":{\"additionalProperties\":{\"type\":\"boolean\"},\"description\":\"The MCP hints as tools/list states them: readOnlyHint, destructiveHint, idempotentHint, openWorldHint.\",\"type\":\"object\"},\"description\":{\"type\":\"string\"},\"input_schema\":{\"description\":\"Closed JSON Schema 2020-12 of the tool's arguments.\",\"type\":\"object\"},\"name\":{\"type\":\"string\"},\"output_schema\":{\"description\":\"JSON Schema 2020-12 of the tool's result.\",\"type\":\"object\"},\"title\":{\"type\":\"string\"}},\"required\":[\"name\",\"title\",\"description\",\"annotations\",\"input_schema\",\"output_schema\"],\"type\":\"object\"}"),
+		AdvertisedOutputSchema: json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":true,\"properties\":{\"annotations\":{\"additionalProperties\":{\"type\":\"boolean\"},\"description\":\"The MCP hints as tools/list states them: readOnlyHint, destructiveHint, idempotentHint, openWorldHint.\",\"type\":\"object\"},\"description\":{\"type\":\"string\"},\"input_schema\":{\"additionalProperties\":true,\"description\":\"Closed JSON Schema 2020-12 of the tool's arguments.\",\"type\":\"object\"},\"name\":{\"type\":\"string\"},\"output_schema\":{\"additionalProperties\":true,\"description\":\"JSON Schema 2020-12 of the tool's result.\",\"type\":\"object\"},\"title\":{\"type\":\"string\"}},\"required\":[\"name\",\"title\",\"description\",\"annotations\",\"input_schema\",\"output_schema\"],\"type\":\"object\"}"),
+	}
+	toolToolExecute = &Tool{
+		Name:                   "tool_execute",
+		OperationID:            "",
+		Title:                  "Execute tool",
+		Description:            "Router mode: run (invoke) a tool by name with arguments = its input object, validated against its input_schema (box_key defaults to this call's). Same authorization, idempotency and errors as calling it directly; never widens the key; cannot run router tools. Returns {result: the tool's output}.",
+		Annotations:            Annotations{ReadOnlyHint: false, DestructiveHint: true, IdempotentHint: true, OpenWorldHint: false},
+		PermissionClass:        "agent_mutation",
+		Idempotency:            "natural",
+		Concurrency:            "none",
+		Pagination:             "none",
+		Exposure:               "router_only",
+		CLI:                    "tool execute",
+		HiddenContext:          []string{"agent", "session", "box_credential"},
+		Aliases:                []string{"execute_tool"},
+		Scenarios:              []string{"execute the tool I just described", "run a tool by name through the router", "call that tool with this arguments object", "invoke the tool with execute", "execute it now"},
+		ResultBudgetBytes:      675840,
+		Deprecated:             false,
+		InputSchema:            json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"arguments\":{\"description\":\"The named tool's input, validated against its input_schema; box_key defaults to this call's.\",\"type\":\"object\"},\"box_key\":{\"description\":\"The box (tenant) the call is for; it must be the credential's box.\",\"pattern\":\"^[a-z0-9][a-z0-9-]{1,62}$\",\"type\":\"string\"},\"name\":{\"description\":\"A tool's canonical name or alias.\",\"pattern\":\"^[a-z][a-z0-9]*(_[a-z0-9]+)+$\",\"type\":\"string\"}},\"required\":[\"box_key\",\"name\",\"arguments\"],\"type\":\"object\"}"),
+		OutputSchema:           json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"result\":{\"description\":\"The named tool's result, as its output_schema describes.\",\"type\":\"object\"}},\"required\":[\"result\"],\"type\":\"object\"}"),
+		AdvertisedOutputSchema: json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":true,\"properties\":{\"result\":{\"additionalProperties\":true,\"description\":\"The named tool's result, as its output_schema describes.\",\"type\":\"object\"}},\"required\":[\"result\"],\"type\":\"object\"}"),
 	}
 )
 
 // Tools is the tool registry in registry order.
-var Tools = []*Tool{toolAgentPrime, toolProfileGet, toolCheckpointGet, toolCheckpointSave}
+var Tools = []*Tool{toolAgentPrime, toolProfileGet, toolCheckpointGet, toolCheckpointSave, toolDirectorySearch, toolDirectoryGet, toolDirectoryUpdateSelf, toolRoomList, toolRoomGet, toolRoomFollow, toolRoomBriefGet, toolRoomBriefUpdate, toolRoomCreate, toolRoomInvite, toolRoomJoin, toolRoomLeave, toolMessageSend, toolMessageGet, toolMessageSendBatch, toolConversationRead, toolThreadRead, toolThreadExport, toolInboxList, toolInboxAck, toolInboxClaim, toolRequestList, toolRequestRespond, toolFileAccessReport, toolFileReportList, toolToolSearch, toolToolDescribe, toolToolExecute}
 
 // Operations holds every OpenAPI operation by operationId; Input, Body and
 // Output validators and the schema documents are filled in at init.
@@ -627,6 +1151,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
+		Tool:         toolConversationRead,
 	},
 	"directory_get": {
 		OperationID:  "directory_get",
@@ -639,6 +1164,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
+		Tool:         toolDirectoryGet,
 	},
 	"directory_search": {
 		OperationID:  "directory_search",
@@ -651,6 +1177,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
+		Tool:         toolDirectorySearch,
 	},
 	"directory_update_self": {
 		OperationID:  "directory_update_self",
@@ -663,6 +1190,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"expected_revision", "idempotency_key", "patch"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolDirectoryUpdateSelf,
 	},
 	"file_access_report": {
 		OperationID:  "file_access_report",
@@ -675,6 +1203,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"idempotency_key", "note", "status"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolFileAccessReport,
 	},
 	"file_report_list": {
 		OperationID:  "file_report_list",
@@ -687,6 +1216,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
+		Tool:         toolFileReportList,
 	},
 	"inbox_ack": {
 		OperationID:  "inbox_ack",
@@ -699,6 +1229,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"idempotency_key", "inbox_seqs"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolInboxAck,
 	},
 	"inbox_claim": {
 		OperationID:  "inbox_claim",
@@ -711,6 +1242,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"idempotency_key", "lease_seconds", "limit", "order"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolInboxClaim,
 	},
 	"inbox_list": {
 		OperationID:  "inbox_list",
@@ -723,6 +1255,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
+		Tool:         toolInboxList,
 	},
 	"limits_get": {
 		OperationID:  "limits_get",
@@ -759,6 +1292,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
+		Tool:         toolMessageGet,
 	},
 	"message_send": {
 		OperationID:  "message_send",
@@ -771,6 +1305,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"body_md", "destination", "dry_run", "files", "idempotency_key", "mention_agent_ids", "payload", "reply_to_message_id", "request_agent_ids"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolMessageSend,
 	},
 	"message_send_batch": {
 		OperationID:  "message_send_batch",
@@ -783,6 +1318,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"body_md", "dry_run", "files", "idempotency_key", "payload", "recipient_agent_ids"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolMessageSendBatch,
 	},
 	"profile_get": {
 		OperationID:  "profile_get",
@@ -808,6 +1344,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
+		Tool:         toolRequestList,
 	},
 	"request_respond": {
 		OperationID:  "request_respond",
@@ -820,6 +1357,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"body_md", "dry_run", "expected_revision", "files", "idempotency_key", "status"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolRequestRespond,
 	},
 	"room_brief_get": {
 		OperationID:  "room_brief_get",
@@ -832,6 +1370,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
+		Tool:         toolRoomBriefGet,
 	},
 	"room_brief_update": {
 		OperationID:  "room_brief_update",
@@ -844,6 +1383,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"append_md", "expected_revision", "idempotency_key"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolRoomBriefUpdate,
 	},
 	"room_create": {
 		OperationID:  "room_create",
@@ -856,6 +1396,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"default_follow", "dry_run", "history_visibility", "idempotency_key", "invitee_agent_ids", "name"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolRoomCreate,
 	},
 	"room_follow": {
 		OperationID:  "room_follow",
@@ -868,6 +1409,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"expected_revision", "follow", "idempotency_key"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolRoomFollow,
 	},
 	"room_get": {
 		OperationID:  "room_get",
@@ -880,6 +1422,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
+		Tool:         toolRoomGet,
 	},
 	"room_invite": {
 		OperationID:  "room_invite",
@@ -892,6 +1435,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"idempotency_key", "invitee_agent_ids"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolRoomInvite,
 	},
 	"room_join": {
 		OperationID:  "room_join",
@@ -904,6 +1448,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"idempotency_key"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolRoomJoin,
 	},
 	"room_leave": {
 		OperationID:  "room_leave",
@@ -916,6 +1461,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   []string{"idempotency_key"},
 		HasBody:      true,
 		Admin:        false,
+		Tool:         toolRoomLeave,
 	},
 	"room_list": {
 		OperationID:  "room_list",
@@ -928,6 +1474,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
+		Tool:         toolRoomList,
 	},
 	"thread_export": {
 		OperationID:  "thread_export",
@@ -940,6 +1487,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
+		Tool:         toolThreadExport,
 	},
 	"thread_read": {
 		OperationID:  "thread_read",
@@ -952,6 +1500,7 @@ var Operations = map[string]*Operation{
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
+		Tool:         toolThreadRead,
 	},
 }
 

@@ -68,6 +68,9 @@ const topUsage = `usage: agentbox <command> [flags]
 commands:
   serve      run the server (embedded PostgreSQL unless --database-url is given)
   admin      administer boxes, hosts, agents, keys, profiles and settings
+  mcp        serve the MCP tools over stdio (env AGENTBOX_SERVER, AGENTBOX_API_KEY or AGENTBOX_CREDENTIALS)
+  tools      list the agent commands: agentbox <domain> <verb>, one per registry tool
+  bench      measure throughput, latency and memory (make bench; see README "Performance")
 `
 
 // Run executes the command line and returns the exit code.
@@ -85,11 +88,19 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = e.admin(args[1:])
 	case "contract":
 		err = e.contract(args[1:])
+	case "mcp":
+		err = e.mcpStdio(args[1:])
+	case "bench":
+		err = e.bench(args[1:])
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, topUsage)
 		return ExitOK
 	default:
-		err = usagef("unknown command %q", args[0])
+		if ok, aerr := e.agent(args); ok {
+			err = aerr
+		} else {
+			err = usagef("unknown command %q", args[0])
+		}
 	}
 	return e.finish(err)
 }

@@ -34,6 +34,8 @@ func (e *env) serve(args []string) error {
 	dataDir := fs.String("data-dir", ".agentbox", "directory for the embedded cluster and the generated admin token")
 	var origins stringList
 	fs.Var(&origins, "mcp-allowed-origin", "an Origin allowed on /mcp (repeatable; also AGENTBOX_MCP_ALLOWED_ORIGINS, comma-separated); by default every request carrying an Origin is refused")
+	addrFile := fs.String("addr-file", "", "once listening, write the bound host:port to this file (for --addr 127.0.0.1:0)")
+	pprofOn := fs.Bool("pprof", false, "serve Go profiles at /debug/pprof/ (benchmarking; unauthenticated, keep it off in production)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -96,9 +98,18 @@ func (e *env) serve(args []string) error {
 		Metrics:      metrics.New(st.Pool()),
 		MetricsToken: os.Getenv("AGENTBOX_METRICS_TOKEN"),
 	})
+	if *pprofOn {
+		handler = withPprof(handler)
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
+	}
+	if *addrFile != "" {
+		if err := writeAddrFile(*addrFile, ln.Addr().String()); err != nil {
+			ln.Close()
+			return err
+		}
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	where := "http://" + ln.Addr().String()

@@ -29,7 +29,11 @@ type Finding struct {
 }
 
 func (f Finding) String() string {
-	return fmt.Sprintf("%s#%s: %s %s: %s", f.File, f.Pointer, f.Rule, f.Name, f.Message)
+	sev := ""
+	if f.Severity == "warning" {
+		sev = "warning: "
+	}
+	return fmt.Sprintf("%s#%s: %s%s %s: %s", f.File, f.Pointer, sev, f.Rule, f.Name, f.Message)
 }
 
 var (
@@ -122,7 +126,17 @@ type linter struct {
 }
 
 func (l *linter) add(r Rule, file, ptr, format string, a ...any) {
-	f := Finding{Rule: r.ID, Name: r.Name, Severity: "error", File: file, Pointer: ptr, Message: fmt.Sprintf(format, a...)}
+	l.addSev("error", r, file, ptr, format, a...)
+}
+
+// warn records a finding that is reported but does not fail lint: a hygiene issue
+// that misleads no client into a wrong call.
+func (l *linter) warn(r Rule, file, ptr, format string, a ...any) {
+	l.addSev("warning", r, file, ptr, format, a...)
+}
+
+func (l *linter) addSev(sev string, r Rule, file, ptr, format string, a ...any) {
+	f := Finding{Rule: r.ID, Name: r.Name, Severity: sev, File: file, Pointer: ptr, Message: fmt.Sprintf(format, a...)}
 	key := f.String()
 	if l.seen[key] {
 		return
@@ -592,7 +606,9 @@ func (l *linter) pagination(t *Tool) {
 			if t.Pagination == "stream" {
 				want = append(want, "resume_cursor")
 			} else if n, ok := t.Output.Props["resume_cursor"]; ok {
-				l.add(rulePagination, n.File, n.At, "resume_cursor belongs to streams; %q is keyset", t.Name)
+				// Often a page schema shared with a stream: an optional field the
+				// keyset tool never returns misleads no caller into a wrong call.
+				l.warn(rulePagination, n.File, n.At, "resume_cursor belongs to streams; %q is keyset and never returns it (a page schema shared with a stream?)", t.Name)
 			}
 			for _, k := range want {
 				n, ok := t.Output.Props[k]

@@ -16,7 +16,11 @@ func TestLintRealSpecIsClean(t *testing.T) {
 		t.Fatalf("the real spec loaded %d tools and %d operations", len(c.Tools), len(c.Ops))
 	}
 	for _, f := range contract.Lint(c) {
-		t.Errorf("%s", f)
+		if f.Severity == "error" {
+			t.Errorf("%s", f)
+		} else {
+			t.Logf("%s", f)
+		}
 	}
 }
 

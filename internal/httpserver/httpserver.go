@@ -95,6 +95,7 @@ func New(cfg Config) http.Handler {
 			cfg.Metrics.Write(w)
 		})
 	}
+	registerDocs(routes)
 	routes.HandleFunc("GET /openapi.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(spec.OpenAPI) //nolint:errcheck

@@ -12,6 +12,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -93,7 +94,9 @@ type Forwarder struct {
 // NewForwarder calls the server at serverURL (AGENTBOX_SERVER).
 func NewForwarder(serverURL string, creds Credentials, session string, httpClient *http.Client) (*Forwarder, error) {
 	if httpClient == nil {
-		httpClient = http.DefaultClient
+		// Every operation answers promptly (polling never blocks); a silent server is an
+		// outage the caller should hear about, not a hang.
+		httpClient = &http.Client{Timeout: time.Minute}
 	}
 	c, err := client.NewClient(strings.TrimRight(serverURL, "/"), client.WithHTTPClient(httpClient))
 	if err != nil {

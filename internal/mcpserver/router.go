@@ -13,7 +13,6 @@ import (
 
 	genmcp "github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
-	"github.com/agentbox/agentbox/internal/schema"
 )
 
 // Router mode (SPEC §13.2): a router key sees tool_search, tool_describe, tool_execute and
@@ -31,8 +30,9 @@ func isRouterTool(t *genmcp.Tool) bool { return t.OperationID == "" }
 const routerSearchLimit = 5
 
 func (sf *surface) routerEntry(t *genmcp.Tool) *entry {
-	c := routerContractOf(t)
-	e := &entry{sf: sf, tool: t, input: c.input, inputSchema: c.inputSchema, outputSchema: advertisedOutput(c.advertisedOutput)}
+	if t.Input == nil || len(t.AdvertisedOutputSchema) == 0 {
+		panic(fmt.Sprintf("mcpserver: router tool %s has no inline schemas in the registry", t.Name))
+	}
 	var run func(context.Context, *mcp.CallToolRequest, map[string]json.RawMessage) (any, error)
 	switch t.Name {
 	case "tool_search":
@@ -40,71 +40,70 @@ func (sf *surface) routerEntry(t *genmcp.Tool) *entry {
 	case "tool_describe":
 		run = sf.toolDescribe
 	case "tool_execute":
-		// Its result is the executed tool's result, passed through as that tool produced it.
-		e.run = sf.toolExecute
-		return e
+		run = sf.toolExecute
 	default:
 		panic(fmt.Sprintf("mcpserver: router tool %s has no implementation", t.Name))
 	}
-	e.run = func(ctx context.Context, req *mcp.CallToolRequest, args map[string]json.RawMessage) (json.RawMessage, error) {
-		res, err := run(ctx, req, args)
-		if err != nil {
-			return nil, err
-		}
-		body, err := Marshal(res)
-		if err != nil {
-			return nil, err
-		}
-		if c.output != nil {
-			if v := c.output.ValidateJSON(body); v != nil {
+	return &entry{sf: sf, tool: t, input: t.Input, inputSchema: advertisedInput(t.InputSchema), outputSchema: advertisedOutput(t.AdvertisedOutputSchema),
+		run: func(ctx context.Context, req *mcp.CallToolRequest, args map[string]json.RawMessage) (json.RawMessage, error) {
+			res, err := run(ctx, req, args)
+			if err != nil {
+				return nil, err
+			}
+			body, err := Marshal(res)
+			if err != nil {
+				return nil, err
+			}
+			// Router results are built here, so they are validated here, strictly.
+			if v := t.Output.ValidateJSON(body); v != nil {
 				return nil, fmt.Errorf("%s result violates its output schema at %q: %s", t.Name, v.Field, v.Message)
 			}
-		}
-		return body, nil
-	}
-	return e
+			return body, nil
+		}}
 }
 
-// executable finds the registry tool tool_execute may run: any tool with an operation,
-// by canonical name or alias (whatever its exposure: the key's authority is unchanged).
+// executable finds a tool the router tools may describe and run: a registry tool with an
+// operation and MCP exposure (hidden tools are CLI-only), by canonical name or alias.
 func executable(name string) (*genmcp.Tool, *genmcp.Operation, error) {
 	t, ok := genmcp.LookupTool(name)
-	if !ok || isRouterTool(t) {
+	if !ok || isRouterTool(t) || t.Exposure == "hidden" {
 		return nil, nil, apierr.Invalid("name", "no tool of that name can be executed; find one with tool_search").WithReason("unknown_tool")
 	}
 	return t, genmcp.Operations[t.OperationID], nil
 }
 
-func (sf *surface) toolExecute(ctx context.Context, req *mcp.CallToolRequest, args map[string]json.RawMessage) (json.RawMessage, error) {
+func (sf *surface) toolExecute(ctx context.Context, req *mcp.CallToolRequest, args map[string]json.RawMessage) (any, error) {
 	var name string
 	json.Unmarshal(args["name"], &name) //nolint:errcheck // validated by the input schema
-	t, op, err := executable(name)
+	_, op, err := executable(name)
 	if err != nil {
 		return nil, err
 	}
-	inner := args["arguments"]
-	if len(inner) == 0 {
-		inner = json.RawMessage(`{}`)
+	// The executed tool's box_key defaults to the router call's (already checked) one.
+	var inner map[string]json.RawMessage
+	if err := json.Unmarshal(args["arguments"], &inner); err != nil || inner == nil {
+		return nil, apierr.Invalid("arguments", "must be a JSON object")
 	}
-	// The executed tool's box_key defaults to the router call's (already checked) box_key.
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(inner, &obj) == nil && obj != nil {
-		if _, ok := obj["box_key"]; !ok {
-			obj["box_key"] = args["box_key"]
-			inner, _ = Marshal(obj)
-		}
+	if _, ok := inner["box_key"]; !ok {
+		inner["box_key"] = args["box_key"]
 	}
-	innerArgs, err := sf.arguments(ctx, req, op.Input, inner)
+	raw, err := Marshal(inner)
 	if err != nil {
-		if e, ok := apierr.As(err); ok && e.Field != "" {
-			e.Field = "arguments." + e.Field
-		} else if ok && e.Code == apierr.InvalidArgument {
-			e.Field = "arguments"
+		return nil, err
+	}
+	// The same checks as a direct call: strict decoding, the box, the closed input schema.
+	innerArgs, err := sf.arguments(ctx, req, op.Input, raw)
+	if err != nil {
+		if e, ok := apierr.As(err); ok && e.Code == apierr.InvalidArgument {
+			e.Field = strings.TrimSuffix("arguments."+e.Field, ".")
 		}
 		return nil, err
 	}
-	_ = t
-	return sf.backend.Call(ctx, req, op, innerArgs)
+	body, err := sf.backend.Call(ctx, req, op, innerArgs)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]json.RawMessage{"result": body}, nil
 }
 
 // toolSummary is one tool_search hit.
@@ -134,35 +133,30 @@ func (sf *surface) toolSearch(_ context.Context, _ *mcp.CallToolRequest, args ma
 	return map[string]any{"items": items}, nil
 }
 
-// toolDescription is tool_describe's result: the full contract of one tool.
+// toolDescription is tool_describe's result: one tool's contract as tools/list would
+// advertise it.
 type toolDescription struct {
 	Name         string          `json:"name"`
 	Title        string          `json:"title"`
 	Description  string          `json:"description"`
-	Annotations  toolAnnotations `json:"annotations"`
+	Annotations  map[string]bool `json:"annotations"`
 	InputSchema  json.RawMessage `json:"input_schema"`
 	OutputSchema json.RawMessage `json:"output_schema"`
-}
-
-type toolAnnotations struct {
-	ReadOnlyHint    bool `json:"readOnlyHint"`
-	DestructiveHint bool `json:"destructiveHint"`
-	IdempotentHint  bool `json:"idempotentHint"`
-	OpenWorldHint   bool `json:"openWorldHint"`
 }
 
 func (sf *surface) toolDescribe(_ context.Context, _ *mcp.CallToolRequest, args map[string]json.RawMessage) (any, error) {
 	var name string
 	json.Unmarshal(args["name"], &name) //nolint:errcheck // validated by the input schema
-	t, op, err := executable(name)
+	t, _, err := executable(name)
 	if err != nil {
 		return nil, err
 	}
+	in, out := Contract(t)
 	a := t.Annotations
 	return toolDescription{Name: t.Name, Title: t.Title, Description: t.Description,
-		Annotations:  toolAnnotations{a.ReadOnlyHint, a.DestructiveHint, a.IdempotentHint, a.OpenWorldHint},
-		InputSchema:  op.InputSchema,
-		OutputSchema: op.AdvertisedOutputSchema}, nil
+		Annotations: map[string]bool{"readOnlyHint": a.ReadOnlyHint, "destructiveHint": a.DestructiveHint,
+			"idempotentHint": a.IdempotentHint, "openWorldHint": a.OpenWorldHint},
+		InputSchema: in, OutputSchema: out}, nil
 }
 
 // rankTools orders the executable tools by a small lexical score of the query against
@@ -171,7 +165,7 @@ func (sf *surface) toolDescribe(_ context.Context, _ *mcp.CallToolRequest, args 
 func rankTools(query string) []*genmcp.Tool {
 	var tools []*genmcp.Tool
 	for _, t := range genmcp.Tools {
-		if !isRouterTool(t) {
+		if _, _, err := executable(t.Name); err == nil {
 			tools = append(tools, t)
 		}
 	}
@@ -235,12 +229,4 @@ func set(ws []string) map[string]bool {
 		m[w] = true
 	}
 	return m
-}
-
-// routerContract is a router tool's inline contract from the registry.
-type routerContract struct {
-	input            *schema.Validator
-	output           *schema.Validator // strict; nil when the registry gives none
-	inputSchema      json.RawMessage
-	advertisedOutput json.RawMessage
 }

@@ -63,7 +63,7 @@ func New(b Backend, o Options) *mcp.Server {
 	sf := &surface{backend: b, log: o.Log, canonical: map[string]string{}}
 	s := mcp.NewServer(&mcp.Implementation{Name: genmcp.Server.Name, Version: o.Version}, &mcp.ServerOptions{
 		Instructions: genmcp.Server.Instructions,
-		Logger:       o.Log,
+		Logger:       WarnOnly(o.Log),
 		// Tools only, and a static list: no logging capability, no list-changed notifications.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 		// tools/list depends on the key's mode, so only the caller's client may cache it.
@@ -132,7 +132,7 @@ func (sf *surface) entry(t *genmcp.Tool) *entry {
 	if op == nil || op.Output == nil {
 		panic(fmt.Sprintf("mcpserver: tool %s has no operation with a JSON result", t.Name))
 	}
-	return &entry{sf: sf, tool: t, input: op.Input, inputSchema: op.InputSchema, outputSchema: advertisedOutput(op.AdvertisedOutputSchema),
+	return &entry{sf: sf, tool: t, input: op.Input, inputSchema: advertisedInput(op.InputSchema), outputSchema: advertisedOutput(op.AdvertisedOutputSchema),
 		run: func(ctx context.Context, req *mcp.CallToolRequest, args map[string]json.RawMessage) (json.RawMessage, error) {
 			return sf.backend.Call(ctx, req, op, args)
 		}}
@@ -282,27 +282,36 @@ func Summary(e *apierr.Error) string {
 	return strings.ReplaceAll(b.String(), "\n", " ")
 }
 
-// advertisedOutput is the outputSchema of tools/list: the operation's open output schema,
-// widened to also admit the {"error": {...}} object of an isError result, because clients
-// validate structuredContent against outputSchema even on error results (the official
-// TypeScript SDK 1.x does) and would otherwise turn a correctable tool error into a
-// client-side failure the model never sees.
-func advertisedOutput(open json.RawMessage) json.RawMessage {
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(open, &doc); err != nil {
-		panic("mcpserver: advertised output schema is not an object: " + err.Error())
-	}
-	dialect := doc["$schema"]
+// advertisedInput is the inputSchema of tools/list: the operation's closed input schema
+// without "$schema" (MCP's default dialect is JSON Schema 2020-12; the document is the
+// same, minus 52 bytes a tool in every client's context).
+func advertisedInput(closed json.RawMessage) json.RawMessage {
+	doc := schemaObject(closed)
 	delete(doc, "$schema")
-	out := map[string]json.RawMessage{
+	return mustMarshal(doc)
+}
+
+// advertisedOutput is the outputSchema of tools/list: the operation's open output schema
+// (without "$schema"), widened to also admit the {"error": {...}} object of an isError
+// result, because clients validate structuredContent against outputSchema even on error
+// results (the official TypeScript SDK 1.x does) and would otherwise turn a correctable
+// tool error into a client-side failure the model never sees.
+func advertisedOutput(open json.RawMessage) json.RawMessage {
+	doc := schemaObject(open)
+	delete(doc, "$schema")
+	return mustMarshal(map[string]json.RawMessage{
 		"type":                 json.RawMessage(`"object"`),
 		"additionalProperties": json.RawMessage(`true`),
 		"anyOf":                json.RawMessage(`[` + string(mustMarshal(doc)) + `,{"required":["error"]}]`),
+	})
+}
+
+func schemaObject(raw json.RawMessage) map[string]json.RawMessage {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		panic("mcpserver: a registry schema is not a JSON object: " + err.Error())
 	}
-	if dialect != nil {
-		out["$schema"] = dialect
-	}
-	return mustMarshal(out)
+	return doc
 }
 
 // Marshal is compact JSON without HTML escaping (as the SDK writes every MCP message), map
@@ -350,4 +359,24 @@ func Invoke(ctx context.Context, b Backend, name string, args json.RawMessage, l
 		return nil, fail
 	}
 	return body, nil
+}
+
+// WarnOnly is l without its debug and info records: the SDK logs every stateless request's
+// session lifecycle at info level.
+func WarnOnly(l *slog.Logger) *slog.Logger {
+	return slog.New(warnHandler{l.Handler()})
+}
+
+type warnHandler struct{ slog.Handler }
+
+func (h warnHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= slog.LevelWarn && h.Handler.Enabled(ctx, level)
+}
+
+func (h warnHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return warnHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h warnHandler) WithGroup(name string) slog.Handler {
+	return warnHandler{h.Handler.WithGroup(name)}
 }

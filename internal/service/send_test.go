@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -55,8 +56,9 @@ func TestSendValidationRulesWriteNothing(t *testing.T) {
 		}
 		return out
 	}
-	deep := map[string]any{"l1": map[string]any{"l2": []any{map[string]any{"l4": []any{map[string]any{"l6": map[string]any{"l7": map[string]any{"l8": []any{"x"}}}}}}}}}
-	tooDeep := map[string]any{"l1": map[string]any{"l2": []any{map[string]any{"l4": []any{map[string]any{"l6": map[string]any{"l7": map[string]any{"l8": []any{[]any{}}}}}}}}}}
+	// Depth counts the top-level object as 1, objects and arrays alike: deep is 8, tooDeep 9.
+	deep := map[string]any{"l1": map[string]any{"l2": []any{map[string]any{"l4": []any{map[string]any{"l6": map[string]any{"l7": map[string]any{"l8": "x"}}}}}}}}
+	tooDeep := map[string]any{"l1": map[string]any{"l2": []any{map[string]any{"l4": []any{map[string]any{"l6": map[string]any{"l7": map[string]any{"l8": []any{}}}}}}}}}
 
 	type tc struct {
 		name                string
@@ -126,7 +128,7 @@ func TestSendValidationRulesWriteNothing(t *testing.T) {
 
 	// Invalid UTF-8 never reaches storage (the transport rejects it; the service guards too).
 	msRejects(t, w.e, "invalid UTF-8", func() testenv.Response {
-		raw := []byte(`{"destination":{"kind":"dm","recipient_agent_id":"` + b.ID.String() + `"},"body_md":"bad \xff byte","idempotency_key":"u1"}`)
+		raw := []byte(`{"destination":{"kind":"dm","recipient_agent_id":"` + b.ID.String() + `"},"body_md":"bad ` + "\xff" + ` byte","idempotency_key":"u1"}`)
 		return a.Call("POST", "/messages", raw)
 	}, "INVALID_ARGUMENT", "", "-")
 	msRejects(t, w.e, "lone surrogate", func() testenv.Response {
@@ -137,7 +139,7 @@ func TestSendValidationRulesWriteNothing(t *testing.T) {
 	// The limits sit exactly at the published values: these pass.
 	mustSend(t, a, dmTo(b), strings.Repeat("é", 8192), nil) // 16384 bytes
 	mustSend(t, a, dmTo(b), "depth 8", map[string]any{"payload": deep})
-	mustSend(t, a, inRoom(room), "20 mentions would pass; one member here", map[string]any{"mention_agent_ids": []uuid.UUID{b.ID}, "request_agent_ids": []uuid.UUID{b.ID}})
+	mustSend(t, a, inRoom(room), "mention and request a member", map[string]any{"mention_agent_ids": []uuid.UUID{b.ID}, "request_agent_ids": []uuid.UUID{b.ID}})
 	mustSend(t, a, dmTo(b), "pagination keys are not credentials", map[string]any{"payload": map[string]any{"next_page_token": "abc", "max_tokens": 5, "token_count": 3}})
 	mustSend(t, a, inRoom(room), "ten files", map[string]any{"files": files(strings.Split(strings.Repeat("https://e.example/f,", 10), ",")[:10]...)})
 	mustSend(t, a, inRoom(joinedRoom), "replies within the epoch are fine", nil)
@@ -225,7 +227,7 @@ func TestDuplicateSuppression(t *testing.T) {
 	room := w.room(t, a, []*testenv.Agent{b}, nil)
 
 	x := mustSend(t, a, inRoom(room), "X", nil)
-	w.e.Clock.Advance(48 * 3600e9) // no time window
+	w.e.Clock.Advance(48 * time.Hour) // no time window
 	mustSend(t, b, inRoom(room), "Y by b", nil)
 	dup := mustSend(t, a, inRoom(room), "X", map[string]any{"mention_agent_ids": []uuid.UUID{b.ID}})
 	if dup["status"] != "duplicate" || dup["message_id"] != x["message_id"] || dup["message_seq"] != x["message_seq"] ||

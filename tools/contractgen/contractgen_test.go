@@ -250,8 +250,43 @@ func TestGeneratedPackage(t *testing.T) {
 	if op := mcp.Operations["admin_box_list"]; op == nil || !op.Admin {
 		t.Fatal("admin_box_list should be admin")
 	}
-	if len(mcp.Tools) != 4 || mcp.Tools[0].Name != "agent_prime" {
+	var regFile struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	raw, err := os.ReadFile(repoConfig.Tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &regFile); err != nil {
+		t.Fatal(err)
+	}
+	if len(mcp.Tools) != len(regFile.Tools) || mcp.Tools[0].Name != "agent_prime" {
 		t.Fatalf("tool registry order: %d tools", len(mcp.Tools))
+	}
+	for _, tool := range mcp.Tools {
+		if tool.OperationID != "" && (tool.InputSchema != nil || tool.Input != nil) {
+			t.Errorf("%s: a tool with an operation carries inline schemas", tool.Name)
+		}
+		if tool.OperationID == "" && (tool.Exposure != "router_only" || tool.Input == nil || tool.Output == nil || len(tool.AdvertisedOutputSchema) == 0) {
+			t.Errorf("%s: router tool without compiled inline schemas: %+v", tool.Name, tool)
+		}
+	}
+	if ts, ok := mcp.LookupTool("search_tools"); ok {
+		if ts.Name != "tool_search" || ts.OperationID != "" {
+			t.Fatalf("router alias: %+v", ts)
+		}
+		if v := ts.Input.ValidateJSON([]byte(`{"box_key":"team-a","query":"send a message"}`)); v != nil {
+			t.Fatalf("valid router input rejected: %+v", v)
+		}
+		if v := ts.Input.ValidateJSON([]byte(`{"box_key":"team-a","query":"x","bogus":1}`)); v == nil || v.Field != "bogus" || v.Keyword != "additionalProperties" {
+			t.Fatalf("unknown router input field: %+v", v)
+		}
+		if v := ts.Input.ValidateJSON([]byte(`{"query":"x"}`)); v == nil || v.Field != "box_key" || v.Keyword != "required" {
+			t.Fatalf("router input without box_key: %+v", v)
+		}
+		if bytes.Contains(ts.AdvertisedOutputSchema, []byte(`"additionalProperties":false`)) {
+			t.Fatal("advertised router output is not open")
+		}
 	}
 	if mcp.Server.Name != "agentbox" || !strings.Contains(mcp.Server.Instructions, "agent_prime") {
 		t.Fatal("server instructions")
@@ -503,6 +538,74 @@ func TestSyntheticEmit(t *testing.T) {
 	for _, want := range []string{"func dispatchMessageSendBatch(", `decodeArg(args, "body", req.Body)`, `cannot be dispatched: the success response is not JSON`, `[]string{"limit", "cursor", "filter"}`} {
 		if !bytes.Contains(code, []byte(want)) {
 			t.Errorf("generated code lacks %s", want)
+		}
+	}
+}
+
+// A router tool (operation_id null) states closed inline schemas and is router_only;
+// a tool with an operation never states schemas inline.
+func TestRouterRegistry(t *testing.T) {
+	const input = `{"type":"object","additionalProperties":false,"required":["box_key","query"],"properties":{"box_key":{"type":"string"},"query":{"type":"string"},"opts":{"type":"object","additionalProperties":false,"properties":{"n":{"type":"integer"}}}}}`
+	const output = `{"type":"object","additionalProperties":false,"required":["items"],"properties":{"items":{"type":"array","items":{"type":"object","additionalProperties":false,"properties":{"name":{"type":"string"}}}},"meta":{"type":"object","additionalProperties":{"type":"string"}}}}`
+	entry := func(opID, exposure, in, out string) string {
+		return `{"name":"tool_search","operation_id":` + opID + `,"title":"T","description":"D",
+			"annotations":{"readOnlyHint":true,"destructiveHint":false,"idempotentHint":true,"openWorldHint":false},
+			"permission_class":"read_only","idempotency":"natural","concurrency":"none","hidden_context":[],
+			"pagination":"none","result_budget_bytes":100,"cli":"tool search","exposure":"` + exposure + `",
+			"aliases":[],"deprecated":false,"scenarios":["a","b","c","d","e"]` + in + out + `}`
+	}
+	load := func(tool string) (*registry, error) {
+		path := filepath.Join(t.TempDir(), "tools.json")
+		doc := `{"server":{"name":"s","instructions":"i"},"budgets":{"tools_list_bytes":0,"router_tools_list_bytes":0},"tools":[` + tool + `]}`
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return loadRegistry(path, []*operation{{ID: "tool_search"}})
+	}
+	in, out := `,"input_schema":`+input, `,"output_schema":`+output
+
+	reg, err := load(entry("null", "router_only", in, out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := reg.Tools[0]
+	if !bytes.Contains(rt.input, []byte(`"$schema":"`+draft2020+`"`)) || !bytes.Contains(rt.output, []byte(`"additionalProperties":false`)) {
+		t.Fatalf("router schemas: %s / %s", rt.input, rt.output)
+	}
+	var adv any
+	if err := json.Unmarshal(rt.advertisedOutput, &adv); err != nil {
+		t.Fatal(err)
+	}
+	walk(adv, "advertised", func(m map[string]any, path string) {
+		if isObjectNode(m) && m["additionalProperties"] != true {
+			if _, sub := m["additionalProperties"].(map[string]any); !sub {
+				t.Errorf("%s: advertised object node is not open", path)
+			}
+		}
+	})
+	if !bytes.Contains(rt.advertisedOutput, []byte(`"meta":{"additionalProperties":{"type":"string"}`)) {
+		t.Errorf("a schema-valued additionalProperties must stay: %s", rt.advertisedOutput)
+	}
+	code, err := emitGo(nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(code, []byte(`AdvertisedOutputSchema: json.RawMessage(`)) || !bytes.Contains(code, []byte(`var Tools = []*Tool{toolToolSearch}`)) {
+		t.Fatal("router tool schemas not emitted")
+	}
+
+	for _, tc := range []struct{ name, tool, want string }{
+		{"not router_only", entry("null", "default", in, out), "router_only"},
+		{"no input", entry("null", "router_only", "", out), "input_schema"},
+		{"no output", entry("null", "router_only", in, ""), "output_schema"},
+		{"open input", entry("null", "router_only", `,"input_schema":{"type":"object","required":["box_key"],"properties":{"box_key":{"type":"string"}}}`, out), "closed"},
+		{"nested open input", entry("null", "router_only", `,"input_schema":{"type":"object","additionalProperties":false,"required":["box_key"],"properties":{"box_key":{"type":"string"},"o":{"type":"object","properties":{"x":{"type":"string"}}}}}`, out), "properties/o"},
+		{"no box_key", entry("null", "router_only", `,"input_schema":{"type":"object","additionalProperties":false,"properties":{"q":{"type":"string"}}}`, out), "box_key"},
+		{"invalid schema", entry("null", "router_only", `,"input_schema":{"type":"object","additionalProperties":false,"required":["box_key"],"properties":{"box_key":{"type":7}}}`, out), "tool_search.input"},
+		{"inline on an operation tool", entry(`"tool_search"`, "default", in, out), "only router tools"},
+	} {
+		if _, err := load(tc.tool); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error mentioning %q", tc.name, err, tc.want)
 		}
 	}
 }

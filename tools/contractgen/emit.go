@@ -83,11 +83,13 @@ func emitGo(ops []*operation, reg *registry) ([]byte, error) {
 	w("var Budgets = struct{ ToolsListBytes, RouterToolsListBytes int }{\n\tToolsListBytes: %d,\n\tRouterToolsListBytes: %d,\n}\n\n",
 		reg.Budgets.ToolsListBytes, reg.Budgets.RouterToolsListBytes)
 
-	toolVar := map[string]string{}
+	toolVar := map[string]string{} // operationId → the variable of its tool
 	w("var (\n")
 	for _, t := range reg.Tools {
 		v := "tool" + goName(t.Name)
-		toolVar[t.OperationID] = v
+		if t.OperationID != "" {
+			toolVar[t.OperationID] = v
+		}
 		a := t.Annotations
 		w("\t%s = &Tool{\n", v)
 		w("\t\tName: %s,\n\t\tOperationID: %s,\n\t\tTitle: %s,\n\t\tDescription: %s,\n",
@@ -99,7 +101,12 @@ func emitGo(ops []*operation, reg *registry) ([]byte, error) {
 			strconv.Quote(t.Pagination), strconv.Quote(t.Exposure), strconv.Quote(t.CLI))
 		w("\t\tHiddenContext: %s,\n\t\tAliases: %s,\n\t\tScenarios: %s,\n",
 			quoteList(t.HiddenContext), quoteList(t.Aliases), quoteList(t.Scenarios))
-		w("\t\tResultBudgetBytes: %d,\n\t\tDeprecated: %t,\n\t}\n", t.ResultBudget, t.Deprecated)
+		w("\t\tResultBudgetBytes: %d,\n\t\tDeprecated: %t,\n", t.ResultBudget, t.Deprecated)
+		if t.OperationID == "" {
+			w("\t\tInputSchema: json.RawMessage(%s),\n\t\tOutputSchema: json.RawMessage(%s),\n\t\tAdvertisedOutputSchema: json.RawMessage(%s),\n",
+				strconv.Quote(string(t.input)), strconv.Quote(string(t.output)), strconv.Quote(string(t.advertisedOutput)))
+		}
+		w("\t}\n")
 	}
 	w(")\n\n")
 
@@ -108,7 +115,7 @@ func emitGo(ops []*operation, reg *registry) ([]byte, error) {
 		if i > 0 {
 			w(", ")
 		}
-		w("%s", toolVar[t.OperationID])
+		w("%s", "tool"+goName(t.Name))
 	}
 	w("}\n\n")
 
@@ -225,7 +232,7 @@ type Annotations struct {
 
 // Tool is one entry of spec/tool-contracts.json.
 type Tool struct {
-	Name, OperationID, Title, Description string
+	Name, OperationID, Title, Description string // OperationID is "" for router tools
 	Annotations                           Annotations
 	PermissionClass, Idempotency          string // read_only|agent_mutation|admin; natural|key|none
 	Concurrency, Pagination               string // none|cas; none|keyset|stream
@@ -233,6 +240,13 @@ type Tool struct {
 	HiddenContext, Aliases, Scenarios     []string
 	ResultBudgetBytes                     int
 	Deprecated                            bool
+
+	// Router tools only (OperationID ""): their inline schemas from the registry, as
+	// compact JSON Schema 2020-12 (InputSchema closed, OutputSchema strict,
+	// AdvertisedOutputSchema open at every object node), and validators compiled at
+	// init. A tool with an operation has these on Operations[OperationID] instead.
+	InputSchema, OutputSchema, AdvertisedOutputSchema json.RawMessage
+	Input, Output                                     *schema.Validator
 }
 
 // Operation is one OpenAPI operation with its flattened tool schemas.
@@ -320,6 +334,10 @@ func init() {
 	}
 	byName = make(map[string]*Tool, len(Tools))
 	for _, t := range Tools {
+		if len(t.InputSchema) > 0 {
+			t.Input = schema.MustCompile(t.Name+".input", t.InputSchema)
+			t.Output = schema.MustCompile(t.Name+".output", t.OutputSchema)
+		}
 		byName[t.Name] = t
 		for _, a := range t.Aliases {
 			byName[a] = t

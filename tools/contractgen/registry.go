@@ -238,60 +238,90 @@ func compiledDoc(name string, doc map[string]any) ([]byte, error) {
 	return b, nil
 }
 
-// schemaValueKeys hold values, not subschemas.
-var schemaValueKeys = map[string]bool{"enum": true, "const": true, "default": true, "examples": true}
+// Keywords whose value is not a subschema: plain values, and maps of name → subschema.
+var (
+	schemaValueKeys = map[string]bool{"enum": true, "const": true, "default": true, "examples": true, "required": true}
+	schemaMapKeys   = map[string]bool{"properties": true, "$defs": true, "patternProperties": true, "dependentSchemas": true}
+)
 
-// openInputNode finds an object node with properties that is not closed.
-func openInputNode(node any, path string) (string, bool) {
-	switch n := node.(type) {
-	case map[string]any:
-		if _, props := n["properties"]; props && n["additionalProperties"] != false {
-			return path, true
-		}
-		for k, v := range n {
-			if schemaValueKeys[k] {
-				continue
+// eachSubschema calls fn for every direct subschema of a schema object.
+func eachSubschema(n map[string]any, fn func(key string, sub any)) {
+	for k, v := range n {
+		switch {
+		case schemaValueKeys[k]:
+		case schemaMapKeys[k]:
+			m, _ := v.(map[string]any)
+			for name, sub := range m {
+				fn(k+"/"+name, sub)
 			}
-			if p, open := openInputNode(v, path+"/"+k); open {
-				return p, true
-			}
-		}
-	case []any:
-		for i, v := range n {
-			if p, open := openInputNode(v, fmt.Sprintf("%s/%d", path, i)); open {
-				return p, true
+		default:
+			if list, ok := v.([]any); ok { // allOf, anyOf, oneOf, prefixItems
+				for i, sub := range list {
+					fn(fmt.Sprintf("%s/%d", k, i), sub)
+				}
+			} else {
+				fn(k, v)
 			}
 		}
 	}
-	return "", false
+}
+
+// openInputNode finds an object node with properties that is not closed.
+func openInputNode(node any, path string) (found string, open bool) {
+	n, ok := node.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	if _, props := n["properties"]; props && n["additionalProperties"] != false {
+		return path, true
+	}
+	eachSubschema(n, func(key string, sub any) {
+		if !open {
+			found, open = openInputNode(sub, path+"/"+key)
+		}
+	})
+	return found, open
 }
 
 // openObjects returns a copy of a schema with additionalProperties true at every object
 // node that does not give it a schema (the advertised output, SPEC §1).
 func openObjects(node any) any {
-	switch n := node.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(n)+1)
-		for k, v := range n {
-			if schemaValueKeys[k] {
-				out[k] = v
-			} else {
-				out[k] = openObjects(v)
-			}
-		}
-		_, props := n["properties"]
-		if _, sub := n["additionalProperties"].(map[string]any); (n["type"] == "object" || props) && !sub {
-			out["additionalProperties"] = true
-		}
-		return out
-	case []any:
-		out := make([]any, len(n))
-		for i, v := range n {
-			out[i] = openObjects(v)
-		}
-		return out
+	n, ok := node.(map[string]any)
+	if !ok {
+		return node
 	}
-	return node
+	out := make(map[string]any, len(n)+1)
+	for k, v := range n {
+		out[k] = v
+	}
+	for k := range schemaMapKeys {
+		if m, ok := n[k].(map[string]any); ok {
+			c := make(map[string]any, len(m))
+			for name, sub := range m {
+				c[name] = openObjects(sub)
+			}
+			out[k] = c
+		}
+	}
+	for _, k := range []string{"items", "additionalProperties", "not", "if", "then", "else", "contains"} {
+		if sub, ok := n[k].(map[string]any); ok {
+			out[k] = openObjects(sub)
+		}
+	}
+	for _, k := range []string{"allOf", "anyOf", "oneOf", "prefixItems"} {
+		if list, ok := n[k].([]any); ok {
+			c := make([]any, len(list))
+			for i, sub := range list {
+				c[i] = openObjects(sub)
+			}
+			out[k] = c
+		}
+	}
+	_, props := n["properties"]
+	if _, sub := n["additionalProperties"].(map[string]any); (n["type"] == "object" || props) && !sub {
+		out["additionalProperties"] = true
+	}
+	return out
 }
 
 func containsValue(list []any, v any) bool {

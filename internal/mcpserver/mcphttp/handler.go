@@ -53,7 +53,7 @@ func New(cfg Config) http.Handler {
 	}, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
 		JSONResponse: true, // no server-to-client messages: one JSON answer per request
-		Logger:       cfg.Log,
+		Logger:       mcpserver.WarnOnly(cfg.Log),
 		// The Origin allow-list below and the bearer key guard against DNS rebinding; the
 		// SDK's loopback Host check would refuse a same-host reverse proxy.
 		DisableLocalhostProtection: true,

@@ -1,0 +1,5 @@
+package bench
+
+import "os"
+
+func currentPID() int { return os.Getpid() }

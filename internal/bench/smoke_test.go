@@ -1,0 +1,63 @@
+package bench_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/bench"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestSmoke runs W0 and W1 for about a second each against a test server: the harness
+// prepares its box through the real admin and agent APIs and measures. W1 is skipped while
+// message_send or the room operations are not implemented.
+func TestSmoke(t *testing.T) {
+	e := testenv.New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, bench.Config{
+		ServerURL: e.URL, AdminToken: testenv.AdminToken, DatabaseURL: e.DBURL,
+		Clients: 4, W1Rooms: 2, Duration: time.Second, Warmup: 200 * time.Millisecond,
+		Workloads: []string{"w0", "w1"},
+	})
+	if err != nil {
+		t.Fatalf("bench.Run: %v", err)
+	}
+	find := func(id string) bench.Result {
+		for _, r := range rep.Results {
+			if r.ID == id {
+				return r
+			}
+		}
+		t.Fatalf("no result %s in %+v", id, rep.Results)
+		return bench.Result{}
+	}
+	t.Run("W0", func(t *testing.T) {
+		r := find("W0")
+		if r.Status != bench.StatusOK || r.Ops == 0 || r.Throughput <= 0 || r.P50Ms <= 0 || r.Errors != 0 {
+			t.Fatalf("W0 = %+v", r)
+		}
+		t.Logf("W0: %.0f commits/s, p50 %.2f ms", r.Throughput, r.P50Ms)
+	})
+	t.Run("W1", func(t *testing.T) {
+		r := find("W1")
+		if r.Status == bench.StatusNotAvailable {
+			t.Skipf("W1: %s", r.Note)
+		}
+		if r.Status != bench.StatusOK || r.Ops == 0 || r.Errors != 0 || r.RequestsPerS <= 0 {
+			t.Fatalf("W1 = %+v", r)
+		}
+		t.Logf("W1: %.0f messages/s, p50 %.2f ms", r.Throughput, r.P50Ms)
+	})
+	md := rep.Markdown()
+	if !strings.Contains(md, "| W0 |") || !strings.Contains(md, "W1 room send ≥ 0.25 × W0") {
+		t.Errorf("Markdown:\n%s", md)
+	}
+	if rep.Postgres == nil || rep.Postgres.Settings["fsync"] == "" || rep.Machine.Cores == 0 {
+		t.Errorf("machine/PostgreSQL facts missing: %+v %+v", rep.Machine, rep.Postgres)
+	}
+}

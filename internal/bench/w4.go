@@ -1,0 +1,244 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// w4 measures work distribution: W4Producers agents send DMs to one worker agent while
+// W4Sessions sessions of that agent (Agentbox-Session s1..sN) drain them with inbox_claim
+// + inbox_ack. An item counts when its ACK returns inside the window; its latency runs
+// from the send to that ACK. River does the same flow in the same database afterwards.
+func (h *harness) w4(ctx context.Context) []Result {
+	base := Result{ID: "W4", Workload: "W4 work distribution (claim + ack)", Unit: "items/s", API: true}
+	res := h.w4Agentbox(ctx, base)
+	return []Result{res, h.w4River(ctx)}
+}
+
+func (h *harness) w4Agentbox(ctx context.Context, base Result) Result {
+	fail := func(err error) Result { return failed(base.ID, base.Workload, err) }
+	box := "bench-w4-" + h.runID
+	if err := h.createBox(ctx, box); err != nil {
+		return fail(err)
+	}
+	h.prog.logf("bench: W4 setup: %d producers, 1 worker agent with %d sessions", h.cfg.W4Producers, h.cfg.W4Sessions)
+	agents, err := h.createAgents(ctx, box, "w4", h.cfg.W4Producers+1)
+	if err != nil {
+		return fail(err)
+	}
+	worker, producers := agents[0], agents[1:]
+	sessions, err := h.primeSessions(ctx, worker, "s", h.cfg.W4Sessions)
+	if err != nil {
+		return fail(err)
+	}
+	// Fail fast (and report not available) before loading anything.
+	probeKey := "probe-" + h.runID
+	if err := h.c.call(ctx, sessions[0], "inbox_claim", "POST", "/inbox/claim",
+		map[string]any{"limit": 1, "idempotency_key": probeKey}, nil); err != nil {
+		if _, ok := errorsAsNotAvailable(err); ok {
+			return fail(err)
+		}
+	}
+
+	sampler := startRSS(h.serverPID)
+	w := newWindow(h.cfg.Warmup, h.cfg.Duration)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stop fatal
+	var sent, completed, totalSends, totalItems, requests, errs atomic.Int64
+	lat := make([][]time.Duration, len(sessions))
+	var elog errorLog
+	onMeasure, waitProfile := h.profileDuring("w4.cpu.pprof")
+	// Counters are read under load at both ends of the window (see observed).
+	var before, after counters
+	var snapped sync.WaitGroup
+	snapped.Add(2)
+	snapCtx := context.WithoutCancel(ctx)
+	open := time.AfterFunc(time.Until(w.from), func() {
+		before = h.snapshot(snapCtx)
+		snapped.Done()
+		if onMeasure != nil {
+			onMeasure(ctx, w)
+		}
+	})
+	defer open.Stop()
+	closing := time.AfterFunc(time.Until(w.to), func() { after = h.snapshot(snapCtx); snapped.Done() })
+	defer closing.Stop()
+	count := func(err error) {
+		if _, ok := errorsAsNotAvailable(err); ok {
+			stop.set(err, cancel)
+			return
+		}
+		if ctx.Err() == nil {
+			errs.Add(1)
+			elog.add(err)
+		}
+	}
+	done := h.prog.start(base.Workload, w, completed.Load)
+	var wg sync.WaitGroup
+	for p, a := range producers {
+		wg.Go(func() {
+			for n := 0; ctx.Err() == nil && !w.over(time.Now()); n++ {
+				t0 := time.Now()
+				tag := fmt.Sprintf("w4 t=%d p%d n%d %s", t0.UnixNano(), p, n, h.runID)
+				err := h.c.call(ctx, a, "message_send", "POST", "/messages", sendBody("dm", worker.ID, tag, tag), nil)
+				if err != nil {
+					count(err)
+					continue
+				}
+				totalSends.Add(1)
+				if w.in(time.Now()) {
+					sent.Add(1)
+					requests.Add(1)
+				}
+			}
+		})
+	}
+	for s, sess := range sessions {
+		wg.Go(func() {
+			for n := 0; ctx.Err() == nil && !w.over(time.Now()); n++ {
+				var claimed struct {
+					Items []inboxItem `json:"items"`
+				}
+				key := fmt.Sprintf("%s-%d-%d", h.runID, s, n)
+				if err := h.c.call(ctx, sess, "inbox_claim", "POST", "/inbox/claim",
+					map[string]any{"limit": h.cfg.W4ClaimLimit, "lease_seconds": 300, "idempotency_key": "c-" + key}, &claimed); err != nil {
+					count(err)
+					continue
+				}
+				if w.in(time.Now()) {
+					requests.Add(1)
+				}
+				if len(claimed.Items) == 0 {
+					time.Sleep(time.Millisecond) // the same idle back-off as River's FetchCooldown
+					continue
+				}
+				seqs := make([]string, len(claimed.Items))
+				for i, it := range claimed.Items {
+					seqs[i] = it.InboxSeq
+				}
+				ack, _ := json.Marshal(map[string]any{"inbox_seqs": seqs, "idempotency_key": "a-" + key})
+				if err := h.c.call(ctx, sess, "inbox_ack", "POST", "/inbox/ack", ack, nil); err != nil {
+					count(err)
+					continue
+				}
+				now := time.Now()
+				totalItems.Add(int64(len(claimed.Items)))
+				if !w.in(now) {
+					continue
+				}
+				requests.Add(1)
+				completed.Add(int64(len(claimed.Items)))
+				for _, it := range claimed.Items {
+					if t, ok := sentAt(it.Message.BodyMD); ok {
+						lat[s] = append(lat[s], now.Sub(t))
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	peak := sampler.Stop()
+	waitProfile()
+	if stop.err != nil {
+		done("stopped")
+		return fail(stop.err)
+	}
+	snapped.Wait()
+	extra := perOp(before, after, completed.Load())
+	if extra == nil {
+		extra = map[string]float64{}
+	}
+	extra["sends_per_s"] = perSecond(sent.Load(), h.cfg.Duration)
+	extra["producers"] = float64(h.cfg.W4Producers)
+	extra["sessions"] = float64(h.cfg.W4Sessions)
+	extra["backlog_at_end"] = float64(totalSends.Load() - totalItems.Load())
+	ph := &phaseResult{Ops: completed.Load(), Requests: requests.Load(), Errors: errs.Load(), Elapsed: h.cfg.Duration,
+		Latency: summarize(merge(lat)), FirstErrors: elog.list()}
+	done(fmt.Sprintf("%.0f items/s  end-to-end p50 %.2f ms  p99 %.2f ms  errors %d",
+		ph.perSecond(), ms(ph.Latency.P50), ms(ph.Latency.P99), ph.Errors))
+	out := base.fromPhase(ph, h.cfg.W4Producers+h.cfg.W4Sessions)
+	out.RSSPeakMiB = peak
+	out.Extra = extra
+	return out
+}
+
+// sentAt reads the send time a W4 body carries ("w4 t=<unix nanos> …").
+func sentAt(body string) (time.Time, bool) {
+	rest, ok := strings.CutPrefix(body, "w4 t=")
+	if !ok {
+		return time.Time{}, false
+	}
+	num, _, _ := strings.Cut(rest, " ")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return time.Unix(0, n), true
+}
+
+// riverResult is what tools/bench-river prints.
+type riverResult struct {
+	Version     string  `json:"version"`
+	Producers   int     `json:"producers"`
+	MaxWorkers  int     `json:"max_workers"`
+	Completed   int64   `json:"completed"`
+	Inserted    int64   `json:"inserted"`
+	ItemsPerS   float64 `json:"items_per_s"`
+	InsertsPerS float64 `json:"inserts_per_s"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	DurationS   float64 `json:"duration_s"`
+	Errors      int64   `json:"errors"`
+}
+
+// w4River runs the River baseline subprocess on the benchmark database.
+func (h *harness) w4River(ctx context.Context) Result {
+	r := Result{ID: "W4.river", Workload: "W4 River baseline (Insert → no-op → complete)", Unit: "items/s"}
+	switch {
+	case h.dbURL == "":
+		r.Status, r.Note = StatusNotAvailable, "not available: no database URL"
+		return r
+	case h.cfg.RiverBin == "":
+		r.Status, r.Note = StatusNotAvailable, "not available: no bench-river binary (make bench builds bin/bench-river from tools/bench-river)"
+		return r
+	}
+	if _, err := os.Stat(h.cfg.RiverBin); err != nil {
+		r.Status, r.Note = StatusNotAvailable, "not available: "+err.Error()
+		return r
+	}
+	schema := "river_bench_" + h.runID
+	args := []string{"-database-url", h.dbURL, "-schema", schema, "-producers", strconv.Itoa(h.cfg.W4Producers),
+		"-duration", h.cfg.Duration.String(), "-warmup", h.cfg.Warmup.String(), "-max-workers", "100", "-fetch-cooldown", "1ms"}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, h.cfg.RiverBin, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	w := newWindow(h.cfg.Warmup, h.cfg.Duration)
+	done := h.prog.start(r.Workload, w, func() int64 { return 0 })
+	if err := cmd.Run(); err != nil {
+		done("failed")
+		return failed(r.ID, r.Workload, fmt.Errorf("bench-river: %v: %s", err, strings.TrimSpace(stderr.String())))
+	}
+	var rr riverResult
+	if err := json.Unmarshal(stdout.Bytes(), &rr); err != nil {
+		done("failed")
+		return failed(r.ID, r.Workload, fmt.Errorf("bench-river printed no result: %v", err))
+	}
+	done(fmt.Sprintf("%.0f items/s  end-to-end p50 %.2f ms  p99 %.2f ms", rr.ItemsPerS, rr.P50Ms, rr.P99Ms))
+	r.Status = StatusOK
+	r.Throughput, r.Ops, r.Errors = rr.ItemsPerS, rr.Completed, rr.Errors
+	r.P50Ms, r.P99Ms = rr.P50Ms, rr.P99Ms
+	r.Clients, r.DurationS = rr.Producers, rr.DurationS
+	r.Note = fmt.Sprintf("River %s, %d producers, MaxWorkers %d, FetchCooldown 1ms", rr.Version, rr.Producers, rr.MaxWorkers)
+	r.Extra = map[string]float64{"inserts_per_s": rr.InsertsPerS, "backlog_at_end": float64(rr.Inserted - rr.Completed)}
+	return r
+}

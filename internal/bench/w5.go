@@ -1,0 +1,338 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// w5 measures transport overhead: the same read (checkpoint_get) and write
+// (checkpoint_save, CAS on the revision it last saw) over direct HTTP, MCP streamable HTTP
+// (/mcp, the official Go SDK client) and MCP stdio (`agentbox mcp`, which forwards to the
+// HTTP API). W5Clients clients, each its own agent; the figure is each transport's p50
+// latency as a ratio to direct HTTP.
+func (h *harness) w5(ctx context.Context) []Result {
+	var lines []Result
+	mk := func(t, kind, label string) Result {
+		return Result{ID: "W5." + t + "." + kind, Workload: "W5 " + label + " " + kind + " (checkpoint_" + map[string]string{"read": "get", "write": "save"}[kind] + ")",
+			Unit: "requests/s", API: true}
+	}
+	transports := []struct{ id, label string }{{"http", "HTTP"}, {"mcp_http", "MCP streamable HTTP"}, {"mcp_stdio", "MCP stdio"}}
+	failAll := func(err error) []Result {
+		lines = lines[:0]
+		for _, t := range transports {
+			for _, k := range []string{"read", "write"} {
+				r := mk(t.id, k, t.label)
+				lines = append(lines, failed(r.ID, r.Workload, err))
+			}
+		}
+		return lines
+	}
+	box := "bench-w5-" + h.runID
+	if err := h.createBox(ctx, box); err != nil {
+		return failAll(err)
+	}
+	n := h.cfg.W5Clients
+	agents, err := h.createAgents(ctx, box, "w5", n)
+	if err != nil {
+		return failAll(err)
+	}
+	// Each client owns its agent's checkpoint, so its CAS revision is always current.
+	revs := make([]string, n)
+	for i := range revs {
+		revs[i] = "0"
+	}
+	for _, t := range transports {
+		conns, err := h.connectTransport(ctx, t.id, box, agents)
+		if err != nil {
+			lines = append(lines, failed(mk(t.id, "read", t.label).ID, mk(t.id, "read", t.label).Workload, err),
+				failed(mk(t.id, "write", t.label).ID, mk(t.id, "write", t.label).Workload, err))
+			continue
+		}
+		for _, kind := range []string{"read", "write"} {
+			r := mk(t.id, kind, t.label)
+			counters := make([]int, n)
+			p := phase{Label: r.Workload, Clients: n, Warmup: h.cfg.Warmup, Duration: h.cfg.Duration}
+			res, err := p.run(ctx, h.prog, func(ctx context.Context, c int) (int, error) {
+				if kind == "read" {
+					_, err := conns[c].call(ctx, "checkpoint_get", map[string]any{})
+					return 1, err
+				}
+				counters[c]++
+				out, err := conns[c].call(ctx, "checkpoint_save", map[string]any{
+					"expected_revision": revs[c],
+					"checkpoint":        map[string]any{"client": c, "step": counters[c], "note": "transport overhead"},
+					"idempotency_key":   fmt.Sprintf("w5-%s-%s-%d", h.runID, t.id, counters[c]),
+				})
+				if err != nil {
+					return 1, err
+				}
+				var saved struct {
+					Revision string `json:"revision"`
+				}
+				if err := json.Unmarshal(out, &saved); err != nil || saved.Revision == "" {
+					return 1, fmt.Errorf("checkpoint_save: no revision in %s", truncate(out, 200))
+				}
+				revs[c] = saved.Revision
+				return 1, nil
+			})
+			if err != nil {
+				lines = append(lines, failed(r.ID, r.Workload, err))
+				continue
+			}
+			r = r.fromPhase(res, n)
+			r.Throughput = r.RequestsPerS
+			lines = append(lines, r)
+		}
+		for _, c := range conns {
+			c.close()
+		}
+	}
+	// Ratios to direct HTTP, for the report's diagnostics.
+	byID := map[string]*Result{}
+	for i := range lines {
+		byID[lines[i].ID] = &lines[i]
+	}
+	for _, t := range transports[1:] {
+		for _, kind := range []string{"read", "write"} {
+			r, base := byID["W5."+t.id+"."+kind], byID["W5.http."+kind]
+			if ok(r) && ok(base) {
+				r.Extra = map[string]float64{"p50_ratio_to_http": ratio(r.P50Ms, base.P50Ms), "p99_ratio_to_http": ratio(r.P99Ms, base.P99Ms)}
+			}
+		}
+	}
+	return lines
+}
+
+// toolConn calls one agent's tools over one transport and returns the result JSON.
+type toolConn interface {
+	call(ctx context.Context, tool string, args map[string]any) (json.RawMessage, error)
+	close()
+}
+
+// connectTransport opens one connection per agent and primes its session over it.
+func (h *harness) connectTransport(ctx context.Context, transport, box string, agents []*agent) ([]toolConn, error) {
+	conns := make([]toolConn, len(agents))
+	closeAll := func() {
+		for _, c := range conns {
+			if c != nil {
+				c.close()
+			}
+		}
+	}
+	switch transport {
+	case "mcp_http":
+		if err := h.probeMCPHTTP(ctx); err != nil {
+			return nil, err
+		}
+	case "mcp_stdio":
+		if err := h.probeMCPStdio(ctx); err != nil {
+			return nil, err
+		}
+	}
+	err := parallel(ctx, len(agents), 4, func(ctx context.Context, i int) error {
+		var err error
+		switch transport {
+		case "http":
+			conns[i] = &httpConn{c: h.c, a: agents[i]}
+		case "mcp_http":
+			conns[i], err = h.dialMCPHTTP(ctx, box, agents[i])
+		case "mcp_stdio":
+			conns[i], err = h.dialMCPStdio(ctx, box, agents[i])
+		}
+		if err != nil {
+			return err
+		}
+		_, err = conns[i].call(ctx, "agent_prime", map[string]any{})
+		return err
+	})
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	return conns, nil
+}
+
+// httpConn is the direct HTTP API.
+type httpConn struct {
+	c *client
+	a *agent
+}
+
+func (t *httpConn) call(ctx context.Context, tool string, args map[string]any) (json.RawMessage, error) {
+	var out json.RawMessage
+	var err error
+	switch tool {
+	case "agent_prime":
+		err = t.c.call(ctx, t.a, tool, "POST", "/prime", []byte("{}"), &out)
+	case "checkpoint_get":
+		err = t.c.call(ctx, t.a, tool, "GET", "/checkpoint", nil, &out)
+	case "checkpoint_save":
+		err = t.c.call(ctx, t.a, tool, "PUT", "/checkpoint", args, &out)
+	default:
+		err = fmt.Errorf("no HTTP route for %s in the benchmark", tool)
+	}
+	return out, err
+}
+
+func (t *httpConn) close() {}
+
+// mcpConn is an MCP client session (streamable HTTP or stdio).
+type mcpConn struct {
+	box     string
+	session *mcp.ClientSession
+}
+
+func (t *mcpConn) call(ctx context.Context, tool string, args map[string]any) (json.RawMessage, error) {
+	full := make(map[string]any, len(args)+1)
+	for k, v := range args {
+		full[k] = v
+	}
+	full["box_key"] = t.box
+	res, err := t.session.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: full})
+	if err != nil {
+		return nil, fmt.Errorf("%s over MCP: %w", tool, err)
+	}
+	sc, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		return nil, err
+	}
+	if res.IsError {
+		var body struct {
+			Error *APIError `json:"error"`
+		}
+		if json.Unmarshal(sc, &body) == nil && body.Error != nil {
+			body.Error.Op = tool
+			if isNotImplemented(body.Error.Code, body.Error.Reason) {
+				return nil, notAvailable("%s not implemented", tool)
+			}
+			return nil, body.Error
+		}
+		return nil, fmt.Errorf("%s over MCP: tool error %s", tool, truncate(sc, 200))
+	}
+	return sc, nil
+}
+
+func (t *mcpConn) close() { t.session.Close() } //nolint:errcheck
+
+// bearer adds the agent's key to every request of the MCP HTTP client.
+type bearer struct {
+	key  string
+	next http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return b.next.RoundTrip(r)
+}
+
+func mcpClient() *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "agentbox-bench", Version: "1"}, nil)
+}
+
+// probeMCPHTTP tells a missing /mcp endpoint (not available) from other failures.
+func (h *harness) probeMCPHTTP(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, "POST", h.c.base+"/mcp", strings.NewReader(`{}`))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := h.c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return notAvailable("/mcp (MCP streamable HTTP) not implemented")
+	}
+	return nil
+}
+
+func (h *harness) dialMCPHTTP(ctx context.Context, box string, a *agent) (toolConn, error) {
+	tr := &mcp.StreamableClientTransport{
+		Endpoint:             h.c.base + "/mcp",
+		HTTPClient:           &http.Client{Transport: bearer{key: a.Key, next: h.c.http.Transport}},
+		DisableStandaloneSSE: true, // the server is stateless: request/response only
+		MaxRetries:           -1,
+	}
+	s, err := mcpClient().Connect(ctx, tr, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to /mcp: %w", err)
+	}
+	return &mcpConn{box: box, session: s}, nil
+}
+
+// agentboxBin is the binary that runs `agentbox mcp`.
+func (h *harness) agentboxBin() (string, error) {
+	if h.cfg.AgentboxBin != "" {
+		return h.cfg.AgentboxBin, nil
+	}
+	return os.Executable()
+}
+
+// probeMCPStdio checks that the binary has an `mcp` command.
+func (h *harness) probeMCPStdio(ctx context.Context) error {
+	bin, err := h.agentboxBin()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, bin, "help").CombinedOutput()
+	if !bytes.Contains(out, []byte("\n  mcp ")) {
+		return notAvailable("`agentbox mcp` (MCP stdio) not implemented in %s", bin)
+	}
+	return nil
+}
+
+func (h *harness) dialMCPStdio(ctx context.Context, box string, a *agent) (toolConn, error) {
+	bin, err := h.agentboxBin()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "mcp")
+	cmd.Env = append(os.Environ(), "AGENTBOX_SERVER="+h.c.base, "AGENTBOX_API_KEY="+a.Key, "AGENTBOX_BOX="+box)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	s, err := mcpClient().Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("starting `agentbox mcp`: %w", err), errors.New(strings.TrimSpace(stderr.String())))
+	}
+	return &mcpConn{box: box, session: s}, nil
+}
+
+// syncBuffer is a bytes.Buffer safe for a writing process and a reading harness.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "…"
+}

@@ -1,0 +1,42 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/agentbox/agentbox/internal/mcpserver"
+)
+
+// mcpStdio runs `agentbox mcp`: the tool list over stdio, every call forwarded to the HTTP
+// API at AGENTBOX_SERVER with AGENTBOX_API_KEY or the AGENTBOX_CREDENTIALS entry of the
+// call's box_key. It never opens the database. One Agentbox-Session, generated at start,
+// names this process's session (SPEC §3).
+func (e *env) mcpStdio(args []string) error {
+	fs := flag.NewFlagSet("agentbox mcp", flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	creds, err := mcpserver.CredentialsFromEnv(os.Getenv)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return mcpserver.RunStdio(ctx, mcpserver.StdioConfig{
+		Server:      serverURL(),
+		Credentials: creds,
+		Session:     mcpserver.NewSessionKey("stdio-"),
+		Box:         os.Getenv("AGENTBOX_BOX"),
+		Log:         slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}, io.NopCloser(e.stdin), nopWriteCloser{e.stdout})
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
