@@ -33,7 +33,7 @@ WITH copies AS (
            @request_agent_ids::uuid[], sqlc.narg(reply_to_message_id)::uuid, sqlc.narg(reply_to_author_id)::uuid,
            COALESCE(sqlc.narg(thread_root_id)::uuid, message_id), @files::jsonb, @content_hash, false, @now
     FROM copies
-    RETURNING message_id, message_seq, channel_id
+    RETURNING message_id, message_seq, channel_id, created_at
 ), latest AS (
     INSERT INTO channel_sender_latest (box_id, channel_id, sender_agent_id, message_id, content_hash)
     SELECT @box_id, channel_id, @sender_agent_id, message_id, @content_hash FROM inserted
@@ -48,7 +48,7 @@ WITH copies AS (
     SELECT @box_id, inserted.message_id, r.agent_id, inserted.message_seq, @sender_agent_id, 'pending', 1, @now
     FROM inserted CROSS JOIN unnest(@request_agent_ids::uuid[]) AS r(agent_id)
 )
-SELECT message_id, message_seq, channel_id FROM inserted;
+SELECT message_id, message_seq, channel_id, created_at FROM inserted;
 
 -- name: InsertAttention :execrows
 -- One attention row per (recipient, message) with the OR of the reason bits of SPEC §7, for
@@ -91,10 +91,12 @@ FROM heads JOIN reasoned ON reasoned.agent_id = heads.agent_id AND reasoned.reas
 -- name: EnforceRetention :execrows
 -- SPEC §11: each given channel keeps its newest @message_cap messages and at most
 -- @attachment_cap messages with attachments; older ones are deleted, oldest first. Each bound
--- is the newest message_seq past the cap (found on the channel's message_seq index); deletes
--- cascade to attachments, attention rows (and so receipts and leases), requests, file reports
--- and the duplicate reference. Run after every write, inside its transaction.
-WITH bounds AS (
+-- is the newest message_seq past its cap, found on the channel's message_seq index (the
+-- bounds are materialized so they are computed once per channel, not per candidate row);
+-- the victims are index ranges below the bounds. Deletes cascade to attachments, attention
+-- rows (and so receipts and leases), requests, file reports and the duplicate reference.
+-- Run after every write, inside its transaction.
+WITH bounds AS MATERIALIZED (
     SELECT ch.channel_id,
            (SELECT m.message_seq FROM messages m
             WHERE m.box_id = @box_id AND m.channel_id = ch.channel_id
@@ -103,12 +105,16 @@ WITH bounds AS (
             WHERE m.box_id = @box_id AND m.channel_id = ch.channel_id AND m.has_attachment
             ORDER BY m.message_seq DESC OFFSET @attachment_cap::bigint LIMIT 1) AS attachment_bound
     FROM unnest(@channel_ids::uuid[]) AS ch(channel_id)
+), victims AS MATERIALIZED (
+    SELECT m.message_id FROM bounds
+    JOIN messages m ON m.box_id = @box_id AND m.channel_id = bounds.channel_id AND m.message_seq <= bounds.message_bound
+    UNION
+    SELECT m.message_id FROM bounds
+    JOIN messages m ON m.box_id = @box_id AND m.channel_id = bounds.channel_id AND m.has_attachment
+                   AND m.message_seq <= bounds.attachment_bound
 )
 DELETE FROM messages
-USING bounds
-WHERE messages.box_id = @box_id AND messages.channel_id = bounds.channel_id
-  AND (messages.message_seq <= bounds.message_bound
-       OR (messages.has_attachment AND messages.message_seq <= bounds.attachment_bound));
+WHERE messages.box_id = @box_id AND messages.message_id IN (SELECT message_id FROM victims);
 
 -- name: GetMessage :one
 -- One message with its sender's name and attachment metadata (authorization is the caller's).

@@ -1697,10 +1697,21 @@ type ThreadExport struct {
 	// NextCursor Opaque cursor; pass it back unchanged.
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 	Partial    bool        `json:"partial"`
+
+	// ResumeCursor Opaque cursor; pass it back unchanged.
+	ResumeCursor *PageCursor `json:"resume_cursor,omitempty"`
 }
 
 // ThreadExportFormat defines model for ThreadExport.Format.
 type ThreadExportFormat string
+
+// ThreadPage A keyset page of a thread (no resume cursor: start again to see later replies).
+type ThreadPage struct {
+	Items []Message `json:"items"`
+
+	// NextCursor Opaque cursor; pass it back unchanged.
+	NextCursor *PageCursor `json:"next_cursor,omitempty"`
+}
 
 // Timestamp defines model for Timestamp.
 type Timestamp = time.Time
@@ -12031,7 +12042,7 @@ type ThreadReadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *MessagePage
+	JSON200 *ThreadPage
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
@@ -12049,7 +12060,7 @@ type ThreadReadResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r ThreadReadResponse) GetJSON200() *MessagePage {
+func (r ThreadReadResponse) GetJSON200() *ThreadPage {
 	return r.JSON200
 }
 
@@ -16675,7 +16686,7 @@ func ParseThreadReadResponse(rsp *http.Response) (*ThreadReadResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest MessagePage
+		var dest ThreadPage
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

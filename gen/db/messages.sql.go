@@ -98,7 +98,7 @@ func (q *Queries) ChannelMessages(ctx context.Context, arg ChannelMessagesParams
 }
 
 const enforceRetention = `-- name: EnforceRetention :execrows
-WITH bounds AS (
+WITH bounds AS MATERIALIZED (
     SELECT ch.channel_id,
            (SELECT m.message_seq FROM messages m
             WHERE m.box_id = $1 AND m.channel_id = ch.channel_id
@@ -107,12 +107,16 @@ WITH bounds AS (
             WHERE m.box_id = $1 AND m.channel_id = ch.channel_id AND m.has_attachment
             ORDER BY m.message_seq DESC OFFSET $3::bigint LIMIT 1) AS attachment_bound
     FROM unnest($4::uuid[]) AS ch(channel_id)
+), victims AS MATERIALIZED (
+    SELECT m.message_id FROM bounds
+    JOIN messages m ON m.box_id = $1 AND m.channel_id = bounds.channel_id AND m.message_seq <= bounds.message_bound
+    UNION
+    SELECT m.message_id FROM bounds
+    JOIN messages m ON m.box_id = $1 AND m.channel_id = bounds.channel_id AND m.has_attachment
+                   AND m.message_seq <= bounds.attachment_bound
 )
 DELETE FROM messages
-USING bounds
-WHERE messages.box_id = $1 AND messages.channel_id = bounds.channel_id
-  AND (messages.message_seq <= bounds.message_bound
-       OR (messages.has_attachment AND messages.message_seq <= bounds.attachment_bound))
+WHERE messages.box_id = $1 AND messages.message_id IN (SELECT message_id FROM victims)
 `
 
 type EnforceRetentionParams struct {
@@ -124,9 +128,11 @@ type EnforceRetentionParams struct {
 
 // SPEC §11: each given channel keeps its newest @message_cap messages and at most
 // @attachment_cap messages with attachments; older ones are deleted, oldest first. Each bound
-// is the newest message_seq past the cap (found on the channel's message_seq index); deletes
-// cascade to attachments, attention rows (and so receipts and leases), requests, file reports
-// and the duplicate reference. Run after every write, inside its transaction.
+// is the newest message_seq past its cap, found on the channel's message_seq index (the
+// bounds are materialized so they are computed once per channel, not per candidate row);
+// the victims are index ranges below the bounds. Deletes cascade to attachments, attention
+// rows (and so receipts and leases), requests, file reports and the duplicate reference.
+// Run after every write, inside its transaction.
 func (q *Queries) EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error) {
 	result, err := q.db.Exec(ctx, enforceRetention,
 		arg.BoxID,
@@ -286,7 +292,7 @@ WITH copies AS (
            $11::uuid[], $12::uuid, $13::uuid,
            COALESCE($14::uuid, message_id), $15::jsonb, $16, false, $17
     FROM copies
-    RETURNING message_id, message_seq, channel_id
+    RETURNING message_id, message_seq, channel_id, created_at
 ), latest AS (
     INSERT INTO channel_sender_latest (box_id, channel_id, sender_agent_id, message_id, content_hash)
     SELECT $5, channel_id, $6, message_id, $16 FROM inserted
@@ -301,7 +307,7 @@ WITH copies AS (
     SELECT $5, inserted.message_id, r.agent_id, inserted.message_seq, $6, 'pending', 1, $17
     FROM inserted CROSS JOIN unnest($11::uuid[]) AS r(agent_id)
 )
-SELECT message_id, message_seq, channel_id FROM inserted
+SELECT message_id, message_seq, channel_id, created_at FROM inserted
 `
 
 type InsertMessagesParams struct {
@@ -328,6 +334,7 @@ type InsertMessagesRow struct {
 	MessageID  uuid.UUID
 	MessageSeq int64
 	ChannelID  uuid.UUID
+	CreatedAt  time.Time
 }
 
 // Stores one message per copy (one for a send, one per recipient for a batch) with shared
@@ -362,7 +369,12 @@ func (q *Queries) InsertMessages(ctx context.Context, arg InsertMessagesParams) 
 	var items []InsertMessagesRow
 	for rows.Next() {
 		var i InsertMessagesRow
-		if err := rows.Scan(&i.MessageID, &i.MessageSeq, &i.ChannelID); err != nil {
+		if err := rows.Scan(
+			&i.MessageID,
+			&i.MessageSeq,
+			&i.ChannelID,
+			&i.CreatedAt,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

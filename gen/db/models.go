@@ -10,6 +10,20 @@ import (
 	"github.com/google/uuid"
 )
 
+type AccessibleAttention struct {
+	BoxID            uuid.UUID
+	AgentID          uuid.UUID
+	InboxSeq         int64
+	MessageID        uuid.UUID
+	ChannelID        uuid.UUID
+	Reasons          int32
+	AckedAt          *time.Time
+	AckedBySessionID *uuid.UUID
+	LeaseSessionID   *uuid.UUID
+	LeaseExpiresAt   *time.Time
+	MessageSeq       int64
+}
+
 type AdminToken struct {
 	TokenID   uuid.UUID
 	TokenHash []byte
@@ -174,10 +188,11 @@ type Message struct {
 }
 
 type Receipt struct {
-	BoxID     uuid.UUID
-	AgentID   uuid.UUID
-	InboxSeq  int64
-	SessionID uuid.UUID
+	BoxID         uuid.UUID
+	AgentID       uuid.UUID
+	InboxSeq      int64
+	SessionID     uuid.UUID
+	LeaseReplaced bool
 }
 
 type Request struct {
@@ -219,6 +234,14 @@ type RoomMember struct {
 	InvitedAt      *time.Time
 	JoinedAt       *time.Time
 	LeftAt         *time.Time
+}
+
+type RoomReader struct {
+	BoxID         uuid.UUID
+	RoomID        uuid.UUID
+	AgentID       uuid.UUID
+	EpochStartSeq int64
+	ReadFloor     int32
 }
 
 type ServerSecret struct {

@@ -11,6 +11,9 @@ import (
 )
 
 type Querier interface {
+	// ACK means read: sets the first ACK's session and time (never changed after) and ends the
+	// row's lease. Nothing else changes (no retention extension, no request status).
+	AckRows(ctx context.Context, arg AckRowsParams) error
 	AdminTokenLive(ctx context.Context, tokenHash []byte) (bool, error)
 	// Compare-and-set append; also re-checks that the room is active and the total stays within @max_bytes.
 	AppendRoomBrief(ctx context.Context, arg AppendRoomBriefParams) (AppendRoomBriefRow, error)
@@ -26,6 +29,13 @@ type Querier interface {
 	// (box_id, channel_id, message_seq) index, so a read costs O(page) however long the channel.
 	ChannelMessages(ctx context.Context, arg ChannelMessagesParams) ([]ChannelMessagesRow, error)
 	CheckpointRevision(ctx context.Context, arg CheckpointRevisionParams) (int64, error)
+	// As ClaimCandidatesOldest, newest first.
+	ClaimCandidatesNewest(ctx context.Context, arg ClaimCandidatesNewestParams) ([]int64, error)
+	// Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
+	// until commit. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed
+	// and committed meanwhile is re-checked on its new version, so two claims never lease the
+	// same row.
+	ClaimCandidatesOldest(ctx context.Context, arg ClaimCandidatesOldestParams) ([]int64, error)
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
 	CreateAdminToken(ctx context.Context, arg CreateAdminTokenParams) (CreateAdminTokenRow, error)
 	CreateAgent(ctx context.Context, arg CreateAgentParams) (Agent, error)
@@ -40,14 +50,19 @@ type Querier interface {
 	EndRoomLeases(ctx context.Context, arg EndRoomLeasesParams) error
 	// SPEC §11: each given channel keeps its newest @message_cap messages and at most
 	// @attachment_cap messages with attachments; older ones are deleted, oldest first. Each bound
-	// is the newest message_seq past the cap (found on the channel's message_seq index); deletes
-	// cascade to attachments, attention rows (and so receipts and leases), requests, file reports
-	// and the duplicate reference. Run after every write, inside its transaction.
+	// is the newest message_seq past its cap, found on the channel's message_seq index (the
+	// bounds are materialized so they are computed once per channel, not per candidate row);
+	// the victims are index ranges below the bounds. Deletes cascade to attachments, attention
+	// rows (and so receipts and leases), requests, file reports and the duplicate reference.
+	// Run after every write, inside its transaction.
 	EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error)
 	// Creates the DM channels of the given pairs that do not exist yet (first message of a pair).
 	// Pairs are inserted in pair order so concurrent creators wait on each other in one order.
 	EnsureDMChannels(ctx context.Context, arg EnsureDMChannelsParams) error
 	EnsureServerSecret(ctx context.Context, arg EnsureServerSecretParams) error
+	// Reports on one message, keyset on (file_index, reporter_agent_id); only one reporter's
+	// when @reporter_agent_id is given.
+	FileReports(ctx context.Context, arg FileReportsParams) ([]FileReport, error)
 	FindAgentsByName(ctx context.Context, arg FindAgentsByNameParams) ([]uuid.UUID, error)
 	GetAgentProfile(ctx context.Context, arg GetAgentProfileParams) (GetAgentProfileRow, error)
 	GetAgentWithHost(ctx context.Context, arg GetAgentWithHostParams) (GetAgentWithHostRow, error)
@@ -56,10 +71,17 @@ type Querier interface {
 	// One agent's card whatever its listing; the service decides who may see it.
 	GetCard(ctx context.Context, arg GetCardParams) (GetCardRow, error)
 	GetCheckpoint(ctx context.Context, arg GetCheckpointParams) (Checkpoint, error)
+	// Retention cleanup bookkeeping per box (SPEC §11, admin API).
+	GetCleanupStatus(ctx context.Context, boxID uuid.UUID) (CleanupStatus, error)
 	GetHostByName(ctx context.Context, arg GetHostByNameParams) (Host, error)
 	GetIdempotencyRecord(ctx context.Context, arg GetIdempotencyRecordParams) (GetIdempotencyRecordRow, error)
 	// One message with its sender's name and attachment metadata (authorization is the caller's).
 	GetMessage(ctx context.Context, arg GetMessageParams) (GetMessageRow, error)
+	// Response requests (SPEC §8): one row per (request message, recipient), created by the
+	// send; declarations by compare-and-set. A request is listed only while its message is
+	// visible to the caller: a DM participant, or an active room member above its read floor
+	// (room_readers, 0003_inbox.sql).
+	GetRequest(ctx context.Context, arg GetRequestParams) (Request, error)
 	GetRoomBrief(ctx context.Context, arg GetRoomBriefParams) (GetRoomBriefRow, error)
 	// The room and the caller's membership row (state is NULL when the caller was never invited).
 	GetRoomForAgent(ctx context.Context, arg GetRoomForAgentParams) (GetRoomForAgentRow, error)
@@ -67,6 +89,29 @@ type Querier interface {
 	// One round trip per call: the session, the profile version it must have observed, the
 	// box settings, and a coarse last_seen_at observation (written at most once a minute).
 	GetSession(ctx context.Context, arg GetSessionParams) (GetSessionRow, error)
+	InboxChannelSeqs(ctx context.Context, arg InboxChannelSeqsParams) ([]int64, error)
+	InboxChannelUnreadSeqs(ctx context.Context, arg InboxChannelUnreadSeqsParams) ([]int64, error)
+	// unread: accessible unread rows; leased: live leases of the agent (leaving a room and
+	// purging a message end leases, so every lease is on an accessible row); leased_by_session:
+	// those held by this session.
+	InboxCounts(ctx context.Context, arg InboxCountsParams) (InboxCountsRow, error)
+	// Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
+	// Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
+	// steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
+	// page costs O(page)), then InboxRows for those seqs with their canonical message data.
+	// The agent's committed inbox upper bound (0 before its first row).
+	InboxHead(ctx context.Context, arg InboxHeadParams) (int64, error)
+	// The given attention rows of the agent with their messages (as GetMessage), in inbox_seq
+	// order. parent_visible: the reply parent still exists above the agent's read floor of the
+	// channel (replies stay in their channel; DMs have floor 0) — the reply redaction rule of
+	// the canonical Message.
+	InboxRows(ctx context.Context, arg InboxRowsParams) ([]InboxRowsRow, error)
+	// Filter all (acked_only false) or acked.
+	InboxSeqs(ctx context.Context, arg InboxSeqsParams) ([]int64, error)
+	InboxUnreadSeqs(ctx context.Context, arg InboxUnreadSeqsParams) ([]int64, error)
+	// The caller's incoming requests, keyset on message_seq (one request per message for a
+	// recipient), optionally one status.
+	IncomingRequests(ctx context.Context, arg IncomingRequestsParams) ([]Request, error)
 	// One attention row per (recipient, message) with the OR of the reason bits of SPEC §7, for
 	// every copy of a send in one statement. DM: the recipient, preferences ignored (1, +4
 	// mention, +8 reply to their message, +16 request). Room: every active member but the author,
@@ -94,6 +139,10 @@ type Querier interface {
 	// Starts a new membership epoch at the channel's committed head; the follow preference
 	// restarts at the room default and its revision keeps increasing across epochs.
 	JoinRoom(ctx context.Context, arg JoinRoomParams) (int64, error)
+	// Leases rows (locked by ClaimCandidates*) to this session until @expires_at, records this
+	// session's receipts (clearing its lease_replaced mark), and marks the receipts of sessions
+	// whose expired lease this claim replaces. All CTEs read the rows as they were before.
+	LeaseRows(ctx context.Context, arg LeaseRowsParams) error
 	LeaveRoom(ctx context.Context, arg LeaveRoomParams) (int64, error)
 	ListAPIKeys(ctx context.Context, arg ListAPIKeysParams) ([]ApiKey, error)
 	// An agent's active memberships and pending invitations, keyset by room_id.
@@ -103,6 +152,13 @@ type Querier interface {
 	ListBoxRooms(ctx context.Context, boxID uuid.UUID) ([]ListBoxRoomsRow, error)
 	ListBoxes(ctx context.Context) ([]Box, error)
 	ListHosts(ctx context.Context, boxID uuid.UUID) ([]Host, error)
+	// The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
+	// concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
+	// to this session (its receipt) and whether that session's lease was replaced.
+	LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]LockAckRowsRow, error)
+	// The next @max_rows channels of the box after @after_channel_id, locked until commit in
+	// channel_id order (the order sends lock them in), for the retroactive cleanup.
+	LockBoxChannels(ctx context.Context, arg LockBoxChannelsParams) ([]uuid.UUID, error)
 	LockBoxSettings(ctx context.Context, boxID uuid.UUID) (LockBoxSettingsRow, error)
 	// Serializes sends, joins and leaves of one channel until commit (SPEC §6, §7 ordering).
 	LockChannel(ctx context.Context, arg LockChannelParams) (int64, error)
@@ -115,10 +171,24 @@ type Querier interface {
 	ObserveProfile(ctx context.Context, arg ObserveProfileParams) error
 	// Creates the session on first prime; priming again returns the same row.
 	OpenSession(ctx context.Context, arg OpenSessionParams) (OpenSessionRow, error)
+	// The caller's outgoing requests, keyset on (message_seq, recipient_agent_id) so each
+	// recipient's declaration of one message is its own row, optionally one status.
+	OutgoingRequests(ctx context.Context, arg OutgoingRequestsParams) ([]Request, error)
+	// Pending incoming requests whose message the agent may still see (agent_prime).
+	PendingIncomingRequests(ctx context.Context, arg PendingIncomingRequestsParams) (int64, error)
 	PutIdempotencyRecord(ctx context.Context, arg PutIdempotencyRecordParams) error
+	RecordCleanupFailure(ctx context.Context, arg RecordCleanupFailureParams) error
+	// A retention run that deleted @deleted messages (after a write, or the retroactive cleanup
+	// after a lowered cap). Taken after the channel locks, like every retention run.
+	RecordCleanupRun(ctx context.Context, arg RecordCleanupRunParams) error
+	// This session was shown these rows (the precondition of their ACK). Never an ACK; an
+	// existing receipt keeps its lease_replaced mark.
+	RecordInboxReceipts(ctx context.Context, arg RecordInboxReceiptsParams) error
 	// A receipt per returned message the reader has an attention row for: this session was shown
 	// that row (the precondition of its ACK). Never an ACK.
 	RecordReceipts(ctx context.Context, arg RecordReceiptsParams) error
+	// Compare-and-set of a declaration; no row when the revision is stale.
+	RespondRequest(ctx context.Context, arg RespondRequestParams) (Request, error)
 	RevokeAPIKey(ctx context.Context, arg RevokeAPIKeyParams) (ApiKey, error)
 	RevokeAdminToken(ctx context.Context, arg RevokeAdminTokenParams) (RevokeAdminTokenRow, error)
 	// The current membership state of each given agent that has a membership row.
@@ -151,6 +221,9 @@ type Querier interface {
 	UpdateCard(ctx context.Context, arg UpdateCardParams) (uuid.UUID, error)
 	// CAS: matches only while the stored revision is the expected one.
 	UpdateCheckpoint(ctx context.Context, arg UpdateCheckpointParams) (UpdateCheckpointRow, error)
+	// File access reports (SPEC §8).
+	// One report per (message, file index, reporter); a new report replaces the reporter's last.
+	UpsertFileReport(ctx context.Context, arg UpsertFileReportParams) (FileReport, error)
 	// Which of the given message IDs still exist in the channel above the reader's floor (used
 	// to redact references to ancestors the reader cannot see, or that were purged).
 	VisibleChannelMessageIDs(ctx context.Context, arg VisibleChannelMessageIDsParams) ([]uuid.UUID, error)

@@ -643,7 +643,7 @@ var (
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",
 		Concurrency:       "none",
-		Pagination:        "keyset",
+		Pagination:        "stream",
 		Exposure:          "default",
 		CLI:               "thread export",
 		HiddenContext:     []string{"agent", "session", "box_credential"},

@@ -76,6 +76,7 @@ type Config struct {
 	W3Small      int
 	W3Large      int
 	W3Unread     int
+	W3Clients    int // default: Clients
 	W4Producers  int
 	W4Sessions   int
 	W4ClaimLimit int
@@ -117,6 +118,9 @@ func (c *Config) Defaults() {
 	}
 	if c.W3Large <= 0 {
 		c.W3Large = 1_000_000
+	}
+	if c.W3Clients <= 0 {
+		c.W3Clients = c.Clients
 	}
 	if c.W3Unread <= 0 {
 		c.W3Unread = 1000
@@ -179,7 +183,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	h.rep = &Report{GeneratedAt: began, Machine: machineInfo(), Run: RunInfo{
 		Clients: cfg.Clients, DurationS: cfg.Duration.Seconds(), WarmupS: cfg.Warmup.Seconds(),
 		Server: "external", ServerPool: "product default", W1Rooms: cfg.W1Rooms, W3Small: cfg.W3Small, W3Large: cfg.W3Large,
-		W3Unread: cfg.W3Unread, W4Producers: cfg.W4Producers, W4Sessions: cfg.W4Sessions, W4ClaimLimit: cfg.W4ClaimLimit,
+		W3Unread: cfg.W3Unread, W3Clients: cfg.W3Clients, W4Producers: cfg.W4Producers, W4Sessions: cfg.W4Sessions, W4ClaimLimit: cfg.W4ClaimLimit,
 		W5Clients: cfg.W5Clients, Workloads: strings.Join(cfg.Workloads, ","),
 	}}
 	pgSource := "external"
@@ -206,6 +210,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	h.c = newClient(cfg.ServerURL, 2*cfg.Clients+32)
 	if err := h.waitReady(ctx); err != nil {
 		return nil, err
+	}
+	// Every workload prepares its box through the admin API: a refused token ends the run.
+	if err := h.c.admin(ctx, h.adminToken, "admin_box_list", "GET", "/boxes", nil, nil); err != nil {
+		return nil, fmt.Errorf("checking the admin token: %w", err)
 	}
 	if m, err := h.scrapeMetrics(ctx); err == nil {
 		if v, ok := m[`agentbox_db_pool_connections{state="max"}`]; ok {
@@ -375,6 +383,11 @@ func randomHex(n int) string {
 func machineInfo() Machine {
 	m := Machine{Cores: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, GoVersion: runtime.Version()}
 	m.Hostname, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			m.LoadAverage = strings.Join(f[:3], " ")
+		}
+	}
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		defer f.Close()
 		sc := bufio.NewScanner(f)

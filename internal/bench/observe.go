@@ -178,7 +178,7 @@ func perOp(before, after counters, ops int64) map[string]float64 {
 	out := map[string]float64{}
 	n := float64(ops)
 	if before.pg != nil && after.pg != nil {
-		out["db_commits_per_op"] = (after.pg["xact_commit"] - before.pg["xact_commit"]) / n
+		out["db_transactions_per_op"] = (after.pg["xact_commit"] - before.pg["xact_commit"]) / n
 		out["db_rows_inserted_per_op"] = (after.pg["tup_inserted"] - before.pg["tup_inserted"]) / n
 		out["db_rows_updated_per_op"] = (after.pg["tup_updated"] - before.pg["tup_updated"]) / n
 		out["db_rows_deleted_per_op"] = (after.pg["tup_deleted"] - before.pg["tup_deleted"]) / n

@@ -41,7 +41,7 @@ func TestParseMetricsAndPerOp(t *testing.T) {
 		metrics: map[string]float64{"agentbox_db_pool_acquire_total": 410, "agentbox_db_pool_acquire_wait_seconds_total": 2.5},
 	}
 	got := perOp(before, after, 200)
-	want := map[string]float64{"db_commits_per_op": 1, "db_rows_inserted_per_op": 12, "db_rows_updated_per_op": 5,
+	want := map[string]float64{"db_transactions_per_op": 1, "db_rows_inserted_per_op": 12, "db_rows_updated_per_op": 5,
 		"pool_acquires_per_op": 2, "pool_wait_ms_per_op": 10}
 	for k, v := range want {
 		if got[k] != v {

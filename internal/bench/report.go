@@ -87,6 +87,9 @@ type Machine struct {
 	OS        string `json:"os"`
 	GoVersion string `json:"go_version"`
 	Hostname  string `json:"hostname,omitempty"`
+	// LoadAverage is /proc/loadavg's 1, 5 and 15 minute figures when the run began: a
+	// value near or above Cores means other work shared the machine.
+	LoadAverage string `json:"load_average,omitempty"`
 }
 
 // Postgres describes the database server used.
@@ -107,6 +110,7 @@ type RunInfo struct {
 	W3Small      int      `json:"w3_small_history"`
 	W3Large      int      `json:"w3_large_history"`
 	W3Unread     int      `json:"w3_unread"`
+	W3Clients    int      `json:"w3_clients"`
 	W4Producers  int      `json:"w4_producers"`
 	W4Sessions   int      `json:"w4_sessions"`
 	W4ClaimLimit int      `json:"w4_claim_limit"`
@@ -277,7 +281,11 @@ func (rep *Report) Markdown() string {
 	if rep.Machine.CPUModel != "" {
 		fmt.Fprintf(&b, " (%s)", rep.Machine.CPUModel)
 	}
-	fmt.Fprintf(&b, ", %s, %s. Server DB pool max conns: %s.\n\n", rep.Machine.OS, rep.Machine.GoVersion, rep.Run.ServerPool)
+	fmt.Fprintf(&b, ", %s, %s", rep.Machine.OS, rep.Machine.GoVersion)
+	if rep.Machine.LoadAverage != "" {
+		fmt.Fprintf(&b, ", load average %s at start", rep.Machine.LoadAverage)
+	}
+	fmt.Fprintf(&b, ". Server DB pool max conns: %s.\n\n", rep.Run.ServerPool)
 	if pg := rep.Postgres; pg != nil {
 		fmt.Fprintf(&b, "PostgreSQL %s (%s):", pg.Version, pg.Source)
 		keys := make([]string, 0, len(pg.Settings))
@@ -296,11 +304,11 @@ func (rep *Report) Markdown() string {
 	}
 
 	b.WriteString("## Results\n\n")
-	b.WriteString("| id | workload | status | throughput | unit | req/s | p50 ms | p99 ms | errors | peak RSS MiB |\n")
-	b.WriteString("|---|---|---|---:|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| id | workload | status | throughput | unit | req/s | p50 ms | p99 ms | errors | clients | peak RSS MiB |\n")
+	b.WriteString("|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rep.Results {
 		if r.Status != StatusOK {
-			fmt.Fprintf(&b, "| %s | %s | %s | | | | | | | |\n", r.ID, r.Workload, mdEscape(statusText(r)))
+			fmt.Fprintf(&b, "| %s | %s | %s | | | | | | | | |\n", r.ID, r.Workload, mdEscape(statusText(r)))
 			continue
 		}
 		rps := ""
@@ -311,8 +319,8 @@ func (rep *Report) Markdown() string {
 		if r.RSSPeakMiB > 0 {
 			rss = fmt.Sprintf("%.1f", r.RSSPeakMiB)
 		}
-		fmt.Fprintf(&b, "| %s | %s | ok | %.0f | %s | %s | %.2f | %.2f | %d | %s |\n",
-			r.ID, r.Workload, r.Throughput, r.Unit, rps, r.P50Ms, r.P99Ms, r.Errors, rss)
+		fmt.Fprintf(&b, "| %s | %s | ok | %.0f | %s | %s | %.2f | %.2f | %d | %d | %s |\n",
+			r.ID, r.Workload, r.Throughput, r.Unit, rps, r.P50Ms, r.P99Ms, r.Errors, r.Clients, rss)
 	}
 
 	b.WriteString("\n## Targets\n\n")

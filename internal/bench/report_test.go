@@ -17,7 +17,7 @@ func okResult(id string, throughput, p50 float64) Result {
 // implemented yet.
 func sampleReport() *Report {
 	w1 := okResult("W1", 1000, 5)
-	w1.API, w1.RequestsPerS, w1.RSSPeakMiB = true, 1000, 80
+	w1.API, w1.RequestsPerS, w1.RSSPeakMiB, w1.Clients = true, 1000, 80, 64
 	w4 := okResult("W4", 3100, 12)
 	w4.API, w4.RequestsPerS, w4.RSSPeakMiB = true, 3500, 250
 	large := okResult("W3.inbox_list.large", 900, 3)
@@ -169,9 +169,9 @@ func TestMarkdownOutput(t *testing.T) {
 		"# Agentbox benchmark",
 		"Machine: 2 cores",
 		"PostgreSQL 15.20 (local): fsync=on, synchronous_commit=on.",
-		"| id | workload | status | throughput | unit | req/s | p50 ms | p99 ms | errors | peak RSS MiB |",
+		"| id | workload | status | throughput | unit | req/s | p50 ms | p99 ms | errors | clients | peak RSS MiB |",
 		"| W0 | W0 label | ok | 3000 |",
-		"| W1 | W1 label | ok | 1000 |  | 1000 | 5.00 | 10.00 | 0 | 80.0 |",
+		"| W1 | W1 label | ok | 1000 |  | 1000 | 5.00 | 10.00 | 0 | 64 | 80.0 |",
 		"| W2 | W2 DM round trip | not available: inbox_list not implemented |",
 		"| W4.river | River | failed: bench-river: exit 1 |",
 		"| W1 room send ≥ 0.25 × W0 raw insert commits/s | 0.33× | >= 0.25× | met |",
@@ -185,7 +185,7 @@ func TestMarkdownOutput(t *testing.T) {
 	// Every row of the results table has the header's column count.
 	results := md[strings.Index(md, "## Results"):strings.Index(md, "## Targets")]
 	for _, line := range strings.Split(results, "\n") {
-		if strings.HasPrefix(line, "|") && strings.Count(line, "|")-strings.Count(line, `\|`) != 11 {
+		if strings.HasPrefix(line, "|") && strings.Count(line, "|")-strings.Count(line, `\|`) != 12 {
 			t.Errorf("row with a wrong column count: %q", line)
 		}
 	}

@@ -52,7 +52,7 @@ func (h *harness) w3(ctx context.Context) []Result {
 	if err != nil {
 		return failFrom(0, err)
 	}
-	readers, err := h.primeSessions(ctx, reader, "w3", h.cfg.Clients)
+	readers, err := h.primeSessions(ctx, reader, "w3", h.cfg.W3Clients)
 	if err != nil {
 		return failFrom(0, err)
 	}
@@ -91,7 +91,7 @@ func (h *harness) w3(ctx context.Context) []Result {
 			if lines[idx].Status != "" {
 				continue
 			}
-			p := phase{Label: lines[idx].Workload, Clients: h.cfg.Clients, Warmup: h.cfg.Warmup, Duration: h.cfg.Duration}
+			p := phase{Label: lines[idx].Workload, Clients: h.cfg.W3Clients, Warmup: h.cfg.Warmup, Duration: h.cfg.Duration}
 			var short atomic.Int64 // pages with fewer than 50 rows: the read did not do the work measured
 			res, err := p.run(ctx, h.prog, func(ctx context.Context, c int) (int, error) {
 				var page messagePage
@@ -107,7 +107,7 @@ func (h *harness) w3(ctx context.Context) []Result {
 				lines[idx] = failed(lines[idx].ID, lines[idx].Workload, err)
 				continue
 			}
-			lines[idx] = lines[idx].fromPhase(res, h.cfg.Clients)
+			lines[idx] = lines[idx].fromPhase(res, h.cfg.W3Clients)
 			lines[idx].Throughput = lines[idx].RequestsPerS
 			lines[idx].Extra = map[string]float64{"history_messages": float64(size), "seed_seconds": seeded.Seconds()}
 			if n := short.Load(); n > 0 {

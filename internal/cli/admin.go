@@ -30,6 +30,7 @@ const adminUsage = `usage: agentbox admin <resource> <verb> [flags]   (env AGENT
   settings get --box K                   settings set --box K --json '{...}' [--expected-revision R]
   room list --box K                      room archive --box K --room ROOM_ID
   room set-owner --box K --room ROOM_ID --agent NAME_OR_ID
+  cleanup status --box K
 `
 
 // adminCommand is one `agentbox admin <resource> <verb>`.
@@ -305,5 +306,12 @@ var adminCommands = map[string]adminCommand{
 			return nil, usagef("--room must be a room ID (UUID)")
 		}
 		return c.AdminRoomSetOwner(ctx, *box, id, client.AdminRoomSetOwnerInput{AgentRef: *agent})
+	},
+	"cleanup status": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		if err := parse(fs, args, "box"); err != nil {
+			return nil, err
+		}
+		return c.AdminCleanupStatus(ctx, *box)
 	},
 }

@@ -41,6 +41,7 @@ func (e *env) bench(args []string) error {
 	fs.IntVar(&cfg.W3Small, "w3-small", 10_000, "W3: the small history, in messages")
 	fs.IntVar(&cfg.W3Large, "w3-large", 1_000_000, "W3: the large history, in messages")
 	fs.IntVar(&cfg.W3Unread, "w3-unread", 1000, "W3: unread rows left in the reader's inbox at each size")
+	fs.IntVar(&cfg.W3Clients, "w3-clients", 0, "W3: concurrent readers (default: --clients; a few show the read's own latency without queueing)")
 	fs.IntVar(&cfg.W4Producers, "w4-producers", 8, "W4: producers (the same number for River)")
 	fs.IntVar(&cfg.W4Sessions, "w4-sessions", 8, "W4: sessions of the worker agent claiming and ACKing")
 	fs.IntVar(&cfg.W4ClaimLimit, "w4-claim", 50, "W4: rows per inbox_claim")

@@ -391,6 +391,9 @@ func (s *Service) AdminSettingsUpdate(ctx context.Context, req api.AdminSettings
 			return api.AdminSettings{}, err
 		}
 		newRev, err := tx.SetBoxSettings(ctx, b.ID, merged)
+		if err == nil { // lowered retention caps apply retroactively (cleanup.go)
+			err = s.cleanupAfterCapChange(ctx, tx, b.ID, overrides, values, now)
+		}
 		return api.AdminSettings{BoxKey: b.Key, SettingsRevision: dec(newRev), Settings: values}, err
 	})
 	if err != nil {

@@ -19,11 +19,11 @@ import (
 )
 
 // Content rules of a send (SPEC §6, §15): body, payload, file references, the envelope cap,
-// and the duplicate-suppression key. Pure functions: everything here is checked before the
-// transaction touches anything.
+// and the duplicate-suppression key. Pure functions of the input and the box's settings, checked
+// before a send locks or writes anything.
 
-// content is the validated, storable content shared by every copy of a send.
-type content struct {
+// sendContent is the validated, storable content shared by every copy of a send.
+type sendContent struct {
 	body      string
 	payload   []byte // compact JSON object, nil when absent
 	files     []api.FileRef
@@ -32,8 +32,8 @@ type content struct {
 }
 
 // validateContent checks body, payload and file references against the box's limits.
-func validateContent(body string, payload *json.RawMessage, files *[]api.FileRefInput, s api.SettingsValues) (content, error) {
-	var c content
+func validateContent(body string, payload *json.RawMessage, files *[]api.FileRefInput, s api.SettingsValues) (sendContent, error) {
+	var c sendContent
 	if body == "" {
 		return c, apierr.Invalid("body_md", "must not be empty").WithReason("body_empty")
 	}
@@ -253,33 +253,33 @@ func equalWords(a, b []string) bool {
 // tokenPatterns are common secret formats; a match anywhere in a payload string, key or file
 // URL rejects it.
 var tokenPatterns = regexp.MustCompile(strings.Join([]string{
-	`gh[pousr]_[A-Za-z0-9]{16,}`,                                 // GitHub tokens
-	`github_pat_[A-Za-z0-9_]{16,}`,                               // GitHub fine-grained tokens
-	`xox[abposr]-[A-Za-z0-9-]{8,}`,                               // Slack tokens
-	`xapp-[A-Za-z0-9-]{8,}`,                                      // Slack app tokens
+	`gh[pousr]_[A-Za-z0-9]{16,}`,                                    // GitHub tokens
+	`github_pat_[A-Za-z0-9_]{16,}`,                                  // GitHub fine-grained tokens
+	`xox[abposr]-[A-Za-z0-9-]{8,}`,                                  // Slack tokens
+	`xapp-[A-Za-z0-9-]{8,}`,                                         // Slack app tokens
 	`(?:^|[^A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?:$|[^A-Za-z0-9])`, // AWS access key IDs
-	`(?:^|[^A-Za-z0-9])sk-[A-Za-z0-9_-]{16,}`,                    // OpenAI/Anthropic-style secret keys
-	`(?:^|[^A-Za-z0-9])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}`,     // Stripe keys
-	`glpat-[A-Za-z0-9_-]{16,}`,                                   // GitLab tokens
-	`AIza[0-9A-Za-z_-]{35}`,                                      // Google API keys
-	`eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}`, // JWTs
-	`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`,                      // PEM private keys
-	`(?i:bearer)\s+[A-Za-z0-9._~+/-]{16,}`,                       // Authorization header values
+	`(?:^|[^A-Za-z0-9])sk-[A-Za-z0-9_-]{16,}`,                       // OpenAI/Anthropic-style secret keys
+	`(?:^|[^A-Za-z0-9])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}`,        // Stripe keys
+	`glpat-[A-Za-z0-9_-]{16,}`,                                      // GitLab tokens
+	`AIza[0-9A-Za-z_-]{35}`,                                         // Google API keys
+	`eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}`,    // JWTs
+	`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`,                         // PEM private keys
+	`(?i:bearer)\s+[A-Za-z0-9._~+/-]{16,}`,                          // Authorization header values
 }, "|"))
 
 // looksLikeToken reports whether s contains a common token pattern.
 func looksLikeToken(s string) bool { return tokenPatterns.MatchString(s) }
 
-// targets are the validated mention and request IDs of a send.
-type targets struct {
+// sendTargets are the validated mention and request IDs of a send.
+type sendTargets struct {
 	mentions []uuid.UUID
 	requests []uuid.UUID
 }
 
 // checkTargetArrays applies the rules that need nothing but the arrays and the caller:
 // at most targets_max each, distinct, never the caller.
-func checkTargetArrays(mentions, requests *[]uuid.UUID, self uuid.UUID, s api.SettingsValues) (targets, error) {
-	var t targets
+func checkTargetArrays(mentions, requests *[]uuid.UUID, self uuid.UUID, s api.SettingsValues) (sendTargets, error) {
+	var t sendTargets
 	for _, arr := range []struct {
 		field string
 		ids   *[]uuid.UUID
@@ -309,7 +309,7 @@ func checkTargetArrays(mentions, requests *[]uuid.UUID, self uuid.UUID, s api.Se
 
 // envelopeSize is the byte size of a send's whole envelope as compact JSON: body, payload,
 // targets and file metadata.
-func envelopeSize(c content, t targets, recipients []uuid.UUID) int {
+func envelopeSize(c sendContent, t sendTargets, recipients []uuid.UUID) int {
 	env := struct {
 		Body       string          `json:"body_md"`
 		Payload    json.RawMessage `json:"payload,omitempty"`
@@ -322,7 +322,7 @@ func envelopeSize(c content, t targets, recipients []uuid.UUID) int {
 	return len(b)
 }
 
-func checkEnvelope(c content, t targets, recipients []uuid.UUID, s api.SettingsValues) error {
+func checkEnvelope(c sendContent, t sendTargets, recipients []uuid.UUID, s api.SettingsValues) error {
 	if int64(envelopeSize(c, t, recipients)) > s.EnvelopeMaxBytes {
 		return apierr.TooLarge("", "envelope_too_large", s.EnvelopeMaxBytes)
 	}

@@ -101,24 +101,24 @@ func (s *Service) ConversationRead(ctx context.Context, req api.ConversationRead
 // conversationView authorizes a conversation and returns the caller's view, the cursor filter
 // and the channel's committed head. A room needs active membership (a pending invitee gets
 // reason not_a_member). A DM pair that has no message yet is an empty stream with no channel.
-func conversationView(ctx context.Context, tx *store.Tx, c *call, d destination) (view, string, int64, error) {
+func conversationView(ctx context.Context, tx *store.Tx, c *call, d destination) (channelView, string, int64, error) {
 	if d.kind == "room" {
 		r, err := memberRoom(ctx, tx, c, d.id)
 		if err != nil {
-			return view{}, "", 0, err
+			return channelView{}, "", 0, err
 		}
 		head, err := tx.ChannelHead(ctx, c.p.BoxID, r.ID)
 		return roomView(r), "room:" + r.ID.String(), head, err
 	}
 	if d.id == c.p.AgentID {
-		return view{}, "", 0, apierr.Invalid("destination.recipient_agent_id", "a DM conversation is with another agent").WithReason("self_target")
+		return channelView{}, "", 0, apierr.Invalid("destination.recipient_agent_id", "a DM conversation is with another agent").WithReason("self_target")
 	}
 	filter := "dm:" + d.id.String()
 	ch, head, err := tx.DMChannelHead(ctx, c.p.BoxID, c.p.AgentID, d.id)
 	if err == store.ErrNotFound {
-		return view{}, filter, 0, nil
+		return channelView{}, filter, 0, nil
 	}
-	return view{channelID: ch}, filter, head, err
+	return channelView{channelID: ch}, filter, head, err
 }
 
 // probe is the row count a page reads: one more than it returns, to tell "exactly full and
@@ -130,7 +130,7 @@ func probe(limit int64) int32 { return int32(min(limit, math.MaxInt32-1) + 1) }
 // remains. A page cut by the limit or the budget is never complete (its cursor stays at the
 // last returned row, so no row is skipped). The first row is always returned, even above the
 // budget, so that a stream always advances.
-func budgetPage(ctx context.Context, tx *store.Tx, c *call, v view, rows []store.Message, limit int64) ([]api.Message, bool, error) {
+func budgetPage(ctx context.Context, tx *store.Tx, c *call, v channelView, rows []store.Message, limit int64) ([]api.Message, bool, error) {
 	complete := int64(len(rows)) <= limit
 	if !complete {
 		rows = rows[:limit]
@@ -166,33 +166,33 @@ func recordReceipts(ctx context.Context, tx *store.Tx, c *call, items []api.Mess
 // in message_seq order (a keyset, not a stream: no resume cursor); hidden or purged ancestors
 // are redacted and purged messages leave gaps. Receipts as conversation_read.
 func (s *Service) ThreadRead(ctx context.Context, req api.ThreadReadRequestObject) (api.ThreadReadResponseObject, error) {
-	out, err := runRead(ctx, s, "thread_read", func(ctx context.Context, tx *store.Tx, c *call) (api.MessagePage, error) {
+	out, err := runRead(ctx, s, "thread_read", func(ctx context.Context, tx *store.Tx, c *call) (api.ThreadPage, error) {
 		m, v, err := readableMessage(ctx, tx, c, req.MessageId) // the anchor must be readable now
 		if err != nil {
-			return api.MessagePage{}, err
+			return api.ThreadPage{}, err
 		}
 		filter := "thread:" + m.ThreadRoot.String()
 		pos := streamPos{After: v.floor}
 		if req.Params.Cursor != nil {
 			if err := s.decodeCursor(ctx, c, "thread", filter, v.epoch, *req.Params.Cursor, &pos); err != nil {
-				return api.MessagePage{}, err
+				return api.ThreadPage{}, err
 			}
 			pos.After = max(pos.After, v.floor)
 		}
 		limit := clampLimit(req.Params.Limit, c.settings)
 		rows, err := tx.ThreadMessages(ctx, c.p.BoxID, v.channelID, m.ThreadRoot, store.SeqRange{After: pos.After, Upper: math.MaxInt64, Max: probe(limit)})
 		if err != nil {
-			return api.MessagePage{}, err
+			return api.ThreadPage{}, err
 		}
 		items, complete, err := budgetPage(ctx, tx, c, v, rows, limit)
 		if err != nil {
-			return api.MessagePage{}, err
+			return api.ThreadPage{}, err
 		}
-		page := api.MessagePage{Items: items}
+		page := api.ThreadPage{Items: items}
 		if !complete {
 			last, _ := parseDec("message_seq", items[len(items)-1].MessageSeq)
 			if page.NextCursor, err = s.encodeCursor(ctx, c, "thread", filter, v.epoch, streamPos{After: last}); err != nil {
-				return api.MessagePage{}, err
+				return api.ThreadPage{}, err
 			}
 		}
 		return page, recordReceipts(ctx, tx, c, items)
@@ -251,6 +251,9 @@ func (s *Service) ThreadExport(ctx context.Context, req api.ThreadExportRequestO
 		if res.Partial {
 			last, _ := parseDec("message_seq", dtos[n-1].MessageSeq)
 			res.NextCursor, err = s.encodeCursor(ctx, c, "thread_export", filter, v.epoch, streamPos{After: last, Upper: pos.Upper})
+		} else {
+			// The exhausting chunk: a later export with this cursor finds newer replies.
+			res.ResumeCursor, err = s.encodeCursor(ctx, c, "thread_export", filter, v.epoch, streamPos{After: pos.Upper})
 		}
 		return res, err
 	})

@@ -287,17 +287,25 @@ func TestConversationByteBudgetAndReceipts(t *testing.T) {
 	a, b := w.agents["a"], w.agents["b"]
 	w.settings(map[string]any{"response_budget_bytes": 2048})
 	var ids []string
-	for i := range 6 {
-		ids = append(ids, mustSend(t, a, dmTo(b), fmt.Sprintf("%d:%s", i, strings.Repeat("x", 600)), nil)["message_id"].(string))
+	for i := range 8 {
+		ids = append(ids, mustSend(t, a, dmTo(b), fmt.Sprintf("%d:%s", i, strings.Repeat("x", 300)), nil)["message_id"].(string))
 	}
 	big := mustSend(t, a, dmTo(b), strings.Repeat("y", 5000), nil)["message_id"].(string)
 	ids = append(ids, big)
 
-	p := readPage(t, b, convPath(dmTo(a), "", 50))
-	if len(p.Items) == 0 || len(p.Items) >= 6 || p.NextCursor == "" {
-		t.Fatalf("budget page: %d items, next %q", len(p.Items), p.NextCursor)
+	read := func(cursor string) (msPage, int) {
+		r := b.Call("GET", convPath(dmTo(a), cursor, 50), nil)
+		var p msPage
+		if r.Status != http.StatusOK || json.Unmarshal(r.Raw, &p) != nil {
+			t.Fatalf("read: %d %s", r.Status, r.Raw)
+		}
+		return p, len(r.Raw)
 	}
-	// Receipts exist for exactly the returned rows.
+	p, size := read("")
+	if len(p.Items) < 2 || len(p.Items) >= 8 || p.NextCursor == "" || p.ResumeCursor != "" || size > 2048 {
+		t.Fatalf("budget page: %d items, %d bytes, next %q", len(p.Items), size, p.NextCursor)
+	}
+	// Receipts exist for exactly the returned rows, none for the rows the budget dropped.
 	if n := msInt(t, w.e, `SELECT count(*) FROM receipts WHERE agent_id = $1`, b.ID); n != int64(len(p.Items)) {
 		t.Fatalf("receipts %d for %d returned rows", n, len(p.Items))
 	}
@@ -306,11 +314,13 @@ func TestConversationByteBudgetAndReceipts(t *testing.T) {
 		for _, it := range p.Items {
 			got = append(got, it.MessageID)
 		}
+		if size > 2048 && (len(p.Items) != 1 || p.Items[0].MessageID != big) {
+			t.Fatalf("page over budget: %d bytes, %d items", size, len(p.Items))
+		}
 		if p.NextCursor == "" {
 			break
 		}
-		p = readPage(t, b, convPath(dmTo(a), p.NextCursor, 50))
-		if len(p.Items) == 0 {
+		if p, size = read(p.NextCursor); len(p.Items) == 0 {
 			t.Fatal("an incomplete page must make progress")
 		}
 	}
@@ -479,4 +489,28 @@ func TestThreadExportChunks(t *testing.T) {
 	msExpect(t, "bad format", b.Call("GET", "/threads/"+root+"/export?format=pdf", nil), "INVALID_ARGUMENT", "", "-")
 	outsider := w.agent("outsider")
 	msExpect(t, "outsider export", outsider.Call("GET", "/threads/"+root+"/export?format=json", nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
+}
+
+// thread_export is a stream: the exhausting chunk carries a resume_cursor (and no
+// next_cursor); exporting with it later returns only the replies added since.
+func TestThreadExportResumeCursor(t *testing.T) {
+	t.Parallel()
+	w := newMsWorld(t, "a", "b")
+	a, b := w.agents["a"], w.agents["b"]
+	root := mustSend(t, a, dmTo(b), "root", nil)["message_id"].(string)
+	mustSend(t, b, dmTo(a), "first reply", map[string]any{"reply_to_message_id": root})
+	first := b.MustCall("GET", "/threads/"+root+"/export?format=json", nil)
+	resume, _ := first["resume_cursor"].(string)
+	if first["partial"] != false || first["item_count"] != float64(2) || resume == "" || first["next_cursor"] != nil {
+		t.Fatalf("first export: %v", first)
+	}
+	empty := b.MustCall("GET", "/threads/"+root+"/export?format=json&cursor="+url.QueryEscape(resume), nil)
+	if empty["item_count"] != float64(0) || empty["partial"] != false || empty["content"] != "[]" {
+		t.Fatalf("nothing new yet: %v", empty)
+	}
+	late := mustSend(t, a, dmTo(b), "late reply", map[string]any{"reply_to_message_id": root})["message_id"].(string)
+	next := b.MustCall("GET", "/threads/"+root+"/export?format=json&cursor="+url.QueryEscape(resume), nil)
+	if next["item_count"] != float64(1) || !strings.Contains(next["content"].(string), late) {
+		t.Fatalf("resume export: %v", next)
+	}
 }

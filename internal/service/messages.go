@@ -32,9 +32,9 @@ func parseDestination(d api.Destination, field string) (destination, error) {
 	return destination{}, bad
 }
 
-// view is what a reader may see of one channel now: messages above floor. epoch is the
+// channelView is what a reader may see of one channel now: messages above floor. epoch is the
 // membership epoch cursors are bound to (0 for DMs).
-type view struct {
+type channelView struct {
 	channelID uuid.UUID
 	floor     int64
 	epoch     int64
@@ -42,21 +42,21 @@ type view struct {
 
 // roomView is the view of an active member (SPEC §5: joined visibility reads from the start
 // of the current epoch).
-func roomView(r store.Room) view {
-	return view{channelID: r.ID, floor: readFloor(r), epoch: r.Member.Epoch}
+func roomView(r store.Room) channelView {
+	return channelView{channelID: r.ID, floor: readFloor(r), epoch: r.Member.Epoch}
 }
 
 // readableMessage loads a message the caller may read now — a DM participant, or an active
 // member of its room when the message is above the read floor — with the caller's view of its
 // channel. Anything else (missing, purged, other box, not a participant, left, invited only,
 // below the floor) is the same NOT_FOUND_OR_FORBIDDEN without a reason.
-func readableMessage(ctx context.Context, tx *store.Tx, c *call, id uuid.UUID) (store.Message, view, error) {
+func readableMessage(ctx context.Context, tx *store.Tx, c *call, id uuid.UUID) (store.Message, channelView, error) {
 	m, err := tx.MessageByID(ctx, c.p.BoxID, id)
 	if err == store.ErrNotFound {
-		return m, view{}, apierr.NotFound()
+		return m, channelView{}, apierr.NotFound()
 	}
 	if err != nil {
-		return m, view{}, err
+		return m, channelView{}, err
 	}
 	v, ok, err := messageView(ctx, tx, c, m)
 	if err != nil {
@@ -69,17 +69,17 @@ func readableMessage(ctx context.Context, tx *store.Tx, c *call, id uuid.UUID) (
 }
 
 // messageView decides whether the caller may read m now and returns its view of m's channel.
-func messageView(ctx context.Context, tx *store.Tx, c *call, m store.Message) (view, bool, error) {
+func messageView(ctx context.Context, tx *store.Tx, c *call, m store.Message) (channelView, bool, error) {
 	if m.DestKind == "dm" {
 		ok := m.SenderID == c.p.AgentID || (m.DestAgentID != nil && *m.DestAgentID == c.p.AgentID)
-		return view{channelID: m.ChannelID}, ok, nil
+		return channelView{channelID: m.ChannelID}, ok, nil
 	}
 	r, err := memberRoom(ctx, tx, c, m.ChannelID)
 	if e, ok := apierr.As(err); ok && e.Code == apierr.NotFoundOrForbidden {
-		return view{}, false, nil
+		return channelView{}, false, nil
 	}
 	if err != nil {
-		return view{}, false, err
+		return channelView{}, false, err
 	}
 	v := roomView(r)
 	return v, m.Seq > v.floor, nil
@@ -88,7 +88,7 @@ func messageView(ctx context.Context, tx *store.Tx, c *call, m store.Message) (v
 // messageDTOs turns messages of one channel into canonical DTOs. A reply whose parent the
 // reader cannot see now (below its floor, or purged) shows reply_to_message_id null and
 // reply_to_redacted true.
-func messageDTOs(ctx context.Context, tx *store.Tx, c *call, v view, ms []store.Message) ([]api.Message, error) {
+func messageDTOs(ctx context.Context, tx *store.Tx, c *call, v channelView, ms []store.Message) ([]api.Message, error) {
 	var parents []uuid.UUID
 	for _, m := range ms {
 		if m.ReplyTo != nil {

@@ -79,8 +79,10 @@ func msFollow(t *testing.T, a *testenv.Agent, room, follow string) {
 	a.MustCall("PUT", "/rooms/"+room+"/follow", map[string]any{"follow": follow, "expected_revision": rev, "idempotency_key": msKey()})
 }
 
-func dmTo(a *testenv.Agent) map[string]any { return map[string]any{"kind": "dm", "recipient_agent_id": a.ID} }
-func inRoom(room string) map[string]any    { return map[string]any{"kind": "room", "room_id": room} }
+func dmTo(a *testenv.Agent) map[string]any {
+	return map[string]any{"kind": "dm", "recipient_agent_id": a.ID}
+}
+func inRoom(room string) map[string]any { return map[string]any{"kind": "room", "room_id": room} }
 
 // msSend posts message_send with body_md and destination; extra fields are merged (a fresh
 // idempotency key unless extra has one).

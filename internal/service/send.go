@@ -44,10 +44,10 @@ func (s *Service) MessageSend(ctx context.Context, req api.MessageSendRequestObj
 
 // sendPlan is a send whose destination, targets and parent are resolved and whose channel is locked.
 type sendPlan struct {
-	kind      string // dm | room
-	channelID uuid.UUID
-	copy      store.MessageCopy
-	reply     *store.Message
+	kind  string      // dm | room
+	view  channelView // the sender's view of the destination channel
+	copy  store.MessageCopy
+	reply *store.Message
 }
 
 func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.MessageSendInput) (api.MessageSendResult, error) {
@@ -76,37 +76,44 @@ func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.Messag
 		return api.MessageSendResult{}, err
 	}
 	if in.ReplyToMessageId != nil {
-		if plan.reply, err = replyParent(ctx, tx, c, *in.ReplyToMessageId, plan.channelID); err != nil {
+		if plan.reply, err = replyParent(ctx, tx, c, *in.ReplyToMessageId, plan.view); err != nil {
 			return api.MessageSendResult{}, err
 		}
 	}
-	latest, err := tx.SenderLatest(ctx, c.p.BoxID, c.p.AgentID, []uuid.UUID{plan.channelID})
+	latest, err := tx.SenderLatest(ctx, c.p.BoxID, c.p.AgentID, []uuid.UUID{plan.view.channelID})
 	if err != nil {
 		return api.MessageSendResult{}, err
 	}
-	if l, ok := latest[plan.channelID]; ok && bytes.Equal(l.ContentHash, cont.hash) {
+	if l, ok := latest[plan.view.channelID]; ok && bytes.Equal(l.ContentHash, cont.hash) {
 		seq, at := dec(l.Seq), l.CreatedAt.UTC()
 		return api.MessageSendResult{Status: api.MessageSendResultStatusDuplicate, MessageId: &l.MessageID, MessageSeq: &seq, CreatedAt: &at}, nil
 	}
+	res, err := deliverPlan(ctx, tx, c, plan, cont, t)
+	if err != nil {
+		return api.MessageSendResult{}, err
+	}
+	sent := res.Sent[0]
+	seq, at := dec(sent.Seq), sent.CreatedAt.UTC()
+	return api.MessageSendResult{Status: api.MessageSendResultStatusSent, MessageId: &sent.MessageID, MessageSeq: &seq,
+		CreatedAt: &at, AttentionCount: res.Attention, RequestCount: res.Requests}, nil
+}
+
+// deliverPlan stores one planned message (its channel locked by the plan) with its attention
+// rows, request rows and retention: the one insert path of message_send, shared with the
+// reply request_respond posts.
+func deliverPlan(ctx context.Context, tx *store.Tx, c *call, plan sendPlan, cont sendContent, t sendTargets) (store.SendResult, error) {
 	n := newMessages(c, cont, plan.kind, []store.MessageCopy{plan.copy})
 	n.Mentions, n.Requests = t.mentions, t.requests
 	if p := plan.reply; p != nil {
 		n.ReplyTo, n.ReplyToAuthor, n.ThreadRoot = &p.ID, &p.SenderID, &p.ThreadRoot
 	}
-	res, err := tx.DeliverMessages(ctx, n, c.settings.ChannelMessageCap, c.settings.ChannelAttachmentCap, c.now)
-	if err != nil {
-		return api.MessageSendResult{}, err
-	}
-	sent := res.Sent[0]
-	seq, at := dec(sent.Seq), c.now.UTC()
-	return api.MessageSendResult{Status: api.MessageSendResultStatusSent, MessageId: &sent.MessageID, MessageSeq: &seq,
-		CreatedAt: &at, AttentionCount: res.Attention, RequestCount: res.Requests}, nil
+	return tx.DeliverMessages(ctx, n, c.settings.ChannelMessageCap, c.settings.ChannelAttachmentCap, c.now)
 }
 
 // planDM resolves a DM: the recipient is another enabled agent of the box and the only agent
 // the targets may name (a DM request needs no mention). Locks the pair's channel, creating it
 // on the first message.
-func planDM(ctx context.Context, tx *store.Tx, c *call, recipient uuid.UUID, t targets) (sendPlan, error) {
+func planDM(ctx context.Context, tx *store.Tx, c *call, recipient uuid.UUID, t sendTargets) (sendPlan, error) {
 	if recipient == c.p.AgentID {
 		return sendPlan{}, apierr.Invalid("destination.recipient_agent_id", "an agent cannot send a DM to itself").WithReason("self_target")
 	}
@@ -132,13 +139,13 @@ func planDM(ctx context.Context, tx *store.Tx, c *call, recipient uuid.UUID, t t
 		return sendPlan{}, err
 	}
 	ch := chs[recipient]
-	return sendPlan{kind: "dm", channelID: ch.ID, copy: store.MessageCopy{ID: uuid.New(), ChannelID: ch.ID, DestAgentID: recipient}}, nil
+	return sendPlan{kind: "dm", view: channelView{channelID: ch.ID}, copy: store.MessageCopy{ID: uuid.New(), ChannelID: ch.ID, DestAgentID: recipient}}, nil
 }
 
 // planRoom resolves a room post: the caller is an active member of a non-archived room, every
 // target is an active member, and every requested agent is also mentioned. The room's
 // channel is locked first, so membership cannot change before commit.
-func planRoom(ctx context.Context, tx *store.Tx, c *call, roomID uuid.UUID, t targets) (sendPlan, error) {
+func planRoom(ctx context.Context, tx *store.Tx, c *call, roomID uuid.UUID, t sendTargets) (sendPlan, error) {
 	for i, id := range t.requests {
 		if !slices.Contains(t.mentions, id) {
 			return sendPlan{}, apierr.Invalid(fieldIndex("request_agent_ids", i), "in a room every requested agent must also be mentioned").
@@ -164,28 +171,40 @@ func planRoom(ctx context.Context, tx *store.Tx, c *call, roomID uuid.UUID, t ta
 			}
 		}
 	}
-	return sendPlan{kind: "room", channelID: r.ID, copy: store.MessageCopy{ID: uuid.New(), ChannelID: r.ID, DestRoomID: r.ID}}, nil
+	return sendPlan{kind: "room", view: roomView(r), copy: store.MessageCopy{ID: uuid.New(), ChannelID: r.ID, DestRoomID: r.ID}}, nil
 }
 
 // replyParent checks a reply: the parent must be visible to the sender now (else the uniform
 // NOT_FOUND_OR_FORBIDDEN) and in the same channel — same room or same DM pair (else
-// reply_outside_channel).
-func replyParent(ctx context.Context, tx *store.Tx, c *call, parentID, channelID uuid.UUID) (*store.Message, error) {
-	p, v, err := readableMessage(ctx, tx, c, parentID)
-	if e, ok := apierr.As(err); ok && e.Code == apierr.NotFoundOrForbidden {
-		return nil, e.WithField("reply_to_message_id")
+// reply_outside_channel). dest is the sender's view of the destination channel, already
+// authorized, so the common case costs one lookup.
+func replyParent(ctx context.Context, tx *store.Tx, c *call, parentID uuid.UUID, dest channelView) (*store.Message, error) {
+	invisible := apierr.NotFound().WithField("reply_to_message_id")
+	p, err := tx.MessageByID(ctx, c.p.BoxID, parentID)
+	if err == store.ErrNotFound {
+		return nil, invisible
 	}
 	if err != nil {
 		return nil, err
 	}
-	if v.channelID != channelID {
-		return nil, apierr.Invalid("reply_to_message_id", "a reply must stay in the parent's room or DM pair").WithReason("reply_outside_channel")
+	if p.ChannelID == dest.channelID {
+		if p.Seq <= dest.floor {
+			return nil, invisible
+		}
+		return &p, nil
 	}
-	return &p, nil
+	_, visible, err := messageView(ctx, tx, c, p)
+	switch {
+	case err != nil:
+		return nil, err
+	case !visible:
+		return nil, invisible
+	}
+	return nil, apierr.Invalid("reply_to_message_id", "a reply must stay in the parent's room or DM pair").WithReason("reply_outside_channel")
 }
 
 // newMessages is the shared part of a delivery.
-func newMessages(c *call, cont content, kind string, copies []store.MessageCopy) store.NewMessages {
+func newMessages(c *call, cont sendContent, kind string, copies []store.MessageCopy) store.NewMessages {
 	return store.NewMessages{BoxID: c.p.BoxID, SenderID: c.p.AgentID, DestKind: kind, Copies: copies, Body: cont.body,
 		Payload: cont.payload, Files: cont.filesJSON, ContentHash: cont.hash}
 }
@@ -236,7 +255,7 @@ func (s *Service) sendBatch(ctx context.Context, tx *store.Tx, c *call, in api.M
 	if int64(len(ids)) > c.settings.TargetsMax {
 		return api.MessageSendBatchResult{}, apierr.TooLarge("recipient_agent_ids", "too_many_targets", c.settings.TargetsMax)
 	}
-	if err := checkEnvelope(cont, targets{mentions: []uuid.UUID{}, requests: []uuid.UUID{}}, ids, c.settings); err != nil {
+	if err := checkEnvelope(cont, sendTargets{mentions: []uuid.UUID{}, requests: []uuid.UUID{}}, ids, c.settings); err != nil {
 		return api.MessageSendBatchResult{}, err
 	}
 	enabled, err := tx.EnabledAgentIDs(ctx, c.p.BoxID, ids)

@@ -68,9 +68,15 @@ func (s *Service) primeRooms(ctx context.Context, tx *store.Tx, c *call) ([]api.
 	return firstRooms(ctx, tx, c, c.settings.PageLimitMax)
 }
 
-// primeCounts are the live counts of agent_prime (inbox and requests arrive with those features).
+// primeCounts are the live counts of agent_prime: accessible unread attention rows, pending
+// incoming requests whose message is still visible, and live leases held by this session.
 func (s *Service) primeCounts(ctx context.Context, tx *store.Tx, c *call) (api.PrimeCounts, error) {
-	return api.PrimeCounts{}, nil
+	inbox, err := tx.InboxCounts(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, c.now)
+	if err != nil {
+		return api.PrimeCounts{}, err
+	}
+	pending, err := tx.PendingIncomingRequests(ctx, c.p.BoxID, c.p.AgentID)
+	return api.PrimeCounts{Unread: inbox.Unread, PendingRequests: pending, LeasedBySession: inbox.LeasedBySession}, err
 }
 
 // ProfileGet returns the private profile and records that this session observed it.

@@ -171,6 +171,7 @@ type Sent struct {
 	MessageID uuid.UUID
 	Seq       int64
 	ChannelID uuid.UUID
+	CreatedAt time.Time // as stored (microseconds)
 }
 
 // SendResult is what one delivery stored.
@@ -199,7 +200,7 @@ func (t *Tx) DeliverMessages(ctx context.Context, n NewMessages, messageCap, att
 	}
 	res := SendResult{Requests: int64(len(requests) * len(rows))}
 	for _, r := range rows {
-		res.Sent = append(res.Sent, Sent{MessageID: r.MessageID, Seq: r.MessageSeq, ChannelID: r.ChannelID})
+		res.Sent = append(res.Sent, Sent{MessageID: r.MessageID, Seq: r.MessageSeq, ChannelID: r.ChannelID, CreatedAt: r.CreatedAt})
 	}
 	res.Attention, err = t.q.InsertAttention(ctx, db.InsertAttentionParams{BoxID: n.BoxID, MessageIds: ids, ChannelIds: channels,
 		DmRecipientIds: destAgents, DestKind: n.DestKind, SenderAgentID: n.SenderID, MentionAgentIds: mentions,
@@ -207,7 +208,10 @@ func (t *Tx) DeliverMessages(ctx context.Context, n NewMessages, messageCap, att
 	if err != nil {
 		return SendResult{}, err
 	}
-	_, err = t.EnforceRetention(ctx, n.BoxID, channels, messageCap, attachmentCap)
+	deleted, err := t.EnforceRetention(ctx, n.BoxID, channels, messageCap, attachmentCap)
+	if err == nil && deleted > 0 { // a run that deleted something is counted in the box's cleanup status
+		err = t.RecordCleanupRun(ctx, n.BoxID, deleted, now)
+	}
 	return res, err
 }
 

@@ -1,0 +1,313 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/gen/api"
+	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// The inbox (SPEC §7, §9, §15): an agent's attention rows in inbox_seq order. Reads record a
+// receipt per row actually returned to the session and never ACK; an ACK needs that receipt;
+// claims lease rows to one session. Which rows an agent may still list, claim and ACK is one
+// rule, the accessible_attention view (queries/schema/0003_inbox.sql): DM rows, and room rows
+// of the agent's current active membership epoch.
+
+// InboxList pages the caller's inbox (unread by default, or all, or acked; optionally one room
+// or DM pair) with the stream semantics of SPEC §9 over inbox_seq.
+func (s *Service) InboxList(ctx context.Context, req api.InboxListRequestObject) (api.InboxListResponseObject, error) {
+	out, err := runRead(ctx, s, "inbox_list", func(ctx context.Context, tx *store.Tx, c *call) (api.InboxPage, error) {
+		state := api.InboxListParamsFilterUnread
+		if req.Params.Filter != nil {
+			state = *req.Params.Filter
+		}
+		if !state.Valid() {
+			return api.InboxPage{}, apierr.Invalid("filter", "must be unread, all or acked")
+		}
+		f := store.InboxFilter{State: string(state)}
+		scope, epoch, empty := string(state)+"|", int64(0), false
+		if req.Params.Destination != nil {
+			dest, err := parseDestination(*req.Params.Destination, "destination")
+			if err != nil {
+				return api.InboxPage{}, err
+			}
+			if f.Channel, epoch, err = inboxChannel(ctx, tx, c, dest); err != nil {
+				return api.InboxPage{}, err
+			}
+			scope += dest.kind + ":" + dest.id.String()
+			empty = f.Channel == uuid.Nil
+		}
+		var pos streamPos
+		if req.Params.Cursor != nil {
+			if err := s.decodeCursor(ctx, c, "inbox", scope, epoch, *req.Params.Cursor, &pos); err != nil {
+				return api.InboxPage{}, err
+			}
+		}
+		if pos.Upper == 0 { // first page or resume: fix the upper bound now
+			head, err := tx.InboxHead(ctx, c.p.BoxID, c.p.AgentID)
+			if err != nil {
+				return api.InboxPage{}, err
+			}
+			pos.Upper = max(head, pos.After)
+		}
+		limit := clampLimit(req.Params.Limit, c.settings)
+		var seqs []int64
+		if !empty {
+			var err error
+			seqs, err = tx.InboxSeqs(ctx, c.p.BoxID, c.p.AgentID, f, store.SeqRange{After: pos.After, Upper: pos.Upper, Max: probe(limit)})
+			if err != nil {
+				return api.InboxPage{}, err
+			}
+		}
+		complete := int64(len(seqs)) <= limit
+		if !complete {
+			seqs = seqs[:limit]
+		}
+		rows, err := tx.InboxRows(ctx, c.p.BoxID, c.p.AgentID, seqs)
+		if err != nil {
+			return api.InboxPage{}, err
+		}
+		items, err := inboxItems(c, rows)
+		if err != nil {
+			return api.InboxPage{}, err
+		}
+		var last int64 // the position a next_cursor resumes after
+		if len(seqs) > 0 {
+			last = seqs[len(seqs)-1]
+		}
+		n, err := fitBudget(items, c.settings.ResponseBudgetBytes)
+		if err != nil {
+			return api.InboxPage{}, err
+		}
+		if n < len(items) { // cut by the byte budget: never complete, never past a dropped row
+			items, rows, complete, last = items[:n], rows[:n], false, rows[n-1].Seq
+		}
+		page := api.InboxPage{Items: items}
+		if complete {
+			page.ResumeCursor, err = s.encodeCursor(ctx, c, "inbox", scope, epoch, streamPos{After: pos.Upper})
+		} else {
+			page.NextCursor, err = s.encodeCursor(ctx, c, "inbox", scope, epoch, streamPos{After: last, Upper: pos.Upper})
+		}
+		if err != nil {
+			return api.InboxPage{}, err
+		}
+		if err := tx.RecordInboxReceipts(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, rowSeqs(rows)); err != nil {
+			return api.InboxPage{}, err
+		}
+		counts, err := tx.InboxCounts(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, c.now)
+		page.UnreadCount, page.LeasedCount = counts.Unread, counts.Leased
+		return page, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.InboxList200JSONResponse(out), nil
+}
+
+// inboxChannel resolves an inbox_list destination filter to its channel and the epoch its
+// cursors are bound to. A room needs active membership now; a DM pair without messages yet is
+// uuid.Nil (an empty stream).
+func inboxChannel(ctx context.Context, tx *store.Tx, c *call, d destination) (uuid.UUID, int64, error) {
+	if d.kind == "room" {
+		r, err := memberRoom(ctx, tx, c, d.id)
+		if err != nil {
+			return uuid.Nil, 0, err
+		}
+		return r.ID, r.Member.Epoch, nil
+	}
+	if d.id == c.p.AgentID {
+		return uuid.Nil, 0, apierr.Invalid("destination.recipient_agent_id", "a DM pair is with another agent").WithReason("self_target")
+	}
+	ch, _, err := tx.DMChannelHead(ctx, c.p.BoxID, c.p.AgentID, d.id)
+	if err == store.ErrNotFound {
+		return uuid.Nil, 0, nil
+	}
+	return ch, 0, err
+}
+
+// inboxItems builds the inbox rows with their canonical messages, as seen by this session now.
+func inboxItems(c *call, rows []store.InboxRow) ([]api.InboxItem, error) {
+	items := make([]api.InboxItem, 0, len(rows))
+	for _, r := range rows {
+		visible := map[uuid.UUID]bool{}
+		if r.Message.ReplyTo != nil {
+			visible[*r.Message.ReplyTo] = r.ParentVisible
+		}
+		m, err := messageDTO(r.Message, visible)
+		if err != nil {
+			return nil, err
+		}
+		item := api.InboxItem{InboxSeq: dec(r.Seq), Reasons: r.Reasons, Message: m, AckedAt: utc(r.AckedAt), AckedBySessionId: r.AckedBy}
+		if r.LeaseSession != nil && r.LeaseExpiresAt != nil && r.LeaseExpiresAt.After(c.now) {
+			item.LeaseExpiresAt = utc(r.LeaseExpiresAt)
+			item.LeasedElsewhere = *r.LeaseSession != c.session.ID
+		}
+		items = append(items, item)
+	}
+	return items, nil
+}
+
+func rowSeqs(rows []store.InboxRow) []int64 {
+	seqs := make([]int64, len(rows))
+	for i, r := range rows {
+		seqs[i] = r.Seq
+	}
+	return seqs
+}
+
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// fitBudget is how many leading items fit in a response of budget bytes (SPEC §9), counting
+// each item's JSON and the page's envelope; the first item is always returned, even above the
+// budget, so that a stream always advances.
+func fitBudget[T any](items []T, budget int64) (int, error) {
+	used := int64(pageOverheadBytes)
+	for i, it := range items {
+		raw, err := json.Marshal(it)
+		if err != nil {
+			return 0, err
+		}
+		used += int64(len(raw)) + 1
+		if i > 0 && used > budget {
+			return i, nil
+		}
+	}
+	return len(items), nil
+}
+
+// InboxAck marks explicit rows read (SPEC §7). Every row must be the caller's, still
+// accessible, returned to this session, and not leased by another session; one invalid
+// member rejects the whole batch and ACKs nothing. Valid rows report acked, or already_acked
+// with the first ACK's session and time.
+func (s *Service) InboxAck(ctx context.Context, req api.InboxAckRequestObject) (api.InboxAckResponseObject, error) {
+	in := *req.Body
+	m := mutation{op: "inbox_ack", idempotencyKey: in.IdempotencyKey, args: map[string]any{"inbox_seqs": in.InboxSeqs}}
+	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.InboxAckResult, error) {
+		seqs, err := ackSeqs(in.InboxSeqs, c.settings.AckBatchMax)
+		if err != nil {
+			return api.InboxAckResult{}, err
+		}
+		rows, err := tx.LockAckCandidates(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, seqs)
+		if err != nil {
+			return api.InboxAckResult{}, err
+		}
+		results := make([]api.AckOutcome, len(seqs))
+		var toAck []int64
+		for i, seq := range seqs {
+			field := fieldIndex("inbox_seqs", i)
+			r, ok := rows[seq]
+			switch {
+			case !ok || !r.Accessible || !r.Returned: // unknown rows look the same
+				return api.InboxAckResult{}, apierr.Invalid(field, "the row was not returned to this session by inbox_list, inbox_claim or a history read").
+					WithReason("not_returned_to_session")
+			case r.AckedAt != nil:
+				results[i] = api.AckOutcome{InboxSeq: dec(seq), Status: api.AckOutcomeStatusAlreadyAcked, AckedAt: r.AckedAt.UTC(), AckedBySessionId: *r.AckedBy}
+				continue
+			case r.LeaseReplaced:
+				return api.InboxAckResult{}, apierr.Invalid(field, "this session's lease expired and another session claimed the row").
+					WithReason("lease_replaced").WithSuggestion("claim the row again with inbox_claim before acknowledging it")
+			case r.LeaseSession != nil && *r.LeaseSession != c.session.ID && r.LeaseExpiresAt.After(c.now):
+				return api.InboxAckResult{}, apierr.Invalid(field, "another session of this agent holds a live lease on the row").
+					WithReason("leased_elsewhere")
+			}
+			toAck = append(toAck, seq)
+			results[i] = api.AckOutcome{InboxSeq: dec(seq), Status: api.AckOutcomeStatusAcked, AckedAt: c.now.UTC(), AckedBySessionId: c.session.ID}
+		}
+		return api.InboxAckResult{Results: results}, tx.AckRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, toAck, c.now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.InboxAck200JSONResponse(out), nil
+}
+
+// ackSeqs parses an ACK batch: 1..ack_batch_max distinct inbox_seqs.
+func ackSeqs(in []string, batchMax int64) ([]int64, error) {
+	switch {
+	case len(in) == 0:
+		return nil, apierr.Invalid("inbox_seqs", "name at least one inbox_seq")
+	case int64(len(in)) > batchMax:
+		return nil, apierr.TooLarge("inbox_seqs", "too_many_inbox_seqs", batchMax)
+	}
+	seqs := make([]int64, len(in))
+	seen := make(map[int64]bool, len(in))
+	for i, raw := range in {
+		v, err := parseDec(fieldIndex("inbox_seqs", i), raw)
+		if err != nil {
+			return nil, err
+		}
+		if seen[v] {
+			return nil, apierr.Invalid(fieldIndex("inbox_seqs", i), "each inbox_seq may be named once").WithReason("duplicate_inbox_seq")
+		}
+		seen[v] = true
+		seqs[i] = v
+	}
+	return seqs, nil
+}
+
+// InboxClaim leases up to limit accessible unread rows that no live lease holds to this
+// session (SPEC §7). Concurrent claims skip each other's rows, so no row is leased twice; the
+// rows leased are exactly the rows returned (the byte budget bounds how many).
+func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObject) (api.InboxClaimResponseObject, error) {
+	in := *req.Body
+	args := in
+	args.IdempotencyKey = ""
+	m := mutation{op: "inbox_claim", idempotencyKey: in.IdempotencyKey, args: args}
+	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.InboxClaimResult, error) {
+		order := api.Oldest
+		if in.Order != nil {
+			order = *in.Order
+		}
+		if !order.Valid() {
+			return api.InboxClaimResult{}, apierr.Invalid("order", "must be oldest or newest")
+		}
+		lease := c.settings.LeaseDefaultSeconds
+		if in.LeaseSeconds != nil {
+			lease = *in.LeaseSeconds
+		}
+		lease = min(max(lease, 1), c.settings.LeaseMaxSeconds)
+		limit := clampLimit(in.Limit, c.settings)
+		seqs, err := tx.LockClaimable(ctx, c.p.BoxID, c.p.AgentID, order == api.Newest, int32(min(limit, 1<<30)), c.now)
+		if err != nil {
+			return api.InboxClaimResult{}, err
+		}
+		rows, err := tx.InboxRows(ctx, c.p.BoxID, c.p.AgentID, seqs)
+		if err != nil {
+			return api.InboxClaimResult{}, err
+		}
+		if order == api.Newest { // InboxRows returns ascending
+			for i, j := 0, len(rows)-1; i < j; i, j = i+1, j-1 {
+				rows[i], rows[j] = rows[j], rows[i]
+			}
+		}
+		expires := c.now.Add(time.Duration(lease) * time.Second)
+		for i := range rows {
+			rows[i].LeaseSession, rows[i].LeaseExpiresAt = &c.session.ID, &expires
+		}
+		items, err := inboxItems(c, rows)
+		if err != nil {
+			return api.InboxClaimResult{}, err
+		}
+		n, err := fitBudget(items, c.settings.ResponseBudgetBytes)
+		if err != nil {
+			return api.InboxClaimResult{}, err
+		}
+		items, rows = items[:n], rows[:n]
+		return api.InboxClaimResult{Items: items}, tx.LeaseRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, rowSeqs(rows), expires)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.InboxClaim200JSONResponse(out), nil
+}

@@ -1,0 +1,920 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// Inbox tests (prefix ib): attention as inbox_list shows it, receipts, ACK, claims and leases
+// (SPEC §7, §9, §15). Helpers here are used by the request and file report tests too.
+
+type ibWorld struct {
+	e      *testenv.Env
+	box    string
+	agents map[string]*testenv.Agent
+}
+
+func newIbWorld(t *testing.T, names ...string) *ibWorld {
+	t.Helper()
+	e := testenv.New(t)
+	w := &ibWorld{e: e, box: e.Box("alpha"), agents: map[string]*testenv.Agent{}}
+	for _, n := range names {
+		a := e.NewAgent(w.box, n, nil)
+		a.Prime()
+		w.agents[n] = a
+	}
+	return w
+}
+
+func ibKey() string { return uuid.NewString() }
+
+func (w *ibWorld) settings(values map[string]any) {
+	w.e.Admin("PATCH", "/boxes/"+w.box+"/settings", map[string]any{"settings": values})
+}
+
+// room creates a room owned by owner with members joined.
+func (w *ibWorld) room(t *testing.T, owner *testenv.Agent, members ...*testenv.Agent) string {
+	t.Helper()
+	id := owner.MustCall("POST", "/rooms", map[string]any{"name": "room-" + ibKey()[:8], "idempotency_key": ibKey()})["room_id"].(string)
+	for _, m := range members {
+		ibInvite(t, owner, id, m)
+		m.MustCall("POST", "/rooms/"+id+"/join", map[string]any{"idempotency_key": ibKey()})
+	}
+	return id
+}
+
+func ibInvite(t *testing.T, owner *testenv.Agent, room string, m *testenv.Agent) {
+	t.Helper()
+	owner.MustCall("POST", "/rooms/"+room+"/invite", map[string]any{"invitee_agent_ids": []uuid.UUID{m.ID}, "idempotency_key": ibKey()})
+}
+
+func ibLeave(t *testing.T, a *testenv.Agent, room string) {
+	t.Helper()
+	a.MustCall("POST", "/rooms/"+room+"/leave", map[string]any{"idempotency_key": ibKey()})
+}
+
+func ibFollow(t *testing.T, a *testenv.Agent, room, follow string) {
+	t.Helper()
+	rev := a.MustCall("GET", "/rooms/"+room, nil)["follow_revision"].(string)
+	a.MustCall("PUT", "/rooms/"+room+"/follow", map[string]any{"follow": follow, "expected_revision": rev, "idempotency_key": ibKey()})
+}
+
+func ibDM(a *testenv.Agent) map[string]any { return map[string]any{"kind": "dm", "recipient_agent_id": a.ID} }
+func ibRoom(room string) map[string]any    { return map[string]any{"kind": "room", "room_id": room} }
+
+// ibSend sends and returns the message_id.
+func ibSend(t *testing.T, a *testenv.Agent, dest map[string]any, body string, extra map[string]any) string {
+	t.Helper()
+	in := map[string]any{"destination": dest, "body_md": body, "idempotency_key": ibKey()}
+	for k, v := range extra {
+		in[k] = v
+	}
+	r := a.Call("POST", "/messages", in)
+	if r.Status != http.StatusOK || r.JSON()["status"] != "sent" {
+		t.Fatalf("send %q: %d %s", body, r.Status, r.Raw)
+	}
+	return r.JSON()["message_id"].(string)
+}
+
+type ibItem struct {
+	InboxSeq string `json:"inbox_seq"`
+	Reasons  int64  `json:"reasons"`
+	Message  struct {
+		MessageID        string  `json:"message_id"`
+		BodyMd           string  `json:"body_md"`
+		ReplyToMessageID *string `json:"reply_to_message_id"`
+		Sender           struct {
+			AgentID string `json:"agent_id"`
+		} `json:"sender"`
+	} `json:"message"`
+	AckedAt          *string `json:"acked_at"`
+	AckedBySessionID *string `json:"acked_by_session_id"`
+	LeaseExpiresAt   *string `json:"lease_expires_at"`
+	LeasedElsewhere  bool    `json:"leased_elsewhere"`
+}
+
+type ibPage struct {
+	Items        []ibItem `json:"items"`
+	NextCursor   string   `json:"next_cursor"`
+	ResumeCursor string   `json:"resume_cursor"`
+	UnreadCount  int64    `json:"unread_count"`
+	LeasedCount  int64    `json:"leased_count"`
+}
+
+// ibPath is the inbox_list route; dest (optional) is a deepObject query parameter.
+func ibPath(filter string, dest map[string]any, cursor string, limit int) string {
+	q := url.Values{}
+	if filter != "" {
+		q.Set("filter", filter)
+	}
+	if dest != nil {
+		q.Set("destination[kind]", dest["kind"].(string))
+		if dest["kind"] == "room" {
+			q.Set("destination[room_id]", fmt.Sprint(dest["room_id"]))
+		} else {
+			q.Set("destination[recipient_agent_id]", fmt.Sprint(dest["recipient_agent_id"]))
+		}
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	return "/inbox?" + q.Encode()
+}
+
+// ibList reads one inbox page; a stream page has exactly one of next_cursor and resume_cursor.
+func ibList(t *testing.T, a *testenv.Agent, path string) ibPage {
+	t.Helper()
+	r := a.Call("GET", path, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, r.Status, r.Raw)
+	}
+	var p ibPage
+	if err := json.Unmarshal(r.Raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	if (p.NextCursor == "") == (p.ResumeCursor == "") {
+		t.Fatalf("an inbox page has exactly one of next_cursor/resume_cursor: %s", r.Raw)
+	}
+	return p
+}
+
+// ibAll pages through the whole inbox (one filter, optional destination) from the start.
+func ibAll(t *testing.T, a *testenv.Agent, filter string, dest map[string]any) []ibItem {
+	t.Helper()
+	var out []ibItem
+	cursor := ""
+	for {
+		p := ibList(t, a, ibPath(filter, dest, cursor, 0))
+		out = append(out, p.Items...)
+		if p.NextCursor == "" {
+			return out
+		}
+		cursor = p.NextCursor
+	}
+}
+
+// ibReasons is an agent's inbox (filter all) as message_id → reasons.
+func ibReasons(t *testing.T, a *testenv.Agent) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, it := range ibAll(t, a, "all", nil) {
+		out[it.Message.MessageID] = it.Reasons
+	}
+	return out
+}
+
+func ibSeqs(items []ibItem) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.InboxSeq
+	}
+	return out
+}
+
+// ibAckResult is a decoded InboxAckResult.
+type ibAckResult struct {
+	Results []struct {
+		InboxSeq         string `json:"inbox_seq"`
+		Status           string `json:"status"`
+		AckedAt          string `json:"acked_at"`
+		AckedBySessionID string `json:"acked_by_session_id"`
+	} `json:"results"`
+}
+
+func ibAck(a *testenv.Agent, key string, seqs ...string) testenv.Response {
+	if seqs == nil {
+		seqs = []string{}
+	}
+	return a.Call("POST", "/inbox/ack", map[string]any{"inbox_seqs": seqs, "idempotency_key": key})
+}
+
+func ibClaim(t *testing.T, a *testenv.Agent, body map[string]any) []ibItem {
+	t.Helper()
+	in := map[string]any{"idempotency_key": ibKey()}
+	for k, v := range body {
+		in[k] = v
+	}
+	r := a.Call("POST", "/inbox/claim", in)
+	if r.Status != http.StatusOK {
+		t.Fatalf("claim: %d %s", r.Status, r.Raw)
+	}
+	var res struct {
+		Items []ibItem `json:"items"`
+	}
+	if err := json.Unmarshal(r.Raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res.Items
+}
+
+func ibSessionID(t *testing.T, a *testenv.Agent) string {
+	t.Helper()
+	return a.Prime()["session"].(map[string]any)["session_id"].(string)
+}
+
+// ibState is every row the operations under test could write, for "nothing changed" checks.
+func ibState(t *testing.T, e *testenv.Env) string {
+	t.Helper()
+	var b strings.Builder
+	for _, table := range []string{"messages", "attention", "receipts", "inbox_heads", "requests", "file_reports",
+		"channel_sender_latest", "cleanup_status", "idempotency_records"} {
+		rows, err := e.Store.Pool().Query(context.Background(), `SELECT t::text FROM `+table+` t`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, s)
+		}
+		rows.Close()
+		sort.Strings(lines)
+		fmt.Fprintf(&b, "%s (%d)\n%s\n", table, len(lines), strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+// ibRejects runs do and asserts the error code, reason and field ("-": any field), and that
+// nothing was written.
+func ibRejects(t *testing.T, e *testenv.Env, what string, do func() testenv.Response, code, reason, field string) testenv.Response {
+	t.Helper()
+	before := ibState(t, e)
+	r := do()
+	if r.Code() != code || r.ErrorField("reason") != reason || (field != "-" && r.ErrorField("field") != field) {
+		t.Fatalf("%s: want %s/%q field %q, got %d %s", what, code, reason, field, r.Status, r.Raw)
+	}
+	if after := ibState(t, e); after != before {
+		t.Fatalf("%s wrote something:\nbefore:\n%s\nafter:\n%s", what, before, after)
+	}
+	return r
+}
+
+func ibInt(t *testing.T, e *testenv.Env, q string, args ...any) int64 {
+	t.Helper()
+	var v int64
+	if err := e.Store.Pool().QueryRow(context.Background(), q, args...).Scan(&v); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return v
+}
+
+// Every follow preference × every reason combination, as inbox_list shows it: the exact
+// reasons value, or no row. Also DMs, the author, a member who left and a late joiner.
+func TestInboxReasonsByFollowPreference(t *testing.T) {
+	t.Parallel()
+	w := newIbWorld(t, "author", "all", "mentions", "replies", "mute", "leaver", "late")
+	author := w.agents["author"]
+	prefs := []string{"all", "mentions", "replies", "mute"}
+	var members []*testenv.Agent
+	for _, p := range prefs {
+		members = append(members, w.agents[p])
+	}
+	room := w.room(t, author, append(members, w.agents["leaver"])...)
+	for _, p := range prefs {
+		ibFollow(t, w.agents[p], room, p)
+	}
+	ibLeave(t, w.agents["leaver"], room)
+	ibInvite(t, author, room, w.agents["late"])
+	own := map[string]string{} // each recipient's own message, to reply to
+	for _, p := range prefs {
+		own[p] = ibSend(t, w.agents[p], ibRoom(room), "mine: "+p, nil)
+	}
+
+	const none = -1
+	cases := []struct {
+		name                    string
+		mention, reply, request bool
+		want                    map[string]int64
+	}{
+		{"plain post", false, false, false, map[string]int64{"all": 2, "mentions": none, "replies": none, "mute": none}},
+		{"mention", true, false, false, map[string]int64{"all": 2 | 4, "mentions": 4, "replies": none, "mute": none}},
+		{"reply to own", false, true, false, map[string]int64{"all": 2 | 8, "mentions": 8, "replies": 8, "mute": none}},
+		{"request+mention", true, false, true, map[string]int64{"all": 2 | 4 | 16, "mentions": 4 | 16, "replies": 16, "mute": none}},
+		{"mention+reply", true, true, false, map[string]int64{"all": 2 | 4 | 8, "mentions": 4 | 8, "replies": 8, "mute": none}},
+		{"request+mention+reply", true, true, true, map[string]int64{"all": 2 | 4 | 8 | 16, "mentions": 4 | 8 | 16, "replies": 8 | 16, "mute": none}},
+	}
+	// want[agent][message] is the expected reasons of every test message; absent means no row.
+	type sent struct {
+		id, what string
+		want     map[string]int64
+	}
+	var sends []sent
+	for _, tc := range cases {
+		for _, p := range prefs {
+			target := w.agents[p]
+			extra := map[string]any{}
+			if tc.mention {
+				extra["mention_agent_ids"] = []uuid.UUID{target.ID}
+			}
+			if tc.request {
+				extra["request_agent_ids"] = []uuid.UUID{target.ID}
+			}
+			if tc.reply {
+				extra["reply_to_message_id"] = own[p]
+			}
+			want := map[string]int64{}
+			for _, other := range prefs { // bystanders get what their preference admits for a plain post
+				if other == "all" {
+					want[other] = 2
+				}
+			}
+			if tc.want[p] == none {
+				delete(want, p)
+			} else {
+				want[p] = tc.want[p]
+			}
+			sends = append(sends, sent{ibSend(t, author, ibRoom(room), tc.name+" → "+p, extra), tc.name + " → " + p, want})
+		}
+	}
+	for _, name := range append(prefs, "author", "leaver", "late") {
+		got := ibReasons(t, w.agents[name])
+		for _, s := range sends {
+			want, ok := s.want[name]
+			if r, has := got[s.id]; has != ok || r != want {
+				t.Fatalf("%s: %s sees reasons %d (row %v), want %d (row %v)", s.what, name, r, has, want, ok)
+			}
+		}
+	}
+	// The author never has a row for its own messages; the leaver has no row at all.
+	for id := range ibReasons(t, author) {
+		for _, s := range sends {
+			if s.id == id {
+				t.Fatal("the author has a row for its own message")
+			}
+		}
+	}
+	if n := ibInt(t, w.e, `SELECT count(*) FROM attention WHERE agent_id = $1`, w.agents["leaver"].ID); n != 0 {
+		t.Fatalf("a member who left has %d attention rows", n)
+	}
+	// A member who joins later gets nothing for earlier messages, and rows from then on.
+	late := w.agents["late"]
+	late.MustCall("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": ibKey()})
+	if got := ibReasons(t, late); len(got) != 0 {
+		t.Fatalf("late joiner sees earlier messages: %v", got)
+	}
+	after := ibSend(t, author, ibRoom(room), "after the late join", nil)
+	if got := ibReasons(t, late); len(got) != 1 || got[after] != 2 {
+		t.Fatalf("late joiner: %v", got)
+	}
+
+	// DMs ignore room preferences (this peer mutes the room): 1, 1|16, 1|4|16, 1|8, 1|4.
+	peer := w.agents["mute"]
+	mine := ibSend(t, peer, ibDM(author), "peer's message", nil)
+	dmCases := []struct {
+		name  string
+		extra map[string]any
+		want  int64
+	}{
+		{"plain", nil, 1},
+		{"request", map[string]any{"request_agent_ids": []uuid.UUID{peer.ID}}, 1 | 16},
+		{"mention+request", map[string]any{"mention_agent_ids": []uuid.UUID{peer.ID}, "request_agent_ids": []uuid.UUID{peer.ID}}, 1 | 4 | 16},
+		{"reply to their message", map[string]any{"reply_to_message_id": mine}, 1 | 8},
+		{"mention", map[string]any{"mention_agent_ids": []uuid.UUID{peer.ID}}, 1 | 4},
+	}
+	var dmIDs []string
+	for _, tc := range dmCases {
+		dmIDs = append(dmIDs, ibSend(t, author, ibDM(peer), "dm "+tc.name, tc.extra))
+	}
+	got := ibAll(t, peer, "", ibDM(author))
+	if len(got) != len(dmCases) {
+		t.Fatalf("peer DM inbox: %d rows", len(got))
+	}
+	for i, tc := range dmCases {
+		if got[i].Message.MessageID != dmIDs[i] || got[i].Reasons != tc.want {
+			t.Fatalf("DM %s: reasons %d, want %d", tc.name, got[i].Reasons, tc.want)
+		}
+	}
+	if r, ok := ibReasons(t, author)[mine]; !ok || r != 1 {
+		t.Fatalf("author's row for the peer's DM: %d %v", r, ok)
+	}
+}
+
+// Stream semantics over inbox_seq: next_cursor at the last returned row, resume_cursor at the
+// upper bound (also when exactly full), new arrivals after a resume, and a fresh start shows
+// all current unread work. Filters, destination filter, cursor scope and counts.
+func TestInboxListStreamAndFilters(t *testing.T) {
+	t.Parallel()
+	w := newIbWorld(t, "reader", "sender", "owner")
+	reader, sender, owner := w.agents["reader"], w.agents["sender"], w.agents["owner"]
+	var dms []string
+	for i := range 5 {
+		dms = append(dms, ibSend(t, sender, ibDM(reader), fmt.Sprintf("dm %d", i), nil))
+	}
+	p := ibList(t, reader, ibPath("", nil, "", 2))
+	if len(p.Items) != 2 || p.NextCursor == "" || p.UnreadCount != 5 || p.LeasedCount != 0 {
+		t.Fatalf("page 1: %+v", p)
+	}
+	seen := ibSeqs(p.Items)
+	p = ibList(t, reader, ibPath("", nil, p.NextCursor, 2))
+	seen = append(seen, ibSeqs(p.Items)...)
+	p = ibList(t, reader, ibPath("", nil, p.NextCursor, 2))
+	seen = append(seen, ibSeqs(p.Items)...)
+	if len(p.Items) != 1 || p.ResumeCursor == "" || strings.Join(seen, ",") != "1,2,3,4,5" {
+		t.Fatalf("paging: %v, last page %+v", seen, p)
+	}
+	resume := p.ResumeCursor
+	// Arrivals after the upper bound are found by the resume cursor; an exactly full
+	// exhausting page still returns resume_cursor and no next_cursor.
+	ibSend(t, sender, ibDM(reader), "dm 5", nil)
+	ibSend(t, sender, ibDM(reader), "dm 6", nil)
+	p = ibList(t, reader, ibPath("", nil, resume, 2))
+	if strings.Join(ibSeqs(p.Items), ",") != "6,7" || p.ResumeCursor == "" {
+		t.Fatalf("resume: %+v", p)
+	}
+	if p = ibList(t, reader, ibPath("", nil, p.ResumeCursor, 2)); len(p.Items) != 0 || p.ResumeCursor == "" {
+		t.Fatalf("empty resume: %+v", p)
+	}
+	// ACK two; a fresh start shows all current unread work, including old rows.
+	if r := ibAck(reader, ibKey(), "2", "4"); r.Status != http.StatusOK {
+		t.Fatalf("ack: %d %s", r.Status, r.Raw)
+	}
+	if got := ibSeqs(ibAll(t, reader, "", nil)); strings.Join(got, ",") != "1,3,5,6,7" {
+		t.Fatalf("fresh unread: %v", got)
+	}
+	if got := ibSeqs(ibAll(t, reader, "acked", nil)); strings.Join(got, ",") != "2,4" {
+		t.Fatalf("acked: %v", got)
+	}
+	all := ibAll(t, reader, "all", nil)
+	if strings.Join(ibSeqs(all), ",") != "1,2,3,4,5,6,7" || all[1].AckedAt == nil || all[1].AckedBySessionID == nil || all[0].AckedAt != nil {
+		t.Fatalf("all: %+v", all)
+	}
+	if all[0].Message.MessageID != dms[0] || all[0].Message.BodyMd != "dm 0" || all[0].Message.Sender.AgentID != sender.ID.String() {
+		t.Fatalf("canonical message: %+v", all[0].Message)
+	}
+
+	// Destination filter: one room or one DM pair.
+	room := w.room(t, owner, reader)
+	roomMsg := ibSend(t, owner, ibRoom(room), "in the room", nil)
+	ownerDM := ibSend(t, owner, ibDM(reader), "owner dm", nil)
+	if got := ibAll(t, reader, "", ibRoom(room)); len(got) != 1 || got[0].Message.MessageID != roomMsg {
+		t.Fatalf("room filter: %+v", got)
+	}
+	if got := ibAll(t, reader, "", ibDM(owner)); len(got) != 1 || got[0].Message.MessageID != ownerDM {
+		t.Fatalf("dm filter: %+v", got)
+	}
+	if got := ibAll(t, reader, "all", ibDM(sender)); len(got) != 7 {
+		t.Fatalf("dm filter all: %d", len(got))
+	}
+	// A cursor is bound to its filter and agent.
+	unreadCursor := ibList(t, reader, ibPath("", nil, "", 1)).NextCursor
+	for _, c := range []struct {
+		who  *testenv.Agent
+		path string
+	}{
+		{reader, ibPath("all", nil, unreadCursor, 1)},
+		{reader, ibPath("", ibRoom(room), unreadCursor, 1)},
+		{owner, ibPath("", nil, unreadCursor, 1)},
+		{reader, ibPath("", nil, unreadCursor+"x", 1)},
+	} {
+		if r := c.who.Call("GET", c.path, nil); r.Code() != "CURSOR_INVALID" {
+			t.Fatalf("foreign cursor %s: %d %s", c.path, r.Status, r.Raw)
+		}
+	}
+	if r := reader.Call("GET", ibPath("", ibDM(reader), "", 0), nil); r.Code() != "INVALID_ARGUMENT" || r.ErrorField("reason") != "self_target" {
+		t.Fatalf("self DM filter: %s", r.Raw)
+	}
+	// Leaving the room hides its rows and counts; filtering by it is refused.
+	before := ibList(t, reader, ibPath("", nil, "", 0))
+	ibLeave(t, reader, room)
+	after := ibList(t, reader, ibPath("", nil, "", 0))
+	if before.UnreadCount != 7 || after.UnreadCount != 6 || len(after.Items) != 6 {
+		t.Fatalf("unread before/after leaving: %d/%d (%d items)", before.UnreadCount, after.UnreadCount, len(after.Items))
+	}
+	for _, it := range ibAll(t, reader, "all", nil) {
+		if it.Message.MessageID == roomMsg {
+			t.Fatal("a row of a room the reader left is listed")
+		}
+	}
+	if r := reader.Call("GET", ibPath("", ibRoom(room), "", 0), nil); r.Code() != "NOT_FOUND_OR_FORBIDDEN" {
+		t.Fatalf("room filter after leaving: %s", r.Raw)
+	}
+	if p := reader.Prime(); p["counts"].(map[string]any)["unread"] != float64(6) {
+		t.Fatalf("prime counts: %v", p["counts"])
+	}
+}
+
+// ACK: the whole batch is rejected (and nothing written) when one member was never returned
+// to this session; first-ACK provenance never changes; replays return the original receipt.
+func TestInboxAckRules(t *testing.T) {
+	t.Parallel()
+	w := newIbWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	for i := range 3 {
+		ibSend(t, sender, ibDM(reader), fmt.Sprintf("dm %d", i), map[string]any{"request_agent_ids": []uuid.UUID{reader.ID}})
+	}
+	a := reader.WithSession("A")
+	sessA := ibSessionID(t, a)
+	ibList(t, a, ibPath("", nil, "", 2)) // rows 1 and 2 returned to A; 3 is not
+
+	ibRejects(t, e, "one member never returned", func() testenv.Response { return ibAck(a, ibKey(), "1", "3") },
+		"INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[1]")
+	ibRejects(t, e, "unknown seq", func() testenv.Response { return ibAck(a, ibKey(), "999") },
+		"INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[0]")
+	ibRejects(t, e, "empty batch", func() testenv.Response { return ibAck(a, ibKey()) }, "INVALID_ARGUMENT", "", "inbox_seqs")
+	ibRejects(t, e, "duplicate", func() testenv.Response { return ibAck(a, ibKey(), "1", "2", "1") },
+		"INVALID_ARGUMENT", "duplicate_inbox_seq", "inbox_seqs[2]")
+	many := make([]string, 101)
+	for i := range many {
+		many[i] = strconv.Itoa(i + 1)
+	}
+	r := ibRejects(t, e, "101 items", func() testenv.Response { return ibAck(a, ibKey(), many...) }, "LIMIT_EXCEEDED", "too_many_inbox_seqs", "inbox_seqs")
+	if r.JSON()["error"].(map[string]any)["limit"] != float64(100) {
+		t.Fatalf("limit: %s", r.Raw)
+	}
+	// Another session's receipt does not count for this one.
+	b := reader.WithSession("B")
+	sessB := ibSessionID(t, b)
+	ibRejects(t, e, "returned to another session", func() testenv.Response { return ibAck(b, ibKey(), "1") },
+		"INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[0]")
+
+	key := ibKey()
+	first := ibAck(a, key, "1", "2")
+	firstAt := e.Clock.Now().UTC().Format(time.RFC3339)
+	var res ibAckResult
+	if first.Status != http.StatusOK || json.Unmarshal(first.Raw, &res) != nil || len(res.Results) != 2 {
+		t.Fatalf("ack: %d %s", first.Status, first.Raw)
+	}
+	for i, it := range res.Results {
+		if it.InboxSeq != strconv.Itoa(i+1) || it.Status != "acked" || it.AckedBySessionID != sessA || !strings.HasPrefix(it.AckedAt, firstAt[:19]) {
+			t.Fatalf("ack result %d: %+v (want session %s at %s)", i, it, sessA, firstAt)
+		}
+	}
+	// ACK means read only: the requests stay pending.
+	if n := ibInt(t, e, `SELECT count(*) FROM requests WHERE status = 'pending' AND revision = 1`); n != 3 {
+		t.Fatalf("ACK changed requests: %d pending", n)
+	}
+	// The second session's ACK of the same row reports the first ACK, unchanged.
+	e.Clock.Advance(time.Minute)
+	ibList(t, b, ibPath("all", nil, "", 0))
+	second := ibAck(b, ibKey(), "2", "3")
+	var res2 ibAckResult
+	if second.Status != http.StatusOK || json.Unmarshal(second.Raw, &res2) != nil {
+		t.Fatalf("second ack: %d %s", second.Status, second.Raw)
+	}
+	if r0, r1 := res2.Results[0], res2.Results[1]; r0.Status != "already_acked" || r0.AckedBySessionID != sessA || r0.AckedAt != res.Results[1].AckedAt ||
+		r1.Status != "acked" || r1.AckedBySessionID != sessB {
+		t.Fatalf("second ack: %s", second.Raw)
+	}
+	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND inbox_seq = 2 AND acked_by_session_id = $2`, reader.ID, sessA); n != 1 {
+		t.Fatal("the first ACK's session changed")
+	}
+	// A replay with the same key returns the original receipt (not already_acked), and
+	// other arguments under that key conflict.
+	replay := ibAck(a, key, "1", "2")
+	if replay.Status != http.StatusOK || string(replay.Raw) != string(first.Raw) {
+		t.Fatalf("replay:\n%s\n%s", replay.Raw, first.Raw)
+	}
+	ibRejects(t, e, "same key, other rows", func() testenv.Response { return ibAck(a, key, "1") }, "IDEMPOTENCY_CONFLICT", "", "idempotency_key")
+	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE acked_at IS NULL`); n != 0 {
+		t.Fatalf("unacked rows left: %d", n)
+	}
+}
+
+// Leases: another session can neither claim nor ACK a live lease; after expiry it can claim,
+// and the first session's ACK fails with lease_replaced. Leaving a room and purging a message
+// end leases. Defaults, clamps, order, and no extension by settings changes.
+func TestInboxLeases(t *testing.T) {
+	t.Parallel()
+	w := newIbWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	room := w.room(t, sender, reader)
+	ibSend(t, sender, ibDM(reader), "dm 1", nil)            // seq 1
+	ibSend(t, sender, ibRoom(room), "room 2", nil)          // seq 2
+	a, b := reader.WithSession("A"), reader.WithSession("B")
+	sessA, sessB := ibSessionID(t, a), ibSessionID(t, b)
+	now := e.Clock.Now()
+
+	got := ibClaim(t, a, map[string]any{"limit": 1})
+	if len(got) != 1 || got[0].InboxSeq != "1" || got[0].LeasedElsewhere || got[0].LeaseExpiresAt == nil ||
+		*got[0].LeaseExpiresAt != now.Add(60*time.Second).UTC().Format(time.RFC3339) {
+		t.Fatalf("claim: %+v", got)
+	}
+	if p := b.Prime(); p["counts"].(map[string]any)["leased_by_session"] != float64(0) {
+		t.Fatalf("B prime counts: %v", p["counts"])
+	}
+	if p := a.Prime(); p["counts"].(map[string]any)["leased_by_session"] != float64(1) {
+		t.Fatalf("A prime counts: %v", p["counts"])
+	}
+	p := ibList(t, b, ibPath("", nil, "", 0))
+	if len(p.Items) != 2 || !p.Items[0].LeasedElsewhere || p.Items[0].LeaseExpiresAt == nil || p.Items[1].LeasedElsewhere || p.LeasedCount != 1 {
+		t.Fatalf("B sees: %+v", p)
+	}
+	if pa := ibList(t, a, ibPath("", nil, "", 0)); pa.Items[0].LeasedElsewhere || pa.Items[0].LeaseExpiresAt == nil {
+		t.Fatalf("A sees its own lease as elsewhere: %+v", pa.Items[0])
+	}
+	ibRejects(t, e, "B acks A's lease", func() testenv.Response { return ibAck(b, ibKey(), "2", "1") },
+		"INVALID_ARGUMENT", "leased_elsewhere", "inbox_seqs[1]")
+	if got := ibClaim(t, b, map[string]any{"limit": 5, "lease_seconds": 3600}); len(got) != 1 || got[0].InboxSeq != "2" {
+		t.Fatalf("B claims around A's lease: %+v", got)
+	}
+	if got := ibClaim(t, b, map[string]any{"limit": 5}); len(got) != 0 {
+		t.Fatalf("nothing is left to claim: %+v", got)
+	}
+	// A settings change does not extend or shorten a lease.
+	w.settings(map[string]any{"lease_default_seconds": 600})
+	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE inbox_seq = 1 AND lease_session_id = $1 AND lease_expires_at = $2`, sessA, now.Add(time.Minute)); n != 1 {
+		t.Fatal("a settings change moved a lease")
+	}
+	// After expiry B claims the row; A's ACK then fails with lease_replaced.
+	e.Clock.Advance(61 * time.Second)
+	if got := ibClaim(t, b, map[string]any{"limit": 5}); len(got) != 1 || got[0].InboxSeq != "1" ||
+		*got[0].LeaseExpiresAt != e.Clock.Now().Add(600*time.Second).UTC().Format(time.RFC3339) {
+		t.Fatalf("B claims after expiry: %+v", got)
+	}
+	ibRejects(t, e, "A acks a replaced lease", func() testenv.Response { return ibAck(a, ibKey(), "1") },
+		"INVALID_ARGUMENT", "lease_replaced", "inbox_seqs[0]")
+	ok := ibAck(b, ibKey(), "1")
+	if ok.Status != http.StatusOK || !strings.Contains(string(ok.Raw), `"acked"`) {
+		t.Fatalf("B acks its lease: %s", ok.Raw)
+	}
+	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE inbox_seq = 1 AND lease_session_id IS NULL AND acked_by_session_id = $1`, sessB); n != 1 {
+		t.Fatal("ACK did not end the lease")
+	}
+	// Leaving the room ends B's lease on the room row at once.
+	ibLeave(t, reader, room)
+	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND lease_session_id IS NOT NULL`, reader.ID); n != 0 {
+		t.Fatal("leaving kept a lease")
+	}
+	if p := ibList(t, a, ibPath("all", nil, "", 0)); p.LeasedCount != 0 || len(p.Items) != 1 {
+		t.Fatalf("after leaving: %+v", p)
+	}
+	ibRejects(t, e, "ACK of a left room's row", func() testenv.Response { return ibAck(b, ibKey(), "2") },
+		"INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[0]")
+
+	// Clamps, default and order.
+	for i := range 3 {
+		ibSend(t, sender, ibDM(reader), fmt.Sprintf("more %d", i), nil) // seqs 3, 4, 5
+	}
+	now = e.Clock.Now()
+	if got := ibClaim(t, a, map[string]any{"limit": 1, "order": "newest", "lease_seconds": 999999}); len(got) != 1 || got[0].InboxSeq != "5" ||
+		*got[0].LeaseExpiresAt != now.Add(3600*time.Second).UTC().Format(time.RFC3339) {
+		t.Fatalf("newest, clamped to lease_max_seconds: %+v", got)
+	}
+	if got := ibClaim(t, a, map[string]any{"limit": 1, "lease_seconds": 0}); len(got) != 1 || got[0].InboxSeq != "3" ||
+		*got[0].LeaseExpiresAt != now.Add(time.Second).UTC().Format(time.RFC3339) {
+		t.Fatalf("oldest, clamped to 1 s: %+v", got)
+	}
+	// Purging a message (retention) ends its lease with it.
+	w.settings(map[string]any{"channel_message_cap": 2})
+	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND lease_session_id IS NOT NULL`, reader.ID); n != 1 {
+		t.Fatalf("leases after purge: %d, want 1 (seq 5 survives)", n)
+	}
+	if p := ibList(t, a, ibPath("", nil, "", 0)); p.LeasedCount != 1 || len(p.Items) != 2 {
+		t.Fatalf("after purge: %+v", p)
+	}
+}
+
+// Concurrent claims from 8 sessions on two server processes never lease one row twice, and
+// together lease every row.
+func TestInboxConcurrentClaims(t *testing.T) {
+	t.Parallel()
+	w := newIbWorld(t, "reader", "s1", "s2")
+	reader := w.agents["reader"]
+	const rows = 60
+	for i := range rows {
+		ibSend(t, w.agents[[]string{"s1", "s2"}[i%2]], ibDM(reader), fmt.Sprintf("work %d", i), nil)
+	}
+	e2 := testenv.Attach(t, w.e)
+	var sessions []*testenv.Agent
+	for i := range 8 {
+		s := reader.WithSession(fmt.Sprintf("worker-%d", i))
+		if i%2 == 1 {
+			s.Env = e2
+		}
+		s.Prime()
+		sessions = append(sessions, s)
+	}
+	var mu sync.Mutex
+	owner := map[string]string{}
+	errs := make(chan string, 100)
+	var wg sync.WaitGroup
+	for _, s := range sessions {
+		wg.Go(func() {
+			for {
+				r := s.Env.Do("POST", "/api/v1/boxes/"+s.BoxKey+"/inbox/claim", s.Key,
+					map[string]any{"limit": 3, "idempotency_key": ibKey()}, map[string]string{"Agentbox-Session": s.Session})
+				if r.Status != http.StatusOK {
+					errs <- fmt.Sprintf("%d %s", r.Status, r.Raw)
+					return
+				}
+				var res struct {
+					Items []ibItem `json:"items"`
+				}
+				json.Unmarshal(r.Raw, &res) //nolint:errcheck
+				if len(res.Items) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, it := range res.Items {
+					if prev, dup := owner[it.InboxSeq]; dup {
+						errs <- fmt.Sprintf("row %s leased by %s and %s", it.InboxSeq, prev, s.Session)
+					}
+					owner[it.InboxSeq] = s.Session
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(owner) != rows {
+		t.Fatalf("%d rows leased, want %d", len(owner), rows)
+	}
+	if n := ibInt(t, w.e, `SELECT count(DISTINCT inbox_seq) FROM attention WHERE agent_id = $1 AND lease_session_id IS NOT NULL`, reader.ID); n != rows {
+		t.Fatalf("leased rows in storage: %d", n)
+	}
+}
+
+// While 8 writers send DMs and room posts to one agent through two server processes, a reader
+// polling with resume cursors sees every attention row exactly once, in ascending inbox_seq.
+func TestInboxStreamUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	names := []string{"reader", "owner"}
+	for i := range 8 {
+		names = append(names, fmt.Sprintf("w%d", i))
+	}
+	w := newIbWorld(t, names...)
+	reader := w.agents["reader"]
+	var roomMembers []*testenv.Agent
+	for i := 4; i < 8; i++ {
+		roomMembers = append(roomMembers, w.agents[fmt.Sprintf("w%d", i)])
+	}
+	room := w.room(t, w.agents["owner"], append(roomMembers, reader)...)
+	e2 := testenv.Attach(t, w.e)
+	const perWriter = 15
+	var wg sync.WaitGroup
+	errs := make(chan string, 8*perWriter)
+	for i := range 8 {
+		writer := *w.agents[fmt.Sprintf("w%d", i)]
+		if i%2 == 1 {
+			writer.Env = e2
+		}
+		dest := ibDM(reader)
+		if i >= 4 {
+			dest = ibRoom(room)
+		}
+		wg.Go(func() {
+			for j := range perWriter {
+				r := writer.Env.Do("POST", "/api/v1/boxes/"+writer.BoxKey+"/messages", writer.Key,
+					map[string]any{"destination": dest, "body_md": fmt.Sprintf("%s %d", writer.Name, j), "idempotency_key": ibKey()}, nil)
+				if r.Status != http.StatusOK {
+					errs <- fmt.Sprintf("%s: %d %s", writer.Name, r.Status, r.Raw)
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	var seen []int64
+	cursor := ""
+	poll := func() {
+		p := ibList(t, reader, ibPath("", nil, cursor, 7))
+		for _, it := range p.Items {
+			seen = append(seen, mustAtoi(t, it.InboxSeq))
+		}
+		if p.NextCursor != "" {
+			cursor = p.NextCursor
+		} else {
+			cursor = p.ResumeCursor
+		}
+	}
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		poll()
+	}
+	for range 3 { // drain after the last commit
+		poll()
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	total := ibInt(t, w.e, `SELECT count(*) FROM attention WHERE agent_id = $1`, reader.ID)
+	if total != 8*perWriter || int64(len(seen)) != total {
+		t.Fatalf("seen %d rows, stored %d, want %d", len(seen), total, 8*perWriter)
+	}
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Fatalf("rows out of order or twice: %v", seen)
+		}
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int64 {
+	t.Helper()
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// A page cut by the response byte budget never skips a row, never looks complete, and records
+// receipts only for the rows it returned.
+func TestInboxByteBudgetAndReceipts(t *testing.T) {
+	t.Parallel()
+	w := newIbWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	w.settings(map[string]any{"response_budget_bytes": 4096})
+	for i := range 8 {
+		ibSend(t, sender, ibDM(reader), fmt.Sprintf("%d:%s", i, strings.Repeat("x", 700)), nil)
+	}
+	ibSend(t, sender, ibDM(reader), strings.Repeat("y", 9000), nil) // alone above the budget
+	r := reader.Call("GET", ibPath("", nil, "", 50), nil)
+	var p ibPage
+	if r.Status != http.StatusOK || json.Unmarshal(r.Raw, &p) != nil {
+		t.Fatalf("list: %d %s", r.Status, r.Raw)
+	}
+	if len(p.Items) < 2 || len(p.Items) >= 8 || p.NextCursor == "" || p.ResumeCursor != "" || len(r.Raw) > 4096 {
+		t.Fatalf("budget page: %d items, %d bytes, next %q resume %q", len(p.Items), len(r.Raw), p.NextCursor, p.ResumeCursor)
+	}
+	receipts := func() string {
+		rows, err := e.Store.Pool().Query(context.Background(), `SELECT inbox_seq FROM receipts WHERE agent_id = $1 ORDER BY inbox_seq`, reader.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var s int64
+			rows.Scan(&s) //nolint:errcheck
+			out = append(out, strconv.FormatInt(s, 10))
+		}
+		return strings.Join(out, ",")
+	}
+	got := ibSeqs(p.Items)
+	if receipts() != strings.Join(got, ",") {
+		t.Fatalf("receipts %s for returned rows %v", receipts(), got)
+	}
+	for p.NextCursor != "" {
+		p = ibList(t, reader, ibPath("", nil, p.NextCursor, 50))
+		if len(p.Items) == 0 {
+			t.Fatal("an incomplete page must make progress")
+		}
+		got = append(got, ibSeqs(p.Items)...)
+	}
+	if strings.Join(got, ",") != "1,2,3,4,5,6,7,8,9" || receipts() != "1,2,3,4,5,6,7,8,9" {
+		t.Fatalf("rows %v, receipts %s", got, receipts())
+	}
+	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE acked_at IS NOT NULL`); n != 0 {
+		t.Fatal("inbox_list acknowledged rows")
+	}
+}
+
+// agent_prime's live counts: accessible unread rows, pending incoming requests whose message
+// is visible, live leases of this session.
+func TestPrimeCounts(t *testing.T) {
+	t.Parallel()
+	w := newIbWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	room := w.room(t, sender, reader)
+	req := map[string]any{"mention_agent_ids": []uuid.UUID{reader.ID}, "request_agent_ids": []uuid.UUID{reader.ID}}
+	ibSend(t, sender, ibDM(reader), "dm request", map[string]any{"request_agent_ids": []uuid.UUID{reader.ID}})
+	ibSend(t, sender, ibRoom(room), "room request", req)
+	ibSend(t, sender, ibRoom(room), "room post", nil)
+	counts := func(a *testenv.Agent) map[string]any { return a.Prime()["counts"].(map[string]any) }
+	if c := counts(reader); c["unread"] != float64(3) || c["pending_requests"] != float64(2) || c["leased_by_session"] != float64(0) {
+		t.Fatalf("counts: %v", c)
+	}
+	ibClaim(t, reader, map[string]any{"limit": 2})
+	if c := counts(reader); c["leased_by_session"] != float64(2) || c["unread"] != float64(3) {
+		t.Fatalf("after claim: %v", c)
+	}
+	if c := counts(reader.WithSession("other")); c["leased_by_session"] != float64(0) {
+		t.Fatalf("other session: %v", c)
+	}
+	e.Clock.Advance(2 * time.Minute)
+	if c := counts(reader); c["leased_by_session"] != float64(0) {
+		t.Fatalf("expired leases counted: %v", c)
+	}
+	ibLeave(t, reader, room)
+	if c := counts(reader); c["unread"] != float64(1) || c["pending_requests"] != float64(1) {
+		t.Fatalf("after leaving: %v", c)
+	}
+}

@@ -1,0 +1,138 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/gen/db"
+)
+
+// InboxHead is the agent's committed inbox upper bound (0 before its first attention row).
+func (t *Tx) InboxHead(ctx context.Context, boxID, agentID uuid.UUID) (int64, error) {
+	return t.q.InboxHead(ctx, db.InboxHeadParams{BoxID: boxID, AgentID: agentID})
+}
+
+// InboxFilter selects the rows of an inbox page.
+type InboxFilter struct {
+	State   string    // unread | all | acked
+	Channel uuid.UUID // one room or DM pair; uuid.Nil for every channel
+}
+
+// InboxSeqs returns the inbox_seqs of the agent's accessible rows matching f in the window,
+// ascending.
+func (t *Tx) InboxSeqs(ctx context.Context, boxID, agentID uuid.UUID, f InboxFilter, w SeqRange) ([]int64, error) {
+	acked := f.State == "acked"
+	switch {
+	case f.Channel == uuid.Nil && f.State == "unread":
+		return t.q.InboxUnreadSeqs(ctx, db.InboxUnreadSeqsParams{BoxID: boxID, AgentID: agentID, After: w.After, Upper: w.Upper, MaxRows: w.Max})
+	case f.Channel == uuid.Nil:
+		return t.q.InboxSeqs(ctx, db.InboxSeqsParams{BoxID: boxID, AgentID: agentID, AckedOnly: acked, After: w.After, Upper: w.Upper, MaxRows: w.Max})
+	case f.State == "unread":
+		return t.q.InboxChannelUnreadSeqs(ctx, db.InboxChannelUnreadSeqsParams{BoxID: boxID, AgentID: agentID, ChannelID: f.Channel,
+			After: w.After, Upper: w.Upper, MaxRows: w.Max})
+	default:
+		return t.q.InboxChannelSeqs(ctx, db.InboxChannelSeqsParams{BoxID: boxID, AgentID: agentID, ChannelID: f.Channel, AckedOnly: acked,
+			After: w.After, Upper: w.Upper, MaxRows: w.Max})
+	}
+}
+
+// InboxRow is one attention row with its message.
+type InboxRow struct {
+	Seq            int64
+	Reasons        int64
+	Message        Message
+	AckedAt        *time.Time
+	AckedBy        *uuid.UUID
+	LeaseSession   *uuid.UUID
+	LeaseExpiresAt *time.Time
+	// ParentVisible: the message's reply parent still exists above the agent's read floor.
+	ParentVisible bool
+}
+
+// InboxRows loads the agent's attention rows with these seqs, ascending.
+func (t *Tx) InboxRows(ctx context.Context, boxID, agentID uuid.UUID, seqs []int64) ([]InboxRow, error) {
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	rows, err := t.q.InboxRows(ctx, db.InboxRowsParams{BoxID: boxID, AgentID: agentID, InboxSeqs: seqs})
+	out := make([]InboxRow, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, InboxRow{Seq: r.InboxSeq, Reasons: int64(r.Reasons),
+			Message: messageFrom(r.Message, r.SenderName, r.AttachmentID, r.AttachmentName, r.AttachmentMediaType, r.AttachmentSizeBytes, r.AttachmentSha256),
+			AckedAt: r.AckedAt, AckedBy: r.AckedBySessionID, LeaseSession: r.LeaseSessionID, LeaseExpiresAt: r.LeaseExpiresAt,
+			ParentVisible: r.ParentVisible})
+	}
+	return out, err
+}
+
+// RecordInboxReceipts records that session was shown these rows of the agent's inbox.
+func (t *Tx) RecordInboxReceipts(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	return t.q.RecordInboxReceipts(ctx, db.RecordInboxReceiptsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs})
+}
+
+// InboxCounts are an agent's live inbox counts at one instant.
+type InboxCounts struct {
+	Unread          int64 // accessible unread rows
+	Leased          int64 // live leases of the agent
+	LeasedBySession int64 // live leases held by the session
+}
+
+// InboxCounts counts the agent's unread rows and live leases.
+func (t *Tx) InboxCounts(ctx context.Context, boxID, agentID, sessionID uuid.UUID, now time.Time) (InboxCounts, error) {
+	r, err := t.q.InboxCounts(ctx, db.InboxCountsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, Now: now})
+	return InboxCounts{Unread: r.Unread, Leased: r.Leased, LeasedBySession: r.LeasedBySession}, err
+}
+
+// AckCandidate is an attention row an ACK names, as the ACK rules see it.
+type AckCandidate struct {
+	AckedAt        *time.Time
+	AckedBy        *uuid.UUID
+	LeaseSession   *uuid.UUID
+	LeaseExpiresAt *time.Time
+	Accessible     bool // the agent may still act on the row
+	Returned       bool // the session has a receipt for it
+	LeaseReplaced  bool // the session's lease expired and another session claimed the row
+}
+
+// LockAckCandidates locks the agent's rows with these seqs until commit and returns them by
+// seq (missing seqs are absent).
+func (t *Tx) LockAckCandidates(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64) (map[int64]AckCandidate, error) {
+	rows, err := t.q.LockAckRows(ctx, db.LockAckRowsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs})
+	out := make(map[int64]AckCandidate, len(rows))
+	for _, r := range rows {
+		out[r.InboxSeq] = AckCandidate{AckedAt: r.AckedAt, AckedBy: r.AckedBySessionID, LeaseSession: r.LeaseSessionID,
+			LeaseExpiresAt: r.LeaseExpiresAt, Accessible: r.Accessible, Returned: r.Returned, LeaseReplaced: r.LeaseReplaced}
+	}
+	return out, err
+}
+
+// AckRows marks unacknowledged rows read by session at now and ends their leases.
+func (t *Tx) AckRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64, now time.Time) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	return t.q.AckRows(ctx, db.AckRowsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs, Now: now})
+}
+
+// LockClaimable locks up to max accessible unread rows that no live lease holds (oldest or
+// newest first) until commit, skipping rows other transactions hold, and returns their seqs.
+func (t *Tx) LockClaimable(ctx context.Context, boxID, agentID uuid.UUID, newest bool, max int32, now time.Time) ([]int64, error) {
+	if newest {
+		return t.q.ClaimCandidatesNewest(ctx, db.ClaimCandidatesNewestParams{BoxID: boxID, AgentID: agentID, Now: now, MaxRows: max})
+	}
+	return t.q.ClaimCandidatesOldest(ctx, db.ClaimCandidatesOldestParams{BoxID: boxID, AgentID: agentID, Now: now, MaxRows: max})
+}
+
+// LeaseRows leases rows locked by LockClaimable to session until expiresAt, records the
+// session's receipts and marks the receipts of sessions whose expired lease it replaces.
+func (t *Tx) LeaseRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64, expiresAt time.Time) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	return t.q.LeaseRows(ctx, db.LeaseRowsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs, ExpiresAt: expiresAt})
+}

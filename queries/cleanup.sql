@@ -1,0 +1,29 @@
+-- Retention cleanup bookkeeping per box (SPEC §11, admin API).
+
+-- name: GetCleanupStatus :one
+SELECT * FROM cleanup_status WHERE box_id = @box_id;
+
+-- name: RecordCleanupRun :exec
+-- A retention run that deleted @deleted messages (after a write, or the retroactive cleanup
+-- after a lowered cap). Taken after the channel locks, like every retention run.
+INSERT INTO cleanup_status (box_id, state, runs, deleted_messages, last_run_at)
+VALUES (@box_id, 'idle', 1, @deleted, @now::timestamptz)
+ON CONFLICT (box_id) DO UPDATE
+SET state = 'idle', runs = cleanup_status.runs + 1, deleted_messages = cleanup_status.deleted_messages + EXCLUDED.deleted_messages,
+    last_run_at = EXCLUDED.last_run_at;
+
+-- name: RecordCleanupFailure :exec
+INSERT INTO cleanup_status (box_id, state, failures, last_run_at, last_error)
+VALUES (@box_id, 'failed', 1, @now::timestamptz, @last_error::text)
+ON CONFLICT (box_id) DO UPDATE
+SET state = 'failed', failures = cleanup_status.failures + 1, last_run_at = EXCLUDED.last_run_at,
+    last_error = EXCLUDED.last_error;
+
+-- name: LockBoxChannels :many
+-- The next @max_rows channels of the box after @after_channel_id, locked until commit in
+-- channel_id order (the order sends lock them in), for the retroactive cleanup.
+SELECT channel_id FROM channels
+WHERE box_id = @box_id AND channel_id > @after_channel_id::uuid
+ORDER BY channel_id
+LIMIT @max_rows
+FOR UPDATE;

@@ -1,0 +1,146 @@
+-- Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
+-- Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
+-- steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
+-- page costs O(page)), then InboxRows for those seqs with their canonical message data.
+
+-- name: InboxHead :one
+-- The agent's committed inbox upper bound (0 before its first row).
+SELECT COALESCE((SELECT last_inbox_seq FROM inbox_heads WHERE box_id = @box_id AND agent_id = @agent_id), 0)::bigint;
+
+-- name: InboxUnreadSeqs :many
+SELECT inbox_seq FROM accessible_attention
+WHERE box_id = @box_id AND agent_id = @agent_id AND acked_at IS NULL
+  AND inbox_seq > @after AND inbox_seq <= @upper
+ORDER BY inbox_seq
+LIMIT @max_rows;
+
+-- name: InboxSeqs :many
+-- Filter all (acked_only false) or acked.
+SELECT inbox_seq FROM accessible_attention
+WHERE box_id = @box_id AND agent_id = @agent_id AND (NOT @acked_only::boolean OR acked_at IS NOT NULL)
+  AND inbox_seq > @after AND inbox_seq <= @upper
+ORDER BY inbox_seq
+LIMIT @max_rows;
+
+-- name: InboxChannelUnreadSeqs :many
+SELECT inbox_seq FROM accessible_attention
+WHERE box_id = @box_id AND agent_id = @agent_id AND channel_id = @channel_id AND acked_at IS NULL
+  AND inbox_seq > @after AND inbox_seq <= @upper
+ORDER BY inbox_seq
+LIMIT @max_rows;
+
+-- name: InboxChannelSeqs :many
+SELECT inbox_seq FROM accessible_attention
+WHERE box_id = @box_id AND agent_id = @agent_id AND channel_id = @channel_id
+  AND (NOT @acked_only::boolean OR acked_at IS NOT NULL)
+  AND inbox_seq > @after AND inbox_seq <= @upper
+ORDER BY inbox_seq
+LIMIT @max_rows;
+
+-- name: InboxRows :many
+-- The given attention rows of the agent with their messages (as GetMessage), in inbox_seq
+-- order. parent_visible: the reply parent still exists above the agent's read floor of the
+-- channel (replies stay in their channel; DMs have floor 0) — the reply redaction rule of
+-- the canonical Message.
+SELECT sqlc.embed(m), ag.name AS sender_name,
+       att.attachment_id, att.name AS attachment_name, att.media_type AS attachment_media_type,
+       att.size_bytes AS attachment_size_bytes, att.sha256 AS attachment_sha256,
+       a.inbox_seq, a.reasons, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
+       EXISTS (SELECT 1 FROM messages p
+               WHERE p.box_id = m.box_id AND p.message_id = m.reply_to_message_id AND p.channel_id = m.channel_id
+                 AND p.message_seq > COALESCE(rr.read_floor, 0)) AS parent_visible
+FROM attention a
+JOIN messages m ON m.box_id = a.box_id AND m.message_id = a.message_id
+JOIN agents ag ON ag.box_id = m.box_id AND ag.agent_id = m.sender_agent_id
+LEFT JOIN attachments att ON att.box_id = m.box_id AND att.message_id = m.message_id
+LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+     AND rr.agent_id = a.agent_id
+WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.inbox_seq = ANY(@inbox_seqs::bigint[])
+ORDER BY a.inbox_seq;
+
+-- name: RecordInboxReceipts :exec
+-- This session was shown these rows (the precondition of their ACK). Never an ACK; an
+-- existing receipt keeps its lease_replaced mark.
+INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
+SELECT @box_id, @agent_id, s, @session_id FROM unnest(@inbox_seqs::bigint[]) AS s
+ON CONFLICT DO NOTHING;
+
+-- name: InboxCounts :one
+-- unread: accessible unread rows; leased: live leases of the agent (leaving a room and
+-- purging a message end leases, so every lease is on an accessible row); leased_by_session:
+-- those held by this session.
+SELECT (SELECT count(*) FROM accessible_attention v
+        WHERE v.box_id = @box_id AND v.agent_id = @agent_id AND v.acked_at IS NULL)::bigint AS unread,
+       (SELECT count(*) FROM attention a
+        WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.lease_session_id IS NOT NULL
+          AND a.lease_expires_at > @now::timestamptz)::bigint AS leased,
+       (SELECT count(*) FROM attention a
+        WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.lease_session_id = @session_id::uuid
+          AND a.lease_expires_at > @now::timestamptz)::bigint AS leased_by_session;
+
+-- name: LockAckRows :many
+-- The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
+-- concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
+-- to this session (its receipt) and whether that session's lease was replaced.
+SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
+       EXISTS (SELECT 1 FROM accessible_attention v
+               WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq) AS accessible,
+       (r.session_id IS NOT NULL)::boolean AS returned,
+       COALESCE(r.lease_replaced, false)::boolean AS lease_replaced
+FROM attention a
+LEFT JOIN receipts r ON r.box_id = a.box_id AND r.agent_id = a.agent_id AND r.inbox_seq = a.inbox_seq
+     AND r.session_id = @session_id
+WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.inbox_seq = ANY(@inbox_seqs::bigint[])
+ORDER BY a.inbox_seq
+FOR UPDATE OF a;
+
+-- name: AckRows :exec
+-- ACK means read: sets the first ACK's session and time (never changed after) and ends the
+-- row's lease. Nothing else changes (no retention extension, no request status).
+UPDATE attention SET acked_at = @now::timestamptz, acked_by_session_id = @session_id::uuid, lease_session_id = NULL, lease_expires_at = NULL
+WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[]) AND acked_at IS NULL;
+
+-- name: ClaimCandidatesOldest :many
+-- Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
+-- until commit. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed
+-- and committed meanwhile is re-checked on its new version, so two claims never lease the
+-- same row.
+SELECT a.inbox_seq FROM attention a
+WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
+  AND (a.lease_session_id IS NULL OR a.lease_expires_at <= @now::timestamptz)
+  AND EXISTS (SELECT 1 FROM accessible_attention v
+              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq)
+ORDER BY a.inbox_seq
+LIMIT @max_rows
+FOR UPDATE OF a SKIP LOCKED;
+
+-- name: ClaimCandidatesNewest :many
+-- As ClaimCandidatesOldest, newest first.
+SELECT a.inbox_seq FROM attention a
+WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
+  AND (a.lease_session_id IS NULL OR a.lease_expires_at <= @now::timestamptz)
+  AND EXISTS (SELECT 1 FROM accessible_attention v
+              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq)
+ORDER BY a.inbox_seq DESC
+LIMIT @max_rows
+FOR UPDATE OF a SKIP LOCKED;
+
+-- name: LeaseRows :exec
+-- Leases rows (locked by ClaimCandidates*) to this session until @expires_at, records this
+-- session's receipts (clearing its lease_replaced mark), and marks the receipts of sessions
+-- whose expired lease this claim replaces. All CTEs read the rows as they were before.
+WITH prev AS (
+    SELECT inbox_seq, lease_session_id FROM attention
+    WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[])
+), leased AS (
+    UPDATE attention SET lease_session_id = @session_id, lease_expires_at = @expires_at::timestamptz
+    WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[])
+), replaced AS (
+    UPDATE receipts SET lease_replaced = true
+    FROM prev
+    WHERE receipts.box_id = @box_id AND receipts.agent_id = @agent_id AND receipts.inbox_seq = prev.inbox_seq
+      AND receipts.session_id = prev.lease_session_id AND prev.lease_session_id <> @session_id
+)
+INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
+SELECT @box_id, @agent_id, s, @session_id FROM unnest(@inbox_seqs::bigint[]) AS s
+ON CONFLICT (box_id, agent_id, inbox_seq, session_id) DO UPDATE SET lease_replaced = false;
