@@ -70,7 +70,8 @@ func newClient(base string, conns int) *client {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	return &client{base: strings.TrimRight(base, "/"), http: &http.Client{Transport: tr, Timeout: 2 * time.Minute}}
+	// Phases abandon stuck requests themselves; this bounds setup calls.
+	return &client{base: strings.TrimRight(base, "/"), http: &http.Client{Transport: tr, Timeout: time.Minute}}
 }
 
 // do sends one request and decodes a 200 answer into out (nil: discard). body may be nil,

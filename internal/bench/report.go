@@ -51,9 +51,24 @@ type Result struct {
 	API bool `json:"api"`
 }
 
-// fromPhase fills the measured fields of r from a phase result.
+// fromPhase fills the measured fields of r from a phase result. A phase in which no
+// operation completed failed, whatever it counted.
 func (r Result) fromPhase(p *phaseResult, clients int) Result {
 	r.Status = StatusOK
+	var notes []string
+	if p.Ops == 0 {
+		r.Status = StatusFailed
+		notes = append(notes, "no operation completed inside the window")
+	}
+	if p.Abandoned > 0 {
+		notes = append(notes, fmt.Sprintf("%d operations still running %s after the window were abandoned", p.Abandoned, abandonAfter))
+	}
+	if len(p.FirstErrors) > 0 {
+		notes = append(notes, "errors: "+strings.Join(p.FirstErrors, "; "))
+	}
+	if len(notes) > 0 && r.Note == "" {
+		r.Note = strings.Join(notes, "; ")
+	}
 	r.Ops, r.Errors = p.Ops, p.Errors
 	r.Throughput = p.perSecond()
 	if r.API {
@@ -62,9 +77,6 @@ func (r Result) fromPhase(p *phaseResult, clients int) Result {
 	r.P50Ms, r.P99Ms, r.MeanMs = ms(p.Latency.P50), ms(p.Latency.P99), ms(p.Latency.Mean)
 	r.Clients = clients
 	r.DurationS = p.Elapsed.Seconds()
-	if len(p.FirstErrors) > 0 && r.Note == "" {
-		r.Note = "errors: " + strings.Join(p.FirstErrors, "; ")
-	}
 	return r
 }
 

@@ -46,12 +46,19 @@ type phaseResult struct {
 	Samples  []time.Duration
 	// FirstErrors holds a few distinct error messages for the report.
 	FirstErrors []string
+	// Abandoned counts operations still running abandonAfter past the window.
+	Abandoned int64
 }
 
 func (r *phaseResult) perSecond() float64 { return perSecond(r.Ops, r.Elapsed) }
 
 // maxConsecutiveErrors stops a client that only fails (server down, broken setup).
 const maxConsecutiveErrors = 50
+
+// abandonAfter is how long a phase waits, after its window closed, for operations still
+// running; then it cancels them and reports how many there were (a stuck server shows up
+// as a note instead of stalling the run).
+var abandonAfter = 5 * time.Second
 
 // errorLog keeps the first few distinct error messages.
 type errorLog struct {
@@ -105,6 +112,9 @@ func (p phase) run(ctx context.Context, prog *progress, op opFunc) (*phaseResult
 		t := time.AfterFunc(time.Until(w.from), func() { p.OnMeasure(ctx, w) })
 		defer t.Stop()
 	}
+	var inflight, abandoned atomic.Int64
+	abandon := time.AfterFunc(time.Until(w.to)+abandonAfter, func() { abandoned.Store(inflight.Load()); cancel() })
+	defer abandon.Stop()
 	done := prog.start(p.Label, w, ops.Load)
 	var wg sync.WaitGroup
 	for c := range p.Clients {
@@ -115,7 +125,9 @@ func (p phase) run(ctx context.Context, prog *progress, op opFunc) (*phaseResult
 				if w.over(t0) {
 					return
 				}
+				inflight.Add(1)
 				n, err := op(ctx, c)
+				inflight.Add(-1)
 				t1 := time.Now()
 				if err != nil {
 					if ctx.Err() != nil {
@@ -146,7 +158,7 @@ func (p phase) run(ctx context.Context, prog *progress, op opFunc) (*phaseResult
 	}
 	wg.Wait()
 	res := &phaseResult{Ops: ops.Load(), Requests: reqs.Load(), Errors: errs.Load(), Elapsed: p.Duration,
-		Samples: merge(samples), FirstErrors: elog.list()}
+		Samples: merge(samples), FirstErrors: elog.list(), Abandoned: abandoned.Load()}
 	res.Latency = summarize(res.Samples)
 	if stop.err != nil {
 		if _, ok := errorsAsNotAvailable(stop.err); ok {

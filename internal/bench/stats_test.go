@@ -148,6 +148,37 @@ func TestPhaseStopsAFailingClient(t *testing.T) {
 	}
 }
 
+func TestPhaseAbandonsStuckOperations(t *testing.T) {
+	defer func(d time.Duration) { abandonAfter = d }(abandonAfter)
+	abandonAfter = 100 * time.Millisecond
+	p := phase{Clients: 3, Duration: 200 * time.Millisecond}
+	start := time.Now()
+	res, err := p.run(t.Context(), nil, func(ctx context.Context, c int) (int, error) {
+		if c == 0 {
+			time.Sleep(5 * time.Millisecond)
+			return 1, nil
+		}
+		<-ctx.Done() // a request the server never answers
+		return 1, ctx.Err()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Errorf("the phase waited %v for stuck operations", el)
+	}
+	if res.Abandoned != 2 || res.Errors != 0 || res.Ops == 0 {
+		t.Errorf("abandoned %d, errors %d, ops %d", res.Abandoned, res.Errors, res.Ops)
+	}
+	r := Result{ID: "W2"}.fromPhase(res, 3)
+	if r.Status != StatusOK || !strings.Contains(r.Note, "2 operations still running") {
+		t.Errorf("result %+v", r)
+	}
+	if r := (Result{ID: "W2"}).fromPhase(&phaseResult{Elapsed: time.Second}, 3); r.Status != StatusFailed || !strings.Contains(r.Note, "no operation completed") {
+		t.Errorf("a phase without operations: %+v", r)
+	}
+}
+
 func TestBarLine(t *testing.T) {
 	got := barLine("W1", 5*time.Second, 10*time.Second, 1234, false)
 	if !strings.Contains(got, "[############............]") || !strings.Contains(got, "1234 ops") {

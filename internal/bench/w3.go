@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -111,7 +112,7 @@ func (h *harness) w3(ctx context.Context) []Result {
 			lines[idx].Throughput = lines[idx].RequestsPerS
 			lines[idx].Extra = map[string]float64{"history_messages": float64(size), "seed_seconds": seeded.Seconds()}
 			if n := short.Load(); n > 0 {
-				lines[idx].Note = fmt.Sprintf("%d answers had fewer than 50 rows", n)
+				lines[idx].Note = strings.TrimPrefix(lines[idx].Note+fmt.Sprintf("; %d answers had fewer than 50 rows", n), "; ")
 			}
 		}
 	}

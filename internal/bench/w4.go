@@ -73,6 +73,8 @@ func (h *harness) w4Agentbox(ctx context.Context, base Result) Result {
 	defer open.Stop()
 	closing := time.AfterFunc(time.Until(w.to), func() { after = h.snapshot(snapCtx); snapped.Done() })
 	defer closing.Stop()
+	abandon := time.AfterFunc(time.Until(w.to)+abandonAfter, cancel) // see phase.run
+	defer abandon.Stop()
 	count := func(err error) {
 		if _, ok := errorsAsNotAvailable(err); ok {
 			stop.set(err, cancel)

@@ -23,10 +23,22 @@ func TestMCPAuthenticationIsHTTP401WithTheErrorBody(t *testing.T) {
 	e.Box("alpha")
 	a := e.NewAgent("alpha", "a", nil)
 	e.Admin("POST", "/boxes/alpha/keys/"+a.KeyID+"/revoke", nil)
+	off := e.NewAgent("alpha", "off", nil)
+	e.Admin("PATCH", "/boxes/alpha/agents/off", map[string]any{"enabled": false})
+	e.Box("gamma")
+	inOffBox := e.NewAgent("gamma", "g", nil)
+	e.Admin("PATCH", "/boxes/gamma", map[string]any{"enabled": false})
+	e.Admin("POST", "/boxes/alpha/hosts", map[string]any{"name": "remote", "ips": []string{"10.1.2.3"}})
+	elsewhere := e.NewAgent("alpha", "remote-agent", map[string]any{"host_name": "remote"})
 	for name, headers := range map[string]map[string]string{
-		"no key":      {},
-		"unknown key": {"Authorization": "Bearer abk_nope"},
-		"revoked key": {"Authorization": "Bearer " + a.Key},
+		"no key":             {},
+		"unknown key":        {"Authorization": "Bearer abk_nope"},
+		"revoked key":        {"Authorization": "Bearer " + a.Key},
+		"disabled agent":     {"Authorization": "Bearer " + off.Key},
+		"disabled box":       {"Authorization": "Bearer " + inOffBox.Key},
+		"another source IP":  {"Authorization": "Bearer " + elsewhere.Key},
+		"forwarded-IP ruse":  {"Authorization": "Bearer " + elsewhere.Key, "X-Forwarded-For": "10.1.2.3"},
+		"not a bearer token": {"Authorization": "Basic " + a.Key},
 	} {
 		status, body := rawPost(t, e, headers, initialize)
 		var eb struct {
