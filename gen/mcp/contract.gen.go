@@ -260,7 +260,7 @@ var (
 		Name:              "agent_prime",
 		OperationID:       "agent_prime",
 		Title:             "Prime session",
-		Description:       "Call first when you start work in a box: open or resume this agent's durable Agentbox session (bootstrap). Returns identity, profile version, checkpoint revision (checkpoint_changed if it differs from known_checkpoint_revision), current rooms, counts of unread messages, pending requests and leased rows, and limits. Never ACKs, leases or marks read; safe to repeat. Checkpoint body: checkpoint_get; profile text: profile_get.",
+		Description:       "Call first when you start work in a box: open or resume this agent's durable Agentbox session (bootstrap). Returns identity, the private profile (text and version), checkpoint revision (checkpoint_changed if it differs from known_checkpoint_revision), current rooms, counts of unread messages, pending requests and leased rows, and limits. Never ACKs, leases or marks read; safe to repeat. Checkpoint body: checkpoint_get.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "natural",

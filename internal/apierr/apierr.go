@@ -137,6 +137,14 @@ func Storage() *Error {
 	return New(StorageFailure, "the operation failed in storage; nothing was written")
 }
 
+// StatusOf is the HTTP status an error is reported with (500 for anything unexpected).
+func StatusOf(err error) int {
+	if e, ok := As(err); ok {
+		return e.Code.HTTPStatus()
+	}
+	return http.StatusInternalServerError
+}
+
 // As extracts an *Error from err.
 func As(err error) (*Error, bool) {
 	var e *Error

@@ -183,6 +183,23 @@ func SessionKey(header, mcpSessionID string, keyID uuid.UUID) string {
 	}
 }
 
+// SessionHeader is the request header that names the session (SPEC §3).
+const SessionHeader = "Agentbox-Session"
+
+// CheckSessionHeader enforces the header's published bound: at most 128 printable ASCII
+// characters (absent is fine).
+func CheckSessionHeader(h string) error {
+	if len(h) > 128 {
+		return apierr.Invalid(SessionHeader, "the session header is longer than 128 characters")
+	}
+	for i := 0; i < len(h); i++ {
+		if h[i] < 0x20 || h[i] > 0x7e {
+			return apierr.Invalid(SessionHeader, "the session header must be printable ASCII")
+		}
+	}
+	return nil
+}
+
 // WithSessionKey stores the transport's session key in ctx.
 func WithSessionKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, sessionKeyKey, key)

@@ -86,16 +86,17 @@ func (e *env) serve(args []string) error {
 			origins = append(origins, o)
 		}
 	}
+	reg := metrics.New(st.Pool())
 	handler := httpserver.New(httpserver.Config{
 		Service: svc,
 		Auth:    authn,
 		Ready:   st.Ready,
 		Log:     log,
 		Extra: map[string]http.Handler{
-			"/mcp": mcphttp.New(mcphttp.Config{Service: svc, Auth: authn, AllowedOrigins: origins, Log: log}),
+			"/mcp": mcphttp.New(mcphttp.Config{Service: svc, Auth: authn, AllowedOrigins: origins, Log: log, Metrics: reg}),
 		},
 		// /metrics is unauthenticated unless AGENTBOX_METRICS_TOKEN is set.
-		Metrics:      metrics.New(st.Pool()),
+		Metrics:      reg,
 		MetricsToken: os.Getenv("AGENTBOX_METRICS_TOKEN"),
 	})
 	if *pprofOn {

@@ -129,8 +129,13 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 				WriteError(w, err)
 				return
 			}
+			header := r.Header.Get(auth.SessionHeader)
+			if err := auth.CheckSessionHeader(header); err != nil {
+				WriteError(w, err)
+				return
+			}
 			ctx = auth.WithPrincipal(ctx, p)
-			ctx = auth.WithSessionKey(ctx, auth.SessionKey(r.Header.Get("Agentbox-Session"), "", p.KeyID))
+			ctx = auth.WithSessionKey(ctx, auth.SessionKey(header, "", p.KeyID))
 		}
 		if op.Body != nil { // JSON bodies; multipart uploads are read by their handler
 			raw, err := io.ReadAll(io.LimitReader(r.Body, maxJSONBody+1))

@@ -204,6 +204,7 @@ func (s *Service) InboxAck(ctx context.Context, req api.InboxAckRequestObject) (
 		}
 		results := make([]api.AckOutcome, len(seqs))
 		var toAck []int64
+		at := c.now.Truncate(time.Microsecond) // as stored, so a later already_acked shows the same time
 		for i, seq := range seqs {
 			field := fieldIndex("inbox_seqs", i)
 			r, ok := rows[seq]
@@ -222,9 +223,9 @@ func (s *Service) InboxAck(ctx context.Context, req api.InboxAckRequestObject) (
 					WithReason("leased_elsewhere")
 			}
 			toAck = append(toAck, seq)
-			results[i] = api.AckOutcome{InboxSeq: dec(seq), Status: api.AckOutcomeStatusAcked, AckedAt: c.now.UTC(), AckedBySessionId: c.session.ID}
+			results[i] = api.AckOutcome{InboxSeq: dec(seq), Status: api.AckOutcomeStatusAcked, AckedAt: at.UTC(), AckedBySessionId: c.session.ID}
 		}
-		return api.InboxAckResult{Results: results}, tx.AckRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, toAck, c.now)
+		return api.InboxAckResult{Results: results}, tx.AckRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, toAck, at)
 	})
 	if err != nil {
 		return nil, err
@@ -291,7 +292,7 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 				rows[i], rows[j] = rows[j], rows[i]
 			}
 		}
-		expires := c.now.Add(time.Duration(lease) * time.Second)
+		expires := c.now.Add(time.Duration(lease) * time.Second).Truncate(time.Microsecond) // as stored
 		for i := range rows {
 			rows[i].LeaseSession, rows[i].LeaseExpiresAt = &c.session.ID, &expires
 		}

@@ -72,8 +72,10 @@ func ibFollow(t *testing.T, a *testenv.Agent, room, follow string) {
 	a.MustCall("PUT", "/rooms/"+room+"/follow", map[string]any{"follow": follow, "expected_revision": rev, "idempotency_key": ibKey()})
 }
 
-func ibDM(a *testenv.Agent) map[string]any { return map[string]any{"kind": "dm", "recipient_agent_id": a.ID} }
-func ibRoom(room string) map[string]any    { return map[string]any{"kind": "room", "room_id": room} }
+func ibDM(a *testenv.Agent) map[string]any {
+	return map[string]any{"kind": "dm", "recipient_agent_id": a.ID}
+}
+func ibRoom(room string) map[string]any { return map[string]any{"kind": "room", "room_id": room} }
 
 // ibSend sends and returns the message_id.
 func ibSend(t *testing.T, a *testenv.Agent, dest map[string]any, body string, extra map[string]any) string {
@@ -597,8 +599,8 @@ func TestInboxLeases(t *testing.T) {
 	w := newIbWorld(t, "reader", "sender")
 	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
 	room := w.room(t, sender, reader)
-	ibSend(t, sender, ibDM(reader), "dm 1", nil)            // seq 1
-	ibSend(t, sender, ibRoom(room), "room 2", nil)          // seq 2
+	ibSend(t, sender, ibDM(reader), "dm 1", nil)   // seq 1
+	ibSend(t, sender, ibRoom(room), "room 2", nil) // seq 2
 	a, b := reader.WithSession("A"), reader.WithSession("B")
 	sessA, sessB := ibSessionID(t, a), ibSessionID(t, b)
 	now := e.Clock.Now()

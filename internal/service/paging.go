@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"sync"
 
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/internal/apierr"
@@ -18,32 +17,9 @@ func clampLimit(limit *int64, s api.SettingsValues) int64 {
 	return min(max(*limit, 1), s.PageLimitMax)
 }
 
-// cursorCodec is loaded once from the secret all server processes share.
-type cursorCodec struct {
-	mu    sync.Mutex
-	codec *cursor.Codec
-}
-
-func (s *Service) cursors(ctx context.Context) (*cursor.Codec, error) {
-	s.cursorCodec.mu.Lock()
-	defer s.cursorCodec.mu.Unlock()
-	if s.cursorCodec.codec == nil {
-		key, err := s.store.ServerSecret(ctx, "cursor_mac")
-		if err != nil {
-			return nil, err
-		}
-		s.cursorCodec.codec = cursor.New(key)
-	}
-	return s.cursorCodec.codec, nil
-}
-
 // encodeCursor signs pos for the caller's scope.
 func (s *Service) encodeCursor(ctx context.Context, c *call, stream, filter string, epoch int64, pos any) (*string, error) {
-	codec, err := s.cursors(ctx)
-	if err != nil {
-		return nil, err
-	}
-	tok, err := codec.Encode(cursor.Scope{Agent: c.p.AgentID.String(), Stream: stream, Filter: filter, Epoch: epoch}, pos)
+	tok, err := s.cursors.Encode(cursor.Scope{Agent: c.p.AgentID.String(), Stream: stream, Filter: filter, Epoch: epoch}, pos)
 	if err != nil {
 		return nil, err
 	}
@@ -52,11 +28,7 @@ func (s *Service) encodeCursor(ctx context.Context, c *call, stream, filter stri
 
 // decodeCursor checks a cursor against the caller's scope; any mismatch is CURSOR_INVALID.
 func (s *Service) decodeCursor(ctx context.Context, c *call, stream, filter string, epoch int64, token string, pos any) error {
-	codec, err := s.cursors(ctx)
-	if err != nil {
-		return err
-	}
-	if codec.Decode(cursor.Scope{Agent: c.p.AgentID.String(), Stream: stream, Filter: filter, Epoch: epoch}, token, pos) != nil {
+	if s.cursors.Decode(cursor.Scope{Agent: c.p.AgentID.String(), Stream: stream, Filter: filter, Epoch: epoch}, token, pos) != nil {
 		return apierr.New(apierr.CursorInvalid, "the cursor is not valid for this caller, stream and filter").
 			WithField("cursor").WithSuggestion("start again without a cursor")
 	}

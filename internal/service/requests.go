@@ -145,6 +145,9 @@ func (s *Service) respond(ctx context.Context, tx *store.Tx, c *call, id uuid.UU
 	var plan sendPlan
 	if msg.DestKind == "dm" {
 		plan, err = planDM(ctx, tx, c, msg.SenderID, none)
+		if e, ok := apierr.As(err); ok && e.Code == apierr.NotFoundOrForbidden {
+			err = apierr.NotFound() // the requester is disabled: no destination field to name here
+		}
 	} else {
 		plan, err = planRoom(ctx, tx, c, msg.ChannelID, none)
 	}

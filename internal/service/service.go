@@ -19,6 +19,7 @@ import (
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/clock"
+	"github.com/agentbox/agentbox/internal/cursor"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -41,7 +42,7 @@ type Service struct {
 	log    *slog.Logger
 	tamper func(string, []byte) []byte
 
-	cursorCodec cursorCodec
+	cursors *cursor.Codec
 }
 
 // New builds the service.
@@ -52,7 +53,7 @@ func New(o Options) *Service {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{store: o.Store, clock: o.Clock, log: o.Log, tamper: o.TamperResponse}
+	return &Service{store: o.Store, clock: o.Clock, log: o.Log, tamper: o.TamperResponse, cursors: cursor.New(o.Store.CursorKey())}
 }
 
 // call is what every agent operation knows about its caller.

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -23,9 +24,13 @@ var ErrNotFound = errors.New("store: not found")
 // ErrTransient marks failures worth retrying (serialization failure, deadlock, connection loss).
 var ErrTransient = errors.New("store: transient failure")
 
+// DefaultMaxConns is the pool size unless the database URL sets pool_max_conns.
+const DefaultMaxConns = 32
+
 // Store is the database handle.
 type Store struct {
-	pool *pgxpool.Pool
+	pool      *pgxpool.Pool
+	cursorKey []byte
 }
 
 // Open connects, applies migrations (advisory-locked, safe with several instances) and returns the store.
@@ -33,6 +38,11 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("store: database URL: %w", err)
+	}
+	// pgxpool's default (max(4, cores)) starves a server whose requests each hold a
+	// connection for one short transaction; pool_max_conns in the URL overrides this.
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -42,8 +52,17 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	return &Store{pool: pool}, nil
+	s := &Store{pool: pool}
+	// Loaded once at start: a request never needs a second connection to sign a cursor.
+	if s.cursorKey, err = s.ServerSecret(ctx, "cursor_mac"); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("store: cursor key: %w", err)
+	}
+	return s, nil
 }
+
+// CursorKey is the MAC key for pagination cursors, shared by every server process on this database.
+func (s *Store) CursorKey() []byte { return s.cursorKey }
 
 // Close releases the pool.
 func (s *Store) Close() { s.pool.Close() }

@@ -239,10 +239,11 @@ func Attach(t testing.TB, e *Env) *Env {
 // handler is the server's root handler as `agentbox serve` wires it (/metrics, /mcp).
 func handler(st *store.Store, svc *service.Service, log *slog.Logger, o Options) http.Handler {
 	authn := auth.New(st, AdminToken, log)
+	reg := metrics.New(st.Pool())
 	return httpserver.New(httpserver.Config{Service: svc, Auth: authn, Ready: st.Ready, Log: log,
-		Metrics: metrics.New(st.Pool()),
+		Metrics: reg,
 		Extra: map[string]http.Handler{
-			"/mcp": mcphttp.New(mcphttp.Config{Service: svc, Auth: authn, AllowedOrigins: o.MCPAllowedOrigins, Log: log}),
+			"/mcp": mcphttp.New(mcphttp.Config{Service: svc, Auth: authn, AllowedOrigins: o.MCPAllowedOrigins, Log: log, Metrics: reg}),
 		}})
 }
 

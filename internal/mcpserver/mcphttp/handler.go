@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	sdkauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/httpserver"
 	"github.com/agentbox/agentbox/internal/mcpserver"
+	"github.com/agentbox/agentbox/internal/metrics"
 )
 
 // Config wires the /mcp endpoint.
@@ -32,6 +34,8 @@ type Config struct {
 	AllowedOrigins []string
 	Version        string
 	Log            *slog.Logger
+	// Metrics records every tool call by operation (nil: not recorded).
+	Metrics *metrics.Registry
 }
 
 // maxRequestBytes bounds a JSON-RPC request (the HTTP API's body bound plus the envelope).
@@ -42,7 +46,7 @@ func New(cfg Config) http.Handler {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	b := &inProcess{svc: cfg.Service, log: cfg.Log}
+	b := &inProcess{svc: cfg.Service, log: cfg.Log, metrics: cfg.Metrics}
 	full := mcpserver.New(b, mcpserver.Options{Version: cfg.Version, Log: cfg.Log})
 	router := mcpserver.New(b, mcpserver.Options{Router: true, Version: cfg.Version, Log: cfg.Log})
 	sdk := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
@@ -89,7 +93,12 @@ func New(cfg Config) http.Handler {
 		ctx = auth.WithPrincipal(ctx, p)
 		// SPEC §3: the Agentbox-Session header, else the MCP session ID (the stateless
 		// handler has none), else the key's lane.
-		ctx = auth.WithSessionKey(ctx, auth.SessionKey(r.Header.Get("Agentbox-Session"), "", p.KeyID))
+		header := r.Header.Get(auth.SessionHeader)
+		if err := auth.CheckSessionHeader(header); err != nil {
+			httpserver.WriteError(w, err)
+			return
+		}
+		ctx = auth.WithSessionKey(ctx, auth.SessionKey(header, "", p.KeyID))
 		withPrincipal.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -107,8 +116,9 @@ const (
 
 // inProcess runs tools on the service in this process, as the authenticated principal.
 type inProcess struct {
-	svc api.StrictServerInterface
-	log *slog.Logger
+	svc     api.StrictServerInterface
+	log     *slog.Logger
+	metrics *metrics.Registry
 }
 
 func principalOf(req *mcp.CallToolRequest) (auth.Principal, string, bool) {
@@ -131,7 +141,14 @@ func (b *inProcess) CheckBox(ctx context.Context, req *mcp.CallToolRequest, boxK
 	return nil
 }
 
-func (b *inProcess) Call(ctx context.Context, req *mcp.CallToolRequest, op *genmcp.Operation, args map[string]json.RawMessage) (json.RawMessage, error) {
+func (b *inProcess) Call(ctx context.Context, req *mcp.CallToolRequest, op *genmcp.Operation, args map[string]json.RawMessage) (_ json.RawMessage, err error) {
+	defer func(start time.Time) {
+		status := http.StatusOK
+		if err != nil {
+			status = apierr.StatusOf(err)
+		}
+		b.metrics.Observe(op.OperationID, "mcp", status, time.Since(start))
+	}(time.Now())
 	var boxKey string
 	json.Unmarshal(args["box_key"], &boxKey) //nolint:errcheck // validated by the input schema
 	if err := b.CheckBox(ctx, req, boxKey); err != nil {
