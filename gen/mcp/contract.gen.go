@@ -251,8 +251,8 @@ var Server = struct{ Name, Instructions string }{
 
 // Budgets are the committed byte budgets of the compact tools/list JSON.
 var Budgets = struct{ ToolsListBytes, RouterToolsListBytes int }{
-	ToolsListBytes:       77824,
-	RouterToolsListBytes: 10240,
+	ToolsListBytes:       55296,
+	RouterToolsListBytes: 7168,
 }
 
 var (

@@ -549,6 +549,7 @@ func TestInboxAckRules(t *testing.T) {
 		"INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[0]")
 
 	key := ibKey()
+	e.Clock.Advance(1234567 * time.Nanosecond) // below storage precision: the answer shows the stored time
 	first := ibAck(a, key, "1", "2")
 	firstAt := e.Clock.Now().UTC().Format(time.RFC3339)
 	var res ibAckResult

@@ -573,7 +573,8 @@ func (s *spec) buildSchemas(op *operation, node map[string]any) error {
 		if err != nil {
 			return err
 		}
-		if op.AdvertisedOutput, err = ac.document(a); err != nil {
+		ac.used = map[string]bool{} // shallow() drops every nested $ref
+		if op.AdvertisedOutput, err = ac.document(shallow(a, 0).(map[string]any)); err != nil {
 			return err
 		}
 		break
@@ -775,4 +776,53 @@ func (s *spec) flattenObject(op *operation, in *conv, m map[string]any, input ma
 		input[k] = json.Number(fmt.Sprint(n + int64(len(fixed))))
 	}
 	return nil
+}
+
+// shallow trims an advertised output schema to its top-level fields: nested objects and
+// arrays keep only their type (open, so any content conforms). Clients use the advertised
+// schema only to accept structuredContent; the server validates every output against the
+// full strict schema, and tools/list stays small.
+func shallow(node any, depth int) any {
+	m, ok := node.(map[string]any)
+	if !ok {
+		return node
+	}
+	if depth >= 2 {
+		out := map[string]any{}
+		if t, ok := m["type"]; ok {
+			out["type"] = t
+			if t == "object" {
+				out["additionalProperties"] = true
+			}
+		}
+		return out
+	}
+	out := map[string]any{}
+	for k, v := range m {
+		switch k {
+		case "properties":
+			props := map[string]any{}
+			for name, p := range v.(map[string]any) {
+				props[name] = shallow(p, depth+1)
+			}
+			out[k] = props
+		case "items":
+			out[k] = shallow(v, depth+1)
+		case "anyOf", "oneOf", "allOf":
+			var alts []any
+			for _, alt := range v.([]any) {
+				alts = append(alts, shallow(alt, depth+1))
+			}
+			out[k] = alts
+		case "$ref", "pattern", "format", "minLength", "maxLength", "minimum", "maximum", "minItems", "maxItems", "default":
+			// detail the strict server-side schema keeps
+		case "description":
+			if depth == 0 {
+				out[k] = v
+			}
+		default:
+			out[k] = v
+		}
+	}
+	return out
 }
