@@ -70,6 +70,7 @@ commands:
   admin      administer boxes, hosts, agents, keys, profiles and settings
   mcp        serve the MCP tools over stdio (env AGENTBOX_SERVER, AGENTBOX_API_KEY or AGENTBOX_CREDENTIALS)
   tools      list the agent commands: agentbox <domain> <verb>, one per registry tool
+  contract   lint, diff and eval the contract (spec/openapi.json, spec/tool-contracts.json)
   bench      measure throughput, latency and memory (make bench; see README "Performance")
 `
 
