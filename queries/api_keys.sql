@@ -16,7 +16,7 @@ RETURNING *;
 SELECT boxes.box_id, boxes.box_key, boxes.enabled AS box_enabled,
        api_keys.key_id, api_keys.router, api_keys.revoked_at,
        agents.agent_id, agents.name AS agent_name, agents.enabled AS agent_enabled,
-       hosts.host_id, hosts.name AS host_name, hosts.ips
+       hosts.host_id, hosts.name AS host_name, hosts.ips, boxes.settings AS box_settings
 FROM boxes
 JOIN api_keys ON api_keys.box_id = boxes.box_id AND api_keys.key_hash = @key_hash
 JOIN agents ON agents.box_id = api_keys.box_id AND agents.agent_id = api_keys.agent_id
@@ -42,7 +42,7 @@ RETURNING token_id, label, created_at, revoked_at;
 SELECT boxes.box_id, boxes.box_key, boxes.enabled AS box_enabled,
        api_keys.key_id, api_keys.router, api_keys.revoked_at,
        agents.agent_id, agents.name AS agent_name, agents.enabled AS agent_enabled,
-       hosts.host_id, hosts.name AS host_name, hosts.ips
+       hosts.host_id, hosts.name AS host_name, hosts.ips, boxes.settings AS box_settings
 FROM api_keys
 JOIN boxes ON boxes.box_id = api_keys.box_id
 JOIN agents ON agents.box_id = api_keys.box_id AND agents.agent_id = api_keys.agent_id

@@ -27,7 +27,7 @@ const authenticateKey = `-- name: AuthenticateKey :one
 SELECT boxes.box_id, boxes.box_key, boxes.enabled AS box_enabled,
        api_keys.key_id, api_keys.router, api_keys.revoked_at,
        agents.agent_id, agents.name AS agent_name, agents.enabled AS agent_enabled,
-       hosts.host_id, hosts.name AS host_name, hosts.ips
+       hosts.host_id, hosts.name AS host_name, hosts.ips, boxes.settings AS box_settings
 FROM boxes
 JOIN api_keys ON api_keys.box_id = boxes.box_id AND api_keys.key_hash = $1
 JOIN agents ON agents.box_id = api_keys.box_id AND agents.agent_id = api_keys.agent_id
@@ -53,6 +53,7 @@ type AuthenticateKeyRow struct {
 	HostID       uuid.UUID
 	HostName     string
 	Ips          []string
+	BoxSettings  []byte
 }
 
 // Everything agent authentication checks, in one round trip. The caller decides.
@@ -72,6 +73,7 @@ func (q *Queries) AuthenticateKey(ctx context.Context, arg AuthenticateKeyParams
 		&i.HostID,
 		&i.HostName,
 		&i.Ips,
+		&i.BoxSettings,
 	)
 	return i, err
 }
@@ -80,7 +82,7 @@ const authenticateKeyAnyBox = `-- name: AuthenticateKeyAnyBox :many
 SELECT boxes.box_id, boxes.box_key, boxes.enabled AS box_enabled,
        api_keys.key_id, api_keys.router, api_keys.revoked_at,
        agents.agent_id, agents.name AS agent_name, agents.enabled AS agent_enabled,
-       hosts.host_id, hosts.name AS host_name, hosts.ips
+       hosts.host_id, hosts.name AS host_name, hosts.ips, boxes.settings AS box_settings
 FROM api_keys
 JOIN boxes ON boxes.box_id = api_keys.box_id
 JOIN agents ON agents.box_id = api_keys.box_id AND agents.agent_id = api_keys.agent_id
@@ -102,6 +104,7 @@ type AuthenticateKeyAnyBoxRow struct {
 	HostID       uuid.UUID
 	HostName     string
 	Ips          []string
+	BoxSettings  []byte
 }
 
 // The same facts as AuthenticateKey, found by the key hash alone (the MCP endpoint learns
@@ -128,6 +131,7 @@ func (q *Queries) AuthenticateKeyAnyBox(ctx context.Context, keyHash []byte) ([]
 			&i.HostID,
 			&i.HostName,
 			&i.Ips,
+			&i.BoxSettings,
 		); err != nil {
 			return nil, err
 		}

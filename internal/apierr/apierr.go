@@ -90,6 +90,10 @@ func (e *Error) WithReason(reason string) *Error { e.Reason = reason; return e }
 func (e *Error) WithField(field string) *Error   { e.Field = field; return e }
 func (e *Error) WithLimit(limit int64) *Error    { e.Limit = &limit; return e }
 func (e *Error) WithSuggestion(s string) *Error  { e.SuggestedAction = s; return e }
+func (e *Error) WithRetryAfter(seconds int) *Error {
+	e.RetryAfterSeconds = &seconds
+	return e
+}
 func (e *Error) WithCurrentRevision(rev int64) *Error {
 	s := fmt.Sprint(rev)
 	e.CurrentRevision = &s

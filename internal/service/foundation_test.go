@@ -474,3 +474,40 @@ func TestIssuedAdminTokens(t *testing.T) {
 		t.Fatalf("revoked token still works: %s", r.Raw)
 	}
 }
+
+// The per-key rate limit is off by default and, once a box sets it, refuses the excess
+// with a retryable RATE_LIMITED (429) carrying retry_after_seconds; other keys are unaffected.
+func TestPerKeyRateLimit(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	b := e.NewAgent("alpha", "b", nil)
+	for range 20 {
+		if r := a.Call("GET", "/me", nil); r.Status != http.StatusOK {
+			t.Fatalf("no limit by default: %d %s", r.Status, r.Raw)
+		}
+	}
+	e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"settings": map[string]any{"rate_limit_per_second": 1, "rate_limit_burst": 3}})
+	var limited testenv.Response
+	for range 10 {
+		if r := a.Call("GET", "/me", nil); r.Status == http.StatusTooManyRequests {
+			limited = r
+			break
+		}
+	}
+	var body struct {
+		Error struct {
+			Code       string `json:"code"`
+			Retryable  bool   `json:"retryable"`
+			RetryAfter int    `json:"retry_after_seconds"`
+		} `json:"error"`
+	}
+	json.Unmarshal(limited.Raw, &body) //nolint:errcheck
+	if body.Error.Code != "RATE_LIMITED" || !body.Error.Retryable || body.Error.RetryAfter < 1 {
+		t.Fatalf("expected RATE_LIMITED within 10 fast calls at 1/s burst 3: %d %s", limited.Status, limited.Raw)
+	}
+	if r := b.Call("GET", "/me", nil); r.Status != http.StatusOK {
+		t.Fatalf("another key is not limited: %d %s", r.Status, r.Raw)
+	}
+}

@@ -57,7 +57,7 @@ var settingSemantics = map[string]string{
 	"upload_temp_max_bytes":         "temporary bytes all uploads in progress may hold at once",
 	"upload_concurrency_max":        "uploads in progress at once",
 	"idempotency_retention_seconds": "how long an idempotency_key replays its original result",
-	"rate_limit_per_second":         "per-key request rate (0 = off)",
+	"rate_limit_per_second":         "per-key request rate, counted by each server process; excess requests get RATE_LIMITED with retry_after_seconds (0 = off)",
 	"rate_limit_burst":              "per-key burst above the rate",
 	"checkpoint_max_bytes":          "checkpoint cap in bytes of compact JSON (fixed, not a setting)",
 	"duplicate_rule":                "a send byte-identical to the sender's latest retained message in the same channel returns status duplicate; there is no time window",

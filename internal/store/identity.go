@@ -245,6 +245,7 @@ type KeyCredential struct {
 	AgentEnabled bool
 	HostName     string
 	HostIPs      []string
+	BoxSettings  json.RawMessage // the box's settings overrides (for the per-key rate limit)
 }
 
 // KeyCredential looks a key hash up within the named box.
@@ -252,7 +253,7 @@ func (s *Store) KeyCredential(ctx context.Context, boxKey string, hash []byte) (
 	r, err := one(db.New(s.pool).AuthenticateKey(ctx, db.AuthenticateKeyParams{BoxKey: boxKey, KeyHash: hash}))
 	return KeyCredential{BoxID: r.BoxID, BoxKey: r.BoxKey, BoxEnabled: r.BoxEnabled, KeyID: r.KeyID, Router: r.Router,
 		Revoked: r.RevokedAt != nil, AgentID: r.AgentID, AgentName: r.AgentName, AgentEnabled: r.AgentEnabled,
-		HostName: r.HostName, HostIPs: r.Ips}, err
+		HostName: r.HostName, HostIPs: r.Ips, BoxSettings: r.BoxSettings}, err
 }
 
 // AdminTokenLive reports whether an issued admin token hash is live.
@@ -294,5 +295,5 @@ func (s *Store) KeyCredentialAnyBox(ctx context.Context, hash []byte) (KeyCreden
 	r := rows[0]
 	return KeyCredential{BoxID: r.BoxID, BoxKey: r.BoxKey, BoxEnabled: r.BoxEnabled, KeyID: r.KeyID, Router: r.Router,
 		Revoked: r.RevokedAt != nil, AgentID: r.AgentID, AgentName: r.AgentName, AgentEnabled: r.AgentEnabled,
-		HostName: r.HostName, HostIPs: r.Ips}, nil
+		HostName: r.HostName, HostIPs: r.Ips, BoxSettings: r.BoxSettings}, nil
 }
