@@ -112,9 +112,10 @@ func TestPhaseCountsOnlyTheWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// About 3 clients × 30 ops of 10 ms each in the window; the warm-up is excluded.
-	if res.Ops < 45 || res.Ops > 95 {
-		t.Errorf("ops = %d, want about 90", res.Ops)
+	// At most 3 clients × 30 ops of ≥ 10 ms fit in the 300 ms window; counting the warm-up
+	// would allow up to 120. (No lower bound: a loaded machine may run fewer.)
+	if res.Ops < 1 || res.Ops > 95 {
+		t.Errorf("ops = %d, want 1..95", res.Ops)
 	}
 	if res.Requests != 2*res.Ops || res.Latency.Count != int(res.Ops) {
 		t.Errorf("requests %d, samples %d for %d ops", res.Requests, res.Latency.Count, res.Ops)
