@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentbox/agentbox/internal/adminui"
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/httpserver"
 	"github.com/agentbox/agentbox/internal/mcpserver/mcphttp"
@@ -87,6 +88,7 @@ func (e *env) serve(args []string) error {
 		}
 	}
 	reg := metrics.New(st.Pool())
+	ui := adminui.New(adminui.Config{Service: svc, Auth: authn, Log: log, Metrics: reg})
 	handler := httpserver.New(httpserver.Config{
 		Service: svc,
 		Auth:    authn,
@@ -94,6 +96,9 @@ func (e *env) serve(args []string) error {
 		Log:     log,
 		Extra: map[string]http.Handler{
 			"/mcp": mcphttp.New(mcphttp.Config{Service: svc, Auth: authn, AllowedOrigins: origins, Log: log, Metrics: reg}),
+			// The admin web UI; the JSON API's routes under /admin/api/ stay more specific.
+			"/admin":  ui,
+			"/admin/": ui,
 		},
 		// /metrics is unauthenticated unless AGENTBOX_METRICS_TOKEN is set.
 		Metrics:      reg,

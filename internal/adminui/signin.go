@@ -1,0 +1,42 @@
+package adminui
+
+import (
+	"net/http"
+	"strings"
+)
+
+// signinForm shows the sign-in form with a fresh double-submit nonce: the same random value
+// in a cookie and in the form. A cross-site page can submit the form but cannot read or set
+// the cookie, so it cannot sign a browser in to a session of its choosing (login CSRF).
+func (u *UI) signinForm(w http.ResponseWriter, r *http.Request) {
+	nonce := randomToken()
+	setCookie(w, r, signinCookie, nonce, int(signinTTL.Seconds()))
+	u.render(w, http.StatusOK, "signin", page{Title: "Sign in", Data: nonce})
+}
+
+// signin validates the admin token with the same check as the admin API (AGENTBOX_ADMIN_TOKEN
+// or a live issued token) and starts a new session; a failure sets no cookie at all.
+func (u *UI) signin(w http.ResponseWriter, r *http.Request) {
+	nonce := cookieValue(r, signinCookie)
+	if !u.checkPost(w, r, nonce) {
+		return
+	}
+	token := strings.TrimSpace(r.PostForm.Get("token"))
+	if u.auth.Admin(r.Context(), token) != nil {
+		u.render(w, http.StatusUnauthorized, "signin", page{Title: "Sign in", Data: nonce,
+			Error: &banner{Title: "Sign-in failed: that is not a valid admin token."}})
+		return
+	}
+	if old := cookieValue(r, sessionCookie); old != "" {
+		u.sessions.end(old) // never carry a previous session ID over a sign-in
+	}
+	setCookie(w, r, sessionCookie, u.sessions.create(token), 0)
+	setCookie(w, r, signinCookie, "", -1)
+	http.Redirect(w, r, "/admin/boxes", http.StatusSeeOther)
+}
+
+func (u *UI) signout(c *call) {
+	u.sessions.end(c.sid)
+	setCookie(c.w, c.r, sessionCookie, "", -1)
+	http.Redirect(c.w, c.r, "/admin/signin", http.StatusSeeOther)
+}
