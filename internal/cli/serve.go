@@ -15,12 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/adminui"
 	"github.com/agentbox/agentbox/internal/auth"
-	"github.com/agentbox/agentbox/internal/httpserver"
-	"github.com/agentbox/agentbox/internal/mcpserver/mcphttp"
-	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/pglocal"
+	"github.com/agentbox/agentbox/internal/server"
 	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/store"
 )
@@ -80,28 +77,18 @@ func (e *env) serve(args []string) error {
 	}
 	defer st.Close()
 
-	svc := service.New(service.Options{Store: st, Log: log})
-	authn := auth.New(st, token, log)
 	for _, o := range strings.Split(os.Getenv("AGENTBOX_MCP_ALLOWED_ORIGINS"), ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			origins = append(origins, o)
 		}
 	}
-	reg := metrics.New(st.Pool())
-	ui := adminui.New(adminui.Config{Service: svc, Auth: authn, Log: log, Metrics: reg})
-	handler := httpserver.New(httpserver.Config{
-		Service: svc,
-		Auth:    authn,
-		Ready:   st.Ready,
-		Log:     log,
-		Extra: map[string]http.Handler{
-			"/mcp": mcphttp.New(mcphttp.Config{Service: svc, Auth: authn, AllowedOrigins: origins, Log: log, Metrics: reg}),
-			// The admin web UI; the JSON API's routes under /admin/api/ stay more specific.
-			"/admin":  ui,
-			"/admin/": ui,
-		},
+	handler := server.Handler(server.Config{
+		Store:             st,
+		Service:           service.New(service.Options{Store: st, Log: log}),
+		AdminToken:        token,
+		Log:               log,
+		MCPAllowedOrigins: origins,
 		// /metrics is unauthenticated unless AGENTBOX_METRICS_TOKEN is set.
-		Metrics:      reg,
 		MetricsToken: os.Getenv("AGENTBOX_METRICS_TOKEN"),
 	})
 	if *pprofOn {

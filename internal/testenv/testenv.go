@@ -16,12 +16,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/agentbox/agentbox/internal/adminui"
-	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/clock"
-	"github.com/agentbox/agentbox/internal/httpserver"
-	"github.com/agentbox/agentbox/internal/mcpserver/mcphttp"
-	"github.com/agentbox/agentbox/internal/metrics"
+	"github.com/agentbox/agentbox/internal/server"
 	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/internal/testdb"
@@ -237,18 +233,9 @@ func Attach(t testing.TB, e *Env) *Env {
 	return &Env{T: t, URL: srv.URL, DBURL: e.DBURL, Store: st, Service: svc, Clock: e.Clock, Handler: h}
 }
 
-// handler is the server's root handler as `agentbox serve` wires it (/metrics, /mcp, /admin).
+// handler is the server's root handler exactly as `agentbox serve` wires it.
 func handler(st *store.Store, svc *service.Service, log *slog.Logger, o Options) http.Handler {
-	authn := auth.New(st, AdminToken, log)
-	reg := metrics.New(st.Pool())
-	ui := adminui.New(adminui.Config{Service: svc, Auth: authn, Log: log, Metrics: reg})
-	return httpserver.New(httpserver.Config{Service: svc, Auth: authn, Ready: st.Ready, Log: log,
-		Metrics: reg,
-		Extra: map[string]http.Handler{
-			"/mcp":    mcphttp.New(mcphttp.Config{Service: svc, Auth: authn, AllowedOrigins: o.MCPAllowedOrigins, Log: log, Metrics: reg}),
-			"/admin":  ui,
-			"/admin/": ui,
-		}})
+	return server.Handler(server.Config{Store: st, Service: svc, AdminToken: AdminToken, Log: log, MCPAllowedOrigins: o.MCPAllowedOrigins})
 }
 
 // Main is the TestMain of packages that use testenv (stops a throwaway cluster at exit).

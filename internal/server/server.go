@@ -1,0 +1,50 @@
+// Package server wires every transport around one service, the same way for
+// `agentbox serve` and for tests: the HTTP API (with /docs, /metrics, health), MCP over
+// streamable HTTP at /mcp, and the admin web UI at /admin.
+package server
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/agentbox/agentbox/internal/adminui"
+	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/httpserver"
+	"github.com/agentbox/agentbox/internal/mcpserver/mcphttp"
+	"github.com/agentbox/agentbox/internal/metrics"
+	"github.com/agentbox/agentbox/internal/service"
+	"github.com/agentbox/agentbox/internal/store"
+)
+
+// Config is what the root handler needs.
+type Config struct {
+	Store      *store.Store
+	Service    *service.Service
+	AdminToken string // AGENTBOX_ADMIN_TOKEN ("" accepts only issued admin tokens)
+	Log        *slog.Logger
+	// MCPAllowedOrigins are the Origin values /mcp accepts (empty refuses any present Origin).
+	MCPAllowedOrigins []string
+	// MetricsToken, when set, is the bearer token /metrics requires.
+	MetricsToken string
+}
+
+// Handler returns the root handler.
+func Handler(cfg Config) http.Handler {
+	authn := auth.New(cfg.Store, cfg.AdminToken, cfg.Log)
+	reg := metrics.New(cfg.Store.Pool())
+	ui := adminui.New(adminui.Config{Service: cfg.Service, Auth: authn, Log: cfg.Log, Metrics: reg})
+	return httpserver.New(httpserver.Config{
+		Service: cfg.Service,
+		Auth:    authn,
+		Ready:   cfg.Store.Ready,
+		Log:     cfg.Log,
+		Extra: map[string]http.Handler{
+			"/mcp": mcphttp.New(mcphttp.Config{Service: cfg.Service, Auth: authn, AllowedOrigins: cfg.MCPAllowedOrigins, Log: cfg.Log, Metrics: reg}),
+			// The admin web UI; the JSON API's routes under /admin/api/ stay more specific.
+			"/admin":  ui,
+			"/admin/": ui,
+		},
+		Metrics:      reg,
+		MetricsToken: cfg.MetricsToken,
+	})
+}
