@@ -9,7 +9,7 @@ SELECT last_message_seq FROM channels WHERE box_id = @box_id AND channel_id = @c
 -- name: LockDMChannels :many
 -- Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
 -- channel_id order: a batch locks several channels, always in this order, and before any
--- inbox head, so concurrent sends cannot deadlock.
+-- inbox lock, so concurrent sends cannot deadlock.
 SELECT channel_id, dm_agent_lo, dm_agent_hi, last_message_seq FROM channels
 WHERE box_id = @box_id AND kind = 'dm'
   AND (dm_agent_lo, dm_agent_hi) IN (SELECT unnest(@los::uuid[]), unnest(@his::uuid[]))

@@ -3,9 +3,11 @@
 -- steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
 -- page costs O(page)), then InboxRows for those seqs with their canonical message data.
 
--- name: InboxHead :one
--- The agent's committed inbox upper bound (0 before its first row).
-SELECT COALESCE((SELECT last_inbox_seq FROM inbox_heads WHERE box_id = @box_id AND agent_id = @agent_id), 0)::bigint;
+-- name: InboxUpper :one
+-- The agent's committed inbox upper bound: every row at or below it is committed and visible
+-- to the caller's next statement; every later row is above it (0006_inbox_seq.sql). Waits for
+-- the sends to this inbox in flight.
+SELECT inbox_upper(@box_id, @agent_id)::bigint;
 
 -- name: InboxUnreadSeqs :many
 SELECT inbox_seq FROM accessible_attention
@@ -104,12 +106,14 @@ WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs:
 -- Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
 -- until commit. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed
 -- and committed meanwhile is re-checked on its new version, so two claims never lease the
--- same row.
+-- same row. OFFSET 0 keeps the accessibility check a per-row lookup on the row's keys (the
+-- planner may not turn it into a join over the whole inbox), so a claim costs O(rows it
+-- scans) whatever the inbox size or the table statistics.
 SELECT a.inbox_seq FROM attention a
 WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
   AND (a.lease_session_id IS NULL OR a.lease_expires_at <= @now::timestamptz)
   AND EXISTS (SELECT 1 FROM accessible_attention v
-              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq)
+              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
 ORDER BY a.inbox_seq
 LIMIT @max_rows
 FOR UPDATE OF a SKIP LOCKED;
@@ -120,7 +124,7 @@ SELECT a.inbox_seq FROM attention a
 WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
   AND (a.lease_session_id IS NULL OR a.lease_expires_at <= @now::timestamptz)
   AND EXISTS (SELECT 1 FROM accessible_attention v
-              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq)
+              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
 ORDER BY a.inbox_seq DESC
 LIMIT @max_rows
 FOR UPDATE OF a SKIP LOCKED;

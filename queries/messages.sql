@@ -1,6 +1,7 @@
 -- Messages (SPEC §6, §7, §11). A send runs, in one transaction and after its channel lock:
--- SenderLatest (duplicate check), InsertMessages, InsertAttention, EnforceRetention — a fixed
--- number of statements whatever the room size or batch width.
+-- SenderLatest (duplicate check), InsertMessages, InsertAttention, and EnforceRetention only
+-- when a channel's count exceeds its cap — a fixed number of statements whatever the room
+-- size or batch width.
 
 -- name: SenderLatest :many
 -- The sender's latest retained message in each given channel: the only comparison target of
@@ -10,12 +11,23 @@ FROM channel_sender_latest l
 JOIN messages m ON m.box_id = l.box_id AND m.message_id = l.message_id
 WHERE l.box_id = @box_id AND l.sender_agent_id = @sender_agent_id AND l.channel_id = ANY(@channel_ids::uuid[]);
 
+-- name: DMSenderLatest :many
+-- SenderLatest in the DM channel of one pair (@lo < @hi), found by the pair: a DM reads it in
+-- the round trip that locks the channel, before it knows the channel's ID.
+SELECT l.channel_id, l.content_hash, m.message_id, m.message_seq, m.created_at
+FROM channels c
+JOIN channel_sender_latest l ON l.box_id = c.box_id AND l.channel_id = c.channel_id AND l.sender_agent_id = @sender_agent_id
+JOIN messages m ON m.box_id = l.box_id AND m.message_id = l.message_id
+WHERE c.box_id = @box_id AND c.kind = 'dm' AND c.dm_agent_lo = @lo AND c.dm_agent_hi = @hi;
+
 -- name: InsertMessages :many
 -- Stores one message per copy (one for a send, one per recipient for a batch) with shared
 -- content, takes each message_seq from the global sequence (the caller holds the channel
 -- locks, so values become visible in commit order per channel), makes each the sender's
--- duplicate reference in its channel, advances the channels' heads and creates one pending
--- request per requested agent. Absent destinations are passed as the nil UUID.
+-- duplicate reference in its channel, advances the channels' heads and message counts and
+-- creates one pending request per requested agent. Returns each copy with its channel's new
+-- counts (retention runs only when one exceeds its cap). Absent destinations are passed as
+-- the nil UUID.
 WITH copies AS (
     SELECT c.message_id, c.channel_id,
            NULLIF(c.dest_agent_id, '00000000-0000-0000-0000-000000000000'::uuid) AS dest_agent_id,
@@ -33,43 +45,49 @@ WITH copies AS (
            @request_agent_ids::uuid[], sqlc.narg(reply_to_message_id)::uuid, sqlc.narg(reply_to_author_id)::uuid,
            COALESCE(sqlc.narg(thread_root_id)::uuid, message_id), @files::jsonb, @content_hash, false, @now
     FROM copies
-    RETURNING message_id, message_seq, channel_id, created_at
+    RETURNING message_id, message_seq, channel_id, created_at, has_attachment
 ), latest AS (
     INSERT INTO channel_sender_latest (box_id, channel_id, sender_agent_id, message_id, content_hash)
     SELECT @box_id, channel_id, @sender_agent_id, message_id, @content_hash FROM inserted
     ON CONFLICT (box_id, channel_id, sender_agent_id)
     DO UPDATE SET message_id = EXCLUDED.message_id, content_hash = EXCLUDED.content_hash
 ), heads AS (
-    UPDATE channels SET last_message_seq = inserted.message_seq
-    FROM inserted
-    WHERE channels.box_id = @box_id AND channels.channel_id = inserted.channel_id
+    UPDATE channels SET last_message_seq = added.last_seq, message_count = channels.message_count + added.n,
+                        attachment_message_count = channels.attachment_message_count + added.a
+    FROM (SELECT channel_id, max(message_seq) AS last_seq, count(*) AS n, count(*) FILTER (WHERE has_attachment) AS a
+          FROM inserted GROUP BY channel_id) AS added
+    WHERE channels.box_id = @box_id AND channels.channel_id = added.channel_id
+    RETURNING channels.channel_id, channels.message_count, channels.attachment_message_count
 ), reqs AS (
     INSERT INTO requests (box_id, message_id, recipient_agent_id, message_seq, requester_agent_id, status, revision, updated_at)
     SELECT @box_id, inserted.message_id, r.agent_id, inserted.message_seq, @sender_agent_id, 'pending', 1, @now
     FROM inserted CROSS JOIN unnest(@request_agent_ids::uuid[]) AS r(agent_id)
 )
-SELECT message_id, message_seq, channel_id, created_at FROM inserted;
+SELECT inserted.message_id, inserted.message_seq, inserted.channel_id, inserted.created_at,
+       heads.message_count, heads.attachment_message_count
+FROM inserted JOIN heads ON heads.channel_id = inserted.channel_id;
 
 -- name: InsertAttention :execrows
 -- One attention row per (recipient, message) with the OR of the reason bits of SPEC §7, for
--- every copy of a send in one statement. DM: the recipient, preferences ignored (1, +4
--- mention, +8 reply to their message, +16 request). Room: every active member but the author,
--- by the preference of their current epoch: all admits 2,4,8,16; mentions 4,8,16; replies
--- 8,16; mute nothing. No row without a reason. inbox_seq comes from each recipient's inbox
--- head, locked (upserted) in agent_id order and held to commit, so inbox_seq values become
--- visible in commit order per inbox and concurrent sends cannot deadlock on heads.
-WITH sent AS (
-    SELECT s.message_id, s.channel_id, s.dm_recipient_id
-    FROM (SELECT unnest(@message_ids::uuid[]) AS message_id, unnest(@channel_ids::uuid[]) AS channel_id,
-                 unnest(@dm_recipient_ids::uuid[]) AS dm_recipient_id) AS s
-), candidates AS (
-    SELECT sent.message_id, sent.channel_id, sent.dm_recipient_id AS agent_id, 'dm'::text AS follow
-    FROM sent WHERE @dest_kind::text = 'dm'
+-- every copy of a send in one statement. DM copies (arrays; empty for a room post): the
+-- recipient, preferences ignored (1, +4 mention, +8 reply to their message, +16 request). A
+-- room post (@room_id and @room_message_id; the nil UUID for DMs): every active member but
+-- the author, by the preference of their current epoch: all admits 2,4,8,16; mentions
+-- 4,8,16; replies 8,16; mute nothing. No row without a reason. (Scalars for the room and a
+-- real value rather than NULL keep the statement's cached generic plan as cheap as a freshly
+-- planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq is drawn from the global sequence only after the
+-- shared advisory lock on the recipient's inbox, taken in agent_id order (0006_inbox_seq.sql:
+-- inbox_upper then never returns a bound below an uncommitted row, and concurrent sends to
+-- one inbox do not wait for each other).
+WITH candidates AS (
+    SELECT d.message_id, d.channel_id, d.agent_id, 'dm'::text AS follow
+    FROM (SELECT unnest(@dm_message_ids::uuid[]) AS message_id, unnest(@dm_channel_ids::uuid[]) AS channel_id,
+                 unnest(@dm_recipient_ids::uuid[]) AS agent_id) AS d
     UNION ALL
-    SELECT sent.message_id, sent.channel_id, rm.agent_id, rm.follow
-    FROM sent
-    JOIN room_members rm ON rm.box_id = @box_id AND rm.room_id = sent.channel_id AND rm.state = 'active'
-    WHERE @dest_kind::text = 'room' AND rm.agent_id <> @sender_agent_id::uuid
+    SELECT @room_message_id::uuid, rm.room_id, rm.agent_id, rm.follow
+    FROM room_members rm
+    WHERE rm.box_id = @box_id AND rm.room_id = @room_id::uuid AND rm.state = 'active'
+      AND rm.agent_id <> @sender_agent_id::uuid
 ), reasoned AS (
     SELECT message_id, channel_id, agent_id,
            (CASE WHEN follow = 'dm' THEN 1 ELSE 0 END)
@@ -78,43 +96,52 @@ WITH sent AS (
          | (CASE WHEN follow <> 'mute' AND agent_id = sqlc.narg(reply_to_author_id)::uuid THEN 8 ELSE 0 END)
          | (CASE WHEN follow <> 'mute' AND agent_id = ANY(@request_agent_ids::uuid[]) THEN 16 ELSE 0 END) AS reasons
     FROM candidates
-), heads AS (
-    INSERT INTO inbox_heads (box_id, agent_id, last_inbox_seq)
-    SELECT @box_id, agent_id, 1 FROM reasoned WHERE reasons > 0 ORDER BY agent_id
-    ON CONFLICT (box_id, agent_id) DO UPDATE SET last_inbox_seq = inbox_heads.last_inbox_seq + 1
-    RETURNING agent_id, last_inbox_seq
+), locked AS MATERIALIZED (
+    -- A row leaves this CTE only after its recipient's lock is held, so the nextval below
+    -- always follows the lock; the sorted subquery fixes the order the locks are taken in.
+    SELECT r.message_id, r.channel_id, r.agent_id, r.reasons,
+           pg_advisory_xact_lock_shared(inbox_lock_key(@box_id, r.agent_id)) AS locked
+    FROM (SELECT * FROM reasoned WHERE reasons > 0 ORDER BY agent_id, message_id) AS r
 )
 INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons)
-SELECT @box_id, heads.agent_id, heads.last_inbox_seq, reasoned.message_id, reasoned.channel_id, reasoned.reasons
-FROM heads JOIN reasoned ON reasoned.agent_id = heads.agent_id AND reasoned.reasons > 0;
+SELECT @box_id, agent_id, nextval('inbox_seq_seq'), message_id, channel_id, reasons FROM locked;
 
--- name: EnforceRetention :execrows
+-- name: EnforceRetention :one
 -- SPEC §11: each given channel keeps its newest @message_cap messages and at most
--- @attachment_cap messages with attachments; older ones are deleted, oldest first. Each bound
--- is the newest message_seq past its cap, found on the channel's message_seq index (the
--- bounds are materialized so they are computed once per channel, not per candidate row);
--- the victims are index ranges below the bounds. Deletes cascade to attachments, attention
--- rows (and so receipts and leases), requests, file reports and the duplicate reference.
--- Run after every write, inside its transaction.
-WITH bounds AS MATERIALIZED (
-    SELECT ch.channel_id,
-           (SELECT m.message_seq FROM messages m
-            WHERE m.box_id = @box_id AND m.channel_id = ch.channel_id
-            ORDER BY m.message_seq DESC OFFSET @message_cap::bigint LIMIT 1) AS message_bound,
-           (SELECT m.message_seq FROM messages m
-            WHERE m.box_id = @box_id AND m.channel_id = ch.channel_id AND m.has_attachment
-            ORDER BY m.message_seq DESC OFFSET @attachment_cap::bigint LIMIT 1) AS attachment_bound
-    FROM unnest(@channel_ids::uuid[]) AS ch(channel_id)
+-- @attachment_cap messages with attachments; older ones are deleted, oldest first. The
+-- channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
+-- over a cap are touched and each victim set is an index range from the oldest message, of
+-- exactly the excess size. Deletes cascade to attachments, attention rows (and so receipts and
+-- leases), requests, file reports and the duplicate reference; the counts are decreased by
+-- what was deleted. The caller holds the channels' locks.
+WITH over AS MATERIALIZED (
+    SELECT c.channel_id, GREATEST(c.message_count - @message_cap::bigint, 0) AS message_excess,
+           GREATEST(c.attachment_message_count - @attachment_cap::bigint, 0) AS attachment_excess
+    FROM channels c
+    WHERE c.box_id = @box_id AND c.channel_id = ANY(@channel_ids::uuid[])
+      AND (c.message_count > @message_cap::bigint OR c.attachment_message_count > @attachment_cap::bigint)
 ), victims AS MATERIALIZED (
-    SELECT m.message_id FROM bounds
-    JOIN messages m ON m.box_id = @box_id AND m.channel_id = bounds.channel_id AND m.message_seq <= bounds.message_bound
+    SELECT v.message_id FROM over CROSS JOIN LATERAL (
+        SELECT m.message_id FROM messages m
+        WHERE m.box_id = @box_id AND m.channel_id = over.channel_id
+        ORDER BY m.message_seq LIMIT over.message_excess) AS v
     UNION
-    SELECT m.message_id FROM bounds
-    JOIN messages m ON m.box_id = @box_id AND m.channel_id = bounds.channel_id AND m.has_attachment
-                   AND m.message_seq <= bounds.attachment_bound
+    SELECT v.message_id FROM over CROSS JOIN LATERAL (
+        SELECT m.message_id FROM messages m
+        WHERE m.box_id = @box_id AND m.channel_id = over.channel_id AND m.has_attachment
+        ORDER BY m.message_seq LIMIT over.attachment_excess) AS v
+), deleted AS (
+    DELETE FROM messages
+    WHERE messages.box_id = @box_id AND messages.message_id IN (SELECT message_id FROM victims)
+    RETURNING messages.channel_id, messages.has_attachment
+), counted AS (
+    UPDATE channels SET message_count = channels.message_count - d.n,
+                        attachment_message_count = channels.attachment_message_count - d.a
+    FROM (SELECT channel_id, count(*) AS n, count(*) FILTER (WHERE has_attachment) AS a
+          FROM deleted GROUP BY channel_id) AS d
+    WHERE channels.box_id = @box_id AND channels.channel_id = d.channel_id
 )
-DELETE FROM messages
-WHERE messages.box_id = @box_id AND messages.message_id IN (SELECT message_id FROM victims);
+SELECT count(*)::bigint FROM deleted;
 
 -- name: GetMessage :one
 -- One message with its sender's name and attachment metadata (authorization is the caller's).

@@ -37,6 +37,11 @@ RETURNING agent_id;
 -- Which of the given IDs are enabled agents of the box (one round trip for any number of targets).
 SELECT agent_id FROM agents WHERE box_id = @box_id AND agent_id = ANY(@agent_ids::uuid[]) AND enabled;
 
+-- name: AgentEnabled :one
+-- Whether one ID is an enabled agent of the box (EnabledAgentIDs for a single target, with a
+-- plan PostgreSQL can cache: an array's length makes it re-plan at every call).
+SELECT EXISTS (SELECT 1 FROM agents WHERE box_id = @box_id AND agent_id = @agent_id AND enabled);
+
 -- name: RoomMemberStates :many
 -- The current membership state of each given agent that has a membership row.
 SELECT agent_id, state FROM room_members

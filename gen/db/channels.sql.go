@@ -120,7 +120,7 @@ type LockDMChannelsRow struct {
 
 // Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
 // channel_id order: a batch locks several channels, always in this order, and before any
-// inbox head, so concurrent sends cannot deadlock.
+// inbox lock, so concurrent sends cannot deadlock.
 func (q *Queries) LockDMChannels(ctx context.Context, arg LockDMChannelsParams) ([]LockDMChannelsRow, error) {
 	rows, err := q.db.Query(ctx, lockDMChannels, arg.BoxID, arg.Los, arg.His)
 	if err != nil {

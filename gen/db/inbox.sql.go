@@ -43,7 +43,7 @@ SELECT a.inbox_seq FROM attention a
 WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL
   AND (a.lease_session_id IS NULL OR a.lease_expires_at <= $3::timestamptz)
   AND EXISTS (SELECT 1 FROM accessible_attention v
-              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq)
+              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
 ORDER BY a.inbox_seq DESC
 LIMIT $4
 FOR UPDATE OF a SKIP LOCKED
@@ -87,7 +87,7 @@ SELECT a.inbox_seq FROM attention a
 WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL
   AND (a.lease_session_id IS NULL OR a.lease_expires_at <= $3::timestamptz)
   AND EXISTS (SELECT 1 FROM accessible_attention v
-              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq)
+              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
 ORDER BY a.inbox_seq
 LIMIT $4
 FOR UPDATE OF a SKIP LOCKED
@@ -103,7 +103,9 @@ type ClaimCandidatesOldestParams struct {
 // Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
 // until commit. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed
 // and committed meanwhile is re-checked on its new version, so two claims never lease the
-// same row.
+// same row. OFFSET 0 keeps the accessibility check a per-row lookup on the row's keys (the
+// planner may not turn it into a join over the whole inbox), so a claim costs O(rows it
+// scans) whatever the inbox size or the table statistics.
 func (q *Queries) ClaimCandidatesOldest(ctx context.Context, arg ClaimCandidatesOldestParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, claimCandidatesOldest,
 		arg.BoxID,
@@ -257,28 +259,6 @@ func (q *Queries) InboxCounts(ctx context.Context, arg InboxCountsParams) (Inbox
 	var i InboxCountsRow
 	err := row.Scan(&i.Unread, &i.Leased, &i.LeasedBySession)
 	return i, err
-}
-
-const inboxHead = `-- name: InboxHead :one
-
-SELECT COALESCE((SELECT last_inbox_seq FROM inbox_heads WHERE box_id = $1 AND agent_id = $2), 0)::bigint
-`
-
-type InboxHeadParams struct {
-	BoxID   uuid.UUID
-	AgentID uuid.UUID
-}
-
-// Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
-// Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
-// steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
-// page costs O(page)), then InboxRows for those seqs with their canonical message data.
-// The agent's committed inbox upper bound (0 before its first row).
-func (q *Queries) InboxHead(ctx context.Context, arg InboxHeadParams) (int64, error) {
-	row := q.db.QueryRow(ctx, inboxHead, arg.BoxID, arg.AgentID)
-	var column_1 int64
-	err := row.Scan(&column_1)
-	return column_1, err
 }
 
 const inboxRows = `-- name: InboxRows :many
@@ -464,6 +444,30 @@ func (q *Queries) InboxUnreadSeqs(ctx context.Context, arg InboxUnreadSeqsParams
 		return nil, err
 	}
 	return items, nil
+}
+
+const inboxUpper = `-- name: InboxUpper :one
+
+SELECT inbox_upper($1, $2)::bigint
+`
+
+type InboxUpperParams struct {
+	BoxID   uuid.UUID
+	AgentID uuid.UUID
+}
+
+// Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
+// Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
+// steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
+// page costs O(page)), then InboxRows for those seqs with their canonical message data.
+// The agent's committed inbox upper bound: every row at or below it is committed and visible
+// to the caller's next statement; every later row is above it (0006_inbox_seq.sql). Waits for
+// the sends to this inbox in flight.
+func (q *Queries) InboxUpper(ctx context.Context, arg InboxUpperParams) (int64, error) {
+	row := q.db.QueryRow(ctx, inboxUpper, arg.BoxID, arg.AgentID)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const leaseRows = `-- name: LeaseRows :exec

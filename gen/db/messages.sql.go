@@ -97,53 +97,117 @@ func (q *Queries) ChannelMessages(ctx context.Context, arg ChannelMessagesParams
 	return items, nil
 }
 
-const enforceRetention = `-- name: EnforceRetention :execrows
-WITH bounds AS MATERIALIZED (
-    SELECT ch.channel_id,
-           (SELECT m.message_seq FROM messages m
-            WHERE m.box_id = $1 AND m.channel_id = ch.channel_id
-            ORDER BY m.message_seq DESC OFFSET $2::bigint LIMIT 1) AS message_bound,
-           (SELECT m.message_seq FROM messages m
-            WHERE m.box_id = $1 AND m.channel_id = ch.channel_id AND m.has_attachment
-            ORDER BY m.message_seq DESC OFFSET $3::bigint LIMIT 1) AS attachment_bound
-    FROM unnest($4::uuid[]) AS ch(channel_id)
+const dMSenderLatest = `-- name: DMSenderLatest :many
+SELECT l.channel_id, l.content_hash, m.message_id, m.message_seq, m.created_at
+FROM channels c
+JOIN channel_sender_latest l ON l.box_id = c.box_id AND l.channel_id = c.channel_id AND l.sender_agent_id = $1
+JOIN messages m ON m.box_id = l.box_id AND m.message_id = l.message_id
+WHERE c.box_id = $2 AND c.kind = 'dm' AND c.dm_agent_lo = $3 AND c.dm_agent_hi = $4
+`
+
+type DMSenderLatestParams struct {
+	SenderAgentID uuid.UUID
+	BoxID         uuid.UUID
+	Lo            *uuid.UUID
+	Hi            *uuid.UUID
+}
+
+type DMSenderLatestRow struct {
+	ChannelID   uuid.UUID
+	ContentHash []byte
+	MessageID   uuid.UUID
+	MessageSeq  int64
+	CreatedAt   time.Time
+}
+
+// SenderLatest in the DM channel of one pair (@lo < @hi), found by the pair: a DM reads it in
+// the round trip that locks the channel, before it knows the channel's ID.
+func (q *Queries) DMSenderLatest(ctx context.Context, arg DMSenderLatestParams) ([]DMSenderLatestRow, error) {
+	rows, err := q.db.Query(ctx, dMSenderLatest,
+		arg.SenderAgentID,
+		arg.BoxID,
+		arg.Lo,
+		arg.Hi,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []DMSenderLatestRow
+	for rows.Next() {
+		var i DMSenderLatestRow
+		if err := rows.Scan(
+			&i.ChannelID,
+			&i.ContentHash,
+			&i.MessageID,
+			&i.MessageSeq,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const enforceRetention = `-- name: EnforceRetention :one
+WITH over AS MATERIALIZED (
+    SELECT c.channel_id, GREATEST(c.message_count - $1::bigint, 0) AS message_excess,
+           GREATEST(c.attachment_message_count - $2::bigint, 0) AS attachment_excess
+    FROM channels c
+    WHERE c.box_id = $3 AND c.channel_id = ANY($4::uuid[])
+      AND (c.message_count > $1::bigint OR c.attachment_message_count > $2::bigint)
 ), victims AS MATERIALIZED (
-    SELECT m.message_id FROM bounds
-    JOIN messages m ON m.box_id = $1 AND m.channel_id = bounds.channel_id AND m.message_seq <= bounds.message_bound
+    SELECT v.message_id FROM over CROSS JOIN LATERAL (
+        SELECT m.message_id FROM messages m
+        WHERE m.box_id = $3 AND m.channel_id = over.channel_id
+        ORDER BY m.message_seq LIMIT over.message_excess) AS v
     UNION
-    SELECT m.message_id FROM bounds
-    JOIN messages m ON m.box_id = $1 AND m.channel_id = bounds.channel_id AND m.has_attachment
-                   AND m.message_seq <= bounds.attachment_bound
+    SELECT v.message_id FROM over CROSS JOIN LATERAL (
+        SELECT m.message_id FROM messages m
+        WHERE m.box_id = $3 AND m.channel_id = over.channel_id AND m.has_attachment
+        ORDER BY m.message_seq LIMIT over.attachment_excess) AS v
+), deleted AS (
+    DELETE FROM messages
+    WHERE messages.box_id = $3 AND messages.message_id IN (SELECT message_id FROM victims)
+    RETURNING messages.channel_id, messages.has_attachment
+), counted AS (
+    UPDATE channels SET message_count = channels.message_count - d.n,
+                        attachment_message_count = channels.attachment_message_count - d.a
+    FROM (SELECT channel_id, count(*) AS n, count(*) FILTER (WHERE has_attachment) AS a
+          FROM deleted GROUP BY channel_id) AS d
+    WHERE channels.box_id = $3 AND channels.channel_id = d.channel_id
 )
-DELETE FROM messages
-WHERE messages.box_id = $1 AND messages.message_id IN (SELECT message_id FROM victims)
+SELECT count(*)::bigint FROM deleted
 `
 
 type EnforceRetentionParams struct {
-	BoxID         uuid.UUID
 	MessageCap    int64
 	AttachmentCap int64
+	BoxID         uuid.UUID
 	ChannelIds    []uuid.UUID
 }
 
 // SPEC §11: each given channel keeps its newest @message_cap messages and at most
-// @attachment_cap messages with attachments; older ones are deleted, oldest first. Each bound
-// is the newest message_seq past its cap, found on the channel's message_seq index (the
-// bounds are materialized so they are computed once per channel, not per candidate row);
-// the victims are index ranges below the bounds. Deletes cascade to attachments, attention
-// rows (and so receipts and leases), requests, file reports and the duplicate reference.
-// Run after every write, inside its transaction.
+// @attachment_cap messages with attachments; older ones are deleted, oldest first. The
+// channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
+// over a cap are touched and each victim set is an index range from the oldest message, of
+// exactly the excess size. Deletes cascade to attachments, attention rows (and so receipts and
+// leases), requests, file reports and the duplicate reference; the counts are decreased by
+// what was deleted. The caller holds the channels' locks.
 func (q *Queries) EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error) {
-	result, err := q.db.Exec(ctx, enforceRetention,
-		arg.BoxID,
+	row := q.db.QueryRow(ctx, enforceRetention,
 		arg.MessageCap,
 		arg.AttachmentCap,
+		arg.BoxID,
 		arg.ChannelIds,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const getMessage = `-- name: GetMessage :one
@@ -206,43 +270,41 @@ func (q *Queries) GetMessage(ctx context.Context, arg GetMessageParams) (GetMess
 }
 
 const insertAttention = `-- name: InsertAttention :execrows
-WITH sent AS (
-    SELECT s.message_id, s.channel_id, s.dm_recipient_id
+WITH candidates AS (
+    SELECT d.message_id, d.channel_id, d.agent_id, 'dm'::text AS follow
     FROM (SELECT unnest($2::uuid[]) AS message_id, unnest($3::uuid[]) AS channel_id,
-                 unnest($4::uuid[]) AS dm_recipient_id) AS s
-), candidates AS (
-    SELECT sent.message_id, sent.channel_id, sent.dm_recipient_id AS agent_id, 'dm'::text AS follow
-    FROM sent WHERE $5::text = 'dm'
+                 unnest($4::uuid[]) AS agent_id) AS d
     UNION ALL
-    SELECT sent.message_id, sent.channel_id, rm.agent_id, rm.follow
-    FROM sent
-    JOIN room_members rm ON rm.box_id = $1 AND rm.room_id = sent.channel_id AND rm.state = 'active'
-    WHERE $5::text = 'room' AND rm.agent_id <> $6::uuid
+    SELECT $5::uuid, rm.room_id, rm.agent_id, rm.follow
+    FROM room_members rm
+    WHERE rm.box_id = $1 AND rm.room_id = $6::uuid AND rm.state = 'active'
+      AND rm.agent_id <> $7::uuid
 ), reasoned AS (
     SELECT message_id, channel_id, agent_id,
            (CASE WHEN follow = 'dm' THEN 1 ELSE 0 END)
          | (CASE WHEN follow = 'all' THEN 2 ELSE 0 END)
-         | (CASE WHEN follow IN ('dm', 'all', 'mentions') AND agent_id = ANY($7::uuid[]) THEN 4 ELSE 0 END)
-         | (CASE WHEN follow <> 'mute' AND agent_id = $8::uuid THEN 8 ELSE 0 END)
-         | (CASE WHEN follow <> 'mute' AND agent_id = ANY($9::uuid[]) THEN 16 ELSE 0 END) AS reasons
+         | (CASE WHEN follow IN ('dm', 'all', 'mentions') AND agent_id = ANY($8::uuid[]) THEN 4 ELSE 0 END)
+         | (CASE WHEN follow <> 'mute' AND agent_id = $9::uuid THEN 8 ELSE 0 END)
+         | (CASE WHEN follow <> 'mute' AND agent_id = ANY($10::uuid[]) THEN 16 ELSE 0 END) AS reasons
     FROM candidates
-), heads AS (
-    INSERT INTO inbox_heads (box_id, agent_id, last_inbox_seq)
-    SELECT $1, agent_id, 1 FROM reasoned WHERE reasons > 0 ORDER BY agent_id
-    ON CONFLICT (box_id, agent_id) DO UPDATE SET last_inbox_seq = inbox_heads.last_inbox_seq + 1
-    RETURNING agent_id, last_inbox_seq
+), locked AS MATERIALIZED (
+    -- A row leaves this CTE only after its recipient's lock is held, so the nextval below
+    -- always follows the lock; the sorted subquery fixes the order the locks are taken in.
+    SELECT r.message_id, r.channel_id, r.agent_id, r.reasons,
+           pg_advisory_xact_lock_shared(inbox_lock_key($1, r.agent_id)) AS locked
+    FROM (SELECT message_id, channel_id, agent_id, reasons FROM reasoned WHERE reasons > 0 ORDER BY agent_id, message_id) AS r
 )
 INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons)
-SELECT $1, heads.agent_id, heads.last_inbox_seq, reasoned.message_id, reasoned.channel_id, reasoned.reasons
-FROM heads JOIN reasoned ON reasoned.agent_id = heads.agent_id AND reasoned.reasons > 0
+SELECT $1, agent_id, nextval('inbox_seq_seq'), message_id, channel_id, reasons FROM locked
 `
 
 type InsertAttentionParams struct {
 	BoxID           uuid.UUID
-	MessageIds      []uuid.UUID
-	ChannelIds      []uuid.UUID
+	DmMessageIds    []uuid.UUID
+	DmChannelIds    []uuid.UUID
 	DmRecipientIds  []uuid.UUID
-	DestKind        string
+	RoomMessageID   uuid.UUID
+	RoomID          uuid.UUID
 	SenderAgentID   uuid.UUID
 	MentionAgentIds []uuid.UUID
 	ReplyToAuthorID *uuid.UUID
@@ -250,19 +312,24 @@ type InsertAttentionParams struct {
 }
 
 // One attention row per (recipient, message) with the OR of the reason bits of SPEC §7, for
-// every copy of a send in one statement. DM: the recipient, preferences ignored (1, +4
-// mention, +8 reply to their message, +16 request). Room: every active member but the author,
-// by the preference of their current epoch: all admits 2,4,8,16; mentions 4,8,16; replies
-// 8,16; mute nothing. No row without a reason. inbox_seq comes from each recipient's inbox
-// head, locked (upserted) in agent_id order and held to commit, so inbox_seq values become
-// visible in commit order per inbox and concurrent sends cannot deadlock on heads.
+// every copy of a send in one statement. DM copies (arrays; empty for a room post): the
+// recipient, preferences ignored (1, +4 mention, +8 reply to their message, +16 request). A
+// room post (@room_id and @room_message_id; the nil UUID for DMs): every active member but
+// the author, by the preference of their current epoch: all admits 2,4,8,16; mentions
+// 4,8,16; replies 8,16; mute nothing. No row without a reason. (Scalars for the room and a
+// real value rather than NULL keep the statement's cached generic plan as cheap as a freshly
+// planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq is drawn from the global sequence only after the
+// shared advisory lock on the recipient's inbox, taken in agent_id order (0006_inbox_seq.sql:
+// inbox_upper then never returns a bound below an uncommitted row, and concurrent sends to
+// one inbox do not wait for each other).
 func (q *Queries) InsertAttention(ctx context.Context, arg InsertAttentionParams) (int64, error) {
 	result, err := q.db.Exec(ctx, insertAttention,
 		arg.BoxID,
-		arg.MessageIds,
-		arg.ChannelIds,
+		arg.DmMessageIds,
+		arg.DmChannelIds,
 		arg.DmRecipientIds,
-		arg.DestKind,
+		arg.RoomMessageID,
+		arg.RoomID,
 		arg.SenderAgentID,
 		arg.MentionAgentIds,
 		arg.ReplyToAuthorID,
@@ -292,22 +359,27 @@ WITH copies AS (
            $11::uuid[], $12::uuid, $13::uuid,
            COALESCE($14::uuid, message_id), $15::jsonb, $16, false, $17
     FROM copies
-    RETURNING message_id, message_seq, channel_id, created_at
+    RETURNING message_id, message_seq, channel_id, created_at, has_attachment
 ), latest AS (
     INSERT INTO channel_sender_latest (box_id, channel_id, sender_agent_id, message_id, content_hash)
     SELECT $5, channel_id, $6, message_id, $16 FROM inserted
     ON CONFLICT (box_id, channel_id, sender_agent_id)
     DO UPDATE SET message_id = EXCLUDED.message_id, content_hash = EXCLUDED.content_hash
 ), heads AS (
-    UPDATE channels SET last_message_seq = inserted.message_seq
-    FROM inserted
-    WHERE channels.box_id = $5 AND channels.channel_id = inserted.channel_id
+    UPDATE channels SET last_message_seq = added.last_seq, message_count = channels.message_count + added.n,
+                        attachment_message_count = channels.attachment_message_count + added.a
+    FROM (SELECT channel_id, max(message_seq) AS last_seq, count(*) AS n, count(*) FILTER (WHERE has_attachment) AS a
+          FROM inserted GROUP BY channel_id) AS added
+    WHERE channels.box_id = $5 AND channels.channel_id = added.channel_id
+    RETURNING channels.channel_id, channels.message_count, channels.attachment_message_count
 ), reqs AS (
     INSERT INTO requests (box_id, message_id, recipient_agent_id, message_seq, requester_agent_id, status, revision, updated_at)
     SELECT $5, inserted.message_id, r.agent_id, inserted.message_seq, $6, 'pending', 1, $17
     FROM inserted CROSS JOIN unnest($11::uuid[]) AS r(agent_id)
 )
-SELECT message_id, message_seq, channel_id, created_at FROM inserted
+SELECT inserted.message_id, inserted.message_seq, inserted.channel_id, inserted.created_at,
+       heads.message_count, heads.attachment_message_count
+FROM inserted JOIN heads ON heads.channel_id = inserted.channel_id
 `
 
 type InsertMessagesParams struct {
@@ -331,17 +403,21 @@ type InsertMessagesParams struct {
 }
 
 type InsertMessagesRow struct {
-	MessageID  uuid.UUID
-	MessageSeq int64
-	ChannelID  uuid.UUID
-	CreatedAt  time.Time
+	MessageID              uuid.UUID
+	MessageSeq             int64
+	ChannelID              uuid.UUID
+	CreatedAt              time.Time
+	MessageCount           int64
+	AttachmentMessageCount int64
 }
 
 // Stores one message per copy (one for a send, one per recipient for a batch) with shared
 // content, takes each message_seq from the global sequence (the caller holds the channel
 // locks, so values become visible in commit order per channel), makes each the sender's
-// duplicate reference in its channel, advances the channels' heads and creates one pending
-// request per requested agent. Absent destinations are passed as the nil UUID.
+// duplicate reference in its channel, advances the channels' heads and message counts and
+// creates one pending request per requested agent. Returns each copy with its channel's new
+// counts (retention runs only when one exceeds its cap). Absent destinations are passed as
+// the nil UUID.
 func (q *Queries) InsertMessages(ctx context.Context, arg InsertMessagesParams) ([]InsertMessagesRow, error) {
 	rows, err := q.db.Query(ctx, insertMessages,
 		arg.MessageIds,
@@ -374,6 +450,8 @@ func (q *Queries) InsertMessages(ctx context.Context, arg InsertMessagesParams) 
 			&i.MessageSeq,
 			&i.ChannelID,
 			&i.CreatedAt,
+			&i.MessageCount,
+			&i.AttachmentMessageCount,
 		); err != nil {
 			return nil, err
 		}
@@ -434,8 +512,9 @@ type SenderLatestRow struct {
 }
 
 // Messages (SPEC §6, §7, §11). A send runs, in one transaction and after its channel lock:
-// SenderLatest (duplicate check), InsertMessages, InsertAttention, EnforceRetention — a fixed
-// number of statements whatever the room size or batch width.
+// SenderLatest (duplicate check), InsertMessages, InsertAttention, and EnforceRetention only
+// when a channel's count exceeds its cap — a fixed number of statements whatever the room
+// size or batch width.
 // The sender's latest retained message in each given channel: the only comparison target of
 // consecutive-duplicate suppression. Read after the channel lock, so it is current.
 func (q *Queries) SenderLatest(ctx context.Context, arg SenderLatestParams) ([]SenderLatestRow, error) {

@@ -93,13 +93,15 @@ type Box struct {
 }
 
 type Channel struct {
-	BoxID          uuid.UUID
-	ChannelID      uuid.UUID
-	Kind           string
-	DmAgentLo      *uuid.UUID
-	DmAgentHi      *uuid.UUID
-	LastMessageSeq int64
-	CreatedAt      time.Time
+	BoxID                  uuid.UUID
+	ChannelID              uuid.UUID
+	Kind                   string
+	DmAgentLo              *uuid.UUID
+	DmAgentHi              *uuid.UUID
+	LastMessageSeq         int64
+	CreatedAt              time.Time
+	MessageCount           int64
+	AttachmentMessageCount int64
 }
 
 type ChannelSenderLatest struct {
@@ -157,12 +159,6 @@ type IdempotencyRecord struct {
 	Response    []byte
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
-}
-
-type InboxHead struct {
-	BoxID        uuid.UUID
-	AgentID      uuid.UUID
-	LastInboxSeq int64
 }
 
 type Message struct {

@@ -15,6 +15,9 @@ type Querier interface {
 	// row's lease. Nothing else changes (no retention extension, no request status).
 	AckRows(ctx context.Context, arg AckRowsParams) error
 	AdminTokenLive(ctx context.Context, tokenHash []byte) (bool, error)
+	// Whether one ID is an enabled agent of the box (EnabledAgentIDs for a single target, with a
+	// plan PostgreSQL can cache: an array's length makes it re-plan at every call).
+	AgentEnabled(ctx context.Context, arg AgentEnabledParams) (bool, error)
 	// Compare-and-set append; also re-checks that the room is active and the total stays within @max_bytes.
 	AppendRoomBrief(ctx context.Context, arg AppendRoomBriefParams) (AppendRoomBriefRow, error)
 	ArchiveRoom(ctx context.Context, arg ArchiveRoomParams) error
@@ -34,7 +37,9 @@ type Querier interface {
 	// Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
 	// until commit. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed
 	// and committed meanwhile is re-checked on its new version, so two claims never lease the
-	// same row.
+	// same row. OFFSET 0 keeps the accessibility check a per-row lookup on the row's keys (the
+	// planner may not turn it into a join over the whole inbox), so a claim costs O(rows it
+	// scans) whatever the inbox size or the table statistics.
 	ClaimCandidatesOldest(ctx context.Context, arg ClaimCandidatesOldestParams) ([]int64, error)
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
 	CreateAdminToken(ctx context.Context, arg CreateAdminTokenParams) (CreateAdminTokenRow, error)
@@ -43,18 +48,21 @@ type Querier interface {
 	CreateHost(ctx context.Context, arg CreateHostParams) (Host, error)
 	// A DM pair's channel and its committed upper bound (no row before the pair's first message).
 	DMChannelHead(ctx context.Context, arg DMChannelHeadParams) (DMChannelHeadRow, error)
+	// SenderLatest in the DM channel of one pair (@lo < @hi), found by the pair: a DM reads it in
+	// the round trip that locks the channel, before it knows the channel's ID.
+	DMSenderLatest(ctx context.Context, arg DMSenderLatestParams) ([]DMSenderLatestRow, error)
 	DeleteExpiredIdempotencyRecords(ctx context.Context, arg DeleteExpiredIdempotencyRecordsParams) (int64, error)
 	// Which of the given IDs are enabled agents of the box (one round trip for any number of targets).
 	EnabledAgentIDs(ctx context.Context, arg EnabledAgentIDsParams) ([]uuid.UUID, error)
 	// Leaving a room ends the agent's outstanding leases on that room's attention rows at once.
 	EndRoomLeases(ctx context.Context, arg EndRoomLeasesParams) error
 	// SPEC §11: each given channel keeps its newest @message_cap messages and at most
-	// @attachment_cap messages with attachments; older ones are deleted, oldest first. Each bound
-	// is the newest message_seq past its cap, found on the channel's message_seq index (the
-	// bounds are materialized so they are computed once per channel, not per candidate row);
-	// the victims are index ranges below the bounds. Deletes cascade to attachments, attention
-	// rows (and so receipts and leases), requests, file reports and the duplicate reference.
-	// Run after every write, inside its transaction.
+	// @attachment_cap messages with attachments; older ones are deleted, oldest first. The
+	// channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
+	// over a cap are touched and each victim set is an index range from the oldest message, of
+	// exactly the excess size. Deletes cascade to attachments, attention rows (and so receipts and
+	// leases), requests, file reports and the duplicate reference; the counts are decreased by
+	// what was deleted. The caller holds the channels' locks.
 	EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error)
 	// Creates the DM channels of the given pairs that do not exist yet (first message of a pair).
 	// Pairs are inserted in pair order so concurrent creators wait on each other in one order.
@@ -95,12 +103,6 @@ type Querier interface {
 	// purging a message end leases, so every lease is on an accessible row); leased_by_session:
 	// those held by this session.
 	InboxCounts(ctx context.Context, arg InboxCountsParams) (InboxCountsRow, error)
-	// Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
-	// Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
-	// steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
-	// page costs O(page)), then InboxRows for those seqs with their canonical message data.
-	// The agent's committed inbox upper bound (0 before its first row).
-	InboxHead(ctx context.Context, arg InboxHeadParams) (int64, error)
 	// The given attention rows of the agent with their messages (as GetMessage), in inbox_seq
 	// order. parent_visible: the reply parent still exists above the agent's read floor of the
 	// channel (replies stay in their channel; DMs have floor 0) — the reply redaction rule of
@@ -109,24 +111,38 @@ type Querier interface {
 	// Filter all (acked_only false) or acked.
 	InboxSeqs(ctx context.Context, arg InboxSeqsParams) ([]int64, error)
 	InboxUnreadSeqs(ctx context.Context, arg InboxUnreadSeqsParams) ([]int64, error)
+	// Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
+	// Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
+	// steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
+	// page costs O(page)), then InboxRows for those seqs with their canonical message data.
+	// The agent's committed inbox upper bound: every row at or below it is committed and visible
+	// to the caller's next statement; every later row is above it (0006_inbox_seq.sql). Waits for
+	// the sends to this inbox in flight.
+	InboxUpper(ctx context.Context, arg InboxUpperParams) (int64, error)
 	// The caller's incoming requests, keyset on message_seq (one request per message for a
 	// recipient), optionally one status.
 	IncomingRequests(ctx context.Context, arg IncomingRequestsParams) ([]Request, error)
 	// One attention row per (recipient, message) with the OR of the reason bits of SPEC §7, for
-	// every copy of a send in one statement. DM: the recipient, preferences ignored (1, +4
-	// mention, +8 reply to their message, +16 request). Room: every active member but the author,
-	// by the preference of their current epoch: all admits 2,4,8,16; mentions 4,8,16; replies
-	// 8,16; mute nothing. No row without a reason. inbox_seq comes from each recipient's inbox
-	// head, locked (upserted) in agent_id order and held to commit, so inbox_seq values become
-	// visible in commit order per inbox and concurrent sends cannot deadlock on heads.
+	// every copy of a send in one statement. DM copies (arrays; empty for a room post): the
+	// recipient, preferences ignored (1, +4 mention, +8 reply to their message, +16 request). A
+	// room post (@room_id and @room_message_id; the nil UUID for DMs): every active member but
+	// the author, by the preference of their current epoch: all admits 2,4,8,16; mentions
+	// 4,8,16; replies 8,16; mute nothing. No row without a reason. (Scalars for the room and a
+	// real value rather than NULL keep the statement's cached generic plan as cheap as a freshly
+	// planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq is drawn from the global sequence only after the
+	// shared advisory lock on the recipient's inbox, taken in agent_id order (0006_inbox_seq.sql:
+	// inbox_upper then never returns a bound below an uncommitted row, and concurrent sends to
+	// one inbox do not wait for each other).
 	InsertAttention(ctx context.Context, arg InsertAttentionParams) (int64, error)
 	// CAS from revision "0": only one concurrent first save can insert.
 	InsertFirstCheckpoint(ctx context.Context, arg InsertFirstCheckpointParams) (InsertFirstCheckpointRow, error)
 	// Stores one message per copy (one for a send, one per recipient for a batch) with shared
 	// content, takes each message_seq from the global sequence (the caller holds the channel
 	// locks, so values become visible in commit order per channel), makes each the sender's
-	// duplicate reference in its channel, advances the channels' heads and creates one pending
-	// request per requested agent. Absent destinations are passed as the nil UUID.
+	// duplicate reference in its channel, advances the channels' heads and message counts and
+	// creates one pending request per requested agent. Returns each copy with its channel's new
+	// counts (retention runs only when one exceeds its cap). Absent destinations are passed as
+	// the nil UUID.
 	InsertMessages(ctx context.Context, arg InsertMessagesParams) ([]InsertMessagesRow, error)
 	InsertRoom(ctx context.Context, arg InsertRoomParams) error
 	// A room's message stream: channel_id = room_id.
@@ -164,7 +180,7 @@ type Querier interface {
 	LockChannel(ctx context.Context, arg LockChannelParams) (int64, error)
 	// Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
 	// channel_id order: a batch locks several channels, always in this order, and before any
-	// inbox head, so concurrent sends cannot deadlock.
+	// inbox lock, so concurrent sends cannot deadlock.
 	LockDMChannels(ctx context.Context, arg LockDMChannelsParams) ([]LockDMChannelsRow, error)
 	// Serializes concurrent calls that share one idempotency key (until commit).
 	LockIdempotencyKey(ctx context.Context, scope string) error
@@ -201,8 +217,9 @@ type Querier interface {
 	// strictly after the given position (('', nil UUID) precedes every agent: names are non-empty).
 	SearchDirectory(ctx context.Context, arg SearchDirectoryParams) ([]SearchDirectoryRow, error)
 	// Messages (SPEC §6, §7, §11). A send runs, in one transaction and after its channel lock:
-	// SenderLatest (duplicate check), InsertMessages, InsertAttention, EnforceRetention — a fixed
-	// number of statements whatever the room size or batch width.
+	// SenderLatest (duplicate check), InsertMessages, InsertAttention, and EnforceRetention only
+	// when a channel's count exceeds its cap — a fixed number of statements whatever the room
+	// size or batch width.
 	// The sender's latest retained message in each given channel: the only comparison target of
 	// consecutive-duplicate suppression. Read after the channel lock, so it is current.
 	SenderLatest(ctx context.Context, arg SenderLatestParams) ([]SenderLatestRow, error)

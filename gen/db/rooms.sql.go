@@ -12,6 +12,24 @@ import (
 	"github.com/google/uuid"
 )
 
+const agentEnabled = `-- name: AgentEnabled :one
+SELECT EXISTS (SELECT 1 FROM agents WHERE box_id = $1 AND agent_id = $2 AND enabled)
+`
+
+type AgentEnabledParams struct {
+	BoxID   uuid.UUID
+	AgentID uuid.UUID
+}
+
+// Whether one ID is an enabled agent of the box (EnabledAgentIDs for a single target, with a
+// plan PostgreSQL can cache: an array's length makes it re-plan at every call).
+func (q *Queries) AgentEnabled(ctx context.Context, arg AgentEnabledParams) (bool, error) {
+	row := q.db.QueryRow(ctx, agentEnabled, arg.BoxID, arg.AgentID)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const appendRoomBrief = `-- name: AppendRoomBrief :one
 UPDATE rooms
 SET brief_md = brief_md || $1::text, brief_revision = brief_revision + 1, brief_updated_at = $2

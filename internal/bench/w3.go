@@ -120,11 +120,11 @@ func (h *harness) w3(ctx context.Context) []Result {
 }
 
 // seeder writes room history straight into the messaging tables, keeping the invariants
-// the service relies on (queries/schema/0002_messaging.sql): message_seq comes from
-// message_seq_seq in order, the channel row is locked first and then the reader's inbox
-// head, channels.last_message_seq and inbox_heads.last_inbox_seq end at the new highs,
-// inbox_seq follows message_seq, and the sender's duplicate-suppression reference points
-// at its newest message.
+// the service relies on (queries/schema/0002_messaging.sql, 0005, 0006): message_seq comes
+// from message_seq_seq in order, the channel row is locked first and then the reader's inbox
+// (shared advisory lock) before inbox_seq is drawn from inbox_seq_seq, channels.last_message_seq
+// ends at the new high and message_count counts the new rows, inbox_seq follows message_seq,
+// and the sender's duplicate-suppression reference points at its newest message.
 type seeder struct {
 	pool                      *pgxpool.Pool
 	box, room, sender, reader string
@@ -166,30 +166,27 @@ func (s *seeder) grow(ctx context.Context, total, unread int) error {
 		}
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var head int64
-		if err := tx.QueryRow(ctx, `SELECT last_inbox_seq FROM inbox_heads WHERE box_id = $1 AND agent_id = $2 FOR UPDATE`,
-			s.boxID, s.reader).Scan(&head); err != nil {
-			return err
-		}
 		// Everything read (leases ended), then the newest rows unread again.
 		if _, err := tx.Exec(ctx, `UPDATE attention SET acked_at = $3, acked_by_session_id = $4, lease_session_id = NULL, lease_expires_at = NULL
 			WHERE box_id = $1 AND agent_id = $2 AND acked_at IS NULL`, s.boxID, s.reader, time.Now().UTC(), s.sessionID); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `UPDATE attention SET acked_at = NULL, acked_by_session_id = NULL
-			WHERE box_id = $1 AND agent_id = $2 AND inbox_seq > $3`, s.boxID, s.reader, head-int64(unread))
+			WHERE box_id = $1 AND agent_id = $2 AND inbox_seq IN (
+				SELECT inbox_seq FROM attention WHERE box_id = $1 AND agent_id = $2 ORDER BY inbox_seq DESC LIMIT $3)`,
+			s.boxID, s.reader, unread)
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	// Fresh statistics, so the planner sees the grown tables as it will in production.
-	_, err = s.pool.Exec(ctx, "ANALYZE messages, attention, channels, inbox_heads, receipts")
+	_, err = s.pool.Exec(ctx, "ANALYZE messages, attention, channels, receipts")
 	return err
 }
 
 // seedSQL inserts messages $5..$6 of the room and one acknowledged attention row per
-// message for the reader, returning the new highs.
+// message for the reader (inbox_seq drawn in message_seq order), returning the newest message.
 const seedSQL = `
 WITH m AS (
     INSERT INTO messages (box_id, message_id, message_seq, channel_id, sender_agent_id, dest_kind, dest_room_id,
@@ -202,11 +199,11 @@ WITH m AS (
     RETURNING message_id, message_seq, created_at, content_hash
 ), a AS (
     INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons, acked_at, acked_by_session_id)
-    SELECT $1, $7, $8::bigint + row_number() OVER (ORDER BY message_seq), message_id, $2, 2, created_at, $9
-    FROM m
+    SELECT $1, $7, nextval('inbox_seq_seq'), message_id, $2, 2, created_at, $8
+    FROM (SELECT message_id, created_at FROM m ORDER BY message_seq) AS ordered
     RETURNING inbox_seq
 )
-SELECT (SELECT max(inbox_seq) FROM a), last.message_seq, last.message_id, last.content_hash
+SELECT (SELECT count(*) FROM a), last.message_seq, last.message_id, last.content_hash
 FROM (SELECT message_seq, message_id, content_hash FROM m ORDER BY message_seq DESC LIMIT 1) AS last`
 
 // insert seeds messages [from, from+n) in one transaction, locking as a send does.
@@ -218,25 +215,18 @@ func (s *seeder) insert(ctx context.Context, from, n int) error {
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM channels WHERE box_id = $1 AND channel_id = $2 FOR UPDATE`, s.boxID, s.room); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO inbox_heads (box_id, agent_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, s.boxID, s.reader); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared(inbox_lock_key($1, $2))`, s.boxID, s.reader); err != nil {
 			return err
 		}
-		var head int64
-		if err := tx.QueryRow(ctx, `SELECT last_inbox_seq FROM inbox_heads WHERE box_id = $1 AND agent_id = $2 FOR UPDATE`,
-			s.boxID, s.reader).Scan(&head); err != nil {
-			return err
-		}
-		var lastInbox, lastSeq int64
+		var rows, lastSeq int64
 		var lastID string
 		var lastHash []byte
-		if err := tx.QueryRow(ctx, seedSQL, s.boxID, s.room, s.sender, s.base, from, from+n-1, s.reader, head, s.sessionID).
-			Scan(&lastInbox, &lastSeq, &lastID, &lastHash); err != nil {
+		if err := tx.QueryRow(ctx, seedSQL, s.boxID, s.room, s.sender, s.base, from, from+n-1, s.reader, s.sessionID).
+			Scan(&rows, &lastSeq, &lastID, &lastHash); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE channels SET last_message_seq = $3 WHERE box_id = $1 AND channel_id = $2`, s.boxID, s.room, lastSeq); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE inbox_heads SET last_inbox_seq = $3 WHERE box_id = $1 AND agent_id = $2`, s.boxID, s.reader, lastInbox); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE channels SET last_message_seq = $3, message_count = message_count + $4 WHERE box_id = $1 AND channel_id = $2`,
+			s.boxID, s.room, lastSeq, rows); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, `INSERT INTO channel_sender_latest (box_id, channel_id, sender_agent_id, message_id, content_hash)

@@ -15,7 +15,11 @@ import (
 
 // visibleRoom returns a room the caller is an active member or pending invitee of.
 func visibleRoom(ctx context.Context, tx *store.Tx, c *call, roomID uuid.UUID) (store.Room, error) {
-	r, err := tx.RoomForAgent(ctx, c.p.BoxID, roomID, c.p.AgentID)
+	return checkVisible(tx.RoomForAgent(ctx, c.p.BoxID, roomID, c.p.AgentID))
+}
+
+// checkVisible is visibleRoom's rule on a room already loaded (err from loading it).
+func checkVisible(r store.Room, err error) (store.Room, error) {
 	if err == store.ErrNotFound || (err == nil && r.Member.State != "active" && r.Member.State != "invited") {
 		return store.Room{}, apierr.NotFound()
 	}

@@ -2,11 +2,18 @@ package service_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/agentbox/agentbox/internal/cli"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -83,5 +90,103 @@ func TestAdminCLICleanupStatus(t *testing.T) {
 	}
 	if code := cli.Run([]string{"admin", "cleanup", "status"}, strings.NewReader(""), &out, &errb); code == cli.ExitOK {
 		t.Fatal("--box is required")
+	}
+}
+
+// The channels' message counts (which decide whether a write runs retention) stay exact
+// through sends from two servers, batches, duplicates, dry runs, retention after writes and
+// the retroactive cleanup, and retention deletes exactly the excess oldest messages — with
+// attachments too (set on stored rows here: uploads have their own tests).
+func TestChannelCountsStayExact(t *testing.T) {
+	t.Parallel()
+	w := newIbWorld(t, "a", "b", "c")
+	a, b, c, e := w.agents["a"], w.agents["b"], w.agents["c"], w.e
+	room := w.room(t, a, b, c)
+	exact := func(when string) {
+		t.Helper()
+		if n := ibInt(t, e, `SELECT count(*) FROM channels ch
+			WHERE message_count <> (SELECT count(*) FROM messages m WHERE m.box_id = ch.box_id AND m.channel_id = ch.channel_id)
+			   OR attachment_message_count <> (SELECT count(*) FROM messages m
+			                                   WHERE m.box_id = ch.box_id AND m.channel_id = ch.channel_id AND m.has_attachment)`); n != 0 {
+			t.Fatalf("%s: %d channels with wrong counts", when, n)
+		}
+	}
+	// The oldest-first rule, per channel: the kept messages are the newest ones.
+	kept := func(channel string) []string {
+		t.Helper()
+		rows, err := e.Store.Pool().Query(context.Background(), `SELECT body_md FROM messages WHERE channel_id = $1 ORDER BY message_seq`, channel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bodies
+	}
+	e2 := testenv.Attach(t, e)
+	var wg sync.WaitGroup
+	for i, s := range []*testenv.Agent{a, b, c} {
+		other := *s
+		other.Env = e2
+		for j, sender := range []*testenv.Agent{s, &other} {
+			wg.Go(func() {
+				for k := range 4 {
+					if r := msSend(sender, inRoom(room), fmt.Sprintf("p%d-%d-%d", i, j, k), nil); r.Status != http.StatusOK {
+						t.Errorf("room send: %d %s", r.Status, r.Raw)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for i := range 3 {
+		ibSend(t, a, ibDM(b), fmt.Sprintf("dm %d", i), nil)
+	}
+	a.MustCall("POST", "/messages/batch", map[string]any{"recipient_agent_ids": []uuid.UUID{b.ID, c.ID}, "body_md": "batch", "idempotency_key": ibKey()})
+	if r := msSend(a, ibDM(c), "batch", nil); r.JSON()["status"] != "duplicate" {
+		t.Fatalf("duplicate: %s", r.Raw)
+	}
+	if r := msSend(a, ibDM(c), "dry", map[string]any{"dry_run": true}); r.Status != http.StatusOK {
+		t.Fatalf("dry run: %s", r.Raw)
+	}
+	exact("after sends")
+	if n := ibInt(t, e, `SELECT message_count FROM channels WHERE channel_id = $1`, room); n != 24 {
+		t.Fatalf("room count %d, want 24", n)
+	}
+
+	// A lowered cap: the retroactive cleanup keeps the newest 5 of every channel.
+	newest := kept(room)[19:]
+	w.settings(map[string]any{"channel_message_cap": 5})
+	exact("after the retroactive cleanup")
+	if got := kept(room); !slices.Equal(got, newest) {
+		t.Fatalf("room keeps %v, want %v", got, newest)
+	}
+	// Retention after each write deletes exactly the excess.
+	for i := range 3 {
+		ibSend(t, b, ibRoom(room), fmt.Sprintf("late %d", i), nil)
+	}
+	exact("after retention on writes")
+	if got := kept(room); !slices.Equal(got, append(newest[3:], "late 0", "late 1", "late 2")) {
+		t.Fatalf("room keeps %v", got)
+	}
+
+	// Attachment messages: the oldest beyond channel_attachment_cap go, whole.
+	if _, err := e.Store.Pool().Exec(context.Background(), `WITH marked AS (
+			UPDATE messages SET has_attachment = true WHERE channel_id = $1 AND body_md IN ($2, $3, $4) RETURNING channel_id)
+		UPDATE channels SET attachment_message_count = (SELECT count(*) FROM marked) WHERE channel_id = $1`,
+		room, newest[4], "late 0", "late 2"); err != nil {
+		t.Fatal(err)
+	}
+	exact("after marking attachments")
+	w.settings(map[string]any{"channel_attachment_cap": 1})
+	exact("after the attachment cleanup")
+	if got := kept(room); !slices.Equal(got, []string{newest[3], "late 1", "late 2"}) {
+		t.Fatalf("room keeps %v", got)
+	}
+	ibSend(t, c, ibRoom(room), "last", nil)
+	exact("after the last send")
+	if s := e.Admin("GET", "/boxes/alpha/cleanup", nil); s["state"] != "idle" || s["failures"] != float64(0) {
+		t.Fatalf("cleanup status: %v", s)
 	}
 }

@@ -49,11 +49,11 @@ func (s *Service) InboxList(ctx context.Context, req api.InboxListRequestObject)
 			}
 		}
 		if pos.Upper == 0 { // first page or resume: fix the upper bound now
-			head, err := tx.InboxHead(ctx, c.p.BoxID, c.p.AgentID)
+			upper, err := tx.InboxUpper(ctx, c.p.BoxID, c.p.AgentID)
 			if err != nil {
 				return api.InboxPage{}, err
 			}
-			pos.Upper = max(head, pos.After)
+			pos.Upper = max(upper, pos.After)
 		}
 		limit := clampLimit(req.Params.Limit, c.settings)
 		var seqs []int64

@@ -234,7 +234,7 @@ func ibSessionID(t *testing.T, a *testenv.Agent) string {
 func ibState(t *testing.T, e *testenv.Env) string {
 	t.Helper()
 	var b strings.Builder
-	for _, table := range []string{"messages", "attention", "receipts", "inbox_heads", "requests", "file_reports",
+	for _, table := range []string{"messages", "attention", "receipts", "requests", "file_reports",
 		"channel_sender_latest", "cleanup_status", "idempotency_records"} {
 		rows, err := e.Store.Pool().Query(context.Background(), `SELECT t::text FROM `+table+` t`)
 		if err != nil {
@@ -792,7 +792,7 @@ func TestInboxStreamUnderConcurrentWriters(t *testing.T) {
 	go func() { wg.Wait(); close(done) }()
 	var seen []int64
 	cursor := ""
-	poll := func() {
+	poll := func() (caughtUp bool) {
 		p := ibList(t, reader, ibPath("", nil, cursor, 7))
 		for _, it := range p.Items {
 			seen = append(seen, mustAtoi(t, it.InboxSeq))
@@ -802,6 +802,7 @@ func TestInboxStreamUnderConcurrentWriters(t *testing.T) {
 		} else {
 			cursor = p.ResumeCursor
 		}
+		return len(p.Items) == 0 && p.NextCursor == ""
 	}
 	for finished := false; !finished; {
 		select {
@@ -811,8 +812,7 @@ func TestInboxStreamUnderConcurrentWriters(t *testing.T) {
 		}
 		poll()
 	}
-	for range 3 { // drain after the last commit
-		poll()
+	for !poll() { // drain after the last commit
 	}
 	close(errs)
 	for err := range errs {
@@ -826,6 +826,182 @@ func TestInboxStreamUnderConcurrentWriters(t *testing.T) {
 		if seen[i] <= seen[i-1] {
 			t.Fatalf("rows out of order or twice: %v", seen)
 		}
+	}
+}
+
+// Many concurrent senders to ONE inbox through two server processes (DMs and batches), while
+// two sessions of the recipient page it with next and resume cursors, one on each server:
+// each reader sees every row exactly once, in ascending inbox_seq (SPEC §7, §9; the inbox
+// locks of 0006_inbox_seq.sql let these sends commit concurrently).
+func TestInboxStreamOneRecipientManySenders(t *testing.T) {
+	t.Parallel()
+	const senders, perSender = 12, 10
+	names := []string{"reader", "bystander"}
+	for i := range senders {
+		names = append(names, fmt.Sprintf("s%d", i))
+	}
+	w := newIbWorld(t, names...)
+	reader, bystander := w.agents["reader"], w.agents["bystander"]
+	e2 := testenv.Attach(t, w.e)
+	var wg sync.WaitGroup
+	errs := make(chan string, senders*perSender)
+	for i := range senders {
+		sender := *w.agents[fmt.Sprintf("s%d", i)]
+		if i%2 == 1 {
+			sender.Env = e2
+		}
+		wg.Go(func() {
+			for j := range perSender {
+				body := map[string]any{"body_md": fmt.Sprintf("%s %d", sender.Name, j), "idempotency_key": ibKey()}
+				path := "/messages"
+				if j%3 == 2 { // a batch also locks the bystander's inbox, in agent_id order
+					path, body["recipient_agent_ids"] = "/messages/batch", []uuid.UUID{bystander.ID, reader.ID}
+				} else {
+					body["destination"] = ibDM(reader)
+				}
+				if r := sender.Call("POST", path, body); r.Status != http.StatusOK {
+					errs <- fmt.Sprintf("%s: %d %s", sender.Name, r.Status, r.Raw)
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+
+	type stream struct {
+		who    *testenv.Agent
+		limit  int
+		cursor string
+		seen   []int64
+	}
+	other := reader.WithSession("second")
+	other.Env = e2
+	other.Prime()
+	// One reader usually catches up (a new upper at each poll), the other mostly follows
+	// next cursors under a fixed upper.
+	readers := []*stream{{who: reader, limit: 50}, {who: other, limit: 4}}
+	// poll reads one page and reports whether the reader is caught up (an empty, complete page).
+	poll := func(r *stream) bool {
+		p := ibList(t, r.who, ibPath("", nil, r.cursor, r.limit))
+		for _, it := range p.Items {
+			r.seen = append(r.seen, mustAtoi(t, it.InboxSeq))
+		}
+		r.cursor = p.NextCursor
+		if r.cursor == "" {
+			r.cursor = p.ResumeCursor
+		}
+		return len(p.Items) == 0 && p.NextCursor == ""
+	}
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		for _, r := range readers {
+			poll(r)
+		}
+	}
+	for _, r := range readers { // drain after the last commit
+		for !poll(r) {
+		}
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	stored := ibInt(t, w.e, `SELECT count(*) FROM attention WHERE agent_id = $1`, reader.ID)
+	if stored != senders*perSender {
+		t.Fatalf("stored %d rows, want %d", stored, senders*perSender)
+	}
+	for i, r := range readers {
+		if int64(len(r.seen)) != stored {
+			t.Fatalf("reader %d saw %d rows, stored %d", i, len(r.seen), stored)
+		}
+		for k := 1; k < len(r.seen); k++ {
+			if r.seen[k] <= r.seen[k-1] {
+				t.Fatalf("reader %d: rows out of order or twice: %v", i, r.seen)
+			}
+		}
+	}
+}
+
+// inbox_upper (0006_inbox_seq.sql) waits for a send to the inbox in flight (its shared
+// lock) and returns a bound at or above that send's row once it committed; a wait that is
+// cancelled leaves no lock behind.
+func TestInboxUpperWaitsForInFlightSends(t *testing.T) {
+	t.Parallel()
+	w := newIbWorld(t, "reader")
+	reader := w.agents["reader"]
+	ctx := context.Background()
+	pool := w.e.Store.Pool()
+	var box uuid.UUID
+	if err := pool.QueryRow(ctx, `SELECT box_id FROM agents WHERE agent_id = $1`, reader.ID).Scan(&box); err != nil {
+		t.Fatal(err)
+	}
+	sender, err := pool.Begin(ctx) // an in-flight send: shared lock, then a drawn inbox_seq
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sender.Rollback(ctx) //nolint:errcheck
+	var drawn int64
+	if err := sender.QueryRow(ctx, `SELECT pg_advisory_xact_lock_shared(inbox_lock_key($1, $2)), nextval('inbox_seq_seq')`, box, reader.ID).
+		Scan(nil, &drawn); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Release()
+	rdPID := rd.Conn().PgConn().PID()
+	// A cancelled wait: the reader's session holds no advisory lock afterwards.
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := rd.Exec(tctx, `SET statement_timeout = 200`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rd.Exec(tctx, `SELECT inbox_upper($1, $2)`, box, reader.ID); err == nil || !strings.Contains(err.Error(), "57014") {
+		t.Fatalf("inbox_upper under a live shared lock: %v, want a statement timeout", err)
+	}
+	if _, err := rd.Exec(tctx, `SET statement_timeout = 0`); err != nil {
+		t.Fatal(err)
+	}
+	var held int64
+	if err := rd.QueryRow(tctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()`).Scan(&held); err != nil || held != 0 {
+		t.Fatalf("locks left after a cancelled wait: %d %v", held, err)
+	}
+	// A waiting reader returns only after the send commits, with a bound covering its row.
+	got := make(chan int64, 1)
+	go func() {
+		var upper int64
+		if err := rd.QueryRow(tctx, `SELECT inbox_upper($1, $2)`, box, reader.ID).Scan(&upper); err != nil {
+			t.Error(err)
+		}
+		got <- upper
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		var waiting int64
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event = 'advisory'`, rdPID).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case u := <-got:
+			t.Fatalf("inbox_upper returned %d while a send was in flight", u)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("inbox_upper never waited")
+		}
+	}
+	if err := sender.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if upper := <-got; upper < drawn {
+		t.Fatalf("upper %d below the committed send's inbox_seq %d", upper, drawn)
 	}
 }
 

@@ -108,7 +108,7 @@ func mustSend(t *testing.T, a *testenv.Agent, dest map[string]any, body string, 
 func msState(t *testing.T, e *testenv.Env) string {
 	t.Helper()
 	var b strings.Builder
-	for _, table := range []string{"channels", "messages", "channel_sender_latest", "attention", "inbox_heads", "receipts", "requests", "idempotency_records"} {
+	for _, table := range []string{"channels", "messages", "channel_sender_latest", "attention", "receipts", "requests", "idempotency_records"} {
 		rows, err := e.Store.Pool().Query(context.Background(), `SELECT t::text FROM `+table+` t`)
 		if err != nil {
 			t.Fatal(err)
@@ -323,11 +323,14 @@ func TestAttentionOnlyForActiveMembersAtSendTime(t *testing.T) {
 			t.Fatalf("%s: reasons %d, want %d", c.who.Name, got, c.want)
 		}
 	}
-	// inbox_seq is allocated per inbox, ascending.
+	// inbox_seq ascends in each inbox with the sends.
 	if n := msInt(t, w.e, `SELECT count(DISTINCT inbox_seq) FROM attention WHERE agent_id = $1`, stay.ID); n != 2 {
 		t.Fatalf("stay inbox rows: %d", n)
 	}
-	if h := msInt(t, w.e, `SELECT last_inbox_seq FROM inbox_heads WHERE agent_id = $1`, stay.ID); h != 2 {
-		t.Fatalf("stay inbox head: %d", h)
+	seqOf := func(msg any) int64 {
+		return msInt(t, w.e, `SELECT inbox_seq FROM attention WHERE agent_id = $1 AND message_id = $2`, stay.ID, msg)
+	}
+	if first, second := seqOf(before["message_id"]), seqOf(after["message_id"]); first <= 0 || second <= first {
+		t.Fatalf("stay inbox_seqs %d then %d", first, second)
 	}
 }

@@ -406,6 +406,10 @@ func (w *rmWorld) seedLeasedAttention(t *testing.T, room string, agent uuid.UUID
 		VALUES ($1, $2, $3, $4, $5, 'room', $4, 'hello', $2, '\x00', $6)`, w.boxID, msg, seq, room, w.owner.ID, now); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := w.e.Store.Pool().Exec(ctx, `UPDATE channels SET message_count = message_count + 1 WHERE box_id = $1 AND channel_id = $2`,
+		w.boxID, room); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := w.e.Store.Pool().Exec(ctx, `INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons, lease_session_id, lease_expires_at)
 		VALUES ($1, $2, $3, $4, $5, 2, $6, $7)`, w.boxID, agent, seq, msg, room, uuid.New(), now.Add(time.Hour)); err != nil {
 		t.Fatal(err)

@@ -44,10 +44,11 @@ func (s *Service) MessageSend(ctx context.Context, req api.MessageSendRequestObj
 
 // sendPlan is a send whose destination, targets and parent are resolved and whose channel is locked.
 type sendPlan struct {
-	kind  string      // dm | room
-	view  channelView // the sender's view of the destination channel
-	copy  store.MessageCopy
-	reply *store.Message
+	kind   string      // dm | room
+	view   channelView // the sender's view of the destination channel
+	copy   store.MessageCopy
+	reply  *store.Message
+	latest *store.LatestSent // the sender's duplicate reference in the channel, read after the lock
 }
 
 func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.MessageSendInput) (api.MessageSendResult, error) {
@@ -80,11 +81,7 @@ func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.Messag
 			return api.MessageSendResult{}, err
 		}
 	}
-	latest, err := tx.SenderLatest(ctx, c.p.BoxID, c.p.AgentID, []uuid.UUID{plan.view.channelID})
-	if err != nil {
-		return api.MessageSendResult{}, err
-	}
-	if l, ok := latest[plan.view.channelID]; ok && bytes.Equal(l.ContentHash, cont.hash) {
+	if l := plan.latest; l != nil && bytes.Equal(l.ContentHash, cont.hash) {
 		seq, at := dec(l.Seq), l.CreatedAt.UTC()
 		return api.MessageSendResult{Status: api.MessageSendResultStatusDuplicate, MessageId: &l.MessageID, MessageSeq: &seq, CreatedAt: &at}, nil
 	}
@@ -112,7 +109,7 @@ func deliverPlan(ctx context.Context, tx *store.Tx, c *call, plan sendPlan, cont
 
 // planDM resolves a DM: the recipient is another enabled agent of the box and the only agent
 // the targets may name (a DM request needs no mention). Locks the pair's channel, creating it
-// on the first message.
+// on the first message, and reads the sender's duplicate reference in it.
 func planDM(ctx context.Context, tx *store.Tx, c *call, recipient uuid.UUID, t sendTargets) (sendPlan, error) {
 	if recipient == c.p.AgentID {
 		return sendPlan{}, apierr.Invalid("destination.recipient_agent_id", "an agent cannot send a DM to itself").WithReason("self_target")
@@ -127,24 +124,22 @@ func planDM(ctx context.Context, tx *store.Tx, c *call, recipient uuid.UUID, t s
 			}
 		}
 	}
-	enabled, err := tx.EnabledAgentIDs(ctx, c.p.BoxID, []uuid.UUID{recipient})
+	dm, err := tx.LockDMForSend(ctx, c.p.BoxID, c.p.AgentID, recipient, c.now)
 	if err != nil {
 		return sendPlan{}, err
 	}
-	if !enabled[recipient] {
+	if !dm.Enabled {
 		return sendPlan{}, apierr.NotFound().WithField("destination.recipient_agent_id")
 	}
-	chs, err := tx.LockDMChannels(ctx, c.p.BoxID, c.p.AgentID, []uuid.UUID{recipient}, c.now)
-	if err != nil {
-		return sendPlan{}, err
-	}
-	ch := chs[recipient]
-	return sendPlan{kind: "dm", view: channelView{channelID: ch.ID}, copy: store.MessageCopy{ID: uuid.New(), ChannelID: ch.ID, DestAgentID: recipient}}, nil
+	ch := dm.Channel
+	return sendPlan{kind: "dm", view: channelView{channelID: ch.ID}, latest: dm.Latest,
+		copy: store.MessageCopy{ID: uuid.New(), ChannelID: ch.ID, DestAgentID: recipient}}, nil
 }
 
 // planRoom resolves a room post: the caller is an active member of a non-archived room, every
 // target is an active member, and every requested agent is also mentioned. The room's
-// channel is locked first, so membership cannot change before commit.
+// channel is locked first, so membership cannot change before commit; what the checks read
+// comes in the lock's round trip (store.LockRoomForSend).
 func planRoom(ctx context.Context, tx *store.Tx, c *call, roomID uuid.UUID, t sendTargets) (sendPlan, error) {
 	for i, id := range t.requests {
 		if !slices.Contains(t.mentions, id) {
@@ -152,26 +147,27 @@ func planRoom(ctx context.Context, tx *store.Tx, c *call, roomID uuid.UUID, t se
 				WithReason("request_not_mentioned")
 		}
 	}
-	r, _, err := lockedRoom(ctx, tx, c, roomID)
+	rs, err := tx.LockRoomForSend(ctx, c.p.BoxID, roomID, c.p.AgentID, t.mentions) // requests ⊆ mentions: every target
+	if err == store.ErrNotFound {
+		return sendPlan{}, apierr.NotFound()
+	}
+	if err != nil {
+		return sendPlan{}, err
+	}
+	r, err := checkVisible(rs.Room, nil)
 	if err != nil {
 		return sendPlan{}, err
 	}
 	if err := requireWritable(r); err != nil {
 		return sendPlan{}, err
 	}
-	if len(t.mentions) > 0 { // requests ⊆ mentions, so this covers every target
-		states, err := tx.RoomMemberStates(ctx, c.p.BoxID, r.ID, t.mentions)
-		if err != nil {
-			return sendPlan{}, err
-		}
-		for i, id := range t.mentions {
-			if states[id] != "active" {
-				return sendPlan{}, apierr.Invalid(fieldIndex("mention_agent_ids", i), "every target must be an active member of the room").
-					WithReason("target_not_member")
-			}
+	for i, id := range t.mentions {
+		if rs.States[id] != "active" {
+			return sendPlan{}, apierr.Invalid(fieldIndex("mention_agent_ids", i), "every target must be an active member of the room").
+				WithReason("target_not_member")
 		}
 	}
-	return sendPlan{kind: "room", view: roomView(r), copy: store.MessageCopy{ID: uuid.New(), ChannelID: r.ID, DestRoomID: r.ID}}, nil
+	return sendPlan{kind: "room", view: roomView(r), latest: rs.Latest, copy: store.MessageCopy{ID: uuid.New(), ChannelID: r.ID, DestRoomID: r.ID}}, nil
 }
 
 // replyParent checks a reply: the parent must be visible to the sender now (else the uniform

@@ -75,21 +75,26 @@ func (s *Service) agentCall(ctx context.Context, tx *store.Tx, mutation bool) (*
 	if !ok {
 		return nil, apierr.Auth()
 	}
-	c := &call{p: p, now: s.clock.Now()}
-	sess, bs, err := tx.SessionByKey(ctx, p.BoxID, p.AgentID, sessionKeyHash(ctx, p), c.now)
-	if err == store.ErrNotFound {
-		return nil, apierr.New(apierr.NotPrimed, "this session is not primed").WithSuggestion("call agent_prime first")
-	}
-	if err != nil {
+	now := s.clock.Now()
+	sess, bs, err := tx.SessionByKey(ctx, p.BoxID, p.AgentID, sessionKeyHash(ctx, p), now)
+	if err != nil && err != store.ErrNotFound {
 		return nil, err
+	}
+	return newCall(p, now, sess, bs, err == nil, mutation)
+}
+
+// newCall is agentCall's rule on a session already read (primed: it exists).
+func newCall(p auth.Principal, now time.Time, sess store.Session, bs store.BoxSettings, primed, mutation bool) (*call, error) {
+	if !primed {
+		return nil, apierr.New(apierr.NotPrimed, "this session is not primed").WithSuggestion("call agent_prime first")
 	}
 	if mutation && sess.ObservedProfileVersion < sess.CurrentProfileVersion {
 		return nil, apierr.New(apierr.ProfileOutdated, "the private profile changed since this session read it").
 			WithSuggestion("call profile_get, follow the new profile, then retry")
 	}
-	c.session = sess
+	c := &call{p: p, now: now, session: sess, settingsRevision: bs.Revision}
+	var err error
 	c.settings, err = effectiveSettings(bs.Overrides)
-	c.settingsRevision = bs.Revision
 	return c, err
 }
 
@@ -135,11 +140,11 @@ type mutation struct {
 func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(context.Context, *store.Tx, *call) (T, error)) (T, error) {
 	var out T
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
-		c, err := s.agentCall(ctx, tx, true)
-		if err != nil {
-			return err
-		}
 		if m.dryRun {
+			c, err := s.agentCall(ctx, tx, true)
+			if err != nil {
+				return err
+			}
 			res, err := fn(ctx, tx, c)
 			if err != nil {
 				return err
@@ -149,23 +154,31 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 			}
 			return errDryRun
 		}
-		scope := store.IdempotencyScope{BoxID: c.p.BoxID, AgentID: c.p.AgentID, Tool: m.op, Key: m.idempotencyKey}
-		if err := tx.LockIdempotency(ctx, scope); err != nil {
-			return err
+		p, ok := auth.PrincipalFrom(ctx)
+		if !ok {
+			return apierr.Auth()
 		}
 		argHash, err := hashArgs(m.args)
 		if err != nil {
 			return err
 		}
-		prevHash, prevBody, err := tx.IdempotencyRecord(ctx, scope, c.now)
+		// The session, the idempotency lock and then the record, in one round trip.
+		now := s.clock.Now()
+		scope := store.IdempotencyScope{BoxID: p.BoxID, AgentID: p.AgentID, Tool: m.op, Key: m.idempotencyKey}
+		st, err := tx.StartMutation(ctx, p.BoxID, p.AgentID, sessionKeyHash(ctx, p), scope, now)
+		if err != nil {
+			return err
+		}
+		c, err := newCall(p, now, st.Session, st.Box, st.Primed, true)
+		if err != nil {
+			return err
+		}
 		switch {
-		case err == nil && !bytes.Equal(prevHash, argHash):
+		case st.Found && !bytes.Equal(st.RecordHash, argHash):
 			return apierr.New(apierr.IdempotencyConflict, "this idempotency_key was used with different arguments").
 				WithField("idempotency_key").WithSuggestion("use a new idempotency_key for a new action")
-		case err == nil:
-			return json.Unmarshal(prevBody, &out)
-		case err != store.ErrNotFound:
-			return err
+		case st.Found:
+			return json.Unmarshal(st.RecordResponse, &out)
 		}
 		res, err := fn(ctx, tx, c)
 		if err != nil {

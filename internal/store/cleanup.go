@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -49,15 +50,19 @@ func (t *Tx) LockBoxChannels(ctx context.Context, boxID, after uuid.UUID, max in
 // Savepoint runs fn in a nested transaction: when fn fails, its writes are rolled back and the
 // outer transaction continues.
 func (t *Tx) Savepoint(ctx context.Context, fn func(*Tx) error) error {
-	sp, err := t.tx.Begin(ctx)
-	if err != nil {
+	t.c.savepoints++
+	name := fmt.Sprintf("sp_%d", t.c.savepoints)
+	if _, err := t.c.Exec(ctx, "savepoint "+name); err != nil { // begins the transaction if needed
 		return err
 	}
-	if err := fn(&Tx{tx: sp, q: db.New(sp)}); err != nil {
-		if rbErr := sp.Rollback(ctx); rbErr != nil {
+	queued := len(t.c.atCommit)
+	if err := fn(t); err != nil {
+		t.c.atCommit = t.c.atCommit[:queued] // rolled back with the rest of fn's writes
+		if _, rbErr := t.c.Exec(ctx, "rollback to savepoint "+name); rbErr != nil {
 			return rbErr
 		}
 		return err
 	}
-	return sp.Commit(ctx)
+	_, err := t.c.Exec(ctx, "release savepoint "+name)
+	return err
 }

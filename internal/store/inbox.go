@@ -9,9 +9,11 @@ import (
 	"github.com/agentbox/agentbox/gen/db"
 )
 
-// InboxHead is the agent's committed inbox upper bound (0 before its first attention row).
-func (t *Tx) InboxHead(ctx context.Context, boxID, agentID uuid.UUID) (int64, error) {
-	return t.q.InboxHead(ctx, db.InboxHeadParams{BoxID: boxID, AgentID: agentID})
+// InboxUpper is the agent's committed inbox upper bound: every attention row at or below it
+// is committed and visible to the transaction's next statement, and every row committed later
+// is above it. It waits for the sends to this inbox in flight (see 0006_inbox_seq.sql).
+func (t *Tx) InboxUpper(ctx context.Context, boxID, agentID uuid.UUID) (int64, error) {
+	return t.q.InboxUpper(ctx, db.InboxUpperParams{BoxID: boxID, AgentID: agentID})
 }
 
 // InboxFilter selects the rows of an inbox page.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -74,7 +75,7 @@ type LockedChannel struct {
 
 // LockDMChannels locks the DM channels between agent and each peer until commit, creating the
 // missing ones first, and returns them keyed by peer. Every channel is locked in channel_id
-// order and before any inbox head (see InsertAttention), so concurrent sends cannot deadlock.
+// order and before any inbox lock (see InsertAttention), so concurrent sends cannot deadlock.
 func (t *Tx) LockDMChannels(ctx context.Context, boxID, agent uuid.UUID, peers []uuid.UUID, now time.Time) (map[uuid.UUID]LockedChannel, error) {
 	los, his := make([]uuid.UUID, len(peers)), make([]uuid.UUID, len(peers))
 	for i, p := range peers {
@@ -113,6 +114,60 @@ func (t *Tx) LockDMChannels(ctx context.Context, boxID, agent uuid.UUID, peers [
 		return nil, err
 	}
 	return lock()
+}
+
+// DMSend is what a DM checks once the pair's channel is locked.
+type DMSend struct {
+	Enabled bool          // the recipient is an enabled agent of the box
+	Channel LockedChannel // the pair's channel (zero when the recipient is not enabled)
+	Latest  *LatestSent   // the sender's duplicate reference in it; nil when none
+}
+
+// LockDMForSend checks that recipient is an enabled agent of the box, locks the pair's DM
+// channel until commit and reads the sender's duplicate reference in it: separate statements
+// in one round trip, the reference read after the lock was granted (pipeline.go). The pair's
+// first message creates the channel first (one more round trip), as LockDMChannels does.
+func (t *Tx) LockDMForSend(ctx context.Context, boxID, sender, recipient uuid.UUID, now time.Time) (DMSend, error) {
+	lo, hi := DMPair(sender, recipient)
+	var out DMSend
+	var found bool
+	lock := func(q *db.Queries) error {
+		rows, err := q.LockDMChannels(ctx, db.LockDMChannelsParams{BoxID: boxID, Los: []uuid.UUID{lo}, His: []uuid.UUID{hi}})
+		found = len(rows) == 1
+		if found {
+			out.Channel = LockedChannel{ID: rows[0].ChannelID, Lo: lo, Hi: hi, Head: rows[0].LastMessageSeq}
+		}
+		return err
+	}
+	latest := func(q *db.Queries) error {
+		rows, err := q.DMSenderLatest(ctx, db.DMSenderLatestParams{BoxID: boxID, SenderAgentID: sender, Lo: &lo, Hi: &hi})
+		out.Latest = nil
+		for _, r := range rows {
+			out.Latest = &LatestSent{MessageID: r.MessageID, Seq: r.MessageSeq, CreatedAt: r.CreatedAt, ContentHash: r.ContentHash}
+		}
+		return err
+	}
+	enabled := func(q *db.Queries) (err error) {
+		out.Enabled, err = q.AgentEnabled(ctx, db.AgentEnabledParams{BoxID: boxID, AgentID: recipient})
+		return err
+	}
+	if err := t.pipeline(ctx, enabled, lock, latest); err != nil || found || !out.Enabled {
+		if !out.Enabled {
+			out.Channel = LockedChannel{}
+		}
+		return out, err
+	}
+	// The pair's first message: nothing is locked yet, so waiting on a concurrent creator is safe.
+	ensure := func(q *db.Queries) error {
+		return q.EnsureDMChannels(ctx, db.EnsureDMChannelsParams{BoxID: boxID, Los: []uuid.UUID{lo}, His: []uuid.UUID{hi}, Now: now})
+	}
+	if err := t.pipeline(ctx, ensure, lock, latest); err != nil {
+		return out, err
+	}
+	if !found {
+		return out, errors.New("store: DM channel missing after creation")
+	}
+	return out, nil
 }
 
 // DMChannelHead is the channel of a DM pair and its committed head; ErrNotFound before the
@@ -182,8 +237,9 @@ type SendResult struct {
 }
 
 // DeliverMessages stores the copies of a send with their attention rows and request rows,
-// then applies retention to their channels — a fixed number of statements whatever the room
-// size or number of copies. The caller holds the channels' locks (LockChannel or LockDMChannels).
+// then applies retention to the channels a copy took over a cap — a fixed number of
+// statements whatever the room size or number of copies. The caller holds the channels'
+// locks (LockChannel or LockDMChannels).
 func (t *Tx) DeliverMessages(ctx context.Context, n NewMessages, messageCap, attachmentCap int64, now time.Time) (SendResult, error) {
 	k := len(n.Copies)
 	ids, channels, destAgents, destRooms := make([]uuid.UUID, k), make([]uuid.UUID, k), make([]uuid.UUID, k), make([]uuid.UUID, k)
@@ -191,32 +247,52 @@ func (t *Tx) DeliverMessages(ctx context.Context, n NewMessages, messageCap, att
 		ids[i], channels[i], destAgents[i], destRooms[i] = c.ID, c.ChannelID, c.DestAgentID, c.DestRoomID
 	}
 	mentions, requests := nonNil(n.Mentions), nonNil(n.Requests)
-	rows, err := t.q.InsertMessages(ctx, db.InsertMessagesParams{MessageIds: ids, ChannelIds: channels, DestAgentIds: destAgents,
-		DestRoomIds: destRooms, BoxID: n.BoxID, SenderAgentID: n.SenderID, DestKind: n.DestKind, BodyMd: n.Body,
-		Payload: n.Payload, MentionAgentIds: mentions, RequestAgentIds: requests, ReplyToMessageID: n.ReplyTo,
-		ReplyToAuthorID: n.ReplyToAuthor, ThreadRootID: n.ThreadRoot, Files: n.Files, ContentHash: n.ContentHash, Now: now})
+	attention := db.InsertAttentionParams{BoxID: n.BoxID, SenderAgentID: n.SenderID, MentionAgentIds: mentions,
+		ReplyToAuthorID: n.ReplyToAuthor, RequestAgentIds: requests,
+		DmMessageIds: []uuid.UUID{}, DmChannelIds: []uuid.UUID{}, DmRecipientIds: []uuid.UUID{}}
+	if n.DestKind == "room" { // a room post has one copy
+		attention.RoomMessageID, attention.RoomID = ids[0], channels[0]
+	} else {
+		attention.DmMessageIds, attention.DmChannelIds, attention.DmRecipientIds = ids, channels, destAgents
+	}
+	var rows []db.InsertMessagesRow
+	var res SendResult
+	// The messages, then their attention rows: two statements, one round trip.
+	err := t.pipeline(ctx,
+		func(q *db.Queries) (err error) {
+			rows, err = q.InsertMessages(ctx, db.InsertMessagesParams{MessageIds: ids, ChannelIds: channels, DestAgentIds: destAgents,
+				DestRoomIds: destRooms, BoxID: n.BoxID, SenderAgentID: n.SenderID, DestKind: n.DestKind, BodyMd: n.Body,
+				Payload: n.Payload, MentionAgentIds: mentions, RequestAgentIds: requests, ReplyToMessageID: n.ReplyTo,
+				ReplyToAuthorID: n.ReplyToAuthor, ThreadRootID: n.ThreadRoot, Files: n.Files, ContentHash: n.ContentHash, Now: now})
+			return err
+		},
+		func(q *db.Queries) (err error) {
+			res.Attention, err = q.InsertAttention(ctx, attention)
+			return err
+		})
 	if err != nil {
 		return SendResult{}, err
 	}
-	res := SendResult{Requests: int64(len(requests) * len(rows))}
+	res.Requests = int64(len(requests) * len(rows))
+	var over []uuid.UUID // channels past a cap: only they need the retention statement
 	for _, r := range rows {
 		res.Sent = append(res.Sent, Sent{MessageID: r.MessageID, Seq: r.MessageSeq, ChannelID: r.ChannelID, CreatedAt: r.CreatedAt})
+		if r.MessageCount > messageCap || r.AttachmentMessageCount > attachmentCap {
+			over = append(over, r.ChannelID)
+		}
 	}
-	res.Attention, err = t.q.InsertAttention(ctx, db.InsertAttentionParams{BoxID: n.BoxID, MessageIds: ids, ChannelIds: channels,
-		DmRecipientIds: destAgents, DestKind: n.DestKind, SenderAgentID: n.SenderID, MentionAgentIds: mentions,
-		ReplyToAuthorID: n.ReplyToAuthor, RequestAgentIds: requests})
-	if err != nil {
-		return SendResult{}, err
+	if len(over) == 0 {
+		return res, nil
 	}
-	deleted, err := t.EnforceRetention(ctx, n.BoxID, channels, messageCap, attachmentCap)
+	deleted, err := t.EnforceRetention(ctx, n.BoxID, over, messageCap, attachmentCap)
 	if err == nil && deleted > 0 { // a run that deleted something is counted in the box's cleanup status
 		err = t.RecordCleanupRun(ctx, n.BoxID, deleted, now)
 	}
 	return res, err
 }
 
-// EnforceRetention deletes the oldest messages of each channel beyond the caps (SPEC §11) and
-// returns how many were deleted.
+// EnforceRetention deletes the oldest messages of each channel beyond the caps (SPEC §11),
+// keeping the channels' message counts exact, and returns how many were deleted.
 func (t *Tx) EnforceRetention(ctx context.Context, boxID uuid.UUID, channels []uuid.UUID, messageCap, attachmentCap int64) (int64, error) {
 	return t.q.EnforceRetention(ctx, db.EnforceRetentionParams{BoxID: boxID, ChannelIds: channels,
 		MessageCap: messageCap, AttachmentCap: attachmentCap})

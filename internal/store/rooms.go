@@ -40,13 +40,70 @@ func (t *Tx) RoomForAgent(ctx context.Context, boxID, roomID, agentID uuid.UUID)
 	if err != nil {
 		return Room{}, err
 	}
+	return roomFrom(r), nil
+}
+
+func roomFrom(r db.GetRoomForAgentRow) Room {
 	room := Room{ID: r.RoomID, Name: r.Name, OwnerAgentID: r.OwnerAgentID, Status: r.Status,
 		HistoryVisibility: r.HistoryVisibility, DefaultFollow: r.DefaultFollow, BriefRevision: r.BriefRevision, CreatedAt: r.CreatedAt}
 	if r.State != nil {
 		room.Member = Membership{State: *r.State, Epoch: *r.Epoch, EpochStartSeq: *r.EpochStartSeq, Follow: *r.Follow,
 			FollowRevision: *r.FollowRevision, InviterAgentID: r.InviterAgentID, InvitedAt: r.InvitedAt, JoinedAt: r.JoinedAt}
 	}
-	return room, nil
+	return room
+}
+
+// RoomSend is what a room post checks once the room's channel is locked.
+type RoomSend struct {
+	Room   Room                 // with the sender's membership
+	Latest *LatestSent          // the sender's duplicate reference in the room; nil when none
+	States map[uuid.UUID]string // membership state of each asked agent that has a membership row
+}
+
+// LockRoomForSend locks the room's channel until commit and then reads the room with the
+// sender's membership, the sender's duplicate reference in it and the membership states of
+// agents — separate statements in the same round trip, so each sees everything committed
+// before the lock was granted (pipeline.go). ErrNotFound when the room does not exist.
+func (t *Tx) LockRoomForSend(ctx context.Context, boxID, roomID, senderID uuid.UUID, agents []uuid.UUID) (RoomSend, error) {
+	var out RoomSend
+	var lockErr, roomErr error
+	steps := []step{
+		func(q *db.Queries) error {
+			_, lockErr = one(q.LockChannel(ctx, db.LockChannelParams{BoxID: boxID, ChannelID: roomID}))
+			return notFoundIsNil(lockErr)
+		},
+		func(q *db.Queries) error {
+			var r db.GetRoomForAgentRow
+			r, roomErr = one(q.GetRoomForAgent(ctx, db.GetRoomForAgentParams{BoxID: boxID, RoomID: roomID, AgentID: senderID}))
+			out.Room = roomFrom(r)
+			return notFoundIsNil(roomErr)
+		},
+		func(q *db.Queries) error {
+			rows, err := q.SenderLatest(ctx, db.SenderLatestParams{BoxID: boxID, SenderAgentID: senderID, ChannelIds: []uuid.UUID{roomID}})
+			out.Latest = nil
+			for _, r := range rows {
+				out.Latest = &LatestSent{MessageID: r.MessageID, Seq: r.MessageSeq, CreatedAt: r.CreatedAt, ContentHash: r.ContentHash}
+			}
+			return err
+		},
+	}
+	if len(agents) > 0 {
+		steps = append(steps, func(q *db.Queries) error {
+			rows, err := q.RoomMemberStates(ctx, db.RoomMemberStatesParams{BoxID: boxID, RoomID: roomID, AgentIds: agents})
+			out.States = make(map[uuid.UUID]string, len(rows))
+			for _, r := range rows {
+				out.States[r.AgentID] = r.State
+			}
+			return err
+		})
+	}
+	if err := t.pipeline(ctx, steps...); err != nil {
+		return RoomSend{}, err
+	}
+	if lockErr != nil || roomErr != nil {
+		return RoomSend{}, ErrNotFound
+	}
+	return out, nil
 }
 
 // LockChannel locks a channel row until commit and returns its committed high sequence.

@@ -90,21 +90,64 @@ type IdempotencyScope struct {
 	Key     string
 }
 
-// LockIdempotency serializes concurrent calls that share the scope until this transaction ends.
-func (t *Tx) LockIdempotency(ctx context.Context, s IdempotencyScope) error {
-	return t.q.LockIdempotencyKey(ctx, s.BoxID.String()+"/"+s.AgentID.String()+"/"+s.Tool+"/"+s.Key)
+// lockKey names the scope's advisory lock, which serializes concurrent calls that share it
+// until the transaction ends.
+func (s IdempotencyScope) lockKey() string {
+	return s.BoxID.String() + "/" + s.AgentID.String() + "/" + s.Tool + "/" + s.Key
 }
 
-// IdempotencyRecord returns the stored request hash and response; ErrNotFound when absent or expired.
-func (t *Tx) IdempotencyRecord(ctx context.Context, s IdempotencyScope, now time.Time) (hash, response []byte, err error) {
-	r, err := one(t.q.GetIdempotencyRecord(ctx, db.GetIdempotencyRecordParams{BoxID: s.BoxID, AgentID: s.AgentID, Tool: s.Tool, IdemKey: s.Key, Now: now}))
-	return r.RequestHash, r.Response, err
+// MutationStart is what every idempotent mutation reads first.
+type MutationStart struct {
+	Session Session
+	Box     BoxSettings
+	Primed  bool // the session exists (else NOT_PRIMED)
+	// The live idempotency record of the scope: Found with its request hash and response.
+	Found          bool
+	RecordHash     []byte
+	RecordResponse []byte
 }
 
-// PutIdempotencyRecord stores the response for the scope (replacing an expired record).
+// StartMutation reads the session (as SessionByKey), takes the scope's idempotency lock
+// (serializing calls that share the key until this transaction ends) and reads the scope's
+// live record: three statements in one round trip. The record is read by its own statement,
+// after the lock is granted, so it sees any call with the same key that committed meanwhile.
+func (t *Tx) StartMutation(ctx context.Context, boxID, agentID uuid.UUID, keyHash []byte, s IdempotencyScope, now time.Time) (MutationStart, error) {
+	var out MutationStart
+	err := t.pipeline(ctx,
+		func(q *db.Queries) error {
+			r, err := one(q.GetSession(ctx, db.GetSessionParams{BoxID: boxID, AgentID: agentID, SessionKeyHash: keyHash,
+				Now: now, StaleBefore: now.Add(-time.Minute)}))
+			out.Session = Session{ID: r.SessionID, ObservedProfileVersion: r.ObservedProfileVersion, CurrentProfileVersion: r.CurrentProfileVersion}
+			out.Box = BoxSettings{Overrides: r.Settings, Revision: r.SettingsRevision}
+			out.Primed = err == nil
+			return notFoundIsNil(err)
+		},
+		func(q *db.Queries) error { return q.LockIdempotencyKey(ctx, s.lockKey()) },
+		func(q *db.Queries) error {
+			r, err := one(q.GetIdempotencyRecord(ctx, db.GetIdempotencyRecordParams{BoxID: s.BoxID, AgentID: s.AgentID, Tool: s.Tool, IdemKey: s.Key, Now: now}))
+			out.Found, out.RecordHash, out.RecordResponse = err == nil, r.RequestHash, r.Response
+			return notFoundIsNil(err)
+		})
+	return out, err
+}
+
+// notFoundIsNil is for pipeline steps, where "no row" is an answer, not a failure.
+func notFoundIsNil(err error) error {
+	if err == ErrNotFound {
+		return nil
+	}
+	return err
+}
+
+// PutIdempotencyRecord stores the response for the scope (replacing an expired record) as the
+// transaction's last statement: it is sent with the COMMIT, in the same round trip, and a
+// failure fails the commit. Call it once everything else is written.
 func (t *Tx) PutIdempotencyRecord(ctx context.Context, s IdempotencyScope, hash, response []byte, now, expires time.Time) error {
-	return t.q.PutIdempotencyRecord(ctx, db.PutIdempotencyRecordParams{BoxID: s.BoxID, AgentID: s.AgentID, Tool: s.Tool, IdemKey: s.Key,
-		RequestHash: hash, Response: response, Now: now, ExpiresAt: expires})
+	t.c.atCommit = append(t.c.atCommit, func(q *db.Queries) error {
+		return q.PutIdempotencyRecord(ctx, db.PutIdempotencyRecordParams{BoxID: s.BoxID, AgentID: s.AgentID, Tool: s.Tool, IdemKey: s.Key,
+			RequestHash: hash, Response: response, Now: now, ExpiresAt: expires})
+	})
+	return nil
 }
 
 // DeleteExpiredIdempotency removes expired records of a box.

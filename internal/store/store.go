@@ -44,6 +44,10 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = DefaultMaxConns
 	}
+	cfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		registerUUID(conn.TypeMap())
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("store: connect: %w", err)
@@ -88,16 +92,148 @@ func (s *Store) Ready(ctx context.Context) error {
 
 // Tx is one database transaction with the typed queries.
 type Tx struct {
-	tx pgx.Tx
-	q  *db.Queries
+	c *txConn
+	q *db.Queries
 }
 
-// InTx runs fn in a READ COMMITTED transaction and commits when fn returns nil.
+// InTx runs fn in a READ COMMITTED transaction and commits when fn returns nil. BEGIN travels
+// with the transaction's first statement and COMMIT with its last ones (see Tx.pipeline and
+// Tx.PutIdempotencyRecord), so neither costs a round trip of its own.
 func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		return fn(&Tx{tx: tx, q: db.New(tx)})
-	})
-	return classify(err)
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return classify(err)
+	}
+	// A connection released inside a transaction (a panic, a failed rollback) is closed by
+	// the pool, which aborts the transaction.
+	defer pc.Release()
+	c := &txConn{conn: pc.Conn()}
+	if err := fn(&Tx{c: c, q: db.New(c)}); err != nil {
+		c.rollback(ctx)
+		return classify(err)
+	}
+	return classify(c.commit(ctx))
+}
+
+// txConn is a connection with a transaction that begins at its first statement.
+type txConn struct {
+	conn  *pgx.Conn
+	begun bool
+	// atCommit are the transaction's last statements, sent in the COMMIT's round trip.
+	atCommit   []step
+	savepoints int
+}
+
+// The db.DBTX methods: the transaction's first statement is sent behind its BEGIN, in the
+// same round trip.
+
+func (c *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	if c.begun {
+		return c.conn.Exec(ctx, sql, args...)
+	}
+	res, err := c.beginWith(ctx, sql, args)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := res.Exec()
+	if cerr := res.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if c.begun {
+		return c.conn.Query(ctx, sql, args...)
+	}
+	res, err := c.beginWith(ctx, sql, args)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := res.Query()
+	if err != nil {
+		res.Close()
+		return nil, err
+	}
+	return &batchRows{Rows: rows, res: res}, nil
+}
+
+func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if c.begun {
+		return c.conn.QueryRow(ctx, sql, args...)
+	}
+	res, err := c.beginWith(ctx, sql, args)
+	if err != nil {
+		return errRow{err}
+	}
+	return batchRow{row: res.QueryRow(), res: res}
+}
+
+// beginWith sends BEGIN and one statement, and reads BEGIN's result.
+func (c *txConn) beginWith(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	c.begun = true
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.Queue(sql, args...)
+	res := c.conn.SendBatch(ctx, b)
+	if _, err := res.Exec(); err != nil {
+		res.Close()
+		return nil, err
+	}
+	return res, nil
+}
+
+// batchRow and batchRows end their batch when the caller is done with the statement's result.
+type batchRow struct {
+	row pgx.Row
+	res pgx.BatchResults
+}
+
+func (r batchRow) Scan(dest ...any) error {
+	err := r.row.Scan(dest...)
+	if cerr := r.res.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+type batchRows struct {
+	pgx.Rows
+	res pgx.BatchResults
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	r.res.Close()
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// commit sends the queued last statements and COMMIT in one round trip. A transaction that
+// never ran a statement has nothing to commit.
+func (c *txConn) commit(ctx context.Context) error {
+	if !c.begun && len(c.atCommit) == 0 {
+		return nil
+	}
+	steps := c.atCommit
+	c.atCommit = nil
+	tag, err := c.send(ctx, steps, true)
+	if err == nil && tag.String() == "ROLLBACK" { // the server had aborted the transaction
+		err = pgx.ErrTxCommitRollback
+	}
+	if err != nil {
+		c.rollback(ctx)
+	}
+	return err
+}
+
+// rollback ends a begun transaction; on failure the pool closes the connection.
+func (c *txConn) rollback(ctx context.Context) {
+	if c.begun {
+		c.conn.Exec(context.WithoutCancel(ctx), "rollback") //nolint:errcheck // see above
+	}
 }
 
 // classify marks retryable database failures; every other error passes through unchanged.
