@@ -38,14 +38,14 @@ func TestCleanupStatusAndRetroactiveCleanup(t *testing.T) {
 	// Retention after each write: the 4th and 5th DM each delete the oldest.
 	e.Clock.Advance(time.Minute)
 	for i := range 5 {
-		ibSend(t, a, ibDM(b), fmt.Sprintf("dm %d", i), nil)
+		ibSend(t, a, dmTo(b), fmt.Sprintf("dm %d", i), nil)
 	}
 	if s := status(); s["runs"] != float64(3) || s["deleted_messages"] != float64(2) || s["last_run_at"] != e.Clock.Now().UTC().Format(time.RFC3339) {
 		t.Fatalf("after sends: %v", s)
 	}
 	room := w.room(t, a, b)
 	for i := range 3 {
-		ibSend(t, a, ibRoom(room), fmt.Sprintf("post %d", i), nil)
+		ibSend(t, a, inRoom(room), fmt.Sprintf("post %d", i), nil)
 	}
 	if got := ibClaim(t, b, map[string]any{"limit": 50}); len(got) != 6 {
 		t.Fatalf("claimed %d rows", len(got))
@@ -55,10 +55,10 @@ func TestCleanupStatusAndRetroactiveCleanup(t *testing.T) {
 	if s := status(); s["runs"] != float64(4) || s["deleted_messages"] != float64(6) || s["state"] != "idle" {
 		t.Fatalf("after lowering to 1: %v", s)
 	}
-	if n := ibInt(t, e, `SELECT count(*) FROM messages GROUP BY channel_id ORDER BY count(*) DESC LIMIT 1`); n != 1 {
+	if n := dbInt(t, e, `SELECT count(*) FROM messages GROUP BY channel_id ORDER BY count(*) DESC LIMIT 1`); n != 1 {
 		t.Fatalf("a channel keeps %d messages", n)
 	}
-	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1`, b.ID); n != 2 {
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1`, b.ID); n != 2 {
 		t.Fatalf("attention rows left: %d", n)
 	}
 	if p := ibList(t, b, ibPath("", nil, "", 0)); len(p.Items) != 2 || p.LeasedCount != 2 {
@@ -104,7 +104,7 @@ func TestChannelCountsStayExact(t *testing.T) {
 	room := w.room(t, a, b, c)
 	exact := func(when string) {
 		t.Helper()
-		if n := ibInt(t, e, `SELECT count(*) FROM channels ch
+		if n := dbInt(t, e, `SELECT count(*) FROM channels ch
 			WHERE message_count <> (SELECT count(*) FROM messages m WHERE m.box_id = ch.box_id AND m.channel_id = ch.channel_id)
 			   OR attachment_message_count <> (SELECT count(*) FROM messages m
 			                                   WHERE m.box_id = ch.box_id AND m.channel_id = ch.channel_id AND m.has_attachment)`); n != 0 {
@@ -141,17 +141,17 @@ func TestChannelCountsStayExact(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range 3 {
-		ibSend(t, a, ibDM(b), fmt.Sprintf("dm %d", i), nil)
+		ibSend(t, a, dmTo(b), fmt.Sprintf("dm %d", i), nil)
 	}
-	a.MustCall("POST", "/messages/batch", map[string]any{"recipient_agent_ids": []uuid.UUID{b.ID, c.ID}, "body_md": "batch", "idempotency_key": ibKey()})
-	if r := msSend(a, ibDM(c), "batch", nil); r.JSON()["status"] != "duplicate" {
+	a.MustCall("POST", "/messages/batch", map[string]any{"recipient_agent_ids": []uuid.UUID{b.ID, c.ID}, "body_md": "batch", "idempotency_key": newKey()})
+	if r := msSend(a, dmTo(c), "batch", nil); r.JSON()["status"] != "duplicate" {
 		t.Fatalf("duplicate: %s", r.Raw)
 	}
-	if r := msSend(a, ibDM(c), "dry", map[string]any{"dry_run": true}); r.Status != http.StatusOK {
+	if r := msSend(a, dmTo(c), "dry", map[string]any{"dry_run": true}); r.Status != http.StatusOK {
 		t.Fatalf("dry run: %s", r.Raw)
 	}
 	exact("after sends")
-	if n := ibInt(t, e, `SELECT message_count FROM channels WHERE channel_id = $1`, room); n != 24 {
+	if n := dbInt(t, e, `SELECT message_count FROM channels WHERE channel_id = $1`, room); n != 24 {
 		t.Fatalf("room count %d, want 24", n)
 	}
 
@@ -164,7 +164,7 @@ func TestChannelCountsStayExact(t *testing.T) {
 	}
 	// Retention after each write deletes exactly the excess.
 	for i := range 3 {
-		ibSend(t, b, ibRoom(room), fmt.Sprintf("late %d", i), nil)
+		ibSend(t, b, inRoom(room), fmt.Sprintf("late %d", i), nil)
 	}
 	exact("after retention on writes")
 	if got := kept(room); !slices.Equal(got, append(newest[3:], "late 0", "late 1", "late 2")) {
@@ -184,7 +184,7 @@ func TestChannelCountsStayExact(t *testing.T) {
 	if got := kept(room); !slices.Equal(got, []string{newest[3], "late 1", "late 2"}) {
 		t.Fatalf("room keeps %v", got)
 	}
-	ibSend(t, c, ibRoom(room), "last", nil)
+	ibSend(t, c, inRoom(room), "last", nil)
 	exact("after the last send")
 	if s := e.Admin("GET", "/boxes/alpha/cleanup", nil); s["state"] != "idle" || s["failures"] != float64(0) {
 		t.Fatalf("cleanup status: %v", s)

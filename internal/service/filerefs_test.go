@@ -105,7 +105,7 @@ func TestFileURLTable(t *testing.T) {
 			}
 			continue
 		}
-		r := msRejects(t, w.e, c.url, func() testenv.Response {
+		r := rejects(t, w.e, c.url, func() testenv.Response {
 			return msSend(a, dmTo(b), fmt.Sprintf("case %d", i), map[string]any{"files": files})
 		}, "INVALID_ARGUMENT", "file_url_rejected", "files[1].url")
 		if strings.Contains(string(r.Raw), strings.TrimPrefix(c.url, "https://")) {

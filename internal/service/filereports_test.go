@@ -21,7 +21,7 @@ type frReport struct {
 }
 
 func frReportCall(a *testenv.Agent, msg string, index int, status, note string) testenv.Response {
-	in := map[string]any{"status": status, "idempotency_key": ibKey()}
+	in := map[string]any{"status": status, "idempotency_key": newKey()}
 	if note != "" {
 		in["note"] = note
 	}
@@ -76,8 +76,8 @@ func TestFileReports(t *testing.T) {
 		{"url": "https://example.com/1.txt", "display_name": "one", "version_label": "v1"},
 		{"url": "https://example.com/2.txt", "display_name": "two"},
 	}
-	msg := ibSend(t, author, ibRoom(room), "see files", map[string]any{"files": files})
-	plain := ibSend(t, author, ibRoom(room), "no files", nil)
+	msg := ibSend(t, author, inRoom(room), "see files", map[string]any{"files": files})
+	plain := ibSend(t, author, inRoom(room), "no files", nil)
 
 	if rep := frMustReport(t, b, msg, 0, "accessible", ""); rep.MessageID != msg || rep.FileIndex != 0 || rep.ReporterAgentID != b.ID.String() || rep.Note != nil {
 		t.Fatalf("report: %+v", rep)
@@ -99,41 +99,41 @@ func TestFileReports(t *testing.T) {
 	if got := frList(t, c, msg, 50); strings.Join(got, ",") != cs+":1:denied" {
 		t.Fatalf("c sees: %v", got)
 	}
-	if n := ibInt(t, e, `SELECT count(*) FROM file_reports`); n != 3 {
+	if n := dbInt(t, e, `SELECT count(*) FROM file_reports`); n != 3 {
 		t.Fatalf("stored reports: %d", n)
 	}
 
-	ibRejects(t, e, "author reports", func() testenv.Response { return frReportCall(author, msg, 0, "accessible", "") },
+	rejects(t, e, "author reports", func() testenv.Response { return frReportCall(author, msg, 0, "accessible", "") },
 		"NOT_FOUND_OR_FORBIDDEN", "author_cannot_report", "-")
-	ibRejects(t, e, "non-member reports", func() testenv.Response { return frReportCall(d, msg, 0, "accessible", "") },
+	rejects(t, e, "non-member reports", func() testenv.Response { return frReportCall(d, msg, 0, "accessible", "") },
 		"NOT_FOUND_OR_FORBIDDEN", "", "-")
-	ibRejects(t, e, "non-member lists", func() testenv.Response { return d.Call("GET", "/messages/"+msg+"/file-reports", nil) },
+	rejects(t, e, "non-member lists", func() testenv.Response { return d.Call("GET", "/messages/"+msg+"/file-reports", nil) },
 		"NOT_FOUND_OR_FORBIDDEN", "", "-")
-	ibRejects(t, e, "index beyond the files", func() testenv.Response { return frReportCall(b, msg, 3, "accessible", "") },
+	rejects(t, e, "index beyond the files", func() testenv.Response { return frReportCall(b, msg, 3, "accessible", "") },
 		"INVALID_ARGUMENT", "no_such_file", "file_index")
-	ibRejects(t, e, "message without files", func() testenv.Response { return frReportCall(b, plain, 0, "accessible", "") },
+	rejects(t, e, "message without files", func() testenv.Response { return frReportCall(b, plain, 0, "accessible", "") },
 		"INVALID_ARGUMENT", "no_such_file", "file_index")
-	ibRejects(t, e, "long note", func() testenv.Response { return frReportCall(b, msg, 0, "denied", strings.Repeat("n", 501)) },
+	rejects(t, e, "long note", func() testenv.Response { return frReportCall(b, msg, 0, "denied", strings.Repeat("n", 501)) },
 		"LIMIT_EXCEEDED", "note_too_large", "note")
 	frMustReport(t, c, msg, 0, "accessible", strings.Repeat("é", 250)) // 500 bytes is allowed
 
 	// Reports are independent of ACK and work state, and a member who left can no longer
 	// report or list; the author still sees its report.
-	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE acked_at IS NOT NULL OR lease_session_id IS NOT NULL`); n != 0 {
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE acked_at IS NOT NULL OR lease_session_id IS NOT NULL`); n != 0 {
 		t.Fatal("a report touched attention")
 	}
 	ibLeave(t, b, room)
-	ibRejects(t, e, "member who left reports", func() testenv.Response { return frReportCall(b, msg, 1, "accessible", "") },
+	rejects(t, e, "member who left reports", func() testenv.Response { return frReportCall(b, msg, 1, "accessible", "") },
 		"NOT_FOUND_OR_FORBIDDEN", "", "-")
 	if got := frList(t, author, msg, 50); len(got) != 4 {
 		t.Fatalf("author after b left: %v", got)
 	}
 	// DM: the recipient reports; only participants see the message.
-	dm := ibSend(t, author, ibDM(d), "a file for you", map[string]any{"files": files[:1]})
+	dm := ibSend(t, author, dmTo(d), "a file for you", map[string]any{"files": files[:1]})
 	frMustReport(t, d, dm, 0, "accessible", "")
 	if got := frList(t, author, dm, 50); len(got) != 1 {
 		t.Fatalf("DM reports: %v", got)
 	}
-	ibRejects(t, e, "third party on a DM", func() testenv.Response { return frReportCall(c, dm, 0, "accessible", "") },
+	rejects(t, e, "third party on a DM", func() testenv.Response { return frReportCall(c, dm, 0, "accessible", "") },
 		"NOT_FOUND_OR_FORBIDDEN", "", "-")
 }

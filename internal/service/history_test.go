@@ -187,12 +187,12 @@ func TestConversationStreamCursors(t *testing.T) {
 	if p := readPage(t, a, convPath(map[string]any{"kind": "dm", "recipient_agent_id": uuid.New()}, "", 0)); len(p.Items) != 0 || p.ResumeCursor == "" {
 		t.Fatalf("empty pair: %+v", p)
 	}
-	msExpect(t, "DM with self", a.Call("GET", convPath(dmTo(a), "", 0), nil), "INVALID_ARGUMENT", "self_target", "destination.recipient_agent_id")
+	expectErr(t, "DM with self", a.Call("GET", convPath(dmTo(a), "", 0), nil), "INVALID_ARGUMENT", "self_target", "destination.recipient_agent_id")
 	// The deepObject parameter is bound strictly.
-	msExpect(t, "no destination", a.Call("GET", "/conversation", nil), "INVALID_ARGUMENT", "", "-")
-	msExpect(t, "both", a.Call("GET", "/conversation?destination[kind]=dm&destination[recipient_agent_id]="+b.ID.String()+"&destination[room_id]="+uuid.NewString(), nil),
+	expectErr(t, "no destination", a.Call("GET", "/conversation", nil), "INVALID_ARGUMENT", "", "-")
+	expectErr(t, "both", a.Call("GET", "/conversation?destination[kind]=dm&destination[recipient_agent_id]="+b.ID.String()+"&destination[room_id]="+uuid.NewString(), nil),
 		"INVALID_ARGUMENT", "invalid_destination", "destination")
-	msExpect(t, "bad uuid", a.Call("GET", "/conversation?destination[kind]=dm&destination[recipient_agent_id]=nope", nil), "INVALID_ARGUMENT", "", "destination")
+	expectErr(t, "bad uuid", a.Call("GET", "/conversation?destination[kind]=dm&destination[recipient_agent_id]=nope", nil), "INVALID_ARGUMENT", "", "destination")
 }
 
 // A cursor from another agent, another room, another stream, another epoch, or tampered is
@@ -227,13 +227,13 @@ func TestConversationCursorScope(t *testing.T) {
 		"garbage":      func() testenv.Response { return b.Call("GET", convPath(inRoom(r1), "not-a-cursor", 1), nil) },
 		"other stream": func() testenv.Response { return b.Call("GET", convPath(inRoom(r1), threadCur, 1), nil) },
 	} {
-		msExpect(t, name, do(), "CURSOR_INVALID", "", "cursor")
+		expectErr(t, name, do(), "CURSOR_INVALID", "", "cursor")
 	}
 	// A new membership epoch invalidates cursors of the old one.
-	b.MustCall("POST", "/rooms/"+r1+"/leave", map[string]any{"idempotency_key": msKey()})
+	b.MustCall("POST", "/rooms/"+r1+"/leave", map[string]any{"idempotency_key": newKey()})
 	w.invite(t, a, r1, b)
 	msJoin(t, b, r1)
-	msExpect(t, "old epoch", b.Call("GET", convPath(inRoom(r1), cur, 1), nil), "CURSOR_INVALID", "", "cursor")
+	expectErr(t, "old epoch", b.Call("GET", convPath(inRoom(r1), cur, 1), nil), "CURSOR_INVALID", "", "cursor")
 }
 
 // Room reads follow membership: an invitee cannot read before joining (not_a_member), a
@@ -249,11 +249,11 @@ func TestConversationRoomAccess(t *testing.T) {
 		early[r] = mustSend(t, owner, inRoom(r), "early", nil)["message_id"].(string)
 	}
 	w.invite(t, owner, shared, inv)
-	msExpect(t, "invitee", inv.Call("GET", convPath(inRoom(shared), "", 0), nil), "NOT_FOUND_OR_FORBIDDEN", "not_a_member", "-")
-	msExpect(t, "invitee message_get", inv.Call("GET", "/messages/"+early[shared], nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
+	expectErr(t, "invitee", inv.Call("GET", convPath(inRoom(shared), "", 0), nil), "NOT_FOUND_OR_FORBIDDEN", "not_a_member", "-")
+	expectErr(t, "invitee message_get", inv.Call("GET", "/messages/"+early[shared], nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
 	strangerErr := stranger.Call("GET", convPath(inRoom(shared), "", 0), nil)
 	unknownErr := stranger.Call("GET", convPath(inRoom(uuid.NewString()), "", 0), nil)
-	msExpect(t, "stranger", strangerErr, "NOT_FOUND_OR_FORBIDDEN", "", "-")
+	expectErr(t, "stranger", strangerErr, "NOT_FOUND_OR_FORBIDDEN", "", "-")
 	if string(strangerErr.Raw) != string(unknownErr.Raw) {
 		t.Fatalf("stranger and unknown room differ: %s / %s", strangerErr.Raw, unknownErr.Raw)
 	}
@@ -267,11 +267,11 @@ func TestConversationRoomAccess(t *testing.T) {
 	if p := readPage(t, late, convPath(inRoom(joined), "", 0)); len(p.Items) != 1 || p.Items[0].MessageID != later {
 		t.Fatalf("joined visibility: %+v", p)
 	}
-	msExpect(t, "before the epoch", late.Call("GET", "/messages/"+early[joined], nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
+	expectErr(t, "before the epoch", late.Call("GET", "/messages/"+early[joined], nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
 	late.MustCall("GET", "/messages/"+later, nil)
-	inv.MustCall("POST", "/rooms/"+shared+"/leave", map[string]any{"idempotency_key": msKey()})
-	msExpect(t, "after leaving", inv.Call("GET", convPath(inRoom(shared), "", 0), nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
-	msExpect(t, "message after leaving", inv.Call("GET", "/messages/"+early[shared], nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
+	inv.MustCall("POST", "/rooms/"+shared+"/leave", map[string]any{"idempotency_key": newKey()})
+	expectErr(t, "after leaving", inv.Call("GET", convPath(inRoom(shared), "", 0), nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
+	expectErr(t, "message after leaving", inv.Call("GET", "/messages/"+early[shared], nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
 	// The archived room stays readable.
 	w.e.Admin("POST", "/boxes/alpha/rooms/"+shared+"/archive", nil)
 	if p := readPage(t, owner, convPath(inRoom(shared), "", 0)); len(p.Items) != 1 {
@@ -306,7 +306,7 @@ func TestConversationByteBudgetAndReceipts(t *testing.T) {
 		t.Fatalf("budget page: %d items, %d bytes, next %q", len(p.Items), size, p.NextCursor)
 	}
 	// Receipts exist for exactly the returned rows, none for the rows the budget dropped.
-	if n := msInt(t, w.e, `SELECT count(*) FROM receipts WHERE agent_id = $1`, b.ID); n != int64(len(p.Items)) {
+	if n := dbInt(t, w.e, `SELECT count(*) FROM receipts WHERE agent_id = $1`, b.ID); n != int64(len(p.Items)) {
 		t.Fatalf("receipts %d for %d returned rows", n, len(p.Items))
 	}
 	var got []string
@@ -327,19 +327,19 @@ func TestConversationByteBudgetAndReceipts(t *testing.T) {
 	if strings.Join(got, ",") != strings.Join(ids, ",") {
 		t.Fatalf("paging with a budget lost or reordered rows:\n%v\n%v", got, ids)
 	}
-	if n := msInt(t, w.e, `SELECT count(*) FROM receipts WHERE agent_id = $1`, b.ID); n != int64(len(ids)) {
+	if n := dbInt(t, w.e, `SELECT count(*) FROM receipts WHERE agent_id = $1`, b.ID); n != int64(len(ids)) {
 		t.Fatalf("receipts: %d", n)
 	}
 	// The author has no attention rows and so gets no receipts; reads never ACK.
 	readPage(t, a, convPath(dmTo(b), "", 50))
-	if msInt(t, w.e, `SELECT count(*) FROM receipts WHERE agent_id = $1`, a.ID) != 0 || msInt(t, w.e, `SELECT count(*) FROM attention WHERE acked_at IS NOT NULL`) != 0 {
+	if dbInt(t, w.e, `SELECT count(*) FROM receipts WHERE agent_id = $1`, a.ID) != 0 || dbInt(t, w.e, `SELECT count(*) FROM attention WHERE acked_at IS NOT NULL`) != 0 {
 		t.Fatal("author receipts or an ACK")
 	}
 	// message_get records the receipt for this session only.
 	b2 := b.WithSession("second")
 	b2.Prime()
 	b2.MustCall("GET", "/messages/"+big, nil)
-	if n := msInt(t, w.e, `SELECT count(DISTINCT session_id) FROM receipts r JOIN attention at USING (box_id, agent_id, inbox_seq) WHERE at.message_id = $1`, big); n != 2 {
+	if n := dbInt(t, w.e, `SELECT count(DISTINCT session_id) FROM receipts r JOIN attention at USING (box_id, agent_id, inbox_seq) WHERE at.message_id = $1`, big); n != 2 {
 		t.Fatalf("sessions with a receipt for the big message: %d", n)
 	}
 }
@@ -372,7 +372,7 @@ func TestThreadReadRedactsHiddenAncestors(t *testing.T) {
 	if m := late.MustCall("GET", "/messages/"+r1, nil); m["reply_to_message_id"] != nil || m["reply_to_redacted"] != true {
 		t.Fatalf("message_get: %v", m)
 	}
-	msExpect(t, "hidden anchor", late.Call("GET", "/threads/"+root, nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
+	expectErr(t, "hidden anchor", late.Call("GET", "/threads/"+root, nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
 	full := readPage(t, owner, "/threads/"+r2)
 	if len(full.Items) != 3 || full.Items[0].MessageID != root || full.Items[1].ReplyToRedacted != nil {
 		t.Fatalf("owner's thread: %+v", full)
@@ -395,7 +395,7 @@ func TestThreadReadRedactsHiddenAncestors(t *testing.T) {
 	if strings.Join(ids, ",") != strings.Join([]string{root, r1, r2}, ",") {
 		t.Fatalf("thread pages: %v", ids)
 	}
-	msExpect(t, "thread cursor of another agent", late.Call("GET", "/threads/"+r2+"?limit=1&cursor="+url.QueryEscape(readPage(t, owner, "/threads/"+root+"?limit=1").NextCursor), nil),
+	expectErr(t, "thread cursor of another agent", late.Call("GET", "/threads/"+r2+"?limit=1&cursor="+url.QueryEscape(readPage(t, owner, "/threads/"+root+"?limit=1").NextCursor), nil),
 		"CURSOR_INVALID", "", "cursor")
 }
 
@@ -418,7 +418,7 @@ func TestThreadReadToleratesGaps(t *testing.T) {
 	if p.Items[0].ReplyToMessageID != nil || p.Items[0].ReplyToRedacted == nil || *p.Items[1].ReplyToMessageID != r2 {
 		t.Fatalf("references: %+v", p.Items)
 	}
-	msExpect(t, "purged anchor", b.Call("GET", "/threads/"+root, nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
+	expectErr(t, "purged anchor", b.Call("GET", "/threads/"+root, nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
 }
 
 // thread_export: byte-bounded chunks, partial with next_cursor while incomplete; the chunks
@@ -474,7 +474,7 @@ func TestThreadExportChunks(t *testing.T) {
 		}
 		cur = ex.NextCursor
 		if chunks == 0 {
-			msExpect(t, "json cursor for markdown", b.Call("GET", "/threads/"+parent+"/export?format=markdown&cursor="+url.QueryEscape(cur), nil), "CURSOR_INVALID", "", "cursor")
+			expectErr(t, "json cursor for markdown", b.Call("GET", "/threads/"+parent+"/export?format=markdown&cursor="+url.QueryEscape(cur), nil), "CURSOR_INVALID", "", "cursor")
 		}
 	}
 	if chunks < 2 || strings.Join(got, ",") != strings.Join(want, ",") {
@@ -486,9 +486,9 @@ func TestThreadExportChunks(t *testing.T) {
 	if md["partial"] != false || md["item_count"] != float64(7) || !strings.Contains(content, "root <&> ") || !strings.Contains(content, "reply 5 ") || !strings.Contains(content, "### a ·") {
 		t.Fatalf("markdown: %v", md)
 	}
-	msExpect(t, "bad format", b.Call("GET", "/threads/"+root+"/export?format=pdf", nil), "INVALID_ARGUMENT", "", "-")
+	expectErr(t, "bad format", b.Call("GET", "/threads/"+root+"/export?format=pdf", nil), "INVALID_ARGUMENT", "", "-")
 	outsider := w.agent("outsider")
-	msExpect(t, "outsider export", outsider.Call("GET", "/threads/"+root+"/export?format=json", nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
+	expectErr(t, "outsider export", outsider.Call("GET", "/threads/"+root+"/export?format=json", nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
 }
 
 // thread_export is a stream: the exhausting chunk carries a resume_cursor (and no

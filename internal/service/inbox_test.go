@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,8 +38,6 @@ func newIbWorld(t *testing.T, names ...string) *ibWorld {
 	return w
 }
 
-func ibKey() string { return uuid.NewString() }
-
 func (w *ibWorld) settings(values map[string]any) {
 	w.e.Admin("PATCH", "/boxes/"+w.box+"/settings", map[string]any{"settings": values})
 }
@@ -48,39 +45,28 @@ func (w *ibWorld) settings(values map[string]any) {
 // room creates a room owned by owner with members joined.
 func (w *ibWorld) room(t *testing.T, owner *testenv.Agent, members ...*testenv.Agent) string {
 	t.Helper()
-	id := owner.MustCall("POST", "/rooms", map[string]any{"name": "room-" + ibKey()[:8], "idempotency_key": ibKey()})["room_id"].(string)
+	id := owner.MustCall("POST", "/rooms", map[string]any{"name": "room-" + newKey()[:8], "idempotency_key": newKey()})["room_id"].(string)
 	for _, m := range members {
 		ibInvite(t, owner, id, m)
-		m.MustCall("POST", "/rooms/"+id+"/join", map[string]any{"idempotency_key": ibKey()})
+		m.MustCall("POST", "/rooms/"+id+"/join", map[string]any{"idempotency_key": newKey()})
 	}
 	return id
 }
 
 func ibInvite(t *testing.T, owner *testenv.Agent, room string, m *testenv.Agent) {
 	t.Helper()
-	owner.MustCall("POST", "/rooms/"+room+"/invite", map[string]any{"invitee_agent_ids": []uuid.UUID{m.ID}, "idempotency_key": ibKey()})
+	owner.MustCall("POST", "/rooms/"+room+"/invite", map[string]any{"invitee_agent_ids": []uuid.UUID{m.ID}, "idempotency_key": newKey()})
 }
 
 func ibLeave(t *testing.T, a *testenv.Agent, room string) {
 	t.Helper()
-	a.MustCall("POST", "/rooms/"+room+"/leave", map[string]any{"idempotency_key": ibKey()})
+	a.MustCall("POST", "/rooms/"+room+"/leave", map[string]any{"idempotency_key": newKey()})
 }
-
-func ibFollow(t *testing.T, a *testenv.Agent, room, follow string) {
-	t.Helper()
-	rev := a.MustCall("GET", "/rooms/"+room, nil)["follow_revision"].(string)
-	a.MustCall("PUT", "/rooms/"+room+"/follow", map[string]any{"follow": follow, "expected_revision": rev, "idempotency_key": ibKey()})
-}
-
-func ibDM(a *testenv.Agent) map[string]any {
-	return map[string]any{"kind": "dm", "recipient_agent_id": a.ID}
-}
-func ibRoom(room string) map[string]any { return map[string]any{"kind": "room", "room_id": room} }
 
 // ibSend sends and returns the message_id.
 func ibSend(t *testing.T, a *testenv.Agent, dest map[string]any, body string, extra map[string]any) string {
 	t.Helper()
-	in := map[string]any{"destination": dest, "body_md": body, "idempotency_key": ibKey()}
+	in := map[string]any{"destination": dest, "body_md": body, "idempotency_key": newKey()}
 	for k, v := range extra {
 		in[k] = v
 	}
@@ -208,7 +194,7 @@ func ibAck(a *testenv.Agent, key string, seqs ...string) testenv.Response {
 
 func ibClaim(t *testing.T, a *testenv.Agent, body map[string]any) []ibItem {
 	t.Helper()
-	in := map[string]any{"idempotency_key": ibKey()}
+	in := map[string]any{"idempotency_key": newKey()}
 	for k, v := range body {
 		in[k] = v
 	}
@@ -230,55 +216,6 @@ func ibSessionID(t *testing.T, a *testenv.Agent) string {
 	return a.Prime()["session"].(map[string]any)["session_id"].(string)
 }
 
-// ibState is every row the operations under test could write, for "nothing changed" checks.
-func ibState(t *testing.T, e *testenv.Env) string {
-	t.Helper()
-	var b strings.Builder
-	for _, table := range []string{"messages", "attention", "receipts", "requests", "file_reports",
-		"channel_sender_latest", "cleanup_status", "idempotency_records"} {
-		rows, err := e.Store.Pool().Query(context.Background(), `SELECT t::text FROM `+table+` t`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lines []string
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, s)
-		}
-		rows.Close()
-		sort.Strings(lines)
-		fmt.Fprintf(&b, "%s (%d)\n%s\n", table, len(lines), strings.Join(lines, "\n"))
-	}
-	return b.String()
-}
-
-// ibRejects runs do and asserts the error code, reason and field ("-": any field), and that
-// nothing was written.
-func ibRejects(t *testing.T, e *testenv.Env, what string, do func() testenv.Response, code, reason, field string) testenv.Response {
-	t.Helper()
-	before := ibState(t, e)
-	r := do()
-	if r.Code() != code || r.ErrorField("reason") != reason || (field != "-" && r.ErrorField("field") != field) {
-		t.Fatalf("%s: want %s/%q field %q, got %d %s", what, code, reason, field, r.Status, r.Raw)
-	}
-	if after := ibState(t, e); after != before {
-		t.Fatalf("%s wrote something:\nbefore:\n%s\nafter:\n%s", what, before, after)
-	}
-	return r
-}
-
-func ibInt(t *testing.T, e *testenv.Env, q string, args ...any) int64 {
-	t.Helper()
-	var v int64
-	if err := e.Store.Pool().QueryRow(context.Background(), q, args...).Scan(&v); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return v
-}
-
 // Every follow preference × every reason combination, as inbox_list shows it: the exact
 // reasons value, or no row. Also DMs, the author, a member who left and a late joiner.
 func TestInboxReasonsByFollowPreference(t *testing.T) {
@@ -292,13 +229,13 @@ func TestInboxReasonsByFollowPreference(t *testing.T) {
 	}
 	room := w.room(t, author, append(members, w.agents["leaver"])...)
 	for _, p := range prefs {
-		ibFollow(t, w.agents[p], room, p)
+		setFollow(t, w.agents[p], room, p)
 	}
 	ibLeave(t, w.agents["leaver"], room)
 	ibInvite(t, author, room, w.agents["late"])
 	own := map[string]string{} // each recipient's own message, to reply to
 	for _, p := range prefs {
-		own[p] = ibSend(t, w.agents[p], ibRoom(room), "mine: "+p, nil)
+		own[p] = ibSend(t, w.agents[p], inRoom(room), "mine: "+p, nil)
 	}
 
 	const none = -1
@@ -344,7 +281,7 @@ func TestInboxReasonsByFollowPreference(t *testing.T) {
 			} else {
 				want[p] = tc.want[p]
 			}
-			sends = append(sends, sent{ibSend(t, author, ibRoom(room), tc.name+" → "+p, extra), tc.name + " → " + p, want})
+			sends = append(sends, sent{ibSend(t, author, inRoom(room), tc.name+" → "+p, extra), tc.name + " → " + p, want})
 		}
 	}
 	for _, name := range append(prefs, "author", "leaver", "late") {
@@ -364,23 +301,23 @@ func TestInboxReasonsByFollowPreference(t *testing.T) {
 			}
 		}
 	}
-	if n := ibInt(t, w.e, `SELECT count(*) FROM attention WHERE agent_id = $1`, w.agents["leaver"].ID); n != 0 {
+	if n := dbInt(t, w.e, `SELECT count(*) FROM attention WHERE agent_id = $1`, w.agents["leaver"].ID); n != 0 {
 		t.Fatalf("a member who left has %d attention rows", n)
 	}
 	// A member who joins later gets nothing for earlier messages, and rows from then on.
 	late := w.agents["late"]
-	late.MustCall("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": ibKey()})
+	late.MustCall("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": newKey()})
 	if got := ibReasons(t, late); len(got) != 0 {
 		t.Fatalf("late joiner sees earlier messages: %v", got)
 	}
-	after := ibSend(t, author, ibRoom(room), "after the late join", nil)
+	after := ibSend(t, author, inRoom(room), "after the late join", nil)
 	if got := ibReasons(t, late); len(got) != 1 || got[after] != 2 {
 		t.Fatalf("late joiner: %v", got)
 	}
 
 	// DMs ignore room preferences (this peer mutes the room): 1, 1|16, 1|4|16, 1|8, 1|4.
 	peer := w.agents["mute"]
-	mine := ibSend(t, peer, ibDM(author), "peer's message", nil)
+	mine := ibSend(t, peer, dmTo(author), "peer's message", nil)
 	dmCases := []struct {
 		name  string
 		extra map[string]any
@@ -394,9 +331,9 @@ func TestInboxReasonsByFollowPreference(t *testing.T) {
 	}
 	var dmIDs []string
 	for _, tc := range dmCases {
-		dmIDs = append(dmIDs, ibSend(t, author, ibDM(peer), "dm "+tc.name, tc.extra))
+		dmIDs = append(dmIDs, ibSend(t, author, dmTo(peer), "dm "+tc.name, tc.extra))
 	}
-	got := ibAll(t, peer, "", ibDM(author))
+	got := ibAll(t, peer, "", dmTo(author))
 	if len(got) != len(dmCases) {
 		t.Fatalf("peer DM inbox: %d rows", len(got))
 	}
@@ -419,7 +356,7 @@ func TestInboxListStreamAndFilters(t *testing.T) {
 	reader, sender, owner := w.agents["reader"], w.agents["sender"], w.agents["owner"]
 	var dms []string
 	for i := range 5 {
-		dms = append(dms, ibSend(t, sender, ibDM(reader), fmt.Sprintf("dm %d", i), nil))
+		dms = append(dms, ibSend(t, sender, dmTo(reader), fmt.Sprintf("dm %d", i), nil))
 	}
 	p := ibList(t, reader, ibPath("", nil, "", 2))
 	if len(p.Items) != 2 || p.NextCursor == "" || p.UnreadCount != 5 || p.LeasedCount != 0 {
@@ -436,8 +373,8 @@ func TestInboxListStreamAndFilters(t *testing.T) {
 	resume := p.ResumeCursor
 	// Arrivals after the upper bound are found by the resume cursor; an exactly full
 	// exhausting page still returns resume_cursor and no next_cursor.
-	ibSend(t, sender, ibDM(reader), "dm 5", nil)
-	ibSend(t, sender, ibDM(reader), "dm 6", nil)
+	ibSend(t, sender, dmTo(reader), "dm 5", nil)
+	ibSend(t, sender, dmTo(reader), "dm 6", nil)
 	p = ibList(t, reader, ibPath("", nil, resume, 2))
 	if strings.Join(ibSeqs(p.Items), ",") != "6,7" || p.ResumeCursor == "" {
 		t.Fatalf("resume: %+v", p)
@@ -446,7 +383,7 @@ func TestInboxListStreamAndFilters(t *testing.T) {
 		t.Fatalf("empty resume: %+v", p)
 	}
 	// ACK two; a fresh start shows all current unread work, including old rows.
-	if r := ibAck(reader, ibKey(), "2", "4"); r.Status != http.StatusOK {
+	if r := ibAck(reader, newKey(), "2", "4"); r.Status != http.StatusOK {
 		t.Fatalf("ack: %d %s", r.Status, r.Raw)
 	}
 	if got := ibSeqs(ibAll(t, reader, "", nil)); strings.Join(got, ",") != "1,3,5,6,7" {
@@ -465,15 +402,15 @@ func TestInboxListStreamAndFilters(t *testing.T) {
 
 	// Destination filter: one room or one DM pair.
 	room := w.room(t, owner, reader)
-	roomMsg := ibSend(t, owner, ibRoom(room), "in the room", nil)
-	ownerDM := ibSend(t, owner, ibDM(reader), "owner dm", nil)
-	if got := ibAll(t, reader, "", ibRoom(room)); len(got) != 1 || got[0].Message.MessageID != roomMsg {
+	roomMsg := ibSend(t, owner, inRoom(room), "in the room", nil)
+	ownerDM := ibSend(t, owner, dmTo(reader), "owner dm", nil)
+	if got := ibAll(t, reader, "", inRoom(room)); len(got) != 1 || got[0].Message.MessageID != roomMsg {
 		t.Fatalf("room filter: %+v", got)
 	}
-	if got := ibAll(t, reader, "", ibDM(owner)); len(got) != 1 || got[0].Message.MessageID != ownerDM {
+	if got := ibAll(t, reader, "", dmTo(owner)); len(got) != 1 || got[0].Message.MessageID != ownerDM {
 		t.Fatalf("dm filter: %+v", got)
 	}
-	if got := ibAll(t, reader, "all", ibDM(sender)); len(got) != 7 {
+	if got := ibAll(t, reader, "all", dmTo(sender)); len(got) != 7 {
 		t.Fatalf("dm filter all: %d", len(got))
 	}
 	// A cursor is bound to its filter and agent.
@@ -483,7 +420,7 @@ func TestInboxListStreamAndFilters(t *testing.T) {
 		path string
 	}{
 		{reader, ibPath("all", nil, unreadCursor, 1)},
-		{reader, ibPath("", ibRoom(room), unreadCursor, 1)},
+		{reader, ibPath("", inRoom(room), unreadCursor, 1)},
 		{owner, ibPath("", nil, unreadCursor, 1)},
 		{reader, ibPath("", nil, unreadCursor+"x", 1)},
 	} {
@@ -491,7 +428,7 @@ func TestInboxListStreamAndFilters(t *testing.T) {
 			t.Fatalf("foreign cursor %s: %d %s", c.path, r.Status, r.Raw)
 		}
 	}
-	if r := reader.Call("GET", ibPath("", ibDM(reader), "", 0), nil); r.Code() != "INVALID_ARGUMENT" || r.ErrorField("reason") != "self_target" {
+	if r := reader.Call("GET", ibPath("", dmTo(reader), "", 0), nil); r.Code() != "INVALID_ARGUMENT" || r.ErrorField("reason") != "self_target" {
 		t.Fatalf("self DM filter: %s", r.Raw)
 	}
 	// Leaving the room hides its rows and counts; filtering by it is refused.
@@ -506,7 +443,7 @@ func TestInboxListStreamAndFilters(t *testing.T) {
 			t.Fatal("a row of a room the reader left is listed")
 		}
 	}
-	if r := reader.Call("GET", ibPath("", ibRoom(room), "", 0), nil); r.Code() != "NOT_FOUND_OR_FORBIDDEN" {
+	if r := reader.Call("GET", ibPath("", inRoom(room), "", 0), nil); r.Code() != "NOT_FOUND_OR_FORBIDDEN" {
 		t.Fatalf("room filter after leaving: %s", r.Raw)
 	}
 	if p := reader.Prime(); p["counts"].(map[string]any)["unread"] != float64(6) {
@@ -521,34 +458,34 @@ func TestInboxAckRules(t *testing.T) {
 	w := newIbWorld(t, "reader", "sender")
 	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
 	for i := range 3 {
-		ibSend(t, sender, ibDM(reader), fmt.Sprintf("dm %d", i), map[string]any{"request_agent_ids": []uuid.UUID{reader.ID}})
+		ibSend(t, sender, dmTo(reader), fmt.Sprintf("dm %d", i), map[string]any{"request_agent_ids": []uuid.UUID{reader.ID}})
 	}
 	a := reader.WithSession("A")
 	sessA := ibSessionID(t, a)
 	ibList(t, a, ibPath("", nil, "", 2)) // rows 1 and 2 returned to A; 3 is not
 
-	ibRejects(t, e, "one member never returned", func() testenv.Response { return ibAck(a, ibKey(), "1", "3") },
+	rejects(t, e, "one member never returned", func() testenv.Response { return ibAck(a, newKey(), "1", "3") },
 		"INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[1]")
-	ibRejects(t, e, "unknown seq", func() testenv.Response { return ibAck(a, ibKey(), "999") },
+	rejects(t, e, "unknown seq", func() testenv.Response { return ibAck(a, newKey(), "999") },
 		"INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[0]")
-	ibRejects(t, e, "empty batch", func() testenv.Response { return ibAck(a, ibKey()) }, "INVALID_ARGUMENT", "", "inbox_seqs")
-	ibRejects(t, e, "duplicate", func() testenv.Response { return ibAck(a, ibKey(), "1", "2", "1") },
+	rejects(t, e, "empty batch", func() testenv.Response { return ibAck(a, newKey()) }, "INVALID_ARGUMENT", "", "inbox_seqs")
+	rejects(t, e, "duplicate", func() testenv.Response { return ibAck(a, newKey(), "1", "2", "1") },
 		"INVALID_ARGUMENT", "duplicate_inbox_seq", "inbox_seqs[2]")
 	many := make([]string, 101)
 	for i := range many {
 		many[i] = strconv.Itoa(i + 1)
 	}
-	r := ibRejects(t, e, "101 items", func() testenv.Response { return ibAck(a, ibKey(), many...) }, "LIMIT_EXCEEDED", "too_many_inbox_seqs", "inbox_seqs")
+	r := rejects(t, e, "101 items", func() testenv.Response { return ibAck(a, newKey(), many...) }, "LIMIT_EXCEEDED", "too_many_inbox_seqs", "inbox_seqs")
 	if r.JSON()["error"].(map[string]any)["limit"] != float64(100) {
 		t.Fatalf("limit: %s", r.Raw)
 	}
 	// Another session's receipt does not count for this one.
 	b := reader.WithSession("B")
 	sessB := ibSessionID(t, b)
-	ibRejects(t, e, "returned to another session", func() testenv.Response { return ibAck(b, ibKey(), "1") },
+	rejects(t, e, "returned to another session", func() testenv.Response { return ibAck(b, newKey(), "1") },
 		"INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[0]")
 
-	key := ibKey()
+	key := newKey()
 	e.Clock.Advance(1234567 * time.Nanosecond) // below storage precision: the answer shows the stored time
 	first := ibAck(a, key, "1", "2")
 	firstAt := e.Clock.Now().UTC().Format(time.RFC3339)
@@ -562,13 +499,13 @@ func TestInboxAckRules(t *testing.T) {
 		}
 	}
 	// ACK means read only: the requests stay pending.
-	if n := ibInt(t, e, `SELECT count(*) FROM requests WHERE status = 'pending' AND revision = 1`); n != 3 {
+	if n := dbInt(t, e, `SELECT count(*) FROM requests WHERE status = 'pending' AND revision = 1`); n != 3 {
 		t.Fatalf("ACK changed requests: %d pending", n)
 	}
 	// The second session's ACK of the same row reports the first ACK, unchanged.
 	e.Clock.Advance(time.Minute)
 	ibList(t, b, ibPath("all", nil, "", 0))
-	second := ibAck(b, ibKey(), "2", "3")
+	second := ibAck(b, newKey(), "2", "3")
 	var res2 ibAckResult
 	if second.Status != http.StatusOK || json.Unmarshal(second.Raw, &res2) != nil {
 		t.Fatalf("second ack: %d %s", second.Status, second.Raw)
@@ -577,7 +514,7 @@ func TestInboxAckRules(t *testing.T) {
 		r1.Status != "acked" || r1.AckedBySessionID != sessB {
 		t.Fatalf("second ack: %s", second.Raw)
 	}
-	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND inbox_seq = 2 AND acked_by_session_id = $2`, reader.ID, sessA); n != 1 {
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND inbox_seq = 2 AND acked_by_session_id = $2`, reader.ID, sessA); n != 1 {
 		t.Fatal("the first ACK's session changed")
 	}
 	// A replay with the same key returns the original receipt (not already_acked), and
@@ -586,8 +523,8 @@ func TestInboxAckRules(t *testing.T) {
 	if replay.Status != http.StatusOK || string(replay.Raw) != string(first.Raw) {
 		t.Fatalf("replay:\n%s\n%s", replay.Raw, first.Raw)
 	}
-	ibRejects(t, e, "same key, other rows", func() testenv.Response { return ibAck(a, key, "1") }, "IDEMPOTENCY_CONFLICT", "", "idempotency_key")
-	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE acked_at IS NULL`); n != 0 {
+	rejects(t, e, "same key, other rows", func() testenv.Response { return ibAck(a, key, "1") }, "IDEMPOTENCY_CONFLICT", "", "idempotency_key")
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE acked_at IS NULL`); n != 0 {
 		t.Fatalf("unacked rows left: %d", n)
 	}
 }
@@ -600,8 +537,8 @@ func TestInboxLeases(t *testing.T) {
 	w := newIbWorld(t, "reader", "sender")
 	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
 	room := w.room(t, sender, reader)
-	ibSend(t, sender, ibDM(reader), "dm 1", nil)   // seq 1
-	ibSend(t, sender, ibRoom(room), "room 2", nil) // seq 2
+	ibSend(t, sender, dmTo(reader), "dm 1", nil)   // seq 1
+	ibSend(t, sender, inRoom(room), "room 2", nil) // seq 2
 	a, b := reader.WithSession("A"), reader.WithSession("B")
 	sessA, sessB := ibSessionID(t, a), ibSessionID(t, b)
 	now := e.Clock.Now()
@@ -624,7 +561,7 @@ func TestInboxLeases(t *testing.T) {
 	if pa := ibList(t, a, ibPath("", nil, "", 0)); pa.Items[0].LeasedElsewhere || pa.Items[0].LeaseExpiresAt == nil {
 		t.Fatalf("A sees its own lease as elsewhere: %+v", pa.Items[0])
 	}
-	ibRejects(t, e, "B acks A's lease", func() testenv.Response { return ibAck(b, ibKey(), "2", "1") },
+	rejects(t, e, "B acks A's lease", func() testenv.Response { return ibAck(b, newKey(), "2", "1") },
 		"INVALID_ARGUMENT", "leased_elsewhere", "inbox_seqs[1]")
 	if got := ibClaim(t, b, map[string]any{"limit": 5, "lease_seconds": 3600}); len(got) != 1 || got[0].InboxSeq != "2" {
 		t.Fatalf("B claims around A's lease: %+v", got)
@@ -634,7 +571,7 @@ func TestInboxLeases(t *testing.T) {
 	}
 	// A settings change does not extend or shorten a lease.
 	w.settings(map[string]any{"lease_default_seconds": 600})
-	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE inbox_seq = 1 AND lease_session_id = $1 AND lease_expires_at = $2`, sessA, now.Add(time.Minute)); n != 1 {
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE inbox_seq = 1 AND lease_session_id = $1 AND lease_expires_at = $2`, sessA, now.Add(time.Minute)); n != 1 {
 		t.Fatal("a settings change moved a lease")
 	}
 	// After expiry B claims the row; A's ACK then fails with lease_replaced.
@@ -643,29 +580,29 @@ func TestInboxLeases(t *testing.T) {
 		*got[0].LeaseExpiresAt != e.Clock.Now().Add(600*time.Second).UTC().Format(time.RFC3339) {
 		t.Fatalf("B claims after expiry: %+v", got)
 	}
-	ibRejects(t, e, "A acks a replaced lease", func() testenv.Response { return ibAck(a, ibKey(), "1") },
+	rejects(t, e, "A acks a replaced lease", func() testenv.Response { return ibAck(a, newKey(), "1") },
 		"INVALID_ARGUMENT", "lease_replaced", "inbox_seqs[0]")
-	ok := ibAck(b, ibKey(), "1")
+	ok := ibAck(b, newKey(), "1")
 	if ok.Status != http.StatusOK || !strings.Contains(string(ok.Raw), `"acked"`) {
 		t.Fatalf("B acks its lease: %s", ok.Raw)
 	}
-	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE inbox_seq = 1 AND lease_session_id IS NULL AND acked_by_session_id = $1`, sessB); n != 1 {
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE inbox_seq = 1 AND lease_session_id IS NULL AND acked_by_session_id = $1`, sessB); n != 1 {
 		t.Fatal("ACK did not end the lease")
 	}
 	// Leaving the room ends B's lease on the room row at once.
 	ibLeave(t, reader, room)
-	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND lease_session_id IS NOT NULL`, reader.ID); n != 0 {
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND lease_session_id IS NOT NULL`, reader.ID); n != 0 {
 		t.Fatal("leaving kept a lease")
 	}
 	if p := ibList(t, a, ibPath("all", nil, "", 0)); p.LeasedCount != 0 || len(p.Items) != 1 {
 		t.Fatalf("after leaving: %+v", p)
 	}
-	ibRejects(t, e, "ACK of a left room's row", func() testenv.Response { return ibAck(b, ibKey(), "2") },
+	rejects(t, e, "ACK of a left room's row", func() testenv.Response { return ibAck(b, newKey(), "2") },
 		"INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[0]")
 
 	// Clamps, default and order.
 	for i := range 3 {
-		ibSend(t, sender, ibDM(reader), fmt.Sprintf("more %d", i), nil) // seqs 3, 4, 5
+		ibSend(t, sender, dmTo(reader), fmt.Sprintf("more %d", i), nil) // seqs 3, 4, 5
 	}
 	now = e.Clock.Now()
 	if got := ibClaim(t, a, map[string]any{"limit": 1, "order": "newest", "lease_seconds": 999999}); len(got) != 1 || got[0].InboxSeq != "5" ||
@@ -678,7 +615,7 @@ func TestInboxLeases(t *testing.T) {
 	}
 	// Purging a message (retention) ends its lease with it.
 	w.settings(map[string]any{"channel_message_cap": 2})
-	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND lease_session_id IS NOT NULL`, reader.ID); n != 1 {
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND lease_session_id IS NOT NULL`, reader.ID); n != 1 {
 		t.Fatalf("leases after purge: %d, want 1 (seq 5 survives)", n)
 	}
 	if p := ibList(t, a, ibPath("", nil, "", 0)); p.LeasedCount != 1 || len(p.Items) != 2 {
@@ -694,7 +631,7 @@ func TestInboxConcurrentClaims(t *testing.T) {
 	reader := w.agents["reader"]
 	const rows = 60
 	for i := range rows {
-		ibSend(t, w.agents[[]string{"s1", "s2"}[i%2]], ibDM(reader), fmt.Sprintf("work %d", i), nil)
+		ibSend(t, w.agents[[]string{"s1", "s2"}[i%2]], dmTo(reader), fmt.Sprintf("work %d", i), nil)
 	}
 	e2 := testenv.Attach(t, w.e)
 	var sessions []*testenv.Agent
@@ -714,7 +651,7 @@ func TestInboxConcurrentClaims(t *testing.T) {
 		wg.Go(func() {
 			for {
 				r := s.Env.Do("POST", "/api/v1/boxes/"+s.BoxKey+"/inbox/claim", s.Key,
-					map[string]any{"limit": 3, "idempotency_key": ibKey()}, map[string]string{"Agentbox-Session": s.Session})
+					map[string]any{"limit": 3, "idempotency_key": newKey()}, map[string]string{"Agentbox-Session": s.Session})
 				if r.Status != http.StatusOK {
 					errs <- fmt.Sprintf("%d %s", r.Status, r.Raw)
 					return
@@ -745,7 +682,7 @@ func TestInboxConcurrentClaims(t *testing.T) {
 	if len(owner) != rows {
 		t.Fatalf("%d rows leased, want %d", len(owner), rows)
 	}
-	if n := ibInt(t, w.e, `SELECT count(DISTINCT inbox_seq) FROM attention WHERE agent_id = $1 AND lease_session_id IS NOT NULL`, reader.ID); n != rows {
+	if n := dbInt(t, w.e, `SELECT count(DISTINCT inbox_seq) FROM attention WHERE agent_id = $1 AND lease_session_id IS NOT NULL`, reader.ID); n != rows {
 		t.Fatalf("leased rows in storage: %d", n)
 	}
 }
@@ -774,14 +711,14 @@ func TestInboxStreamUnderConcurrentWriters(t *testing.T) {
 		if i%2 == 1 {
 			writer.Env = e2
 		}
-		dest := ibDM(reader)
+		dest := dmTo(reader)
 		if i >= 4 {
-			dest = ibRoom(room)
+			dest = inRoom(room)
 		}
 		wg.Go(func() {
 			for j := range perWriter {
 				r := writer.Env.Do("POST", "/api/v1/boxes/"+writer.BoxKey+"/messages", writer.Key,
-					map[string]any{"destination": dest, "body_md": fmt.Sprintf("%s %d", writer.Name, j), "idempotency_key": ibKey()}, nil)
+					map[string]any{"destination": dest, "body_md": fmt.Sprintf("%s %d", writer.Name, j), "idempotency_key": newKey()}, nil)
 				if r.Status != http.StatusOK {
 					errs <- fmt.Sprintf("%s: %d %s", writer.Name, r.Status, r.Raw)
 				}
@@ -818,7 +755,7 @@ func TestInboxStreamUnderConcurrentWriters(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	total := ibInt(t, w.e, `SELECT count(*) FROM attention WHERE agent_id = $1`, reader.ID)
+	total := dbInt(t, w.e, `SELECT count(*) FROM attention WHERE agent_id = $1`, reader.ID)
 	if total != 8*perWriter || int64(len(seen)) != total {
 		t.Fatalf("seen %d rows, stored %d, want %d", len(seen), total, 8*perWriter)
 	}
@@ -852,12 +789,12 @@ func TestInboxStreamOneRecipientManySenders(t *testing.T) {
 		}
 		wg.Go(func() {
 			for j := range perSender {
-				body := map[string]any{"body_md": fmt.Sprintf("%s %d", sender.Name, j), "idempotency_key": ibKey()}
+				body := map[string]any{"body_md": fmt.Sprintf("%s %d", sender.Name, j), "idempotency_key": newKey()}
 				path := "/messages"
 				if j%3 == 2 { // a batch also locks the bystander's inbox, in agent_id order
 					path, body["recipient_agent_ids"] = "/messages/batch", []uuid.UUID{bystander.ID, reader.ID}
 				} else {
-					body["destination"] = ibDM(reader)
+					body["destination"] = dmTo(reader)
 				}
 				if r := sender.Call("POST", path, body); r.Status != http.StatusOK {
 					errs <- fmt.Sprintf("%s: %d %s", sender.Name, r.Status, r.Raw)
@@ -910,7 +847,7 @@ func TestInboxStreamOneRecipientManySenders(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	stored := ibInt(t, w.e, `SELECT count(*) FROM attention WHERE agent_id = $1`, reader.ID)
+	stored := dbInt(t, w.e, `SELECT count(*) FROM attention WHERE agent_id = $1`, reader.ID)
 	if stored != senders*perSender {
 		t.Fatalf("stored %d rows, want %d", stored, senders*perSender)
 	}
@@ -1022,9 +959,9 @@ func TestInboxByteBudgetAndReceipts(t *testing.T) {
 	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
 	w.settings(map[string]any{"response_budget_bytes": 4096})
 	for i := range 8 {
-		ibSend(t, sender, ibDM(reader), fmt.Sprintf("%d:%s", i, strings.Repeat("x", 700)), nil)
+		ibSend(t, sender, dmTo(reader), fmt.Sprintf("%d:%s", i, strings.Repeat("x", 700)), nil)
 	}
-	ibSend(t, sender, ibDM(reader), strings.Repeat("y", 9000), nil) // alone above the budget
+	ibSend(t, sender, dmTo(reader), strings.Repeat("y", 9000), nil) // alone above the budget
 	r := reader.Call("GET", ibPath("", nil, "", 50), nil)
 	var p ibPage
 	if r.Status != http.StatusOK || json.Unmarshal(r.Raw, &p) != nil {
@@ -1061,7 +998,7 @@ func TestInboxByteBudgetAndReceipts(t *testing.T) {
 	if strings.Join(got, ",") != "1,2,3,4,5,6,7,8,9" || receipts() != "1,2,3,4,5,6,7,8,9" {
 		t.Fatalf("rows %v, receipts %s", got, receipts())
 	}
-	if n := ibInt(t, e, `SELECT count(*) FROM attention WHERE acked_at IS NOT NULL`); n != 0 {
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE acked_at IS NOT NULL`); n != 0 {
 		t.Fatal("inbox_list acknowledged rows")
 	}
 }
@@ -1074,9 +1011,9 @@ func TestPrimeCounts(t *testing.T) {
 	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
 	room := w.room(t, sender, reader)
 	req := map[string]any{"mention_agent_ids": []uuid.UUID{reader.ID}, "request_agent_ids": []uuid.UUID{reader.ID}}
-	ibSend(t, sender, ibDM(reader), "dm request", map[string]any{"request_agent_ids": []uuid.UUID{reader.ID}})
-	ibSend(t, sender, ibRoom(room), "room request", req)
-	ibSend(t, sender, ibRoom(room), "room post", nil)
+	ibSend(t, sender, dmTo(reader), "dm request", map[string]any{"request_agent_ids": []uuid.UUID{reader.ID}})
+	ibSend(t, sender, inRoom(room), "room request", req)
+	ibSend(t, sender, inRoom(room), "room post", nil)
 	counts := func(a *testenv.Agent) map[string]any { return a.Prime()["counts"].(map[string]any) }
 	if c := counts(reader); c["unread"] != float64(3) || c["pending_requests"] != float64(2) || c["leased_by_session"] != float64(0) {
 		t.Fatalf("counts: %v", c)

@@ -2,9 +2,7 @@ package service_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"testing"
 
@@ -40,8 +38,6 @@ func (w *msWorld) agent(name string) *testenv.Agent {
 	return a
 }
 
-func msKey() string { return uuid.NewString() }
-
 // settings merges per-box settings (admin API).
 func (w *msWorld) settings(values map[string]any) {
 	w.e.Admin("PATCH", "/boxes/"+w.box+"/settings", map[string]any{"settings": values})
@@ -50,7 +46,7 @@ func (w *msWorld) settings(values map[string]any) {
 // room creates a room owned by owner with the given members joined (opts go into room_create).
 func (w *msWorld) room(t *testing.T, owner *testenv.Agent, members []*testenv.Agent, opts map[string]any) string {
 	t.Helper()
-	body := map[string]any{"name": "room-" + msKey()[:8], "idempotency_key": msKey()}
+	body := map[string]any{"name": "room-" + newKey()[:8], "idempotency_key": newKey()}
 	for k, v := range opts {
 		body[k] = v
 	}
@@ -64,30 +60,18 @@ func (w *msWorld) room(t *testing.T, owner *testenv.Agent, members []*testenv.Ag
 
 func (w *msWorld) invite(t *testing.T, owner *testenv.Agent, room string, m *testenv.Agent) {
 	t.Helper()
-	owner.MustCall("POST", "/rooms/"+room+"/invite", map[string]any{"invitee_agent_ids": []uuid.UUID{m.ID}, "idempotency_key": msKey()})
+	owner.MustCall("POST", "/rooms/"+room+"/invite", map[string]any{"invitee_agent_ids": []uuid.UUID{m.ID}, "idempotency_key": newKey()})
 }
 
 func msJoin(t *testing.T, a *testenv.Agent, room string) {
 	t.Helper()
-	a.MustCall("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": msKey()})
+	a.MustCall("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": newKey()})
 }
-
-// follow sets a member's follow preference for its current epoch.
-func msFollow(t *testing.T, a *testenv.Agent, room, follow string) {
-	t.Helper()
-	rev := a.MustCall("GET", "/rooms/"+room, nil)["follow_revision"].(string)
-	a.MustCall("PUT", "/rooms/"+room+"/follow", map[string]any{"follow": follow, "expected_revision": rev, "idempotency_key": msKey()})
-}
-
-func dmTo(a *testenv.Agent) map[string]any {
-	return map[string]any{"kind": "dm", "recipient_agent_id": a.ID}
-}
-func inRoom(room string) map[string]any { return map[string]any{"kind": "room", "room_id": room} }
 
 // msSend posts message_send with body_md and destination; extra fields are merged (a fresh
 // idempotency key unless extra has one).
 func msSend(a *testenv.Agent, dest map[string]any, body string, extra map[string]any) testenv.Response {
-	in := map[string]any{"destination": dest, "body_md": body, "idempotency_key": msKey()}
+	in := map[string]any{"destination": dest, "body_md": body, "idempotency_key": newKey()}
 	for k, v := range extra {
 		in[k] = v
 	}
@@ -102,59 +86,6 @@ func mustSend(t *testing.T, a *testenv.Agent, dest map[string]any, body string, 
 		t.Fatalf("send %q: %d %s", body, r.Status, r.Raw)
 	}
 	return r.JSON()
-}
-
-// msState is every row a send could write, for "nothing was written" assertions.
-func msState(t *testing.T, e *testenv.Env) string {
-	t.Helper()
-	var b strings.Builder
-	for _, table := range []string{"channels", "messages", "channel_sender_latest", "attention", "receipts", "requests", "idempotency_records"} {
-		rows, err := e.Store.Pool().Query(context.Background(), `SELECT t::text FROM `+table+` t`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lines []string
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, s)
-		}
-		rows.Close()
-		sort.Strings(lines)
-		fmt.Fprintf(&b, "%s (%d)\n%s\n", table, len(lines), strings.Join(lines, "\n"))
-	}
-	return b.String()
-}
-
-// msExpect asserts an error's code, reason and (when given) field.
-func msExpect(t *testing.T, what string, r testenv.Response, code, reason, field string) {
-	t.Helper()
-	if r.Code() != code || r.ErrorField("reason") != reason || (field != "-" && r.ErrorField("field") != field) {
-		t.Fatalf("%s: want %s/%q field %q, got %d %s", what, code, reason, field, r.Status, r.Raw)
-	}
-}
-
-// msRejects runs do, asserts the error, and that nothing was written.
-func msRejects(t *testing.T, e *testenv.Env, what string, do func() testenv.Response, code, reason, field string) testenv.Response {
-	t.Helper()
-	before := msState(t, e)
-	r := do()
-	msExpect(t, what, r, code, reason, field)
-	if after := msState(t, e); after != before {
-		t.Fatalf("%s wrote something:\nbefore:\n%s\nafter:\n%s", what, before, after)
-	}
-	return r
-}
-
-func msInt(t *testing.T, e *testenv.Env, q string, args ...any) int64 {
-	t.Helper()
-	var v int64
-	if err := e.Store.Pool().QueryRow(context.Background(), q, args...).Scan(&v); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return v
 }
 
 // reasonsOf is the attention row of agent for message: its reasons, or -1 when there is none.
@@ -181,7 +112,7 @@ func TestAttentionReasonsByFollowPreference(t *testing.T) {
 	}
 	room := w.room(t, author, members, nil)
 	for _, p := range prefs {
-		msFollow(t, w.agents[p], room, p)
+		setFollow(t, w.agents[p], room, p)
 	}
 	// Each recipient's own message, to reply to.
 	own := map[string]string{}
@@ -249,7 +180,7 @@ func TestAttentionReasonsByFollowPreference(t *testing.T) {
 				wantRequests = 1
 			}
 			if res["request_count"] != float64(wantRequests) ||
-				msInt(t, w.e, `SELECT count(*) FROM requests WHERE message_id = $1 AND recipient_agent_id = $2 AND status = 'pending' AND revision = 1`,
+				dbInt(t, w.e, `SELECT count(*) FROM requests WHERE message_id = $1 AND recipient_agent_id = $2 AND status = 'pending' AND revision = 1`,
 					res["message_id"], target.ID) != int64(wantRequests) {
 				t.Fatalf("%s → %s: request rows wrong: %v", tc.name, p, res)
 			}
@@ -288,7 +219,7 @@ func TestAttentionReasonsInDMs(t *testing.T) {
 	}
 	// A muted room preference of b changes nothing in DMs.
 	room := w.room(t, a, []*testenv.Agent{b}, nil)
-	msFollow(t, b, room, "mute")
+	setFollow(t, b, room, "mute")
 	res := mustSend(t, a, dmTo(b), "after muting a room", nil)
 	if got := reasonsOf(t, w.e, b, res["message_id"]); got != 1 {
 		t.Fatalf("DM after mute: %d", got)
@@ -303,7 +234,7 @@ func TestAttentionOnlyForActiveMembersAtSendTime(t *testing.T) {
 	owner, leaver, late, stay := w.agents["owner"], w.agents["leaver"], w.agents["late"], w.agents["stay"]
 	room := w.room(t, owner, []*testenv.Agent{leaver, stay}, nil)
 	w.invite(t, owner, room, late)
-	leaver.MustCall("POST", "/rooms/"+room+"/leave", map[string]any{"idempotency_key": msKey()})
+	leaver.MustCall("POST", "/rooms/"+room+"/leave", map[string]any{"idempotency_key": newKey()})
 
 	before := mustSend(t, owner, inRoom(room), "before late joins", nil)
 	if got := before["attention_count"]; got != float64(1) {
@@ -324,11 +255,11 @@ func TestAttentionOnlyForActiveMembersAtSendTime(t *testing.T) {
 		}
 	}
 	// inbox_seq ascends in each inbox with the sends.
-	if n := msInt(t, w.e, `SELECT count(DISTINCT inbox_seq) FROM attention WHERE agent_id = $1`, stay.ID); n != 2 {
+	if n := dbInt(t, w.e, `SELECT count(DISTINCT inbox_seq) FROM attention WHERE agent_id = $1`, stay.ID); n != 2 {
 		t.Fatalf("stay inbox rows: %d", n)
 	}
 	seqOf := func(msg any) int64 {
-		return msInt(t, w.e, `SELECT inbox_seq FROM attention WHERE agent_id = $1 AND message_id = $2`, stay.ID, msg)
+		return dbInt(t, w.e, `SELECT inbox_seq FROM attention WHERE agent_id = $1 AND message_id = $2`, stay.ID, msg)
 	}
 	if first, second := seqOf(before["message_id"]), seqOf(after["message_id"]); first <= 0 || second <= first {
 		t.Fatalf("stay inbox_seqs %d then %d", first, second)

@@ -35,7 +35,7 @@ type rqResult struct {
 }
 
 func rqRespond(a *testenv.Agent, msg, rev, status, body string, extra map[string]any) testenv.Response {
-	in := map[string]any{"expected_revision": rev, "status": status, "body_md": body, "idempotency_key": ibKey()}
+	in := map[string]any{"expected_revision": rev, "status": status, "body_md": body, "idempotency_key": newKey()}
 	for k, v := range extra {
 		in[k] = v
 	}
@@ -100,42 +100,42 @@ func TestRequestRespondRules(t *testing.T) {
 	req, r1, r2, by, out, e := w.agents["req"], w.agents["r1"], w.agents["r2"], w.agents["by"], w.agents["out"], w.e
 	room := w.room(t, req, r1, r2, by)
 	ids := []uuid.UUID{r1.ID, r2.ID}
-	msg := ibSend(t, req, ibRoom(room), "please review", map[string]any{"mention_agent_ids": ids, "request_agent_ids": ids})
+	msg := ibSend(t, req, inRoom(room), "please review", map[string]any{"mention_agent_ids": ids, "request_agent_ids": ids})
 
-	ibRejects(t, e, "not requested", func() testenv.Response { return rqRespond(by, msg, "1", "accepted", "me too", nil) },
+	rejects(t, e, "not requested", func() testenv.Response { return rqRespond(by, msg, "1", "accepted", "me too", nil) },
 		"NOT_FOUND_OR_FORBIDDEN", "not_requested", "-")
-	ibRejects(t, e, "not a member", func() testenv.Response { return rqRespond(out, msg, "1", "accepted", "hi", nil) },
+	rejects(t, e, "not a member", func() testenv.Response { return rqRespond(out, msg, "1", "accepted", "hi", nil) },
 		"NOT_FOUND_OR_FORBIDDEN", "", "-")
-	ibRejects(t, e, "the requester itself", func() testenv.Response { return rqRespond(req, msg, "1", "accepted", "hi", nil) },
+	rejects(t, e, "the requester itself", func() testenv.Response { return rqRespond(req, msg, "1", "accepted", "hi", nil) },
 		"NOT_FOUND_OR_FORBIDDEN", "not_requested", "-")
-	ibRejects(t, e, "unknown message", func() testenv.Response { return rqRespond(r1, uuid.NewString(), "1", "accepted", "hi", nil) },
+	rejects(t, e, "unknown message", func() testenv.Response { return rqRespond(r1, uuid.NewString(), "1", "accepted", "hi", nil) },
 		"NOT_FOUND_OR_FORBIDDEN", "", "-")
-	r := ibRejects(t, e, "stale revision", func() testenv.Response { return rqRespond(r1, msg, "7", "accepted", "ok", nil) },
+	r := rejects(t, e, "stale revision", func() testenv.Response { return rqRespond(r1, msg, "7", "accepted", "ok", nil) },
 		"REVISION_CONFLICT", "", "expected_revision")
 	if r.ErrorField("current_revision") != "1" {
 		t.Fatalf("current_revision: %s", r.Raw)
 	}
 	unversioned := map[string]any{"files": []map[string]any{{"url": "https://example.com/v.txt", "display_name": "v", "version_label": "v1"},
 		{"url": "https://example.com/a.txt", "display_name": "a"}}}
-	ibRejects(t, e, "unversioned result", func() testenv.Response { return rqRespond(r1, msg, "1", "result_ready", "done", unversioned) },
+	rejects(t, e, "unversioned result", func() testenv.Response { return rqRespond(r1, msg, "1", "result_ready", "done", unversioned) },
 		"INVALID_ARGUMENT", "unversioned_result", "files[1]")
-	ibRejects(t, e, "pending is not a declaration", func() testenv.Response { return rqRespond(r1, msg, "1", "pending", "hm", nil) },
+	rejects(t, e, "pending is not a declaration", func() testenv.Response { return rqRespond(r1, msg, "1", "pending", "hm", nil) },
 		"INVALID_ARGUMENT", "", "status")
-	ibRejects(t, e, "empty body", func() testenv.Response { return rqRespond(r1, msg, "1", "accepted", "", nil) },
+	rejects(t, e, "empty body", func() testenv.Response { return rqRespond(r1, msg, "1", "accepted", "", nil) },
 		"INVALID_ARGUMENT", "body_empty", "body_md")
 
 	// A dry run validates everything and writes nothing.
-	before := ibState(t, e)
+	before := dbState(t, e)
 	dry := rqMustRespond(t, r1, msg, "1", "accepted", "On it.", map[string]any{"dry_run": true})
 	if dry.DryRun == nil || !*dry.DryRun || dry.Reply != nil || dry.Request.Revision != "2" || dry.Request.Status != "accepted" || dry.Request.ReplyMessageID != nil {
 		t.Fatalf("dry run: %+v", dry)
 	}
-	if ibState(t, e) != before {
+	if dbState(t, e) != before {
 		t.Fatal("a dry run wrote something")
 	}
 
-	messages := ibInt(t, e, `SELECT count(*) FROM messages`)
-	key := ibKey()
+	messages := dbInt(t, e, `SELECT count(*) FROM messages`)
+	key := newKey()
 	first := r1.Call("POST", "/requests/"+msg+"/respond", map[string]any{"expected_revision": "1", "status": "accepted", "body_md": "On it.", "idempotency_key": key})
 	var res rqResult
 	if first.Status != http.StatusOK || json.Unmarshal(first.Raw, &res) != nil {
@@ -145,7 +145,7 @@ func TestRequestRespondRules(t *testing.T) {
 		res.Request.RequesterAgentID != req.ID.String() || res.Reply == nil || res.Request.ReplyMessageID == nil || *res.Request.ReplyMessageID != res.Reply.MessageID {
 		t.Fatalf("respond result: %s", first.Raw)
 	}
-	if n := ibInt(t, e, `SELECT count(*) FROM messages`); n != messages+1 {
+	if n := dbInt(t, e, `SELECT count(*) FROM messages`); n != messages+1 {
 		t.Fatalf("a response stored %d messages, want exactly 1", n-messages)
 	}
 	// The reply is canonical: in the conversation, a reply to the request, without targets.
@@ -164,7 +164,7 @@ func TestRequestRespondRules(t *testing.T) {
 	if len(reply["mention_agent_ids"].([]any)) != 0 || len(reply["request_agent_ids"].([]any)) != 0 {
 		t.Fatalf("the reply carries targets: %v", reply)
 	}
-	if n := ibInt(t, e, `SELECT count(*) FROM requests`); n != 2 {
+	if n := dbInt(t, e, `SELECT count(*) FROM requests`); n != 2 {
 		t.Fatalf("the reply created requests: %d", n)
 	}
 	// The requester gets it as a reply to its own message (it follows all: 2|8).
@@ -173,11 +173,11 @@ func TestRequestRespondRules(t *testing.T) {
 	}
 	// A replay returns the original result and posts nothing.
 	replay := r1.Call("POST", "/requests/"+msg+"/respond", map[string]any{"expected_revision": "1", "status": "accepted", "body_md": "On it.", "idempotency_key": key})
-	if replay.Status != http.StatusOK || string(replay.Raw) != string(first.Raw) || ibInt(t, e, `SELECT count(*) FROM messages`) != messages+1 {
+	if replay.Status != http.StatusOK || string(replay.Raw) != string(first.Raw) || dbInt(t, e, `SELECT count(*) FROM messages`) != messages+1 {
 		t.Fatalf("replay: %s", replay.Raw)
 	}
 	// The old revision is now stale; a correction with the new one posts another reply.
-	r = ibRejects(t, e, "stale after response", func() testenv.Response { return rqRespond(r1, msg, "1", "declined", "no", nil) },
+	r = rejects(t, e, "stale after response", func() testenv.Response { return rqRespond(r1, msg, "1", "declined", "no", nil) },
 		"REVISION_CONFLICT", "", "expected_revision")
 	if r.ErrorField("current_revision") != "2" {
 		t.Fatalf("current_revision: %s", r.Raw)
@@ -200,20 +200,20 @@ func TestRequestRespondRules(t *testing.T) {
 	}
 	// An archived room is read-only.
 	e.Admin("POST", "/boxes/alpha/rooms/"+room+"/archive", nil)
-	ibRejects(t, e, "archived room", func() testenv.Response { return rqRespond(r2, msg, "3", "accepted", "again", nil) },
+	rejects(t, e, "archived room", func() testenv.Response { return rqRespond(r2, msg, "3", "accepted", "again", nil) },
 		"ROOM_ARCHIVED", "", "-")
 
 	// In a DM the requester's row for the reply is 1|8; a recipient who left a room can no
 	// longer see or answer the request.
-	dm := ibSend(t, req, ibDM(r1), "dm request", map[string]any{"request_agent_ids": []uuid.UUID{r1.ID}})
+	dm := ibSend(t, req, dmTo(r1), "dm request", map[string]any{"request_agent_ids": []uuid.UUID{r1.ID}})
 	dmRes := rqMustRespond(t, r1, dm, "1", "needs_context", "Which branch?", nil)
 	if got := ibReasons(t, req)[dmRes.Reply.MessageID]; got != 1|8 {
 		t.Fatalf("DM reply row: %d", got)
 	}
 	room2 := w.room(t, by, r2)
-	left := ibSend(t, by, ibRoom(room2), "last call", map[string]any{"mention_agent_ids": []uuid.UUID{r2.ID}, "request_agent_ids": []uuid.UUID{r2.ID}})
+	left := ibSend(t, by, inRoom(room2), "last call", map[string]any{"mention_agent_ids": []uuid.UUID{r2.ID}, "request_agent_ids": []uuid.UUID{r2.ID}})
 	ibLeave(t, r2, room2)
-	ibRejects(t, e, "recipient who left", func() testenv.Response { return rqRespond(r2, left, "1", "accepted", "ok", nil) },
+	rejects(t, e, "recipient who left", func() testenv.Response { return rqRespond(r2, left, "1", "accepted", "ok", nil) },
 		"NOT_FOUND_OR_FORBIDDEN", "", "-")
 }
 
@@ -226,8 +226,8 @@ func TestRequestListPerRecipient(t *testing.T) {
 	req, r1, r2, r3, other := w.agents["req"], w.agents["r1"], w.agents["r2"], w.agents["r3"], w.agents["other"]
 	room := w.room(t, req, r1, r2, r3)
 	ids := []uuid.UUID{r1.ID, r2.ID, r3.ID}
-	m1 := ibSend(t, req, ibRoom(room), "three of you", map[string]any{"mention_agent_ids": ids, "request_agent_ids": ids})
-	m2 := ibSend(t, req, ibDM(r1), "just you", map[string]any{"request_agent_ids": []uuid.UUID{r1.ID}})
+	m1 := ibSend(t, req, inRoom(room), "three of you", map[string]any{"mention_agent_ids": ids, "request_agent_ids": ids})
+	m2 := ibSend(t, req, dmTo(r1), "just you", map[string]any{"request_agent_ids": []uuid.UUID{r1.ID}})
 	rqMustRespond(t, r1, m1, "1", "accepted", "yes", nil)
 	rqMustRespond(t, r2, m1, "1", "declined", "no", nil)
 
@@ -260,7 +260,7 @@ func TestRequestListPerRecipient(t *testing.T) {
 	}
 	// A requester who left the room no longer lists that request; the recipient still does.
 	room2 := w.room(t, other, r1, r2)
-	m3 := ibSend(t, r1, ibRoom(room2), "from r1", map[string]any{"mention_agent_ids": []uuid.UUID{r2.ID}, "request_agent_ids": []uuid.UUID{r2.ID}})
+	m3 := ibSend(t, r1, inRoom(room2), "from r1", map[string]any{"mention_agent_ids": []uuid.UUID{r2.ID}, "request_agent_ids": []uuid.UUID{r2.ID}})
 	if p := rqAll(t, r1, "outgoing", "", 0); len(p) != 1 || p[0].RequestMessageID != m3 {
 		t.Fatalf("r1 outgoing: %+v", p)
 	}

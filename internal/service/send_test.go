@@ -113,7 +113,7 @@ func TestSendValidationRulesWriteNothing(t *testing.T) {
 		{"file url rejected", a, dmTo(b), "x", map[string]any{"files": files("https://e.example/ok", "http://e.example/f")}, "INVALID_ARGUMENT", "file_url_rejected", "files[1].url"},
 	}
 	for _, c := range cases {
-		msRejects(t, w.e, c.name, func() testenv.Response { return msSend(c.from, c.dest, c.body, c.extra) }, c.code, c.reason, c.field)
+		rejects(t, w.e, c.name, func() testenv.Response { return msSend(c.from, c.dest, c.body, c.extra) }, c.code, c.reason, c.field)
 	}
 
 	// Unknown, disabled and other-box recipients are indistinguishable.
@@ -126,11 +126,11 @@ func TestSendValidationRulesWriteNothing(t *testing.T) {
 	}
 
 	// Invalid UTF-8 never reaches storage (the transport rejects it; the service guards too).
-	msRejects(t, w.e, "invalid UTF-8", func() testenv.Response {
+	rejects(t, w.e, "invalid UTF-8", func() testenv.Response {
 		raw := []byte(`{"destination":{"kind":"dm","recipient_agent_id":"` + b.ID.String() + `"},"body_md":"bad ` + "\xff" + ` byte","idempotency_key":"u1"}`)
 		return a.Call("POST", "/messages", raw)
 	}, "INVALID_ARGUMENT", "", "-")
-	msRejects(t, w.e, "lone surrogate", func() testenv.Response {
+	rejects(t, w.e, "lone surrogate", func() testenv.Response {
 		raw := []byte(`{"destination":{"kind":"dm","recipient_agent_id":"` + b.ID.String() + `"},"body_md":"x","payload":{"k":"\ud800"},"idempotency_key":"u2"}`)
 		return a.Call("POST", "/messages", raw)
 	}, "INVALID_ARGUMENT", "", "-")
@@ -152,7 +152,7 @@ func TestSendEnvelopeCap(t *testing.T) {
 	w.settings(map[string]any{"envelope_max_bytes": 1500})
 	f := []map[string]any{{"url": "https://files.example/" + strings.Repeat("p", 400), "display_name": strings.Repeat("n", 400)}}
 	mustSend(t, a, dmTo(b), strings.Repeat("b", 300), map[string]any{"files": f})
-	r := msRejects(t, w.e, "envelope", func() testenv.Response {
+	r := rejects(t, w.e, "envelope", func() testenv.Response {
 		return msSend(a, dmTo(b), strings.Repeat("b", 700), map[string]any{"files": f, "payload": map[string]any{"k": "v"}})
 	}, "LIMIT_EXCEEDED", "envelope_too_large", "-")
 	if r.JSON()["error"].(map[string]any)["limit"] != float64(1500) {
@@ -160,14 +160,14 @@ func TestSendEnvelopeCap(t *testing.T) {
 	}
 	// Body and payload caps follow the box's settings too.
 	w.settings(map[string]any{"body_max_bytes": 10, "payload_max_bytes": 10, "payload_max_depth": 1, "targets_max": 1})
-	msRejects(t, w.e, "body cap", func() testenv.Response { return msSend(a, dmTo(b), "12345678901", nil) }, "LIMIT_EXCEEDED", "body_too_large", "body_md")
-	msRejects(t, w.e, "payload cap", func() testenv.Response {
+	rejects(t, w.e, "body cap", func() testenv.Response { return msSend(a, dmTo(b), "12345678901", nil) }, "LIMIT_EXCEEDED", "body_too_large", "body_md")
+	rejects(t, w.e, "payload cap", func() testenv.Response {
 		return msSend(a, dmTo(b), "x", map[string]any{"payload": map[string]any{"k": "123456"}})
 	}, "LIMIT_EXCEEDED", "payload_too_large", "payload")
-	msRejects(t, w.e, "depth cap", func() testenv.Response {
+	rejects(t, w.e, "depth cap", func() testenv.Response {
 		return msSend(a, dmTo(b), "x", map[string]any{"payload": map[string]any{"k": []int{}}})
 	}, "LIMIT_EXCEEDED", "payload_too_deep", "payload")
-	msRejects(t, w.e, "targets cap", func() testenv.Response {
+	rejects(t, w.e, "targets cap", func() testenv.Response {
 		return msSend(a, dmTo(b), "x", map[string]any{"request_agent_ids": []uuid.UUID{b.ID, uuid.New()}})
 	}, "LIMIT_EXCEEDED", "too_many_targets", "request_agent_ids")
 	mustSend(t, a, dmTo(b), "1234567890", map[string]any{"payload": map[string]any{"k": "1"}})
@@ -212,7 +212,7 @@ func TestSendStoresExactlyAndDerivesThread(t *testing.T) {
 	if got["thread_root_id"] != res["message_id"] || got["reply_to_message_id"] != reply["message_id"] {
 		t.Fatalf("thread: %v", got)
 	}
-	if n := msInt(t, w.e, `SELECT count(*) FROM messages WHERE message_id = $1 AND reply_to_author_id = $2`, reply2["message_id"], b.ID); n != 1 {
+	if n := dbInt(t, w.e, `SELECT count(*) FROM messages WHERE message_id = $1 AND reply_to_author_id = $2`, reply2["message_id"], b.ID); n != 1 {
 		t.Fatal("reply_to_author_id not recorded")
 	}
 }
@@ -241,7 +241,7 @@ func TestDuplicateSuppression(t *testing.T) {
 	if r := mustSend(t, a, inRoom(room), "X", nil); r["status"] != "sent" || r["message_id"] == x["message_id"] {
 		t.Fatalf("X,Y,X: %v", r)
 	}
-	if n := msInt(t, w.e, `SELECT count(*) FROM messages WHERE channel_id = $1 AND sender_agent_id = $2 AND body_md = 'X'`, room, a.ID); n != 2 {
+	if n := dbInt(t, w.e, `SELECT count(*) FROM messages WHERE channel_id = $1 AND sender_agent_id = $2 AND body_md = 'X'`, room, a.ID); n != 2 {
 		t.Fatalf("X stored %d times", n)
 	}
 	// Payload, files and attachment metadata are part of the comparison; absent and {} differ.
@@ -256,7 +256,7 @@ func TestDuplicateSuppression(t *testing.T) {
 		}
 	}
 	// A duplicate records its idempotency entry: the replay returns the same duplicate result.
-	key := msKey()
+	key := newKey()
 	d1 := mustSend(t, a, inRoom(room), "P", map[string]any{"idempotency_key": key, "payload": map[string]any{"k": 1}, "files": []map[string]any{{"url": "https://e.example/f", "display_name": "f"}}})
 	d2 := mustSend(t, a, inRoom(room), "P", map[string]any{"idempotency_key": key, "payload": map[string]any{"k": 1}, "files": []map[string]any{{"url": "https://e.example/f", "display_name": "f"}}})
 	if d1["status"] != "duplicate" || fmt.Sprint(d1) != fmt.Sprint(d2) {
@@ -311,7 +311,7 @@ func TestConcurrentIdenticalSendsCreateOneMessage(t *testing.T) {
 			}
 		}
 	}
-	if sent != 1 || dups != 19 || msInt(t, w.e, `SELECT count(*) FROM messages`) != 1 || msInt(t, w.e, `SELECT count(*) FROM attention`) != 2 {
+	if sent != 1 || dups != 19 || dbInt(t, w.e, `SELECT count(*) FROM messages`) != 1 || dbInt(t, w.e, `SELECT count(*) FROM attention`) != 2 {
 		t.Fatalf("sent %d, duplicates %d", sent, dups)
 	}
 }
@@ -327,22 +327,22 @@ func TestRetentionPurgesOldestAndTheDuplicateReference(t *testing.T) {
 
 	x := mustSend(t, a, inRoom(room), "X", map[string]any{"mention_agent_ids": []uuid.UUID{b.ID}, "request_agent_ids": []uuid.UUID{b.ID}})
 	b.MustCall("GET", "/messages/"+x["message_id"].(string), nil) // a receipt for b's row
-	if msInt(t, w.e, `SELECT count(*) FROM receipts`) != 1 || msInt(t, w.e, `SELECT count(*) FROM requests`) != 1 {
+	if dbInt(t, w.e, `SELECT count(*) FROM receipts`) != 1 || dbInt(t, w.e, `SELECT count(*) FROM requests`) != 1 {
 		t.Fatal("setup: receipt/request missing")
 	}
 	mustSend(t, b, inRoom(room), "Y", nil) // pushes X out
-	if n := msInt(t, w.e, `SELECT count(*) FROM messages WHERE channel_id = $1`, room); n != 1 {
+	if n := dbInt(t, w.e, `SELECT count(*) FROM messages WHERE channel_id = $1`, room); n != 1 {
 		t.Fatalf("room keeps %d messages", n)
 	}
 	for _, q := range []string{
 		`SELECT count(*) FROM messages WHERE message_id = $1`, `SELECT count(*) FROM attention WHERE message_id = $1`,
 		`SELECT count(*) FROM requests WHERE message_id = $1`, `SELECT count(*) FROM channel_sender_latest WHERE message_id = $1`,
 	} {
-		if n := msInt(t, w.e, q, x["message_id"]); n != 0 {
+		if n := dbInt(t, w.e, q, x["message_id"]); n != 0 {
 			t.Fatalf("%s: %d left", q, n)
 		}
 	}
-	if msInt(t, w.e, `SELECT count(*) FROM receipts`) != 0 {
+	if dbInt(t, w.e, `SELECT count(*) FROM receipts`) != 0 {
 		t.Fatal("receipt survived its message")
 	}
 	if r := b.Call("GET", "/messages/"+x["message_id"].(string), nil); r.Code() != "NOT_FOUND_OR_FORBIDDEN" {
@@ -354,7 +354,7 @@ func TestRetentionPurgesOldestAndTheDuplicateReference(t *testing.T) {
 	// Each channel is capped independently: a DM keeps its own newest message.
 	mustSend(t, a, dmTo(b), "dm 1", nil)
 	mustSend(t, a, dmTo(b), "dm 2", nil)
-	if msInt(t, w.e, `SELECT count(*) FROM messages WHERE dest_kind = 'dm'`) != 1 || msInt(t, w.e, `SELECT count(*) FROM messages WHERE dest_kind = 'room'`) != 1 {
+	if dbInt(t, w.e, `SELECT count(*) FROM messages WHERE dest_kind = 'dm'`) != 1 || dbInt(t, w.e, `SELECT count(*) FROM messages WHERE dest_kind = 'room'`) != 1 {
 		t.Fatal("per-channel caps")
 	}
 }
@@ -366,7 +366,7 @@ func TestSendDryRunWritesNothing(t *testing.T) {
 	w := newMsWorld(t, "a", "b", "c")
 	a, b, c := w.agents["a"], w.agents["b"], w.agents["c"]
 	room := w.room(t, a, []*testenv.Agent{b, c}, nil)
-	before := msState(t, w.e)
+	before := dbState(t, w.e)
 	res := mustSend(t, a, inRoom(room), "dry", map[string]any{"dry_run": true, "idempotency_key": "dry-1",
 		"mention_agent_ids": []uuid.UUID{b.ID}, "request_agent_ids": []uuid.UUID{b.ID}})
 	if res["dry_run"] != true || res["status"] != "sent" || res["attention_count"] != float64(2) || res["request_count"] != float64(1) ||
@@ -377,11 +377,11 @@ func TestSendDryRunWritesNothing(t *testing.T) {
 	if dm["attention_count"] != float64(1) || dm["message_id"] != nil {
 		t.Fatalf("dry DM: %v", dm)
 	}
-	if after := msState(t, w.e); after != before {
+	if after := dbState(t, w.e); after != before {
 		t.Fatalf("dry run wrote:\n%s\n%s", before, after)
 	}
 	// Errors are the real ones.
-	msExpect(t, "dry invalid", msSend(a, inRoom(room), "x", map[string]any{"dry_run": true, "request_agent_ids": []uuid.UUID{b.ID}}),
+	expectErr(t, "dry invalid", msSend(a, inRoom(room), "x", map[string]any{"dry_run": true, "request_agent_ids": []uuid.UUID{b.ID}}),
 		"INVALID_ARGUMENT", "request_not_mentioned", "request_agent_ids[0]")
 	// The key was not recorded: the real send with it goes through.
 	real := mustSend(t, a, inRoom(room), "dry", map[string]any{"idempotency_key": "dry-1"})
@@ -414,27 +414,27 @@ func TestSendBatch(t *testing.T) {
 	ids := []uuid.UUID{b.ID, a.ID, unknown, w.agents["off"].ID, c.ID, b.ID, foreign.ID}
 
 	// Invalid shared content rejects everything.
-	msRejects(t, w.e, "batch content", func() testenv.Response {
-		return batch(ids, "x", msKey(), map[string]any{"payload": map[string]any{"token": "t"}})
+	rejects(t, w.e, "batch content", func() testenv.Response {
+		return batch(ids, "x", newKey(), map[string]any{"payload": map[string]any{"token": "t"}})
 	}, "INVALID_ARGUMENT", "credential_in_payload", "payload.token")
-	msRejects(t, w.e, "batch files", func() testenv.Response {
-		return batch(ids, "x", msKey(), map[string]any{"files": []map[string]any{{"url": "https://127.0.0.1/x", "display_name": "f"}}})
+	rejects(t, w.e, "batch files", func() testenv.Response {
+		return batch(ids, "x", newKey(), map[string]any{"files": []map[string]any{{"url": "https://127.0.0.1/x", "display_name": "f"}}})
 	}, "INVALID_ARGUMENT", "file_url_rejected", "files[0].url")
-	msRejects(t, w.e, "batch empty body", func() testenv.Response { return batch(ids, "", msKey(), nil) }, "INVALID_ARGUMENT", "body_empty", "body_md")
+	rejects(t, w.e, "batch empty body", func() testenv.Response { return batch(ids, "", newKey(), nil) }, "INVALID_ARGUMENT", "body_empty", "body_md")
 	many := make([]uuid.UUID, 21)
 	for i := range many {
 		many[i] = uuid.New()
 	}
-	msRejects(t, w.e, "batch too many", func() testenv.Response { return batch(many, "x", msKey(), nil) }, "LIMIT_EXCEEDED", "too_many_targets", "recipient_agent_ids")
+	rejects(t, w.e, "batch too many", func() testenv.Response { return batch(many, "x", newKey(), nil) }, "LIMIT_EXCEEDED", "too_many_targets", "recipient_agent_ids")
 
 	// Dry run: outcomes without IDs, nothing written.
-	before := msState(t, w.e)
-	dry := batch(ids, "standup", msKey(), map[string]any{"dry_run": true})
-	if dry.Status != http.StatusOK || dry.JSON()["dry_run"] != true || msState(t, w.e) != before {
+	before := dbState(t, w.e)
+	dry := batch(ids, "standup", newKey(), map[string]any{"dry_run": true})
+	if dry.Status != http.StatusOK || dry.JSON()["dry_run"] != true || dbState(t, w.e) != before {
 		t.Fatalf("dry batch: %s", dry.Raw)
 	}
 
-	key := msKey()
+	key := newKey()
 	r := batch(ids, "standup", key, nil)
 	if r.Status != http.StatusOK {
 		t.Fatalf("batch: %d %s", r.Status, r.Raw)
@@ -479,11 +479,11 @@ func TestSendBatch(t *testing.T) {
 		if items := page["items"].([]any); len(items) != 1 || items[0].(map[string]any)["body_md"] != "standup" {
 			t.Fatalf("%s conversation: %v", who.Name, page)
 		}
-		if n := msInt(t, w.e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND reasons = 1`, who.ID); n != 1 {
+		if n := dbInt(t, w.e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND reasons = 1`, who.ID); n != 1 {
 			t.Fatalf("%s attention rows: %d", who.Name, n)
 		}
 	}
-	if n := msInt(t, w.e, `SELECT count(DISTINCT channel_id) FROM messages`); n != 2 {
+	if n := dbInt(t, w.e, `SELECT count(DISTINCT channel_id) FROM messages`); n != 2 {
 		t.Fatalf("channels: %d", n)
 	}
 	// Replay with the same key returns the original outcomes, byte for byte.
@@ -491,14 +491,14 @@ func TestSendBatch(t *testing.T) {
 		t.Fatalf("replay differs:\n%s\n%s", again.Raw, r.Raw)
 	}
 	// A new batch with the same content is a duplicate per channel.
-	again := batch([]uuid.UUID{c.ID, b.ID}, "standup", msKey(), nil).JSON()["results"].([]any)
+	again := batch([]uuid.UUID{c.ID, b.ID}, "standup", newKey(), nil).JSON()["results"].([]any)
 	for i, want := range []*testenv.Agent{c, b} {
 		got := again[i].(map[string]any)
 		if got["status"] != "duplicate" || got["target_agent_id"] != want.ID.String() || got["message_id"] == nil {
 			t.Fatalf("second batch %d: %v", i, got)
 		}
 	}
-	if n := msInt(t, w.e, `SELECT count(*) FROM messages`); n != 2 {
+	if n := dbInt(t, w.e, `SELECT count(*) FROM messages`); n != 2 {
 		t.Fatalf("messages: %d", n)
 	}
 }
@@ -532,7 +532,7 @@ func TestConcurrentBatchesDoNotDeadlock(t *testing.T) {
 					}
 				}
 				r := sender.Call("POST", "/messages/batch", map[string]any{"recipient_agent_ids": ids,
-					"body_md": fmt.Sprintf("round %d from %d", round, i), "idempotency_key": msKey()})
+					"body_md": fmt.Sprintf("round %d from %d", round, i), "idempotency_key": newKey()})
 				if r.Status != http.StatusOK {
 					t.Errorf("batch %d/%d: %d %s", i, round, r.Status, r.Raw)
 				}
@@ -544,14 +544,14 @@ func TestConcurrentBatchesDoNotDeadlock(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if n := msInt(t, w.e, `SELECT count(*) FROM messages`); n != 5*4*4+5*4 {
+	if n := dbInt(t, w.e, `SELECT count(*) FROM messages`); n != 5*4*4+5*4 {
 		t.Fatalf("messages: %d", n)
 	}
 	// Every copy has its attention row, and inbox_seq values (one global sequence) are distinct.
-	if n := msInt(t, w.e, `SELECT count(*) FROM attention`); n != 5*4*4+5*4 {
+	if n := dbInt(t, w.e, `SELECT count(*) FROM attention`); n != 5*4*4+5*4 {
 		t.Fatalf("attention rows: %d", n)
 	}
-	if n := msInt(t, w.e, `SELECT count(DISTINCT inbox_seq) FROM attention`); n != 5*4*4+5*4 {
+	if n := dbInt(t, w.e, `SELECT count(DISTINCT inbox_seq) FROM attention`); n != 5*4*4+5*4 {
 		t.Fatalf("distinct inbox_seqs: %d", n)
 	}
 }
