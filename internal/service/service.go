@@ -297,6 +297,3 @@ func parseDec(field, s string) (int64, error) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
-
-// errNotImplemented answers operations whose feature has not landed yet.
-var errNotImplemented = apierr.New(apierr.NotFoundOrForbidden, "this operation is not implemented yet").WithReason("not_implemented")

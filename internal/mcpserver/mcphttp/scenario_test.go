@@ -29,8 +29,6 @@ type surface interface {
 
 // TestScenario runs one flow on every surface: prime, create a room, join it, send with a
 // mention and a request, the recipient lists its inbox, ACKs and responds to the request.
-// An operation still answering not_implemented (a stub whose feature has not landed)
-// skips the rest of the flow with that reason; nothing else skips.
 func TestScenario(t *testing.T) {
 	t.Parallel()
 	bin := buildAgentbox(t)
@@ -55,11 +53,7 @@ func runScenario(t *testing.T, s surface, a, b *testenv.Agent) {
 	step := func(who *testenv.Agent, tool string, args map[string]any) map[string]any {
 		t.Helper()
 		args["box_key"] = "alpha"
-		r := s.call(t, who, tool, args)
-		if r.code() == "NOT_FOUND_OR_FORBIDDEN" && r.reason() == "not_implemented" {
-			t.Skipf("%s is still a not_implemented stub on the server; this scenario runs in full once it lands", tool)
-		}
-		return r.must(t, tool)
+		return s.call(t, who, tool, args).must(t, tool)
 	}
 	step(a, "agent_prime", map[string]any{})
 	step(b, "agent_prime", map[string]any{})

@@ -50,16 +50,6 @@ function must<T>(step: string, r: { data?: T; error?: ErrorBody; response: Respo
   return r.data;
 }
 
-// notImplemented tells a server stub (reason not_implemented) from a real failure, so
-// that the flow grows by itself as operations land.
-function notImplemented(step: string, error: ErrorBody | undefined): boolean {
-  if (error?.error.reason === "not_implemented") {
-    console.log(`skip ${step}: not implemented by the server yet`);
-    return true;
-  }
-  return false;
-}
-
 const sender = client(env("AGENTBOX_API_KEY"), `sdk-ts-sender-${runId}`);
 const receiver = client(env("AGENTBOX_PEER_API_KEY"), `sdk-ts-receiver-${runId}`);
 const path = { box_key: box };
@@ -94,30 +84,34 @@ check(stale.error?.error.code === "REVISION_CONFLICT", "the error body is typed"
 check(stale.error?.error.current_revision === saved.revision, "the conflict names the current revision");
 console.log("ok   checkpoint_save with a stale revision → REVISION_CONFLICT");
 
-// 3. Messaging: send a DM, then the recipient lists its inbox.
-// ─── EXTEND HERE ─────────────────────────────────────────────────────────────────
-// message_send and inbox_list run as soon as the server implements them (until then
-// they answer reason not_implemented and the step is reported as skipped). Add
-// further steps of the agent journey (inbox_ack, request_respond, ...) below.
+// 3. Messaging: send a DM; the recipient lists its inbox and ACKs the row.
 const peer = env("AGENTBOX_PEER_AGENT_ID");
 const body = `hello from the generated client (${runId})`;
-const sent = await sender.POST("/api/v1/boxes/{box_key}/messages", {
-  params: { path },
-  body: { destination: { kind: "dm", recipient_agent_id: peer }, body_md: body, idempotency_key: `sdk-send-${runId}` },
-});
-if (!notImplemented("message_send", sent.error)) {
-  const receipt = must("message_send", sent);
-  check(receipt.status === "sent" && typeof receipt.message_id === "string", "send returns a storage receipt");
+const receipt = must(
+  "message_send",
+  await sender.POST("/api/v1/boxes/{box_key}/messages", {
+    params: { path },
+    body: { destination: { kind: "dm", recipient_agent_id: peer }, body_md: body, idempotency_key: `sdk-send-${runId}` },
+  }),
+);
+check(receipt.status === "sent" && typeof receipt.message_id === "string", "send returns a storage receipt");
 
-  must("agent_prime (recipient)", await receiver.POST("/api/v1/boxes/{box_key}/prime", { params: { path }, body: {} }));
-  const listed = await receiver.GET("/api/v1/boxes/{box_key}/inbox", { params: { path, query: { filter: "unread", limit: 10 } } });
-  if (!notImplemented("inbox_list", listed.error)) {
-    const page = must("inbox_list", listed);
-    const row = page.items.find((r) => r.message.message_id === receipt.message_id);
-    check(row !== undefined, "the DM is in the recipient's inbox");
-    check(row.message.body_md === body, "the body arrives exactly as sent");
-  }
-}
-// ─────────────────────────────────────────────────────────────────────────────────
+must("agent_prime (recipient)", await receiver.POST("/api/v1/boxes/{box_key}/prime", { params: { path }, body: {} }));
+const page = must(
+  "inbox_list",
+  await receiver.GET("/api/v1/boxes/{box_key}/inbox", { params: { path, query: { filter: "unread", limit: 10 } } }),
+);
+const row = page.items.find((r) => r.message.message_id === receipt.message_id);
+check(row !== undefined, "the DM is in the recipient's inbox");
+check(row!.message.body_md === body, "the body arrives exactly as sent");
+check(row!.reasons === 1, "a plain DM has reason bit 1");
+const acked = must(
+  "inbox_ack",
+  await receiver.POST("/api/v1/boxes/{box_key}/inbox/ack", {
+    params: { path },
+    body: { inbox_seqs: [row!.inbox_seq], idempotency_key: `sdk-ack-${runId}` },
+  }),
+);
+check(acked.results[0]?.status === "acked", "the returned row is acknowledged");
 
 console.log("sdk-ts flow: passed");
