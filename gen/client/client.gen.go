@@ -909,8 +909,13 @@ type AgentPrimeResult struct {
 	Counts     PrimeCounts      `json:"counts"`
 	Limits     Limits           `json:"limits"`
 	Profile    Profile          `json:"profile"`
-	Rooms      []PrimeRoom      `json:"rooms"`
-	Session    SessionInfo      `json:"session"`
+
+	// Rooms At most page_limit_max rooms and invitations, by room_id.
+	Rooms []PrimeRoom `json:"rooms"`
+
+	// RoomsTruncated True when the caller has more rooms and invitations than listed; room_list pages through all of them.
+	RoomsTruncated bool        `json:"rooms_truncated"`
+	Session        SessionInfo `json:"session"`
 }
 
 // Attachment defines model for Attachment.

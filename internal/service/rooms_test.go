@@ -911,3 +911,32 @@ func TestAdminRoomOwnershipAndList(t *testing.T) {
 	rmExpect(t, "new owner leaves", rmLeave(w.b, room), "NOT_FOUND_OR_FORBIDDEN", "owner_cannot_leave")
 	w.b.MustCall("POST", "/rooms/"+room+"/invite", map[string]any{"invitee_agent_ids": []uuid.UUID{w.outsider.ID}, "idempotency_key": rmKey()})
 }
+
+// agent_prime lists at most page_limit_max rooms and says when there are more; room_list
+// pages through all of them.
+func TestPrimeRoomsAreBoundedAndSayWhenTruncated(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"settings": map[string]any{"page_limit_default": 2, "page_limit_max": 2}})
+	for i := range 2 {
+		a.MustCall("POST", "/rooms", map[string]any{"name": fmt.Sprint("r", i), "idempotency_key": newKey()})
+	}
+	p := a.Prime()
+	if len(p["rooms"].([]any)) != 2 || p["rooms_truncated"] != false {
+		t.Fatalf("two rooms fit: %v %v", p["rooms"], p["rooms_truncated"])
+	}
+	a.MustCall("POST", "/rooms", map[string]any{"name": "r2", "idempotency_key": newKey()})
+	p = a.Prime()
+	if len(p["rooms"].([]any)) != 2 || p["rooms_truncated"] != true {
+		t.Fatalf("three rooms, two listed: %v %v", p["rooms"], p["rooms_truncated"])
+	}
+	page := a.MustCall("GET", "/rooms", nil)
+	next := page["next_cursor"].(string)
+	rest := a.MustCall("GET", "/rooms?cursor="+url.QueryEscape(next), nil)
+	if len(page["items"].([]any))+len(rest["items"].([]any)) != 3 {
+		t.Fatalf("room_list pages through all three: %v / %v", page, rest)
+	}
+}

@@ -38,7 +38,7 @@ func (s *Service) AgentPrime(ctx context.Context, req api.AgentPrimeRequestObjec
 		if err != nil {
 			return api.AgentPrimeResult{}, err
 		}
-		rooms, err := s.primeRooms(ctx, tx, c)
+		rooms, roomsTruncated, err := s.primeRooms(ctx, tx, c)
 		if err != nil {
 			return api.AgentPrimeResult{}, err
 		}
@@ -47,13 +47,14 @@ func (s *Service) AgentPrime(ctx context.Context, req api.AgentPrimeRequestObjec
 			return api.AgentPrimeResult{}, err
 		}
 		return api.AgentPrimeResult{
-			Agent:      api.PrimeAgent{AgentId: p.AgentID, Name: p.AgentName, BoxKey: p.BoxKey},
-			Session:    api.SessionInfo{SessionId: sess.ID, Created: sess.Created},
-			Profile:    api.Profile{Text: text, ProfileVersion: dec(version)},
-			Checkpoint: api.CheckpointStatus{Revision: dec(rev), CheckpointChanged: known != "" && known != dec(rev)},
-			Rooms:      rooms,
-			Counts:     counts,
-			Limits:     limitsOf(c.settings, c.settingsRevision),
+			Agent:          api.PrimeAgent{AgentId: p.AgentID, Name: p.AgentName, BoxKey: p.BoxKey},
+			Session:        api.SessionInfo{SessionId: sess.ID, Created: sess.Created},
+			Profile:        api.Profile{Text: text, ProfileVersion: dec(version)},
+			Checkpoint:     api.CheckpointStatus{Revision: dec(rev), CheckpointChanged: known != "" && known != dec(rev)},
+			Rooms:          rooms,
+			RoomsTruncated: roomsTruncated,
+			Counts:         counts,
+			Limits:         limitsOf(c.settings, c.settingsRevision),
 		}, nil
 	})
 	if err != nil {
@@ -63,9 +64,14 @@ func (s *Service) AgentPrime(ctx context.Context, req api.AgentPrimeRequestObjec
 }
 
 // primeRooms lists the caller's active memberships and pending invitations for agent_prime:
-// the first page_limit_max of them by room_id (room_list pages through all).
-func (s *Service) primeRooms(ctx context.Context, tx *store.Tx, c *call) ([]api.PrimeRoom, error) {
-	return firstRooms(ctx, tx, c, c.settings.PageLimitMax)
+// the first page_limit_max of them by room_id, and whether there are more (room_list pages
+// through all).
+func (s *Service) primeRooms(ctx context.Context, tx *store.Tx, c *call) (rooms []api.PrimeRoom, truncated bool, err error) {
+	rooms, err = firstRooms(ctx, tx, c, c.settings.PageLimitMax+1)
+	if int64(len(rooms)) > c.settings.PageLimitMax {
+		return rooms[:c.settings.PageLimitMax], true, err
+	}
+	return rooms, false, err
 }
 
 // primeCounts are the live counts of agent_prime: accessible unread attention rows, pending

@@ -77,13 +77,14 @@ func TestResultBudgetsPinWorstCase(t *testing.T) {
 		"room_create": map[string]any{"dry_run": false, "room_id": someUUID, "name": worstText(service.RoomNameMaxBytes), "owner_agent_id": someUUID,
 			"history_visibility": "shared", "default_follow": "mentions", "status": "archived", "invited_agent_ids": invitees, "created_at": maxTime},
 		"agent_prime": map[string]any{
-			"agent":      map[string]any{"agent_id": someUUID, "name": strings.Repeat("n", 64), "box_key": strings.Repeat("b", 63)},
-			"session":    map[string]any{"session_id": someUUID, "created": true},
-			"profile":    map[string]any{"text": worstText(service.ProfileMaxBytes), "profile_version": maxDec},
-			"checkpoint": map[string]any{"revision": maxDec, "checkpoint_changed": true},
-			"rooms":      rooms,
-			"counts":     map[string]any{"unread": maxInt, "pending_requests": maxInt, "leased_by_session": maxInt},
-			"limits":     limits,
+			"agent":           map[string]any{"agent_id": someUUID, "name": strings.Repeat("n", 64), "box_key": strings.Repeat("b", 63)},
+			"session":         map[string]any{"session_id": someUUID, "created": true},
+			"profile":         map[string]any{"text": worstText(service.ProfileMaxBytes), "profile_version": maxDec},
+			"checkpoint":      map[string]any{"revision": maxDec, "checkpoint_changed": true},
+			"rooms":           rooms,
+			"rooms_truncated": false,
+			"counts":          map[string]any{"unread": maxInt, "pending_requests": maxInt, "leased_by_session": maxInt},
+			"limits":          limits,
 		},
 	}
 
