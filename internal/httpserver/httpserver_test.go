@@ -2,10 +2,13 @@ package httpserver_test
 
 import (
 	"bytes"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/server"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/agentbox/agentbox/spec"
 )
@@ -59,5 +62,31 @@ func TestReadyzFailsWhenSchemaIsBehind(t *testing.T) {
 	}
 	if r := e.Do("GET", "/readyz", "", nil, nil); r.Status != http.StatusServiceUnavailable {
 		t.Fatalf("readyz: %d %s", r.Status, r.Raw)
+	}
+}
+
+// /metrics is open by default (above) and requires its bearer token once one is configured.
+func TestMetricsTokenWhenConfigured(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	h := server.Handler(server.Config{Store: e.Store, Service: e.Service, AdminToken: testenv.AdminToken,
+		Log: slog.New(slog.DiscardHandler), MetricsToken: "metrics-secret"})
+	get := func(token string) int {
+		req := httptest.NewRequest("GET", "/metrics", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	if got := get(""); got != http.StatusUnauthorized {
+		t.Fatalf("without the token: %d", got)
+	}
+	if got := get("wrong"); got != http.StatusUnauthorized {
+		t.Fatalf("wrong token: %d", got)
+	}
+	if got := get("metrics-secret"); got != http.StatusOK {
+		t.Fatalf("with the token: %d", got)
 	}
 }

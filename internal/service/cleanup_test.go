@@ -23,7 +23,7 @@ import (
 // lowered cap applies retroactively to every channel of the box as a recorded run.
 func TestCleanupStatusAndRetroactiveCleanup(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b, e := w.agents["a"], w.agents["b"], w.e
 	status := func() map[string]any { return e.Admin("GET", "/boxes/alpha/cleanup", nil) }
 	if s := status(); s["box_key"] != "alpha" || s["state"] != "idle" || s["runs"] != float64(0) || s["deleted_messages"] != float64(0) ||
@@ -43,7 +43,7 @@ func TestCleanupStatusAndRetroactiveCleanup(t *testing.T) {
 	if s := status(); s["runs"] != float64(3) || s["deleted_messages"] != float64(2) || s["last_run_at"] != e.Clock.Now().UTC().Format(time.RFC3339) {
 		t.Fatalf("after sends: %v", s)
 	}
-	room := w.room(t, a, b)
+	room := w.roomWith(t, a, b)
 	for i := range 3 {
 		ibSend(t, a, inRoom(room), fmt.Sprintf("post %d", i), nil)
 	}
@@ -99,9 +99,9 @@ func TestAdminCLICleanupStatus(t *testing.T) {
 // attachments too (set on stored rows here: uploads have their own tests).
 func TestChannelCountsStayExact(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "a", "b", "c")
+	w := newWorld(t, "a", "b", "c")
 	a, b, c, e := w.agents["a"], w.agents["b"], w.agents["c"], w.e
-	room := w.room(t, a, b, c)
+	room := w.roomWith(t, a, b, c)
 	exact := func(when string) {
 		t.Helper()
 		if n := dbInt(t, e, `SELECT count(*) FROM channels ch

@@ -14,7 +14,7 @@ import (
 // never echoing the URL, and writes nothing.
 func TestFileURLTable(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	cases := []struct {
 		url string
@@ -117,7 +117,7 @@ func TestFileURLTable(t *testing.T) {
 // Output references carry unversioned exactly when they have no version, hash or commit.
 func TestFileRefsUnversionedLabel(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	sha := strings.Repeat("ab", 32)
 	res := mustSend(t, a, dmTo(b), "files", map[string]any{"files": []map[string]any{

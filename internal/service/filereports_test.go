@@ -68,9 +68,9 @@ func frList(t *testing.T, a *testenv.Agent, msg string, limit int) []string {
 
 func TestFileReports(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "author", "b", "c", "d")
+	w := newWorld(t, "author", "b", "c", "d")
 	author, b, c, d, e := w.agents["author"], w.agents["b"], w.agents["c"], w.agents["d"], w.e
-	room := w.room(t, author, b, c)
+	room := w.roomWith(t, author, b, c)
 	files := []map[string]any{
 		{"url": "https://example.com/0.txt", "display_name": "zero"},
 		{"url": "https://example.com/1.txt", "display_name": "one", "version_label": "v1"},

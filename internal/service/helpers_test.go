@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"testing"
@@ -23,6 +24,17 @@ func dmTo(a *testenv.Agent) map[string]any {
 }
 func inRoom(room string) map[string]any { return map[string]any{"kind": "room", "room_id": room} }
 
+// setDestination encodes a destination as the deepObject query parameter of
+// conversation_read and inbox_list.
+func setDestination(q url.Values, dest map[string]any) {
+	q.Set("destination[kind]", dest["kind"].(string))
+	if dest["kind"] == "room" {
+		q.Set("destination[room_id]", fmt.Sprint(dest["room_id"]))
+	} else {
+		q.Set("destination[recipient_agent_id]", fmt.Sprint(dest["recipient_agent_id"]))
+	}
+}
+
 // setFollow sets a member's follow preference for its current epoch.
 func setFollow(t *testing.T, a *testenv.Agent, room, follow string) {
 	t.Helper()
@@ -30,13 +42,14 @@ func setFollow(t *testing.T, a *testenv.Agent, room, follow string) {
 	a.MustCall("PUT", "/rooms/"+room+"/follow", map[string]any{"follow": follow, "expected_revision": rev, "idempotency_key": newKey()})
 }
 
-// dbState is every row a messaging or inbox operation could write, for "nothing was
-// written" assertions.
+// dbState is every row an agent operation could write (agents as their card and flags,
+// without last_seen_at), for "nothing was written" assertions.
 func dbState(t *testing.T, e *testenv.Env) string {
 	t.Helper()
 	var b strings.Builder
-	for _, table := range []string{"channels", "messages", "channel_sender_latest", "attention", "receipts",
-		"requests", "file_reports", "cleanup_status", "idempotency_records"} {
+	for _, table := range []string{"channels", "rooms", "room_members", "messages", "channel_sender_latest", "attention",
+		"receipts", "requests", "file_reports", "cleanup_status", "idempotency_records",
+		"(SELECT agent_id, name, enabled, listed, role, description, card_revision, profile_version FROM agents)"} {
 		rows, err := e.Store.Pool().Query(context.Background(), `SELECT t::text FROM `+table+` t`)
 		if err != nil {
 			t.Fatal(err)
@@ -84,4 +97,63 @@ func dbInt(t *testing.T, e *testenv.Env, q string, args ...any) int64 {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return v
+}
+
+// world is a box "alpha" with primed agents.
+type world struct {
+	e      *testenv.Env
+	box    string
+	agents map[string]*testenv.Agent
+}
+
+func newWorld(t *testing.T, names ...string) *world {
+	t.Helper()
+	e := testenv.New(t)
+	w := &world{e: e, box: e.Box("alpha"), agents: map[string]*testenv.Agent{}}
+	for _, n := range names {
+		w.agents[n] = w.agent(n)
+	}
+	return w
+}
+
+// agent creates and primes another agent in the world's box.
+func (w *world) agent(name string) *testenv.Agent {
+	a := w.e.NewAgent(w.box, name, nil)
+	a.Prime()
+	return a
+}
+
+func (w *world) settings(values map[string]any) {
+	w.e.Admin("PATCH", "/boxes/"+w.box+"/settings", map[string]any{"settings": values})
+}
+
+// room creates a room owned by owner with the given members joined (opts go into room_create).
+func (w *world) room(t *testing.T, owner *testenv.Agent, members []*testenv.Agent, opts map[string]any) string {
+	t.Helper()
+	body := map[string]any{"name": "room-" + newKey()[:8], "idempotency_key": newKey()}
+	for k, v := range opts {
+		body[k] = v
+	}
+	id := owner.MustCall("POST", "/rooms", body)["room_id"].(string)
+	for _, m := range members {
+		invite(t, owner, id, m)
+		join(t, m, id)
+	}
+	return id
+}
+
+// roomWith is room with default options.
+func (w *world) roomWith(t *testing.T, owner *testenv.Agent, members ...*testenv.Agent) string {
+	t.Helper()
+	return w.room(t, owner, members, nil)
+}
+
+func invite(t *testing.T, owner *testenv.Agent, room string, m *testenv.Agent) {
+	t.Helper()
+	owner.MustCall("POST", "/rooms/"+room+"/invite", map[string]any{"invitee_agent_ids": []uuid.UUID{m.ID}, "idempotency_key": newKey()})
+}
+
+func join(t *testing.T, a *testenv.Agent, room string) {
+	t.Helper()
+	a.MustCall("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": newKey()})
 }

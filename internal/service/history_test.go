@@ -19,12 +19,7 @@ import (
 // convPath is the conversation_read route with its deepObject destination parameter.
 func convPath(dest map[string]any, cursor string, limit int) string {
 	q := url.Values{}
-	q.Set("destination[kind]", dest["kind"].(string))
-	if dest["kind"] == "room" {
-		q.Set("destination[room_id]", fmt.Sprint(dest["room_id"]))
-	} else {
-		q.Set("destination[recipient_agent_id]", fmt.Sprint(dest["recipient_agent_id"]))
-	}
+	setDestination(q, dest)
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
@@ -76,7 +71,7 @@ func seqOf(t *testing.T, s string) int64 {
 // next_cursor/resume_cursor sees every message exactly once, in ascending message_seq.
 func TestConversationPagingUnderConcurrentWriters(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "reader")
+	w := newWorld(t, "reader")
 	reader := w.agents["reader"]
 	var writers []*testenv.Agent
 	for i := range 8 {
@@ -149,7 +144,7 @@ func TestConversationPagingUnderConcurrentWriters(t *testing.T) {
 // exactly full; a resume poll finds new arrivals; limits are clamped.
 func TestConversationStreamCursors(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	for i := range 4 {
 		mustSend(t, a, dmTo(b), fmt.Sprintf("m%d", i), nil)
@@ -199,7 +194,7 @@ func TestConversationStreamCursors(t *testing.T) {
 // CURSOR_INVALID.
 func TestConversationCursorScope(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b", "c")
+	w := newWorld(t, "a", "b", "c")
 	a, b, c := w.agents["a"], w.agents["b"], w.agents["c"]
 	r1 := w.room(t, a, []*testenv.Agent{b, c}, nil)
 	r2 := w.room(t, a, []*testenv.Agent{b, c}, nil)
@@ -231,8 +226,8 @@ func TestConversationCursorScope(t *testing.T) {
 	}
 	// A new membership epoch invalidates cursors of the old one.
 	b.MustCall("POST", "/rooms/"+r1+"/leave", map[string]any{"idempotency_key": newKey()})
-	w.invite(t, a, r1, b)
-	msJoin(t, b, r1)
+	invite(t, a, r1, b)
+	join(t, b, r1)
 	expectErr(t, "old epoch", b.Call("GET", convPath(inRoom(r1), cur, 1), nil), "CURSOR_INVALID", "", "cursor")
 }
 
@@ -240,7 +235,7 @@ func TestConversationCursorScope(t *testing.T) {
 // stranger gets the uniform error, joined visibility starts at the epoch, leaving revokes.
 func TestConversationRoomAccess(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "owner", "inv", "stranger", "late")
+	w := newWorld(t, "owner", "inv", "stranger", "late")
 	owner, inv, stranger, late := w.agents["owner"], w.agents["inv"], w.agents["stranger"], w.agents["late"]
 	shared := w.room(t, owner, nil, nil)
 	joined := w.room(t, owner, nil, map[string]any{"history_visibility": "joined"})
@@ -248,7 +243,7 @@ func TestConversationRoomAccess(t *testing.T) {
 	for _, r := range []string{shared, joined} {
 		early[r] = mustSend(t, owner, inRoom(r), "early", nil)["message_id"].(string)
 	}
-	w.invite(t, owner, shared, inv)
+	invite(t, owner, shared, inv)
 	expectErr(t, "invitee", inv.Call("GET", convPath(inRoom(shared), "", 0), nil), "NOT_FOUND_OR_FORBIDDEN", "not_a_member", "-")
 	expectErr(t, "invitee message_get", inv.Call("GET", "/messages/"+early[shared], nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
 	strangerErr := stranger.Call("GET", convPath(inRoom(shared), "", 0), nil)
@@ -257,12 +252,12 @@ func TestConversationRoomAccess(t *testing.T) {
 	if string(strangerErr.Raw) != string(unknownErr.Raw) {
 		t.Fatalf("stranger and unknown room differ: %s / %s", strangerErr.Raw, unknownErr.Raw)
 	}
-	msJoin(t, inv, shared)
+	join(t, inv, shared)
 	if p := readPage(t, inv, convPath(inRoom(shared), "", 0)); len(p.Items) != 1 {
 		t.Fatalf("shared history after join: %+v", p)
 	}
-	w.invite(t, owner, joined, late)
-	msJoin(t, late, joined)
+	invite(t, owner, joined, late)
+	join(t, late, joined)
 	later := mustSend(t, owner, inRoom(joined), "later", nil)["message_id"].(string)
 	if p := readPage(t, late, convPath(inRoom(joined), "", 0)); len(p.Items) != 1 || p.Items[0].MessageID != later {
 		t.Fatalf("joined visibility: %+v", p)
@@ -283,7 +278,7 @@ func TestConversationRoomAccess(t *testing.T) {
 // larger than the budget is returned alone; receipts only for returned rows.
 func TestConversationByteBudgetAndReceipts(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	w.settings(map[string]any{"response_budget_bytes": 2048})
 	var ids []string
@@ -348,12 +343,12 @@ func TestConversationByteBudgetAndReceipts(t *testing.T) {
 // redacted; the anchor must be visible; paging by keyset.
 func TestThreadReadRedactsHiddenAncestors(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "owner", "late")
+	w := newWorld(t, "owner", "late")
 	owner, late := w.agents["owner"], w.agents["late"]
 	room := w.room(t, owner, nil, map[string]any{"history_visibility": "joined"})
 	root := mustSend(t, owner, inRoom(room), "root", nil)["message_id"].(string)
-	w.invite(t, owner, room, late)
-	msJoin(t, late, room)
+	invite(t, owner, room, late)
+	join(t, late, room)
 	r1 := mustSend(t, owner, inRoom(room), "reply 1", map[string]any{"reply_to_message_id": root})["message_id"].(string)
 	mustSend(t, owner, inRoom(room), "not in the thread", nil)
 	r2 := mustSend(t, late, inRoom(room), "reply 2", map[string]any{"reply_to_message_id": r1})["message_id"].(string)
@@ -403,7 +398,7 @@ func TestThreadReadRedactsHiddenAncestors(t *testing.T) {
 // purged shows the reference redacted.
 func TestThreadReadToleratesGaps(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	w.settings(map[string]any{"channel_message_cap": 3})
 	root := mustSend(t, a, dmTo(b), "root", nil)["message_id"].(string)
@@ -425,7 +420,7 @@ func TestThreadReadToleratesGaps(t *testing.T) {
 // together hold the family once, in order; markdown renders every body.
 func TestThreadExportChunks(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	w.settings(map[string]any{"response_budget_bytes": 2048})
 	root := mustSend(t, a, dmTo(b), "root <&> "+strings.Repeat("r", 300), nil)["message_id"].(string)
@@ -495,7 +490,7 @@ func TestThreadExportChunks(t *testing.T) {
 // next_cursor); exporting with it later returns only the replies added since.
 func TestThreadExportResumeCursor(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	root := mustSend(t, a, dmTo(b), "root", nil)["message_id"].(string)
 	mustSend(t, b, dmTo(a), "first reply", map[string]any{"reply_to_message_id": root})

@@ -20,44 +20,6 @@ import (
 // Inbox tests (prefix ib): attention as inbox_list shows it, receipts, ACK, claims and leases
 // (SPEC §7, §9, §15). Helpers here are used by the request and file report tests too.
 
-type ibWorld struct {
-	e      *testenv.Env
-	box    string
-	agents map[string]*testenv.Agent
-}
-
-func newIbWorld(t *testing.T, names ...string) *ibWorld {
-	t.Helper()
-	e := testenv.New(t)
-	w := &ibWorld{e: e, box: e.Box("alpha"), agents: map[string]*testenv.Agent{}}
-	for _, n := range names {
-		a := e.NewAgent(w.box, n, nil)
-		a.Prime()
-		w.agents[n] = a
-	}
-	return w
-}
-
-func (w *ibWorld) settings(values map[string]any) {
-	w.e.Admin("PATCH", "/boxes/"+w.box+"/settings", map[string]any{"settings": values})
-}
-
-// room creates a room owned by owner with members joined.
-func (w *ibWorld) room(t *testing.T, owner *testenv.Agent, members ...*testenv.Agent) string {
-	t.Helper()
-	id := owner.MustCall("POST", "/rooms", map[string]any{"name": "room-" + newKey()[:8], "idempotency_key": newKey()})["room_id"].(string)
-	for _, m := range members {
-		ibInvite(t, owner, id, m)
-		m.MustCall("POST", "/rooms/"+id+"/join", map[string]any{"idempotency_key": newKey()})
-	}
-	return id
-}
-
-func ibInvite(t *testing.T, owner *testenv.Agent, room string, m *testenv.Agent) {
-	t.Helper()
-	owner.MustCall("POST", "/rooms/"+room+"/invite", map[string]any{"invitee_agent_ids": []uuid.UUID{m.ID}, "idempotency_key": newKey()})
-}
-
 func ibLeave(t *testing.T, a *testenv.Agent, room string) {
 	t.Helper()
 	a.MustCall("POST", "/rooms/"+room+"/leave", map[string]any{"idempotency_key": newKey()})
@@ -109,12 +71,7 @@ func ibPath(filter string, dest map[string]any, cursor string, limit int) string
 		q.Set("filter", filter)
 	}
 	if dest != nil {
-		q.Set("destination[kind]", dest["kind"].(string))
-		if dest["kind"] == "room" {
-			q.Set("destination[room_id]", fmt.Sprint(dest["room_id"]))
-		} else {
-			q.Set("destination[recipient_agent_id]", fmt.Sprint(dest["recipient_agent_id"]))
-		}
+		setDestination(q, dest)
 	}
 	if cursor != "" {
 		q.Set("cursor", cursor)
@@ -220,19 +177,19 @@ func ibSessionID(t *testing.T, a *testenv.Agent) string {
 // reasons value, or no row. Also DMs, the author, a member who left and a late joiner.
 func TestInboxReasonsByFollowPreference(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "author", "all", "mentions", "replies", "mute", "leaver", "late")
+	w := newWorld(t, "author", "all", "mentions", "replies", "mute", "leaver", "late")
 	author := w.agents["author"]
 	prefs := []string{"all", "mentions", "replies", "mute"}
 	var members []*testenv.Agent
 	for _, p := range prefs {
 		members = append(members, w.agents[p])
 	}
-	room := w.room(t, author, append(members, w.agents["leaver"])...)
+	room := w.roomWith(t, author, append(members, w.agents["leaver"])...)
 	for _, p := range prefs {
 		setFollow(t, w.agents[p], room, p)
 	}
 	ibLeave(t, w.agents["leaver"], room)
-	ibInvite(t, author, room, w.agents["late"])
+	invite(t, author, room, w.agents["late"])
 	own := map[string]string{} // each recipient's own message, to reply to
 	for _, p := range prefs {
 		own[p] = ibSend(t, w.agents[p], inRoom(room), "mine: "+p, nil)
@@ -352,7 +309,7 @@ func TestInboxReasonsByFollowPreference(t *testing.T) {
 // all current unread work. Filters, destination filter, cursor scope and counts.
 func TestInboxListStreamAndFilters(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "reader", "sender", "owner")
+	w := newWorld(t, "reader", "sender", "owner")
 	reader, sender, owner := w.agents["reader"], w.agents["sender"], w.agents["owner"]
 	var dms []string
 	for i := range 5 {
@@ -401,7 +358,7 @@ func TestInboxListStreamAndFilters(t *testing.T) {
 	}
 
 	// Destination filter: one room or one DM pair.
-	room := w.room(t, owner, reader)
+	room := w.roomWith(t, owner, reader)
 	roomMsg := ibSend(t, owner, inRoom(room), "in the room", nil)
 	ownerDM := ibSend(t, owner, dmTo(reader), "owner dm", nil)
 	if got := ibAll(t, reader, "", inRoom(room)); len(got) != 1 || got[0].Message.MessageID != roomMsg {
@@ -455,7 +412,7 @@ func TestInboxListStreamAndFilters(t *testing.T) {
 // to this session; first-ACK provenance never changes; replays return the original receipt.
 func TestInboxAckRules(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "reader", "sender")
+	w := newWorld(t, "reader", "sender")
 	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
 	for i := range 3 {
 		ibSend(t, sender, dmTo(reader), fmt.Sprintf("dm %d", i), map[string]any{"request_agent_ids": []uuid.UUID{reader.ID}})
@@ -534,9 +491,9 @@ func TestInboxAckRules(t *testing.T) {
 // end leases. Defaults, clamps, order, and no extension by settings changes.
 func TestInboxLeases(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "reader", "sender")
+	w := newWorld(t, "reader", "sender")
 	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
-	room := w.room(t, sender, reader)
+	room := w.roomWith(t, sender, reader)
 	ibSend(t, sender, dmTo(reader), "dm 1", nil)   // seq 1
 	ibSend(t, sender, inRoom(room), "room 2", nil) // seq 2
 	a, b := reader.WithSession("A"), reader.WithSession("B")
@@ -627,7 +584,7 @@ func TestInboxLeases(t *testing.T) {
 // together lease every row.
 func TestInboxConcurrentClaims(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "reader", "s1", "s2")
+	w := newWorld(t, "reader", "s1", "s2")
 	reader := w.agents["reader"]
 	const rows = 60
 	for i := range rows {
@@ -695,13 +652,13 @@ func TestInboxStreamUnderConcurrentWriters(t *testing.T) {
 	for i := range 8 {
 		names = append(names, fmt.Sprintf("w%d", i))
 	}
-	w := newIbWorld(t, names...)
+	w := newWorld(t, names...)
 	reader := w.agents["reader"]
 	var roomMembers []*testenv.Agent
 	for i := 4; i < 8; i++ {
 		roomMembers = append(roomMembers, w.agents[fmt.Sprintf("w%d", i)])
 	}
-	room := w.room(t, w.agents["owner"], append(roomMembers, reader)...)
+	room := w.roomWith(t, w.agents["owner"], append(roomMembers, reader)...)
 	e2 := testenv.Attach(t, w.e)
 	const perWriter = 15
 	var wg sync.WaitGroup
@@ -777,7 +734,7 @@ func TestInboxStreamOneRecipientManySenders(t *testing.T) {
 	for i := range senders {
 		names = append(names, fmt.Sprintf("s%d", i))
 	}
-	w := newIbWorld(t, names...)
+	w := newWorld(t, names...)
 	reader, bystander := w.agents["reader"], w.agents["bystander"]
 	e2 := testenv.Attach(t, w.e)
 	var wg sync.WaitGroup
@@ -868,7 +825,7 @@ func TestInboxStreamOneRecipientManySenders(t *testing.T) {
 // cancelled leaves no lock behind.
 func TestInboxUpperWaitsForInFlightSends(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "reader")
+	w := newWorld(t, "reader")
 	reader := w.agents["reader"]
 	ctx := context.Background()
 	pool := w.e.Store.Pool()
@@ -955,7 +912,7 @@ func mustAtoi(t *testing.T, s string) int64 {
 // receipts only for the rows it returned.
 func TestInboxByteBudgetAndReceipts(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "reader", "sender")
+	w := newWorld(t, "reader", "sender")
 	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
 	w.settings(map[string]any{"response_budget_bytes": 4096})
 	for i := range 8 {
@@ -1007,9 +964,9 @@ func TestInboxByteBudgetAndReceipts(t *testing.T) {
 // is visible, live leases of this session.
 func TestPrimeCounts(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "reader", "sender")
+	w := newWorld(t, "reader", "sender")
 	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
-	room := w.room(t, sender, reader)
+	room := w.roomWith(t, sender, reader)
 	req := map[string]any{"mention_agent_ids": []uuid.UUID{reader.ID}, "request_agent_ids": []uuid.UUID{reader.ID}}
 	ibSend(t, sender, dmTo(reader), "dm request", map[string]any{"request_agent_ids": []uuid.UUID{reader.ID}})
 	ibSend(t, sender, inRoom(room), "room request", req)

@@ -14,60 +14,6 @@ import (
 // Shared helpers of the message tests (prefix ms), and the attention rows a send writes
 // (SPEC §7), asserted on the attention table directly.
 
-// msWorld is a box with primed agents.
-type msWorld struct {
-	e      *testenv.Env
-	box    string
-	agents map[string]*testenv.Agent
-}
-
-func newMsWorld(t *testing.T, names ...string) *msWorld {
-	t.Helper()
-	e := testenv.New(t)
-	w := &msWorld{e: e, box: e.Box("alpha"), agents: map[string]*testenv.Agent{}}
-	for _, n := range names {
-		w.agents[n] = w.agent(n)
-	}
-	return w
-}
-
-// agent creates and primes another agent in the world's box.
-func (w *msWorld) agent(name string) *testenv.Agent {
-	a := w.e.NewAgent(w.box, name, nil)
-	a.Prime()
-	return a
-}
-
-// settings merges per-box settings (admin API).
-func (w *msWorld) settings(values map[string]any) {
-	w.e.Admin("PATCH", "/boxes/"+w.box+"/settings", map[string]any{"settings": values})
-}
-
-// room creates a room owned by owner with the given members joined (opts go into room_create).
-func (w *msWorld) room(t *testing.T, owner *testenv.Agent, members []*testenv.Agent, opts map[string]any) string {
-	t.Helper()
-	body := map[string]any{"name": "room-" + newKey()[:8], "idempotency_key": newKey()}
-	for k, v := range opts {
-		body[k] = v
-	}
-	id := owner.MustCall("POST", "/rooms", body)["room_id"].(string)
-	for _, m := range members {
-		w.invite(t, owner, id, m)
-		msJoin(t, m, id)
-	}
-	return id
-}
-
-func (w *msWorld) invite(t *testing.T, owner *testenv.Agent, room string, m *testenv.Agent) {
-	t.Helper()
-	owner.MustCall("POST", "/rooms/"+room+"/invite", map[string]any{"invitee_agent_ids": []uuid.UUID{m.ID}, "idempotency_key": newKey()})
-}
-
-func msJoin(t *testing.T, a *testenv.Agent, room string) {
-	t.Helper()
-	a.MustCall("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": newKey()})
-}
-
 // msSend posts message_send with body_md and destination; extra fields are merged (a fresh
 // idempotency key unless extra has one).
 func msSend(a *testenv.Agent, dest map[string]any, body string, extra map[string]any) testenv.Response {
@@ -103,7 +49,7 @@ func reasonsOf(t *testing.T, e *testenv.Env, agent *testenv.Agent, messageID any
 // Every follow preference × every reason combination: the exact reasons value, or no row.
 func TestAttentionReasonsByFollowPreference(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "author", "all", "mentions", "replies", "mute")
+	w := newWorld(t, "author", "all", "mentions", "replies", "mute")
 	author := w.agents["author"]
 	prefs := []string{"all", "mentions", "replies", "mute"}
 	var members []*testenv.Agent
@@ -191,7 +137,7 @@ func TestAttentionReasonsByFollowPreference(t *testing.T) {
 // DMs ignore room preferences: 1, 1|16 (request without mention), 1|4|16, 1|8.
 func TestAttentionReasonsInDMs(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	bMsg := mustSend(t, b, dmTo(a), "from b", nil)["message_id"]
 	cases := []struct {
@@ -230,17 +176,17 @@ func TestAttentionReasonsInDMs(t *testing.T) {
 // invitee, and not a member who joins later (no backfill).
 func TestAttentionOnlyForActiveMembersAtSendTime(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "owner", "leaver", "late", "stay")
+	w := newWorld(t, "owner", "leaver", "late", "stay")
 	owner, leaver, late, stay := w.agents["owner"], w.agents["leaver"], w.agents["late"], w.agents["stay"]
 	room := w.room(t, owner, []*testenv.Agent{leaver, stay}, nil)
-	w.invite(t, owner, room, late)
+	invite(t, owner, room, late)
 	leaver.MustCall("POST", "/rooms/"+room+"/leave", map[string]any{"idempotency_key": newKey()})
 
 	before := mustSend(t, owner, inRoom(room), "before late joins", nil)
 	if got := before["attention_count"]; got != float64(1) {
 		t.Fatalf("attention_count %v, want 1 (only stay)", got)
 	}
-	msJoin(t, late, room)
+	join(t, late, room)
 	after := mustSend(t, owner, inRoom(room), "after late joins", nil)
 	for _, c := range []struct {
 		who  *testenv.Agent

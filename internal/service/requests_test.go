@@ -96,9 +96,9 @@ func rqAll(t *testing.T, a *testenv.Agent, direction, status string, limit int) 
 // requester gets as a reply to its own message; a later CAS corrects the declaration.
 func TestRequestRespondRules(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "req", "r1", "r2", "by", "out")
+	w := newWorld(t, "req", "r1", "r2", "by", "out")
 	req, r1, r2, by, out, e := w.agents["req"], w.agents["r1"], w.agents["r2"], w.agents["by"], w.agents["out"], w.e
-	room := w.room(t, req, r1, r2, by)
+	room := w.roomWith(t, req, r1, r2, by)
 	ids := []uuid.UUID{r1.ID, r2.ID}
 	msg := ibSend(t, req, inRoom(room), "please review", map[string]any{"mention_agent_ids": ids, "request_agent_ids": ids})
 
@@ -210,7 +210,7 @@ func TestRequestRespondRules(t *testing.T) {
 	if got := ibReasons(t, req)[dmRes.Reply.MessageID]; got != 1|8 {
 		t.Fatalf("DM reply row: %d", got)
 	}
-	room2 := w.room(t, by, r2)
+	room2 := w.roomWith(t, by, r2)
 	left := ibSend(t, by, inRoom(room2), "last call", map[string]any{"mention_agent_ids": []uuid.UUID{r2.ID}, "request_agent_ids": []uuid.UUID{r2.ID}})
 	ibLeave(t, r2, room2)
 	rejects(t, e, "recipient who left", func() testenv.Response { return rqRespond(r2, left, "1", "accepted", "ok", nil) },
@@ -222,9 +222,9 @@ func TestRequestRespondRules(t *testing.T) {
 // message the caller may still see.
 func TestRequestListPerRecipient(t *testing.T) {
 	t.Parallel()
-	w := newIbWorld(t, "req", "r1", "r2", "r3", "other")
+	w := newWorld(t, "req", "r1", "r2", "r3", "other")
 	req, r1, r2, r3, other := w.agents["req"], w.agents["r1"], w.agents["r2"], w.agents["r3"], w.agents["other"]
-	room := w.room(t, req, r1, r2, r3)
+	room := w.roomWith(t, req, r1, r2, r3)
 	ids := []uuid.UUID{r1.ID, r2.ID, r3.ID}
 	m1 := ibSend(t, req, inRoom(room), "three of you", map[string]any{"mention_agent_ids": ids, "request_agent_ids": ids})
 	m2 := ibSend(t, req, dmTo(r1), "just you", map[string]any{"request_agent_ids": []uuid.UUID{r1.ID}})
@@ -259,7 +259,7 @@ func TestRequestListPerRecipient(t *testing.T) {
 		t.Fatalf("cursor across directions: %s", r.Raw)
 	}
 	// A requester who left the room no longer lists that request; the recipient still does.
-	room2 := w.room(t, other, r1, r2)
+	room2 := w.roomWith(t, other, r1, r2)
 	m3 := ibSend(t, r1, inRoom(room2), "from r1", map[string]any{"mention_agent_ids": []uuid.UUID{r2.ID}, "request_agent_ids": []uuid.UUID{r2.ID}})
 	if p := rqAll(t, r1, "outgoing", "", 0); len(p) != 1 || p[0].RequestMessageID != m3 {
 		t.Fatalf("r1 outgoing: %+v", p)

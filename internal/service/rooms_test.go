@@ -64,69 +64,23 @@ func rmLeave(a *testenv.Agent, room string) testenv.Response {
 	return a.Call("POST", "/rooms/"+room+"/leave", map[string]any{"idempotency_key": rmKey()})
 }
 
-// rmState is every row a room or directory operation could write (agents without the
-// last_seen_at observation; sessions left out), for "nothing was written" assertions.
-func rmState(t *testing.T, e *testenv.Env) string {
-	t.Helper()
-	var b strings.Builder
-	for _, q := range []string{
-		`SELECT t::text FROM channels t`,
-		`SELECT t::text FROM rooms t`,
-		`SELECT t::text FROM room_members t`,
-		`SELECT t::text FROM messages t`,
-		`SELECT t::text FROM attention t`,
-		`SELECT t::text FROM idempotency_records t`,
-		`SELECT t::text FROM (SELECT agent_id, name, enabled, listed, role, description, card_revision, profile_version FROM agents) t`,
-	} {
-		rows, err := e.Store.Pool().Query(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var lines []string
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			lines = append(lines, s)
-		}
-		rows.Close()
-		sort.Strings(lines)
-		b.WriteString(q + "\n" + strings.Join(lines, "\n") + "\n")
-	}
-	return b.String()
-}
-
-// rmExpect asserts an error's code and reason (and field when given).
+// rmExpect is expectErr with the field optional.
 func rmExpect(t *testing.T, what string, r testenv.Response, code, reason string, field ...string) {
 	t.Helper()
-	if r.Code() != code || r.ErrorField("reason") != reason {
-		t.Fatalf("%s: want %s/%q, got %d %s", what, code, reason, r.Status, r.Raw)
-	}
-	if len(field) > 0 && r.ErrorField("field") != field[0] {
-		t.Fatalf("%s: want field %q, got %s", what, field[0], r.Raw)
-	}
+	expectErr(t, what, r, code, reason, optionalField(field))
 }
 
-// rmUnchanged runs do and asserts it fails with code/reason and writes nothing.
+// rmUnchanged is rejects with the field optional.
 func rmUnchanged(t *testing.T, e *testenv.Env, what string, do func() testenv.Response, code, reason string, field ...string) testenv.Response {
 	t.Helper()
-	before := rmState(t, e)
-	r := do()
-	rmExpect(t, what, r, code, reason, field...)
-	if after := rmState(t, e); after != before {
-		t.Fatalf("%s wrote something:\nbefore:\n%s\nafter:\n%s", what, before, after)
-	}
-	return r
+	return rejects(t, e, what, do, code, reason, optionalField(field))
 }
 
-func rmSQLInt(t *testing.T, e *testenv.Env, q string, args ...any) int64 {
-	t.Helper()
-	var v int64
-	if err := e.Store.Pool().QueryRow(context.Background(), q, args...).Scan(&v); err != nil {
-		t.Fatalf("%s: %v", q, err)
+func optionalField(field []string) string {
+	if len(field) == 0 {
+		return "-"
 	}
-	return v
+	return field[0]
 }
 
 func TestRoomCreateRecordsOwnerInviteesAndChannel(t *testing.T) {
@@ -143,16 +97,16 @@ func TestRoomCreateRecordsOwnerInviteesAndChannel(t *testing.T) {
 		t.Fatalf("invited: %v", inv)
 	}
 	e := w.e
-	if n := rmSQLInt(t, e, `SELECT count(*) FROM channels WHERE channel_id = $1 AND kind = 'room' AND dm_agent_lo IS NULL`, room); n != 1 {
+	if n := dbInt(t, e, `SELECT count(*) FROM channels WHERE channel_id = $1 AND kind = 'room' AND dm_agent_lo IS NULL`, room); n != 1 {
 		t.Fatalf("room channel rows: %d", n)
 	}
-	if n := rmSQLInt(t, e, `SELECT count(*) FROM room_members WHERE room_id = $1 AND agent_id = $2 AND state = 'active' AND epoch = 1 AND epoch_start_seq = 0 AND follow = 'all'`, room, w.owner.ID); n != 1 {
+	if n := dbInt(t, e, `SELECT count(*) FROM room_members WHERE room_id = $1 AND agent_id = $2 AND state = 'active' AND epoch = 1 AND epoch_start_seq = 0 AND follow = 'all'`, room, w.owner.ID); n != 1 {
 		t.Fatal("owner is not an active member in epoch 1 from seq 0")
 	}
-	if n := rmSQLInt(t, e, `SELECT count(*) FROM room_members WHERE room_id = $1 AND state = 'invited' AND epoch = 0 AND inviter_agent_id = $2 AND invited_at IS NOT NULL`, room, w.owner.ID); n != 2 {
+	if n := dbInt(t, e, `SELECT count(*) FROM room_members WHERE room_id = $1 AND state = 'invited' AND epoch = 0 AND inviter_agent_id = $2 AND invited_at IS NOT NULL`, room, w.owner.ID); n != 2 {
 		t.Fatalf("pending invitees: %d", n)
 	}
-	if n := rmSQLInt(t, e, `SELECT count(*) FROM messages`); n != 0 {
+	if n := dbInt(t, e, `SELECT count(*) FROM messages`); n != 0 {
 		t.Fatalf("room_create sent %d messages", n)
 	}
 	got := w.owner.MustCall("GET", "/rooms/"+room, nil)
@@ -232,7 +186,7 @@ func TestRoomCreateValidationWritesNothing(t *testing.T) {
 func TestRoomCreateDryRunWritesNothing(t *testing.T) {
 	t.Parallel()
 	w := newRmWorld(t)
-	before := rmState(t, w.e)
+	before := dbState(t, w.e)
 	body := map[string]any{"name": "plan", "invitee_agent_ids": []uuid.UUID{w.b.ID}, "history_visibility": "joined",
 		"default_follow": "mentions", "dry_run": true, "idempotency_key": "k1"}
 	res := w.owner.MustCall("POST", "/rooms", body)
@@ -240,7 +194,7 @@ func TestRoomCreateDryRunWritesNothing(t *testing.T) {
 		res["default_follow"] != "mentions" || len(res["invited_agent_ids"].([]any)) != 1 {
 		t.Fatalf("dry run result: %v", res)
 	}
-	if after := rmState(t, w.e); after != before {
+	if after := dbState(t, w.e); after != before {
 		t.Fatalf("dry run wrote:\n%s\n%s", before, after)
 	}
 	// No idempotency entry either: the same key then acts for real.
@@ -271,7 +225,7 @@ func TestRoomCreateIdempotentReplay(t *testing.T) {
 	body["name"] = "twice"
 	rmUnchanged(t, w.e, "changed name", func() testenv.Response { return w.owner.Call("POST", "/rooms", body) },
 		"IDEMPOTENCY_CONFLICT", "", "idempotency_key")
-	if n := rmSQLInt(t, w.e, `SELECT count(*) FROM rooms`); n != 1 {
+	if n := dbInt(t, w.e, `SELECT count(*) FROM rooms`); n != 1 {
 		t.Fatalf("rooms: %d", n)
 	}
 }
@@ -313,7 +267,7 @@ func TestRoomInviteRules(t *testing.T) {
 		t.Fatalf("leave: %s", r.Raw)
 	}
 	w.invite(t, room, w.b.ID)
-	if n := rmSQLInt(t, e, `SELECT count(*) FROM room_members WHERE room_id = $1 AND agent_id = $2 AND state = 'invited' AND epoch = 1`, room, w.b.ID); n != 1 {
+	if n := dbInt(t, e, `SELECT count(*) FROM room_members WHERE room_id = $1 AND agent_id = $2 AND state = 'invited' AND epoch = 1`, room, w.b.ID); n != 1 {
 		t.Fatal("re-invitation not recorded")
 	}
 }
@@ -446,10 +400,10 @@ func TestLeaveRevokesReadsAndRejoinNeedsNewInvitation(t *testing.T) {
 			t.Fatalf("%s after leave differs from a missing room: %s", path, r.Raw)
 		}
 	}
-	if n := rmSQLInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND channel_id = $2 AND lease_session_id IS NULL AND lease_expires_at IS NULL`, w.b.ID, room); n != 1 {
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND channel_id = $2 AND lease_session_id IS NULL AND lease_expires_at IS NULL`, w.b.ID, room); n != 1 {
 		t.Fatal("the lease in the room left was not ended")
 	}
-	if n := rmSQLInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND channel_id = $2 AND lease_session_id IS NOT NULL`, w.b.ID, other); n != 1 {
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND channel_id = $2 AND lease_session_id IS NOT NULL`, w.b.ID, other); n != 1 {
 		t.Fatal("a lease in another room was touched")
 	}
 	if rooms := w.b.MustCall("GET", "/rooms", nil)["items"].([]any); len(rooms) != 1 || rooms[0].(map[string]any)["room_id"] != other {
@@ -500,12 +454,12 @@ func TestHistoryVisibilityModesAndEpochStart(t *testing.T) {
 		t.Fatalf("joined: %v", got)
 	}
 	start := func(room string) int64 {
-		return rmSQLInt(t, e, `SELECT epoch_start_seq FROM room_members WHERE room_id = $1 AND agent_id = $2`, room, w.b.ID)
+		return dbInt(t, e, `SELECT epoch_start_seq FROM room_members WHERE room_id = $1 AND agent_id = $2`, room, w.b.ID)
 	}
 	if s, j := start(shared), start(joined); s != 17 || j != 42 {
 		t.Fatalf("epoch_start_seq shared=%d joined=%d", s, j)
 	}
-	if hv := rmSQLInt(t, e, `SELECT count(*) FROM rooms WHERE (room_id = $1 AND history_visibility = 'shared') OR (room_id = $2 AND history_visibility = 'joined')`, shared, joined); hv != 2 {
+	if hv := dbInt(t, e, `SELECT count(*) FROM rooms WHERE (room_id = $1 AND history_visibility = 'shared') OR (room_id = $2 AND history_visibility = 'joined')`, shared, joined); hv != 2 {
 		t.Fatal("history_visibility not recorded")
 	}
 	// A new epoch starts at the head of its own join.
@@ -549,7 +503,7 @@ func TestRoomBriefRules(t *testing.T) {
 	rmUnchanged(t, e, "append over 8 KiB", func() testenv.Response { return appendBrief(w.owner, strings.Repeat("ü", 4097), "2") },
 		"LIMIT_EXCEEDED", "append_too_large", "append_md")
 	rmUnchanged(t, e, "empty append", func() testenv.Response { return appendBrief(w.owner, "", "2") }, "INVALID_ARGUMENT", "", "append_md")
-	if n := rmSQLInt(t, e, `SELECT count(*) FROM messages`); n != 0 {
+	if n := dbInt(t, e, `SELECT count(*) FROM messages`); n != 0 {
 		t.Fatalf("brief updates posted %d messages", n)
 	}
 
@@ -615,9 +569,9 @@ func TestArchivedRoomRejectsInviteJoinAndBriefUpdate(t *testing.T) {
 		t.Fatalf("room_list: %v", items)
 	}
 	// Archiving again changes nothing.
-	before := rmState(t, e)
+	before := dbState(t, e)
 	e.Admin("POST", "/boxes/alpha/rooms/"+room+"/archive", nil)
-	if rmState(t, e) != before {
+	if dbState(t, e) != before {
 		t.Fatal("second archive wrote")
 	}
 }
@@ -744,7 +698,7 @@ func TestRoomJoinLeaveConcurrent(t *testing.T) {
 	if ok := count(rs, func(r testenv.Response) bool { return okResp(r) && r.JSON()["epoch"] == "1" }); ok != 19 {
 		t.Fatalf("distinct invitees joining: %d of 19", ok)
 	}
-	if n := rmSQLInt(t, e, `SELECT count(*) FROM room_members WHERE room_id = $1 AND state = 'active' AND epoch = 1`, room); n != 21 {
+	if n := dbInt(t, e, `SELECT count(*) FROM room_members WHERE room_id = $1 AND state = 'active' AND epoch = 1`, room); n != 21 {
 		t.Fatalf("active members: %d", n)
 	}
 	// One member, 20 concurrent leaves.

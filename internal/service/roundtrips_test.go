@@ -99,7 +99,7 @@ func (p *rtProxy) roundTrips(runs int, fn func(i int)) int64 {
 
 func TestRoundTripsPerSend(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "owner")
+	w := newWorld(t, "owner")
 	owner := w.agents["owner"]
 	var members []*testenv.Agent
 	for i := range 9 {

@@ -19,14 +19,14 @@ import (
 // DM channel, duplicate reference or idempotency record).
 func TestSendValidationRulesWriteNothing(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b", "c", "off", "invitee", "stranger")
+	w := newWorld(t, "a", "b", "c", "off", "invitee", "stranger")
 	a, b, c := w.agents["a"], w.agents["b"], w.agents["c"]
 	w.e.Admin("PATCH", "/boxes/alpha/agents/off", map[string]any{"enabled": false})
 	w.e.Box("beta")
 	foreign := w.e.NewAgent("beta", "foreign", nil)
 
 	room := w.room(t, a, []*testenv.Agent{b}, nil)
-	w.invite(t, a, room, w.agents["invitee"])
+	invite(t, a, room, w.agents["invitee"])
 	otherRoom := w.room(t, c, []*testenv.Agent{a}, nil) // a can see it
 	hiddenRoom := w.room(t, c, nil, nil)                // a cannot
 	joinedRoom := w.room(t, c, nil, map[string]any{"history_visibility": "joined"})
@@ -36,8 +36,8 @@ func TestSendValidationRulesWriteNothing(t *testing.T) {
 	inOther := mustSend(t, c, inRoom(otherRoom), "in the other room", nil)["message_id"]
 	inHidden := mustSend(t, c, inRoom(hiddenRoom), "in a hidden room", nil)["message_id"]
 	beforeJoin := mustSend(t, c, inRoom(joinedRoom), "before a joins", nil)["message_id"]
-	w.invite(t, c, joinedRoom, a)
-	msJoin(t, a, joinedRoom)
+	invite(t, c, joinedRoom, a)
+	join(t, a, joinedRoom)
 	otherPair := mustSend(t, c, dmTo(a), "a DM from c", nil)["message_id"]
 	bcPair := mustSend(t, b, dmTo(c), "a DM between b and c", nil)["message_id"]
 
@@ -147,7 +147,7 @@ func TestSendValidationRulesWriteNothing(t *testing.T) {
 // The envelope cap covers body, payload, targets and file metadata together.
 func TestSendEnvelopeCap(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	w.settings(map[string]any{"envelope_max_bytes": 1500})
 	f := []map[string]any{{"url": "https://files.example/" + strings.Repeat("p", 400), "display_name": strings.Repeat("n", 400)}}
@@ -177,7 +177,7 @@ func TestSendEnvelopeCap(t *testing.T) {
 // payload keeps its bytes, file references are labeled, the thread root is derived.
 func TestSendStoresExactlyAndDerivesThread(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	body := "  Ünïcode\u00a0body \r\n with trailing space \t\n"
 	res := mustSend(t, a, dmTo(b), body, map[string]any{
@@ -221,7 +221,7 @@ func TestSendStoresExactlyAndDerivesThread(t *testing.T) {
 // posts do not reset it, X,Y,X creates two X; the duplicate returns the existing message.
 func TestDuplicateSuppression(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	room := w.room(t, a, []*testenv.Agent{b}, nil)
 
@@ -267,7 +267,7 @@ func TestDuplicateSuppression(t *testing.T) {
 // 20 concurrent identical sends create exactly one message; the others return its ID.
 func TestConcurrentIdenticalSendsCreateOneMessage(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b", "c")
+	w := newWorld(t, "a", "b", "c")
 	a := w.agents["a"]
 	room := w.room(t, a, []*testenv.Agent{w.agents["b"], w.agents["c"]}, nil)
 	other := testenv.Attach(t, w.e) // a second server process on the same database
@@ -320,7 +320,7 @@ func TestConcurrentIdenticalSendsCreateOneMessage(t *testing.T) {
 // reference removes it (no fallback), and the purged message's rows go with it.
 func TestRetentionPurgesOldestAndTheDuplicateReference(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b")
+	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	room := w.room(t, a, []*testenv.Agent{b}, nil)
 	w.settings(map[string]any{"channel_message_cap": 1})
@@ -363,7 +363,7 @@ func TestRetentionPurgesOldestAndTheDuplicateReference(t *testing.T) {
 // without identifiers, and writes nothing (no idempotency record either).
 func TestSendDryRunWritesNothing(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b", "c")
+	w := newWorld(t, "a", "b", "c")
 	a, b, c := w.agents["a"], w.agents["b"], w.agents["c"]
 	room := w.room(t, a, []*testenv.Agent{b, c}, nil)
 	before := dbState(t, w.e)
@@ -398,7 +398,7 @@ func TestSendDryRunWritesNothing(t *testing.T) {
 // independent DMs, replay returns the original outcomes.
 func TestSendBatch(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "a", "b", "c", "off")
+	w := newWorld(t, "a", "b", "c", "off")
 	a, b, c := w.agents["a"], w.agents["b"], w.agents["c"]
 	w.e.Admin("PATCH", "/boxes/alpha/agents/off", map[string]any{"enabled": false})
 	w.e.Box("beta")
@@ -507,7 +507,7 @@ func TestSendBatch(t *testing.T) {
 // deadlock or lose a message (channels are locked in one order, then the recipients' inbox locks).
 func TestConcurrentBatchesDoNotDeadlock(t *testing.T) {
 	t.Parallel()
-	w := newMsWorld(t, "p0", "p1", "p2", "p3", "p4")
+	w := newWorld(t, "p0", "p1", "p2", "p3", "p4")
 	var agents []*testenv.Agent
 	for i := range 5 {
 		agents = append(agents, w.agents[fmt.Sprintf("p%d", i)])

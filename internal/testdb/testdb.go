@@ -71,29 +71,21 @@ var (
 // found or started, the test fails with the reason (it is never skipped).
 func New(t testing.TB) string {
 	t.Helper()
-	s, err := sharedServer()
-	if err != nil {
-		t.Fatalf("testdb: no PostgreSQL server for tests: %v", err)
-	}
-	name, err := randomName()
-	if err != nil {
-		t.Fatalf("testdb: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), cloneTimeout)
-	defer cancel()
-	if err := s.clone(ctx, name); err != nil {
-		t.Fatalf("testdb: creating database %s from %s (%s): %v", name, s.template, s.kind, err)
-	}
-	t.Cleanup(func() {
-		if err := s.drop(name); err != nil {
-			t.Errorf("testdb: dropping database %s: %v", name, err)
-		}
-	})
-	return s.urlFor(name)
+	return newDatabase(t, func(s *server, ctx context.Context, name string) error { return s.clone(ctx, name) })
 }
 
 // NewEmpty is New without the schema: an empty database (for migration tests).
 func NewEmpty(t testing.TB) string {
+	t.Helper()
+	return newDatabase(t, func(s *server, ctx context.Context, name string) error {
+		_, err := s.admin.Exec(ctx, "CREATE DATABASE "+ident(name))
+		return err
+	})
+}
+
+// newDatabase creates a database for this test only with create and drops it (WITH
+// (FORCE)) when the test ends.
+func newDatabase(t testing.TB, create func(s *server, ctx context.Context, name string) error) string {
 	t.Helper()
 	s, err := sharedServer()
 	if err != nil {
@@ -105,7 +97,7 @@ func NewEmpty(t testing.TB) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cloneTimeout)
 	defer cancel()
-	if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+ident(name)); err != nil {
+	if err := create(s, ctx, name); err != nil {
 		t.Fatalf("testdb: creating database %s (%s): %v", name, s.kind, err)
 	}
 	t.Cleanup(func() {
