@@ -1,4 +1,10 @@
 -- Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
+-- Statements about given rows (@inbox_seqs) also bound inbox_seq by the array's least and
+-- greatest value. A box, agent or channel the statistics do not know (0007_inbox_paths.sql)
+-- is estimated at a row or two, and PostgreSQL (15) then prefers to walk the owner's index
+-- prefix and apply `inbox_seq = ANY(...)` as a filter over using it in the index condition;
+-- the range is always an index condition, so even that plan reads only the given rows'
+-- span of the inbox, never its whole history.
 -- Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
 -- steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
 -- page costs O(page)), then InboxRows for those seqs with their canonical message data.
@@ -58,6 +64,7 @@ LEFT JOIN attachments att ON att.box_id = m.box_id AND att.message_id = m.messag
 LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
      AND rr.agent_id = a.agent_id
 WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.inbox_seq = ANY(@inbox_seqs::bigint[])
+  AND a.inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND a.inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
 ORDER BY a.inbox_seq;
 
 -- name: RecordInboxReceipts :exec
@@ -87,12 +94,17 @@ SELECT (SELECT count(*) FROM accessible_attention v
 SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
        EXISTS (SELECT 1 FROM accessible_attention v
                WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq) AS accessible,
-       (r.session_id IS NOT NULL)::boolean AS returned,
+       (r.returned IS NOT NULL)::boolean AS returned,
        COALESCE(r.lease_replaced, false)::boolean AS lease_replaced
 FROM attention a
-LEFT JOIN receipts r ON r.box_id = a.box_id AND r.agent_id = a.agent_id AND r.inbox_seq = a.inbox_seq
-     AND r.session_id = @session_id
+-- The session's receipt by its full key, once per row (a join could read every receipt of
+-- the session).
+LEFT JOIN LATERAL (SELECT true AS returned, receipts.lease_replaced FROM receipts
+                   WHERE receipts.box_id = a.box_id AND receipts.agent_id = a.agent_id AND receipts.inbox_seq = a.inbox_seq
+                     AND receipts.session_id = @session_id
+                   OFFSET 0) AS r ON true
 WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.inbox_seq = ANY(@inbox_seqs::bigint[])
+  AND a.inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND a.inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
 ORDER BY a.inbox_seq
 FOR UPDATE OF a;
 
@@ -100,34 +112,64 @@ FOR UPDATE OF a;
 -- ACK means read: sets the first ACK's session and time (never changed after) and ends the
 -- row's lease. Nothing else changes (no retention extension, no request status).
 UPDATE attention SET acked_at = @now::timestamptz, acked_by_session_id = @session_id::uuid, lease_session_id = NULL, lease_expires_at = NULL
-WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[]) AND acked_at IS NULL;
+WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[]) AND acked_at IS NULL
+  AND inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k);
 
 -- name: ClaimCandidatesOldest :many
 -- Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
--- until commit. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed
--- and committed meanwhile is re-checked on its new version, so two claims never lease the
--- same row. OFFSET 0 keeps the accessibility check a per-row lookup on the row's keys (the
--- planner may not turn it into a join over the whole inbox), so a claim costs O(rows it
--- scans) whatever the inbox size or the table statistics.
-SELECT a.inbox_seq FROM attention a
-WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
-  AND (a.lease_session_id IS NULL OR a.lease_expires_at <= @now::timestamptz)
-  AND EXISTS (SELECT 1 FROM accessible_attention v
-              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
-ORDER BY a.inbox_seq
-LIMIT @max_rows
-FOR UPDATE OF a SKIP LOCKED;
+-- until commit. Two index ranges, never the inbox's live leases (0007_inbox_paths.sql):
+-- "fresh" walks the unread rows nobody leases in inbox_seq order, "expired" the leases that
+-- have run out; the union is cut to @max_rows. Rows another claim has locked are skipped
+-- (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new version,
+-- so two claims never lease the same row. (Each branch locks at most @max_rows; an expired
+-- row the cut drops stays locked, unleased, until this claim commits.) OFFSET 0 keeps the
+-- accessibility check a per-row lookup on the row's keys, so a claim costs O(rows it
+-- returns) whatever the inbox size, the number of live leases or the table statistics.
+WITH fresh AS (
+    SELECT a.inbox_seq FROM attention a
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+      AND EXISTS (SELECT 1 FROM accessible_attention v
+                  WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
+    ORDER BY a.inbox_seq
+    LIMIT @max_rows
+    FOR UPDATE OF a SKIP LOCKED
+), expired AS (
+    SELECT a.inbox_seq FROM attention a
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
+      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
+      AND EXISTS (SELECT 1 FROM accessible_attention v
+                  WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
+    ORDER BY a.inbox_seq
+    LIMIT @max_rows
+    FOR UPDATE OF a SKIP LOCKED
+)
+SELECT c.inbox_seq::bigint AS inbox_seq FROM (SELECT inbox_seq FROM fresh UNION ALL SELECT inbox_seq FROM expired) AS c
+ORDER BY c.inbox_seq
+LIMIT @max_rows;
 
 -- name: ClaimCandidatesNewest :many
 -- As ClaimCandidatesOldest, newest first.
-SELECT a.inbox_seq FROM attention a
-WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
-  AND (a.lease_session_id IS NULL OR a.lease_expires_at <= @now::timestamptz)
-  AND EXISTS (SELECT 1 FROM accessible_attention v
-              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
-ORDER BY a.inbox_seq DESC
-LIMIT @max_rows
-FOR UPDATE OF a SKIP LOCKED;
+WITH fresh AS (
+    SELECT a.inbox_seq FROM attention a
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+      AND EXISTS (SELECT 1 FROM accessible_attention v
+                  WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
+    ORDER BY a.inbox_seq DESC
+    LIMIT @max_rows
+    FOR UPDATE OF a SKIP LOCKED
+), expired AS (
+    SELECT a.inbox_seq FROM attention a
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
+      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
+      AND EXISTS (SELECT 1 FROM accessible_attention v
+                  WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
+    ORDER BY a.inbox_seq DESC
+    LIMIT @max_rows
+    FOR UPDATE OF a SKIP LOCKED
+)
+SELECT c.inbox_seq::bigint AS inbox_seq FROM (SELECT inbox_seq FROM fresh UNION ALL SELECT inbox_seq FROM expired) AS c
+ORDER BY c.inbox_seq DESC
+LIMIT @max_rows;
 
 -- name: LeaseRows :exec
 -- Leases rows (locked by ClaimCandidates*) to this session until @expires_at, records this
@@ -136,13 +178,20 @@ FOR UPDATE OF a SKIP LOCKED;
 WITH prev AS (
     SELECT inbox_seq, lease_session_id FROM attention
     WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[])
+      AND inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
 ), leased AS (
     UPDATE attention SET lease_session_id = @session_id, lease_expires_at = @expires_at::timestamptz
     WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[])
+      AND inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
 ), replaced AS (
+    -- Receipts reached by their keys (the claimed seqs), never by the agent's prefix: joined
+    -- only through prev, a plan could walk every receipt of the agent and, for each, every
+    -- live lease.
     UPDATE receipts SET lease_replaced = true
     FROM prev
-    WHERE receipts.box_id = @box_id AND receipts.agent_id = @agent_id AND receipts.inbox_seq = prev.inbox_seq
+    WHERE receipts.box_id = @box_id AND receipts.agent_id = @agent_id AND receipts.inbox_seq = ANY(@inbox_seqs::bigint[])
+      AND receipts.inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND receipts.inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
+      AND receipts.inbox_seq = prev.inbox_seq
       AND receipts.session_id = prev.lease_session_id AND prev.lease_session_id <> @session_id
 )
 INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)

@@ -6,18 +6,29 @@
 -- name: SenderLatest :many
 -- The sender's latest retained message in each given channel: the only comparison target of
 -- consecutive-duplicate suppression. Read after the channel lock, so it is current.
+-- One lookup by the full key per channel (LATERAL, OFFSET 0): with `channel_id = ANY(...)` a
+-- new sender, estimated at a row or two, would be found by walking the box's references.
 SELECT l.channel_id, l.content_hash, m.message_id, m.message_seq, m.created_at
-FROM channel_sender_latest l
-JOIN messages m ON m.box_id = l.box_id AND m.message_id = l.message_id
-WHERE l.box_id = @box_id AND l.sender_agent_id = @sender_agent_id AND l.channel_id = ANY(@channel_ids::uuid[]);
+FROM unnest(@channel_ids::uuid[]) AS c(channel_id)
+CROSS JOIN LATERAL (SELECT channel_sender_latest.channel_id, channel_sender_latest.message_id, channel_sender_latest.content_hash
+                    FROM channel_sender_latest
+                    WHERE channel_sender_latest.box_id = @box_id AND channel_sender_latest.channel_id = c.channel_id
+                      AND channel_sender_latest.sender_agent_id = @sender_agent_id
+                    OFFSET 0) AS l
+JOIN messages m ON m.box_id = @box_id AND m.message_id = l.message_id;
 
 -- name: DMSenderLatest :many
 -- SenderLatest in the DM channel of one pair (@lo < @hi), found by the pair: a DM reads it in
 -- the round trip that locks the channel, before it knows the channel's ID.
+-- (The reference by its full key, once: see SenderLatest.)
 SELECT l.channel_id, l.content_hash, m.message_id, m.message_seq, m.created_at
 FROM channels c
-JOIN channel_sender_latest l ON l.box_id = c.box_id AND l.channel_id = c.channel_id AND l.sender_agent_id = @sender_agent_id
-JOIN messages m ON m.box_id = l.box_id AND m.message_id = l.message_id
+CROSS JOIN LATERAL (SELECT channel_sender_latest.channel_id, channel_sender_latest.message_id, channel_sender_latest.content_hash
+                    FROM channel_sender_latest
+                    WHERE channel_sender_latest.box_id = c.box_id AND channel_sender_latest.channel_id = c.channel_id
+                      AND channel_sender_latest.sender_agent_id = @sender_agent_id
+                    OFFSET 0) AS l
+JOIN messages m ON m.box_id = c.box_id AND m.message_id = l.message_id
 WHERE c.box_id = @box_id AND c.kind = 'dm' AND c.dm_agent_lo = @lo AND c.dm_agent_hi = @hi;
 
 -- name: InsertMessages :many
@@ -191,7 +202,15 @@ WHERE box_id = @box_id AND channel_id = @channel_id AND message_id = ANY(@messag
 -- name: RecordReceipts :exec
 -- A receipt per returned message the reader has an attention row for: this session was shown
 -- that row (the precondition of its ACK). Never an ACK.
+-- One lookup per message by (box_id, message_id) (attention_by_message): the LATERAL with
+-- OFFSET 0 cannot become a join over the reader's inbox, and the agent is compared as text so
+-- no index prefix on (box_id, agent_id) competes — a new agent is estimated at a row or two
+-- (0007_inbox_paths.sql) and such a prefix would walk the reader's whole inbox.
 INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
-SELECT attention.box_id, attention.agent_id, attention.inbox_seq, @session_id FROM attention
-WHERE attention.box_id = @box_id AND attention.agent_id = @agent_id AND attention.message_id = ANY(@message_ids::uuid[])
+SELECT @box_id, @agent_id, a.inbox_seq, @session_id
+FROM unnest(@message_ids::uuid[]) AS ids(message_id)
+CROSS JOIN LATERAL (SELECT attention.inbox_seq FROM attention
+                    WHERE attention.box_id = @box_id AND attention.message_id = ids.message_id
+                      AND attention.agent_id::text = sqlc.arg(agent_id)::uuid::text
+                    OFFSET 0) AS a
 ON CONFLICT DO NOTHING;

@@ -100,8 +100,12 @@ func (q *Queries) ChannelMessages(ctx context.Context, arg ChannelMessagesParams
 const dMSenderLatest = `-- name: DMSenderLatest :many
 SELECT l.channel_id, l.content_hash, m.message_id, m.message_seq, m.created_at
 FROM channels c
-JOIN channel_sender_latest l ON l.box_id = c.box_id AND l.channel_id = c.channel_id AND l.sender_agent_id = $1
-JOIN messages m ON m.box_id = l.box_id AND m.message_id = l.message_id
+CROSS JOIN LATERAL (SELECT channel_sender_latest.channel_id, channel_sender_latest.message_id, channel_sender_latest.content_hash
+                    FROM channel_sender_latest
+                    WHERE channel_sender_latest.box_id = c.box_id AND channel_sender_latest.channel_id = c.channel_id
+                      AND channel_sender_latest.sender_agent_id = $1
+                    OFFSET 0) AS l
+JOIN messages m ON m.box_id = c.box_id AND m.message_id = l.message_id
 WHERE c.box_id = $2 AND c.kind = 'dm' AND c.dm_agent_lo = $3 AND c.dm_agent_hi = $4
 `
 
@@ -122,6 +126,7 @@ type DMSenderLatestRow struct {
 
 // SenderLatest in the DM channel of one pair (@lo < @hi), found by the pair: a DM reads it in
 // the round trip that locks the channel, before it knows the channel's ID.
+// (The reference by its full key, once: see SenderLatest.)
 func (q *Queries) DMSenderLatest(ctx context.Context, arg DMSenderLatestParams) ([]DMSenderLatestRow, error) {
 	rows, err := q.db.Query(ctx, dMSenderLatest,
 		arg.SenderAgentID,
@@ -465,25 +470,33 @@ func (q *Queries) InsertMessages(ctx context.Context, arg InsertMessagesParams) 
 
 const recordReceipts = `-- name: RecordReceipts :exec
 INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
-SELECT attention.box_id, attention.agent_id, attention.inbox_seq, $1 FROM attention
-WHERE attention.box_id = $2 AND attention.agent_id = $3 AND attention.message_id = ANY($4::uuid[])
+SELECT $1, $2, a.inbox_seq, $3
+FROM unnest($4::uuid[]) AS ids(message_id)
+CROSS JOIN LATERAL (SELECT attention.inbox_seq FROM attention
+                    WHERE attention.box_id = $1 AND attention.message_id = ids.message_id
+                      AND attention.agent_id::text = $2::uuid::text
+                    OFFSET 0) AS a
 ON CONFLICT DO NOTHING
 `
 
 type RecordReceiptsParams struct {
-	SessionID  uuid.UUID
 	BoxID      uuid.UUID
 	AgentID    uuid.UUID
+	SessionID  uuid.UUID
 	MessageIds []uuid.UUID
 }
 
 // A receipt per returned message the reader has an attention row for: this session was shown
 // that row (the precondition of its ACK). Never an ACK.
+// One lookup per message by (box_id, message_id) (attention_by_message): the LATERAL with
+// OFFSET 0 cannot become a join over the reader's inbox, and the agent is compared as text so
+// no index prefix on (box_id, agent_id) competes — a new agent is estimated at a row or two
+// (0007_inbox_paths.sql) and such a prefix would walk the reader's whole inbox.
 func (q *Queries) RecordReceipts(ctx context.Context, arg RecordReceiptsParams) error {
 	_, err := q.db.Exec(ctx, recordReceipts,
-		arg.SessionID,
 		arg.BoxID,
 		arg.AgentID,
+		arg.SessionID,
 		arg.MessageIds,
 	)
 	return err
@@ -492,15 +505,19 @@ func (q *Queries) RecordReceipts(ctx context.Context, arg RecordReceiptsParams) 
 const senderLatest = `-- name: SenderLatest :many
 
 SELECT l.channel_id, l.content_hash, m.message_id, m.message_seq, m.created_at
-FROM channel_sender_latest l
-JOIN messages m ON m.box_id = l.box_id AND m.message_id = l.message_id
-WHERE l.box_id = $1 AND l.sender_agent_id = $2 AND l.channel_id = ANY($3::uuid[])
+FROM unnest($1::uuid[]) AS c(channel_id)
+CROSS JOIN LATERAL (SELECT channel_sender_latest.channel_id, channel_sender_latest.message_id, channel_sender_latest.content_hash
+                    FROM channel_sender_latest
+                    WHERE channel_sender_latest.box_id = $2 AND channel_sender_latest.channel_id = c.channel_id
+                      AND channel_sender_latest.sender_agent_id = $3
+                    OFFSET 0) AS l
+JOIN messages m ON m.box_id = $2 AND m.message_id = l.message_id
 `
 
 type SenderLatestParams struct {
+	ChannelIds    []uuid.UUID
 	BoxID         uuid.UUID
 	SenderAgentID uuid.UUID
-	ChannelIds    []uuid.UUID
 }
 
 type SenderLatestRow struct {
@@ -517,8 +534,10 @@ type SenderLatestRow struct {
 // size or batch width.
 // The sender's latest retained message in each given channel: the only comparison target of
 // consecutive-duplicate suppression. Read after the channel lock, so it is current.
+// One lookup by the full key per channel (LATERAL, OFFSET 0): with `channel_id = ANY(...)` a
+// new sender, estimated at a row or two, would be found by walking the box's references.
 func (q *Queries) SenderLatest(ctx context.Context, arg SenderLatestParams) ([]SenderLatestRow, error) {
-	rows, err := q.db.Query(ctx, senderLatest, arg.BoxID, arg.SenderAgentID, arg.ChannelIds)
+	rows, err := q.db.Query(ctx, senderLatest, arg.ChannelIds, arg.BoxID, arg.SenderAgentID)
 	if err != nil {
 		return nil, err
 	}

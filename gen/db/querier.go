@@ -35,11 +35,14 @@ type Querier interface {
 	// As ClaimCandidatesOldest, newest first.
 	ClaimCandidatesNewest(ctx context.Context, arg ClaimCandidatesNewestParams) ([]int64, error)
 	// Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
-	// until commit. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed
-	// and committed meanwhile is re-checked on its new version, so two claims never lease the
-	// same row. OFFSET 0 keeps the accessibility check a per-row lookup on the row's keys (the
-	// planner may not turn it into a join over the whole inbox), so a claim costs O(rows it
-	// scans) whatever the inbox size or the table statistics.
+	// until commit. Two index ranges, never the inbox's live leases (0007_inbox_paths.sql):
+	// "fresh" walks the unread rows nobody leases in inbox_seq order, "expired" the leases that
+	// have run out; the union is cut to @max_rows. Rows another claim has locked are skipped
+	// (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new version,
+	// so two claims never lease the same row. (Each branch locks at most @max_rows; an expired
+	// row the cut drops stays locked, unleased, until this claim commits.) OFFSET 0 keeps the
+	// accessibility check a per-row lookup on the row's keys, so a claim costs O(rows it
+	// returns) whatever the inbox size, the number of live leases or the table statistics.
 	ClaimCandidatesOldest(ctx context.Context, arg ClaimCandidatesOldestParams) ([]int64, error)
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
 	CreateAdminToken(ctx context.Context, arg CreateAdminTokenParams) (CreateAdminTokenRow, error)
@@ -50,6 +53,7 @@ type Querier interface {
 	DMChannelHead(ctx context.Context, arg DMChannelHeadParams) (DMChannelHeadRow, error)
 	// SenderLatest in the DM channel of one pair (@lo < @hi), found by the pair: a DM reads it in
 	// the round trip that locks the channel, before it knows the channel's ID.
+	// (The reference by its full key, once: see SenderLatest.)
 	DMSenderLatest(ctx context.Context, arg DMSenderLatestParams) ([]DMSenderLatestRow, error)
 	DeleteExpiredIdempotencyRecords(ctx context.Context, arg DeleteExpiredIdempotencyRecordsParams) (int64, error)
 	// Which of the given IDs are enabled agents of the box (one round trip for any number of targets).
@@ -112,6 +116,12 @@ type Querier interface {
 	InboxSeqs(ctx context.Context, arg InboxSeqsParams) ([]int64, error)
 	InboxUnreadSeqs(ctx context.Context, arg InboxUnreadSeqsParams) ([]int64, error)
 	// Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
+	// Statements about given rows (@inbox_seqs) also bound inbox_seq by the array's least and
+	// greatest value. A box, agent or channel the statistics do not know (0007_inbox_paths.sql)
+	// is estimated at a row or two, and PostgreSQL (15) then prefers to walk the owner's index
+	// prefix and apply `inbox_seq = ANY(...)` as a filter over using it in the index condition;
+	// the range is always an index condition, so even that plan reads only the given rows'
+	// span of the inbox, never its whole history.
 	// Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
 	// steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
 	// page costs O(page)), then InboxRows for those seqs with their canonical message data.
@@ -171,6 +181,8 @@ type Querier interface {
 	// The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 	// concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
 	// to this session (its receipt) and whether that session's lease was replaced.
+	// The session's receipt by its full key, once per row (a join could read every receipt of
+	// the session).
 	LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]LockAckRowsRow, error)
 	// The next @max_rows channels of the box after @after_channel_id, locked until commit in
 	// channel_id order (the order sends lock them in), for the retroactive cleanup.
@@ -202,6 +214,10 @@ type Querier interface {
 	RecordInboxReceipts(ctx context.Context, arg RecordInboxReceiptsParams) error
 	// A receipt per returned message the reader has an attention row for: this session was shown
 	// that row (the precondition of its ACK). Never an ACK.
+	// One lookup per message by (box_id, message_id) (attention_by_message): the LATERAL with
+	// OFFSET 0 cannot become a join over the reader's inbox, and the agent is compared as text so
+	// no index prefix on (box_id, agent_id) competes — a new agent is estimated at a row or two
+	// (0007_inbox_paths.sql) and such a prefix would walk the reader's whole inbox.
 	RecordReceipts(ctx context.Context, arg RecordReceiptsParams) error
 	// Compare-and-set of a declaration; no row when the revision is stale.
 	RespondRequest(ctx context.Context, arg RespondRequestParams) (Request, error)
@@ -222,6 +238,8 @@ type Querier interface {
 	// size or batch width.
 	// The sender's latest retained message in each given channel: the only comparison target of
 	// consecutive-duplicate suppression. Read after the channel lock, so it is current.
+	// One lookup by the full key per channel (LATERAL, OFFSET 0): with `channel_id = ANY(...)` a
+	// new sender, estimated at a row or two, would be found by walking the box's references.
 	SenderLatest(ctx context.Context, arg SenderLatestParams) ([]SenderLatestRow, error)
 	SetAgentProfile(ctx context.Context, arg SetAgentProfileParams) (SetAgentProfileRow, error)
 	SetBoxSettings(ctx context.Context, arg SetBoxSettingsParams) (SetBoxSettingsRow, error)

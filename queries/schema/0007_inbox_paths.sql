@@ -1,0 +1,71 @@
+-- Claim, ACK and inbox reads that cost O(rows touched), and plans that do not depend on
+-- which box (or agent, or channel) a statement is about (SPEC §7; issue 10).
+
+-- inbox_claim reaches claimable rows without walking the inbox's live leases: unread rows
+-- nobody leases, in inbox_seq order (ClaimCandidates* "fresh" branch), and leased rows by
+-- expiry (the "expired" branch reads only the leases that have run out). The lease-expiry
+-- index also counts live leases as one range (InboxCounts).
+CREATE INDEX attention_claimable ON attention (box_id, agent_id, inbox_seq)
+    WHERE acked_at IS NULL AND lease_session_id IS NULL;
+CREATE INDEX attention_lease_expiry ON attention (box_id, agent_id, lease_expires_at)
+    WHERE lease_session_id IS NOT NULL;
+-- The per-session live-lease count (leased_by_session) is a range on the expiry as well.
+DROP INDEX attention_leased;
+CREATE INDEX attention_leased ON attention (box_id, agent_id, lease_session_id, lease_expires_at)
+    WHERE lease_session_id IS NOT NULL;
+
+-- Plans that survive new boxes. Every statement filters by box first, and most by an agent,
+-- channel or sender of that box. Column statistics on those identifiers describe the boxes
+-- that existed at the last ANALYZE: an old, large box sits in the most-common-values list,
+-- and a box (agent, channel) created since is estimated at about one row, so the planner
+-- picks plans for it that walk a whole box's rows through a nested loop — plans that stay
+-- cached and grow with the new box until the next ANALYZE, which for a small box in a large
+-- table may be days away. Without statistics on these columns (STATISTICS 0: ANALYZE stores
+-- none) every box, agent and channel gets the same default estimate, so an old box and one
+-- created a second ago get the same plan shapes; the queries are written so that those
+-- shapes reach rows by index on their full keys (queries/*.sql; guarded by
+-- internal/store TestPlansForNewBox). The other columns keep their statistics.
+ALTER TABLE messages ALTER COLUMN box_id SET STATISTICS 0,
+                     ALTER COLUMN channel_id SET STATISTICS 0,
+                     ALTER COLUMN sender_agent_id SET STATISTICS 0,
+                     ALTER COLUMN thread_root_id SET STATISTICS 0;
+ALTER TABLE attention ALTER COLUMN box_id SET STATISTICS 0,
+                      ALTER COLUMN agent_id SET STATISTICS 0,
+                      ALTER COLUMN channel_id SET STATISTICS 0,
+                      ALTER COLUMN lease_session_id SET STATISTICS 0;
+ALTER TABLE receipts ALTER COLUMN box_id SET STATISTICS 0,
+                     ALTER COLUMN agent_id SET STATISTICS 0,
+                     ALTER COLUMN session_id SET STATISTICS 0;
+ALTER TABLE channel_sender_latest ALTER COLUMN box_id SET STATISTICS 0,
+                                  ALTER COLUMN channel_id SET STATISTICS 0,
+                                  ALTER COLUMN sender_agent_id SET STATISTICS 0;
+ALTER TABLE channels ALTER COLUMN box_id SET STATISTICS 0;
+ALTER TABLE room_members ALTER COLUMN box_id SET STATISTICS 0,
+                         ALTER COLUMN room_id SET STATISTICS 0,
+                         ALTER COLUMN agent_id SET STATISTICS 0;
+ALTER TABLE rooms ALTER COLUMN box_id SET STATISTICS 0;
+ALTER TABLE requests ALTER COLUMN box_id SET STATISTICS 0,
+                     ALTER COLUMN recipient_agent_id SET STATISTICS 0,
+                     ALTER COLUMN requester_agent_id SET STATISTICS 0;
+ALTER TABLE file_reports ALTER COLUMN box_id SET STATISTICS 0;
+ALTER TABLE attachments ALTER COLUMN box_id SET STATISTICS 0;
+ALTER TABLE agents ALTER COLUMN box_id SET STATISTICS 0;
+ALTER TABLE sessions ALTER COLUMN box_id SET STATISTICS 0,
+                     ALTER COLUMN agent_id SET STATISTICS 0;
+ALTER TABLE idempotency_records ALTER COLUMN box_id SET STATISTICS 0,
+                                ALTER COLUMN agent_id SET STATISTICS 0;
+-- Statistics gathered before this migration would otherwise stay until dropped (ANALYZE
+-- skips a column with STATISTICS 0 and leaves its old row). Removing them needs superuser;
+-- without it they stay, and boxes created after them are planned as before this migration.
+DO $$
+BEGIN
+    DELETE FROM pg_statistic s USING pg_attribute a
+    WHERE s.starelid = a.attrelid AND s.staattnum = a.attnum AND a.attstattarget = 0 AND NOT s.stainherit
+      AND a.attrelid IN ('messages'::regclass, 'attention'::regclass, 'receipts'::regclass, 'channel_sender_latest'::regclass,
+                         'channels'::regclass, 'room_members'::regclass, 'rooms'::regclass, 'requests'::regclass,
+                         'file_reports'::regclass, 'attachments'::regclass, 'agents'::regclass, 'sessions'::regclass,
+                         'idempotency_records'::regclass);
+EXCEPTION WHEN insufficient_privilege THEN
+    NULL;
+END
+$$;
