@@ -103,7 +103,6 @@ func seedBox(t *testing.T, conn *pgx.Conn, box uuid.UUID, agents, rooms, message
 	}
 }
 
-
 // boxTables are the tables whose rows belong to boxes.
 var boxTables = map[string]bool{
 	"boxes": true, "hosts": true, "agents": true, "api_keys": true, "sessions": true, "checkpoints": true,
