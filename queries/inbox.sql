@@ -90,10 +90,14 @@ SELECT (SELECT count(*) FROM accessible_attention v
 -- name: LockAckRows :many
 -- The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 -- concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
--- to this session (its receipt) and whether that session's lease was replaced.
+-- to this session (its receipt) and whether that session's lease was replaced. Accessibility
+-- is accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
 SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
-       EXISTS (SELECT 1 FROM accessible_attention v
-               WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq) AS accessible,
+       EXISTS (SELECT 1 FROM messages m
+               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                    AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0) AS accessible,
        (r.returned IS NOT NULL)::boolean AS returned,
        COALESCE(r.lease_replaced, false)::boolean AS lease_replaced
 FROM attention a
@@ -124,12 +128,18 @@ WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs:
 -- so two claims never lease the same row. (Each branch locks at most @max_rows; an expired
 -- row the cut drops stays locked, unleased, until this claim commits.) OFFSET 0 keeps the
 -- accessibility check a per-row lookup on the row's keys, so a claim costs O(rows it
--- returns) whatever the inbox size, the number of live leases or the table statistics.
+-- returns) whatever the inbox size, the number of live leases or the table statistics. The
+-- check is accessible_attention's condition applied to the row itself (its message and the
+-- agent's membership), not a second lookup of the row: with a new agent estimated at a row
+-- or two, that lookup may pick an index whose unbound channel column makes it walk the inbox.
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
-      AND EXISTS (SELECT 1 FROM accessible_attention v
-                  WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
+      AND EXISTS (SELECT 1 FROM messages m
+                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                       AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
     ORDER BY a.inbox_seq
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
@@ -137,8 +147,11 @@ WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
-      AND EXISTS (SELECT 1 FROM accessible_attention v
-                  WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
+      AND EXISTS (SELECT 1 FROM messages m
+                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                       AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
     ORDER BY a.inbox_seq
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
@@ -152,8 +165,11 @@ LIMIT @max_rows;
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
-      AND EXISTS (SELECT 1 FROM accessible_attention v
-                  WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
+      AND EXISTS (SELECT 1 FROM messages m
+                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                       AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
     ORDER BY a.inbox_seq DESC
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
@@ -161,8 +177,11 @@ WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
-      AND EXISTS (SELECT 1 FROM accessible_attention v
-                  WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
+      AND EXISTS (SELECT 1 FROM messages m
+                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                       AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
     ORDER BY a.inbox_seq DESC
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
@@ -175,10 +194,14 @@ LIMIT @max_rows;
 -- Leases rows (locked by ClaimCandidates*) to this session until @expires_at, records this
 -- session's receipts (clearing its lease_replaced mark), and marks the receipts of sessions
 -- whose expired lease this claim replaces. All CTEs read the rows as they were before.
-WITH prev AS (
-    SELECT inbox_seq, lease_session_id FROM attention
-    WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[])
-      AND inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
+WITH prev AS MATERIALIZED (
+    -- Each row by its full key (LATERAL, OFFSET 0): no join order can turn it into a walk
+    -- of the agent's inbox.
+    SELECT p.inbox_seq, p.lease_session_id
+    FROM unnest(@inbox_seqs::bigint[]) AS k(seq)
+    CROSS JOIN LATERAL (SELECT attention.inbox_seq, attention.lease_session_id FROM attention
+                        WHERE attention.box_id = @box_id AND attention.agent_id = @agent_id AND attention.inbox_seq = k.seq
+                        OFFSET 0) AS p
 ), leased AS (
     UPDATE attention SET lease_session_id = @session_id, lease_expires_at = @expires_at::timestamptz
     WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[])

@@ -202,15 +202,12 @@ WHERE box_id = @box_id AND channel_id = @channel_id AND message_id = ANY(@messag
 -- name: RecordReceipts :exec
 -- A receipt per returned message the reader has an attention row for: this session was shown
 -- that row (the precondition of its ACK). Never an ACK.
--- One lookup per message by (box_id, message_id) (attention_by_message): the LATERAL with
--- OFFSET 0 cannot become a join over the reader's inbox, and the agent is compared as text so
--- no index prefix on (box_id, agent_id) competes — a new agent is estimated at a row or two
--- (0007_inbox_paths.sql) and such a prefix would walk the reader's whole inbox.
+-- One lookup per message by the row's key (box_id, message_id, agent_id): the LATERAL with
+-- OFFSET 0 cannot become a join over the reader's whole inbox.
 INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
 SELECT @box_id, @agent_id, a.inbox_seq, @session_id
 FROM unnest(@message_ids::uuid[]) AS ids(message_id)
 CROSS JOIN LATERAL (SELECT attention.inbox_seq FROM attention
-                    WHERE attention.box_id = @box_id AND attention.message_id = ids.message_id
-                      AND attention.agent_id::text = sqlc.arg(agent_id)::uuid::text
+                    WHERE attention.box_id = @box_id AND attention.message_id = ids.message_id AND attention.agent_id = @agent_id
                     OFFSET 0) AS a
 ON CONFLICT DO NOTHING;

@@ -43,8 +43,11 @@ const claimCandidatesNewest = `-- name: ClaimCandidatesNewest :many
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
-      AND EXISTS (SELECT 1 FROM accessible_attention v
-                  WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
+      AND EXISTS (SELECT 1 FROM messages m
+                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                       AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
     ORDER BY a.inbox_seq DESC
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
@@ -52,8 +55,11 @@ WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
-      AND EXISTS (SELECT 1 FROM accessible_attention v
-                  WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
+      AND EXISTS (SELECT 1 FROM messages m
+                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                       AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
     ORDER BY a.inbox_seq DESC
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
@@ -100,8 +106,11 @@ const claimCandidatesOldest = `-- name: ClaimCandidatesOldest :many
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
-      AND EXISTS (SELECT 1 FROM accessible_attention v
-                  WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
+      AND EXISTS (SELECT 1 FROM messages m
+                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                       AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
     ORDER BY a.inbox_seq
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
@@ -109,8 +118,11 @@ WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
-      AND EXISTS (SELECT 1 FROM accessible_attention v
-                  WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
+      AND EXISTS (SELECT 1 FROM messages m
+                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                       AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
     ORDER BY a.inbox_seq
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
@@ -135,7 +147,10 @@ type ClaimCandidatesOldestParams struct {
 // so two claims never lease the same row. (Each branch locks at most @max_rows; an expired
 // row the cut drops stays locked, unleased, until this claim commits.) OFFSET 0 keeps the
 // accessibility check a per-row lookup on the row's keys, so a claim costs O(rows it
-// returns) whatever the inbox size, the number of live leases or the table statistics.
+// returns) whatever the inbox size, the number of live leases or the table statistics. The
+// check is accessible_attention's condition applied to the row itself (its message and the
+// agent's membership), not a second lookup of the row: with a new agent estimated at a row
+// or two, that lookup may pick an index whose unbound channel column makes it walk the inbox.
 func (q *Queries) ClaimCandidatesOldest(ctx context.Context, arg ClaimCandidatesOldestParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, claimCandidatesOldest,
 		arg.MaxRows,
@@ -508,10 +523,14 @@ func (q *Queries) InboxUpper(ctx context.Context, arg InboxUpperParams) (int64, 
 }
 
 const leaseRows = `-- name: LeaseRows :exec
-WITH prev AS (
-    SELECT inbox_seq, lease_session_id FROM attention
-    WHERE box_id = $1 AND agent_id = $2 AND inbox_seq = ANY($4::bigint[])
-      AND inbox_seq >= (SELECT min(k) FROM unnest($4::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest($4::bigint[]) AS k)
+WITH prev AS MATERIALIZED (
+    -- Each row by its full key (LATERAL, OFFSET 0): no join order can turn it into a walk
+    -- of the agent's inbox.
+    SELECT p.inbox_seq, p.lease_session_id
+    FROM unnest($4::bigint[]) AS k(seq)
+    CROSS JOIN LATERAL (SELECT attention.inbox_seq, attention.lease_session_id FROM attention
+                        WHERE attention.box_id = $1 AND attention.agent_id = $2 AND attention.inbox_seq = k.seq
+                        OFFSET 0) AS p
 ), leased AS (
     UPDATE attention SET lease_session_id = $3, lease_expires_at = $5::timestamptz
     WHERE box_id = $1 AND agent_id = $2 AND inbox_seq = ANY($4::bigint[])
@@ -556,8 +575,11 @@ func (q *Queries) LeaseRows(ctx context.Context, arg LeaseRowsParams) error {
 
 const lockAckRows = `-- name: LockAckRows :many
 SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
-       EXISTS (SELECT 1 FROM accessible_attention v
-               WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq) AS accessible,
+       EXISTS (SELECT 1 FROM messages m
+               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                    AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0) AS accessible,
        (r.returned IS NOT NULL)::boolean AS returned,
        COALESCE(r.lease_replaced, false)::boolean AS lease_replaced
 FROM attention a
@@ -591,7 +613,8 @@ type LockAckRowsRow struct {
 
 // The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 // concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
-// to this session (its receipt) and whether that session's lease was replaced.
+// to this session (its receipt) and whether that session's lease was replaced. Accessibility
+// is accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
 // The session's receipt by its full key, once per row (a join could read every receipt of
 // the session).
 func (q *Queries) LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]LockAckRowsRow, error) {

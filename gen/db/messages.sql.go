@@ -473,8 +473,7 @@ INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
 SELECT $1, $2, a.inbox_seq, $3
 FROM unnest($4::uuid[]) AS ids(message_id)
 CROSS JOIN LATERAL (SELECT attention.inbox_seq FROM attention
-                    WHERE attention.box_id = $1 AND attention.message_id = ids.message_id
-                      AND attention.agent_id::text = $2::uuid::text
+                    WHERE attention.box_id = $1 AND attention.message_id = ids.message_id AND attention.agent_id = $2
                     OFFSET 0) AS a
 ON CONFLICT DO NOTHING
 `
@@ -488,10 +487,8 @@ type RecordReceiptsParams struct {
 
 // A receipt per returned message the reader has an attention row for: this session was shown
 // that row (the precondition of its ACK). Never an ACK.
-// One lookup per message by (box_id, message_id) (attention_by_message): the LATERAL with
-// OFFSET 0 cannot become a join over the reader's inbox, and the agent is compared as text so
-// no index prefix on (box_id, agent_id) competes — a new agent is estimated at a row or two
-// (0007_inbox_paths.sql) and such a prefix would walk the reader's whole inbox.
+// One lookup per message by the row's key (box_id, message_id, agent_id): the LATERAL with
+// OFFSET 0 cannot become a join over the reader's whole inbox.
 func (q *Queries) RecordReceipts(ctx context.Context, arg RecordReceiptsParams) error {
 	_, err := q.db.Exec(ctx, recordReceipts,
 		arg.BoxID,

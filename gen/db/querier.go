@@ -42,7 +42,10 @@ type Querier interface {
 	// so two claims never lease the same row. (Each branch locks at most @max_rows; an expired
 	// row the cut drops stays locked, unleased, until this claim commits.) OFFSET 0 keeps the
 	// accessibility check a per-row lookup on the row's keys, so a claim costs O(rows it
-	// returns) whatever the inbox size, the number of live leases or the table statistics.
+	// returns) whatever the inbox size, the number of live leases or the table statistics. The
+	// check is accessible_attention's condition applied to the row itself (its message and the
+	// agent's membership), not a second lookup of the row: with a new agent estimated at a row
+	// or two, that lookup may pick an index whose unbound channel column makes it walk the inbox.
 	ClaimCandidatesOldest(ctx context.Context, arg ClaimCandidatesOldestParams) ([]int64, error)
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
 	CreateAdminToken(ctx context.Context, arg CreateAdminTokenParams) (CreateAdminTokenRow, error)
@@ -180,7 +183,8 @@ type Querier interface {
 	ListHosts(ctx context.Context, boxID uuid.UUID) ([]Host, error)
 	// The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 	// concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
-	// to this session (its receipt) and whether that session's lease was replaced.
+	// to this session (its receipt) and whether that session's lease was replaced. Accessibility
+	// is accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
 	// The session's receipt by its full key, once per row (a join could read every receipt of
 	// the session).
 	LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]LockAckRowsRow, error)
@@ -214,10 +218,8 @@ type Querier interface {
 	RecordInboxReceipts(ctx context.Context, arg RecordInboxReceiptsParams) error
 	// A receipt per returned message the reader has an attention row for: this session was shown
 	// that row (the precondition of its ACK). Never an ACK.
-	// One lookup per message by (box_id, message_id) (attention_by_message): the LATERAL with
-	// OFFSET 0 cannot become a join over the reader's inbox, and the agent is compared as text so
-	// no index prefix on (box_id, agent_id) competes — a new agent is estimated at a row or two
-	// (0007_inbox_paths.sql) and such a prefix would walk the reader's whole inbox.
+	// One lookup per message by the row's key (box_id, message_id, agent_id): the LATERAL with
+	// OFFSET 0 cannot become a join over the reader's whole inbox.
 	RecordReceipts(ctx context.Context, arg RecordReceiptsParams) error
 	// Compare-and-set of a declaration; no row when the revision is stale.
 	RespondRequest(ctx context.Context, arg RespondRequestParams) (Request, error)

@@ -143,7 +143,7 @@ type planNode struct {
 // planProblems lists the scans of a plan that break the rule above.
 // limited: n is the ordered scan a Limit stops (through row locks or a subquery), so it
 // reads O(limit) rows however long the owner's history.
-func planProblems(n planNode, uniqueCols map[string][]string, limited bool, out *[]string) {
+func planProblems(n planNode, indexCols map[string][]string, unique map[string]bool, limited bool, out *[]string) {
 	switch n.NodeType {
 	case "Seq Scan", "Sample Scan", "Tid Range Scan":
 		if boxTables[n.Relation] {
@@ -166,19 +166,21 @@ func planProblems(n planNode, uniqueCols map[string][]string, limited bool, out 
 		for _, m := range condColumn.FindAllStringSubmatch(n.IndexCond, -1) {
 			bound[m[1]] = true
 		}
-		keyed := false
-		for c := range bound {
+		// Only a leading run of bound index columns bounds the scan (a condition on a
+		// column after an unbound one is checked on every entry of the prefix).
+		cols := indexCols[n.IndexName]
+		keyed, prefix := false, 0
+		for _, c := range cols {
+			if !bound[c] {
+				break
+			}
+			prefix++
 			if !ownerColumns[c] {
 				keyed = true
 			}
 		}
-		if cols, ok := uniqueCols[n.IndexName]; ok && !keyed {
+		if unique[n.IndexName] && prefix == len(cols) && len(cols) > 0 {
 			keyed = true
-			for _, c := range cols {
-				if !bound[c] {
-					keyed = false
-				}
-			}
 		}
 		if !keyed {
 			*out = append(*out, fmt.Sprintf("%s using %s bounded only by its owner (%s)", n.NodeType, n.IndexName, n.IndexCond))
@@ -187,11 +189,11 @@ func planProblems(n planNode, uniqueCols map[string][]string, limited bool, out 
 	for _, c := range n.Plans {
 		switch {
 		case n.NodeType == "Limit" && len(n.Plans) == 1:
-			planProblems(c, uniqueCols, true, out)
+			planProblems(c, indexCols, unique, true, out)
 		case limited && (n.NodeType == "LockRows" || n.NodeType == "Subquery Scan") && len(n.Plans) == 1:
-			planProblems(c, uniqueCols, true, out)
+			planProblems(c, indexCols, unique, true, out)
 		default:
-			planProblems(c, uniqueCols, false, out)
+			planProblems(c, indexCols, unique, false, out)
 		}
 	}
 }
@@ -382,22 +384,23 @@ func TestPlansForNewBox(t *testing.T) {
 		},
 	}
 
-	uniqueCols := map[string][]string{}
-	rows, err := conn.Query(ctx, `SELECT i.relname, array_agg(a.attname::text ORDER BY k.n)
+	indexCols, unique := map[string][]string{}, map[string]bool{}
+	rows, err := conn.Query(ctx, `SELECT i.relname, x.indisunique, array_agg(a.attname::text ORDER BY k.n)
 		FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
 		CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, n)
 		JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
-		WHERE x.indisunique AND i.relnamespace = 'public'::regnamespace GROUP BY i.relname`)
+		WHERE i.relnamespace = 'public'::regnamespace GROUP BY i.relname, x.indisunique`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rows.Next() {
 		var name string
+		var isUnique bool
 		var cols []string
-		if err := rows.Scan(&name, &cols); err != nil {
+		if err := rows.Scan(&name, &isUnique, &cols); err != nil {
 			t.Fatal(err)
 		}
-		uniqueCols[name] = cols
+		indexCols[name], unique[name] = cols, isUnique
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
@@ -416,7 +419,7 @@ func TestPlansForNewBox(t *testing.T) {
 				continue
 			}
 			var problems []string
-			planProblems(plan, uniqueCols, false, &problems)
+			planProblems(plan, indexCols, unique, false, &problems)
 			for _, p := range problems {
 				t.Errorf("%s (%s plan for a new box): %s", name, mode, p)
 			}

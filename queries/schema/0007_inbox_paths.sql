@@ -69,3 +69,20 @@ EXCEPTION WHEN insufficient_privilege THEN
     NULL;
 END
 $$;
+
+-- No index shares the primary key's (box_id, agent_id) prefix unless it has the primary
+-- key's shape (inbox_seq next) or a partial predicate of its own. Statistics give every
+-- owner the same small estimate (above), and at a row or two two indexes with that prefix
+-- cost the same to the planner: it could answer a lookup by (box, agent, inbox_seq) — an
+-- ACK, a lease, the foreign-key check of a receipt — by walking the agent's whole inbox in
+-- the other index, checking inbox_seq on each entry. So the per-channel indexes lead with the
+-- channel, and the one-row-per-(recipient, message) key leads with the message (it then
+-- also serves retention's deletes by message, replacing attention_by_message: one index
+-- entry fewer per attention row).
+DROP INDEX attention_by_channel;
+CREATE INDEX attention_by_channel ON attention (box_id, channel_id, agent_id, inbox_seq);
+DROP INDEX attention_unread_by_channel;
+CREATE INDEX attention_unread_by_channel ON attention (box_id, channel_id, agent_id, inbox_seq) WHERE acked_at IS NULL;
+ALTER TABLE attention DROP CONSTRAINT attention_box_id_agent_id_message_id_key,
+                      ADD CONSTRAINT attention_one_per_message UNIQUE (box_id, message_id, agent_id);
+DROP INDEX attention_by_message;
