@@ -123,7 +123,8 @@ WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs:
 -- Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
 -- until commit. Two index ranges, never the inbox's live leases (0007_inbox_paths.sql):
 -- "fresh" walks the unread rows nobody leases in inbox_seq order, "expired" the leases that
--- have run out; the union is cut to @max_rows. Rows another claim has locked are skipped
+-- have run out (sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
+-- unread rows instead of the lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are skipped
 -- (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new version,
 -- so two claims never lease the same row. (Each branch locks at most @max_rows; an expired
 -- row the cut drops stays locked, unleased, until this claim commits.) OFFSET 0 keeps the
@@ -152,7 +153,7 @@ WITH fresh AS (
                        AND rr.agent_id = a.agent_id
                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id
                     AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
-    ORDER BY a.inbox_seq
+    ORDER BY a.inbox_seq + 0
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
 )
@@ -182,7 +183,7 @@ WITH fresh AS (
                        AND rr.agent_id = a.agent_id
                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id
                     AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
-    ORDER BY a.inbox_seq DESC
+    ORDER BY a.inbox_seq + 0 DESC
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
 )

@@ -130,6 +130,15 @@ var workIndexes = map[string]bool{
 	"attention_leased": true, "attention_lease_expiry": true, "requests_pending": true,
 }
 
+// filters reports whether a scan's filter can reject rows beyond its index's partial
+// predicate and per-row subplans (a Limit then no longer bounds the rows the scan reads).
+func filters(f string) bool {
+	f = predicateTerms.ReplaceAllString(f, "")
+	return strings.Trim(f, "() ANDOR") != ""
+}
+
+var predicateTerms = regexp.MustCompile(`acked_at IS NULL|lease_session_id IS (NOT )?NULL|has_attachment|SubPlan \d+|\(|\)|AND|\s`)
+
 var condColumn = regexp.MustCompile(`\(?([a-z_]+) (?:=|>|<|>=|<=) `)
 
 type planNode struct {
@@ -137,6 +146,7 @@ type planNode struct {
 	Relation  string     `json:"Relation Name"`
 	IndexName string     `json:"Index Name"`
 	IndexCond string     `json:"Index Cond"`
+	Filter    string     `json:"Filter"`
 	Plans     []planNode `json:"Plans"`
 }
 
@@ -159,7 +169,7 @@ func planProblems(n planNode, indexCols map[string][]string, unique map[string]b
 				}
 			}
 		}
-		if !historyTables[rel] || workIndexes[n.IndexName] || (limited && n.NodeType != "Bitmap Index Scan") {
+		if !historyTables[rel] || workIndexes[n.IndexName] && !limited || limited && n.NodeType != "Bitmap Index Scan" && !filters(n.Filter) {
 			break
 		}
 		bound := map[string]bool{}
