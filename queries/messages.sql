@@ -195,9 +195,16 @@ LIMIT @max_rows;
 -- name: VisibleChannelMessageIDs :many
 -- Which of the given message IDs still exist in the channel above the reader's floor (used
 -- to redact references to ancestors the reader cannot see, or that were purged).
-SELECT message_id FROM messages
-WHERE box_id = @box_id AND channel_id = @channel_id AND message_id = ANY(@message_ids::uuid[])
-  AND message_seq > @floor;
+-- Each message by its key (LATERAL, OFFSET 0), the channel and floor checked on the row: as
+-- index conditions they let a new channel's stream be walked from the floor.
+WITH found AS (
+    SELECT m.message_id, m.channel_id, m.message_seq
+    FROM unnest(@message_ids::uuid[]) AS ids(id)
+    CROSS JOIN LATERAL (SELECT messages.message_id, messages.channel_id, messages.message_seq FROM messages
+                        WHERE messages.box_id = @box_id AND messages.message_id = ids.id
+                        OFFSET 0) AS m
+)
+SELECT message_id FROM found WHERE channel_id = @channel_id AND message_seq > @floor;
 
 -- name: RecordReceipts :exec
 -- A receipt per returned message the reader has an attention row for: this session was shown

@@ -312,11 +312,12 @@ SELECT m.box_id, m.message_id, m.message_seq, m.channel_id, m.sender_agent_id, m
        att.attachment_id, att.name AS attachment_name, att.media_type AS attachment_media_type,
        att.size_bytes AS attachment_size_bytes, att.sha256 AS attachment_sha256,
        a.inbox_seq, a.reasons, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
-       EXISTS (SELECT 1 FROM messages p
-               WHERE p.box_id = m.box_id AND p.message_id = m.reply_to_message_id AND p.channel_id = m.channel_id
-                 AND p.message_seq > COALESCE(rr.read_floor, 0)) AS parent_visible
+       COALESCE(p.channel_id = m.channel_id AND p.message_seq > COALESCE(rr.read_floor, 0), false)::boolean AS parent_visible
 FROM attention a
 JOIN messages m ON m.box_id = a.box_id AND m.message_id = a.message_id
+LEFT JOIN LATERAL (SELECT parent.channel_id, parent.message_seq FROM messages parent
+                   WHERE parent.box_id = m.box_id AND parent.message_id = m.reply_to_message_id
+                   OFFSET 0) AS p ON true
 JOIN agents ag ON ag.box_id = m.box_id AND ag.agent_id = m.sender_agent_id
 LEFT JOIN attachments att ON att.box_id = m.box_id AND att.message_id = m.message_id
 LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
@@ -353,6 +354,8 @@ type InboxRowsRow struct {
 // order. parent_visible: the reply parent still exists above the agent's read floor of the
 // channel (replies stay in their channel; DMs have floor 0) — the reply redaction rule of
 // the canonical Message.
+// The parent by its key alone (LATERAL, OFFSET 0): with the channel and a read floor in the
+// lookup, a new channel estimated at a row or two could be searched by walking its stream.
 func (q *Queries) InboxRows(ctx context.Context, arg InboxRowsParams) ([]InboxRowsRow, error) {
 	rows, err := q.db.Query(ctx, inboxRows, arg.BoxID, arg.AgentID, arg.InboxSeqs)
 	if err != nil {

@@ -647,26 +647,33 @@ func (q *Queries) ThreadMessages(ctx context.Context, arg ThreadMessagesParams) 
 }
 
 const visibleChannelMessageIDs = `-- name: VisibleChannelMessageIDs :many
-SELECT message_id FROM messages
-WHERE box_id = $1 AND channel_id = $2 AND message_id = ANY($3::uuid[])
-  AND message_seq > $4
+WITH found AS (
+    SELECT m.message_id, m.channel_id, m.message_seq
+    FROM unnest($3::uuid[]) AS ids(id)
+    CROSS JOIN LATERAL (SELECT messages.message_id, messages.channel_id, messages.message_seq FROM messages
+                        WHERE messages.box_id = $4 AND messages.message_id = ids.id
+                        OFFSET 0) AS m
+)
+SELECT message_id FROM found WHERE channel_id = $1 AND message_seq > $2
 `
 
 type VisibleChannelMessageIDsParams struct {
-	BoxID      uuid.UUID
 	ChannelID  uuid.UUID
-	MessageIds []uuid.UUID
 	Floor      int64
+	MessageIds []uuid.UUID
+	BoxID      uuid.UUID
 }
 
 // Which of the given message IDs still exist in the channel above the reader's floor (used
 // to redact references to ancestors the reader cannot see, or that were purged).
+// Each message by its key (LATERAL, OFFSET 0), the channel and floor checked on the row: as
+// index conditions they let a new channel's stream be walked from the floor.
 func (q *Queries) VisibleChannelMessageIDs(ctx context.Context, arg VisibleChannelMessageIDsParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, visibleChannelMessageIDs,
-		arg.BoxID,
 		arg.ChannelID,
-		arg.MessageIds,
 		arg.Floor,
+		arg.MessageIds,
+		arg.BoxID,
 	)
 	if err != nil {
 		return nil, err

@@ -90,6 +90,8 @@ type Querier interface {
 	// Retention cleanup bookkeeping per box (SPEC §11, admin API).
 	GetCleanupStatus(ctx context.Context, boxID uuid.UUID) (CleanupStatus, error)
 	GetHostByName(ctx context.Context, arg GetHostByNameParams) (Host, error)
+	// The record by its key (OFFSET 0 keeps the expiry out of the lookup: as an index condition
+	// it made the box's expiry index, walked from now, look as cheap as the key for a new box).
 	GetIdempotencyRecord(ctx context.Context, arg GetIdempotencyRecordParams) (GetIdempotencyRecordRow, error)
 	// One message with its sender's name and attachment metadata (authorization is the caller's).
 	GetMessage(ctx context.Context, arg GetMessageParams) (GetMessageRow, error)
@@ -115,6 +117,8 @@ type Querier interface {
 	// order. parent_visible: the reply parent still exists above the agent's read floor of the
 	// channel (replies stay in their channel; DMs have floor 0) — the reply redaction rule of
 	// the canonical Message.
+	// The parent by its key alone (LATERAL, OFFSET 0): with the channel and a read floor in the
+	// lookup, a new channel estimated at a row or two could be searched by walking its stream.
 	InboxRows(ctx context.Context, arg InboxRowsParams) ([]InboxRowsRow, error)
 	// Filter all (acked_only false) or acked.
 	InboxSeqs(ctx context.Context, arg InboxSeqsParams) ([]int64, error)
@@ -264,6 +268,8 @@ type Querier interface {
 	UpsertFileReport(ctx context.Context, arg UpsertFileReportParams) (FileReport, error)
 	// Which of the given message IDs still exist in the channel above the reader's floor (used
 	// to redact references to ancestors the reader cannot see, or that were purged).
+	// Each message by its key (LATERAL, OFFSET 0), the channel and floor checked on the row: as
+	// index conditions they let a new channel's stream be walked from the floor.
 	VisibleChannelMessageIDs(ctx context.Context, arg VisibleChannelMessageIDsParams) ([]uuid.UUID, error)
 }
 

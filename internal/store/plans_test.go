@@ -139,7 +139,7 @@ func filters(f string) bool {
 
 var predicateTerms = regexp.MustCompile(`acked_at IS NULL|lease_session_id IS (NOT )?NULL|has_attachment|SubPlan \d+|\(|\)|AND|\s`)
 
-var condColumn = regexp.MustCompile(`\(?([a-z_]+) (?:=|>|<|>=|<=) `)
+var condColumn = regexp.MustCompile(`\(?([a-z_]+) (=|>=|<=|>|<) `)
 
 type planNode struct {
 	NodeType  string     `json:"Node Type"`
@@ -172,16 +172,29 @@ func planProblems(n planNode, indexCols map[string][]string, unique map[string]b
 		if !historyTables[rel] || workIndexes[n.IndexName] && !limited || limited && n.NodeType != "Bitmap Index Scan" && !filters(n.Filter) {
 			break
 		}
-		bound := map[string]bool{}
+		// A column bounds the scan with an equality (or = ANY) or with a range closed on
+		// both sides; a one-sided range (message_seq > floor) walks the rest of the history.
+		eq, lo, hi := map[string]bool{}, map[string]bool{}, map[string]bool{}
 		for _, m := range condColumn.FindAllStringSubmatch(n.IndexCond, -1) {
-			bound[m[1]] = true
+			switch m[2] {
+			case "=":
+				eq[m[1]] = true
+			case ">", ">=":
+				lo[m[1]] = true
+			default:
+				hi[m[1]] = true
+			}
 		}
 		// Only a leading run of bound index columns bounds the scan (a condition on a
 		// column after an unbound one is checked on every entry of the prefix).
 		cols := indexCols[n.IndexName]
 		keyed, prefix := false, 0
 		for _, c := range cols {
-			if !bound[c] {
+			if lo[c] && hi[c] && !eq[c] {
+				keyed = true
+				break
+			}
+			if !eq[c] {
 				break
 			}
 			prefix++
