@@ -152,8 +152,8 @@ const (
 	targetW4OverRiver  = 1.0
 	targetW5MCPHTTP    = 1.3
 	targetRSSMiB       = 200
-	targetW6Growth     = 1.3 // W6 claim, ACK and inbox_list p50 at the largest history vs the smallest
-	targetW6Send       = 1.2 // W6 send p50, new box vs large box, either way
+	targetW6Growth     = 1.3  // W6 claim, ACK and inbox_list p50 at the largest history vs the smallest
+	targetW6Send       = 1.2  // W6 send p50, new box vs large box, either way
 	targetRequestsPerS = 3000 // 30 × the original 100 requests/s
 )
 

@@ -85,7 +85,7 @@ func (h *harness) w6(ctx context.Context) []Result {
 	}
 	sd.sessionID = measurerID
 	samples := h.w6Samples()
-	const warm = 3 // unmeasured rounds first at every size (connections, caches, plans)
+	const warm = 3                                 // unmeasured rounds first at every size (connections, caches, plans)
 	work := w6Leases + (warm+samples)*w6ClaimLimit // unread rows at every size
 	set := func(id string, d []time.Duration, extra map[string]float64) {
 		for i := range lines {
