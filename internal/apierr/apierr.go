@@ -141,6 +141,22 @@ func Storage() *Error {
 	return New(StorageFailure, "the operation failed in storage; nothing was written")
 }
 
+// OutcomeUnknown is the answer when the connection to the database failed while COMMIT was
+// in flight: the write may or may not have persisted, and only a retry with the same
+// idempotency key tells (it returns the original result if the write committed).
+func OutcomeUnknown() *Error {
+	return New(TemporarilyUnavailable, "the database connection failed while the write was committing; it may or may not have been written").
+		WithReason("outcome_unknown").
+		WithSuggestion("retry with the same idempotency_key: if the write committed, the retry returns its original result")
+}
+
+// Unavailable is the answer when the database cannot be reached (or the connection was lost
+// before anything was committed): nothing was written and a retry is safe.
+func Unavailable() *Error {
+	return New(TemporarilyUnavailable, "the database is temporarily unavailable; nothing was written").
+		WithReason("database_unavailable").WithSuggestion("retry with the same idempotency_key")
+}
+
 // StatusOf is the HTTP status an error is reported with (500 for anything unexpected).
 func StatusOf(err error) int {
 	if e, ok := As(err); ok {

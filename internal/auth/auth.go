@@ -82,7 +82,7 @@ func (a *Authenticator) admit(ctx context.Context, cred store.KeyCredential, err
 		return fail(notFound)
 	case err != nil:
 		a.log.ErrorContext(ctx, "agent authentication lookup", slog.Any("err", err))
-		return Principal{}, apierr.New(apierr.TemporarilyUnavailable, "authentication is temporarily unavailable")
+		return Principal{}, apierr.Unavailable()
 	case cred.Revoked:
 		return fail("revoked key")
 	case !cred.BoxEnabled:
@@ -123,7 +123,13 @@ func (a *Authenticator) Admin(ctx context.Context, bearer string) error {
 		return nil
 	}
 	if bearer != "" {
-		if ok, err := a.store.AdminTokenLive(ctx, HashSecret(bearer)); err == nil && ok {
+		ok, err := a.store.AdminTokenLive(ctx, HashSecret(bearer))
+		if err != nil {
+			// The token could not be checked: an outage, not a bad credential.
+			a.log.ErrorContext(ctx, "admin authentication lookup", slog.Any("err", err))
+			return apierr.Unavailable()
+		}
+		if ok {
 			return nil
 		}
 	}
