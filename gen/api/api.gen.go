@@ -1790,6 +1790,9 @@ type Unauthorized = Error
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
 
+// UnsupportedMediaType defines model for UnsupportedMediaType.
+type UnsupportedMediaType = Error
+
 // CheckpointGetParams defines parameters for CheckpointGet.
 type CheckpointGetParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -4983,6 +4986,8 @@ type UnauthorizedJSONResponse Error
 
 type UnavailableJSONResponse Error
 
+type UnsupportedMediaTypeJSONResponse Error
+
 type AdminBoxListRequestObject struct {
 }
 
@@ -5096,6 +5101,22 @@ func (response AdminBoxCreate409JSONResponse) VisitAdminBoxCreateResponse(w http
 	return err
 }
 
+type AdminBoxCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminBoxCreate415JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminBoxCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminBoxCreate500JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
@@ -5171,6 +5192,22 @@ func (response AdminBoxUpdate404JSONResponse) VisitAdminBoxUpdateResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminBoxUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminBoxUpdate415JSONResponse) VisitAdminBoxUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5332,6 +5369,22 @@ func (response AdminAgentCreate409JSONResponse) VisitAdminAgentCreateResponse(w 
 	return err
 }
 
+type AdminAgentCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentCreate415JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminAgentCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminAgentCreate500JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
@@ -5408,6 +5461,22 @@ func (response AdminAgentUpdate404JSONResponse) VisitAdminAgentUpdateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentUpdate415JSONResponse) VisitAdminAgentUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5557,6 +5626,22 @@ func (response AdminKeyCreate404JSONResponse) VisitAdminKeyCreateResponse(w http
 	return err
 }
 
+type AdminKeyCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminKeyCreate415JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminKeyCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminKeyCreate500JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
@@ -5633,6 +5718,22 @@ func (response AdminAgentProfileSet404JSONResponse) VisitAdminAgentProfileSetRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileSet415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentProfileSet415JSONResponse) VisitAdminAgentProfileSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5872,6 +5973,22 @@ func (response AdminHostCreate409JSONResponse) VisitAdminHostCreateResponse(w ht
 	return err
 }
 
+type AdminHostCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminHostCreate415JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminHostCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminHostCreate500JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
@@ -5948,6 +6065,22 @@ func (response AdminHostUpdate404JSONResponse) VisitAdminHostUpdateResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminHostUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminHostUpdate415JSONResponse) VisitAdminHostUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6282,6 +6415,22 @@ func (response AdminRoomSetOwner409JSONResponse) VisitAdminRoomSetOwnerResponse(
 	return err
 }
 
+type AdminRoomSetOwner415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminRoomSetOwner415JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminRoomSetOwner500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminRoomSetOwner500JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
@@ -6439,6 +6588,22 @@ func (response AdminSettingsUpdate409JSONResponse) VisitAdminSettingsUpdateRespo
 	return err
 }
 
+type AdminSettingsUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminSettingsUpdate415JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminSettingsUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminSettingsUpdate500JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
@@ -6499,6 +6664,22 @@ func (response AdminTokenCreate401JSONResponse) VisitAdminTokenCreateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminTokenCreate415JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6764,6 +6945,22 @@ func (response CheckpointSave409JSONResponse) VisitCheckpointSaveResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckpointSave415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response CheckpointSave415JSONResponse) VisitCheckpointSaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7142,6 +7339,22 @@ func (response DirectoryUpdateSelf409JSONResponse) VisitDirectoryUpdateSelfRespo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response DirectoryUpdateSelf415JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7525,6 +7738,22 @@ func (response InboxAck409JSONResponse) VisitInboxAckResponse(w http.ResponseWri
 	return err
 }
 
+type InboxAck415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response InboxAck415JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type InboxAck422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response InboxAck422JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
@@ -7657,6 +7886,22 @@ func (response InboxClaim409JSONResponse) VisitInboxClaimResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response InboxClaim415JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7953,6 +8198,22 @@ func (response MessageSend409JSONResponse) VisitMessageSendResponse(w http.Respo
 	return err
 }
 
+type MessageSend415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response MessageSend415JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type MessageSend422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response MessageSend422JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
@@ -8085,6 +8346,22 @@ func (response MessageSendBatch409JSONResponse) VisitMessageSendBatchResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response MessageSendBatch415JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8471,6 +8748,22 @@ func (response FileAccessReport409JSONResponse) VisitFileAccessReportResponse(w 
 	return err
 }
 
+type FileAccessReport415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response FileAccessReport415JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type FileAccessReport422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response FileAccessReport422JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
@@ -8575,6 +8868,22 @@ func (response AgentPrime401JSONResponse) VisitAgentPrimeResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AgentPrime415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AgentPrime415JSONResponse) VisitAgentPrimeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8930,6 +9239,22 @@ func (response RequestRespond409JSONResponse) VisitRequestRespondResponse(w http
 	return err
 }
 
+type RequestRespond415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RequestRespond415JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RequestRespond422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RequestRespond422JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
@@ -9183,6 +9508,22 @@ func (response RoomCreate409JSONResponse) VisitRoomCreateResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomCreate415JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9568,6 +9909,22 @@ func (response RoomBriefUpdate409JSONResponse) VisitRoomBriefUpdateResponse(w ht
 	return err
 }
 
+type RoomBriefUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomBriefUpdate415JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomBriefUpdate422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomBriefUpdate422JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
@@ -9701,6 +10058,22 @@ func (response RoomFollow409JSONResponse) VisitRoomFollowResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomFollow415JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9842,6 +10215,22 @@ func (response RoomInvite409JSONResponse) VisitRoomInviteResponse(w http.Respons
 	return err
 }
 
+type RoomInvite415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomInvite415JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomInvite422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomInvite422JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
@@ -9979,6 +10368,22 @@ func (response RoomJoin409JSONResponse) VisitRoomJoinResponse(w http.ResponseWri
 	return err
 }
 
+type RoomJoin415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomJoin415JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomJoin422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomJoin422JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
@@ -10112,6 +10517,22 @@ func (response RoomLeave409JSONResponse) VisitRoomLeaveResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomLeave415JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12200,215 +12621,217 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c+O20if8VVB6z1uZ2aWvmcxJ7Nra8vhyopPx5bFncp6zyawKIlsWYhJgAMi2MuXvvoUGeJNAiaR8",
-	"Gx//k4wlEQQa3T90N/rytReKJBUcuFa9na+9lEqagAaJf+1dAtf96IzqsfkzAhVKlmomeG+nt8cJNd9/",
-	"p0j/YL0X9Jj5NDW/DXqcJtDb6eEPBizqBT0Jf06YhKi3o+UEgp4Kx5BQM+xIyITq3k5vMsFf6mlqnlVa",
-	"Mn7Zu7sL7DzOYVQ/iQGLAiIkoe5vYiZA9JhqwhSZcPbnBAjjRI+BDMXtwulKGC2cb0JvPwK/NDR5/y7o",
-	"JYxnf275Jv9B3P4C0/mpf7JTIW80cMr1W5xbSOPYzHgk5C5hmiQTpckQ7HcSIuCa0fg7tWARQ3E7uILp",
-	"wiX8zaxxp/f/bRS7v2G/VRtuvmbq+xOphJyf+mlKDT1D/JqMpEgIh1s9cB8ISSSoSQL5ByNcgDJ7orQE",
-	"mhDKIzJisQaZL+PPCchpsQ77bK+G8tub735cTvsDUJpxaqZ9hC/7L3zH/IJ4PCVS3Cg7VaaIFCIxCzk4",
-	"JillOEm4TWMRQUZN35yj4n29pvQuzbF3F/SUnsZ2KEhPh39AqHvVhdQswbBTKPg1SIU/2yFfrxiPdnAl",
-	"Af53wKI7syb3RWQ+hpClzHB9JkZ3nZbajdUaLf2IxdDnEdz6YWhzbUgVRISZnxDGtUBeS0ApegnfKcNl",
-	"oGpkxXw3wCeXSTxLJklv5ydkOfvvzZzhGNdwCRI57meh9AkOPjtR8w3CUtAYj8ZC6QH+uyuFcSpmXr/A",
-	"tB/5ueYKposw/AqmqyP4R5YwPf/6M3oJRLG/YJeEMU1SiIgW5LetgKT0EgaxeWqQ0NsvAYlgRCexLn/h",
-	"PlonJ3ANBnMMy0BUByj4UM87b8b1+3c974YeW0aqPQVLnFZLQveT1cl4Dn9OQOklczKb2j/IUNe93B6G",
-	"IZWSGSqPgUg7WM2c3beD+5u7EEk9FQ0+LSKhw68V53ABSjHBfwYagedc+yQpV6mQmij7QyMbu+SG6bGY",
-	"aHMeG7rtnfVzmUGBVvZ0s4/k8x/bl+QrQCVmKG7X3CTqTrat7aUH252hgkoFV4B62gcaOc4wf4WCa+D4",
-	"T5qmMQsRYDf+UGaNXxsCx6GUQtpXVWnUP/l172P/YLB3/o/Px4cnn8yBsv/5/OL0fOC+WjeovS/4KGbh",
-	"I0zo5PTT4Oy8f3x4EJCz89Oj/sfDwennTwd7n8wn56enx4O98/2f+7/in4e/9i/6pyeD/dOTo4/9fZx+",
-	"/+Dw+Oz00+HJ/r/zz3ERiFqHtyFABNHDr+Rj/7j/aXD43/uHhweHlownQh+JCY8eh4xHp59PDgan54Oj",
-	"0/MP/YODwxOcxDnVgKR4DCKc7306HCAlDg/IGwlaTukwhrc4kwstJL2EI8riiYSHn8zFp9PzvX8cDo72",
-	"+h8/nx/uEC70mPFLckMVuZFMa+A4sc+cTvRYSPbXY9Bo7/Onn3FOhqVvxlTj+Wfth4mCbEbXlMWGdg8/",
-	"oU9GgM73zvsf/z34fLL3617/496Hj4cz+3eXIZ41LsOr04kOhdWVaBQxMxiNz6RIQWpmoG1EYwVBLy19",
-	"9LVHwyuIBlQvm+0nloDSNEkNOexDw+nAwbQ5S5YfGQbKjT2l4M/lumzIEhpf5E8qTfUEJwzc6Iu/2Tn0",
-	"gh6NJdBoOrB/f/EdVMUh91tpCvmgQUEE/9KKQUWuSO9FCeN4CrUleGbFNyFYSGU0kHDN8IxrS7RQAtXt",
-	"d7fCjV/nJwXc8GBU+m4oRAwUzY5Cy/Y9GlOlBwqAt51TzJSue2Xt21Ip0CYxZlwX+kkR+wae4aiSW8ZZ",
-	"F2VLIyNWvgQ3bJXM83Od3fvKbi5myH38YZ+nk7a8ObPzFQ/B5qaHPyu7vdx0Ku+jszfymdTva5NxM/Jp",
-	"uPVZRpJdUw3E/SogVJPEWJDv35Ff2Id1n+hlm18lwjJ4KW89/q/JVp2DQkq0x5Fl5CmhlIHtlKEza44+",
-	"F2Nxw4ngIewSweMpYVqRMVVjwhRRWkhrB87RyFmzjayFOZHpBYU1nM1sMbU+MtWWSkxDUv1Hc3K5mVAp",
-	"6XT+HMHxFs/3cxo1FsSE8fKnW7MLWQi69eh4VzfBD+K2JSnNudnw2Mq8pj5Q7ngoLVx/7QmgQGvGL1XX",
-	"M3Rm0x0JgpJbeA7m51/ZDLo/iNvuwF0ieBNvdEGxduiWvWbRIh5HSA37riiiH8Ttowloc3L757pvBpqk",
-	"F7kW3I035uQjghgMYzq/lGrkxwt6I2syNv05an2A5k6tUignrXVCOeFNZ2A0fShbDyxCHUxOODezsEtq",
-	"Yj8Ukm/HdNPwkLJEploe/Fm0FpaO+ImKSVMzLa1K49wPqmJXi78+3aisJ5v3NANHQ6fu6OjWU9V5Dm9p",
-	"qIkSExkC6Z8RGkUSlAJF3vTPrt+hK+vs+v3bXcIF2e8fnBNJ+SUovMc6ubC+SvRPZmSqv8rc9hA5obd9",
-	"++T32/hj99dWPXkb3U2UKV6i80LSPg5mI7OvCNpmjDao7WWEh96x2SUtIr+7zX4wB0I3tGis2JuVXosO",
-	"LiQpJhpkjcpapl5hI5TCH+zDzbDjF5h2h45imsvs1bul7+9m5j2ZzdZpj9xs82cX7crjoI5TeFcBnTPr",
-	"NrgA3YWF7sslMTNnHLZ2yudCJK09wZpdwyCBZOgilhooVl21EWY4dDowFtKQxUxPy8qZGlOJttQfgnGv",
-	"UrbA5BM3HOSgFUhm16FNfutzRBu6GeaX4ZhdN1Eii/tXd0LPTLrkmvZQKpjdqmY4aFjicUQOmW9FmTNj",
-	"XIA+NYTpInVF9Nmc6GVkNprcUNyuuQASDHITI4x6Q/oSS18jii2j1Obdw2YitWu9cC6DezTsVGnIRfuV",
-	"vfpXGk9APZDLxNlLHsdIPs2ltOmu9MFtipEs3e9R2hLzjOpwPEeJ5Wv9JK6AP445GNMhxF7O6ajPaTP3",
-	"Ts7g/MlsVs3gDInVXbHLCVDFhn+NqY1LwVm54NEZBGjluSlNs5P+d+/7qzMmux918l723c6p+f4bSM3i",
-	"Ah/Kcmrm05i9/Kud7plkSSdGveLihg/CMYRXqWB4lHTF5QUze7grKBw+v1Mp1rHsuf38l87raZ4WExda",
-	"v/SN+/aneDmSsOUPfbS/Kq4Sl7/F/szpjx4P057T6KvRlxicpzBkm/FrpjF0RAVkOM3CiitOpaUL9Stb",
-	"blIDLSc8pPmVazU+bwLkZgw8j5UHaSSeJEKCf5ZEjykn9rZp107X/IErNF9KMbkcExrHLlwyKUFGyRvu",
-	"QiuWH6f4sz4fidobRJWH/2XbVuGxbG/myZEzU84gXtHVmobjpEOUR/5gU7xJIGJ0YD/+2sLeUWO6/cN7",
-	"/1fsLxgMp7qho36WxJUl5KZKaZ6VN+Qz8dHxg9GIugUo5fcGS2OpDkBTFlta5mG2zUhvf34/gUnKcmY0",
-	"sYFhNtzcBlN7LVlN5SXoNhbr7EE6M0A+Ke9O5Ak0KdUapEGC//sbXftrc+2nL+7/a1++bgXvt+/+5iPW",
-	"PpXR0i2cDUhOJ8OYhSRiEkJjzpKQymidlMOBjJ5BORFDBfIa4SYgXGiSSiFGBk9idg0cFPrcnyykalls",
-	"1AOFP9WO2DVEyRuDVEzexzlm48/oJTyo/wC5y3fDVGRELT0V6SW4XKvmPof9il7SRj9vrND8UwleJOJ0",
-	"N0bpdXtzwD7UNmBz1mtVCmgoVr2Ymhf0upPW25Wsqxv7LIIkFRp4OG0SUtEvfp4l+pVpNj+fGf1k9nXL",
-	"ydlJVX9Mdqtnm3ywJavsEuZQspDCMeWXi1XeWqsKg9EvzVGDym/ERiOQyq/H3o+HzMsZ+Rp8lKqO58n/",
-	"ef9ubcg0uabxBAhVhJLIPkKsaOMRWjr+zdn/dSvY+sl/5JczC9ud/HjJHk+XJEmW0iir+ZXzR735VVnZ",
-	"ihKn23tVq/l33fN9wOw9mJmdd8cyxce6MS8gHj2NK3NFdEO2CcctueCIQRwpogWxXL1LqCYxUKWJ4DC/",
-	"yTNK1szFmVMliw+Lu7Ptzc1NgubIwpBe74Dmy8pItQPNe1IagL6lWzO8P8xMngc1k2YnjQPUTsc91RKT",
-	"Me25kNZSqk0vKOWa9YLebLKZ+34+iaoX9CppaL1gLouuF8xkf5lnZnPVzHOeVLVe0Ksm4JlnS1lUvaAu",
-	"P6cXzGY4eTEpnEgJ3d14QW9kpMmfpypGI+AR45eEGXQh+NOAwPrlOskTX9Rv33/xikfsTys2A+NXNunV",
-	"nI/gsvjMMA0uiZ197asUAGQ8SShfk0AjOozNmzjsEo45WBCOhcsHzSxoe6b5pRuo8gGG4vQKBiFVZpQR",
-	"45AA18agNNw5exLStb8yK3jw5X/8zf8eLacDOtIgBwpCwaNykFxp2Xm6Vo0igm72kZCkkqVntI4aDtsl",
-	"OCSm0BY1IGYQpc7lttqtXtBTk8tLUOiVD2vM3xlEQekvdr9MEB/MHLEY9sIQlDqHVMhOsRYrH29caPBe",
-	"jkhNzHfFCfHDwqPGFyZglsaGzu7mDJ2QXOjBCHNSgzkEriFrHhrQ5CgxRHW1XlrhduKgYD5imKk0ptN6",
-	"H8cSP+YCd+WEu+Sn5d5qCSOQwENAhzUXxD05wBukgNi3GL3SLsUvFBPpvyKrDLacz80wM4SpLmbBxjRj",
-	"8ln9fsTiEg3WyYmwrFik1I5Ah2OHnZ/PP87rWMUWzxgCdG305evfg/fv/LbA7P4vDIVowQ2+WdTNwe1b",
-	"lSpjrVO1s7FhlpsXGZgokIyPRECwfEVARpJeGvwPSP9sLWYaJI1J6mKxxkJpjO/F+8i1mF0BSanUKOJL",
-	"Fro6z9RziUHDlhJcqsXiPZtaesgzWPQchmZybQOu7hMdg94EbarVnBSVwhwzhWxmV1iKziq9evH2Pbjj",
-	"tMQpT+A+PRJxLG4qGxrHePZzvDi0dIwZ3hMlEw3ejZw5judEfGt9fWv7RyOuXKOyuHex3+8bo1LSUINU",
-	"eTGgFCSJxSULaUysupLpTpSTCQ9Basq4LRBW1aacBrW4hEgZrH7//XZ7c+3332//fvjlf3rhKl/WU6g0",
-	"s1vYQGfoG0thL7x6EgWsMFO8+0/Dq8HQmNLuKv1GmX2dSG6LHWG1sXLtmCaiM6fqLo5bLCYYtCJnR7+t",
-	"eahF/GVRB2LZQrKha+e8H1OWPAkTxEAVlI2rmdIu5msSozzO1bqyzyb0Nnv+y25e7sp+5/7Kvm9oxNZY",
-	"x+eGBbWwQy8rvNXwVUJGMzkHPRFHoDQmmlp8zT/gcGP+sbzwRVNWxW3vxKztTix8WV/DKqHCxRgvsuqJ",
-	"5Ve4TZkE1ToE0DwcDSBWcDMGCf7M1JJvZtHIrkha4WfxiOUHphOqrnbIFjk4Dsg2GaFWoAiN44C8I04Z",
-	"CMiPxCgDUyMk4oZnNdUCsvWeZJW4yvXU2gaulEu8ZJMtuyHmCFPLWQ+utS2QgXyeGKfUMB2jo56HFdCK",
-	"EqPtHp1wCbTNNL3SPTPOzOp9O1S6+PVUsp2Sf16cnhD785L5754Perdrl2LNffiHEnz9nN6UuPxjHjXY",
-	"YvMVJJRrFi54zpuEPesTjRnHVIQEKDfWPKqz6IKlPMK/JGgrTcZczUONiJzEML/Ye/H/XdsMgZb5BDUx",
-	"8OWbETdwUKKeb7uPHzTad3GS/CoxPy3y7ToVOaqJAAoqqYueKqUYb0Xsj9YSEdkPR0KS4/0zn79saUxR",
-	"kepRroJTVDzNkjbdMv2bnJ9GLRxiWK2XcsHR3nNAv07cYIpQCYQlyQSNRk/4WCXIc6F2XfwSeSaaDpLo",
-	"PqucRNWb9hblfrEwb0tvwch36rhTOnd3VAddysPzwz1aKGZKp7Gg5f1oCvaojgy0GCyeLZ/ErgSgLZbq",
-	"84bZcSRENKyV5awa7D2RWAF39sJC3s2TJswQYzxrpRDdQk4r7rLyngWzVbvt3Aph8TGYjyL+TZmbecb4",
-	"S3NG3G4/uEZX4qp7csKtoJw1tqPcrNvfFD2aeDdlwAWruwAeYSB6twpLOdjPqJqKFO/n/iSpSE4HcsKb",
-	"lb3LkdyfTbK1OXP9oxo7uip3Th4GvYfgoByBmxKpOUTPhnL5HYQ2GF5Z92D2jNo1FidQbXWBUMQxTRVU",
-	"M21a4u6cN21+fmXUa+J+meXTTk6YEq/5Tp527sRK3sYqDsXS0u5V+o6pvIrEDSfmFwHhgq9BkuppcU9v",
-	"H6W3Nk2FfP50tPajvS3ddXmNBFyUIlVEAdd+Ee6smS0Q/upafqUxi4wVJ3g83cWKyJBd6PovsL9hqPCq",
-	"mTNRF1pOQj0xO5TdI5E3ETPEDXWxwSWJtxkjCuLR21VEewGQnaaWY8vehWIq7rESuymQjMbsL4is6V76",
-	"QQSpHpMIIMUSU0VDGnvxfAVTvIu25nEnxGyk1HqUWI92OsNg5itFqLqyrm7rtYuW7M4uYdzlFQINx7Yd",
-	"D42VIEPIdhiit/cIylVdtDMYN8Th2SgNZeurm2MIWKoxOINQEsaUJUSMSAQxuwY5dWEqaQzaXVvN2adO",
-	"WNq4ArtaoIuOj0c05jIubLPkBrl4zaOrZqk+OyUfz2Q56eX74b21/5Nl1+X/XB+sffm6Gbz/3h/fUlLh",
-	"F3eL2iUpVYowTYY0vCIT7rIGvCdYKRH7iRxp3VLqg4VlR8vJ3i0rQFgHc3Gf05DLUhtiO3Ds0LRSknVv",
-	"d3GQuyc9bw48i6glUoeSUEPJYLRCpPK9RIUs8Hy2K9sE3qpNmN5ek5r7MMWe7Fz8+5SXHmixS6uWuc8K",
-	"lDWoNzZfp963jFL7nA6uhG6nRbdEH1SROupH3R5rXZusc7x2zruLHnNbVZTYuI9gOm+3q6qX0EMN7y6W",
-	"Yu1KV0ZLwu7coh7c15fx+RME3LlXn1vF+15N6k8YX53GU2dT0/t2cK2exbbU7rVtxoj1SAywQYy1OThA",
-	"pJpEiz8PK9kfKJvaAia4lgH2IkJojiCMsV5i5uexC19+Qvny1XKxa2c1VfnyIRxYaTxt6IN3F1yyOI0a",
-	"CbMfzBat9mJul5ymhqUa72G/bL+/D0Yb66TB1VxSdpa/NprXvRwouQqVr6c0e+/OZPTqXjeQpmYX/RAJ",
-	"t5poQexPCmfHj+QX9mHX9iE1LydK06nylHZdkkzw3KoYFKQIvGDRCBmESFbpTGRjNguTYiEu2189rPPV",
-	"X8O2CNnMq9jOpCPixzuuuKgiRuaxZJYETQ0cEDfwLrHlb3dcoqAUiQ1T11RqV2CLSeLySbPxxixdL4WJ",
-	"Nimlew8x28aEggYeQy1sOTEgb7zu28J/yIUu1SVb0Z3LvT2EDUe6HsLetO82VV6zSvutBOExC0LegwA1",
-	"FYFWvGet70Wsc5anNCOXqfthhW+ybnS2GfV1o73lomf2vqTczZO/jmNt/r9qW/lhEsckso9ibNlscWVX",
-	"bNRRMnDiaKdVLCz7xHA93qOgC8UOSNIqf8z7z1f0Yj2ywEEqbIGNjq62Zm+xv+9OlHuU/HZknWWNRsJn",
-	"p3FvRdceGCqkUN7Azb3SIeWEKK/PiXekqAA0Nl7P8TWHXMupv34oumcqBUQ9dQW+Cb+qATDL+09Tdaet",
-	"dN6v9p7D/iqqu51cJ42l7eofwSytZaWcVkutyz7y9xPlSHbQt6uxUfd5yz4/neZsZanYLdtsuep4Ajez",
-	"6sGK6uM9sFhznesjU7pDctu93do9jirxmIrAC71LXFjx13DSce4c6FbovWWv1k4q7P1sQQwj3YaOGQHt",
-	"nINe3ZWSEMnD3yeVZf4pLpVKGuHjd1boJlhLg0fqtcJyfflOPpjFVYqYsvUlRApYnWAM5coEtVXxO50u",
-	"pWdzg7VmzeUWNav2vK1UY/CGtiSMs8Rs5pYvJqZUYj4PmVw8zKZvmGqIb4d5hGPKOcSD0nxCmnaYSTZQ",
-	"dmG6dBTvdIBfQyxSWGlNZQ0szxYt11SoH++9d23e4gkdJjZXoKHDGKW6CrnDfZVBurHvXLjv4jG2l42B",
-	"EcEd5iGpzhYynEilOzBuaYg0r2vYZRyXvz8YTqJL0I24d3P7nW+okrXSgSaTFMkaCm4vSMLp8oE2Fwyk",
-	"IUlXAKm7BVj8a55Z3a6CxRLoXQFuO0HsSrDaHUp9T+ZVtCszni1KfAsRGU7xYE6liCahJm++3ya/sA/Y",
-	"9FkTSly+esO6LQ1x+z6wehV47grJnWG4E/R2hduuENsRVleB0lXgsz1eroSRq+DikvDmGWjx7bNvD73i",
-	"VqVCMIOSXoadY8a6XagTMZ/4+OGrFhFroLmOyLU7twxJ6pjTw+s1MOqzKT5hSvbhbYcylRgMxT0FXP5Q",
-	"gu8QatOs0AC29VBsRYddkri8vx0iMcPcGFhw60/dyxiysCvN6Fjkzw7iv5/SkDxO7Z2USs1oXJ+xeR+5",
-	"324BQU7yygqLSdRv8Fn7whx7mMUGtkEc9tYlNn+fvOGYNTZJslSWHRfXQi8p40QLogBITDXWusEcgbfz",
-	"N7tPnZrf2LNSuMfKvBRRDWuaoZti3r5XEE4k09ML8+JMPyx3iZ2h9T8OTz59OP3vwd7Bcf9k8On0l8MT",
-	"4m7czWO2qK2hIa4E2QyoxOIM7uVjrW2hs0vg2luBc48T/JLsnfWxVCax0cIYBllK6AtFAjZiSdhKRkbJ",
-	"wie/U1hml/TPVIO53KGj1/pnqjPZF0JGLrePJJTFQ3GLAQF7ffsitU7wEsSWuFHYPoxMDFaQDZqyjeut",
-	"jaG4BbXx1aUX3W3gdaqmV4BEK69z19HQN5b5IhuxOkKJ7OQQM/2wiG1R5CykUjJXpRm7LGDI9W6lf4tN",
-	"Wa/2b7HpoEzHkF31mNXvnfV7eSFizIbfXN/E++oUOE1Zb6f3/frm+ve25P0YOao6fSSI+fgSEPWMrCGF",
-	"+5F5kfnpB3GLTcSLUxIf2N7cnMFzmtqcOyb4xh+uML+VoUY9xLP3IAvMMGEcE5zpulncu82tugHzGW58",
-	"5nSix0KyvwDbi/1gp7v4oQubv3lEWTyRUJHJ3s5vVWn87cvdl6CnJklC5bS30zNzt5NEneRSoXPSPND7",
-	"YiBfqAUEttFhRZbEBxFNG1AXbmmS2uyhPAuvp4EmazROxzRzie70PgFNyB5+dhe03JRyCOddFQC1nMDd",
-	"I/CFjycMDHG4MSR3XNFggz/QqJTC0YmR3m3+tPyhfcFHMbMnwYNznt0gQg0pPLx3F/hkvgBBl75qncN+",
-	"9rQh1VZnoAlokApn5VtT8ZMN13nSzLYzXwOnw9jwGqobrZm3HAz+zJjXADj2FLFRr5jH+8ic/G75QydC",
-	"H2E99sfg5HOw0YB207HQIVP4z67MvWE1g8UnHJ6n7oxbgcMfko+KKdZwk9OAXhAz4IGaa5HKGhN+LiiO",
-	"13nCOH0Om9rnHe8Jc/d1uWJmY0yxOAzGp2IPvTFVY6N41fFMfmw/Pi6WSlD2hhMWR2tbRaFFV63OfZ3G",
-	"lHPUtLNUXpv/2/u3mBDzJVL5Rsir9axPbPFQO8QtUeXpMLc0CRf7sEhmbESlVrmB86wh+PlqH3yGnCMm",
-	"VW5NdUfuja/2gl/CqKqpVLcz/5FrKp1FBaA9jDHmtpcZU1nDCGbZHtXHeglfUfMJlv4S34J5i0+lJZXW",
-	"+cQyu0ROX3Wlstwd4pYHmYYUEIP9ht0nHP+VCcH9iN7GFUyXaFG/wHQlHaq1rDwkP2aLqeFIQ40Xp2tl",
-	"HPNdfhYq8sb2ZbShTKEErd620L8uzMM0tkMldEqGYD1pIyGJFBq3x3oU51S0dVep+n8Z/CEJvQJFjvfP",
-	"CI2uQWqmXDdF7A2HPyRaCJdzhKqd6+vj59QVNbfHwvWsoncHWM8X+XSgnk9hsRrG4eb5K16Pp0cJPQaZ",
-	"my1ZCt09Qnla1BxyqQzVPenzUGLLVEVmav/sEkCntgs+rLj5zb84uQStyGxnXyI4SSZW2o3+pVlMmMY8",
-	"aJUFY5jXLFLEXKGkC9DPXmhL1pWEawY3JJ1gtret4bVOPrhiAestrauCBk8i01mtqgVi7DYyK7fyzG2p",
-	"7e3lD2BXkEPX/fiRnGBpTEMoH8dZu8pMcjvgQBgD5ZO0pMLNll6lGgKCl8MqICM7c4XmXEyVdhdZTuKL",
-	"ZiRuXPKHGOYemho53rc/vchSkZ+pq606TQ+zux8Qm4Gx/qL8r7PbOgYaY+hNa4bD1qqLLYafhXrmbtd8",
-	"hjWYh4t8kU5X1xm3ic+1Zmef0DnKUpzq1vbf1zfXN9e3el9yZ2jmK2138hbreTpt2sxh0dlrduzVedkW",
-	"8C6ZMrYjtTEqWEOOaWULxBMlJjIE0j9TnRFw42vuqV9602p2+MEdjuYltinMvUpY0NvaxH/+gNjQkq+f",
-	"2v24SLaQMV6dj34dFanznVpRUq5gqja+2r5hdxsSrsWVNU+9XqVzuBZ2qwlThCXYcV5D1ikvoWaluwSH",
-	"YfyS6BsWArkCSK21aW8m7FuiAdX1XqJzO5OHE8ZfYNqPHsedWcfejg6vHpie3W1jd61wa4XdDmqtrHPs",
-	"hYCnDJaUyUsbTdQusa5WF/FMhiJitnaBhzezvOHnqznnM/SwHVLhxWnNts/FAo25Ge9sfHWp6ncbrkpA",
-	"PRLuuTIC7t1UAjrV1tAz/ub89PR4sHe+/3P/18MDdCQq4JEKXKVKW6ZTZZW2rKn/h2Dcxl3XcJ175QNi",
-	"IhYJic6oHj8Sm9YioxDJq0LdThIce2CfUZHchxAgTtb6qjPjx6IphqMPYa7m3AJ+vgB9euOiYx6LoTvq",
-	"3LkLv3N4TnnBT6dsv8rcfestVCl2yZ3QfaesNHQRvqxb82K/XZbG/A94xgpINsk6TsuW+rL8tzSy6ocx",
-	"yTICeH13/jCqY5CXLjvlkl0Dtzf3tuZgfik419J7nfzLaLRzxeYCQo1yi/3o7CfGYDs//LV/0T89Geyf",
-	"nhx97O9/qkHnbAOfMPi8LA412dZb25t37UC4uq6ng+GmAlLyfSSGPV7huZ1QokyhkuKyuxjXoomUzqE1",
-	"JpapenOgrxRmj7kQglI2GnlTBNYE/jjnt+tkr3hAkYRya4beGhsBfZmBC8UOEBaC7DpSBSVe4c4YwZr4",
-	"UxJSjnUVQo1vckHqXnlH8q2eCIUdPno7PZEqEtNUi7SlklSax9MJZ2kSy4NnXJ7nI4rlgwsNsvJMSmVz",
-	"Edn4iv9fxZu4S7zptUwriDHIOBR8xC4nlouR7x2vDwuf2hgkLOL2Ov/i/Dbjer5TpH+A1SzNxynFi1l3",
-	"r5UtuDfLqmXeX1Zi7MujsPUyT+Tjs/Nz9kU2EICaiI+8mkO9OxL0RHLl7jWynxNbzJsMp9ilwgV7KRv7",
-	"wRyK7+Lchgq4Lj9qY7qoKjS+33ubv/esy5Nygq2aXRfdecnYzwf6x4PGebk6gD8DjYwN/ZBsXyypju0L",
-	"6j3vPNZ32w0eOKcaMGRqhXPCPPZ9owVdUxbTYeyTrbyggddGKvj4O1XagJKA5c01jbHk8zztiySlEtYo",
-	"j9YU6B2i6DUoWwpyzhIi8OeExk7QXPuW/Ls3TkTMk1xwIHDLlFZvA4J63A1TMG80WYlyY5UssRPhtHSS",
-	"FY+3Ba6M9BoyGk3snxenJ4uE74I+qIPXJ30dlb0qxikNqS26R9WVORMlc9U/PAXde5ueotU7PbOLbcJD",
-	"qlR7EoWxOoXF6qJZXpSz3nMHnC7xmS8GpuwN+8zRzEYYnlL2p+Q9oL3otUhBEPwapLLN0utUhD0VunLq",
-	"pXaeRGkJNLGXXcbcI28MHLmUOtvA6TtFiv0nWGz5LRGy+ouDY5JSJt2NKIdMt1CcpmqMnf0TyjUL3aVp",
-	"qWrPRqVO0m7Wc1253llYdMVoNxARrNKzTk7wfnVv/xePBbpfosW56738OPC3/IGDoqf9f01ANnoJMneT",
-	"H2aFjR5SB3JlmLCclAeX3NfqhTmWXpK+5KRcSCOxFdwoMCcr1bYYdCImIdTC1hv3Is4+VbDGuAKuGN7h",
-	"qcnQWqgkoTo0OGETejGHLAby5v8PyAAt8N9/xzvwmGmQNH5LhBF4mxOfFZWISuUEUAscittdIqStKDec",
-	"kjeuP5xLIH67m1U0s0AzDx0H2YougEqsKP94yDHT/ELwNWtgadeucsTQdV+hV+5A+BPBJPcgZH/Wuw+W",
-	"tMf7tkBpn8qoFpEMnxmGSyfDmIUkpDJ6hadnCU9W6JyQZ7I9nFY4vgRSBfw0Q6kNBfFoQd2BGSvQYJNh",
-	"lsLwQwhCmDIAVXrYtR2VZReMswzNCOtk37oTrXKXo1i2roVpczkk2TumC7OGb8Ke89lpW147zdAIS57k",
-	"G+MKl9iUO1d1thkUeMj1NIYclVGtl4jK6BuLQn41+NoAmeU9Im54+dRZBbq+ZjrMXa2udcrBrx99p8qz",
-	"WCefefYzV28ict6pNSxjxiMy4VfcTL5/oDB2wNYMMGh1cvppcHT6+eRgcHo+ODo9/9A/ODg8WYBaj+r8",
-	"bZgV/BgRiYvkv7wbr4rIc7WTBIfVpJfxobitd8boLD9TihvnEgkpF5yFNM5rZQfERamQEYvNgTHhEmiE",
-	"LhIhI2WsOessQTeJTenPnSVS3GSh6H5XSd9M8YErvSyzdOyKyBu30LcB3lQJSWh4BVGdhWPJ0SurBUXz",
-	"djtkqZF6/gGNY1tYvqYdVRsHzhFO4dt04+DG15lM+CWy5Ss8PUd4whQFRBdCKyhSwigLPsvxaYOGV/UB",
-	"FcdUXimytb5eacVgEctIVFYZW4obG7A9ptdAhgC8ACEtrHMmKzRiFAwXW4FxePZy2sY57SLqMn5NY5b1",
-	"RCYS/oBQW7PqZmzML5xJDZrthVffhn00bwfR8ArNINyYgYI/bV7m33tBb+vHFqmYGR2exPDJXl5/d3UG",
-	"cs0wjJjoUCQv0Ff8H2z57IXGcoghugSHUF1xKYwpS+qR6aOBDkUmqcEXbH3iVKOATLjDFYSpWfgxapKN",
-	"/3Vxv+RNGNMktUg11wzmrQ2DdNpWdjFVgz37OOdvFH2Q4LbybJk8GBYd9JDEvZ0fgh7613s7PRFHThBb",
-	"AANS6OlwCV9fj0wfC755BaUXpC+ZbXXw4AWFdviEolCfF+x6hfCRkCFEDpvyYhRzCReILwJ9N7bZSnFN",
-	"DjQcr5MTALTzrE50BVMynGjCBUklSyAqt6WtQhJuyrNN7LGzq3ORWBqvkM/zMjj3cDQCm/xoCZLV7Kom",
-	"JSeg6WKWtS2bvez6r7GwXmgJkTElaIyxHuafIcVUYrUCDx7Dc+W/Y6h3z7uIFoYE0dP/eDbsO0Jk7Gco",
-	"xPjlXCXLJozoAgvq8+C1SFhIFOOXMaxFhbsFM953LAsiY6KzS48ZvwxswUrMhVEuuwnfEyDmVo3kvKp5",
-	"1vgKP2QcQVhLyhUNbS3bPTKcalizbBDSmEhIgeqMCgp7132nsNGZ0nm1hyx0ynYLzG8FbWkIEk0sx4JP",
-	"WHCAC+DRt6FE2uaPGHNFOZkWRTLPzsm77f/dQ+nK9s88cMW4+bXLJ8/6+O/0fhpuR+/DLVjb2traWntH",
-	"t4drP4bfR2vb8G70nv443Ay3otlWq1ZrTdQl6qyJa5aY3ZMgP34/2gq36TtY+3H4U7T2zrzgp9Hm5toW",
-	"3R5+H76LfoD3o15BgC4PN1Z/S5v7JPpv6f1LwkottOR+5Te2mW4EMUPNBu2Et6/68UuKu+ARoeTg2AZZ",
-	"iCSDstYRYdmvNobZTX5dMXHuygXjraJjcEINDkeQGmDlmhwco6ZubfxSa1jDmixlZvG7ubMwG2PeW+ik",
-	"OyCU57+2oxHsGvMHhikQGgu+GJQ/4KK+MWS+0JRHk9ScSj+QhPGJtpWI5qEU9wzBNKfvYyEiUvapYREn",
-	"sdht6djm1XP5QkHQqIAHx7aBrW134HqOdQbCr1mo/aLQDWt1zNz9EjYqBdhjywV0YDBjeN3U3QBXfJ2Y",
-	"hlQaY0xtQ52yPoxPMb04pN5JyTML5nCzeoxwjrz7sF9nclv2el36rKM5VtZqysK8MWIxrElIhVzgDMSW",
-	"R7htREFmsxL7FBEc7VA36C6hfGoDsTJ5xUcwBwZ9PzceB8sRi+Ech3v0MI520vmNBUgUdK2LkrDfvoZI",
-	"PN8QCWxfQcMQlCKZoBayj+VOugq+2viKzVSMuXJ7t2FHr61st0e44GsOB3LlOptTJtzZVLVAtMLZSxiB",
-	"BB66/vs5VExSBVKTFCR5k/u6zBOBGxXkWz9Y7OFLLPN+03BhFtM35F+9Gt+8LSQhRUvIOu0wNsOQjSEb",
-	"Bi0wpEzuJzFwCiCrr9Vhvn21ZV5UwrHRLwo8oTNo0g4G8ZKn3pmzT+PYFuJeJ6cpcIVuJMzodT4eZ46E",
-	"Y6GAk6Ht9IaudpznG4zKHorbNYcaZIywERCIFWCnODeE+0QXvYCz+AzrY3dZNEGlAgqKcGBLWQW2Z51t",
-	"jWMb4tibRmf+0CJ+xXxtrxc8ZX9sGytDlm/CHYTh/IOCKOWcnO9b1NTKl/001bTy1y/xYJciDYtLIsJR",
-	"zI04WOZ0bZIfE/ZeBrwYIS9kvFqAJZpIbPI+H1nRqI5BqZ/d0ipHNR21KgFb2Ci44hMZU0XEUIG8BnsN",
-	"6PqbBeRmzMIxdkuS833v5jHAtVB7MdWNlrSEyxIaZ6j9Wufo8eocQXbTXN9DrpGQZd0La6Wsz0ORGMh8",
-	"Q9UVROVrf5BY+UNM9KUo/cKd6dkvsjfYuCc9BiZzBoogjKmVI5Un5Aue2zEDBX8GZP4KwmPPOH564gQW",
-	"llGrRJe6tBWbOmSBsT45P0tbyUY2C3cD12StzKYCYjddpsrErpuSynr4NYMJR/O8pd435tdx06936rjG",
-	"nq9enefq1clGyUGmBH/5R43wb+NrFvhRdu/Y8aN6e8fazPgg1t/K3DlW1ozdkMX62KS++bICuhiBVOJA",
-	"U+zUhw3L4il6gYprIQlpPM2Ci/DavBysVIeN5241z8jT42bmu71Z+bb7lBOGxSibVx8w+z3v60mdFLRC",
-	"FUfsJzGOqlNYbCCVToVSNFwaT1+dQC9JaUROsO4fJ1rtoXJhC6xKtGylS4sas1S5Lm625Bx2JnJtwxEX",
-	"RyKOxQ1JCxe3+bntZ5QJba4fDqfERQt6kG7VBloPgHHPS+cRIqlVeGy3KSwtlW/Qq/bzbLUfccOzDmHV",
-	"PSuLNgptua3vjMMWa9GrvBLcDZ+14MibijS/LV6W59yV4/FcqaY3TtbfrhMb4MdFERnhk9oV2wo/qgs1",
-	"6xZiYctoCVhKYMyUFnI6MHg1ZDHuYs8W3fZrG0IkLsnXUBO6BSw7000CpuqtvdtuoarkdH8aNSV//fJe",
-	"CEU1UhLJ6UBO+I4N6xSTOFob2g5TeJiIiSb9A/UalfyC4M5yyXz3uQzdlmktRd+5Wv3lADRlsYVSSoZm",
-	"nzD9E9tIv6Gu6Pb25uZbjJKbbUW3S2hVvQEohey4t9syb1lnRpnLe/ZJNKA6bx1ag5PPLO7usbo6mve4",
-	"LfoP6jH3knzWCNBRScqsbK0kzRtoIiy2SZyr2RoThYXrKdKPNVbf7mJoLV5cDaczlgy5GVONl8Pm7HHn",
-	"PSnOe7/IfjCv/g+WW1x/ndTivryK7bO+akLRtaLW3LLYS1Ob2QO3ujhAfyS/sA+7mTS6D9+/M5++Xegj",
-	"nXUGcJuGnB/DZjq7zmm6zNZAhlyx/+BjyGTXhrJIeesE/Z2vkSMJ8BcYpUJqRY4ki+i0zi+67U8HMgRr",
-	"0z5jhspPZl4sh55S8VVLt1e74QWVIMIdtSU+lsBYC6UjM/u/NuogVL0xxxiV3Mtp821UrqRgO41dkkqh",
-	"UlfswfZ854IMaXg1YnEcGHiTkIhrGpuxsasQZuBnqTxv/ah3ZKf9AgGv7oIn98+4jHDlBTf7q7boZqn5",
-	"ZMBmX7/Yb1Iw2iumvaTkROv5nbszWQ3UrAei/qYbm8sjGq2TvvP+Ol8vBtZRCVjK0UFZnJtOQuaOEWdF",
-	"+eHJDvoS4Wkechi/XtXx2wqsLG2fDKzs6xeDVflOMKHRK2S9pJpBuP85XIj7cORu/CEYr4ersxlfrO3K",
-	"MQTM1c+giWrsnJ25XI11RPG2obi4tiqZH7H+aWbwH4FXhtZtFKR+NoJ+Msw5zrdwMe4UW/2KOC+p9mwI",
-	"qc5utYuzZTXIiYFeL1CR9iyqcMHXRElbsj2fVdZDmUdETLTS1AJUbIvXulg+nK6DpV0iwQhelq+SgVOx",
-	"mpr4F3jUPq9PiUu4Ia/A9ApM31L92etuF9l6jADSrIrMkTQ4wgnl4bjSnJWElBMFBqVubASFHddMSLt0",
-	"qTRmLluzVG9GAV5cV9rFYvnnXTJmUQT4LlBaSIW2oISIhho8MXqf8IXPrRvrt12iwtL0rLYsDW5x8tqQ",
-	"9fk3ZLXi2LoujQ8dNuA2K0XhbzvES62cA1vgNAt8CccTfmULTTiAoIoYniTC4IG8isQN3yUplVgmGG/u",
-	"qOulSm7GLDYWvSFPDL5IFsuRh7fPv/JElWSzFKhtSSRkQnWjxC4U9KCXjditFdHjYYzbMw/K7FmmeUWX",
-	"Z1k9/NaWgcikGbeqBmVwVHmdSeNExr2d3ljrdGdjY2v77+ub65vrWzs/bv64iQznhpiv62mTrIdCaKUl",
-	"TQNvdnZRiGC9lIfoUlfnBTAvP40J/TUl0Ss1qUvDYk3q+TH3ooRxZuZoPtghiK0BGQullesYrQLMPgiy",
-	"qVs7Livgv05wCOX6q5UPWzIUEbNVNt0kqPmpZxZnpZ7EZiGV1rfrs2mjwjUa80Tw75RMh2D+mkAVuRXl",
-	"Ya0GOj/kwbGrl1HqQ1fuFG6Hc8dPhdaOoTz0rtTgDvJOKgFWHLSVONAqLg1nezHMj3V4a+CMeVIB3byA",
-	"yUqacXnJWdrL/LBHlRIpLiq0Uj1qvdJ/zqzzy93/CwAA//8=",
+	"7L17cxu3si/6VVC8+5bte0fPOF6JVLduyXqscMV6bMnO3vskPixwpikimgEmAEYS4/J3P4UG5kViyOFQ",
+	"omQv/ZNYJAcDNLp/6G7040svFEkqOHCtentfeimVNAENEv86uAau+9EF1WPzZwQqlCzVTPDeXu+AE2q+",
+	"f6VI/2izF/SY+TQ1vw16nCbQ2+vhDwYs6gU9CX9lTELU29Myg6CnwjEk1Aw7EjKhurfXyzL8pZ6k5lml",
+	"JePXva9fAzuPSxg1T2LAooAISaj7m5gJED2mmjBFMs7+yoAwTvQYyFDcz52uhNHc+Sb0/gPwa0OTd2+D",
+	"XsJ4/ueOb/Lvxf2vMJmd+kc7FfJaA6dcv8G5hTSOzYxHQu4TpkmSKU2GYL+TEAHXjMav1JxFDMX94AYm",
+	"c5fwH2aNe73/a6vc/S37rdpy8zVTP8ykEnJ26ucpNfQM8WsykiIhHO71wH0gJJGgsgSKD0a4AGX2RGkJ",
+	"NCGUR2TEYg2yWMZfGchJuQ77bK+B8rvbb39aTPsjUJpxaqZ9gi/7T3zH7IJ4PCFS3Ck7VaaIFCIxCzk6",
+	"JSllOEm4T2MRQU5N35yj8n29tvSuzLH3NegpPYntUJCeD/+EUPfqC2lYgmGnUPBbkAp/tke+3DAe7eFK",
+	"AvzvgEVfzZrcF5H5GEKWMsP1uRh97bTUbqzWauknLIY+j+DeD0PbG0OqICLM/IQwrgXyWgJK0Wt4pQyX",
+	"gWqQFfPdAJ9cJPEsyZLe3s/Icvbf2wXDMa7hGiRy3C9C6TMcfHqi5huEpaA1Ho2F0gP8d1cK41TMvH6F",
+	"ST/yc80NTOZh+A1MVkfwDyxhevb1F/QaiGJ/wz4JY5qkEBEtyO87AUnpNQxi89QgofefAxLBiGaxrn7h",
+	"PtokZ3ALBnMMy0DUBCj4UM87b8b1u7c974aeWkZqPAUrnNZIQveT1cl4CX9loPSCOZlN7R/lqOtebg/D",
+	"kErJDJXHQKQdrGHO7tvBw81diKSZigaf5pHQ4deKc7gCpZjgvwCNwHOufZSUq1RITZT9oZGNfXLH9Fhk",
+	"2pzHhm4HF/1CZlCglT3d7CPF/Mf2JcUKUIkZivsNN4mmk21nd+HB9tVQQaWCK0A97T2NHGeYv0LBNXD8",
+	"J03TmIUIsFt/KrPGLy2B41hKIe2r6jTqn/128KF/NDi4/Oen0+Ozj+ZAOfx0eXV+OXBfbRrUPhR8FLNw",
+	"DRM6O/84uLjsnx4fBeTi8vyk/+F4cP7p49HBR/PJ5fn56eDg8vCX/m/45/Fv/av++dng8Pzs5EP/EKff",
+	"Pzo+vTj/eHx2+D/F57gIRK3j+xAggujxV/Khf9r/ODj+78Pj46NjS8YzoU9ExqP1kPHk/NPZ0eD8cnBy",
+	"fvm+f3R0fIaTuKQakBTrIMLlwcfjAVLi+Ii8lqDlhA5jeIMzudJC0ms4oSzOJDz+ZK4+nl8e/PN4cHLQ",
+	"//Dp8niPcKHHjF+TO6rInWRaA8eJfeI002Mh2d/roNHBp4+/4JwMS9+Nqcbzz9oPmYJ8RreUxYZ2jz+h",
+	"j0aALg8u+x/+Z/Dp7OC3g/6Hg/cfjmf27xNXWWoAFqJTiBj9iMD26LMrD7tXihzad22YdxtTiwtNBAer",
+	"9osUJL6bRBDGVIIir6cRz2jNVAlOsnI1g8QsZ2CA2qz0a47t1owOb84zHQqrFdIoYuYNNL6Q5nWaGRAf",
+	"0VhB0EsrH33p0fAGogHVi1b+kSWgNE1SQ2P70HAycAeSOTUXH47m0DKWo4K/FmvtIUtofFU8qTTVGU4Y",
+	"uNGMf7dz6AU9Gkug0WRg//7sO5LL4/z3yhSKQYOSCP6llYOKwmQ4iBLG8bxdluC5v6INwUIqo4GEW4an",
+	"+bJECyVQvfzu1jj7y+ykgBtpiyrfDYWIgaKBVdoTvkdjqvRAAfBl5xQzpZte2fi2VAq0vozB2oV+UsS+",
+	"gac4quKAcnZU1abKiVUswQ1bJ/PsXKf3vrab8xnyEH/Y52m2LG9O7XzNF7K97eHP2m4vNhKr++gsq2Im",
+	"zfvaZtycfBrufTagZLdUA3G/CgjVJDG28ru35Ff2ftMnevnm14mwCF6qW4//a7NVl6CQEsvjyCLyVFDK",
+	"wHbK0G03Q5+rsbjjRPAQ9ong8YQwrciYqrE5vJQW0lq8MzRydnsru2hGZHpBaffnM5tPrQ9MLUslpiGp",
+	"/6M9udxMqJR0MnuO4Hjz5/spjVoLYsJ49dOd6YXMBd1mdPzaNMH34n5JUppzs+WxlfuHfaDc8VCau/7G",
+	"E0CB1oxfq65n6NSmOxIEFQf4DMzPvrIddL8X992Bu0LwNn73kmLLoVv+mnmLWI+QGvZdUUTfi/u1CWh7",
+	"cvvnemgGytKrQgvuxhsz8hFBDNa0QA+cauWxDHojaxy3/TlqfYCmU6NSKLOldUKZ8bYzMJo+VK0HFqEO",
+	"JjPOzSzsktrYD6Xk2zHdNDykrJCpkQd/EUsLS0f8RMWkrZmW1qVx5gd1sWvEX59uVNWTzXvagaOhU3d0",
+	"dOup6zzH9zTURIlMhkD6F4RGkQSl0Bq/uH2LTruL23dv9gkX5LB/dEkk5deg8Mbu7Mp6ZdETm5Op+dJ2",
+	"10PkhN737ZM/7OKP3V87zeRtdQtTpXiFznNJux7MRmZfEbTNGMugtpcRHnvHppc0j/zu3v7RHAjd0KK1",
+	"Ym9Weis6uJCkyDTIBpW1Sr3SRqgEetiH22HHrzDpDh3lNBfZq18Xvr+bmfdkNlunPXKzLZ6dtyvrQR2n",
+	"8K4COhfWbXAFugsLPZRLYmrOOGzjlC+FSJb2BGt2C4MEkqGLzWqhWHXVRpjh0MnAWEhDFjM9qSpnakwl",
+	"2lJ/Csa9Stkck0/ccZCDpUAyv/ht81ufI9rQzTC/DMfsto0SWd40uxN6atIV17SHUsH0VrXDQcMS6xE5",
+	"ZL4VZc6McQX63BCmi9SVcXYzopeT2WhyQ3G/4UJlMJxPjDC+D+lLLH2NKC4ZjzfrHjYTaVzrlXMZPKBh",
+	"pypDztuv/NW/0TgD9UguE2cveRwjxTQX0qa70gf3KcbsdL9HWZaYF1SH4xlKLF7rR3EDfD3mYEyHEHs5",
+	"p6M+p83cOzmDiyfzWbWDMyRWd8WuIEAdG/5rTG0EDs7KhclOIcBSnpvKNDvpfw++vzpnsodRJx9k3+2c",
+	"2u+/gdQ8AvKxLKd2Po3py7/G6V5IlnRi1Bsu7vggHEN4kwqGR0lXXJ4zs8e7gsLhizuVch2Lnjssfum8",
+	"nuZpkbkkgoVvPLQ/xcuRhC1+6IP9VXmVuPgt9mdOf/R4mA6cRl+PM8UwRIXB6YzfMo2hICogw0keQF1z",
+	"Ki1cqF/ZcpMaaJnxkBZXrvVIxAzI3Rh4kRUA0kg8SYQE/yyJHlNO7G3Tvp2u+QNXaL6UIrseExrHLjA0",
+	"qUBGxRvuQisWH6f4sz4ficYbRFUEOubbVuOxfG9myVEwU8EgXtHVmobjpEOUR/FgW7wpo3u8sN18xTWm",
+	"uz++83/F/obBcKJbOuqnSVxbQmGqVOZZe0MxEx8d3xuNqFuAUnFvsDAu6wg0ZbGlZRFQ3I709ucPE5ik",
+	"LGdGmQ0ys4H1Nmzca8lqKq9BL2OxTh+kUwMUk/LuRJEqlFKtQRok+N+/042/tzd+/uz+v/H5y07wbvfr",
+	"f/iIdUhltHALp0Ov02wYs5BETEJozFkSUhltkmo4kNEzKCdiqEDeItwEGDeXSiFGBk9idgscFPrcnyyk",
+	"alFs1COFPzWO2DVEyRuDVE7exzlm4y/oNTyq/wC5y3fDVOZ+LTwV6TW4rLL2PofDml6yjH7eWqH5lxK8",
+	"TDnqbozS2+XNAfvQsgGb016rSkBDuer51Lyit5203q5kXd3YZxEkqdDAw0mbkIp++fM8pbFKs9n5TOkn",
+	"069bTM5Oqvo62a2ZbYrBFqyyS5hDxUIKx5Rfz1d5G60qDLu/NkcNKr8RG41AKr8e+zAeMi9nFGvwUao+",
+	"nifT6d3bjSHT5JbGGRCqCCWRfYRY0cYjtHL8m7P/y06w87P/yK/mUC538uMlezxZkA5aSRitZ5LOHvXm",
+	"V1VlK0qcbu9VrWbf9cD3AdP3YGZ23h3LFR/rxryCePQ0rswV0Q3ZJhwvyQUnDOJIES2I5ep9QjWJgSrM",
+	"ipjd5Ckla+rizKmS5Yfl3dnu9vY2QXNkbkivd0DzZW2kxoFmPSktQN/SrR3eH+cmz6OaSdOTxgEap+Oe",
+	"WhKTMcG7lNZKUlEvqGTV9YLedFqd+342XawX9GoJd71gJl+wF0zluZlnprPyzHOepLxe0KunGppnK/li",
+	"vaApE6kXTOdyeTEpzKSE7m68oDcy0uTPyBWjEfCI8WvCDLoQ/GlAYPN6kxSJL+r3Hz57xSP2J1CbgfEr",
+	"m95rzkdw+YpmmBaXxM6+9tVEADLOEso3JNCIDmPzJg77hGO2GYRj4TJfcwvanml+6caMqdmXKE5vYBBS",
+	"ZUYZMQ4JcG0MSsOd0ych3fg7t4IHn/+f//C/R8vJgI40yIGCUPCoGiRXWXaRmNagiKCbfSQkqeUjGq2j",
+	"gcP2CQ6JycJltYspRGlyua12qxf0VHZ9DQq98mGD+TuFKCj95e5XCeKDmRMWw0EYglKXkArZKdZi5eON",
+	"Cw3eyxGpifmuPCF+nHvU+MIEzNLY0NndnKETkgs9GGH2bTCDwA1kLUID2hwlhqiuqs1SuJ04KJiNGGYq",
+	"jemk2cexwI85x12ZcZf8tNhbLWEEEngI6LDmgrgnB3iDFBD7FqNX2qX4hSKT/iuy2mCL+dwMM0WY+mLm",
+	"bEw7Jp/W70csrtBgk5wJy4pl8vAIdDh22Pnp8sOsjlVu8ZQhQDdGn7/8I3j31m8LTO//3FCIJbjBN4um",
+	"Obh9q1NlrHWq9ra2zHKLcgqZAsn4SAQEC3UEZCTptcH/gPQvNmKmQdKYpC4WayyUxvhevI/ciNkNkJRK",
+	"jSK+YKGr80wzlxg0XFKCK1VnvGfTkh7yHBY9hyEmJy8ZcPWQ6Bj0MrSpVnNS1EqQTJXsmV5hJTqr8ur5",
+	"2/fojtMKpzyB+/RExLG4q21oHOPZz/Hi0NIxZnhPlGQavBs5dRzPiPjO5ubO7k9GXLlGZfHg6rDfN0al",
+	"pKEGqYqyRylIEotrFtKYWHUl150oJxkPQWrKuC2FVtemnAY1v1hKFaz++ON+d3vjjz/u/3H8+f/1wlWx",
+	"rKdQaaa3sIXO0DeWwkF48yQKWGmmePefhjeDoTGl3VX6nTL7mkluyzphgYVqlZw2ojOj6s6PWywnGCxF",
+	"zo5+W/PQEvGXZR2IRQvJh26c82FMWfIkTBADVVA1rqaK2JivSYzyOFPVyz6b0Pv8+c/7RWEv+537K/++",
+	"pRHbYB1fGhbUwg69qMRYy1cJGU3lHPREHIHSmGhq8bX4gMOd+cfiwhdtWRW3vROzLndi4cv6GlYJFS7H",
+	"+C6rnlh+hfuUSVBLhwCah6MBxAruxiDBn5la8c3MG9mVgyv9LB6xfM90QtXNHtkhR6cB2SUj1AoUoXEc",
+	"kLfEKQMB+YkYZWBihETc8bx6XEB23pG85li1ctyygSvVEi/5ZKtuiBnCNHLWo2ttc2SgmCfGKbVMx+io",
+	"52Gtt7KY6nKPZlwCXWaaXumeGmdq9b4dqlz8emr2Tsi/rs7PiP15xfx3zwe9+41rseE+/FMJvnlJ7ypc",
+	"/qGIGlxi8xUklGsWznnOm4Q97RONGcdUhAQoN9Y8qrPogqU8wr8kaCtNxlwtQo2IzGKYXeyD+P9ubYbA",
+	"kvkEDTHw1ZsRN3BQoZ5vu08fNdp3fpL8KjE/S+TbdSpy1BABFNRSFz31WDHeitgfbSQish+OhCSnhxc+",
+	"f9nCmKIy1aNaBaes7Zonbbpl+je5OI2WcIhhXWLKBUd7zwH9JnGDKUIlEJYkGRqNnvCxWpDnXO26/CXy",
+	"TDQZJNFDVjmJ6jftSxQ2xhLES3oLRr5Tx53ShbujPuhCHp4dbm2hmCmdxIJW96Mt2KM6MtBiMH+2PItd",
+	"sUNbFtbnDbPjSIho2CjLed3bByKxAu7shbm8WyRNmCHGeNZKIbqFnNbcZdU9C6brk9u5lcLiYzAfRfyb",
+	"MjPznPEX5oy43X50ja7CVQ/khFtBOWttR7lZL39TtDbxbsuAc1Z3BTzCQPRuFZYKsJ9SNRUp38/9SVKR",
+	"nAxkxtuVvSuQ3J9NsrM9df2jWju6andOHgZ9gOCgAoHbEqk9RE+HcvkdhDYYXln3YP6M2jcWJ1BtdYFQ",
+	"xDFNFdQzbZbE3Rlv2uz8qqjXxv0yzaednDAVXvOdPMu5E2t5G6s4FCtLe1DpO6XyJhJ3nJhfBIQLvgFJ",
+	"qiflPb19lN7bNBXy6ePJxk/2tnTf5TUScFGKVBEFXPtFuLNmNkf462v5jcYsMlac4PFkH2s/Q36h67/A",
+	"/oahwqtmTkVdaJmFOjM7lN8jkdcRM8QNdbnBFYm3GSMK4tGbVUR7DpCdp5Zjq96FcirusQq7KZCMxuxv",
+	"iKzpXvlBBKkekwggxRJTZesde/F8AxO8i7bmcSfEbKXUepRYj3Y6xWDmK0WourGubuu1ixbszj5h3OUV",
+	"Ag3HtvEQjZUgQ8h3GKI3DwjKdV20Mxi3xOHpKA1lK8mbYwhYqjE4g1ASxpQlRIxIBDG7BTlxYSppDNpd",
+	"W83Yp05YlnEFdrVA5x0fazTmci5cZsktcvHaR1dNU316Sj6eyXPSq/fDBxv/K8+uK/65Odj4/GU7ePeD",
+	"P76losLP74u1T1KqFGGaDGl4QzLusga8J1glEfuJHGndUuqDuWVHq8neS1aAsA7m8j6nJZelNsR24Nih",
+	"baUk697u4iB3T3reHHgW0UikDiWhhpLBaIVI5QeJCpnj+VyubBN4qzZhentDau7jFHuyc/HvU1F6YIld",
+	"WrXMfV6grEW9sdk69b5lVBoFdXAldDstuiX6oIrUUT/q9tjStck6x2sXvDvvMbdVZYmNhwim8/b1qnsJ",
+	"PdTw7mIl1q5yZbQg7M4t6tF9fTmfP0HAnXv1pVW8H9Sktq1s0njibGr60A6u1bPYFtq9tqEasR6JATaI",
+	"sTYHB4hUm2jx52El+wNlU1vABNcywL5GCM0RhDHWS8z9PHbhi08oX75aIXbLWU11vnwMB1YaT1r64N0F",
+	"lyxPo1bC7Aezeau9mtklp6lhqcYH2C/b2fC90cY6aXANl5Sd5W8ZzetBDpRChSrWU5m9d2dyenWvG0hT",
+	"s4t+iIR7TbQg9iels+Mn8it7v287rpqXE6XpRHlKuy5IJnhuVQxKUgResGiFDEIkq3QmsjGbpUkxF5ft",
+	"rx7X+eqvYVuGbBZVbKfSEfHjPVdcVBEj81gyS4KmBg6IG3if2PK3ey5RUIrEhqlrKrUrsMUkcfmk+Xhj",
+	"lm5WwkTblNJ9gJhtY0JBC4+hFracGJDXXvdt6T/kQlfqkq3ozuXebsmGI123ZG/a9zJVXvNK+0sJwjoL",
+	"Qj6AALUVgaV4z1rf81jnokhpRi5TD8MK32Td6HwzmutGe8tFT+19RbmbJX8Tx9r8f7Vs5YcsjklkH8XY",
+	"suniyq7YqKNk4MTRTqtcWP6J4Xq8R0EXih2QpHX+mPWfr+jFWrPAQSpsgY2OrrZ2b7G/706UB5T85cg6",
+	"zRqthM9O48GKrj0yVEihvIGbB5VDyglRUZ8T70hRAWhtvF7ia465lhN//VB0z9QKiHrqCnwTflUDYJb3",
+	"n6bqzrLS+bDaewH7q6judnKdNJZlV78Gs7SRlQpaLbQu+8jfT5Qj2UHfrsdGPeQt++x02rOVpWK3bLPF",
+	"quMZ3E2rByuqjw/AYu11rg9M6Q7JbQ92a7ceVWKdisB3epc4t+Kv4aTTwjnQrdD7kr1aO6mwD7MFMYz0",
+	"MnTMCWjnHPSarpSESB7/Pqkq809xqVTRCNffWaGbYC0MHmnWCqv15Tv5YOZXKWLK1pcQKWB1gjFUKxM0",
+	"VsXvdLpUni0M1oY1V1vUrNrztlaNwRvakjDOErOZO76YmEqJ+SJkcv4w275h6iG+HeYRjinnEA8q8wlp",
+	"2mEm+UD5henCUbzTAX4LsUhhpTVVNbAiW7RaU6F5vHfetXmLJ3SY2EyBhg5jVOoqFA73VQbpxr4z4b7z",
+	"x9hdNAZGBHeYh6Q6X8gwk0p3YNzKEGlR17DLOC5/fzDMomvQrbh3e/etb6iKtdKBJlmKZA0Ftxck4WTx",
+	"QNtzBtKQpCuA1Nc5WPxbkVm9XAWLBdC7Atx2gtiVYLU7lPqeLKpo12Y8XZT4HiIynODBnEoRZaEmr3/Y",
+	"Jb+y99j0WRNKXL56y7otLXH7IbB6FXjuCsmdYbgT9HaF264Q2xFWV4HSVeBzebxcCSNXwcUF4c1T0OLb",
+	"Z98eesWtToVgCiW9DDvDjE270CRiPvHxw1cjIjZAcxORG3duEZI0MaeH1xtg1GdTfMSU7OP7DmUqMRiK",
+	"ewq4/KkE3yPUplmhAWzrodiKDvskcXl/e0RihrkxsODen7qXM2RpV5rRscifHcR/P6UhWU/tnZRKzWjc",
+	"nLH5ELnfbgFBQfLaCstJNG/wxfKFOQ4wiw1sgzjsrUts/j55zTFrLEvyVJY9F9dCrynjRAuiAEhMNda6",
+	"wRyBN7M3u0+dmt/as1K6x6q8FFENG5qhm2LWvlcQZpLpyZV5ca4fVrvETtH6n8dnH9+f//fg4Oi0fzb4",
+	"eP7r8RlxN+7mMVvU1tAQV4JsBlRicQb38rHWttDZNXDtrcB5wAl+SQ4u+lgqk9hoYQyDrCT0hSIBG7Ek",
+	"bCUjo2Thk68Ultkl/QvVYi5f0dFr/TP1mRwKISOX20cSyuKhuMeAgIO+fZHaJHgJYkvcKGwfRjKDFWSL",
+	"pmzrdmdrKO5BbX1x6UVft/A6VdMbQKJV17nvaOgby3yRj1gfoUJ2coyZfljEtixyFlIpmavSjF0WMOR6",
+	"v9a/xaas1/u32HRQpmPIr3rM6g8u+r2iEDFmw29vbuN9dQqcpqy31/thc3vzB1vyfowcVZ8+EsR8fA2I",
+	"ekbWkML9yLzI/PS9uMcm4uUpiQ/sbm9P4TlNbc4dE3zrT1eY38pQqx7i+XuQBaaYMI4JznTTLO7t9k7T",
+	"gMUMtz5xmumxkOxvwPZiP9rpzn/oyuZvnlAWZxJqMtnb+70ujb9//vo56KksSaic9PZ6Zu52kqiTXCt0",
+	"TpoHep8N5As1h8A2OqzMkngvokkL6sI9TVKbPVRk4fU00GSDxumY5i7Rvd5HoAk5wM++BktuSjWE82sd",
+	"ALXM4Osa+MLHEwaGONwZkjuuaLHB72lUSeHoxEhvt39e/NCh4KOY2ZPg7c6Pbd6ishTLTkenEDH60WDi",
+	"OtjW7i6hho4exv0a+ACjRFCX+2o9y37etvHYVuGgCWiQCmflW1P5ky3XttLMtrNQAKfD2DAq6ipLc341",
+	"kvyZcb5Bf2xIYkNmMQl4zWLwdvFDZ0KfYDH3Zy8Gl2DjEC3HYIlFpvCfXSVjy+ok889WPMnd6bqCeDwm",
+	"E5ZTbGBFp3utj5PWc5QX+quyZoyfC8qDfZYwTpPEdvpFr33C3E1hoRLa6FYsS4ORsdi9b0zV2Kh8TTxT",
+	"KAzrB9VK8cveMGNxtLFTlnh0dfLc12lMOUcdP08itpnHvf8RGTFfIpXvhLzZzDvUlg8tB9cVqjwdYFcm",
+	"4aIu5smMjeXUqjCtnjd+f596D5/aixGTqjACu8P+1hcblyBhVNeR6rxQ/Mj1ws6DGdCMx9B424KNqbzP",
+	"BbMyg1pvMzysqHMFC3+Jb8F0y6fSzyrrfGKBXyDkL1ragwntMfJLkOtmATGnjpGVjOO/cgl6GLnduoHJ",
+	"Av3tV5ispL0tLWiPycz5YhrY2VDju9Pyco55VZzCiry2vSht+FYoQas3S2h+V+ZhGtuhEjohQ7Dew5GQ",
+	"RAqN22O9qDPK4aarzv3/GfAiCb0BRU4PLwiNbkFqplwHSeyHhz8kWgiXZ4VKpetl5OfUFXXGdR0KeRXz",
+	"DmdCscinOxGKKcxXADncfQMq37ehwQk9BllYW3nO4QOeA2lZpMnlftQ3tM9DiT1mFZkqlrRPAG8BXLRm",
+	"7V7E/IuTa9CKTLdCJoKTJLNQYTQ/zWLCNCaOqzx6xbxmngroKktdgX72El8xCiXcMrgjaYbp8bbo2SZ5",
+	"76orbC5pFJY0eBJAyIt7zcEAt5F5fZrvGA/e7u4ufhh7sBy7XtNrcvylMQ2hqgjkzUFzse8AImEMlGdp",
+	"RXmcLnRLNQQEr+JVQEZ25gqt0Jgq7a4NHVyUrV/cuORPMSy8Ug0gcGh/epUnfj9T92J9mh5JcT8gNt/l",
+	"e1JAL2e2dQw0xkCnpRkOG9nOt1V+EeqZu5qLGTYAJi7yu3Q0uz7EbfzMDTv7hA5hluJUd3b/sbm9ub25",
+	"0/tcOIBz//Byx3a5nqfT480c5h3cZsdeHLZrvaG7ZsqYvNSGE2G5P6aVreVPlMhkCKR/oTrD59aX4mpj",
+	"4b22YY9Hd7Kal9j+PQ8qnkFvZxv/+SMCy5JC8dQu13mCiYzx4nB9BO0YSftKrShmNzBRW19sf7ivWxJu",
+	"xY21qr2etEu4FZZPCFOEJYlZuoa8I2JCzUr3CQ7D+DXRdywEcgOQWiPZXuXYt0QDqps9Y5d2Jo8nyb/C",
+	"pB+tx4XbJBuODs/f67QGpjaUMBbfCtd82NWi0b67xJ4XeERh6aCihFWm9ol1L7vIdjIUEbM1Kjy8meeH",
+	"P1+dvZihh+2QCt+dvm77mczR1dvxztYXV5Lg65arBtGMhAeuXIR7N5WAvsANvA14fXl+fjo4uDz8pf/b",
+	"8RH6PxXwSAWuIqktx6ryimrWyfCnYNzG1zdwnXvlI2IiFoOJLqger4lNG5FRiOQ7U+UfXRIce2A/WZE8",
+	"hBAgTja62HOzy6Ipph0MYaa24Bx+vgJ9fudikdbF0B0V9uLmoXMwVHXBT6ep/5vJ3HPX5KlS7Jo7iX2l",
+	"rCh1kdy8pfd8d2Oe6/5PeMbaSz7JJjbNl/p9uZ1pZHUXY8/lBPC6HP1Ba6cgr10K0zW7BW5DHWxhyuIi",
+	"dKbv+yb5L6MOz1QkDAg1mjE2LbSfGGvv8vi3/lX//GxweH528qF/+LEB2vMNfMIkg6o4NKTk7+xuf10O",
+	"wevrejoMbysgFa9LYtjjBdvXiO0okKgeufxBxrVoI+IzUI+pi6rZEOkrhfmJLuaiku9IXpdhTIE/nv3N",
+	"JjkoH1AkodwawPfGOkEXbOBC7gPElCC/glVBhdG4M4Ow68KEhJRj5Y5Q45tcMoIXLJB8q6faYQ+Z3l5P",
+	"pIrENNUiXVI9q8zj6SS7MonFoUouk3idMv2sJQ7lYCrjt718bX3B/6/iBN0n3uxvphXEGEweCj5i15kV",
+	"ARQaJyjD0hU4BgnzRKXJLTrLI7ieV4r0j7DYqvk4pXiT7S4C8wX3pvm8KjiLKuB9XotMLHKgPoEsPGMX",
+	"agsBaAiRKYqNNHtRQWeSK3eXk/+c2FrzZDjBJioutE7ZYBnmjoB9nNtQAdfVR20EHVWlrvlHb/uPnvXU",
+	"Uk6wk7hr8jwrGYfFQP981Kg6V6byF6CRMf0fk+3LJTWxfUm9Z55mvdvigUuqAWPMVoguM4/90GpBt5TF",
+	"dBj7ZKuot+G1zko+fqUqG1ARsKL3qzHTfA6zQ5GkVMIG5dGGAr1HFL0FZSuVzthgBP7KaOwEzXUXKr57",
+	"7UTEPMkFBwL3TGn1JiCoBN4xBbPmmpUoN1bFBjwTzj4geW8DW3/NSK8ho1Hj/nV1fjZP+K7oo/qlfdLX",
+	"UVOsY5zSkNqakFTdmDNRMlecxtNvoLftqam+1zO7uEw8TZ1qT6Jt1qcwX9c0y4sK1vuO6zp0i4b9bjDO",
+	"RhVMnetshPE8VTdQ0d/cC33ztAvBb0Eqql19eq9+caBC1yqg0qqWKC2BJvaCzxia5LXBMpd3aZuTvVKk",
+	"ZB6ChcTfECHrvzg6JSll0t0Cc8gVE8VpqsZCEwUJ5ZqF7qK4UpFqq1YDbJ9ICIGlWrm+cFhQyKhGEBGs",
+	"QLVJzvBO+eDwV4/te1ihxaXrK74e7Fz8wBEo7Wo6/WcGstVLkLnb/DAv2vWYCpQrMYal0jyg5r5W35s/",
+	"7DtStpyUC2kktoYbJebkZQjng07EJIRa2Fr6XsQ5pAo2GFfAFcN7S5UNrXlLEqpDgxM26xtzBWMgr//v",
+	"gAzQfP/jD7z3j5kGSeM3RBiBt1UX8rIlUaVgBaqQQ3G/T4S01RKHE/La9T50WeZv9vNqfRZoZqHjKF/R",
+	"FVCJ3RLWhxxTjV0E37DWmXatWEcMbxxq9Cq8D38hmBTuh/zPZt/DgtaP3xYoHVIZNSKS4TPDcGk2jFlI",
+	"QiqjF3h6lvBkhc4JeS7bw0mN4ysgVcJPO5TaUhCP5hSnmDIhDTYZZimtRoQghCkDUJWHXUtdWfXfOLPS",
+	"jLBJDq0v0ip3BYrl65qb4VhAkr0auzJr+CaMQZ+Rt+M18gyNsKhOsTGuNI7NjnQVldtBgYdcT2MFUhk1",
+	"upiojL61sO0Xa3FdKGgZl4g7Xj2yVsG9L7kC9LVRUTvn4FeuXqnqLDbJJ57/zBUliZxfbANL9PGIZPyG",
+	"m8n3jxTGS9jCEgbqzs4/Dk7OP50dDc4vByfnl+/7R0fHZ3Mgb61u55bZ3+sI4ZwHHtXdeNFinquRJTis",
+	"Jr2MD8V9sydH56m0Utw5f0pIueAspHFRRD4gLjKHjFhsTpuMS6AR+leEjJQxBa2nBX0stnRD4WmR4i6P",
+	"3ff7Wfpmio9cDmiRmWRXRF67hb4J8I5MSELDG4iazCNLjl5Vpyi6e7ghsfuCraVffEDj2HZcaOjTtoz3",
+	"5wSn8G36gHDjm+wt/BLZ8gWeniM8YU4HoguhNRSpYJQFn8X4tEXDm+ZQjlMqbxTZ2dys9SixiGUkKi8Z",
+	"L8WdjXAf01sgQwBegpAW1rOTF5QxCoaL6sDYQ3stbsOz9hF1Gb+lMcubhRMJf0KorU12Nza2G86kAc0O",
+	"wptvw7iaNaJoeIM2FG7MQMFfNgv2H72gt/PTEomvOR2exGrKX958a3YBcsMwjMh0KJLvz9H8YjZ1xLWD",
+	"0JgdMUTX4OCtK6iFMWVJM6x9MLijSJYacMKGQk6vCkjGHSghxk1jl9GxbMC0C5Qmr8OYJqmFuZkWS29s",
+	"6KdT1fIrsQbgOsQ5f6PQhQS3VZWr5ME48qCHJO7t/Rj00LPf2+uJOHJSvASqIIWeDtTw9c2w9qHkmxdE",
+	"e0E0q6kZnnDY4kWU5cAN5ag5hdu17+EjIUOIHLAVRUdm0lsQnAR6jWz/o/J2H2g43iRnAGhhWm3sBiZk",
+	"mGnCBUklSyCqdoqu4xluyrNNo7Kza3LOWBqvkD31fXDu8WgENk/VEiQv7FbPH09A0/ksa7uoe9n1v8bC",
+	"Os8lRMaIoTGGqJh/hhSzvtUKPHgKz5X/TqH5VsEF4jAkiJ7827Nh3xEiZz9DIcavZ2qltmFEFw/RXLJA",
+	"i4SFRDF+HcNGVDp6sDjBnmVBZEx0s+kx49eBLYmKyUPK5ZLhewLE3Lp5XlTsz3vR4YeMIwhrSbmioS21",
+	"fECGEw0blg1CGhMJKVCdU0FhO8lXCnsPKl0U5sgjvmwDz+Iy01bxIFFmORZ8woIDXAGPvg0N1PZjxVAx",
+	"ysmkLMN6cUne7v7/PZSufP/MAzeMm1+71H+Xwt/b6/083I3ehTuwsbOzs7Pxlu4ON34Kf4g2duHt6B39",
+	"abgd7kTT3Y+typuoa1R4E9e/NL+hQX78YbQT7tK3sPHT8Odo4615wc+j7e2NHbo7/CF8G/0I70a9kgBd",
+	"Hm6tO1c290mU58r7F4TSWmgpPNqvbX/rCGKGmg0aGW9elOsX5drFmvCIUHJ0agNLRJLj4NJRcPmvtoZ5",
+	"9EJToXzuqlnjZaiTDkINiEeQGlTmmhydoppvvQuVVs+Gr1nKzOL3Cx9nPsask9NBQ0AoL35tRyPYi+lP",
+	"DM0gNBZ8PqK/x0V9Y7B+pSmPstQcaT+ShPFM24pTsziMe4ZIXNB3XXCKlH1qTMVJzPe2OrZ5cbi+IOgs",
+	"ghrl8+jUdrO2fUBcG8DOKPolz02YF65i7Z2p+27CRpWMBOxFgq4TZky+u6Zb75qLFpO+KmOMqW1TVdXE",
+	"8Smm5+cgOBF7ZgEsblbrCGEpWpH7tTW3ZS9XxM86gmVllagqzFsjFsOGBIOjaq5k220jCnJrmdiniOBo",
+	"AbtB9wnlExt8lssrPoJJQ+h1uvO4dk5YDJc43NpDV5aTzm8sKKSka1NkiP32JSzk+YaFYGsWGoagFMkF",
+	"tZR9rEzTVfDV1hdsFGRsnfuvW3b0xvKHB4QLvuFwoNDM8znlwp1PVQtEK5y9hBFI4CHYhMYCKrJUgdQk",
+	"BUleF14280TgRgX5xg8WB/gSy7zfNFyYxfQN+Vcv2ThrSElI0Yyy7kKMRzFkY8iGwRIYUiX3k1hHJZA1",
+	"V0Yx374YQi+GUJ7ebZSTEozoFBQth6F4N9XsRjqkcWxLvW+S8xS4QgcW5k8775KzZcKxUMDJ0PZPxBsC",
+	"nOdrDGMfivsNBzlkjJgTEIgVYP9FN4T7RJe9vfOYFHs14HKWglqxGpT/wJYsC2wnSNv2yTZ7shekznai",
+	"ZcyO+dreingqNNn+boYs34QjCvMfBiVRqhlQPyxRO61Y9tNUTStev8DxXgnNLO+2CEcxN+JgmdO1Pf9W",
+	"Sqp9J9hkEKIEiHqhnSiTZjhPNEmrkhOVLpELq1k1tJqrRbhh4++aN2ZMFRFDBfIW7NWn6xoYkLsxC8fY",
+	"RkzOdpOcBRDXmPC7qWK1oNFinns6Re2Xelbrq2cF+e16c3PFVkKW9wRtlLI+D0Vi8PY1VTcQVUMdQGKR",
+	"FpHpa1H5hVMI8l/kb7CxXnoMTBYMFEEYUytHqqidIHhhQQ0U/BWQ2ZsTjyXl+OmJ04VYTq0KXZqShGyi",
+	"lgXG5joKeZJQPrJZuBu4IUdoOvESG1wzVSV205RU3tyyHUw4mhe9Jr8xj5KbfrM7ybXLffEnPVd/Uj5K",
+	"ATIV+Cs+aoV/W1/yYJeqY8mOHzUbS9ZaxwexzlruSLKyZoyOPL7JplDOVoDQ5QikFvuaYgtLbMYXT9D/",
+	"VF5ISUjjSR5Qhbf91QCtJmy8dKt5Rj4mNzPfvdHKl/TnnDAsOtq+UITZ71kvU+qkYClUccR+EsuqPoX5",
+	"1lXlVKhEAKbx5MX99OJ+chonspF1PDm5XB5n57Z3q4UX1zoQqTFLletQaEsLYtct18kfQXUk4ljckbT0",
+	"zJuf215ducQXyuVwQlx4pQcmV20O9wgA+bwUJiGSRm3JdlLDEmLFBr2oTs9WdRJ3PO9+V9+zqmij0Fab",
+	"ZU+5irHbgSoq/t3xafOPvK5J85vyZUWGYzUG0ZXkeu1k/c0msUGNXJQBHT6pXbFZ91qdt3kzGwtbRsXA",
+	"qg9jprSQk4HBqyGLcRd7tjK7X1URInH52Iaa0C3C29l9EjAxcuPt7hJ6TkH3p9Fxitcv7rZRVp0lkZwM",
+	"ZMb3bCiryOJoY2i7p+FhIjJN+kfqJYz7RfmxWGlZbLYtYw6Ni1SesiFjo/JzBJqy2OIwJUOzyZipi83Z",
+	"X1NX1n13e/sNRgZO92jcJ7SuGwFUwpTc220twLxlqSzAIv8kGlBd9NRtANlnFmu4rnan5j1ui/6dmi9+",
+	"R95yRPeoImVWtlaS5i20L+YbNM7JbS2R0rb2tIHAQrxv9jGcGK/MhpMpM4jcjanGO21zcDllgZTKgl9k",
+	"35tX/xvLLa6/SWpxX17E9llfcqHoWlFrb5YcpKlNhYJ7XR6gP5Ff2fv9XBrdh+/emk/fzPXOTnsSuE36",
+	"Lo5hM519565dZKggQ67YW3MdMtm10zJS3rpf/+Ab5EQC/A1GqZBakRPJIjpp8sju+vOnDMGWadAyReUn",
+	"s00WQ0+lQq+l24vR8WJ02FJTyA62GssCDFxCY8kdDl9aNbiqX/RjaE3hX7UJSqrQcLBhyz5JpVCpq8uB",
+	"xsdrLsiQhjcjFseBwUYJibilsRkbm15hsYQ89+mNHzJP7LS/Q7RsupcqPEMueV95kdH+allotNR8MlS0",
+	"r5/vsSkZ7QUQXwDRpYJah/XMVc9qiGh9H823++d3HCRC2SbpO6e1c1FjMCGVgMVCHQ7GhdEmZOGScfab",
+	"H9vsoN8jts3iFeO3q/qrl0I6S9snQzr7+vlIV73KTGj0gncveOcKSyHzFFgjHsL/vPWnYLwZ6y6mXMi2",
+	"48wQsCZDjmtUYz/63FNsjDqKNyzlZb1VBv1w9y8zg38LsDO0XkY16+cj6CcDrNNiC+eDVrnVL3D1Aleu",
+	"NHIIqc7DAMpTbTW8ioHezlHODiwkccE3REVPs53UVd6ZnEdEZFppatEttrWVXeQkTtdh2j6RYKQ2Ty3K",
+	"ka1cTUPAEKy1e/JTghpuyAuqvaDav0155NtuN/96jOjTrtTQiTQgxAnl4bjW8piElBMFBuLubLyKHddM",
+	"SLvMtjRmLiu3UpRIAd7015owY2nzfTJmUQT4LlBaSIUmrISIhho8EZEf8YXPrcfxt13HxNL0orF2EW5x",
+	"8tLm+Pm3ObbiuHTxIh86bMF9Xq/E34+LVxqkB7b+bh4pFI4zfmOrkTiAoIoYniTC4IG8icQd3ycplVjF",
+	"Gq86qetQTO7GLAaCyWVpDL7QH8uRx/fPvzxJnWTTFGjs1SVkQnWrHDwU9KCXj9itR9f6MMbtmQdlDizT",
+	"vKDLsyxuf2/LfeTSjFvVgDI4qrzNpTGTcW+vN9Y63dva2tn9x+b25vbmzt5P2z9tI8O5IWYrx9p8+KEQ",
+	"WmlJ08CbSF8WnNispIy6LONZASyqo2PhhoaK/bWS6ZVhsWT67JgHUcI4M3M0H+wRxNaAjIXSyvVhVwHm",
+	"egT51K0RmPeX2CQ4hHKNB6uHLRmKiNk6rm4S1PzUM4uLSqdvs5BaQ+nN6Qxf4TrwefIl9ip2RzB7u6HK",
+	"TJbqsFYDnR3y6NTVRak0aKz237fDueOnRmvHUB5610rEB0WXoADLUtqKK2hSV4azrUJmxzq+N3DGPFmb",
+	"bl7AZC0jvLrkPMlodtiTWikcF0ZbKzG2WWvMaNb5+ev/CQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -1784,6 +1784,9 @@ type Unauthorized = Error
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
 
+// UnsupportedMediaType defines model for UnsupportedMediaType.
+type UnsupportedMediaType = Error
+
 // CheckpointGetParams defines parameters for CheckpointGet.
 type CheckpointGetParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -8050,6 +8053,8 @@ type AdminBoxCreateResponse struct {
 	JSON401 *Unauthorized
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 }
@@ -8072,6 +8077,11 @@ func (r AdminBoxCreateResponse) GetJSON401() *Unauthorized {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r AdminBoxCreateResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AdminBoxCreateResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8119,6 +8129,8 @@ type AdminBoxUpdateResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 }
@@ -8141,6 +8153,11 @@ func (r AdminBoxUpdateResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminBoxUpdateResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AdminBoxUpdateResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8252,6 +8269,8 @@ type AdminAgentCreateResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 }
@@ -8279,6 +8298,11 @@ func (r AdminAgentCreateResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r AdminAgentCreateResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AdminAgentCreateResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8326,6 +8350,8 @@ type AdminAgentUpdateResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 }
@@ -8348,6 +8374,11 @@ func (r AdminAgentUpdateResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminAgentUpdateResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AdminAgentUpdateResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8457,6 +8488,8 @@ type AdminKeyCreateResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 }
@@ -8479,6 +8512,11 @@ func (r AdminKeyCreateResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminKeyCreateResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AdminKeyCreateResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8526,6 +8564,8 @@ type AdminAgentProfileSetResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -8550,6 +8590,11 @@ func (r AdminAgentProfileSetResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminAgentProfileSetResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AdminAgentProfileSetResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -8728,6 +8773,8 @@ type AdminHostCreateResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 }
@@ -8755,6 +8802,11 @@ func (r AdminHostCreateResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r AdminHostCreateResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AdminHostCreateResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8802,6 +8854,8 @@ type AdminHostUpdateResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 }
@@ -8824,6 +8878,11 @@ func (r AdminHostUpdateResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminHostUpdateResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AdminHostUpdateResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9080,6 +9139,8 @@ type AdminRoomSetOwnerResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 }
@@ -9107,6 +9168,11 @@ func (r AdminRoomSetOwnerResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r AdminRoomSetOwnerResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AdminRoomSetOwnerResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9218,6 +9284,8 @@ type AdminSettingsUpdateResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 }
@@ -9245,6 +9313,11 @@ func (r AdminSettingsUpdateResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r AdminSettingsUpdateResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AdminSettingsUpdateResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9290,6 +9363,8 @@ type AdminTokenCreateResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 }
@@ -9307,6 +9382,11 @@ func (r AdminTokenCreateResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r AdminTokenCreateResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AdminTokenCreateResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9506,6 +9586,8 @@ type CheckpointSaveResponse struct {
 	JSON401 *Unauthorized
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -9534,6 +9616,11 @@ func (r CheckpointSaveResponse) GetJSON401() *Unauthorized {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r CheckpointSaveResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CheckpointSaveResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -9778,6 +9865,8 @@ type DirectoryUpdateSelfResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -9811,6 +9900,11 @@ func (r DirectoryUpdateSelfResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r DirectoryUpdateSelfResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r DirectoryUpdateSelfResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -10055,6 +10149,8 @@ type InboxAckResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -10088,6 +10184,11 @@ func (r InboxAckResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r InboxAckResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r InboxAckResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -10152,6 +10253,8 @@ type InboxClaimResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -10185,6 +10288,11 @@ func (r InboxClaimResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r InboxClaimResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r InboxClaimResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -10387,6 +10495,8 @@ type MessageSendResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -10420,6 +10530,11 @@ func (r MessageSendResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r MessageSendResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r MessageSendResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -10484,6 +10599,8 @@ type MessageSendBatchResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -10517,6 +10634,11 @@ func (r MessageSendBatchResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r MessageSendBatchResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r MessageSendBatchResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -10761,6 +10883,8 @@ type FileAccessReportResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -10794,6 +10918,11 @@ func (r FileAccessReportResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r FileAccessReportResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r FileAccessReportResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -10854,6 +10983,8 @@ type AgentPrimeResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
 	// JSON500 the response for an HTTP 500 `application/json` response
@@ -10875,6 +11006,11 @@ func (r AgentPrimeResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r AgentPrimeResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AgentPrimeResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -11107,6 +11243,8 @@ type RequestRespondResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -11140,6 +11278,11 @@ func (r RequestRespondResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r RequestRespondResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RequestRespondResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -11294,6 +11437,8 @@ type RoomCreateResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -11327,6 +11472,11 @@ func (r RoomCreateResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r RoomCreateResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RoomCreateResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -11571,6 +11721,8 @@ type RoomBriefUpdateResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -11604,6 +11756,11 @@ func (r RoomBriefUpdateResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r RoomBriefUpdateResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RoomBriefUpdateResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -11668,6 +11825,8 @@ type RoomFollowResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -11701,6 +11860,11 @@ func (r RoomFollowResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r RoomFollowResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RoomFollowResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -11765,6 +11929,8 @@ type RoomInviteResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -11798,6 +11964,11 @@ func (r RoomInviteResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r RoomInviteResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RoomInviteResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -11862,6 +12033,8 @@ type RoomJoinResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -11895,6 +12068,11 @@ func (r RoomJoinResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r RoomJoinResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RoomJoinResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -11959,6 +12137,8 @@ type RoomLeaveResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -11992,6 +12172,11 @@ func (r RoomLeaveResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r RoomLeaveResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RoomLeaveResponse) GetJSON415() *UnsupportedMediaType {
+	return r.JSON415
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -13449,6 +13634,13 @@ func ParseAdminBoxCreateResponse(rsp *http.Response) (*AdminBoxCreateResponse, e
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13502,6 +13694,13 @@ func ParseAdminBoxUpdateResponse(rsp *http.Response) (*AdminBoxUpdateResponse, e
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -13611,6 +13810,13 @@ func ParseAdminAgentCreateResponse(rsp *http.Response) (*AdminAgentCreateRespons
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13664,6 +13870,13 @@ func ParseAdminAgentUpdateResponse(rsp *http.Response) (*AdminAgentUpdateRespons
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -13766,6 +13979,13 @@ func ParseAdminKeyCreateResponse(rsp *http.Response) (*AdminKeyCreateResponse, e
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -13819,6 +14039,13 @@ func ParseAdminAgentProfileSetResponse(rsp *http.Response) (*AdminAgentProfileSe
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
@@ -13982,6 +14209,13 @@ func ParseAdminHostCreateResponse(rsp *http.Response) (*AdminHostCreateResponse,
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14035,6 +14269,13 @@ func ParseAdminHostUpdateResponse(rsp *http.Response) (*AdminHostUpdateResponse,
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -14259,6 +14500,13 @@ func ParseAdminRoomSetOwnerResponse(rsp *http.Response) (*AdminRoomSetOwnerRespo
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14367,6 +14615,13 @@ func ParseAdminSettingsUpdateResponse(rsp *http.Response) (*AdminSettingsUpdateR
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -14413,6 +14668,13 @@ func ParseAdminTokenCreateResponse(rsp *http.Response) (*AdminTokenCreateRespons
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -14589,6 +14851,13 @@ func ParseCheckpointSaveResponse(rsp *http.Response) (*CheckpointSaveResponse, e
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
@@ -14822,6 +15091,13 @@ func ParseDirectoryUpdateSelfResponse(rsp *http.Response) (*DirectoryUpdateSelfR
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15054,6 +15330,13 @@ func ParseInboxAckResponse(rsp *http.Response) (*InboxAckResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15135,6 +15418,13 @@ func ParseInboxClaimResponse(rsp *http.Response) (*InboxClaimResponse, error) {
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
@@ -15326,6 +15616,13 @@ func ParseMessageSendResponse(rsp *http.Response) (*MessageSendResponse, error) 
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15407,6 +15704,13 @@ func ParseMessageSendBatchResponse(rsp *http.Response) (*MessageSendBatchRespons
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
@@ -15640,6 +15944,13 @@ func ParseFileAccessReportResponse(rsp *http.Response) (*FileAccessReportRespons
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15707,6 +16018,13 @@ func ParseAgentPrimeResponse(rsp *http.Response) (*AgentPrimeResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest RateLimited
@@ -15926,6 +16244,13 @@ func ParseRequestRespondResponse(rsp *http.Response) (*RequestRespondResponse, e
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16082,6 +16407,13 @@ func ParseRoomCreateResponse(rsp *http.Response) (*RoomCreateResponse, error) {
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
@@ -16315,6 +16647,13 @@ func ParseRoomBriefUpdateResponse(rsp *http.Response) (*RoomBriefUpdateResponse,
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16396,6 +16735,13 @@ func ParseRoomFollowResponse(rsp *http.Response) (*RoomFollowResponse, error) {
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
@@ -16479,6 +16825,13 @@ func ParseRoomInviteResponse(rsp *http.Response) (*RoomInviteResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16561,6 +16914,13 @@ func ParseRoomJoinResponse(rsp *http.Response) (*RoomJoinResponse, error) {
 		}
 		response.JSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16642,6 +17002,13 @@ func ParseRoomLeaveResponse(rsp *http.Response) (*RoomLeaveResponse, error) {
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest UnsupportedMediaType
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest LimitExceeded

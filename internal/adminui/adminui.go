@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/gen/mcp"
@@ -29,6 +28,7 @@ import (
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/httpserver"
 	"github.com/agentbox/agentbox/internal/metrics"
+	"github.com/agentbox/agentbox/internal/schema"
 )
 
 // Config wires the UI.
@@ -154,6 +154,11 @@ func (u *UI) authed(h func(*call)) http.Handler {
 			u.forbidden(w, "Your session has ended; sign in again. Nothing was changed.")
 			return
 		}
+		if !validURLText(r) {
+			u.render(w, http.StatusBadRequest, "message", page{Title: "Not accepted",
+				Error: &banner{Title: "The address holds text that is not valid UTF-8 or contains a NUL character. Nothing was changed."}})
+			return
+		}
 		if r.Method == http.MethodPost && !u.checkPost(w, r, csrf) {
 			return
 		}
@@ -181,9 +186,28 @@ func (u *UI) checkPost(w http.ResponseWriter, r *http.Request, want string) bool
 	}
 	for _, vs := range r.PostForm {
 		for _, v := range vs {
-			if !utf8.ValidString(v) { // never silently replaced with U+FFFD (SPEC §15)
+			if schema.CheckText("", v) != nil { // never silently replaced with U+FFFD (SPEC §12, §15)
 				u.render(w, http.StatusBadRequest, "message", page{Title: "Form not accepted",
-					Error: &banner{Title: "The form holds text that is not valid UTF-8. Nothing was changed."}})
+					Error: &banner{Title: "The form holds text that is not valid UTF-8 or contains a NUL character. Nothing was changed."}})
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// validURLText applies the text rule to the decoded path (every path segment the pages
+// read) and to every query key and value.
+func validURLText(r *http.Request) bool {
+	if schema.CheckText("", r.URL.Path) != nil {
+		return false
+	}
+	for k, vs := range r.URL.Query() {
+		if schema.CheckText("", k) != nil {
+			return false
+		}
+		for _, v := range vs {
+			if schema.CheckText("", v) != nil {
 				return false
 			}
 		}

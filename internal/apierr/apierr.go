@@ -65,6 +65,16 @@ type Error struct {
 	CurrentRevision   *string `json:"current_revision,omitempty"`
 	RetryAfterSeconds *int    `json:"retry_after_seconds,omitempty"`
 	SuggestedAction   string  `json:"suggested_action,omitempty"`
+
+	status int // the HTTP status when it is not the code's (transport-level refusals)
+}
+
+// HTTPStatus is the status this error is written with over HTTP.
+func (e *Error) HTTPStatus() int {
+	if e.status != 0 {
+		return e.status
+	}
+	return e.Code.HTTPStatus()
 }
 
 // Body is the envelope written on the wire: {"error": {...}}.
@@ -157,10 +167,29 @@ func Unavailable() *Error {
 		WithReason("database_unavailable").WithSuggestion("retry with the same idempotency_key")
 }
 
+// UnsupportedMediaType refuses a request body whose Content-Type the operation does not
+// declare in the contract: 415, INVALID_ARGUMENT with reason unsupported_media_type.
+func UnsupportedMediaType() *Error {
+	e := New(InvalidArgument, "the request's Content-Type is not one this operation accepts").
+		WithReason("unsupported_media_type").WithSuggestion("send the body as application/json")
+	e.status = http.StatusUnsupportedMediaType
+	return e
+}
+
+// WithStatus overrides the HTTP status (transport-level limits such as 413 and 431).
+func (e *Error) WithStatus(status int) *Error { e.status = status; return e }
+
+// PathNotFound is the 404 for a path the server does not serve as written (no redirects).
+func PathNotFound() *Error {
+	e := NotFound()
+	e.status = http.StatusNotFound
+	return e
+}
+
 // StatusOf is the HTTP status an error is reported with (500 for anything unexpected).
 func StatusOf(err error) int {
 	if e, ok := As(err); ok {
-		return e.Code.HTTPStatus()
+		return e.HTTPStatus()
 	}
 	return http.StatusInternalServerError
 }

@@ -55,8 +55,26 @@ func (a *Authenticator) Agent(ctx context.Context, bearer, boxKey string, source
 	if bearer == "" {
 		return a.admit(ctx, store.KeyCredential{}, store.ErrNotFound, source, "missing bearer key")
 	}
+	if !ValidBoxKey(boxKey) {
+		// Permanent, like any credential failure, and never sent to the database.
+		return a.admit(ctx, store.KeyCredential{}, store.ErrNotFound, source, "malformed box_key")
+	}
 	cred, err := a.store.KeyCredential(ctx, boxKey, HashSecret(bearer))
 	return a.admit(ctx, cred, err, source, "unknown key for this box_key")
+}
+
+// ValidBoxKey reports whether s matches the box_key pattern ^[a-z0-9][a-z0-9-]{1,62}$ (SPEC §2).
+func ValidBoxKey(s string) bool {
+	if len(s) < 2 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // AgentKey authenticates a bearer key from the TCP source address without naming the box
@@ -174,6 +192,13 @@ func HashSecret(secret string) []byte {
 	sum := sha256.Sum256([]byte(secret))
 	return sum[:]
 }
+
+// The prefixes of the credentials this product issues. The service's credential rules
+// reject anything shaped like them (prefix + base64url) in payloads and file URLs.
+const (
+	AgentKeyPrefix   = "abk_"
+	AdminTokenPrefix = "abadm_"
+)
 
 // NewSecret returns a fresh random credential with a recognizable prefix ("abk_" for agent keys).
 func NewSecret(prefix string) string {

@@ -190,6 +190,7 @@ type operation struct {
 
 	HasBody      bool
 	BodyJSON     bool   // the body has an application/json schema
+	MediaTypes   []string // the requestBody's declared media types, sorted
 	BodyRequired bool   // requestBody.required
 	BodyArg      string // non-empty: the whole body is this one input property
 	BodyRest     bool   // the body is an open object: every non-parameter argument goes into it
