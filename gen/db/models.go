@@ -183,6 +183,14 @@ type Message struct {
 	CreatedAt        time.Time
 }
 
+type RateBucket struct {
+	BoxID     uuid.UUID
+	KeyID     uuid.UUID
+	Tokens    float64
+	UpdatedAt time.Time
+	Refused   bool
+}
+
 type Receipt struct {
 	BoxID         uuid.UUID
 	AgentID       uuid.UUID

@@ -229,6 +229,10 @@ type Querier interface {
 	// Compare-and-set of an active member's follow preference.
 	SetRoomFollow(ctx context.Context, arg SetRoomFollowParams) (int64, error)
 	SetRoomOwner(ctx context.Context, arg SetRoomOwnerParams) error
+	// Refills the key's bucket for the time since its last take (capacity at most), then takes
+	// one token if there is one. Clocks of several instances may differ slightly: time never
+	// runs backwards for a bucket.
+	TakeRateToken(ctx context.Context, arg TakeRateTokenParams) (TakeRateTokenRow, error)
 	// A keyset page of a thread family (root and replies share thread_root_id and stay in one
 	// channel): message_seq in (@after, @upper], ascending, on the messages_thread index.
 	ThreadMessages(ctx context.Context, arg ThreadMessagesParams) ([]ThreadMessagesRow, error)

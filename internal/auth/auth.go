@@ -21,7 +21,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbox/agentbox/internal/apierr"
-	"github.com/agentbox/agentbox/internal/ratelimit"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -41,12 +40,11 @@ type Authenticator struct {
 	store      *store.Store
 	adminToken string
 	log        *slog.Logger
-	limiter    *ratelimit.Limiter
 }
 
 // New returns an authenticator. adminToken is AGENTBOX_ADMIN_TOKEN ("" disables it).
 func New(s *store.Store, adminToken string, log *slog.Logger) *Authenticator {
-	return &Authenticator{store: s, adminToken: adminToken, log: log, limiter: ratelimit.New()}
+	return &Authenticator{store: s, adminToken: adminToken, log: log}
 }
 
 // Agent authenticates a bearer key for boxKey from the TCP source address. Every failure is
@@ -110,7 +108,7 @@ func (a *Authenticator) admit(ctx context.Context, cred store.KeyCredential, err
 	case !source.IsValid() || !slices.Contains(cred.HostIPs, source.Unmap().String()):
 		return fail("source IP not registered for the host")
 	}
-	if err := a.rateLimit(cred); err != nil {
+	if err := a.rateLimit(ctx, cred); err != nil {
 		return Principal{}, err
 	}
 	return Principal{BoxID: cred.BoxID, BoxKey: cred.BoxKey, AgentID: cred.AgentID, AgentName: cred.AgentName,
@@ -119,7 +117,8 @@ func (a *Authenticator) admit(ctx context.Context, cred store.KeyCredential, err
 
 // rateLimit applies the box's per-key rate limit (SPEC §11; off while rate_limit_per_second
 // is 0, its default) to an authenticated key: RATE_LIMITED, retryable, with retry_after_seconds.
-func (a *Authenticator) rateLimit(cred store.KeyCredential) error {
+// The bucket lives in PostgreSQL, so the limit holds for the key across every server instance.
+func (a *Authenticator) rateLimit(ctx context.Context, cred store.KeyCredential) error {
 	var limits struct {
 		PerSecond int64 `json:"rate_limit_per_second"`
 		Burst     int64 `json:"rate_limit_burst"`
@@ -127,12 +126,20 @@ func (a *Authenticator) rateLimit(cred store.KeyCredential) error {
 	if len(cred.BoxSettings) > 0 {
 		json.Unmarshal(cred.BoxSettings, &limits) //nolint:errcheck // stored by the service, already validated
 	}
-	ok, wait := a.limiter.Allow(cred.KeyID, limits.PerSecond, limits.Burst, time.Now())
+	if limits.PerSecond <= 0 {
+		return nil
+	}
+	capacity := float64(max(limits.Burst, limits.PerSecond, 1))
+	ok, wait, err := a.store.TakeRateToken(ctx, cred.BoxID, cred.KeyID, float64(limits.PerSecond), capacity, time.Now())
+	if err != nil {
+		a.log.ErrorContext(ctx, "rate limit", slog.Any("err", err))
+		return apierr.Unavailable()
+	}
 	if ok {
 		return nil
 	}
 	return apierr.New(apierr.RateLimited, "too many requests for this key").
-		WithRetryAfter(int(math.Ceil(wait.Seconds()))).WithSuggestion("retry after retry_after_seconds with the same idempotency_key")
+		WithRetryAfter(max(1, int(math.Ceil(wait.Seconds())))).WithSuggestion("retry after retry_after_seconds with the same idempotency_key")
 }
 
 // Admin authenticates an admin bearer token: AGENTBOX_ADMIN_TOKEN or an issued admin token.
