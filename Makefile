@@ -120,3 +120,22 @@ update-snapshots:
 ## redocly-lint: Redocly CLI's recommended rules on spec/openapi.json (errors fail; warnings allowed)
 redocly-lint:
 	cd tests/sdk-ts && npm run --silent lint:spec
+
+# --- reliability (issue 11; README "Reliability") ------------------------------------------
+.PHONY: reliability reliability-fuzz
+FUZZTIME ?= 20s
+FUZZ_TARGETS := ./internal/schema:FuzzDecodeStrict ./internal/schema:FuzzCheckText ./internal/cursor:FuzzDecode \
+	./internal/service:FuzzFileURL ./internal/service:FuzzPayload
+
+## reliability: the fault suite — outcome tests (connection cut with COMMIT in flight, backend
+## terminated, database unreachable), the bad-input table over every operation (HTTP and MCP),
+## the edge findings, the cross-instance rate limit, then every fuzz target for FUZZTIME each
+## (make reliability FUZZTIME=10m for the documented long run)
+reliability: reliability-fuzz
+	$(GO) test -count=1 ./internal/service -run 'TestConnectionLost|TestBackendTerminated|TestDatabaseUnreachable|TestBadTextTable|TestMalformedBoxKey|TestUndeclaredMediaType|TestUncleanPaths|TestOversizeHeaders|TestMCPProtocolErrors|TestOwnSecrets|TestPerKeyRateLimitAcrossInstances'
+
+reliability-fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== fuzz $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) || exit 1; \
+	done
