@@ -32,6 +32,15 @@ type AdminToken struct {
 	RevokedAt *time.Time
 }
 
+type AdminUiSession struct {
+	SessionHash []byte
+	TokenHash   []byte
+	Csrf        string
+	CreatedAt   time.Time
+	SeenAt      time.Time
+	Flash       string
+}
+
 type Agent struct {
 	BoxID          uuid.UUID
 	AgentID        uuid.UUID

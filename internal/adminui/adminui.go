@@ -38,6 +38,8 @@ type Config struct {
 	Log     *slog.Logger
 	// Metrics records every admin operation the UI runs, with transport "admin_ui" (nil: not recorded).
 	Metrics *metrics.Registry
+	// Sessions keeps the UI sessions (the store: shared by every server instance).
+	Sessions SessionStore
 }
 
 // CSP allows the one stylesheet and same-origin form posts; no script may run.
@@ -72,7 +74,7 @@ func New(cfg Config) *UI {
 	if err != nil {
 		panic(err)
 	}
-	u := &UI{svc: cfg.Service, auth: cfg.Auth, log: cfg.Log, metrics: cfg.Metrics, sessions: newSessions(),
+	u := &UI{svc: cfg.Service, auth: cfg.Auth, log: cfg.Log, metrics: cfg.Metrics, sessions: newSessions(cfg.Sessions, cfg.Log),
 		pages: parsePages(), css: css, mux: http.NewServeMux()}
 	m := u.mux
 	m.HandleFunc("GET /admin/static/admin.css", func(w http.ResponseWriter, r *http.Request) {
@@ -141,9 +143,9 @@ type call struct {
 func (u *UI) authed(h func(*call)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sid := cookieValue(r, sessionCookie)
-		token, csrf, ok := u.sessions.lookup(sid)
-		if ok && u.auth.Admin(r.Context(), token) != nil {
-			u.sessions.end(sid) // the token was revoked: the session ends with it
+		tokenHash, csrf, ok := u.sessions.lookup(r.Context(), sid)
+		if ok && u.auth.AdminHash(r.Context(), tokenHash) != nil {
+			u.sessions.end(r.Context(), sid) // the token was revoked: the session ends with it
 			ok = false
 		}
 		if !ok {
@@ -381,12 +383,12 @@ func (u *UI) render(w http.ResponseWriter, status int, name string, p page) {
 // show renders a page of a signed-in session, with its one-time notice.
 func (u *UI) show(c *call, status int, name string, p page) {
 	p.CSRF = c.csrf
-	p.Flash = u.sessions.takeFlash(c.sid)
+	p.Flash = u.sessions.takeFlash(c.r.Context(), c.sid)
 	u.render(c.w, status, name, p)
 }
 
 // done ends a successful form post: a notice for the next page, then Post/Redirect/Get.
 func (u *UI) done(c *call, notice, to string) {
-	u.sessions.setFlash(c.sid, notice)
+	u.sessions.setFlash(c.r.Context(), c.sid, notice)
 	http.Redirect(c.w, c.r, to, http.StatusSeeOther)
 }

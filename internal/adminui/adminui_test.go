@@ -509,3 +509,29 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// Several instances as one (issue 11, finding 9): a browser signed in on one instance stays
+// signed in when the load balancer sends it to another, forms posted there pass CSRF, and
+// signing out on a third ends the session on all of them.
+func TestSessionSurvivesAChangeOfInstance(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e2, e3 := testenv.Attach(t, e), testenv.Attach(t, e)
+	b := newBrowser(t, e.URL, http.DefaultClient) // cookies are per host, not per port
+	b.mustSignIn()
+	b.base = e2.URL
+	expect(t, "boxes on a second instance", b.get("/admin/boxes"), http.StatusOK, "Boxes")
+	b.base = e3.URL
+	if p := b.post("/admin/boxes", url.Values{"box_key": {"moved"}}); p.Status != http.StatusSeeOther {
+		t.Fatalf("a form on a third instance: %d %s", p.Status, p.Body)
+	}
+	if got := boxKeys(e); len(got) != 1 || got[0] != "moved" {
+		t.Fatalf("boxes: %v", got)
+	}
+	b.get("/admin/boxes")
+	b.post("/admin/signout", url.Values{})
+	b.base = e.URL
+	if p := b.get("/admin/boxes"); p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/admin/signin" {
+		t.Fatalf("signed out on one instance, still signed in on another: %d", p.Status)
+	}
+}

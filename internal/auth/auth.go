@@ -162,6 +162,26 @@ func (a *Authenticator) Admin(ctx context.Context, bearer string) error {
 	return apierr.Auth()
 }
 
+// AdminHash is Admin for a credential known only by its hash (HashSecret): the admin UI
+// keeps the hash of the token a session signed in with and checks it on every request.
+func (a *Authenticator) AdminHash(ctx context.Context, hash []byte) error {
+	if len(hash) == 0 {
+		return apierr.Auth()
+	}
+	if a.adminToken != "" && subtle.ConstantTimeCompare(hash, HashSecret(a.adminToken)) == 1 {
+		return nil
+	}
+	ok, err := a.store.AdminTokenLive(ctx, hash)
+	if err != nil {
+		a.log.ErrorContext(ctx, "admin authentication lookup", slog.Any("err", err))
+		return apierr.Unavailable()
+	}
+	if !ok {
+		return apierr.Auth()
+	}
+	return nil
+}
+
 // BearerToken extracts the token of an "Authorization: Bearer <token>" header.
 func BearerToken(r *http.Request) string {
 	h := r.Header.Get("Authorization")
