@@ -127,12 +127,21 @@ FUZZTIME ?= 20s
 FUZZ_TARGETS := ./internal/schema:FuzzDecodeStrict ./internal/schema:FuzzCheckText ./internal/cursor:FuzzDecode \
 	./internal/service:FuzzFileURL ./internal/service:FuzzPayload
 
-## reliability: the fault suite — outcome tests (connection cut with COMMIT in flight, backend
-## terminated, database unreachable), the bad-input table over every operation (HTTP and MCP),
-## the edge findings, the cross-instance rate limit, then every fuzz target for FUZZTIME each
-## (make reliability FUZZTIME=10m for the documented long run)
-reliability: reliability-fuzz
+## reliability: the fault suite at full size — kill -9 of the server under 5,600 sends from 8
+## clients, PostgreSQL restarts (-m fast / -m immediate, 6×) under load on a cluster of its
+## own, three server processes directly and behind PgBouncer (transaction pooling), the
+## honest-outcome tests (connection cut with COMMIT in flight, backend terminated, database
+## unreachable), the bad-input table over every operation (HTTP and MCP), then every fuzz
+## target for FUZZTIME each (make reliability FUZZTIME=10m for the long run). The summary
+## table goes to reliability-summary.md. `make test` runs the same tests at small sizes.
+RELIABILITY_SUMMARY ?= $(CURDIR)/reliability-summary.md
+reliability:
+	@rm -f $(RELIABILITY_SUMMARY)
+	RELIABILITY_FULL=1 RELIABILITY_SUMMARY=$(RELIABILITY_SUMMARY) $(GO) test -count=1 -timeout 60m ./internal/reliability
 	$(GO) test -count=1 ./internal/service -run 'TestConnectionLost|TestBackendTerminated|TestDatabaseUnreachable|TestBadTextTable|TestMalformedBoxKey|TestUndeclaredMediaType|TestUncleanPaths|TestOversizeHeaders|TestMCPProtocolErrors|TestOwnSecrets|TestPerKeyRateLimitAcrossInstances'
+	$(GO) test -count=1 ./internal/adminui -run 'TestSessionSurvivesAChangeOfInstance|TestSessionExpiry'
+	@$(MAKE) --no-print-directory reliability-fuzz FUZZTIME=$(FUZZTIME)
+	@cat $(RELIABILITY_SUMMARY)
 
 reliability-fuzz:
 	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
