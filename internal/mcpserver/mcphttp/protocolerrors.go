@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/mcpserver"
 )
 
 // The SDK answers transport-level failures itself, in plain text that can quote the request
@@ -90,7 +91,7 @@ func (w *protocolErrorWriter) writeRPCError(status int) {
 	w.ResponseWriter.Header().Set("Content-Type", "application/json")
 	w.ResponseWriter.WriteHeader(status)
 	json.NewEncoder(w.ResponseWriter).Encode(map[string]any{ //nolint:errcheck
-		"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": rpcMessages[code]},
+		"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": mcpserver.ProtocolErrorMessage(int64(code))},
 	})
 }
 
@@ -128,10 +129,7 @@ func fixedRPCError(b []byte) ([]byte, bool) {
 	if json.Unmarshal(b, &m) != nil || m.Error == nil || m.Result != nil {
 		return nil, false
 	}
-	msg, ok := rpcMessages[m.Error.Code]
-	if !ok {
-		msg = "request failed"
-	}
+	msg := mcpserver.ProtocolErrorMessage(int64(m.Error.Code))
 	id := json.RawMessage("null")
 	if validID(m.ID) {
 		id = m.ID
@@ -141,15 +139,6 @@ func fixedRPCError(b []byte) ([]byte, bool) {
 		return nil, false
 	}
 	return append(out, '\n'), true
-}
-
-// rpcMessages are the only messages a JSON-RPC error from /mcp carries.
-var rpcMessages = map[int]string{
-	-32700: "parse error",
-	-32600: "invalid request",
-	-32601: "method not found",
-	-32602: "invalid params",
-	-32603: "internal error",
 }
 
 func (w *protocolErrorWriter) Flush() {
