@@ -535,3 +535,22 @@ func TestSessionSurvivesAChangeOfInstance(t *testing.T) {
 		t.Fatalf("signed out on one instance, still signed in on another: %d", p.Status)
 	}
 }
+
+// Text PostgreSQL cannot hold is refused by the UI before any admin operation runs: a NUL
+// or invalid UTF-8 in a form field or in a path segment (issue 11, finding 3).
+func TestUnstorableTextRefused(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	b := newBrowser(t, e.URL, http.DefaultClient)
+	b.mustSignIn()
+	for _, bad := range []string{"x\x00y", "x\xffy"} {
+		expect(t, "form field", b.post("/admin/boxes", url.Values{"box_key": {"new-box"}, "name": {bad}}), http.StatusBadRequest)
+	}
+	for _, path := range []string{"/admin/boxes/al%00pha", "/admin/boxes/al%FFpha"} {
+		expect(t, "path "+path, b.get(path), http.StatusBadRequest)
+	}
+	if got := boxKeys(e); len(got) != 1 {
+		t.Fatalf("boxes: %v", got)
+	}
+}
