@@ -24,96 +24,78 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
-// Defines values for AckOutcomeStatus.
+// Defines values for AckStatus.
 const (
-	AckOutcomeStatusAcked        AckOutcomeStatus = "acked"
-	AckOutcomeStatusAlreadyAcked AckOutcomeStatus = "already_acked"
+	AckStatusAcked        AckStatus = "acked"
+	AckStatusAlreadyAcked AckStatus = "already_acked"
 )
 
-// Valid indicates whether the value is a known member of the AckOutcomeStatus enum.
-func (e AckOutcomeStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the AckStatus enum.
+func (e AckStatus) Valid() bool {
 	switch e {
-	case AckOutcomeStatusAcked:
+	case AckStatusAcked:
 		return true
-	case AckOutcomeStatusAlreadyAcked:
+	case AckStatusAlreadyAcked:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminCleanupStatusState.
+// Defines values for BatchSendStatus.
 const (
-	Failed  AdminCleanupStatusState = "failed"
-	Idle    AdminCleanupStatusState = "idle"
-	Running AdminCleanupStatusState = "running"
+	BatchSendStatusDuplicate BatchSendStatus = "duplicate"
+	BatchSendStatusRejected  BatchSendStatus = "rejected"
+	BatchSendStatusSent      BatchSendStatus = "sent"
 )
 
-// Valid indicates whether the value is a known member of the AdminCleanupStatusState enum.
-func (e AdminCleanupStatusState) Valid() bool {
+// Valid indicates whether the value is a known member of the BatchSendStatus enum.
+func (e BatchSendStatus) Valid() bool {
 	switch e {
-	case Failed:
+	case BatchSendStatusDuplicate:
 		return true
-	case Idle:
+	case BatchSendStatusRejected:
 		return true
-	case Running:
+	case BatchSendStatusSent:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminRoomHistoryVisibility.
+// Defines values for ClaimOrder.
 const (
-	AdminRoomHistoryVisibilityJoined AdminRoomHistoryVisibility = "joined"
-	AdminRoomHistoryVisibilityShared AdminRoomHistoryVisibility = "shared"
+	ClaimOrderNewest ClaimOrder = "newest"
+	ClaimOrderOldest ClaimOrder = "oldest"
 )
 
-// Valid indicates whether the value is a known member of the AdminRoomHistoryVisibility enum.
-func (e AdminRoomHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the ClaimOrder enum.
+func (e ClaimOrder) Valid() bool {
 	switch e {
-	case AdminRoomHistoryVisibilityJoined:
+	case ClaimOrderNewest:
 		return true
-	case AdminRoomHistoryVisibilityShared:
+	case ClaimOrderOldest:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminRoomStatus.
+// Defines values for CleanupState.
 const (
-	AdminRoomStatusActive   AdminRoomStatus = "active"
-	AdminRoomStatusArchived AdminRoomStatus = "archived"
+	CleanupStateFailed  CleanupState = "failed"
+	CleanupStateIdle    CleanupState = "idle"
+	CleanupStateRunning CleanupState = "running"
 )
 
-// Valid indicates whether the value is a known member of the AdminRoomStatus enum.
-func (e AdminRoomStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the CleanupState enum.
+func (e CleanupState) Valid() bool {
 	switch e {
-	case AdminRoomStatusActive:
+	case CleanupStateFailed:
 		return true
-	case AdminRoomStatusArchived:
+	case CleanupStateIdle:
 		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for BatchOutcomeStatus.
-const (
-	BatchOutcomeStatusDuplicate BatchOutcomeStatus = "duplicate"
-	BatchOutcomeStatusRejected  BatchOutcomeStatus = "rejected"
-	BatchOutcomeStatusSent      BatchOutcomeStatus = "sent"
-)
-
-// Valid indicates whether the value is a known member of the BatchOutcomeStatus enum.
-func (e BatchOutcomeStatus) Valid() bool {
-	switch e {
-	case BatchOutcomeStatusDuplicate:
-		return true
-	case BatchOutcomeStatusRejected:
-		return true
-	case BatchOutcomeStatusSent:
+	case CleanupStateRunning:
 		return true
 	default:
 		return false
@@ -122,115 +104,109 @@ func (e BatchOutcomeStatus) Valid() bool {
 
 // Defines values for DestinationKind.
 const (
-	Dm   DestinationKind = "dm"
-	Room DestinationKind = "room"
+	DestinationKindDm   DestinationKind = "dm"
+	DestinationKindRoom DestinationKind = "room"
 )
 
 // Valid indicates whether the value is a known member of the DestinationKind enum.
 func (e DestinationKind) Valid() bool {
 	switch e {
-	case Dm:
+	case DestinationKindDm:
 		return true
-	case Room:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ErrorDetailCode.
-const (
-	AUTHFAILED             ErrorDetailCode = "AUTH_FAILED"
-	CURSORINVALID          ErrorDetailCode = "CURSOR_INVALID"
-	IDEMPOTENCYCONFLICT    ErrorDetailCode = "IDEMPOTENCY_CONFLICT"
-	INVALIDARGUMENT        ErrorDetailCode = "INVALID_ARGUMENT"
-	LIMITEXCEEDED          ErrorDetailCode = "LIMIT_EXCEEDED"
-	NOTFOUNDORFORBIDDEN    ErrorDetailCode = "NOT_FOUND_OR_FORBIDDEN"
-	NOTPRIMED              ErrorDetailCode = "NOT_PRIMED"
-	PROFILEOUTDATED        ErrorDetailCode = "PROFILE_OUTDATED"
-	RATELIMITED            ErrorDetailCode = "RATE_LIMITED"
-	REVISIONCONFLICT       ErrorDetailCode = "REVISION_CONFLICT"
-	ROOMARCHIVED           ErrorDetailCode = "ROOM_ARCHIVED"
-	STORAGEFAILURE         ErrorDetailCode = "STORAGE_FAILURE"
-	TEMPORARILYUNAVAILABLE ErrorDetailCode = "TEMPORARILY_UNAVAILABLE"
-)
-
-// Valid indicates whether the value is a known member of the ErrorDetailCode enum.
-func (e ErrorDetailCode) Valid() bool {
-	switch e {
-	case AUTHFAILED:
-		return true
-	case CURSORINVALID:
-		return true
-	case IDEMPOTENCYCONFLICT:
-		return true
-	case INVALIDARGUMENT:
-		return true
-	case LIMITEXCEEDED:
-		return true
-	case NOTFOUNDORFORBIDDEN:
-		return true
-	case NOTPRIMED:
-		return true
-	case PROFILEOUTDATED:
-		return true
-	case RATELIMITED:
-		return true
-	case REVISIONCONFLICT:
-		return true
-	case ROOMARCHIVED:
-		return true
-	case STORAGEFAILURE:
-		return true
-	case TEMPORARILYUNAVAILABLE:
+	case DestinationKindRoom:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for FileAccessReportInputStatus.
+// Defines values for ErrorCode.
 const (
-	FileAccessReportInputStatusAccessible FileAccessReportInputStatus = "accessible"
-	FileAccessReportInputStatusDenied     FileAccessReportInputStatus = "denied"
-	FileAccessReportInputStatusError      FileAccessReportInputStatus = "error"
-	FileAccessReportInputStatusNotFound   FileAccessReportInputStatus = "not_found"
+	ErrorCodeAUTHFAILED             ErrorCode = "AUTH_FAILED"
+	ErrorCodeCURSORINVALID          ErrorCode = "CURSOR_INVALID"
+	ErrorCodeIDEMPOTENCYCONFLICT    ErrorCode = "IDEMPOTENCY_CONFLICT"
+	ErrorCodeINVALIDARGUMENT        ErrorCode = "INVALID_ARGUMENT"
+	ErrorCodeLIMITEXCEEDED          ErrorCode = "LIMIT_EXCEEDED"
+	ErrorCodeNOTFOUNDORFORBIDDEN    ErrorCode = "NOT_FOUND_OR_FORBIDDEN"
+	ErrorCodeNOTPRIMED              ErrorCode = "NOT_PRIMED"
+	ErrorCodePROFILEOUTDATED        ErrorCode = "PROFILE_OUTDATED"
+	ErrorCodeRATELIMITED            ErrorCode = "RATE_LIMITED"
+	ErrorCodeREVISIONCONFLICT       ErrorCode = "REVISION_CONFLICT"
+	ErrorCodeROOMARCHIVED           ErrorCode = "ROOM_ARCHIVED"
+	ErrorCodeSTORAGEFAILURE         ErrorCode = "STORAGE_FAILURE"
+	ErrorCodeTEMPORARILYUNAVAILABLE ErrorCode = "TEMPORARILY_UNAVAILABLE"
 )
 
-// Valid indicates whether the value is a known member of the FileAccessReportInputStatus enum.
-func (e FileAccessReportInputStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the ErrorCode enum.
+func (e ErrorCode) Valid() bool {
 	switch e {
-	case FileAccessReportInputStatusAccessible:
+	case ErrorCodeAUTHFAILED:
 		return true
-	case FileAccessReportInputStatusDenied:
+	case ErrorCodeCURSORINVALID:
 		return true
-	case FileAccessReportInputStatusError:
+	case ErrorCodeIDEMPOTENCYCONFLICT:
 		return true
-	case FileAccessReportInputStatusNotFound:
+	case ErrorCodeINVALIDARGUMENT:
+		return true
+	case ErrorCodeLIMITEXCEEDED:
+		return true
+	case ErrorCodeNOTFOUNDORFORBIDDEN:
+		return true
+	case ErrorCodeNOTPRIMED:
+		return true
+	case ErrorCodePROFILEOUTDATED:
+		return true
+	case ErrorCodeRATELIMITED:
+		return true
+	case ErrorCodeREVISIONCONFLICT:
+		return true
+	case ErrorCodeROOMARCHIVED:
+		return true
+	case ErrorCodeSTORAGEFAILURE:
+		return true
+	case ErrorCodeTEMPORARILYUNAVAILABLE:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for FileReportStatus.
+// Defines values for ExportFormat.
 const (
-	FileReportStatusAccessible FileReportStatus = "accessible"
-	FileReportStatusDenied     FileReportStatus = "denied"
-	FileReportStatusError      FileReportStatus = "error"
-	FileReportStatusNotFound   FileReportStatus = "not_found"
+	ExportFormatJson     ExportFormat = "json"
+	ExportFormatMarkdown ExportFormat = "markdown"
 )
 
-// Valid indicates whether the value is a known member of the FileReportStatus enum.
-func (e FileReportStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the ExportFormat enum.
+func (e ExportFormat) Valid() bool {
 	switch e {
-	case FileReportStatusAccessible:
+	case ExportFormatJson:
 		return true
-	case FileReportStatusDenied:
+	case ExportFormatMarkdown:
 		return true
-	case FileReportStatusError:
+	default:
+		return false
+	}
+}
+
+// Defines values for FileAccessStatus.
+const (
+	FileAccessStatusAccessible FileAccessStatus = "accessible"
+	FileAccessStatusDenied     FileAccessStatus = "denied"
+	FileAccessStatusError      FileAccessStatus = "error"
+	FileAccessStatusNotFound   FileAccessStatus = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the FileAccessStatus enum.
+func (e FileAccessStatus) Valid() bool {
+	switch e {
+	case FileAccessStatusAccessible:
 		return true
-	case FileReportStatusNotFound:
+	case FileAccessStatusDenied:
+		return true
+	case FileAccessStatusError:
+		return true
+	case FileAccessStatusNotFound:
 		return true
 	default:
 		return false
@@ -261,120 +237,93 @@ func (e Follow) Valid() bool {
 	}
 }
 
-// Defines values for InboxClaimInputOrder.
+// Defines values for HistoryVisibility.
 const (
-	Newest InboxClaimInputOrder = "newest"
-	Oldest InboxClaimInputOrder = "oldest"
+	HistoryVisibilityJoined HistoryVisibility = "joined"
+	HistoryVisibilityShared HistoryVisibility = "shared"
 )
 
-// Valid indicates whether the value is a known member of the InboxClaimInputOrder enum.
-func (e InboxClaimInputOrder) Valid() bool {
+// Valid indicates whether the value is a known member of the HistoryVisibility enum.
+func (e HistoryVisibility) Valid() bool {
 	switch e {
-	case Newest:
+	case HistoryVisibilityJoined:
 		return true
-	case Oldest:
+	case HistoryVisibilityShared:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for MessageSendResultStatus.
+// Defines values for InboxFilter.
 const (
-	MessageSendResultStatusDuplicate MessageSendResultStatus = "duplicate"
-	MessageSendResultStatusSent      MessageSendResultStatus = "sent"
+	InboxFilterAcked  InboxFilter = "acked"
+	InboxFilterAll    InboxFilter = "all"
+	InboxFilterUnread InboxFilter = "unread"
 )
 
-// Valid indicates whether the value is a known member of the MessageSendResultStatus enum.
-func (e MessageSendResultStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the InboxFilter enum.
+func (e InboxFilter) Valid() bool {
 	switch e {
-	case MessageSendResultStatusDuplicate:
+	case InboxFilterAcked:
 		return true
-	case MessageSendResultStatusSent:
+	case InboxFilterAll:
+		return true
+	case InboxFilterUnread:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomFollow.
+// Defines values for MemberState.
 const (
-	PrimeRoomFollowAll      PrimeRoomFollow = "all"
-	PrimeRoomFollowMentions PrimeRoomFollow = "mentions"
-	PrimeRoomFollowMute     PrimeRoomFollow = "mute"
-	PrimeRoomFollowReplies  PrimeRoomFollow = "replies"
+	MemberStateActive  MemberState = "active"
+	MemberStateInvited MemberState = "invited"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomFollow enum.
-func (e PrimeRoomFollow) Valid() bool {
+// Valid indicates whether the value is a known member of the MemberState enum.
+func (e MemberState) Valid() bool {
 	switch e {
-	case PrimeRoomFollowAll:
+	case MemberStateActive:
 		return true
-	case PrimeRoomFollowMentions:
-		return true
-	case PrimeRoomFollowMute:
-		return true
-	case PrimeRoomFollowReplies:
+	case MemberStateInvited:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomState.
+// Defines values for MembershipResultState.
 const (
-	PrimeRoomStateActive  PrimeRoomState = "active"
-	PrimeRoomStateInvited PrimeRoomState = "invited"
+	MembershipResultStateActive MembershipResultState = "active"
+	MembershipResultStateLeft   MembershipResultState = "left"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomState enum.
-func (e PrimeRoomState) Valid() bool {
+// Valid indicates whether the value is a known member of the MembershipResultState enum.
+func (e MembershipResultState) Valid() bool {
 	switch e {
-	case PrimeRoomStateActive:
+	case MembershipResultStateActive:
 		return true
-	case PrimeRoomStateInvited:
+	case MembershipResultStateLeft:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomStatus.
+// Defines values for RequestDirection.
 const (
-	PrimeRoomStatusActive   PrimeRoomStatus = "active"
-	PrimeRoomStatusArchived PrimeRoomStatus = "archived"
+	RequestDirectionIncoming RequestDirection = "incoming"
+	RequestDirectionOutgoing RequestDirection = "outgoing"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomStatus enum.
-func (e PrimeRoomStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the RequestDirection enum.
+func (e RequestDirection) Valid() bool {
 	switch e {
-	case PrimeRoomStatusActive:
+	case RequestDirectionIncoming:
 		return true
-	case PrimeRoomStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RequestRespondInputStatus.
-const (
-	RequestRespondInputStatusAccepted     RequestRespondInputStatus = "accepted"
-	RequestRespondInputStatusDeclined     RequestRespondInputStatus = "declined"
-	RequestRespondInputStatusNeedsContext RequestRespondInputStatus = "needs_context"
-	RequestRespondInputStatusResultReady  RequestRespondInputStatus = "result_ready"
-)
-
-// Valid indicates whether the value is a known member of the RequestRespondInputStatus enum.
-func (e RequestRespondInputStatus) Valid() bool {
-	switch e {
-	case RequestRespondInputStatusAccepted:
-		return true
-	case RequestRespondInputStatusDeclined:
-		return true
-	case RequestRespondInputStatusNeedsContext:
-		return true
-	case RequestRespondInputStatusResultReady:
+	case RequestDirectionOutgoing:
 		return true
 	default:
 		return false
@@ -408,255 +357,60 @@ func (e RequestStatus) Valid() bool {
 	}
 }
 
-// Defines values for RoomCreateInputHistoryVisibility.
+// Defines values for ResponseStatus.
 const (
-	RoomCreateInputHistoryVisibilityJoined RoomCreateInputHistoryVisibility = "joined"
-	RoomCreateInputHistoryVisibilityShared RoomCreateInputHistoryVisibility = "shared"
+	ResponseStatusAccepted     ResponseStatus = "accepted"
+	ResponseStatusDeclined     ResponseStatus = "declined"
+	ResponseStatusNeedsContext ResponseStatus = "needs_context"
+	ResponseStatusResultReady  ResponseStatus = "result_ready"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateInputHistoryVisibility enum.
-func (e RoomCreateInputHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the ResponseStatus enum.
+func (e ResponseStatus) Valid() bool {
 	switch e {
-	case RoomCreateInputHistoryVisibilityJoined:
+	case ResponseStatusAccepted:
 		return true
-	case RoomCreateInputHistoryVisibilityShared:
+	case ResponseStatusDeclined:
+		return true
+	case ResponseStatusNeedsContext:
+		return true
+	case ResponseStatusResultReady:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for RoomCreateResultHistoryVisibility.
+// Defines values for RoomStatus.
 const (
-	RoomCreateResultHistoryVisibilityJoined RoomCreateResultHistoryVisibility = "joined"
-	RoomCreateResultHistoryVisibilityShared RoomCreateResultHistoryVisibility = "shared"
+	RoomStatusActive   RoomStatus = "active"
+	RoomStatusArchived RoomStatus = "archived"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateResultHistoryVisibility enum.
-func (e RoomCreateResultHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the RoomStatus enum.
+func (e RoomStatus) Valid() bool {
 	switch e {
-	case RoomCreateResultHistoryVisibilityJoined:
+	case RoomStatusActive:
 		return true
-	case RoomCreateResultHistoryVisibilityShared:
+	case RoomStatusArchived:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for RoomCreateResultStatus.
+// Defines values for SendStatus.
 const (
-	RoomCreateResultStatusActive   RoomCreateResultStatus = "active"
-	RoomCreateResultStatusArchived RoomCreateResultStatus = "archived"
+	SendStatusDuplicate SendStatus = "duplicate"
+	SendStatusSent      SendStatus = "sent"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateResultStatus enum.
-func (e RoomCreateResultStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the SendStatus enum.
+func (e SendStatus) Valid() bool {
 	switch e {
-	case RoomCreateResultStatusActive:
+	case SendStatusDuplicate:
 		return true
-	case RoomCreateResultStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsHistoryVisibility.
-const (
-	RoomDetailsHistoryVisibilityJoined RoomDetailsHistoryVisibility = "joined"
-	RoomDetailsHistoryVisibilityShared RoomDetailsHistoryVisibility = "shared"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsHistoryVisibility enum.
-func (e RoomDetailsHistoryVisibility) Valid() bool {
-	switch e {
-	case RoomDetailsHistoryVisibilityJoined:
-		return true
-	case RoomDetailsHistoryVisibilityShared:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsState.
-const (
-	RoomDetailsStateActive  RoomDetailsState = "active"
-	RoomDetailsStateInvited RoomDetailsState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsState enum.
-func (e RoomDetailsState) Valid() bool {
-	switch e {
-	case RoomDetailsStateActive:
-		return true
-	case RoomDetailsStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsStatus.
-const (
-	RoomDetailsStatusActive   RoomDetailsStatus = "active"
-	RoomDetailsStatusArchived RoomDetailsStatus = "archived"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsStatus enum.
-func (e RoomDetailsStatus) Valid() bool {
-	switch e {
-	case RoomDetailsStatusActive:
-		return true
-	case RoomDetailsStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomListItemState.
-const (
-	RoomListItemStateActive  RoomListItemState = "active"
-	RoomListItemStateInvited RoomListItemState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RoomListItemState enum.
-func (e RoomListItemState) Valid() bool {
-	switch e {
-	case RoomListItemStateActive:
-		return true
-	case RoomListItemStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomListItemStatus.
-const (
-	RoomListItemStatusActive   RoomListItemStatus = "active"
-	RoomListItemStatusArchived RoomListItemStatus = "archived"
-)
-
-// Valid indicates whether the value is a known member of the RoomListItemStatus enum.
-func (e RoomListItemStatus) Valid() bool {
-	switch e {
-	case RoomListItemStatusActive:
-		return true
-	case RoomListItemStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomMembershipResultState.
-const (
-	RoomMembershipResultStateActive RoomMembershipResultState = "active"
-	RoomMembershipResultStateLeft   RoomMembershipResultState = "left"
-)
-
-// Valid indicates whether the value is a known member of the RoomMembershipResultState enum.
-func (e RoomMembershipResultState) Valid() bool {
-	switch e {
-	case RoomMembershipResultStateActive:
-		return true
-	case RoomMembershipResultStateLeft:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RosterEntryState.
-const (
-	RosterEntryStateActive  RosterEntryState = "active"
-	RosterEntryStateInvited RosterEntryState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RosterEntryState enum.
-func (e RosterEntryState) Valid() bool {
-	switch e {
-	case RosterEntryStateActive:
-		return true
-	case RosterEntryStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ThreadExportFormat.
-const (
-	ThreadExportFormatJson     ThreadExportFormat = "json"
-	ThreadExportFormatMarkdown ThreadExportFormat = "markdown"
-)
-
-// Valid indicates whether the value is a known member of the ThreadExportFormat enum.
-func (e ThreadExportFormat) Valid() bool {
-	switch e {
-	case ThreadExportFormatJson:
-		return true
-	case ThreadExportFormatMarkdown:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for InboxListParamsFilter.
-const (
-	InboxListParamsFilterAcked  InboxListParamsFilter = "acked"
-	InboxListParamsFilterAll    InboxListParamsFilter = "all"
-	InboxListParamsFilterUnread InboxListParamsFilter = "unread"
-)
-
-// Valid indicates whether the value is a known member of the InboxListParamsFilter enum.
-func (e InboxListParamsFilter) Valid() bool {
-	switch e {
-	case InboxListParamsFilterAcked:
-		return true
-	case InboxListParamsFilterAll:
-		return true
-	case InboxListParamsFilterUnread:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RequestListParamsDirection.
-const (
-	Incoming RequestListParamsDirection = "incoming"
-	Outgoing RequestListParamsDirection = "outgoing"
-)
-
-// Valid indicates whether the value is a known member of the RequestListParamsDirection enum.
-func (e RequestListParamsDirection) Valid() bool {
-	switch e {
-	case Incoming:
-		return true
-	case Outgoing:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ThreadExportParamsFormat.
-const (
-	ThreadExportParamsFormatJson     ThreadExportParamsFormat = "json"
-	ThreadExportParamsFormatMarkdown ThreadExportParamsFormat = "markdown"
-)
-
-// Valid indicates whether the value is a known member of the ThreadExportParamsFormat enum.
-func (e ThreadExportParamsFormat) Valid() bool {
-	switch e {
-	case ThreadExportParamsFormatJson:
-		return true
-	case ThreadExportParamsFormatMarkdown:
+	case SendStatusSent:
 		return true
 	default:
 		return false
@@ -669,12 +423,12 @@ type AckOutcome struct {
 	AckedBySessionId openapi_types.UUID `json:"acked_by_session_id"`
 
 	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq DecimalString    `json:"inbox_seq"`
-	Status   AckOutcomeStatus `json:"status"`
+	InboxSeq DecimalString `json:"inbox_seq"`
+	Status   AckStatus     `json:"status"`
 }
 
-// AckOutcomeStatus defines model for AckOutcome.Status.
-type AckOutcomeStatus string
+// AckStatus defines model for AckStatus.
+type AckStatus string
 
 // AdminAgent defines model for AdminAgent.
 type AdminAgent struct {
@@ -758,17 +512,14 @@ type AdminBoxUpdateInput struct {
 
 // AdminCleanupStatus defines model for AdminCleanupStatus.
 type AdminCleanupStatus struct {
-	BoxKey          string                  `json:"box_key"`
-	DeletedMessages int64                   `json:"deleted_messages"`
-	Failures        int64                   `json:"failures"`
-	LastError       *string                 `json:"last_error,omitempty"`
-	LastRunAt       *Timestamp              `json:"last_run_at,omitempty"`
-	Runs            int64                   `json:"runs"`
-	State           AdminCleanupStatusState `json:"state"`
+	BoxKey          string       `json:"box_key"`
+	DeletedMessages int64        `json:"deleted_messages"`
+	Failures        int64        `json:"failures"`
+	LastError       *string      `json:"last_error,omitempty"`
+	LastRunAt       *Timestamp   `json:"last_run_at,omitempty"`
+	Runs            int64        `json:"runs"`
+	State           CleanupState `json:"state"`
 }
-
-// AdminCleanupStatusState defines model for AdminCleanupStatus.State.
-type AdminCleanupStatusState string
 
 // AdminHost defines model for AdminHost.
 type AdminHost struct {
@@ -830,20 +581,16 @@ type AdminProfileSetInput struct {
 
 // AdminRoom defines model for AdminRoom.
 type AdminRoom struct {
-	ActiveMembers     int64                      `json:"active_members"`
-	CreatedAt         Timestamp                  `json:"created_at"`
-	HistoryVisibility AdminRoomHistoryVisibility `json:"history_visibility"`
-	Name              string                     `json:"name"`
-	OwnerAgentId      openapi_types.UUID         `json:"owner_agent_id"`
-	RoomId            openapi_types.UUID         `json:"room_id"`
-	Status            AdminRoomStatus            `json:"status"`
+	ActiveMembers int64     `json:"active_members"`
+	CreatedAt     Timestamp `json:"created_at"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility HistoryVisibility  `json:"history_visibility"`
+	Name              string             `json:"name"`
+	OwnerAgentId      openapi_types.UUID `json:"owner_agent_id"`
+	RoomId            openapi_types.UUID `json:"room_id"`
+	Status            RoomStatus         `json:"status"`
 }
-
-// AdminRoomHistoryVisibility defines model for AdminRoom.HistoryVisibility.
-type AdminRoomHistoryVisibility string
-
-// AdminRoomStatus defines model for AdminRoom.Status.
-type AdminRoomStatus string
 
 // AdminRoomList defines model for AdminRoomList.
 type AdminRoomList struct {
@@ -940,12 +687,12 @@ type BatchOutcome struct {
 
 	// MessageSeq A 64-bit value as a decimal string.
 	MessageSeq    *DecimalString     `json:"message_seq,omitempty"`
-	Status        BatchOutcomeStatus `json:"status"`
+	Status        BatchSendStatus    `json:"status"`
 	TargetAgentId openapi_types.UUID `json:"target_agent_id"`
 }
 
-// BatchOutcomeStatus defines model for BatchOutcome.Status.
-type BatchOutcomeStatus string
+// BatchSendStatus defines model for BatchSendStatus.
+type BatchSendStatus string
 
 // BoxKey defines model for BoxKey.
 type BoxKey = string
@@ -1010,6 +757,12 @@ type CheckpointStatus struct {
 	Revision DecimalString `json:"revision"`
 }
 
+// ClaimOrder defines model for ClaimOrder.
+type ClaimOrder string
+
+// CleanupState defines model for CleanupState.
+type CleanupState string
+
 // DecimalString A 64-bit value as a decimal string.
 type DecimalString = string
 
@@ -1020,7 +773,7 @@ type Destination struct {
 	RoomId           *openapi_types.UUID `json:"room_id,omitempty"`
 }
 
-// DestinationKind defines model for Destination.Kind.
+// DestinationKind defines model for DestinationKind.
 type DestinationKind string
 
 // DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
@@ -1046,9 +799,12 @@ type Error struct {
 	Error ErrorDetail `json:"error"`
 }
 
+// ErrorCode defines model for ErrorCode.
+type ErrorCode string
+
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	Code ErrorDetailCode `json:"code"`
+	Code ErrorCode `json:"code"`
 
 	// CurrentRevision A 64-bit value as a decimal string.
 	CurrentRevision *DecimalString `json:"current_revision,omitempty"`
@@ -1074,8 +830,8 @@ type ErrorDetail struct {
 	SuggestedAction  *string        `json:"suggested_action,omitempty"`
 }
 
-// ErrorDetailCode defines model for ErrorDetail.Code.
-type ErrorDetailCode string
+// ExportFormat defines model for ExportFormat.
+type ExportFormat string
 
 // FileAccessReportInput defines model for FileAccessReportInput.
 type FileAccessReportInput struct {
@@ -1083,12 +839,12 @@ type FileAccessReportInput struct {
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Note Short note, at most 500 bytes.
-	Note   *string                     `json:"note,omitempty"`
-	Status FileAccessReportInputStatus `json:"status"`
+	Note   *string          `json:"note,omitempty"`
+	Status FileAccessStatus `json:"status"`
 }
 
-// FileAccessReportInputStatus defines model for FileAccessReportInput.Status.
-type FileAccessReportInputStatus string
+// FileAccessStatus defines model for FileAccessStatus.
+type FileAccessStatus string
 
 // FileRef defines model for FileRef.
 type FileRef struct {
@@ -1121,12 +877,9 @@ type FileReport struct {
 	MessageId       openapi_types.UUID `json:"message_id"`
 	Note            *string            `json:"note,omitempty"`
 	ReporterAgentId openapi_types.UUID `json:"reporter_agent_id"`
-	Status          FileReportStatus   `json:"status"`
+	Status          FileAccessStatus   `json:"status"`
 	UpdatedAt       Timestamp          `json:"updated_at"`
 }
-
-// FileReportStatus defines model for FileReport.Status.
-type FileReportStatus string
 
 // FileReportPage defines model for FileReportPage.
 type FileReportPage struct {
@@ -1138,6 +891,9 @@ type FileReportPage struct {
 
 // Follow defines model for Follow.
 type Follow string
+
+// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+type HistoryVisibility string
 
 // IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
 type IdempotencyKey = string
@@ -1171,17 +927,17 @@ type InboxClaimInput struct {
 	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
 
 	// Limit Rows to lease; clamped to [1, page_limit_max].
-	Limit *int64                `json:"limit,omitempty"`
-	Order *InboxClaimInputOrder `json:"order,omitempty"`
+	Limit *int64      `json:"limit,omitempty"`
+	Order *ClaimOrder `json:"order,omitempty"`
 }
-
-// InboxClaimInputOrder defines model for InboxClaimInput.Order.
-type InboxClaimInputOrder string
 
 // InboxClaimResult defines model for InboxClaimResult.
 type InboxClaimResult struct {
 	Items []InboxItem `json:"items"`
 }
+
+// InboxFilter defines model for InboxFilter.
+type InboxFilter string
 
 // InboxItem defines model for InboxItem.
 type InboxItem struct {
@@ -1240,6 +996,12 @@ type Me struct {
 	// Router The key is a router-mode key for MCP.
 	Router bool `json:"router"`
 }
+
+// MemberState defines model for MemberState.
+type MemberState string
+
+// MembershipResultState defines model for MembershipResultState.
+type MembershipResultState string
 
 // Message The canonical message. Messages are immutable.
 type Message struct {
@@ -1343,13 +1105,10 @@ type MessageSendResult struct {
 	MessageId      *openapi_types.UUID `json:"message_id,omitempty"`
 
 	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq   *DecimalString          `json:"message_seq,omitempty"`
-	RequestCount int64                   `json:"request_count"`
-	Status       MessageSendResultStatus `json:"status"`
+	MessageSeq   *DecimalString `json:"message_seq,omitempty"`
+	RequestCount int64          `json:"request_count"`
+	Status       SendStatus     `json:"status"`
 }
-
-// MessageSendResultStatus defines model for MessageSendResult.Status.
-type MessageSendResultStatus string
 
 // Name defines model for Name.
 type Name = string
@@ -1375,21 +1134,12 @@ type PrimeCounts struct {
 type PrimeRoom struct {
 	// BriefRevision A 64-bit value as a decimal string.
 	BriefRevision *DecimalString     `json:"brief_revision,omitempty"`
-	Follow        *PrimeRoomFollow   `json:"follow,omitempty"`
+	Follow        *Follow            `json:"follow,omitempty"`
 	Name          string             `json:"name"`
 	RoomId        openapi_types.UUID `json:"room_id"`
-	State         PrimeRoomState     `json:"state"`
-	Status        *PrimeRoomStatus   `json:"status,omitempty"`
+	State         MemberState        `json:"state"`
+	Status        *RoomStatus        `json:"status,omitempty"`
 }
-
-// PrimeRoomFollow defines model for PrimeRoom.Follow.
-type PrimeRoomFollow string
-
-// PrimeRoomState defines model for PrimeRoom.State.
-type PrimeRoomState string
-
-// PrimeRoomStatus defines model for PrimeRoom.Status.
-type PrimeRoomStatus string
 
 // Profile defines model for Profile.
 type Profile struct {
@@ -1413,6 +1163,9 @@ type Request struct {
 	UpdatedAt Timestamp     `json:"updated_at"`
 }
 
+// RequestDirection defines model for RequestDirection.
+type RequestDirection string
+
 // RequestPage defines model for RequestPage.
 type RequestPage struct {
 	Items []Request `json:"items"`
@@ -1434,12 +1187,9 @@ type RequestRespondInput struct {
 	Files *[]FileRefInput `json:"files,omitempty"`
 
 	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
-	IdempotencyKey IdempotencyKey            `json:"idempotency_key"`
-	Status         RequestRespondInputStatus `json:"status"`
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+	Status         ResponseStatus `json:"status"`
 }
-
-// RequestRespondInputStatus defines model for RequestRespondInput.Status.
-type RequestRespondInputStatus string
 
 // RequestRespondResult defines model for RequestRespondResult.
 type RequestRespondResult struct {
@@ -1450,6 +1200,9 @@ type RequestRespondResult struct {
 
 // RequestStatus defines model for RequestStatus.
 type RequestStatus string
+
+// ResponseStatus defines model for ResponseStatus.
+type ResponseStatus string
 
 // RoomBrief defines model for RoomBrief.
 type RoomBrief struct {
@@ -1481,7 +1234,7 @@ type RoomCreateInput struct {
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
-	HistoryVisibility *RoomCreateInputHistoryVisibility `json:"history_visibility,omitempty"`
+	HistoryVisibility *HistoryVisibility `json:"history_visibility,omitempty"`
 
 	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
@@ -1493,29 +1246,22 @@ type RoomCreateInput struct {
 	Name string `json:"name"`
 }
 
-// RoomCreateInputHistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
-type RoomCreateInputHistoryVisibility string
-
 // RoomCreateResult defines model for RoomCreateResult.
 type RoomCreateResult struct {
-	CreatedAt         *Timestamp                        `json:"created_at,omitempty"`
-	DefaultFollow     Follow                            `json:"default_follow"`
-	DryRun            bool                              `json:"dry_run"`
-	HistoryVisibility RoomCreateResultHistoryVisibility `json:"history_visibility"`
+	CreatedAt     *Timestamp `json:"created_at,omitempty"`
+	DefaultFollow Follow     `json:"default_follow"`
+	DryRun        bool       `json:"dry_run"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility HistoryVisibility `json:"history_visibility"`
 
 	// InvitedAgentIds Pending invitees.
-	InvitedAgentIds []openapi_types.UUID   `json:"invited_agent_ids"`
-	Name            string                 `json:"name"`
-	OwnerAgentId    openapi_types.UUID     `json:"owner_agent_id"`
-	RoomId          *openapi_types.UUID    `json:"room_id,omitempty"`
-	Status          RoomCreateResultStatus `json:"status"`
+	InvitedAgentIds []openapi_types.UUID `json:"invited_agent_ids"`
+	Name            string               `json:"name"`
+	OwnerAgentId    openapi_types.UUID   `json:"owner_agent_id"`
+	RoomId          *openapi_types.UUID  `json:"room_id,omitempty"`
+	Status          RoomStatus           `json:"status"`
 }
-
-// RoomCreateResultHistoryVisibility defines model for RoomCreateResult.HistoryVisibility.
-type RoomCreateResultHistoryVisibility string
-
-// RoomCreateResultStatus defines model for RoomCreateResult.Status.
-type RoomCreateResultStatus string
 
 // RoomDetails Full details for an active member; only room_id, name, inviter_agent_id, invited_at and state for a pending invitee.
 type RoomDetails struct {
@@ -1529,30 +1275,23 @@ type RoomDetails struct {
 	Follow *Follow        `json:"follow,omitempty"`
 
 	// FollowRevision A 64-bit value as a decimal string.
-	FollowRevision    *DecimalString                `json:"follow_revision,omitempty"`
-	HistoryVisibility *RoomDetailsHistoryVisibility `json:"history_visibility,omitempty"`
-	InvitedAt         *Timestamp                    `json:"invited_at,omitempty"`
-	InviterAgentId    *openapi_types.UUID           `json:"inviter_agent_id,omitempty"`
-	JoinedAt          *Timestamp                    `json:"joined_at,omitempty"`
-	Name              string                        `json:"name"`
-	OwnerAgentId      *openapi_types.UUID           `json:"owner_agent_id,omitempty"`
-	RoomId            openapi_types.UUID            `json:"room_id"`
+	FollowRevision *DecimalString `json:"follow_revision,omitempty"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility *HistoryVisibility  `json:"history_visibility,omitempty"`
+	InvitedAt         *Timestamp          `json:"invited_at,omitempty"`
+	InviterAgentId    *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
+	JoinedAt          *Timestamp          `json:"joined_at,omitempty"`
+	Name              string              `json:"name"`
+	OwnerAgentId      *openapi_types.UUID `json:"owner_agent_id,omitempty"`
+	RoomId            openapi_types.UUID  `json:"room_id"`
 
 	// Roster At most 200 active and invited members.
-	Roster          *[]RosterEntry     `json:"roster,omitempty"`
-	RosterTruncated *bool              `json:"roster_truncated,omitempty"`
-	State           RoomDetailsState   `json:"state"`
-	Status          *RoomDetailsStatus `json:"status,omitempty"`
+	Roster          *[]RosterEntry `json:"roster,omitempty"`
+	RosterTruncated *bool          `json:"roster_truncated,omitempty"`
+	State           MemberState    `json:"state"`
+	Status          *RoomStatus    `json:"status,omitempty"`
 }
-
-// RoomDetailsHistoryVisibility defines model for RoomDetails.HistoryVisibility.
-type RoomDetailsHistoryVisibility string
-
-// RoomDetailsState defines model for RoomDetails.State.
-type RoomDetailsState string
-
-// RoomDetailsStatus defines model for RoomDetails.Status.
-type RoomDetailsStatus string
 
 // RoomFollowInput defines model for RoomFollowInput.
 type RoomFollowInput struct {
@@ -1601,28 +1340,19 @@ type RoomListItem struct {
 	InviterAgentId *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
 	Name           string              `json:"name"`
 	RoomId         openapi_types.UUID  `json:"room_id"`
-	State          RoomListItemState   `json:"state"`
-	Status         RoomListItemStatus  `json:"status"`
+	State          MemberState         `json:"state"`
+	Status         RoomStatus          `json:"status"`
 }
-
-// RoomListItemState defines model for RoomListItem.State.
-type RoomListItemState string
-
-// RoomListItemStatus defines model for RoomListItem.Status.
-type RoomListItemStatus string
 
 // RoomMembershipResult defines model for RoomMembershipResult.
 type RoomMembershipResult struct {
 	At Timestamp `json:"at"`
 
 	// Epoch A 64-bit value as a decimal string.
-	Epoch  DecimalString             `json:"epoch"`
-	RoomId openapi_types.UUID        `json:"room_id"`
-	State  RoomMembershipResultState `json:"state"`
+	Epoch  DecimalString         `json:"epoch"`
+	RoomId openapi_types.UUID    `json:"room_id"`
+	State  MembershipResultState `json:"state"`
 }
-
-// RoomMembershipResultState defines model for RoomMembershipResult.State.
-type RoomMembershipResultState string
 
 // RoomPage defines model for RoomPage.
 type RoomPage struct {
@@ -1632,15 +1362,18 @@ type RoomPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
+// RoomStatus defines model for RoomStatus.
+type RoomStatus string
+
 // RosterEntry defines model for RosterEntry.
 type RosterEntry struct {
 	AgentId openapi_types.UUID `json:"agent_id"`
 	Name    string             `json:"name"`
-	State   RosterEntryState   `json:"state"`
+	State   MemberState        `json:"state"`
 }
 
-// RosterEntryState defines model for RosterEntry.State.
-type RosterEntryState string
+// SendStatus defines model for SendStatus.
+type SendStatus string
 
 // SessionInfo defines model for SessionInfo.
 type SessionInfo struct {
@@ -1701,9 +1434,9 @@ type SettingsValues struct {
 // ThreadExport defines model for ThreadExport.
 type ThreadExport struct {
 	// Content json: a JSON array of messages; markdown: rendered text.
-	Content   string             `json:"content"`
-	Format    ThreadExportFormat `json:"format"`
-	ItemCount int64              `json:"item_count"`
+	Content   string       `json:"content"`
+	Format    ExportFormat `json:"format"`
+	ItemCount int64        `json:"item_count"`
 
 	// NextCursor Opaque cursor; pass it back unchanged.
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
@@ -1712,9 +1445,6 @@ type ThreadExport struct {
 	// ResumeCursor Opaque cursor; pass it back unchanged.
 	ResumeCursor *PageCursor `json:"resume_cursor,omitempty"`
 }
-
-// ThreadExportFormat defines model for ThreadExport.Format.
-type ThreadExportFormat string
 
 // ThreadPage A keyset page of a thread (no resume cursor: start again to see later replies).
 type ThreadPage struct {
@@ -1850,7 +1580,7 @@ type DirectoryGetParams struct {
 // InboxListParams defines parameters for InboxList.
 type InboxListParams struct {
 	// Filter unread (default), all or acked.
-	Filter *InboxListParamsFilter `form:"filter,omitempty" json:"filter,omitempty"`
+	Filter *InboxFilter `form:"filter,omitempty" json:"filter,omitempty"`
 
 	// Destination Only rows of this room or DM pair.
 	Destination *DestinationFilterQuery `json:"destination,omitempty"`
@@ -1864,9 +1594,6 @@ type InboxListParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// InboxListParamsFilter defines parameters for InboxList.
-type InboxListParamsFilter string
 
 // InboxAckParams defines parameters for InboxAck.
 type InboxAckParams struct {
@@ -1931,7 +1658,7 @@ type ProfileGetParams struct {
 // RequestListParams defines parameters for RequestList.
 type RequestListParams struct {
 	// Direction incoming or outgoing.
-	Direction RequestListParamsDirection `form:"direction" json:"direction"`
+	Direction RequestDirection `form:"direction" json:"direction"`
 
 	// Status Only this declaration.
 	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -1945,9 +1672,6 @@ type RequestListParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// RequestListParamsDirection defines parameters for RequestList.
-type RequestListParamsDirection string
 
 // RequestRespondParams defines parameters for RequestRespond.
 type RequestRespondParams struct {
@@ -2030,7 +1754,7 @@ type ThreadReadParams struct {
 // ThreadExportParams defines parameters for ThreadExport.
 type ThreadExportParams struct {
 	// Format json or markdown.
-	Format ThreadExportParamsFormat `form:"format" json:"format"`
+	Format ExportFormat `form:"format" json:"format"`
 
 	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -2038,9 +1762,6 @@ type ThreadExportParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// ThreadExportParamsFormat defines parameters for ThreadExport.
-type ThreadExportParamsFormat string
 
 // AdminBoxCreateJSONRequestBody defines body for AdminBoxCreate for application/json ContentType.
 type AdminBoxCreateJSONRequestBody = AdminBoxCreateInput
@@ -12621,217 +12342,220 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17cxu3si/6VVC8+5bte0fPOF6JVLduyXqscMV6bMnO3vskPixwpikimgEmAEYS4/J3P4UG5kViyOFQ",
-	"omQv/ZNYJAcDNLp/6G7040svFEkqOHCtentfeimVNAENEv86uAau+9EF1WPzZwQqlCzVTPDeXu+AE2q+",
-	"f6VI/2izF/SY+TQ1vw16nCbQ2+vhDwYs6gU9CX9lTELU29Myg6CnwjEk1Aw7EjKhurfXyzL8pZ6k5lml",
-	"JePXva9fAzuPSxg1T2LAooAISaj7m5gJED2mmjBFMs7+yoAwTvQYyFDcz52uhNHc+Sb0/gPwa0OTd2+D",
-	"XsJ4/ueOb/Lvxf2vMJmd+kc7FfJaA6dcv8G5hTSOzYxHQu4TpkmSKU2GYL+TEAHXjMav1JxFDMX94AYm",
-	"c5fwH2aNe73/a6vc/S37rdpy8zVTP8ykEnJ26ucpNfQM8WsykiIhHO71wH0gJJGgsgSKD0a4AGX2RGkJ",
-	"NCGUR2TEYg2yWMZfGchJuQ77bK+B8rvbb39aTPsjUJpxaqZ9gi/7T3zH7IJ4PCFS3Ck7VaaIFCIxCzk6",
-	"JSllOEm4T2MRQU5N35yj8n29tvSuzLH3NegpPYntUJCeD/+EUPfqC2lYgmGnUPBbkAp/tke+3DAe7eFK",
-	"AvzvgEVfzZrcF5H5GEKWMsP1uRh97bTUbqzWauknLIY+j+DeD0PbG0OqICLM/IQwrgXyWgJK0Wt4pQyX",
-	"gWqQFfPdAJ9cJPEsyZLe3s/Icvbf2wXDMa7hGiRy3C9C6TMcfHqi5huEpaA1Ho2F0gP8d1cK41TMvH6F",
-	"ST/yc80NTOZh+A1MVkfwDyxhevb1F/QaiGJ/wz4JY5qkEBEtyO87AUnpNQxi89QgofefAxLBiGaxrn7h",
-	"PtokZ3ALBnMMy0DUBCj4UM87b8b1u7c974aeWkZqPAUrnNZIQveT1cl4CX9loPSCOZlN7R/lqOtebg/D",
-	"kErJDJXHQKQdrGHO7tvBw81diKSZigaf5pHQ4deKc7gCpZjgvwCNwHOufZSUq1RITZT9oZGNfXLH9Fhk",
-	"2pzHhm4HF/1CZlCglT3d7CPF/Mf2JcUKUIkZivsNN4mmk21nd+HB9tVQQaWCK0A97T2NHGeYv0LBNXD8",
-	"J03TmIUIsFt/KrPGLy2B41hKIe2r6jTqn/128KF/NDi4/Oen0+Ozj+ZAOfx0eXV+OXBfbRrUPhR8FLNw",
-	"DRM6O/84uLjsnx4fBeTi8vyk/+F4cP7p49HBR/PJ5fn56eDg8vCX/m/45/Fv/av++dng8Pzs5EP/EKff",
-	"Pzo+vTj/eHx2+D/F57gIRK3j+xAggujxV/Khf9r/ODj+78Pj46NjS8YzoU9ExqP1kPHk/NPZ0eD8cnBy",
-	"fvm+f3R0fIaTuKQakBTrIMLlwcfjAVLi+Ii8lqDlhA5jeIMzudJC0ms4oSzOJDz+ZK4+nl8e/PN4cHLQ",
-	"//Dp8niPcKHHjF+TO6rInWRaA8eJfeI002Mh2d/roNHBp4+/4JwMS9+Nqcbzz9oPmYJ8RreUxYZ2jz+h",
-	"j0aALg8u+x/+Z/Dp7OC3g/6Hg/cfjmf27xNXWWoAFqJTiBj9iMD26LMrD7tXihzad22YdxtTiwtNBAer",
-	"9osUJL6bRBDGVIIir6cRz2jNVAlOsnI1g8QsZ2CA2qz0a47t1owOb84zHQqrFdIoYuYNNL6Q5nWaGRAf",
-	"0VhB0EsrH33p0fAGogHVi1b+kSWgNE1SQ2P70HAycAeSOTUXH47m0DKWo4K/FmvtIUtofFU8qTTVGU4Y",
-	"uNGMf7dz6AU9Gkug0WRg//7sO5LL4/z3yhSKQYOSCP6llYOKwmQ4iBLG8bxdluC5v6INwUIqo4GEW4an",
-	"+bJECyVQvfzu1jj7y+ykgBtpiyrfDYWIgaKBVdoTvkdjqvRAAfBl5xQzpZte2fi2VAq0vozB2oV+UsS+",
-	"gac4quKAcnZU1abKiVUswQ1bJ/PsXKf3vrab8xnyEH/Y52m2LG9O7XzNF7K97eHP2m4vNhKr++gsq2Im",
-	"zfvaZtycfBrufTagZLdUA3G/CgjVJDG28ru35Ff2ftMnevnm14mwCF6qW4//a7NVl6CQEsvjyCLyVFDK",
-	"wHbK0G03Q5+rsbjjRPAQ9ong8YQwrciYqrE5vJQW0lq8MzRydnsru2hGZHpBaffnM5tPrQ9MLUslpiGp",
-	"/6M9udxMqJR0MnuO4Hjz5/spjVoLYsJ49dOd6YXMBd1mdPzaNMH34n5JUppzs+WxlfuHfaDc8VCau/7G",
-	"E0CB1oxfq65n6NSmOxIEFQf4DMzPvrIddL8X992Bu0LwNn73kmLLoVv+mnmLWI+QGvZdUUTfi/u1CWh7",
-	"cvvnemgGytKrQgvuxhsz8hFBDNa0QA+cauWxDHojaxy3/TlqfYCmU6NSKLOldUKZ8bYzMJo+VK0HFqEO",
-	"JjPOzSzsktrYD6Xk2zHdNDykrJCpkQd/EUsLS0f8RMWkrZmW1qVx5gd1sWvEX59uVNWTzXvagaOhU3d0",
-	"dOup6zzH9zTURIlMhkD6F4RGkQSl0Bq/uH2LTruL23dv9gkX5LB/dEkk5deg8Mbu7Mp6ZdETm5Op+dJ2",
-	"10PkhN737ZM/7OKP3V87zeRtdQtTpXiFznNJux7MRmZfEbTNGMugtpcRHnvHppc0j/zu3v7RHAjd0KK1",
-	"Ym9Weis6uJCkyDTIBpW1Sr3SRqgEetiH22HHrzDpDh3lNBfZq18Xvr+bmfdkNlunPXKzLZ6dtyvrQR2n",
-	"8K4COhfWbXAFugsLPZRLYmrOOGzjlC+FSJb2BGt2C4MEkqGLzWqhWHXVRpjh0MnAWEhDFjM9qSpnakwl",
-	"2lJ/Csa9Stkck0/ccZCDpUAyv/ht81ufI9rQzTC/DMfsto0SWd40uxN6atIV17SHUsH0VrXDQcMS6xE5",
-	"ZL4VZc6McQX63BCmi9SVcXYzopeT2WhyQ3G/4UJlMJxPjDC+D+lLLH2NKC4ZjzfrHjYTaVzrlXMZPKBh",
-	"pypDztuv/NW/0TgD9UguE2cveRwjxTQX0qa70gf3KcbsdL9HWZaYF1SH4xlKLF7rR3EDfD3mYEyHEHs5",
-	"p6M+p83cOzmDiyfzWbWDMyRWd8WuIEAdG/5rTG0EDs7KhclOIcBSnpvKNDvpfw++vzpnsodRJx9k3+2c",
-	"2u+/gdQ8AvKxLKd2Po3py7/G6V5IlnRi1Bsu7vggHEN4kwqGR0lXXJ4zs8e7gsLhizuVch2Lnjssfum8",
-	"nuZpkbkkgoVvPLQ/xcuRhC1+6IP9VXmVuPgt9mdOf/R4mA6cRl+PM8UwRIXB6YzfMo2hICogw0keQF1z",
-	"Ki1cqF/ZcpMaaJnxkBZXrvVIxAzI3Rh4kRUA0kg8SYQE/yyJHlNO7G3Tvp2u+QNXaL6UIrseExrHLjA0",
-	"qUBGxRvuQisWH6f4sz4ficYbRFUEOubbVuOxfG9myVEwU8EgXtHVmobjpEOUR/FgW7wpo3u8sN18xTWm",
-	"uz++83/F/obBcKJbOuqnSVxbQmGqVOZZe0MxEx8d3xuNqFuAUnFvsDAu6wg0ZbGlZRFQ3I709ucPE5ik",
-	"LGdGmQ0ys4H1Nmzca8lqKq9BL2OxTh+kUwMUk/LuRJEqlFKtQRok+N+/042/tzd+/uz+v/H5y07wbvfr",
-	"f/iIdUhltHALp0Ov02wYs5BETEJozFkSUhltkmo4kNEzKCdiqEDeItwEGDeXSiFGBk9idgscFPrcnyyk",
-	"alFs1COFPzWO2DVEyRuDVE7exzlm4y/oNTyq/wC5y3fDVOZ+LTwV6TW4rLL2PofDml6yjH7eWqH5lxK8",
-	"TDnqbozS2+XNAfvQsgGb016rSkBDuer51Lyit5203q5kXd3YZxEkqdDAw0mbkIp++fM8pbFKs9n5TOkn",
-	"069bTM5Oqvo62a2ZbYrBFqyyS5hDxUIKx5Rfz1d5G60qDLu/NkcNKr8RG41AKr8e+zAeMi9nFGvwUao+",
-	"nifT6d3bjSHT5JbGGRCqCCWRfYRY0cYjtHL8m7P/y06w87P/yK/mUC538uMlezxZkA5aSRitZ5LOHvXm",
-	"V1VlK0qcbu9VrWbf9cD3AdP3YGZ23h3LFR/rxryCePQ0rswV0Q3ZJhwvyQUnDOJIES2I5ep9QjWJgSrM",
-	"ipjd5Ckla+rizKmS5Yfl3dnu9vY2QXNkbkivd0DzZW2kxoFmPSktQN/SrR3eH+cmz6OaSdOTxgEap+Oe",
-	"WhKTMcG7lNZKUlEvqGTV9YLedFqd+342XawX9GoJd71gJl+wF0zluZlnprPyzHOepLxe0KunGppnK/li",
-	"vaApE6kXTOdyeTEpzKSE7m68oDcy0uTPyBWjEfCI8WvCDLoQ/GlAYPN6kxSJL+r3Hz57xSP2J1CbgfEr",
-	"m95rzkdw+YpmmBaXxM6+9tVEADLOEso3JNCIDmPzJg77hGO2GYRj4TJfcwvanml+6caMqdmXKE5vYBBS",
-	"ZUYZMQ4JcG0MSsOd0ych3fg7t4IHn/+f//C/R8vJgI40yIGCUPCoGiRXWXaRmNagiKCbfSQkqeUjGq2j",
-	"gcP2CQ6JycJltYspRGlyua12qxf0VHZ9DQq98mGD+TuFKCj95e5XCeKDmRMWw0EYglKXkArZKdZi5eON",
-	"Cw3eyxGpifmuPCF+nHvU+MIEzNLY0NndnKETkgs9GGH2bTCDwA1kLUID2hwlhqiuqs1SuJ04KJiNGGYq",
-	"jemk2cexwI85x12ZcZf8tNhbLWEEEngI6LDmgrgnB3iDFBD7FqNX2qX4hSKT/iuy2mCL+dwMM0WY+mLm",
-	"bEw7Jp/W70csrtBgk5wJy4pl8vAIdDh22Pnp8sOsjlVu8ZQhQDdGn7/8I3j31m8LTO//3FCIJbjBN4um",
-	"Obh9q1NlrHWq9ra2zHKLcgqZAsn4SAQEC3UEZCTptcH/gPQvNmKmQdKYpC4WayyUxvhevI/ciNkNkJRK",
-	"jSK+YKGr80wzlxg0XFKCK1VnvGfTkh7yHBY9hyEmJy8ZcPWQ6Bj0MrSpVnNS1EqQTJXsmV5hJTqr8ur5",
-	"2/fojtMKpzyB+/RExLG4q21oHOPZz/Hi0NIxZnhPlGQavBs5dRzPiPjO5ubO7k9GXLlGZfHg6rDfN0al",
-	"pKEGqYqyRylIEotrFtKYWHUl150oJxkPQWrKuC2FVtemnAY1v1hKFaz++ON+d3vjjz/u/3H8+f/1wlWx",
-	"rKdQaaa3sIXO0DeWwkF48yQKWGmmePefhjeDoTGl3VX6nTL7mkluyzphgYVqlZw2ojOj6s6PWywnGCxF",
-	"zo5+W/PQEvGXZR2IRQvJh26c82FMWfIkTBADVVA1rqaK2JivSYzyOFPVyz6b0Pv8+c/7RWEv+537K/++",
-	"pRHbYB1fGhbUwg69qMRYy1cJGU3lHPREHIHSmGhq8bX4gMOd+cfiwhdtWRW3vROzLndi4cv6GlYJFS7H",
-	"+C6rnlh+hfuUSVBLhwCah6MBxAruxiDBn5la8c3MG9mVgyv9LB6xfM90QtXNHtkhR6cB2SUj1AoUoXEc",
-	"kLfEKQMB+YkYZWBihETc8bx6XEB23pG85li1ctyygSvVEi/5ZKtuiBnCNHLWo2ttc2SgmCfGKbVMx+io",
-	"52Gtt7KY6nKPZlwCXWaaXumeGmdq9b4dqlz8emr2Tsi/rs7PiP15xfx3zwe9+41rseE+/FMJvnlJ7ypc",
-	"/qGIGlxi8xUklGsWznnOm4Q97RONGcdUhAQoN9Y8qrPogqU8wr8kaCtNxlwtQo2IzGKYXeyD+P9ubYbA",
-	"kvkEDTHw1ZsRN3BQoZ5vu08fNdp3fpL8KjE/S+TbdSpy1BABFNRSFz31WDHeitgfbSQish+OhCSnhxc+",
-	"f9nCmKIy1aNaBaes7Zonbbpl+je5OI2WcIhhXWLKBUd7zwH9JnGDKUIlEJYkGRqNnvCxWpDnXO26/CXy",
-	"TDQZJNFDVjmJ6jftSxQ2xhLES3oLRr5Tx53ShbujPuhCHp4dbm2hmCmdxIJW96Mt2KM6MtBiMH+2PItd",
-	"sUNbFtbnDbPjSIho2CjLed3bByKxAu7shbm8WyRNmCHGeNZKIbqFnNbcZdU9C6brk9u5lcLiYzAfRfyb",
-	"MjPznPEX5oy43X50ja7CVQ/khFtBOWttR7lZL39TtDbxbsuAc1Z3BTzCQPRuFZYKsJ9SNRUp38/9SVKR",
-	"nAxkxtuVvSuQ3J9NsrM9df2jWju6andOHgZ9gOCgAoHbEqk9RE+HcvkdhDYYXln3YP6M2jcWJ1BtdYFQ",
-	"xDFNFdQzbZbE3Rlv2uz8qqjXxv0yzaednDAVXvOdPMu5E2t5G6s4FCtLe1DpO6XyJhJ3nJhfBIQLvgFJ",
-	"qiflPb19lN7bNBXy6ePJxk/2tnTf5TUScFGKVBEFXPtFuLNmNkf462v5jcYsMlac4PFkH2s/Q36h67/A",
-	"/oahwqtmTkVdaJmFOjM7lN8jkdcRM8QNdbnBFYm3GSMK4tGbVUR7DpCdp5Zjq96FcirusQq7KZCMxuxv",
-	"iKzpXvlBBKkekwggxRJTZesde/F8AxO8i7bmcSfEbKXUepRYj3Y6xWDmK0WourGubuu1ixbszj5h3OUV",
-	"Ag3HtvEQjZUgQ8h3GKI3DwjKdV20Mxi3xOHpKA1lK8mbYwhYqjE4g1ASxpQlRIxIBDG7BTlxYSppDNpd",
-	"W83Yp05YlnEFdrVA5x0fazTmci5cZsktcvHaR1dNU316Sj6eyXPSq/fDBxv/K8+uK/65Odj4/GU7ePeD",
-	"P76losLP74u1T1KqFGGaDGl4QzLusga8J1glEfuJHGndUuqDuWVHq8neS1aAsA7m8j6nJZelNsR24Nih",
-	"baUk697u4iB3T3reHHgW0UikDiWhhpLBaIVI5QeJCpnj+VyubBN4qzZhentDau7jFHuyc/HvU1F6YIld",
-	"WrXMfV6grEW9sdk69b5lVBoFdXAldDstuiX6oIrUUT/q9tjStck6x2sXvDvvMbdVZYmNhwim8/b1qnsJ",
-	"PdTw7mIl1q5yZbQg7M4t6tF9fTmfP0HAnXv1pVW8H9Sktq1s0njibGr60A6u1bPYFtq9tqEasR6JATaI",
-	"sTYHB4hUm2jx52El+wNlU1vABNcywL5GCM0RhDHWS8z9PHbhi08oX75aIXbLWU11vnwMB1YaT1r64N0F",
-	"lyxPo1bC7Aezeau9mtklp6lhqcYH2C/b2fC90cY6aXANl5Sd5W8ZzetBDpRChSrWU5m9d2dyenWvG0hT",
-	"s4t+iIR7TbQg9iels+Mn8it7v287rpqXE6XpRHlKuy5IJnhuVQxKUgResGiFDEIkq3QmsjGbpUkxF5ft",
-	"rx7X+eqvYVuGbBZVbKfSEfHjPVdcVBEj81gyS4KmBg6IG3if2PK3ey5RUIrEhqlrKrUrsMUkcfmk+Xhj",
-	"lm5WwkTblNJ9gJhtY0JBC4+hFracGJDXXvdt6T/kQlfqkq3ozuXebsmGI123ZG/a9zJVXvNK+0sJwjoL",
-	"Qj6AALUVgaV4z1rf81jnokhpRi5TD8MK32Td6HwzmutGe8tFT+19RbmbJX8Tx9r8f7Vs5YcsjklkH8XY",
-	"suniyq7YqKNk4MTRTqtcWP6J4Xq8R0EXih2QpHX+mPWfr+jFWrPAQSpsgY2OrrZ2b7G/706UB5T85cg6",
-	"zRqthM9O48GKrj0yVEihvIGbB5VDyglRUZ8T70hRAWhtvF7ia465lhN//VB0z9QKiHrqCnwTflUDYJb3",
-	"n6bqzrLS+bDaewH7q6judnKdNJZlV78Gs7SRlQpaLbQu+8jfT5Qj2UHfrsdGPeQt++x02rOVpWK3bLPF",
-	"quMZ3E2rByuqjw/AYu11rg9M6Q7JbQ92a7ceVWKdisB3epc4t+Kv4aTTwjnQrdD7kr1aO6mwD7MFMYz0",
-	"MnTMCWjnHPSarpSESB7/Pqkq809xqVTRCNffWaGbYC0MHmnWCqv15Tv5YOZXKWLK1pcQKWB1gjFUKxM0",
-	"VsXvdLpUni0M1oY1V1vUrNrztlaNwRvakjDOErOZO76YmEqJ+SJkcv4w275h6iG+HeYRjinnEA8q8wlp",
-	"2mEm+UD5henCUbzTAX4LsUhhpTVVNbAiW7RaU6F5vHfetXmLJ3SY2EyBhg5jVOoqFA73VQbpxr4z4b7z",
-	"x9hdNAZGBHeYh6Q6X8gwk0p3YNzKEGlR17DLOC5/fzDMomvQrbh3e/etb6iKtdKBJlmKZA0Ftxck4WTx",
-	"QNtzBtKQpCuA1Nc5WPxbkVm9XAWLBdC7Atx2gtiVYLU7lPqeLKpo12Y8XZT4HiIynODBnEoRZaEmr3/Y",
-	"Jb+y99j0WRNKXL56y7otLXH7IbB6FXjuCsmdYbgT9HaF264Q2xFWV4HSVeBzebxcCSNXwcUF4c1T0OLb",
-	"Z98eesWtToVgCiW9DDvDjE270CRiPvHxw1cjIjZAcxORG3duEZI0MaeH1xtg1GdTfMSU7OP7DmUqMRiK",
-	"ewq4/KkE3yPUplmhAWzrodiKDvskcXl/e0RihrkxsODen7qXM2RpV5rRscifHcR/P6UhWU/tnZRKzWjc",
-	"nLH5ELnfbgFBQfLaCstJNG/wxfKFOQ4wiw1sgzjsrUts/j55zTFrLEvyVJY9F9dCrynjRAuiAEhMNda6",
-	"wRyBN7M3u0+dmt/as1K6x6q8FFENG5qhm2LWvlcQZpLpyZV5ca4fVrvETtH6n8dnH9+f//fg4Oi0fzb4",
-	"eP7r8RlxN+7mMVvU1tAQV4JsBlRicQb38rHWttDZNXDtrcB5wAl+SQ4u+lgqk9hoYQyDrCT0hSIBG7Ek",
-	"bCUjo2Thk68Ultkl/QvVYi5f0dFr/TP1mRwKISOX20cSyuKhuMeAgIO+fZHaJHgJYkvcKGwfRjKDFWSL",
-	"pmzrdmdrKO5BbX1x6UVft/A6VdMbQKJV17nvaOgby3yRj1gfoUJ2coyZfljEtixyFlIpmavSjF0WMOR6",
-	"v9a/xaas1/u32HRQpmPIr3rM6g8u+r2iEDFmw29vbuN9dQqcpqy31/thc3vzB1vyfowcVZ8+EsR8fA2I",
-	"ekbWkML9yLzI/PS9uMcm4uUpiQ/sbm9P4TlNbc4dE3zrT1eY38pQqx7i+XuQBaaYMI4JznTTLO7t9k7T",
-	"gMUMtz5xmumxkOxvwPZiP9rpzn/oyuZvnlAWZxJqMtnb+70ujb9//vo56KksSaic9PZ6Zu52kqiTXCt0",
-	"TpoHep8N5As1h8A2OqzMkngvokkL6sI9TVKbPVRk4fU00GSDxumY5i7Rvd5HoAk5wM++BktuSjWE82sd",
-	"ALXM4Osa+MLHEwaGONwZkjuuaLHB72lUSeHoxEhvt39e/NCh4KOY2ZPg7c6Pbd6ishTLTkenEDH60WDi",
-	"OtjW7i6hho4exv0a+ACjRFCX+2o9y37etvHYVuGgCWiQCmflW1P5ky3XttLMtrNQAKfD2DAq6ipLc341",
-	"kvyZcb5Bf2xIYkNmMQl4zWLwdvFDZ0KfYDH3Zy8Gl2DjEC3HYIlFpvCfXSVjy+ok889WPMnd6bqCeDwm",
-	"E5ZTbGBFp3utj5PWc5QX+quyZoyfC8qDfZYwTpPEdvpFr33C3E1hoRLa6FYsS4ORsdi9b0zV2Kh8TTxT",
-	"KAzrB9VK8cveMGNxtLFTlnh0dfLc12lMOUcdP08itpnHvf8RGTFfIpXvhLzZzDvUlg8tB9cVqjwdYFcm",
-	"4aIu5smMjeXUqjCtnjd+f596D5/aixGTqjACu8P+1hcblyBhVNeR6rxQ/Mj1ws6DGdCMx9B424KNqbzP",
-	"BbMyg1pvMzysqHMFC3+Jb8F0y6fSzyrrfGKBXyDkL1ragwntMfJLkOtmATGnjpGVjOO/cgl6GLnduoHJ",
-	"Av3tV5ispL0tLWiPycz5YhrY2VDju9Pyco55VZzCiry2vSht+FYoQas3S2h+V+ZhGtuhEjohQ7Dew5GQ",
-	"RAqN22O9qDPK4aarzv3/GfAiCb0BRU4PLwiNbkFqplwHSeyHhz8kWgiXZ4VKpetl5OfUFXXGdR0KeRXz",
-	"DmdCscinOxGKKcxXADncfQMq37ehwQk9BllYW3nO4QOeA2lZpMnlftQ3tM9DiT1mFZkqlrRPAG8BXLRm",
-	"7V7E/IuTa9CKTLdCJoKTJLNQYTQ/zWLCNCaOqzx6xbxmngroKktdgX72El8xCiXcMrgjaYbp8bbo2SZ5",
-	"76orbC5pFJY0eBJAyIt7zcEAt5F5fZrvGA/e7u4ufhh7sBy7XtNrcvylMQ2hqgjkzUFzse8AImEMlGdp",
-	"RXmcLnRLNQQEr+JVQEZ25gqt0Jgq7a4NHVyUrV/cuORPMSy8Ug0gcGh/epUnfj9T92J9mh5JcT8gNt/l",
-	"e1JAL2e2dQw0xkCnpRkOG9nOt1V+EeqZu5qLGTYAJi7yu3Q0uz7EbfzMDTv7hA5hluJUd3b/sbm9ub25",
-	"0/tcOIBz//Byx3a5nqfT480c5h3cZsdeHLZrvaG7ZsqYvNSGE2G5P6aVreVPlMhkCKR/oTrD59aX4mpj",
-	"4b22YY9Hd7Kal9j+PQ8qnkFvZxv/+SMCy5JC8dQu13mCiYzx4nB9BO0YSftKrShmNzBRW19sf7ivWxJu",
-	"xY21qr2etEu4FZZPCFOEJYlZuoa8I2JCzUr3CQ7D+DXRdywEcgOQWiPZXuXYt0QDqps9Y5d2Jo8nyb/C",
-	"pB+tx4XbJBuODs/f67QGpjaUMBbfCtd82NWi0b67xJ4XeERh6aCihFWm9ol1L7vIdjIUEbM1Kjy8meeH",
-	"P1+dvZihh+2QCt+dvm77mczR1dvxztYXV5Lg65arBtGMhAeuXIR7N5WAvsANvA14fXl+fjo4uDz8pf/b",
-	"8RH6PxXwSAWuIqktx6ryimrWyfCnYNzG1zdwnXvlI2IiFoOJLqger4lNG5FRiOQ7U+UfXRIce2A/WZE8",
-	"hBAgTja62HOzy6Ipph0MYaa24Bx+vgJ9fudikdbF0B0V9uLmoXMwVHXBT6ep/5vJ3HPX5KlS7Jo7iX2l",
-	"rCh1kdy8pfd8d2Oe6/5PeMbaSz7JJjbNl/p9uZ1pZHUXY8/lBPC6HP1Ba6cgr10K0zW7BW5DHWxhyuIi",
-	"dKbv+yb5L6MOz1QkDAg1mjE2LbSfGGvv8vi3/lX//GxweH528qF/+LEB2vMNfMIkg6o4NKTk7+xuf10O",
-	"wevrejoMbysgFa9LYtjjBdvXiO0okKgeufxBxrVoI+IzUI+pi6rZEOkrhfmJLuaiku9IXpdhTIE/nv3N",
-	"JjkoH1AkodwawPfGOkEXbOBC7gPElCC/glVBhdG4M4Ow68KEhJRj5Y5Q45tcMoIXLJB8q6faYQ+Z3l5P",
-	"pIrENNUiXVI9q8zj6SS7MonFoUouk3idMv2sJQ7lYCrjt718bX3B/6/iBN0n3uxvphXEGEweCj5i15kV",
-	"ARQaJyjD0hU4BgnzRKXJLTrLI7ieV4r0j7DYqvk4pXiT7S4C8wX3pvm8KjiLKuB9XotMLHKgPoEsPGMX",
-	"agsBaAiRKYqNNHtRQWeSK3eXk/+c2FrzZDjBJioutE7ZYBnmjoB9nNtQAdfVR20EHVWlrvlHb/uPnvXU",
-	"Uk6wk7hr8jwrGYfFQP981Kg6V6byF6CRMf0fk+3LJTWxfUm9Z55mvdvigUuqAWPMVoguM4/90GpBt5TF",
-	"dBj7ZKuot+G1zko+fqUqG1ARsKL3qzHTfA6zQ5GkVMIG5dGGAr1HFL0FZSuVzthgBP7KaOwEzXUXKr57",
-	"7UTEPMkFBwL3TGn1JiCoBN4xBbPmmpUoN1bFBjwTzj4geW8DW3/NSK8ho1Hj/nV1fjZP+K7oo/qlfdLX",
-	"UVOsY5zSkNqakFTdmDNRMlecxtNvoLftqam+1zO7uEw8TZ1qT6Jt1qcwX9c0y4sK1vuO6zp0i4b9bjDO",
-	"RhVMnetshPE8VTdQ0d/cC33ztAvBb0Eqql19eq9+caBC1yqg0qqWKC2BJvaCzxia5LXBMpd3aZuTvVKk",
-	"ZB6ChcTfECHrvzg6JSll0t0Cc8gVE8VpqsZCEwUJ5ZqF7qK4UpFqq1YDbJ9ICIGlWrm+cFhQyKhGEBGs",
-	"QLVJzvBO+eDwV4/te1ihxaXrK74e7Fz8wBEo7Wo6/WcGstVLkLnb/DAv2vWYCpQrMYal0jyg5r5W35s/",
-	"7DtStpyUC2kktoYbJebkZQjng07EJIRa2Fr6XsQ5pAo2GFfAFcN7S5UNrXlLEqpDgxM26xtzBWMgr//v",
-	"gAzQfP/jD7z3j5kGSeM3RBiBt1UX8rIlUaVgBaqQQ3G/T4S01RKHE/La9T50WeZv9vNqfRZoZqHjKF/R",
-	"FVCJ3RLWhxxTjV0E37DWmXatWEcMbxxq9Cq8D38hmBTuh/zPZt/DgtaP3xYoHVIZNSKS4TPDcGk2jFlI",
-	"QiqjF3h6lvBkhc4JeS7bw0mN4ysgVcJPO5TaUhCP5hSnmDIhDTYZZimtRoQghCkDUJWHXUtdWfXfOLPS",
-	"jLBJDq0v0ip3BYrl65qb4VhAkr0auzJr+CaMQZ+Rt+M18gyNsKhOsTGuNI7NjnQVldtBgYdcT2MFUhk1",
-	"upiojL61sO0Xa3FdKGgZl4g7Xj2yVsG9L7kC9LVRUTvn4FeuXqnqLDbJJ57/zBUliZxfbANL9PGIZPyG",
-	"m8n3jxTGS9jCEgbqzs4/Dk7OP50dDc4vByfnl+/7R0fHZ3Mgb61u55bZ3+sI4ZwHHtXdeNFinquRJTis",
-	"Jr2MD8V9sydH56m0Utw5f0pIueAspHFRRD4gLjKHjFhsTpuMS6AR+leEjJQxBa2nBX0stnRD4WmR4i6P",
-	"3ff7Wfpmio9cDmiRmWRXRF67hb4J8I5MSELDG4iazCNLjl5Vpyi6e7ghsfuCraVffEDj2HZcaOjTtoz3",
-	"5wSn8G36gHDjm+wt/BLZ8gWeniM8YU4HoguhNRSpYJQFn8X4tEXDm+ZQjlMqbxTZ2dys9SixiGUkKi8Z",
-	"L8WdjXAf01sgQwBegpAW1rOTF5QxCoaL6sDYQ3stbsOz9hF1Gb+lMcubhRMJf0KorU12Nza2G86kAc0O",
-	"wptvw7iaNaJoeIM2FG7MQMFfNgv2H72gt/PTEomvOR2exGrKX958a3YBcsMwjMh0KJLvz9H8YjZ1xLWD",
-	"0JgdMUTX4OCtK6iFMWVJM6x9MLijSJYacMKGQk6vCkjGHSghxk1jl9GxbMC0C5Qmr8OYJqmFuZkWS29s",
-	"6KdT1fIrsQbgOsQ5f6PQhQS3VZWr5ME48qCHJO7t/Rj00LPf2+uJOHJSvASqIIWeDtTw9c2w9qHkmxdE",
-	"e0E0q6kZnnDY4kWU5cAN5ag5hdu17+EjIUOIHLAVRUdm0lsQnAR6jWz/o/J2H2g43iRnAGhhWm3sBiZk",
-	"mGnCBUklSyCqdoqu4xluyrNNo7Kza3LOWBqvkD31fXDu8WgENk/VEiQv7FbPH09A0/ksa7uoe9n1v8bC",
-	"Os8lRMaIoTGGqJh/hhSzvtUKPHgKz5X/TqH5VsEF4jAkiJ7827Nh3xEiZz9DIcavZ2qltmFEFw/RXLJA",
-	"i4SFRDF+HcNGVDp6sDjBnmVBZEx0s+kx49eBLYmKyUPK5ZLhewLE3Lp5XlTsz3vR4YeMIwhrSbmioS21",
-	"fECGEw0blg1CGhMJKVCdU0FhO8lXCnsPKl0U5sgjvmwDz+Iy01bxIFFmORZ8woIDXAGPvg0N1PZjxVAx",
-	"ysmkLMN6cUne7v7/PZSufP/MAzeMm1+71H+Xwt/b6/083I3ehTuwsbOzs7Pxlu4ON34Kf4g2duHt6B39",
-	"abgd7kTT3Y+typuoa1R4E9e/NL+hQX78YbQT7tK3sPHT8Odo4615wc+j7e2NHbo7/CF8G/0I70a9kgBd",
-	"Hm6tO1c290mU58r7F4TSWmgpPNqvbX/rCGKGmg0aGW9elOsX5drFmvCIUHJ0agNLRJLj4NJRcPmvtoZ5",
-	"9EJToXzuqlnjZaiTDkINiEeQGlTmmhydoppvvQuVVs+Gr1nKzOL3Cx9nPsask9NBQ0AoL35tRyPYi+lP",
-	"DM0gNBZ8PqK/x0V9Y7B+pSmPstQcaT+ShPFM24pTsziMe4ZIXNB3XXCKlH1qTMVJzPe2OrZ5cbi+IOgs",
-	"ghrl8+jUdrO2fUBcG8DOKPolz02YF65i7Z2p+27CRpWMBOxFgq4TZky+u6Zb75qLFpO+KmOMqW1TVdXE",
-	"8Smm5+cgOBF7ZgEsblbrCGEpWpH7tTW3ZS9XxM86gmVllagqzFsjFsOGBIOjaq5k220jCnJrmdiniOBo",
-	"AbtB9wnlExt8lssrPoJJQ+h1uvO4dk5YDJc43NpDV5aTzm8sKKSka1NkiP32JSzk+YaFYGsWGoagFMkF",
-	"tZR9rEzTVfDV1hdsFGRsnfuvW3b0xvKHB4QLvuFwoNDM8znlwp1PVQtEK5y9hBFI4CHYhMYCKrJUgdQk",
-	"BUleF14280TgRgX5xg8WB/gSy7zfNFyYxfQN+Vcv2ThrSElI0Yyy7kKMRzFkY8iGwRIYUiX3k1hHJZA1",
-	"V0Yx374YQi+GUJ7ebZSTEozoFBQth6F4N9XsRjqkcWxLvW+S8xS4QgcW5k8775KzZcKxUMDJ0PZPxBsC",
-	"nOdrDGMfivsNBzlkjJgTEIgVYP9FN4T7RJe9vfOYFHs14HKWglqxGpT/wJYsC2wnSNv2yTZ7shekznai",
-	"ZcyO+dreingqNNn+boYs34QjCvMfBiVRqhlQPyxRO61Y9tNUTStev8DxXgnNLO+2CEcxN+JgmdO1Pf9W",
-	"Sqp9J9hkEKIEiHqhnSiTZjhPNEmrkhOVLpELq1k1tJqrRbhh4++aN2ZMFRFDBfIW7NWn6xoYkLsxC8fY",
-	"RkzOdpOcBRDXmPC7qWK1oNFinns6Re2Xelbrq2cF+e16c3PFVkKW9wRtlLI+D0Vi8PY1VTcQVUMdQGKR",
-	"FpHpa1H5hVMI8l/kb7CxXnoMTBYMFEEYUytHqqidIHhhQQ0U/BWQ2ZsTjyXl+OmJ04VYTq0KXZqShGyi",
-	"lgXG5joKeZJQPrJZuBu4IUdoOvESG1wzVSV205RU3tyyHUw4mhe9Jr8xj5KbfrM7ybXLffEnPVd/Uj5K",
-	"ATIV+Cs+aoV/W1/yYJeqY8mOHzUbS9ZaxwexzlruSLKyZoyOPL7JplDOVoDQ5QikFvuaYgtLbMYXT9D/",
-	"VF5ISUjjSR5Qhbf91QCtJmy8dKt5Rj4mNzPfvdHKl/TnnDAsOtq+UITZ71kvU+qkYClUccR+EsuqPoX5",
-	"1lXlVKhEAKbx5MX99OJ+chonspF1PDm5XB5n57Z3q4UX1zoQqTFLletQaEsLYtct18kfQXUk4ljckbT0",
-	"zJuf215ducQXyuVwQlx4pQcmV20O9wgA+bwUJiGSRm3JdlLDEmLFBr2oTs9WdRJ3PO9+V9+zqmij0Fab",
-	"ZU+5irHbgSoq/t3xafOPvK5J85vyZUWGYzUG0ZXkeu1k/c0msUGNXJQBHT6pXbFZ91qdt3kzGwtbRsXA",
-	"qg9jprSQk4HBqyGLcRd7tjK7X1URInH52Iaa0C3C29l9EjAxcuPt7hJ6TkH3p9Fxitcv7rZRVp0lkZwM",
-	"ZMb3bCiryOJoY2i7p+FhIjJN+kfqJYz7RfmxWGlZbLYtYw6Ni1SesiFjo/JzBJqy2OIwJUOzyZipi83Z",
-	"X1NX1n13e/sNRgZO92jcJ7SuGwFUwpTc220twLxlqSzAIv8kGlBd9NRtANlnFmu4rnan5j1ui/6dmi9+",
-	"R95yRPeoImVWtlaS5i20L+YbNM7JbS2R0rb2tIHAQrxv9jGcGK/MhpMpM4jcjanGO21zcDllgZTKgl9k",
-	"35tX/xvLLa6/SWpxX17E9llfcqHoWlFrb5YcpKlNhYJ7XR6gP5Ff2fv9XBrdh+/emk/fzPXOTnsSuE36",
-	"Lo5hM519565dZKggQ67YW3MdMtm10zJS3rpf/+Ab5EQC/A1GqZBakRPJIjpp8sju+vOnDMGWadAyReUn",
-	"s00WQ0+lQq+l24vR8WJ02FJTyA62GssCDFxCY8kdDl9aNbiqX/RjaE3hX7UJSqrQcLBhyz5JpVCpq8uB",
-	"xsdrLsiQhjcjFseBwUYJibilsRkbm15hsYQ89+mNHzJP7LS/Q7RsupcqPEMueV95kdH+allotNR8MlS0",
-	"r5/vsSkZ7QUQXwDRpYJah/XMVc9qiGh9H823++d3HCRC2SbpO6e1c1FjMCGVgMVCHQ7GhdEmZOGScfab",
-	"H9vsoN8jts3iFeO3q/qrl0I6S9snQzr7+vlIV73KTGj0gncveOcKSyHzFFgjHsL/vPWnYLwZ6y6mXMi2",
-	"48wQsCZDjmtUYz/63FNsjDqKNyzlZb1VBv1w9y8zg38LsDO0XkY16+cj6CcDrNNiC+eDVrnVL3D1Aleu",
-	"NHIIqc7DAMpTbTW8ioHezlHODiwkccE3REVPs53UVd6ZnEdEZFppatEttrWVXeQkTtdh2j6RYKQ2Ty3K",
-	"ka1cTUPAEKy1e/JTghpuyAuqvaDav0155NtuN/96jOjTrtTQiTQgxAnl4bjW8piElBMFBuLubLyKHddM",
-	"SLvMtjRmLiu3UpRIAd7015owY2nzfTJmUQT4LlBaSIUmrISIhho8EZEf8YXPrcfxt13HxNL0orF2EW5x",
-	"8tLm+Pm3ObbiuHTxIh86bMF9Xq/E34+LVxqkB7b+bh4pFI4zfmOrkTiAoIoYniTC4IG8icQd3ycplVjF",
-	"Gq86qetQTO7GLAaCyWVpDL7QH8uRx/fPvzxJnWTTFGjs1SVkQnWrHDwU9KCXj9itR9f6MMbtmQdlDizT",
-	"vKDLsyxuf2/LfeTSjFvVgDI4qrzNpTGTcW+vN9Y63dva2tn9x+b25vbmzt5P2z9tI8O5IWYrx9p8+KEQ",
-	"WmlJ08CbSF8WnNispIy6LONZASyqo2PhhoaK/bWS6ZVhsWT67JgHUcI4M3M0H+wRxNaAjIXSyvVhVwHm",
-	"egT51K0RmPeX2CQ4hHKNB6uHLRmKiNk6rm4S1PzUM4uLSqdvs5BaQ+nN6Qxf4TrwefIl9ip2RzB7u6HK",
-	"TJbqsFYDnR3y6NTVRak0aKz237fDueOnRmvHUB5610rEB0WXoADLUtqKK2hSV4azrUJmxzq+N3DGPFmb",
-	"bl7AZC0jvLrkPMlodtiTWikcF0ZbKzG2WWvMaNb5+ev/CQAA//8=",
+	"7L37cxu3sif+r6D4vd+yvTt6xvFJpNrakvU44bH1uJKde88mXhY40xQRzQATACOJcel/30ID8yIx5HCo",
+	"lx39klgkBwM0uj/obvTjay8USSo4cK16O197KZU0AQ0S/9q7BK770RnVY/NnBCqULNVM8N5Ob48Tar5/",
+	"pUj/YL0X9Jj5NDW/DXqcJtDb6eEPBizqBT0Jf2ZMQtTb0TKDoKfCMSTUDDsSMqG6t9PLMvylnqTmWaUl",
+	"45e9u7vAzuMcRs2TGLAoIEIS6v4mZgJEj6kmTJGMsz8zIIwTPQYyFLdzpythNHe+Cb39CPzS0OTd26CX",
+	"MJ7/ueWb/Htx+wEms1P/ZKdCXmvglOs3OLeQxrGZ8UjIXcI0STKlyRDsdxIi4JrR+JWas4ihuB1cwWTu",
+	"Ev7DrHGn9/9tlLu/Yb9VG26+Zur7mVRCzk79NKWGniF+TUZSJITDrR64D4QkElSWQPHBCBegzJ4oLYEm",
+	"hPKIjFisQRbL+DMDOSnXYZ/tNVB+e/PtT4tpfwBKM07NtI/wZf+J75hdEI8nRIobZafKFJFCJGYhB8ck",
+	"pQwnCbdpLCLIqembc1S+r9eW3pU59u6CntKT2A4F6enwDwh1r76QhiUYdgoFvwap8Gc75OsV49EOriTA",
+	"/w5YdGfW5L6IzMcQspQZrs/F6K7TUruxWqulH7EY+jyCWz8Mba4NqYKIMPMTwrgWyGsJKEUv4ZUyXAaq",
+	"QVbMdwN8cpHEsyRLejs/I8vZf28WDMe4hkuQyHG/CKVPcPDpiZpvEJaC1ng0FkoP8N9dKYxTMfP6AJN+",
+	"5OeaK5jMw/ArmKyO4B9ZwvTs68/oJRDF/oJdEsY0SSEiWpDftgKS0ksYxOapQUJvvwQkghHNYl39wn20",
+	"Tk7gGgzmGJaBqAlQ8KGed96M63dve94NPbaM1HgKVjitkYTuJ6uT8Rz+zEDpBXMym9o/yFHXvdwehiGV",
+	"khkqj4FIO1jDnN23g/ubuxBJMxUNPs0jocOvFedwAUoxwX8BGoHnXPskKVepkJoo+0MjG7vkhumxyLQ5",
+	"jw3d9s76hcygQCt7utlHivmP7UuKFaASMxS3a24STSfb1vbCg+3OUEGlgitAPe09jRxnmL9CwTVw/CdN",
+	"05iFCLAbfyizxq8tgeNQSiHtq+o06p/8uvexfzDYO//n5+PDk0/mQNn/fH5xej5wX60b1N4XfBSz8BEm",
+	"dHL6aXB23j8+PAjI2fnpUf/j4eD086eDvU/mk/PT0+PB3vn+L/1f8c/DX/sX/dOTwf7pydHH/j5Ov39w",
+	"eHx2+unwZP/fxee4CEStw9sQIILo4VfysX/c/zQ4/O/9w8ODQ0vGE6GPRMajxyHj0ennk4PB6fng6PT8",
+	"ff/g4PAEJ3FONSApHoMI53ufDgdIicMD8lqClhM6jOENzuRCC0kv4YiyOJPw8JO5+HR6vvfPw8HRXv/j",
+	"5/PDHcKFHjN+SW6oIjeSaQ0cJ/aZ00yPhWR/PQaN9j5/+gXnZFj6Zkw1nn/WfsgU5DO6piw2tHv4CX0y",
+	"AnS+d97/+O/B55O9X/f6H/fefzyc2b/PXGWpAViIjiFi9BMC24PPrjzsXimyb9+1Zt5tTC0uNBEcrNov",
+	"UpD4bhJBGFMJiryeRjyjNVMlOMnK1QwSs5yBAWqz0rsc260ZHV6dZjoUViukUcTMG2h8Js3rNDMgPqKx",
+	"gqCXVj762qPhFUQDqhet/BNLQGmapIbG9qHhZOAOJHNqLj4czaFlLEcFfy7W2kOW0PiieFJpqjO16LG9",
+	"8OrC/tCeX/kp/lvlzcVYQbl2/4q+FCsQhaVQvmHnaw+4UdJ/sw+bQWIJNJoM7N9fPATYixLG8ZRedpty",
+	"L0cbModURgMJ1wx1gGVJHUqgenmeqMnD19lJATcyGlW+GwoRA0WzrLRCfI/GVOmBAuDLzilmSje9svFt",
+	"qRRosxkztwv9pIh9A08xZMVt5ayvqiWWE6tYghu2TubZuU7vfW03vfxcMOQ+/rDP02xZ3pza+ZoHZXPT",
+	"w5+13V5sWlb30dljxUya97XNuDn5NNz6LEfJrqkG4n4VEKpJYizsd2/JB/Z+3Sd6+ebXiRAsYIbq1uP/",
+	"2mzVOSikxPI4shBGS5QyYJ8ydPbN0OdiLG44ETyEXSJ4PCFMKzKmamyOPKWFtHbyDI2ctd/KmpoRmV5Q",
+	"egvymc2n1kemlqUS05DU/9GeXG4mVEo6mT2GcLz58/2cRq0FMWG8+unW9ELmgm4zOt41TfC9uF2SlObY",
+	"bXls5V5lHyh3PJTmrr/xBFCgNeOXqusZOrXpjgRBxW0+A/Ozr2wH3e/FbXfgrhC8jbe+pNhy6Ja/Zt4i",
+	"HkdIDfuuKKLvxe2jCWh7cvvnum8GytJSYe3GGzPyEUEM1iBBv51q5ecMeiNrUrf9OWp9gAZXo1Ios6V1",
+	"QpnxtjMwhsJCXaJCZGhk/Xws93oPCSvkaeS9X8TSQtIRN1EhaWvUpXUpnPlBXdwacdenE1X1Y/OedqBo",
+	"6NQdFd166rrO4S0NNVEikyGQ/hmhUSRBKbTdz67foovv7Prdm13CBdnvH5wTSfklKLzfO7mwPlz02+Zk",
+	"ar7i3fYQOaG3ffvkD9v4Y/fXVjN5W93ZVCleofNc0j4OViOzrwjWZoxl0NrLCA+9Y9NLmkd+d8v/YI6D",
+	"bmjRWqE3K70WHRxOUmQaZIOqWqVeaRtUwkLsw+2w4wNMukNHOc1Fdurdwvd3M++ezFbrtEdutsWz83bl",
+	"cVDHKbqrgM6ZdRdcgO7CQvflipiaMw7bOOVzIZKl/caaXcMggWToIrlaKFRdtRFmOHQyMJbRkMVMLzRZ",
+	"frFP/Fo+MM/eEzcc5GAppMzvitv8tp3v2uxBg/O6vJh2R/TUhCsubQ+pgum9ageEZj6PI3PIfSsKHVIP",
+	"9KkhTBexK8PyZmQvJ7NR5Ybids1F1mD0nxhhOCDSl1j6GllcMnxv1i9sJtK41gvnK7hHi05Vhpy3X/mr",
+	"f6VxBuqBfCXOYPJ4RIppLqRNd60PblMM8el+gbIsMc+oDsczlFi81k/iCvjj2IMxHULs5ZyOCp02c+/k",
+	"BS6ezGfVDs6QWN01u4IAdWz4rzG1ATs4KxdVO4UAS7lsKtPspADe+/7qnMnuR5+8l323c2q//wZS84DJ",
+	"hzKd2jk1pm/9Gqd7JlnSiVGvuLjhg3AM4VUqGB4lXXF5zswe7u4Jhy8uU8p1LHTDFb/MlaigF4rM5Rws",
+	"fOO+/SneiiRs8UMf7a/KO8TFb7E/c7qjx8W051T6elgqRi0qjGVn/JppjBxRARlO8njrmldp4UL9ypab",
+	"1EDLjIe0uGutBy5mQG7GwIskApBG4kkiJPhnSfSYcmKvmXbtdM0fuELzpRTZ5ZjQOHZxpEkFMipucBeS",
+	"sfg4xZ/1+Ug0Xh2qIi4y37Yaj+V7M0uOgpkKBvGKrtY0HCcdwjuKB9viTRkM5IXt5rutMd3+8Z3/K/YX",
+	"DIYT3dJDP03i2hIKU6Uyz9obipn46PjeaETd4pmKC4OFYVwHoCmLLS2L+ON2pLc/f7g4Jlz/BfCoxDJN",
+	"5SXoZYzU6fNzaoBiLo0bUJlAJdhJWUmKMhtDZ/MGbFS8N+SpzE1KqdYgDZb839/o2l+baz9/cf9f+/J1",
+	"K3i3ffcfPnLvUxktZILpWO80G8YsJBGTEBqDmIRURuukGklkNBXKiRgqkNcIWAEG6qVSiJFBpJhdAweF",
+	"bvsni8ZaFFb1QJFTjSN2jW7yhi+Vk/cxodn4M3oJD+qBQO7yXVKVyWYLz1V6CS6Nrb3XYr+m2Syj4bdW",
+	"if6lBC9znLqbs/R6eYPCPrRshOi036sSC1Guej41L+h1J725K1lXdxewCJJUaODhpE00Rr/8eZ5DWaXZ",
+	"7HymNJzp1y0mZydl/zHZrZltisEWrLJLhETFxgrHlF/OV5ob7TKM8780Rw2qzxEbjUAqvyZ8Pz42L2cU",
+	"a/BSKqYsOZXR1N1WT8QRKI2BTFY5KD7gcGP+4VMIagETFcWCRbELkODmlzYgokGpqC/Qk+v17u3akGly",
+	"TeMMCFWEksg+QuwgeKZX9BGjjHzdCrZ+9usg1SzS5VQRDByIJwsSYisps/Vc2lndw/xqiaTXD+bnyADT",
+	"L73ne47pSz7zXh8vTc+twgFR4iwv/57nupz17V5APHoa/+6KgI2MF46X5KMjBnGkiBbECuouoZrEQBVm",
+	"lsyyyZTeOHWd6LTj8sPyRnF7c3OToI02N8DZO6D5sjZS40Cz7qUW55ilW7sj7DC3Ax/UdpyeNA7QOJ19",
+	"zHcv+b2SY9ULKkmGvaA3nWXovp/NnusFvVr+YS+YSZ/sBVNpf+aZ6SRF85wnR7EX9OqZl+bZSvpcL2hK",
+	"zOoF06ltXqmuknPJ89dRc+FmIdmNIZZJCd09okFvZGTQnwstRiPgEeOXhBlMIvjTgMD65Topco/Ubz98",
+	"8QpV7E9dNwPjVzax2igK4DJFzTAtLtydq8JXjQLIOEsoX5NAIzqMzZs47BKOeX4QjoXLOc6Ne3uW+jEB",
+	"c9VmX6I4vYJBSJUZZcQ4JMC1sazN1k2fwHTtr9wdMPjyP/7D/x4tJwM60iAHCkLBo2rAYWXZRUpgg0aG",
+	"NxYjIUktE9SoXw3MvEtwSEzTLuuMTOFQk/dytQvSoKeyy0tQeMERNvgBpnAIRaPc/SpBvOB0mwqpjxw7",
+	"lfiEuZFBL6HyKhI33Cu/RyyGvTAEpc7BjNIp0G7VA5ULDd47KqmJ+a48k36ce7i1886VS26I1yiiMdoc",
+	"VDOj1RILzeds6FwnnKEnmgs9GGHGdjBz4tQ3xtUzWgpUEwdFs1HfTKUxnTQ7mxa4pOd4njPuEtgWXzxI",
+	"GIEEHgLePXBB3JMDvAwMiH2L0aftUvxCmUn/bWdtsMVyZoaZIkx9MU0bfg4tdddpu2bE4goN1smJsOxc",
+	"po2PQIdjh92fzz/OaoblFk8ZQHRt9OXrP4J3b/020PT+z41qWYIbfLNomoPbtzpVxlqnamdjwyy3KKSR",
+	"KZCMj0RAsERLQEaSXprzJyD9s7WYaZA0JqmLqxsLpTFWG6+W12J2BSSlUiNMLFjo6jzTzCUGUZeU4Eq9",
+	"Ie/ZuORlRw6tnsMY09KXjJvrirBBL0OrbzXPUK3QzFRhpunVVILqKq+ev1UP7q2ucMUT+KyPRByLm9oB",
+	"FceoZ3C877V0jBle7yWZBu/BNBubWfMpqTGVeMxN6ZL48Y4LslPEqK14dSyN7cAhIi70cZf8IczfO07L",
+	"kyKxGpumUruLZiaJMwby8cYsXa/4sYpJ2LG865hSQ2ZgaWt9fWv7JwMxXKOCvXex3+8b813SUINURZGu",
+	"FCSJxSULaUysipfrm5STjIcgzRJt4b66Buq0zvmlfaoA+/vvt9uba7//fvuPwy//0wuxxbKeQpWbZsUW",
+	"+lPfWFd74dWTKJ6laefdfxpeDYZUh2MXyXFj+FZnktsiZFgOpFrTqQ0EzJgH88NmywkGS5Gzo9PfPLRE",
+	"+G9ZtWTRQvKhG+eMPuonYYIYqIKqQTpVcsl8TWKUx5kadPbZhN7mz3/ZLcrQ2e/cX/n3LQ3/Bo/CuWFB",
+	"LezQiwritXyVyO8F5mdJFjcInYUcx+jEl8sdsviyvoZVgtJxDFsPtH68ZdycXJWjpvjAnqXNtWPKaX2X",
+	"FX4st8NtyiSopeNXzcPRAGIFN2OQ4M+nrnjD5o3sSh+Wni2PUL9nOqHqaodskYPjgGyTEepGyqgkAXlL",
+	"nEoUkJ+IUYkmRsTEDc8rJQZk6x3J6+tVqyQuG3VVrWuUT7bq+JkhTCOzPrjuOkesinlikF3LZKKO2i7W",
+	"NSwLBy/3qBXWJabpBYypcaZW79uhSsyBpz71hPzr4vSE2J9XHB7u+aB3u3Yp1tyHfyjB18/pTYXLPxYh",
+	"r0tsvoKEcs3COc95SwdMe6FjxjGPJgHKGb+0yjA6vSmP8C8J2kqTMdCLuDMisxhmF3svHtdrm96yZDJM",
+	"QwJH9QbLDRxUqOfb7uMHDVWfX9phlXCzJbJFO5Xmagg+C2qJt57awxjqR+yP1hIR2Q9HQpLj/TOfh3Bh",
+	"OFuZp1St3VTWMc5Tjt0y/ZtsLM+ZMAibTIYVXq9ZU1DlcWG1Wn2oeZQYRrphiOIwXMIDiSXAKRccjVV3",
+	"zqwTN5giVAJhSZKhxesJnKwFSM81DcpfIstGk0ES3WdpoKge0rFEDXGs9r2ky2bkO/ScklD4nOqDLhSh",
+	"2eEeLYw5pZNY0Op+tD1rUBsaaDGYP1uexa6uqK3A7HM/2nEkRDRshJK8xPQ9kVgBb2HslAlHZogxHvVS",
+	"iG5x2zWfZXXPgulWAHZupbD4GMxHEf+mzMw8Z/yF+VZutx9coaxw1T15QlfQDVtbhm7Wy1/NPZp4t2XA",
+	"Oau7AB5hDkG3smQF2E9puoqU7+f+BMNITgYy4+1qRRZI7s/E2tqcum9Trb10tUs+D4PeQwxZgcBtidQe",
+	"oqdDBf3eTZtRoqxvM39G7RqDF6i2ukAo4pimCupZakvi7owrcHZ+VdRr41Ca5tNObqUKr/lOnuV8obWc",
+	"p1W8oZWl3av0HbswEGJ+ERAu+BokqZ6UwRX2UXprU7zI509Haz/Z6+ldlxNMwIXDUkUUcO0X4c6a2Rzh",
+	"r6/lVxqzyBiRgseTXSyzDvkNuj9i4BuGCq+aORUqo2UW6szsUH6ZR15HzBA31OUGVyTe5kopiEdvVhHt",
+	"OUB2mlqOrTo3yqm4xyrspkAyGrO/ILKeg8oPIkj1mEQAKdZnK7tc2Zv+K5jg5b+1zjshZiul1qPEerTT",
+	"KQYzXylC1ZX101unYbRgd3YJ4y4nF2g4tj2+aKwEGUK+wxC9uUdQruuincG4JQ5Ph8Uo27TBHEPAUo3R",
+	"MISSMKYsIWJEIojZNciJiwtKY9Duzm3GPnXCsownsqsFOu/4eERjLufCZZbcLo6jmsLaFCM3TfLp+fgY",
+	"Ji/mUL3Z3lv7P3lSafHP9cHal6+bwbsf/NFEFf19fv+5XZJSpQjTZEjDK5JxlyzjPb4qFQyeyInXrRZF",
+	"MLdQb7VKwpKlU6xzu7xLasliqQ2oHjh2aFtjzN2ndXDOFzdxM28OPItoJFKHYmpDyWC0Qlx6EZczV8+w",
+	"v5rvX12uqlmLq7TSx/kgldDsLPx7UdTlWGInVm3+kJfva1GNb7Z7g28ZlaZbHXwF3Y6DbpliqAN1VIC6",
+	"PbZ00b7OEfjt+NbO6n5DFr098upuQA81vLtYiWisXEktCG50i7LJd452RcYmD0ViczVFpi+F+afvqsGN",
+	"8eAOwVxWniA00r363Grn92p329ZSaTxxhje9by/Y6hmRC41j2+CQWLfFALskWcOEA0SqTQz/8zCl2wKB",
+	"DexoOMR8qY2FZC5nOdXZ7iGcWGk8aemHd5dcsjywWsmqH+/mrXY2T8YpbBg+FUJqCzYhaw2w7RuethGE",
+	"MQbz5r45y4cNiFXbwamUnPt4gRDJe6P1ddIUG25CO8vvMnrfvRxqhRpXrKcye+/W5/TqXtiTpoZN/BAL",
+	"t5poQexPSo/KT+QDe79rOyiblxOl6UR5ii8vSBF5bkVCSlIEXjRqBT1CJKv0DLNRrcuaLg/o4b2nKtP3",
+	"EFN+zTRAC6egFrbaHpDXXg9t6SLkQlfK9q3oseXe3uOGH1zvcW8BgGWKIOedKJZiw8esl3oP7PtwDGjj",
+	"hubxz1mRq46spu6HH765uur5bjTXVfeWU5/a/IryNkv6Jpa1FQ/UskVAsjgmkX0Uw9emi4+7YryOioGT",
+	"RzutcmH5J4bt8a4EvSh2QJLWeWPWR76is+qRJQ5SYWutPKhHzf6+O1HuW/SXo+00f7SSPpsZd291BR8Y",
+	"K6RQ3gDRvcpR5SSpKGKLl6EYZ9naAD3H1xxyLSf+IrvopqlV2fVUjHjmnlUzimX9p6m/tKxw3q/uXKD+",
+	"KoqznVwnjWXZ1T+CUdjISgWtFtp2fRS4J8rh7KBv18Of7vMifXY67dnKUrFbitxirfEEbqa1gxU1x3tg",
+	"sfYq10emdIf0uUe+m1tVk3hMFeC7u0ecWxPbDDedd7F0mffluhd30l0fiPjTySbNJM1paacf9JpuloRI",
+	"Hv5KqCr4T3EvVPKgLzuHynDMrhuSfKrK5ON3LukimQsjTJqVypbF5n10qjZ+6OT9mV9ziilbeUOkgHUb",
+	"xlCt2dDYrqLTuVZ5trCUG8hV7R21ahfqWp0Kb+hMwjhLzJ5s+WJuKr0finjM+cNs+oapxw93mEc4ppxD",
+	"PKjMJ6Rph5nkA+UXrQtH8U4H+DXEIoWV1lTV/YpM2Gq1iebx3nnX5i0r0WFiM6UrOoxRqThRuPNXGaQb",
+	"+87EEs8fY3vRGBhu3GEekup8IcNMKt2BcStDpEWVzC7juAvQwTCLLkG34t7N7be+oSp2UgeaZCmSNRTc",
+	"VmwKJ4sH2pwzkIYkXQGk7uZg8a9F1vhy1TkWQO8KcNsJYleC1e5Q6nuyKE5fm/F0YexbiMhwggdzKkWU",
+	"hZq8/mGbfGDvsR27JpS4XPyWFW1a4vZ9YPUq8NwVkjvDcCfo7Qq3XSG2I6yuAqWrwOfyeLkSRq6CiwvC",
+	"p6egxbfPvj30iludCsEUSnoZdoYZm3ahScR84uOHr0ZEbIDmJiI37twiJGliTg+vN8Coz6b4hPnethj0",
+	"0mWDuXYJD3V0/kMJvkOozeFCq9vWerHlInZJXlt6h0hMXzcGFtz68wJHRYHquSXfq8Ws76x38nHqCqVU",
+	"akbj5nTQ+0gsdwsICpLXVlhOonmDz5av+rGHKXJgOzdi02tiiwOQ1xxT0rIkT5XZcYU26SVlnGhBFACJ",
+	"qcY6Plgb9M3slfJT5/23dueU7rkqL0VUw5pm6OGYte8VhJlkenJhXpzrh9X2zVO0/ufhyaf3p/892Ds4",
+	"7p8MPp1+ODwh7qrfPGZLFBsa4kqQzYBKrPzgXj7W2hZxuwSuvbVJ9zjBL8neWR+LiBIbZYzxlZVswVAk",
+	"YEuoClulyShZ+OQrhUWTSf9MtZjLHbqYrX+mPpN9IWTkEgdJQlk8FLcYibDXty9S6wSvX2z5HoVd+Uhm",
+	"sIJs0JRtXG9tDMUtqI2vLn3pbgOvcDW9AiRadZ27joa+scwX+Yj1ESpkJ4eYRohl18sCbiGVkrma29hy",
+	"AkO1d2tdiGw+fL0Lkc01ZTqG/JLJrH7vrN8rykpjqv3m+ibekafAacp6O70f1jfXf7ANFMbIUfXpI0HM",
+	"x5eAqGdkDSncj8yLzE/fi1vs7l+ekvjA9ubmFJ7T1PremOAbf7g2D1aGWjX3z9+DLDDFhHFMcKbrZnFv",
+	"N7eaBixmuPGZ00yPhWR/AXY1+tFOd/5DFzY59IiyOJNQk8nezm91afzty92XoKeyJKFy0tvpmbnbSaJO",
+	"cqnQr2ke6H0xkC/UHALbuLQyQ+O9iCYtqAu3NElt5lKR5dfTQJM1GqdjmntTd3qfgCZkDz+7C5bclGro",
+	"5l0dALXM4O4R+MLHEwaGONwYkjuuaLHB72lUSf3oxEhvN39e/NC+4KOY2ZPg7daPbd6ishQLi0fHEDH6",
+	"yWDiY7Ct3V1CDR09jHsX+ACjRFCXW2s9y37etnHYVuGgCWiQCmflW1P5kw3XDdbMtrNQAKfD2DAq6ipL",
+	"c341gvyZcb5Bf2xvY4N1Mcn4kcXg7eKHToQ+wvYjz14MzsEGQFqOwfKRTOE/u0rGhtVJ5p+teJK703UF",
+	"8XhIJiyn2MCKTvd6PE56nKO80F+VNWP8XFAe7LOEcZokYYqosbjhRPAQCHM3hYVKaMNqseYNhuRiD8ox",
+	"VWOj8jXxTKEwPD6oVgp79oYZi6O1rbJ8pSvC575OY8o56vh5ArPNeu79W2TEfIlUvhHyaj1v/Fw+tBxc",
+	"V6jydIBdmYSL+pgnMzZ+VKvCtHre+P196j18ai9GTKrCCOwO+xtfbUiDhFFdR6rzQvEj12I+j4NAMx5j",
+	"8m1DP6byDiDMygxqvc3wsKLOFSz8Jb4F8zifSj+rrPOJBX6BkL9oafcmtIfIL0GumwXEnDpGVjKO/8ol",
+	"6H7kduMKJgv0tw8wWUl7W1rQHpKZ88U0sLOhxnen5eUc86o4hRV5bTub2vCtUIJWb5bQ/C7MwzS2QyV0",
+	"QoZgvYcjIYkUGrfHelFnlMN1V3n8fxnwIgm9AkWO988Ija5BaqZcP1Lsbog/JFoIl+CFSqXr8uTn1BV1",
+	"xsc6FPIK7R3OhGKRT3ciFFOYrwByuPkGVL5vQ4MTegyysLbyZMd7PAfSskCUyzqpb2ifhxI7FisyVahp",
+	"lwDeArhozdq9iPkXJ5egFZnu4U0EJ0lmocJofprFhGnsZKfy6BXzmnkqoKtqdQH62Ut8xSiUcM3ghqQZ",
+	"9uuzRdXWyXtXVWF9SaOwpMGTAEJeWGwOBriNzOvafMd48HZ7e/HD2F/m0HUufyTHXxrTEKqKQN7qNRf7",
+	"DiASxkB5llaUx+kqulRDQPAqXgVkZGeu0AqNqdLu2tDBRdnWxo1L/hDDwivVAAL79qcXecb5M3Uv1qfp",
+	"kRT3A2Lzbb4nBfR8ZlvHQGMMdFqa4bAt8Xxb5RehnrmruZhhA2DiIr9LR7PrKt3Gz9yws0/oEGYpTnVr",
+	"+x/rm+ub61u9L4UDOPcPL3dsl+t5Oj3ezGHewW127MVh+6g3dJdMGZOX2nAiLBPItLKNAogSmQyB9M9U",
+	"Z/jc+FpcbSy81zbs8eBOVvMS2xzoXsUz6G1t4j9/RGBZUiie2uU6TzCRMV4crg+gHSNpX6kVxewKJmrj",
+	"q+19d7ch4VpcWava60k7h2th+YQwRViSmKVryLs9JtSsdJfgMIxfEn3DQiBXAKk1ku1Vjn1LNKC62TN2",
+	"bmfycJL8ASb96HFcuE2y4ejw/L1Oj8DUhhLG4lvhmg9bZjTad+fYUAOPKCxXVNTOytQuse5lF9lOhiJi",
+	"tjqGhzfzpPTnq7MXM/SwHVLhu9PXbbOUObp6O97Z+OrqINxtuNz+ZiTcc8n/7t1UAvoC1/A24PX56enx",
+	"YO98/5f+r4cH6P9UwCMVuEqktgyryku5WSfDH4JxG1/fwHXulQ+IiViGJjqjevxIbNqIjEIk35kq/+CS",
+	"4NgDe+WK5D6EAHGy0cWem10WTTHtYAgzRQ3n8PMF6NMbF4v0WAzdUWEvbh46B0NVF/x0mvrfTOaeuyZP",
+	"lWKX3EnsK2VFqYvk5u3K57sb81z3f8Iz1l7ySTaxab7U78vtTCOruxh7LieA1+XoD1o7BnnpUpgu2TVw",
+	"G+pgi2EWF6EzPe3XyX8ZdXimFmJAqNGMsSOi/cRYe+eHv/Yv+qcng/3Tk6OP/f1PDdCeb+ATJhlUxaEh",
+	"JX9re/NuOQSvr+vpMLytgFS8Lolhjxdsf0RsR4FE9cjlDzKuRRsRn4F6TF1UzYZIXynMT3QxF5V8R/K6",
+	"DGMK/PHsb9bJXvmAIgnl1gC+NdYJumADF3IfIKYE+RWsCiqMxp0ZhN0WJiSkHCt3hBrf5JIRvGCB5Fs9",
+	"1Q57z/R2eiJVJKapFumS6lllHk8n2ZVJLA5VcpnEjynTz1riUA6mMn7by9fGV/z/Kk7QXeLN/mZaQYzB",
+	"5KHgI3aZWRFAoXGCMixdgWOQME9UmtyiszyC63mlSP8Ay7yaj1OKN9nuIjBfcG+az6uCs6gC3pdHkYlF",
+	"DtQnkIVn7EJtIQANITJFsZFmLyroTHLl7nLynxM1ptIWcqJxnIfWKRssw9wRsItzGyrguvqojaCjqtQ1",
+	"f+9t/t6znlrKCbYpdx2kZyVjvxjonw8aVefKVP4CNDKm/0OyfbmkJrYvqffM06y3WzxwTjVgjNkK0WXm",
+	"sR9aLeiaspgOY59sFfU2vNZZycevVGUDKgJW9JY1ZprPYbYvkpRKWKM8WlOgd4ii16BspdIZG4zAnxmN",
+	"naBheSFdSshrJyLmSS44ELhlSqs3AUEl8IYpmDXXrES5sSo24Ilw9gHJ+ynY+mtGeg0ZjRr3r4vTk3nC",
+	"d0Ef1C/tk76OmmId45SG1NaEpOrKnImSueI0nk4HvU1PNfedntnFZeJp6lR7Em2zPoX5uqZZXlSw3ndc",
+	"16FbNOx3g3E2qmDqXGcjjOepuoGK/ule6JunXQh+DVLRvBGtV7/YU6FrUlBpk0uUlkATe8FnDE3y2mCZ",
+	"y7u0bdFeKVIyD8Hq5W+IkPVfHByTlDLpboE55IqJ4jRVY6GJgoRyzUJ3UVypSLVRqwG2SySEwFKtrEGN",
+	"iUSoGkFEsALVOjnBO+W9/Q8e23e/Qotz17f8cbBz8QMHoLSr6fSfGchWL0HmbvPDvGjXQypQrsQYlkrz",
+	"gJr7Wn1v/rDvSNlyUi6kkdgabpSYk5chnA86Eba+FrYIvxdx9qmCNcYVcMXw3lJlQ2vekoTq0OCEzfrG",
+	"XMEYyOv/PyADNN9//x3v/WOmQdL4DRFG4G3VhbxsSVQpWIEq5FDc7hIhbbXE4YS8dl0XXZb5m928Wp8F",
+	"mlnoOMhXdAFUYouGx0OOqZYygq9Z60y7FqwjhjcONXoV3oc/EUwK90P+Z7PvYUHTyW8LlPapjBoRyfCZ",
+	"Ybg0G8YsJCGV0Qs8PUt4skLnhDyX7eGkxvEVkCrhpx1KbSiIR3OKU0yZkAabDLOUViNCEMKUAajKw66V",
+	"rqz6b5xZaUZYJ/vWF2mVuwLF8nXNzXAsIMlejV2YNXwTxqDPyNvyGnmGRlhUp9gYVxrHZke6isrtoMBD",
+	"rqexAqmMGl1MVEbfWtj2i7X4WChoGZeIG149slbBva+5AnTXqKidcvArV69UdRbr5DPPf+aKkkTOL7aG",
+	"Jfp4RDJ+xc3k+wcK4yVsYQkDdSennwZHp59PDgan54Oj0/P3/YODw5M5kPeobueW2d+PEcI5Dzyqu/Gi",
+	"xTxXI0twWE16GR+K22ZPjs5TaaW4cf6UkHLBWUjjooh8QFxkDhmx2Jw2GZdAI/SvCBkpYwpaTwv6WGzp",
+	"hsLTIsVNHrvv97P0zRQfuBzQIjPJroi8dgt9E+AdmZCEhlcQNZlHlhy9tjoFLvTIPnO3nJPHPvVtunpw",
+	"2U1mFX6J3PeCQs8RhTB1A0GE0BpYVKDIYsxiGNqg4VVzxMYxlVeKbK2v11qRWGAywplXhpfixgayj+k1",
+	"kCEAL7FGC+vAyevGGD3CBW9giKG9/bZRWLsIroxf05jlfciJhD8g1Nb0uhkbEw1n0gBae+HVt2FDzdpK",
+	"NLxCUwk3ZqDgT5vs+o9e0Nv6aYn81pwOT2Ic5S9vvhw7A7lmGEZkOhTJ9+dPfrGOOuLaXmisixiiS3Dw",
+	"1hXUwpiypBnWPhrcUSRLDThh3yCnPgUk4w6UEOOmscuoUjYu2sVDk9dhTJPUwtxMJ6U3NsLTaWT5zVcD",
+	"cO3jnL9R6EKC2+LJVfJguHjQQxL3dn4MeujA7+30RBw5KV4CVZBCTwdq+PpmWPtY8s0Lor0gmtXUDE84",
+	"bPEiynLghnLUnKntuvTwkZAhRA7YitoiM1ksCE4CnUO2zVF5iQ80HK+TEwA0JK02dgUTMsw04YKkkiUQ",
+	"VRtC1/EMN+XZZkvZ2TX5YCyNV0iS+j4493A0ApuOagmS12+rp4knoOl8lrVd1r3s+l9jYX3kEiJjxNAY",
+	"I1HMP0OKyd1qBR48hufKf8fQfHng4m0YEkRP/vZs2HeEyNnPUIjxy5mSqG0Y0YU9NFcm0CJhIVGMX8aw",
+	"FpWOHqxBsGNZEBkTvWl6zPhlYCufYo6Qcilj+J4AMbdunheF+fOWc/gh4wjCWlKuaGgrKu+R4UTDmmWD",
+	"kMZEQgpU51RQ2DXylcIWg0oX9TfywC7bp7O4s7TFOkiUWY4Fn7DgABfAo29DA7VtVzEijHIyKautnp2T",
+	"t9v/u4fSle+feeCKcfNrl+HvMvV7O72fh9vRu3AL1ra2trbW3tLt4dpP4Q/R2ja8Hb2jPw03w61ousmx",
+	"VXkTdYkKb+LalOYXMciPP4y2wm36FtZ+Gv4crb01L/h5tLm5tkW3hz+Eb6Mf4d2oVxKgy8OtdefK5j6J",
+	"8lx5/4KIWQstheP6tW1jHUHMULNBI+PNi3L9oly7kBIeEUoOjm38iEhyHFw62C3/1cYwD1JoqofPXdFq",
+	"vPN00kGoAfEIUoPKXJODY1TzrXeh0tHZ8DVLmVn8buHjzMeYdXI6aAgI5cWv7WgEWy79gREYhMaCz0f0",
+	"97iobwzWLzTlUZaaI+1HkjCeaVtYahaHcc8QiQv6PhacImWfGlNxEvO9rY5tXhyuLwg6i6BG+Tw4tk2r",
+	"bbsP1+2vM4p+zVMQ5kWlWHtn6lqbsFEl8QBbjqDrhBmT76bpcrvmosXcrsoYY2q7UVU1cXyK6fmpBk7E",
+	"nlmcipvVY0SqFB3H/dqa27KXK+JnHaiyskpUFeaNEYthTYLBUTVXsu22EQW5tUzsU0RwtIDdoLuE8omN",
+	"McvlFR/B3CD0Ot14XDtHLIZzHO7RI1SWk85vLCikpGtTZIj99iUs5PmGhWAHFhqGoBTJBbWUfSxA01Xw",
+	"1cZX7AdkbJ3buw07emOVwz3CBV9zOFBo5vmccuHOp6oFohXOXsIIJPAQbN5iARVZqkBqkoIkrwsvm3ki",
+	"cKOCfOMHiz18iWXebxouzGL6hvyrV2acNaQkpGhGWXchxqMYsjFkw2AJDKmS+0msoxLImgugmG9fDKEX",
+	"QyjP4jbKSQlGdAqKlsNQvJtqdiPt0zi2Fd3XyWkKXKEDC9OknXfJ2TLhWCjgZGjbJOINAc7zNUarD8Xt",
+	"moMcMkbMCQjECrDNohvCfaLLFt55TIq9GnCpSUGtJg3Kf2ArkwW24aPt7mR7OtkLUmc70TJmx3xtb0U8",
+	"hZhsGzdDlm/CEYVpDoOSKNVEpx+WKJFWLPtpiqMVr1/geK+EZpZ3W4SjmBtxsMzpupt/K5XTvhNsMghR",
+	"AkS9nk6USTOcJ5qkVWWJSjPIhUWrGjrK1SLcsL93zRszpoqIoQJ5Dfbq0zUHDMjNmIVj7BYmZ5tGzgKI",
+	"6z/43RSrWtBPMU8xnaL2S9mqxytbBfntenMPxVZClrf+bJSyPg9FYvD2NVVXEFVDHUBiLRaR6UtR+YVT",
+	"CPJf5G+wsV56DEwWDBRBGFMrR6ookSB4YUENFPwZkNmbE48l5fjpibOCWE6tCl2acoFsPpYFxuZyCfPE",
+	"1K35oBjobnZGp7aPNVNVYjdNSeU9LJd6f9FS8hvzKLnpN7uTXFfcF3/Sc/Un5aMUIFOBv+KjVvi38TUP",
+	"dqk6luz4UbOxZK11fBDLqeWOJCtrxujI45tspuRsoQddjkBqsa8pdqrEnnvxBP1P5YWUhDSe5AFVeNtf",
+	"DdBqwsZzt5pn5GNyM/PdG618SX/KCcPaou3rQZj9nvUypU4KlkIVR+wnsazqU5hvXVVOhUoEYBpPXtxP",
+	"L+4np3EiG1nHk5PL5XF2bhe3WnhxrdGQGrNUuUaEtoIgNtdyDfsRVEcijsUNSUvPvPm5bcmVS3yhXA4n",
+	"xIVXemBy1R5wDwCQz0thEiJp1JZswzSsFFZs0Ivq9GxVJ3HD8yZ39T2rijYKbbUn9pSrGJsaqKKw3w2f",
+	"Nv/I65o0vylfVmQ4VmMQXeWt107W36wTG9TIRRnQ4ZPaFXtyP6rzNu9ZY2HLqBhx3At6Y6a0kJOBwash",
+	"i3EXe7YAu19VESJx+diGmtAtwtvZfRIwMXLt7fYSek5B96fRcYrXL26qURaXJZGcDGTGd2woq8jiaG1o",
+	"m6ThYSIyTfoH6iWM+0X5sVhpWWy2+2IOjYtUnrLvYqPycwCastjiMCVDs8mYqYs92F9TV719e3PzDUYG",
+	"Trdi3CW0rhsBVMKU3Nttyb+8M6kswCL/JBpQXbTObQDZZxZr+FhdTc173Bb9nXosfkfeckT3qCJlVrZW",
+	"kuYNtC/mGzTOyW0tkdK29nR7wHq7b3YxnBivzIaTKTOI3Iypxjttc3A5ZYGUyoJfZN+bV/+N5RbX3yS1",
+	"uC8vYvusL7lQdK2otTdL9tLUpkLBrS4P0J/IB/Z+N5dG9+G7t+bTN3O9s9OeBG6Tvotj2Exn17lrFxkq",
+	"yJArttB8DJns2lAZKW/dr7/zNXIkAf4Co1RIrciRZBGdNHlkt/35U4Zgy/RhmaLyk9kmi6GnUojX0u3F",
+	"6HgxOmypKWQHW41lAQYuobHkDoevrfpY1S/6MbSm8K/aBCVVaDjYl2WXpFKo1NXlQOPjNRdkSMOrEYvj",
+	"wGCjhERc09iMjb2tsFhCnvv0xg+ZR3ba3yFaNt1LFZ4hl7yvvMhof7UsNFpqPhkq2tfP99iUjPYCiC+A",
+	"6FJBrcN65qpnNUS0vo/m2/3TGw4SoWyd9J3T2rmoMZiQSsBioQ4H48JoE7JwyTj7zY9tdtDvEdtm8Yrx",
+	"61X91UshnaXtkyGdff18pKteZSY0esG7F7xzhaWQeQqsEffhf974QzDejHVnUy5k21hmCFiTIcc1qrHt",
+	"fO4pNkYdxRuW8rLeKoN+uPuXmcHfAuwMrZdRzfr5CPrJAOu42ML5oFVu9QtcvcCVK40cQqrzMIDyVFsN",
+	"r2Kg13OUsz0LSVzwNVHR02zDdJU3IOcREZlWmlp0i21tZRc5idN1mLZLJBipzVOLcmQrV9MQMASP2iT5",
+	"KUENN+QF1V5Q7W9THvm6282/HiP6tCs1dCQNCHFCeTiudTYmIeVEgYG4GxuvYsc1E9Iusy2NmcvKrRQl",
+	"UoA3/bVey1jafJeMWRQBvguUFlKhCSshoqEGT0TkJ3zhc2tl/G3XMbE0PWusXYRbnLx0M37+3YytOC5d",
+	"vMiHDhtwm9cr8bfd4pU+6IGtv5tHCoXjjF/ZaiQOIKgihieJMHggryJxw3dJSiVWscarTuoaEZObMYuB",
+	"YNpaGoMv9Mdy5OHt8y9PUifZNAUaW3IJmVDdOQfPEubIDnL3rDDG7ZkHZfYs07ygy7Msbn9ry33k0oxb",
+	"1YAyOKq8zqUxk3FvpzfWOt3Z2Nja/sf65vrm+tbOT5s/bSLDuSFmK8fafPihEFppSdPAm0hfFpxYr6SM",
+	"uizjWQEsqqNj4YaGiv21kumVYbFk+uyYe1HCODNzNB/sEMTWgIyF0sq1W1cB5noE+dStEZj3l1gnOIRy",
+	"/QWrhy0ZiojZOq5uEtT81DOLs0pDb7OQWt/o9ekMX+E68HnyJXYqdkcwe7uhykyW6rBWA50d8uDY1UWp",
+	"9GGsttm3w7njp0Zrx1AeetdKxAdFl6AAy1LaiitoUleGs61CZsc6vDVwxjxZm25ewGQtI7y65DzJaHbY",
+	"o1opHBdGWysxtl7rv2jW+eXu/wUAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
