@@ -24,96 +24,78 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
-// Defines values for AckOutcomeStatus.
+// Defines values for AckStatus.
 const (
-	AckOutcomeStatusAcked        AckOutcomeStatus = "acked"
-	AckOutcomeStatusAlreadyAcked AckOutcomeStatus = "already_acked"
+	AckStatusAcked        AckStatus = "acked"
+	AckStatusAlreadyAcked AckStatus = "already_acked"
 )
 
-// Valid indicates whether the value is a known member of the AckOutcomeStatus enum.
-func (e AckOutcomeStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the AckStatus enum.
+func (e AckStatus) Valid() bool {
 	switch e {
-	case AckOutcomeStatusAcked:
+	case AckStatusAcked:
 		return true
-	case AckOutcomeStatusAlreadyAcked:
+	case AckStatusAlreadyAcked:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminCleanupStatusState.
+// Defines values for BatchSendStatus.
 const (
-	Failed  AdminCleanupStatusState = "failed"
-	Idle    AdminCleanupStatusState = "idle"
-	Running AdminCleanupStatusState = "running"
+	BatchSendStatusDuplicate BatchSendStatus = "duplicate"
+	BatchSendStatusRejected  BatchSendStatus = "rejected"
+	BatchSendStatusSent      BatchSendStatus = "sent"
 )
 
-// Valid indicates whether the value is a known member of the AdminCleanupStatusState enum.
-func (e AdminCleanupStatusState) Valid() bool {
+// Valid indicates whether the value is a known member of the BatchSendStatus enum.
+func (e BatchSendStatus) Valid() bool {
 	switch e {
-	case Failed:
+	case BatchSendStatusDuplicate:
 		return true
-	case Idle:
+	case BatchSendStatusRejected:
 		return true
-	case Running:
+	case BatchSendStatusSent:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminRoomHistoryVisibility.
+// Defines values for ClaimOrder.
 const (
-	AdminRoomHistoryVisibilityJoined AdminRoomHistoryVisibility = "joined"
-	AdminRoomHistoryVisibilityShared AdminRoomHistoryVisibility = "shared"
+	ClaimOrderNewest ClaimOrder = "newest"
+	ClaimOrderOldest ClaimOrder = "oldest"
 )
 
-// Valid indicates whether the value is a known member of the AdminRoomHistoryVisibility enum.
-func (e AdminRoomHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the ClaimOrder enum.
+func (e ClaimOrder) Valid() bool {
 	switch e {
-	case AdminRoomHistoryVisibilityJoined:
+	case ClaimOrderNewest:
 		return true
-	case AdminRoomHistoryVisibilityShared:
+	case ClaimOrderOldest:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminRoomStatus.
+// Defines values for CleanupState.
 const (
-	AdminRoomStatusActive   AdminRoomStatus = "active"
-	AdminRoomStatusArchived AdminRoomStatus = "archived"
+	CleanupStateFailed  CleanupState = "failed"
+	CleanupStateIdle    CleanupState = "idle"
+	CleanupStateRunning CleanupState = "running"
 )
 
-// Valid indicates whether the value is a known member of the AdminRoomStatus enum.
-func (e AdminRoomStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the CleanupState enum.
+func (e CleanupState) Valid() bool {
 	switch e {
-	case AdminRoomStatusActive:
+	case CleanupStateFailed:
 		return true
-	case AdminRoomStatusArchived:
+	case CleanupStateIdle:
 		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for BatchOutcomeStatus.
-const (
-	BatchOutcomeStatusDuplicate BatchOutcomeStatus = "duplicate"
-	BatchOutcomeStatusRejected  BatchOutcomeStatus = "rejected"
-	BatchOutcomeStatusSent      BatchOutcomeStatus = "sent"
-)
-
-// Valid indicates whether the value is a known member of the BatchOutcomeStatus enum.
-func (e BatchOutcomeStatus) Valid() bool {
-	switch e {
-	case BatchOutcomeStatusDuplicate:
-		return true
-	case BatchOutcomeStatusRejected:
-		return true
-	case BatchOutcomeStatusSent:
+	case CleanupStateRunning:
 		return true
 	default:
 		return false
@@ -122,115 +104,109 @@ func (e BatchOutcomeStatus) Valid() bool {
 
 // Defines values for DestinationKind.
 const (
-	Dm   DestinationKind = "dm"
-	Room DestinationKind = "room"
+	DestinationKindDm   DestinationKind = "dm"
+	DestinationKindRoom DestinationKind = "room"
 )
 
 // Valid indicates whether the value is a known member of the DestinationKind enum.
 func (e DestinationKind) Valid() bool {
 	switch e {
-	case Dm:
+	case DestinationKindDm:
 		return true
-	case Room:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ErrorDetailCode.
-const (
-	AUTHFAILED             ErrorDetailCode = "AUTH_FAILED"
-	CURSORINVALID          ErrorDetailCode = "CURSOR_INVALID"
-	IDEMPOTENCYCONFLICT    ErrorDetailCode = "IDEMPOTENCY_CONFLICT"
-	INVALIDARGUMENT        ErrorDetailCode = "INVALID_ARGUMENT"
-	LIMITEXCEEDED          ErrorDetailCode = "LIMIT_EXCEEDED"
-	NOTFOUNDORFORBIDDEN    ErrorDetailCode = "NOT_FOUND_OR_FORBIDDEN"
-	NOTPRIMED              ErrorDetailCode = "NOT_PRIMED"
-	PROFILEOUTDATED        ErrorDetailCode = "PROFILE_OUTDATED"
-	RATELIMITED            ErrorDetailCode = "RATE_LIMITED"
-	REVISIONCONFLICT       ErrorDetailCode = "REVISION_CONFLICT"
-	ROOMARCHIVED           ErrorDetailCode = "ROOM_ARCHIVED"
-	STORAGEFAILURE         ErrorDetailCode = "STORAGE_FAILURE"
-	TEMPORARILYUNAVAILABLE ErrorDetailCode = "TEMPORARILY_UNAVAILABLE"
-)
-
-// Valid indicates whether the value is a known member of the ErrorDetailCode enum.
-func (e ErrorDetailCode) Valid() bool {
-	switch e {
-	case AUTHFAILED:
-		return true
-	case CURSORINVALID:
-		return true
-	case IDEMPOTENCYCONFLICT:
-		return true
-	case INVALIDARGUMENT:
-		return true
-	case LIMITEXCEEDED:
-		return true
-	case NOTFOUNDORFORBIDDEN:
-		return true
-	case NOTPRIMED:
-		return true
-	case PROFILEOUTDATED:
-		return true
-	case RATELIMITED:
-		return true
-	case REVISIONCONFLICT:
-		return true
-	case ROOMARCHIVED:
-		return true
-	case STORAGEFAILURE:
-		return true
-	case TEMPORARILYUNAVAILABLE:
+	case DestinationKindRoom:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for FileAccessReportInputStatus.
+// Defines values for ErrorCode.
 const (
-	FileAccessReportInputStatusAccessible FileAccessReportInputStatus = "accessible"
-	FileAccessReportInputStatusDenied     FileAccessReportInputStatus = "denied"
-	FileAccessReportInputStatusError      FileAccessReportInputStatus = "error"
-	FileAccessReportInputStatusNotFound   FileAccessReportInputStatus = "not_found"
+	ErrorCodeAUTHFAILED             ErrorCode = "AUTH_FAILED"
+	ErrorCodeCURSORINVALID          ErrorCode = "CURSOR_INVALID"
+	ErrorCodeIDEMPOTENCYCONFLICT    ErrorCode = "IDEMPOTENCY_CONFLICT"
+	ErrorCodeINVALIDARGUMENT        ErrorCode = "INVALID_ARGUMENT"
+	ErrorCodeLIMITEXCEEDED          ErrorCode = "LIMIT_EXCEEDED"
+	ErrorCodeNOTFOUNDORFORBIDDEN    ErrorCode = "NOT_FOUND_OR_FORBIDDEN"
+	ErrorCodeNOTPRIMED              ErrorCode = "NOT_PRIMED"
+	ErrorCodePROFILEOUTDATED        ErrorCode = "PROFILE_OUTDATED"
+	ErrorCodeRATELIMITED            ErrorCode = "RATE_LIMITED"
+	ErrorCodeREVISIONCONFLICT       ErrorCode = "REVISION_CONFLICT"
+	ErrorCodeROOMARCHIVED           ErrorCode = "ROOM_ARCHIVED"
+	ErrorCodeSTORAGEFAILURE         ErrorCode = "STORAGE_FAILURE"
+	ErrorCodeTEMPORARILYUNAVAILABLE ErrorCode = "TEMPORARILY_UNAVAILABLE"
 )
 
-// Valid indicates whether the value is a known member of the FileAccessReportInputStatus enum.
-func (e FileAccessReportInputStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the ErrorCode enum.
+func (e ErrorCode) Valid() bool {
 	switch e {
-	case FileAccessReportInputStatusAccessible:
+	case ErrorCodeAUTHFAILED:
 		return true
-	case FileAccessReportInputStatusDenied:
+	case ErrorCodeCURSORINVALID:
 		return true
-	case FileAccessReportInputStatusError:
+	case ErrorCodeIDEMPOTENCYCONFLICT:
 		return true
-	case FileAccessReportInputStatusNotFound:
+	case ErrorCodeINVALIDARGUMENT:
+		return true
+	case ErrorCodeLIMITEXCEEDED:
+		return true
+	case ErrorCodeNOTFOUNDORFORBIDDEN:
+		return true
+	case ErrorCodeNOTPRIMED:
+		return true
+	case ErrorCodePROFILEOUTDATED:
+		return true
+	case ErrorCodeRATELIMITED:
+		return true
+	case ErrorCodeREVISIONCONFLICT:
+		return true
+	case ErrorCodeROOMARCHIVED:
+		return true
+	case ErrorCodeSTORAGEFAILURE:
+		return true
+	case ErrorCodeTEMPORARILYUNAVAILABLE:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for FileReportStatus.
+// Defines values for ExportFormat.
 const (
-	FileReportStatusAccessible FileReportStatus = "accessible"
-	FileReportStatusDenied     FileReportStatus = "denied"
-	FileReportStatusError      FileReportStatus = "error"
-	FileReportStatusNotFound   FileReportStatus = "not_found"
+	ExportFormatJson     ExportFormat = "json"
+	ExportFormatMarkdown ExportFormat = "markdown"
 )
 
-// Valid indicates whether the value is a known member of the FileReportStatus enum.
-func (e FileReportStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the ExportFormat enum.
+func (e ExportFormat) Valid() bool {
 	switch e {
-	case FileReportStatusAccessible:
+	case ExportFormatJson:
 		return true
-	case FileReportStatusDenied:
+	case ExportFormatMarkdown:
 		return true
-	case FileReportStatusError:
+	default:
+		return false
+	}
+}
+
+// Defines values for FileAccessStatus.
+const (
+	FileAccessStatusAccessible FileAccessStatus = "accessible"
+	FileAccessStatusDenied     FileAccessStatus = "denied"
+	FileAccessStatusError      FileAccessStatus = "error"
+	FileAccessStatusNotFound   FileAccessStatus = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the FileAccessStatus enum.
+func (e FileAccessStatus) Valid() bool {
+	switch e {
+	case FileAccessStatusAccessible:
 		return true
-	case FileReportStatusNotFound:
+	case FileAccessStatusDenied:
+		return true
+	case FileAccessStatusError:
+		return true
+	case FileAccessStatusNotFound:
 		return true
 	default:
 		return false
@@ -261,120 +237,93 @@ func (e Follow) Valid() bool {
 	}
 }
 
-// Defines values for InboxClaimInputOrder.
+// Defines values for HistoryVisibility.
 const (
-	Newest InboxClaimInputOrder = "newest"
-	Oldest InboxClaimInputOrder = "oldest"
+	HistoryVisibilityJoined HistoryVisibility = "joined"
+	HistoryVisibilityShared HistoryVisibility = "shared"
 )
 
-// Valid indicates whether the value is a known member of the InboxClaimInputOrder enum.
-func (e InboxClaimInputOrder) Valid() bool {
+// Valid indicates whether the value is a known member of the HistoryVisibility enum.
+func (e HistoryVisibility) Valid() bool {
 	switch e {
-	case Newest:
+	case HistoryVisibilityJoined:
 		return true
-	case Oldest:
+	case HistoryVisibilityShared:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for MessageSendResultStatus.
+// Defines values for InboxFilter.
 const (
-	MessageSendResultStatusDuplicate MessageSendResultStatus = "duplicate"
-	MessageSendResultStatusSent      MessageSendResultStatus = "sent"
+	InboxFilterAcked  InboxFilter = "acked"
+	InboxFilterAll    InboxFilter = "all"
+	InboxFilterUnread InboxFilter = "unread"
 )
 
-// Valid indicates whether the value is a known member of the MessageSendResultStatus enum.
-func (e MessageSendResultStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the InboxFilter enum.
+func (e InboxFilter) Valid() bool {
 	switch e {
-	case MessageSendResultStatusDuplicate:
+	case InboxFilterAcked:
 		return true
-	case MessageSendResultStatusSent:
+	case InboxFilterAll:
+		return true
+	case InboxFilterUnread:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomFollow.
+// Defines values for MemberState.
 const (
-	PrimeRoomFollowAll      PrimeRoomFollow = "all"
-	PrimeRoomFollowMentions PrimeRoomFollow = "mentions"
-	PrimeRoomFollowMute     PrimeRoomFollow = "mute"
-	PrimeRoomFollowReplies  PrimeRoomFollow = "replies"
+	MemberStateActive  MemberState = "active"
+	MemberStateInvited MemberState = "invited"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomFollow enum.
-func (e PrimeRoomFollow) Valid() bool {
+// Valid indicates whether the value is a known member of the MemberState enum.
+func (e MemberState) Valid() bool {
 	switch e {
-	case PrimeRoomFollowAll:
+	case MemberStateActive:
 		return true
-	case PrimeRoomFollowMentions:
-		return true
-	case PrimeRoomFollowMute:
-		return true
-	case PrimeRoomFollowReplies:
+	case MemberStateInvited:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomState.
+// Defines values for MembershipResultState.
 const (
-	PrimeRoomStateActive  PrimeRoomState = "active"
-	PrimeRoomStateInvited PrimeRoomState = "invited"
+	MembershipResultStateActive MembershipResultState = "active"
+	MembershipResultStateLeft   MembershipResultState = "left"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomState enum.
-func (e PrimeRoomState) Valid() bool {
+// Valid indicates whether the value is a known member of the MembershipResultState enum.
+func (e MembershipResultState) Valid() bool {
 	switch e {
-	case PrimeRoomStateActive:
+	case MembershipResultStateActive:
 		return true
-	case PrimeRoomStateInvited:
+	case MembershipResultStateLeft:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomStatus.
+// Defines values for RequestDirection.
 const (
-	PrimeRoomStatusActive   PrimeRoomStatus = "active"
-	PrimeRoomStatusArchived PrimeRoomStatus = "archived"
+	RequestDirectionIncoming RequestDirection = "incoming"
+	RequestDirectionOutgoing RequestDirection = "outgoing"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomStatus enum.
-func (e PrimeRoomStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the RequestDirection enum.
+func (e RequestDirection) Valid() bool {
 	switch e {
-	case PrimeRoomStatusActive:
+	case RequestDirectionIncoming:
 		return true
-	case PrimeRoomStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RequestRespondInputStatus.
-const (
-	RequestRespondInputStatusAccepted     RequestRespondInputStatus = "accepted"
-	RequestRespondInputStatusDeclined     RequestRespondInputStatus = "declined"
-	RequestRespondInputStatusNeedsContext RequestRespondInputStatus = "needs_context"
-	RequestRespondInputStatusResultReady  RequestRespondInputStatus = "result_ready"
-)
-
-// Valid indicates whether the value is a known member of the RequestRespondInputStatus enum.
-func (e RequestRespondInputStatus) Valid() bool {
-	switch e {
-	case RequestRespondInputStatusAccepted:
-		return true
-	case RequestRespondInputStatusDeclined:
-		return true
-	case RequestRespondInputStatusNeedsContext:
-		return true
-	case RequestRespondInputStatusResultReady:
+	case RequestDirectionOutgoing:
 		return true
 	default:
 		return false
@@ -408,255 +357,60 @@ func (e RequestStatus) Valid() bool {
 	}
 }
 
-// Defines values for RoomCreateInputHistoryVisibility.
+// Defines values for ResponseStatus.
 const (
-	RoomCreateInputHistoryVisibilityJoined RoomCreateInputHistoryVisibility = "joined"
-	RoomCreateInputHistoryVisibilityShared RoomCreateInputHistoryVisibility = "shared"
+	ResponseStatusAccepted     ResponseStatus = "accepted"
+	ResponseStatusDeclined     ResponseStatus = "declined"
+	ResponseStatusNeedsContext ResponseStatus = "needs_context"
+	ResponseStatusResultReady  ResponseStatus = "result_ready"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateInputHistoryVisibility enum.
-func (e RoomCreateInputHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the ResponseStatus enum.
+func (e ResponseStatus) Valid() bool {
 	switch e {
-	case RoomCreateInputHistoryVisibilityJoined:
+	case ResponseStatusAccepted:
 		return true
-	case RoomCreateInputHistoryVisibilityShared:
+	case ResponseStatusDeclined:
+		return true
+	case ResponseStatusNeedsContext:
+		return true
+	case ResponseStatusResultReady:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for RoomCreateResultHistoryVisibility.
+// Defines values for RoomStatus.
 const (
-	RoomCreateResultHistoryVisibilityJoined RoomCreateResultHistoryVisibility = "joined"
-	RoomCreateResultHistoryVisibilityShared RoomCreateResultHistoryVisibility = "shared"
+	RoomStatusActive   RoomStatus = "active"
+	RoomStatusArchived RoomStatus = "archived"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateResultHistoryVisibility enum.
-func (e RoomCreateResultHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the RoomStatus enum.
+func (e RoomStatus) Valid() bool {
 	switch e {
-	case RoomCreateResultHistoryVisibilityJoined:
+	case RoomStatusActive:
 		return true
-	case RoomCreateResultHistoryVisibilityShared:
+	case RoomStatusArchived:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for RoomCreateResultStatus.
+// Defines values for SendStatus.
 const (
-	RoomCreateResultStatusActive   RoomCreateResultStatus = "active"
-	RoomCreateResultStatusArchived RoomCreateResultStatus = "archived"
+	SendStatusDuplicate SendStatus = "duplicate"
+	SendStatusSent      SendStatus = "sent"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateResultStatus enum.
-func (e RoomCreateResultStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the SendStatus enum.
+func (e SendStatus) Valid() bool {
 	switch e {
-	case RoomCreateResultStatusActive:
+	case SendStatusDuplicate:
 		return true
-	case RoomCreateResultStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsHistoryVisibility.
-const (
-	RoomDetailsHistoryVisibilityJoined RoomDetailsHistoryVisibility = "joined"
-	RoomDetailsHistoryVisibilityShared RoomDetailsHistoryVisibility = "shared"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsHistoryVisibility enum.
-func (e RoomDetailsHistoryVisibility) Valid() bool {
-	switch e {
-	case RoomDetailsHistoryVisibilityJoined:
-		return true
-	case RoomDetailsHistoryVisibilityShared:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsState.
-const (
-	RoomDetailsStateActive  RoomDetailsState = "active"
-	RoomDetailsStateInvited RoomDetailsState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsState enum.
-func (e RoomDetailsState) Valid() bool {
-	switch e {
-	case RoomDetailsStateActive:
-		return true
-	case RoomDetailsStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsStatus.
-const (
-	RoomDetailsStatusActive   RoomDetailsStatus = "active"
-	RoomDetailsStatusArchived RoomDetailsStatus = "archived"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsStatus enum.
-func (e RoomDetailsStatus) Valid() bool {
-	switch e {
-	case RoomDetailsStatusActive:
-		return true
-	case RoomDetailsStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomListItemState.
-const (
-	RoomListItemStateActive  RoomListItemState = "active"
-	RoomListItemStateInvited RoomListItemState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RoomListItemState enum.
-func (e RoomListItemState) Valid() bool {
-	switch e {
-	case RoomListItemStateActive:
-		return true
-	case RoomListItemStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomListItemStatus.
-const (
-	RoomListItemStatusActive   RoomListItemStatus = "active"
-	RoomListItemStatusArchived RoomListItemStatus = "archived"
-)
-
-// Valid indicates whether the value is a known member of the RoomListItemStatus enum.
-func (e RoomListItemStatus) Valid() bool {
-	switch e {
-	case RoomListItemStatusActive:
-		return true
-	case RoomListItemStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomMembershipResultState.
-const (
-	RoomMembershipResultStateActive RoomMembershipResultState = "active"
-	RoomMembershipResultStateLeft   RoomMembershipResultState = "left"
-)
-
-// Valid indicates whether the value is a known member of the RoomMembershipResultState enum.
-func (e RoomMembershipResultState) Valid() bool {
-	switch e {
-	case RoomMembershipResultStateActive:
-		return true
-	case RoomMembershipResultStateLeft:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RosterEntryState.
-const (
-	RosterEntryStateActive  RosterEntryState = "active"
-	RosterEntryStateInvited RosterEntryState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RosterEntryState enum.
-func (e RosterEntryState) Valid() bool {
-	switch e {
-	case RosterEntryStateActive:
-		return true
-	case RosterEntryStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ThreadExportFormat.
-const (
-	ThreadExportFormatJson     ThreadExportFormat = "json"
-	ThreadExportFormatMarkdown ThreadExportFormat = "markdown"
-)
-
-// Valid indicates whether the value is a known member of the ThreadExportFormat enum.
-func (e ThreadExportFormat) Valid() bool {
-	switch e {
-	case ThreadExportFormatJson:
-		return true
-	case ThreadExportFormatMarkdown:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for InboxListParamsFilter.
-const (
-	InboxListParamsFilterAcked  InboxListParamsFilter = "acked"
-	InboxListParamsFilterAll    InboxListParamsFilter = "all"
-	InboxListParamsFilterUnread InboxListParamsFilter = "unread"
-)
-
-// Valid indicates whether the value is a known member of the InboxListParamsFilter enum.
-func (e InboxListParamsFilter) Valid() bool {
-	switch e {
-	case InboxListParamsFilterAcked:
-		return true
-	case InboxListParamsFilterAll:
-		return true
-	case InboxListParamsFilterUnread:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RequestListParamsDirection.
-const (
-	Incoming RequestListParamsDirection = "incoming"
-	Outgoing RequestListParamsDirection = "outgoing"
-)
-
-// Valid indicates whether the value is a known member of the RequestListParamsDirection enum.
-func (e RequestListParamsDirection) Valid() bool {
-	switch e {
-	case Incoming:
-		return true
-	case Outgoing:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ThreadExportParamsFormat.
-const (
-	ThreadExportParamsFormatJson     ThreadExportParamsFormat = "json"
-	ThreadExportParamsFormatMarkdown ThreadExportParamsFormat = "markdown"
-)
-
-// Valid indicates whether the value is a known member of the ThreadExportParamsFormat enum.
-func (e ThreadExportParamsFormat) Valid() bool {
-	switch e {
-	case ThreadExportParamsFormatJson:
-		return true
-	case ThreadExportParamsFormatMarkdown:
+	case SendStatusSent:
 		return true
 	default:
 		return false
@@ -669,12 +423,12 @@ type AckOutcome struct {
 	AckedBySessionId openapi_types.UUID `json:"acked_by_session_id"`
 
 	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq DecimalString    `json:"inbox_seq"`
-	Status   AckOutcomeStatus `json:"status"`
+	InboxSeq DecimalString `json:"inbox_seq"`
+	Status   AckStatus     `json:"status"`
 }
 
-// AckOutcomeStatus defines model for AckOutcome.Status.
-type AckOutcomeStatus string
+// AckStatus defines model for AckStatus.
+type AckStatus string
 
 // AdminAgent defines model for AdminAgent.
 type AdminAgent struct {
@@ -758,17 +512,14 @@ type AdminBoxUpdateInput struct {
 
 // AdminCleanupStatus defines model for AdminCleanupStatus.
 type AdminCleanupStatus struct {
-	BoxKey          string                  `json:"box_key"`
-	DeletedMessages int64                   `json:"deleted_messages"`
-	Failures        int64                   `json:"failures"`
-	LastError       *string                 `json:"last_error,omitempty"`
-	LastRunAt       *Timestamp              `json:"last_run_at,omitempty"`
-	Runs            int64                   `json:"runs"`
-	State           AdminCleanupStatusState `json:"state"`
+	BoxKey          string       `json:"box_key"`
+	DeletedMessages int64        `json:"deleted_messages"`
+	Failures        int64        `json:"failures"`
+	LastError       *string      `json:"last_error,omitempty"`
+	LastRunAt       *Timestamp   `json:"last_run_at,omitempty"`
+	Runs            int64        `json:"runs"`
+	State           CleanupState `json:"state"`
 }
-
-// AdminCleanupStatusState defines model for AdminCleanupStatus.State.
-type AdminCleanupStatusState string
 
 // AdminHost defines model for AdminHost.
 type AdminHost struct {
@@ -830,20 +581,16 @@ type AdminProfileSetInput struct {
 
 // AdminRoom defines model for AdminRoom.
 type AdminRoom struct {
-	ActiveMembers     int64                      `json:"active_members"`
-	CreatedAt         Timestamp                  `json:"created_at"`
-	HistoryVisibility AdminRoomHistoryVisibility `json:"history_visibility"`
-	Name              string                     `json:"name"`
-	OwnerAgentId      openapi_types.UUID         `json:"owner_agent_id"`
-	RoomId            openapi_types.UUID         `json:"room_id"`
-	Status            AdminRoomStatus            `json:"status"`
+	ActiveMembers int64     `json:"active_members"`
+	CreatedAt     Timestamp `json:"created_at"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility HistoryVisibility  `json:"history_visibility"`
+	Name              string             `json:"name"`
+	OwnerAgentId      openapi_types.UUID `json:"owner_agent_id"`
+	RoomId            openapi_types.UUID `json:"room_id"`
+	Status            RoomStatus         `json:"status"`
 }
-
-// AdminRoomHistoryVisibility defines model for AdminRoom.HistoryVisibility.
-type AdminRoomHistoryVisibility string
-
-// AdminRoomStatus defines model for AdminRoom.Status.
-type AdminRoomStatus string
 
 // AdminRoomList defines model for AdminRoomList.
 type AdminRoomList struct {
@@ -940,12 +687,12 @@ type BatchOutcome struct {
 
 	// MessageSeq A 64-bit value as a decimal string.
 	MessageSeq    *DecimalString     `json:"message_seq,omitempty"`
-	Status        BatchOutcomeStatus `json:"status"`
+	Status        BatchSendStatus    `json:"status"`
 	TargetAgentId openapi_types.UUID `json:"target_agent_id"`
 }
 
-// BatchOutcomeStatus defines model for BatchOutcome.Status.
-type BatchOutcomeStatus string
+// BatchSendStatus defines model for BatchSendStatus.
+type BatchSendStatus string
 
 // BoxKey defines model for BoxKey.
 type BoxKey = string
@@ -1010,6 +757,12 @@ type CheckpointStatus struct {
 	Revision DecimalString `json:"revision"`
 }
 
+// ClaimOrder defines model for ClaimOrder.
+type ClaimOrder string
+
+// CleanupState defines model for CleanupState.
+type CleanupState string
+
 // DecimalString A 64-bit value as a decimal string.
 type DecimalString = string
 
@@ -1020,7 +773,7 @@ type Destination struct {
 	RoomId           *openapi_types.UUID `json:"room_id,omitempty"`
 }
 
-// DestinationKind defines model for Destination.Kind.
+// DestinationKind defines model for DestinationKind.
 type DestinationKind string
 
 // DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
@@ -1046,9 +799,12 @@ type Error struct {
 	Error ErrorDetail `json:"error"`
 }
 
+// ErrorCode defines model for ErrorCode.
+type ErrorCode string
+
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	Code ErrorDetailCode `json:"code"`
+	Code ErrorCode `json:"code"`
 
 	// CurrentRevision A 64-bit value as a decimal string.
 	CurrentRevision *DecimalString `json:"current_revision,omitempty"`
@@ -1074,8 +830,8 @@ type ErrorDetail struct {
 	SuggestedAction  *string        `json:"suggested_action,omitempty"`
 }
 
-// ErrorDetailCode defines model for ErrorDetail.Code.
-type ErrorDetailCode string
+// ExportFormat defines model for ExportFormat.
+type ExportFormat string
 
 // FileAccessReportInput defines model for FileAccessReportInput.
 type FileAccessReportInput struct {
@@ -1083,12 +839,12 @@ type FileAccessReportInput struct {
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Note Short note, at most 500 bytes.
-	Note   *string                     `json:"note,omitempty"`
-	Status FileAccessReportInputStatus `json:"status"`
+	Note   *string          `json:"note,omitempty"`
+	Status FileAccessStatus `json:"status"`
 }
 
-// FileAccessReportInputStatus defines model for FileAccessReportInput.Status.
-type FileAccessReportInputStatus string
+// FileAccessStatus defines model for FileAccessStatus.
+type FileAccessStatus string
 
 // FileRef defines model for FileRef.
 type FileRef struct {
@@ -1121,12 +877,9 @@ type FileReport struct {
 	MessageId       openapi_types.UUID `json:"message_id"`
 	Note            *string            `json:"note,omitempty"`
 	ReporterAgentId openapi_types.UUID `json:"reporter_agent_id"`
-	Status          FileReportStatus   `json:"status"`
+	Status          FileAccessStatus   `json:"status"`
 	UpdatedAt       Timestamp          `json:"updated_at"`
 }
-
-// FileReportStatus defines model for FileReport.Status.
-type FileReportStatus string
 
 // FileReportPage defines model for FileReportPage.
 type FileReportPage struct {
@@ -1138,6 +891,9 @@ type FileReportPage struct {
 
 // Follow defines model for Follow.
 type Follow string
+
+// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+type HistoryVisibility string
 
 // IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
 type IdempotencyKey = string
@@ -1171,17 +927,17 @@ type InboxClaimInput struct {
 	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
 
 	// Limit Rows to lease; clamped to [1, page_limit_max].
-	Limit *int64                `json:"limit,omitempty"`
-	Order *InboxClaimInputOrder `json:"order,omitempty"`
+	Limit *int64      `json:"limit,omitempty"`
+	Order *ClaimOrder `json:"order,omitempty"`
 }
-
-// InboxClaimInputOrder defines model for InboxClaimInput.Order.
-type InboxClaimInputOrder string
 
 // InboxClaimResult defines model for InboxClaimResult.
 type InboxClaimResult struct {
 	Items []InboxItem `json:"items"`
 }
+
+// InboxFilter defines model for InboxFilter.
+type InboxFilter string
 
 // InboxItem defines model for InboxItem.
 type InboxItem struct {
@@ -1240,6 +996,12 @@ type Me struct {
 	// Router The key is a router-mode key for MCP.
 	Router bool `json:"router"`
 }
+
+// MemberState defines model for MemberState.
+type MemberState string
+
+// MembershipResultState defines model for MembershipResultState.
+type MembershipResultState string
 
 // Message The canonical message. Messages are immutable.
 type Message struct {
@@ -1343,13 +1105,10 @@ type MessageSendResult struct {
 	MessageId      *openapi_types.UUID `json:"message_id,omitempty"`
 
 	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq   *DecimalString          `json:"message_seq,omitempty"`
-	RequestCount int64                   `json:"request_count"`
-	Status       MessageSendResultStatus `json:"status"`
+	MessageSeq   *DecimalString `json:"message_seq,omitempty"`
+	RequestCount int64          `json:"request_count"`
+	Status       SendStatus     `json:"status"`
 }
-
-// MessageSendResultStatus defines model for MessageSendResult.Status.
-type MessageSendResultStatus string
 
 // Name defines model for Name.
 type Name = string
@@ -1375,21 +1134,12 @@ type PrimeCounts struct {
 type PrimeRoom struct {
 	// BriefRevision A 64-bit value as a decimal string.
 	BriefRevision *DecimalString     `json:"brief_revision,omitempty"`
-	Follow        *PrimeRoomFollow   `json:"follow,omitempty"`
+	Follow        *Follow            `json:"follow,omitempty"`
 	Name          string             `json:"name"`
 	RoomId        openapi_types.UUID `json:"room_id"`
-	State         PrimeRoomState     `json:"state"`
-	Status        *PrimeRoomStatus   `json:"status,omitempty"`
+	State         MemberState        `json:"state"`
+	Status        *RoomStatus        `json:"status,omitempty"`
 }
-
-// PrimeRoomFollow defines model for PrimeRoom.Follow.
-type PrimeRoomFollow string
-
-// PrimeRoomState defines model for PrimeRoom.State.
-type PrimeRoomState string
-
-// PrimeRoomStatus defines model for PrimeRoom.Status.
-type PrimeRoomStatus string
 
 // Profile defines model for Profile.
 type Profile struct {
@@ -1413,6 +1163,9 @@ type Request struct {
 	UpdatedAt Timestamp     `json:"updated_at"`
 }
 
+// RequestDirection defines model for RequestDirection.
+type RequestDirection string
+
 // RequestPage defines model for RequestPage.
 type RequestPage struct {
 	Items []Request `json:"items"`
@@ -1434,12 +1187,9 @@ type RequestRespondInput struct {
 	Files *[]FileRefInput `json:"files,omitempty"`
 
 	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
-	IdempotencyKey IdempotencyKey            `json:"idempotency_key"`
-	Status         RequestRespondInputStatus `json:"status"`
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+	Status         ResponseStatus `json:"status"`
 }
-
-// RequestRespondInputStatus defines model for RequestRespondInput.Status.
-type RequestRespondInputStatus string
 
 // RequestRespondResult defines model for RequestRespondResult.
 type RequestRespondResult struct {
@@ -1450,6 +1200,9 @@ type RequestRespondResult struct {
 
 // RequestStatus defines model for RequestStatus.
 type RequestStatus string
+
+// ResponseStatus defines model for ResponseStatus.
+type ResponseStatus string
 
 // RoomBrief defines model for RoomBrief.
 type RoomBrief struct {
@@ -1481,7 +1234,7 @@ type RoomCreateInput struct {
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
-	HistoryVisibility *RoomCreateInputHistoryVisibility `json:"history_visibility,omitempty"`
+	HistoryVisibility *HistoryVisibility `json:"history_visibility,omitempty"`
 
 	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
@@ -1493,29 +1246,22 @@ type RoomCreateInput struct {
 	Name string `json:"name"`
 }
 
-// RoomCreateInputHistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
-type RoomCreateInputHistoryVisibility string
-
 // RoomCreateResult defines model for RoomCreateResult.
 type RoomCreateResult struct {
-	CreatedAt         *Timestamp                        `json:"created_at,omitempty"`
-	DefaultFollow     Follow                            `json:"default_follow"`
-	DryRun            bool                              `json:"dry_run"`
-	HistoryVisibility RoomCreateResultHistoryVisibility `json:"history_visibility"`
+	CreatedAt     *Timestamp `json:"created_at,omitempty"`
+	DefaultFollow Follow     `json:"default_follow"`
+	DryRun        bool       `json:"dry_run"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility HistoryVisibility `json:"history_visibility"`
 
 	// InvitedAgentIds Pending invitees.
-	InvitedAgentIds []openapi_types.UUID   `json:"invited_agent_ids"`
-	Name            string                 `json:"name"`
-	OwnerAgentId    openapi_types.UUID     `json:"owner_agent_id"`
-	RoomId          *openapi_types.UUID    `json:"room_id,omitempty"`
-	Status          RoomCreateResultStatus `json:"status"`
+	InvitedAgentIds []openapi_types.UUID `json:"invited_agent_ids"`
+	Name            string               `json:"name"`
+	OwnerAgentId    openapi_types.UUID   `json:"owner_agent_id"`
+	RoomId          *openapi_types.UUID  `json:"room_id,omitempty"`
+	Status          RoomStatus           `json:"status"`
 }
-
-// RoomCreateResultHistoryVisibility defines model for RoomCreateResult.HistoryVisibility.
-type RoomCreateResultHistoryVisibility string
-
-// RoomCreateResultStatus defines model for RoomCreateResult.Status.
-type RoomCreateResultStatus string
 
 // RoomDetails Full details for an active member; only room_id, name, inviter_agent_id, invited_at and state for a pending invitee.
 type RoomDetails struct {
@@ -1529,30 +1275,23 @@ type RoomDetails struct {
 	Follow *Follow        `json:"follow,omitempty"`
 
 	// FollowRevision A 64-bit value as a decimal string.
-	FollowRevision    *DecimalString                `json:"follow_revision,omitempty"`
-	HistoryVisibility *RoomDetailsHistoryVisibility `json:"history_visibility,omitempty"`
-	InvitedAt         *Timestamp                    `json:"invited_at,omitempty"`
-	InviterAgentId    *openapi_types.UUID           `json:"inviter_agent_id,omitempty"`
-	JoinedAt          *Timestamp                    `json:"joined_at,omitempty"`
-	Name              string                        `json:"name"`
-	OwnerAgentId      *openapi_types.UUID           `json:"owner_agent_id,omitempty"`
-	RoomId            openapi_types.UUID            `json:"room_id"`
+	FollowRevision *DecimalString `json:"follow_revision,omitempty"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility *HistoryVisibility  `json:"history_visibility,omitempty"`
+	InvitedAt         *Timestamp          `json:"invited_at,omitempty"`
+	InviterAgentId    *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
+	JoinedAt          *Timestamp          `json:"joined_at,omitempty"`
+	Name              string              `json:"name"`
+	OwnerAgentId      *openapi_types.UUID `json:"owner_agent_id,omitempty"`
+	RoomId            openapi_types.UUID  `json:"room_id"`
 
 	// Roster At most 200 active and invited members.
-	Roster          *[]RosterEntry     `json:"roster,omitempty"`
-	RosterTruncated *bool              `json:"roster_truncated,omitempty"`
-	State           RoomDetailsState   `json:"state"`
-	Status          *RoomDetailsStatus `json:"status,omitempty"`
+	Roster          *[]RosterEntry `json:"roster,omitempty"`
+	RosterTruncated *bool          `json:"roster_truncated,omitempty"`
+	State           MemberState    `json:"state"`
+	Status          *RoomStatus    `json:"status,omitempty"`
 }
-
-// RoomDetailsHistoryVisibility defines model for RoomDetails.HistoryVisibility.
-type RoomDetailsHistoryVisibility string
-
-// RoomDetailsState defines model for RoomDetails.State.
-type RoomDetailsState string
-
-// RoomDetailsStatus defines model for RoomDetails.Status.
-type RoomDetailsStatus string
 
 // RoomFollowInput defines model for RoomFollowInput.
 type RoomFollowInput struct {
@@ -1601,28 +1340,19 @@ type RoomListItem struct {
 	InviterAgentId *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
 	Name           string              `json:"name"`
 	RoomId         openapi_types.UUID  `json:"room_id"`
-	State          RoomListItemState   `json:"state"`
-	Status         RoomListItemStatus  `json:"status"`
+	State          MemberState         `json:"state"`
+	Status         RoomStatus          `json:"status"`
 }
-
-// RoomListItemState defines model for RoomListItem.State.
-type RoomListItemState string
-
-// RoomListItemStatus defines model for RoomListItem.Status.
-type RoomListItemStatus string
 
 // RoomMembershipResult defines model for RoomMembershipResult.
 type RoomMembershipResult struct {
 	At Timestamp `json:"at"`
 
 	// Epoch A 64-bit value as a decimal string.
-	Epoch  DecimalString             `json:"epoch"`
-	RoomId openapi_types.UUID        `json:"room_id"`
-	State  RoomMembershipResultState `json:"state"`
+	Epoch  DecimalString         `json:"epoch"`
+	RoomId openapi_types.UUID    `json:"room_id"`
+	State  MembershipResultState `json:"state"`
 }
-
-// RoomMembershipResultState defines model for RoomMembershipResult.State.
-type RoomMembershipResultState string
 
 // RoomPage defines model for RoomPage.
 type RoomPage struct {
@@ -1632,15 +1362,18 @@ type RoomPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
+// RoomStatus defines model for RoomStatus.
+type RoomStatus string
+
 // RosterEntry defines model for RosterEntry.
 type RosterEntry struct {
 	AgentId openapi_types.UUID `json:"agent_id"`
 	Name    string             `json:"name"`
-	State   RosterEntryState   `json:"state"`
+	State   MemberState        `json:"state"`
 }
 
-// RosterEntryState defines model for RosterEntry.State.
-type RosterEntryState string
+// SendStatus defines model for SendStatus.
+type SendStatus string
 
 // SessionInfo defines model for SessionInfo.
 type SessionInfo struct {
@@ -1701,9 +1434,9 @@ type SettingsValues struct {
 // ThreadExport defines model for ThreadExport.
 type ThreadExport struct {
 	// Content json: a JSON array of messages; markdown: rendered text.
-	Content   string             `json:"content"`
-	Format    ThreadExportFormat `json:"format"`
-	ItemCount int64              `json:"item_count"`
+	Content   string       `json:"content"`
+	Format    ExportFormat `json:"format"`
+	ItemCount int64        `json:"item_count"`
 
 	// NextCursor Opaque cursor; pass it back unchanged.
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
@@ -1712,9 +1445,6 @@ type ThreadExport struct {
 	// ResumeCursor Opaque cursor; pass it back unchanged.
 	ResumeCursor *PageCursor `json:"resume_cursor,omitempty"`
 }
-
-// ThreadExportFormat defines model for ThreadExport.Format.
-type ThreadExportFormat string
 
 // ThreadPage A keyset page of a thread (no resume cursor: start again to see later replies).
 type ThreadPage struct {
@@ -1790,6 +1520,9 @@ type Unauthorized = Error
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
 
+// UnsupportedMediaType defines model for UnsupportedMediaType.
+type UnsupportedMediaType = Error
+
 // CheckpointGetParams defines parameters for CheckpointGet.
 type CheckpointGetParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1847,7 +1580,7 @@ type DirectoryGetParams struct {
 // InboxListParams defines parameters for InboxList.
 type InboxListParams struct {
 	// Filter unread (default), all or acked.
-	Filter *InboxListParamsFilter `form:"filter,omitempty" json:"filter,omitempty"`
+	Filter *InboxFilter `form:"filter,omitempty" json:"filter,omitempty"`
 
 	// Destination Only rows of this room or DM pair.
 	Destination *DestinationFilterQuery `json:"destination,omitempty"`
@@ -1861,9 +1594,6 @@ type InboxListParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// InboxListParamsFilter defines parameters for InboxList.
-type InboxListParamsFilter string
 
 // InboxAckParams defines parameters for InboxAck.
 type InboxAckParams struct {
@@ -1928,7 +1658,7 @@ type ProfileGetParams struct {
 // RequestListParams defines parameters for RequestList.
 type RequestListParams struct {
 	// Direction incoming or outgoing.
-	Direction RequestListParamsDirection `form:"direction" json:"direction"`
+	Direction RequestDirection `form:"direction" json:"direction"`
 
 	// Status Only this declaration.
 	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -1942,9 +1672,6 @@ type RequestListParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// RequestListParamsDirection defines parameters for RequestList.
-type RequestListParamsDirection string
 
 // RequestRespondParams defines parameters for RequestRespond.
 type RequestRespondParams struct {
@@ -2027,7 +1754,7 @@ type ThreadReadParams struct {
 // ThreadExportParams defines parameters for ThreadExport.
 type ThreadExportParams struct {
 	// Format json or markdown.
-	Format ThreadExportParamsFormat `form:"format" json:"format"`
+	Format ExportFormat `form:"format" json:"format"`
 
 	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -2035,9 +1762,6 @@ type ThreadExportParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// ThreadExportParamsFormat defines parameters for ThreadExport.
-type ThreadExportParamsFormat string
 
 // AdminBoxCreateJSONRequestBody defines body for AdminBoxCreate for application/json ContentType.
 type AdminBoxCreateJSONRequestBody = AdminBoxCreateInput
@@ -4983,6 +4707,8 @@ type UnauthorizedJSONResponse Error
 
 type UnavailableJSONResponse Error
 
+type UnsupportedMediaTypeJSONResponse Error
+
 type AdminBoxListRequestObject struct {
 }
 
@@ -5096,6 +4822,22 @@ func (response AdminBoxCreate409JSONResponse) VisitAdminBoxCreateResponse(w http
 	return err
 }
 
+type AdminBoxCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminBoxCreate415JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminBoxCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminBoxCreate500JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
@@ -5171,6 +4913,22 @@ func (response AdminBoxUpdate404JSONResponse) VisitAdminBoxUpdateResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminBoxUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminBoxUpdate415JSONResponse) VisitAdminBoxUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5332,6 +5090,22 @@ func (response AdminAgentCreate409JSONResponse) VisitAdminAgentCreateResponse(w 
 	return err
 }
 
+type AdminAgentCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentCreate415JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminAgentCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminAgentCreate500JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
@@ -5408,6 +5182,22 @@ func (response AdminAgentUpdate404JSONResponse) VisitAdminAgentUpdateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentUpdate415JSONResponse) VisitAdminAgentUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5557,6 +5347,22 @@ func (response AdminKeyCreate404JSONResponse) VisitAdminKeyCreateResponse(w http
 	return err
 }
 
+type AdminKeyCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminKeyCreate415JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminKeyCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminKeyCreate500JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
@@ -5633,6 +5439,22 @@ func (response AdminAgentProfileSet404JSONResponse) VisitAdminAgentProfileSetRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileSet415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentProfileSet415JSONResponse) VisitAdminAgentProfileSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5872,6 +5694,22 @@ func (response AdminHostCreate409JSONResponse) VisitAdminHostCreateResponse(w ht
 	return err
 }
 
+type AdminHostCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminHostCreate415JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminHostCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminHostCreate500JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
@@ -5948,6 +5786,22 @@ func (response AdminHostUpdate404JSONResponse) VisitAdminHostUpdateResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminHostUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminHostUpdate415JSONResponse) VisitAdminHostUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6282,6 +6136,22 @@ func (response AdminRoomSetOwner409JSONResponse) VisitAdminRoomSetOwnerResponse(
 	return err
 }
 
+type AdminRoomSetOwner415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminRoomSetOwner415JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminRoomSetOwner500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminRoomSetOwner500JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
@@ -6439,6 +6309,22 @@ func (response AdminSettingsUpdate409JSONResponse) VisitAdminSettingsUpdateRespo
 	return err
 }
 
+type AdminSettingsUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminSettingsUpdate415JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminSettingsUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminSettingsUpdate500JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
@@ -6499,6 +6385,22 @@ func (response AdminTokenCreate401JSONResponse) VisitAdminTokenCreateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminTokenCreate415JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6764,6 +6666,22 @@ func (response CheckpointSave409JSONResponse) VisitCheckpointSaveResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckpointSave415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response CheckpointSave415JSONResponse) VisitCheckpointSaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7142,6 +7060,22 @@ func (response DirectoryUpdateSelf409JSONResponse) VisitDirectoryUpdateSelfRespo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response DirectoryUpdateSelf415JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7525,6 +7459,22 @@ func (response InboxAck409JSONResponse) VisitInboxAckResponse(w http.ResponseWri
 	return err
 }
 
+type InboxAck415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response InboxAck415JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type InboxAck422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response InboxAck422JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
@@ -7657,6 +7607,22 @@ func (response InboxClaim409JSONResponse) VisitInboxClaimResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response InboxClaim415JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7953,6 +7919,22 @@ func (response MessageSend409JSONResponse) VisitMessageSendResponse(w http.Respo
 	return err
 }
 
+type MessageSend415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response MessageSend415JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type MessageSend422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response MessageSend422JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
@@ -8085,6 +8067,22 @@ func (response MessageSendBatch409JSONResponse) VisitMessageSendBatchResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response MessageSendBatch415JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8471,6 +8469,22 @@ func (response FileAccessReport409JSONResponse) VisitFileAccessReportResponse(w 
 	return err
 }
 
+type FileAccessReport415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response FileAccessReport415JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type FileAccessReport422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response FileAccessReport422JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
@@ -8575,6 +8589,22 @@ func (response AgentPrime401JSONResponse) VisitAgentPrimeResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AgentPrime415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AgentPrime415JSONResponse) VisitAgentPrimeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8930,6 +8960,22 @@ func (response RequestRespond409JSONResponse) VisitRequestRespondResponse(w http
 	return err
 }
 
+type RequestRespond415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RequestRespond415JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RequestRespond422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RequestRespond422JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
@@ -9183,6 +9229,22 @@ func (response RoomCreate409JSONResponse) VisitRoomCreateResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomCreate415JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9568,6 +9630,22 @@ func (response RoomBriefUpdate409JSONResponse) VisitRoomBriefUpdateResponse(w ht
 	return err
 }
 
+type RoomBriefUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomBriefUpdate415JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomBriefUpdate422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomBriefUpdate422JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
@@ -9701,6 +9779,22 @@ func (response RoomFollow409JSONResponse) VisitRoomFollowResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomFollow415JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9842,6 +9936,22 @@ func (response RoomInvite409JSONResponse) VisitRoomInviteResponse(w http.Respons
 	return err
 }
 
+type RoomInvite415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomInvite415JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomInvite422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomInvite422JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
@@ -9979,6 +10089,22 @@ func (response RoomJoin409JSONResponse) VisitRoomJoinResponse(w http.ResponseWri
 	return err
 }
 
+type RoomJoin415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomJoin415JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomJoin422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomJoin422JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
@@ -10112,6 +10238,22 @@ func (response RoomLeave409JSONResponse) VisitRoomLeaveResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomLeave415JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12200,215 +12342,220 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c+O20if8VVB6z1uZ2aWvmcxJ7Nra8vhyopPx5bFncp6zyawKIlsWYhJgAMi2MuXvvoUGeJNAiaR8",
-	"Gx//k4wlEQQa3T90N/rytReKJBUcuFa9na+9lEqagAaJf+1dAtf96IzqsfkzAhVKlmomeG+nt8cJNd9/",
-	"p0j/YL0X9Jj5NDW/DXqcJtDb6eEPBizqBT0Jf06YhKi3o+UEgp4Kx5BQM+xIyITq3k5vMsFf6mlqnlVa",
-	"Mn7Zu7sL7DzOYVQ/iQGLAiIkoe5vYiZA9JhqwhSZcPbnBAjjRI+BDMXtwulKGC2cb0JvPwK/NDR5/y7o",
-	"JYxnf275Jv9B3P4C0/mpf7JTIW80cMr1W5xbSOPYzHgk5C5hmiQTpckQ7HcSIuCa0fg7tWARQ3E7uILp",
-	"wiX8zaxxp/f/bRS7v2G/VRtuvmbq+xOphJyf+mlKDT1D/JqMpEgIh1s9cB8ISSSoSQL5ByNcgDJ7orQE",
-	"mhDKIzJisQaZL+PPCchpsQ77bK+G8tub735cTvsDUJpxaqZ9hC/7L3zH/IJ4PCVS3Cg7VaaIFCIxCzk4",
-	"JillOEm4TWMRQUZN35yj4n29pvQuzbF3F/SUnsZ2KEhPh39AqHvVhdQswbBTKPg1SIU/2yFfrxiPdnAl",
-	"Af53wKI7syb3RWQ+hpClzHB9JkZ3nZbajdUaLf2IxdDnEdz6YWhzbUgVRISZnxDGtUBeS0ApegnfKcNl",
-	"oGpkxXw3wCeXSTxLJklv5ydkOfvvzZzhGNdwCRI57meh9AkOPjtR8w3CUtAYj8ZC6QH+uyuFcSpmXr/A",
-	"tB/5ueYKposw/AqmqyP4R5YwPf/6M3oJRLG/YJeEMU1SiIgW5LetgKT0EgaxeWqQ0NsvAYlgRCexLn/h",
-	"PlonJ3ANBnMMy0BUByj4UM87b8b1+3c974YeW0aqPQVLnFZLQveT1cl4Dn9OQOklczKb2j/IUNe93B6G",
-	"IZWSGSqPgUg7WM2c3beD+5u7EEk9FQ0+LSKhw68V53ABSjHBfwYagedc+yQpV6mQmij7QyMbu+SG6bGY",
-	"aHMeG7rtnfVzmUGBVvZ0s4/k8x/bl+QrQCVmKG7X3CTqTrat7aUH252hgkoFV4B62gcaOc4wf4WCa+D4",
-	"T5qmMQsRYDf+UGaNXxsCx6GUQtpXVWnUP/l172P/YLB3/o/Px4cnn8yBsv/5/OL0fOC+WjeovS/4KGbh",
-	"I0zo5PTT4Oy8f3x4EJCz89Oj/sfDwennTwd7n8wn56enx4O98/2f+7/in4e/9i/6pyeD/dOTo4/9fZx+",
-	"/+Dw+Oz00+HJ/r/zz3ERiFqHtyFABNHDr+Rj/7j/aXD43/uHhweHlownQh+JCY8eh4xHp59PDgan54Oj",
-	"0/MP/YODwxOcxDnVgKR4DCKc7306HCAlDg/IGwlaTukwhrc4kwstJL2EI8riiYSHn8zFp9PzvX8cDo72",
-	"+h8/nx/uEC70mPFLckMVuZFMa+A4sc+cTvRYSPbXY9Bo7/Onn3FOhqVvxlTj+Wfth4mCbEbXlMWGdg8/",
-	"oU9GgM73zvsf/z34fLL3617/496Hj4cz+3eXIZ41LsOr04kOhdWVaBQxMxiNz6RIQWpmoG1EYwVBLy19",
-	"9LVHwyuIBlQvm+0nloDSNEkNOexDw+nAwbQ5S5YfGQbKjT2l4M/lumzIEhpf5E8qTfUEJwzc6Iu/2Tn0",
-	"gh6NJdBoOrB/f/EdVMUh91tpCvmgQUEE/9KKQUWuSO9FCeN4CrUleGbFNyFYSGU0kHDN8IxrS7RQAtXt",
-	"d7fCjV/nJwXc8GBU+m4oRAwUzY5Cy/Y9GlOlBwqAt51TzJSue2Xt21Ip0CYxZlwX+kkR+wae4aiSW8ZZ",
-	"F2VLIyNWvgQ3bJXM83Od3fvKbi5myH38YZ+nk7a8ObPzFQ/B5qaHPyu7vdx0Ku+jszfymdTva5NxM/Jp",
-	"uPVZRpJdUw3E/SogVJPEWJDv35Ff2Id1n+hlm18lwjJ4KW89/q/JVp2DQkq0x5Fl5CmhlIHtlKEza44+",
-	"F2Nxw4ngIewSweMpYVqRMVVjwhRRWkhrB87RyFmzjayFOZHpBYU1nM1sMbU+MtWWSkxDUv1Hc3K5mVAp",
-	"6XT+HMHxFs/3cxo1FsSE8fKnW7MLWQi69eh4VzfBD+K2JSnNudnw2Mq8pj5Q7ngoLVx/7QmgQGvGL1XX",
-	"M3Rm0x0JgpJbeA7m51/ZDLo/iNvuwF0ieBNvdEGxduiWvWbRIh5HSA37riiiH8Ttowloc3L757pvBpqk",
-	"F7kW3I035uQjghgMYzq/lGrkxwt6I2syNv05an2A5k6tUignrXVCOeFNZ2A0fShbDyxCHUxOODezsEtq",
-	"Yj8Ukm/HdNPwkLJEploe/Fm0FpaO+ImKSVMzLa1K49wPqmJXi78+3aisJ5v3NANHQ6fu6OjWU9V5Dm9p",
-	"qIkSExkC6Z8RGkUSlAJF3vTPrt+hK+vs+v3bXcIF2e8fnBNJ+SUovMc6ubC+SvRPZmSqv8rc9hA5obd9",
-	"++T32/hj99dWPXkb3U2UKV6i80LSPg5mI7OvCNpmjDao7WWEh96x2SUtIr+7zX4wB0I3tGis2JuVXosO",
-	"LiQpJhpkjcpapl5hI5TCH+zDzbDjF5h2h45imsvs1bul7+9m5j2ZzdZpj9xs82cX7crjoI5TeFcBnTPr",
-	"NrgA3YWF7sslMTNnHLZ2yudCJK09wZpdwyCBZOgilhooVl21EWY4dDowFtKQxUxPy8qZGlOJttQfgnGv",
-	"UrbA5BM3HOSgFUhm16FNfutzRBu6GeaX4ZhdN1Eii/tXd0LPTLrkmvZQKpjdqmY4aFjicUQOmW9FmTNj",
-	"XIA+NYTpInVF9Nmc6GVkNprcUNyuuQASDHITI4x6Q/oSS18jii2j1Obdw2YitWu9cC6DezTsVGnIRfuV",
-	"vfpXGk9APZDLxNlLHsdIPs2ltOmu9MFtipEs3e9R2hLzjOpwPEeJ5Wv9JK6AP445GNMhxF7O6ajPaTP3",
-	"Ts7g/MlsVs3gDInVXbHLCVDFhn+NqY1LwVm54NEZBGjluSlNs5P+d+/7qzMmux918l723c6p+f4bSM3i",
-	"Ah/Kcmrm05i9/Kud7plkSSdGveLihg/CMYRXqWB4lHTF5QUze7grKBw+v1Mp1rHsuf38l87raZ4WExda",
-	"v/SN+/aneDmSsOUPfbS/Kq4Sl7/F/szpjx4P057T6KvRlxicpzBkm/FrpjF0RAVkOM3CiitOpaUL9Stb",
-	"blIDLSc8pPmVazU+bwLkZgw8j5UHaSSeJEKCf5ZEjykn9rZp107X/IErNF9KMbkcExrHLlwyKUFGyRvu",
-	"QiuWH6f4sz4fidobRJWH/2XbVuGxbG/myZEzU84gXtHVmobjpEOUR/5gU7xJIGJ0YD/+2sLeUWO6/cN7",
-	"/1fsLxgMp7qho36WxJUl5KZKaZ6VN+Qz8dHxg9GIugUo5fcGS2OpDkBTFlta5mG2zUhvf34/gUnKcmY0",
-	"sYFhNtzcBlN7LVlN5SXoNhbr7EE6M0A+Ke9O5Ak0KdUapEGC//sbXftrc+2nL+7/a1++bgXvt+/+5iPW",
-	"PpXR0i2cDUhOJ8OYhSRiEkJjzpKQymidlMOBjJ5BORFDBfIa4SYgXGiSSiFGBk9idg0cFPrcnyykalls",
-	"1AOFP9WO2DVEyRuDVEzexzlm48/oJTyo/wC5y3fDVGRELT0V6SW4XKvmPof9il7SRj9vrND8UwleJOJ0",
-	"N0bpdXtzwD7UNmBz1mtVCmgoVr2Ymhf0upPW25Wsqxv7LIIkFRp4OG0SUtEvfp4l+pVpNj+fGf1k9nXL",
-	"ydlJVX9Mdqtnm3ywJavsEuZQspDCMeWXi1XeWqsKg9EvzVGDym/ERiOQyq/H3o+HzMsZ+Rp8lKqO58n/",
-	"ef9ubcg0uabxBAhVhJLIPkKsaOMRWjr+zdn/dSvY+sl/5JczC9ud/HjJHk+XJEmW0iir+ZXzR735VVnZ",
-	"ihKn23tVq/l33fN9wOw9mJmdd8cyxce6MS8gHj2NK3NFdEO2CcctueCIQRwpogWxXL1LqCYxUKWJ4DC/",
-	"yTNK1szFmVMliw+Lu7Ptzc1NgubIwpBe74Dmy8pItQPNe1IagL6lWzO8P8xMngc1k2YnjQPUTsc91RKT",
-	"Me25kNZSqk0vKOWa9YLebLKZ+34+iaoX9CppaL1gLouuF8xkf5lnZnPVzHOeVLVe0Ksm4JlnS1lUvaAu",
-	"P6cXzGY4eTEpnEgJ3d14QW9kpMmfpypGI+AR45eEGXQh+NOAwPrlOskTX9Rv33/xikfsTys2A+NXNunV",
-	"nI/gsvjMMA0uiZ197asUAGQ8SShfk0AjOozNmzjsEo45WBCOhcsHzSxoe6b5pRuo8gGG4vQKBiFVZpQR",
-	"45AA18agNNw5exLStb8yK3jw5X/8zf8eLacDOtIgBwpCwaNykFxp2Xm6Vo0igm72kZCkkqVntI4aDtsl",
-	"OCSm0BY1IGYQpc7lttqtXtBTk8tLUOiVD2vM3xlEQekvdr9MEB/MHLEY9sIQlDqHVMhOsRYrH29caPBe",
-	"jkhNzHfFCfHDwqPGFyZglsaGzu7mDJ2QXOjBCHNSgzkEriFrHhrQ5CgxRHW1XlrhduKgYD5imKk0ptN6",
-	"H8cSP+YCd+WEu+Sn5d5qCSOQwENAhzUXxD05wBukgNi3GL3SLsUvFBPpvyKrDLacz80wM4SpLmbBxjRj",
-	"8ln9fsTiEg3WyYmwrFik1I5Ah2OHnZ/PP87rWMUWzxgCdG305evfg/fv/LbA7P4vDIVowQ2+WdTNwe1b",
-	"lSpjrVO1s7FhlpsXGZgokIyPRECwfEVARpJeGvwPSP9sLWYaJI1J6mKxxkJpjO/F+8i1mF0BSanUKOJL",
-	"Fro6z9RziUHDlhJcqsXiPZtaesgzWPQchmZybQOu7hMdg94EbarVnBSVwhwzhWxmV1iKziq9evH2Pbjj",
-	"tMQpT+A+PRJxLG4qGxrHePZzvDi0dIwZ3hMlEw3ejZw5judEfGt9fWv7RyOuXKOyuHex3+8bo1LSUINU",
-	"eTGgFCSJxSULaUysupLpTpSTCQ9Basq4LRBW1aacBrW4hEgZrH7//XZ7c+3332//fvjlf3rhKl/WU6g0",
-	"s1vYQGfoG0thL7x6EgWsMFO8+0/Dq8HQmNLuKv1GmX2dSG6LHWG1sXLtmCaiM6fqLo5bLCYYtCJnR7+t",
-	"eahF/GVRB2LZQrKha+e8H1OWPAkTxEAVlI2rmdIu5msSozzO1bqyzyb0Nnv+y25e7sp+5/7Kvm9oxNZY",
-	"x+eGBbWwQy8rvNXwVUJGMzkHPRFHoDQmmlp8zT/gcGP+sbzwRVNWxW3vxKztTix8WV/DKqHCxRgvsuqJ",
-	"5Ve4TZkE1ToE0DwcDSBWcDMGCf7M1JJvZtHIrkha4WfxiOUHphOqrnbIFjk4Dsg2GaFWoAiN44C8I04Z",
-	"CMiPxCgDUyMk4oZnNdUCsvWeZJW4yvXU2gaulEu8ZJMtuyHmCFPLWQ+utS2QgXyeGKfUMB2jo56HFdCK",
-	"EqPtHp1wCbTNNL3SPTPOzOp9O1S6+PVUsp2Sf16cnhD785L5754Perdrl2LNffiHEnz9nN6UuPxjHjXY",
-	"YvMVJJRrFi54zpuEPesTjRnHVIQEKDfWPKqz6IKlPMK/JGgrTcZczUONiJzEML/Ye/H/XdsMgZb5BDUx",
-	"8OWbETdwUKKeb7uPHzTad3GS/CoxPy3y7ToVOaqJAAoqqYueKqUYb0Xsj9YSEdkPR0KS4/0zn79saUxR",
-	"kepRroJTVDzNkjbdMv2bnJ9GLRxiWK2XcsHR3nNAv07cYIpQCYQlyQSNRk/4WCXIc6F2XfwSeSaaDpLo",
-	"PqucRNWb9hblfrEwb0tvwch36rhTOnd3VAddysPzwz1aKGZKp7Gg5f1oCvaojgy0GCyeLZ/ErgSgLZbq",
-	"84bZcSRENKyV5awa7D2RWAF39sJC3s2TJswQYzxrpRDdQk4r7rLyngWzVbvt3Aph8TGYjyL+TZmbecb4",
-	"S3NG3G4/uEZX4qp7csKtoJw1tqPcrNvfFD2aeDdlwAWruwAeYSB6twpLOdjPqJqKFO/n/iSpSE4HcsKb",
-	"lb3LkdyfTbK1OXP9oxo7uip3Th4GvYfgoByBmxKpOUTPhnL5HYQ2GF5Z92D2jNo1FidQbXWBUMQxTRVU",
-	"M21a4u6cN21+fmXUa+J+meXTTk6YEq/5Tp527sRK3sYqDsXS0u5V+o6pvIrEDSfmFwHhgq9BkuppcU9v",
-	"H6W3Nk2FfP50tPajvS3ddXmNBFyUIlVEAdd+Ee6smS0Q/upafqUxi4wVJ3g83cWKyJBd6PovsL9hqPCq",
-	"mTNRF1pOQj0xO5TdI5E3ETPEDXWxwSWJtxkjCuLR21VEewGQnaaWY8vehWIq7rESuymQjMbsL4is6V76",
-	"QQSpHpMIIMUSU0VDGnvxfAVTvIu25nEnxGyk1HqUWI92OsNg5itFqLqyrm7rtYuW7M4uYdzlFQINx7Yd",
-	"D42VIEPIdhiit/cIylVdtDMYN8Th2SgNZeurm2MIWKoxOINQEsaUJUSMSAQxuwY5dWEqaQzaXVvN2adO",
-	"WNq4ArtaoIuOj0c05jIubLPkBrl4zaOrZqk+OyUfz2Q56eX74b21/5Nl1+X/XB+sffm6Gbz/3h/fUlLh",
-	"F3eL2iUpVYowTYY0vCIT7rIGvCdYKRH7iRxp3VLqg4VlR8vJ3i0rQFgHc3Gf05DLUhtiO3Ds0LRSknVv",
-	"d3GQuyc9bw48i6glUoeSUEPJYLRCpPK9RIUs8Hy2K9sE3qpNmN5ek5r7MMWe7Fz8+5SXHmixS6uWuc8K",
-	"lDWoNzZfp963jFL7nA6uhG6nRbdEH1SROupH3R5rXZusc7x2zruLHnNbVZTYuI9gOm+3q6qX0EMN7y6W",
-	"Yu1KV0ZLwu7coh7c15fx+RME3LlXn1vF+15N6k8YX53GU2dT0/t2cK2exbbU7rVtxoj1SAywQYy1OThA",
-	"pJpEiz8PK9kfKJvaAia4lgH2IkJojiCMsV5i5uexC19+Qvny1XKxa2c1VfnyIRxYaTxt6IN3F1yyOI0a",
-	"CbMfzBat9mJul5ymhqUa72G/bL+/D0Yb66TB1VxSdpa/NprXvRwouQqVr6c0e+/OZPTqXjeQpmYX/RAJ",
-	"t5poQexPCmfHj+QX9mHX9iE1LydK06nylHZdkkzw3KoYFKQIvGDRCBmESFbpTGRjNguTYiEu2189rPPV",
-	"X8O2CNnMq9jOpCPixzuuuKgiRuaxZJYETQ0cEDfwLrHlb3dcoqAUiQ1T11RqV2CLSeLySbPxxixdL4WJ",
-	"Nimlew8x28aEggYeQy1sOTEgb7zu28J/yIUu1SVb0Z3LvT2EDUe6HsLetO82VV6zSvutBOExC0LegwA1",
-	"FYFWvGet70Wsc5anNCOXqfthhW+ybnS2GfV1o73lomf2vqTczZO/jmNt/r9qW/lhEsckso9ibNlscWVX",
-	"bNRRMnDiaKdVLCz7xHA93qOgC8UOSNIqf8z7z1f0Yj2ywEEqbIGNjq62Zm+xv+9OlHuU/HZknWWNRsJn",
-	"p3FvRdceGCqkUN7Azb3SIeWEKK/PiXekqAA0Nl7P8TWHXMupv34oumcqBUQ9dQW+Cb+qATDL+09Tdaet",
-	"dN6v9p7D/iqqu51cJ42l7eofwSytZaWcVkutyz7y9xPlSHbQt6uxUfd5yz4/neZsZanYLdtsuep4Ajez",
-	"6sGK6uM9sFhznesjU7pDctu93do9jirxmIrAC71LXFjx13DSce4c6FbovWWv1k4q7P1sQQwj3YaOGQHt",
-	"nINe3ZWSEMnD3yeVZf4pLpVKGuHjd1boJlhLg0fqtcJyfflOPpjFVYqYsvUlRApYnWAM5coEtVXxO50u",
-	"pWdzg7VmzeUWNav2vK1UY/CGtiSMs8Rs5pYvJqZUYj4PmVw8zKZvmGqIb4d5hGPKOcSD0nxCmnaYSTZQ",
-	"dmG6dBTvdIBfQyxSWGlNZQ0szxYt11SoH++9d23e4gkdJjZXoKHDGKW6CrnDfZVBurHvXLjv4jG2l42B",
-	"EcEd5iGpzhYynEilOzBuaYg0r2vYZRyXvz8YTqJL0I24d3P7nW+okrXSgSaTFMkaCm4vSMLp8oE2Fwyk",
-	"IUlXAKm7BVj8a55Z3a6CxRLoXQFuO0HsSrDaHUp9T+ZVtCszni1KfAsRGU7xYE6liCahJm++3ya/sA/Y",
-	"9FkTSly+esO6LQ1x+z6wehV47grJnWG4E/R2hduuENsRVleB0lXgsz1eroSRq+DikvDmGWjx7bNvD73i",
-	"VqVCMIOSXoadY8a6XagTMZ/4+OGrFhFroLmOyLU7twxJ6pjTw+s1MOqzKT5hSvbhbYcylRgMxT0FXP5Q",
-	"gu8QatOs0AC29VBsRYddkri8vx0iMcPcGFhw60/dyxiysCvN6Fjkzw7iv5/SkDxO7Z2USs1oXJ+xeR+5",
-	"324BQU7yygqLSdRv8Fn7whx7mMUGtkEc9tYlNn+fvOGYNTZJslSWHRfXQi8p40QLogBITDXWusEcgbfz",
-	"N7tPnZrf2LNSuMfKvBRRDWuaoZti3r5XEE4k09ML8+JMPyx3iZ2h9T8OTz59OP3vwd7Bcf9k8On0l8MT",
-	"4m7czWO2qK2hIa4E2QyoxOIM7uVjrW2hs0vg2luBc48T/JLsnfWxVCax0cIYBllK6AtFAjZiSdhKRkbJ",
-	"wie/U1hml/TPVIO53KGj1/pnqjPZF0JGLrePJJTFQ3GLAQF7ffsitU7wEsSWuFHYPoxMDFaQDZqyjeut",
-	"jaG4BbXx1aUX3W3gdaqmV4BEK69z19HQN5b5IhuxOkKJ7OQQM/2wiG1R5CykUjJXpRm7LGDI9W6lf4tN",
-	"Wa/2b7HpoEzHkF31mNXvnfV7eSFizIbfXN/E++oUOE1Zb6f3/frm+ve25P0YOao6fSSI+fgSEPWMrCGF",
-	"+5F5kfnpB3GLTcSLUxIf2N7cnMFzmtqcOyb4xh+uML+VoUY9xLP3IAvMMGEcE5zpulncu82tugHzGW58",
-	"5nSix0KyvwDbi/1gp7v4oQubv3lEWTyRUJHJ3s5vVWn87cvdl6CnJklC5bS30zNzt5NEneRSoXPSPND7",
-	"YiBfqAUEttFhRZbEBxFNG1AXbmmS2uyhPAuvp4EmazROxzRzie70PgFNyB5+dhe03JRyCOddFQC1nMDd",
-	"I/CFjycMDHG4MSR3XNFggz/QqJTC0YmR3m3+tPyhfcFHMbMnwYNznt0gQg0pPLx3F/hkvgBBl75qncN+",
-	"9rQh1VZnoAlokApn5VtT8ZMN13nSzLYzXwOnw9jwGqobrZm3HAz+zJjXADj2FLFRr5jH+8ic/G75QydC",
-	"H2E99sfg5HOw0YB207HQIVP4z67MvWE1g8UnHJ6n7oxbgcMfko+KKdZwk9OAXhAz4IGaa5HKGhN+LiiO",
-	"13nCOH0Om9rnHe8Jc/d1uWJmY0yxOAzGp2IPvTFVY6N41fFMfmw/Pi6WSlD2hhMWR2tbRaFFV63OfZ3G",
-	"lHPUtLNUXpv/2/u3mBDzJVL5Rsir9axPbPFQO8QtUeXpMLc0CRf7sEhmbESlVrmB86wh+PlqH3yGnCMm",
-	"VW5NdUfuja/2gl/CqKqpVLcz/5FrKp1FBaA9jDHmtpcZU1nDCGbZHtXHeglfUfMJlv4S34J5i0+lJZXW",
-	"+cQyu0ROX3Wlstwd4pYHmYYUEIP9ht0nHP+VCcH9iN7GFUyXaFG/wHQlHaq1rDwkP2aLqeFIQ40Xp2tl",
-	"HPNdfhYq8sb2ZbShTKEErd620L8uzMM0tkMldEqGYD1pIyGJFBq3x3oU51S0dVep+n8Z/CEJvQJFjvfP",
-	"CI2uQWqmXDdF7A2HPyRaCJdzhKqd6+vj59QVNbfHwvWsoncHWM8X+XSgnk9hsRrG4eb5K16Pp0cJPQaZ",
-	"my1ZCt09Qnla1BxyqQzVPenzUGLLVEVmav/sEkCntgs+rLj5zb84uQStyGxnXyI4SSZW2o3+pVlMmMY8",
-	"aJUFY5jXLFLEXKGkC9DPXmhL1pWEawY3JJ1gtret4bVOPrhiAestrauCBk8i01mtqgVi7DYyK7fyzG2p",
-	"7e3lD2BXkEPX/fiRnGBpTEMoH8dZu8pMcjvgQBgD5ZO0pMLNll6lGgKCl8MqICM7c4XmXEyVdhdZTuKL",
-	"ZiRuXPKHGOYemho53rc/vchSkZ+pq606TQ+zux8Qm4Gx/qL8r7PbOgYaY+hNa4bD1qqLLYafhXrmbtd8",
-	"hjWYh4t8kU5X1xm3ic+1Zmef0DnKUpzq1vbf1zfXN9e3el9yZ2jmK2138hbreTpt2sxh0dlrduzVedkW",
-	"8C6ZMrYjtTEqWEOOaWULxBMlJjIE0j9TnRFw42vuqV9602p2+MEdjuYltinMvUpY0NvaxH/+gNjQkq+f",
-	"2v24SLaQMV6dj34dFanznVpRUq5gqja+2r5hdxsSrsWVNU+9XqVzuBZ2qwlThCXYcV5D1ikvoWaluwSH",
-	"YfyS6BsWArkCSK21aW8m7FuiAdX1XqJzO5OHE8ZfYNqPHsedWcfejg6vHpie3W1jd61wa4XdDmqtrHPs",
-	"hYCnDJaUyUsbTdQusa5WF/FMhiJitnaBhzezvOHnqznnM/SwHVLhxWnNts/FAo25Ge9sfHWp6ncbrkpA",
-	"PRLuuTIC7t1UAjrV1tAz/ub89PR4sHe+/3P/18MDdCQq4JEKXKVKW6ZTZZW2rKn/h2Dcxl3XcJ175QNi",
-	"IhYJic6oHj8Sm9YioxDJq0LdThIce2CfUZHchxAgTtb6qjPjx6IphqMPYa7m3AJ+vgB9euOiYx6LoTvq",
-	"3LkLv3N4TnnBT6dsv8rcfestVCl2yZ3QfaesNHQRvqxb82K/XZbG/A94xgpINsk6TsuW+rL8tzSy6ocx",
-	"yTICeH13/jCqY5CXLjvlkl0Dtzf3tuZgfik419J7nfzLaLRzxeYCQo1yi/3o7CfGYDs//LV/0T89Geyf",
-	"nhx97O9/qkHnbAOfMPi8LA412dZb25t37UC4uq6ng+GmAlLyfSSGPV7huZ1QokyhkuKyuxjXoomUzqE1",
-	"JpapenOgrxRmj7kQglI2GnlTBNYE/jjnt+tkr3hAkYRya4beGhsBfZmBC8UOEBaC7DpSBSVe4c4YwZr4",
-	"UxJSjnUVQo1vckHqXnlH8q2eCIUdPno7PZEqEtNUi7SlklSax9MJZ2kSy4NnXJ7nI4rlgwsNsvJMSmVz",
-	"Edn4iv9fxZu4S7zptUwriDHIOBR8xC4nlouR7x2vDwuf2hgkLOL2Ov/i/Dbjer5TpH+A1SzNxynFi1l3",
-	"r5UtuDfLqmXeX1Zi7MujsPUyT+Tjs/Nz9kU2EICaiI+8mkO9OxL0RHLl7jWynxNbzJsMp9ilwgV7KRv7",
-	"wRyK7+Lchgq4Lj9qY7qoKjS+33ubv/esy5Nygq2aXRfdecnYzwf6x4PGebk6gD8DjYwN/ZBsXyypju0L",
-	"6j3vPNZ32w0eOKcaMGRqhXPCPPZ9owVdUxbTYeyTrbyggddGKvj4O1XagJKA5c01jbHk8zztiySlEtYo",
-	"j9YU6B2i6DUoWwpyzhIi8OeExk7QXPuW/Ls3TkTMk1xwIHDLlFZvA4J63A1TMG80WYlyY5UssRPhtHSS",
-	"FY+3Ba6M9BoyGk3snxenJ4uE74I+qIPXJ30dlb0qxikNqS26R9WVORMlc9U/PAXde5ueotU7PbOLbcJD",
-	"qlR7EoWxOoXF6qJZXpSz3nMHnC7xmS8GpuwN+8zRzEYYnlL2p+Q9oL3otUhBEPwapLLN0utUhD0VunLq",
-	"pXaeRGkJNLGXXcbcI28MHLmUOtvA6TtFiv0nWGz5LRGy+ouDY5JSJt2NKIdMt1CcpmqMnf0TyjUL3aVp",
-	"qWrPRqVO0m7Wc1253llYdMVoNxARrNKzTk7wfnVv/xePBbpfosW56738OPC3/IGDoqf9f01ANnoJMneT",
-	"H2aFjR5SB3JlmLCclAeX3NfqhTmWXpK+5KRcSCOxFdwoMCcr1bYYdCImIdTC1hv3Is4+VbDGuAKuGN7h",
-	"qcnQWqgkoTo0OGETejGHLAby5v8PyAAt8N9/xzvwmGmQNH5LhBF4mxOfFZWISuUEUAscittdIqStKDec",
-	"kjeuP5xLIH67m1U0s0AzDx0H2YougEqsKP94yDHT/ELwNWtgadeucsTQdV+hV+5A+BPBJPcgZH/Wuw+W",
-	"tMf7tkBpn8qoFpEMnxmGSyfDmIUkpDJ6hadnCU9W6JyQZ7I9nFY4vgRSBfw0Q6kNBfFoQd2BGSvQYJNh",
-	"lsLwQwhCmDIAVXrYtR2VZReMswzNCOtk37oTrXKXo1i2roVpczkk2TumC7OGb8Ke89lpW147zdAIS57k",
-	"G+MKl9iUO1d1thkUeMj1NIYclVGtl4jK6BuLQn41+NoAmeU9Im54+dRZBbq+ZjrMXa2udcrBrx99p8qz",
-	"WCefefYzV28ict6pNSxjxiMy4VfcTL5/oDB2wNYMMGh1cvppcHT6+eRgcHo+ODo9/9A/ODg8WYBaj+r8",
-	"bZgV/BgRiYvkv7wbr4rIc7WTBIfVpJfxobitd8boLD9TihvnEgkpF5yFNM5rZQfERamQEYvNgTHhEmiE",
-	"LhIhI2WsOessQTeJTenPnSVS3GSh6H5XSd9M8YErvSyzdOyKyBu30LcB3lQJSWh4BVGdhWPJ0SurBUXz",
-	"djtkqZF6/gGNY1tYvqYdVRsHzhFO4dt04+DG15lM+CWy5Ss8PUd4whQFRBdCKyhSwigLPsvxaYOGV/UB",
-	"FcdUXimytb5eacVgEctIVFYZW4obG7A9ptdAhgC8ACEtrHMmKzRiFAwXW4FxePZy2sY57SLqMn5NY5b1",
-	"RCYS/oBQW7PqZmzML5xJDZrthVffhn00bwfR8ArNINyYgYI/bV7m33tBb+vHFqmYGR2exPDJXl5/d3UG",
-	"cs0wjJjoUCQv0Ff8H2z57IXGcoghugSHUF1xKYwpS+qR6aOBDkUmqcEXbH3iVKOATLjDFYSpWfgxapKN",
-	"/3Vxv+RNGNMktUg11wzmrQ2DdNpWdjFVgz37OOdvFH2Q4LbybJk8GBYd9JDEvZ0fgh7613s7PRFHThBb",
-	"AANS6OlwCV9fj0wfC755BaUXpC+ZbXXw4AWFdviEolCfF+x6hfCRkCFEDpvyYhRzCReILwJ9N7bZSnFN",
-	"DjQcr5MTALTzrE50BVMynGjCBUklSyAqt6WtQhJuyrNN7LGzq3ORWBqvkM/zMjj3cDQCm/xoCZLV7Kom",
-	"JSeg6WKWtS2bvez6r7GwXmgJkTElaIyxHuafIcVUYrUCDx7Dc+W/Y6h3z7uIFoYE0dP/eDbsO0Jk7Gco",
-	"xPjlXCXLJozoAgvq8+C1SFhIFOOXMaxFhbsFM953LAsiY6KzS48ZvwxswUrMhVEuuwnfEyDmVo3kvKp5",
-	"1vgKP2QcQVhLyhUNbS3bPTKcalizbBDSmEhIgeqMCgp7132nsNGZ0nm1hyx0ynYLzG8FbWkIEk0sx4JP",
-	"WHCAC+DRt6FE2uaPGHNFOZkWRTLPzsm77f/dQ+nK9s88cMW4+bXLJ8/6+O/0fhpuR+/DLVjb2traWntH",
-	"t4drP4bfR2vb8G70nv443Ay3otlWq1ZrTdQl6qyJa5aY3ZMgP34/2gq36TtY+3H4U7T2zrzgp9Hm5toW",
-	"3R5+H76LfoD3o15BgC4PN1Z/S5v7JPpv6f1LwkottOR+5Te2mW4EMUPNBu2Et6/68UuKu+ARoeTg2AZZ",
-	"iCSDstYRYdmvNobZTX5dMXHuygXjraJjcEINDkeQGmDlmhwco6ZubfxSa1jDmixlZvG7ubMwG2PeW+ik",
-	"OyCU57+2oxHsGvMHhikQGgu+GJQ/4KK+MWS+0JRHk9ScSj+QhPGJtpWI5qEU9wzBNKfvYyEiUvapYREn",
-	"sdht6djm1XP5QkHQqIAHx7aBrW134HqOdQbCr1mo/aLQDWt1zNz9EjYqBdhjywV0YDBjeN3U3QBXfJ2Y",
-	"hlQaY0xtQ52yPoxPMb04pN5JyTML5nCzeoxwjrz7sF9nclv2el36rKM5VtZqysK8MWIxrElIhVzgDMSW",
-	"R7htREFmsxL7FBEc7VA36C6hfGoDsTJ5xUcwBwZ9PzceB8sRi+Ech3v0MI520vmNBUgUdK2LkrDfvoZI",
-	"PN8QCWxfQcMQlCKZoBayj+VOugq+2viKzVSMuXJ7t2FHr61st0e44GsOB3LlOptTJtzZVLVAtMLZSxiB",
-	"BB66/vs5VExSBVKTFCR5k/u6zBOBGxXkWz9Y7OFLLPN+03BhFtM35F+9Gt+8LSQhRUvIOu0wNsOQjSEb",
-	"Bi0wpEzuJzFwCiCrr9Vhvn21ZV5UwrHRLwo8oTNo0g4G8ZKn3pmzT+PYFuJeJ6cpcIVuJMzodT4eZ46E",
-	"Y6GAk6Ht9IaudpznG4zKHorbNYcaZIywERCIFWCnODeE+0QXvYCz+AzrY3dZNEGlAgqKcGBLWQW2Z51t",
-	"jWMb4tibRmf+0CJ+xXxtrxc8ZX9sGytDlm/CHYTh/IOCKOWcnO9b1NTKl/001bTy1y/xYJciDYtLIsJR",
-	"zI04WOZ0bZIfE/ZeBrwYIS9kvFqAJZpIbPI+H1nRqI5BqZ/d0ipHNR21KgFb2Ci44hMZU0XEUIG8BnsN",
-	"6PqbBeRmzMIxdkuS833v5jHAtVB7MdWNlrSEyxIaZ6j9Wufo8eocQXbTXN9DrpGQZd0La6Wsz0ORGMh8",
-	"Q9UVROVrf5BY+UNM9KUo/cKd6dkvsjfYuCc9BiZzBoogjKmVI5Un5Aue2zEDBX8GZP4KwmPPOH564gQW",
-	"llGrRJe6tBWbOmSBsT45P0tbyUY2C3cD12StzKYCYjddpsrErpuSynr4NYMJR/O8pd435tdx06936rjG",
-	"nq9enefq1clGyUGmBH/5R43wb+NrFvhRdu/Y8aN6e8fazPgg1t/K3DlW1ozdkMX62KS++bICuhiBVOJA",
-	"U+zUhw3L4il6gYprIQlpPM2Ci/DavBysVIeN5241z8jT42bmu71Z+bb7lBOGxSibVx8w+z3v60mdFLRC",
-	"FUfsJzGOqlNYbCCVToVSNFwaT1+dQC9JaUROsO4fJ1rtoXJhC6xKtGylS4sas1S5Lm625Bx2JnJtwxEX",
-	"RyKOxQ1JCxe3+bntZ5QJba4fDqfERQt6kG7VBloPgHHPS+cRIqlVeGy3KSwtlW/Qq/bzbLUfccOzDmHV",
-	"PSuLNgptua3vjMMWa9GrvBLcDZ+14MibijS/LV6W59yV4/FcqaY3TtbfrhMb4MdFERnhk9oV2wo/qgs1",
-	"6xZiYctoCVhKYMyUFnI6MHg1ZDHuYs8W3fZrG0IkLsnXUBO6BSw7000CpuqtvdtuoarkdH8aNSV//fJe",
-	"CEU1UhLJ6UBO+I4N6xSTOFob2g5TeJiIiSb9A/UalfyC4M5yyXz3uQzdlmktRd+5Wv3lADRlsYVSSoZm",
-	"nzD9E9tIv6Gu6Pb25uZbjJKbbUW3S2hVvQEohey4t9syb1lnRpnLe/ZJNKA6bx1ag5PPLO7usbo6mve4",
-	"LfoP6jH3knzWCNBRScqsbK0kzRtoIiy2SZyr2RoThYXrKdKPNVbf7mJoLV5cDaczlgy5GVONl8Pm7HHn",
-	"PSnOe7/IfjCv/g+WW1x/ndTivryK7bO+akLRtaLW3LLYS1Ob2QO3ujhAfyS/sA+7mTS6D9+/M5++Xegj",
-	"nXUGcJuGnB/DZjq7zmm6zNZAhlyx/+BjyGTXhrJIeesE/Z2vkSMJ8BcYpUJqRY4ki+i0zi+67U8HMgRr",
-	"0z5jhspPZl4sh55S8VVLt1e74QWVIMIdtSU+lsBYC6UjM/u/NuogVL0xxxiV3Mtp821UrqRgO41dkkqh",
-	"UlfswfZ854IMaXg1YnEcGHiTkIhrGpuxsasQZuBnqTxv/ah3ZKf9AgGv7oIn98+4jHDlBTf7q7boZqn5",
-	"ZMBmX7/Yb1Iw2iumvaTkROv5nbszWQ3UrAei/qYbm8sjGq2TvvP+Ol8vBtZRCVjK0UFZnJtOQuaOEWdF",
-	"+eHJDvoS4Wkechi/XtXx2wqsLG2fDKzs6xeDVflOMKHRK2S9pJpBuP85XIj7cORu/CEYr4ersxlfrO3K",
-	"MQTM1c+giWrsnJ25XI11RPG2obi4tiqZH7H+aWbwH4FXhtZtFKR+NoJ+Msw5zrdwMe4UW/2KOC+p9mwI",
-	"qc5utYuzZTXIiYFeL1CR9iyqcMHXRElbsj2fVdZDmUdETLTS1AJUbIvXulg+nK6DpV0iwQhelq+SgVOx",
-	"mpr4F3jUPq9PiUu4Ia/A9ApM31L92etuF9l6jADSrIrMkTQ4wgnl4bjSnJWElBMFBqVubASFHddMSLt0",
-	"qTRmLluzVG9GAV5cV9rFYvnnXTJmUQT4LlBaSIW2oISIhho8MXqf8IXPrRvrt12iwtL0rLYsDW5x8tqQ",
-	"9fk3ZLXi2LoujQ8dNuA2K0XhbzvES62cA1vgNAt8CccTfmULTTiAoIoYniTC4IG8isQN3yUplVgmGG/u",
-	"qOulSm7GLDYWvSFPDL5IFsuRh7fPv/JElWSzFKhtSSRkQnWjxC4U9KCXjditFdHjYYzbMw/K7FmmeUWX",
-	"Z1k9/NaWgcikGbeqBmVwVHmdSeNExr2d3ljrdGdjY2v77+ub65vrWzs/bv64iQznhpiv62mTrIdCaKUl",
-	"TQNvdnZRiGC9lIfoUlfnBTAvP40J/TUl0Ss1qUvDYk3q+TH3ooRxZuZoPtghiK0BGQullesYrQLMPgiy",
-	"qVs7Livgv05wCOX6q5UPWzIUEbNVNt0kqPmpZxZnpZ7EZiGV1rfrs2mjwjUa80Tw75RMh2D+mkAVuRXl",
-	"Ya0GOj/kwbGrl1HqQ1fuFG6Hc8dPhdaOoTz0rtTgDvJOKgFWHLSVONAqLg1nezHMj3V4a+CMeVIB3byA",
-	"yUqacXnJWdrL/LBHlRIpLiq0Uj1qvdJ/zqzzy93/CwAA//8=",
+	"7L37cxu3sif+r6D4vd+yvTt6xvFJpNrakvU44bH1uJKde88mXhY40xQRzQATACOJcel/30ID8yIx5HCo",
+	"lx39klgkBwM0uj/obvTjay8USSo4cK16O197KZU0AQ0S/9q7BK770RnVY/NnBCqULNVM8N5Ob48Tar5/",
+	"pUj/YL0X9Jj5NDW/DXqcJtDb6eEPBizqBT0Jf2ZMQtTb0TKDoKfCMSTUDDsSMqG6t9PLMvylnqTmWaUl",
+	"45e9u7vAzuMcRs2TGLAoIEIS6v4mZgJEj6kmTJGMsz8zIIwTPQYyFLdzpythNHe+Cb39CPzS0OTd26CX",
+	"MJ7/ueWb/Htx+wEms1P/ZKdCXmvglOs3OLeQxrGZ8UjIXcI0STKlyRDsdxIi4JrR+JWas4ihuB1cwWTu",
+	"Ev7DrHGn9/9tlLu/Yb9VG26+Zur7mVRCzk79NKWGniF+TUZSJITDrR64D4QkElSWQPHBCBegzJ4oLYEm",
+	"hPKIjFisQRbL+DMDOSnXYZ/tNVB+e/PtT4tpfwBKM07NtI/wZf+J75hdEI8nRIobZafKFJFCJGYhB8ck",
+	"pQwnCbdpLCLIqembc1S+r9eW3pU59u6CntKT2A4F6enwDwh1r76QhiUYdgoFvwap8Gc75OsV49EOriTA",
+	"/w5YdGfW5L6IzMcQspQZrs/F6K7TUruxWqulH7EY+jyCWz8Mba4NqYKIMPMTwrgWyGsJKEUv4ZUyXAaq",
+	"QVbMdwN8cpHEsyRLejs/I8vZf28WDMe4hkuQyHG/CKVPcPDpiZpvEJaC1ng0FkoP8N9dKYxTMfP6AJN+",
+	"5OeaK5jMw/ArmKyO4B9ZwvTs68/oJRDF/oJdEsY0SSEiWpDftgKS0ksYxOapQUJvvwQkghHNYl39wn20",
+	"Tk7gGgzmGJaBqAlQ8KGed96M63dve94NPbaM1HgKVjitkYTuJ6uT8Rz+zEDpBXMym9o/yFHXvdwehiGV",
+	"khkqj4FIO1jDnN23g/ubuxBJMxUNPs0jocOvFedwAUoxwX8BGoHnXPskKVepkJoo+0MjG7vkhumxyLQ5",
+	"jw3d9s76hcygQCt7utlHivmP7UuKFaASMxS3a24STSfb1vbCg+3OUEGlgitAPe09jRxnmL9CwTVw/CdN",
+	"05iFCLAbfyizxq8tgeNQSiHtq+o06p/8uvexfzDYO//n5+PDk0/mQNn/fH5xej5wX60b1N4XfBSz8BEm",
+	"dHL6aXB23j8+PAjI2fnpUf/j4eD086eDvU/mk/PT0+PB3vn+L/1f8c/DX/sX/dOTwf7pydHH/j5Ov39w",
+	"eHx2+unwZP/fxee4CEStw9sQIILo4VfysX/c/zQ4/O/9w8ODQ0vGE6GPRMajxyHj0ennk4PB6fng6PT8",
+	"ff/g4PAEJ3FONSApHoMI53ufDgdIicMD8lqClhM6jOENzuRCC0kv4YiyOJPw8JO5+HR6vvfPw8HRXv/j",
+	"5/PDHcKFHjN+SW6oIjeSaQ0cJ/aZ00yPhWR/PQaN9j5/+gXnZFj6Zkw1nn/WfsgU5DO6piw2tHv4CX0y",
+	"AnS+d97/+O/B55O9X/f6H/fefzyc2b/PXGWpAViIjiFi9BMC24PPrjzsXimyb9+1Zt5tTC0uNBEcrNov",
+	"UpD4bhJBGFMJiryeRjyjNVMlOMnK1QwSs5yBAWqz0rsc260ZHV6dZjoUViukUcTMG2h8Js3rNDMgPqKx",
+	"gqCXVj762qPhFUQDqhet/BNLQGmapIbG9qHhZOAOJHNqLj4czaFlLEcFfy7W2kOW0PiieFJpqjO16LG9",
+	"8OrC/tCeX/kp/lvlzcVYQbl2/4q+FCsQhaVQvmHnaw+4UdJ/sw+bQWIJNJoM7N9fPATYixLG8ZRedpty",
+	"L0cbModURgMJ1wx1gGVJHUqgenmeqMnD19lJATcyGlW+GwoRA0WzrLRCfI/GVOmBAuDLzilmSje9svFt",
+	"qRRosxkztwv9pIh9A08xZMVt5ayvqiWWE6tYghu2TubZuU7vfW03vfxcMOQ+/rDP02xZ3pza+ZoHZXPT",
+	"w5+13V5sWlb30dljxUya97XNuDn5NNz6LEfJrqkG4n4VEKpJYizsd2/JB/Z+3Sd6+ebXiRAsYIbq1uP/",
+	"2mzVOSikxPI4shBGS5QyYJ8ydPbN0OdiLG44ETyEXSJ4PCFMKzKmamyOPKWFtHbyDI2ctd/KmpoRmV5Q",
+	"egvymc2n1kemlqUS05DU/9GeXG4mVEo6mT2GcLz58/2cRq0FMWG8+unW9ELmgm4zOt41TfC9uF2SlObY",
+	"bXls5V5lHyh3PJTmrr/xBFCgNeOXqusZOrXpjgRBxW0+A/Ozr2wH3e/FbXfgrhC8jbe+pNhy6Ja/Zt4i",
+	"HkdIDfuuKKLvxe2jCWh7cvvnum8GytJSYe3GGzPyEUEM1iBBv51q5ecMeiNrUrf9OWp9gAZXo1Ios6V1",
+	"QpnxtjMwhsJCXaJCZGhk/Xws93oPCSvkaeS9X8TSQtIRN1EhaWvUpXUpnPlBXdwacdenE1X1Y/OedqBo",
+	"6NQdFd166rrO4S0NNVEikyGQ/hmhUSRBKbTdz67foovv7Prdm13CBdnvH5wTSfklKLzfO7mwPlz02+Zk",
+	"ar7i3fYQOaG3ffvkD9v4Y/fXVjN5W93ZVCleofNc0j4OViOzrwjWZoxl0NrLCA+9Y9NLmkd+d8v/YI6D",
+	"bmjRWqE3K70WHRxOUmQaZIOqWqVeaRtUwkLsw+2w4wNMukNHOc1Fdurdwvd3M++ezFbrtEdutsWz83bl",
+	"cVDHKbqrgM6ZdRdcgO7CQvflipiaMw7bOOVzIZKl/caaXcMggWToIrlaKFRdtRFmOHQyMJbRkMVMLzRZ",
+	"frFP/Fo+MM/eEzcc5GAppMzvitv8tp3v2uxBg/O6vJh2R/TUhCsubQ+pgum9ageEZj6PI3PIfSsKHVIP",
+	"9KkhTBexK8PyZmQvJ7NR5Ybids1F1mD0nxhhOCDSl1j6GllcMnxv1i9sJtK41gvnK7hHi05Vhpy3X/mr",
+	"f6VxBuqBfCXOYPJ4RIppLqRNd60PblMM8el+gbIsMc+oDsczlFi81k/iCvjj2IMxHULs5ZyOCp02c+/k",
+	"BS6ezGfVDs6QWN01u4IAdWz4rzG1ATs4KxdVO4UAS7lsKtPspADe+/7qnMnuR5+8l323c2q//wZS84DJ",
+	"hzKd2jk1pm/9Gqd7JlnSiVGvuLjhg3AM4VUqGB4lXXF5zswe7u4Jhy8uU8p1LHTDFb/MlaigF4rM5Rws",
+	"fOO+/SneiiRs8UMf7a/KO8TFb7E/c7qjx8W051T6elgqRi0qjGVn/JppjBxRARlO8njrmldp4UL9ypab",
+	"1EDLjIe0uGutBy5mQG7GwIskApBG4kkiJPhnSfSYcmKvmXbtdM0fuELzpRTZ5ZjQOHZxpEkFMipucBeS",
+	"sfg4xZ/1+Ug0Xh2qIi4y37Yaj+V7M0uOgpkKBvGKrtY0HCcdwjuKB9viTRkM5IXt5rutMd3+8Z3/K/YX",
+	"DIYT3dJDP03i2hIKU6Uyz9obipn46PjeaETd4pmKC4OFYVwHoCmLLS2L+ON2pLc/f7g4Jlz/BfCoxDJN",
+	"5SXoZYzU6fNzaoBiLo0bUJlAJdhJWUmKMhtDZ/MGbFS8N+SpzE1KqdYgDZb839/o2l+baz9/cf9f+/J1",
+	"K3i3ffcfPnLvUxktZILpWO80G8YsJBGTEBqDmIRURuukGklkNBXKiRgqkNcIWAEG6qVSiJFBpJhdAweF",
+	"bvsni8ZaFFb1QJFTjSN2jW7yhi+Vk/cxodn4M3oJD+qBQO7yXVKVyWYLz1V6CS6Nrb3XYr+m2Syj4bdW",
+	"if6lBC9znLqbs/R6eYPCPrRshOi036sSC1Guej41L+h1J725K1lXdxewCJJUaODhpE00Rr/8eZ5DWaXZ",
+	"7HymNJzp1y0mZydl/zHZrZltisEWrLJLhETFxgrHlF/OV5ob7TKM8780Rw2qzxEbjUAqvyZ8Pz42L2cU",
+	"a/BSKqYsOZXR1N1WT8QRKI2BTFY5KD7gcGP+4VMIagETFcWCRbELkODmlzYgokGpqC/Qk+v17u3akGly",
+	"TeMMCFWEksg+QuwgeKZX9BGjjHzdCrZ+9usg1SzS5VQRDByIJwsSYisps/Vc2lndw/xqiaTXD+bnyADT",
+	"L73ne47pSz7zXh8vTc+twgFR4iwv/57nupz17V5APHoa/+6KgI2MF46X5KMjBnGkiBbECuouoZrEQBVm",
+	"lsyyyZTeOHWd6LTj8sPyRnF7c3OToI02N8DZO6D5sjZS40Cz7qUW55ilW7sj7DC3Ax/UdpyeNA7QOJ19",
+	"zHcv+b2SY9ULKkmGvaA3nWXovp/NnusFvVr+YS+YSZ/sBVNpf+aZ6SRF85wnR7EX9OqZl+bZSvpcL2hK",
+	"zOoF06ltXqmuknPJ89dRc+FmIdmNIZZJCd09okFvZGTQnwstRiPgEeOXhBlMIvjTgMD65Topco/Ubz98",
+	"8QpV7E9dNwPjVzax2igK4DJFzTAtLtydq8JXjQLIOEsoX5NAIzqMzZs47BKOeX4QjoXLOc6Ne3uW+jEB",
+	"c9VmX6I4vYJBSJUZZcQ4JMC1sazN1k2fwHTtr9wdMPjyP/7D/x4tJwM60iAHCkLBo2rAYWXZRUpgg0aG",
+	"NxYjIUktE9SoXw3MvEtwSEzTLuuMTOFQk/dytQvSoKeyy0tQeMERNvgBpnAIRaPc/SpBvOB0mwqpjxw7",
+	"lfiEuZFBL6HyKhI33Cu/RyyGvTAEpc7BjNIp0G7VA5ULDd47KqmJ+a48k36ce7i1886VS26I1yiiMdoc",
+	"VDOj1RILzeds6FwnnKEnmgs9GGHGdjBz4tQ3xtUzWgpUEwdFs1HfTKUxnTQ7mxa4pOd4njPuEtgWXzxI",
+	"GIEEHgLePXBB3JMDvAwMiH2L0aftUvxCmUn/bWdtsMVyZoaZIkx9MU0bfg4tdddpu2bE4goN1smJsOxc",
+	"po2PQIdjh92fzz/OaoblFk8ZQHRt9OXrP4J3b/020PT+z41qWYIbfLNomoPbtzpVxlqnamdjwyy3KKSR",
+	"KZCMj0RAsERLQEaSXprzJyD9s7WYaZA0JqmLqxsLpTFWG6+W12J2BSSlUiNMLFjo6jzTzCUGUZeU4Eq9",
+	"Ie/ZuORlRw6tnsMY09KXjJvrirBBL0OrbzXPUK3QzFRhpunVVILqKq+ev1UP7q2ucMUT+KyPRByLm9oB",
+	"FceoZ3C877V0jBle7yWZBu/BNBubWfMpqTGVeMxN6ZL48Y4LslPEqK14dSyN7cAhIi70cZf8IczfO07L",
+	"kyKxGpumUruLZiaJMwby8cYsXa/4sYpJ2LG865hSQ2ZgaWt9fWv7JwMxXKOCvXex3+8b813SUINURZGu",
+	"FCSJxSULaUysipfrm5STjIcgzRJt4b66Buq0zvmlfaoA+/vvt9uba7//fvuPwy//0wuxxbKeQpWbZsUW",
+	"+lPfWFd74dWTKJ6laefdfxpeDYZUh2MXyXFj+FZnktsiZFgOpFrTqQ0EzJgH88NmywkGS5Gzo9PfPLRE",
+	"+G9ZtWTRQvKhG+eMPuonYYIYqIKqQTpVcsl8TWKUx5kadPbZhN7mz3/ZLcrQ2e/cX/n3LQ3/Bo/CuWFB",
+	"LezQiwritXyVyO8F5mdJFjcInYUcx+jEl8sdsviyvoZVgtJxDFsPtH68ZdycXJWjpvjAnqXNtWPKaX2X",
+	"FX4st8NtyiSopeNXzcPRAGIFN2OQ4M+nrnjD5o3sSh+Wni2PUL9nOqHqaodskYPjgGyTEepGyqgkAXlL",
+	"nEoUkJ+IUYkmRsTEDc8rJQZk6x3J6+tVqyQuG3VVrWuUT7bq+JkhTCOzPrjuOkesinlikF3LZKKO2i7W",
+	"NSwLBy/3qBXWJabpBYypcaZW79uhSsyBpz71hPzr4vSE2J9XHB7u+aB3u3Yp1tyHfyjB18/pTYXLPxYh",
+	"r0tsvoKEcs3COc95SwdMe6FjxjGPJgHKGb+0yjA6vSmP8C8J2kqTMdCLuDMisxhmF3svHtdrm96yZDJM",
+	"QwJH9QbLDRxUqOfb7uMHDVWfX9phlXCzJbJFO5Xmagg+C2qJt57awxjqR+yP1hIR2Q9HQpLj/TOfh3Bh",
+	"OFuZp1St3VTWMc5Tjt0y/ZtsLM+ZMAibTIYVXq9ZU1DlcWG1Wn2oeZQYRrphiOIwXMIDiSXAKRccjVV3",
+	"zqwTN5giVAJhSZKhxesJnKwFSM81DcpfIstGk0ES3WdpoKge0rFEDXGs9r2ky2bkO/ScklD4nOqDLhSh",
+	"2eEeLYw5pZNY0Op+tD1rUBsaaDGYP1uexa6uqK3A7HM/2nEkRDRshJK8xPQ9kVgBb2HslAlHZogxHvVS",
+	"iG5x2zWfZXXPgulWAHZupbD4GMxHEf+mzMw8Z/yF+VZutx9coaxw1T15QlfQDVtbhm7Wy1/NPZp4t2XA",
+	"Oau7AB5hDkG3smQF2E9puoqU7+f+BMNITgYy4+1qRRZI7s/E2tqcum9Trb10tUs+D4PeQwxZgcBtidQe",
+	"oqdDBf3eTZtRoqxvM39G7RqDF6i2ukAo4pimCupZakvi7owrcHZ+VdRr41Ca5tNObqUKr/lOnuV8obWc",
+	"p1W8oZWl3av0HbswEGJ+ERAu+BokqZ6UwRX2UXprU7zI509Haz/Z6+ldlxNMwIXDUkUUcO0X4c6a2Rzh",
+	"r6/lVxqzyBiRgseTXSyzDvkNuj9i4BuGCq+aORUqo2UW6szsUH6ZR15HzBA31OUGVyTe5kopiEdvVhHt",
+	"OUB2mlqOrTo3yqm4xyrspkAyGrO/ILKeg8oPIkj1mEQAKdZnK7tc2Zv+K5jg5b+1zjshZiul1qPEerTT",
+	"KQYzXylC1ZX101unYbRgd3YJ4y4nF2g4tj2+aKwEGUK+wxC9uUdQruuincG4JQ5Ph8Uo27TBHEPAUo3R",
+	"MISSMKYsIWJEIojZNciJiwtKY9Duzm3GPnXCsownsqsFOu/4eERjLufCZZbcLo6jmsLaFCM3TfLp+fgY",
+	"Ji/mUL3Z3lv7P3lSafHP9cHal6+bwbsf/NFEFf19fv+5XZJSpQjTZEjDK5JxlyzjPb4qFQyeyInXrRZF",
+	"MLdQb7VKwpKlU6xzu7xLasliqQ2oHjh2aFtjzN2ndXDOFzdxM28OPItoJFKHYmpDyWC0Qlx6EZczV8+w",
+	"v5rvX12uqlmLq7TSx/kgldDsLPx7UdTlWGInVm3+kJfva1GNb7Z7g28ZlaZbHXwF3Y6DbpliqAN1VIC6",
+	"PbZ00b7OEfjt+NbO6n5DFr098upuQA81vLtYiWisXEktCG50i7LJd452RcYmD0ViczVFpi+F+afvqsGN",
+	"8eAOwVxWniA00r363Grn92p329ZSaTxxhje9by/Y6hmRC41j2+CQWLfFALskWcOEA0SqTQz/8zCl2wKB",
+	"DexoOMR8qY2FZC5nOdXZ7iGcWGk8aemHd5dcsjywWsmqH+/mrXY2T8YpbBg+FUJqCzYhaw2w7RuethGE",
+	"MQbz5r45y4cNiFXbwamUnPt4gRDJe6P1ddIUG25CO8vvMnrfvRxqhRpXrKcye+/W5/TqXtiTpoZN/BAL",
+	"t5poQexPSo/KT+QDe79rOyiblxOl6UR5ii8vSBF5bkVCSlIEXjRqBT1CJKv0DLNRrcuaLg/o4b2nKtP3",
+	"EFN+zTRAC6egFrbaHpDXXg9t6SLkQlfK9q3oseXe3uOGH1zvcW8BgGWKIOedKJZiw8esl3oP7PtwDGjj",
+	"hubxz1mRq46spu6HH765uur5bjTXVfeWU5/a/IryNkv6Jpa1FQ/UskVAsjgmkX0Uw9emi4+7YryOioGT",
+	"RzutcmH5J4bt8a4EvSh2QJLWeWPWR76is+qRJQ5SYWutPKhHzf6+O1HuW/SXo+00f7SSPpsZd291BR8Y",
+	"K6RQ3gDRvcpR5SSpKGKLl6EYZ9naAD3H1xxyLSf+IrvopqlV2fVUjHjmnlUzimX9p6m/tKxw3q/uXKD+",
+	"KoqznVwnjWXZ1T+CUdjISgWtFtp2fRS4J8rh7KBv18Of7vMifXY67dnKUrFbitxirfEEbqa1gxU1x3tg",
+	"sfYq10emdIf0uUe+m1tVk3hMFeC7u0ecWxPbDDedd7F0mffluhd30l0fiPjTySbNJM1paacf9JpuloRI",
+	"Hv5KqCr4T3EvVPKgLzuHynDMrhuSfKrK5ON3LukimQsjTJqVypbF5n10qjZ+6OT9mV9ziilbeUOkgHUb",
+	"xlCt2dDYrqLTuVZ5trCUG8hV7R21ahfqWp0Kb+hMwjhLzJ5s+WJuKr0finjM+cNs+oapxw93mEc4ppxD",
+	"PKjMJ6Rph5nkA+UXrQtH8U4H+DXEIoWV1lTV/YpM2Gq1iebx3nnX5i0r0WFiM6UrOoxRqThRuPNXGaQb",
+	"+87EEs8fY3vRGBhu3GEekup8IcNMKt2BcStDpEWVzC7juAvQwTCLLkG34t7N7be+oSp2UgeaZCmSNRTc",
+	"VmwKJ4sH2pwzkIYkXQGk7uZg8a9F1vhy1TkWQO8KcNsJYleC1e5Q6nuyKE5fm/F0YexbiMhwggdzKkWU",
+	"hZq8/mGbfGDvsR27JpS4XPyWFW1a4vZ9YPUq8NwVkjvDcCfo7Qq3XSG2I6yuAqWrwOfyeLkSRq6CiwvC",
+	"p6egxbfPvj30iludCsEUSnoZdoYZm3ahScR84uOHr0ZEbIDmJiI37twiJGliTg+vN8Coz6b4hPnethj0",
+	"0mWDuXYJD3V0/kMJvkOozeFCq9vWerHlInZJXlt6h0hMXzcGFtz68wJHRYHquSXfq8Ws76x38nHqCqVU",
+	"akbj5nTQ+0gsdwsICpLXVlhOonmDz5av+rGHKXJgOzdi02tiiwOQ1xxT0rIkT5XZcYU26SVlnGhBFACJ",
+	"qcY6Plgb9M3slfJT5/23dueU7rkqL0VUw5pm6OGYte8VhJlkenJhXpzrh9X2zVO0/ufhyaf3p/892Ds4",
+	"7p8MPp1+ODwh7qrfPGZLFBsa4kqQzYBKrPzgXj7W2hZxuwSuvbVJ9zjBL8neWR+LiBIbZYzxlZVswVAk",
+	"YEuoClulyShZ+OQrhUWTSf9MtZjLHbqYrX+mPpN9IWTkEgdJQlk8FLcYibDXty9S6wSvX2z5HoVd+Uhm",
+	"sIJs0JRtXG9tDMUtqI2vLn3pbgOvcDW9AiRadZ27joa+scwX+Yj1ESpkJ4eYRohl18sCbiGVkrma29hy",
+	"AkO1d2tdiGw+fL0Lkc01ZTqG/JLJrH7vrN8rykpjqv3m+ibekafAacp6O70f1jfXf7ANFMbIUfXpI0HM",
+	"x5eAqGdkDSncj8yLzE/fi1vs7l+ekvjA9ubmFJ7T1PremOAbf7g2D1aGWjX3z9+DLDDFhHFMcKbrZnFv",
+	"N7eaBixmuPGZ00yPhWR/AXY1+tFOd/5DFzY59IiyOJNQk8nezm91afzty92XoKeyJKFy0tvpmbnbSaJO",
+	"cqnQr2ke6H0xkC/UHALbuLQyQ+O9iCYtqAu3NElt5lKR5dfTQJM1GqdjmntTd3qfgCZkDz+7C5bclGro",
+	"5l0dALXM4O4R+MLHEwaGONwYkjuuaLHB72lUSf3oxEhvN39e/NC+4KOY2ZPg7daPbd6ishQLi0fHEDH6",
+	"yWDiY7Ct3V1CDR09jHsX+ACjRFCXW2s9y37etnHYVuGgCWiQCmflW1P5kw3XDdbMtrNQAKfD2DAq6ipL",
+	"c341gvyZcb5Bf2xvY4N1Mcn4kcXg7eKHToQ+wvYjz14MzsEGQFqOwfKRTOE/u0rGhtVJ5p+teJK703UF",
+	"8XhIJiyn2MCKTvd6PE56nKO80F+VNWP8XFAe7LOEcZokYYqosbjhRPAQCHM3hYVKaMNqseYNhuRiD8ox",
+	"VWOj8jXxTKEwPD6oVgp79oYZi6O1rbJ8pSvC575OY8o56vh5ArPNeu79W2TEfIlUvhHyaj1v/Fw+tBxc",
+	"V6jydIBdmYSL+pgnMzZ+VKvCtHre+P196j18ai9GTKrCCOwO+xtfbUiDhFFdR6rzQvEj12I+j4NAMx5j",
+	"8m1DP6byDiDMygxqvc3wsKLOFSz8Jb4F8zifSj+rrPOJBX6BkL9oafcmtIfIL0GumwXEnDpGVjKO/8ol",
+	"6H7kduMKJgv0tw8wWUl7W1rQHpKZ88U0sLOhxnen5eUc86o4hRV5bTub2vCtUIJWb5bQ/C7MwzS2QyV0",
+	"QoZgvYcjIYkUGrfHelFnlMN1V3n8fxnwIgm9AkWO988Ija5BaqZcP1Lsbog/JFoIl+CFSqXr8uTn1BV1",
+	"xsc6FPIK7R3OhGKRT3ciFFOYrwByuPkGVL5vQ4MTegyysLbyZMd7PAfSskCUyzqpb2ifhxI7FisyVahp",
+	"lwDeArhozdq9iPkXJ5egFZnu4U0EJ0lmocJofprFhGnsZKfy6BXzmnkqoKtqdQH62Ut8xSiUcM3ghqQZ",
+	"9uuzRdXWyXtXVWF9SaOwpMGTAEJeWGwOBriNzOvafMd48HZ7e/HD2F/m0HUufyTHXxrTEKqKQN7qNRf7",
+	"DiASxkB5llaUx+kqulRDQPAqXgVkZGeu0AqNqdLu2tDBRdnWxo1L/hDDwivVAAL79qcXecb5M3Uv1qfp",
+	"kRT3A2Lzbb4nBfR8ZlvHQGMMdFqa4bAt8Xxb5RehnrmruZhhA2DiIr9LR7PrKt3Gz9yws0/oEGYpTnVr",
+	"+x/rm+ub61u9L4UDOPcPL3dsl+t5Oj3ezGHewW127MVh+6g3dJdMGZOX2nAiLBPItLKNAogSmQyB9M9U",
+	"Z/jc+FpcbSy81zbs8eBOVvMS2xzoXsUz6G1t4j9/RGBZUiie2uU6TzCRMV4crg+gHSNpX6kVxewKJmrj",
+	"q+19d7ch4VpcWava60k7h2th+YQwRViSmKVryLs9JtSsdJfgMIxfEn3DQiBXAKk1ku1Vjn1LNKC62TN2",
+	"bmfycJL8ASb96HFcuE2y4ejw/L1Oj8DUhhLG4lvhmg9bZjTad+fYUAOPKCxXVNTOytQuse5lF9lOhiJi",
+	"tjqGhzfzpPTnq7MXM/SwHVLhu9PXbbOUObp6O97Z+OrqINxtuNz+ZiTcc8n/7t1UAvoC1/A24PX56enx",
+	"YO98/5f+r4cH6P9UwCMVuEqktgyryku5WSfDH4JxG1/fwHXulQ+IiViGJjqjevxIbNqIjEIk35kq/+CS",
+	"4NgDe+WK5D6EAHGy0cWem10WTTHtYAgzRQ3n8PMF6NMbF4v0WAzdUWEvbh46B0NVF/x0mvrfTOaeuyZP",
+	"lWKX3EnsK2VFqYvk5u3K57sb81z3f8Iz1l7ySTaxab7U78vtTCOruxh7LieA1+XoD1o7BnnpUpgu2TVw",
+	"G+pgi2EWF6EzPe3XyX8ZdXimFmJAqNGMsSOi/cRYe+eHv/Yv+qcng/3Tk6OP/f1PDdCeb+ATJhlUxaEh",
+	"JX9re/NuOQSvr+vpMLytgFS8Lolhjxdsf0RsR4FE9cjlDzKuRRsRn4F6TF1UzYZIXynMT3QxF5V8R/K6",
+	"DGMK/PHsb9bJXvmAIgnl1gC+NdYJumADF3IfIKYE+RWsCiqMxp0ZhN0WJiSkHCt3hBrf5JIRvGCB5Fs9",
+	"1Q57z/R2eiJVJKapFumS6lllHk8n2ZVJLA5VcpnEjynTz1riUA6mMn7by9fGV/z/Kk7QXeLN/mZaQYzB",
+	"5KHgI3aZWRFAoXGCMixdgWOQME9UmtyiszyC63mlSP8Ay7yaj1OKN9nuIjBfcG+az6uCs6gC3pdHkYlF",
+	"DtQnkIVn7EJtIQANITJFsZFmLyroTHLl7nLynxM1ptIWcqJxnIfWKRssw9wRsItzGyrguvqojaCjqtQ1",
+	"f+9t/t6znlrKCbYpdx2kZyVjvxjonw8aVefKVP4CNDKm/0OyfbmkJrYvqffM06y3WzxwTjVgjNkK0WXm",
+	"sR9aLeiaspgOY59sFfU2vNZZycevVGUDKgJW9JY1ZprPYbYvkpRKWKM8WlOgd4ii16BspdIZG4zAnxmN",
+	"naBheSFdSshrJyLmSS44ELhlSqs3AUEl8IYpmDXXrES5sSo24Ilw9gHJ+ynY+mtGeg0ZjRr3r4vTk3nC",
+	"d0Ef1C/tk76OmmId45SG1NaEpOrKnImSueI0nk4HvU1PNfedntnFZeJp6lR7Em2zPoX5uqZZXlSw3ndc",
+	"16FbNOx3g3E2qmDqXGcjjOepuoGK/ule6JunXQh+DVLRvBGtV7/YU6FrUlBpk0uUlkATe8FnDE3y2mCZ",
+	"y7u0bdFeKVIyD8Hq5W+IkPVfHByTlDLpboE55IqJ4jRVY6GJgoRyzUJ3UVypSLVRqwG2SySEwFKtrEGN",
+	"iUSoGkFEsALVOjnBO+W9/Q8e23e/Qotz17f8cbBz8QMHoLSr6fSfGchWL0HmbvPDvGjXQypQrsQYlkrz",
+	"gJr7Wn1v/rDvSNlyUi6kkdgabpSYk5chnA86Eba+FrYIvxdx9qmCNcYVcMXw3lJlQ2vekoTq0OCEzfrG",
+	"XMEYyOv/PyADNN9//x3v/WOmQdL4DRFG4G3VhbxsSVQpWIEq5FDc7hIhbbXE4YS8dl0XXZb5m928Wp8F",
+	"mlnoOMhXdAFUYouGx0OOqZYygq9Z60y7FqwjhjcONXoV3oc/EUwK90P+Z7PvYUHTyW8LlPapjBoRyfCZ",
+	"Ybg0G8YsJCGV0Qs8PUt4skLnhDyX7eGkxvEVkCrhpx1KbSiIR3OKU0yZkAabDLOUViNCEMKUAajKw66V",
+	"rqz6b5xZaUZYJ/vWF2mVuwLF8nXNzXAsIMlejV2YNXwTxqDPyNvyGnmGRlhUp9gYVxrHZke6isrtoMBD",
+	"rqexAqmMGl1MVEbfWtj2i7X4WChoGZeIG149slbBva+5AnTXqKidcvArV69UdRbr5DPPf+aKkkTOL7aG",
+	"Jfp4RDJ+xc3k+wcK4yVsYQkDdSennwZHp59PDgan54Oj0/P3/YODw5M5kPeobueW2d+PEcI5Dzyqu/Gi",
+	"xTxXI0twWE16GR+K22ZPjs5TaaW4cf6UkHLBWUjjooh8QFxkDhmx2Jw2GZdAI/SvCBkpYwpaTwv6WGzp",
+	"hsLTIsVNHrvv97P0zRQfuBzQIjPJroi8dgt9E+AdmZCEhlcQNZlHlhy9tjoFLvTIPnO3nJPHPvVtunpw",
+	"2U1mFX6J3PeCQs8RhTB1A0GE0BpYVKDIYsxiGNqg4VVzxMYxlVeKbK2v11qRWGAywplXhpfixgayj+k1",
+	"kCEAL7FGC+vAyevGGD3CBW9giKG9/bZRWLsIroxf05jlfciJhD8g1Nb0uhkbEw1n0gBae+HVt2FDzdpK",
+	"NLxCUwk3ZqDgT5vs+o9e0Nv6aYn81pwOT2Ic5S9vvhw7A7lmGEZkOhTJ9+dPfrGOOuLaXmisixiiS3Dw",
+	"1hXUwpiypBnWPhrcUSRLDThh3yCnPgUk4w6UEOOmscuoUjYu2sVDk9dhTJPUwtxMJ6U3NsLTaWT5zVcD",
+	"cO3jnL9R6EKC2+LJVfJguHjQQxL3dn4MeujA7+30RBw5KV4CVZBCTwdq+PpmWPtY8s0Lor0gmtXUDE84",
+	"bPEiynLghnLUnKntuvTwkZAhRA7YitoiM1ksCE4CnUO2zVF5iQ80HK+TEwA0JK02dgUTMsw04YKkkiUQ",
+	"VRtC1/EMN+XZZkvZ2TX5YCyNV0iS+j4493A0ApuOagmS12+rp4knoOl8lrVd1r3s+l9jYX3kEiJjxNAY",
+	"I1HMP0OKyd1qBR48hufKf8fQfHng4m0YEkRP/vZs2HeEyNnPUIjxy5mSqG0Y0YU9NFcm0CJhIVGMX8aw",
+	"FpWOHqxBsGNZEBkTvWl6zPhlYCufYo6Qcilj+J4AMbdunheF+fOWc/gh4wjCWlKuaGgrKu+R4UTDmmWD",
+	"kMZEQgpU51RQ2DXylcIWg0oX9TfywC7bp7O4s7TFOkiUWY4Fn7DgABfAo29DA7VtVzEijHIyKautnp2T",
+	"t9v/u4fSle+feeCKcfNrl+HvMvV7O72fh9vRu3AL1ra2trbW3tLt4dpP4Q/R2ja8Hb2jPw03w61ousmx",
+	"VXkTdYkKb+LalOYXMciPP4y2wm36FtZ+Gv4crb01L/h5tLm5tkW3hz+Eb6Mf4d2oVxKgy8OtdefK5j6J",
+	"8lx5/4KIWQstheP6tW1jHUHMULNBI+PNi3L9oly7kBIeEUoOjm38iEhyHFw62C3/1cYwD1JoqofPXdFq",
+	"vPN00kGoAfEIUoPKXJODY1TzrXeh0tHZ8DVLmVn8buHjzMeYdXI6aAgI5cWv7WgEWy79gREYhMaCz0f0",
+	"97iobwzWLzTlUZaaI+1HkjCeaVtYahaHcc8QiQv6PhacImWfGlNxEvO9rY5tXhyuLwg6i6BG+Tw4tk2r",
+	"bbsP1+2vM4p+zVMQ5kWlWHtn6lqbsFEl8QBbjqDrhBmT76bpcrvmosXcrsoYY2q7UVU1cXyK6fmpBk7E",
+	"nlmcipvVY0SqFB3H/dqa27KXK+JnHaiyskpUFeaNEYthTYLBUTVXsu22EQW5tUzsU0RwtIDdoLuE8omN",
+	"McvlFR/B3CD0Ot14XDtHLIZzHO7RI1SWk85vLCikpGtTZIj99iUs5PmGhWAHFhqGoBTJBbWUfSxA01Xw",
+	"1cZX7AdkbJ3buw07emOVwz3CBV9zOFBo5vmccuHOp6oFohXOXsIIJPAQbN5iARVZqkBqkoIkrwsvm3ki",
+	"cKOCfOMHiz18iWXebxouzGL6hvyrV2acNaQkpGhGWXchxqMYsjFkw2AJDKmS+0msoxLImgugmG9fDKEX",
+	"QyjP4jbKSQlGdAqKlsNQvJtqdiPt0zi2Fd3XyWkKXKEDC9OknXfJ2TLhWCjgZGjbJOINAc7zNUarD8Xt",
+	"moMcMkbMCQjECrDNohvCfaLLFt55TIq9GnCpSUGtJg3Kf2ArkwW24aPt7mR7OtkLUmc70TJmx3xtb0U8",
+	"hZhsGzdDlm/CEYVpDoOSKNVEpx+WKJFWLPtpiqMVr1/geK+EZpZ3W4SjmBtxsMzpupt/K5XTvhNsMghR",
+	"AkS9nk6USTOcJ5qkVWWJSjPIhUWrGjrK1SLcsL93zRszpoqIoQJ5Dfbq0zUHDMjNmIVj7BYmZ5tGzgKI",
+	"6z/43RSrWtBPMU8xnaL2S9mqxytbBfntenMPxVZClrf+bJSyPg9FYvD2NVVXEFVDHUBiLRaR6UtR+YVT",
+	"CPJf5G+wsV56DEwWDBRBGFMrR6ookSB4YUENFPwZkNmbE48l5fjpibOCWE6tCl2acoFsPpYFxuZyCfPE",
+	"1K35oBjobnZGp7aPNVNVYjdNSeU9LJd6f9FS8hvzKLnpN7uTXFfcF3/Sc/Un5aMUIFOBv+KjVvi38TUP",
+	"dqk6luz4UbOxZK11fBDLqeWOJCtrxujI45tspuRsoQddjkBqsa8pdqrEnnvxBP1P5YWUhDSe5AFVeNtf",
+	"DdBqwsZzt5pn5GNyM/PdG618SX/KCcPaou3rQZj9nvUypU4KlkIVR+wnsazqU5hvXVVOhUoEYBpPXtxP",
+	"L+4np3EiG1nHk5PL5XF2bhe3WnhxrdGQGrNUuUaEtoIgNtdyDfsRVEcijsUNSUvPvPm5bcmVS3yhXA4n",
+	"xIVXemBy1R5wDwCQz0thEiJp1JZswzSsFFZs0Ivq9GxVJ3HD8yZ39T2rijYKbbUn9pSrGJsaqKKw3w2f",
+	"Nv/I65o0vylfVmQ4VmMQXeWt107W36wTG9TIRRnQ4ZPaFXtyP6rzNu9ZY2HLqBhx3At6Y6a0kJOBwash",
+	"i3EXe7YAu19VESJx+diGmtAtwtvZfRIwMXLt7fYSek5B96fRcYrXL26qURaXJZGcDGTGd2woq8jiaG1o",
+	"m6ThYSIyTfoH6iWM+0X5sVhpWWy2+2IOjYtUnrLvYqPycwCastjiMCVDs8mYqYs92F9TV719e3PzDUYG",
+	"Trdi3CW0rhsBVMKU3Nttyb+8M6kswCL/JBpQXbTObQDZZxZr+FhdTc173Bb9nXosfkfeckT3qCJlVrZW",
+	"kuYNtC/mGzTOyW0tkdK29nR7wHq7b3YxnBivzIaTKTOI3Iypxjttc3A5ZYGUyoJfZN+bV/+N5RbX3yS1",
+	"uC8vYvusL7lQdK2otTdL9tLUpkLBrS4P0J/IB/Z+N5dG9+G7t+bTN3O9s9OeBG6Tvotj2Exn17lrFxkq",
+	"yJArttB8DJns2lAZKW/dr7/zNXIkAf4Co1RIrciRZBGdNHlkt/35U4Zgy/RhmaLyk9kmi6GnUojX0u3F",
+	"6HgxOmypKWQHW41lAQYuobHkDoevrfpY1S/6MbSm8K/aBCVVaDjYl2WXpFKo1NXlQOPjNRdkSMOrEYvj",
+	"wGCjhERc09iMjb2tsFhCnvv0xg+ZR3ba3yFaNt1LFZ4hl7yvvMhof7UsNFpqPhkq2tfP99iUjPYCiC+A",
+	"6FJBrcN65qpnNUS0vo/m2/3TGw4SoWyd9J3T2rmoMZiQSsBioQ4H48JoE7JwyTj7zY9tdtDvEdtm8Yrx",
+	"61X91UshnaXtkyGdff18pKteZSY0esG7F7xzhaWQeQqsEffhf974QzDejHVnUy5k21hmCFiTIcc1qrHt",
+	"fO4pNkYdxRuW8rLeKoN+uPuXmcHfAuwMrZdRzfr5CPrJAOu42ML5oFVu9QtcvcCVK40cQqrzMIDyVFsN",
+	"r2Kg13OUsz0LSVzwNVHR02zDdJU3IOcREZlWmlp0i21tZRc5idN1mLZLJBipzVOLcmQrV9MQMASP2iT5",
+	"KUENN+QF1V5Q7W9THvm6282/HiP6tCs1dCQNCHFCeTiudTYmIeVEgYG4GxuvYsc1E9Iusy2NmcvKrRQl",
+	"UoA3/bVey1jafJeMWRQBvguUFlKhCSshoqEGT0TkJ3zhc2tl/G3XMbE0PWusXYRbnLx0M37+3YytOC5d",
+	"vMiHDhtwm9cr8bfd4pU+6IGtv5tHCoXjjF/ZaiQOIKgihieJMHggryJxw3dJSiVWscarTuoaEZObMYuB",
+	"YNpaGoMv9Mdy5OHt8y9PUifZNAUaW3IJmVDdOQfPEubIDnL3rDDG7ZkHZfYs07ygy7Msbn9ry33k0oxb",
+	"1YAyOKq8zqUxk3FvpzfWOt3Z2Nja/sf65vrm+tbOT5s/bSLDuSFmK8fafPihEFppSdPAm0hfFpxYr6SM",
+	"uizjWQEsqqNj4YaGiv21kumVYbFk+uyYe1HCODNzNB/sEMTWgIyF0sq1W1cB5noE+dStEZj3l1gnOIRy",
+	"/QWrhy0ZiojZOq5uEtT81DOLs0pDb7OQWt/o9ekMX+E68HnyJXYqdkcwe7uhykyW6rBWA50d8uDY1UWp",
+	"9GGsttm3w7njp0Zrx1AeetdKxAdFl6AAy1LaiitoUleGs61CZsc6vDVwxjxZm25ewGQtI7y65DzJaHbY",
+	"o1opHBdGWysxtl7rv2jW+eXu/wUAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
