@@ -35,7 +35,7 @@ type Querier interface {
 	// As ClaimCandidatesOldest, newest first.
 	ClaimCandidatesNewest(ctx context.Context, arg ClaimCandidatesNewestParams) ([]int64, error)
 	// Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
-	// until commit. Two index ranges, never the inbox's live leases (0007_inbox_paths.sql):
+	// until commit. Two index ranges, never the inbox's live leases (the inbox_paths migration):
 	// "fresh" walks the unread rows nobody leases in inbox_seq order, "expired" the leases that
 	// have run out (sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
 	// unread rows instead of the lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are skipped
@@ -127,7 +127,7 @@ type Querier interface {
 	InboxUnreadSeqs(ctx context.Context, arg InboxUnreadSeqsParams) ([]int64, error)
 	// Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
 	// Statements about given rows (@inbox_seqs) also bound inbox_seq by the array's least and
-	// greatest value. A box, agent or channel the statistics do not know (0007_inbox_paths.sql)
+	// greatest value. A box, agent or channel the statistics do not know (the inbox_paths migration)
 	// is estimated at a row or two, and PostgreSQL (15) then prefers to walk the owner's index
 	// prefix and apply `inbox_seq = ANY(...)` as a filter over using it in the index condition;
 	// the range is always an index condition, so even that plan reads only the given rows'

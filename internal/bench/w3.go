@@ -173,7 +173,7 @@ func (s *seeder) grow(ctx context.Context, total, unread int) error {
 		}
 		// A range from the unread set's lowest seq (an InitPlan), not IN (subquery): the
 		// planner estimates a box created after the last ANALYZE at a row or two
-		// (0007_inbox_paths.sql) and could join the two scans as a nested loop.
+		// (the inbox_paths migration) and could join the two scans as a nested loop.
 		_, err := tx.Exec(ctx, `UPDATE attention SET acked_at = NULL, acked_by_session_id = NULL
 			WHERE box_id = $1 AND agent_id = $2 AND inbox_seq >= (
 				SELECT min(inbox_seq) FROM (SELECT inbox_seq FROM attention WHERE box_id = $1 AND agent_id = $2 ORDER BY inbox_seq DESC LIMIT $3) AS newest)`,
