@@ -123,7 +123,8 @@ SELECT @box_id, agent_id, nextval('inbox_seq_seq'), message_id, channel_id, reas
 -- channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
 -- over a cap are touched and each victim set is an index range from the oldest message, of
 -- exactly the excess size. Deletes cascade to attachments, attention rows (and so receipts and
--- leases), requests, file reports and the duplicate reference; the counts are decreased by
+-- leases), requests and file reports; the duplicate reference is deleted explicitly (no
+-- foreign key, see dropped_references); the counts are decreased by
 -- what was deleted. The caller holds the channels' locks.
 WITH over AS MATERIALIZED (
     SELECT c.channel_id, GREATEST(c.message_count - @message_cap::bigint, 0) AS message_excess,
@@ -145,6 +146,11 @@ WITH over AS MATERIALIZED (
     DELETE FROM messages
     WHERE messages.box_id = @box_id AND messages.message_id IN (SELECT message_id FROM victims)
     RETURNING messages.channel_id, messages.has_attachment
+), dropped_references AS (
+    -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
+    DELETE FROM channel_sender_latest l
+    WHERE l.box_id = @box_id AND l.channel_id IN (SELECT channel_id FROM over)
+      AND l.message_id IN (SELECT message_id FROM victims)
 ), counted AS (
     UPDATE channels SET message_count = channels.message_count - d.n,
                         attachment_message_count = channels.attachment_message_count - d.a

@@ -179,6 +179,11 @@ WITH over AS MATERIALIZED (
     DELETE FROM messages
     WHERE messages.box_id = $3 AND messages.message_id IN (SELECT message_id FROM victims)
     RETURNING messages.channel_id, messages.has_attachment
+), dropped_references AS (
+    -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
+    DELETE FROM channel_sender_latest l
+    WHERE l.box_id = $3 AND l.channel_id IN (SELECT channel_id FROM over)
+      AND l.message_id IN (SELECT message_id FROM victims)
 ), counted AS (
     UPDATE channels SET message_count = channels.message_count - d.n,
                         attachment_message_count = channels.attachment_message_count - d.a
@@ -201,7 +206,8 @@ type EnforceRetentionParams struct {
 // channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
 // over a cap are touched and each victim set is an index range from the oldest message, of
 // exactly the excess size. Deletes cascade to attachments, attention rows (and so receipts and
-// leases), requests, file reports and the duplicate reference; the counts are decreased by
+// leases), requests and file reports; the duplicate reference is deleted explicitly (no
+// foreign key, see dropped_references); the counts are decreased by
 // what was deleted. The caller holds the channels' locks.
 func (q *Queries) EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error) {
 	row := q.db.QueryRow(ctx, enforceRetention,

@@ -71,7 +71,8 @@ type Querier interface {
 	// channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
 	// over a cap are touched and each victim set is an index range from the oldest message, of
 	// exactly the excess size. Deletes cascade to attachments, attention rows (and so receipts and
-	// leases), requests, file reports and the duplicate reference; the counts are decreased by
+	// leases), requests and file reports; the duplicate reference is deleted explicitly (no
+	// foreign key, see dropped_references); the counts are decreased by
 	// what was deleted. The caller holds the channels' locks.
 	EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error)
 	// Creates the DM channels of the given pairs that do not exist yet (first message of a pair).

@@ -86,3 +86,11 @@ CREATE INDEX attention_unread_by_channel ON attention (box_id, channel_id, agent
 ALTER TABLE attention DROP CONSTRAINT attention_box_id_agent_id_message_id_key,
                       ADD CONSTRAINT attention_one_per_message UNIQUE (box_id, message_id, agent_id);
 DROP INDEX attention_by_message;
+
+-- A leaner send: the duplicate reference is upserted by every send. Its foreign key cost a
+-- referential check per send and its message_id index an entry per send (and kept the
+-- upsert from being a HOT update); EnforceRetention, the only statement that deletes
+-- messages, now deletes the references of the messages it deletes itself, found by their
+-- channel (the primary key's prefix), in the same statement (SPEC §11).
+ALTER TABLE channel_sender_latest DROP CONSTRAINT channel_sender_latest_box_id_message_id_fkey;
+DROP INDEX channel_sender_latest_message;
