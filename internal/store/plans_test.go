@@ -198,7 +198,8 @@ func planProblems(n planNode, indexCols map[string][]string, unique map[string]b
 				break
 			}
 			prefix++
-			if !ownerColumns[c] {
+			// A channel's duplicate references are one per sender, not its history.
+			if !ownerColumns[c] || rel == "channel_sender_latest" && c == "channel_id" {
 				keyed = true
 			}
 		}
