@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"path"
@@ -924,13 +926,22 @@ type AgentPrimeResult struct {
 	Session        SessionInfo `json:"session"`
 }
 
-// Attachment defines model for Attachment.
+// Attachment An uploaded attachment's metadata (never its bytes): download it with attachment_download over HTTP.
 type Attachment struct {
+	// AttachmentId Download with GET /api/v1/boxes/{box_key}/attachments/{attachment_id}; knowing it grants nothing.
 	AttachmentId openapi_types.UUID `json:"attachment_id"`
-	MediaType    string             `json:"media_type"`
-	Name         string             `json:"name"`
-	Sha256       string             `json:"sha256"`
-	SizeBytes    int64              `json:"size_bytes"`
+
+	// MediaType The media type as uploaded.
+	MediaType string `json:"media_type"`
+
+	// Name The file name as uploaded.
+	Name string `json:"name"`
+
+	// Sha256 Lowercase hex SHA-256 of the bytes, computed by the server while the upload streamed.
+	Sha256 string `json:"sha256"`
+
+	// SizeBytes Size in bytes.
+	SizeBytes int64 `json:"size_bytes"`
 }
 
 // BatchOutcome defines model for BatchOutcome.
@@ -1243,6 +1254,7 @@ type Me struct {
 
 // Message The canonical message. Messages are immutable.
 type Message struct {
+	// Attachment An uploaded attachment's metadata (never its bytes): download it with attachment_download over HTTP.
 	Attachment *Attachment `json:"attachment,omitempty"`
 	BodyMd     string      `json:"body_md"`
 	CreatedAt  Timestamp   `json:"created_at"`
@@ -1307,9 +1319,16 @@ type MessageSendBatchResult struct {
 	Results []BatchOutcome `json:"results"`
 }
 
+// MessageSendBatchUpload A batch DM with one uploaded attachment (multipart/form-data, HTTP and CLI only): parts `input` (application/json, MessageSendBatchInput; body_md may be empty) and `file`. The upload is staged once; every sent target gets its own copy owned by its own message.
+type MessageSendBatchUpload struct {
+	// File The attachment: one file part with a filename (1..255 bytes, no path) and a media type (Content-Type of the part; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
+	File  openapi_types.File    `json:"file"`
+	Input MessageSendBatchInput `json:"input"`
+}
+
 // MessageSendInput defines model for MessageSendInput.
 type MessageSendInput struct {
-	// BodyMd Markdown body, non-empty, at most body_max_bytes UTF-8 bytes; stored exactly as sent.
+	// BodyMd Markdown body, at most body_max_bytes UTF-8 bytes; stored exactly as sent. Non-empty, except in a multipart send with an uploaded attachment (HTTP/CLI only), where it may be empty.
 	BodyMd string `json:"body_md"`
 
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
@@ -1350,6 +1369,13 @@ type MessageSendResult struct {
 
 // MessageSendResultStatus defines model for MessageSendResult.Status.
 type MessageSendResultStatus string
+
+// MessageSendUpload A send with one uploaded attachment (multipart/form-data, HTTP and CLI only): exactly two parts, `input` (application/json, the same MessageSendInput as the JSON form, validated by the same strict decoder; body_md may be empty) and `file`. The message and its attachment are stored in one transaction.
+type MessageSendUpload struct {
+	// File The attachment: one file part with a filename (1..255 bytes, no path) and a media type (Content-Type of the part; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
+	File  openapi_types.File `json:"file"`
+	Input MessageSendInput   `json:"input"`
+}
 
 // Name defines model for Name.
 type Name = string
@@ -1733,6 +1759,9 @@ type AgentIdPath = openapi_types.UUID
 // AgentRef defines model for AgentRef.
 type AgentRef = string
 
+// AttachmentIdPath defines model for AttachmentIdPath.
+type AttachmentIdPath = openapi_types.UUID
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -1789,6 +1818,12 @@ type Unauthorized = Error
 
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
+
+// AttachmentDownloadParams defines parameters for AttachmentDownload.
+type AttachmentDownloadParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
 
 // CheckpointGetParams defines parameters for CheckpointGet.
 type CheckpointGetParams struct {
@@ -2087,8 +2122,14 @@ type InboxClaimJSONRequestBody = InboxClaimInput
 // MessageSendJSONRequestBody defines body for MessageSend for application/json ContentType.
 type MessageSendJSONRequestBody = MessageSendInput
 
+// MessageSendMultipartRequestBody defines body for MessageSend for multipart/form-data ContentType.
+type MessageSendMultipartRequestBody = MessageSendUpload
+
 // MessageSendBatchJSONRequestBody defines body for MessageSendBatch for application/json ContentType.
 type MessageSendBatchJSONRequestBody = MessageSendBatchInput
+
+// MessageSendBatchMultipartRequestBody defines body for MessageSendBatch for multipart/form-data ContentType.
+type MessageSendBatchMultipartRequestBody = MessageSendBatchUpload
 
 // FileAccessReportJSONRequestBody defines body for FileAccessReport for application/json ContentType.
 type FileAccessReportJSONRequestBody = FileAccessReportInput
@@ -2182,6 +2223,9 @@ type ServerInterface interface {
 	// AdminTokenRevoke Revoke an admin token
 	// (POST /admin/api/v1/tokens/{token_id}/revoke)
 	AdminTokenRevoke(w http.ResponseWriter, r *http.Request, tokenId openapi_types.UUID)
+	// AttachmentDownload Download an uploaded attachment
+	// (GET /api/v1/boxes/{box_key}/attachments/{attachment_id})
+	AttachmentDownload(w http.ResponseWriter, r *http.Request, boxKey BoxKey, attachmentId AttachmentIdPath, params AttachmentDownloadParams)
 	// CheckpointGet Read this agent's checkpoint
 	// (GET /api/v1/boxes/{box_key}/checkpoint)
 	CheckpointGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params CheckpointGetParams)
@@ -2859,6 +2903,65 @@ func (siw *ServerInterfaceWrapper) AdminTokenRevoke(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AdminTokenRevoke(w, r, tokenId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AttachmentDownload operation middleware
+func (siw *ServerInterfaceWrapper) AttachmentDownload(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "attachment_id" -------------
+	var attachmentId AttachmentIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "attachment_id", r.PathValue("attachment_id"), &attachmentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "attachment_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AttachmentDownloadParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AttachmentDownload(w, r, boxKey, attachmentId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4932,6 +5035,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPatch+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/settings", wrapper.AdminSettingsUpdate)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/tokens", wrapper.AdminTokenCreate)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/tokens/{token_id}/revoke", wrapper.AdminTokenRevoke)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/attachments/{attachment_id}", wrapper.AttachmentDownload)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/checkpoint", wrapper.CheckpointGet)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/boxes/{box_key}/checkpoint", wrapper.CheckpointSave)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/conversation", wrapper.ConversationRead)
@@ -6595,6 +6699,155 @@ func (response AdminTokenRevoke500JSONResponse) VisitAdminTokenRevokeResponse(w 
 	return err
 }
 
+type AttachmentDownloadRequestObject struct {
+	BoxKey       BoxKey           `json:"box_key"`
+	AttachmentId AttachmentIdPath `json:"attachment_id"`
+	Params       AttachmentDownloadParams
+}
+
+type AttachmentDownloadResponseObject interface {
+	VisitAttachmentDownloadResponse(w http.ResponseWriter) error
+}
+
+type AttachmentDownload200ResponseHeaders struct {
+	AgentboxAttachmentSha256 *string
+	ContentDisposition       *string
+	ContentLength            *int64
+	XContentTypeOptions      *string
+}
+
+type AttachmentDownload200AsteriskResponse struct {
+	Body          io.Reader
+	Headers       AttachmentDownload200ResponseHeaders
+	ContentType   string
+	ContentLength int64
+}
+
+func (response AttachmentDownload200AsteriskResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", response.ContentType)
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.AgentboxAttachmentSha256 != nil {
+		w.Header().Set("Agentbox-Attachment-Sha256", fmt.Sprint(*response.Headers.AgentboxAttachmentSha256))
+	}
+	if response.Headers.ContentDisposition != nil {
+		w.Header().Set("Content-Disposition", fmt.Sprint(*response.Headers.ContentDisposition))
+	}
+	if response.Headers.ContentLength != nil {
+		w.Header().Set("Content-Length", fmt.Sprint(*response.Headers.ContentLength))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AttachmentDownload400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AttachmentDownload400JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachmentDownload401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response AttachmentDownload401JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachmentDownload404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response AttachmentDownload404JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachmentDownload409JSONResponse struct{ ConflictJSONResponse }
+
+func (response AttachmentDownload409JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachmentDownload429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response AttachmentDownload429JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachmentDownload500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response AttachmentDownload500JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachmentDownload503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AttachmentDownload503JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CheckpointGetRequestObject struct {
 	BoxKey BoxKey `json:"box_key"`
 	Params CheckpointGetParams
@@ -7874,9 +8127,10 @@ func (response MeGet503JSONResponse) VisitMeGetResponse(w http.ResponseWriter) e
 }
 
 type MessageSendRequestObject struct {
-	BoxKey BoxKey `json:"box_key"`
-	Params MessageSendParams
-	Body   *MessageSendJSONRequestBody
+	BoxKey        BoxKey `json:"box_key"`
+	Params        MessageSendParams
+	JSONBody      *MessageSendJSONRequestBody
+	MultipartBody *multipart.Reader
 }
 
 type MessageSendResponseObject interface {
@@ -8010,9 +8264,10 @@ func (response MessageSend503JSONResponse) VisitMessageSendResponse(w http.Respo
 }
 
 type MessageSendBatchRequestObject struct {
-	BoxKey BoxKey `json:"box_key"`
-	Params MessageSendBatchParams
-	Body   *MessageSendBatchJSONRequestBody
+	BoxKey        BoxKey `json:"box_key"`
+	Params        MessageSendBatchParams
+	JSONBody      *MessageSendBatchJSONRequestBody
+	MultipartBody *multipart.Reader
 }
 
 type MessageSendBatchResponseObject interface {
@@ -10481,6 +10736,9 @@ type StrictServerInterface interface {
 	// AdminTokenRevoke Revoke an admin token
 	// (POST /admin/api/v1/tokens/{token_id}/revoke)
 	AdminTokenRevoke(ctx context.Context, request AdminTokenRevokeRequestObject) (AdminTokenRevokeResponseObject, error)
+	// AttachmentDownload Download an uploaded attachment
+	// (GET /api/v1/boxes/{box_key}/attachments/{attachment_id})
+	AttachmentDownload(ctx context.Context, request AttachmentDownloadRequestObject) (AttachmentDownloadResponseObject, error)
 	// CheckpointGet Read this agent's checkpoint
 	// (GET /api/v1/boxes/{box_key}/checkpoint)
 	CheckpointGet(ctx context.Context, request CheckpointGetRequestObject) (CheckpointGetResponseObject, error)
@@ -11240,6 +11498,34 @@ func (sh *strictHandler) AdminTokenRevoke(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// AttachmentDownload operation middleware
+func (sh *strictHandler) AttachmentDownload(w http.ResponseWriter, r *http.Request, boxKey BoxKey, attachmentId AttachmentIdPath, params AttachmentDownloadParams) {
+	var request AttachmentDownloadRequestObject
+
+	request.BoxKey = boxKey
+	request.AttachmentId = attachmentId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AttachmentDownload(ctx, request.(AttachmentDownloadRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AttachmentDownload")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AttachmentDownloadResponseObject); ok {
+		if err := validResponse.VisitAttachmentDownloadResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // CheckpointGet operation middleware
 func (sh *strictHandler) CheckpointGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params CheckpointGetParams) {
 	var request CheckpointGetRequestObject
@@ -11570,13 +11856,24 @@ func (sh *strictHandler) MessageSend(w http.ResponseWriter, r *http.Request, box
 
 	request.BoxKey = boxKey
 	request.Params = params
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 
-	var body MessageSendJSONRequestBody
-	if err := runtime.BindJSONBody(r, &body); err != nil {
-		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
-		return
+		var body MessageSendJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.JSONBody = &body
+
 	}
-	request.Body = &body
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		if reader, err := r.MultipartReader(); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode multipart body: %w", err))
+			return
+		} else {
+			request.MultipartBody = reader
+		}
+	}
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.MessageSend(ctx, request.(MessageSendRequestObject))
@@ -11604,13 +11901,24 @@ func (sh *strictHandler) MessageSendBatch(w http.ResponseWriter, r *http.Request
 
 	request.BoxKey = boxKey
 	request.Params = params
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 
-	var body MessageSendBatchJSONRequestBody
-	if err := runtime.BindJSONBody(r, &body); err != nil {
-		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
-		return
+		var body MessageSendBatchJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.JSONBody = &body
+
 	}
-	request.Body = &body
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		if reader, err := r.MultipartReader(); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode multipart body: %w", err))
+			return
+		} else {
+			request.MultipartBody = reader
+		}
+	}
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.MessageSendBatch(ctx, request.(MessageSendBatchRequestObject))
@@ -12200,215 +12508,236 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c+O20if8VVB6z1uZ2aWvmcxJ7Nra8vhyopPx5bFncp6zyawKIlsWYhJgAMi2MuXvvoUGeJNAiaR8",
-	"Gx//k4wlEQQa3T90N/rytReKJBUcuFa9na+9lEqagAaJf+1dAtf96IzqsfkzAhVKlmomeG+nt8cJNd9/",
-	"p0j/YL0X9Jj5NDW/DXqcJtDb6eEPBizqBT0Jf06YhKi3o+UEgp4Kx5BQM+xIyITq3k5vMsFf6mlqnlVa",
-	"Mn7Zu7sL7DzOYVQ/iQGLAiIkoe5vYiZA9JhqwhSZcPbnBAjjRI+BDMXtwulKGC2cb0JvPwK/NDR5/y7o",
-	"JYxnf275Jv9B3P4C0/mpf7JTIW80cMr1W5xbSOPYzHgk5C5hmiQTpckQ7HcSIuCa0fg7tWARQ3E7uILp",
-	"wiX8zaxxp/f/bRS7v2G/VRtuvmbq+xOphJyf+mlKDT1D/JqMpEgIh1s9cB8ISSSoSQL5ByNcgDJ7orQE",
-	"mhDKIzJisQaZL+PPCchpsQ77bK+G8tub735cTvsDUJpxaqZ9hC/7L3zH/IJ4PCVS3Cg7VaaIFCIxCzk4",
-	"JillOEm4TWMRQUZN35yj4n29pvQuzbF3F/SUnsZ2KEhPh39AqHvVhdQswbBTKPg1SIU/2yFfrxiPdnAl",
-	"Af53wKI7syb3RWQ+hpClzHB9JkZ3nZbajdUaLf2IxdDnEdz6YWhzbUgVRISZnxDGtUBeS0ApegnfKcNl",
-	"oGpkxXw3wCeXSTxLJklv5ydkOfvvzZzhGNdwCRI57meh9AkOPjtR8w3CUtAYj8ZC6QH+uyuFcSpmXr/A",
-	"tB/5ueYKposw/AqmqyP4R5YwPf/6M3oJRLG/YJeEMU1SiIgW5LetgKT0EgaxeWqQ0NsvAYlgRCexLn/h",
-	"PlonJ3ANBnMMy0BUByj4UM87b8b1+3c974YeW0aqPQVLnFZLQveT1cl4Dn9OQOklczKb2j/IUNe93B6G",
-	"IZWSGSqPgUg7WM2c3beD+5u7EEk9FQ0+LSKhw68V53ABSjHBfwYagedc+yQpV6mQmij7QyMbu+SG6bGY",
-	"aHMeG7rtnfVzmUGBVvZ0s4/k8x/bl+QrQCVmKG7X3CTqTrat7aUH252hgkoFV4B62gcaOc4wf4WCa+D4",
-	"T5qmMQsRYDf+UGaNXxsCx6GUQtpXVWnUP/l172P/YLB3/o/Px4cnn8yBsv/5/OL0fOC+WjeovS/4KGbh",
-	"I0zo5PTT4Oy8f3x4EJCz89Oj/sfDwennTwd7n8wn56enx4O98/2f+7/in4e/9i/6pyeD/dOTo4/9fZx+",
-	"/+Dw+Oz00+HJ/r/zz3ERiFqHtyFABNHDr+Rj/7j/aXD43/uHhweHlownQh+JCY8eh4xHp59PDgan54Oj",
-	"0/MP/YODwxOcxDnVgKR4DCKc7306HCAlDg/IGwlaTukwhrc4kwstJL2EI8riiYSHn8zFp9PzvX8cDo72",
-	"+h8/nx/uEC70mPFLckMVuZFMa+A4sc+cTvRYSPbXY9Bo7/Onn3FOhqVvxlTj+Wfth4mCbEbXlMWGdg8/",
-	"oU9GgM73zvsf/z34fLL3617/496Hj4cz+3eXIZ41LsOr04kOhdWVaBQxMxiNz6RIQWpmoG1EYwVBLy19",
-	"9LVHwyuIBlQvm+0nloDSNEkNOexDw+nAwbQ5S5YfGQbKjT2l4M/lumzIEhpf5E8qTfUEJwzc6Iu/2Tn0",
-	"gh6NJdBoOrB/f/EdVMUh91tpCvmgQUEE/9KKQUWuSO9FCeN4CrUleGbFNyFYSGU0kHDN8IxrS7RQAtXt",
-	"d7fCjV/nJwXc8GBU+m4oRAwUzY5Cy/Y9GlOlBwqAt51TzJSue2Xt21Ip0CYxZlwX+kkR+wae4aiSW8ZZ",
-	"F2VLIyNWvgQ3bJXM83Od3fvKbi5myH38YZ+nk7a8ObPzFQ/B5qaHPyu7vdx0Ku+jszfymdTva5NxM/Jp",
-	"uPVZRpJdUw3E/SogVJPEWJDv35Ff2Id1n+hlm18lwjJ4KW89/q/JVp2DQkq0x5Fl5CmhlIHtlKEza44+",
-	"F2Nxw4ngIewSweMpYVqRMVVjwhRRWkhrB87RyFmzjayFOZHpBYU1nM1sMbU+MtWWSkxDUv1Hc3K5mVAp",
-	"6XT+HMHxFs/3cxo1FsSE8fKnW7MLWQi69eh4VzfBD+K2JSnNudnw2Mq8pj5Q7ngoLVx/7QmgQGvGL1XX",
-	"M3Rm0x0JgpJbeA7m51/ZDLo/iNvuwF0ieBNvdEGxduiWvWbRIh5HSA37riiiH8Ttowloc3L757pvBpqk",
-	"F7kW3I035uQjghgMYzq/lGrkxwt6I2syNv05an2A5k6tUignrXVCOeFNZ2A0fShbDyxCHUxOODezsEtq",
-	"Yj8Ukm/HdNPwkLJEploe/Fm0FpaO+ImKSVMzLa1K49wPqmJXi78+3aisJ5v3NANHQ6fu6OjWU9V5Dm9p",
-	"qIkSExkC6Z8RGkUSlAJF3vTPrt+hK+vs+v3bXcIF2e8fnBNJ+SUovMc6ubC+SvRPZmSqv8rc9hA5obd9",
-	"++T32/hj99dWPXkb3U2UKV6i80LSPg5mI7OvCNpmjDao7WWEh96x2SUtIr+7zX4wB0I3tGis2JuVXosO",
-	"LiQpJhpkjcpapl5hI5TCH+zDzbDjF5h2h45imsvs1bul7+9m5j2ZzdZpj9xs82cX7crjoI5TeFcBnTPr",
-	"NrgA3YWF7sslMTNnHLZ2yudCJK09wZpdwyCBZOgilhooVl21EWY4dDowFtKQxUxPy8qZGlOJttQfgnGv",
-	"UrbA5BM3HOSgFUhm16FNfutzRBu6GeaX4ZhdN1Eii/tXd0LPTLrkmvZQKpjdqmY4aFjicUQOmW9FmTNj",
-	"XIA+NYTpInVF9Nmc6GVkNprcUNyuuQASDHITI4x6Q/oSS18jii2j1Obdw2YitWu9cC6DezTsVGnIRfuV",
-	"vfpXGk9APZDLxNlLHsdIPs2ltOmu9MFtipEs3e9R2hLzjOpwPEeJ5Wv9JK6AP445GNMhxF7O6ajPaTP3",
-	"Ts7g/MlsVs3gDInVXbHLCVDFhn+NqY1LwVm54NEZBGjluSlNs5P+d+/7qzMmux918l723c6p+f4bSM3i",
-	"Ah/Kcmrm05i9/Kud7plkSSdGveLihg/CMYRXqWB4lHTF5QUze7grKBw+v1Mp1rHsuf38l87raZ4WExda",
-	"v/SN+/aneDmSsOUPfbS/Kq4Sl7/F/szpjx4P057T6KvRlxicpzBkm/FrpjF0RAVkOM3CiitOpaUL9Stb",
-	"blIDLSc8pPmVazU+bwLkZgw8j5UHaSSeJEKCf5ZEjykn9rZp107X/IErNF9KMbkcExrHLlwyKUFGyRvu",
-	"QiuWH6f4sz4fidobRJWH/2XbVuGxbG/myZEzU84gXtHVmobjpEOUR/5gU7xJIGJ0YD/+2sLeUWO6/cN7",
-	"/1fsLxgMp7qho36WxJUl5KZKaZ6VN+Qz8dHxg9GIugUo5fcGS2OpDkBTFlta5mG2zUhvf34/gUnKcmY0",
-	"sYFhNtzcBlN7LVlN5SXoNhbr7EE6M0A+Ke9O5Ak0KdUapEGC//sbXftrc+2nL+7/a1++bgXvt+/+5iPW",
-	"PpXR0i2cDUhOJ8OYhSRiEkJjzpKQymidlMOBjJ5BORFDBfIa4SYgXGiSSiFGBk9idg0cFPrcnyykalls",
-	"1AOFP9WO2DVEyRuDVEzexzlm48/oJTyo/wC5y3fDVGRELT0V6SW4XKvmPof9il7SRj9vrND8UwleJOJ0",
-	"N0bpdXtzwD7UNmBz1mtVCmgoVr2Ymhf0upPW25Wsqxv7LIIkFRp4OG0SUtEvfp4l+pVpNj+fGf1k9nXL",
-	"ydlJVX9Mdqtnm3ywJavsEuZQspDCMeWXi1XeWqsKg9EvzVGDym/ERiOQyq/H3o+HzMsZ+Rp8lKqO58n/",
-	"ef9ubcg0uabxBAhVhJLIPkKsaOMRWjr+zdn/dSvY+sl/5JczC9ud/HjJHk+XJEmW0iir+ZXzR735VVnZ",
-	"ihKn23tVq/l33fN9wOw9mJmdd8cyxce6MS8gHj2NK3NFdEO2CcctueCIQRwpogWxXL1LqCYxUKWJ4DC/",
-	"yTNK1szFmVMliw+Lu7Ptzc1NgubIwpBe74Dmy8pItQPNe1IagL6lWzO8P8xMngc1k2YnjQPUTsc91RKT",
-	"Me25kNZSqk0vKOWa9YLebLKZ+34+iaoX9CppaL1gLouuF8xkf5lnZnPVzHOeVLVe0Ksm4JlnS1lUvaAu",
-	"P6cXzGY4eTEpnEgJ3d14QW9kpMmfpypGI+AR45eEGXQh+NOAwPrlOskTX9Rv33/xikfsTys2A+NXNunV",
-	"nI/gsvjMMA0uiZ197asUAGQ8SShfk0AjOozNmzjsEo45WBCOhcsHzSxoe6b5pRuo8gGG4vQKBiFVZpQR",
-	"45AA18agNNw5exLStb8yK3jw5X/8zf8eLacDOtIgBwpCwaNykFxp2Xm6Vo0igm72kZCkkqVntI4aDtsl",
-	"OCSm0BY1IGYQpc7lttqtXtBTk8tLUOiVD2vM3xlEQekvdr9MEB/MHLEY9sIQlDqHVMhOsRYrH29caPBe",
-	"jkhNzHfFCfHDwqPGFyZglsaGzu7mDJ2QXOjBCHNSgzkEriFrHhrQ5CgxRHW1XlrhduKgYD5imKk0ptN6",
-	"H8cSP+YCd+WEu+Sn5d5qCSOQwENAhzUXxD05wBukgNi3GL3SLsUvFBPpvyKrDLacz80wM4SpLmbBxjRj",
-	"8ln9fsTiEg3WyYmwrFik1I5Ah2OHnZ/PP87rWMUWzxgCdG305evfg/fv/LbA7P4vDIVowQ2+WdTNwe1b",
-	"lSpjrVO1s7FhlpsXGZgokIyPRECwfEVARpJeGvwPSP9sLWYaJI1J6mKxxkJpjO/F+8i1mF0BSanUKOJL",
-	"Fro6z9RziUHDlhJcqsXiPZtaesgzWPQchmZybQOu7hMdg94EbarVnBSVwhwzhWxmV1iKziq9evH2Pbjj",
-	"tMQpT+A+PRJxLG4qGxrHePZzvDi0dIwZ3hMlEw3ejZw5judEfGt9fWv7RyOuXKOyuHex3+8bo1LSUINU",
-	"eTGgFCSJxSULaUysupLpTpSTCQ9Basq4LRBW1aacBrW4hEgZrH7//XZ7c+3332//fvjlf3rhKl/WU6g0",
-	"s1vYQGfoG0thL7x6EgWsMFO8+0/Dq8HQmNLuKv1GmX2dSG6LHWG1sXLtmCaiM6fqLo5bLCYYtCJnR7+t",
-	"eahF/GVRB2LZQrKha+e8H1OWPAkTxEAVlI2rmdIu5msSozzO1bqyzyb0Nnv+y25e7sp+5/7Kvm9oxNZY",
-	"x+eGBbWwQy8rvNXwVUJGMzkHPRFHoDQmmlp8zT/gcGP+sbzwRVNWxW3vxKztTix8WV/DKqHCxRgvsuqJ",
-	"5Ve4TZkE1ToE0DwcDSBWcDMGCf7M1JJvZtHIrkha4WfxiOUHphOqrnbIFjk4Dsg2GaFWoAiN44C8I04Z",
-	"CMiPxCgDUyMk4oZnNdUCsvWeZJW4yvXU2gaulEu8ZJMtuyHmCFPLWQ+utS2QgXyeGKfUMB2jo56HFdCK",
-	"EqPtHp1wCbTNNL3SPTPOzOp9O1S6+PVUsp2Sf16cnhD785L5754Perdrl2LNffiHEnz9nN6UuPxjHjXY",
-	"YvMVJJRrFi54zpuEPesTjRnHVIQEKDfWPKqz6IKlPMK/JGgrTcZczUONiJzEML/Ye/H/XdsMgZb5BDUx",
-	"8OWbETdwUKKeb7uPHzTad3GS/CoxPy3y7ToVOaqJAAoqqYueKqUYb0Xsj9YSEdkPR0KS4/0zn79saUxR",
-	"kepRroJTVDzNkjbdMv2bnJ9GLRxiWK2XcsHR3nNAv07cYIpQCYQlyQSNRk/4WCXIc6F2XfwSeSaaDpLo",
-	"PqucRNWb9hblfrEwb0tvwch36rhTOnd3VAddysPzwz1aKGZKp7Gg5f1oCvaojgy0GCyeLZ/ErgSgLZbq",
-	"84bZcSRENKyV5awa7D2RWAF39sJC3s2TJswQYzxrpRDdQk4r7rLyngWzVbvt3Aph8TGYjyL+TZmbecb4",
-	"S3NG3G4/uEZX4qp7csKtoJw1tqPcrNvfFD2aeDdlwAWruwAeYSB6twpLOdjPqJqKFO/n/iSpSE4HcsKb",
-	"lb3LkdyfTbK1OXP9oxo7uip3Th4GvYfgoByBmxKpOUTPhnL5HYQ2GF5Z92D2jNo1FidQbXWBUMQxTRVU",
-	"M21a4u6cN21+fmXUa+J+meXTTk6YEq/5Tp527sRK3sYqDsXS0u5V+o6pvIrEDSfmFwHhgq9BkuppcU9v",
-	"H6W3Nk2FfP50tPajvS3ddXmNBFyUIlVEAdd+Ee6smS0Q/upafqUxi4wVJ3g83cWKyJBd6PovsL9hqPCq",
-	"mTNRF1pOQj0xO5TdI5E3ETPEDXWxwSWJtxkjCuLR21VEewGQnaaWY8vehWIq7rESuymQjMbsL4is6V76",
-	"QQSpHpMIIMUSU0VDGnvxfAVTvIu25nEnxGyk1HqUWI92OsNg5itFqLqyrm7rtYuW7M4uYdzlFQINx7Yd",
-	"D42VIEPIdhiit/cIylVdtDMYN8Th2SgNZeurm2MIWKoxOINQEsaUJUSMSAQxuwY5dWEqaQzaXVvN2adO",
-	"WNq4ArtaoIuOj0c05jIubLPkBrl4zaOrZqk+OyUfz2Q56eX74b21/5Nl1+X/XB+sffm6Gbz/3h/fUlLh",
-	"F3eL2iUpVYowTYY0vCIT7rIGvCdYKRH7iRxp3VLqg4VlR8vJ3i0rQFgHc3Gf05DLUhtiO3Ds0LRSknVv",
-	"d3GQuyc9bw48i6glUoeSUEPJYLRCpPK9RIUs8Hy2K9sE3qpNmN5ek5r7MMWe7Fz8+5SXHmixS6uWuc8K",
-	"lDWoNzZfp963jFL7nA6uhG6nRbdEH1SROupH3R5rXZusc7x2zruLHnNbVZTYuI9gOm+3q6qX0EMN7y6W",
-	"Yu1KV0ZLwu7coh7c15fx+RME3LlXn1vF+15N6k8YX53GU2dT0/t2cK2exbbU7rVtxoj1SAywQYy1OThA",
-	"pJpEiz8PK9kfKJvaAia4lgH2IkJojiCMsV5i5uexC19+Qvny1XKxa2c1VfnyIRxYaTxt6IN3F1yyOI0a",
-	"CbMfzBat9mJul5ymhqUa72G/bL+/D0Yb66TB1VxSdpa/NprXvRwouQqVr6c0e+/OZPTqXjeQpmYX/RAJ",
-	"t5poQexPCmfHj+QX9mHX9iE1LydK06nylHZdkkzw3KoYFKQIvGDRCBmESFbpTGRjNguTYiEu2189rPPV",
-	"X8O2CNnMq9jOpCPixzuuuKgiRuaxZJYETQ0cEDfwLrHlb3dcoqAUiQ1T11RqV2CLSeLySbPxxixdL4WJ",
-	"Nimlew8x28aEggYeQy1sOTEgb7zu28J/yIUu1SVb0Z3LvT2EDUe6HsLetO82VV6zSvutBOExC0LegwA1",
-	"FYFWvGet70Wsc5anNCOXqfthhW+ybnS2GfV1o73lomf2vqTczZO/jmNt/r9qW/lhEsckso9ibNlscWVX",
-	"bNRRMnDiaKdVLCz7xHA93qOgC8UOSNIqf8z7z1f0Yj2ywEEqbIGNjq62Zm+xv+9OlHuU/HZknWWNRsJn",
-	"p3FvRdceGCqkUN7Azb3SIeWEKK/PiXekqAA0Nl7P8TWHXMupv34oumcqBUQ9dQW+Cb+qATDL+09Tdaet",
-	"dN6v9p7D/iqqu51cJ42l7eofwSytZaWcVkutyz7y9xPlSHbQt6uxUfd5yz4/neZsZanYLdtsuep4Ajez",
-	"6sGK6uM9sFhznesjU7pDctu93do9jirxmIrAC71LXFjx13DSce4c6FbovWWv1k4q7P1sQQwj3YaOGQHt",
-	"nINe3ZWSEMnD3yeVZf4pLpVKGuHjd1boJlhLg0fqtcJyfflOPpjFVYqYsvUlRApYnWAM5coEtVXxO50u",
-	"pWdzg7VmzeUWNav2vK1UY/CGtiSMs8Rs5pYvJqZUYj4PmVw8zKZvmGqIb4d5hGPKOcSD0nxCmnaYSTZQ",
-	"dmG6dBTvdIBfQyxSWGlNZQ0szxYt11SoH++9d23e4gkdJjZXoKHDGKW6CrnDfZVBurHvXLjv4jG2l42B",
-	"EcEd5iGpzhYynEilOzBuaYg0r2vYZRyXvz8YTqJL0I24d3P7nW+okrXSgSaTFMkaCm4vSMLp8oE2Fwyk",
-	"IUlXAKm7BVj8a55Z3a6CxRLoXQFuO0HsSrDaHUp9T+ZVtCszni1KfAsRGU7xYE6liCahJm++3ya/sA/Y",
-	"9FkTSly+esO6LQ1x+z6wehV47grJnWG4E/R2hduuENsRVleB0lXgsz1eroSRq+DikvDmGWjx7bNvD73i",
-	"VqVCMIOSXoadY8a6XagTMZ/4+OGrFhFroLmOyLU7twxJ6pjTw+s1MOqzKT5hSvbhbYcylRgMxT0FXP5Q",
-	"gu8QatOs0AC29VBsRYddkri8vx0iMcPcGFhw60/dyxiysCvN6Fjkzw7iv5/SkDxO7Z2USs1oXJ+xeR+5",
-	"324BQU7yygqLSdRv8Fn7whx7mMUGtkEc9tYlNn+fvOGYNTZJslSWHRfXQi8p40QLogBITDXWusEcgbfz",
-	"N7tPnZrf2LNSuMfKvBRRDWuaoZti3r5XEE4k09ML8+JMPyx3iZ2h9T8OTz59OP3vwd7Bcf9k8On0l8MT",
-	"4m7czWO2qK2hIa4E2QyoxOIM7uVjrW2hs0vg2luBc48T/JLsnfWxVCax0cIYBllK6AtFAjZiSdhKRkbJ",
-	"wie/U1hml/TPVIO53KGj1/pnqjPZF0JGLrePJJTFQ3GLAQF7ffsitU7wEsSWuFHYPoxMDFaQDZqyjeut",
-	"jaG4BbXx1aUX3W3gdaqmV4BEK69z19HQN5b5IhuxOkKJ7OQQM/2wiG1R5CykUjJXpRm7LGDI9W6lf4tN",
-	"Wa/2b7HpoEzHkF31mNXvnfV7eSFizIbfXN/E++oUOE1Zb6f3/frm+ve25P0YOao6fSSI+fgSEPWMrCGF",
-	"+5F5kfnpB3GLTcSLUxIf2N7cnMFzmtqcOyb4xh+uML+VoUY9xLP3IAvMMGEcE5zpulncu82tugHzGW58",
-	"5nSix0KyvwDbi/1gp7v4oQubv3lEWTyRUJHJ3s5vVWn87cvdl6CnJklC5bS30zNzt5NEneRSoXPSPND7",
-	"YiBfqAUEttFhRZbEBxFNG1AXbmmS2uyhPAuvp4EmazROxzRzie70PgFNyB5+dhe03JRyCOddFQC1nMDd",
-	"I/CFjycMDHG4MSR3XNFggz/QqJTC0YmR3m3+tPyhfcFHMbMnwYNznt0gQg0pPLx3F/hkvgBBl75qncN+",
-	"9rQh1VZnoAlokApn5VtT8ZMN13nSzLYzXwOnw9jwGqobrZm3HAz+zJjXADj2FLFRr5jH+8ic/G75QydC",
-	"H2E99sfg5HOw0YB207HQIVP4z67MvWE1g8UnHJ6n7oxbgcMfko+KKdZwk9OAXhAz4IGaa5HKGhN+LiiO",
-	"13nCOH0Om9rnHe8Jc/d1uWJmY0yxOAzGp2IPvTFVY6N41fFMfmw/Pi6WSlD2hhMWR2tbRaFFV63OfZ3G",
-	"lHPUtLNUXpv/2/u3mBDzJVL5Rsir9axPbPFQO8QtUeXpMLc0CRf7sEhmbESlVrmB86wh+PlqH3yGnCMm",
-	"VW5NdUfuja/2gl/CqKqpVLcz/5FrKp1FBaA9jDHmtpcZU1nDCGbZHtXHeglfUfMJlv4S34J5i0+lJZXW",
-	"+cQyu0ROX3Wlstwd4pYHmYYUEIP9ht0nHP+VCcH9iN7GFUyXaFG/wHQlHaq1rDwkP2aLqeFIQ40Xp2tl",
-	"HPNdfhYq8sb2ZbShTKEErd620L8uzMM0tkMldEqGYD1pIyGJFBq3x3oU51S0dVep+n8Z/CEJvQJFjvfP",
-	"CI2uQWqmXDdF7A2HPyRaCJdzhKqd6+vj59QVNbfHwvWsoncHWM8X+XSgnk9hsRrG4eb5K16Pp0cJPQaZ",
-	"my1ZCt09Qnla1BxyqQzVPenzUGLLVEVmav/sEkCntgs+rLj5zb84uQStyGxnXyI4SSZW2o3+pVlMmMY8",
-	"aJUFY5jXLFLEXKGkC9DPXmhL1pWEawY3JJ1gtret4bVOPrhiAestrauCBk8i01mtqgVi7DYyK7fyzG2p",
-	"7e3lD2BXkEPX/fiRnGBpTEMoH8dZu8pMcjvgQBgD5ZO0pMLNll6lGgKCl8MqICM7c4XmXEyVdhdZTuKL",
-	"ZiRuXPKHGOYemho53rc/vchSkZ+pq606TQ+zux8Qm4Gx/qL8r7PbOgYaY+hNa4bD1qqLLYafhXrmbtd8",
-	"hjWYh4t8kU5X1xm3ic+1Zmef0DnKUpzq1vbf1zfXN9e3el9yZ2jmK2138hbreTpt2sxh0dlrduzVedkW",
-	"8C6ZMrYjtTEqWEOOaWULxBMlJjIE0j9TnRFw42vuqV9602p2+MEdjuYltinMvUpY0NvaxH/+gNjQkq+f",
-	"2v24SLaQMV6dj34dFanznVpRUq5gqja+2r5hdxsSrsWVNU+9XqVzuBZ2qwlThCXYcV5D1ikvoWaluwSH",
-	"YfyS6BsWArkCSK21aW8m7FuiAdX1XqJzO5OHE8ZfYNqPHsedWcfejg6vHpie3W1jd61wa4XdDmqtrHPs",
-	"hYCnDJaUyUsbTdQusa5WF/FMhiJitnaBhzezvOHnqznnM/SwHVLhxWnNts/FAo25Ge9sfHWp6ncbrkpA",
-	"PRLuuTIC7t1UAjrV1tAz/ub89PR4sHe+/3P/18MDdCQq4JEKXKVKW6ZTZZW2rKn/h2Dcxl3XcJ175QNi",
-	"IhYJic6oHj8Sm9YioxDJq0LdThIce2CfUZHchxAgTtb6qjPjx6IphqMPYa7m3AJ+vgB9euOiYx6LoTvq",
-	"3LkLv3N4TnnBT6dsv8rcfestVCl2yZ3QfaesNHQRvqxb82K/XZbG/A94xgpINsk6TsuW+rL8tzSy6ocx",
-	"yTICeH13/jCqY5CXLjvlkl0Dtzf3tuZgfik419J7nfzLaLRzxeYCQo1yi/3o7CfGYDs//LV/0T89Geyf",
-	"nhx97O9/qkHnbAOfMPi8LA412dZb25t37UC4uq6ng+GmAlLyfSSGPV7huZ1QokyhkuKyuxjXoomUzqE1",
-	"JpapenOgrxRmj7kQglI2GnlTBNYE/jjnt+tkr3hAkYRya4beGhsBfZmBC8UOEBaC7DpSBSVe4c4YwZr4",
-	"UxJSjnUVQo1vckHqXnlH8q2eCIUdPno7PZEqEtNUi7SlklSax9MJZ2kSy4NnXJ7nI4rlgwsNsvJMSmVz",
-	"Edn4iv9fxZu4S7zptUwriDHIOBR8xC4nlouR7x2vDwuf2hgkLOL2Ov/i/Dbjer5TpH+A1SzNxynFi1l3",
-	"r5UtuDfLqmXeX1Zi7MujsPUyT+Tjs/Nz9kU2EICaiI+8mkO9OxL0RHLl7jWynxNbzJsMp9ilwgV7KRv7",
-	"wRyK7+Lchgq4Lj9qY7qoKjS+33ubv/esy5Nygq2aXRfdecnYzwf6x4PGebk6gD8DjYwN/ZBsXyypju0L",
-	"6j3vPNZ32w0eOKcaMGRqhXPCPPZ9owVdUxbTYeyTrbyggddGKvj4O1XagJKA5c01jbHk8zztiySlEtYo",
-	"j9YU6B2i6DUoWwpyzhIi8OeExk7QXPuW/Ls3TkTMk1xwIHDLlFZvA4J63A1TMG80WYlyY5UssRPhtHSS",
-	"FY+3Ba6M9BoyGk3snxenJ4uE74I+qIPXJ30dlb0qxikNqS26R9WVORMlc9U/PAXde5ueotU7PbOLbcJD",
-	"qlR7EoWxOoXF6qJZXpSz3nMHnC7xmS8GpuwN+8zRzEYYnlL2p+Q9oL3otUhBEPwapLLN0utUhD0VunLq",
-	"pXaeRGkJNLGXXcbcI28MHLmUOtvA6TtFiv0nWGz5LRGy+ouDY5JSJt2NKIdMt1CcpmqMnf0TyjUL3aVp",
-	"qWrPRqVO0m7Wc1253llYdMVoNxARrNKzTk7wfnVv/xePBbpfosW56738OPC3/IGDoqf9f01ANnoJMneT",
-	"H2aFjR5SB3JlmLCclAeX3NfqhTmWXpK+5KRcSCOxFdwoMCcr1bYYdCImIdTC1hv3Is4+VbDGuAKuGN7h",
-	"qcnQWqgkoTo0OGETejGHLAby5v8PyAAt8N9/xzvwmGmQNH5LhBF4mxOfFZWISuUEUAscittdIqStKDec",
-	"kjeuP5xLIH67m1U0s0AzDx0H2YougEqsKP94yDHT/ELwNWtgadeucsTQdV+hV+5A+BPBJPcgZH/Wuw+W",
-	"tMf7tkBpn8qoFpEMnxmGSyfDmIUkpDJ6hadnCU9W6JyQZ7I9nFY4vgRSBfw0Q6kNBfFoQd2BGSvQYJNh",
-	"lsLwQwhCmDIAVXrYtR2VZReMswzNCOtk37oTrXKXo1i2roVpczkk2TumC7OGb8Ke89lpW147zdAIS57k",
-	"G+MKl9iUO1d1thkUeMj1NIYclVGtl4jK6BuLQn41+NoAmeU9Im54+dRZBbq+ZjrMXa2udcrBrx99p8qz",
-	"WCefefYzV28ict6pNSxjxiMy4VfcTL5/oDB2wNYMMGh1cvppcHT6+eRgcHo+ODo9/9A/ODg8WYBaj+r8",
-	"bZgV/BgRiYvkv7wbr4rIc7WTBIfVpJfxobitd8boLD9TihvnEgkpF5yFNM5rZQfERamQEYvNgTHhEmiE",
-	"LhIhI2WsOessQTeJTenPnSVS3GSh6H5XSd9M8YErvSyzdOyKyBu30LcB3lQJSWh4BVGdhWPJ0SurBUXz",
-	"djtkqZF6/gGNY1tYvqYdVRsHzhFO4dt04+DG15lM+CWy5Ss8PUd4whQFRBdCKyhSwigLPsvxaYOGV/UB",
-	"FcdUXimytb5eacVgEctIVFYZW4obG7A9ptdAhgC8ACEtrHMmKzRiFAwXW4FxePZy2sY57SLqMn5NY5b1",
-	"RCYS/oBQW7PqZmzML5xJDZrthVffhn00bwfR8ArNINyYgYI/bV7m33tBb+vHFqmYGR2exPDJXl5/d3UG",
-	"cs0wjJjoUCQv0Ff8H2z57IXGcoghugSHUF1xKYwpS+qR6aOBDkUmqcEXbH3iVKOATLjDFYSpWfgxapKN",
-	"/3Vxv+RNGNMktUg11wzmrQ2DdNpWdjFVgz37OOdvFH2Q4LbybJk8GBYd9JDEvZ0fgh7613s7PRFHThBb",
-	"AANS6OlwCV9fj0wfC755BaUXpC+ZbXXw4AWFdviEolCfF+x6hfCRkCFEDpvyYhRzCReILwJ9N7bZSnFN",
-	"DjQcr5MTALTzrE50BVMynGjCBUklSyAqt6WtQhJuyrNN7LGzq3ORWBqvkM/zMjj3cDQCm/xoCZLV7Kom",
-	"JSeg6WKWtS2bvez6r7GwXmgJkTElaIyxHuafIcVUYrUCDx7Dc+W/Y6h3z7uIFoYE0dP/eDbsO0Jk7Gco",
-	"xPjlXCXLJozoAgvq8+C1SFhIFOOXMaxFhbsFM953LAsiY6KzS48ZvwxswUrMhVEuuwnfEyDmVo3kvKp5",
-	"1vgKP2QcQVhLyhUNbS3bPTKcalizbBDSmEhIgeqMCgp7132nsNGZ0nm1hyx0ynYLzG8FbWkIEk0sx4JP",
-	"WHCAC+DRt6FE2uaPGHNFOZkWRTLPzsm77f/dQ+nK9s88cMW4+bXLJ8/6+O/0fhpuR+/DLVjb2traWntH",
-	"t4drP4bfR2vb8G70nv443Ay3otlWq1ZrTdQl6qyJa5aY3ZMgP34/2gq36TtY+3H4U7T2zrzgp9Hm5toW",
-	"3R5+H76LfoD3o15BgC4PN1Z/S5v7JPpv6f1LwkottOR+5Te2mW4EMUPNBu2Et6/68UuKu+ARoeTg2AZZ",
-	"iCSDstYRYdmvNobZTX5dMXHuygXjraJjcEINDkeQGmDlmhwco6ZubfxSa1jDmixlZvG7ubMwG2PeW+ik",
-	"OyCU57+2oxHsGvMHhikQGgu+GJQ/4KK+MWS+0JRHk9ScSj+QhPGJtpWI5qEU9wzBNKfvYyEiUvapYREn",
-	"sdht6djm1XP5QkHQqIAHx7aBrW134HqOdQbCr1mo/aLQDWt1zNz9EjYqBdhjywV0YDBjeN3U3QBXfJ2Y",
-	"hlQaY0xtQ52yPoxPMb04pN5JyTML5nCzeoxwjrz7sF9nclv2el36rKM5VtZqysK8MWIxrElIhVzgDMSW",
-	"R7htREFmsxL7FBEc7VA36C6hfGoDsTJ5xUcwBwZ9PzceB8sRi+Ech3v0MI520vmNBUgUdK2LkrDfvoZI",
-	"PN8QCWxfQcMQlCKZoBayj+VOugq+2viKzVSMuXJ7t2FHr61st0e44GsOB3LlOptTJtzZVLVAtMLZSxiB",
-	"BB66/vs5VExSBVKTFCR5k/u6zBOBGxXkWz9Y7OFLLPN+03BhFtM35F+9Gt+8LSQhRUvIOu0wNsOQjSEb",
-	"Bi0wpEzuJzFwCiCrr9Vhvn21ZV5UwrHRLwo8oTNo0g4G8ZKn3pmzT+PYFuJeJ6cpcIVuJMzodT4eZ46E",
-	"Y6GAk6Ht9IaudpznG4zKHorbNYcaZIywERCIFWCnODeE+0QXvYCz+AzrY3dZNEGlAgqKcGBLWQW2Z51t",
-	"jWMb4tibRmf+0CJ+xXxtrxc8ZX9sGytDlm/CHYTh/IOCKOWcnO9b1NTKl/001bTy1y/xYJciDYtLIsJR",
-	"zI04WOZ0bZIfE/ZeBrwYIS9kvFqAJZpIbPI+H1nRqI5BqZ/d0ipHNR21KgFb2Ci44hMZU0XEUIG8BnsN",
-	"6PqbBeRmzMIxdkuS833v5jHAtVB7MdWNlrSEyxIaZ6j9Wufo8eocQXbTXN9DrpGQZd0La6Wsz0ORGMh8",
-	"Q9UVROVrf5BY+UNM9KUo/cKd6dkvsjfYuCc9BiZzBoogjKmVI5Un5Aue2zEDBX8GZP4KwmPPOH564gQW",
-	"llGrRJe6tBWbOmSBsT45P0tbyUY2C3cD12StzKYCYjddpsrErpuSynr4NYMJR/O8pd435tdx06936rjG",
-	"nq9enefq1clGyUGmBH/5R43wb+NrFvhRdu/Y8aN6e8fazPgg1t/K3DlW1ozdkMX62KS++bICuhiBVOJA",
-	"U+zUhw3L4il6gYprIQlpPM2Ci/DavBysVIeN5241z8jT42bmu71Z+bb7lBOGxSibVx8w+z3v60mdFLRC",
-	"FUfsJzGOqlNYbCCVToVSNFwaT1+dQC9JaUROsO4fJ1rtoXJhC6xKtGylS4sas1S5Lm625Bx2JnJtwxEX",
-	"RyKOxQ1JCxe3+bntZ5QJba4fDqfERQt6kG7VBloPgHHPS+cRIqlVeGy3KSwtlW/Qq/bzbLUfccOzDmHV",
-	"PSuLNgptua3vjMMWa9GrvBLcDZ+14MibijS/LV6W59yV4/FcqaY3TtbfrhMb4MdFERnhk9oV2wo/qgs1",
-	"6xZiYctoCVhKYMyUFnI6MHg1ZDHuYs8W3fZrG0IkLsnXUBO6BSw7000CpuqtvdtuoarkdH8aNSV//fJe",
-	"CEU1UhLJ6UBO+I4N6xSTOFob2g5TeJiIiSb9A/UalfyC4M5yyXz3uQzdlmktRd+5Wv3lADRlsYVSSoZm",
-	"nzD9E9tIv6Gu6Pb25uZbjJKbbUW3S2hVvQEohey4t9syb1lnRpnLe/ZJNKA6bx1ag5PPLO7usbo6mve4",
-	"LfoP6jH3knzWCNBRScqsbK0kzRtoIiy2SZyr2RoThYXrKdKPNVbf7mJoLV5cDaczlgy5GVONl8Pm7HHn",
-	"PSnOe7/IfjCv/g+WW1x/ndTivryK7bO+akLRtaLW3LLYS1Ob2QO3ujhAfyS/sA+7mTS6D9+/M5++Xegj",
-	"nXUGcJuGnB/DZjq7zmm6zNZAhlyx/+BjyGTXhrJIeesE/Z2vkSMJ8BcYpUJqRY4ki+i0zi+67U8HMgRr",
-	"0z5jhspPZl4sh55S8VVLt1e74QWVIMIdtSU+lsBYC6UjM/u/NuogVL0xxxiV3Mtp821UrqRgO41dkkqh",
-	"UlfswfZ854IMaXg1YnEcGHiTkIhrGpuxsasQZuBnqTxv/ah3ZKf9AgGv7oIn98+4jHDlBTf7q7boZqn5",
-	"ZMBmX7/Yb1Iw2iumvaTkROv5nbszWQ3UrAei/qYbm8sjGq2TvvP+Ol8vBtZRCVjK0UFZnJtOQuaOEWdF",
-	"+eHJDvoS4Wkechi/XtXx2wqsLG2fDKzs6xeDVflOMKHRK2S9pJpBuP85XIj7cORu/CEYr4ersxlfrO3K",
-	"MQTM1c+giWrsnJ25XI11RPG2obi4tiqZH7H+aWbwH4FXhtZtFKR+NoJ+Msw5zrdwMe4UW/2KOC+p9mwI",
-	"qc5utYuzZTXIiYFeL1CR9iyqcMHXRElbsj2fVdZDmUdETLTS1AJUbIvXulg+nK6DpV0iwQhelq+SgVOx",
-	"mpr4F3jUPq9PiUu4Ia/A9ApM31L92etuF9l6jADSrIrMkTQ4wgnl4bjSnJWElBMFBqVubASFHddMSLt0",
-	"qTRmLluzVG9GAV5cV9rFYvnnXTJmUQT4LlBaSIW2oISIhho8MXqf8IXPrRvrt12iwtL0rLYsDW5x8tqQ",
-	"9fk3ZLXi2LoujQ8dNuA2K0XhbzvES62cA1vgNAt8CccTfmULTTiAoIoYniTC4IG8isQN3yUplVgmGG/u",
-	"qOulSm7GLDYWvSFPDL5IFsuRh7fPv/JElWSzFKhtSSRkQnWjxC4U9KCXjditFdHjYYzbMw/K7FmmeUWX",
-	"Z1k9/NaWgcikGbeqBmVwVHmdSeNExr2d3ljrdGdjY2v77+ub65vrWzs/bv64iQznhpiv62mTrIdCaKUl",
-	"TQNvdnZRiGC9lIfoUlfnBTAvP40J/TUl0Ss1qUvDYk3q+TH3ooRxZuZoPtghiK0BGQullesYrQLMPgiy",
-	"qVs7Livgv05wCOX6q5UPWzIUEbNVNt0kqPmpZxZnpZ7EZiGV1rfrs2mjwjUa80Tw75RMh2D+mkAVuRXl",
-	"Ya0GOj/kwbGrl1HqQ1fuFG6Hc8dPhdaOoTz0rtTgDvJOKgFWHLSVONAqLg1nezHMj3V4a+CMeVIB3byA",
-	"yUqacXnJWdrL/LBHlRIpLiq0Uj1qvdJ/zqzzy93/CwAA//8=",
+	"7L39cuO2kij+Kij99ldjn0vLH5nMybHr1C2P7TnRZsb22p7s7k3mKhDZshCTAANAtpUpV+3T7IPtk9xC",
+	"A/ySQImi/DU+/icZiwTYaHQ3uhv98bUTiiQVHLhWnd2vnZRKmoAGiX/tXwLXveiU6pH5MwIVSpZqJnhn",
+	"t7PPCTXP3yjSO+x2gg4zv6bm3aDDaQKd3Q6+0GdRJ+hI+GPMJESdXS3HEHRUOIKEmmmHQiZUd3Y74zG+",
+	"qSepGau0ZPyyc3cXWDjOYFgPRJ9FARGSUPc3MQAQPaKaMEXGnP0xBsI40SMgA3E7F1wJw7nwJvT2I/BL",
+	"g5N3b4NOwnj257YXeK1pOErmYPJiBITmbyE+ydpQioRQkoBS9BLeqNIb63Xg52+sjvL34vYnmPhhHYhb",
+	"sqaBU67XEaMhjWOD56GQe4RpkoyVJgOwzyREwDWj8Rs1B/UDcdu/gslcqP/F7Mxu5//bLGh20z5Vmw5e",
+	"A/rBWCohZ0E/SamhghAfE8Qvh1vddz8ISSSocQL5D0NcgDKUpLQEmhDKIzJksQaZL+OPMchJsQ47tlND",
+	"Lztbb39YTDGHoDTj1ID9AT/2b/iN2QXxeEKkuFEWVKaIFCIxCzn8RFLKEEi4TWMRQYZNH8xR8b1OU3yX",
+	"YOzcBR2lJ7GdCtKTwe8Q6k51ITVLMOQUCn4NUuFru+TrFePRLq4kwP/2WXRn1uQeROZnCFnKDJ1nzH/X",
+	"aqntSK3R0j+wGHo8gls/y29tDKiCiDDzCmFcC6S1gtuHLAZVwyvmWR9HLpJTLBknnd2/IcnZf2/lBMe4",
+	"hkuQSHE/CqWPcfJpQM0TFKZBYyk6Ekr38d9tMYygGLh+gkkv8lPNFUzmnTxXMFldCH5kCdOznz+ll0AU",
+	"+xP2SBjTJIWIaEF+2Q5ISi+hH5tR/YTefglIBEM6jnX5gfupS47hGozMMSQDUZ1AwUEdL9yM63dvO94N",
+	"/WQJqfbsLlFaLQrdK6uj8Qz+GIPSC2Aym9o7zKSu+7g9wkMqJTNYHgGRdrIamN3T/v3BLkRSj0Ujn+ah",
+	"0MmvFWE4B6WY4D8CjcBzrl1IylUqpCbKvmh4Y4/cMD0SY23OY4O3/dNezjPI0MqebnZIDv/IfiRfAape",
+	"A3G74YCoO9m2dxYebHcGCyoVXAFql+9p5CjD/BUKroHjP2maxixEAbv5uzJr/NpQcBxJKaT9VBVHveOf",
+	"9z/2Dvv7Z//4/Ono+MIcKAefz85PzvruUddI7QPBhzELHwGg45OL/ulZ79PRYUBOz04+9D4e9U8+Xxzu",
+	"X5hfzk5OPvX3zw5+7P2Mfx793DvvnRz3D06OP3zsHSD4vcOjT6cnF0fHB/+Z/46LQKl1dBsCRBA9/Eo+",
+	"9j71LvpH/3FwdHR4ZNF4LPQHMebR46Dxw8nn48P+yVn/w8nZ+97h4dExAnFGNSAqHgMJZ/sXR33ExNEh",
+	"WZOg5YQOYlhHSM61kPQSPlAWjyU8PDDnFydn+/846n/Y7338fHa0S7jQI8YvyQ1V5EYyrYEjYJ85HeuR",
+	"kOzPx8DR/ueLHxEmQ9I3I6rx/LP2w1hBBtE1ZbHB3cMDdGEY6Gz/rPfxP/ufj/d/3u993H//8Whq/+4y",
+	"iWdN4vDqZKxDYXUlGkXMTEbjUylSkJoZ0TaksYKgk5Z++tqh4RVEfaoXQXvBElCaJqlBhx00mPSdmDZn",
+	"yeIjw4hyY08p+GOxLhuyhMbn+UilqR4jwMCNvviLhaETdGgsgUaTvv37i++gKg65X0og5JMGBRL8Sysm",
+	"FbkivR8ljOMptCzCM99DE4SFVEZ9CdcMz7hlkRZKoHr53a1Q49dZoIAbGoxKzwZCxEDR7Ci0bN/QmCrd",
+	"VwB8WZhipnTdJ2u/lkqBNokx49rgT4rYN/EURZWcSc66KFsaGbLyJbhpq2iehXV67yu7OZ8gD/DFHk/H",
+	"y9Lm1M5XPARbWx76rOz2YtOpvI/O3sghqd/XJvNm6NNw67OMJLumGoh7KyBUk8RYkO/ekp/Y+66P9bLN",
+	"ryJhkXgpbz3+r8lWnYFCTCwvRxahpySljNhOGTqzZvBzPhI3nAgewh4RPJ4QphUZUTUiTBGlhbR24AyO",
+	"nDXbyFqYYZlOUFjDGWTzsfWRqWWxxDQk1X80R5eDhEpJJ7PnCM43H97PadSYERPGy79uTy9krtCtl453",
+	"dQC+F7dLotKcmw2Prcxr6hPKLQ+lueuvPQEUaM34pWp7hk5tukNBUHILz4j52U82E93vxW17wV1CeBNv",
+	"dIGx5aRb9pl5i3gcJjXkuyKLvhe3j8agzdHth/XATDROz3MtuB1tzPBHBDEYwnR+KdXIjxd0htZkbPo6",
+	"an2A5k6tUijHS+uEcsybQmA0fShbDyxCHUyOOTdQ2CU1sR8KzrdzOjA8qCyhqZYGfxRLM0tL+YmKSVMz",
+	"La1y48wLVbarlb8+3aisJ5vvNBOOBk/tpaNbT1XnObqloSZKjGUIpHdKaBRJUAoUWeudXr9FV9bp9bv1",
+	"PcIFOegdnhFJ+SUovMc6Pre+SvRPZmiqv4Dd8SA5obc9O/K7HXzZ/bVdj95GdxNljJfwPBe1jyOzkdhX",
+	"FNpmjmWktpcQHnrHppc0D/3uNvvBHAjtpEVjxd6s9Fq0cCFJMdYga1TWMvYKG6EUtGEHN5MdP8Gkvego",
+	"wFxkr94t/H47M+/JbLZWe+SgzcfO25XHkTpO4V1F6Jxat8E56DYkdF8uiSmYcdpakM+ESJb2BGt2Df0E",
+	"koGLs2qgWLXVRpih0EnfWEgDFjM9KStnakQl2lK/C8a9Stkck0/ccJD9pYRkdh3a5F2fI9rgzRC/DEfs",
+	"uokSWdy/uhN6CuiSa9qDqWB6q5rJQUMSj8NySHwr8pyZ4xz0iUFMG64rYuZmWC9Ds9HkBuJ2wwWQYGie",
+	"GGKsHuKXWPwaVlwytm7WPWwAqV3ruXMZ3KNhp0pTztuv7NM/03gM6oFcJs5e8jhGcjAX4qa90ge3KUay",
+	"tL9HWRaZp1SHoxlMLF7rhbgC/jjmYEwHEHspp6U+pw3srZzB+cgMqmbiDJHVXrHLEVCVDf8+ojYuBaFy",
+	"waNTEmApz00JzFb6373vr86I7H7UyXvZdwtT8/03IjWLC3woy6mZT2P68q8W3FPJklaEesXFDe+HIwiv",
+	"UsHwKGkrl+dA9nBXUDh9fqdSrGPRuIP8Tef1NKPF2CUELPzigX0VL0cStnjQR/tWcZW4+Cv2Nac/ejxM",
+	"+06jr0ZfYnCewpBtxq+ZxtARFZDBJAsrrjiVFi7Ur2w5oPpajnlI8yvXanzeGMjNCHgeKw/ScDxJhAQ/",
+	"lESPKCf2tmnPgmv+wBWah1KML0eExrELl0xKIqPkDXehFYuPU3ytx4ei9gZR5eF/2bZVaCzbm1l05MSU",
+	"E4iXdfPUhYWsMZMAMk5jQSOIqjkUCWgaUU3JGsc4IyNmBxMNan2XROKGmzGEaQyTLI3s58+EGfXjxcVp",
+	"tzPDj5VEi5kNP8ymwLn/cXRBNmnKNq+3NwfiFtTmV6er3W0WE6nNr5VZ7/aIEUiMXxogLyXlWmVxXAag",
+	"hWI1gYjRvv3ZF2qLz4l5TqjKcdidJ6FnJzGEYPX5RXOoEd35/t3sLB/FDciQKiAjuCXnP+5v7Hz/LgsC",
+	"xv0KiCHZsYbIsK6NWZVmb25G5uvmB/tll6RRBwD7E/o4oedMZn9iXDs+rmB3Toh1hUumMm+ctVnagwoA",
+	"OTp8rPDeKLXtYszyq5+F4XCHoCmLLZ3kkdJNTuvs9fuJLVNWuERjG9tnMwZsPLzXGaGpvAS9jNNhWhea",
+	"miAHyrsTeQ5USrUGaUjl//5CN/7c2vjbF/f/jS9ft4N3O3f/4kPWAZXRsvKMpONBzEISMQmhFnJCQiqj",
+	"LilHdBlVkXIiBoYT8MQIjGwgqRRiaJgnZtfAQSmP6Hq8qLhF4W0PFMFWO2PbKDNvGFkBvI9yzMaf0kt4",
+	"UBcQUpfvkrBIaluo2NBLcOlyzd1GBxXVchkTq7FO+q9K8CKXqr0/gV4vb9HZQcvG3E47HksxKcWq52Pz",
+	"nF63MlzaonV1fw2LIEmFBh5OmkTF9IrXs1zNMs5m4ZlSMac/txidraytxyS3erLJJ1uwyjaRKiUjNxxR",
+	"fjnfaqk1jDGf4NIcNWi/RGw4BKn8psj9ODm9lJGvwYep6nyeFK53bzcGTJNrGo9Ri6UkskOIZW08QkvH",
+	"vzn7v24H23/zH/nl5NDlTn6Mk4gnC/JcS5mw1RTZ2aPevFVWtqLEmWde1Wr2W/d8pTN9lWmg8+5YpvhY",
+	"T/Q5xMOn8UavKN2QbMLRklTwgUEcKaIFsVS9R6gmMVClieAwu8lTStbU3adTJYsfi+vPna2trcLgqVWW",
+	"vBOah5WZaieadYY1EPoWb83k/VFm8jyomTQNNE5QC44btaRMxsz1gltL2VKdoJQu2Ak60/mC7vlsHlwn",
+	"6FQyCTvBTCJkJ5hK4DNjptMNzThPtmEn6FRzKM3YUiJcJ6hLseoE00lqXpkUjqWE9p7YoDM03OR3XYjh",
+	"EHiE/hUjXQi+GhDoXnZJnrukfvnui5c9Yn9muJkYH9m8ZXM+gkvEbORWyO1rX7EHIKNxQvmGBBrRQWy+",
+	"xGGPWPcWhCPhUnozC9qeaX7uBqp8AkNxegV9dMdIGDIOCXBtDEpDndMnId34M7OC+1/+8i/+72g56dOh",
+	"BtlXEAoeleMcS8vOM+5qFBG8KRkKSSqJlkbrqKGwPYJTWhdcXsZjSqLUeU1Xu5gNOmp8eQkKL1bCGvN3",
+	"SqIg9xe7X0aIT8x8YDHshyEodQapkK3CZVY+3rjQ4L3fkpqYZ8UJ8f3co8YX6WGWxgbO7uYM/chc6P4Q",
+	"04qDGQlcg9Y8uqPJUWKQ6ooMLSW3EycKZoO+mUpjOqn3cVR9tHN8pjOPxtzlry2+cJAwBAk8BLxz4IK4",
+	"kX28BAyI/YrRK+1S/Ewxlv5bzspki+ncTDOFmOpi5mxMMyKf1u/RRZ3joEuOhSXFIit6CDocOdn5+ezj",
+	"rI5VbPGUIUA3hl++/jV499ZvC0zv/9xoliWowQdFHQxu36pYGWmdqt3NTbPcvE7EWIFkfCgCghVIAjKU",
+	"9NLI/4D0TjdipkHSmKQunG4klMYQbbxS3ojZFZCUSo0svmChq9NMPZUYabgkB5fK6XjPpiU95JlY9ByG",
+	"BrhlY+buUzoGnTHaVKs5KSq1VaZqEU2vsBRgV/r0/O17cMdpiVKewH36QcSxuKlsaBzj2c/x7tfiMWZ4",
+	"T5SMNXg3cuo4nmHx7W53e+cHw65co7K4f37Q6xmjUtJQg1R5PacUJInFJQtpTKy6kulOlJMxD0Fqyrit",
+	"8VbVppwGNb8KTFlY/frr7c7Wxq+/3v716Mv/8oqrfFlPodJMb2EDnaFnLIX98OpJFLDCTPHuPw2v+gNj",
+	"SrtoiBtl9nUsua1XhQXjyuV/mrDOjKo7P/S0ADBYCp0t/bZm0BIhtEUpj0ULyaauhfkgpix5EiKIgSoo",
+	"G1dT9+vmMYmRH2fKldmxCb3Nxn/ZyyuW2Wfur+x5QyO2xjo+MySohZ16Ue20hp8SMppKG+mIOAKlMVfY",
+	"ytf8Bw435h+La5c0JVXc9lbEutyJhR/raVgl2ruY40UWrrH0Crcpk6CWjuI0g6M+xApuRiDBn1xc8s3M",
+	"m9nVuSv8LB62fM90QtXVLtkmh58CskOGqBUoQuM4IG+JUwYC8gMxysDEMIm44VlZvIBsvyNZMbVySbxl",
+	"A1fKVXoyYMtuiBnE1FLWg2ttc3gghxNDzRpm1LTU87CIXVEldrmhYy6BLgOml7un5plavW+HShe/nhLK",
+	"E/Kv5yfHxL5eMv/d+KBzu3EpNtyPvyvBu2f0pkTlH/PAzyU2X0FCuWbhnHHePPppn2jMOGaTJEC5seZR",
+	"nUUXLOUR/iVBW24y5moeakTkOIbZxd6L/+/aJnksmRJSk8ZQvhlxEwcl7Pm2+9ODBmzPr3OwSszPEimT",
+	"repU1UQABZXsU0+hWYy3IvaljURE9sehkOTTwanPX7YwpqjI1ikXMiqK1mZ5t26Z/k3OT6MlHGJYcJly",
+	"wdHec4K+S9xkilAJhCXJGI3GeZGvC7Xr4k2kmWjST6L7LFQTVW/al6jYjLWVl/QWDH2njjulc3dHddKF",
+	"NDw73aOFYqZ0Egta3o+mwh7Vkb4W/fnQ8nHsqjjaerc+b5idR0JEw1pezgr63hOKFXBnL8yl3TzvxUwx",
+	"wrNWCtEu5LTiLivvWTBdeN3CVjCLj8B8GPFvygzkGeEvTPtxu/3gGl2Jqu7JCbeCctbYjnJQL39T9Gjs",
+	"3ZQA56zuHHiEgejtimTlwn5K1VSk+D73x+lHctKXY96scmEuyf0JQdtbU9c/qrGjq3Ln5CHQewgOyiVw",
+	"UyQ1F9HToVx+B6ENhlfWPZiNUXvG4gSqrS4QijimqYJqstSScnfGmzYLX1nqNXG/TNNpKydMidZ8J89y",
+	"7sRK3sYqDsXppX1OM0JZ6uITXb/k8JN12gsOvkQpspaMY81SKvWm2dSNiGoaYNoT2k8HH3sYe7G+a2/3",
+	"yG8YLfMbWZuuxxwQr+jYI25fSUInZAAEklRP1nHy3wxz/tYlF0UKD+bA0kuIXIYsXIOcEGUgtdRKDMVi",
+	"Mpe44SQU6cT8w+YGZb9mWm3Hd9O3qP3OLqIKxYZZscsPwx8w0Wltu9vd+f77LDeJC5JSPbILouWsqrUD",
+	"W7x648L85TKazJR7pIw7EWrQG66/DF7a04HCJj8kE2Ol7KKE3tocor1yJpRLkLJ4yXKobHqUnXg6aWzA",
+	"OMUmEx4HnJP3DQ7uqUNi1rdkfrVCehGh3+sx84nKq8gQgnmjiEKx72cIJJ8vPmz8QBwybeI1AReDSxXS",
+	"XJccC76BFBtgIFeqCeNmmzOmMa+5PD/K/QxmeGkz56OAoB8NuySVGMJ/FLa2cOYcolVU/UxjFlFtA6z2",
+	"sDg8lNMMX9SR6zXXpqKXtByHemxoIbuPJWsRM8gNdUFKpZPTZl4piIfrqxyRcxSCk9QyRNlLV4DihpUI",
+	"W4FkNGZ/GjrkUeWFCFI9IhFAitX2it5cNoDjCiYY02HdTK00j0bGoccY9Fh5UwRmHilC1ZW9MrLe72jB",
+	"7uwZfrUp1kDDke1MRmMlDOe5HYZo/R6Vm6pN11qpaajPTB/6yraaMOocsFRjkBOhJIwpS8wZFEHM8Ei1",
+	"4V5pDNpd/874eRyzLONSb+vJmaeGPaJTJKPCZZbcIKe1eZTiNNanQVpAMy0VxeIIW11JzA5QfSOswhjM",
+	"0xjzSJJpTcAcwOYhSjzzycDIJDypiixw15ePhZpEEIoIZFNlM2suhVUXdLm1Ito8ThlgHBGiJeXKBsa8",
+	"apSPoFG2VCazMjXleKP9jf+TZWvn/+z2N7583QrefeePlyy5hOY3kNwjKVUGP2RAwysy5i4LzavJlWqz",
+	"PNHFTLsqO8HcSuTl+i9LFoWyF5ZFfEBDaZvalI2+E4tNiyfa69I2F65upOfLgWcRtUhqUSVyIBkMV8h8",
+	"uZcowzk3actVcgRvIUeseFNT6uFh6j9aWPz7lFcjWmKXVu18k9UsbVCCdLZ1jW8ZpY56LVzT7bSmdomj",
+	"aCq0tBPaDVu6XGnr/J+cducNc1tVVN26j+BsbwPM6q2TBxveXSzFbpdCEBaEcbtFPfjdUUbnTxDA7T59",
+	"Zg3Qe/VcXWC+ThpPMtfVfV+YrJ4VvdD/YzuPEuvh7mPPOGt7c4BINck+eh7eIn/iRWprmuFa+tieEEVz",
+	"BGGMJZSzewO78MUnlC//OWe75bwHVbp8iAuRNJ40VORdwIQsTqNGzOwXZvNWez6zS05Tw+rN97BftgXw",
+	"e6ONtdLgaoJeWvPfMprXvRwouQqVr6cEvXdnMny1LyVMU7OLfhEJt5poQewrhdPvB/ITe29tWASUKE0n",
+	"ylPtfUFy2nOrilOgIvAKi0aSQYhklWaFNgegMCnmymX71sNeQvjL2hcpAHlh+6n0dvx519UbV8TwPFbR",
+	"lKCpEQfETbxHbEX8XZd4LkVivSOaSu08L0wSV58gm2/E0m4p7aBJdf17yAEyJhQ08JxrYSuMAlnzXmMU",
+	"fnQudKlU6YrXGv7ikYYisXBkTRmRZQq/Z813lmKEx6wRfQ8M1JQFlqI9a33PI53TvEQGUpm6H1L4JltJ",
+	"ZJtR30rC20Fiau9Lyt0s+uso1taTUctWEhrHMYnsUIxVnu634OqPO0wGjh0tWMXCsl8M1aNLGl0odkKS",
+	"Vulj1j++ohfrkRkOUmELNrV0tTX7in2/PVLukfOXQ+s0aTRiPgvGvRXxfGBRIYXyJgLslw4px0R5yW6M",
+	"FUAFoLHxeoafOeJaTvwlxdE9U6kp7qlT8034VY0As7T/NFXcluXO+9Xec7G/iupugWulsSy7+kcwS2tJ",
+	"KcfVQuuyh/T9RDn3LfTtaqztfUabzILTnKwsFttlLy9WHY/hZlo9WFF9vAcSa65zfWRKt0iWvrdbu8dR",
+	"JR5TEXihd4lzK8gbSvqUOwfa9X5Zsn17KxX2frYghqFeBo8ZAi3MQafuSkmI5OHvk8o8/xSXSiWN8PGb",
+	"LbVjrIXBI/VaYbnlTCsfzPyqd0zZekUiBax2g4FNeaWb2kY5rU6X0tjcYK1Zc7lr3apt8CvVfbyhLQnj",
+	"LDGbue2LifGFgM2fZss3TTWovgUc4YhyDnG/BE9I0xaQZBNlF6YLZ/GCA/waYpHCSmsqa2B59YFyjZ76",
+	"+d551+YtxtMCsJmCPy3mKNXpyR3uq0zSjnxnwt7nz7GzaA6MjG8Bh6Q6W8hgLJVuQbilKdK8Tm6beVw9",
+	"mP5gHF2CbkS9WztvfVOVrJUWOLEhxP1QcHtBEk4WT7Q1ZyINSbqCkLqbI4t/zit1LFcRaYHoXUHcthKx",
+	"K4nV9qLUNzLvylCBeLrI/W0Rx51KEY1DTda+2yE/sffrey5nwdU/aVgHrKHcvg9ZvYp4biuSW4vhVqK3",
+	"rbhtK2JbitVVROkq4nN5ebmSjFxFLi4Ib54SLb599u2hl92qWAimpKSXYGeIsW4X6ljMxz5+8VUrEWtE",
+	"cx2Sa3dukSSpI04PrdeIUZ9NcYElPo5uW5Q9Dm0yyax0/l0JvkuoTb5BA9jW17IVgvZI4tJrd4nEiiXG",
+	"wIJb7Q1OzAiysCvN7Fg01k7iv5/SkDxOLbeUSs1oXF8B4D5qibgFBDnKKyssgKjf4NPlCz3tYzYn2J6x",
+	"2G6f2HowZI1j9uQ4yVJZdl1cC72kjBMtiAIgMdVYOw1zBNZnb3afutRLY89K4R4r01JENWxohm6KWfte",
+	"QTiWTE/OzYcz/bDcOH4K1/84Or54f/If/f3DT73j/sXJT0fHxN24m2G2SLrBIa4EyQyoxGI/7uMjrW3h",
+	"zEvg2lvReZ8TfEj2T3tYepnYaGEMgywltoYiARuxJHieJYYj3ygs2056p6oBLHfo6LX+mSokB0LIyOW4",
+	"koSyeCBuMSBgv2c/pLoEL0FsyTSF7SjJ2MiK2k64eJ2q6RUg0srr3HM49M1lHmQzVmcooZ0cYcYrFkUv",
+	"imaGVErmqv5j1x4Mud6r9AOzJVCq/cBsWjTTMWRXPWb1+6e9Tl7YHqurbHW38L46BU5T1tntfNfd6n5n",
+	"W6iMkKKq4CNCzM+XgFLP8BpiuBeZD5lX34vbj0zp0imJA3a2tqbk+XSmJdZbRB5aWPmq/B0kgSkijGOC",
+	"kHbN4t5ubddNmEO4+ZnTsR4Jyf4EbFf5vQV3/qBzm8f8gbJ4LKHCk53dX6rc+MuXuy9BR42ThMpJZ7dj",
+	"YLdAok5yqdA5aQZ0vhiRL9QcBNvosCJL4r2IJg2wC7c0SW32UJ6F19FAkw0apyOauUR3OxdAE7KPv90F",
+	"S25KOYTzrioAtRzD3SPQhY8mjBjicGNQ7qiiwQa/p1EphaMVIb3d+tviQQeCD2NmT4IHpzy7QYQaVHho",
+	"7y7w8XwhBF36qnUO+8nThlRbnYEmoEEqhMq3puKVTdfJ2EDbmq6B00FsaA3VjaWJtxwM/syI1whw7FFl",
+	"o14xj/eRKfnt4kHHQn/A/h6PQclnYKMB7aZj4Vym8J9tiXvTagbzTzg8T90ZtwKFPyQdFSDWUJPTgF4Q",
+	"MeCBmmuRyhoTfioojtdZxDh9Dmt8jcQNxxJfhLn7ulwxszGmWIEB41OxJ+uIqpFRvOpoJj+2H18ulkoa",
+	"dwZjFkcb20XhXlf91D1OY8o5atpZKq/N/+38pxgT8xCxfCPkVTfrO14MWk7ilrDydDK3BISLfZjHM3k5",
+	"jszAedYi+PlqH3wKnUMmVW5NtZfcm1/tBb+EYVVTqW5n/hIWzXaw9FmE9jDGmNvemExlDYiYJXtUH+s5",
+	"fEXNJ1j4Jn4F8xafSksqrfOJeXYBn77qSmW+O8ItDzINKSBG9htyH3P8V8YE98N6m1cwWaBF/QSTlXSo",
+	"pXnlIekxW0wNRRpsvDhdK6OYN/lZqMia7fNrQ5lCCVqtL6F/nZvBNLZTueJY6EkbCkmk0Lg91qM4o6J1",
+	"XeeDvxv5QxJ6BYp8OjglNLoGqZly3Xmx1yi+SLQQLucIVTvXJ85PqStqbo8l17MOES3Eer7IpxPqOQjz",
+	"1TAON89f8Xo8PUroEcjcbMlS6O5RlKdFzSGXylDdkx4PJbbgVmSq9k9RGRmDDytufvMvbuskT3eKJ4KT",
+	"ZGy53ehfmsWEacyDVlkwhvnMPEXMFUo6B/3smbZkXUm4ZnBD0jFme9saXl3y3hUL6C5pXRU4eBKezmpV",
+	"zWFjt5FZuZVnbkvt7CwegF2mjlw3/UdygqUxDaF8HGftjzPObSEHwhgoH6clFW66BDHVEBC8HFYBGVrI",
+	"FZpzMVXaXWQ5ji+aW7l5ye9ikHtoavj4wL56nqUiP1NXWxVMD7G7F4jNwOi+KP/r9LaOgMYYerM0wWGr",
+	"7vkWw49CPXO3aw5hjczDRb5Ip6vrtN7E51qzs0/oHGUpgrq989fuVneru935kjtDM1/pcidvsZ6n06YN",
+	"DPPOXrNjr87LZQXeJVPGdqQ2RgVryDGtbEVposRYhkB6p6q1BNz8mnvqF960mh1+cIej+YhtMnavHBZ0",
+	"trfwn9+jbFiSrp/a/TiPt5AwXp2Pfh0VsfNGrcgpVzBRm19tH8q7TQnX4sqap16v0hlcC7vVhCnCEqxV",
+	"riHrvJpQs9I9gtMwfkn0DQuBXAGk1tq0NxP2K1Gf6nov0ZmF5OGY8SeY9KLHcWfWkbfDw6sHpmN329hd",
+	"K9xaYdePWivrDHuC2K4HN9ycO6600VjtEetqzboEDETEbO0CD21mecPPV3POIfSQHWLhxWnNtt/LHI25",
+	"Ge1sfnWp6nebrkpAvSTcd2UE3LepBHSqbaBnfO3s5ORTf//s4Mfez0eH6EhUwCMVuEqVtkynyiptWVP/",
+	"d8G4jbuuoTr3yQeUiVgkJDqlevRIZForGYVIXhXq5TjBkQf2rRbJfTAByslaX3Vm/FhpiuHoA5ipOTeH",
+	"ns9Bn9y46JjHIuiWOnfuwm8dnlNe8NMp2688d996C1WKXXLHdG+U5YY2zJd1/5/vt8vSmP8Bz1gByYCs",
+	"o7RsqS/Lf0sjq34YkyxDgNd35w+j+gTy0mWnXLJr4Pbm3tYczC8Fs4nzAlBd8u9Go50pNhcQapRb7Mto",
+	"fzEG29nRz73z3slx/+Dk+MPH3sFFjXTONvAJg8/L7FCTbb29s3W3nBCuruvpxHBTBin5PhJDHq/ieTmm",
+	"RJ5CJcVldzGuRRMunZHWmFim6s2BnlKYPeZCCErZaGStCKwJ/HHO612yXwxQJKHcmqG3xkZAX2bgQrED",
+	"FAtBdh2pghKtcGeMYE38CQkpx7oKITbXy4LUvfyO6Fs9EQo7fHR2OyJVJKapFumSSlIJjqdjzhIQi4Nn",
+	"XJ7nI7LlgzMNkvJUSmVzFtn8iv9fxZu4R7zptUwriDHIOBR8yC7HloqR7h2tDwqf2ggkzKP2Ov/i7Dbj",
+	"et4o0jvEapbm55Tixay718oW3Jkm1TLtLyox9uVRyHqRJ/Lxyfk5+yIbMEBN5FdeYEJtfi1Vm2DR3Zwo",
+	"EAk0sQqgbesshvX9WSs9xvcwOtP6MLMsZ5xivUsORhBeqVJ3hzcq72KR7YTlIy1sRFn+lTd5LyoiuAs/",
+	"y7LP1w4/YSNSFrKUcr2XGf3mAHKWP/paGcc7PaxcHgPBwo/ru9g6nV9xcy72DoP82MRzOXDGVAlmw/SG",
+	"v4UkXJBY8EuYrW5PxDCwOQfpWF5ijW7X9DWOUaUumsgen1z0P5x8Pj7sn5z1P5ycve8dHh4dd8mhuOEG",
+	"2VjC1n6ScrJ/8JM9XCEUMjI/Z92WPQImx1421wN6N1xNxR+BRuiPWBxkl0PX3Mv3l82/VCXNwg6wNZkE",
+	"Zbpy/Wcr7W2Z7T1ban9LVU78BtMjXCeCmaXhbxQr2jjHxmKzjPVR3IAMqQIygtu8ta2LprKctuaakrnE",
+	"lIxwDi9O1vO6CdTftTFbwiFTqVAsa90/lSKTQ7mXdwH++6+d//mv//61U/zyl79/vviw8cObN//zX/9N",
+	"1gwgOeubx41ByfqozEgY9ifm3mRrZn9C34mJjveomlNT6D82ynu3YTvW+0pjxzd0YlhGcTYczl/B3Ysy",
+	"bt7uNBhwRjVgmOMKup0Z9l0jDFxTFtNB7DsP8yIk06dhJsZQZM+eRKVzMasXNP9oLAod1d/UgR5L7s6s",
+	"/HVi+1yQwQQFuouDVpaRmTNw9vBUwObX5aE23Jmqwhnya2fr145rzM1t13BiK8jMyvSDfKJ/PGgI9JQ4",
+	"f0iNsFhSnbgusPe8Szy8EDZD92FBx0ZJK7ao4LG87/Rd4L+UORBJSiVsUB5tKNC7RNFrULZK8oyTkMAf",
+	"Yxo7RnM6Yf5szbGIGcmNHgq3TGm1HhDU1W6Ygll/ouUoN1fJSXksnAMrb0hvaz8a7jVopKHG6mPzmO+c",
+	"Pujdp4/7WvpBqjJOaUhtPVqqroy5KJkrjOXpddLZ8vRz2O2YXVwmcrKKtSfxpVRBmO9JMcuLctJ77gKn",
+	"TerCixFTNvhs6mhmQ1Tdy1cNY26j9SKv9JqnIAh+DVLRTJP2qgj7KnSdRkqdrolCE9rGgaAFueZM0Ir1",
+	"W+y/M0eJkNU30LZl0gULcch0C8VpqkZCEwUJ5ZqFLp6oVNBus1JCcC8zFJVrK4n1yIx2AxHBAnZdcoxm",
+	"+/7BTx7n7EEJF+aEeE625CEo7UrC/dsYZKOPIHE3eTGr+feQOpCrUIiVFj1yyT1WL+zO5SXpS47LhTQc",
+	"W5Eby1olEZMQamFbcXglzgFVsMG4Am6M/GsgajywlitJqA6NnLC1LjC9Ogay9v8HpI9+o19/xfCwmGmQ",
+	"NF4nwjC8LReT1VuKSpV2UAsciNs9IqQttjqYkDXXOtXV1ljfy4p9WkEzKzoOsxWdA5XYbOXxJMdUXyjB",
+	"N6yBpV0n5yHDW+0KvnLf+h8oTHLnevZnvWd9QefYb0soHVAZ1UokQ2eG4NLxIGYhCamMXsXTsxRPlukc",
+	"k2e8PZhUKL4kpArx00xKbSqIh3NK8kxZgUY2GWIpDD8UQSimjIAqDXb3CbLsgnGWoZmhSw7sTZtV7nIp",
+	"lq1rbkZ5LpJs+MW5WcM3Yc/57LRtr51mcITVwPKNcTW9bDa6c542EwUedD2NIUdlVOslojL6xhJ0Xg2+",
+	"ZQSZpT0ibnj51FlFdH3NdJj6q9ATDn796I0qQ9Eln3n2mivFFDnv1AZW+ORR6ZZRNbsDrJdaj+r8bVgw",
+	"4zGC9efxf3k3XhWR52onCQ6rcS/jA3Fb74zRWekCKW6cSySkXHAW0jhvIxEQF8BJhiw2B8aYS6DRXn6t",
+	"TjNnCbpJsnAD5yyR4ibL0vK7SnoGxAcugrbI0rErImtuoesB3lQJSWh4Za+wfRaORUflZjTv7+OmxP4r",
+	"tptG/gONY9tzpaZT4zIOnA8IwrfpxsGNrzOZ8CGS5at4eo7iCbP3ULoQWpEiJRllhc9i+bRJw6v6WMNP",
+	"VF4pst3tVroUWYllOCprGiHFjc1lGtFrIAMAXgghjJBiKq/BZRQMF3aIIer2ctrGMu2h1GX8msYsyiKU",
+	"JPwOobZm1c3ImF8ISY002w+vvg37aNYOouEVmkG4MX0Ff9iSBX/tBJ3tH5aoUpDh4UkMn+zj9XdXpyA3",
+	"DMGIsQ5F8gJ9xf/Els9+aCyHGKJLcBKqrVwKY8qSesn00YgORcapkS/YFcypRgEZcydXUExNix+jJtnU",
+	"GJcSQ9bCmCaplVQzfdLWK0GM2cVUjew5QJi/UemDCLdF2cvowYyhoIMo7ux+H3TQv97Z7Yg4coy4hGBA",
+	"DD2dXMLP10umjwXdvAqlF6QvmW114sErFJaTT8gK9SUzXBstPhQyhMjJprxO00wuIsoXgb4b24esuCYH",
+	"Go665BgA7TyrE13BhAzGmnBBUskSiMod26siCTfl2ea8WujqXCQWxyukur4Myj0aDsFG61uE5AHYlXod",
+	"CWg6n2QTqCXXfx/ZDIZQQmRMCRpjrIf5Z0ixyoZagQY/wXOlv09Q7553ES0MEaIn//Rk2HOIyMjPYIjx",
+	"y5kiz00I0QUW1JeI0SJhIVGMX8awERXuFiwGs2tJEAkTnV16xPhlYGs5Y5qoKicjBChzq0Zy3vAjy8rB",
+	"HxlHIawl5YqGtsz7Pgb9b1gyCGlMJKRAdYYFhW1d3yjsAap0ngCRhU7ZRrr5raCtmkSisaVY6JL9WAlC",
+	"wxBSrUgyjjVLqdSbQyGTjYhqWoRSYY9Z85D8xozy9Ft+amD1YvvE/PM3slaT/RSQqewnyktPbQWebAUJ",
+	"nVhLPo/yth2Qo3Ufh+OYc+DRt6H5uqVgdAonk6Lo9ekZebvzvzsoEjKiMwOuGDdvu/owrs5LZ7fzt8FO",
+	"9C7cho3t7e3tjbd0Z7DxQ/hdtLEDb4fv6A+DrXA7mm6dblXtRF2iop245sfZ5Q4y0XfD7XCHvoWNHwZ/",
+	"izbemg/8bbi1tbFNdwbfhW+j7+HdsFMgoM3gxjp7aXMzpT3oeCjVtnQJRcT4JSbDuHLtblcurJv1L5t/",
+	"QXxwF4RdfTqzbXcY7Jvvm52zs1ZJ9cPqqN1YXAaWCWy20y7xJBjtkhzcPeJyicyc5WSiv//ayWf8tRNU",
+	"Uq12MRJnM40p4+ud0jIKgsIueWY8iQV25PdTUoR0BCFLmdm6bAM7u822r5akdpa4Jy/t7GcUFo9tj5UA",
+	"WBDmbI+6/J5jDRMMSQQxQ00b7db1V3vtJcUB8YhQcvjJBv1gbqzti71shGL21uYgiyyp6/vCXWcHvOV2",
+	"BE6o0QsiSM1BzzU5/ISWo/U5lbr4k5yX1V7uvM7mmPVeO8EdmNM1e9vORrDB3+8YNkNoLPgDKQm7eVsM",
+	"rrNPYyMMNDFuyooBCUU6mXvqv0fUfmNH/7mmPBqnRlf7niSMj7UtXTkrWJFy8LSeldgPfOQiZp/nuSsh",
+	"FVJ302h4bwdvMeXsyVuGMY2GNcfvnP3bWXn/Wm/gkx+vCMX86xgnA15vZF7oYWoOgcNP5thSrsOZazPc",
+	"+kD9mqUQzQtJs96UqZgWwoblIhXG1kTHLNOEi5u6yJbKHQ6mV5bmGFHlzNnCzsdRTM9PFXJc8syC1BxU",
+	"jxGm5j5Vp3u7LXsNA3nWUWora8dlZt40R/KGPYzVXM6220YUZL44pxUQwV1NEpx0j1A+sQGmGb/iEPQ4",
+	"OYVzljM/sBjOcLpHD09bjju/scCvAq910V/26Wvo1/MN/UJzzpiESpGMUQvexwqHbRlfbX7F/onG7L29",
+	"27Sz1xaz3idc8A0nB3L1OoOpsCYtqFoUxqiEIUjgIdi841xUjFMFUpMUJFnLffhmROBmBbnuFxb7+BFL",
+	"vN+0uDCL6Rn0r16Ae9YakpCiLWsvIzDmzKCNIRkGS8iQMrqfJJ6jEGT15fnQoHy1ZV5SIQWjXxTyhE5J",
+	"k+XEIF5e1zsFD2gc2947XXKSAlfojsRKBc5X6MyRcCQUcDKwzZ3xChHhXMsLrjmp4bwkAYFYAZYfdFO4",
+	"X8xw18olizuzd4cuOzCoVHZCFg5s9drAtqm23TBtD0wbQeHMH1rE5ZnH9trUU4jPdq41aPkmHHqYptQv",
+	"kFLONfxuiTK6+bKfpoBu/vkFNyGlCOri8ptwZHPDDpY4yY2QV48r9l6GeDFMXvB4tbBUNJZmOk/EWKP6",
+	"LKUW1gurt9U00a0EouoR1VWfyIgqIgYK5DXY8AbX0jggNyMWjrBBqpxtdT0rA1zX5BdTtW1BF+gsUXsK",
+	"26/12x6vfhtkETT1baMbMVnWsLyWy3o8FIkRmWtUXUFUDmcCiRWNxFhfitIb7kzP3si+YC/d9AiYzAko",
+	"gjCmlo9UXmhE8NyO6Sv4IyCzlxAee8bR0xMn5rEMWyW81KXj2ZRIKxjri45k6XjZzGbhbuKabLzpFOd4",
+	"YqVeCdl1IKmsbXczMeFwnnfR/sb8Og78eqeO6+X/6tV5rl6dbJZcyJTEX/5TI/m3+TWLDSu7d+z8Ub29",
+	"Y21mHIh1BTN3juU1YzdkMYw2WXm2XIouZiCV+PYUm3Njj+J4gl6g4lpIQhpPsqBJDL8oB2HWycYzt5pn",
+	"5OlxkPlub1aOVzjhhGGR3eZVVcx+z/p6UscFS0kVh+wnMY6qIMw3kEqnQinKN40nr06gl6Q0IiVY949j",
+	"reVF5dyut5UsgEq7BDViqXKNm20pTWxGarU+KxeHIo7FDUkLF7d53bYwzZg21w8HE+ICij2SbtWeuQ8g",
+	"456XziNEUqvw2AazWDIv36BX7efZaj/ihmdNgat7VmZtZFqs4u132GL7KZVXuLzh0xYcWatw83rxsTyX",
+	"uBzX6UrQrTleX+8SGyjKRREZ4ePavCnYN+BCzRoEWrFltAQskTJiSgs56WMPGhbjLnZsMwG/tiFE4ooX",
+	"GGxCu5wGZ7pJwBTkjbc7S6gqOd6fRk3JP7+4/VlRZZlEctKXY75rw4PFOI42Bq4fkHkuxpr0DtVrdPsL",
+	"EneWSmYbTmfSbZHWUrSartVfDkFTFltRSsnA7BOmtSuNItA1E9jZ2lrHKLnpnlB7hFbVG4BSyI77ui1f",
+	"mTVjlzm/Z79EfaoRAGN+1MjJZxZ391iN3M133Bb9E7WVfkk+axTQUYnLLG+txM2baCLMt0mcq9kaE4WF",
+	"62k+gmmb63sYWosXV4PJlCVDbkZU4+WwOXvceU+K897Psu/Np/+J+RbXX8e1uC+vbPusr5qQdS2rNbcs",
+	"9tPUZojBrS4O0B/IT+z9XsaN7sd3b82v63N9pNPOAG7LK/ByP8g95zRdZGsgQa7YcvwxeLKleUIR89YJ",
+	"+ivfIB8kwJ9glAqpFfkgWUQndX7RHX9CkEHYMm2BprD8ZObFYtFTKipt8fZqN7yg0mq4o1nD2blibAml",
+	"IzP7vzbqjFa9MccYldzLafNtij652CZoj6RSqNQVsUH7YY0LMqDh1ZDFcWDbwibimsZmbuyWhpVFslSe",
+	"db/U+2DBfoECr+6CJ/fPuKIRyivc7FvLSjeLzScTbPbz8/0mBaG9yrSXlJxoPb8zdyarCTXrgai/6T65",
+	"4SBRGnVJz3l/na8XA+uoBCxR60RZnJtOQuaOEWdF+cWTnfQliqdZkcP49aqO36WElcXtkwkr+/n5wqp8",
+	"J5jQ6FVkvaRaaLj/ubgQ9+HI3fxdMF4vrk6nfLG2ftcAMFc/E03UWJfustlZRxRvG4qLa6uS+SXWvxoI",
+	"/inklcH1MgpSL5tBP5nM+ZRv4Xy5U2z1q8R5STW1Q0h1dqtdnC2riZwY6PUcFWnfShUu+IYoaUtncC2u",
+	"QGW94XlExFgrTa2Aim1RbhfLh+A6sbRHJBjGy/JVMuFUrKYm/gUetX/1U8ol3JBXwfQqmL6lutrX7S6y",
+	"9QgFSLMqMh+kkSOcUB6OKk2nSUg5UWCk1I2NoLDzGoC0S5dKY+ayNUv1ZhTgxXWlDTaWtd8jIxZFgN8C",
+	"pYVUaAtKiGiowROjd4EffG5dpr/tEhUWp6e1ZWlwi5PXRtPPv9G0Zcel69L4pMMm3GalKPzt1HipRX1g",
+	"CzdngS/haMyvbKEJJyCoIoYmiTDyQF5F4obvYR07RmN7c0ddj2hyM2KxsegNemLwRbJYijy6ff6VJ6oo",
+	"m8ZAbas1IROqGyV2IaMHnWzGdi3WHk/GuD3zSJl9SzSv0uVZdkW4tWUgMm7GraqRMjirvM64cSzjzm5n",
+	"pHW6u7m5vfPX7lZ3q7u9+8PWD1tIcG6K2fqwNsl6IIRWWtI08GZnF4UIuqU8RJe6OsuAeVl9TOivafVQ",
+	"qbVfmhZr7c/OuR8ljDMDoy29ibI1ICOhtHKd8FWA2QdBBrq147LGJF2CUyjXN7J82JKBiJitk+qAoOZV",
+	"DxSnpV7rZiGVlt7d6bRR4RooeiL4d0umQzB7TaCK3IrytFYDnZ3y8JOrl1HqrxkKbqjDeWvNdO74qeDa",
+	"EZQH35XeAkHeISrAioO2EgdaxaXpbI+Z2bmObo04Y55UQAcXMFlJMy4vOUt7mZ32Q6VEiosKrVSP6lb6",
+	"app1frn7fwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -918,13 +918,22 @@ type AgentPrimeResult struct {
 	Session        SessionInfo `json:"session"`
 }
 
-// Attachment defines model for Attachment.
+// Attachment An uploaded attachment's metadata (never its bytes): download it with attachment_download over HTTP.
 type Attachment struct {
+	// AttachmentId Download with GET /api/v1/boxes/{box_key}/attachments/{attachment_id}; knowing it grants nothing.
 	AttachmentId openapi_types.UUID `json:"attachment_id"`
-	MediaType    string             `json:"media_type"`
-	Name         string             `json:"name"`
-	Sha256       string             `json:"sha256"`
-	SizeBytes    int64              `json:"size_bytes"`
+
+	// MediaType The media type as uploaded.
+	MediaType string `json:"media_type"`
+
+	// Name The file name as uploaded.
+	Name string `json:"name"`
+
+	// Sha256 Lowercase hex SHA-256 of the bytes, computed by the server while the upload streamed.
+	Sha256 string `json:"sha256"`
+
+	// SizeBytes Size in bytes.
+	SizeBytes int64 `json:"size_bytes"`
 }
 
 // BatchOutcome defines model for BatchOutcome.
@@ -1237,6 +1246,7 @@ type Me struct {
 
 // Message The canonical message. Messages are immutable.
 type Message struct {
+	// Attachment An uploaded attachment's metadata (never its bytes): download it with attachment_download over HTTP.
 	Attachment *Attachment `json:"attachment,omitempty"`
 	BodyMd     string      `json:"body_md"`
 	CreatedAt  Timestamp   `json:"created_at"`
@@ -1301,9 +1311,16 @@ type MessageSendBatchResult struct {
 	Results []BatchOutcome `json:"results"`
 }
 
+// MessageSendBatchUpload A batch DM with one uploaded attachment (multipart/form-data, HTTP and CLI only): parts `input` (application/json, MessageSendBatchInput; body_md may be empty) and `file`. The upload is staged once; every sent target gets its own copy owned by its own message.
+type MessageSendBatchUpload struct {
+	// File The attachment: one file part with a filename (1..255 bytes, no path) and a media type (Content-Type of the part; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
+	File  openapi_types.File    `json:"file"`
+	Input MessageSendBatchInput `json:"input"`
+}
+
 // MessageSendInput defines model for MessageSendInput.
 type MessageSendInput struct {
-	// BodyMd Markdown body, non-empty, at most body_max_bytes UTF-8 bytes; stored exactly as sent.
+	// BodyMd Markdown body, at most body_max_bytes UTF-8 bytes; stored exactly as sent. Non-empty, except in a multipart send with an uploaded attachment (HTTP/CLI only), where it may be empty.
 	BodyMd string `json:"body_md"`
 
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
@@ -1344,6 +1361,13 @@ type MessageSendResult struct {
 
 // MessageSendResultStatus defines model for MessageSendResult.Status.
 type MessageSendResultStatus string
+
+// MessageSendUpload A send with one uploaded attachment (multipart/form-data, HTTP and CLI only): exactly two parts, `input` (application/json, the same MessageSendInput as the JSON form, validated by the same strict decoder; body_md may be empty) and `file`. The message and its attachment are stored in one transaction.
+type MessageSendUpload struct {
+	// File The attachment: one file part with a filename (1..255 bytes, no path) and a media type (Content-Type of the part; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
+	File  openapi_types.File `json:"file"`
+	Input MessageSendInput   `json:"input"`
+}
 
 // Name defines model for Name.
 type Name = string
@@ -1727,6 +1751,9 @@ type AgentIdPath = openapi_types.UUID
 // AgentRef defines model for AgentRef.
 type AgentRef = string
 
+// AttachmentIdPath defines model for AttachmentIdPath.
+type AttachmentIdPath = openapi_types.UUID
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -1783,6 +1810,12 @@ type Unauthorized = Error
 
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
+
+// AttachmentDownloadParams defines parameters for AttachmentDownload.
+type AttachmentDownloadParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
 
 // CheckpointGetParams defines parameters for CheckpointGet.
 type CheckpointGetParams struct {
@@ -2081,8 +2114,14 @@ type InboxClaimJSONRequestBody = InboxClaimInput
 // MessageSendJSONRequestBody defines body for MessageSend for application/json ContentType.
 type MessageSendJSONRequestBody = MessageSendInput
 
+// MessageSendMultipartRequestBody defines body for MessageSend for multipart/form-data ContentType.
+type MessageSendMultipartRequestBody = MessageSendUpload
+
 // MessageSendBatchJSONRequestBody defines body for MessageSendBatch for application/json ContentType.
 type MessageSendBatchJSONRequestBody = MessageSendBatchInput
+
+// MessageSendBatchMultipartRequestBody defines body for MessageSendBatch for multipart/form-data ContentType.
+type MessageSendBatchMultipartRequestBody = MessageSendBatchUpload
 
 // FileAccessReportJSONRequestBody defines body for FileAccessReport for application/json ContentType.
 type FileAccessReportJSONRequestBody = FileAccessReportInput
@@ -2427,6 +2466,13 @@ type ClientInterface interface {
 	// Corresponds with POST /admin/api/v1/tokens/{token_id}/revoke (the `AdminTokenRevoke` operationId).
 	AdminTokenRevoke(ctx context.Context, tokenId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AttachmentDownload Download an uploaded attachment
+	//
+	// Streams the bytes of one uploaded attachment (HTTP/CLI only; MCP never carries bytes). Checks the caller's current authorization to the attachment's message on every request (DM participant; active room member within its visible epoch): an unknown ID, another box's, a room the caller is not or no longer an active member of, or a purged message all give the same NOT_FOUND_OR_FORBIDDEN. Downloading is not an ACK and records no receipt.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/attachments/{attachment_id} (the `AttachmentDownload` operationId).
+	AttachmentDownload(ctx context.Context, boxKey BoxKey, attachmentId AttachmentIdPath, params *AttachmentDownloadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CheckpointGet Read this agent's checkpoint
 	//
 	// Returns the checkpoint shared by all sessions of this agent; an absent checkpoint reads as revision "0" with an empty object.
@@ -2550,7 +2596,7 @@ type ClientInterface interface {
 
 	// MessageSendWithBody Send a DM or room message
 	//
-	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2559,7 +2605,7 @@ type ClientInterface interface {
 
 	// MessageSend Send a DM or room message
 	//
-	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2568,7 +2614,7 @@ type ClientInterface interface {
 
 	// MessageSendBatchWithBody Send one DM to several agents
 	//
-	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2577,7 +2623,7 @@ type ClientInterface interface {
 
 	// MessageSendBatch Send one DM to several agents
 	//
-	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3372,6 +3418,23 @@ func (c *Client) AdminTokenRevoke(ctx context.Context, tokenId openapi_types.UUI
 	return c.Client.Do(req)
 }
 
+// AttachmentDownload Download an uploaded attachment
+//
+// Streams the bytes of one uploaded attachment (HTTP/CLI only; MCP never carries bytes). Checks the caller's current authorization to the attachment's message on every request (DM participant; active room member within its visible epoch): an unknown ID, another box's, a room the caller is not or no longer an active member of, or a purged message all give the same NOT_FOUND_OR_FORBIDDEN. Downloading is not an ACK and records no receipt.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/attachments/{attachment_id} (the `AttachmentDownload` operationId).
+func (c *Client) AttachmentDownload(ctx context.Context, boxKey BoxKey, attachmentId AttachmentIdPath, params *AttachmentDownloadParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAttachmentDownloadRequest(c.Server, boxKey, attachmentId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CheckpointGet Read this agent's checkpoint
 //
 // Returns the checkpoint shared by all sessions of this agent; an absent checkpoint reads as revision "0" with an empty object.
@@ -3645,7 +3708,7 @@ func (c *Client) MeGet(ctx context.Context, boxKey BoxKey, reqEditors ...Request
 
 // MessageSendWithBody Send a DM or room message
 //
-// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3664,7 +3727,7 @@ func (c *Client) MessageSendWithBody(ctx context.Context, boxKey BoxKey, params 
 
 // MessageSend Send a DM or room message
 //
-// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3683,7 +3746,7 @@ func (c *Client) MessageSend(ctx context.Context, boxKey BoxKey, params *Message
 
 // MessageSendBatchWithBody Send one DM to several agents
 //
-// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3702,7 +3765,7 @@ func (c *Client) MessageSendBatchWithBody(ctx context.Context, boxKey BoxKey, pa
 
 // MessageSendBatch Send one DM to several agents
 //
-// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5101,6 +5164,62 @@ func NewAdminTokenRevokeRequest(server string, tokenId openapi_types.UUID) (*htt
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAttachmentDownloadRequest constructs an http.Request for the AttachmentDownload method
+func NewAttachmentDownloadRequest(server string, boxKey BoxKey, attachmentId AttachmentIdPath, params *AttachmentDownloadParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "attachment_id", attachmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/attachments/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -7569,6 +7688,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /admin/api/v1/tokens/{token_id}/revoke (the `AdminTokenRevoke` operationId).
 	AdminTokenRevokeWithResponse(ctx context.Context, tokenId openapi_types.UUID, reqEditors ...RequestEditorFn) (*AdminTokenRevokeResponse, error)
 
+	// AttachmentDownloadWithResponse Download an uploaded attachment
+	//
+	// Streams the bytes of one uploaded attachment (HTTP/CLI only; MCP never carries bytes). Checks the caller's current authorization to the attachment's message on every request (DM participant; active room member within its visible epoch): an unknown ID, another box's, a room the caller is not or no longer an active member of, or a purged message all give the same NOT_FOUND_OR_FORBIDDEN. Downloading is not an ACK and records no receipt.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/attachments/{attachment_id} (the `AttachmentDownload` operationId).
+	AttachmentDownloadWithResponse(ctx context.Context, boxKey BoxKey, attachmentId AttachmentIdPath, params *AttachmentDownloadParams, reqEditors ...RequestEditorFn) (*AttachmentDownloadResponse, error)
+
 	// CheckpointGetWithResponse Read this agent's checkpoint
 	//
 	// Returns the checkpoint shared by all sessions of this agent; an absent checkpoint reads as revision "0" with an empty object.
@@ -7706,7 +7834,7 @@ type ClientWithResponsesInterface interface {
 
 	// MessageSendWithBodyWithResponse Send a DM or room message
 	//
-	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7715,7 +7843,7 @@ type ClientWithResponsesInterface interface {
 
 	// MessageSendWithResponse Send a DM or room message
 	//
-	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7724,7 +7852,7 @@ type ClientWithResponsesInterface interface {
 
 	// MessageSendBatchWithBodyWithResponse Send one DM to several agents
 	//
-	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7733,7 +7861,7 @@ type ClientWithResponsesInterface interface {
 
 	// MessageSendBatchWithResponse Send one DM to several agents
 	//
-	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9406,6 +9534,99 @@ func (r AdminTokenRevokeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AdminTokenRevokeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AttachmentDownloadResponse200Headers the declared response headers of an HTTP 200 response for AttachmentDownload
+type AttachmentDownloadResponse200Headers struct {
+	AgentboxAttachmentSha256 *string
+	ContentDisposition       *string
+	ContentLength            *int64
+	XContentTypeOptions      *string
+}
+
+type AttachmentDownloadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *AttachmentDownloadResponse200Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AttachmentDownloadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AttachmentDownloadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AttachmentDownloadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AttachmentDownloadResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12677,6 +12898,21 @@ func (c *ClientWithResponses) AdminTokenRevokeWithResponse(ctx context.Context, 
 	return ParseAdminTokenRevokeResponse(rsp)
 }
 
+// AttachmentDownloadWithResponse Download an uploaded attachment
+//
+// Streams the bytes of one uploaded attachment (HTTP/CLI only; MCP never carries bytes). Checks the caller's current authorization to the attachment's message on every request (DM participant; active room member within its visible epoch): an unknown ID, another box's, a room the caller is not or no longer an active member of, or a purged message all give the same NOT_FOUND_OR_FORBIDDEN. Downloading is not an ACK and records no receipt.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/attachments/{attachment_id} (the `AttachmentDownload` operationId).
+func (c *ClientWithResponses) AttachmentDownloadWithResponse(ctx context.Context, boxKey BoxKey, attachmentId AttachmentIdPath, params *AttachmentDownloadParams, reqEditors ...RequestEditorFn) (*AttachmentDownloadResponse, error) {
+	rsp, err := c.AttachmentDownload(ctx, boxKey, attachmentId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAttachmentDownloadResponse(rsp)
+}
+
 // CheckpointGetWithResponse Read this agent's checkpoint
 //
 // Returns the checkpoint shared by all sessions of this agent; an absent checkpoint reads as revision "0" with an empty object.
@@ -12904,7 +13140,7 @@ func (c *ClientWithResponses) MeGetWithResponse(ctx context.Context, boxKey BoxK
 
 // MessageSendWithBodyWithResponse Send a DM or room message
 //
-// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12919,7 +13155,7 @@ func (c *ClientWithResponses) MessageSendWithBodyWithResponse(ctx context.Contex
 
 // MessageSendWithResponse Send a DM or room message
 //
-// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12934,7 +13170,7 @@ func (c *ClientWithResponses) MessageSendWithResponse(ctx context.Context, boxKe
 
 // MessageSendBatchWithBodyWithResponse Send one DM to several agents
 //
-// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12949,7 +13185,7 @@ func (c *ClientWithResponses) MessageSendBatchWithBodyWithResponse(ctx context.C
 
 // MessageSendBatchWithResponse Send one DM to several agents
 //
-// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14475,6 +14711,108 @@ func ParseAdminTokenRevokeResponse(rsp *http.Response) (*AdminTokenRevokeRespons
 		}
 		response.JSON500 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseAttachmentDownloadResponse parses an HTTP response from a AttachmentDownloadWithResponse call
+func ParseAttachmentDownloadResponse(rsp *http.Response) (*AttachmentDownloadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AttachmentDownloadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers AttachmentDownloadResponse200Headers
+		if values := rsp.Header.Values("Agentbox-Attachment-Sha256"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Agentbox-Attachment-Sha256", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AgentboxAttachmentSha256 = &value
+		}
+		if values := rsp.Header.Values("Content-Disposition"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Disposition", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentDisposition = &value
+		}
+		if values := rsp.Header.Values("Content-Length"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Length", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			}
+			headers.ContentLength = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil

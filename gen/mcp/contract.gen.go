@@ -1114,6 +1114,18 @@ var Operations = map[string]*Operation{
 		Admin:        false,
 		Tool:         toolAgentPrime,
 	},
+	"attachment_download": {
+		OperationID:  "attachment_download",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/attachments/{attachment_id}",
+		Pattern:      "GET /api/v1/boxes/{box_key}/attachments/{attachment_id}",
+		PathParams:   []string{"box_key", "attachment_id"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
 	"checkpoint_get": {
 		OperationID:  "checkpoint_get",
 		Method:       "GET",
@@ -1560,6 +1572,8 @@ func DispatchWithHeaders(ctx context.Context, si api.StrictServerInterface, oper
 		return dispatchAdminTokenRevoke(ctx, si, args, headers)
 	case "agent_prime":
 		return dispatchAgentPrime(ctx, si, args, headers)
+	case "attachment_download":
+		return dispatchAttachmentDownload(ctx, si, args, headers)
 	case "checkpoint_get":
 		return dispatchCheckpointGet(ctx, si, args, headers)
 	case "checkpoint_save":
@@ -2130,6 +2144,11 @@ func dispatchAgentPrime(ctx context.Context, si api.StrictServerInterface, args 
 	return nil, &UnexpectedResponseError{OperationID: "agent_prime", Response: resp}
 }
 
+func dispatchAttachmentDownload(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	_, _, _, _ = ctx, si, args, headers
+	return nil, errors.New("mcp: operation attachment_download cannot be dispatched: the success response is not JSON")
+}
+
 func dispatchCheckpointGet(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
 	var req api.CheckpointGetRequestObject
 	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
@@ -2489,8 +2508,8 @@ func dispatchMessageSend(ctx context.Context, si api.StrictServerInterface, args
 	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
 		return nil, err
 	}
-	req.Body = new(api.MessageSendJSONRequestBody)
-	if err := decodeObject(args, []string{"body_md", "destination", "dry_run", "files", "idempotency_key", "mention_agent_ids", "payload", "reply_to_message_id", "request_agent_ids"}, nil, nil, req.Body); err != nil {
+	req.JSONBody = new(api.MessageSendJSONRequestBody)
+	if err := decodeObject(args, []string{"body_md", "destination", "dry_run", "files", "idempotency_key", "mention_agent_ids", "payload", "reply_to_message_id", "request_agent_ids"}, nil, nil, req.JSONBody); err != nil {
 		return nil, err
 	}
 	resp, err := si.MessageSend(ctx, req)
@@ -2516,8 +2535,8 @@ func dispatchMessageSendBatch(ctx context.Context, si api.StrictServerInterface,
 	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
 		return nil, err
 	}
-	req.Body = new(api.MessageSendBatchJSONRequestBody)
-	if err := decodeObject(args, []string{"body_md", "dry_run", "files", "idempotency_key", "payload", "recipient_agent_ids"}, nil, nil, req.Body); err != nil {
+	req.JSONBody = new(api.MessageSendBatchJSONRequestBody)
+	if err := decodeObject(args, []string{"body_md", "dry_run", "files", "idempotency_key", "payload", "recipient_agent_ids"}, nil, nil, req.JSONBody); err != nil {
 		return nil, err
 	}
 	resp, err := si.MessageSendBatch(ctx, req)
