@@ -325,7 +325,9 @@ type ctxKey struct{}
 
 // WithFile attaches a staged upload to a request's context: the transport's evidence that
 // this HTTP request carried one (MCP never sets it, so tools never carry bytes).
-func WithFile(ctx context.Context, f *File) context.Context { return context.WithValue(ctx, ctxKey{}, f) }
+func WithFile(ctx context.Context, f *File) context.Context {
+	return context.WithValue(ctx, ctxKey{}, f)
+}
 
 // FileFrom returns the request's staged upload, nil when it has none.
 func FileFrom(ctx context.Context) *File {
