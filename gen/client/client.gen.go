@@ -1320,7 +1320,7 @@ type MessageSendBatchUpload struct {
 
 // MessageSendInput defines model for MessageSendInput.
 type MessageSendInput struct {
-	// BodyMd Markdown body, at most body_max_bytes UTF-8 bytes; stored exactly as sent. Non-empty, except in a multipart send with an uploaded attachment (HTTP/CLI only), where it may be empty.
+	// BodyMd Markdown body, non-empty (empty only beside an uploaded attachment, HTTP/CLI), at most body_max_bytes UTF-8 bytes; stored exactly as sent.
 	BodyMd string `json:"body_md"`
 
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.

@@ -520,7 +520,7 @@ func TestSyntheticEmit(t *testing.T) {
 	for _, op := range ops {
 		name := goName(op.ID)
 		b := goBinding{Method: name, Request: name + "RequestObject", HasParams: len(op.QueryParams)+len(op.HeaderParams) > 0,
-			BodyType: name + "JSONRequestBody", SuccessType: name + "200JSONResponse"}
+			BodyType: name + "JSONRequestBody", BodyField: "Body", SuccessType: name + "200JSONResponse"}
 		for _, p := range op.PathParams {
 			b.PathFields = append(b.PathFields, goName(p.Name))
 		}
