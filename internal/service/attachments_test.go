@@ -204,6 +204,16 @@ func TestAttachmentSendAndDownload(t *testing.T) {
 		return a.Call("POST", "/messages", map[string]any{"destination": dmTo(b), "body_md": "", "idempotency_key": newKey()})
 	}, "INVALID_ARGUMENT", "body_empty", "body_md")
 
+	// A dry run with a file validates everything and writes nothing.
+	before := dbState(t, e)
+	dry := upload(t, a, "/messages", map[string]any{"destination": dmTo(b), "body_md": "dry", "dry_run": true, "idempotency_key": newKey()}, "d.txt", "text/plain", []byte("dry"))
+	if dry.Status != 200 || dry.JSON()["dry_run"] != true || dry.JSON()["message_id"] != nil {
+		t.Fatalf("dry run: %s", dry.Raw)
+	}
+	if after := dbState(t, e); after != before {
+		t.Fatalf("a dry run with a file wrote:\n%s", after)
+	}
+
 	// The same idempotency key with the same file replays; with another file it conflicts.
 	key := newKey()
 	in := map[string]any{"destination": dmTo(b), "body_md": "v1", "idempotency_key": key}
