@@ -96,11 +96,17 @@ func serveUpload(cfg Config, op *mcp.Operation, w http.ResponseWriter, r *http.R
 	defer slot.Release()
 	input, file, err := readParts(r, op, slot, lim)
 	if err != nil {
-		if _, ok := apierr.As(err); !ok {
-			// The client went away or sent a broken body: nothing is kept.
-			err = apierr.Invalid("", "the multipart body could not be read")
+		e, ok := apierr.As(err)
+		switch {
+		case !ok: // the client went away or sent a broken body: nothing is kept
+			up.Stager.Reject(upload.ReasonAborted)
+			e = apierr.Invalid("", "the multipart body could not be read")
+		case e.Reason == upload.ReasonTooLarge:
+			up.Stager.Reject(upload.ReasonTooLarge)
+		default:
+			up.Stager.Reject(upload.ReasonInvalid)
 		}
-		refuseUpload(w, err)
+		refuseUpload(w, e)
 		return
 	}
 	r = r.WithContext(upload.WithFile(ctx, file))

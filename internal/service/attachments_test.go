@@ -354,12 +354,20 @@ func TestAttachmentRejectedUploadsLeaveNothing(t *testing.T) {
 		mw.Close()
 		return e.Do("POST", "/api/v1/boxes/alpha/messages", a.Key, buf.Bytes(), map[string]string{"Content-Type": mw.FormDataContentType()})
 	}, "INVALID_ARGUMENT", "", "file")
-	// MCP has no multipart: an empty body is refused there as in JSON.
+	// Refused by the send itself after the file was staged: still nothing kept.
+	self := in()
+	self["destination"] = dmTo(a)
+	rejects(t, e, "a DM to oneself with a file", func() testenv.Response {
+		return upload(t, a, "/messages", self, "f.txt", "text/plain", []byte("f"))
+	}, "INVALID_ARGUMENT", "self_target", "destination.recipient_agent_id")
 	if files := tempFiles(t, e); len(files) != 0 {
 		t.Fatalf("temporary files left: %v", files)
 	}
 	if v := metric(t, e, `agentbox_uploads_rejected_total{reason="attachment_too_large"}`); v != "1" {
 		t.Fatalf("rejected metric: %q", v)
+	}
+	if v := metric(t, e, `agentbox_uploads_rejected_total{reason="invalid_upload"}`); v != "4" {
+		t.Fatalf("invalid uploads metric: %q", v)
 	}
 }
 

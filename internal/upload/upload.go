@@ -181,7 +181,7 @@ func (s *Stager) Admit(box uuid.UUID, lim Limits, reserve int64) (*Slot, error) 
 	return &Slot{s: s, box: box, reserved: reserve}, nil
 }
 
-// Reject counts a refused upload by reason.
+// Reject counts a refused or abandoned upload by reason (Admit counts its own refusals).
 func (s *Stager) Reject(reason string) {
 	s.rejectedMu.Lock()
 	s.rejected[reason]++
@@ -240,12 +240,10 @@ func (sl *Slot) Stage(r io.Reader, name, mediaType string, maxBytes int64) (*Fil
 	sf.SizeBytes = w.n
 	if err == nil && n > maxBytes {
 		sf.remove()
-		sl.s.Reject(ReasonTooLarge)
 		return nil, apierr.TooLarge("file", ReasonTooLarge, maxBytes)
 	}
 	if err != nil {
 		sf.remove()
-		sl.s.Reject(ReasonAborted)
 		return nil, err
 	}
 	sf.SHA256 = hex.EncodeToString(h.Sum(nil))
