@@ -26,96 +26,78 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
-// Defines values for AckOutcomeStatus.
+// Defines values for AckStatus.
 const (
-	AckOutcomeStatusAcked        AckOutcomeStatus = "acked"
-	AckOutcomeStatusAlreadyAcked AckOutcomeStatus = "already_acked"
+	AckStatusAcked        AckStatus = "acked"
+	AckStatusAlreadyAcked AckStatus = "already_acked"
 )
 
-// Valid indicates whether the value is a known member of the AckOutcomeStatus enum.
-func (e AckOutcomeStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the AckStatus enum.
+func (e AckStatus) Valid() bool {
 	switch e {
-	case AckOutcomeStatusAcked:
+	case AckStatusAcked:
 		return true
-	case AckOutcomeStatusAlreadyAcked:
+	case AckStatusAlreadyAcked:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminCleanupStatusState.
+// Defines values for BatchSendStatus.
 const (
-	Failed  AdminCleanupStatusState = "failed"
-	Idle    AdminCleanupStatusState = "idle"
-	Running AdminCleanupStatusState = "running"
+	BatchSendStatusDuplicate BatchSendStatus = "duplicate"
+	BatchSendStatusRejected  BatchSendStatus = "rejected"
+	BatchSendStatusSent      BatchSendStatus = "sent"
 )
 
-// Valid indicates whether the value is a known member of the AdminCleanupStatusState enum.
-func (e AdminCleanupStatusState) Valid() bool {
+// Valid indicates whether the value is a known member of the BatchSendStatus enum.
+func (e BatchSendStatus) Valid() bool {
 	switch e {
-	case Failed:
+	case BatchSendStatusDuplicate:
 		return true
-	case Idle:
+	case BatchSendStatusRejected:
 		return true
-	case Running:
+	case BatchSendStatusSent:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminRoomHistoryVisibility.
+// Defines values for ClaimOrder.
 const (
-	AdminRoomHistoryVisibilityJoined AdminRoomHistoryVisibility = "joined"
-	AdminRoomHistoryVisibilityShared AdminRoomHistoryVisibility = "shared"
+	ClaimOrderNewest ClaimOrder = "newest"
+	ClaimOrderOldest ClaimOrder = "oldest"
 )
 
-// Valid indicates whether the value is a known member of the AdminRoomHistoryVisibility enum.
-func (e AdminRoomHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the ClaimOrder enum.
+func (e ClaimOrder) Valid() bool {
 	switch e {
-	case AdminRoomHistoryVisibilityJoined:
+	case ClaimOrderNewest:
 		return true
-	case AdminRoomHistoryVisibilityShared:
+	case ClaimOrderOldest:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminRoomStatus.
+// Defines values for CleanupState.
 const (
-	AdminRoomStatusActive   AdminRoomStatus = "active"
-	AdminRoomStatusArchived AdminRoomStatus = "archived"
+	CleanupStateFailed  CleanupState = "failed"
+	CleanupStateIdle    CleanupState = "idle"
+	CleanupStateRunning CleanupState = "running"
 )
 
-// Valid indicates whether the value is a known member of the AdminRoomStatus enum.
-func (e AdminRoomStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the CleanupState enum.
+func (e CleanupState) Valid() bool {
 	switch e {
-	case AdminRoomStatusActive:
+	case CleanupStateFailed:
 		return true
-	case AdminRoomStatusArchived:
+	case CleanupStateIdle:
 		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for BatchOutcomeStatus.
-const (
-	BatchOutcomeStatusDuplicate BatchOutcomeStatus = "duplicate"
-	BatchOutcomeStatusRejected  BatchOutcomeStatus = "rejected"
-	BatchOutcomeStatusSent      BatchOutcomeStatus = "sent"
-)
-
-// Valid indicates whether the value is a known member of the BatchOutcomeStatus enum.
-func (e BatchOutcomeStatus) Valid() bool {
-	switch e {
-	case BatchOutcomeStatusDuplicate:
-		return true
-	case BatchOutcomeStatusRejected:
-		return true
-	case BatchOutcomeStatusSent:
+	case CleanupStateRunning:
 		return true
 	default:
 		return false
@@ -124,115 +106,109 @@ func (e BatchOutcomeStatus) Valid() bool {
 
 // Defines values for DestinationKind.
 const (
-	Dm   DestinationKind = "dm"
-	Room DestinationKind = "room"
+	DestinationKindDm   DestinationKind = "dm"
+	DestinationKindRoom DestinationKind = "room"
 )
 
 // Valid indicates whether the value is a known member of the DestinationKind enum.
 func (e DestinationKind) Valid() bool {
 	switch e {
-	case Dm:
+	case DestinationKindDm:
 		return true
-	case Room:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ErrorDetailCode.
-const (
-	AUTHFAILED             ErrorDetailCode = "AUTH_FAILED"
-	CURSORINVALID          ErrorDetailCode = "CURSOR_INVALID"
-	IDEMPOTENCYCONFLICT    ErrorDetailCode = "IDEMPOTENCY_CONFLICT"
-	INVALIDARGUMENT        ErrorDetailCode = "INVALID_ARGUMENT"
-	LIMITEXCEEDED          ErrorDetailCode = "LIMIT_EXCEEDED"
-	NOTFOUNDORFORBIDDEN    ErrorDetailCode = "NOT_FOUND_OR_FORBIDDEN"
-	NOTPRIMED              ErrorDetailCode = "NOT_PRIMED"
-	PROFILEOUTDATED        ErrorDetailCode = "PROFILE_OUTDATED"
-	RATELIMITED            ErrorDetailCode = "RATE_LIMITED"
-	REVISIONCONFLICT       ErrorDetailCode = "REVISION_CONFLICT"
-	ROOMARCHIVED           ErrorDetailCode = "ROOM_ARCHIVED"
-	STORAGEFAILURE         ErrorDetailCode = "STORAGE_FAILURE"
-	TEMPORARILYUNAVAILABLE ErrorDetailCode = "TEMPORARILY_UNAVAILABLE"
-)
-
-// Valid indicates whether the value is a known member of the ErrorDetailCode enum.
-func (e ErrorDetailCode) Valid() bool {
-	switch e {
-	case AUTHFAILED:
-		return true
-	case CURSORINVALID:
-		return true
-	case IDEMPOTENCYCONFLICT:
-		return true
-	case INVALIDARGUMENT:
-		return true
-	case LIMITEXCEEDED:
-		return true
-	case NOTFOUNDORFORBIDDEN:
-		return true
-	case NOTPRIMED:
-		return true
-	case PROFILEOUTDATED:
-		return true
-	case RATELIMITED:
-		return true
-	case REVISIONCONFLICT:
-		return true
-	case ROOMARCHIVED:
-		return true
-	case STORAGEFAILURE:
-		return true
-	case TEMPORARILYUNAVAILABLE:
+	case DestinationKindRoom:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for FileAccessReportInputStatus.
+// Defines values for ErrorCode.
 const (
-	FileAccessReportInputStatusAccessible FileAccessReportInputStatus = "accessible"
-	FileAccessReportInputStatusDenied     FileAccessReportInputStatus = "denied"
-	FileAccessReportInputStatusError      FileAccessReportInputStatus = "error"
-	FileAccessReportInputStatusNotFound   FileAccessReportInputStatus = "not_found"
+	ErrorCodeAUTHFAILED             ErrorCode = "AUTH_FAILED"
+	ErrorCodeCURSORINVALID          ErrorCode = "CURSOR_INVALID"
+	ErrorCodeIDEMPOTENCYCONFLICT    ErrorCode = "IDEMPOTENCY_CONFLICT"
+	ErrorCodeINVALIDARGUMENT        ErrorCode = "INVALID_ARGUMENT"
+	ErrorCodeLIMITEXCEEDED          ErrorCode = "LIMIT_EXCEEDED"
+	ErrorCodeNOTFOUNDORFORBIDDEN    ErrorCode = "NOT_FOUND_OR_FORBIDDEN"
+	ErrorCodeNOTPRIMED              ErrorCode = "NOT_PRIMED"
+	ErrorCodePROFILEOUTDATED        ErrorCode = "PROFILE_OUTDATED"
+	ErrorCodeRATELIMITED            ErrorCode = "RATE_LIMITED"
+	ErrorCodeREVISIONCONFLICT       ErrorCode = "REVISION_CONFLICT"
+	ErrorCodeROOMARCHIVED           ErrorCode = "ROOM_ARCHIVED"
+	ErrorCodeSTORAGEFAILURE         ErrorCode = "STORAGE_FAILURE"
+	ErrorCodeTEMPORARILYUNAVAILABLE ErrorCode = "TEMPORARILY_UNAVAILABLE"
 )
 
-// Valid indicates whether the value is a known member of the FileAccessReportInputStatus enum.
-func (e FileAccessReportInputStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the ErrorCode enum.
+func (e ErrorCode) Valid() bool {
 	switch e {
-	case FileAccessReportInputStatusAccessible:
+	case ErrorCodeAUTHFAILED:
 		return true
-	case FileAccessReportInputStatusDenied:
+	case ErrorCodeCURSORINVALID:
 		return true
-	case FileAccessReportInputStatusError:
+	case ErrorCodeIDEMPOTENCYCONFLICT:
 		return true
-	case FileAccessReportInputStatusNotFound:
+	case ErrorCodeINVALIDARGUMENT:
+		return true
+	case ErrorCodeLIMITEXCEEDED:
+		return true
+	case ErrorCodeNOTFOUNDORFORBIDDEN:
+		return true
+	case ErrorCodeNOTPRIMED:
+		return true
+	case ErrorCodePROFILEOUTDATED:
+		return true
+	case ErrorCodeRATELIMITED:
+		return true
+	case ErrorCodeREVISIONCONFLICT:
+		return true
+	case ErrorCodeROOMARCHIVED:
+		return true
+	case ErrorCodeSTORAGEFAILURE:
+		return true
+	case ErrorCodeTEMPORARILYUNAVAILABLE:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for FileReportStatus.
+// Defines values for ExportFormat.
 const (
-	FileReportStatusAccessible FileReportStatus = "accessible"
-	FileReportStatusDenied     FileReportStatus = "denied"
-	FileReportStatusError      FileReportStatus = "error"
-	FileReportStatusNotFound   FileReportStatus = "not_found"
+	ExportFormatJson     ExportFormat = "json"
+	ExportFormatMarkdown ExportFormat = "markdown"
 )
 
-// Valid indicates whether the value is a known member of the FileReportStatus enum.
-func (e FileReportStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the ExportFormat enum.
+func (e ExportFormat) Valid() bool {
 	switch e {
-	case FileReportStatusAccessible:
+	case ExportFormatJson:
 		return true
-	case FileReportStatusDenied:
+	case ExportFormatMarkdown:
 		return true
-	case FileReportStatusError:
+	default:
+		return false
+	}
+}
+
+// Defines values for FileAccessStatus.
+const (
+	FileAccessStatusAccessible FileAccessStatus = "accessible"
+	FileAccessStatusDenied     FileAccessStatus = "denied"
+	FileAccessStatusError      FileAccessStatus = "error"
+	FileAccessStatusNotFound   FileAccessStatus = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the FileAccessStatus enum.
+func (e FileAccessStatus) Valid() bool {
+	switch e {
+	case FileAccessStatusAccessible:
 		return true
-	case FileReportStatusNotFound:
+	case FileAccessStatusDenied:
+		return true
+	case FileAccessStatusError:
+		return true
+	case FileAccessStatusNotFound:
 		return true
 	default:
 		return false
@@ -263,120 +239,93 @@ func (e Follow) Valid() bool {
 	}
 }
 
-// Defines values for InboxClaimInputOrder.
+// Defines values for HistoryVisibility.
 const (
-	Newest InboxClaimInputOrder = "newest"
-	Oldest InboxClaimInputOrder = "oldest"
+	HistoryVisibilityJoined HistoryVisibility = "joined"
+	HistoryVisibilityShared HistoryVisibility = "shared"
 )
 
-// Valid indicates whether the value is a known member of the InboxClaimInputOrder enum.
-func (e InboxClaimInputOrder) Valid() bool {
+// Valid indicates whether the value is a known member of the HistoryVisibility enum.
+func (e HistoryVisibility) Valid() bool {
 	switch e {
-	case Newest:
+	case HistoryVisibilityJoined:
 		return true
-	case Oldest:
+	case HistoryVisibilityShared:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for MessageSendResultStatus.
+// Defines values for InboxFilter.
 const (
-	MessageSendResultStatusDuplicate MessageSendResultStatus = "duplicate"
-	MessageSendResultStatusSent      MessageSendResultStatus = "sent"
+	InboxFilterAcked  InboxFilter = "acked"
+	InboxFilterAll    InboxFilter = "all"
+	InboxFilterUnread InboxFilter = "unread"
 )
 
-// Valid indicates whether the value is a known member of the MessageSendResultStatus enum.
-func (e MessageSendResultStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the InboxFilter enum.
+func (e InboxFilter) Valid() bool {
 	switch e {
-	case MessageSendResultStatusDuplicate:
+	case InboxFilterAcked:
 		return true
-	case MessageSendResultStatusSent:
+	case InboxFilterAll:
+		return true
+	case InboxFilterUnread:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomFollow.
+// Defines values for MemberState.
 const (
-	PrimeRoomFollowAll      PrimeRoomFollow = "all"
-	PrimeRoomFollowMentions PrimeRoomFollow = "mentions"
-	PrimeRoomFollowMute     PrimeRoomFollow = "mute"
-	PrimeRoomFollowReplies  PrimeRoomFollow = "replies"
+	MemberStateActive  MemberState = "active"
+	MemberStateInvited MemberState = "invited"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomFollow enum.
-func (e PrimeRoomFollow) Valid() bool {
+// Valid indicates whether the value is a known member of the MemberState enum.
+func (e MemberState) Valid() bool {
 	switch e {
-	case PrimeRoomFollowAll:
+	case MemberStateActive:
 		return true
-	case PrimeRoomFollowMentions:
-		return true
-	case PrimeRoomFollowMute:
-		return true
-	case PrimeRoomFollowReplies:
+	case MemberStateInvited:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomState.
+// Defines values for MembershipResultState.
 const (
-	PrimeRoomStateActive  PrimeRoomState = "active"
-	PrimeRoomStateInvited PrimeRoomState = "invited"
+	MembershipResultStateActive MembershipResultState = "active"
+	MembershipResultStateLeft   MembershipResultState = "left"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomState enum.
-func (e PrimeRoomState) Valid() bool {
+// Valid indicates whether the value is a known member of the MembershipResultState enum.
+func (e MembershipResultState) Valid() bool {
 	switch e {
-	case PrimeRoomStateActive:
+	case MembershipResultStateActive:
 		return true
-	case PrimeRoomStateInvited:
+	case MembershipResultStateLeft:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomStatus.
+// Defines values for RequestDirection.
 const (
-	PrimeRoomStatusActive   PrimeRoomStatus = "active"
-	PrimeRoomStatusArchived PrimeRoomStatus = "archived"
+	RequestDirectionIncoming RequestDirection = "incoming"
+	RequestDirectionOutgoing RequestDirection = "outgoing"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomStatus enum.
-func (e PrimeRoomStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the RequestDirection enum.
+func (e RequestDirection) Valid() bool {
 	switch e {
-	case PrimeRoomStatusActive:
+	case RequestDirectionIncoming:
 		return true
-	case PrimeRoomStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RequestRespondInputStatus.
-const (
-	RequestRespondInputStatusAccepted     RequestRespondInputStatus = "accepted"
-	RequestRespondInputStatusDeclined     RequestRespondInputStatus = "declined"
-	RequestRespondInputStatusNeedsContext RequestRespondInputStatus = "needs_context"
-	RequestRespondInputStatusResultReady  RequestRespondInputStatus = "result_ready"
-)
-
-// Valid indicates whether the value is a known member of the RequestRespondInputStatus enum.
-func (e RequestRespondInputStatus) Valid() bool {
-	switch e {
-	case RequestRespondInputStatusAccepted:
-		return true
-	case RequestRespondInputStatusDeclined:
-		return true
-	case RequestRespondInputStatusNeedsContext:
-		return true
-	case RequestRespondInputStatusResultReady:
+	case RequestDirectionOutgoing:
 		return true
 	default:
 		return false
@@ -410,255 +359,60 @@ func (e RequestStatus) Valid() bool {
 	}
 }
 
-// Defines values for RoomCreateInputHistoryVisibility.
+// Defines values for ResponseStatus.
 const (
-	RoomCreateInputHistoryVisibilityJoined RoomCreateInputHistoryVisibility = "joined"
-	RoomCreateInputHistoryVisibilityShared RoomCreateInputHistoryVisibility = "shared"
+	ResponseStatusAccepted     ResponseStatus = "accepted"
+	ResponseStatusDeclined     ResponseStatus = "declined"
+	ResponseStatusNeedsContext ResponseStatus = "needs_context"
+	ResponseStatusResultReady  ResponseStatus = "result_ready"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateInputHistoryVisibility enum.
-func (e RoomCreateInputHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the ResponseStatus enum.
+func (e ResponseStatus) Valid() bool {
 	switch e {
-	case RoomCreateInputHistoryVisibilityJoined:
+	case ResponseStatusAccepted:
 		return true
-	case RoomCreateInputHistoryVisibilityShared:
+	case ResponseStatusDeclined:
+		return true
+	case ResponseStatusNeedsContext:
+		return true
+	case ResponseStatusResultReady:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for RoomCreateResultHistoryVisibility.
+// Defines values for RoomStatus.
 const (
-	RoomCreateResultHistoryVisibilityJoined RoomCreateResultHistoryVisibility = "joined"
-	RoomCreateResultHistoryVisibilityShared RoomCreateResultHistoryVisibility = "shared"
+	RoomStatusActive   RoomStatus = "active"
+	RoomStatusArchived RoomStatus = "archived"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateResultHistoryVisibility enum.
-func (e RoomCreateResultHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the RoomStatus enum.
+func (e RoomStatus) Valid() bool {
 	switch e {
-	case RoomCreateResultHistoryVisibilityJoined:
+	case RoomStatusActive:
 		return true
-	case RoomCreateResultHistoryVisibilityShared:
+	case RoomStatusArchived:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for RoomCreateResultStatus.
+// Defines values for SendStatus.
 const (
-	RoomCreateResultStatusActive   RoomCreateResultStatus = "active"
-	RoomCreateResultStatusArchived RoomCreateResultStatus = "archived"
+	SendStatusDuplicate SendStatus = "duplicate"
+	SendStatusSent      SendStatus = "sent"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateResultStatus enum.
-func (e RoomCreateResultStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the SendStatus enum.
+func (e SendStatus) Valid() bool {
 	switch e {
-	case RoomCreateResultStatusActive:
+	case SendStatusDuplicate:
 		return true
-	case RoomCreateResultStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsHistoryVisibility.
-const (
-	RoomDetailsHistoryVisibilityJoined RoomDetailsHistoryVisibility = "joined"
-	RoomDetailsHistoryVisibilityShared RoomDetailsHistoryVisibility = "shared"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsHistoryVisibility enum.
-func (e RoomDetailsHistoryVisibility) Valid() bool {
-	switch e {
-	case RoomDetailsHistoryVisibilityJoined:
-		return true
-	case RoomDetailsHistoryVisibilityShared:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsState.
-const (
-	RoomDetailsStateActive  RoomDetailsState = "active"
-	RoomDetailsStateInvited RoomDetailsState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsState enum.
-func (e RoomDetailsState) Valid() bool {
-	switch e {
-	case RoomDetailsStateActive:
-		return true
-	case RoomDetailsStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsStatus.
-const (
-	RoomDetailsStatusActive   RoomDetailsStatus = "active"
-	RoomDetailsStatusArchived RoomDetailsStatus = "archived"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsStatus enum.
-func (e RoomDetailsStatus) Valid() bool {
-	switch e {
-	case RoomDetailsStatusActive:
-		return true
-	case RoomDetailsStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomListItemState.
-const (
-	RoomListItemStateActive  RoomListItemState = "active"
-	RoomListItemStateInvited RoomListItemState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RoomListItemState enum.
-func (e RoomListItemState) Valid() bool {
-	switch e {
-	case RoomListItemStateActive:
-		return true
-	case RoomListItemStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomListItemStatus.
-const (
-	RoomListItemStatusActive   RoomListItemStatus = "active"
-	RoomListItemStatusArchived RoomListItemStatus = "archived"
-)
-
-// Valid indicates whether the value is a known member of the RoomListItemStatus enum.
-func (e RoomListItemStatus) Valid() bool {
-	switch e {
-	case RoomListItemStatusActive:
-		return true
-	case RoomListItemStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomMembershipResultState.
-const (
-	RoomMembershipResultStateActive RoomMembershipResultState = "active"
-	RoomMembershipResultStateLeft   RoomMembershipResultState = "left"
-)
-
-// Valid indicates whether the value is a known member of the RoomMembershipResultState enum.
-func (e RoomMembershipResultState) Valid() bool {
-	switch e {
-	case RoomMembershipResultStateActive:
-		return true
-	case RoomMembershipResultStateLeft:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RosterEntryState.
-const (
-	RosterEntryStateActive  RosterEntryState = "active"
-	RosterEntryStateInvited RosterEntryState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RosterEntryState enum.
-func (e RosterEntryState) Valid() bool {
-	switch e {
-	case RosterEntryStateActive:
-		return true
-	case RosterEntryStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ThreadExportFormat.
-const (
-	ThreadExportFormatJson     ThreadExportFormat = "json"
-	ThreadExportFormatMarkdown ThreadExportFormat = "markdown"
-)
-
-// Valid indicates whether the value is a known member of the ThreadExportFormat enum.
-func (e ThreadExportFormat) Valid() bool {
-	switch e {
-	case ThreadExportFormatJson:
-		return true
-	case ThreadExportFormatMarkdown:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for InboxListParamsFilter.
-const (
-	InboxListParamsFilterAcked  InboxListParamsFilter = "acked"
-	InboxListParamsFilterAll    InboxListParamsFilter = "all"
-	InboxListParamsFilterUnread InboxListParamsFilter = "unread"
-)
-
-// Valid indicates whether the value is a known member of the InboxListParamsFilter enum.
-func (e InboxListParamsFilter) Valid() bool {
-	switch e {
-	case InboxListParamsFilterAcked:
-		return true
-	case InboxListParamsFilterAll:
-		return true
-	case InboxListParamsFilterUnread:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RequestListParamsDirection.
-const (
-	Incoming RequestListParamsDirection = "incoming"
-	Outgoing RequestListParamsDirection = "outgoing"
-)
-
-// Valid indicates whether the value is a known member of the RequestListParamsDirection enum.
-func (e RequestListParamsDirection) Valid() bool {
-	switch e {
-	case Incoming:
-		return true
-	case Outgoing:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ThreadExportParamsFormat.
-const (
-	ThreadExportParamsFormatJson     ThreadExportParamsFormat = "json"
-	ThreadExportParamsFormatMarkdown ThreadExportParamsFormat = "markdown"
-)
-
-// Valid indicates whether the value is a known member of the ThreadExportParamsFormat enum.
-func (e ThreadExportParamsFormat) Valid() bool {
-	switch e {
-	case ThreadExportParamsFormatJson:
-		return true
-	case ThreadExportParamsFormatMarkdown:
+	case SendStatusSent:
 		return true
 	default:
 		return false
@@ -671,12 +425,12 @@ type AckOutcome struct {
 	AckedBySessionId openapi_types.UUID `json:"acked_by_session_id"`
 
 	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq DecimalString    `json:"inbox_seq"`
-	Status   AckOutcomeStatus `json:"status"`
+	InboxSeq DecimalString `json:"inbox_seq"`
+	Status   AckStatus     `json:"status"`
 }
 
-// AckOutcomeStatus defines model for AckOutcome.Status.
-type AckOutcomeStatus string
+// AckStatus defines model for AckStatus.
+type AckStatus string
 
 // AdminAgent defines model for AdminAgent.
 type AdminAgent struct {
@@ -760,17 +514,14 @@ type AdminBoxUpdateInput struct {
 
 // AdminCleanupStatus defines model for AdminCleanupStatus.
 type AdminCleanupStatus struct {
-	BoxKey          string                  `json:"box_key"`
-	DeletedMessages int64                   `json:"deleted_messages"`
-	Failures        int64                   `json:"failures"`
-	LastError       *string                 `json:"last_error,omitempty"`
-	LastRunAt       *Timestamp              `json:"last_run_at,omitempty"`
-	Runs            int64                   `json:"runs"`
-	State           AdminCleanupStatusState `json:"state"`
+	BoxKey          string       `json:"box_key"`
+	DeletedMessages int64        `json:"deleted_messages"`
+	Failures        int64        `json:"failures"`
+	LastError       *string      `json:"last_error,omitempty"`
+	LastRunAt       *Timestamp   `json:"last_run_at,omitempty"`
+	Runs            int64        `json:"runs"`
+	State           CleanupState `json:"state"`
 }
-
-// AdminCleanupStatusState defines model for AdminCleanupStatus.State.
-type AdminCleanupStatusState string
 
 // AdminHost defines model for AdminHost.
 type AdminHost struct {
@@ -832,20 +583,16 @@ type AdminProfileSetInput struct {
 
 // AdminRoom defines model for AdminRoom.
 type AdminRoom struct {
-	ActiveMembers     int64                      `json:"active_members"`
-	CreatedAt         Timestamp                  `json:"created_at"`
-	HistoryVisibility AdminRoomHistoryVisibility `json:"history_visibility"`
-	Name              string                     `json:"name"`
-	OwnerAgentId      openapi_types.UUID         `json:"owner_agent_id"`
-	RoomId            openapi_types.UUID         `json:"room_id"`
-	Status            AdminRoomStatus            `json:"status"`
+	ActiveMembers int64     `json:"active_members"`
+	CreatedAt     Timestamp `json:"created_at"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility HistoryVisibility  `json:"history_visibility"`
+	Name              string             `json:"name"`
+	OwnerAgentId      openapi_types.UUID `json:"owner_agent_id"`
+	RoomId            openapi_types.UUID `json:"room_id"`
+	Status            RoomStatus         `json:"status"`
 }
-
-// AdminRoomHistoryVisibility defines model for AdminRoom.HistoryVisibility.
-type AdminRoomHistoryVisibility string
-
-// AdminRoomStatus defines model for AdminRoom.Status.
-type AdminRoomStatus string
 
 // AdminRoomList defines model for AdminRoomList.
 type AdminRoomList struct {
@@ -951,12 +698,12 @@ type BatchOutcome struct {
 
 	// MessageSeq A 64-bit value as a decimal string.
 	MessageSeq    *DecimalString     `json:"message_seq,omitempty"`
-	Status        BatchOutcomeStatus `json:"status"`
+	Status        BatchSendStatus    `json:"status"`
 	TargetAgentId openapi_types.UUID `json:"target_agent_id"`
 }
 
-// BatchOutcomeStatus defines model for BatchOutcome.Status.
-type BatchOutcomeStatus string
+// BatchSendStatus defines model for BatchSendStatus.
+type BatchSendStatus string
 
 // BoxKey defines model for BoxKey.
 type BoxKey = string
@@ -1021,6 +768,12 @@ type CheckpointStatus struct {
 	Revision DecimalString `json:"revision"`
 }
 
+// ClaimOrder defines model for ClaimOrder.
+type ClaimOrder string
+
+// CleanupState defines model for CleanupState.
+type CleanupState string
+
 // DecimalString A 64-bit value as a decimal string.
 type DecimalString = string
 
@@ -1031,7 +784,7 @@ type Destination struct {
 	RoomId           *openapi_types.UUID `json:"room_id,omitempty"`
 }
 
-// DestinationKind defines model for Destination.Kind.
+// DestinationKind defines model for DestinationKind.
 type DestinationKind string
 
 // DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
@@ -1057,9 +810,12 @@ type Error struct {
 	Error ErrorDetail `json:"error"`
 }
 
+// ErrorCode defines model for ErrorCode.
+type ErrorCode string
+
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	Code ErrorDetailCode `json:"code"`
+	Code ErrorCode `json:"code"`
 
 	// CurrentRevision A 64-bit value as a decimal string.
 	CurrentRevision *DecimalString `json:"current_revision,omitempty"`
@@ -1085,8 +841,8 @@ type ErrorDetail struct {
 	SuggestedAction  *string        `json:"suggested_action,omitempty"`
 }
 
-// ErrorDetailCode defines model for ErrorDetail.Code.
-type ErrorDetailCode string
+// ExportFormat defines model for ExportFormat.
+type ExportFormat string
 
 // FileAccessReportInput defines model for FileAccessReportInput.
 type FileAccessReportInput struct {
@@ -1094,12 +850,12 @@ type FileAccessReportInput struct {
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Note Short note, at most 500 bytes.
-	Note   *string                     `json:"note,omitempty"`
-	Status FileAccessReportInputStatus `json:"status"`
+	Note   *string          `json:"note,omitempty"`
+	Status FileAccessStatus `json:"status"`
 }
 
-// FileAccessReportInputStatus defines model for FileAccessReportInput.Status.
-type FileAccessReportInputStatus string
+// FileAccessStatus defines model for FileAccessStatus.
+type FileAccessStatus string
 
 // FileRef defines model for FileRef.
 type FileRef struct {
@@ -1132,12 +888,9 @@ type FileReport struct {
 	MessageId       openapi_types.UUID `json:"message_id"`
 	Note            *string            `json:"note,omitempty"`
 	ReporterAgentId openapi_types.UUID `json:"reporter_agent_id"`
-	Status          FileReportStatus   `json:"status"`
+	Status          FileAccessStatus   `json:"status"`
 	UpdatedAt       Timestamp          `json:"updated_at"`
 }
-
-// FileReportStatus defines model for FileReport.Status.
-type FileReportStatus string
 
 // FileReportPage defines model for FileReportPage.
 type FileReportPage struct {
@@ -1149,6 +902,9 @@ type FileReportPage struct {
 
 // Follow defines model for Follow.
 type Follow string
+
+// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+type HistoryVisibility string
 
 // IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
 type IdempotencyKey = string
@@ -1182,17 +938,17 @@ type InboxClaimInput struct {
 	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
 
 	// Limit Rows to lease; clamped to [1, page_limit_max].
-	Limit *int64                `json:"limit,omitempty"`
-	Order *InboxClaimInputOrder `json:"order,omitempty"`
+	Limit *int64      `json:"limit,omitempty"`
+	Order *ClaimOrder `json:"order,omitempty"`
 }
-
-// InboxClaimInputOrder defines model for InboxClaimInput.Order.
-type InboxClaimInputOrder string
 
 // InboxClaimResult defines model for InboxClaimResult.
 type InboxClaimResult struct {
 	Items []InboxItem `json:"items"`
 }
+
+// InboxFilter defines model for InboxFilter.
+type InboxFilter string
 
 // InboxItem defines model for InboxItem.
 type InboxItem struct {
@@ -1251,6 +1007,12 @@ type Me struct {
 	// Router The key is a router-mode key for MCP.
 	Router bool `json:"router"`
 }
+
+// MemberState defines model for MemberState.
+type MemberState string
+
+// MembershipResultState defines model for MembershipResultState.
+type MembershipResultState string
 
 // Message The canonical message. Messages are immutable.
 type Message struct {
@@ -1362,13 +1124,10 @@ type MessageSendResult struct {
 	MessageId      *openapi_types.UUID `json:"message_id,omitempty"`
 
 	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq   *DecimalString          `json:"message_seq,omitempty"`
-	RequestCount int64                   `json:"request_count"`
-	Status       MessageSendResultStatus `json:"status"`
+	MessageSeq   *DecimalString `json:"message_seq,omitempty"`
+	RequestCount int64          `json:"request_count"`
+	Status       SendStatus     `json:"status"`
 }
-
-// MessageSendResultStatus defines model for MessageSendResult.Status.
-type MessageSendResultStatus string
 
 // MessageSendUpload A send with one uploaded attachment (multipart/form-data, HTTP and CLI only): exactly two parts, `input` (application/json, the same MessageSendInput as the JSON form, validated by the same strict decoder; body_md may be empty) and `file`. The message and its attachment are stored in one transaction.
 type MessageSendUpload struct {
@@ -1401,21 +1160,12 @@ type PrimeCounts struct {
 type PrimeRoom struct {
 	// BriefRevision A 64-bit value as a decimal string.
 	BriefRevision *DecimalString     `json:"brief_revision,omitempty"`
-	Follow        *PrimeRoomFollow   `json:"follow,omitempty"`
+	Follow        *Follow            `json:"follow,omitempty"`
 	Name          string             `json:"name"`
 	RoomId        openapi_types.UUID `json:"room_id"`
-	State         PrimeRoomState     `json:"state"`
-	Status        *PrimeRoomStatus   `json:"status,omitempty"`
+	State         MemberState        `json:"state"`
+	Status        *RoomStatus        `json:"status,omitempty"`
 }
-
-// PrimeRoomFollow defines model for PrimeRoom.Follow.
-type PrimeRoomFollow string
-
-// PrimeRoomState defines model for PrimeRoom.State.
-type PrimeRoomState string
-
-// PrimeRoomStatus defines model for PrimeRoom.Status.
-type PrimeRoomStatus string
 
 // Profile defines model for Profile.
 type Profile struct {
@@ -1439,6 +1189,9 @@ type Request struct {
 	UpdatedAt Timestamp     `json:"updated_at"`
 }
 
+// RequestDirection defines model for RequestDirection.
+type RequestDirection string
+
 // RequestPage defines model for RequestPage.
 type RequestPage struct {
 	Items []Request `json:"items"`
@@ -1460,12 +1213,9 @@ type RequestRespondInput struct {
 	Files *[]FileRefInput `json:"files,omitempty"`
 
 	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
-	IdempotencyKey IdempotencyKey            `json:"idempotency_key"`
-	Status         RequestRespondInputStatus `json:"status"`
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+	Status         ResponseStatus `json:"status"`
 }
-
-// RequestRespondInputStatus defines model for RequestRespondInput.Status.
-type RequestRespondInputStatus string
 
 // RequestRespondResult defines model for RequestRespondResult.
 type RequestRespondResult struct {
@@ -1476,6 +1226,9 @@ type RequestRespondResult struct {
 
 // RequestStatus defines model for RequestStatus.
 type RequestStatus string
+
+// ResponseStatus defines model for ResponseStatus.
+type ResponseStatus string
 
 // RoomBrief defines model for RoomBrief.
 type RoomBrief struct {
@@ -1507,7 +1260,7 @@ type RoomCreateInput struct {
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
-	HistoryVisibility *RoomCreateInputHistoryVisibility `json:"history_visibility,omitempty"`
+	HistoryVisibility *HistoryVisibility `json:"history_visibility,omitempty"`
 
 	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
@@ -1519,29 +1272,22 @@ type RoomCreateInput struct {
 	Name string `json:"name"`
 }
 
-// RoomCreateInputHistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
-type RoomCreateInputHistoryVisibility string
-
 // RoomCreateResult defines model for RoomCreateResult.
 type RoomCreateResult struct {
-	CreatedAt         *Timestamp                        `json:"created_at,omitempty"`
-	DefaultFollow     Follow                            `json:"default_follow"`
-	DryRun            bool                              `json:"dry_run"`
-	HistoryVisibility RoomCreateResultHistoryVisibility `json:"history_visibility"`
+	CreatedAt     *Timestamp `json:"created_at,omitempty"`
+	DefaultFollow Follow     `json:"default_follow"`
+	DryRun        bool       `json:"dry_run"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility HistoryVisibility `json:"history_visibility"`
 
 	// InvitedAgentIds Pending invitees.
-	InvitedAgentIds []openapi_types.UUID   `json:"invited_agent_ids"`
-	Name            string                 `json:"name"`
-	OwnerAgentId    openapi_types.UUID     `json:"owner_agent_id"`
-	RoomId          *openapi_types.UUID    `json:"room_id,omitempty"`
-	Status          RoomCreateResultStatus `json:"status"`
+	InvitedAgentIds []openapi_types.UUID `json:"invited_agent_ids"`
+	Name            string               `json:"name"`
+	OwnerAgentId    openapi_types.UUID   `json:"owner_agent_id"`
+	RoomId          *openapi_types.UUID  `json:"room_id,omitempty"`
+	Status          RoomStatus           `json:"status"`
 }
-
-// RoomCreateResultHistoryVisibility defines model for RoomCreateResult.HistoryVisibility.
-type RoomCreateResultHistoryVisibility string
-
-// RoomCreateResultStatus defines model for RoomCreateResult.Status.
-type RoomCreateResultStatus string
 
 // RoomDetails Full details for an active member; only room_id, name, inviter_agent_id, invited_at and state for a pending invitee.
 type RoomDetails struct {
@@ -1555,30 +1301,23 @@ type RoomDetails struct {
 	Follow *Follow        `json:"follow,omitempty"`
 
 	// FollowRevision A 64-bit value as a decimal string.
-	FollowRevision    *DecimalString                `json:"follow_revision,omitempty"`
-	HistoryVisibility *RoomDetailsHistoryVisibility `json:"history_visibility,omitempty"`
-	InvitedAt         *Timestamp                    `json:"invited_at,omitempty"`
-	InviterAgentId    *openapi_types.UUID           `json:"inviter_agent_id,omitempty"`
-	JoinedAt          *Timestamp                    `json:"joined_at,omitempty"`
-	Name              string                        `json:"name"`
-	OwnerAgentId      *openapi_types.UUID           `json:"owner_agent_id,omitempty"`
-	RoomId            openapi_types.UUID            `json:"room_id"`
+	FollowRevision *DecimalString `json:"follow_revision,omitempty"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility *HistoryVisibility  `json:"history_visibility,omitempty"`
+	InvitedAt         *Timestamp          `json:"invited_at,omitempty"`
+	InviterAgentId    *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
+	JoinedAt          *Timestamp          `json:"joined_at,omitempty"`
+	Name              string              `json:"name"`
+	OwnerAgentId      *openapi_types.UUID `json:"owner_agent_id,omitempty"`
+	RoomId            openapi_types.UUID  `json:"room_id"`
 
 	// Roster At most 200 active and invited members.
-	Roster          *[]RosterEntry     `json:"roster,omitempty"`
-	RosterTruncated *bool              `json:"roster_truncated,omitempty"`
-	State           RoomDetailsState   `json:"state"`
-	Status          *RoomDetailsStatus `json:"status,omitempty"`
+	Roster          *[]RosterEntry `json:"roster,omitempty"`
+	RosterTruncated *bool          `json:"roster_truncated,omitempty"`
+	State           MemberState    `json:"state"`
+	Status          *RoomStatus    `json:"status,omitempty"`
 }
-
-// RoomDetailsHistoryVisibility defines model for RoomDetails.HistoryVisibility.
-type RoomDetailsHistoryVisibility string
-
-// RoomDetailsState defines model for RoomDetails.State.
-type RoomDetailsState string
-
-// RoomDetailsStatus defines model for RoomDetails.Status.
-type RoomDetailsStatus string
 
 // RoomFollowInput defines model for RoomFollowInput.
 type RoomFollowInput struct {
@@ -1627,28 +1366,19 @@ type RoomListItem struct {
 	InviterAgentId *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
 	Name           string              `json:"name"`
 	RoomId         openapi_types.UUID  `json:"room_id"`
-	State          RoomListItemState   `json:"state"`
-	Status         RoomListItemStatus  `json:"status"`
+	State          MemberState         `json:"state"`
+	Status         RoomStatus          `json:"status"`
 }
-
-// RoomListItemState defines model for RoomListItem.State.
-type RoomListItemState string
-
-// RoomListItemStatus defines model for RoomListItem.Status.
-type RoomListItemStatus string
 
 // RoomMembershipResult defines model for RoomMembershipResult.
 type RoomMembershipResult struct {
 	At Timestamp `json:"at"`
 
 	// Epoch A 64-bit value as a decimal string.
-	Epoch  DecimalString             `json:"epoch"`
-	RoomId openapi_types.UUID        `json:"room_id"`
-	State  RoomMembershipResultState `json:"state"`
+	Epoch  DecimalString         `json:"epoch"`
+	RoomId openapi_types.UUID    `json:"room_id"`
+	State  MembershipResultState `json:"state"`
 }
-
-// RoomMembershipResultState defines model for RoomMembershipResult.State.
-type RoomMembershipResultState string
 
 // RoomPage defines model for RoomPage.
 type RoomPage struct {
@@ -1658,15 +1388,18 @@ type RoomPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
+// RoomStatus defines model for RoomStatus.
+type RoomStatus string
+
 // RosterEntry defines model for RosterEntry.
 type RosterEntry struct {
 	AgentId openapi_types.UUID `json:"agent_id"`
 	Name    string             `json:"name"`
-	State   RosterEntryState   `json:"state"`
+	State   MemberState        `json:"state"`
 }
 
-// RosterEntryState defines model for RosterEntry.State.
-type RosterEntryState string
+// SendStatus defines model for SendStatus.
+type SendStatus string
 
 // SessionInfo defines model for SessionInfo.
 type SessionInfo struct {
@@ -1727,9 +1460,9 @@ type SettingsValues struct {
 // ThreadExport defines model for ThreadExport.
 type ThreadExport struct {
 	// Content json: a JSON array of messages; markdown: rendered text.
-	Content   string             `json:"content"`
-	Format    ThreadExportFormat `json:"format"`
-	ItemCount int64              `json:"item_count"`
+	Content   string       `json:"content"`
+	Format    ExportFormat `json:"format"`
+	ItemCount int64        `json:"item_count"`
 
 	// NextCursor Opaque cursor; pass it back unchanged.
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
@@ -1738,9 +1471,6 @@ type ThreadExport struct {
 	// ResumeCursor Opaque cursor; pass it back unchanged.
 	ResumeCursor *PageCursor `json:"resume_cursor,omitempty"`
 }
-
-// ThreadExportFormat defines model for ThreadExport.Format.
-type ThreadExportFormat string
 
 // ThreadPage A keyset page of a thread (no resume cursor: start again to see later replies).
 type ThreadPage struct {
@@ -1882,7 +1612,7 @@ type DirectoryGetParams struct {
 // InboxListParams defines parameters for InboxList.
 type InboxListParams struct {
 	// Filter unread (default), all or acked.
-	Filter *InboxListParamsFilter `form:"filter,omitempty" json:"filter,omitempty"`
+	Filter *InboxFilter `form:"filter,omitempty" json:"filter,omitempty"`
 
 	// Destination Only rows of this room or DM pair.
 	Destination *DestinationFilterQuery `json:"destination,omitempty"`
@@ -1896,9 +1626,6 @@ type InboxListParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// InboxListParamsFilter defines parameters for InboxList.
-type InboxListParamsFilter string
 
 // InboxAckParams defines parameters for InboxAck.
 type InboxAckParams struct {
@@ -1963,7 +1690,7 @@ type ProfileGetParams struct {
 // RequestListParams defines parameters for RequestList.
 type RequestListParams struct {
 	// Direction incoming or outgoing.
-	Direction RequestListParamsDirection `form:"direction" json:"direction"`
+	Direction RequestDirection `form:"direction" json:"direction"`
 
 	// Status Only this declaration.
 	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -1977,9 +1704,6 @@ type RequestListParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// RequestListParamsDirection defines parameters for RequestList.
-type RequestListParamsDirection string
 
 // RequestRespondParams defines parameters for RequestRespond.
 type RequestRespondParams struct {
@@ -2062,7 +1786,7 @@ type ThreadReadParams struct {
 // ThreadExportParams defines parameters for ThreadExport.
 type ThreadExportParams struct {
 	// Format json or markdown.
-	Format ThreadExportParamsFormat `form:"format" json:"format"`
+	Format ExportFormat `form:"format" json:"format"`
 
 	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -2070,9 +1794,6 @@ type ThreadExportParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// ThreadExportParamsFormat defines parameters for ThreadExport.
-type ThreadExportParamsFormat string
 
 // AdminBoxCreateJSONRequestBody defines body for AdminBoxCreate for application/json ContentType.
 type AdminBoxCreateJSONRequestBody = AdminBoxCreateInput
@@ -12508,236 +12229,239 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3pciO3kij8Kgh+80VL5xapxe0+PlKcuKHWcsxxaxlJ7Zm5dl8arEqKsIpAGQAl0R2KmKeZB5snuYEE",
-	"aiNRZLGorXX0x26xCqhEIjORmcjlaysUo0Rw4Fq1dr62EirpCDRI/GvvCrjuRmdUD82fEahQskQzwVs7",
-	"rT1OqHn+TpHuQacVtJj5NTHvBi1OR9DaaeELPRa1gpaEP8ZMQtTa0XIMQUuFQxhRM+1AyBHVrZ3WeIxv",
-	"6klixiotGb9q3d8HFo5zGFQD0WNRQIQk1P1NDABED6kmTJExZ3+MgTBO9BBIX9zNBVfCYC68I3r3CfiV",
-	"wcmH90FrxHj655YXeK1pOBzNweTlEAjN3kJ8krWBFCNCyQiUolfwThXeWK8CP3tjdZR/FHc/wcQPa1/c",
-	"kTUNnHK9jhgNaRwbPA+E3CVMk9FYadIH+0xCBFwzGr9Tc1DfF3e9a5jMhfpfzM7stP6/jZxmN+xTteHg",
-	"NaDvj6USchb004QaKgjxMUH8crjTPfeDkESCGo8g+2GAC1CGkpSWQEeE8ogMWKxBZsv4Ywxykq/Djm1V",
-	"0Mv25vsfFlPMASjNODVgH+HH/g2/MbsgHk+IFLfKgsoUkUKMzEIOjklCGQIJd0ksIkix6YM5yr/Xqovv",
-	"Aoyt+6Cl9CS2U0Fy2v8dQt0qL6RiCYacQsFvQCp8bYd8vWY82sGVBPjfHovuzZrcg8j8DCFLmKHzlPnv",
-	"Gy21GanVWvoRi6HLI7jzs/xmu08VRISZVwjjWiCt5dw+YDGoCl4xz3o4cpGcYqPxqLXzNyQ5++/NjOAY",
-	"13AFEinuR6H0CU4+Dah5gsI0qC1Fh0LpHv67KYYRFAPXTzDpRn6quYbJvJPnGiarC8FPbMT07OfP6BUQ",
-	"xf6EXRLGdJRARLQgv2wFJKFX0IvNqN6I3n0JSAQDOo518YH7qUNO4AaMzDEkA1GVQMFBLS/cjOsP71ve",
-	"DT22hFR5dhcorRKF7pXV0XgOf4xB6QUwmU3tHqRS133cHuEhlZIZLA+BSDtZBczuae/hYBdiVI1FI5/m",
-	"odDJrxVhuAClmOA/Ao3Ac65dSspVIqQmyr5oeGOX3DI9FGNtzmODt72zbsYzyNDKnm52SAb/0H4kWwGq",
-	"Xn1x13ZAVJ1sW9sLD7Z7gwWVCK4AtcuPNHKUYf4KBdfA8Z80SWIWooDd+F2ZNX6tKTgOpRTSfqqMo+7J",
-	"z3ufuge9vfN/fD4+PLk0B8r+5/OL0/Oee9QxUntf8EHMwicA6OT0snd23j0+PAjI2fnpUffTYe/08+XB",
-	"3qX55fz09Li3d77/Y/dn/PPw5+5F9/Skt396cvSpu4/gdw8Oj89OLw9P9v8z+x0XgVLr8C4EiCB6/JV8",
-	"6h53L3uH/7F/eHhwaNF4IvSRGPPoadB4dPr55KB3et47Oj3/2D04ODxBIM6pBkTFUyDhfO/ysIeYODwg",
-	"axK0nNB+DOsIyYUWkl7BEWXxWMLjA3NxeXq+94/D3tFe99Pn88MdwoUeMn5Fbqkit5JpDRwB+8zpWA+F",
-	"ZH8+BY72Pl/+iDAZkr4dUo3nn7UfxgpSiG4oiw3uHh+gS8NA53vn3U//2ft8svfzXvfT3sdPh1P7d59K",
-	"PGsSh9enYx0KqyvRKGJmMhqfSZGA1MyItgGNFQStpPDT1xYNryHqUb0I2ks2AqXpKDHosIP6k54T0+Ys",
-	"WXxkGFFu7CkFfyzWZUM2ovFFNlJpqscIMHCjL/5iYWgFLRpLoNGkZ//+4juo8kPulwII2aRBjgT/0vJJ",
-	"RaZI70UjxvEUWhbhqe+hDsJCKqOehBuGZ9yySAslUL387pao8essUMANDUaFZ30hYqBoduRatm9oTJXu",
-	"KQC+LEwxU7rqk5VfS6RAm8SYcU3wJ0Xsm3iKogrOJGddFC2NFFnZEty0ZTTPwjq996XdnE+Q+/hilyfj",
-	"ZWlzaudLHoLNTQ99lnZ7selU3Ednb2SQVO9rnXlT9Gm481lGkt1QDcS9FRCqychYkB/ek5/Yx46P9dLN",
-	"LyNhkXgpbj3+r85WnYNCTCwvRxahpyCljNhOGDqzZvBzMRS3nAgewi4RPJ4QphUZUjUkTBGlhbR24AyO",
-	"nDVby1qYYZlWkFvDKWTzsfWJqWWxxDSMyv+ojy4HCZWSTmbPEZxvPryfk6g2I44YL/66Nb2QuUK3Wjre",
-	"VwH4UdwtiUpzbtY8tlKvqU8oNzyU5q6/8gRQoDXjV6rpGTq16Q4FQcEtPCPmZz9ZT3R/FHfNBXcB4XW8",
-	"0TnGlpNu6WfmLeJpmNSQ74os+lHcPRmD1ke3H9Z9M9E4uci04Ga0McMfEcRgCNP5pVQtP17QGliTse7r",
-	"qPUBmjuVSqEcL60TyjGvC4HR9KFoPbAIdTA55txAYZdUx37IOd/O6cDwoLKApkoa/FEszSwN5ScqJnXN",
-	"tKTMjTMvlNmuUv76dKOinmy+U084Gjw1l45uPWWd5/COhpooMZYhkO4ZoVEkQSlQZK17dvMeXVlnNx/W",
-	"dwkXZL97cE4k5Veg8B7r5ML6KtE/maKp+gJ224PkEb3r2pHfbePL7q+tavTWupsoYryA57mofRqZjcS+",
-	"otA2cywjtb2E8Ng7Nr2keeh3t9mP5kBoJi1qK/ZmpTeigQtJirEGWaGyFrGX2wiFoA07uJ7s+AkmzUVH",
-	"DuYie/V+4febmXnPZrM12iMHbTZ23q48jdRxCu8qQufMug0uQDchoYdySUzBjNNWgnwuxGhpT7BmN9Ab",
-	"wajv4qxqKFZNtRFmKHTSMxZSn8VMT4rKmRpSibbU74Jxr1I2x+QTtxxkbykhmV6H1nnX54g2eDPEL8Mh",
-	"u6mjROb3r+6EngK64Jr2YCqY3qp6ctCQxNOwHBLfijxn5rgAfWoQ04Tr8pi5GdZL0Ww0ub64a7sAEgzN",
-	"EwOM1UP8Eotfw4pLxtbNuocNIJVrvXAugwc07FRhynn7lX76ZxqPQT2Sy8TZSx7HSAbmQtw0V/rgLsFI",
-	"lub3KMsi84zqcDiDicVrvRTXwJ/GHIxpH2Iv5TTU57SBvZEzOBuZQlVPnCGymit2GQLKsuHfh9TGpSBU",
-	"Lnh0SgIs5bkpgNlI/3vw/dUpkT2MOvkg+25hqr//RqSmcYGPZTnV82lMX/5Vgnsm2agRoV5zcct74RDC",
-	"60QwPEqayuU5kD3eFRROn92p5OtYNG4/e9N5Pc1oMXYJAQu/uG9fxcuREVs86JN9K79KXPwV+5rTHz0e",
-	"pj2n0ZejLzE4T2HINuM3TGPoiApIf5KGFZecSgsX6le2HFA9Lcc8pNmVazk+bwzkdgg8i5UHaTiejIQE",
-	"P5REDykn9rZp14Jr/sAVmodSjK+GhMaxC5ccFURGwRvuQisWH6f4WpcPROUNosrC/9JtK9FYujez6MiI",
-	"KSMQL+tmqQsLWWMmAWScxIJGEJVzKEagaUQ1JWsc44yMmO1PNKj1HRKJW27GEKYxTLIwspc9E2bUj5eX",
-	"Z53WDD+WEi1mNvwgnQLn/sfhJdmgCdu42droiztQG1+drna/kU+kNr6WZr3fJUYgMX5lgLySlGuVxnEZ",
-	"gBaK1RFEjPbsz75QW3xOzHNCVYbDzjwJPTuJIQSrzy+aQw3p9vcfZmf5JG5BhlQBGcIdufhxr739/Yc0",
-	"CBj3KyCGZMcaIsO6NmZVmr25HZqvmx/sl12SRhUA7E/o4YSeM5n9iXHt+LiE3Tkh1iUumcq8cdZmYQ9K",
-	"AGTo8LHCR6PUNosxy65+FobDHYCmLLZ0kkVK1zmt09cfJrZMWeESjW1sn80YsPHwXmeEpvIK9DJOh2ld",
-	"aGqCDCjvTmQ5UAnVGqQhlf/7C23/udn+2xf3//aXr1vBh+37f/Eha5/KaFl5RpJxP2YhiZiEUAs5ISGV",
-	"UYcUI7qMqkg5EX3DCXhiBEY2kEQKMTDME7Mb4KCUR3Q9XVTcovC2R4pgq5yxaZSZN4wsB95HOWbjz+gV",
-	"PKoLCKnLd0mYJ7UtVGzoFbh0ufpuo/2SarmMiVVbJ/1XJXieS9Xcn0Bvlrfo7KBlY26nHY+FmJR81fOx",
-	"eUFvGhkuTdG6ur+GRTBKhAYeTupExXTz19NczSLOZuGZUjGnP7cYnY2srackt2qyySZbsMomkSoFIzcc",
-	"Un4132qpNIwxn+DKHDVov0RsMACp/KbIwzg5vZSRrcGHqfJ8nhSuD+/bfabJDY3HqMVSEtkhxLI2HqGF",
-	"49+c/V+3gq2/+Y/8YnLocic/xknEkwV5roVM2HKK7OxRb94qKlvRyJlnXtVq9lsPfKUzfZVpoPPuWKr4",
-	"WE/0BcSD5/FGryjdkGzC4ZJUcMQgjhTRgliq3iVUkxio0kRwmN3kKSVr6u7TqZL5j/n15/bm5mZu8FQq",
-	"S94JzcPSTJUTzTrDagh9i7d68v4wNXke1UyaBhonqATHjVpSJmPmes6thWypVlBIF2wFrel8Qfd8Ng+u",
-	"FbRKmYStYCYRshVMJfCZMdPphmacJ9uwFbTKOZRmbCERrhVUpVi1gukkNa9MCsdSQnNPbNAaGG7yuy7E",
-	"YAA8Qv+KkS4EXw0IdK46JMtdUr9898XLHrE/M9xMjI9s3rI5H8ElYtZyK2T2ta/YA5DheER5WwKNaD82",
-	"X+KwS6x7C8KhcCm9qQVtzzQ/dwNVPoGhOL2GHrpjJAwYhxFwbQxKQ53TJyFt/5lawb0vf/kX/3e0nPTo",
-	"QIPsKQgFj4pxjoVlZxl3FYoI3pQMhCSlREujdVRQ2C7BKa0LLivjMSVRqrymq13MBi01vroChRcrYYX5",
-	"OyVRkPvz3S8ixCdmjlgMe2EISp1DImSjcJmVjzcuNHjvt6Qm5ll+Qnw/96jxRXqYpbG+s7s5Qz8yF7o3",
-	"wLTiYEYCV6A1i+6oc5QYpLoiQ0vJ7ZETBbNB30wlMZ1U+zjKPto5PtOZR2Pu8tcWXzhIGIAEHgLeOXBB",
-	"3MgeXgIGxH7F6JV2KX6mGEv/LWdpssV0bqaZQkx5MXM2ph6RT+v36KLOcNAhJ8KSYp4VPQAdDp3s/Hz+",
-	"aVbHyrd4yhCg7cGXr38NPrz32wLT+z83mmUJavBBUQWD27cyVoZaJ2pnY8MsN6sTMVYgGR+IgGAFkoAM",
-	"JL0y8j8g3bN2zDRIGpPEhdMNhdIYoo1Xyu2YXQNJqNTI4gsWujrNVFOJkYZLcnChnI73bFrSQ56KRc9h",
-	"aIBbNmbuIaVj0BqjTbWak6JUW2WqFtH0CgsBdoVPz9++R3ecFijlGdynRyKOxW1pQ+MYz36Od78WjzHD",
-	"e6LRWIN3I6eO4xkW3+p0trZ/MOzKNSqLexf73a4xKiUNNUiV1XNKQJJYXLGQxsSqK6nuRDkZ8xCkpozb",
-	"Gm9lbcppUPOrwBSF1a+/3m1vtn/99e6vh1/+l1dcZct6DpVmegtr6AxdYynshdfPooDlZop3/2l43esb",
-	"U9pFQ9wqs69jyW29KiwYVyz/U4d1ZlTd+aGnOYDBUuhs6Lc1g5YIoc1LeSxaSDp1Jcz7MWWjZyGCGKiC",
-	"onE1db9uHpMY+XGmXJkdO6J36fgvu1nFMvvM/ZU+r2nEVljH54YEtbBTL6qdVvNTQkZTaSMtEUegNOYK",
-	"W/ma/cDh1vxjce2SuqSK296IWJc7sfBjXQ2rRHvnc7zKwjWWXuEuYRLU0lGcZnDUg1jB7RAk+JOLC76Z",
-	"eTO7One5n8XDlh+ZHlF1vUO2yMFxQLbJALUCRWgcB+Q9ccpAQH4gRhmYGCYRtzwtixeQrQ8kLaZWLIm3",
-	"bOBKsUpPCmzRDTGDmErKenStbQ4PZHBiqFnNjJqGeh4WscurxC43dMwl0GXA9HL31DxTq/ftUOHi11NC",
-	"eUL+9eL0hNjXC+a/Gx+07tpXou1+/F0J3jmntwUq/5QFfi6x+QpGlGsWzhnnzaOf9onGjGM2yQgoN9Y8",
-	"qrPogqU8wr8kaMtNxlzNQo2IHMcwu9gH8f/d2CSPJVNCKtIYijcjbuKggD3fdh8/asD2/DoHq8T8LJEy",
-	"2ahOVUUEUFDKPvUUmsV4K2Jfao9EZH8cCEmO9898/rKFMUV5tk6xkFFetDbNu3XL9G9ydhot4RDDgsuU",
-	"C472nhP0HeImU4RKIGw0GqPROC/ydaF2nb+JNBNNeqPoIQvVROWb9iUqNmNt5SW9BQPfqeNO6czdUZ50",
-	"IQ3PTvdkoZgJncSCFvejrrBHdaSnRW8+tHwcuyqOtt6tzxtm55EQ0bCSl9OCvg+EYgXc2QtzaTfLezFT",
-	"DPGslUI0CzktucuKexZMF163sOXM4iMwH0b8mzIDeUr4C9N+3G4/ukZXoKoHcsKtoJzVtqMc1MvfFD0Z",
-	"e9clwDmruwAeYSB6syJZmbCfUjUVyb/P/XH6kZz05JjXq1yYSXJ/QtDW5tT1j6rt6CrdOXkI9AGCgzIJ",
-	"XBdJ9UX0dCiX30Fog+GVdQ+mY9SusTiBaqsLhCKOaaKgnCy1pNyd8abNwleUenXcL9N02sgJU6A138mz",
-	"nDuxlLexikNxemmfk5RQlrr4RNcvOTi2TnvBwZcoRdZG41izhEq9YTa1HVFNA0x7Qvtp/1MXYy/Wd+zt",
-	"HvkNo2V+I2vT9ZgD4hUdu8TtKxnRCekDgVGiJ+s4+W+GOX/rkMs8hQdzYOkVRC5DFm5ATogykFpqJYZi",
-	"MZlL3HISimRi/mFzg9JfU6225bvpW9R+ZwdRhWLDrNjlh+EPmOi0ttXpbH//fZqbxAVJqB7aBdFiVtXa",
-	"vi1e3b40f7mMJjPlLiniToQadNv1l8FLe9pX2OSHpGKskF00onc2h2i3mAnlEqQsXtIcKpseZSeeThrr",
-	"M06xyYTHAefkfY2De+qQmPUtmV+tkF5E6A96zBxTeR0ZQjBvmC3ibaQ6smb/h8FEfVAsArzjmmULywEb",
-	"+5+663kUi/1eugHk8+VR+wfiNsMmbhNwMbxUIc36D7jGdsuco7GMgJ9pzCKqbdjULpZ8h2Ly4Ks6SL1G",
-	"2FRMkpbjUI/NDqW3rGQtYga5oc43uHAe2nwqBfFgfZWDb84xf5pYMi/63nJQ3LACuSmQjMbsT0OnPCq9",
-	"EEGihyQCSLCGXt5xy4ZlXMMEIzWs86iRPlHL5POYeB7bbYrAzCNFqLq2F0HWpx0t2J1dwrhLnAYaDm2/",
-	"MRorYQ4Yt8MQrT+gylK21BqrKjW1lOmjXNkGEkZJA5ZoDF0ilIQxZSNzskQQMzwobRBXEoN2l7oz3hvH",
-	"LMs4ypv6Z+YpV0/o6kipcJkl18hUrR97OI31aZAW0ExD9c/YDg+l+qXHmr4VVg0M5umBWXzI9PlujkXz",
-	"ECWe+WRgZBKeVHlut+u2x0JNIghFBLKuCpm2jMJaCrrYMBEtGXdEM44I0ZJyZcNd3vTEJ9ATG6qIafGZ",
-	"YhTRXvv/pDnY2T87vfaXr5vBh+/8UZAFR8/8tpC7JKHK4If0aXhNxtzllnk1uULFlWe6bmlWOyeYW1+8",
-	"WNVlyVJP9hoyv/WvKW0Tm4jRc2KxbklEewna5BrVjfR8OfAsohJJDWo/9iWDwQr5LA8SOzjnfmy5+ozg",
-	"Lc+IdWwqCjg8TlVHC4t/n7IaQ0vs0qr9bNJKpDUKi842pPEto9Anr4HDuZnW1CwdFE2FhnZCs2FLFyFt",
-	"nNWT0e68YW6r8lpaDxFy7W1rWb5L8mDDu4uFiOxCYMGC4Gy3qEe/EUrp/BnCst2nz60B+qD+qEvMwkni",
-	"iXNI0Ye+Blk913mh/8f2EyXWb93DTnDW9uYAkaqTU/QyvEX+dIrEVirDtfSw6SCK5gjCGAsjp7cBduGL",
-	"TyhfVnPGdst5D8p0+RjXHEk8qanIuzAImZ9GtZjZL8zmrfZiZpecpoY1mR9gv2xj349GG2ukwVWEsjTm",
-	"v2U0rwc5UDIVKltPAXrvzqT4al4gmCZmF/0iEu400YLYV3Kn3w/kJ/bR2rAIKFGaTpSnhvuClLOXVusm",
-	"R0XgFRa1JIMQo1VaENrI/tykmCuX7VuPewnhL1afB/Zn5eqnktbx5x1XRVwRw/NYG1OCpkYcEDfxLrF1",
-	"7ndcOrkUI+sd0VRq53lhkriqA+l8Q5Z0CskEdWrmP0BmjzGhoIbnXAtbNxTImvcaI/ejc6ELBUhXvNbw",
-	"l4Q0FInlICuKgyxTzj1tqbMUIzxl5ecHYKC6LLAU7Vnrex7pnGWFL5DK1MOQwjfZICLdjOoGEd6+EFN7",
-	"X1DuZtFfRbG2Soxatj7QOI5JZIdiBPJ0FwVXVdxhMnDsaMHKF5b+YqgeXdLoQrETkqRMH7P+8RW9WE/M",
-	"cJAIW4apoaut3lfs+82R8oCcvxxap0mjFvNZMB6sNOcjiwoplDe8f69wSDkmygpxY6wAKgC1jddz/Mwh",
-	"13LiLxSO7plSpXBP9Zlvwq9qBJil/eepzbYsdz6s9p6J/VVUdwtcI41l2dU/gVlaSUoZrhZal12k72fK",
-	"pG+gb5cjaB8y2mQWnPpkZbHYLCd5sep4ArfT6sGK6uMDkFh9nesTU7pBCvSD3do9jSrxlIrAK71LnFsX",
-	"3lDSceYcaNbRZcmm7I1U2IfZghgGehk8pgi0MAetqislIUaPf59U5PnnuFQqaIRP30KpGWMtDB6p1gqL",
-	"jWQa+WDm17JjylYhEglgDRsMbMrq11S2v2l0uhTGZgZrxZqLvehWbW5fqtnjDW0ZMc5GZjO3fDExvhCw",
-	"+dNs+qYph7o3gCMcUs4h7hXgCWnSAJJ0ovTCdOEsXnCA30AsElhpTUUNLKspUKy8Uz3fB+/avCV2GgA2",
-	"U8anwRyF6juZw32VSZqR70zY+/w5thfNgZHxDeCQVKcL6Y+l0g0ItzBFklW/bTKPq/LS64+jK9C1qHdz",
-	"+71vqoK10gAnNoS4FwpuL0jCyeKJNudMpGGUrCCk7ufI4p+z+hvL1TlaIHpXELeNROxKYrW5KPWNzHot",
-	"lCCeLl1/l8dxJ1JE41CTte+2yU/s4/quy1lwVU1qVveqKbcfQlavIp6biuTGYriR6G0qbpuK2IZidRVR",
-	"uor4XF5eriQjV5GLC8Kbp0SLb599e+hltzIWgikp6SXYGWKs2oUqFvOxj198VUrECtFcheTKnVskSaqI",
-	"00PrFWLUZ1NcYuGOw7sGxYxDm0wyK51/V4LvEGqTb9AAtlWzbN2fXTJySbM7RGIdEmNgwZ0/hTUlyNyu",
-	"NLNjKVg7if9+SsPoaSq0JVRqRuPqvP6HqBDiFhBkKC+tMAeieoPPli/ftIfZnGA7wWITfWKrvJA1jtmT",
-	"41GayrLj4lroFWWcaEEUAImpxopomCOwPnuz+9wFXGp7VnL3WJGWIqqhrRm6KWbtewXhWDI9uTAfTvXD",
-	"Yjv4KVz/4/Dk8uPpf/T2Do67J73L058OT4i7cTfDbOlzg0NcCZIZUIklfNzHh1rbcphXwLW3TvMeJ/iQ",
-	"7J11saAysdHCGAZZSGwNxQhsxJLgWZYYjnynsBg76Z6pGrDco6PX+mfKkOwLISOX40pGlMV9cYcBAXtd",
-	"+yHVIXgJYguhKWwyScZGVlT2t8XrVE2vMc++tM5dh0PfXOZBOmN5hgLaySFmvGKp87wUZkilZK6WP/bi",
-	"wZDr3VKXL1vYpNzly6ZFMx1DetVjVr931m1l5eqxZspmZxPvqxPgNGGtndZ3nc3Od7YxyhApqgw+IsT8",
-	"fAUo9QyvIYa7kfmQefWjuPvElC6ckjhge3NzSp5PZ1piFUXkoYX1rIrfQRKYIsI4Jghpxyzu/eZW1YQZ",
-	"hBufOR3roZDsT8AmlN9bcOcPurB5zEeUxWMJJZ5s7fxS5sZfvtx/CVpqPBpROWnttAzsFkjUSa4UOifN",
-	"gNYXI/KFmoNgGx2WZ0l8FNGkBnbhjo4Smz2UZeG1NNBRm8bJkKYu0Z3WJdAR2cPf7oMlN6UYwnlfFoBa",
-	"juH+CejCRxNGDHG4NSh3VFFjgz/SqJDC0YiQ3m/+bfGgfcEHMbMnwaNTnt0gQg0qPLR3H/h4PheCLn3V",
-	"Oof95GlDqq3OQEegQSqEyrem/JUN15/YQNuYroHTfmxoDdWNpYm3GAz+wojXCHDsPGWjXjGP94kp+f3i",
-	"QSdCH2HXjqeg5HOw0YB207EcLlP4z6bEvWE1g/knHJ6n7oxbgcIfk45yECuoyWlAr4gY8EDNtEhljQk/",
-	"FeTH6yxinD6HlbuG4pZj4S7C3H1dppjZGFOswIDxqdhpdUjV0CheVTSTHdtPLxcLhYpb/TGLo/ZWXo7X",
-	"1TR1j5OYco6adprKa/N/W/8pxsQ8RCzfCnndSbuJ54OWk7gFrDyfzC0A4WIf5vFMVo4jNXBetAh+udoH",
-	"n0LngEmVWVPNJffGV3vBL2FQ1lTK25m9hKWwHSw9FqE9jDHmtuMlU2lbIWbJHtXHag5fUfMJFr6JX8G8",
-	"xefSkgrrfGaeXcCnb7pSke8OccuDVEMKiJH9htzHHP+VMsHDsN7GNUwWaFE/wWQlHWppXnlMekwXU0GR",
-	"BhuvTtdKKeZddhYqsma799pQplCCVutL6F8XZjCN7VSuOBZ60gZCEik0bo/1KM6oaB3Xz+DvRv6QEb0G",
-	"RY73zwiNbkBqplzPXewgii8SLYTLOULVznV/81PqiprbU8n1tO9DA7GeLfL5hHoGwnw1jMPty1e8nk6P",
-	"EnoIMjNb0hS6BxTlSV5zyKUylPeky0OJjbUVmar9k9c7xuDDkpvf/Ivb6sfT/d+J4GQ0ttxu9C/NYsI0",
-	"5kGrNBjDfGaeIuYKJV2AfvFMW7CuJNwwuCXJGLO9bQ2vDvnoigV0lrSuchw8C0+ntarmsLHbyLTcygu3",
-	"pba3Fw/A3lGHrkf+EznBkpiGUDyO06bGKec2kANhDJSPk4IKN12CmGoICF4Oq4AMLOQKzbmYKu0ushzH",
-	"5y2r3Lzkd9HPPDQVfLxvX71IU5FfqKutDKaH2N0LxGZgdF6V/3V6W4dAYwy9WZrgsAH3fIvhR6FeuNs1",
-	"g7BC5uEiX6XT1fVPr+NzrdjZZ3SOsgRB3dr+a2ezs9nZan3JnKGpr3S5kzdfz/Np0waGeWev2bE35+Wy",
-	"Au+KKWM7UhujgjXkmFa2ojRRYixDIN0z1VgCbnzNPPULb1rNDj+6w9F8xLYOe1AOC1pbm/jP71E2LEnX",
-	"z+1+nMdbSBhvzke/jorYeadW5JRrmKiNr7a75P2GhBtxbc1Tr1fpHG6E3WrCFGEjrFWuIe2nOqJmpbsE",
-	"p2H8iuhbFgK5BkistWlvJuxXoh7V1V6icwvJ4zHjTzDpRk/jzqwib4eHNw9My+62sbtWuLXCrh+VVtY5",
-	"9gSxXQ9uuTl3XGmjsdol1tWadgnoi4jZ2gUe2kzzhl+u5pxB6CE7xMKr05ptv5c5GnM92tn46lLV7zdc",
-	"lYBqSbjnygi4b1MJ6FRro2d87fz09Li3d77/Y/fnwwN0JCrgkQpcpUpbplOllbasqf+7YNzGXVdQnfvk",
-	"I8pELBISnVE9fCIyrZSMQozeFOrlOMGRB3ajFqOHYAKUk5W+6tT4sdIUw9H7MFNzbg49X4A+vXXRMU9F",
-	"0A117syF3zg8p7jg51O233juofUWqhS74o7p3inLDU2YL+3pP99vl6Yx/wNesAKSAllFaelSX5f/lkZW",
-	"/TAmWYoAr+/OH0Z1DPLKZadcsRvg9ube1hzMLgXTibMCUB3y70ajnSk2FxBqlFvsy2h/MQbb+eHP3Yvu",
-	"6Ulv//Tk6FN3/7JCOqcb+IzB50V2qMi23trevF9OCJfX9XxiuC6DFHwfI0Meb+J5OaZEnkIlxWV3Ma5F",
-	"HS6dkdaYWKaqzYGuUpg95kIICtloZC0PrAn8cc7rHbKXD1BkRLk1Q++MjYC+zMCFYgcoFoL0OlIFBVrh",
-	"zhjBmvgTElKOdRVCbK6XBql7+R3Rt3oiFHb4aO20RKJITBMtkiWVpAIcz8ecBSAWB8+4PM8nZMtHZxok",
-	"5amUyvossvEV/7+KN3GXeNNrmVYQY5BxKPiAXY0tFSPdO1rv5z61IUiYR+1V/sXZbcb1vFOke4DVLM3P",
-	"CcWLWXevlS64NU2qRdpfVGLsy5OQ9SJP5NOT80v2RdZggIrIr6zAhNr4Wqg2waL7OVEgEujIKoC2rbMY",
-	"VPdnTXuQuw4ax/tnzoeZZjnjFOsdsj+E8FoVuju8U1kXi3QnLB9pYSPKsq+8y3pREcFd+Fmafb52cIyN",
-	"SFnIEsr1bmr0mwPIWf7oa2Uc7/SwcnkMBAs/ru9ga3V+zc252D0IsmMTz+XAGVMFmA3TG/4WknBBYsGv",
-	"YLa6PRGDwOYcJGN5hTW6XdPXOEaVOm8ie3J62Ts6/Xxy0Ds97x2dnn/sHhwcnnTIgbjlBtlYwtZ+knKy",
-	"t/+TPVwhFDIyP6fdlj0CJsNeOtcjejdcTcUfgUboj1gcZJdBV9/L95eNv5QlzcIOsBWZBEW6cv1nS+1t",
-	"me09W2h/S1VG/AbTQ1wngpmm4bfzFbUvsLHYLGN9ErcgQ6qADOEua23roqksp625pmQuMSUlnIPL0/Ws",
-	"bgL1d21Ml3DAVCIUS1v3T6XIZFDuZl2A//5r63/+679/beW//OXvny+P2j+8e/c///XfZM0AkrG+eVwb",
-	"lLSPyoyEYX9i7k26ZvYn9JyYaHmPqjk1hf6jXdy7tu1Y7yuNHd/SiWEZxdlgMH8F96/KuHm/XWPAOdWA",
-	"YY4r6HZm2He1MHBDWUz7se88zIqQTJ+GqRhDkT17EhXOxbRe0PyjMS90VH1TB3osuTuzsteJ7XNB+hMU",
-	"6C4OWllGZs7A2cVTAZtfF4facGeqcmfIr63NX1uuMTe3XcOJrSAzK9P3s4n+8agh0FPi/DE1wnxJVeI6",
-	"x97LLvHwStgM3Yc5HRslLd+inMeyvtP3gf9SZl+MEiqhTXnUVqB3iKI3oGyV5BknIYE/xjR2jOZ0wuzZ",
-	"mmMRM5IbPRTumNJqPSCoq90yBbP+RMtRbq6Ck/JEOAdW1pDe1n403GvQSEON1cfmMd8FfdS7Tx/3NfSD",
-	"lGWc0pDYerRUXRtzUTJXGMvT66S16ennsNMyu7hM5GQZa8/iSymDMN+TYpYXZaT30gVOk9SFVyOmbPDZ",
-	"1NHMBqi6F68axtxG60Ve6TVPQRD8BqSiqSbtVRH2VOg6jRQ6XROFJrSNA0ELcs2ZoCXrN99/Z44SIctv",
-	"oG3LpAsW4pDqForTRA2FJgpGlGsWuniiQkG7jVIJwd3UUFSurSTWIzPaDUQEC9h1yAma7Xv7P3mcs/sF",
-	"XJgT4iXZkgegtCsJ929jkLU+gsRd58W05t9j6kCuQiFWWvTIJfdYvbI7l9ekLzkuF9JwbEluLGuVRExC",
-	"qIVtxeGVOPtUQZtxBdwY+TdA1LhvLVcyojo0csLWusD06hjI2v8fkB76jX79FcPDYqZB0nidCMPwtlxM",
-	"Wm8pKlTaQS2wL+52iZC22Gp/QtZc61RXW2N9Ny32aQXNrOg4SFd0AVRis5WnkxxTfaEEb1sDS7tOzgOG",
-	"t9olfGW+9T9QmGTO9fTPas/6gs6x35ZQ2qcyqpRIhs4MwSXjfsxCElIZvYmnFymeLNM5Jk95uz8pUXxB",
-	"SOXip56U2lAQD+aU5JmyAo1sMsSSG34oglBMGQFVGOzuE2TRBeMsQzNDh+zbmzar3GVSLF3X3IzyTCTZ",
-	"8IsLs4Zvwp7z2WlbXjvN4AirgWUb42p62Wx05zytJwo86HoeQ47KqNJLRGX0jSXovBl8ywgyS3tE3PLi",
-	"qbOK6Pqa6jDVV6GnHPz60TtVhKJDPvP0NVeKKXLeqTZW+ORR4ZZR1bsDrJZaT+r8rVkw4ymC9efxf3E3",
-	"3hSRl2onCQ6rcS/jfXFX7YzRaekCKW6dSySkXHAW0jhrIxEQF8BJBiw2B8aYS6DRbnatTlNnCbpJ0nAD",
-	"5yyR4jbN0vK7SroGxEcugrbI0rErImtuoesB3lQJSWh4ba+wfRaORUfpZjTr7+OmxP4rtptG9gONY9tz",
-	"paJT4zIOnCME4dt04+DGV5lM+BDJ8k08vUTxhNl7KF0ILUmRgoyywmexfNqg4XV1rOExldeKbHU6pS5F",
-	"VmIZjkqbRkhxa3OZhvQGSB+A50III6SYympwGQXDhR1iiLq9nLaxTLsodRm/oTGL0gglCb9DqK1ZdTs0",
-	"5hdCUiHN9sLrb8M+mrWDaHiNZhBuTE/BH7ZkwV9bQWvrhyWqFKR4eBbDJ/149d3VGci2IRgx1qEYvUJf",
-	"8T+x5bMXGsshhugKnIRqKpfCmLJRtWT6ZESHIuPEyBfsCuZUo4CMuZMrKKamxY9Rk2xqjEuJIWthTEeJ",
-	"lVQzfdLWS0GM6cVUhezZR5i/UemDCLdF2YvowYyhoIUobu18H7TQv97aaYk4coy4hGBADD2fXMLPV0um",
-	"TzndvAmlV6QvmW114sErFJaTT8gK1SUzXBstPhAyhMjJpqxO00wuIsoXgb4b24csvyYHGg475AQA7Tyr",
-	"E13DhPTHmnBBEslGEBU7tpdFEm7Ki815tdBVuUgsjldIdX0dlHs4GICN1rcIyQKwS/U6RqDpfJIdQSW5",
-	"/vvQZjCEEiJjStAYYz3MP0OKVTbUCjR4DC+V/o6h2j3vIloYIkRP/unJsOsQkZKfwRDjVzNFnusQogss",
-	"qC4Ro8WIhUQxfhVDO8rdLVgMZseSIBImOrv0kPGrwNZyxjRRVUxGCFDmlo3krOFHmpWDPzKOQlhLyhUN",
-	"bZn3PQz6b1syCGlMJCRAdYoFhW1d3ynsAap0lgCRhk7ZRrrZraCtmkSisaVY6JC9WAlCwxASrchoHGuW",
-	"UKk3BkKO2hHVNA+lwh6z5iH5jRnl6bfs1MDqxfaJ+edvZK0i+ykgU9lPlBee2go86QpGdGIt+SzK23ZA",
-	"jtZ9HI5jLoBH34bm65aC0SmcTPKi12fn5P32/26hSEiJzgy4Zty87erDuDovrZ3W3/rb0YdwC9pbW1tb",
-	"7fd0u9/+Ifwuam/D+8EH+kN/M9yKplunW1V7pK5Q0R655sfp5Q4y0XeDrXCbvof2D/2/Re335gN/G2xu",
-	"trfodv+78H30PXwYtHIENBlcW2cvbG6qtActD6Xali6hiBi/wmQYV67d7cqldbP+ZeMviA/ugrDLT2e2",
-	"7R6DfbN9s3O21kqpflgdtROLq8Aygc122iGeBKMdkoG7S1wukZmzmEz0919b2Yy/toJSqtUORuJsJDFl",
-	"fL1VWEZOUNglz4wnscCO/H5KipCOIGQJM1uXbmBrp972VZLU9hL35IWd/YzC4qntsQIAC8Kc7VGX3XOs",
-	"YYIhiSBmqGmj3br+Zq+9pjggHhFKDo5t0A/mxtq+2MtGKKZvbfTTyJKqvi/cdXbAW25H4IQavSCCxBz0",
-	"XJODY7Qcrc+p0MWfZLysdjPndTrHrPfaCe7AnK7p23Y2gg3+fsewGUJjwR9JSdjJ2mJwnX4aG2GgiXFb",
-	"VAxIKJLJ3FP/I6L2Gzv6LzTl0Tgxutr3ZMT4WNvSlbOCFSkHT+tZif3IRy5i9mWeuxISIXUniQYPdvDm",
-	"U86evEUYk2hQcfzO2b/tlfev8QY++/GKUMy/jnEy4O1G5pUepuYQODg2x5ZyHc5cm+HGB+rXNIVoXkia",
-	"9aZMxbQQNigWqTC2JjpmmSZc3FZFtpTucDC9sjDHkCpnzuZ2Po5ien6qkOOSFxak5qB6ijA196kq3dtt",
-	"2VsYyIuOUltZOy4y84Y5ktv2MFZzOdtuG1GQ+uKcVkAEdzVJcNJdQvnEBpim/IpD0OPkFM5ZzjxiMZzj",
-	"dE8enrYcd35jgV85Xquiv+zTt9Cvlxv6heacMQmVIimj5ryPFQ6bMr7a+Ir9E43Ze3e/YWevLGa9R7jg",
-	"bScHMvU6hSm3Ji2oWuTGqIQBSOAh2LzjTFSMEwVSkwQkWct8+GZE4GYFue4XFnv4EUu837S4MIvpGvSv",
-	"XoB71hqSkKAtay8jMObMoI0hGQZLyJAiup8lniMXZNXl+dCgfLNlXlMhBaNf5PKETkmT5cQgXl5XOwX3",
-	"aRzb3jsdcpoAV+iOxEoFzlfozJFwKBRw0rfNnfEKEeFcywquOanhvCQBgVgBlh90U7hfzHDXyiWNO7N3",
-	"hy47MChVdkIWDmz12sC2qbbdMG0PTBtB4cwfmsflmcf22tRTiM92rjVo+SYcepim1MuRUsw1/G6JMrrZ",
-	"sp+ngG72+QU3IYUI6vzym3Bkc8MOljjJrZDXTyv2Xod4MUye83i5sFQ0lmY6T8RYrfoshRbWC6u3VTTR",
-	"LQWi6iHVZZ/IkCoi+grkDdjwBtfSOCC3QxYOsUGqnG11PSsDXNfkV1O1bUEX6DRRewrbb/Xbnq5+G6QR",
-	"NNVto2sxWdqwvJLLujwUIyMy16i6hqgYzgQSKxqJsb4ShTfcmZ6+kX7BXrrpITCZEVAEYUwtH6ms0Ijg",
-	"mR3TU/BHQGYvITz2jKOnZ07MYym2CnipSsezKZFWMFYXHUnT8dKZzcLdxBXZeNMpzvHESr0CsqtAUmnb",
-	"7npiwuE866L9jfl1HPjVTh3Xy//Nq/NSvTrpLJmQKYi/7Kda8m/jaxobVnTv2PmjanvH2sw4EOsKpu4c",
-	"y2vGbkhjGG2y8my5FJ3PQErx7Qk258YexfEEvUD5tZCEJJ6kQZMYflEMwqySjeduNS/I0+Mg893erByv",
-	"cMoJwyK79auqmP2e9fUkjguWkioO2c9iHJVBmG8gFU6FQpRvEk/enECvSWlESrDuH8day4vKuV1vS1kA",
-	"pXYJasgS5Ro321Ka2IzUan1WLg5EHItbkuQubvO6bWGaMm2mH/YnxAUUeyTdqj1zH0HGvSydR4hRpcJj",
-	"G8xiybxsg960nxer/YhbnjYFLu9ZkbWRabGKt99hi+2nVFbh8pZPW3BkrcTN6/nHslziYlynK0G35nh9",
-	"vUNsoCgXeWSEj2uzpmDfgAs1bRBoxZbRErBEypApLeSkhz1oWIy72LLNBPzahhAjV7zAYBOa5TQ4000C",
-	"piC3328voapkeH8eNSX7/OL2Z3mVZRLJSU+O+Y4NDxbjOGr3XT8g81yMNekeqLfo9lck7iyVzDacTqXb",
-	"Iq0lbzVdqb8cgKYstqKUkr7ZJ0xrVxpFoGsmsL25uY5RctM9oXYJLas3AIWQHfd1W74ybcYuM35Pf4l6",
-	"VCMAxvyokJMvLO7uqRq5m++4Lfonaiv9mnzWKKCjApdZ3lqJmzfQRJhvkzhXszUmcgvX03wE0zbXdzG0",
-	"Fi+u+pMpS4bcDqnGy2Fz9rjznuTnvZ9lP5pP/xPzLa6/imtxX97Y9kVfNSHrWlarb1nsJYnNEIM7nR+g",
-	"P5Cf2MfdlBvdjx/em1/X5/pIp50B3JZX4MV+kLvOabrI1kCCXLHl+FPwZEPzhCLmrRP0V94mRxLgTzBK",
-	"hdSKHEkW0UmVX3TbnxBkELZMW6ApLD+bebFY9BSKSlu8vdkNr6i0Gu5o2nB2rhhbQulIzf6vtTqjlW/M",
-	"MUYl83LafJu8Ty62CdoliRQqcUVs0H5Y44L0aXg9YHEc2LawI3FDYzM3dkvDyiJpKs+6X+odWbBfocCr",
-	"uuDJ/DOuaITyCjf71rLSzWLz2QSb/fx8v0lOaG8y7TUlJ1rP78ydyWpCzXogqm+6T285SJRGHdJ13l/n",
-	"68XAOioBS9Q6URZnppOQmWPEWVF+8WQnfY3iaVbkMH6zquN3KWFlcftswsp+fr6wKt4Jjmj0JrJeUy00",
-	"3P9MXIiHcORu/C4YrxZXZ1O+WFu/qw+Yq5+KJmqsS3fZ7KwjircN+cW1Vcn8EutfDQT/FPLK4HoZBamb",
-	"zqCfTeYcZ1s4X+7kW/0mcV5TTe0QEp3eaudny2oiJwZ6M0dF2rNShQveFgVt6RxuxDWotDc8j4gYa6Wp",
-	"FVCxLcrtYvkQXCeWdokEw3hpvkoqnPLVVMS/wJP2r35OuYQb8iaY3gTTt1RX+6bZRbYeogCpV0XmSBo5",
-	"wgnl4bDUdJqElBMFRkrd2ggKO68BSLt0qSRmLluzUG9GAV5cl9pgY1n7XTJkUQT4LVBaSIW2oISIhho8",
-	"MXqX+MGX1mX62y5RYXF6VlmWBrd49NZo+uU3mrbsuHRdGp902IC7tBSFv50aL7SoD2zh5jTwJRyO+bUt",
-	"NOEEBFXE0CQRRh7I60jc8l2sY8dobG/uqOsRTW6HLDYWvUFPDL5IFkuRh3cvv/JEGWXTGKhstSbkiOpa",
-	"iV3I6EErnbFZi7WnkzFuzzxSZs8SzZt0eZFdEe5sGYiUm3GrKqQMzipvUm4cy7i10xpqnexsbGxt/7Wz",
-	"2dnsbO38sPnDJhKcm2K2PqxNsu4LoZWWNAm82dl5IYJOIQ/Rpa7OMmBWVh8T+itaPZRq7RemxVr7s3Pu",
-	"RSPGmYHRlt5E2RqQoVBauU74KsDsgyAF3dpxaWOSDsEplOsbWTxsSV9EzNZJdUBQ86oHirNCr3WzkFJL",
-	"78502qhwDRQ9Efw7BdMhmL0mUHluRXFaq4HOTnlw7OplFPprhoIb6nDeWjOdO35KuHYE5cF3qbdAkHWI",
-	"CrDioK3EgVZxYTrbY2Z2rsM7I86YJxXQwQVMltKMi0tO015mpz0qlUhxUaGl6lGdUl9Ns84v9/8vAAD/",
-	"/w==",
+	"7L17c+O2kij+VVD67a/GPpeSH5nMybHr1C2PHyfajB9re7K7N5mrQGTLQkwCDADZVqZctZ9mP9h+klto",
+	"gC+JlEjKr/HxP8lYJIFGo7vR3ejH144volhw4Fp1dr52YippBBok/rV3BVz3gzOqx+bPAJQvWayZ4J2d",
+	"zh4n1Dx/p0j/oNfxOsz8Gpt3vQ6nEXR2OvjCgAUdryPhjwmTEHR2tJyA11H+GCJqhh0JGVHd2elMJvim",
+	"nsbmW6Ul41ed+3vPwnEOo2ogBizwiJCEur+JAYDoMdWEKTLh7I8JEMaJHgMZiruF4EoYLYQ3onefgF8Z",
+	"nHx473UixpM/t0qB15r642gBJi/HQGj6FuKTrI2kiAglEShFr+Cdyr2xXgV++sbqKP8o7n6CaTmsQ3FH",
+	"1jRwyvU6YtSnYWjwPBJylzBNoonSZAj2mYQAuGY0fKcWoH4o7gbXMF0I9b+Yndnp/H8bGc1u2Kdqw8Fr",
+	"QN+fSCXkPOinMTVU4ONjgvjlcKcH7gchiQQ1iSD9YYQLUIaSlJZAI0J5QEYs1CDTZfwxATnN1mG/7VTQ",
+	"y/bm+x+WU8wBKM04NWAf4WT/hnPML4iHUyLFrbKgMkWkEJFZyMExiSlDIOEuDkUACTbLYA6y+Tp18Z2D",
+	"sXPvdZSehnYoiE+Hv4OvO8WFVCzBkJMv+A1Iha/tkK/XjAc7uBIP/ztgwb1Zk3sQmJ/BZzEzdJ4w/32r",
+	"pbYjtVpLP2Ih9HkAd+Usv9kdUgUBYeYVwrgWSGsZt49YCKqCV8yzAX65TE6xaBJ1dv6GJGf/vZkSHOMa",
+	"rkAixf0olD7BwWcBNU9QmHq1pehYKD3Af7fFMIJi4PoJpv2gnGquYbro5LmG6epC8BOLmJ6f/oxeAVHs",
+	"T9glfkijGAKiBfllyyMxvYJBaL4aRPTui0cCGNFJqPMP3E89cgI3YGSOIRkIqgQKftQphZtx/eF9p3RD",
+	"jy0hVZ7dOUqrRKF7ZXU0nsMfE1B6CUxmU/sHidR1k9sj3KdSMoPlMRBpB6uA2T0dPBzsQkTVWDTyaREK",
+	"nfxaEYYLUIoJ/iPQAErOtUtJuYqF1ETZFw1v7JJbpsdios15bPC2d9ZPeQYZWtnTzX6Swj+2k6QrQNVr",
+	"KO66Doiqk21re+nBdm+woGLBFaB2+ZEGjjLMX77gGjj+k8ZxyHwUsBu/K7PGrzUFx6GUQtqpijjqn/y8",
+	"96l/MNg7/8fn48OTS3Og7H8+vzg9H7hHPSO19wUfhcx/AoBOTi8HZ+f948MDj5ydnx71Px0OTj9fHuxd",
+	"ml/OT0+PB3vn+z/2f8Y/D3/uX/RPTwb7pydHn/r7CH7/4PD47PTy8GT/P9PfcREotQ7vfIAAgsdfyaf+",
+	"cf9ycPgf+4eHB4cWjSdCH4kJD54GjUenn08OBqfng6PT84/9g4PDEwTinGpAVDwFEs73Lg8HiInDA7Im",
+	"QcspHYawjpBcaCHpFRxRFk4kPD4wF5en53v/OBwc7fU/fT4/3CFc6DHjV+SWKnIrmdbAEbDPnE70WEj2",
+	"51PgaO/z5Y8IkyHp2zHVeP5Z+2GiIIHohrLQ4O7xAbo0DHS+d97/9J+Dzyd7P+/1P+19/HQ4s3/3icSz",
+	"JrF/fTrRvrC6Eg0CZgaj4ZkUMUjNjGgb0VCB14lzP33tUP8aggHVy6C9ZBEoTaPYoMN+NJwOnJg2Z8ny",
+	"I8OIcmNPKfhjuS7rs4iGF+mXSlM9Ucs+2/OvL+yLVqonZ9svuZnTsbxs7eUr+pKuQKT6czbDztcOcKO6",
+	"/mI/NoOEEmgwHdi/v5QgYC+IGMezq+k2JR6LOmj2qQwGEm4YnoxNUe1LoLo5TRRo+Os8UMAN5Qa5Z0Mh",
+	"QqBorGS6edmnIVV6oAB4U5hCpnTVlJWzxVKgJWOMvzb4kyIsG3iGIHMuKGeT5O2TBFnpEtywRTTPwzq7",
+	"94XdLKXnlCD38cU+jydNaXNm5wt+hc3NEvos7PZygyu/j85KSSGp3tc64ybo03BXZk9JdkM1EPeWR6gm",
+	"kbE7P7wnP7GPvTLWSza/iARvCTHktx7/V2erzkEhJprLkaViNJNSRtjHDF1gc/i5GItbTgT3YZcIHk4J",
+	"04qMqRoTpojSQlrrcQ5HzgauZWPMsUzHy2zoBLLF2PrEVFMsMQ1R8R/10eUgoVLS6fwxhOMthvdzHNRm",
+	"xIjx/K9bswtZKHSrpeN9FYAfxV1DVJpjt+axlfhay4Ryy0Np4forTwAFWjN+pdqeoTOb7lDg5ZzJc2J+",
+	"fsp6ovujuGsvuHMIr+PDzjDWTLol0yxaxNMwqSHfFVn0o7h7Mgatj+5yWPfNQJM4U1jb0cYcfwQQgiFM",
+	"581Stbx/XmdkDc26r6PWB2gkVSqFctJYJ5QTXhcCYygs1SVySIZK0k/GctOXoDCHnkra+1E0ZpKWchMV",
+	"krpGXVzkwrkXiuxWKXfLdKK8fmzmqScUDZ7aS0W3nqKuc3hHfU2UmEgfSP+M0CCQoBQostY/u3mPjq+z",
+	"mw/ru4QLst8/OCeS8itQeOt1cmE9m+jNTNBUfV27XYLkiN717ZffbePL7q+tavTWusnIYzyH54WofRpZ",
+	"jcS+orA2YzSR1qWE8Ng7NrukReh3d9+P5jhoJy1qK/RmpTeihcNJiokGWaGq5rGX2Qa5EA/7cT3Z8RNM",
+	"24uODMxldur90vnbmXfPZqu12iMHbfrtol15GqnjFN1VhM6ZdRdcgG5DQg/lipiBGYetBPlciKix31iz",
+	"GxhEEA1dVFYNhaqtNsIMhU4HxjIaspDppSbLj/aLn7MPFtl74paDHDSSlMkNap136/muzR5UOK+z61p3",
+	"RM8AnHNpl6DKm92reoLQwPM0PIfUtyLTIfZAnxrEtGG7LMRujvcSNBtVbijuui7eBCP5xAhD+xC/xOLX",
+	"8GLDULx5v7ABpHKtF85X8IAWncoNuWi/kql/puEE1CP5SpzBVOIRScFcipv2Wh/cxRj40v4CpSkyz6j2",
+	"x3OYWL7WS3EN/GnswZAOISylnJYKnTawt/ICp18mUNUTZ4is9ppdioCibPj3MbVhLAiVizWdkQCNXDY5",
+	"MFspgA++vzohsofRJx9k3y1M9fffiNQkjPCxTKd6To3ZW79KcM8ki1oR6jUXt3zgj8G/jgXDo6StXF4A",
+	"2ePdPeHw6WVKto6lbrj0zUSJ8jq+mLj8gaUz7ttX8VYkYss/+mTfyu4Ql89iX3O6Y4mLac+p9MVgTYzl",
+	"UxjhzfgN0xhpojwynCZRyAWv0tKFlitbDqiBlhPu0/SutRjONwFyOwaehtaDNBxPIiGhHEqix5QTe820",
+	"a8E1f+AKzUMpJldjQsPQRVdGOZGRc4O7kIzlxym+1ucjUXl1qNJowWTbCjSW7M08OlJiSgmklHXTTIel",
+	"rDGXLzKJQ0EDCIopFxFoGlBNyRrHsCQjZodTDWp9hwTilptvCNMYVZn7cpA+E+arHy8vz3qdOX4s5GXM",
+	"bfhBMgSO/Y/DS7JBY7Zxs7UxFHegNr46Xe1+IxtIbXwtjHq/S4xAYvzKAHklKdcqCfsyAC0VqxEEjA7s",
+	"z2WRuficmOeEqhSHvUUSen4QQwhWn182hhrT7e8/zI/ySdyC9KkCMoY7cvHjXnf7+w9JzDDul0cMyU40",
+	"BIZ1bYirNHtzOzazmx/szC6nowoA9icMcMCSM5n9iWHw+LiA3QUR2QUumUnUcdZmbg8KAKToKGOFj0ap",
+	"bReSlt75LI2eOwBNWWjpJA2srnNaJ68/Xigarv8CeJAdR5rKK9BN/AyzKtDMACkslRuQAyAXr6asMAwm",
+	"NnTRJkTYcP/SqLUs6SqmWoM0xPZ/f6HdPze7f/vi/t/98nXL+7B9/y9l6N6nMmgqEUk8GYbMJwGT4Gsh",
+	"p8SnMuiRfDCYUTYpJ2JoeAnPHM9IFxJLIUaG/UJ2AxyUKhF+TxdQtywy7pGC3ypHbBugVhqBlgFfRoRm",
+	"48/oFTyqEwmpq+yeMcuiW6oa0Stw+Xn1HU/7BeW0iZFWW6v9VyV4lrzV3iNBb5rbhPajpkG+s67LXDhL",
+	"turF2LygN61Mn7ZoXd3jwwKIYqGB+9M6ATX97PUkOTSPs3l4ZpTU2emWo7OVvfaU5FZNNulgS1bZJsgl",
+	"Zyb7Y8qvFts9laY1JjBcmaMGLaCAjUYgVbkx8zBu0lLKSNdQiqmQsuhUBjPXkx0RBqA0xqJZ5SD9gcOt",
+	"+UeZQlCIeckpFiwIXYwLN2/amJYKpaK4wJIktg/vu0OmyQ0NJ6iYUxLYT4gdBM/0nD5ilJGvW97W38p1",
+	"kHx6bDNVBGM/wumSTN9cLnAxSXhe9zBvNcjm/cm8jgQwO+kDX1XN3tOaectoaRa2HAUEkTOey/c80eWs",
+	"e/4CwtHzuOhXFNhIeP64IR0dMQgDRbQgllF3CdUkBKo0ERzmyWRGb5y5EXbacfZjdim8vbm5mVmBlfpf",
+	"6YDmYWGkyoHmPYQ1zjGLt3pH2GFiBz6q7TgLNA5QCc4+JvJn9J5LHut4uezJjteZTZ90z+fTAjtep5BY",
+	"2fHm8kI73kw+o/lmNvvSfFeSfNnxOsWUUvNtLi+w41VlnHW82Zy9Uq7Oo7Ph+euwuXSzEO3GEJtICe2d",
+	"2l5nZHiw3AskRiPgAbqqjEwi+KpHoHfVI2n6mPrluy+lTBWW5+SbgfGRzRg3igK4FNhaHprUVVFWZgPI",
+	"eBJR3pVAAzoMzUwcdon1FII/Fi6ZOjHu7VlaLhOAqjIxozi9hgF6tiSMGIcIuDaWtdm62ROYdv9M3AGD",
+	"L3/5l/J5tJwO6EiDHCjwBQ/yMaO5Zae5jhUaGV46jYQkhRRXo35VEPMuwSGtNzMtoDIjh6oc0KvdcXsd",
+	"Nbm6AoV3VH6FH2BGDiFrZLufR0ipcLqLhdRHjpwy+YQpqV4novI6ELe8lH+PWAh7vg9KnYMZpVWs5KoH",
+	"KhcaSq8ZpSbmWXYmfb/wcKvnncuWXBFykwbU1Dmo5kYr5Iaa39nQuU44w8sELvRghKno3tyJU9wYV16q",
+	"kVCNnCiaD9xnKg7ptNrZVHS3L3B/zz2acJeDuPzuSMIIJHAf8PqIC+K+HOB9rkfsLEaftkspZ8qJLL+w",
+	"Lgy2nM/MMDOIKS6masPPoabuOmvX4G1DioMeORGWnLN8+BFof+xk9+fzT/OaYbbFMwYQ7Y6+fP2r9+F9",
+	"uQ00u/8LA5MaUEMZFFUwuH0rYmWsdax2NjbMctMKIRMFkvGR8AjWnvHISNIrc/54pH/WDZkGSUMSu9DI",
+	"sVAaw+0xOqAbsmsgMZUaxcSSha5OM9VUYiRqQw7OFVIqPRsbXnYkorXkMDbANQ19bCthvc4Erb7VPEOF",
+	"CjozFadmV5OLi8xNvXirHt1bnaOKZ/BZH4kwFLeFAyoMUc/geGVv8RgyvN6LJhpKD6b58NqCT0mNqcRj",
+	"bkaXxJ93XJykIkZtxdt/aWwHDgFx0au75Hdh/t5xWp4UkdXYNJXa3aoySZwxkIw3ZnEv58dKgbBjla5j",
+	"Rg2ZE0tbvd7W9g9GxHCNCvbexX6/b8x3SX0NUqXVx2KQJBRXzKchsSpeom9STibcB2mWaCsSFjVQp3Uu",
+	"rlmUF7C//nq3vdn99de7vx5++V+lIjZd1nOocrOkWEN/6hvras+/fhbFMzPtSvef+teDIdX+2AXj3Bq6",
+	"1RPJbXU1LG+YL1ZVRwTMmQeLI58zAL1G6Gzp9DcfNYjgzgrPLFtIMnQlzOijfhYiCIEqyBukM+Ed5jEJ",
+	"kR/niuvZbyN6l3z/ZTetr2efub+S5zUN/wqPwrkhQS3s0Msq/dWcSiT3AosTXdMbhNZMjmO0ostmhyxO",
+	"1tewSl4BjmELnRaPtwk3J1fuqEl/sGdpdfmfDKxXWaTJUjvcxUyCahyCbD4OBhAquB2DhPKU+Jw3bNHI",
+	"rqZj5tkqYeqPTEdUXe+QLXJw7JFtMkLdSBmVxCPviVOJPPIDMSrR1LCYuOVJCUiPbH0gSeHAfPnHplFX",
+	"+dJUCbB5x88cYiqJ9dF11wVslcKJcZI188FaartYsDGriNzsU8usDcAsFRgz48ysvmyHcjEHJeXCp+Rf",
+	"L05PiH095/Bw33udu+6V6Loff1eC987pbY7KP6VRyw02X0FEuWb+gu9Kqz/MeqFDxjEVKgLKGb+yyjA6",
+	"vSkP8C8J2nKTMdDTuDMiJyHML/ZBPK43NkOpYT5TRQ5O/gbLDezlsFe23cePmm2wuDrHKuFmDRJ+W1VX",
+	"qwg+8wq50yVFlTHUj9iXupEI7I8jIcnx/lmZh3BpOFuWapYvv5UVaE6yxt0yyzfZWJ5zYRA2HxBL196w",
+	"qqDK49RqtfpQ9SghjHTFEOlh2MADibXNKRccjVV3zvSIG0wRKoGwKJqgxbsoanypaZC9iSQbTAdR8JDV",
+	"nYJiSEeD4uhYxryhy2ZUdug5JSH1ORUHXcpC88M9WRhzTKehoPn9qHvWoDY00GKwGFo+CV3BVFtausz9",
+	"aMeREFC/UpQktbMfCMUKeA1jJ8sZM0OM8aiXQrSL2y74LPN75s32OLCwZcxSRmBlGCnflDnIE8JfmjLn",
+	"dvvRFcocVT2QJ3QF3bC2Zeigbn4192TsXZcAF6zuAniAOQTtKsulwn5G01Ukm5+X57gEcjqQE16v3Gcq",
+	"ycuT6bY2Z+7bVG0vXeGSr4RAHyCGLJXAdZFUX0TPhgqWezdtRomyvs3kG7VrDF6g2uoCvghDGisoJho2",
+	"lLtzrsB5+PJSr45DaZZOW7mVcrRWdvI084UWcp5W8YbOLu1znBBKo5tm9FuTg2N74yA4lCUZkrVoEmoW",
+	"U6k3zKZ2A6qphymDaL7tf+rjNcz6jr1OJb9heNRvZG229LlHSkXHLnH7SiI6JUMgEMV6uo6D/2aY87ce",
+	"uczS3zB/nF5B4LLL4QbklCgDqaVWYigWEyHFLSe+iKfmHzavLvk10Wo7ZVeryzpd7SCqUGyYFbvcSvwB",
+	"kwTXtnq97e+/T/L6uCAx1WO7IJrPSFzbt3Xiu5fmL5cNaIbcJXncCV+D7rpWThglQYcK+2mRRIzlMvMi",
+	"emfz73bzWYQuudDiJck/tKmFduDZhMsh4xT7uZT4/5y8r3FwzxwS864t86sV0ssI/UGPmWMX74SkZ7aI",
+	"d5HqyJr9H94rDkGxAPCCbp4tLAds7H/qr2ehR3a+ZAPI58uj7g/EbYYtekDABYtThTRbfsC1tlsWHI1F",
+	"BPxMQxZQbePkdrG7AuQTb1/VQVpqhM0Ekmk58fXE7FBy1U3WAmaQ6+tsg3Pnoc0kVBCO1lc5+BYc86ex",
+	"JfO86y8DxX2WIzcFktGQ/WnolAeFFwKI9ZgEADEWoMya29k4mGuYYmiM9V210idqmXwlJl6J7TZDYOaR",
+	"IlRd21ss61IPluzOLmHcFR0A6o9taz8aKmEOGLfDEKw/oMpStNRaqyo1tZTZo1zZXi1GSQMWa4wVI5T4",
+	"IWWROVkCCBkelDZqLg5BuxvpOe+NY5Ymfvq2/plFytUTujoSKmyy5HpRTvkE76oI0lmUz8KzhGBa6n7G",
+	"cHgovS850/StsDqgt0gJTCNbZg93cyaahyjuzJSeEUh4TGVFEVxXS+ZrEoAvApB19cekNRsWIdH5xqRo",
+	"xrjzmXFEiJaUKxuo86YkPoGS2FI/TKo25eOf9rr/Jyk9kP6zN+h++brpffiuPOY05+VZ3H51l8RUGfyQ",
+	"IfWvyYS7lMpSNS5XquiZrnraFZ3yFlbkz5dDalgjzV6BZhEHNUVtbNNuBk4s1i0m6qIuWlzhpvEaczN7",
+	"JYuoRFKLqqlDyWC0QvZSGr25UN+2by2+hWtWvrRGwEV2E/YoJU8tFOV7kRbgarATq3Z5Sur01ii7O9+m",
+	"qWwZuZ6TLTzK7dSidvnEaAu0NATafda4Om/rPK16dGuhetjA9tIWscXLohJslO5iLu49F7iwJATeLcqm",
+	"aDvcpXn93BeRzegXE30lzD/LLqTdGI9+bZTwyjME0Lupz62V+qBOq0vMjYrDqfNa0Ye+K1k9b36pk8j2",
+	"9yXWuT3AdojWQOcAgaqT6fUyXEp1BYEN/6s4xMoS4FPObOZBKJLdY1x1xOG0pj7vQiFkdmDV4tVyebdo",
+	"tfPZlE5hwyBbH2JbmRFJa4A9WfG0DcAPMeUjucGxdFghsQo7OJO4+RATCBF9NFpfK02xIl6mNf820fse",
+	"5FBL1bh0PTnoS7c+wVf7Ct40NmRSLmLhThMtiH0l8yz+QH5iH62tjIASpelUlXRZWJJI+NJKSWWo8Eql",
+	"US3RI0S0SnNQm/vQ1HR5xJuOB2on8QCZRzdMA9Rwjmthy+oCWSu9qchc5VzoXH3eFW8uyiumGnrAaqkV",
+	"ZWKadDtIWk41IsOnLIz+AOT7eARoo0sX0c9ZWtEESU09DD18cw1Ukt2obqBS2jdlZvNzyts86qtI1tbF",
+	"UU1LRU3CkAT2Uwxynu0y4qruOyx6jh8tWNnCkl8M2aPnGb0odkASF2lj3g2+orPqiTkOYmErcj2qR82+",
+	"3x4pD836zXA7Sx+1uM/mTz9Y9dlHlhVSqNI0gr3cUeU4Ka1Wj0EBGI1f2wA9x2kOuZbT8mr66KYplNMv",
+	"qSv0wj2rZhRL+s9Tpa8pcz6s7pxK/VUUZwtcK42l6eqfwCisJKUUV0ttuz4y3DNl+rfQt4tBsg8ZUDIP",
+	"Tn2yslhsl0i9XGs8gdtZ7WBFzfEBSKy+yvWJKd0iyfqJ7+ZW1SSeUgV4dfeICzsnmOFms/OauqCabUo7",
+	"3fWRkD+bkliN0gSXFnyvU3WzJET0+FdCecZ/jnuhjAbLcjip9MfspiIVNK9MPn2LsjacuTTCpFqprNmS",
+	"pAxP+Q5Prbw/iysTMmXrM4kYsLoPBk6llX0q+1K1Otdy36aWcgW68k0il63ath9Of90qKSSSVTMqDZ2J",
+	"GGeR2ZOtspibshCzxcNslg1TjKNvAYc/ppxDOMjB49O4BSTJQMlF69JRSsEBfgOhiGGlNeV1v7ReQr4m",
+	"UfV4H0rXVlp8qAVgcwWOWoyRq0uUuvNXGaQd+c7F1C8eY3vZGBh23wIOSXWykOFEKt2CcHNDxGkt5Tbj",
+	"uAvQwXASXIGuRb2b2+/LhsrZSS1wYkOUB77gtq6fP10+0OaCgTRE8QpC6n6BLP45rS3SrIbTEtG7grht",
+	"JWJXEqvtRWnZl2kLkwLEs+0T7rI48ViKYOJrsvbdNvmJfVzfdQkRrmJLzbpnNeX2Q8jqVcRzW5HcWgy3",
+	"Er1txW1bEdtSrK4iSlcRn83l5UoychW5uCR8eka0lO1z2R6WslsRC96MlCwl2DlirNqFKhYrY59y8VUp",
+	"EStEcxWSK3dumSSpIs4SWq8Qo2U2xSVWBbEtAxoXl8dklXnp/LsSfIdQm9yDVretCGaLCu2SpAPBDpFY",
+	"5MQYWHBXnh87StsYLGwMkm95cG+9k09TfS6mUjMaVhcNeIjyI24BXorywgozIKo3+Kx5bag9TBUF26LZ",
+	"bCAltoQMWeOYmjmJklSZHVeOmV5RxokWRAGQkGqs9oYVpNfnr5SfuzpMbXdO5p7L01JANXQ1Qw/HvH2v",
+	"wJ9IpqcXZuJEP0x6+pfcNfzj8OTy4+l/DPYOjvsng8vTnw5PiLvqN5/ZQvYGh7gSJDOgEusDucnHWttS",
+	"n1fAdWkF6z1O8CHZO+tjqWlio4wxvjKXNeuLCGyhbcHTLDT88p3C0vqkf6ZqwHKPLmbrnylCsi+EDFwC",
+	"LYkoC4fiDiMR9vp2ItUjeP1ii7wp7N1KJkZWVDaexitcTa8xib+wzl2Hw7KxzINkxOIIObSTQ0ynxeYc",
+	"WZlPn0rJXGcGbEyEodq7hV51tmpKsVedzblmOoTkksmsfu+s30mbD2BBls3eJt6Rx8BpzDo7ne96m73v",
+	"bJudMVJUEXxEiPn5ClDqGV5DDPcDM5F59aO4+8SUzp2S+MH25uaMPJ/N5MQKkchDS4tl5edBEpghwjAk",
+	"CGnPLO795lbVgCmEG585neixkOxPwN5331twF390YZOkjygLJxIKPNnZ+aXIjb98uf/iddQkiqicdnY6",
+	"BnYLJOokVwr9muaDzhcj8oVagGAbl5ZlaHwUwbQGduGORrHNXEqz/DoaaNSlYTymiTd1p3MJNCJ7+Nu9",
+	"13BT8qGb90UBqOUE7p+ALspowoghDrcG5Y4qamzwRxrkUj9aEdL7zb8t/2hf8FHI7Enw6JRnN4hQg4oS",
+	"2rv3yng+E4IuPdY6h8vJ04ZSW52BRqBBKoSqbE3ZKxuu7beBtjVdA6fD0NAaqhuNiTcfBP7CiNcIcOxj",
+	"ZuNtMU/4iSn5/fKPToQ+wj5TT0HJ52DDEO2mY6lfpvCfbYl7w2oGi084PE/dGbcChT8mHWUgVlCT04Be",
+	"ETHggZpqkcoaE+VUkB2v84hx+hyWBRuLW45VwQhz93WpYmaDW7HCAwbGYr/gMVVjo3hV0Ux6bD+9XMwV",
+	"Ye4MJywMultZqWFXMNU9jkPKOWraSRqxzT3u/KeYEPMQsXwr5HUvadKffdRM4uaw8nwyNweEi71YxDNp",
+	"uY/EwHnRIvjlah98Bp0jJlVqTbWX3BtfbWyAhFFRUyluZ/oSlvl2sAxYgPYwBrfb/qlMJQ2XmCV7VB+r",
+	"OXxFzcdb+ibOggmRz6Ul5db5zDy7hE/fdKU83x3ilnuJhuQRI/sNuU84/ithgodhvY1rmC7Ron6C6Uo6",
+	"VGNeeUx6TBZTQZEGG69O10oo5l16FiqyZntB21AmX4JW6w30rwvzMQ3tUK74FnrSRkISKTRuj/Uozqlo",
+	"Pder4e9G/pCIXoMix/tnhAY3IDVTroMz9oPFF4kWwiU7oWrn+uKVU+qKmttTyfWkp0ULsZ4u8vmEegrC",
+	"YjWMw+3LV7yeTo8SegwyNVuS3L0HFOVxVu/IJVEU96TPfYlt2hWZqTuUFVPG4MOCm9/8i9vSymfnp0f9",
+	"T4eD08+XB3uXhwdEcBJNLLcb/UuzkDCN7TtVEoxhplmkiLkiTRegXzzT5qwrCTcMbkk8wSaltkZYj3x0",
+	"RQJ6Da2rDAfPwtNJnawFbOw2MinT8sJtqe3t5R9gX6zDOx8ggKdygsUh9SF/HCctqhPObSEH/BAon8Q5",
+	"FW62vjHV4BG8HFYeGVnIFZpzIVXaXWQ5js/acblxye9imHpoKvh43756keRAv1BXWxHMEmJ3LxCbAdJ7",
+	"Vf7X2W0dAw0x9KYxwWE79cUWw49CvXC3awphhczDRb5Kp6vrhl/H51qxs8/oHGUxgrq1/dfeZm+zt9X5",
+	"kjpDE19ps5M3W8/zadMGhkVnr9mxN+dlU4F3xZSxHamNUcHac0wrW7GaKDGRPpD+mWotATe+pp76pTet",
+	"Zocf3eFoJrF9yR6Uw7zO1ib+83uUDQ3p+rndj4t4CwnjzflYrqMidt6pFTnlGqZq46vtnHm/IeFGXFvz",
+	"tNSrdA43wm41YYqwCGuha0h6xUbUrHSX4DCMXxF9y3wg1wCxtTbtzYSdJRhQXe0lOreQPB4z/gTTfvA0",
+	"7swq8nZ4ePPAdOxuG7trhVsrbClSaWWdY8MR21Xhlptzx9VUmqhdYl2tSReCoQiYrZpQQptJsvLL1ZxT",
+	"CEvIDrHw6rRm20xmgcZcj3Y2vrr8+PsNl/NdLQn3XFK4m5tKQKdaFz3ja+enp8eDvfP9H/s/Hx6gI1EB",
+	"D5TnKlTa8pwqKfFlTf3fBeM27rqC6tyUjygTsTxJcEb1+InItFIyChG9KdTNOMGRB3baFtFDMAHKyUpf",
+	"dWL8WGmK4ehDmCt2t4CeL0Cf3rromKci6JY6d+rCbx2ek1/w8ynbbzz30HoLVYpdccd075TlhjbM57Jf",
+	"l/jtkjTmf8ALVkASIKsoLVnq6/Lf0sCqH8YkSxBQ6rsrD6M6BnnlslOu2A1we3Nv6xyml4LJwGnpqR75",
+	"d6PRzpW58wg1yi02fbS/GIPt/PDn/kX/9GSwf3py9Km/f1khnZMNfMbg8zw7VGRbb21v3jcTwsV1PZ8Y",
+	"rssgOd9HZMjjTTw3Y0rkKVRSXHYX41rU4dI5aY2JZaraHOgrhdljLoQgl41G1rLAGq88znm9R/ayDxSJ",
+	"KLdm6J2xEdCX6blQbA/FgpdcRyovRyvcGSNYC39KfMqxroKPzfuSIPVSfkf0rZ4IhZ1BOjsdESsS0liL",
+	"uKGSlIPj+ZgzB8Ty4BmX5/mEbPnoTIOkPJNSWZ9FNr7i/1fxJu6S0vRaphWEGGTsCz5iVxNLxUj3jtaH",
+	"mU9tDBIWUXuVf3F+m3E97xTpH2AdTfNzTPFi1t1rJQvuzJJqnvaXlRj78iRkvcwT+fTk/JJ9kTUYoCLy",
+	"Ky0woTa+5qpNsOB+QRSIBBpZBdD2jBaj6v6vSYNz1znjeP/M+TCTLGccYr1H9sfgX6tcX4l3itgyFpok",
+	"O2H5SAsbUZbO8i7tYUUEd+FnSfb52sExNjplPosp17uJ0W8OIGf5o6+VcbzTw5LpIRCsNrm+g33b+TU3",
+	"52L/wEuPTTyXPWdM5WA2TG/4W0jCBQkFv4L5svpEjDybcxBP5BXWBXdNZcMQVeqsSe3J6eXg6PTzycHg",
+	"9HxwdHr+sX9wcHjSIwfilhtkY/FcOyXlZG//J3u4gi9kYH5OWjmXCJgUe8lYj+jdcDUVfwQaoD9ieZBd",
+	"Cl19L99fNv5SlDRLO8xWZBLk6cr1ty20z2W2t22uvS5VKfEbTI9xnQhmkobfzVbUvcCGZPOM9UncgvSp",
+	"AjKGu7R1roumspy25pqZucSUhHAOLk/X07oJtLxjZLKEA6ZioVjSfW8mRSaFcjftMvz3Xzv/81///Wsn",
+	"++Uvf/98edT94d27//mv/yZrBpCU9c3j2qAkHVzmJAz7E3NvkjWzP2HgxESn9KhaUFPoP7r5vevadvhl",
+	"RbnDWzo1LKM4G40Wr+D+VRk377drfHBONWCY4wq6nfnsu1oYuKEspMOw7DxMi5DMnoaJGEORPX8S5c7F",
+	"pF7Q4qMxK3RUfVMHeiK5O7PS14kaU2mLyBmB7uKglWVk5gycXTwVsLl2/lMb7kxV5gz5tbP5a8c1/ua2",
+	"KzmxFWTmZfp+OtA/HjUEekacP6ZGmC2pSlxn2HvZJR5eCZuh+zCjY6OkZVuU8Vja1/reK7+U2RdRTCV0",
+	"KQ+6CvQOUfQGlK2SPOckJPDHhIaO0ZxOmD5bcyxivuRGD4U7prRa9wjqardMwbw/0XKUGyvnpDwRzoGV",
+	"Nry3tR8N9xo0Ul9j9bFFzHdBH/Xus4z7WvpBijJOaYhtPVqqro25KJkrjFXSZaWzWdJJYqdjdrFJ5GQR",
+	"a8/iSymCsNiTYpYXpKT30gVOm9SFVyOmbPDZzNHMRqi6568aJtxG6wWl0muRgiD4DUhFE026VEXYU77r",
+	"cZLrsk0UmtA2DgQtyDVnghas32z/nTlKhCy+gbYtky5YiEOiWyhOYzUWmiiIKNfMd/FEuYJ2G4USgruJ",
+	"oaisxxdzL1G7gYBgAbseOUGzfW//pxLn7H4OF+aEeEm25AEo7UrC/dsEZK1JkLjrvJjU/HtMHchVKMRK",
+	"iyVyyT1Wr+zO5TXpS47LhTQcW5AbTa2SADvnC9vDo1Ti7FMFXcYVcGPk3wBRk6G1XElEtW/khK11genV",
+	"IZC1/98jA/Qb/forhoeFTIOk4ToRhuFtuZik3lKQq7SDWuBQ3O0SIW2x1eGUrLmmra62xvpuUuzTCpp5",
+	"0XGQrOgCqMQOL08nOWY6UgnetQaWdh2cRwxvtQv4Sn3rf6AwSZ3ryZ/VnvUlPWu/LaG0T2VQKZEMnRmC",
+	"iyfDkPnEpzJ4E08vUjxZpnNMnvD2cFqg+JyQysRPPSm1oSAcLSjJM2MFGtlkiCUz/FAEoZgyAir3sbtP",
+	"kHkXjLMMzQg9sm9v2qxyl0qxZF0LM8pTkWTDLy7MGr4Je67MTtsqtdMMjrAaWLoxrqaXzUZ3ztN6oqAE",
+	"Xc9jyFEZVHqJqAy+sQSdN4OviSCztEfELc+fOquIrq+JDlN9FXrKoVw/eqfyUPTIZ5685koxBc471cUK",
+	"nzzI3TKqeneA1VLrSZ2/NQtmPEWw/iL+z+/GmyLyUu0kwWE17mV8KO6qnTE6KV0gxa1zifiUC858GqZt",
+	"JDziAjjJiIXmwJhwCTTYTa/VaeIsQTdJEm7gnCVS3CZZWuWukr4B8ZGLoC2zdOyKyJpb6LqHN1VCEupf",
+	"2yvsMgvHoqNTVy3AhR7Zb+6b+WnsV9+mtwaXXWUZ4UOkvjcp9BKlECbpoRAhtCAscqLIypjlYmiD+tfV",
+	"IYXHVF4rstXrFZoRWcFkmDPpDSHFrU1ZGtMbIEMAnskaDIRiKi21ZfQIF12Ikej2DtqGLO2icGX8hoYs",
+	"SAKRJPwOvrbW0+3YWFkISYXQ2vOvvw0zaN7cof41Wju4MQMFf9jKBH/teJ2tHxoUI0jw8Cz2TTJ59RXV",
+	"GciuIRgx0b6IXqFL+J/YwNnzjYEQQnAFTkK1lUt+SFlULZk+GdGhyCQ28gWbfzkNyCMT7uQKiqlZ8WO0",
+	"IZsB4zJfyJof0ii2kmquHdp6IVYxuX+qkD37CPM3Kn0Q4bb2eh49mBjkdRDFnZ3vvQ660Ts7HREGjhEb",
+	"CAbE0PPJJZy+WjJ9yujmTSi9In3JbKsTD6VCoZl8QlaorozhumXxkZA+BE42peWY5lIOUb4IdNHYdmPZ",
+	"bThQf9wjJwBozlmd6BqmZDjRhAsSSxZBkG/MXhRJuCkvNrXVQlflCbE4XiGj9XVQ7uFoBDYo3yIkjbMu",
+	"lOWIQNPFJBtBJbn++9gmKvgSAmNK0BBDOsw/fYrFNNQKNHgML5X+jqHaC+8CVxgiRE//6cmw7xCRkJ/B",
+	"EONXc7Wc6xCiix+orgSjRcR8ohi/CqEbZO4WrPmyY0kQCRN9WnrM+JVnSzZjNqjK5xx4KHOLRnLa1yNJ",
+	"vsEfGUchrCXlivq2mvsexvZ3LRn4NCQSYqA6wYLC7q3vFLb6VDrNc0gipGy/3PTyzxZHIsHEUiz0yF6o",
+	"BKG+D7FWJJqEmsVU6o2RkFE3oJpmEVPYStY8JL8xozz9lp4aWKTYPjH//I2sVSQ5eWQmyYny3FNbaCdZ",
+	"QUSn1pJPg7lto+NgvYzD8ZsL4MG3ofm6pWAQCifTrLb12Tl5v/2/OygSEqIzH1wzbt52ZWBcOZfOTudv",
+	"w+3gg78F3a2tra3ue7o97P7gfxd0t+H96AP9YbjpbwWzHdKtqh2pK1S0I9fjOLnDQSb6brTlb9P30P1h",
+	"+Leg+95M8LfR5mZ3i24Pv/PfB9/Dh1EnQ0Cbj2vr7LnNTZR2r1NCqbZziy8Cxq8w58VVZXe7cmmjSP6y",
+	"8RfEB3ex1sWnc9t2jzG96b7ZMTtrhYw+LILaC8WVZ5nAJjXtkJI8oh2SgrtLXMqQGTOfM/T3XzvpiL92",
+	"vEJG1Q4G3GzEIWV8vZNbRkZQ2AzPfE9CgY33yykpQDoCn8XMbF2ygZ2dettXSVLbDa7Dczv7GYXFU9tj",
+	"OQCWRDPboy69zljDPEISQMhQ00a7df3NXntN4T48IJQcHNvYHkyBte2vmwYiJm9tDJMAkqr2Ltw1cMDL",
+	"bEfghBq9IIDYHPRck4NjtBytzynXrJ+kvKx2U+d1Msa899oJbs+crsnbdjSCffx+x+gYQkPBH0lJ2Em7",
+	"X3CdTI39LtDEuM0rBsQX8XThqf8RUfuNHf0XmvJgEhtd7XsSMT7RtkLlvGBFysHTel5iP/KRi5h9meeu",
+	"hFhI3YuD0YMdvNmQ8ydvHsY4GFUcvwv2b3vl/Wu9gc9+vCIUi69jnAx4u5F5pYepOQQOjs2xpVwjM9dN",
+	"uPWB+jXJFFoUeWa9KTOhK4SN8rUojK2JjlmmCRe3VQEshTsczKLMjTGmypmzmZ2PXzG9OCPIcckLi0Vz",
+	"UD1FNJqbqkr3dlv2FgbyooPRVtaO88y8YY7krj2M1ULOtttGFCS+OKcVEMFd6REcdJdQPrVxpAm/4ifo",
+	"cXIK5zxnHrEQznG4J49Ca8ad31jgV4bXqugv+/Qt9Ovlhn6hOWdMQqVIwqgZ72Mhw7aMrza+YptEY/be",
+	"3W/Y0StrVu8RLnjXyYFUvU5gyqxJC6oWmTEqYQQSuA82vTgVFZNYgdQkBknWUh+++cJzo4JcLxcWeziJ",
+	"Jd5vWlyYxfQN+levsz1vDUmI0Za1lxEYc2bQxpAMvQYyJI/uZ4nnyARZdRU+NCjfbJnXVC/B6BeZPKEz",
+	"0qSZGMTL62qn4D4NQ9tip0dOY+AK3ZFYkMD5Cp054o+FAk6GtoczXiEinGtpXTUnNZyXxCMQKsAqg24I",
+	"94v53HVsSeLO7N2hSwL0CgWckIU9W6TWs92obdNL2+rSRlA484dmcXnmsb02Lam3ZxvUGrR8Ew49zEYa",
+	"ZEjJpxR+16Babrrs56mTm06/5CYkF0GdXX4Tjmxu2MESJ7kV8vppxd7rEC+GyTMeL9aPCibSDFcSMVar",
+	"DEuuU/XSIm0VvXILgah6THXRJzKmioihAnkDNrzBdS72yO2Y+WPsgyrnO1rPywDXHPnVFGdb0uw5ycee",
+	"wfZbmbanK9MGSQRNdXfoWkyW9CWv5LI+90VkROYaVdcQ5MOZQGLhIjHRVyL3hjvTkzeSGeylmx4DkykB",
+	"BeCH1PKRSuuJCJ7aMQMFf3hk/hKixJ5x9PTM+XcswVYOL1VZdzbz0QrG6toii9jUrfkgHeh+HqJTHk6t",
+	"1MshuwoklXTnbjR/2iz7G/PrOPCrnTquZf+bV+elenWSUVIhkxN/6U+15N/G1yQ2LO/eseMH1faOtZnx",
+	"QywfmLhzLK8ZuyGJYbQ5yfNVUXQ2AinEt8fYgxtbEYdT9AJl10IS4nCaBE1i+EU+CLNKNp671bwgT4+D",
+	"rOz2ZuV4hVNOGNbSrV88xez3vK8ndlzQSKo4ZD+LcVQEYbGBlDsVclG+cTh9cwK9JqURKcG6fxxrNReV",
+	"C5vbFrIACl0R1JjFyvVnthUzseeo1fqsXByJMBS3JM5c3OZ126k0YdpUPxxOiQsoLpF0q7bGfQQZ97J0",
+	"HiGiSoXH9pHFynjpBr1pPy9W+xG3POn9W9yzPGsj02Kx7nKHLXaZUmkhy1s+a8GRtQI3r2eTpbnE+bhO",
+	"V2luzfH6eo/YQFEussiIMq5Ne399Ay7UpA+gFVtGSwjDjtcZM6WFnA6w1QwLcRc7tmdAubYhROSKFxhs",
+	"QrucBme6ScAU5O777QaqSor351FT0umXdznLiimTQE4HcsJ3bHiwmIRBd+ja/pjnYqJJ/0C9Rbe/InFn",
+	"qWS+r3Qi3ZZpLVlH6Ur95QA0ZaEVpZQMzT5hWrvSKAJdz4Dtzc11jJKbbf20S2hRvQHIhey42W2VyqTn",
+	"ukz5PfklGFCNABjzo0JOvrC4u6fq127mcVv0T9Q9+jX5rFFABzkus7y1EjdvoImw2CZxrmZrTGQWbkmP",
+	"EUzbXN/F0Fq8uBpOZywZcjumGi+HzdnjznuSnfflLPvRTP1PzLe4/iquxX15Y9sXfdWErGtZrb5lsRfH",
+	"NkMM7nR2gP5AfmIfdxNudD9+eG9+XV/oI511BnBbXoHn2z7uOqfpMlsDCXLFzuJPwZMtzROKmLdO0F95",
+	"lxxJgD/BKBVSK3IkWUCnVX7R7fKEIIOwJt1/ZrD8bObFctGTqx1t8fZmN7yi0mq4o0lf2YVirIHSkZj9",
+	"X2s1QCvemGOMSurltPk2WTtc7Aa0S2IpVOyK2KD9sMYFGVL/esTC0LPdXyNxQ0MzNjZFw8oiSSrPernU",
+	"O7Jgv0KBV3XBk/pnXNEIVSrc7FtNpZvF5rMJNjv9Yr9JRmhvMu01JSdaz+/cnclqQs16IKpvuk9vOUiU",
+	"Rj3Sd95f5+vFwDoqAUvUOlEWpqaTkKljxFlR5eLJDvoaxdO8yGH8ZlXHbyNhZXH7bMLKTr9YWOXvBCMa",
+	"vIms11QLDfc/FRfiIRy5G78LxqvF1dmML9bW7xoC5uonooka69JdNjvriOJtQ3ZxbVWycon1rwaCfwp5",
+	"ZXDdREHqJyPoZ5M5x+kWLpY72Va/SZzXVFPbh1gnt9rZ2bKayAmB3ixQkfasVOGCd0VOWzqHG3ENKmkB",
+	"zwMiJlppagVUaItyu1g+BNeJpV0iwTBekq+SCKdsNRXxL/CkbaqfUy7hhrwJpjfB9C3V1b5pd5GtxyhA",
+	"6lWROZJGjnBCuT8u9JYmPuVEgZFStzaCwo5rANIuXSoOmcvWzNWbUYAX14Vu11jWfpeMWRAAzgVKC6nQ",
+	"FpQQUF9DSYzeJU740ppJf9slKixOzyrL0uAWR2/9pF9+P2nLjo3r0pRJhw24S0pRlHdN47lO9J4t3JwE",
+	"vvjjCb+2hSacgKCKGJokwsgDeR2IW76LdewYDe3NHXWtoMntmIXGojfoCaEsksVS5OHdy688UUTZLAYq",
+	"O6oJGVHdOrHLIubIDnL/omSM27MSKbNnieZNurzIrgh3tgxEws24VRVSBkeVNwk3TmTY2emMtY53Nja2",
+	"tv/a2+xt9rZ2ftj8YRMJzg0xXx/WJlkPhdBKSxp7pdnZWSGCXi4P0aWuzjNgWlYfE/orWj0Uau3nhsVa",
+	"+/Nj7gUR48zAaEtvomz1yFgorVzDe+Vh9oGXgG7tuKQxSY/gEMq1h8wftmQoAmbrpDogqHm1BIqzXEt1",
+	"s5BC5+7ebNqocA0USyL4d3Kmgzd/TaCy3Ir8sFYDnR/y4NjVy8i10fQFN9ThvLVmOHf8FHDtCKoE34Xe",
+	"Al7aIcrDioO2EgdaxbnhbI+Z+bEO74w4YyWpgA4uYLKQZpxfcpL2Mj/sUaFEiosKLVSP6hXaZ5p1frn/",
+	"fwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
