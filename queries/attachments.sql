@@ -1,5 +1,5 @@
 -- Uploaded attachments (SPEC §6): metadata rows per message copy, bytes in chunk rows
--- (0007_attachment_chunks.sql). The chunks of a send's first copy are streamed in by
+-- (the attachment_chunks migration). The chunks of a send's first copy are streamed in by
 -- store.DeliverMessages; every further copy of a batch DM gets its own chunks copied on the
 -- server, so each copy is owned by its own message.
 

@@ -1549,6 +1549,9 @@ type Unauthorized = Error
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
 
+// UnsupportedMediaType defines model for UnsupportedMediaType.
+type UnsupportedMediaType = Error
+
 // AttachmentDownloadParams defines parameters for AttachmentDownload.
 type AttachmentDownloadParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -4808,6 +4811,8 @@ type UnauthorizedJSONResponse Error
 
 type UnavailableJSONResponse Error
 
+type UnsupportedMediaTypeJSONResponse Error
+
 type AdminBoxListRequestObject struct {
 }
 
@@ -4921,6 +4926,22 @@ func (response AdminBoxCreate409JSONResponse) VisitAdminBoxCreateResponse(w http
 	return err
 }
 
+type AdminBoxCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminBoxCreate415JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminBoxCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminBoxCreate500JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
@@ -4996,6 +5017,22 @@ func (response AdminBoxUpdate404JSONResponse) VisitAdminBoxUpdateResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminBoxUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminBoxUpdate415JSONResponse) VisitAdminBoxUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5157,6 +5194,22 @@ func (response AdminAgentCreate409JSONResponse) VisitAdminAgentCreateResponse(w 
 	return err
 }
 
+type AdminAgentCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentCreate415JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminAgentCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminAgentCreate500JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
@@ -5233,6 +5286,22 @@ func (response AdminAgentUpdate404JSONResponse) VisitAdminAgentUpdateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentUpdate415JSONResponse) VisitAdminAgentUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5382,6 +5451,22 @@ func (response AdminKeyCreate404JSONResponse) VisitAdminKeyCreateResponse(w http
 	return err
 }
 
+type AdminKeyCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminKeyCreate415JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminKeyCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminKeyCreate500JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
@@ -5458,6 +5543,22 @@ func (response AdminAgentProfileSet404JSONResponse) VisitAdminAgentProfileSetRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileSet415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentProfileSet415JSONResponse) VisitAdminAgentProfileSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5697,6 +5798,22 @@ func (response AdminHostCreate409JSONResponse) VisitAdminHostCreateResponse(w ht
 	return err
 }
 
+type AdminHostCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminHostCreate415JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminHostCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminHostCreate500JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
@@ -5773,6 +5890,22 @@ func (response AdminHostUpdate404JSONResponse) VisitAdminHostUpdateResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminHostUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminHostUpdate415JSONResponse) VisitAdminHostUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6107,6 +6240,22 @@ func (response AdminRoomSetOwner409JSONResponse) VisitAdminRoomSetOwnerResponse(
 	return err
 }
 
+type AdminRoomSetOwner415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminRoomSetOwner415JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminRoomSetOwner500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminRoomSetOwner500JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
@@ -6264,6 +6413,22 @@ func (response AdminSettingsUpdate409JSONResponse) VisitAdminSettingsUpdateRespo
 	return err
 }
 
+type AdminSettingsUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminSettingsUpdate415JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminSettingsUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminSettingsUpdate500JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
@@ -6324,6 +6489,22 @@ func (response AdminTokenCreate401JSONResponse) VisitAdminTokenCreateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminTokenCreate415JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6742,6 +6923,22 @@ func (response CheckpointSave409JSONResponse) VisitCheckpointSaveResponse(w http
 	return err
 }
 
+type CheckpointSave415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response CheckpointSave415JSONResponse) VisitCheckpointSaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CheckpointSave422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response CheckpointSave422JSONResponse) VisitCheckpointSaveResponse(w http.ResponseWriter) error {
@@ -7116,6 +7313,22 @@ func (response DirectoryUpdateSelf409JSONResponse) VisitDirectoryUpdateSelfRespo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response DirectoryUpdateSelf415JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7499,6 +7712,22 @@ func (response InboxAck409JSONResponse) VisitInboxAckResponse(w http.ResponseWri
 	return err
 }
 
+type InboxAck415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response InboxAck415JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type InboxAck422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response InboxAck422JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
@@ -7631,6 +7860,22 @@ func (response InboxClaim409JSONResponse) VisitInboxClaimResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response InboxClaim415JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7928,6 +8173,22 @@ func (response MessageSend409JSONResponse) VisitMessageSendResponse(w http.Respo
 	return err
 }
 
+type MessageSend415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response MessageSend415JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type MessageSend422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response MessageSend422JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
@@ -8061,6 +8322,22 @@ func (response MessageSendBatch409JSONResponse) VisitMessageSendBatchResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response MessageSendBatch415JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8447,6 +8724,22 @@ func (response FileAccessReport409JSONResponse) VisitFileAccessReportResponse(w 
 	return err
 }
 
+type FileAccessReport415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response FileAccessReport415JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type FileAccessReport422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response FileAccessReport422JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
@@ -8551,6 +8844,22 @@ func (response AgentPrime401JSONResponse) VisitAgentPrimeResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AgentPrime415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AgentPrime415JSONResponse) VisitAgentPrimeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8906,6 +9215,22 @@ func (response RequestRespond409JSONResponse) VisitRequestRespondResponse(w http
 	return err
 }
 
+type RequestRespond415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RequestRespond415JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RequestRespond422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RequestRespond422JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
@@ -9159,6 +9484,22 @@ func (response RoomCreate409JSONResponse) VisitRoomCreateResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomCreate415JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9544,6 +9885,22 @@ func (response RoomBriefUpdate409JSONResponse) VisitRoomBriefUpdateResponse(w ht
 	return err
 }
 
+type RoomBriefUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomBriefUpdate415JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomBriefUpdate422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomBriefUpdate422JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
@@ -9677,6 +10034,22 @@ func (response RoomFollow409JSONResponse) VisitRoomFollowResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomFollow415JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9818,6 +10191,22 @@ func (response RoomInvite409JSONResponse) VisitRoomInviteResponse(w http.Respons
 	return err
 }
 
+type RoomInvite415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomInvite415JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomInvite422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomInvite422JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
@@ -9955,6 +10344,22 @@ func (response RoomJoin409JSONResponse) VisitRoomJoinResponse(w http.ResponseWri
 	return err
 }
 
+type RoomJoin415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomJoin415JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomJoin422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomJoin422JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
@@ -10088,6 +10493,22 @@ func (response RoomLeave409JSONResponse) VisitRoomLeaveResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomLeave415JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12229,239 +12650,240 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c+O2kij+VVD67a/GPpeSH5nMybHr1C2PHyfajB9re7K7N5mrQGTLQkwCDADZVqZctZ9mP9h+klto",
-	"gC+JlEjKr/HxP8lYJIFGo7vR3ejH144volhw4Fp1dr52YippBBok/rV3BVz3gzOqx+bPAJQvWayZ4J2d",
-	"zh4n1Dx/p0j/oNfxOsz8Gpt3vQ6nEXR2OvjCgAUdryPhjwmTEHR2tJyA11H+GCJqhh0JGVHd2elMJvim",
-	"nsbmW6Ul41ed+3vPwnEOo2ogBizwiJCEur+JAYDoMdWEKTLh7I8JEMaJHgMZiruF4EoYLYQ3onefgF8Z",
-	"nHx473UixpM/t0qB15r642gBJi/HQGj6FuKTrI2kiAglEShFr+Cdyr2xXgV++sbqKP8o7n6CaTmsQ3FH",
-	"1jRwyvU6YtSnYWjwPBJylzBNoonSZAj2mYQAuGY0fKcWoH4o7gbXMF0I9b+Yndnp/H8bGc1u2Kdqw8Fr",
-	"QN+fSCXkPOinMTVU4ONjgvjlcKcH7gchiQQ1iSD9YYQLUIaSlJZAI0J5QEYs1CDTZfwxATnN1mG/7VTQ",
-	"y/bm+x+WU8wBKM04NWAf4WT/hnPML4iHUyLFrbKgMkWkEJFZyMExiSlDIOEuDkUACTbLYA6y+Tp18Z2D",
-	"sXPvdZSehnYoiE+Hv4OvO8WFVCzBkJMv+A1Iha/tkK/XjAc7uBIP/ztgwb1Zk3sQmJ/BZzEzdJ4w/32r",
-	"pbYjtVpLP2Ih9HkAd+Usv9kdUgUBYeYVwrgWSGsZt49YCKqCV8yzAX65TE6xaBJ1dv6GJGf/vZkSHOMa",
-	"rkAixf0olD7BwWcBNU9QmHq1pehYKD3Af7fFMIJi4PoJpv2gnGquYbro5LmG6epC8BOLmJ6f/oxeAVHs",
-	"T9glfkijGAKiBfllyyMxvYJBaL4aRPTui0cCGNFJqPMP3E89cgI3YGSOIRkIqgQKftQphZtx/eF9p3RD",
-	"jy0hVZ7dOUqrRKF7ZXU0nsMfE1B6CUxmU/sHidR1k9sj3KdSMoPlMRBpB6uA2T0dPBzsQkTVWDTyaREK",
-	"nfxaEYYLUIoJ/iPQAErOtUtJuYqF1ETZFw1v7JJbpsdios15bPC2d9ZPeQYZWtnTzX6Swj+2k6QrQNVr",
-	"KO66Doiqk21re+nBdm+woGLBFaB2+ZEGjjLMX77gGjj+k8ZxyHwUsBu/K7PGrzUFx6GUQtqpijjqn/y8",
-	"96l/MNg7/8fn48OTS3Og7H8+vzg9H7hHPSO19wUfhcx/AoBOTi8HZ+f948MDj5ydnx71Px0OTj9fHuxd",
-	"ml/OT0+PB3vn+z/2f8Y/D3/uX/RPTwb7pydHn/r7CH7/4PD47PTy8GT/P9PfcREotQ7vfIAAgsdfyaf+",
-	"cf9ycPgf+4eHB4cWjSdCH4kJD54GjUenn08OBqfng6PT84/9g4PDEwTinGpAVDwFEs73Lg8HiInDA7Im",
-	"QcspHYawjpBcaCHpFRxRFk4kPD4wF5en53v/OBwc7fU/fT4/3CFc6DHjV+SWKnIrmdbAEbDPnE70WEj2",
-	"51PgaO/z5Y8IkyHp2zHVeP5Z+2GiIIHohrLQ4O7xAbo0DHS+d97/9J+Dzyd7P+/1P+19/HQ4s3/3icSz",
-	"JrF/fTrRvrC6Eg0CZgaj4ZkUMUjNjGgb0VCB14lzP33tUP8aggHVy6C9ZBEoTaPYoMN+NJwOnJg2Z8ny",
-	"I8OIcmNPKfhjuS7rs4iGF+mXSlM9Ucs+2/OvL+yLVqonZ9svuZnTsbxs7eUr+pKuQKT6czbDztcOcKO6",
-	"/mI/NoOEEmgwHdi/v5QgYC+IGMezq+k2JR6LOmj2qQwGEm4YnoxNUe1LoLo5TRRo+Os8UMAN5Qa5Z0Mh",
-	"QqBorGS6edmnIVV6oAB4U5hCpnTVlJWzxVKgJWOMvzb4kyIsG3iGIHMuKGeT5O2TBFnpEtywRTTPwzq7",
-	"94XdLKXnlCD38cU+jydNaXNm5wt+hc3NEvos7PZygyu/j85KSSGp3tc64ybo03BXZk9JdkM1EPeWR6gm",
-	"kbE7P7wnP7GPvTLWSza/iARvCTHktx7/V2erzkEhJprLkaViNJNSRtjHDF1gc/i5GItbTgT3YZcIHk4J",
-	"04qMqRoTpojSQlrrcQ5HzgauZWPMsUzHy2zoBLLF2PrEVFMsMQ1R8R/10eUgoVLS6fwxhOMthvdzHNRm",
-	"xIjx/K9bswtZKHSrpeN9FYAfxV1DVJpjt+axlfhay4Ryy0Np4forTwAFWjN+pdqeoTOb7lDg5ZzJc2J+",
-	"fsp6ovujuGsvuHMIr+PDzjDWTLol0yxaxNMwqSHfFVn0o7h7Mgatj+5yWPfNQJM4U1jb0cYcfwQQgiFM",
-	"581Stbx/XmdkDc26r6PWB2gkVSqFctJYJ5QTXhcCYygs1SVySIZK0k/GctOXoDCHnkra+1E0ZpKWchMV",
-	"krpGXVzkwrkXiuxWKXfLdKK8fmzmqScUDZ7aS0W3nqKuc3hHfU2UmEgfSP+M0CCQoBQostY/u3mPjq+z",
-	"mw/ru4QLst8/OCeS8itQeOt1cmE9m+jNTNBUfV27XYLkiN717ZffbePL7q+tavTWusnIYzyH54WofRpZ",
-	"jcS+orA2YzSR1qWE8Ng7NrukReh3d9+P5jhoJy1qK/RmpTeihcNJiokGWaGq5rGX2Qa5EA/7cT3Z8RNM",
-	"24uODMxldur90vnbmXfPZqu12iMHbfrtol15GqnjFN1VhM6ZdRdcgG5DQg/lipiBGYetBPlciKix31iz",
-	"GxhEEA1dVFYNhaqtNsIMhU4HxjIaspDppSbLj/aLn7MPFtl74paDHDSSlMkNap136/muzR5UOK+z61p3",
-	"RM8AnHNpl6DKm92reoLQwPM0PIfUtyLTIfZAnxrEtGG7LMRujvcSNBtVbijuui7eBCP5xAhD+xC/xOLX",
-	"8GLDULx5v7ABpHKtF85X8IAWncoNuWi/kql/puEE1CP5SpzBVOIRScFcipv2Wh/cxRj40v4CpSkyz6j2",
-	"x3OYWL7WS3EN/GnswZAOISylnJYKnTawt/ICp18mUNUTZ4is9ppdioCibPj3MbVhLAiVizWdkQCNXDY5",
-	"MFspgA++vzohsofRJx9k3y1M9fffiNQkjPCxTKd6To3ZW79KcM8ki1oR6jUXt3zgj8G/jgXDo6StXF4A",
-	"2ePdPeHw6WVKto6lbrj0zUSJ8jq+mLj8gaUz7ttX8VYkYss/+mTfyu4Ql89iX3O6Y4mLac+p9MVgTYzl",
-	"UxjhzfgN0xhpojwynCZRyAWv0tKFlitbDqiBlhPu0/SutRjONwFyOwaehtaDNBxPIiGhHEqix5QTe820",
-	"a8E1f+AKzUMpJldjQsPQRVdGOZGRc4O7kIzlxym+1ucjUXl1qNJowWTbCjSW7M08OlJiSgmklHXTTIel",
-	"rDGXLzKJQ0EDCIopFxFoGlBNyRrHsCQjZodTDWp9hwTilptvCNMYVZn7cpA+E+arHy8vz3qdOX4s5GXM",
-	"bfhBMgSO/Y/DS7JBY7Zxs7UxFHegNr46Xe1+IxtIbXwtjHq/S4xAYvzKAHklKdcqCfsyAC0VqxEEjA7s",
-	"z2WRuficmOeEqhSHvUUSen4QQwhWn182hhrT7e8/zI/ySdyC9KkCMoY7cvHjXnf7+w9JzDDul0cMyU40",
-	"BIZ1bYirNHtzOzazmx/szC6nowoA9icMcMCSM5n9iWHw+LiA3QUR2QUumUnUcdZmbg8KAKToKGOFj0ap",
-	"bReSlt75LI2eOwBNWWjpJA2srnNaJ68/Xigarv8CeJAdR5rKK9BN/AyzKtDMACkslRuQAyAXr6asMAwm",
-	"NnTRJkTYcP/SqLUs6SqmWoM0xPZ/f6HdPze7f/vi/t/98nXL+7B9/y9l6N6nMmgqEUk8GYbMJwGT4Gsh",
-	"p8SnMuiRfDCYUTYpJ2JoeAnPHM9IFxJLIUaG/UJ2AxyUKhF+TxdQtywy7pGC3ypHbBugVhqBlgFfRoRm",
-	"48/oFTyqEwmpq+yeMcuiW6oa0Stw+Xn1HU/7BeW0iZFWW6v9VyV4lrzV3iNBb5rbhPajpkG+s67LXDhL",
-	"turF2LygN61Mn7ZoXd3jwwKIYqGB+9M6ATX97PUkOTSPs3l4ZpTU2emWo7OVvfaU5FZNNulgS1bZJsgl",
-	"Zyb7Y8qvFts9laY1JjBcmaMGLaCAjUYgVbkx8zBu0lLKSNdQiqmQsuhUBjPXkx0RBqA0xqJZ5SD9gcOt",
-	"+UeZQlCIeckpFiwIXYwLN2/amJYKpaK4wJIktg/vu0OmyQ0NJ6iYUxLYT4gdBM/0nD5ilJGvW97W38p1",
-	"kHx6bDNVBGM/wumSTN9cLnAxSXhe9zBvNcjm/cm8jgQwO+kDX1XN3tOaectoaRa2HAUEkTOey/c80eWs",
-	"e/4CwtHzuOhXFNhIeP64IR0dMQgDRbQgllF3CdUkBKo0ERzmyWRGb5y5EXbacfZjdim8vbm5mVmBlfpf",
-	"6YDmYWGkyoHmPYQ1zjGLt3pH2GFiBz6q7TgLNA5QCc4+JvJn9J5LHut4uezJjteZTZ90z+fTAjtep5BY",
-	"2fHm8kI73kw+o/lmNvvSfFeSfNnxOsWUUvNtLi+w41VlnHW82Zy9Uq7Oo7Ph+euwuXSzEO3GEJtICe2d",
-	"2l5nZHiw3AskRiPgAbqqjEwi+KpHoHfVI2n6mPrluy+lTBWW5+SbgfGRzRg3igK4FNhaHprUVVFWZgPI",
-	"eBJR3pVAAzoMzUwcdon1FII/Fi6ZOjHu7VlaLhOAqjIxozi9hgF6tiSMGIcIuDaWtdm62ROYdv9M3AGD",
-	"L3/5l/J5tJwO6EiDHCjwBQ/yMaO5Zae5jhUaGV46jYQkhRRXo35VEPMuwSGtNzMtoDIjh6oc0KvdcXsd",
-	"Nbm6AoV3VH6FH2BGDiFrZLufR0ipcLqLhdRHjpwy+YQpqV4novI6ELe8lH+PWAh7vg9KnYMZpVWs5KoH",
-	"KhcaSq8ZpSbmWXYmfb/wcKvnncuWXBFykwbU1Dmo5kYr5Iaa39nQuU44w8sELvRghKno3tyJU9wYV16q",
-	"kVCNnCiaD9xnKg7ptNrZVHS3L3B/zz2acJeDuPzuSMIIJHAf8PqIC+K+HOB9rkfsLEaftkspZ8qJLL+w",
-	"Lgy2nM/MMDOIKS6masPPoabuOmvX4G1DioMeORGWnLN8+BFof+xk9+fzT/OaYbbFMwYQ7Y6+fP2r9+F9",
-	"uQ00u/8LA5MaUEMZFFUwuH0rYmWsdax2NjbMctMKIRMFkvGR8AjWnvHISNIrc/54pH/WDZkGSUMSu9DI",
-	"sVAaw+0xOqAbsmsgMZUaxcSSha5OM9VUYiRqQw7OFVIqPRsbXnYkorXkMDbANQ19bCthvc4Erb7VPEOF",
-	"CjozFadmV5OLi8xNvXirHt1bnaOKZ/BZH4kwFLeFAyoMUc/geGVv8RgyvN6LJhpKD6b58NqCT0mNqcRj",
-	"bkaXxJ93XJykIkZtxdt/aWwHDgFx0au75Hdh/t5xWp4UkdXYNJXa3aoySZwxkIw3ZnEv58dKgbBjla5j",
-	"Rg2ZE0tbvd7W9g9GxHCNCvbexX6/b8x3SX0NUqXVx2KQJBRXzKchsSpeom9STibcB2mWaCsSFjVQp3Uu",
-	"rlmUF7C//nq3vdn99de7vx5++V+lIjZd1nOocrOkWEN/6hvras+/fhbFMzPtSvef+teDIdX+2AXj3Bq6",
-	"1RPJbXU1LG+YL1ZVRwTMmQeLI58zAL1G6Gzp9DcfNYjgzgrPLFtIMnQlzOijfhYiCIEqyBukM+Ed5jEJ",
-	"kR/niuvZbyN6l3z/ZTetr2efub+S5zUN/wqPwrkhQS3s0Msq/dWcSiT3AosTXdMbhNZMjmO0ostmhyxO",
-	"1tewSl4BjmELnRaPtwk3J1fuqEl/sGdpdfmfDKxXWaTJUjvcxUyCahyCbD4OBhAquB2DhPKU+Jw3bNHI",
-	"rqZj5tkqYeqPTEdUXe+QLXJw7JFtMkLdSBmVxCPviVOJPPIDMSrR1LCYuOVJCUiPbH0gSeHAfPnHplFX",
-	"+dJUCbB5x88cYiqJ9dF11wVslcKJcZI188FaartYsDGriNzsU8usDcAsFRgz48ysvmyHcjEHJeXCp+Rf",
-	"L05PiH095/Bw33udu+6V6Loff1eC987pbY7KP6VRyw02X0FEuWb+gu9Kqz/MeqFDxjEVKgLKGb+yyjA6",
-	"vSkP8C8J2nKTMdDTuDMiJyHML/ZBPK43NkOpYT5TRQ5O/gbLDezlsFe23cePmm2wuDrHKuFmDRJ+W1VX",
-	"qwg+8wq50yVFlTHUj9iXupEI7I8jIcnx/lmZh3BpOFuWapYvv5UVaE6yxt0yyzfZWJ5zYRA2HxBL196w",
-	"qqDK49RqtfpQ9SghjHTFEOlh2MADibXNKRccjVV3zvSIG0wRKoGwKJqgxbsoanypaZC9iSQbTAdR8JDV",
-	"nYJiSEeD4uhYxryhy2ZUdug5JSH1ORUHXcpC88M9WRhzTKehoPn9qHvWoDY00GKwGFo+CV3BVFtausz9",
-	"aMeREFC/UpQktbMfCMUKeA1jJ8sZM0OM8aiXQrSL2y74LPN75s32OLCwZcxSRmBlGCnflDnIE8JfmjLn",
-	"dvvRFcocVT2QJ3QF3bC2Zeigbn4192TsXZcAF6zuAniAOQTtKsulwn5G01Ukm5+X57gEcjqQE16v3Gcq",
-	"ycuT6bY2Z+7bVG0vXeGSr4RAHyCGLJXAdZFUX0TPhgqWezdtRomyvs3kG7VrDF6g2uoCvghDGisoJho2",
-	"lLtzrsB5+PJSr45DaZZOW7mVcrRWdvI084UWcp5W8YbOLu1znBBKo5tm9FuTg2N74yA4lCUZkrVoEmoW",
-	"U6k3zKZ2A6qphymDaL7tf+rjNcz6jr1OJb9heNRvZG229LlHSkXHLnH7SiI6JUMgEMV6uo6D/2aY87ce",
-	"uczS3zB/nF5B4LLL4QbklCgDqaVWYigWEyHFLSe+iKfmHzavLvk10Wo7ZVeryzpd7SCqUGyYFbvcSvwB",
-	"kwTXtnq97e+/T/L6uCAx1WO7IJrPSFzbt3Xiu5fmL5cNaIbcJXncCV+D7rpWThglQYcK+2mRRIzlMvMi",
-	"emfz73bzWYQuudDiJck/tKmFduDZhMsh4xT7uZT4/5y8r3FwzxwS864t86sV0ssI/UGPmWMX74SkZ7aI",
-	"d5HqyJr9H94rDkGxAPCCbp4tLAds7H/qr2ehR3a+ZAPI58uj7g/EbYYtekDABYtThTRbfsC1tlsWHI1F",
-	"BPxMQxZQbePkdrG7AuQTb1/VQVpqhM0Ekmk58fXE7FBy1U3WAmaQ6+tsg3Pnoc0kVBCO1lc5+BYc86ex",
-	"JfO86y8DxX2WIzcFktGQ/WnolAeFFwKI9ZgEADEWoMya29k4mGuYYmiM9V210idqmXwlJl6J7TZDYOaR",
-	"IlRd21ss61IPluzOLmHcFR0A6o9taz8aKmEOGLfDEKw/oMpStNRaqyo1tZTZo1zZXi1GSQMWa4wVI5T4",
-	"IWWROVkCCBkelDZqLg5BuxvpOe+NY5Ymfvq2/plFytUTujoSKmyy5HpRTvkE76oI0lmUz8KzhGBa6n7G",
-	"cHgovS850/StsDqgt0gJTCNbZg93cyaahyjuzJSeEUh4TGVFEVxXS+ZrEoAvApB19cekNRsWIdH5xqRo",
-	"xrjzmXFEiJaUKxuo86YkPoGS2FI/TKo25eOf9rr/Jyk9kP6zN+h++brpffiuPOY05+VZ3H51l8RUGfyQ",
-	"IfWvyYS7lMpSNS5XquiZrnraFZ3yFlbkz5dDalgjzV6BZhEHNUVtbNNuBk4s1i0m6qIuWlzhpvEaczN7",
-	"JYuoRFKLqqlDyWC0QvZSGr25UN+2by2+hWtWvrRGwEV2E/YoJU8tFOV7kRbgarATq3Z5Sur01ii7O9+m",
-	"qWwZuZ6TLTzK7dSidvnEaAu0NATafda4Om/rPK16dGuhetjA9tIWscXLohJslO5iLu49F7iwJATeLcqm",
-	"aDvcpXn93BeRzegXE30lzD/LLqTdGI9+bZTwyjME0Lupz62V+qBOq0vMjYrDqfNa0Ye+K1k9b36pk8j2",
-	"9yXWuT3AdojWQOcAgaqT6fUyXEp1BYEN/6s4xMoS4FPObOZBKJLdY1x1xOG0pj7vQiFkdmDV4tVyebdo",
-	"tfPZlE5hwyBbH2JbmRFJa4A9WfG0DcAPMeUjucGxdFghsQo7OJO4+RATCBF9NFpfK02xIl6mNf820fse",
-	"5FBL1bh0PTnoS7c+wVf7Ct40NmRSLmLhThMtiH0l8yz+QH5iH62tjIASpelUlXRZWJJI+NJKSWWo8Eql",
-	"US3RI0S0SnNQm/vQ1HR5xJuOB2on8QCZRzdMA9Rwjmthy+oCWSu9qchc5VzoXH3eFW8uyiumGnrAaqkV",
-	"ZWKadDtIWk41IsOnLIz+AOT7eARoo0sX0c9ZWtEESU09DD18cw1Ukt2obqBS2jdlZvNzyts86qtI1tbF",
-	"UU1LRU3CkAT2Uwxynu0y4qruOyx6jh8tWNnCkl8M2aPnGb0odkASF2lj3g2+orPqiTkOYmErcj2qR82+",
-	"3x4pD836zXA7Sx+1uM/mTz9Y9dlHlhVSqNI0gr3cUeU4Ka1Wj0EBGI1f2wA9x2kOuZbT8mr66KYplNMv",
-	"qSv0wj2rZhRL+s9Tpa8pcz6s7pxK/VUUZwtcK42l6eqfwCisJKUUV0ttuz4y3DNl+rfQt4tBsg8ZUDIP",
-	"Tn2yslhsl0i9XGs8gdtZ7WBFzfEBSKy+yvWJKd0iyfqJ7+ZW1SSeUgV4dfeICzsnmOFms/OauqCabUo7",
-	"3fWRkD+bkliN0gSXFnyvU3WzJET0+FdCecZ/jnuhjAbLcjip9MfspiIVNK9MPn2LsjacuTTCpFqprNmS",
-	"pAxP+Q5Prbw/iysTMmXrM4kYsLoPBk6llX0q+1K1Otdy36aWcgW68k0il63ath9Of90qKSSSVTMqDZ2J",
-	"GGeR2ZOtspibshCzxcNslg1TjKNvAYc/ppxDOMjB49O4BSTJQMlF69JRSsEBfgOhiGGlNeV1v7ReQr4m",
-	"UfV4H0rXVlp8qAVgcwWOWoyRq0uUuvNXGaQd+c7F1C8eY3vZGBh23wIOSXWykOFEKt2CcHNDxGkt5Tbj",
-	"uAvQwXASXIGuRb2b2+/LhsrZSS1wYkOUB77gtq6fP10+0OaCgTRE8QpC6n6BLP45rS3SrIbTEtG7grht",
-	"JWJXEqvtRWnZl2kLkwLEs+0T7rI48ViKYOJrsvbdNvmJfVzfdQkRrmJLzbpnNeX2Q8jqVcRzW5HcWgy3",
-	"Er1txW1bEdtSrK4iSlcRn83l5UoychW5uCR8eka0lO1z2R6WslsRC96MlCwl2DlirNqFKhYrY59y8VUp",
-	"EStEcxWSK3dumSSpIs4SWq8Qo2U2xSVWBbEtAxoXl8dklXnp/LsSfIdQm9yDVretCGaLCu2SpAPBDpFY",
-	"5MQYWHBXnh87StsYLGwMkm95cG+9k09TfS6mUjMaVhcNeIjyI24BXorywgozIKo3+Kx5bag9TBUF26LZ",
-	"bCAltoQMWeOYmjmJklSZHVeOmV5RxokWRAGQkGqs9oYVpNfnr5SfuzpMbXdO5p7L01JANXQ1Qw/HvH2v",
-	"wJ9IpqcXZuJEP0x6+pfcNfzj8OTy4+l/DPYOjvsng8vTnw5PiLvqN5/ZQvYGh7gSJDOgEusDucnHWttS",
-	"n1fAdWkF6z1O8CHZO+tjqWlio4wxvjKXNeuLCGyhbcHTLDT88p3C0vqkf6ZqwHKPLmbrnylCsi+EDFwC",
-	"LYkoC4fiDiMR9vp2ItUjeP1ii7wp7N1KJkZWVDaexitcTa8xib+wzl2Hw7KxzINkxOIIObSTQ0ynxeYc",
-	"WZlPn0rJXGcGbEyEodq7hV51tmpKsVedzblmOoTkksmsfu+s30mbD2BBls3eJt6Rx8BpzDo7ne96m73v",
-	"bJudMVJUEXxEiPn5ClDqGV5DDPcDM5F59aO4+8SUzp2S+MH25uaMPJ/N5MQKkchDS4tl5edBEpghwjAk",
-	"CGnPLO795lbVgCmEG585neixkOxPwN5331twF390YZOkjygLJxIKPNnZ+aXIjb98uf/iddQkiqicdnY6",
-	"BnYLJOokVwr9muaDzhcj8oVagGAbl5ZlaHwUwbQGduGORrHNXEqz/DoaaNSlYTymiTd1p3MJNCJ7+Nu9",
-	"13BT8qGb90UBqOUE7p+ALspowoghDrcG5Y4qamzwRxrkUj9aEdL7zb8t/2hf8FHI7Enw6JRnN4hQg4oS",
-	"2rv3yng+E4IuPdY6h8vJ04ZSW52BRqBBKoSqbE3ZKxuu7beBtjVdA6fD0NAaqhuNiTcfBP7CiNcIcOxj",
-	"ZuNtMU/4iSn5/fKPToQ+wj5TT0HJ52DDEO2mY6lfpvCfbYl7w2oGi084PE/dGbcChT8mHWUgVlCT04Be",
-	"ETHggZpqkcoaE+VUkB2v84hx+hyWBRuLW45VwQhz93WpYmaDW7HCAwbGYr/gMVVjo3hV0Ux6bD+9XMwV",
-	"Ye4MJywMultZqWFXMNU9jkPKOWraSRqxzT3u/KeYEPMQsXwr5HUvadKffdRM4uaw8nwyNweEi71YxDNp",
-	"uY/EwHnRIvjlah98Bp0jJlVqTbWX3BtfbWyAhFFRUyluZ/oSlvl2sAxYgPYwBrfb/qlMJQ2XmCV7VB+r",
-	"OXxFzcdb+ibOggmRz6Ul5db5zDy7hE/fdKU83x3ilnuJhuQRI/sNuU84/ithgodhvY1rmC7Ron6C6Uo6",
-	"VGNeeUx6TBZTQZEGG69O10oo5l16FiqyZntB21AmX4JW6w30rwvzMQ3tUK74FnrSRkISKTRuj/Uozqlo",
-	"Pder4e9G/pCIXoMix/tnhAY3IDVTroMz9oPFF4kWwiU7oWrn+uKVU+qKmttTyfWkp0ULsZ4u8vmEegrC",
-	"YjWMw+3LV7yeTo8SegwyNVuS3L0HFOVxVu/IJVEU96TPfYlt2hWZqTuUFVPG4MOCm9/8i9vSymfnp0f9",
-	"T4eD08+XB3uXhwdEcBJNLLcb/UuzkDCN7TtVEoxhplmkiLkiTRegXzzT5qwrCTcMbkk8wSaltkZYj3x0",
-	"RQJ6Da2rDAfPwtNJnawFbOw2MinT8sJtqe3t5R9gX6zDOx8ggKdygsUh9SF/HCctqhPObSEH/BAon8Q5",
-	"FW62vjHV4BG8HFYeGVnIFZpzIVXaXWQ5js/acblxye9imHpoKvh43756keRAv1BXWxHMEmJ3LxCbAdJ7",
-	"Vf7X2W0dAw0x9KYxwWE79cUWw49CvXC3awphhczDRb5Kp6vrhl/H51qxs8/oHGUxgrq1/dfeZm+zt9X5",
-	"kjpDE19ps5M3W8/zadMGhkVnr9mxN+dlU4F3xZSxHamNUcHac0wrW7GaKDGRPpD+mWotATe+pp76pTet",
-	"Zocf3eFoJrF9yR6Uw7zO1ib+83uUDQ3p+rndj4t4CwnjzflYrqMidt6pFTnlGqZq46vtnHm/IeFGXFvz",
-	"tNSrdA43wm41YYqwCGuha0h6xUbUrHSX4DCMXxF9y3wg1wCxtTbtzYSdJRhQXe0lOreQPB4z/gTTfvA0",
-	"7swq8nZ4ePPAdOxuG7trhVsrbClSaWWdY8MR21Xhlptzx9VUmqhdYl2tSReCoQiYrZpQQptJsvLL1ZxT",
-	"CEvIDrHw6rRm20xmgcZcj3Y2vrr8+PsNl/NdLQn3XFK4m5tKQKdaFz3ja+enp8eDvfP9H/s/Hx6gI1EB",
-	"D5TnKlTa8pwqKfFlTf3fBeM27rqC6tyUjygTsTxJcEb1+InItFIyChG9KdTNOMGRB3baFtFDMAHKyUpf",
-	"dWL8WGmK4ehDmCt2t4CeL0Cf3rromKci6JY6d+rCbx2ek1/w8ynbbzz30HoLVYpdccd075TlhjbM57Jf",
-	"l/jtkjTmf8ALVkASIKsoLVnq6/Lf0sCqH8YkSxBQ6rsrD6M6BnnlslOu2A1we3Nv6xyml4LJwGnpqR75",
-	"d6PRzpW58wg1yi02fbS/GIPt/PDn/kX/9GSwf3py9Km/f1khnZMNfMbg8zw7VGRbb21v3jcTwsV1PZ8Y",
-	"rssgOd9HZMjjTTw3Y0rkKVRSXHYX41rU4dI5aY2JZaraHOgrhdljLoQgl41G1rLAGq88znm9R/ayDxSJ",
-	"KLdm6J2xEdCX6blQbA/FgpdcRyovRyvcGSNYC39KfMqxroKPzfuSIPVSfkf0rZ4IhZ1BOjsdESsS0liL",
-	"uKGSlIPj+ZgzB8Ty4BmX5/mEbPnoTIOkPJNSWZ9FNr7i/1fxJu6S0vRaphWEGGTsCz5iVxNLxUj3jtaH",
-	"mU9tDBIWUXuVf3F+m3E97xTpH2AdTfNzTPFi1t1rJQvuzJJqnvaXlRj78iRkvcwT+fTk/JJ9kTUYoCLy",
-	"Ky0woTa+5qpNsOB+QRSIBBpZBdD2jBaj6v6vSYNz1znjeP/M+TCTLGccYr1H9sfgX6tcX4l3itgyFpok",
-	"O2H5SAsbUZbO8i7tYUUEd+FnSfb52sExNjplPosp17uJ0W8OIGf5o6+VcbzTw5LpIRCsNrm+g33b+TU3",
-	"52L/wEuPTTyXPWdM5WA2TG/4W0jCBQkFv4L5svpEjDybcxBP5BXWBXdNZcMQVeqsSe3J6eXg6PTzycHg",
-	"9HxwdHr+sX9wcHjSIwfilhtkY/FcOyXlZG//J3u4gi9kYH5OWjmXCJgUe8lYj+jdcDUVfwQaoD9ieZBd",
-	"Cl19L99fNv5SlDRLO8xWZBLk6cr1ty20z2W2t22uvS5VKfEbTI9xnQhmkobfzVbUvcCGZPOM9UncgvSp",
-	"AjKGu7R1roumspy25pqZucSUhHAOLk/X07oJtLxjZLKEA6ZioVjSfW8mRSaFcjftMvz3Xzv/81///Wsn",
-	"++Uvf/98edT94d27//mv/yZrBpCU9c3j2qAkHVzmJAz7E3NvkjWzP2HgxESn9KhaUFPoP7r5vevadvhl",
-	"RbnDWzo1LKM4G40Wr+D+VRk377drfHBONWCY4wq6nfnsu1oYuKEspMOw7DxMi5DMnoaJGEORPX8S5c7F",
-	"pF7Q4qMxK3RUfVMHeiK5O7PS14kaU2mLyBmB7uKglWVk5gycXTwVsLl2/lMb7kxV5gz5tbP5a8c1/ua2",
-	"KzmxFWTmZfp+OtA/HjUEekacP6ZGmC2pSlxn2HvZJR5eCZuh+zCjY6OkZVuU8Vja1/reK7+U2RdRTCV0",
-	"KQ+6CvQOUfQGlK2SPOckJPDHhIaO0ZxOmD5bcyxivuRGD4U7prRa9wjqardMwbw/0XKUGyvnpDwRzoGV",
-	"Nry3tR8N9xo0Ul9j9bFFzHdBH/Xus4z7WvpBijJOaYhtPVqqro25KJkrjFXSZaWzWdJJYqdjdrFJ5GQR",
-	"a8/iSymCsNiTYpYXpKT30gVOm9SFVyOmbPDZzNHMRqi6568aJtxG6wWl0muRgiD4DUhFE026VEXYU77r",
-	"cZLrsk0UmtA2DgQtyDVnghas32z/nTlKhCy+gbYtky5YiEOiWyhOYzUWmiiIKNfMd/FEuYJ2G4USgruJ",
-	"oaisxxdzL1G7gYBgAbseOUGzfW//pxLn7H4OF+aEeEm25AEo7UrC/dsEZK1JkLjrvJjU/HtMHchVKMRK",
-	"iyVyyT1Wr+zO5TXpS47LhTQcW5AbTa2SADvnC9vDo1Ti7FMFXcYVcGPk3wBRk6G1XElEtW/khK11genV",
-	"IZC1/98jA/Qb/forhoeFTIOk4ToRhuFtuZik3lKQq7SDWuBQ3O0SIW2x1eGUrLmmra62xvpuUuzTCpp5",
-	"0XGQrOgCqMQOL08nOWY6UgnetQaWdh2cRwxvtQv4Sn3rf6AwSZ3ryZ/VnvUlPWu/LaG0T2VQKZEMnRmC",
-	"iyfDkPnEpzJ4E08vUjxZpnNMnvD2cFqg+JyQysRPPSm1oSAcLSjJM2MFGtlkiCUz/FAEoZgyAir3sbtP",
-	"kHkXjLMMzQg9sm9v2qxyl0qxZF0LM8pTkWTDLy7MGr4Je67MTtsqtdMMjrAaWLoxrqaXzUZ3ztN6oqAE",
-	"Xc9jyFEZVHqJqAy+sQSdN4OviSCztEfELc+fOquIrq+JDlN9FXrKoVw/eqfyUPTIZ5685koxBc471cUK",
-	"nzzI3TKqeneA1VLrSZ2/NQtmPEWw/iL+z+/GmyLyUu0kwWE17mV8KO6qnTE6KV0gxa1zifiUC858GqZt",
-	"JDziAjjJiIXmwJhwCTTYTa/VaeIsQTdJEm7gnCVS3CZZWuWukr4B8ZGLoC2zdOyKyJpb6LqHN1VCEupf",
-	"2yvsMgvHoqNTVy3AhR7Zb+6b+WnsV9+mtwaXXWUZ4UOkvjcp9BKlECbpoRAhtCAscqLIypjlYmiD+tfV",
-	"IYXHVF4rstXrFZoRWcFkmDPpDSHFrU1ZGtMbIEMAnskaDIRiKi21ZfQIF12Ikej2DtqGLO2icGX8hoYs",
-	"SAKRJPwOvrbW0+3YWFkISYXQ2vOvvw0zaN7cof41Wju4MQMFf9jKBH/teJ2tHxoUI0jw8Cz2TTJ59RXV",
-	"GciuIRgx0b6IXqFL+J/YwNnzjYEQQnAFTkK1lUt+SFlULZk+GdGhyCQ28gWbfzkNyCMT7uQKiqlZ8WO0",
-	"IZsB4zJfyJof0ii2kmquHdp6IVYxuX+qkD37CPM3Kn0Q4bb2eh49mBjkdRDFnZ3vvQ660Ts7HREGjhEb",
-	"CAbE0PPJJZy+WjJ9yujmTSi9In3JbKsTD6VCoZl8QlaorozhumXxkZA+BE42peWY5lIOUb4IdNHYdmPZ",
-	"bThQf9wjJwBozlmd6BqmZDjRhAsSSxZBkG/MXhRJuCkvNrXVQlflCbE4XiGj9XVQ7uFoBDYo3yIkjbMu",
-	"lOWIQNPFJBtBJbn++9gmKvgSAmNK0BBDOsw/fYrFNNQKNHgML5X+jqHaC+8CVxgiRE//6cmw7xCRkJ/B",
-	"EONXc7Wc6xCiix+orgSjRcR8ohi/CqEbZO4WrPmyY0kQCRN9WnrM+JVnSzZjNqjK5xx4KHOLRnLa1yNJ",
-	"vsEfGUchrCXlivq2mvsexvZ3LRn4NCQSYqA6wYLC7q3vFLb6VDrNc0gipGy/3PTyzxZHIsHEUiz0yF6o",
-	"BKG+D7FWJJqEmsVU6o2RkFE3oJpmEVPYStY8JL8xozz9lp4aWKTYPjH//I2sVSQ5eWQmyYny3FNbaCdZ",
-	"QUSn1pJPg7lto+NgvYzD8ZsL4MG3ofm6pWAQCifTrLb12Tl5v/2/OygSEqIzH1wzbt52ZWBcOZfOTudv",
-	"w+3gg78F3a2tra3ue7o97P7gfxd0t+H96AP9YbjpbwWzHdKtqh2pK1S0I9fjOLnDQSb6brTlb9P30P1h",
-	"+Leg+95M8LfR5mZ3i24Pv/PfB9/Dh1EnQ0Cbj2vr7LnNTZR2r1NCqbZziy8Cxq8w58VVZXe7cmmjSP6y",
-	"8RfEB3ex1sWnc9t2jzG96b7ZMTtrhYw+LILaC8WVZ5nAJjXtkJI8oh2SgrtLXMqQGTOfM/T3XzvpiL92",
-	"vEJG1Q4G3GzEIWV8vZNbRkZQ2AzPfE9CgY33yykpQDoCn8XMbF2ygZ2dettXSVLbDa7Dczv7GYXFU9tj",
-	"OQCWRDPboy69zljDPEISQMhQ00a7df3NXntN4T48IJQcHNvYHkyBte2vmwYiJm9tDJMAkqr2Ltw1cMDL",
-	"bEfghBq9IIDYHPRck4NjtBytzynXrJ+kvKx2U+d1Msa899oJbs+crsnbdjSCffx+x+gYQkPBH0lJ2Em7",
-	"X3CdTI39LtDEuM0rBsQX8XThqf8RUfuNHf0XmvJgEhtd7XsSMT7RtkLlvGBFysHTel5iP/KRi5h9meeu",
-	"hFhI3YuD0YMdvNmQ8ydvHsY4GFUcvwv2b3vl/Wu9gc9+vCIUi69jnAx4u5F5pYepOQQOjs2xpVwjM9dN",
-	"uPWB+jXJFFoUeWa9KTOhK4SN8rUojK2JjlmmCRe3VQEshTsczKLMjTGmypmzmZ2PXzG9OCPIcckLi0Vz",
-	"UD1FNJqbqkr3dlv2FgbyooPRVtaO88y8YY7krj2M1ULOtttGFCS+OKcVEMFd6REcdJdQPrVxpAm/4ifo",
-	"cXIK5zxnHrEQznG4J49Ca8ad31jgV4bXqugv+/Qt9Ovlhn6hOWdMQqVIwqgZ72Mhw7aMrza+YptEY/be",
-	"3W/Y0StrVu8RLnjXyYFUvU5gyqxJC6oWmTEqYQQSuA82vTgVFZNYgdQkBknWUh+++cJzo4JcLxcWeziJ",
-	"Jd5vWlyYxfQN+levsz1vDUmI0Za1lxEYc2bQxpAMvQYyJI/uZ4nnyARZdRU+NCjfbJnXVC/B6BeZPKEz",
-	"0qSZGMTL62qn4D4NQ9tip0dOY+AK3ZFYkMD5Cp054o+FAk6GtoczXiEinGtpXTUnNZyXxCMQKsAqg24I",
-	"94v53HVsSeLO7N2hSwL0CgWckIU9W6TWs92obdNL2+rSRlA484dmcXnmsb02Lam3ZxvUGrR8Ew49zEYa",
-	"ZEjJpxR+16Babrrs56mTm06/5CYkF0GdXX4Tjmxu2MESJ7kV8vppxd7rEC+GyTMeL9aPCibSDFcSMVar",
-	"DEuuU/XSIm0VvXILgah6THXRJzKmioihAnkDNrzBdS72yO2Y+WPsgyrnO1rPywDXHPnVFGdb0uw5ycee",
-	"wfZbmbanK9MGSQRNdXfoWkyW9CWv5LI+90VkROYaVdcQ5MOZQGLhIjHRVyL3hjvTkzeSGeylmx4DkykB",
-	"BeCH1PKRSuuJCJ7aMQMFf3hk/hKixJ5x9PTM+XcswVYOL1VZdzbz0QrG6toii9jUrfkgHeh+HqJTHk6t",
-	"1MshuwoklXTnbjR/2iz7G/PrOPCrnTquZf+bV+elenWSUVIhkxN/6U+15N/G1yQ2LO/eseMH1faOtZnx",
-	"QywfmLhzLK8ZuyGJYbQ5yfNVUXQ2AinEt8fYgxtbEYdT9AJl10IS4nCaBE1i+EU+CLNKNp671bwgT4+D",
-	"rOz2ZuV4hVNOGNbSrV88xez3vK8ndlzQSKo4ZD+LcVQEYbGBlDsVclG+cTh9cwK9JqURKcG6fxxrNReV",
-	"C5vbFrIACl0R1JjFyvVnthUzseeo1fqsXByJMBS3JM5c3OZ126k0YdpUPxxOiQsoLpF0q7bGfQQZ97J0",
-	"HiGiSoXH9pHFynjpBr1pPy9W+xG3POn9W9yzPGsj02Kx7nKHLXaZUmkhy1s+a8GRtQI3r2eTpbnE+bhO",
-	"V2luzfH6eo/YQFEussiIMq5Ne399Ay7UpA+gFVtGSwjDjtcZM6WFnA6w1QwLcRc7tmdAubYhROSKFxhs",
-	"QrucBme6ScAU5O777QaqSor351FT0umXdznLiimTQE4HcsJ3bHiwmIRBd+ja/pjnYqJJ/0C9Rbe/InFn",
-	"qWS+r3Qi3ZZpLVlH6Ur95QA0ZaEVpZQMzT5hWrvSKAJdz4Dtzc11jJKbbf20S2hRvQHIhey42W2VyqTn",
-	"ukz5PfklGFCNABjzo0JOvrC4u6fq127mcVv0T9Q9+jX5rFFABzkus7y1EjdvoImw2CZxrmZrTGQWbkmP",
-	"EUzbXN/F0Fq8uBpOZywZcjumGi+HzdnjznuSnfflLPvRTP1PzLe4/iquxX15Y9sXfdWErGtZrb5lsRfH",
-	"NkMM7nR2gP5AfmIfdxNudD9+eG9+XV/oI511BnBbXoHn2z7uOqfpMlsDCXLFzuJPwZMtzROKmLdO0F95",
-	"lxxJgD/BKBVSK3IkWUCnVX7R7fKEIIOwJt1/ZrD8bObFctGTqx1t8fZmN7yi0mq4o0lf2YVirIHSkZj9",
-	"X2s1QCvemGOMSurltPk2WTtc7Aa0S2IpVOyK2KD9sMYFGVL/esTC0LPdXyNxQ0MzNjZFw8oiSSrPernU",
-	"O7Jgv0KBV3XBk/pnXNEIVSrc7FtNpZvF5rMJNjv9Yr9JRmhvMu01JSdaz+/cnclqQs16IKpvuk9vOUiU",
-	"Rj3Sd95f5+vFwDoqAUvUOlEWpqaTkKljxFlR5eLJDvoaxdO8yGH8ZlXHbyNhZXH7bMLKTr9YWOXvBCMa",
-	"vIms11QLDfc/FRfiIRy5G78LxqvF1dmML9bW7xoC5uonooka69JdNjvriOJtQ3ZxbVWycon1rwaCfwp5",
-	"ZXDdREHqJyPoZ5M5x+kWLpY72Va/SZzXVFPbh1gnt9rZ2bKayAmB3ixQkfasVOGCd0VOWzqHG3ENKmkB",
-	"zwMiJlppagVUaItyu1g+BNeJpV0iwTBekq+SCKdsNRXxL/CkbaqfUy7hhrwJpjfB9C3V1b5pd5GtxyhA",
-	"6lWROZJGjnBCuT8u9JYmPuVEgZFStzaCwo5rANIuXSoOmcvWzNWbUYAX14Vu11jWfpeMWRAAzgVKC6nQ",
-	"FpQQUF9DSYzeJU740ppJf9slKixOzyrL0uAWR2/9pF9+P2nLjo3r0pRJhw24S0pRlHdN47lO9J4t3JwE",
-	"vvjjCb+2hSacgKCKGJokwsgDeR2IW76LdewYDe3NHXWtoMntmIXGojfoCaEsksVS5OHdy688UUTZLAYq",
-	"O6oJGVHdOrHLIubIDnL/omSM27MSKbNnieZNurzIrgh3tgxEws24VRVSBkeVNwk3TmTY2emMtY53Nja2",
-	"tv/a2+xt9rZ2ftj8YRMJzg0xXx/WJlkPhdBKSxp7pdnZWSGCXi4P0aWuzjNgWlYfE/orWj0Uau3nhsVa",
-	"+/Nj7gUR48zAaEtvomz1yFgorVzDe+Vh9oGXgG7tuKQxSY/gEMq1h8wftmQoAmbrpDogqHm1BIqzXEt1",
-	"s5BC5+7ebNqocA0USyL4d3Kmgzd/TaCy3Ir8sFYDnR/y4NjVy8i10fQFN9ThvLVmOHf8FHDtCKoE34Xe",
-	"Al7aIcrDioO2EgdaxbnhbI+Z+bEO74w4YyWpgA4uYLKQZpxfcpL2Mj/sUaFEiosKLVSP6hXaZ5p1frn/",
-	"fwEAAP//",
+	"7L17c9u4kij+VVD67a9in0vJj8nkzLHr1C3HjzPaxI+1ndndO8nVQGTLwpgEOABkW5Ny1X6a/WD7SW6h",
+	"Ab5EUqIov5Ljf2YckQQaje5Gd6MfXzu+iGLBgWvV2fnaiamkEWiQ+K+9K+C6H5xRPTb/DED5ksWaCd7Z",
+	"6exxQs3zN4r0D3odr8PMr7F51+twGkFnp4MvDFjQ8ToS/pgwCUFnR8sJeB3ljyGiZtiRkBHVnZ3OZIJv",
+	"6mlsvlVaMn7Vub/3LBznMKoHYsACjwhJqPs3MQAQPaaaMEUmnP0xAcI40WMgQ3E3F1wJo7nwRvTuI/Ar",
+	"g5N3b71OxHjyz61K4LWm/jiag8nLMRCavoX4JGsjKSJCSQRK0St4o3JvrNeBn76xOsrfi7sPMK2GdSju",
+	"yJoGTrleR4z6NAwNnkdC7hKmSTRRmgzBPpMQANeMhm/UHNQPxd3gGqZzof4XszM7nf9vI6PZDftUbTh4",
+	"Dej7E6mELIN+GlNDBT4+JohfDnd64H4QkkhQkwjSH0a4AGUoSWkJNCKUB2TEQg0yXcYfE5DTbB32204N",
+	"vWxvvv1pMcUcgNKMUwP2EU72bzhHeUE8nBIpbpUFlSkihYjMQg6OSUwZAgl3cSgCSLBZBXOQzddpiu8c",
+	"jJ17r6P0NLRDQXw6/B183SkupGYJhpx8wW9AKnxth3y9ZjzYwZV4+N8BC+7NmtyDwPwMPouZofOE+e9b",
+	"LbUdqTVa+hELoc8DuKtm+c3ukCoICDOvEMa1QFrLuH3EQlA1vGKeDfDLRXKKRZOos/M3JDn792ZKcIxr",
+	"uAKJFPezUPoEB58F1DxBYeo1lqJjofQA/26LYQTFwPUBpv2gmmquYTrv5LmG6epC8COLmC5Pf0avgCj2",
+	"J+wSP6RRDAHRgvy65ZGYXsEgNF8NInr3xSMBjOgk1PkH7qceOYEbMDLHkAwEdQIFP+pUws24fve2U7mh",
+	"x5aQas/uHKXVotC9sjoaz+GPCSi9ACazqf2DROq6ye0R7lMpmcHyGIi0g9XA7J4OHg52IaJ6LBr5NA+F",
+	"Tn6tCMMFKMUE/xloABXn2qWkXMVCaqLsi4Y3dskt02Mx0eY8NnjbO+unPIMMrezpZj9J4R/bSdIVoOo1",
+	"FHddB0Tdyba1vfBguzdYULHgClC7fE8DRxnmX77gGjj+SeM4ZD4K2I3flVnj14aC41BKIe1URRz1T37Z",
+	"+9g/GOyd/+PT8eHJpTlQ9j+dX5yeD9yjnpHa+4KPQuY/AUAnp5eDs/P+8eGBR87OT4/6Hw8Hp58uD/Yu",
+	"zS/np6fHg73z/Z/7v+A/D3/pX/RPTwb7pydHH/v7CH7/4PD47PTy8GT/P9PfcREotQ7vfIAAgsdfycf+",
+	"cf9ycPgf+4eHB4cWjSdCH4kJD54GjUenn04OBqfng6PT8/f9g4PDEwTinGpAVDwFEs73Lg8HiInDA7Im",
+	"QcspHYawjpBcaCHpFRxRFk4kPD4wF5en53v/OBwc7fU/fjo/3CFc6DHjV+SWKnIrmdbAEbBPnE70WEj2",
+	"51PgaO/T5c8IkyHp2zHVeP5Z+2GiIIHohrLQ4O7xAbo0DHS+d97/+J+DTyd7v+z1P+69/3hY2r9PXE1i",
+	"I2AhOIaA0UsUbI8OXXbYvVFk387VNXMbU4sLTQQHq/aLGCTOTQLwQypBkbVZiWe0ZqoEJ5NsNYPILGdg",
+	"BLVZ6X0i263x71+fTrQvrFZIg4CZGWh4Js10mhkhPqKhAq8T53762qH+NQQDqhet/JJFoDSNYoNj+9Fw",
+	"OnAHkjk1Fx+O5tAylqOCPxZr7T6LaHiRfqk01RO16LM9//rCvmjPr+QU/zU3czqWl629ekVf0hWI1FLI",
+	"Ztj52gFulPRf7cdmkFACDaYD++8vFQjYCyLG8ZRedpsS30wTNPtUBgMJNwx1gGVR7UugenmaKPDD1zJQ",
+	"wA2PBrlnQyFCoGiWZVZI1achVXqgAPiyMIVM6bopa2eLpUCbzZi5bfAnRVg18AxB5pxtzvrKW2IJstIl",
+	"uGGLaC7DOrv3hd2spOeUIPfxxT6PJ8vS5szOFzwom5sV9FnY7cWmZX4fnT2WQlK/r03GTdCn4a7KcpTs",
+	"hmog7i2PUE0iY2G/e0s+sPe9KtZLNr+IBG8BMeS3Hv/XZKvOQSEmlpcjC8VoJqWMsI8ZOvtK+LkYi1tO",
+	"BPdhlwgeTgnTioypGpsjT2khrZ1cwpGz9htZUyWW6XiZtyCBbD62PjK1LJaYhqj4R3N0OUiolHRaPoZw",
+	"vPnwfoqDxowYMZ7/dWt2IXOFbr10vK8D8L24WxKV5thteGwlXuUqodzyUJq7/toTQIHWjF+ptmfozKY7",
+	"FHg5t3lJzJenbCa634u79oI7h/Am3voMY8tJt2SaeYt4GiY15Lsii74Xd0/GoM3RXQ3rvhloEmcKazva",
+	"KPFHACFYgwT9dqqRn9PrjKxJ3fR11PoADa5apVBOltYJ5YQ3hcAYCgt1iRySoZb0k7Hc9BUozKGnlvZ+",
+	"FkszSUu5iQpJU6MuLnJh6YUiu9XK3SqdKK8fm3maCUWDp/ZS0a2nqOsc3lFfEyUm0gfSPyM0CCQohbb7",
+	"2c1bdPGd3bxb3yVckP3+wTmRlF+Bwvu9kwvrw0W/bYKm+ovp7QokR/Sub7/8YRtfdv/aqkdvozubPMZz",
+	"eJ6L2qeR1UjsKwprM8Yy0rqSEB57x2aXNA/97pb/0RwH7aRFY4XerPRGtHA4STHRIGtU1Tz2MtsgF8xi",
+	"P24mOz7AtL3oyMBcZKfeL5y/nXn3bLZaqz1y0KbfztuVp5E6TtFdReicWXfBBeg2JPRQrogZmHHYWpDP",
+	"hYiW9htrdgODCKKhiz9roFC11UaYodDpwFhGQxYyvdBk+dl+8Uv2wTx7T9xykIOlJGVyV9zk3Wa+a7MH",
+	"Nc7r7GLaHdEzAOdc2hWo8mb3qpkgNPA8Dc8h9a3IdIg90KcGMW3YLgsmLPFegmajyg3FXddF1mDMohhh",
+	"ECPil1j8Gl5cMuiw7Bc2gNSu9cL5Ch7QolO5IeftVzL1LzScgHokX4kzmCo8IimYC3HTXuuDuxhDfNpf",
+	"oCyLzDOq/XEJE4vXeimugT+NPRjSIYSVlNNSodMG9lZe4PTLBKpm4gyR1V6zSxFQlA3/PqY2YAehclG1",
+	"MxJgKZdNDsxWCuCD769OiOxh9MkH2XcLU/P9NyI1CZh8LNOpmVNj9tavFtwzyaJWhHrNxS0f+GPwr2PB",
+	"8ChpK5fnQPZ4d084fHqZkq1joRsufTNRoryOLyYuU2LhjPv2VbwVidjijz7at7I7xMWz2Nec7ljhYtpz",
+	"Kn0xLBWjFhXGsjN+wzRGjiiPDKdJvHXBq7RwodXKlgNqoOWE+zS9ay0GLk6A3I6Bp0kEIA3Hk0hIqIaS",
+	"6DHlxF4z7VpwzT9wheahFJOrMaFh6OJIo5zIyLnBXUjG4uMUX+vzkai9OlRpXGSybQUaS/amjI6UmFIC",
+	"qWTdNKdjIWuUMmMmcShoAEExuSQCTQOqKVnjGIBlxOxwqkGt75BA3HLzDWEa40dzXw7SZ8J89fPl5Vmv",
+	"U+LHQgZKacMPkiFw7H8cXpINGrONm62NobgDtfHV6Wr3G9lAauNrYdT7XWIEEuNXBsgrSblWSYCbAWih",
+	"WM1inqpjkPE5Mc8JVSkOe/MkdHkQQwhWn180hhrT7R/flUf5KG5B+lQBGcMdufh5r7v947skOhr3yyOG",
+	"ZCcaAsO6NphXmr25HZvZzQ92Zpe9UgcA+xMGOGDFmcz+xIB/fFzA7pzY8wKXzKQkOWsztwcFAFJ0VLHC",
+	"e6PUtgtJS+98FkbiHYCmLLR0koaQNzmtk9cfLxQN138BPMiOI03lFehl/AyzKtDMACkstRuQAyAXr6as",
+	"MAwmNgzSpn7YxIbKqLUsvSymWoM0xPZ/f6XdPze7f/vi/t/98nXLe7d9/y9V6N6nMlhWIpJ4MgyZTwIm",
+	"wddCTolPZdAj+WAwo2xSTsTQ8BKeOR7GWsZSiJFhv5DdAAelKoTf0wXULYqMe6Tgt9oR2waoVUagZcBX",
+	"EaHZ+DN6BY/qRELqqrpnzPIFF6pG9ApcJmJzx9N+QTldxkhrrNX+qxI8S1Nr75GgN8vbhPajZYN8Z12X",
+	"uXCWbNXzsXlBb1qZPm3RurrHhwUQxUID96dNAmr62etJGmweZ2V4ZpTU2ekWo7OVvfaU5FZPNulgC1bZ",
+	"JsglZyb7Y8qv5ts9taY1pmpcmaMGLaCAjUYgVbUx8zBu0krKSNdQiamQsuhUBjPXkx0RBqA0xqJZ5SD9",
+	"gcOt+aNKISjEvOQUCxaELsaFmzdtTEuNUlFcYEW63ru33SHT5IaGE1TMKQnsJ8QOgmd6Th8xysjXLW/r",
+	"b9U6SD4ReDlVBGM/wumCnOZc1nMxHbqse5i3lshb/mBeRwKYnfSBr6pm72nNvFW0NAtbjgKCyBnP1Xue",
+	"6HLWPX8B4eh5XPQrCmwkPH+8JB0dMQgDRbQgllF3CdUkBKowOahMJjN648yNsNOOsx+zS+Htzc3NzAqs",
+	"1f8qBzQPCyPVDlT2EDY4xyzemh1hh4kd+Ki24yzQOEAtOPtYsiCj91yaXMfL5Yl2vM5soqh7Xk6A7Hid",
+	"QgppxytlwHa8mcxN881snqn5riLNtON1ismz5ttcBmTHq8ut63iz2YmVXJ1H55Lnr8Pmws1CtBtDbCIl",
+	"tHdqe52R4cFqL5AYjYAH6KoyMongqx6B3lWPpOlj6tcfvlQyVVhdfcAMjI9sbrxRFMAl+zby0KSuiqqC",
+	"IkDGk4jyrgQa0GFoZuKwS6ynEPyxcGnjiXFvz9JqmYDphuVJFKfXMEDPloQR4xAB18ayNls3ewLT7p+J",
+	"O2Dw5S//Uj2PltMBHWmQAwW+4EE+ZjS37DSrs0Yjw0unkZCkkMxr1K8aYt4lOKT1ZqalYmbkUJ0DerU7",
+	"bq+jJldXoPCOyq/xA8zIIWSNbPfzCKkUTnexkPrIkVMmnzC91etEVF4H4pZX8u8RC2HP90GpczCjtIqV",
+	"XPVA5UJD5TWj1MQ8y86kH+cebs28c9mSa0Ju0oCaJgdVabRCbqj5nQ2d64QzvEzgQg9GmHTvlU6c4sa4",
+	"QlpLCdXIiaJy4D5TcUin9c6mort9jvu79GjCXQ7i4rsjCSOQwH3A6yMuiPtygPe5HrGzGH3aLqWaKSey",
+	"+sK6MNhiPjPDzCCmuJi6DT+HhrrrrF2Dtw0pDnrkRFhyzjL/R6D9sZPdn84/ljXDbItnDCDaHX35+lfv",
+	"3dtqG2h2/+cGJi1BDVVQ1MHg9q2IlbHWsdrZ2DDLTWuhTBRIxkfCI1hlxyMjSa/M+eOR/lk3ZBokDUns",
+	"QiPHQmkMt8fogG7IroHEVGoUEwsWujrN1FOJkahLcnCuZFTl2bjkZUciWisOY6wssGToY1sJ63UmaPWt",
+	"5hkq1Aqaqa01u5pcXGRu6vlb9eje6hxVPIPP+kiEobgtHFBhiHoGxyt7i8eQ4fVeNNFQeTCVw2sLPiU1",
+	"phKPuRldEn/ecXGSihi1FW//pbEdOATERa/ukt+F+feO0/KkiKzGpqnU7laVSeKMgWS8MYt7OT9WCoQd",
+	"q3IdM2pISSxt9Xpb2z8ZEcM1Kth7F/v9vjHfJfU1SJXWWYtBklBcMZ+GxKp4ib5JOZlwH6RZoq29WNRA",
+	"ndY5vzpTXsB+/ny3vdn9/Pnur4df/leliE2X9Ryq3CwpNtCf+sa62vOvn0XxzEy7yv2n/vVgSLU/dsE4",
+	"t4Zu9URyW0cOK7rky3I1EQEl82B+5HMGoLcUOls6/c1HS0RwZ4VnFi0kGboWZvRRPwsRhEAV5A3SmfAO",
+	"85iEyI+lMoL224jeJd9/2U0rCdpn7l/J84aGf41H4dyQoBZ26EU1DRtOJZJ7gfmJrukNQmsmxzFa0eVy",
+	"hyxO1tewSl4BjmFLuhaPtwk3J1fuqEl/sGdpffmfDKzvskiTpXa4i5kEtXQIsvk4GECo4HYMEqpT4nPe",
+	"sHkju+qVmWergqnfMx1Rdb1DtsjBsUe2yQh1I2VUEo+8JU4l8shPxKhEU8Ni4pYnxS49svWOJCUS84Uu",
+	"l426ypemSoDNO35KiKkl1kfXXeewVQonxkk2zAdrqe1iacqs9vNyn1pmXQLMSoExM87M6qt2KBdzUFEY",
+	"fUr+9eL0hNjXcw4P973Xueteia778XcleO+c3uao/GMatbzE5iuIKNfMn/NdZfWHWS90yDimQkVAOeNX",
+	"VhlGpzflAf5LgrbcZAz0NO6MyEkI5cU+iMf1xmYoLZnPVJODk7/BcgN7OexVbffxo2YbzK/OsUq42RIJ",
+	"v62qq9UEn3mF3OmK8tEY6kfsS91IBPbHkZDkeP+sykO4MJwtSzXLl9/KSlEnWeNumdWbbCzPUhiEzQfE",
+	"Ir03rC6o8ji1Wq0+VD9KCCNdM0R6GC7hgcQq7pQLjsaqO2d6xA2mCJVAWBRN0OKdFzW+0DTI3kSSDaaD",
+	"KHjI6k5BMaRjiTLwWLB9SZfNqOrQc0pC6nMqDrqQhcrDPVkYc0ynoaD5/Wh61qA2NNBiMB9aPgldaVhb",
+	"RLvK/WjHkRBQv1aUJFXCHwjFCngDYyfLGTNDjPGol0K0i9su+Czze+bNdnOwsGXMUkVgVRip3pQS5Anh",
+	"L0yZc7v96ApljqoeyBO6gm7Y2DJ0UC9/Nfdk7N2UAOes7gJ4gDkE7SrLpcJ+RtNVJJufV+e4BHI6kBPe",
+	"rNxnKsmrk+m2Nmfu21RjL13hkq+CQB8ghiyVwE2R1FxEz4YKVns3bUaJsr7N5Bu1awxeoNrqAr4IQxor",
+	"KCYaLil3S67AMnx5qdfEoTRLp63cSjlaqzp5lvOFFnKeVvGGzi7tU5wQylI3zei3JgfH9sZBcKhKMiRr",
+	"0STULKZSb5hN7QZUUw9TBtF82//Yx2uY9R17nUp+w/Co38jabBl1j1SKjl3i9pVEdEqGQCCK9XQdB//N",
+	"MOdvPXKZpb9h/ji9gsBll8MNyClRBlJLrcRQLCZCiltOfBFPzR82ry75NdFqO1VXq4t6eu0gqlBsmBW7",
+	"3Er8AZME17Z6ve0ff0zy+rggMdVjuyCaz0hcK9SBd9mAZshdksed8DXormtahVESdKiwcxhJxFguMy+i",
+	"dzb/bjefReiSCy1ekvxDm1poB55NuBwyTrFzTYX/z8n7Bgf3zCFRdm2ZX62QXkToD3rMHLt4JyQ9s0W8",
+	"i1RH1uz/8F5xCIoFgBd0ZbawHLCx/7G/noUe2fmSDSCfLo+6PxG3GbboAQEXLE4V0mz1AdfabplzNBYR",
+	"8AsNWUC1jZPbxT4SkE+8/a4O0kojbCaQTMuJrydmh5KrbrIWMINcX2cbnDsPbSahgnC0vsrBN+eYP40t",
+	"meddfxko7rMcuSmQjIbsT0OnPCi8EECsxyQAiLEAZdbGz8bBXMMUQ2Os76qVPtHI5Ksw8SpstxkCM48U",
+	"oera3mJZl3qwYHd2CeOu6ABQf2ybGNJQCXPAuB2GYP0BVZaipdZaVWmopcwe5cp2pTFKGrBYY6wYocQP",
+	"KYvMyRJAyPCgtFFzcQja3UiXvDeOWZbx07f1z8xTrp7Q1ZFQ4TJLbhbllE/wrosgnUX5LDwLCKal7mcM",
+	"h4fS+5IzTd8KqwN685TANLJl9nA3Z6J5iOLOTOkZgYTHVFYUwfXvZL4mAfgiANlUf0ya0GEREp1vwYpm",
+	"jDufGbedeCTlygbqvCqJT6AkttQPk6pN+finve7/SUoPpH/2Bt0vXze9dz9Ux5zmvDzzG83ukpgqgx8y",
+	"pP41mXCXUlmpxuVKFT3TVU+7olPe3Ir8+XJIS9ZIs1egWcRBQ1Eb27SbgROLTYuJuqiLFle4abxGaWav",
+	"YhG1SGpRNXUoGYxWyF5Kozfn6tv2rfm3cMuVL20QcJHdhD1KyVMLRfVepAW4ltiJVbs8JXV6G5TdLbdp",
+	"qlpGrrtmC49yO7WoXT4x2gItDYF2ny1dnbd1nlYzurVQPWxge2Uz3OJlUQU2KncxF/eeC1xYEALvFmVT",
+	"tB3u0rx+7ovIZvSLib4S5s+qC2k3xqNfGyW88gwB9G7qc2ulPqjTyvaQjMOp81rRh74rWT1vfqGTyHYy",
+	"Jta5PcB2iNZA5wCBapLp9TJcSk0FgQ3/qznEqhLgU85czoNQJLvHuOqIw2lDfd6FQsjswGrEq9Xybt5q",
+	"y9mUTmHDIFsfYluZEUlrgP1d8bQNwA8x5SO5wbF0WCOxCjs4k7j5EBMIEb03Wl8rTbEmXqY1/y6j9z3I",
+	"oZaqcel6ctBXbn2Cr/YVvGlsyKRaxMKdJloQ+0rmWfyJfGDvra2MgBKl6VRVdFlYkEj40kpJZajwKqVR",
+	"I9EjRLRKc1Cb+7Cs6fKINx0P1E7iATKPbpgGaOAc18KW1QWyVnlTkbnKudC5+rwr3lxUV0w19IDVUmvK",
+	"xCzT7SBpObUUGT5lYfQHIN/HI0AbXTqPfs7SiiZIauph6OGba6CS7EZ9A5XKvikzm59T3sqoryNZWxdH",
+	"LVsqahKGJLCfYpDzbJcRV3XfYdFz/GjByhaW/GLIHj3P6EWxA5K4SBtlN/iKzqon5jiIha3I9ageNft+",
+	"e6Q8NOsvh9tZ+mjEfTZ/+sGqzz6yrJBCVaYR7OWOKsdJabV6DArAaPzGBug5TnPItZxWV9NHN02hnH5F",
+	"XaEX7lk1o1jSf54qfcsy58PqzqnUX0VxtsC10liWXf0TGIW1pJTiaqFt10eGe6ZM/xb6djFI9iEDSsrg",
+	"NCcri8V2idSLtcYTuJ3VDlbUHB+AxJqrXB+Z0i2SrJ/4bm5VTeIpVYDv7h5xbucEM9xsdt6yLqjlNqWd",
+	"7vpIyJ9NSaxHaYJLC77XqbtZEiJ6/CuhPOM/x71QRoNVOZxU+mN2U5MKmlcmn75FWRvOXBhhUq9UNmxJ",
+	"UoWnfIenVt6f+ZUJmbL1mUQMWN0HA6fSyj61falanWu5b1NLuQZd+SaRi1Zt2w+nv25VFBLJqhlVhs5E",
+	"jLPI7MlWVcxNVYjZ/GE2q4YpxtG3gMMfU84hHOTg8WncApJkoOSideEoleAAv4FQxLDSmvK6X1ovIV+T",
+	"qH68d5Vrqyw+1AKwUoGjFmPk6hKl7vxVBmlHvqWY+vljbC8aA8PuW8AhqU4WMpxIpVsQbm6IOK2l3GYc",
+	"dwE6GE6CK9CNqHdz+23VUDk7qQVObIjywBfc1vXzp4sH2pwzkIYoXkFI3c+Rxb+ktUWWq+G0QPSuIG5b",
+	"idiVxGp7UVr1ZdrCpADxbPuEuyxOPJYimPiarP2wTT6w9+u7LiHCVWxpWPesodx+CFm9inhuK5Jbi+FW",
+	"oretuG0rYluK1VVE6Sric3l5uZKMXEUuLgifnhEtVftctYeV7FbEgjcjJSsJtkSMdbtQx2JV7FMtvmol",
+	"Yo1orkNy7c4tkiR1xFlB6zVitMqmuMSqILZlwNLF5TFZpSydf1eC7xBqk3vQ6rYVwWxRoV2SdCDYIRKL",
+	"nBgDC+6q82NHaRuDuY1B8i0P7q138mmqz8VUakbD+qIBD1F+xC3AS1FeWGEGRP0Gny1fG2oPU0XBtmg2",
+	"G0iJLSFD1jimZk6iJFVmx5VjpleUcaIFUQAkpBqrvWEF6fXylfJzV4dp7M7J3HN5Wgqohq5m6OEo2/cK",
+	"/IlkenphJk70w6Snf8Vdwz8OTy7fn/7HYO/guH8yuDz9cHhC3FW/+cwWsjc4xJUgmQGVWB/ITT7W2pb6",
+	"vAKuKytY73GCD8neWR9LTRMbZYzxlbmsWV9EYAttC55moeGXbxSW1if9M9UAlnt0MVv/TBGSfSFk4BJo",
+	"SURZOBR3GImw17cTqR7B6xdb5E1h71YyMbKitvE0XuFqeo1J/IV17jocVo1lHiQjFkfIoZ0cYjotNufI",
+	"ynz6VErmOjNgYyIM1d4t9KqzVVOKvepszjXTISSXTGb1e2f9Ttp8AAuybPY28Y48Bk5j1tnp/NDb7P1g",
+	"2+yMkaKK4CNCzM9XgFLP8BpiuB+Yicyr78XdR6Z07pTED7Y3N2fk+WwmJ1aIRB5aWCwrPw+SwAwRhiFB",
+	"SHtmcW83t+oGTCHc+MTpRI+FZH8C9r770YI7/6MLmyR9RFk4kVDgyc7Or0Vu/PXL/RevoyZRROW0s9Mx",
+	"sFsgUSe5UujXNB90vhiRL9QcBNu4tCxD470Ipg2wC3c0im3mUprl19FAoy4N4zFNvKk7nUugEdnD3+69",
+	"JTclH7p5XxSAWk7g/gnoooomjBjicGtQ7qiiwQa/p0Eu9aMVIb3d/Nvij/YFH4XMngRvt35sMouaxNh+",
+	"IjiGgNFLIxOfgmzt7hJq8FhBuPdelcDIJKjLrbWe5WratnHYVuGgEWiQCqGqWlP2yobrGW6gbc0UwOkw",
+	"NISKusrSlJ+PIH9hlG+kPzZBs8G6mGT8xGzwdvFHJ0IfYZOqF88G52ADIC3FYJFhpvDPtpyxYXWS+Wcr",
+	"nuTudF2BPR6TCDMQa0jR6V5PR0lPc5Sn+quyZkw1FWQHexkxTpPEgmRjccuxHhlh7qYwVQltWC3WlsCQ",
+	"XOxUPKZqbFS+OppJFYanF6q58s+d4YSFQXcrK3LsSrW6x3FIOUcdP0lgtlnPnf8UE2IeIpZvhbzudZLK",
+	"zulHy4nrHFaeT2DngHBRH/N4Ji00kphWL1t+f596D5/ZixGTKjUC24v9ja82pEHCqKgjFWkhfQmrkztY",
+	"BixAMx5j8m3bV6aSPlHM8gxqvfXiYUWdy1v4Js6CeZzPpZ/l1vnMDL+AyV+1tAdj2kOkFy/RzTxiTh3D",
+	"KxOOfyUc9DB8u3EN0wX62weYrqS9Lc1oj0nMyWJqyNlg47vT8hKKeZOewoqs2f7XNnzLl6DV+hKa34X5",
+	"mIZ2KFdwDL2HIyGJFBq3x3pRS8phz/Wn+LsRXiSi16DI8f4ZocENSM2U61qNPXDxRaKFcAleqFS6XoDV",
+	"lLqizvhUh0LSx6PFmZAu8vlOhBSE+Qogh9tvQOX7NjQ4occgU2srSXZ8wHMgzgpEuayT4ob2uS+xr70i",
+	"M4WasurTGK1ZuBcxf3Fbi/rs/PSo//FwcPrp8mDv8vCACE6iiRUVRvPTLCRMY79TlUSvmGnmqYCuqtUF",
+	"6BfP8TmjUMINg1sST7Crqy2q1iPvXVWF3pJGYYaDZxEISWGxOTLAbWRS1+Y7lgdvt7cXf4xdyA7vfIDg",
+	"ia5tziEOqQ95RSBpCJ6wfQsh4odA+STOKY+z1aSpBo/gVbzyyMhCrtAKDanS7trQiYus+Zkbl/wuhqlX",
+	"qkYI7NtXL5KM8xfqXiyCWcEp7gVi822+JwX0vLStY6AhBjotTXDYvH6+rfKzUC/c1ZxCWCMwcZHfpaMZ",
+	"V9bMz1yzs8/oEGYxgrq1/dfeZm+zt9X5kjqAE//wcsd2tp7n0+MNDPMObrNjrw7bJ72hu2LKmLzUhhNh",
+	"mUCmlS0uTpSYSB9I/0y1Fp8bX9OrjYX32oY8Ht3JaiaxLeQelD29ztYm/vkjCpYlmeK5Xa7zGBMJ49Xh",
+	"+gjaMaL2jVqRza5hqja+2g6p9xsSbsS1taorPWnncCMsnRCmCIuw5r2GpCdwRM1KdwkOw/gV0bfMB3IN",
+	"EFsj2V7l2FmCAdX1nrFzC8njcfIHmPaDp3Hh1vGGw8PL9zo9AVEbTBiLb4VrPmwdU2vfnWNjGds945ab",
+	"Q8vVzpqoXWLdy0m3iaEImK2OUUGbSVL6y9XZUwgryA6x8N3p67Zp0BxdvRntbHx1dRDuN1xuf70k3HPJ",
+	"/25uKgF9gV28DVg7Pz09Huyd7//c/+XwAP2fCnigPFeJ1JZhVUkpN+tk+F0wbuPra6jOTfmIMhHL0ARn",
+	"VI+fiExrJaMQ0Xemyj86JzjywI7qInoIJkA5WetiT8wuK00x7WAIpaKGc+j5AvTprYtFeiqCbqmwpzcP",
+	"rYOh8gt+Pk39n4znXromT5ViV9xx7BtlWakN57oU6QXuxiTX/R/wgrWXBMg6Mk2W+n25nWlgdRdjzyUI",
+	"qHQ5VgetHYO8cilMV+wGuA11sMUw04vQZOC0PlmP/LtRh0u1ED1CjWaMnUHtL8baOz/8pX/RPz0Z7J+e",
+	"HH3s71/WiPZkA58xySDPDjUp+Vvbm/fLSfDiup5PhjdlkJzXJTLk8Srbn1C2I0OieuTyBxnXogmLl0Q9",
+	"pi6qekOkrxTmJ7qYi1y+I1nLwpi86nj29R7Zyz5QJKLcGsB3xjpBF6znQu49lClecgWrvByhcWcGYbeF",
+	"KfEpx8odPraHTJIRKoUFom/1VDvsPdPZ6YhYkZDGWsRLqmc5OJ6Ps3NALA5VcpnET8nTL5rjkA9mMn6b",
+	"89fGV/z/Kk7QXVKZ/c20ghCDyX3BR+xqYlkAmcYxyjBzBY5BwjxWqXOLlmkE1/NGkf4Blnk1P8cUb7Ld",
+	"RWCy4M4snecZZ1EFvC9PwhOLHKjPwAsv2IXagAFq4uzS+idq42uuGAoL7ueEzUigkVU9bUtzMapvT5z0",
+	"33eNXY73z5zrNUnCxyHWe2R/DP61yrU9eaOIrbKiSbITlo+0sPF76Sxv0hZrRHAX7JcUR1g7OMY+vMxn",
+	"MeV6N/FVmNPLOSzQRcw43mNiRf8QCBZDXd8xyJ3wa24O1f6Bl565eKh7zozLwWyY3vC3kIQLEgp+BeWu",
+	"D0SMPJtbEk/kFZatdz2PwxCV+ayH8snp5eDo9NPJweD0fHB0ev6+f3BweNIjB+KWG2RjbWc7JeVkb/+D",
+	"PZnBFzIwPyedxisETIq9ZKxHdMq4kp8/Aw3QjbI4pDGFrrlz8i8bfylKmoUNkGsyRvJ05dovF7o7M9t6",
+	"Odf9maqU+A2mx7hOBDOpEtHNVtS9wH55Zcb6KG5B+lQBGcNd2tnZhZ9ZTltzvfZcAlJCOAeXp+tpWQ9a",
+	"3dA0WcIBU7FQLGkOOZMKlUK5mzbB/vvnzv/8139/7mS//OXvny6Puj+9efM///XfZM0AkrK+edwYlKTB",
+	"UEnCsD8xxypZM/sTBk5MdCqPqjklr/6jm9+77inOUVUzPrylU8MyirPRaP4K7r8vs2q7wQfnVAPGha4Q",
+	"EWo++6ERBm4oC+kwrDoP0xo5s6dhIsZQZJdPoty5mJSzmn80ZnW46i8YQU8kd2dW+jpRYyptjUMj0F3U",
+	"ubKMzJx1tIunAvZ+z39qg8upytwwnzubnzuuLz23TfOJLXBUlun76UD/eNSA8xlx/pgaYbakOnGdYe+F",
+	"VyD5PtgMHZcZHRslLduijMfStuv3XvVd0r6IYiqhS3nQVaB3iKI3oGwR75J7ksAfExo6RnM6YfpszbGI",
+	"+ZIbPRTumNJq3SOoq90yBWVPpuUoN1bOPXoinOuMJK2GbGlSw70GjdTXWBxvHvNd0Ee9sq3ivpZOlKKM",
+	"UxpiWy6ZqmtjLkrm6rZVNAHqbFY0OtnpmF1cJtS0iLVnccQUQZjvhjHLC1LS+45LHrVLFPluZJwNuJs5",
+	"19kI9f78DcmE2/DGoFL0zdMuBL8BqWiihlfqF3vKd/17ch3kiUL728a+oPm55uzXgumcEY+zZYmQxTfQ",
+	"MGbSBUhxSBQTxWmsxkITBRHlmvkuhipXrHGjUB5zN7EylfU1Y44tqkYQECzO2CMnaPPv7X+ocAvv53Bh",
+	"jpeXZIgegNKu3OG/TUA2mgSJu8mLST3Lx1SgXPVNrCJaIdTcY/W9XRV9R8qW43IhDccW5MayJk3AJPha",
+	"2P40lRJnnyroMq6AK4YeKzUZWrOXRFT7Rk7YgiiYRh8CWfv/PTJAp9PnzxgSFzINkobrRBiGtwWJkope",
+	"Qa6WE6qQQ3G3S4S0hYSHU7LmGhK7Aizru0khWytoyqLjIFnRBVCJ3YueTnLMdFsTvGutM+26k48YXsYX",
+	"8JU65v9AYZJ65pN/1rvlF/Rj/raE0j6VQa1EMnRmCC6eDEPmE5/K4FU8vUjxZJnOMXnC28NpgeJzQioT",
+	"P82k1IaCcDSnbtOMCWlkkyGWzGpEEYRiygio3MfuMkLm/TfOrDQj9Mi+vaazyl0qxZJ1zU3+T0WSjRq5",
+	"MGv4JozBKiNvq9LIMzjCenPpxriqcbZwgPO8NhMFFeh6HiuQyqDWxURl8K1lNL1ai08lBS3hEnHL80fW",
+	"KnLva6IA1V/CnnKoVq7eqDwUPfKJJ6+5el2B84t1sXotD3L3m6rZ7WO9yHtSt3PDwihPkd0wT3jkd+NV",
+	"i3mpRpbgsBr3Mj4Ud/WeHJ1UmZDi1vlTfMoFZz4N0/4qHnFBq2TEQnPaTLgEGuymF/o08bSgjyUJdHCe",
+	"Filuk7S2aj9L34D4yJXyFplJdkVkzS103cM7MiEJ9a/t5XmVeWTR0WmqU+BCj+w398s5eexX36arB5dd",
+	"Z1bhQ6S+Vyn0EqUQZjWiECG0ICxyosjKmMViaIP61/XBjMdUXiuy1esVunRZwWSYM2maIsWtzfEa0xsg",
+	"QwCeyRoMwWIqLalm9AgX14jR9/b22wZL7aJwZfyGhixIQqAk/A6+tqbX7diYaAhJjdDa86+/DRuqbCtR",
+	"/xpNJdyYgYI/bB2Iv3a8ztZPS5R+SPDwLMZRMnn95dgZyK4hGDHRvoi+P3/yq3XUUq7t+ca6CCG4Aife",
+	"2go1P6QsqhdrH43cUWQSG+GELfWc+uSRCXdCCWXcrOwyqpRNGXKpQmTND2kUWzFXajK4XgixTG6+agTX",
+	"PsL8jYouRLjtK5BHD2ZSeR1EcWfnR6+DDvzOTkeEgePiJaQKYuj5hBpOXy/WPmZ08yrRXiWa1dQMTTjZ",
+	"UilRlhNuyEf1RUxcAzs+EtKHwAm2tOxWKcEThZNA55DtAJhd4gP1xz1yAoCGpNXGrmFKhhNNuCCxZBEE",
+	"yRrK8gw35cUmElvo6nwwFscr5A9/H5R7OBqBTUSwCEljywsVVCLQdD7JRlBLrv8+tskZvoTAGDE0xEgU",
+	"86dPse6JWoEGj+Gl0t8x1F8euHgbhgjR0396Muw7RCTkZzDE+FWpWngTQnRhD/VFe7SImE8U41chdIPM",
+	"0YPleXYsCSJhojdNjxm/8mxRcEyfVfk8Cw9lbtE8T3vWJAlH+CPjKIS1pFxR3zYb2MN8hq4lA5+GREIM",
+	"VCdYUNhQ+Y3C7rtKp7kdSWCXbWGd3lnaOlYkmFiKhR7ZC5Ug1Pch1opEk1CzmEq9MRIy6gZU0yzQC7s7",
+	"m4fkN2Y0r9/SUwPLYNsn5s/fyFpNYpdHZhK7KM89tTWRkhVEdGp9CGkAu+09HqxXcTh+cwE8+DbUZrcU",
+	"jJ3hZJpVTz87J2+3/3cHRUJCdOaDa8bN265ij6u809np/G24Hbzzt6C7tbW11X1Lt4fdn/wfgu42vB29",
+	"oz8NN/0tZOiynh6pK9TSI9d2PLk9Qib6YbTlb9O30P1p+Leg+9ZM8LfR5mZ3i24Pf/DfBj/Cu1EnQ0Cb",
+	"jxsr/LnNTTR+r1NBqbYrkS8Cxq8wz8fV/Xe7cmmDX/6y8RfEB3fx5cWnpW27xzjmdN/smJ21QhYjVsrt",
+	"heLKs0xgE7l2SEXu1A5Jwd0lLk3KjJnPk/r750464ueOV8gi28E4oY04pIyvd3LLyAgKW0ya70kornq1",
+	"lBQgHYHPYma2LtnAzk6z7aslqe0lbvFzO/sJhcVTG3M5ABZEcNujLr1IWcPcSRJAyFDTRqN3/dXYezX2",
+	"XIgTDwglB8c2nglzhm07+2WDL5O3NoZJ0Exd6yLu+ovgHbzjDkKNUhFAbLQErsnBMZqd1tulqbwCrawb",
+	"PxEEajf1uSdjlJ3uTup75mhO3rajEeyO+TtGBBEaCv5IGsZO2pyF62RqbMeC9sltXqsgvoinc1WG94ja",
+	"b0xvuNCUB5PYKHo/kojxibaVSMtSGSkHj/qyuH/k8xox+zIPbQlGaPXiYPRgp3Y2ZPnYzsMYB6Oas3vO",
+	"/m2vvH+tN/DZz2aEYv4tkpMBrxdJrydx+SQ2J8jBsTnzlOvw5xp8tz6NvyapVfOi7awfZyZch7BRvvKH",
+	"sXLRJcw04eK2LmincPWEOau5McZUOUM68zDgV0zPT6FyLPbC4u8cVE8RgeemqtP63Za9hr686AC8lVXr",
+	"PDNvmPO8a09yNZez7bYRBYkX0KkURHBX6AUH3SWUT23sbMKv+An6upy2WubMIxbCOQ735JF3y3HnNxbs",
+	"luG1LuLNPn0Nd3u54W5oCxp7UimSMGrG+1hzsi3jq42v2ALU2Mx39xt29NrC5nuEC951ciDVzROYMlPU",
+	"gqpFZslKGIEE7oPNx05FxSRWIDWJQZK19PbAfOG5UUGuVwuLPZzEEu83LS7MYvoG/asXYy+bUhJiNITt",
+	"NQjG2Rm0MSRDbwkZkkf3s4ShZIKsvuYhWqOvhtCrITRNz7WcMKIzomg5GYp37vXuyH0ahraJU4+cxsAV",
+	"OkKx/IPzUjpbxh8LBZwMbWd0vPlEONfSEnhO5Dj/jEcgVIAFId0Q7hfzuesJlMTa2StPl3LpFWptIf97",
+	"thixZ3u824auto2rDfxwthPNYhHNY3vbW1Ea0XZuNmj5JlyJmL41yJCST+D8YYmqyOmyn6cecjr9gguc",
+	"XMh5dmdPOLK5YQdLnORWyOtvp1jydyKbjITIBESxTlgwkWa4iii5RhVzcv3fFxbjq2kiXYjc1WOqi96Y",
+	"MVVEDBXIG7AhHa4fuEdux8wfY4NgWe4TXxYgruX4d1OEb0EL9SR1fgbbr+X4nq4cHyRRQ/Vt0xsxWdLt",
+	"v5bL+twXkZG3a1RdQ5AP4QKJNabERF+J3BtOIUjeSGawd4V6DEymBBSAH1LLRyot/SJ4akENFPzhkfLd",
+	"SYUl5ejpmbMdWYKtHF7qchxtnqkVjPVlYOaxqVvzQTrQfRmiUx5OrdTLIbsOJJW0rV9q/rSL/DfmUXLg",
+	"17uTLOG++pNerD8pGSUVMjnxl/7USP5tfE3i4fKOJTt+UG8sWWsdP8QykYkjyfKaMTqSuE2bAV4uYKOz",
+	"EUghpj/G5vTYZjucov8pu5CSEIfTJFAUo0bygad1svHcreYF+ZgcZFX3RiuHWZxywrBmcvM6N2a/y16m",
+	"2HHBUlLFIftZLKsiCPOtq9ypkItsjsPpq/vp1f3kNE4kI+t4cny5vJyd27i5kDZRaJ2hxixWrve4rYyK",
+	"/XStymiF6kiEobglceaZN6/bLrwJx6fK5XBKXAR2hZhcte3zIwjIl6UwCRHVaku2RzJWQEw36FV1erGq",
+	"k7jlSV/r4p7lWRuZFiu6V7uKsY+ZSguW3vJZ84+sFbh5PZsszdzOx7K6ioJrjtfXe8QGx3KRBXRUcW3a",
+	"Xe4bcN4mbSqt2DIqRhh2vM6YKS3kdID9iFiIu9ixjSWqVRUhIldnwmAT2iWBOLtPAiZ8d99uL6HnpHh/",
+	"Hh0nnX5xH72saDYJ5HQgJ3zHhkSLSRh0h643lHkuJpr0D9RrOsCr8mNlpSWxcsP1RDQuUnmyVuu1ys8B",
+	"aMpCK4cpGZpNxgoESqP8dF0ptjc31zEycLa52C6hRd0IIBem5Ga3pUw994JMhUXySzCgGgEwhk+NkH1h",
+	"sYalvu+PKGjcFv0ztVX/jrzlKN2DHJdZ3lqJmzfQvphv0Dgnt7VEMtu6oosNJsmu72I4MV6ZDaczZhC5",
+	"HVONd9rm4HLKAsmUhWqWfW+m/ifmW1x/Hdfivryy7Yu+5ELWtazW3CzZi2ObUgd3OjtAfyIf2PvdhBvd",
+	"j+/eml/X53pnZz0J3Baz4PnGorvOXbvIUEGCXLFr/lPwZEvbhiLmrfv1M++SIwnwJxilQmpFjiQL6LTO",
+	"I7tdnUFlELZMf6kZLD+bbbJY9OQKjFu8vRodr0aHLaGH5JC0PZ4rA5fQWBKHw9dG/fmKF/0YWpP6V22C",
+	"UtatGftN7ZJYChW7ekNofKxxQYbUvx6xMPRsc+JI3NDQjI09+7AITJL7tF4tMo8s2N+htKy7l0o9Q66+",
+	"h6qUjPatZUWjxeazSUU7/XyPTUZorwLxVSC6VFDrsC5d9awmEa3vo/52//SWg0RR1iN957R2LmoMJqQS",
+	"sAiyk4NharQJmbpknP1WLdvsoN+jbCvLK8ZvVvVXLyXpLG6fTdLZ6edLuvxVZkSDV3n3Ku9cwTwknlTW",
+	"iIfwP2/8Lhivl3VnMy5kW+RtCFiTIZFr1BjF7oLdGXUUb1iyy3qrDFaLu381EPxTCDuD62VUs34ygn42",
+	"gXWcbuF8oZVt9au4ehVXruS7D7FOwgCyU201eRUCvZmjnO1ZkcQF74qcnnYON+IabGML6+0XE600tdIt",
+	"tDXjXeQkgutk2i6RYLg2SS1KJFu2mpqAIXjS5u/PKdRwQ16l2qtU+6cp+37T7uZfj1H6NCs1dCSNEOKE",
+	"cn9c6NhOfMqJAiPibm28ih3XAKRdZlscMpeVmytKpABv+gs95LFlwy4ZsyAAnAuUFlKhCSshoL6GiojI",
+	"S5zwpbVo/7brmFicntXWLsItjl67tL/8Lu2WHZcuXlQlHTbgLqlXUt1OkJNsrzxbVzyJFPLHE35tq5E4",
+	"AUEVMTRJhJEH8joQt3wXKyUyGtqrTuoarJPbMQuBYNpaHEJV6I+lyMO7l1+epIiyWQzUthoUMqK6dQ6e",
+	"RcyRHeT+RckYt2cVUmbPEs2rdHmRTTvubLmPhJtxq2qkDI4qbxJunMiws9MZax3vbGxsbf+1t9nb7G3t",
+	"/LT50yYSnBuiXIHY5sMPhdBKSxp7lYn0WcGJXi5l1GUZlxkw7fqAhRtqOpEUWkHkhsVWEOUx94KIcWZg",
+	"tMVdUbZ6ZCyUVp7zl3mY6+EloFsjMOmb0yM4hHJ9U/OHLRmKgNlKvA4Ial6tgOIs6xuLCyn0w+/NZvgK",
+	"11m0Il9iJ2d3eOXbDZVlsuSHtRpoeciDY1cXJddf1hfcUIdzMpvh3PFTwLUjqAp8F1pfeGn3Mw/LUtqK",
+	"K2hS54azLZDKYx3eGXHGKrI2HVzAZCEjPL/kJMmoPOxRoRSOC6MtlBjrFfrKmnV+uf9/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

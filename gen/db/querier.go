@@ -49,6 +49,7 @@ type Querier interface {
 	CopyAttachmentChunks(ctx context.Context, arg CopyAttachmentChunksParams) error
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
 	CreateAdminToken(ctx context.Context, arg CreateAdminTokenParams) (CreateAdminTokenRow, error)
+	CreateAdminUISession(ctx context.Context, arg CreateAdminUISessionParams) error
 	CreateAgent(ctx context.Context, arg CreateAgentParams) (Agent, error)
 	CreateBox(ctx context.Context, arg CreateBoxParams) (Box, error)
 	CreateHost(ctx context.Context, arg CreateHostParams) (Host, error)
@@ -65,6 +66,7 @@ type Querier interface {
 	DeleteOversizedAttachmentMessages(ctx context.Context, arg DeleteOversizedAttachmentMessagesParams) (int64, error)
 	// Which of the given IDs are enabled agents of the box (one round trip for any number of targets).
 	EnabledAgentIDs(ctx context.Context, arg EnabledAgentIDsParams) ([]uuid.UUID, error)
+	EndAdminUISession(ctx context.Context, sessionHash []byte) error
 	// Leaving a room ends the agent's outstanding leases on that room's attention rows at once.
 	EndRoomLeases(ctx context.Context, arg EndRoomLeasesParams) error
 	// SPEC §11: each given channel keeps its newest @message_cap messages and at most
@@ -134,7 +136,7 @@ type Querier interface {
 	// recipient), optionally one status.
 	IncomingRequests(ctx context.Context, arg IncomingRequestsParams) ([]Request, error)
 	// Uploaded attachments (SPEC §6): metadata rows per message copy, bytes in chunk rows
-	// (0007_attachment_chunks.sql). The chunks of a send's first copy are streamed in by
+	// (the attachment_chunks migration). The chunks of a send's first copy are streamed in by
 	// store.DeliverMessages; every further copy of a batch DM gets its own chunks copied on the
 	// server, so each copy is owned by its own message.
 	// One attachment row per message copy, with the shared metadata.
@@ -240,15 +242,24 @@ type Querier interface {
 	// The sender's latest retained message in each given channel: the only comparison target of
 	// consecutive-duplicate suppression. Read after the channel lock, so it is current.
 	SenderLatest(ctx context.Context, arg SenderLatestParams) ([]SenderLatestRow, error)
+	SetAdminUISessionFlash(ctx context.Context, arg SetAdminUISessionFlashParams) error
 	SetAgentProfile(ctx context.Context, arg SetAgentProfileParams) (SetAgentProfileRow, error)
 	SetBoxSettings(ctx context.Context, arg SetBoxSettingsParams) (SetBoxSettingsRow, error)
 	SetHostIPs(ctx context.Context, arg SetHostIPsParams) (Host, error)
 	// Compare-and-set of an active member's follow preference.
 	SetRoomFollow(ctx context.Context, arg SetRoomFollowParams) (int64, error)
 	SetRoomOwner(ctx context.Context, arg SetRoomOwnerParams) error
+	SweepAdminUISessions(ctx context.Context, arg SweepAdminUISessionsParams) error
+	TakeAdminUISessionFlash(ctx context.Context, sessionHash []byte) (string, error)
+	// Refills the key's bucket for the time since its last take (capacity at most), then takes
+	// one token if there is one. Clocks of several instances may differ slightly: time never
+	// runs backwards for a bucket.
+	TakeRateToken(ctx context.Context, arg TakeRateTokenParams) (TakeRateTokenRow, error)
 	// A keyset page of a thread family (root and replies share thread_root_id and stay in one
 	// channel): message_seq in (@after, @upper], ascending, on the messages_thread index.
 	ThreadMessages(ctx context.Context, arg ThreadMessagesParams) ([]ThreadMessagesRow, error)
+	// A live session (used within the idle timeout, younger than the lifetime) is marked used.
+	TouchAdminUISession(ctx context.Context, arg TouchAdminUISessionParams) (TouchAdminUISessionRow, error)
 	UpdateAgentFlags(ctx context.Context, arg UpdateAgentFlagsParams) (Agent, error)
 	UpdateBox(ctx context.Context, arg UpdateBoxParams) (Box, error)
 	// Compare-and-set on card_revision over role and description (NULL leaves a field alone).

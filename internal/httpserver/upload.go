@@ -3,19 +3,17 @@ package httpserver
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
-	"sync"
 
 	"github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/upload"
-	"github.com/agentbox/agentbox/spec"
 )
 
 // Uploads (SPEC §6): an operation whose requestBody declares multipart/form-data in the
@@ -38,34 +36,10 @@ type UploadConfig struct {
 	Limits func(context.Context) (upload.Limits, error)
 }
 
-// multipartOps are the operations whose contract declares a multipart/form-data body.
-var multipartOps = sync.OnceValue(func() map[string]bool {
-	var doc struct {
-		Paths map[string]map[string]struct {
-			OperationID string `json:"operationId"`
-			RequestBody struct {
-				Content map[string]json.RawMessage `json:"content"`
-			} `json:"requestBody"`
-		} `json:"paths"`
-	}
-	out := map[string]bool{}
-	if err := json.Unmarshal(spec.OpenAPI, &doc); err != nil {
-		panic("httpserver: embedded spec: " + err.Error())
-	}
-	for _, item := range doc.Paths {
-		for _, op := range item {
-			if _, ok := op.RequestBody.Content["multipart/form-data"]; ok && op.OperationID != "" {
-				out[op.OperationID] = true
-			}
-		}
-	}
-	return out
-})
-
 // isUpload reports whether r is a multipart request to an operation that declares one.
 func isUpload(op *mcp.Operation, r *http.Request) bool {
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	return err == nil && mt == "multipart/form-data" && multipartOps()[op.OperationID]
+	return err == nil && mt == "multipart/form-data" && slices.Contains(op.MediaTypes, mt)
 }
 
 // serveUpload admits and stages the request's file, validates its JSON part and hands the

@@ -39,7 +39,7 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Uploads != nil {
 		uploads = &httpserver.UploadConfig{Stager: cfg.Uploads, Limits: cfg.Service.UploadLimits}
 	}
-	ui := adminui.New(adminui.Config{Service: cfg.Service, Auth: authn, Log: cfg.Log, Metrics: reg})
+	ui := adminui.New(adminui.Config{Service: cfg.Service, Auth: authn, Log: cfg.Log, Metrics: reg, Sessions: cfg.Store})
 	return httpserver.New(httpserver.Config{
 		Service: cfg.Service,
 		Auth:    authn,

@@ -12,7 +12,7 @@ import (
 	"github.com/agentbox/agentbox/gen/db"
 )
 
-// Uploaded attachment bytes live in chunk rows (0007_attachment_chunks.sql): an upload is
+// Uploaded attachment bytes live in chunk rows (the attachment_chunks migration): an upload is
 // streamed in with COPY, a download reads a window of chunks per statement, so neither holds a
 // whole file in memory.
 
@@ -107,7 +107,7 @@ func (t *Tx) AttachmentMessageID(ctx context.Context, boxID, attachmentID uuid.U
 func (s *Store) AttachmentChunks(ctx context.Context, boxID, attachmentID uuid.UUID, from, max int32) ([][]byte, error) {
 	rows, err := db.New(s.pool).AttachmentChunks(ctx, db.AttachmentChunksParams{BoxID: boxID, AttachmentID: attachmentID, FromIndex: from, MaxChunks: max})
 	if err != nil {
-		return nil, classify(err)
+		return nil, classify(err, false) // a read: nothing to commit
 	}
 	out := make([][]byte, 0, len(rows))
 	for i, r := range rows {
