@@ -6,18 +6,29 @@
 -- name: SenderLatest :many
 -- The sender's latest retained message in each given channel: the only comparison target of
 -- consecutive-duplicate suppression. Read after the channel lock, so it is current.
+-- One lookup by the full key per channel (LATERAL, OFFSET 0): with `channel_id = ANY(...)` a
+-- new sender, estimated at a row or two, would be found by walking the box's references.
 SELECT l.channel_id, l.content_hash, m.message_id, m.message_seq, m.created_at
-FROM channel_sender_latest l
-JOIN messages m ON m.box_id = l.box_id AND m.message_id = l.message_id
-WHERE l.box_id = @box_id AND l.sender_agent_id = @sender_agent_id AND l.channel_id = ANY(@channel_ids::uuid[]);
+FROM unnest(@channel_ids::uuid[]) AS c(channel_id)
+CROSS JOIN LATERAL (SELECT channel_sender_latest.channel_id, channel_sender_latest.message_id, channel_sender_latest.content_hash
+                    FROM channel_sender_latest
+                    WHERE channel_sender_latest.box_id = @box_id AND channel_sender_latest.channel_id = c.channel_id
+                      AND channel_sender_latest.sender_agent_id = @sender_agent_id
+                    OFFSET 0) AS l
+JOIN messages m ON m.box_id = @box_id AND m.message_id = l.message_id;
 
 -- name: DMSenderLatest :many
 -- SenderLatest in the DM channel of one pair (@lo < @hi), found by the pair: a DM reads it in
 -- the round trip that locks the channel, before it knows the channel's ID.
+-- (The reference by its full key, once: see SenderLatest.)
 SELECT l.channel_id, l.content_hash, m.message_id, m.message_seq, m.created_at
 FROM channels c
-JOIN channel_sender_latest l ON l.box_id = c.box_id AND l.channel_id = c.channel_id AND l.sender_agent_id = @sender_agent_id
-JOIN messages m ON m.box_id = l.box_id AND m.message_id = l.message_id
+CROSS JOIN LATERAL (SELECT channel_sender_latest.channel_id, channel_sender_latest.message_id, channel_sender_latest.content_hash
+                    FROM channel_sender_latest
+                    WHERE channel_sender_latest.box_id = c.box_id AND channel_sender_latest.channel_id = c.channel_id
+                      AND channel_sender_latest.sender_agent_id = @sender_agent_id
+                    OFFSET 0) AS l
+JOIN messages m ON m.box_id = c.box_id AND m.message_id = l.message_id
 WHERE c.box_id = @box_id AND c.kind = 'dm' AND c.dm_agent_lo = @lo AND c.dm_agent_hi = @hi;
 
 -- name: InsertMessages :many
@@ -112,7 +123,8 @@ SELECT @box_id, agent_id, nextval('inbox_seq_seq'), message_id, channel_id, reas
 -- channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
 -- over a cap are touched and each victim set is an index range from the oldest message, of
 -- exactly the excess size. Deletes cascade to attachments, attention rows (and so receipts and
--- leases), requests, file reports and the duplicate reference; the counts are decreased by
+-- leases), requests and file reports; the duplicate reference is deleted explicitly (no
+-- foreign key, see dropped_references); the counts are decreased by
 -- what was deleted. The caller holds the channels' locks.
 WITH over AS MATERIALIZED (
     SELECT c.channel_id, GREATEST(c.message_count - @message_cap::bigint, 0) AS message_excess,
@@ -134,6 +146,11 @@ WITH over AS MATERIALIZED (
     DELETE FROM messages
     WHERE messages.box_id = @box_id AND messages.message_id IN (SELECT message_id FROM victims)
     RETURNING messages.channel_id, messages.has_attachment
+), dropped_references AS (
+    -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
+    DELETE FROM channel_sender_latest l
+    WHERE l.box_id = @box_id AND l.channel_id IN (SELECT channel_id FROM over)
+      AND l.message_id IN (SELECT message_id FROM victims)
 ), counted AS (
     UPDATE channels SET message_count = channels.message_count - d.n,
                         attachment_message_count = channels.attachment_message_count - d.a
@@ -184,14 +201,26 @@ LIMIT @max_rows;
 -- name: VisibleChannelMessageIDs :many
 -- Which of the given message IDs still exist in the channel above the reader's floor (used
 -- to redact references to ancestors the reader cannot see, or that were purged).
-SELECT message_id FROM messages
-WHERE box_id = @box_id AND channel_id = @channel_id AND message_id = ANY(@message_ids::uuid[])
-  AND message_seq > @floor;
+-- Each message by its key (LATERAL, OFFSET 0), the channel and floor checked on the row: as
+-- index conditions they let a new channel's stream be walked from the floor.
+WITH found AS (
+    SELECT m.message_id, m.channel_id, m.message_seq
+    FROM unnest(@message_ids::uuid[]) AS ids(id)
+    CROSS JOIN LATERAL (SELECT messages.message_id, messages.channel_id, messages.message_seq FROM messages
+                        WHERE messages.box_id = @box_id AND messages.message_id = ids.id
+                        OFFSET 0) AS m
+)
+SELECT message_id FROM found WHERE channel_id = @channel_id AND message_seq > @floor;
 
 -- name: RecordReceipts :exec
 -- A receipt per returned message the reader has an attention row for: this session was shown
 -- that row (the precondition of its ACK). Never an ACK.
+-- One lookup per message by the row's key (box_id, message_id, agent_id): the LATERAL with
+-- OFFSET 0 cannot become a join over the reader's whole inbox.
 INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
-SELECT attention.box_id, attention.agent_id, attention.inbox_seq, @session_id FROM attention
-WHERE attention.box_id = @box_id AND attention.agent_id = @agent_id AND attention.message_id = ANY(@message_ids::uuid[])
+SELECT @box_id, @agent_id, a.inbox_seq, @session_id
+FROM unnest(@message_ids::uuid[]) AS ids(message_id)
+CROSS JOIN LATERAL (SELECT attention.inbox_seq FROM attention
+                    WHERE attention.box_id = @box_id AND attention.message_id = ids.message_id AND attention.agent_id = @agent_id
+                    OFFSET 0) AS a
 ON CONFLICT DO NOTHING;

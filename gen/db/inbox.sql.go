@@ -15,6 +15,7 @@ import (
 const ackRows = `-- name: AckRows :exec
 UPDATE attention SET acked_at = $1::timestamptz, acked_by_session_id = $2::uuid, lease_session_id = NULL, lease_expires_at = NULL
 WHERE box_id = $3 AND agent_id = $4 AND inbox_seq = ANY($5::bigint[]) AND acked_at IS NULL
+  AND inbox_seq >= (SELECT min(k) FROM unnest($5::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest($5::bigint[]) AS k)
 `
 
 type AckRowsParams struct {
@@ -39,30 +40,49 @@ func (q *Queries) AckRows(ctx context.Context, arg AckRowsParams) error {
 }
 
 const claimCandidatesNewest = `-- name: ClaimCandidatesNewest :many
-SELECT a.inbox_seq FROM attention a
-WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL
-  AND (a.lease_session_id IS NULL OR a.lease_expires_at <= $3::timestamptz)
-  AND EXISTS (SELECT 1 FROM accessible_attention v
-              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
-ORDER BY a.inbox_seq DESC
-LIMIT $4
-FOR UPDATE OF a SKIP LOCKED
+WITH fresh AS (
+    SELECT a.inbox_seq FROM attention a
+    WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+      AND EXISTS (SELECT 1 FROM messages m
+                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                       AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+    ORDER BY a.inbox_seq DESC
+    LIMIT $1
+    FOR UPDATE OF a SKIP LOCKED
+), expired AS (
+    SELECT a.inbox_seq FROM attention a
+    WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL
+      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
+      AND EXISTS (SELECT 1 FROM messages m
+                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                       AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+    ORDER BY a.inbox_seq + 0 DESC
+    LIMIT $1
+    FOR UPDATE OF a SKIP LOCKED
+)
+SELECT c.inbox_seq::bigint AS inbox_seq FROM (SELECT inbox_seq FROM fresh UNION ALL SELECT inbox_seq FROM expired) AS c
+ORDER BY c.inbox_seq DESC
+LIMIT $1
 `
 
 type ClaimCandidatesNewestParams struct {
+	MaxRows int32
 	BoxID   uuid.UUID
 	AgentID uuid.UUID
 	Now     time.Time
-	MaxRows int32
 }
 
 // As ClaimCandidatesOldest, newest first.
 func (q *Queries) ClaimCandidatesNewest(ctx context.Context, arg ClaimCandidatesNewestParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, claimCandidatesNewest,
+		arg.MaxRows,
 		arg.BoxID,
 		arg.AgentID,
 		arg.Now,
-		arg.MaxRows,
 	)
 	if err != nil {
 		return nil, err
@@ -83,35 +103,61 @@ func (q *Queries) ClaimCandidatesNewest(ctx context.Context, arg ClaimCandidates
 }
 
 const claimCandidatesOldest = `-- name: ClaimCandidatesOldest :many
-SELECT a.inbox_seq FROM attention a
-WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL
-  AND (a.lease_session_id IS NULL OR a.lease_expires_at <= $3::timestamptz)
-  AND EXISTS (SELECT 1 FROM accessible_attention v
-              WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq OFFSET 0)
-ORDER BY a.inbox_seq
-LIMIT $4
-FOR UPDATE OF a SKIP LOCKED
+WITH fresh AS (
+    SELECT a.inbox_seq FROM attention a
+    WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+      AND EXISTS (SELECT 1 FROM messages m
+                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                       AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+    ORDER BY a.inbox_seq
+    LIMIT $1
+    FOR UPDATE OF a SKIP LOCKED
+), expired AS (
+    SELECT a.inbox_seq FROM attention a
+    WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL
+      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
+      AND EXISTS (SELECT 1 FROM messages m
+                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                       AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+    ORDER BY a.inbox_seq + 0
+    LIMIT $1
+    FOR UPDATE OF a SKIP LOCKED
+)
+SELECT c.inbox_seq::bigint AS inbox_seq FROM (SELECT inbox_seq FROM fresh UNION ALL SELECT inbox_seq FROM expired) AS c
+ORDER BY c.inbox_seq
+LIMIT $1
 `
 
 type ClaimCandidatesOldestParams struct {
+	MaxRows int32
 	BoxID   uuid.UUID
 	AgentID uuid.UUID
 	Now     time.Time
-	MaxRows int32
 }
 
 // Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
-// until commit. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed
-// and committed meanwhile is re-checked on its new version, so two claims never lease the
-// same row. OFFSET 0 keeps the accessibility check a per-row lookup on the row's keys (the
-// planner may not turn it into a join over the whole inbox), so a claim costs O(rows it
-// scans) whatever the inbox size or the table statistics.
+// until commit. Two index ranges, never the inbox's live leases (the inbox_paths migration):
+// "fresh" walks the unread rows nobody leases in inbox_seq order, "expired" the leases that
+// have run out (sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
+// unread rows instead of the lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are skipped
+// (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new version,
+// so two claims never lease the same row. (Each branch locks at most @max_rows; an expired
+// row the cut drops stays locked, unleased, until this claim commits.) OFFSET 0 keeps the
+// accessibility check a per-row lookup on the row's keys, so a claim costs O(rows it
+// returns) whatever the inbox size, the number of live leases or the table statistics. The
+// check is accessible_attention's condition applied to the row itself (its message and the
+// agent's membership), not a second lookup of the row: with a new agent estimated at a row
+// or two, that lookup may pick an index whose unbound channel column makes it walk the inbox.
 func (q *Queries) ClaimCandidatesOldest(ctx context.Context, arg ClaimCandidatesOldestParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, claimCandidatesOldest,
+		arg.MaxRows,
 		arg.BoxID,
 		arg.AgentID,
 		arg.Now,
-		arg.MaxRows,
 	)
 	if err != nil {
 		return nil, err
@@ -266,16 +312,18 @@ SELECT m.box_id, m.message_id, m.message_seq, m.channel_id, m.sender_agent_id, m
        att.attachment_id, att.name AS attachment_name, att.media_type AS attachment_media_type,
        att.size_bytes AS attachment_size_bytes, att.sha256 AS attachment_sha256,
        a.inbox_seq, a.reasons, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
-       EXISTS (SELECT 1 FROM messages p
-               WHERE p.box_id = m.box_id AND p.message_id = m.reply_to_message_id AND p.channel_id = m.channel_id
-                 AND p.message_seq > COALESCE(rr.read_floor, 0)) AS parent_visible
+       COALESCE(p.channel_id = m.channel_id AND p.message_seq > COALESCE(rr.read_floor, 0), false)::boolean AS parent_visible
 FROM attention a
 JOIN messages m ON m.box_id = a.box_id AND m.message_id = a.message_id
+LEFT JOIN LATERAL (SELECT parent.channel_id, parent.message_seq FROM messages parent
+                   WHERE parent.box_id = m.box_id AND parent.message_id = m.reply_to_message_id
+                   OFFSET 0) AS p ON true
 JOIN agents ag ON ag.box_id = m.box_id AND ag.agent_id = m.sender_agent_id
 LEFT JOIN attachments att ON att.box_id = m.box_id AND att.message_id = m.message_id
 LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
      AND rr.agent_id = a.agent_id
 WHERE a.box_id = $1 AND a.agent_id = $2 AND a.inbox_seq = ANY($3::bigint[])
+  AND a.inbox_seq >= (SELECT min(k) FROM unnest($3::bigint[]) AS k) AND a.inbox_seq <= (SELECT max(k) FROM unnest($3::bigint[]) AS k)
 ORDER BY a.inbox_seq
 `
 
@@ -306,6 +354,8 @@ type InboxRowsRow struct {
 // order. parent_visible: the reply parent still exists above the agent's read floor of the
 // channel (replies stay in their channel; DMs have floor 0) — the reply redaction rule of
 // the canonical Message.
+// The parent by its key alone (LATERAL, OFFSET 0): with the channel and a read floor in the
+// lookup, a new channel estimated at a row or two could be searched by walking its stream.
 func (q *Queries) InboxRows(ctx context.Context, arg InboxRowsParams) ([]InboxRowsRow, error) {
 	rows, err := q.db.Query(ctx, inboxRows, arg.BoxID, arg.AgentID, arg.InboxSeqs)
 	if err != nil {
@@ -457,6 +507,12 @@ type InboxUpperParams struct {
 }
 
 // Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
+// Statements about given rows (@inbox_seqs) also bound inbox_seq by the array's least and
+// greatest value. A box, agent or channel the statistics do not know (the inbox_paths migration)
+// is estimated at a row or two, and PostgreSQL (15) then prefers to walk the owner's index
+// prefix and apply `inbox_seq = ANY(...)` as a filter over using it in the index condition;
+// the range is always an index condition, so even that plan reads only the given rows'
+// span of the inbox, never its whole history.
 // Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
 // steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
 // page costs O(page)), then InboxRows for those seqs with their canonical message data.
@@ -471,16 +527,27 @@ func (q *Queries) InboxUpper(ctx context.Context, arg InboxUpperParams) (int64, 
 }
 
 const leaseRows = `-- name: LeaseRows :exec
-WITH prev AS (
-    SELECT inbox_seq, lease_session_id FROM attention
-    WHERE box_id = $1 AND agent_id = $2 AND inbox_seq = ANY($4::bigint[])
+WITH prev AS MATERIALIZED (
+    -- Each row by its full key (LATERAL, OFFSET 0): no join order can turn it into a walk
+    -- of the agent's inbox.
+    SELECT p.inbox_seq, p.lease_session_id
+    FROM unnest($4::bigint[]) AS k(seq)
+    CROSS JOIN LATERAL (SELECT attention.inbox_seq, attention.lease_session_id FROM attention
+                        WHERE attention.box_id = $1 AND attention.agent_id = $2 AND attention.inbox_seq = k.seq
+                        OFFSET 0) AS p
 ), leased AS (
     UPDATE attention SET lease_session_id = $3, lease_expires_at = $5::timestamptz
     WHERE box_id = $1 AND agent_id = $2 AND inbox_seq = ANY($4::bigint[])
+      AND inbox_seq >= (SELECT min(k) FROM unnest($4::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest($4::bigint[]) AS k)
 ), replaced AS (
+    -- Receipts reached by their keys (the claimed seqs), never by the agent's prefix: joined
+    -- only through prev, a plan could walk every receipt of the agent and, for each, every
+    -- live lease.
     UPDATE receipts SET lease_replaced = true
     FROM prev
-    WHERE receipts.box_id = $1 AND receipts.agent_id = $2 AND receipts.inbox_seq = prev.inbox_seq
+    WHERE receipts.box_id = $1 AND receipts.agent_id = $2 AND receipts.inbox_seq = ANY($4::bigint[])
+      AND receipts.inbox_seq >= (SELECT min(k) FROM unnest($4::bigint[]) AS k) AND receipts.inbox_seq <= (SELECT max(k) FROM unnest($4::bigint[]) AS k)
+      AND receipts.inbox_seq = prev.inbox_seq
       AND receipts.session_id = prev.lease_session_id AND prev.lease_session_id <> $3
 )
 INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
@@ -512,14 +579,20 @@ func (q *Queries) LeaseRows(ctx context.Context, arg LeaseRowsParams) error {
 
 const lockAckRows = `-- name: LockAckRows :many
 SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
-       EXISTS (SELECT 1 FROM accessible_attention v
-               WHERE v.box_id = a.box_id AND v.agent_id = a.agent_id AND v.inbox_seq = a.inbox_seq) AS accessible,
-       (r.session_id IS NOT NULL)::boolean AS returned,
+       EXISTS (SELECT 1 FROM messages m
+               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                    AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0) AS accessible,
+       (r.returned IS NOT NULL)::boolean AS returned,
        COALESCE(r.lease_replaced, false)::boolean AS lease_replaced
 FROM attention a
-LEFT JOIN receipts r ON r.box_id = a.box_id AND r.agent_id = a.agent_id AND r.inbox_seq = a.inbox_seq
-     AND r.session_id = $1
+LEFT JOIN LATERAL (SELECT true AS returned, receipts.lease_replaced FROM receipts
+                   WHERE receipts.box_id = a.box_id AND receipts.agent_id = a.agent_id AND receipts.inbox_seq = a.inbox_seq
+                     AND receipts.session_id = $1
+                   OFFSET 0) AS r ON true
 WHERE a.box_id = $2 AND a.agent_id = $3 AND a.inbox_seq = ANY($4::bigint[])
+  AND a.inbox_seq >= (SELECT min(k) FROM unnest($4::bigint[]) AS k) AND a.inbox_seq <= (SELECT max(k) FROM unnest($4::bigint[]) AS k)
 ORDER BY a.inbox_seq
 FOR UPDATE OF a
 `
@@ -544,7 +617,10 @@ type LockAckRowsRow struct {
 
 // The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 // concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
-// to this session (its receipt) and whether that session's lease was replaced.
+// to this session (its receipt) and whether that session's lease was replaced. Accessibility
+// is accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
+// The session's receipt by its full key, once per row (a join could read every receipt of
+// the session).
 func (q *Queries) LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]LockAckRowsRow, error) {
 	rows, err := q.db.Query(ctx, lockAckRows,
 		arg.SessionID,

@@ -100,8 +100,12 @@ func (q *Queries) ChannelMessages(ctx context.Context, arg ChannelMessagesParams
 const dMSenderLatest = `-- name: DMSenderLatest :many
 SELECT l.channel_id, l.content_hash, m.message_id, m.message_seq, m.created_at
 FROM channels c
-JOIN channel_sender_latest l ON l.box_id = c.box_id AND l.channel_id = c.channel_id AND l.sender_agent_id = $1
-JOIN messages m ON m.box_id = l.box_id AND m.message_id = l.message_id
+CROSS JOIN LATERAL (SELECT channel_sender_latest.channel_id, channel_sender_latest.message_id, channel_sender_latest.content_hash
+                    FROM channel_sender_latest
+                    WHERE channel_sender_latest.box_id = c.box_id AND channel_sender_latest.channel_id = c.channel_id
+                      AND channel_sender_latest.sender_agent_id = $1
+                    OFFSET 0) AS l
+JOIN messages m ON m.box_id = c.box_id AND m.message_id = l.message_id
 WHERE c.box_id = $2 AND c.kind = 'dm' AND c.dm_agent_lo = $3 AND c.dm_agent_hi = $4
 `
 
@@ -122,6 +126,7 @@ type DMSenderLatestRow struct {
 
 // SenderLatest in the DM channel of one pair (@lo < @hi), found by the pair: a DM reads it in
 // the round trip that locks the channel, before it knows the channel's ID.
+// (The reference by its full key, once: see SenderLatest.)
 func (q *Queries) DMSenderLatest(ctx context.Context, arg DMSenderLatestParams) ([]DMSenderLatestRow, error) {
 	rows, err := q.db.Query(ctx, dMSenderLatest,
 		arg.SenderAgentID,
@@ -174,6 +179,11 @@ WITH over AS MATERIALIZED (
     DELETE FROM messages
     WHERE messages.box_id = $3 AND messages.message_id IN (SELECT message_id FROM victims)
     RETURNING messages.channel_id, messages.has_attachment
+), dropped_references AS (
+    -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
+    DELETE FROM channel_sender_latest l
+    WHERE l.box_id = $3 AND l.channel_id IN (SELECT channel_id FROM over)
+      AND l.message_id IN (SELECT message_id FROM victims)
 ), counted AS (
     UPDATE channels SET message_count = channels.message_count - d.n,
                         attachment_message_count = channels.attachment_message_count - d.a
@@ -196,7 +206,8 @@ type EnforceRetentionParams struct {
 // channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
 // over a cap are touched and each victim set is an index range from the oldest message, of
 // exactly the excess size. Deletes cascade to attachments, attention rows (and so receipts and
-// leases), requests, file reports and the duplicate reference; the counts are decreased by
+// leases), requests and file reports; the duplicate reference is deleted explicitly (no
+// foreign key, see dropped_references); the counts are decreased by
 // what was deleted. The caller holds the channels' locks.
 func (q *Queries) EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error) {
 	row := q.db.QueryRow(ctx, enforceRetention,
@@ -467,25 +478,30 @@ func (q *Queries) InsertMessages(ctx context.Context, arg InsertMessagesParams) 
 
 const recordReceipts = `-- name: RecordReceipts :exec
 INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
-SELECT attention.box_id, attention.agent_id, attention.inbox_seq, $1 FROM attention
-WHERE attention.box_id = $2 AND attention.agent_id = $3 AND attention.message_id = ANY($4::uuid[])
+SELECT $1, $2, a.inbox_seq, $3
+FROM unnest($4::uuid[]) AS ids(message_id)
+CROSS JOIN LATERAL (SELECT attention.inbox_seq FROM attention
+                    WHERE attention.box_id = $1 AND attention.message_id = ids.message_id AND attention.agent_id = $2
+                    OFFSET 0) AS a
 ON CONFLICT DO NOTHING
 `
 
 type RecordReceiptsParams struct {
-	SessionID  uuid.UUID
 	BoxID      uuid.UUID
 	AgentID    uuid.UUID
+	SessionID  uuid.UUID
 	MessageIds []uuid.UUID
 }
 
 // A receipt per returned message the reader has an attention row for: this session was shown
 // that row (the precondition of its ACK). Never an ACK.
+// One lookup per message by the row's key (box_id, message_id, agent_id): the LATERAL with
+// OFFSET 0 cannot become a join over the reader's whole inbox.
 func (q *Queries) RecordReceipts(ctx context.Context, arg RecordReceiptsParams) error {
 	_, err := q.db.Exec(ctx, recordReceipts,
-		arg.SessionID,
 		arg.BoxID,
 		arg.AgentID,
+		arg.SessionID,
 		arg.MessageIds,
 	)
 	return err
@@ -494,15 +510,19 @@ func (q *Queries) RecordReceipts(ctx context.Context, arg RecordReceiptsParams) 
 const senderLatest = `-- name: SenderLatest :many
 
 SELECT l.channel_id, l.content_hash, m.message_id, m.message_seq, m.created_at
-FROM channel_sender_latest l
-JOIN messages m ON m.box_id = l.box_id AND m.message_id = l.message_id
-WHERE l.box_id = $1 AND l.sender_agent_id = $2 AND l.channel_id = ANY($3::uuid[])
+FROM unnest($1::uuid[]) AS c(channel_id)
+CROSS JOIN LATERAL (SELECT channel_sender_latest.channel_id, channel_sender_latest.message_id, channel_sender_latest.content_hash
+                    FROM channel_sender_latest
+                    WHERE channel_sender_latest.box_id = $2 AND channel_sender_latest.channel_id = c.channel_id
+                      AND channel_sender_latest.sender_agent_id = $3
+                    OFFSET 0) AS l
+JOIN messages m ON m.box_id = $2 AND m.message_id = l.message_id
 `
 
 type SenderLatestParams struct {
+	ChannelIds    []uuid.UUID
 	BoxID         uuid.UUID
 	SenderAgentID uuid.UUID
-	ChannelIds    []uuid.UUID
 }
 
 type SenderLatestRow struct {
@@ -519,8 +539,10 @@ type SenderLatestRow struct {
 // size or batch width.
 // The sender's latest retained message in each given channel: the only comparison target of
 // consecutive-duplicate suppression. Read after the channel lock, so it is current.
+// One lookup by the full key per channel (LATERAL, OFFSET 0): with `channel_id = ANY(...)` a
+// new sender, estimated at a row or two, would be found by walking the box's references.
 func (q *Queries) SenderLatest(ctx context.Context, arg SenderLatestParams) ([]SenderLatestRow, error) {
-	rows, err := q.db.Query(ctx, senderLatest, arg.BoxID, arg.SenderAgentID, arg.ChannelIds)
+	rows, err := q.db.Query(ctx, senderLatest, arg.ChannelIds, arg.BoxID, arg.SenderAgentID)
 	if err != nil {
 		return nil, err
 	}
@@ -633,26 +655,33 @@ func (q *Queries) ThreadMessages(ctx context.Context, arg ThreadMessagesParams) 
 }
 
 const visibleChannelMessageIDs = `-- name: VisibleChannelMessageIDs :many
-SELECT message_id FROM messages
-WHERE box_id = $1 AND channel_id = $2 AND message_id = ANY($3::uuid[])
-  AND message_seq > $4
+WITH found AS (
+    SELECT m.message_id, m.channel_id, m.message_seq
+    FROM unnest($3::uuid[]) AS ids(id)
+    CROSS JOIN LATERAL (SELECT messages.message_id, messages.channel_id, messages.message_seq FROM messages
+                        WHERE messages.box_id = $4 AND messages.message_id = ids.id
+                        OFFSET 0) AS m
+)
+SELECT message_id FROM found WHERE channel_id = $1 AND message_seq > $2
 `
 
 type VisibleChannelMessageIDsParams struct {
-	BoxID      uuid.UUID
 	ChannelID  uuid.UUID
-	MessageIds []uuid.UUID
 	Floor      int64
+	MessageIds []uuid.UUID
+	BoxID      uuid.UUID
 }
 
 // Which of the given message IDs still exist in the channel above the reader's floor (used
 // to redact references to ancestors the reader cannot see, or that were purged).
+// Each message by its key (LATERAL, OFFSET 0), the channel and floor checked on the row: as
+// index conditions they let a new channel's stream be walked from the floor.
 func (q *Queries) VisibleChannelMessageIDs(ctx context.Context, arg VisibleChannelMessageIDsParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, visibleChannelMessageIDs,
-		arg.BoxID,
 		arg.ChannelID,
-		arg.MessageIds,
 		arg.Floor,
+		arg.MessageIds,
+		arg.BoxID,
 	)
 	if err != nil {
 		return nil, err

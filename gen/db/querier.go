@@ -39,11 +39,18 @@ type Querier interface {
 	// As ClaimCandidatesOldest, newest first.
 	ClaimCandidatesNewest(ctx context.Context, arg ClaimCandidatesNewestParams) ([]int64, error)
 	// Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
-	// until commit. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed
-	// and committed meanwhile is re-checked on its new version, so two claims never lease the
-	// same row. OFFSET 0 keeps the accessibility check a per-row lookup on the row's keys (the
-	// planner may not turn it into a join over the whole inbox), so a claim costs O(rows it
-	// scans) whatever the inbox size or the table statistics.
+	// until commit. Two index ranges, never the inbox's live leases (the inbox_paths migration):
+	// "fresh" walks the unread rows nobody leases in inbox_seq order, "expired" the leases that
+	// have run out (sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
+	// unread rows instead of the lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are skipped
+	// (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new version,
+	// so two claims never lease the same row. (Each branch locks at most @max_rows; an expired
+	// row the cut drops stays locked, unleased, until this claim commits.) OFFSET 0 keeps the
+	// accessibility check a per-row lookup on the row's keys, so a claim costs O(rows it
+	// returns) whatever the inbox size, the number of live leases or the table statistics. The
+	// check is accessible_attention's condition applied to the row itself (its message and the
+	// agent's membership), not a second lookup of the row: with a new agent estimated at a row
+	// or two, that lookup may pick an index whose unbound channel column makes it walk the inbox.
 	ClaimCandidatesOldest(ctx context.Context, arg ClaimCandidatesOldestParams) ([]int64, error)
 	// Gives each target attachment its own copy of the source attachment's chunks.
 	CopyAttachmentChunks(ctx context.Context, arg CopyAttachmentChunksParams) error
@@ -57,6 +64,7 @@ type Querier interface {
 	DMChannelHead(ctx context.Context, arg DMChannelHeadParams) (DMChannelHeadRow, error)
 	// SenderLatest in the DM channel of one pair (@lo < @hi), found by the pair: a DM reads it in
 	// the round trip that locks the channel, before it knows the channel's ID.
+	// (The reference by its full key, once: see SenderLatest.)
 	DMSenderLatest(ctx context.Context, arg DMSenderLatestParams) ([]DMSenderLatestRow, error)
 	DeleteExpiredIdempotencyRecords(ctx context.Context, arg DeleteExpiredIdempotencyRecordsParams) (int64, error)
 	// Retroactive attachment_max_bytes (SPEC §11): in the given channels (locked by the caller),
@@ -74,7 +82,8 @@ type Querier interface {
 	// channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
 	// over a cap are touched and each victim set is an index range from the oldest message, of
 	// exactly the excess size. Deletes cascade to attachments, attention rows (and so receipts and
-	// leases), requests, file reports and the duplicate reference; the counts are decreased by
+	// leases), requests and file reports; the duplicate reference is deleted explicitly (no
+	// foreign key, see dropped_references); the counts are decreased by
 	// what was deleted. The caller holds the channels' locks.
 	EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error)
 	// Creates the DM channels of the given pairs that do not exist yet (first message of a pair).
@@ -95,6 +104,8 @@ type Querier interface {
 	// Retention cleanup bookkeeping per box (SPEC §11, admin API).
 	GetCleanupStatus(ctx context.Context, boxID uuid.UUID) (CleanupStatus, error)
 	GetHostByName(ctx context.Context, arg GetHostByNameParams) (Host, error)
+	// The record by its key (OFFSET 0 keeps the expiry out of the lookup: as an index condition
+	// it made the box's expiry index, walked from now, look as cheap as the key for a new box).
 	GetIdempotencyRecord(ctx context.Context, arg GetIdempotencyRecordParams) (GetIdempotencyRecordRow, error)
 	// One message with its sender's name and attachment metadata (authorization is the caller's).
 	GetMessage(ctx context.Context, arg GetMessageParams) (GetMessageRow, error)
@@ -120,11 +131,19 @@ type Querier interface {
 	// order. parent_visible: the reply parent still exists above the agent's read floor of the
 	// channel (replies stay in their channel; DMs have floor 0) — the reply redaction rule of
 	// the canonical Message.
+	// The parent by its key alone (LATERAL, OFFSET 0): with the channel and a read floor in the
+	// lookup, a new channel estimated at a row or two could be searched by walking its stream.
 	InboxRows(ctx context.Context, arg InboxRowsParams) ([]InboxRowsRow, error)
 	// Filter all (acked_only false) or acked.
 	InboxSeqs(ctx context.Context, arg InboxSeqsParams) ([]int64, error)
 	InboxUnreadSeqs(ctx context.Context, arg InboxUnreadSeqsParams) ([]int64, error)
 	// Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
+	// Statements about given rows (@inbox_seqs) also bound inbox_seq by the array's least and
+	// greatest value. A box, agent or channel the statistics do not know (the inbox_paths migration)
+	// is estimated at a row or two, and PostgreSQL (15) then prefers to walk the owner's index
+	// prefix and apply `inbox_seq = ANY(...)` as a filter over using it in the index condition;
+	// the range is always an index condition, so even that plan reads only the given rows'
+	// span of the inbox, never its whole history.
 	// Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
 	// steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
 	// page costs O(page)), then InboxRows for those seqs with their canonical message data.
@@ -189,7 +208,10 @@ type Querier interface {
 	ListHosts(ctx context.Context, boxID uuid.UUID) ([]Host, error)
 	// The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 	// concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
-	// to this session (its receipt) and whether that session's lease was replaced.
+	// to this session (its receipt) and whether that session's lease was replaced. Accessibility
+	// is accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
+	// The session's receipt by its full key, once per row (a join could read every receipt of
+	// the session).
 	LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]LockAckRowsRow, error)
 	// The next @max_rows channels of the box after @after_channel_id, locked until commit in
 	// channel_id order (the order sends lock them in), for the retroactive cleanup.
@@ -221,6 +243,8 @@ type Querier interface {
 	RecordInboxReceipts(ctx context.Context, arg RecordInboxReceiptsParams) error
 	// A receipt per returned message the reader has an attention row for: this session was shown
 	// that row (the precondition of its ACK). Never an ACK.
+	// One lookup per message by the row's key (box_id, message_id, agent_id): the LATERAL with
+	// OFFSET 0 cannot become a join over the reader's whole inbox.
 	RecordReceipts(ctx context.Context, arg RecordReceiptsParams) error
 	// Compare-and-set of a declaration; no row when the revision is stale.
 	RespondRequest(ctx context.Context, arg RespondRequestParams) (Request, error)
@@ -241,6 +265,8 @@ type Querier interface {
 	// size or batch width.
 	// The sender's latest retained message in each given channel: the only comparison target of
 	// consecutive-duplicate suppression. Read after the channel lock, so it is current.
+	// One lookup by the full key per channel (LATERAL, OFFSET 0): with `channel_id = ANY(...)` a
+	// new sender, estimated at a row or two, would be found by walking the box's references.
 	SenderLatest(ctx context.Context, arg SenderLatestParams) ([]SenderLatestRow, error)
 	SetAdminUISessionFlash(ctx context.Context, arg SetAdminUISessionFlashParams) error
 	SetAgentProfile(ctx context.Context, arg SetAgentProfileParams) (SetAgentProfileRow, error)
@@ -271,6 +297,8 @@ type Querier interface {
 	UpsertFileReport(ctx context.Context, arg UpsertFileReportParams) (FileReport, error)
 	// Which of the given message IDs still exist in the channel above the reader's floor (used
 	// to redact references to ancestors the reader cannot see, or that were purged).
+	// Each message by its key (LATERAL, OFFSET 0), the channel and floor checked on the row: as
+	// index conditions they let a new channel's stream be walked from the floor.
 	VisibleChannelMessageIDs(ctx context.Context, arg VisibleChannelMessageIDsParams) ([]uuid.UUID, error)
 }
 

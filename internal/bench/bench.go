@@ -38,7 +38,7 @@ import (
 )
 
 // Workload names accepted by Config.Workloads.
-var AllWorkloads = []string{"w0", "w1", "w2", "w3", "w4", "w5"}
+var AllWorkloads = []string{"w0", "w1", "w2", "w3", "w4", "w5", "w6"}
 
 // Config is one benchmark run.
 type Config struct {
@@ -244,7 +244,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		name string
 		run  func(context.Context) []Result
 	}{
-		{"w0", h.w0}, {"w1", h.w1}, {"w2", h.w2}, {"w3", h.w3}, {"w4", h.w4}, {"w5", h.w5},
+		{"w0", h.w0}, {"w1", h.w1}, {"w2", h.w2}, {"w3", h.w3}, {"w4", h.w4}, {"w5", h.w5}, {"w6", h.w6},
 	}
 	for _, s := range steps {
 		if !slices.Contains(cfg.Workloads, s.name) {

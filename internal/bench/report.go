@@ -152,6 +152,8 @@ const (
 	targetW4OverRiver  = 1.0
 	targetW5MCPHTTP    = 1.3
 	targetRSSMiB       = 200
+	targetW6Growth     = 1.3  // W6 claim, ACK and inbox_list p50 at the largest history vs the smallest
+	targetW6Send       = 1.2  // W6 send p50, new box vs large box, either way
 	targetRequestsPerS = 3000 // 30 × the original 100 requests/s
 )
 
@@ -235,6 +237,27 @@ func (rep *Report) ComputeTargets() {
 			ts = append(ts, newTarget("w5_mcp_http_"+kind, desc, "<=", targetW5MCPHTTP, "×", ratio(mcpR.P50Ms, httpR.P50Ms), true, ""))
 		} else {
 			ts = append(ts, newTarget("w5_mcp_http_"+kind, desc, "<=", targetW5MCPHTTP, "×", 0, false, missing(httpR, mcpR)))
+		}
+	}
+	for _, op := range []string{"claim", "ack", "inbox_list"} {
+		small, large := rep.result(fmt.Sprintf("W6.%s.%d", op, w6Sizes[0])), rep.result(fmt.Sprintf("W6.%s.%d", op, w6Sizes[len(w6Sizes)-1]))
+		desc := fmt.Sprintf("W6 %s p50 at %s rows ≤ 1.3 × at %s rows (with receipts and %d live leases)", op,
+			countLabel(w6Sizes[len(w6Sizes)-1]), countLabel(w6Sizes[0]), w6Leases)
+		if ok(small) && ok(large) {
+			ts = append(ts, newTarget("w6_"+op+"_growth", desc, "<=", targetW6Growth, "×", ratio(large.P50Ms, small.P50Ms), true, ""))
+		} else {
+			ts = append(ts, newTarget("w6_"+op+"_growth", desc, "<=", targetW6Growth, "×", 0, false, missing(small, large)))
+		}
+	}
+	{
+		fresh, large := rep.result("W6.send.new_box"), rep.result("W6.send.large_box")
+		desc := "W6 send p50 in a new box and in a box of " + countLabel(w6Sizes[len(w6Sizes)-1]) + " messages within 1.2× (larger over smaller)"
+		if ok(fresh) && ok(large) {
+			ts = append(ts, newTarget("w6_send_new_vs_large", desc, "<=", targetW6Send, "×",
+				math.Max(ratio(fresh.P50Ms, large.P50Ms), ratio(large.P50Ms, fresh.P50Ms)), true,
+				fmt.Sprintf("new %.2f ms, large %.2f ms", fresh.P50Ms, large.P50Ms)))
+		} else {
+			ts = append(ts, newTarget("w6_send_new_vs_large", desc, "<=", targetW6Send, "×", 0, false, missing(fresh, large)))
 		}
 	}
 	for _, id := range []string{"W1", "W4"} {

@@ -171,9 +171,12 @@ func (s *seeder) grow(ctx context.Context, total, unread int) error {
 			WHERE box_id = $1 AND agent_id = $2 AND acked_at IS NULL`, s.boxID, s.reader, time.Now().UTC(), s.sessionID); err != nil {
 			return err
 		}
+		// A range from the unread set's lowest seq (an InitPlan), not IN (subquery): the
+		// planner estimates a box created after the last ANALYZE at a row or two
+		// (the inbox_paths migration) and could join the two scans as a nested loop.
 		_, err := tx.Exec(ctx, `UPDATE attention SET acked_at = NULL, acked_by_session_id = NULL
-			WHERE box_id = $1 AND agent_id = $2 AND inbox_seq IN (
-				SELECT inbox_seq FROM attention WHERE box_id = $1 AND agent_id = $2 ORDER BY inbox_seq DESC LIMIT $3)`,
+			WHERE box_id = $1 AND agent_id = $2 AND inbox_seq >= (
+				SELECT min(inbox_seq) FROM (SELECT inbox_seq FROM attention WHERE box_id = $1 AND agent_id = $2 ORDER BY inbox_seq DESC LIMIT $3) AS newest)`,
 			s.boxID, s.reader, unread)
 		return err
 	})

@@ -1,0 +1,216 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// W6 growth: do claim, ACK and inbox_list cost the same whatever an agent's history, and
+// does a send cost the same in a box created a moment ago as in one holding a long history?
+// One reader's inbox is seeded with SQL (the W3 seeder) to w6Sizes rows of history, each
+// returned to the measuring session (a receipt) and acknowledged, plus the same working set
+// at every size: w6Leases rows leased live by another session of the reader and enough
+// unread rows for every claim. One client measures each operation in turn (latency without
+// queueing), w6Samples times per size; then message_send alternates between a room of this
+// box (now the largest history) and a room of a box created after the last ANALYZE.
+var w6Sizes = []int{300, 3_000, 30_000}
+
+const (
+	w6Leases     = 1000
+	w6ClaimLimit = 20
+)
+
+// w6Samples is how many of each operation one size measures.
+func (h *harness) w6Samples() int {
+	if h.cfg.Duration < 10*time.Second {
+		return 30
+	}
+	return 100
+}
+
+func (h *harness) w6(ctx context.Context) []Result {
+	var lines []Result
+	for _, op := range []string{"claim", "ack", "inbox_list"} {
+		for _, n := range w6Sizes {
+			lines = append(lines, Result{ID: fmt.Sprintf("W6.%s.%d", op, n), Workload: fmt.Sprintf("W6 %s @%s rows", op, countLabel(n)), Unit: "ms p50", API: false})
+		}
+	}
+	lines = append(lines,
+		Result{ID: "W6.send.new_box", Workload: "W6 send in a new box", Unit: "ms p50"},
+		Result{ID: "W6.send.large_box", Workload: fmt.Sprintf("W6 send in a box of %s messages", countLabel(slices.Max(w6Sizes))), Unit: "ms p50"})
+	failAll := func(err error) []Result { // the lines not measured yet
+		for i := range lines {
+			if lines[i].Status == "" {
+				lines[i] = failed(lines[i].ID, lines[i].Workload, err)
+			}
+		}
+		return lines
+	}
+	if h.pool == nil {
+		return failAll(notAvailable("no database URL to seed the history"))
+	}
+	box := "bench-w6-" + h.runID
+	if err := h.createBox(ctx, box); err != nil {
+		return failAll(err)
+	}
+	if err := h.c.admin(ctx, h.adminToken, "admin_settings_update", "PATCH", "/boxes/"+box+"/settings",
+		map[string]any{"settings": map[string]any{"channel_message_cap": 4 * slices.Max(w6Sizes)}}, nil); err != nil {
+		return failAll(err)
+	}
+	agents, err := h.createAgents(ctx, box, "w6", 2)
+	if err != nil {
+		return failAll(err)
+	}
+	sender, reader := agents[0], agents[1]
+	roomID, err := h.createRoom(ctx, "w6-history", sender, []*agent{reader})
+	if err != nil {
+		return failAll(err)
+	}
+	// The seeder acknowledges history as the reader's oldest session: the measuring one.
+	measurer, holder := reader.withSession("w6-measure"), reader.withSession("w6-holder")
+	measurerID, err := h.c.prime(ctx, measurer)
+	if err != nil {
+		return failAll(err)
+	}
+	holderID, err := h.c.prime(ctx, holder)
+	if err != nil {
+		return failAll(err)
+	}
+	sd := &seeder{pool: h.pool, box: box, room: roomID, sender: sender.ID, reader: reader.ID, prog: h.prog}
+	if err := sd.init(ctx); err != nil {
+		return failAll(err)
+	}
+	sd.sessionID = measurerID
+	samples := h.w6Samples()
+	const warm = 3                                 // unmeasured rounds first at every size (connections, caches, plans)
+	work := w6Leases + (warm+samples)*w6ClaimLimit // unread rows at every size
+	set := func(id string, d []time.Duration, extra map[string]float64) {
+		for i := range lines {
+			if lines[i].ID == id {
+				lines[i] = latencyResult(lines[i], d)
+				lines[i].Extra = extra
+			}
+		}
+	}
+	for _, n := range w6Sizes {
+		if err := sd.grow(ctx, n+work, work); err != nil {
+			return failAll(fmt.Errorf("seeding: %w", err))
+		}
+		// Every row returned to the measuring session; the oldest unread rows leased live
+		// to the other session (claims must pass over them, ACKs must not see them).
+		if _, err := h.pool.Exec(ctx, `INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
+			SELECT box_id, agent_id, inbox_seq, $3 FROM attention WHERE box_id = $1 AND agent_id = $2
+			ON CONFLICT DO NOTHING`, sd.boxID, reader.ID, measurerID); err != nil {
+			return failAll(err)
+		}
+		if _, err := h.pool.Exec(ctx, `WITH leased AS (
+				UPDATE attention SET lease_session_id = $3, lease_expires_at = now() + interval '1 hour'
+				WHERE box_id = $1 AND agent_id = $2 AND acked_at IS NULL AND inbox_seq <= (
+					SELECT max(inbox_seq) FROM (SELECT inbox_seq FROM attention WHERE box_id = $1 AND agent_id = $2 AND acked_at IS NULL
+					                            ORDER BY inbox_seq LIMIT $4) AS oldest)
+				RETURNING box_id, agent_id, inbox_seq)
+			INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id) SELECT box_id, agent_id, inbox_seq, $3 FROM leased
+			ON CONFLICT DO NOTHING`, sd.boxID, reader.ID, holderID, w6Leases); err != nil {
+			return failAll(err)
+		}
+		if _, err := h.pool.Exec(ctx, "ANALYZE attention, receipts"); err != nil {
+			return failAll(err)
+		}
+		h.prog.logf("bench: W6 inbox at %d rows of history (+%d leased, %d claimable)", n, w6Leases, work-w6Leases)
+		extra := map[string]float64{"history_rows": float64(n), "live_leases": w6Leases}
+		var lists, claims, acks []time.Duration
+		// keep records a sample from the unmeasured rounds on.
+		keep := func(into *[]time.Duration, i int, d time.Duration) {
+			if i >= warm {
+				*into = append(*into, d)
+			}
+		}
+		for i := range warm + samples {
+			t0 := time.Now()
+			if err := h.c.call(ctx, measurer, "inbox_list", "GET", "/inbox?filter=unread&limit=50", nil, nil); err != nil {
+				return failAll(err)
+			}
+			keep(&lists, i, time.Since(t0))
+			var claimed struct {
+				Items []inboxItem `json:"items"`
+			}
+			key := fmt.Sprintf("w6-%s-%d-%d", h.runID, n, i)
+			t0 = time.Now()
+			if err := h.c.call(ctx, measurer, "inbox_claim", "POST", "/inbox/claim",
+				map[string]any{"limit": w6ClaimLimit, "lease_seconds": 300, "idempotency_key": "c-" + key}, &claimed); err != nil {
+				return failAll(err)
+			}
+			keep(&claims, i, time.Since(t0))
+			if len(claimed.Items) != w6ClaimLimit {
+				return failAll(fmt.Errorf("W6 claim at %d rows returned %d rows, want %d", n, len(claimed.Items), w6ClaimLimit))
+			}
+			seqs := make([]string, len(claimed.Items))
+			for j, it := range claimed.Items {
+				seqs[j] = it.InboxSeq
+			}
+			ack, _ := json.Marshal(map[string]any{"inbox_seqs": seqs, "idempotency_key": "a-" + key})
+			t0 = time.Now()
+			if err := h.c.call(ctx, measurer, "inbox_ack", "POST", "/inbox/ack", ack, nil); err != nil {
+				return failAll(err)
+			}
+			keep(&acks, i, time.Since(t0))
+		}
+		set(fmt.Sprintf("W6.inbox_list.%d", n), lists, extra)
+		set(fmt.Sprintf("W6.claim.%d", n), claims, extra)
+		set(fmt.Sprintf("W6.ack.%d", n), acks, extra)
+	}
+
+	// A box created after the last ANALYZE, sending next to the box with the longest history.
+	fresh := "bench-w6-new-" + h.runID
+	if err := h.createBox(ctx, fresh); err != nil {
+		return failAll(err)
+	}
+	freshAgents, err := h.createAgents(ctx, fresh, "w6n", 2)
+	if err != nil {
+		return failAll(err)
+	}
+	freshRoom, err := h.createRoom(ctx, "w6-new", freshAgents[0], []*agent{freshAgents[1]})
+	if err != nil {
+		return failAll(err)
+	}
+	var inNew, inLarge []time.Duration
+	for i := range samples {
+		for _, s := range []struct {
+			from *agent
+			room string
+			into *[]time.Duration
+		}{{sender, roomID, &inLarge}, {freshAgents[0], freshRoom, &inNew}} {
+			tag := fmt.Sprintf("w6 send %d %s %s", i, s.room, h.runID)
+			t0 := time.Now()
+			if err := h.c.call(ctx, s.from, "message_send", "POST", "/messages", sendBody("room", s.room, tag, tag), nil); err != nil {
+				return failAll(err)
+			}
+			*s.into = append(*s.into, time.Since(t0))
+		}
+	}
+	set("W6.send.new_box", inNew, nil)
+	set("W6.send.large_box", inLarge, map[string]float64{"history_messages": float64(sd.count)})
+	return lines
+}
+
+// latencyResult fills r from sequential latency samples.
+func latencyResult(r Result, d []time.Duration) Result {
+	sorted := slices.Clone(d)
+	slices.Sort(sorted)
+	r.Status = StatusOK
+	r.Ops = int64(len(d))
+	r.Clients = 1
+	r.P50Ms, r.P99Ms = ms(percentile(sorted, 50)), ms(percentile(sorted, 99))
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	if len(d) > 0 {
+		r.MeanMs = ms(sum / time.Duration(len(d)))
+	}
+	r.Throughput = r.P50Ms
+	return r
+}

@@ -1,0 +1,502 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentbox/agentbox/gen/db"
+	"github.com/agentbox/agentbox/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// Plans that survive new boxes (issue 10): in a database holding a large, analyzed old box,
+// every hot statement about a box created after that ANALYZE must reach its rows by index on
+// their keys — no sequential scan of a box table, no scan of a history table that only an
+// owner prefix (box, agent, channel, sender) bounds, which a nested loop repeats over a whole
+// box's history. Each statement is explained twice: planned for its arguments (custom plan)
+// and as the generic plan PostgreSQL caches after a few executions.
+
+// seedBoxSQL creates one box the way the service would leave it: agents with sessions, rooms
+// with members, room and DM history, attention rows (acknowledged, unread and leased),
+// receipts, requests and duplicate references. $1 box, $2 agents, $3 rooms, $4 messages.
+const seedBoxSQL = `
+WITH b AS (INSERT INTO boxes (box_id, box_key, created_at) VALUES ($1::uuid, $1::uuid::text, '2026-01-01') RETURNING box_id),
+h AS (INSERT INTO hosts (box_id, host_id, name, ips, created_at)
+      SELECT box_id, box_id, 'local', '{127.0.0.1}', '2026-01-01' FROM b RETURNING host_id)
+SELECT 1 FROM h;
+INSERT INTO agents (box_id, agent_id, host_id, name, created_at)
+SELECT $1, seed_id($1, 'agent', g), $1, 'agent-' || g, '2026-01-01' FROM generate_series(1, $2) g;
+INSERT INTO sessions (box_id, session_id, agent_id, session_key_hash, observed_profile_version, created_at)
+SELECT $1, seed_id($1, 'session', g), seed_id($1, 'agent', g), sha256(convert_to($1::uuid::text || g, 'UTF8')), 1, '2026-01-01'
+FROM generate_series(1, $2) g;
+INSERT INTO api_keys (box_id, key_id, agent_id, key_hash, created_at)
+SELECT $1, seed_id($1, 'key', g), seed_id($1, 'agent', g), sha256(convert_to('key' || $1::text || g, 'UTF8')), '2026-01-01'
+FROM generate_series(1, $2) g;
+INSERT INTO channels (box_id, channel_id, kind, created_at)
+SELECT $1, seed_id($1, 'room', g), 'room', '2026-01-01' FROM generate_series(1, $3) g;
+INSERT INTO channels (box_id, channel_id, kind, dm_agent_lo, dm_agent_hi, created_at)
+SELECT $1, seed_id($1, 'dm', g), 'dm', least(seed_id($1, 'agent', 1), seed_id($1, 'agent', g)),
+       greatest(seed_id($1, 'agent', 1), seed_id($1, 'agent', g)), '2026-01-01'
+FROM generate_series(2, $2) g;
+INSERT INTO rooms (box_id, room_id, name, owner_agent_id, created_at)
+SELECT $1, seed_id($1, 'room', g), 'room-' || g, seed_id($1, 'agent', 1), '2026-01-01' FROM generate_series(1, $3) g;
+INSERT INTO room_members (box_id, room_id, agent_id, state, epoch, joined_at)
+SELECT $1, seed_id($1, 'room', r), seed_id($1, 'agent', a), 'active', 1, '2026-01-01'
+FROM generate_series(1, $3) r, generate_series(1, least($2, 50)) a;
+-- Agent 2 writes; agent 1 reads: every message is in room 1 or in the DM of agents 1 and 2.
+INSERT INTO messages (box_id, message_id, message_seq, channel_id, sender_agent_id, dest_kind, dest_room_id, dest_agent_id,
+                      body_md, thread_root_id, content_hash, created_at)
+SELECT $1, seed_id($1, 'message', g), nextval('message_seq_seq'),
+       CASE WHEN g % 2 = 0 THEN seed_id($1, 'room', 1) ELSE seed_id($1, 'dm', 2) END, seed_id($1, 'agent', 2),
+       CASE WHEN g % 2 = 0 THEN 'room' ELSE 'dm' END,
+       CASE WHEN g % 2 = 0 THEN seed_id($1, 'room', 1) END, CASE WHEN g % 2 = 1 THEN seed_id($1, 'agent', 1) END,
+       'history ' || g, seed_id($1, 'message', g - g % 10 + 1), sha256(convert_to($1::uuid::text || g, 'UTF8')),
+       '2026-01-01'::timestamptz + g * interval '1 ms'
+FROM generate_series(1, $4) g;
+INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons, acked_at, acked_by_session_id)
+SELECT $1, seed_id($1, 'agent', 1), nextval('inbox_seq_seq'), message_id, channel_id, 2,
+       CASE WHEN message_seq % 10 <> 0 THEN created_at END, CASE WHEN message_seq % 10 <> 0 THEN seed_id($1, 'session', 1) END
+FROM messages WHERE box_id = $1 ORDER BY message_seq;
+UPDATE attention SET lease_session_id = seed_id($1, 'session', 1), lease_expires_at = '2030-01-01'
+WHERE box_id = $1 AND acked_at IS NULL AND inbox_seq % 3 = 0;
+INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id) SELECT box_id, agent_id, inbox_seq, seed_id($1, 'session', 1) FROM attention WHERE box_id = $1;
+INSERT INTO requests (box_id, message_id, recipient_agent_id, message_seq, requester_agent_id, updated_at)
+SELECT box_id, message_id, seed_id($1, 'agent', 1), message_seq, sender_agent_id, created_at FROM messages WHERE box_id = $1 AND message_seq % 7 = 0;
+INSERT INTO channel_sender_latest (box_id, channel_id, sender_agent_id, message_id, content_hash)
+SELECT DISTINCT ON (channel_id) box_id, channel_id, sender_agent_id, message_id, content_hash
+FROM messages WHERE box_id = $1 ORDER BY channel_id, message_seq DESC;
+INSERT INTO channel_sender_latest (box_id, channel_id, sender_agent_id, message_id, content_hash)
+SELECT $1, c.channel_id, seed_id($1, 'agent', g), seed_id($1, 'message', 1), '\x00'
+FROM channels c, generate_series(3, 6) g WHERE c.box_id = $1;
+INSERT INTO attachments (box_id, message_id, attachment_id, name, media_type, size_bytes, sha256, content)
+SELECT box_id, message_id, gen_random_uuid(), 'a.txt', 'text/plain', 1, '', '\x00' FROM messages WHERE box_id = $1 AND message_seq % 5 = 0;
+INSERT INTO idempotency_records (box_id, agent_id, tool, idem_key, request_hash, response, created_at, expires_at)
+SELECT $1, seed_id($1, 'agent', 1 + g % $2), 'message_send', 'key-' || g, '\x00', '\x00', '2026-01-01', '2026-01-02'
+FROM generate_series(1, $4) g;
+UPDATE channels c SET last_message_seq = x.top, message_count = x.n
+FROM (SELECT channel_id, max(message_seq) AS top, count(*) AS n FROM messages WHERE box_id = $1 GROUP BY channel_id) x
+WHERE c.box_id = $1 AND c.channel_id = x.channel_id;`
+
+func seedBox(t *testing.T, conn *pgx.Conn, box uuid.UUID, agents, rooms, messages int) {
+	t.Helper()
+	ctx := context.Background()
+	for i, stmt := range strings.Split(seedBoxSQL, ";\n") {
+		if strings.TrimSpace(stmt) == "" {
+			continue
+		}
+		// The values are this test's own UUID and counts: inlined as literals, since each
+		// statement uses a different subset of them.
+		lit := strings.NewReplacer("$1", "'"+box.String()+"'::uuid", "$2", fmt.Sprint(agents), "$3", fmt.Sprint(rooms),
+			"$4", fmt.Sprint(messages)).Replace(stmt)
+		if _, err := conn.Exec(ctx, lit); err != nil {
+			t.Fatalf("seed statement %d: %v", i, err)
+		}
+	}
+}
+
+// boxTables are the tables whose rows belong to boxes.
+var boxTables = map[string]bool{
+	"boxes": true, "hosts": true, "agents": true, "api_keys": true, "sessions": true, "checkpoints": true,
+	"idempotency_records": true, "channels": true, "rooms": true, "room_members": true, "messages": true,
+	"channel_sender_latest": true, "attachments": true, "attention": true, "receipts": true, "requests": true,
+	"file_reports": true, "cleanup_status": true,
+}
+
+// historyTables grow with a box's history.
+var historyTables = map[string]bool{
+	"messages": true, "attention": true, "receipts": true, "requests": true, "file_reports": true,
+	"attachments": true, "idempotency_records": true, "channel_sender_latest": true,
+}
+
+// ownerColumns bound a scan to an owner (box, agent, channel, sender, session), not to rows.
+var ownerColumns = map[string]bool{
+	"box_id": true, "agent_id": true, "channel_id": true, "sender_agent_id": true, "recipient_agent_id": true,
+	"requester_agent_id": true, "session_id": true, "lease_session_id": true,
+}
+
+// workIndexes hold an agent's open work (unread rows, live leases, pending requests), not its
+// history: a scan bounded by the owner on them costs O(open work).
+var workIndexes = map[string]bool{
+	"attention_unread": true, "attention_unread_by_channel": true, "attention_claimable": true,
+	"attention_leased": true, "attention_lease_expiry": true, "requests_pending": true,
+}
+
+// filters reports whether a scan's filter can reject rows beyond its index's partial
+// predicate and per-row subplans (a Limit then no longer bounds the rows the scan reads).
+func filters(f string) bool {
+	f = predicateTerms.ReplaceAllString(f, "")
+	return strings.Trim(f, "() ANDOR") != ""
+}
+
+var predicateTerms = regexp.MustCompile(`acked_at IS NULL|lease_session_id IS (NOT )?NULL|has_attachment|SubPlan \d+|\(|\)|AND|\s`)
+
+var condColumn = regexp.MustCompile(`\(?([a-z_]+) (=|>=|<=|>|<) `)
+
+type planNode struct {
+	NodeType  string     `json:"Node Type"`
+	Relation  string     `json:"Relation Name"`
+	IndexName string     `json:"Index Name"`
+	IndexCond string     `json:"Index Cond"`
+	Filter    string     `json:"Filter"`
+	Plans     []planNode `json:"Plans"`
+}
+
+// planProblems lists the scans of a plan that break the rule above.
+// limited: n is the ordered scan a Limit stops (through row locks or a subquery), so it
+// reads O(limit) rows however long the owner's history.
+func planProblems(n planNode, indexCols map[string][]string, unique map[string]bool, limited bool, out *[]string) {
+	switch n.NodeType {
+	case "Seq Scan", "Sample Scan", "Tid Range Scan":
+		if boxTables[n.Relation] {
+			*out = append(*out, fmt.Sprintf("%s on %s", n.NodeType, n.Relation))
+		}
+	case "Index Scan", "Index Only Scan", "Bitmap Index Scan":
+		rel := n.Relation
+		if rel == "" { // a bitmap index scan names only its index
+			rel = strings.SplitN(n.IndexName, "_", 2)[0]
+			for t := range historyTables {
+				if strings.HasPrefix(n.IndexName, t) {
+					rel = t
+				}
+			}
+		}
+		if !historyTables[rel] || workIndexes[n.IndexName] && !limited || limited && n.NodeType != "Bitmap Index Scan" && !filters(n.Filter) {
+			break
+		}
+		// A column bounds the scan with an equality (or = ANY) or with a range closed on
+		// both sides; a one-sided range (message_seq > floor) walks the rest of the history.
+		eq, lo, hi := map[string]bool{}, map[string]bool{}, map[string]bool{}
+		for _, m := range condColumn.FindAllStringSubmatch(n.IndexCond, -1) {
+			switch m[2] {
+			case "=":
+				eq[m[1]] = true
+			case ">", ">=":
+				lo[m[1]] = true
+			default:
+				hi[m[1]] = true
+			}
+		}
+		// Only a leading run of bound index columns bounds the scan (a condition on a
+		// column after an unbound one is checked on every entry of the prefix).
+		cols := indexCols[n.IndexName]
+		keyed, prefix := false, 0
+		for _, c := range cols {
+			if lo[c] && hi[c] && !eq[c] {
+				keyed = true
+				break
+			}
+			if !eq[c] {
+				break
+			}
+			prefix++
+			if !ownerColumns[c] {
+				keyed = true
+			}
+		}
+		if unique[n.IndexName] && prefix == len(cols) && len(cols) > 0 {
+			keyed = true
+		}
+		if !keyed {
+			*out = append(*out, fmt.Sprintf("%s using %s bounded only by its owner (%s)", n.NodeType, n.IndexName, n.IndexCond))
+		}
+	}
+	for _, c := range n.Plans {
+		switch {
+		case n.NodeType == "Limit" && len(n.Plans) == 1:
+			planProblems(c, indexCols, unique, true, out)
+		case limited && (n.NodeType == "LockRows" || n.NodeType == "Subquery Scan") && len(n.Plans) == 1:
+			planProblems(c, indexCols, unique, true, out)
+		default:
+			planProblems(c, indexCols, unique, false, out)
+		}
+	}
+}
+
+func TestPlansForNewBox(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	registerUUID(conn.TypeMap())
+	if _, err := conn.Exec(ctx, `CREATE FUNCTION seed_id(box uuid, kind text, n int) RETURNS uuid LANGUAGE sql IMMUTABLE
+		AS $$ SELECT md5(box::text || kind || n)::uuid $$`); err != nil {
+		t.Fatal(err)
+	}
+	oldBox, newBox := uuid.New(), uuid.New()
+	seedBox(t, conn, oldBox, 3000, 2000, 40_000)
+	// Other boxes exist too (a lookup by box must not scan the boxes table).
+	if _, err := conn.Exec(ctx, `INSERT INTO boxes (box_id, box_key, created_at)
+		SELECT gen_random_uuid(), 'filler-' || g, '2026-01-01' FROM generate_series(1, 2000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	seedBox(t, conn, newBox, 3, 1, 40)
+
+	id := func(kind string, n int) uuid.UUID {
+		var v uuid.UUID
+		if err := conn.QueryRow(ctx, "SELECT seed_id($1, $2, $3)", newBox, kind, n).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	reader, sender, session := id("agent", 1), id("agent", 2), id("session", 1)
+	room, dm := id("room", 1), id("dm", 2)
+	lo, hi := DMPair(reader, sender)
+	var seqs []int64
+	if err := conn.QueryRow(ctx, `SELECT array_agg(inbox_seq) FROM (SELECT inbox_seq FROM attention WHERE box_id = $1 ORDER BY inbox_seq DESC LIMIT 20) s`,
+		newBox).Scan(&seqs); err != nil {
+		t.Fatal(err)
+	}
+	msgs := []uuid.UUID{id("message", 2), id("message", 4), id("message", 6)}
+	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	newIDs := []uuid.UUID{uuid.New()}
+	nilID := uuid.UUID{}
+	hash := make([]byte, 32)
+
+	hot := map[string]func(q *db.Queries) error{
+		// send: authentication, session and idempotency, channel locks and checks, the writes.
+		"AuthenticateKey": func(q *db.Queries) error {
+			_, err := q.AuthenticateKey(ctx, db.AuthenticateKeyParams{KeyHash: hash, BoxKey: newBox.String()})
+			return err
+		},
+		"GetSession": func(q *db.Queries) error {
+			_, err := q.GetSession(ctx, db.GetSessionParams{BoxID: newBox, AgentID: sender, SessionKeyHash: hash, Now: now, StaleBefore: now})
+			return err
+		},
+		"GetIdempotencyRecord": func(q *db.Queries) error {
+			_, err := q.GetIdempotencyRecord(ctx, db.GetIdempotencyRecordParams{BoxID: newBox, AgentID: sender, Tool: "message_send", IdemKey: "k", Now: now})
+			return err
+		},
+		"PutIdempotencyRecord": func(q *db.Queries) error {
+			return q.PutIdempotencyRecord(ctx, db.PutIdempotencyRecordParams{BoxID: newBox, AgentID: sender, Tool: "message_send", IdemKey: "k",
+				RequestHash: hash, Response: []byte("{}"), Now: now, ExpiresAt: now})
+		},
+		"LockChannel": func(q *db.Queries) error {
+			_, err := q.LockChannel(ctx, db.LockChannelParams{BoxID: newBox, ChannelID: room})
+			return err
+		},
+		"GetRoomForAgent": func(q *db.Queries) error {
+			_, err := q.GetRoomForAgent(ctx, db.GetRoomForAgentParams{BoxID: newBox, RoomID: room, AgentID: sender})
+			return err
+		},
+		"SenderLatest": func(q *db.Queries) error {
+			_, err := q.SenderLatest(ctx, db.SenderLatestParams{BoxID: newBox, SenderAgentID: sender, ChannelIds: []uuid.UUID{room}})
+			return err
+		},
+		"RoomMemberStates": func(q *db.Queries) error {
+			_, err := q.RoomMemberStates(ctx, db.RoomMemberStatesParams{BoxID: newBox, RoomID: room, AgentIds: []uuid.UUID{reader}})
+			return err
+		},
+		"AgentEnabled": func(q *db.Queries) error {
+			_, err := q.AgentEnabled(ctx, db.AgentEnabledParams{BoxID: newBox, AgentID: reader})
+			return err
+		},
+		"LockDMChannels": func(q *db.Queries) error {
+			_, err := q.LockDMChannels(ctx, db.LockDMChannelsParams{BoxID: newBox, Los: []uuid.UUID{lo}, His: []uuid.UUID{hi}})
+			return err
+		},
+		"DMSenderLatest": func(q *db.Queries) error {
+			_, err := q.DMSenderLatest(ctx, db.DMSenderLatestParams{BoxID: newBox, SenderAgentID: sender, Lo: &lo, Hi: &hi})
+			return err
+		},
+		"InsertMessages": func(q *db.Queries) error {
+			_, err := q.InsertMessages(ctx, db.InsertMessagesParams{MessageIds: newIDs, ChannelIds: []uuid.UUID{room}, DestAgentIds: []uuid.UUID{nilID},
+				DestRoomIds: []uuid.UUID{room}, BoxID: newBox, SenderAgentID: sender, DestKind: "room", BodyMd: "hi",
+				MentionAgentIds: []uuid.UUID{}, RequestAgentIds: []uuid.UUID{}, Files: []byte("[]"), ContentHash: hash, Now: now})
+			return err
+		},
+		"InsertAttention": func(q *db.Queries) error {
+			_, err := q.InsertAttention(ctx, db.InsertAttentionParams{BoxID: newBox, DmMessageIds: []uuid.UUID{}, DmChannelIds: []uuid.UUID{},
+				DmRecipientIds: []uuid.UUID{}, RoomMessageID: newIDs[0], RoomID: room, SenderAgentID: sender,
+				MentionAgentIds: []uuid.UUID{}, RequestAgentIds: []uuid.UUID{}})
+			return err
+		},
+		"EnforceRetention": func(q *db.Queries) error {
+			_, err := q.EnforceRetention(ctx, db.EnforceRetentionParams{BoxID: newBox, ChannelIds: []uuid.UUID{room}, MessageCap: 10, AttachmentCap: 10})
+			return err
+		},
+		// inbox_list
+		"InboxUpper": func(q *db.Queries) error {
+			_, err := q.InboxUpper(ctx, db.InboxUpperParams{BoxID: newBox, AgentID: reader})
+			return err
+		},
+		"InboxUnreadSeqs": func(q *db.Queries) error {
+			_, err := q.InboxUnreadSeqs(ctx, db.InboxUnreadSeqsParams{BoxID: newBox, AgentID: reader, After: 0, Upper: 1 << 40, MaxRows: 51})
+			return err
+		},
+		"InboxSeqs": func(q *db.Queries) error {
+			_, err := q.InboxSeqs(ctx, db.InboxSeqsParams{BoxID: newBox, AgentID: reader, AckedOnly: true, After: 0, Upper: 1 << 40, MaxRows: 51})
+			return err
+		},
+		"InboxChannelUnreadSeqs": func(q *db.Queries) error {
+			_, err := q.InboxChannelUnreadSeqs(ctx, db.InboxChannelUnreadSeqsParams{BoxID: newBox, AgentID: reader, ChannelID: room, After: 0, Upper: 1 << 40, MaxRows: 51})
+			return err
+		},
+		"InboxChannelSeqs": func(q *db.Queries) error {
+			_, err := q.InboxChannelSeqs(ctx, db.InboxChannelSeqsParams{BoxID: newBox, AgentID: reader, ChannelID: room, After: 0, Upper: 1 << 40, MaxRows: 51})
+			return err
+		},
+		"InboxRows": func(q *db.Queries) error {
+			_, err := q.InboxRows(ctx, db.InboxRowsParams{BoxID: newBox, AgentID: reader, InboxSeqs: seqs})
+			return err
+		},
+		"RecordInboxReceipts": func(q *db.Queries) error {
+			return q.RecordInboxReceipts(ctx, db.RecordInboxReceiptsParams{BoxID: newBox, AgentID: reader, SessionID: session, InboxSeqs: seqs})
+		},
+		"InboxCounts": func(q *db.Queries) error {
+			_, err := q.InboxCounts(ctx, db.InboxCountsParams{BoxID: newBox, AgentID: reader, SessionID: session, Now: now})
+			return err
+		},
+		// inbox_claim
+		"ClaimCandidatesOldest": func(q *db.Queries) error {
+			_, err := q.ClaimCandidatesOldest(ctx, db.ClaimCandidatesOldestParams{BoxID: newBox, AgentID: reader, Now: now, MaxRows: 20})
+			return err
+		},
+		"ClaimCandidatesNewest": func(q *db.Queries) error {
+			_, err := q.ClaimCandidatesNewest(ctx, db.ClaimCandidatesNewestParams{BoxID: newBox, AgentID: reader, Now: now, MaxRows: 20})
+			return err
+		},
+		"LeaseRows": func(q *db.Queries) error {
+			return q.LeaseRows(ctx, db.LeaseRowsParams{BoxID: newBox, AgentID: reader, SessionID: session, InboxSeqs: seqs, ExpiresAt: now})
+		},
+		// inbox_ack
+		"LockAckRows": func(q *db.Queries) error {
+			_, err := q.LockAckRows(ctx, db.LockAckRowsParams{BoxID: newBox, AgentID: reader, SessionID: session, InboxSeqs: seqs})
+			return err
+		},
+		"AckRows": func(q *db.Queries) error {
+			return q.AckRows(ctx, db.AckRowsParams{BoxID: newBox, AgentID: reader, SessionID: session, InboxSeqs: seqs, Now: now})
+		},
+		// conversation_read
+		"ChannelHead": func(q *db.Queries) error {
+			_, err := q.ChannelHead(ctx, db.ChannelHeadParams{BoxID: newBox, ChannelID: room})
+			return err
+		},
+		"DMChannelHead": func(q *db.Queries) error {
+			_, err := q.DMChannelHead(ctx, db.DMChannelHeadParams{BoxID: newBox, Lo: &lo, Hi: &hi})
+			return err
+		},
+		"ChannelMessages": func(q *db.Queries) error {
+			_, err := q.ChannelMessages(ctx, db.ChannelMessagesParams{BoxID: newBox, ChannelID: dm, After: 0, Upper: 1 << 40, MaxRows: 51})
+			return err
+		},
+		"VisibleChannelMessageIDs": func(q *db.Queries) error {
+			_, err := q.VisibleChannelMessageIDs(ctx, db.VisibleChannelMessageIDsParams{BoxID: newBox, ChannelID: room, MessageIds: msgs, Floor: 0})
+			return err
+		},
+		"RecordReceipts": func(q *db.Queries) error {
+			return q.RecordReceipts(ctx, db.RecordReceiptsParams{BoxID: newBox, AgentID: reader, SessionID: session, MessageIds: msgs})
+		},
+		"GetMessage": func(q *db.Queries) error {
+			_, err := q.GetMessage(ctx, db.GetMessageParams{BoxID: newBox, MessageID: msgs[0]})
+			return err
+		},
+	}
+
+	indexCols, unique := map[string][]string{}, map[string]bool{}
+	rows, err := conn.Query(ctx, `SELECT i.relname, x.indisunique, array_agg(a.attname::text ORDER BY k.n)
+		FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid
+		CROSS JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, n)
+		JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum
+		WHERE i.relnamespace = 'public'::regnamespace GROUP BY i.relname, x.indisunique`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		var isUnique bool
+		var cols []string
+		if err := rows.Scan(&name, &isUnique, &cols); err != nil {
+			t.Fatal(err)
+		}
+		indexCols[name], unique[name] = cols, isUnique
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	for name, call := range hot {
+		rec := &recorder{}
+		call(db.New(rec)) //nolint:errcheck // always errQueued: the statement is only recorded
+		if rec.sql == "" {
+			t.Fatalf("%s ran no query", name)
+		}
+		for _, mode := range []string{"custom", "generic"} {
+			plan, err := explain(ctx, conn, rec.sql, rec.args, mode == "generic")
+			if err != nil {
+				t.Errorf("%s (%s plan): explain: %v", name, mode, err)
+				continue
+			}
+			var problems []string
+			planProblems(plan, indexCols, unique, false, &problems)
+			for _, p := range problems {
+				t.Errorf("%s (%s plan for a new box): %s", name, mode, p)
+			}
+		}
+	}
+}
+
+// explain returns the plan PostgreSQL chooses for sql with args: planned for the arguments,
+// or (generic) as the cached generic plan of a prepared statement.
+func explain(ctx context.Context, conn *pgx.Conn, sql string, args []any, generic bool) (planNode, error) {
+	var out []struct {
+		Plan planNode `json:"Plan"`
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return planNode{}, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	var raw []byte
+	if generic {
+		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+			return planNode{}, err
+		}
+		// A generic plan does not depend on the values: the statement is prepared with its
+		// parameter types and explained with NULLs.
+		sd, err := tx.Conn().Prepare(ctx, "plan_guard_describe", sql)
+		if err != nil {
+			return planNode{}, err
+		}
+		defer tx.Conn().Deallocate(ctx, "plan_guard_describe") //nolint:errcheck
+		types, nulls := make([]string, len(sd.ParamOIDs)), make([]string, len(sd.ParamOIDs))
+		for i, oid := range sd.ParamOIDs {
+			if err := tx.QueryRow(ctx, "SELECT $1::oid::regtype::text", oid).Scan(&types[i]); err != nil {
+				return planNode{}, err
+			}
+			nulls[i] = "NULL"
+		}
+		prep, exec := "PREPARE plan_guard", "EXPLAIN (FORMAT JSON) EXECUTE plan_guard"
+		if len(types) > 0 {
+			prep += "(" + strings.Join(types, ", ") + ")"
+			exec += "(" + strings.Join(nulls, ", ") + ")"
+		}
+		if _, err := tx.Exec(ctx, prep+" AS "+sql); err != nil {
+			return planNode{}, err
+		}
+		defer tx.Exec(ctx, "DEALLOCATE plan_guard") //nolint:errcheck
+		if err := tx.QueryRow(ctx, exec).Scan(&raw); err != nil {
+			return planNode{}, err
+		}
+	} else if err := tx.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+sql, args...).Scan(&raw); err != nil {
+		return planNode{}, err
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || len(out) != 1 {
+		return planNode{}, fmt.Errorf("plan: %v", err)
+	}
+	return out[0].Plan, nil
+}
