@@ -421,10 +421,8 @@ func (e SendStatus) Valid() bool {
 type AckOutcome struct {
 	AckedAt          Timestamp          `json:"acked_at"`
 	AckedBySessionId openapi_types.UUID `json:"acked_by_session_id"`
-
-	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq DecimalString `json:"inbox_seq"`
-	Status   AckStatus     `json:"status"`
+	InboxSeq         DecimalString      `json:"inbox_seq"`
+	Status           AckStatus          `json:"status"`
 }
 
 // AckStatus defines model for AckStatus.
@@ -432,33 +430,32 @@ type AckStatus string
 
 // AdminAgent defines model for AdminAgent.
 type AdminAgent struct {
-	AgentId openapi_types.UUID `json:"agent_id"`
-
-	// CardRevision A 64-bit value as a decimal string.
-	CardRevision DecimalString `json:"card_revision"`
-	CreatedAt    Timestamp     `json:"created_at"`
-	Description  string        `json:"description"`
-	Enabled      bool          `json:"enabled"`
-	HostName     string        `json:"host_name"`
-	LastSeenAt   *Timestamp    `json:"last_seen_at,omitempty"`
-	Listed       bool          `json:"listed"`
-	Name         string        `json:"name"`
-
-	// ProfileVersion A 64-bit value as a decimal string.
-	ProfileVersion DecimalString `json:"profile_version"`
-	Role           string        `json:"role"`
+	AgentId        openapi_types.UUID `json:"agent_id"`
+	CardRevision   DecimalString      `json:"card_revision"`
+	CreatedAt      Timestamp          `json:"created_at"`
+	Description    string             `json:"description"`
+	Enabled        bool               `json:"enabled"`
+	HostName       string             `json:"host_name"`
+	LastSeenAt     *Timestamp         `json:"last_seen_at,omitempty"`
+	Listed         bool               `json:"listed"`
+	Name           string             `json:"name"`
+	ProfileVersion DecimalString      `json:"profile_version"`
+	Role           string             `json:"role"`
 }
 
 // AdminAgentCreateInput defines model for AdminAgentCreateInput.
 type AdminAgentCreateInput struct {
-	Description *string `json:"description,omitempty"`
-	HostName    Name    `json:"host_name"`
-	Listed      *bool   `json:"listed,omitempty"`
-	Name        Name    `json:"name"`
+	// Description Public description.
+	Description *CardDescription `json:"description,omitempty"`
+	HostName    Name             `json:"host_name"`
+	Listed      *bool            `json:"listed,omitempty"`
+	Name        Name             `json:"name"`
 
-	// ProfileText Private profile, at most 64 KiB.
-	ProfileText *string `json:"profile_text,omitempty"`
-	Role        *string `json:"role,omitempty"`
+	// ProfileText Private profile (role and standing instructions).
+	ProfileText *ProfileText `json:"profile_text,omitempty"`
+
+	// Role Public role.
+	Role *CardRole `json:"role,omitempty"`
 }
 
 // AdminAgentCreateResult defines model for AdminAgentCreateResult.
@@ -483,14 +480,12 @@ type AdminAgentUpdateInput struct {
 
 // AdminBox defines model for AdminBox.
 type AdminBox struct {
-	BoxId     openapi_types.UUID `json:"box_id"`
-	BoxKey    string             `json:"box_key"`
-	CreatedAt Timestamp          `json:"created_at"`
-	Enabled   bool               `json:"enabled"`
-	Name      string             `json:"name"`
-
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString `json:"settings_revision"`
+	BoxId            openapi_types.UUID `json:"box_id"`
+	BoxKey           string             `json:"box_key"`
+	CreatedAt        Timestamp          `json:"created_at"`
+	Enabled          bool               `json:"enabled"`
+	Name             string             `json:"name"`
+	SettingsRevision DecimalString      `json:"settings_revision"`
 }
 
 // AdminBoxCreateInput defines model for AdminBoxCreateInput.
@@ -575,8 +570,8 @@ type AdminKeyList struct {
 
 // AdminProfileSetInput defines model for AdminProfileSetInput.
 type AdminProfileSetInput struct {
-	// Text Private profile, at most 64 KiB.
-	Text string `json:"text"`
+	// Text Private profile (role and standing instructions).
+	Text ProfileText `json:"text"`
 }
 
 // AdminRoom defines model for AdminRoom.
@@ -605,16 +600,13 @@ type AdminRoomSetOwnerInput struct {
 
 // AdminSettings defines model for AdminSettings.
 type AdminSettings struct {
-	BoxKey   string         `json:"box_key"`
-	Settings SettingsValues `json:"settings"`
-
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString `json:"settings_revision"`
+	BoxKey           string         `json:"box_key"`
+	Settings         SettingsValues `json:"settings"`
+	SettingsRevision DecimalString  `json:"settings_revision"`
 }
 
 // AdminSettingsUpdateInput defines model for AdminSettingsUpdateInput.
 type AdminSettingsUpdateInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision *DecimalString `json:"expected_revision,omitempty"`
 	Settings         SettingsPatch  `json:"settings"`
 }
@@ -651,7 +643,6 @@ type AgentName struct {
 
 // AgentPrimeInput defines model for AgentPrimeInput.
 type AgentPrimeInput struct {
-	// KnownCheckpointRevision A 64-bit value as a decimal string.
 	KnownCheckpointRevision *DecimalString `json:"known_checkpoint_revision,omitempty"`
 }
 
@@ -682,13 +673,11 @@ type Attachment struct {
 
 // BatchOutcome defines model for BatchOutcome.
 type BatchOutcome struct {
-	Error     *ErrorDetail        `json:"error,omitempty"`
-	MessageId *openapi_types.UUID `json:"message_id,omitempty"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq    *DecimalString     `json:"message_seq,omitempty"`
-	Status        BatchSendStatus    `json:"status"`
-	TargetAgentId openapi_types.UUID `json:"target_agent_id"`
+	Error         *ErrorDetail        `json:"error,omitempty"`
+	MessageId     *openapi_types.UUID `json:"message_id,omitempty"`
+	MessageSeq    *DecimalString      `json:"message_seq,omitempty"`
+	Status        BatchSendStatus     `json:"status"`
+	TargetAgentId openapi_types.UUID  `json:"target_agent_id"`
 }
 
 // BatchSendStatus defines model for BatchSendStatus.
@@ -699,16 +688,17 @@ type BoxKey = string
 
 // Card A public directory card. last_seen_at is an observation, not proof of liveness.
 type Card struct {
-	AgentId openapi_types.UUID `json:"agent_id"`
-
-	// CardRevision A 64-bit value as a decimal string.
-	CardRevision *DecimalString `json:"card_revision,omitempty"`
-	Description  string         `json:"description"`
-	HostName     string         `json:"host_name"`
-	LastSeenAt   *Timestamp     `json:"last_seen_at,omitempty"`
-	Name         string         `json:"name"`
-	Role         string         `json:"role"`
+	AgentId      openapi_types.UUID `json:"agent_id"`
+	CardRevision *DecimalString     `json:"card_revision,omitempty"`
+	Description  string             `json:"description"`
+	HostName     string             `json:"host_name"`
+	LastSeenAt   *Timestamp         `json:"last_seen_at,omitempty"`
+	Name         string             `json:"name"`
+	Role         string             `json:"role"`
 }
+
+// CardDescription Public description.
+type CardDescription = string
 
 // CardPage defines model for CardPage.
 type CardPage struct {
@@ -718,12 +708,13 @@ type CardPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
+// CardRole Public role.
+type CardRole = string
+
 // Checkpoint defines model for Checkpoint.
 type Checkpoint struct {
 	// Checkpoint Any JSON object.
-	Checkpoint JsonObject `json:"checkpoint"`
-
-	// Revision A 64-bit value as a decimal string.
+	Checkpoint       JsonObject          `json:"checkpoint"`
 	Revision         DecimalString       `json:"revision"`
 	SavedAt          *Timestamp          `json:"saved_at,omitempty"`
 	SavedBySessionId *openapi_types.UUID `json:"saved_by_session_id,omitempty"`
@@ -732,18 +723,15 @@ type Checkpoint struct {
 // CheckpointSaveInput defines model for CheckpointSaveInput.
 type CheckpointSaveInput struct {
 	// Checkpoint Any JSON object.
-	Checkpoint JsonObject `json:"checkpoint"`
-
-	// ExpectedRevision A 64-bit value as a decimal string.
+	Checkpoint       JsonObject    `json:"checkpoint"`
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // CheckpointSaveResult defines model for CheckpointSaveResult.
 type CheckpointSaveResult struct {
-	// Revision A 64-bit value as a decimal string.
 	Revision DecimalString `json:"revision"`
 	SavedAt  Timestamp     `json:"saved_at"`
 }
@@ -751,10 +739,8 @@ type CheckpointSaveResult struct {
 // CheckpointStatus defines model for CheckpointStatus.
 type CheckpointStatus struct {
 	// CheckpointChanged True when known_checkpoint_revision was given and differs.
-	CheckpointChanged bool `json:"checkpoint_changed"`
-
-	// Revision A 64-bit value as a decimal string.
-	Revision DecimalString `json:"revision"`
+	CheckpointChanged bool          `json:"checkpoint_changed"`
+	Revision          DecimalString `json:"revision"`
 }
 
 // ClaimOrder defines model for ClaimOrder.
@@ -763,7 +749,7 @@ type ClaimOrder string
 // CleanupState defines model for CleanupState.
 type CleanupState string
 
-// DecimalString A 64-bit value as a decimal string.
+// DecimalString defines model for DecimalString.
 type DecimalString = string
 
 // Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
@@ -778,19 +764,18 @@ type DestinationKind string
 
 // DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
 type DirectoryUpdateSelfInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Patch Fields to change; at least one.
 	Patch struct {
-		// Description Public description, at most 2000 bytes.
-		Description *string `json:"description,omitempty"`
+		// Description Public description.
+		Description *CardDescription `json:"description,omitempty"`
 
-		// Role Public role, at most 200 bytes.
-		Role *string `json:"role,omitempty"`
+		// Role Public role.
+		Role *CardRole `json:"role,omitempty"`
 	} `json:"patch"`
 }
 
@@ -804,9 +789,7 @@ type ErrorCode string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	Code ErrorCode `json:"code"`
-
-	// CurrentRevision A 64-bit value as a decimal string.
+	Code            ErrorCode      `json:"code"`
 	CurrentRevision *DecimalString `json:"current_revision,omitempty"`
 
 	// Field The offending input field, e.g. inbox_seqs[3].
@@ -823,9 +806,7 @@ type ErrorDetail struct {
 	RetryAfterSeconds *int    `json:"retry_after_seconds,omitempty"`
 
 	// Retryable True only for RATE_LIMITED and TEMPORARILY_UNAVAILABLE; retry with the same idempotency_key.
-	Retryable bool `json:"retryable"`
-
-	// SettingsRevision A 64-bit value as a decimal string.
+	Retryable        bool           `json:"retryable"`
 	SettingsRevision *DecimalString `json:"settings_revision,omitempty"`
 	SuggestedAction  *string        `json:"suggested_action,omitempty"`
 }
@@ -835,10 +816,10 @@ type ExportFormat string
 
 // FileAccessReportInput defines model for FileAccessReportInput.
 type FileAccessReportInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// Note Short note, at most 500 bytes.
+	// Note Short note.
 	Note   *string          `json:"note,omitempty"`
 	Status FileAccessStatus `json:"status"`
 }
@@ -859,17 +840,20 @@ type FileRef struct {
 	VersionLabel *string `json:"version_label,omitempty"`
 }
 
-// FileRefInput A file reference. No bytes: nothing fetches the URL.
+// FileRefInput A file link; nothing fetches it.
 type FileRefInput struct {
 	Commit      *string `json:"commit,omitempty"`
 	DisplayName string  `json:"display_name"`
 	MediaType   *string `json:"media_type,omitempty"`
 	Sha256      *string `json:"sha256,omitempty"`
 
-	// Url https:// URL without userinfo, query, fragment, IP-literal private hosts or token-like parts.
+	// Url https:// URL without credentials, query or private host.
 	Url          string  `json:"url"`
 	VersionLabel *string `json:"version_label,omitempty"`
 }
+
+// FileRefInputs defines model for FileRefInputs.
+type FileRefInputs = []FileRefInput
 
 // FileReport defines model for FileReport.
 type FileReport struct {
@@ -895,18 +879,18 @@ type Follow string
 // HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
 type HistoryVisibility string
 
-// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+// IdempotencyKey Unique per action; reuse it to retry.
 type IdempotencyKey = string
 
 // IdempotentInput defines model for IdempotentInput.
 type IdempotentInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // InboxAckInput defines model for InboxAckInput.
 type InboxAckInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InboxSeqs 1..ack_batch_max rows returned to this session.
@@ -920,13 +904,13 @@ type InboxAckResult struct {
 
 // InboxClaimInput defines model for InboxClaimInput.
 type InboxClaimInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// LeaseSeconds Lease length; clamped to [1, lease_max_seconds]; default lease_default_seconds.
+	// LeaseSeconds Lease length, clamped to lease_max_seconds; default lease_default_seconds.
 	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
 
-	// Limit Rows to lease; clamped to [1, page_limit_max].
+	// Limit Rows to lease, clamped to page_limit_max.
 	Limit *int64      `json:"limit,omitempty"`
 	Order *ClaimOrder `json:"order,omitempty"`
 }
@@ -943,11 +927,9 @@ type InboxFilter string
 type InboxItem struct {
 	AckedAt          *Timestamp          `json:"acked_at,omitempty"`
 	AckedBySessionId *openapi_types.UUID `json:"acked_by_session_id,omitempty"`
-
-	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq        DecimalString `json:"inbox_seq"`
-	LeaseExpiresAt  *Timestamp    `json:"lease_expires_at,omitempty"`
-	LeasedElsewhere bool          `json:"leased_elsewhere"`
+	InboxSeq         DecimalString       `json:"inbox_seq"`
+	LeaseExpiresAt   *Timestamp          `json:"lease_expires_at,omitempty"`
+	LeasedElsewhere  bool                `json:"leased_elsewhere"`
 
 	// Message The canonical message. Messages are immutable.
 	Message Message `json:"message"`
@@ -975,11 +957,9 @@ type JsonObject = json.RawMessage
 // Limits defines model for Limits.
 type Limits struct {
 	// Semantics One line of meaning per limit and per retention or duplicate rule.
-	Semantics map[string]string `json:"semantics"`
-
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString  `json:"settings_revision"`
-	Values           SettingsValues `json:"values"`
+	Semantics        map[string]string `json:"semantics"`
+	SettingsRevision DecimalString     `json:"settings_revision"`
+	Values           SettingsValues    `json:"values"`
 }
 
 // Me defines model for Me.
@@ -1010,12 +990,10 @@ type Message struct {
 	CreatedAt  Timestamp   `json:"created_at"`
 
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
-	Destination     Destination          `json:"destination"`
-	Files           []FileRef            `json:"files"`
-	MentionAgentIds []openapi_types.UUID `json:"mention_agent_ids"`
-	MessageId       openapi_types.UUID   `json:"message_id"`
-
-	// MessageSeq A 64-bit value as a decimal string.
+	Destination      Destination          `json:"destination"`
+	Files            []FileRef            `json:"files"`
+	MentionAgentIds  []openapi_types.UUID `json:"mention_agent_ids"`
+	MessageId        openapi_types.UUID   `json:"message_id"`
 	MessageSeq       DecimalString        `json:"message_seq"`
 	Payload          *json.RawMessage     `json:"payload,omitempty"`
 	ReplyToMessageId *openapi_types.UUID  `json:"reply_to_message_id"`
@@ -1038,22 +1016,18 @@ type MessagePage struct {
 
 // MessageRef defines model for MessageRef.
 type MessageRef struct {
-	MessageId openapi_types.UUID `json:"message_id"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq DecimalString `json:"message_seq"`
+	MessageId  openapi_types.UUID `json:"message_id"`
+	MessageSeq DecimalString      `json:"message_seq"`
 }
 
 // MessageSendBatchInput defines model for MessageSendBatchInput.
 type MessageSendBatchInput struct {
 	// BodyMd As message_send.
-	BodyMd string `json:"body_md"`
-	DryRun *bool  `json:"dry_run,omitempty"`
+	BodyMd string         `json:"body_md"`
+	DryRun *bool          `json:"dry_run,omitempty"`
+	Files  *FileRefInputs `json:"files,omitempty"`
 
-	// Files At most 10 file references.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Payload As message_send.
@@ -1077,19 +1051,17 @@ type MessageSendInput struct {
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
 	Destination Destination `json:"destination"`
 
-	// DryRun Validate only; write nothing.
-	DryRun *bool `json:"dry_run,omitempty"`
+	// DryRun Validate only.
+	DryRun *bool          `json:"dry_run,omitempty"`
+	Files  *FileRefInputs `json:"files,omitempty"`
 
-	// Files At most 10 file references.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// MentionAgentIds Structured mentions (distinct, at most targets_max, not self).
 	MentionAgentIds *[]openapi_types.UUID `json:"mention_agent_ids,omitempty"`
 
-	// Payload Optional JSON object, at most payload_max_bytes serialized and payload_max_depth deep; no credential-like keys or values.
+	// Payload JSON object within payload_max_bytes and payload_max_depth; no credential-like keys or values.
 	Payload          *json.RawMessage    `json:"payload,omitempty"`
 	ReplyToMessageId *openapi_types.UUID `json:"reply_to_message_id,omitempty"`
 
@@ -1103,11 +1075,9 @@ type MessageSendResult struct {
 	CreatedAt      *Timestamp          `json:"created_at,omitempty"`
 	DryRun         *bool               `json:"dry_run,omitempty"`
 	MessageId      *openapi_types.UUID `json:"message_id,omitempty"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq   *DecimalString `json:"message_seq,omitempty"`
-	RequestCount int64          `json:"request_count"`
-	Status       SendStatus     `json:"status"`
+	MessageSeq     *DecimalString      `json:"message_seq,omitempty"`
+	RequestCount   int64               `json:"request_count"`
+	Status         SendStatus          `json:"status"`
 }
 
 // Name defines model for Name.
@@ -1132,7 +1102,6 @@ type PrimeCounts struct {
 
 // PrimeRoom defines model for PrimeRoom.
 type PrimeRoom struct {
-	// BriefRevision A 64-bit value as a decimal string.
 	BriefRevision *DecimalString     `json:"brief_revision,omitempty"`
 	Follow        *Follow            `json:"follow,omitempty"`
 	Name          string             `json:"name"`
@@ -1143,24 +1112,23 @@ type PrimeRoom struct {
 
 // Profile defines model for Profile.
 type Profile struct {
-	// ProfileVersion A 64-bit value as a decimal string.
 	ProfileVersion DecimalString `json:"profile_version"`
 	Text           string        `json:"text"`
 }
 
+// ProfileText Private profile (role and standing instructions).
+type ProfileText = string
+
 // Request defines model for Request.
 type Request struct {
-	// MessageSeq A 64-bit value as a decimal string.
 	MessageSeq       DecimalString       `json:"message_seq"`
 	RecipientAgentId openapi_types.UUID  `json:"recipient_agent_id"`
 	ReplyMessageId   *openapi_types.UUID `json:"reply_message_id,omitempty"`
 	RequestMessageId openapi_types.UUID  `json:"request_message_id"`
 	RequesterAgentId openapi_types.UUID  `json:"requester_agent_id"`
-
-	// Revision A 64-bit value as a decimal string.
-	Revision  DecimalString `json:"revision"`
-	Status    RequestStatus `json:"status"`
-	UpdatedAt Timestamp     `json:"updated_at"`
+	Revision         DecimalString       `json:"revision"`
+	Status           RequestStatus       `json:"status"`
+	UpdatedAt        Timestamp           `json:"updated_at"`
 }
 
 // RequestDirection defines model for RequestDirection.
@@ -1177,16 +1145,12 @@ type RequestPage struct {
 // RequestRespondInput defines model for RequestRespondInput.
 type RequestRespondInput struct {
 	// BodyMd The reply body, as message_send.
-	BodyMd string `json:"body_md"`
-	DryRun *bool  `json:"dry_run,omitempty"`
+	BodyMd           string         `json:"body_md"`
+	DryRun           *bool          `json:"dry_run,omitempty"`
+	ExpectedRevision DecimalString  `json:"expected_revision"`
+	Files            *FileRefInputs `json:"files,omitempty"`
 
-	// ExpectedRevision A 64-bit value as a decimal string.
-	ExpectedRevision DecimalString `json:"expected_revision"`
-
-	// Files At most 10; with result_ready each needs version_label, sha256 or commit.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 	Status         ResponseStatus `json:"status"`
 }
@@ -1206,9 +1170,7 @@ type ResponseStatus string
 
 // RoomBrief defines model for RoomBrief.
 type RoomBrief struct {
-	BriefMd string `json:"brief_md"`
-
-	// Revision A 64-bit value as a decimal string.
+	BriefMd   string             `json:"brief_md"`
 	Revision  DecimalString      `json:"revision"`
 	RoomId    openapi_types.UUID `json:"room_id"`
 	UpdatedAt *Timestamp         `json:"updated_at,omitempty"`
@@ -1216,13 +1178,11 @@ type RoomBrief struct {
 
 // RoomBriefUpdateInput defines model for RoomBriefUpdateInput.
 type RoomBriefUpdateInput struct {
-	// AppendMd Text to append, at most 8 KiB; the brief stays at most 64 KiB.
-	AppendMd string `json:"append_md"`
-
-	// ExpectedRevision A 64-bit value as a decimal string.
+	// AppendMd Text to append; the whole brief is capped too (brief_md).
+	AppendMd         string        `json:"append_md"`
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
@@ -1230,19 +1190,19 @@ type RoomBriefUpdateInput struct {
 type RoomCreateInput struct {
 	DefaultFollow *Follow `json:"default_follow,omitempty"`
 
-	// DryRun Validate only; write nothing.
+	// DryRun Validate only.
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
 	HistoryVisibility *HistoryVisibility `json:"history_visibility,omitempty"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InviteeAgentIds Agents to invite (at most targets_max, distinct, not the caller).
 	InviteeAgentIds *[]openapi_types.UUID `json:"invitee_agent_ids,omitempty"`
 
-	// Name Room name, at most 200 bytes.
+	// Name Room name.
 	Name string `json:"name"`
 }
 
@@ -1265,16 +1225,11 @@ type RoomCreateResult struct {
 
 // RoomDetails Full details for an active member; only room_id, name, inviter_agent_id, invited_at and state for a pending invitee.
 type RoomDetails struct {
-	// BriefRevision A 64-bit value as a decimal string.
-	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
-	CreatedAt     *Timestamp     `json:"created_at,omitempty"`
-	DefaultFollow *Follow        `json:"default_follow,omitempty"`
-
-	// Epoch A 64-bit value as a decimal string.
-	Epoch  *DecimalString `json:"epoch,omitempty"`
-	Follow *Follow        `json:"follow,omitempty"`
-
-	// FollowRevision A 64-bit value as a decimal string.
+	BriefRevision  *DecimalString `json:"brief_revision,omitempty"`
+	CreatedAt      *Timestamp     `json:"created_at,omitempty"`
+	DefaultFollow  *Follow        `json:"default_follow,omitempty"`
+	Epoch          *DecimalString `json:"epoch,omitempty"`
+	Follow         *Follow        `json:"follow,omitempty"`
 	FollowRevision *DecimalString `json:"follow_revision,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
@@ -1286,7 +1241,7 @@ type RoomDetails struct {
 	OwnerAgentId      *openapi_types.UUID `json:"owner_agent_id,omitempty"`
 	RoomId            openapi_types.UUID  `json:"room_id"`
 
-	// Roster At most 200 active and invited members.
+	// Roster Active and invited members; roster_truncated says when there are more.
 	Roster          *[]RosterEntry `json:"roster,omitempty"`
 	RosterTruncated *bool          `json:"roster_truncated,omitempty"`
 	State           MemberState    `json:"state"`
@@ -1295,26 +1250,23 @@ type RoomDetails struct {
 
 // RoomFollowInput defines model for RoomFollowInput.
 type RoomFollowInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision DecimalString `json:"expected_revision"`
 	Follow           Follow        `json:"follow"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // RoomFollowResult defines model for RoomFollowResult.
 type RoomFollowResult struct {
-	Follow Follow `json:"follow"`
-
-	// Revision A 64-bit value as a decimal string.
+	Follow   Follow             `json:"follow"`
 	Revision DecimalString      `json:"revision"`
 	RoomId   openapi_types.UUID `json:"room_id"`
 }
 
 // RoomInviteInput defines model for RoomInviteInput.
 type RoomInviteInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InviteeAgentIds Agents to invite (1..targets_max).
@@ -1330,11 +1282,8 @@ type RoomInviteResult struct {
 
 // RoomListItem defines model for RoomListItem.
 type RoomListItem struct {
-	// BriefRevision A 64-bit value as a decimal string.
-	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
-	Follow        *Follow        `json:"follow,omitempty"`
-
-	// FollowRevision A 64-bit value as a decimal string.
+	BriefRevision  *DecimalString      `json:"brief_revision,omitempty"`
+	Follow         *Follow             `json:"follow,omitempty"`
 	FollowRevision *DecimalString      `json:"follow_revision,omitempty"`
 	InvitedAt      *Timestamp          `json:"invited_at,omitempty"`
 	InviterAgentId *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
@@ -1346,9 +1295,7 @@ type RoomListItem struct {
 
 // RoomMembershipResult defines model for RoomMembershipResult.
 type RoomMembershipResult struct {
-	At Timestamp `json:"at"`
-
-	// Epoch A 64-bit value as a decimal string.
+	At     Timestamp             `json:"at"`
 	Epoch  DecimalString         `json:"epoch"`
 	RoomId openapi_types.UUID    `json:"room_id"`
 	State  MembershipResultState `json:"state"`
@@ -1537,10 +1484,10 @@ type ConversationReadParams struct {
 	// Destination The conversation: {kind: room, room_id} or {kind: dm, recipient_agent_id}.
 	Destination DestinationQuery `json:"destination"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1552,10 +1499,10 @@ type DirectorySearchParams struct {
 	// Query Non-empty text to find in name or role.
 	Query string `form:"query" json:"query"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1576,16 +1523,15 @@ type DirectoryGetParams struct {
 
 // InboxListParams defines parameters for InboxList.
 type InboxListParams struct {
-	// Filter unread (default), all or acked.
 	Filter *InboxFilter `form:"filter,omitempty" json:"filter,omitempty"`
 
 	// Destination Only rows of this room or DM pair.
 	Destination *DestinationFilterQuery `json:"destination,omitempty"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1624,10 +1570,10 @@ type MessageGetParams struct {
 
 // FileReportListParams defines parameters for FileReportList.
 type FileReportListParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1654,16 +1600,15 @@ type ProfileGetParams struct {
 
 // RequestListParams defines parameters for RequestList.
 type RequestListParams struct {
-	// Direction incoming or outgoing.
 	Direction RequestDirection `form:"direction" json:"direction"`
 
 	// Status Only this declaration.
 	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1678,10 +1623,10 @@ type RequestRespondParams struct {
 
 // RoomListParams defines parameters for RoomList.
 type RoomListParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1738,10 +1683,10 @@ type RoomLeaveParams struct {
 
 // ThreadReadParams defines parameters for ThreadRead.
 type ThreadReadParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1750,10 +1695,9 @@ type ThreadReadParams struct {
 
 // ThreadExportParams defines parameters for ThreadExport.
 type ThreadExportParams struct {
-	// Format json or markdown.
 	Format ExportFormat `form:"format" json:"format"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -11921,218 +11865,216 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c+O20if8VVB6z1uZ2aWvmcxJ7Nra8vhyopPx5bFncp6zyawKIlsWYhJgAMi2MuXvvoUGeJNAiaR8",
-	"Gx//k4wlEQQa3T90N/rytReKJBUcuFa9na+9lEqagAaJf+1dAtf96IzqsfkzAhVKlmomeG+nt8cJNd9/",
-	"p0j/YL0X9Jj5NDW/DXqcJtDb6eEPBizqBT0Jf06YhKi3o+UEgp4Kx5BQM+xIyITq3k5vMsFf6mlqnlVa",
-	"Mn7Zu7sL7DzOYVQ/iQGLAiIkoe5vYiZA9JhqwhSZcPbnBAjjRI+BDMXtwulKGC2cb0JvPwK/NDR5/y7o",
-	"JYxnf275Jv9B3P4C0/mpf7JTIW80cMr1W5xbSOPYzHgk5C5hmiQTpckQ7HcSIuCa0fg7tWARQ3E7uILp",
-	"wiX8zaxxp/f/bRS7v2G/VRtuvmbq+xOphJyf+mlKDT1D/JqMpEgIh1s9cB8ISSSoSQL5ByNcgDJ7orQE",
-	"mhDKIzJisQaZL+PPCchpsQ77bK+G8tub735cTvsDUJpxaqZ9hC/7L3zH/IJ4PCVS3Cg7VaaIFCIxCzk4",
-	"JillOEm4TWMRQUZN35yj4n29pvQuzbF3F/SUnsZ2KEhPh39AqHvVhdQswbBTKPg1SIU/2yFfrxiPdnAl",
-	"Af53wKI7syb3RWQ+hpClzHB9JkZ3nZbajdUaLf2IxdDnEdz6YWhzbUgVRISZnxDGtUBeS0ApegnfKcNl",
-	"oGpkxXw3wCeXSTxLJklv5ydkOfvvzZzhGNdwCRI57meh9AkOPjtR8w3CUtAYj8ZC6QH+uyuFcSpmXr/A",
-	"tB/5ueYKposw/AqmqyP4R5YwPf/6M3oJRLG/YJeEMU1SiIgW5LetgKT0EgaxeWqQ0NsvAYlgRCexLn/h",
-	"PlonJ3ANBnMMy0BUByj4UM87b8b1+3c974YeW0aqPQVLnFZLQveT1cl4Dn9OQOklczKb2j/IUNe93B6G",
-	"IZWSGSqPgUg7WM2c3beD+5u7EEk9FQ0+LSKhw68V53ABSjHBfwYagedc+yQpV6mQmij7QyMbu+SG6bGY",
-	"aHMeG7rtnfVzmUGBVvZ0s4/k8x/bl+QrQCVmKG7X3CTqTrat7aUH252hgkoFV4B62gcaOc4wf4WCa+D4",
-	"T5qmMQsRYDf+UGaNXxsCx6GUQtpXVWnUP/l172P/YLB3/o/Px4cnn8yBsv/5/OL0fOC+WjeovS/4KGbh",
-	"I0zo5PTT4Oy8f3x4EJCz89Oj/sfDwennTwd7n8wn56enx4O98/2f+7/in4e/9i/6pyeD/dOTo4/9fZx+",
-	"/+Dw+Oz00+HJ/r/zz3ERiFqHtyFABNHDr+Rj/7j/aXD43/uHhweHlownQh+JCY8eh4xHp59PDgan54Oj",
-	"0/MP/YODwxOcxDnVgKR4DCKc7306HCAlDg/IGwlaTukwhrc4kwstJL2EI8riiYSHn8zFp9PzvX8cDo72",
-	"+h8/nx/uEC70mPFLckMVuZFMa+A4sc+cTvRYSPbXY9Bo7/Onn3FOhqVvxlTj+Wfth4mCbEbXlMWGdg8/",
-	"oU9GgM73zvsf/z34fLL3617/496Hj4cz+3eXIZ41LsOr04kOhdWVaBQxMxiNz6RIQWpmoG1EYwVBLy19",
-	"9LVHwyuIBlQvm+0nloDSNEkNOexDw+nAwbQ5S5YfGQbKjT2l4M/lumzIEhpf5E8qTfVELXtsL7y6sD+0",
-	"qJ6dbb+V3pyPFRRr96/oS74CkevPxRt2vvaAG9X1N/uwGSSWQKPpwP79xUOAvShhHM+uttuU2f5NyBxS",
-	"GQ0kXDM8GduSOpRAdXueqPDw1/lJATecG5W+GwoRA0VjpdDNfY/GVOmBAuBt5xQzpeteWfu2VAq0ZIzx",
-	"14V+UsS+gWcYsuTMcTZJ2T7JiJUvwQ1bJfP8XGf3vrKbXn7OGXIff9jn6aQtb87sfMWvsLnp4c/Kbi83",
-	"uMr76KyUfCb1+9pk3Ix8Gm599pRk11QDcb8KCNUkMXbn+3fkF/Zh3Sd62eZXiRAsYYby1uP/mmzVOSik",
-	"RHscWQqjBUoZsE8ZusDm6HMxFjecCB7CLhE8nhKmFRlTNSZMEaWFtNbjHI2cDdzIxpgTmV5Q2NDZzBZT",
-	"6yNTbanENCTVfzQnl5sJlZJO548hHG/xfD+nUWNBTBgvf7o1u5CFoFuPjnd1E/wgbluS0hy7DY+tzNfq",
-	"A+WOh9LC9deeAAq0ZvxSdT1DZzbdkSAoOZPnYH7+lc2g+4O47Q7cJYI38WEXFGuHbtlrFi3icYTUsO+K",
-	"IvpB3D6agDYnt3+u+2agSVoorN14Y04+IojBMKbzZqlG3r+gN7KGZtOfo9YHaCTVKoVy0lonlBPedAbG",
-	"UFiqS5SIDLWsn43lXu8hYYk8tbz3s2gtJB1xExWSpkZdWpXCuR9Uxa0Wd306UVk/Nu9pBoqGTt1R0a2n",
-	"qusc3tJQEyUmMgTSPyM0iiQoBYq86Z9dv0PH19n1+7e7hAuy3z84J5LyS1B463VyYT2b6M3MyFR/8bnt",
-	"IXJCb/v2ye+38cfur6168ja6yShTvETnhaR9HKxGZl8RrM0YbdDaywgPvWOzS1pEfnf3/WCOg25o0Vih",
-	"Nyu9Fh0cTlJMNMgaVbVMvcI2KAVL2IebYccvMO0OHcU0l9mpd0vf3828ezJbrdMeudnmzy7alcdBHafo",
-	"rgI6Z9ZdcAG6CwvdlytiZs44bO2Uz4VIWvuNNbuGQQLJ0MU3NVCoumojzHDodGAsoyGLmV5qsvxsn/i1",
-	"eGCRvSduOMhBK6TMblCb/LaZ79rsQY3zuriudUf0zIRLLm0PqYLZvWoGhGY+jyNzyH0rCh1SD/SpIUwX",
-	"sSuC1eZkLyOzUeWG4nbNxZtgTJwYYZAc0pdY+hpZbBnUNu8XNhOpXeuF8xXco0WnSkMu2q/s1b/SeALq",
-	"gXwlzmDyeETyaS6lTXetD25TDHzpfoHSlphnVIfjOUosX+sncQX8cezBmA4h9nJOR4VOm7l38gLnT2az",
-	"agZnSKzuml1OgCo2/GtMbRgLzsrFms4gQCuXTWmanRTAe99fnTHZ/eiT97Lvdk7N999AahZG+FCmUzOn",
-	"xuytX+10zyRLOjHqFRc3fBCOIbxKBcOjpCsuL5jZw9094fD5ZUqxjqVuuPyXmRIV9EIxcZH4S9+4b3+K",
-	"tyIJW/7QR/ur4g5x+Vvsz5zu6HEx7TmVvhqsibF8CiO8Gb9mGiNNVECG0ywKueJVWrpQv7LlJjXQcsJD",
-	"mt+1VsP5JkBuxsDz0HqQRuJJIiT4Z0n0mHJir5l27XTNH7hC86UUk8sxoXHsoiuTEmSU3OAuJGP5cYo/",
-	"6/ORqL06VHm0YLZtFR7L9maeHDkz5QziFV2taThOOoR35A82xZsEIkYH9uOvjeEo6Kkx3f7hvf8r9hcM",
-	"hlPd0EM/S+LKEnJTpTTPyhvymfjo+MFoRN3imfILg6WhVwegKYstLfOo3Gaktz9/uDgmXP8F8KjAMk3l",
-	"Jeg2Rurs+TkzQD6X2g0oTaAU7KSsJEUTG/dmo+ltrLg35KnI2Emp1iANlvzf3+jaX5trP31x/1/78nUr",
-	"eL999zcfufepjJYywWwEdDoZxiwkEZMQGoOYhFRG66QcSWQ0FcqJGCqQ1whYAeFCk1QKMTKIFLNr4KDQ",
-	"bf9k0VjLwqoeKHKqdsSu0U3e8KVi8j4mNBt/Ri/hQT0QyF2+S6oiBWvpuUovwSV3Nfda7Fc0mzYafmOV",
-	"6J9K8CLzp7s5S6/bGxT2obYRorN+r1IsRLHqxdS8oNed9OauZF3dXcAiSFKhgYfTJtEY/eLnWWZhmWbz",
-	"85nRcGZft5ycnZT9x2S3erbJB1uyyi4REiUbKxxTfrlYaa61yzD6/dIcNag+R2w0Aqn8mvD9+Ni8nJGv",
-	"wUupmLLkVEYzd1s9EUegNAYyWeUg/4DDjfmHTyGoBEyUFAsWxS5Agptf2oCIGqWiukBPBtT7d2tDpsk1",
-	"jSdAqCKURPYRYgfBM72kjxhl5OtWsPWTXwcp51a2U0UwcCCeLkkTLSWSVjNM53UP86sWqaC/mJ8jA8y+",
-	"9J7vOWYv+cx7fbw0O7cSB0SJs7z8e57pcta3ewHx6Gn8uysCNjJeOG7JR0cM4kgRLYgV1F1CNYmBKk0E",
-	"h3k2mdEbZ64TnXZcfFjcKG5vbm4StNEWBjh7BzRfVkaqHWjevdTgHLN0a3aEHWZ24IPajrOTxgFqp7OP",
-	"WeAFv5cyj3pBKfWuF/Rmc+/c9/M5Zb2gV8nK6wVzSYW9YCYZzjwzm7pnnvNk7vWCXjUf0TxbSirrBXXp",
-	"Sr1gNuHLK9VlcrY8fx01l24Wkt0YYhMpobtHNOiNjAz6M4TFaAQ8YvySMINJBH8aEFi/XCd57pH67fsv",
-	"XqGK/QndZmD8yqYbG0UBXP6kGabBhbtzVfhqNAAZTxLK1yTQiA5j8yYOu4Rj9huEY+EycTPj3p6lfkwA",
-	"qnwwozi9gkFIlRllxDgkwLWxrM3WzZ7AdO2vzB0w+PI//uZ/j5bTAR1pkAMFoeBROeCwtOw8Ua5GI8Mb",
-	"i5GQpJIfadSvGmbeJTgkJi8X1TdmcKjOe7naBWnQU5PLS1B4wRHW+AFmcAhFo9j9MkG84HSbCqmPHDsV",
-	"+IT5jEEvofIqEjfcK79HLIa9MASlzsGM0inQbtUDlQsN3jsqqYn5rjiTflh4uDXzzhVLronXyKMxmhxU",
-	"c6NVEgvN52zoXCecoSeaCz0YYR5zMHfiVDfGVflpBaqJg6L5qG+m0phO651NS1zSCzzPE+4S2JZfPEgY",
-	"gQQeAt49cEHckwO8DAyIfYvRp+1S/EI5kf7bzspgy+XMDDNDmOpi6jb8HBrqrrN2zYjFJRqskxNh2blI",
-	"ph6BDscOuz+ff5zXDIstnjGA6Nroy9e/B+/f+W2g2f1fGNXSght8s6ibg9u3KlXGWqdqZ2PDLDcvLzFR",
-	"IBkfiYBg4ZKAjCS9NOdPQPpnazHTIGlMUhdXNxZKY6w2Xi2vxewKSEqlRphYstDVeaaeSwyitpTgUhUe",
-	"79nY8rIjg1bPYWwm1zZurivCBr0JWn2reYYq5VdmyhXNrqYUVFd69eKtenBvdYkrnsBnfSTiWNxUDqg4",
-	"Rj2D432vpWPM8HovmWjwHkzzsZkVn5IaU4nH3IwuiR/vuCA7RYzailfH0tgOHCLiQh93yR/C/L3jtDwp",
-	"EquxaSq1u2hmkjhjIBtvzNL1kh8rn4Qdy7uOGTVkDpa21te3tn80EMM1Kth7F/v9vjHfJQ01SJWXrkpB",
-	"klhcspDGxKp4mb5JOZnwEKRZoi1nV9VAnda5uOBNGWB///12e3Pt999v/3745X96ITZf1lOocrOs2EB/",
-	"6hvrai+8ehLFszDtvPtPw6vBkOpw7CI5bgzf6onktjQX1sYrVzpqAgFz5sHisNligkErcnZ0+puHWoT/",
-	"FlVLli0kG7p2zuijfhImiIEqKBukM4WIzNckRnmcq8xmn03obfb8l928OJv9zv2Vfd/Q8K/xKJwbFtTC",
-	"Dr2sTFzDV4nsXmBxlmR+g9BZyHGMTnzZ7pDFl/U1rBKUjmPYKpnV423CzclVOmryD+xZWl87ppjWi6zw",
-	"Y7kdblMmQbWOXzUPRwOIFdyMQYI/n7rkDVs0sisIWHi2PEL9gemEqqsdskUOjgOyTUaoGymjkgTkHXEq",
-	"UUB+JEYlmhoREzc8qx8YkK33JKs6V64d2DbqqlzXKJts2fEzR5haZn1w3XWBWOXzxCC7hslEHbVdrPZX",
-	"lNNt96gV1hbT9ALGzDgzq/ftUCnmwFO1eUr+eXF6QuzPSw4P93zQu127FGvuwz+U4Ovn9KbE5R/zkNcW",
-	"m68goVyzcMFz3tIBs17omHHMo0mAcsYvrTKMTm/KI/xLgrbSZAz0PO6MyEkM84u9F4/rtU1vaZkMU5PA",
-	"Ub7BcgMHJer5tvv4QUPVF5d2WCXcrEW2aKfSXDXBZ0El8dZTkRdD/Yj90VoiIvvhSEhyvH/m8xAuDWcr",
-	"8pTKtZuK6r5ZyrFbpn+TjeU5FwZhk8mw7uk1qwuqPM6tVqsP1Y8Sw0jXDJEfhi08kFgYm3LB0Vh158w6",
-	"cYMpQiUQliQTtHg9gZOVAOmFpkHxS2TZaDpIovssDRRVQzpaVNbGGtgtXTYj36HnlITc51QddKkIzQ/3",
-	"aGHMKZ3Ggpb3o+lZg9rQQIvB4tnySeyqbdq6xD73ox1HQkTDWijJCi/fE4kV8AbGTpFwZIYY41EvhegW",
-	"t13xWZb3LJgtkG/nVgiLj8F8FPFvytzMM8Zfmm/ldvvBFcoSV92TJ3QF3bCxZehm3f5q7tHEuykDLljd",
-	"BfAIcwi6lSXLwX5G01WkeD/3JxhGcjqQE96sVmSO5P5MrK3Nmfs21dhLV7nk8zDoPcSQ5QjclEjNIXo2",
-	"VNDv3bQZJcr6NrNn1K4xeIFqqwuEIo5pqqCapdYSd+dcgfPzK6NeE4fSLJ92ciuVeM138rTzhVZynlbx",
-	"hpaWdq/Sd+zCQIj5RUC44GuQpHpaBFfYR+mtTfEinz8drf1or6d3XU4wARcOSxVRwLVfhDtrZguEv7qW",
-	"X2nMImNECh5Pd7H4OGQ36P6IgW8YKrxq5kyojJaTUE/MDmWXeeRNxAxxQ11scEniba6Ugnj0dhXRXgBk",
-	"p6nl2LJzo5iKe6zEbgokozH7CyLrOSj9IIJUj0kEkGJ9tqL3k73pv4IpXv5b67wTYjZSaj1KrEc7nWEw",
-	"85UiVF1ZP711GkZLdmeXMO5ycoGGY9v5isZKkCFkOwzR23sE5aou2hmMG+LwbFiMsq0MzDEELNUYDUMo",
-	"CWPKEiJGJIKYXYOcurigNAbt7tzm7FMnLG08kV0t0EXHxyMacxkXtllysziOcgprXYzcLMln5+NjmKyY",
-	"Q/lme2/t/2RJpfk/1wdrX75uBu+/90cTlfT3xV3ZdklKlSJMkyENr8iEu2QZ7/FVqmDwRE68brUogoWF",
-	"estVElqWTrHO7eIuqSGLpTageuDYoWmNMXef1sE5n9/Ezb058CyilkgdiqkNJYPRCnHpeVzOQj3D/mqx",
-	"f7VdVbMGV2mFj/NBKqHZWfj3Iq/L0WInVm3+kJXva1CNb757g28ZpVZUHXwF3Y6DbpliqAN1VIC6Pda6",
-	"aF/nCPxmfGtndb8hi97OcVU3oIca3l0sRTSWrqSWBDe6RdnkO0e7PGOThyKxuZpioi+F+afvqsGN8eAO",
-	"wUxWniA00r363Grn92p3f8Ko9zSeOsOb3rcXbPWMyKXGsW37R6zbYoBdkqxhwgEi1SSG/3mY0k2BwAZ2",
-	"1BxivtTGXDLbWU5VtnsIJ1YaTxv64d0llywOrEay6se7Raudz5NxChuGT4WQ2oJNyFoDbNWGp20EYYzB",
-	"vJlvzvJhDWJVdnAmJec+XiBE8sFofZ00xZqb0M7y20bvu5dDLVfj8vWUZu/d+oxe3Qt70tSwiR9i4VYT",
-	"LYj9SeFR+ZH8wj7s2r7C5uVEaTpVnuLLS1JEnluRkIIUgReNGkGPEMkqPcNsVGtb0+UBPbz3VGX6HmLK",
-	"r5kGaOAU1MJW2wPyxuuhLVyEXOhS2b4VPbbc25Hb8IPryO0tANCmCHLWiaIVGz5mvdR7YN+HY0AbN7SI",
-	"f87yXHVkNXU//PDN1VXPdqO+rrq3nPrM5peUt3nS17GsrXig2hYBmcQxieyjGL42W3zcFeN1VAycPNpp",
-	"FQvLPjFsj3cl6EWxA5K0yhvzPvIVnVWPLHGQCltr5UE9avb33Yly36Lfjraz/NFI+mxm3L3VFXxgrJBC",
-	"eQNE90pHlZOkvIgtXoZinGVjA/QcX3PItZz6i+yim6ZSZddTMeKZe1bNKJb1n6b+UlvhvF/dOUf9VRRn",
-	"O7lOGkvb1T+CUVjLSjmtltp2fRS4J8rh7KBvV8Of7vMifX46zdnKUrFbitxyrfEEbma1gxU1x3tgseYq",
-	"10emdIf0uUe+m1tVk3hMFeDF3SMurIlthpvNu2hd5r1d9+JOuusDEX822aSepBkt7fSDXt3NkhDJw18J",
-	"lQX/Ke6FCh70ZedQGY7ZdU2ST1mZfPzOJV0kc2mESb1S2bDYvI9O5cYPnbw/i2tOMWUrb4gUsG7DGMo1",
-	"G2rbVXQ610rP5pZyDbnKvaNW7UJdqVPhDZ1JGGeJ2ZMtX8xNqfdDHo+5eJhN3zDV+OEO8wjHlHOIB6X5",
-	"hDTtMJNsoOyideko3ukAv4ZYpLDSmsq6X54JW642UT/ee+/avGUlOkxsrnRFhzFKFSdyd/4qg3Rj37lY",
-	"4sVjbC8bA8ONO8xDUp0tZDiRSndg3NIQaV4ls8s47gJ0MJxEl6Abce/m9jvfUCU7qQNNJimSNRTcVmwK",
-	"p8sH2lwwkIYkXQGk7hZg8a951ni76hxLoHcFuO0EsSvBanco9T2ZF6evzHi2MPYtRGQ4xYM5lSKahJq8",
-	"+X6b/MI+YDt2TShxufgNK9o0xO37wOpV4LkrJHeG4U7Q2xVuu0JsR1hdBUpXgc/2eLkSRq6Ci0vCp2eg",
-	"xbfPvj30iluVCsEMSnoZdo4Z63ahTsR84uOHr1pErIHmOiLX7twyJKljTg+v18Coz6b4hPnethh067LB",
-	"XLuEhyo6/6EE3yHU5nCh1W1rvdhyEbskqy29QySmrxsDC279eYGjvED1wpLv5WLWd9Y7+Th1hVIqNaNx",
-	"fTrofSSWuwUEOckrKywmUb/BZ+2rfuxhihzYzo3Y9JrY4gDkDceUtEmSpcrsuEKb9JIyTrQgCoDEVGMd",
-	"H6wN+nb+Svmp8/4bu3MK91yZlyKqYU0z9HDM2/cKwolkenphXpzph+X2zTO0/sfhyacPp/892Ds47p8M",
-	"Pp3+cnhC3FW/ecyWKDY0xJUgmwGVWPnBvXystS3idglce2uT7nGCX5K9sz4WESU2yhjjK0vZgqFIwJZQ",
-	"FbZKk1Gy8MnvFBZNJv0z1WAud+hitv6Z6kz2hZCRSxwkCWXxUNxiJMJe375IrRO8frHlexR25SMTgxVk",
-	"g6Zs43prYyhuQW18delLdxt4havpFSDRyuvcdTT0jWW+yEasjlAiOznENEIsu14UcAuplMzV3MaWExiq",
-	"vVvpQmTz4atdiGyuKdMxZJdMZvV7Z/1eXlYaU+031zfxjjwFTlPW2+l9v765/r1toDBGjqpOHwliPr4E",
-	"RD0ja0jhfmReZH76Qdxid//ilMQHtjc3Z/Ccptb3xgTf+MO1ebAy1Ki5f/YeZIEZJoxjgjNdN4t7t7lV",
-	"N2A+w43PnE70WEj2F2BXox/sdBc/dGGTQ48oiycSKjLZ2/mtKo2/fbn7EvTUJEmonPZ2embudpKok1wq",
-	"9GuaB3pfDOQLtYDANi6tyND4IKJpA+rCLU1Sm7mUZ/n1NNBkjcbpmGbe1J3eJ6AJ2cPP7oKWm1IO3byr",
-	"AqCWE7h7BL7w8YSBIQ43huSOKxps8AcalVI/OjHSu82flj+0L/goZvYkeHDOsxtEqCGFh/fuAp/MFyDo",
-	"0mOtc9jPnjaU2uoMNAENUuGsfGsqfrLhGrqa2Xbma+B0GBteQ3WjNfOWg8CfGfMaAMcONTbeFvOEH5mT",
-	"3y1/6EToI+wg8hicfA42DNFuOhZxZAr/2ZW5N6xmsPiEw/PUnXErcPhD8lExxRpuchrQC2IGPFBzLVJZ",
-	"Y8LPBcXxOk8Yp88RpogaixtOBA+BMHdflytmNrgVK89gYCx2ghxTNTaKVx3P5Mf24+NiqbxmbzhhcbS2",
-	"VRSRdKXw3NdpTDlHTTtLI7a5x71/iwkxXyKVb4S8Ws/aLxcPtUPcElWeDnNLk3CxF4tkxkZxapUbOM8a",
-	"gp+v9sFnyDliUuXWVHfk3vhqYwMkjKqaSnU78x+5Xu1ZQAHawxjcbjvjMZW10mCW7VF9rJfwFTWfYOkv",
-	"8S2YEPlUWlJpnU8ss0vk9FVXKsvdIW55kGlIATHYb9h9wvFfmRDcj+htXMF0iRb1C0xX0qFay8pD8mO2",
-	"mBqONNR4cbpWxjHf5WehIm9sl08byhRK0OptC/3rwjxMYztUQqdkCNaTNhKSSKFxe6xHcU5FW3dVuP+X",
-	"wR+S0CtQ5Hj/jNDoGqRmyvXmxE5/+EOihXDJTqjauY5Hfk5dUXN7LFzPqpV3gPV8kU8H6vkUFqthHG6e",
-	"v+L1eHqU0GOQudmS5e7dI5SnRb0jl0RR3ZM+DyU24FVkpu7QLgF0arvgw4qb3/yLk0vQisy2pCaCk2Ri",
-	"pd3oX5rFhGlszKayYAzzmkWKmCvSdAH62QttybqScM3ghqQTbD9na4Stkw+uSMB6S+uqoMGTyHRWJ2uB",
-	"GLuNzMq0PHNbant7+QPY8eTQ9dJ+JCdYGtMQysdx1nw0k9wOOBDGQPkkLalws3VdqYaA4OWwCsjIzlyh",
-	"ORdTpd1FlpP4otGKG5f8IYa5h6ZGjvftTy+yHOhn6mqrTtPD7O4HxGaArL8o/+vsto6Bxhh605rhsFHu",
-	"YovhZ6Geuds1n2EN5uEiX6TT1fU5buJzrdnZJ3SOshSnurX99/XN9c31rd6X3Bma+UrbnbzFep5OmzZz",
-	"WHT2mh17dV62BbxLpoztSG2MCtaeY1rZ6vNEiYkMgfTPVGcE3Piae+qX3rSaHX5wh6N5ie04c68SFvS2",
-	"NvGfPyA2tOTrp3Y/LpItZIxX56NfR0XqfKdWlJQrmKqNr7Yn2t2GhGtxZc1Tr1fpHK6F3WrCFGFJAhGz",
-	"pjN2AUyoWekuwWEYvyT6hoVArgBSa23amwn7lmhAdb2X6NzO5OGE8ReY9qPHcWfWsbejw6sHpmd329hd",
-	"K9xaYSuFWivrHBst4CmDZWzymkoTtUusq9VFPJOhiJitmuDhzSxZ+flqzvkMPWyHVHhxWrNtorFAY27G",
-	"OxtfXX783YbL+a5Hwj2XFO7eTSWgU20NPeNvzk9Pjwd75/s/9389PEBHogIeqcBVqLTlOVVW4sua+n8I",
-	"xm3cdQ3XuVc+ICZieZLojOrxI7FpLTIKkbwq1O0kwbEH9lAVyX0IAeJkra86M34smmI4+hDmit0t4OcL",
-	"0Kc3LjrmsRi6o86du/A7h+eUF/x0yvarzN233kKVYpfcCd13ykpDF+HLOlEv9ttlacz/gGesgGSTrOO0",
-	"bKkvy39LI6t+GJMsI4DXd+cPozoGeemyUy7ZNXB7c2/rHOaXgnPtytfJv4xGO1fmLiDUKLfY7M5+Ygy2",
-	"88Nf+xf905PB/unJ0cf+/qcadM428AmDz8viUJNtvbW9edcOhKvrejoYbiogJd9HYtjjFZ7bCSXKFCop",
-	"LruLcS2aSOkcWmNimao3B/pKYfaYCyEoZaORN0VgTeCPc367TvaKBxRJKLdm6K2xEdCXGbhQ7ABhIciu",
-	"I1VQ4hXujBGshT8lIeVYVyHU+CYXpO6VdyTf6olQ2Bmkt9MTqSIxTbVIWypJpXk8nXCWJrE8eMbleT6i",
-	"WD640CArz6RUNheRja/4/1W8ibvEm17LtIIYg4xDwUfscmK5GPne8fqw8KmNQcIibq/zL85vM67nO0X6",
-	"B1hH03ycUryYdfda2YJ7s6xa5v1lJca+PApbL/NEPj47P2dfZAMBqIn4yKs51LsjQU8kV+5eI/s5UWMq",
-	"baUcGsdZsJeysR/Mofguzm2ogOvyozami6pC4/u9t/l7z7o8KSfYB9q16J2XjP18oH88aJyXqwP4M9DI",
-	"2NAPyfbFkurYvqDe885jfbfd4IFzqgFDplY4J8xj3zda0DVlMR3GPtnKCxp4baSCj79TpQ0oCVjevNMY",
-	"Sz7P075IUiphjfJoTYHeIYpeg7KlIOcsIQJ/TmjsBA3rt+hCQt44ETFPcsGBwC1TWr0NCOpxN0zBvNFk",
-	"JcqNVbLEToTT0klWsN4WuDLSa8hoNLF/XpyeLBK+C/qgDl6f9HVU9qoYpzSktugeVVfmTJTMVf/wlJLv",
-	"bXrKZe/0zC62CQ+pUu1JFMbqFBari2Z5Uc56zx1wusRnvhiYsjfsM0czG2F4StmfkveY9qLXIgVB8GuQ",
-	"imbNOr0qwp4KXSH3UitRorQEmtjLLmPukTcGjlxKnW0d9Z0ixf4TrPD8lghZ/cXBMUkpk+5GlEOmWyhO",
-	"UzUWmihIKNcsdJempao9G5U6SbtZQ3dlzVpMMEHtBiKCVXrWyQner+7t/+KxQPdLtDh3vZ0fB/6WP3BQ",
-	"NMz/rwnIRi9B5m7yw6yw0UPqQK4ME5aT8uCS+1q9MMfSS9KXnJQLaSS2ghsF5mSl2haDToTtgYUtVO5F",
-	"nH2qYI1xBVwxvMNTk6G1UElCdWhwwib0Yg5ZDOTN/x+QAVrgv/+Od+Ax0yBp/JYII/A2Jz4rKhGVygmg",
-	"FjgUt7tESFtRbjglb1xnOpdA/HY3q2hmgWYeOg6yFV0AlVjG/vGQY6bthuBr1sDSrk3liKHrvkKv3IHw",
-	"J4JJ7kHI/qx3HyxpzPdtgdI+lVEtIhk+MwyXToYxC0lIZfQKT88SnqzQOSHPZHs4rXB8CaQK+GmGUhsK",
-	"4tGCugMzVqDBJsMsheGHEIQwZQCq9LBrNyrLLhhnGZoR1sm+dSda5S5HsWxdC9Pmckiyd0wXZg3fhD3n",
-	"s9O2vHaaoRGWPMk3xhUusSl3rupsMyjwkOtpDDkqo1ovEZXRNxaF/GrwtQEyy3tE3PDyqbMKdH3NdJi7",
-	"Wl3rlINfP/pOlWexTj7z7Geu3kTkvFNrWMaMR2TCr7iZfP9AYeyArRlg0Ork9NPg6PTzycHg9HxwdHr+",
-	"oX9wcHiyALUe1fnbMCv4MSISF8l/eTdeFZHnaicJDqtJL+NDcVvvjNFZfqYUN84lElIuOAtpnNfKDoiL",
-	"UiEjFpsDY8Il0AhdJEJGylhz1lmCbhKb0p87S6S4yULR/a6SvpniA1d6WWbp2BWRN26hbwO8qRKS0PAK",
-	"ojoLx5Kj11QtwIUe2Wfu2vlp7FPfprcGl11nGeGXyH2vKPQcUQgzERBECK2ARQmKLMYsh6ENGl7Vx00c",
-	"U3mlyNb6eqXjggUmI5xZAWwpbmxc9pheAxkC8AJrtLA+mKyeiNEjXAgFhtvZO2gbzrSL4Mr4NY1Z1m6Z",
-	"SPgDQm2tp5uxsbJwJjWgtRdefRtm0Ly5Q8MrtHZwYwYK/rTpl3/vBb2tH1tkXGZ0eBL7Jnt5/RXVGcg1",
-	"wzBiokORvECX8H+wgbMXGgMhhugSHEJ1xaUwpiypR6aPBjoUmaQGX7DDidOAAjLhDlcQpmbhx2hDNszX",
-	"hfeSN2FMk9Qi1VzPl7c22tEpVdn9Uw327OOcv1H0QYLbArNl8mD0c9BDEvd2fgh66Ebv7fREHDlBbAEM",
-	"SKGnwyV8fT0yfSz45hWUXpC+ZLbVwYMXFNrhE4pCffqvawnCR0KGEDlsymtOzOVVIL4IdNHYnirFbTjQ",
-	"cLxOTgDQnLM60RVMyXCiCRcklSyBqNx9tgpJuCnPNn/Hzq7OE2JpvELazsvg3MPRCGyOoyVIVpqrmnuc",
-	"gKaLWda2dPay67/GwjqbJUTGlKAxhnSYf4YUM4bVCjx4DM+V/46h3gvvAlcYEkRP/+PZsO8IkbGfoRDj",
-	"l3MFK5swoosfqE931yJhIVGMX8awFhXuFkxs37EsiIyJPi09ZvwysHUpMeVFuSQmfE+AmFs1kvPi5Vl/",
-	"K/yQcQRhLSlXNLQla/fIcKphzbJBSGMiIQWqMyoobFH3ncJ+ZkrnRR2yCCnbFDC//LMVIEjevNwnLDjA",
-	"BfDo21AibY9HDK2inEyLWphn5+Td9v/uoXRl+2ceuGLc/Nqljbv0795O76fhdvQ+3IK1ra2trbV3dHu4",
-	"9mP4fbS2De9G7+mPw81wK5rtqGq11kRdos6auJ6I2XUI8uP3o61wm76DtR+HP0Vr78wLfhptbq5t0e3h",
-	"9+G76Ad4P+oVBOjycGP1t7S5T6L/lt6/JHrUQkvuPn5je+ZGEDPUbNBOePuqH7+k8AoeEUoOjm0shUgy",
-	"KGsd+JX9amOYXdjX1QznriowXh46BifU4HAEqQFWrsnBMWrq1sYvdYA1rMlSZha/mzsLszHmvYVOugNC",
-	"ef5rOxrB5jB/YDQCobHgi0H5Ay7qG0PmC015NEnNqfQDSRifaFtwaB5Kcc8QTHP6PhYiImWfGhZxEovd",
-	"lo5tXj2XLxQEjQp4cGz71NquBq61WGcg/JpF1C+K0LBWx8wVL2GjUhw9dlZABwYzhtdN3UVvxdeJ2Ual",
-	"McbU9s0p68P4FNOLI+edlDyzmA03q8eI2sibDPt1Jrdlr9elzzpoY2WtpizMGyMWw5qEVMgFzkDsbITb",
-	"RhRkNiuxTxHB0Q51g+4Syqc23iqTV3wEU13Q93PjcbAcsRjOcbhHj9ZoJ53fWIBEQde6KAn77WuIxPMN",
-	"kcAuFTQMQSmSCWoh+1jVpKvgq42v2DPFmCu3dxt29NoCdnuEC77mcCBXrrM5ZcKdTVULRCucvYQRSOCh",
-	"a7OfQ8UkVSA1SUGSN7mvyzwRuFFBvvWDxR6+xDLvNw0XZjF9Q/7Vi+7N20ISUrSErNMOYzMM2RiyYdAC",
-	"Q8rkfhIDpwCy+pIc5ttXW+ZF5RUb/aLAEzqDJu1gEC956p05+zSObb3tdXKaAlfoRsLEXefjceZIOBYK",
-	"OBnahm7oasd5vsHg66G4XXOoQcYIGwGBWAE2hHNDuE900fI3i8+wPnaXLBNUCp2gCAe2YlVgW9PZDji2",
-	"7429aXTmDy3iV8zX9nrBU93HdqsyZPkm3EEYtT8oiFJOvfm+RemsfNlPUzQrf/0SD3Yp0rC4JCIcxdyI",
-	"g2VO1w35MWHvZcCLEfJCxqt1VqKJxF7u85EVjcoVlNrWLS1mVNM4qxKwhf2AKz6RMVVEDBXIa7DXgK6N",
-	"WUBuxiwcY1MkOd/ebh4DXKe0F1PEaEnntyxvcYbar+WMHq+cEWQ3zfWt4hoJWdaksFbK+jwUiYHMN1Rd",
-	"QVS+9geJBT7ERF+K0i/cmZ79InuDjXvSY2AyZ6AIwphaOVJ53r3guR0zUPBnQOavIDz2jOOnJ85TYRm1",
-	"SnSpy06xGUIWGOtz8BeJqVvzQT7Q3fyMTm3TXKbKxK6bkspa9bV6f9457xvz67jp1zt1XP/OV6/Oc/Xq",
-	"ZKPkIFOCv/yjRvi38TUL/Ci7d+z4Ub29Y21mfBDLbGXuHCtrxm7IYn1s7t589QBdjEAqcaApNuTDvmTx",
-	"FL1AxbWQhDSeZsFFeG1eDlaqw8Zzt5pn5OlxM/Pd3qx8233KCcOak82LDJj9nvf1pE4KWqGKI/aTGEfV",
-	"KSw2kEqnQikaLo2nr06gl6Q0IidY948TrfZQubDTVSVattKMRY1ZqlyzNltZDhsQue7giIsjEcfihqSF",
-	"i9v83LYtyoQ21w+HU+KiBT1It2qfrAfAuOel8wiR1Co8tqkUVpDKN+hV+3m22o+44VkjsOqelUUbhbbc",
-	"vXfGYYsl51Ve8O2Gz1pw5E1Fmt8WL8tz7srxeK4i0xsn62/XiQ3w46KIjPBJ7Yrdgx/VhZo1BbGwZbSE",
-	"OO4FvTFTWsjpwODVkMW4iz1bW9uvbQiRuCRfQ03oFrDsTDcJmKq39m67haqS0/1p1JT89ctbHhRFR0kk",
-	"pwM54Ts2rFNM4mhtaBtJ4WEiJpr0D9RrVPILgjvLJfNN5jJ0W6a1FO3lavWXA9CUxRZKKRmafcL0T+wW",
-	"/Ya62trbm5tvMUputuPcLqFV9QagFLLj3m6ruWUNGGUu79kn0YDqvENoDU4+s7i7x2reaN7jtug/qJXc",
-	"S/JZI0BHJSmzsrWSNG+gibDYJnGuZmtMFBaupxY/llJ9u4uhtXhxNZzOWDLkZkw1Xg6bs8ed96Q47/0i",
-	"+8G8+j9YbnH9dVKL+/Iqts/6qglF14pac8tiL01tZg/c6uIA/ZH8wj7sZtLoPnz/znz6dqGPdNYZwG0a",
-	"cn4Mm+nsOqfpMlsDGXLFNoOPIZNd+8Yi5a0T9He+Ro4kwF9glAqpFTmSLKLTOr/otj8dyBCsTZeMGSo/",
-	"mXmxHHpKNVYt3V7thhdUggh31Jb4WAJjLZSOzOz/2qhRUPXGHGNUci+nzbdRuZKCXTN2SSqFSl2xB9va",
-	"nQsypOHViMVxYOBNQiKuaWzGxuZBmIGfpfK89aPekZ32CwS8ugue3D/jMsKVF9zsr9qim6XmkwGbff1i",
-	"v0nBaK+Y9pKSE63nd+7OZDVQsx6I+ptu7CGPaLRO+s7763y9GFhHJWApRwdlcW46CZk7RpwV5YcnO+hL",
-	"hKd5yGH8elXHbyuwsrR9MrCyr18MVuU7wYRGr5D1kmoG4f7ncCHuw5G78YdgvB6uzmZ8sbb5xhAwVz+D",
-	"JqqxQXbmcjXWEcXbhuLi2qpkfsT6p5nBfwReGVq3UZD62Qj6yTDnON/CxbhTbPUr4ryk2rMhpDq71S7O",
-	"ltUgJwZ6vUBF2rOowgVfEyVtybZ2VlmrZB4RMdFKUwtQsS1e62L5cLoOlnaJBCN4Wb5KBk7FamriX+BR",
-	"27k+JS7hhrwC0yswfUv1Z6+7XWTrMQJIsyoyR9LgCCeUh+NKD1YSUk4UGJS6sREUdlwzIe3SpdKYuWzN",
-	"Ur0ZBXhxXekKi+Wfd8mYRRHgu0BpIRXaghIiGmrwxOh9whc+t6ar33aJCkvTs9qyNLjFyWvf1effd9WK",
-	"Y+u6ND502IDbrBSFv7sQL3VsDmyB0yzwJRxP+JUtNOEAgipieJIIgwfyKhI3fJekVGKZYLy5o65lKrkZ",
-	"s9hY9IY8MfgiWSxHHt4+/8oTVZLNUqC285CQCdWdE7ssYY7sIHfPCmPcnnlQZs8yzSu6PMvq4be2DEQm",
-	"zbhVNSiDo8rrTBonMu7t9MZapzsbG1vbf1/fXN9c39r5cfPHTWQ4N8R8XU+bZD0UQistaRp4s7OLQgTr",
-	"pTxEl7o6L4B5+WlM6K8piV6pSV0aFmtSz4+5FyWMMzNH88EOQWwNyFgorVxjaBVg9kGQTd3acVkB/3WC",
-	"QyjXRq182JKhiJitsukmQc1PPbM4K7UeNgupdLhdn00bFa7RmCeCf6dkOgTz1wSqyK0oD2s10PkhD45d",
-	"vYxSu7lyQ3A7nDt+KrR2DOWhd6UGd5B3Ugmw4qCtxIFWcWk424thfqzDWwNnzJMK6OYFTFbSjMtLztJe",
-	"5oc9qpRIcVGhlepR65U2c2adX+7+XwAAAP//",
+	"7L15c+S2si/4VRA1d8LdM9Tqdh9biokJtZbjOm4tV1L73vuO+1WgyCwVLBKgAVBSnQ599xdIgGuRVSRL",
+	"W+voH7slkSCQyPwhM5HLt4Evolhw4FoNdr4NYippBBok/rR3BVwPgzOqp+ZHxgc7g9j84A04jWCwM6Dm",
+	"iRELBt5Awl8JkxAMdrRMwBsofwoRNe9NhIyoHuwMkgSf1LPYvKu0ZPxqcH/v2Q+dw8Q8HYDyJYs1E+Zz",
+	"e5yk3/CIkIS6n4mZANFTqglTJOHsrwQI40RPgYzF3frAa56uhMnC+Ub07jPwK7Pojx+8QcR4+uNW3eQ/",
+	"ibvfYNZAoLG4G13DbOH3/sNMaGfwf23ke7Fh/6o23ODmO/uJVELOk4jDnR75+EdDIQkqiSD7xYToKVNE",
+	"aQk0ysjyVwJyls/SPjxoIML25oefl5PhAJRmnJpJHbFQg/xP/MbcdE95OCNS3KpsblKIyMz84JjElEkz",
+	"SbiLQxFASqu6OQf59wZtqVmY4+DeGyg9C+1QEJ+O/wRfD8oLaVjC5RSIL/gNSIWP7ZBv14wHO7gSD/87",
+	"YsG9WZP7Q2B+DT6LmWHAlKPvey21HyO1WvoRC2HIA7hLRb687s21MVUQEGYeIYxrgfIWgVL0Cn5QZMJC",
+	"UA2yZ/42wjeXCR+Lkmiw8wuynP33ZsZwjGu4Aokc96tQ+gQHr07U/AURwmsNDVOh9Aj/3ZfCOBUzr99g",
+	"NgzqueYaZj8oMjxomMQ1zFYH088sYnr+82f0Cohi/wLyLqZXMArNY6MAJjQJtUf8kEYxBEQLUvhzRO/e",
+	"N4EGPjGonRvj+uOHQe2mHVtmWXiqOIZanRTn8FcCSs99c35jhgcWjjJutmeLT6VkhipTINIO1rB17q+j",
+	"h5u7ENFCKjmYWfEzF6AUE/xXoAHUHC6XknIVC6mJsg8aFt4lt0xPRaIJ00iavbNhxtoodwp/7V7JKDa1",
+	"H8lWgMf+WNytuUk0HUBb20vPn3tDBRULrgBVl080cJtvfvIF18DxnzSOQ+YjDm78qcwav7WU70MphbSf",
+	"KtNoePL73ufhwWjv/O9fjg9PLg3u7385vzg9H7k/rRtw3Rd8EjL/CSZ0cno5OjsfHh8eeOTs/PRo+Plw",
+	"dPrl8mDv0vzm/PT0eLR3vv/r8Hf88fD34cXw9GS0f3py9Hm4j9MfHhwen51eHp7s/0/2e1wEgsvhnQ8Q",
+	"QPD4K/k8PB5ejg7/e//w8ODQkvFE6COR8OBpyHh0+uXkYHR6Pjo6Pf80PDg4PMFJnFMNSIqnIML53uXh",
+	"CClxeEDeSdByRschvMeZXGgh6RUcURYmEh5/MheXp+d7fz8cHe0NP385P9whXOgp41fklipyK5nWwHFi",
+	"XzhN9FRI9q+noNHel8tfcU6GpW+nVMMNSAQhnyYK0hndUBYa2j3+hC6NAJ3vnQ8//8/oy8ne73vDz3uf",
+	"Ph9W9u8+RTxrb/nXp4n2hVVpaBAwMxgNz6SIQWpmoG1CQwXeIC786tuA+tcQjKheNttLFoHSNIoNOexL",
+	"49nIwbQ5S5YfGQbKjVGj4K/lKqfPIhpeZG8qTXWilr22519f2Actqqdn2z8LX87G8vK116/oa7YCkam5",
+	"+Rd2vg2AGw3zn/ZlM0gogQazkf35aw0B9oKIcTy7um5Tai23IbNPZTCScMPwZOxKal8C1d15osTD3+Yn",
+	"BdxwblD421iIECjaFLkKXfdqSJUeKQDedU4hU7rpk41fi6VAg8PYaH3oJ0VYN3CFIQvuD2c6FM2IlFjZ",
+	"EtywZTLPz7W696XdrOXnjCH38cEhj5OuvFnZ+UXE2qcyOCg8Xt365UZScVOdBZJNq3mT24yb0lLD3VIu",
+	"O7PPXppHC1u+bOnn5rkqJxT3Hf/XZp/OQeHKu4PIUgzNIcogfczQCTWn3V9MxS0ngvuwSwQPZ4RpRaZU",
+	"TQm6jISEYL0Om5yd2srAmJOXgZfbuenMFlPrM1NdqcQ0ROV/tCeXmwmVks7mzyAcb/F8v8RBaymMGC/+",
+	"dqu6kIWI2wyN900T/CTuOpLSnLktz6zU21mHyD1PpIXrb4R/BVozfqX6HqCVTXck8Aru3DmMn/9kO9z+",
+	"JO76o3aB4G28yDnFSu7dzWVym35m0SKeRkgN+64oop/E3ZMJaHty18913wyUxLm22o835uQjgBAMYzpv",
+	"lWrlvfMGE2tltn0cVT5AC6lRI5RJZ4VQJrztDIyVsPxQz4kMjayfjuU+X0PCAnkaee9X0VlIeuImKiRt",
+	"Lbq4LIVzD5TFrRF363SionJsvtMOFA2d+qOiW09Z1zm8o74mSiTSBzI8IzQIJCgFirwbnt18QK/X2c3H",
+	"97uEC7I/PDgnkvIrUHgzdXJh3ZroykzJ1HxPuF1D5IjeDe2bP27jw+6nrWbytrptKFK8QOeFpH0arEZm",
+	"XxGszRhd0LqWER57x6pLWkR+d1X8aF6DfmjRWqE3K70RPbxNUiQaZIOqWqRebhsUYgvsy+2w4zeY9YeO",
+	"fJrL7NL7pd/vZ949m63Wa4/cbLN3F+3K06COU3RXAR3nGLgA3YeFOrseKpPD9xvndi5E1Nk7rNkNjCKI",
+	"xi6wp4Xm1FftYIYVZyNjAo1ZyPRS2+RX+8bv+QuLDDtxy0GOOkFiek/a5tl2HmqzBw0u6vxS1p3FlQkX",
+	"HNc1pPKqe9UO8cx8nka4kPtWlC6kHuhTQ5g+8pUHcc1hZEpmo7ONxd2aC/7AWDExweAxpC+x9DV42THY",
+	"a977aybSuNYL5xR4QNNNFYZctF/pp3+nYQLqkZwizjKqcX1k01xKm/7qHdzF4Bvh6H1N0pWYZ1T70zlK",
+	"LF/rpbgG/jSGX0jHENZyTk/NTZu593L3Zm+ms2oHZ0is/ipcRoAyNvzXlNpgFZyVUZomoooAnXwzhWn2",
+	"0vQefH91ymQPozg+yL7bObXffwOpaUzfY9lI7bwX1bu9xumeSRb1YtRrLm75yJ+Cfx0LhkdJX1xeMLPH",
+	"u2TC4bNbk3wdS/1t2ZOpEuUNfJG4EPSlX9y3j+L1R8SWv/TZPpVfDrZUzlPdscaXtKdJJJSuREpi4K8i",
+	"lAeE8RumMZ5EeWQ8S0OCS+6jpQutV7bcpEZaJtyn2SVqOWgvAXI7Be4CYMIQpJF4EgkJ9bMkeko5sfdJ",
+	"u3a65gdcofmjFMnVlNAwdGGSUQEyCv5uF3ix/DjFx4Z8IhrvCFUWE5huW4nH0r2ZJ0fGTBmD1Iqu1tSf",
+	"Rj2COLIX2+JNBAGjI/vrb63hyBuoKd3+6WP9n9i/YDSe6Zau+CqJS0vITJXCPEtfyGZSR8dPRiPqF7WU",
+	"3QwsDbA6AE1ZaGmZhde2I719/PGilXD9F8CDHMs0lVeguxip1fOzMkA2l8YNKEygENKkrCQFiY1us6Ht",
+	"f6LKXBvYlGeyxFRrkAZL/vc/6dq/Ntd++er+v/b125b3cfv+P+rIvU9lsJQJKlBK4mQcMp8ETIJvDGLi",
+	"Uxmsk2K8kNFUKCdirEDeIGB5hAtNYinExCBSyG6Ag0L//LPFXC0Lnnqk+KjGEfvGMNUGKeWTr2PCakjQ",
+	"fPaB2+T8l/Oq92YDR53RK3hU1waybd01V55ZtfTAplfgErTau0OyaKImcpmdaGGieIP9kvLVxQhprbX9",
+	"QwmeZwr1t7jpTXebx77UNVS16porxGXkq67dl1xBpTe9VPu+ZF3do8ECiGKhgfuzNpEhw/zxNM+wSLP5",
+	"+VSUsOrnlpOzlz3ylOzWzDbZYEtW2Sdao2AG+lPKrxbr9Y2mI4bhX5nTEDX8gE0mIFW9sv4wbsBazsjW",
+	"UEupkLLoVAaVe7aBCANQGoOqrP6S/YLDrflHnc5SCt4o6D4sCF2wBjdP2uCMBr2nvMCK+mN0n29b3tYv",
+	"9SpPMa+ym+aDAQnhbEmKaCGJtJxdOq/qmKc6pIH+Zh7Hzax+9IGvVaqXh+a7dXxRnVthN4PIGXr1+5eq",
+	"jtaVfAHh5HncySuCr2cYz5925KMjBmGgiBbECt0uoZqEQJUmgsM8m6wW6d05SrqyzS0OGEuEdmfLYWpD",
+	"PqrdWZ00DtA4nX1M586Zt5CbNPAKyXkDb1DNznN/n886G3iDUt7ewJtLOxx4lXQ58041uc+8V5PbN/AG",
+	"5YxF824h7WzgNSU0DbxqSlitiBbJ2fFgdNRcullIdmPEJVJCf2+qN5gYgapPExaTCfCA8SvCDMAQfNQj",
+	"sH61TrLsJPXPH7/WetTD+sxsMzD+yeYcmxMcXIalGabFZb1zc9QVWwAyTSLK1yTQgI5D8yUOu4Rjfhz4",
+	"U+FydVPHALmhYQLr9ZE/VNXZdorTaxj5VJlRJoxDBFwbq9xs3boV6KI3IXUljL7+P/9R/x0tZyM60SBH",
+	"CnzBg2JUYmHZWSpdg6qEtx0TIUkpg9LoRQ3MvEtwSExvthnMNAJSwaEmz+dql6veQCVXV6DwcsRv8CFU",
+	"cAhFI9/9IkFqwekuFlIfOXbK8QkzHo2RKa8Dcctr5feIhbDn+6DUOZhRekXjrXo6cqGh9n5LamL+VjGV",
+	"f6o1ldu59fL1NgR6ZGEcbU6pudFKeYfm92zsfC6coQubCz2aYJqzN3fclHfFlc3phKiRw6H5uHCm4pDO",
+	"mr1US3zZC1zWCXf5bctvLCRMQAL3AS8tuCDuzRHeInrEfsVoxnYp9RKZyPpr0tJgy4XMDFMhTHkxTRt+",
+	"Di210KpDdMIsTF/vZsnVE9D+FBSxa23azorZQtcmX7/9zfv4od5yqe71wtCXDjtfN4umObg9KlNgqnWs",
+	"djY2yJfzz1mlCV9CAFwzGiqPYCUSs/+xZDdUA5kKW5hjyRpW3/plm93e6VhikVK08dbmvCvSPm2Qt6Ow",
+	"F8ru1J6hHS9UUgiuObTN5LrG5vUFY2+QoKm3mmunVKulUp+ouppC4F7h083sYN5/dMd1gSuewX19JMJQ",
+	"3JbOsjBEfYTjnbKlY8jwCjFKNNSeYfPxnyWnkJpSiSdiRefEX++4QD5FjHqL19PS2BgcAuLCK3fJn8L8",
+	"vOO0QSkiq9lpKrW7zGaSOKMhHW/K4vWCIyqbhB2rdh0VdWUO1b7YWMQYJLH6nVE2EwVYQ0dYxbOiwNTU",
+	"vSmC6x9/3G1vrv3xx93fDr/+v7Xwms3pOfS1Kh+10JOGxoTa86+fRbvM7bf5zdtaX6f+9WhMtT91oR63",
+	"hul0IrktmmWr7BUKHrWR3zkbYHFcbT5BrxM5e7rczUsd4oPz4iXLFpIO3Thn9BA/CxOEQBUUrc5KPSLz",
+	"ZxKiPJZqptn3InqXvrtLHIa5P7mf0j+3NOwbPAbnhvvSry6o3dbyKyL1xS/Oksy89r1FG8foxY3dzkX8",
+	"mNGmVohVxzFsJcvyiZRwc9gUTofsF/b4ay4ck0/rVZb3sYwOdzGToDqHtZqXgxGECm6nIKE+n7rg6Fo0",
+	"siv4lzutakT5E9MRVdc7ZIscHHtkm0xQnVFGi/DIB+K0GI/8TIwWMzPSJW55Wh/QI1sfSVpyrlgbsGsw",
+	"VrGoUTrZok9njjCNzPro6uYCscrmibF3LXOMeiqoWOovr3Hb7VUrrB2mWQsYlXEqq6/bocI9f02R4xn5",
+	"x8XpCbGPF9wZ7n1vcLd2JdbcL/9Ugq+f09sCl3/OImE7bL6CiHLN/AXv1ZYOqDqYQ8YxvSYCyhm/QhXX",
+	"+rMpD/AnCdpKk7HZs3A0IpMQ5hf7IM7UG5v10jFHpiGvo3g55Qb2CtSr2+7jR41gX1zaYZUotA7Zor3q",
+	"cjXEpHmlxNuaqrkYAUjsQ2uRCOwvJ0KS4/2zOv/f0ii3PH2pWLspr8Cbphy7ZdZvsjEW50IPbI4ZFj29",
+	"YU2xlseZoWn1oeZRQpjohiGyw7CDfxGLV1MuOPNpmJ5m68QNpgiVQFgUJZqOw5rbY1qKm15oEORPIssG",
+	"s1EUPGRpoKAcetGh+jXWqe7qqas79JySkLmJyoMuFaH54Z4sujmms1DQ4n60PWtQGxppMVo8W56ErtSm",
+	"LUpc5zG040gIqN8IJWlh5QcisQLewtjJ85DMEFM86qUQ/cK5S27G4p551SL2dm65sNQxWB1F6jdlbuYp",
+	"4y9Nw3K7/egKZYGrHsh5uYJu2NoydLPufvH2ZOLdlgEXrO4CeICpBf3KkmVgX9F0Fcm/z+vzDgM5G8mE",
+	"t6sNmSF526sW9UBxWhl6tl1ge3ithuPV+yNtkoiy3sj0HbVrjFWg2p7jvghDGisoJ551xMw55938/IqI",
+	"1cYZVOWxXi6hAp/UnRrdvJelNKZV/JeFpT2o5By76AxinvAIF3wNoljPPEJdMqJ9ld7ZrC3y5fJo7WeC",
+	"/951ab4EXMgpVUQB1/Xi11urWiC45bX8TkMWGANQ8LAhnOaZ5LpWn6uEm2iZ+Dox5Ewvusi7gBlK+Drf",
+	"jYJ42lwlBeHk/SpyuAB1Cs4DvDBnnLhnCwyBxnjhtwHEeorVzvK79bWQXaNphWXPrK3bC8NaqYg1KmGN",
+	"rlcBWPMnRai6tg5v64ILlmzBLmHcJb4C9ackSpQmNFSCjCHdRgjePyBMljW73vDYEhmrISTKdgUwBwOw",
+	"WGOVfkKJH1IWETEhAYTsxsVQGMEIIU3JmrP2nER08ev1tecWAfoTmkYpF3ZZcrtAhmKeaFM8WZXk1fnU",
+	"MUxaMaF4O7y39r/SzM3sn+ujta/fNr2PP9ZH4xS04flI0pj+lQCxavUuialShGkypv41SbhL96g9UApl",
+	"Ap7JJdav4IO3sOxtsRRBx/ok1lWc38y0ZLHYRh6PHDu0LeTlbqd6uLqze625L3s1i2gkUo+KZWPJYLJC",
+	"AHcWmLJQe7BPLfZWdisd1uJiKvcYPkq5MTuL+r3Iil902IlV+yikxfCWJLybp+YbISxYxqUbt5I268IB",
+	"3UDknRQhoOKjNE3j9hUqcEZve18tAPbTTz9+rNnaQiepHtZ+vyOoX04W6l09la5+r3Wuxtc7PL6drNhZ",
+	"PWycYG1vt7Ijr4YatbtYCCMsXCotiSh0i7Jpbo52WZ4j90VkMxxFoq+E+efXZh5+dJdeKivPEI/oPn1u",
+	"LYIHtb4vMSo9DmfO/KYP7cdaPffwmSzmtmJpAyUajrG6LMBMTrrZTmUmeAzHUhzOWvq13aWRzI+PVpJT",
+	"jz6LVjufVeJUNgxH8iG2dZE4QKBG2PcMz9sA/BDjWVN/2QhbXzXgR2kHKwksD/EBIaJPRu/rpStaoW1x",
+	"lveWry664IMcOplql62wMPtaZkgp2L+iJo0N49RDINxhoLJ9ZBeDqG+nRr/C+RGmiG/+FhAtBHmXTrqq",
+	"Y/289cv20jyNl1YGIyeLV4tVrYBJiGiV9lw2fLSrafOQPtkHqu38AIHaN0wDtPASamFr3AF5V+uXzX2G",
+	"XOhCsbwV/bS8tim1YQAsRVxX0adL3eG0y0MnpnvKEqUPwKyPx302JmcR85xlKd7IZ+phmOG7K2We7kZz",
+	"KfPaCuaVzS8ocvOkb2JZWyhAdS2EkYQhCeyrGBpWrfft6t86KnquQ7ydVr6w9DeG7VPfgQY7IInLvDHv",
+	"MV/RdfXEEgexsPVGHtW/Zp/vT5SHFv1utK3yRyvps4liD1bK75GxQgpVG3y5Z6UnqxWLd54Yt7hL7Dt5",
+	"3VWi6ExlOdwSMAAhEhJaZ0Od44iHXMtZOSG2WPOuUAW3/P36U+Ole2XNKFZQnqdiUVdRfli9OjsjVlGq",
+	"7eR66TddV/8ExmMjK2W0WmoDDlFUnymHsodqXg5meshL+PnptGcrS8V+yWrLdcwTuK3qEivqmQ/AYu0V",
+	"tM9M6R6JbE98r7eq3vGUCsOru4NcWLTaDFfNgOhch71bH+Femu4jEb+a9tFM0pSWdvreoOmGSIjo8a92",
+	"ioL/HPc7OQ/W5clQ6U/ZTUO6TVG3fPrWIn0kc2l0SrNS2bIafB2dip0ZevmKFtd2QidxGBIRA9ZNmEKx",
+	"ZkJjP4le51rh3cyubiBXsbnTqv2gS3UiasNuIsZZZPZkqy5ep9CcIYvdXDzMZt0w5WjgHvPwp5RzCEeF",
+	"+fg07jGTdKD0wnTpKLXTAX4DoYhhpTUVdb8sJ7VY7aF5vI+1a6ut7dBjYnPlI3qMUSj9kLn6VxmkH/vO",
+	"xR0vHmN72RgYpdxjHpLqdCHjRCrdg3ELQ8RZKco+47ir09E4Ca5At+Leze0PdUMV7KQeNEliJKsvuC13",
+	"5M+WD7S5YCANUbwCSN0vwOLfs/ztbnUylkDvCnDbC2JXgtX+UFr3ZlaavTTjainpOwjIeIYHcyxFkPia",
+	"vPtxm/zGPmFjdE0ocVnxLWvLtMTth8DqVeC5LyT3huFe0NsXbvtCbE9YXQVKV4HP7ni5EkaugotLQq8r",
+	"0FK3z3V7WCtuZSp4FZSsZdg5ZmzahSYRqxOfevhqRMQGaG4icuPOLUOSJuas4fUGGK2zKS4x89pWXO5c",
+	"npdrlyxRRuc/leA7hNpSMWh126ortnDDLkkLOO8QiYnkxsCCu/osv0lWBXphXfVixeh76518mgo/MZWa",
+	"0bA5ufMhUrzdAryM5KUV5pNo3uCz7vU39jC9DmxrRexKTWyaPnnHMZ0tidI0mx1XpZJeUcaJFkQBkJBq",
+	"rKiDhTXfz19AP3cGfmt3Tu6eK/JSQDWsaYYejnn7XoGfSKZnF+bDqX5Y7K9cofXfD08uP53+92jv4Hh4",
+	"Mro8/e3whLjAAPOa7QVsaIgrQTYDKrEGg/v4VGtbTu0KuK4t7LnHCf6R7J0Nzd6uExstjJGZhUxDX0Rg",
+	"648KWy/JKFn45g8KCxiT4ZlqMZd7dDFb/0x5JvtCyMAlHZKIsnAs7jBuYW9oP6TWCV6/2EI6CtvmkcRg",
+	"BdmgMdu42doYiztQG99c6tP9Bl7+anoNSLTiOncdDevGMn9IRyyPUCA7OcQURCxvnpdS86mUzDUlwL4O",
+	"GHK9Sz5+WBsz7XJS8XI5sN5aYvnD5qkyHUJ6yWRWv3c2HGR1nzFxfnN9E2/UY+A0ZoOdwY/rm+s/2i4F",
+	"U+So8vSRIObXV4CoZ2QNKTwMzIfMo5/EHbbfz09JfGF7c7OC5zS2vjcm+MafrpeClaFW3ffT7yALVJgw",
+	"DAnOdN0s7sPmVtOA2Qw3vnCa6KmQ7F+AfYB+stNd/NKFTSw9oixMJJRkcrDzz7I0/vPr/VdvoJIoonI2",
+	"2BmYudtJok5ypdCvaV4YfDWQL9QCAtsotjzT4pMIZi2oC3c0im3WU5YhONBAozUaxlOaelN3BpdAI7KH",
+	"v7v3Om5KMazzvgyAWiZw/wR8UccTBoY43BqSO65oscGfaFBI4ejFSB82f1n+0r7gk5DZk+DROc9uEKGG",
+	"FDW8d+/VyXwOgi611jqH69nThlxbnYFGoEEqnFXdmvJHNlzHVTPb3nwNnI5Dw2uobnRm3mKw+AtjXgPg",
+	"2AbGhuZijvETc/KH5S+dCH2EnTqegpPPwQYt2k3HcopM4T/7MveG1QwWn3B4nrozbgUOf0w+yqfYwE1O",
+	"A3pFzIAHaqZFKmtM1HNBfrzOE8bpc4QpoqbilhPBfSDM3ddlipkNhcU6MhhGSxWhZErV1CheTTyTHdtP",
+	"j4uFQpeDccLCYG0rL+foitK5P8ch5Rw17TQF2eYtD/5HJMT80Wa7CHm9nvZHzl/qhrgFqjwf5hYm4WIv",
+	"FsmMjf/UKjNwXjQEv1ztg1fIOWFSZdZUf+Te+GZjAyRMyppKeTuzh1wz9TSgAO1hDIW37eeYIoltVcEs",
+	"26P62CzhK2o+3tIn8SuYSvlcWlJhnc8ss0vk9E1XKsrdIW65l2pIHjHYb9g94fivVAgeRvQ2rmG2RIv6",
+	"DWYr6VCdZeUx+TFdTANHGmq8Ol0r5ZgfsrNQkXe2laYNZfIlaPW+g/51YV6moR0qojMyButJmwhJpNC4",
+	"PdajOKeirbt62P+fwR8S0WtQ5Hj/jNDgBqRmyjXAxI56+CDRQrjUKFTtXDPLek5dUXN7KlxP64b3gPVs",
+	"kc8H6tkUFqthHG5fvuL1dHqU0FOQmdmSZvo9IJTHea0kl0RR3pMh9yV2uVWkUrNolwA6tV3wYcnNb/7F",
+	"yRVoRap9n4ngJEqstBv9S7OQMI1dzVQajGE+s0gRc5WRLkC/eKEtWFcSbhjckjjB3m22vtg6+eSqCqx3",
+	"tK5yGjyLTKc1thaIcVqayvHLC7eltreXv4C9Rw5dw+oncoLFIfWheBzH5cpffXDAD4HyJC6ocNXCr1SD",
+	"R/ByWHlkYmdu66qGVGl3keUkPm954sYlf4px5qFpkON9++hFmjH9Ql1t5WnWMLt7gNgMkPVX5X+tbusU",
+	"aIihN50ZbirUMr/rr0K9cLdrNsMGzMNFvkqnK66snc+1YWef0TnKYpzq1vbf1jfXN9e3Bl8zZ2jqK+12",
+	"8ubreT5t2sxh0dlru0S/OS+7Ad4VU8Z2pDZG5ZbpKXovsZY8USKRPpDhmeqNgBvfMk/90ptWs8OP7nA0",
+	"H7G9Xx5UwrzB1ib+8yfEho58/dzux0WyhYzx5nys11GROj+oFSXlGmZq45vtTna/IeFGXFvztNardA43",
+	"wm41YYqwCHv3a0j78UXUrHSX4DCMXxF9y3wg1wCxtTbtzYT9SjCiutlLdG5n8njC+BvMhsHTuDOb2NvR",
+	"4c0DM7C7beyuFW6tsA1Do5V1jk0a8JTBojdZBaZE7RLranURz2QsAmarJtTwZpqs/HI152yGNWyHVHh1",
+	"WrNtwLFAY27HOxvfXH78/YbL+W5Gwj2XFO6+TSWgU20NPePvzk9Pj0d75/u/Dn8/PEBHogIeKM+VtLRl",
+	"PFVaEMya+n8K5iqHN3Cd++QjYiKWJwnOqJ4+EZs2IqMQ0ZtC3U0SHHtgN1MRPYQQIE42+qpT48eiKYaj",
+	"j2GuNN4Cfr4AfXrromOeiqF76tyZC793eE5xwc+nbL/J3EPrLVQpdsWd0P2grDT0Eb60J/Riv12axvx3",
+	"eMEKSDrJJk5Ll/q6/Lc0sOqHMclSAtT67urDqI5BXrnslCt2A9ze3NsKidml4Fzj8HXyX0ajnStz5xFq",
+	"lNsQjQz8jTHYzg9/H14MT09G+6cnR5+H+5cN6Jxu4DMGnxfFoSHbemt7874bCJfX9Xww3FZACr6PyLDH",
+	"Gzx3E0qUKVRSXHYX41q0kdI5tMbEMtVsDgyVwuwxF0JQyEYj7/LAGq8+zvn9OtnLX1AkotyaoXfGRkBf",
+	"pudCsT2EBS+9jlRegVe4M0awhP6M+JRjXQVf45dckHqtvCP5Vk+ECukYwsHOQMSKhDTWIu6oJBXm8XzC",
+	"WZjE8uAZl+f5hGL56EKDrFxJqWwvIhvf8P+reBN3SW16LdMKQtsOQvAJu0osFyPfO14f5z61KUhYxO1N",
+	"/sX5bcb1/KDI8ADraJpfxxQvZt29VrrgQZVVi7y/rMTY1ydh62WeyKdn55fsi2whAA0RH1k1h2Z3JOhE",
+	"cuXuNdLHiZpSaSvl0DBMg72Ujf1gDsV3cW5jBVwXX7UxXVTlGt8fg80/BtblSTnBrs6ume+8ZOxnA/39",
+	"UeO8XB3AX4EGxoZ+TLbPl9TE9jn1XnYe64ftFi+cUw0YMrXCOWFe+7HVgm4oC+k4rJOtrKBBrY2U8/EP",
+	"qrABBQHLGn8aY6nO87QvophKWKM8WFOgd4iiN+BKxM9ZQgT+SmjoBA3rt+hcQt45ETFvcsGBwB1TWr33",
+	"COpxt0zBvNFkJcqNVbDEToTT0sme6wljC1wZ6TVkNJrYPy5OTxYJ3wV9VAdvnfT1VPbKGKc0xLboHlXX",
+	"5kyUzFX/qCklP9isKZe9MzC72CU8pEy1Z1EYy1NYrC6a5QUZ6710wOkTn/lqYMresFeOZjbB8JSiPyXr",
+	"T12LXosUBMFvQCqaNt2sVRH2lO8KuRdaghKlJdDIXnYZc4+8c4358y5TPyiS7z/BCs/viZDlJw6OSUyZ",
+	"dDeiHFLdQnEaq6nQREFEuWa+uzQtVO3ZKNVJ2k2bwStr1mKCCWo3EBCs0rNOTvB+dW//txoLdL9Ai3PX",
+	"F/pp4G/5Cwd5s/3/TEC2+ggyd5sH08JGj6kDuTJMWE6qBpfcn9Urcyy9Jn3JSbmQRmJLuJFjTlqqbTHo",
+	"BNjmV9hC5bWIs08VrDGugCuGd3gqGVsLlURU+wYnbEIv5pCFQN793x4ZoQX+xx94Bx4yDZKG74kwAm9z",
+	"4tOiEkGhnABqgWNxt0uEtBXlxjPyzpagSBOI3++mFc0s0MxDx0G6ogugEsvYPx1yVNpuCL5mDSzt2llO",
+	"GLruS/TKHAh/IZhkHoT0x2b3wZI2ft8XKO1TGTQikuEzw3BxMg6ZT3wqgzd4epHwZIXOCXkq2+NZieML",
+	"IJXDTzuU2lAQThbUHahYgQabDLPkhh9CUNaov/Ay6im7TkkpW4ZmhHWyb92JVrnLUCxd18K0uQyS7B3T",
+	"hVnDd2HP1dlpW7V2mqERljzJNsYVLrEpd67qbDsoqCHX8xhyVAaNXiIqg+8sCvnN4OsCZJb3iLjlxVNn",
+	"Fej6luow94261imHev3oB1WcxTr5wtPHXL2JwHmn1rCMGQ9Iwq+5mfzwQGHsgK0ZYNDq5PRydHT65eRg",
+	"dHo+Ojo9/zQ8ODg8WYBaT+r8bZkV/BQRiYvkv7gbb4rIS7WTBIfVpJfxsbhrdsboND9TilvnEvEpF5z5",
+	"NMxqZXvERamQCQvNgZFwCTRAF4mQgTLWnHWWoJvEpvRnzhIpbtNQ9HpXydBM8ZErvczLaJ3FYpc3aHvM",
+	"48SP7Dv33fwu9q3v0/uCy26ydPCPyE1vqPISUQUzCxAUCC0JfwFaLGYsh5UN6l83x0EcU3mtyNb6eqmD",
+	"ggUaAx9pQWspbm2c9ZTeABkD8Bw7tLA+lbQ+iNELXEgEhs/ZO2UbnrSLYMn4DQ1Z2niZSPgTfG2todup",
+	"sZpwJg0gtOdffx9mzbz5Qv1rtF5wY0YK/rLplH8beIOtnztkUKZ0eBZ7Jf1485XTGcg1wzAi0b6IXqGL",
+	"99/YYNnzjcIfQnAFDqH64pIfUhY1I9NnAx2KJLHBF+xY4jQajyTc4QrCVBV+jHZjw3ZduC5554c0ii1S",
+	"zfVweW+jF52SlN4nNWDPPs75O0UfJLgtGFskD0YzewMk8WDnJ2+AbvHBzkCEgRPEDsCAFHo+XMLPNyPT",
+	"55xv3kDpFelLZlsdPNSCQjd8QlFoTud1LT74REgfAodNWQ2JuTwJxBeBLhfbIyW/3QbqT9fJCQCaZ1Yn",
+	"uoYZGSeacEFiySIIit1ky5CEm/Ji83Hs7Jo8G5bGK6ThvA7OPZxMwOYsWoKkpbbKucQRaLqYZW2L5lp2",
+	"/a+psM5jCYExJWiIIRrmnz7FDGC1Ag8ew0vlv2No9qq7QBSGBNGzf3s2HDpCpOxnKMT41VwByjaM6OIB",
+	"mtPXtYiYTxTjVyGsBbm7BRPVdywLImOij0pPGb/ybJ1JTGFRLikJv+Mh5paN5KwYedqvCn/JOIKwlpQr",
+	"6tsStHtkPNOwZtnApyGREAPVKRUUtpz7QWF/MqWzIg1pxJNt8pdd5tmKDiRrRl4nLDjABfDg+1Aibc9G",
+	"DJWinMzy2pZn5+TD9v8/QOlK98+8cM24edqlgac9/3cGv4y3g4/+FqxtbW1trX2g2+O1n/0fg7Vt+DD5",
+	"SH8eb/pbQbVDqtVaI3WFOmvkehym1xvIjz9Otvxt+gHWfh7/Eqx9MB/4ZbK5ubZFt8c/+h+Cn+DjZJAT",
+	"oM/LrdXfwuY+i/5b+P6SaFALLZk7+J3tgRtAyFCzQTvh/Zt+/JrCJXhAKDk4trERIkqhrHMgV/rUxji9",
+	"gG+qAc5dlV+8DHQMTqjB4QBiA6xck4Nj1NStjV/o6GpYk8XMLH43cxamY8x7C510e4Ty7Gk7GsFmL39i",
+	"dAGhoeCLQfkTLuo7Q+YLTXmQxOZU+olEjCfaFhCah1LcMwTTjL5PhYhI2eeGRZzEYrelY5s3z+UrBUGj",
+	"Ah4c276ztkuBaxXWGwi/pRHyiyIurNVRubIlbFKIi8dOCejAYMbwum26uC35OjF7qDDGlNo+OEV9GN9i",
+	"enEkvJOSFxaD4Wb1FFEYWdPgep3JbdnbdemLDsJYWaspCvPGhIWwJiEWcoEzEDsV4bYRBanNSuxbRHC0",
+	"Q92gu4TymY2fSuUVX8HUFfT93NY4WI5YCOc43JNHX3STzu8sQCKna1OUhP3rW4jEyw2RwK4T1PdBKZIK",
+	"ai77WKWkr+CrjW/YA8WYK3f3G3b0xoJ0e4QLvuZwIFOu0zmlwp1OVQtEK5y9hAlI4L5rm59BRRIrkJrE",
+	"IMm7zNdl3vDcqCDf14PFHn7EMu93DRdmMUND/tWL6M3bQhJitISs0w5jMwzZGLKh1wFDiuR+FgMnB7Lm",
+	"Ehvmr2+2zKvKEzb6RY4ntIIm3WAQL3manTn7NAxt/ex1choDV+hGwkRc5+Nx5og/FQo4GdsGbehqx3m+",
+	"w2Dqsbhbc6hBpggbHoFQATZ4c0O43+i8hW8an2F97C75xSsVLkER9mwFKs+2mrMdbWwfG3vT6Mwfmsev",
+	"mD/b64Waaj22+5Qhy3fhDsIo/FFOlGIqzY8dSmFly36eIljZ55d4sAuRhvklEeEo5kYcLHO67sZPCXuv",
+	"A16MkOcyXq6bEiQSe7PPR1a0Kj9QaEO3tDhRQyOsUsAW9vct+USmVBExViBvwF4DurZkHrmdMn+KTY7k",
+	"fLu6eQxwnc9eTVGiJZ3c0jzECrXfyhM9XXkiSG+am1u/tRKytOlgo5QNuS8iA5nvqLqGoHjtDxILdohE",
+	"X4nCE+5MT59Iv2DjnvQUmMwYKAA/pFaOVJZHL3hmx4wU/OWR+SuIGnvG8dOLyDuxuTwW8pqz5RcJoFvN",
+	"QTbQ/Xw2/6ltb8tUkYxNyfsqbarX6ftZj7vvzGPjpt/srnGdNt/8NS/VX5OOksFHAdiyX7VCto1vaUhH",
+	"0XFjxw+aLRlrDeOLWBArddRYWTMWQRrFY7Ps5vP8dT4CKUV4xtg6DzuIhTP07+QXPhLicJaGDeGFeDEM",
+	"qQn1zt1qXpAPx82s7l5m5XvsU04YVodsXw7A7Pe8Fyd2UtAJVRyxn8XsKU9hselTOBUKcW5xOHtz77wm",
+	"dRA5wTp2nGh1h8qFPalKcbCltilqymLl2qrZGnDYKsj18UZcnIgwFLckzp3X5nHbYCgV2kzzG8+IiwOs",
+	"QbpVO1o9Asa9LJ1HiKhR4bHtn7DWU7ZBb9rPi9V+xC1PW3aV96wo2ii0xT67FVcsFodXWWm2W161zci7",
+	"kjS/zz+WZdMVI+1c7aR3TtbfrxMbusdFHvNQJ7Ur9vl9Uudo2r7DwpbREsJw4A2mTGkhZyODV2MW4i4O",
+	"bBXsem1DiMil7xpqQr9QZGe6ScAkvLUP2x1UlYzuz6OmZJ9f3pwgLw9KAjkbyYTv2IBNkYTB2ti2fMLD",
+	"RCSaDA/UW7zxK4I7yyXz7eBSdFumteSN4Br1lwPQlIUWSikZm33CxE7s6/yOuirY25ub7zH+rdobbpfQ",
+	"snoDUAjGcV+3ddfSVokyk/f0N8GI6qyXZwNOvrCIuqdqs2i+47bo36jp22vyRiNABwUps7K1kjRvoImw",
+	"2CZxTmRrTOQWbk3VfCx6+n4Xg2bxSmo8q1gy5HZKNV77mrPHnfckP+/rRfaT+fS/sdzi+pukFvflTWxf",
+	"9CUSiq4VtfaWxV4c25wduNP5Afoz+Y192k2l0f3y4wfz2/cLfaRVZwC3CcbZMWyms+ucpstsDWTIFRsC",
+	"PoVM9u3wipS3TtA/+Bo5kgD/AqNUSK3IkWQBnTX5RbfrE30Mwbr0s6hQ+dnMi+XQU6iGaun2Zje8ouJC",
+	"uKO2eMcSGOugdKRm/7dWLX3Kd+EYfZJ5OW0mjcqUFOxvsUtiKVTsyjjYJuxckDH1rycsDD0DbxIicUND",
+	"Mza2+cHc+jRJ53096h3Zab9CwGu64Mn8My7XW9WCm32qK7pZaj4bsNnPL/ab5Iz2hmmvKe3Qen7n7kxW",
+	"AzXrgWi+6cZu74hG62TovL/O14shc1QCFml0UBZmppOQmWPEWVH18GQHfY3wNA85jN+s6vjtBFaWts8G",
+	"Vvbzi8GqeCcY0eANsl5TNSDc/wwuxEM4cjf+FIw3w9VZxRdr22SMAbPwU2iiGltZpy5XYx1RvG3IL66t",
+	"SlaPWP8wM/i3wCtD6y4K0jAdQT8b5hxnW7gYd/KtfkOc11RV1odYp7fa+dmyGuSEQG8WqEh7FlW44Gui",
+	"oC3ZJswqbWrMAyISrTS1ABXasrQulg+n62Bpl0gwgpdmoqTglK+mIf4FnrTx6nPiEm7IGzC9AdP3VFn2",
+	"pt9Ftp4igLSrD3MkDY5wQrk/LXVLJT7lRIFBqVsbQWHHNRPSLhEqDpnLwyxUklGAF9el/q1Y2HmXTFkQ",
+	"AH4LlBZSoS0oIaC+hpoYvUv84Etrj/p9F5+wND1rLDiDWxy9dUh9+R1SrTh2rjhThw4bcJcWmajvA8QL",
+	"vZU9W7o0DXzxpwm/tiUkHEBQRQxPEmHwQF4H4pbvkphKLACMN3fUNTclt1MWGovekCeEukgWy5GHdy+/",
+	"pkRtxyAhI6p7p23ZZR/ZQe5fFIK4HanBkD3LEm/Y8SKrft/Z8g2prOJWNWAIjipvUllLZDjYGUy1jnc2",
+	"Nra2/7a+ub65vrXz8+bPm8hwboj5epw2OXoshFZa0tirzarOCwisF7IMXcrpfLJiVjYaE/EbSpmXakkX",
+	"hsVa0vNj7gUR48zM0fxihyByemQqlFauQbPyMLfAS6durbS08P46wSGUa2dWPErJWATMVsd0k6Dm0ZpZ",
+	"nBVaAJuFlDrNrleTQoVrEFYTn79TMAy8+UsAlWdOFIe1+uX8kAfHrs5Foe1bsTG3Hc4dLiVaO4aqoXep",
+	"draXdUDxsFKgraCBNm9hONtDYX6swzsDZ6wm0c/NC5gspQcXl5wmtcwPe1QqbeJiPktVn9ZL7eHMOr/e",
+	"/58AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -11,9 +11,6 @@ import (
 // CheckpointMaxBytes is fixed by the product (SPEC §3), not a setting.
 const CheckpointMaxBytes = 32 << 10
 
-// ProfileMaxBytes bounds an admin-set private profile.
-const ProfileMaxBytes = 64 << 10
-
 // defaultSettings are the values of every per-box setting an admin has not overridden.
 var defaultSettings = api.SettingsValues{
 	BodyMaxBytes:                16 << 10,

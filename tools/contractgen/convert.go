@@ -778,21 +778,37 @@ func (s *spec) flattenObject(op *operation, in *conv, m map[string]any, input ma
 	return nil
 }
 
-// shallow trims an advertised output schema to its top-level fields: nested objects and
-// arrays keep only their type (open, so any content conforms). Clients use the advertised
-// schema only to accept structuredContent; the server validates every output against the
-// full strict schema, and tools/list stays small.
+// shallow trims an advertised output schema to its top-level fields, each with its type
+// (and enum): nested objects and arrays keep only their type (open, so any content
+// conforms). Clients use the advertised schema only to accept structuredContent; the
+// server validates every output against the full strict schema (which tool_describe and
+// the CLI's --output-schema show), and tools/list stays small.
 func shallow(node any, depth int) any {
 	m, ok := node.(map[string]any)
 	if !ok {
 		return node
 	}
-	if depth >= 2 {
+	if depth >= 1 {
 		out := map[string]any{}
 		if t, ok := m["type"]; ok {
 			out["type"] = t
 			if t == "object" {
 				out["additionalProperties"] = true
+				if ap, ok := m["additionalProperties"].(map[string]any); ok { // a map keeps its value type
+					out["additionalProperties"] = shallow(ap, depth+1)
+				}
+			}
+		}
+		if e, ok := m["enum"]; ok {
+			out["enum"] = e
+		}
+		for _, comb := range []string{"anyOf", "oneOf"} { // a top-level union keeps its branches' types
+			if alts, ok := m[comb].([]any); ok && depth < 2 {
+				var trimmed []any
+				for _, alt := range alts {
+					trimmed = append(trimmed, shallow(alt, depth+1))
+				}
+				out[comb] = trimmed
 			}
 		}
 		return out
@@ -817,9 +833,7 @@ func shallow(node any, depth int) any {
 		case "$ref", "pattern", "format", "minLength", "maxLength", "minimum", "maximum", "minItems", "maxItems", "default":
 			// detail the strict server-side schema keeps
 		case "description":
-			if depth == 0 {
-				out[k] = v
-			}
+			// not advertised: the tool's description says what the result means
 		default:
 			out[k] = v
 		}
