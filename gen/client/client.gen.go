@@ -1348,26 +1348,26 @@ type SettingsPatch struct {
 
 // SettingsValues defines model for SettingsValues.
 type SettingsValues struct {
-	AckBatchMax          int64 `json:"ack_batch_max"`
+	AckBatchMax          int64 `json:"ack_batch_max" validate:"gte=1"`
 	AttachmentMaxBytes   int64 `json:"attachment_max_bytes"`
-	BodyMaxBytes         int64 `json:"body_max_bytes"`
+	BodyMaxBytes         int64 `json:"body_max_bytes" validate:"gte=1"`
 	ChannelAttachmentCap int64 `json:"channel_attachment_cap"`
-	ChannelMessageCap    int64 `json:"channel_message_cap"`
+	ChannelMessageCap    int64 `json:"channel_message_cap" validate:"gte=1"`
 
 	// CheckpointMaxBytes Fixed by the product (32 KiB); not a setting.
 	CheckpointMaxBytes          int64 `json:"checkpoint_max_bytes"`
-	EnvelopeMaxBytes            int64 `json:"envelope_max_bytes"`
-	IdempotencyRetentionSeconds int64 `json:"idempotency_retention_seconds"`
-	LeaseDefaultSeconds         int64 `json:"lease_default_seconds"`
-	LeaseMaxSeconds             int64 `json:"lease_max_seconds"`
-	PageLimitDefault            int64 `json:"page_limit_default"`
-	PageLimitMax                int64 `json:"page_limit_max"`
-	PayloadMaxBytes             int64 `json:"payload_max_bytes"`
-	PayloadMaxDepth             int64 `json:"payload_max_depth"`
+	EnvelopeMaxBytes            int64 `json:"envelope_max_bytes" validate:"gte=1"`
+	IdempotencyRetentionSeconds int64 `json:"idempotency_retention_seconds" validate:"gte=1"`
+	LeaseDefaultSeconds         int64 `json:"lease_default_seconds" validate:"ltefield=LeaseMaxSeconds,gte=1"`
+	LeaseMaxSeconds             int64 `json:"lease_max_seconds" validate:"gte=1"`
+	PageLimitDefault            int64 `json:"page_limit_default" validate:"ltefield=PageLimitMax,gte=1"`
+	PageLimitMax                int64 `json:"page_limit_max" validate:"gte=1"`
+	PayloadMaxBytes             int64 `json:"payload_max_bytes" validate:"gte=1"`
+	PayloadMaxDepth             int64 `json:"payload_max_depth" validate:"gte=1"`
 	RateLimitBurst              int64 `json:"rate_limit_burst"`
 	RateLimitPerSecond          int64 `json:"rate_limit_per_second"`
-	ResponseBudgetBytes         int64 `json:"response_budget_bytes"`
-	TargetsMax                  int64 `json:"targets_max"`
+	ResponseBudgetBytes         int64 `json:"response_budget_bytes" validate:"gte=1"`
+	TargetsMax                  int64 `json:"targets_max" validate:"gte=1"`
 	UploadConcurrencyMax        int64 `json:"upload_concurrency_max"`
 	UploadTempMaxBytes          int64 `json:"upload_temp_max_bytes"`
 }

@@ -3,6 +3,11 @@ package service
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+
+	"github.com/go-playground/validator/v10"
 
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/internal/apierr"
@@ -101,13 +106,45 @@ func mergeSettings(overrides json.RawMessage, patch api.SettingsPatch) (json.Raw
 	if err != nil {
 		return nil, eff, err
 	}
-	switch {
-	case eff.PageLimitDefault > eff.PageLimitMax:
-		return nil, eff, apierr.Invalid("settings.page_limit_default", "page_limit_default must not exceed page_limit_max")
-	case eff.LeaseDefaultSeconds > eff.LeaseMaxSeconds:
-		return nil, eff, apierr.Invalid("settings.lease_default_seconds", "lease_default_seconds must not exceed lease_max_seconds")
+	if err := checkSettings(eff); err != nil {
+		return nil, eff, err
 	}
 	return out, eff, nil
+}
+
+// settingsRules checks the rules of the effective settings that JSON Schema cannot state
+// (a default within its maximum, caps that must stay positive whatever was stored before).
+// The rules are the validate tags oapi-codegen generates on api.SettingsValues from the
+// x-oapi-codegen-extra-tags of spec/openapi.json, so each is written once, in the spec.
+var settingsRules = func() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(jsonName)
+	return v
+}()
+
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return name
+}
+
+// checkSettings is INVALID_ARGUMENT naming the first setting that breaks a rule (never
+// its value).
+func checkSettings(eff api.SettingsValues) error {
+	err := settingsRules.Struct(eff)
+	var bad validator.ValidationErrors
+	if !errors.As(err, &bad) || len(bad) == 0 {
+		return err
+	}
+	fe := bad[0]
+	msg := fe.Field() + " breaks the rule " + fe.Tag()
+	switch fe.Tag() {
+	case "ltefield":
+		other, _ := reflect.TypeFor[api.SettingsValues]().FieldByName(fe.Param())
+		msg = fe.Field() + " must not exceed " + jsonName(other)
+	case "gte":
+		msg = fe.Field() + " must be at least " + fe.Param()
+	}
+	return apierr.Invalid("settings."+fe.Field(), msg)
 }
 
 // limitsOf is the published Limits object.
