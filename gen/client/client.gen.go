@@ -594,7 +594,9 @@ type AdminRoomSetOwnerInput struct {
 
 // AdminSettings defines model for AdminSettings.
 type AdminSettings struct {
-	BoxKey           string         `json:"box_key"`
+	BoxKey string `json:"box_key"`
+
+	// Settings The effective per-box settings; each property's default is the value a box has until an admin overrides it.
 	Settings         SettingsValues `json:"settings"`
 	SettingsRevision DecimalString  `json:"settings_revision"`
 }
@@ -953,7 +955,9 @@ type Limits struct {
 	// Semantics One line of meaning per limit and per retention or duplicate rule.
 	Semantics        map[string]string `json:"semantics"`
 	SettingsRevision DecimalString     `json:"settings_revision"`
-	Values           SettingsValues    `json:"values"`
+
+	// Values The effective per-box settings; each property's default is the value a box has until an admin overrides it.
+	Values SettingsValues `json:"values"`
 }
 
 // Me defines model for Me.
@@ -1346,7 +1350,7 @@ type SettingsPatch struct {
 	UploadTempMaxBytes          *int64 `json:"upload_temp_max_bytes,omitempty"`
 }
 
-// SettingsValues defines model for SettingsValues.
+// SettingsValues The effective per-box settings; each property's default is the value a box has until an admin overrides it.
 type SettingsValues struct {
 	AckBatchMax          int64 `json:"ack_batch_max" validate:"gte=1"`
 	AttachmentMaxBytes   int64 `json:"attachment_max_bytes"`
@@ -1354,7 +1358,7 @@ type SettingsValues struct {
 	ChannelAttachmentCap int64 `json:"channel_attachment_cap"`
 	ChannelMessageCap    int64 `json:"channel_message_cap" validate:"gte=1"`
 
-	// CheckpointMaxBytes Fixed by the product (32 KiB); not a setting.
+	// CheckpointMaxBytes Fixed by the product (its default); not a setting.
 	CheckpointMaxBytes          int64 `json:"checkpoint_max_bytes"`
 	EnvelopeMaxBytes            int64 `json:"envelope_max_bytes" validate:"gte=1"`
 	IdempotencyRetentionSeconds int64 `json:"idempotency_retention_seconds" validate:"gte=1"`

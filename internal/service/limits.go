@@ -1,6 +1,8 @@
 package service
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 
 	"github.com/agentbox/agentbox/gen/api"
@@ -33,8 +35,25 @@ var contractDoc = func() *openapi3.T {
 }()
 
 // fixedLimit reads keyword (maxLength or maxItems) of a component schema, or of a
-// property path inside it. A missing bound is a broken contract: it panics at init.
+// property path inside it.
 func fixedLimit(keyword, component string, props ...string) int {
+	sch := schemaAt(component, props...)
+	var v *uint64
+	switch keyword {
+	case "maxLength":
+		v = sch.MaxLength
+	case "maxItems":
+		v = sch.MaxItems
+	}
+	if v == nil || *v == 0 {
+		panic(fmt.Sprintf("service: spec/openapi.json states no %s for %s %v", keyword, component, props))
+	}
+	return int(*v)
+}
+
+// schemaAt is a component schema, or a property path inside it; a missing one is a
+// broken contract (panic at init).
+func schemaAt(component string, props ...string) *openapi3.Schema {
 	ref := contractDoc.Components.Schemas[component]
 	where := component
 	for _, p := range props {
@@ -46,15 +65,46 @@ func fixedLimit(keyword, component string, props ...string) int {
 	if ref == nil || ref.Value == nil {
 		panic(fmt.Sprintf("service: spec/openapi.json has no schema %s", where))
 	}
-	var v *uint64
-	switch keyword {
-	case "maxLength":
-		v = ref.Value.MaxLength
-	case "maxItems":
-		v = ref.Value.MaxItems
-	}
-	if v == nil || *v == 0 {
-		panic(fmt.Sprintf("service: spec/openapi.json states no %s for %s", keyword, where))
-	}
-	return int(*v)
+	return ref.Value
 }
+
+// contractDefault is the schema default of a component or property: defaults are
+// written once, in spec/openapi.json where clients see them, and used from there.
+func contractDefault[T ~string](component string, props ...string) T {
+	d, ok := schemaAt(component, props...).Default.(string)
+	if !ok || d == "" {
+		panic(fmt.Sprintf("service: spec/openapi.json states no string default for %s %v", component, props))
+	}
+	return T(d)
+}
+
+// The defaults of omitted inputs.
+var (
+	defaultInboxFilter       = contractDefault[api.InboxFilter]("InboxFilter")
+	defaultClaimOrder        = contractDefault[api.ClaimOrder]("ClaimOrder")
+	defaultHistoryVisibility = contractDefault[api.HistoryVisibility]("HistoryVisibility")
+	defaultRoomFollow        = contractDefault[api.Follow]("RoomCreateInput", "default_follow")
+)
+
+// defaultSettings are the values of every per-box setting an admin has not overridden:
+// the defaults of the SettingsValues properties.
+var defaultSettings = func() api.SettingsValues {
+	values := map[string]any{}
+	for name, p := range schemaAt("SettingsValues").Properties {
+		if p.Value == nil || p.Value.Default == nil {
+			panic("service: spec/openapi.json states no default for setting " + name)
+		}
+		values[name] = p.Value.Default
+	}
+	raw, err := json.Marshal(values)
+	if err != nil {
+		panic(err)
+	}
+	var s api.SettingsValues
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		panic("service: SettingsValues defaults: " + err.Error())
+	}
+	return s
+}()

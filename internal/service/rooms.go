@@ -54,11 +54,11 @@ func (s *Service) RoomCreate(ctx context.Context, req api.RoomCreateRequestObjec
 	if in.Name == "" {
 		return nil, apierr.Invalid("name", "must not be empty")
 	}
-	visibility := api.HistoryVisibilityShared
+	visibility := defaultHistoryVisibility
 	if in.HistoryVisibility != nil {
 		visibility = api.HistoryVisibility(*in.HistoryVisibility)
 	}
-	follow := api.FollowAll
+	follow := defaultRoomFollow
 	if in.DefaultFollow != nil {
 		follow = *in.DefaultFollow
 	}

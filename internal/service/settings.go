@@ -13,32 +13,9 @@ import (
 	"github.com/agentbox/agentbox/internal/apierr"
 )
 
-// CheckpointMaxBytes is fixed by the product (SPEC §3), not a setting.
-const CheckpointMaxBytes = 32 << 10
-
-// defaultSettings are the values of every per-box setting an admin has not overridden.
-var defaultSettings = api.SettingsValues{
-	BodyMaxBytes:                16 << 10,
-	PayloadMaxBytes:             8 << 10,
-	PayloadMaxDepth:             8,
-	EnvelopeMaxBytes:            64 << 10,
-	TargetsMax:                  20,
-	AckBatchMax:                 100,
-	PageLimitDefault:            50,
-	PageLimitMax:                200,
-	ResponseBudgetBytes:         256 << 10,
-	LeaseDefaultSeconds:         60,
-	LeaseMaxSeconds:             3600,
-	ChannelMessageCap:           10000,
-	ChannelAttachmentCap:        200,
-	AttachmentMaxBytes:          10 << 20,
-	UploadTempMaxBytes:          256 << 20,
-	UploadConcurrencyMax:        8,
-	IdempotencyRetentionSeconds: 24 * 3600,
-	RateLimitPerSecond:          0,
-	RateLimitBurst:              0,
-	CheckpointMaxBytes:          CheckpointMaxBytes,
-}
+// CheckpointMaxBytes is fixed by the product (SPEC §3), not a setting: the default of
+// checkpoint_max_bytes, which no override changes.
+var CheckpointMaxBytes = int(defaultSettings.CheckpointMaxBytes)
 
 // settingSemantics is the one line of meaning published with each limit and rule.
 var settingSemantics = map[string]string{
@@ -75,7 +52,7 @@ func effectiveSettings(overrides json.RawMessage) (api.SettingsValues, error) {
 			return s, err
 		}
 	}
-	s.CheckpointMaxBytes = CheckpointMaxBytes
+	s.CheckpointMaxBytes = int64(CheckpointMaxBytes)
 	return s, nil
 }
 

@@ -2,9 +2,11 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -60,5 +62,28 @@ func TestSettingsCrossFieldRules(t *testing.T) {
 	}
 	if after := dbState(t, e); after != before {
 		t.Fatalf("a refused settings patch wrote:\n%s\n%s", before, after)
+	}
+}
+
+// A box nobody configured has exactly the defaults the contract states for SettingsValues
+// (the one place they are written).
+func TestSettingsDefaultsAreTheContracts(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	doc, err := api.GetSwagger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := a.MustCall("GET", "/limits", nil)["values"].(map[string]any)
+	props := doc.Components.Schemas["SettingsValues"].Value.Properties
+	if len(values) != len(props) {
+		t.Fatalf("limits has %d values, the contract %d settings", len(values), len(props))
+	}
+	for name, p := range props {
+		if want, got := p.Value.Default, values[name]; fmt.Sprint(want) != fmt.Sprint(got) {
+			t.Errorf("%s: limits say %v, the contract's default is %v", name, got, want)
+		}
 	}
 }

@@ -320,6 +320,36 @@ func (c *conv) mergeAllOf(m map[string]any, at string) (map[string]any, bool, er
 	if !ok {
 		return nil, false, fmt.Errorf("%s: allOf must be an array", at)
 	}
+	// allOf: [one schema] with only annotations beside it is how OpenAPI 3.0 gives a
+	// $ref a default or description: it is that schema with those annotations.
+	if len(branches) == 1 {
+		annotated := true
+		for k := range m {
+			switch k {
+			case "allOf", "default", "description", "title", "example", "deprecated":
+			default:
+				annotated = false
+			}
+		}
+		if annotated {
+			bm, rec, err := c.resolve(branches[0], at+"/allOf/0")
+			if err != nil {
+				return nil, false, err
+			}
+			if _, nested := bm["allOf"]; rec == "" && !nested {
+				out := map[string]any{}
+				for k, v := range bm {
+					out[k] = v
+				}
+				for k, v := range m {
+					if k != "allOf" {
+						out[k] = v
+					}
+				}
+				return out, true, nil
+			}
+		}
+	}
 	merged := map[string]any{}
 	props := map[string]any{}
 	var required []any
