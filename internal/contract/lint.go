@@ -74,7 +74,6 @@ var Budgets = struct {
 }{Title: 60, Description: 600, FieldDescription: 400, Scenario: 160, Instructions: 1200}
 
 var (
-	toolNameRE  = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)+$`)
 	snakeCaseRE = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 	versionRE   = regexp.MustCompile(`^v[0-9]+$`)
 	// Words that name a transport, protocol, HTTP verb or implementation instead of
@@ -129,6 +128,9 @@ type linter struct {
 	c        *Contract
 	findings []Finding
 	seen     map[string]bool
+	// toolName is the registry's own tool-name grammar ($defs.ToolName.pattern); nil
+	// when the registry does not state one (a TC001 finding).
+	toolName *regexp.Regexp
 }
 
 func (l *linter) add(r Rule, file, ptr, format string, a ...any) {
@@ -163,8 +165,12 @@ func Lint(c *Contract) []Finding {
 	}
 	l.openAPIValid()
 	l.registryTop()
+	l.toolName = c.ToolNamePattern()
+	if l.toolName == nil {
+		l.add(ruleToolName, c.ToolsName, "/$defs/ToolName", "the registry must state the tool-name grammar as $defs.ToolName.pattern")
+	}
 	for _, t := range c.Tools {
-		l.toolName(t)
+		l.toolNameGrammar(t)
 		l.metadata(t)
 		l.mapping(t)
 		l.idempotency(t)
@@ -258,13 +264,13 @@ func (l *linter) registryTop() {
 	}
 }
 
-func (l *linter) toolName(t *Tool) {
+func (l *linter) toolNameGrammar(t *Tool) {
 	f, p := l.c.ToolsName, t.Ptr+"/name"
 	if t.Name == "" {
 		l.add(ruleToolName, f, p, "name is required")
 		return
 	}
-	if !toolNameRE.MatchString(t.Name) {
+	if l.toolName != nil && !l.toolName.MatchString(t.Name) {
 		l.add(ruleToolName, f, p, "%q is not lowercase snake_case <domain>_<verb>", t.Name)
 		return
 	}
@@ -418,7 +424,7 @@ func (l *linter) aliases() {
 		for i, a := range t.Aliases {
 			p := ptrJoin(t.Ptr, "aliases", i)
 			switch {
-			case !toolNameRE.MatchString(a):
+			case l.toolName != nil && !l.toolName.MatchString(a):
 				l.add(ruleAlias, f, p, "alias %q is not lowercase snake_case", a)
 			case a == t.Name:
 				l.add(ruleAlias, f, p, "alias %q repeats the tool's own name", a)

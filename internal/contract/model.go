@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -440,6 +441,22 @@ func stringList(v any) []string {
 		}
 	}
 	return out
+}
+
+// ToolNamePattern is the registry's tool-name grammar, $defs.ToolName.pattern (nil when
+// the registry states none or it does not compile).
+func (c *Contract) ToolNamePattern() *regexp.Regexp {
+	defs, _ := c.Reg["$defs"].(map[string]any)
+	def, _ := defs["ToolName"].(map[string]any)
+	p, _ := def["pattern"].(string)
+	if p == "" {
+		return nil
+	}
+	re, err := regexp.Compile(p)
+	if err != nil {
+		return nil
+	}
+	return re
 }
 
 // ToolByName returns the canonical tool with that name.

@@ -558,7 +558,7 @@ func TestRouterRegistry(t *testing.T) {
 	}
 	load := func(tool string) (*registry, error) {
 		path := filepath.Join(t.TempDir(), "tools.json")
-		doc := `{"server":{"name":"s","instructions":"i"},"budgets":{"tools_list_bytes":0,"router_tools_list_bytes":0},"tools":[` + tool + `]}`
+		doc := `{"server":{"name":"s","instructions":"i"},"budgets":{"tools_list_bytes":0,"router_tools_list_bytes":0},"$defs":{"ToolName":{"type":"string","pattern":"^[a-z][a-z0-9]*(_[a-z0-9]+)+$"}},"tools":[` + tool + `]}`
 		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -66,7 +66,6 @@ type toolAnnotations struct {
 }
 
 var (
-	toolNameRE = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)+$`)
 	enumValues = map[string][]string{
 		"permission_class": {"read_only", "agent_mutation", "admin"},
 		"idempotency":      {"natural", "key", "none"},
@@ -103,6 +102,10 @@ func loadRegistry(path string, ops []*operation, sp *spec) (*registry, error) {
 	}
 	if reg.Server.Name == "" || reg.Server.Instructions == "" {
 		return nil, fmt.Errorf("%s: server.name and server.instructions are required", path)
+	}
+	toolNameRE, err := reg.toolNamePattern()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	byOp := map[string]*operation{}
 	for _, op := range ops {
@@ -174,6 +177,18 @@ func loadRegistry(path string, ops []*operation, sp *spec) (*registry, error) {
 		}
 	}
 	return &reg, nil
+}
+
+// toolNamePattern is the tool-name grammar, written once in the registry as
+// $defs.ToolName.pattern (router tools' name inputs refer to it).
+func (reg *registry) toolNamePattern() (*regexp.Regexp, error) {
+	var def struct {
+		Pattern string `json:"pattern"`
+	}
+	if raw, ok := reg.Defs["ToolName"]; !ok || json.Unmarshal(raw, &def) != nil || def.Pattern == "" {
+		return nil, errors.New("$defs.ToolName must state the tool-name pattern")
+	}
+	return regexp.Compile(def.Pattern)
 }
 
 // routerSchemas checks a tool without an operation (a router tool: tool_search,
