@@ -2105,7 +2105,7 @@ type ClientInterface interface {
 
 	// CheckpointSaveWithBody Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2114,7 +2114,7 @@ type ClientInterface interface {
 
 	// CheckpointSave Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2362,7 +2362,7 @@ type ClientInterface interface {
 
 	// RoomGet Read room details and roster
 	//
-	// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+	// Details and a bounded roster (see its maxItems) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
 	//
 	// Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id} (the `RoomGet` operationId).
 	RoomGet(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2376,7 +2376,7 @@ type ClientInterface interface {
 
 	// RoomBriefUpdateWithBody Append to the room brief
 	//
-	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2385,7 +2385,7 @@ type ClientInterface interface {
 
 	// RoomBriefUpdate Append to the room brief
 	//
-	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3060,7 +3060,7 @@ func (c *Client) CheckpointGet(ctx context.Context, boxKey BoxKey, params *Check
 
 // CheckpointSaveWithBody Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3079,7 +3079,7 @@ func (c *Client) CheckpointSaveWithBody(ctx context.Context, boxKey BoxKey, para
 
 // CheckpointSave Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3627,7 +3627,7 @@ func (c *Client) RoomCreate(ctx context.Context, boxKey BoxKey, params *RoomCrea
 
 // RoomGet Read room details and roster
 //
-// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+// Details and a bounded roster (see its maxItems) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
 //
 // Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id} (the `RoomGet` operationId).
 func (c *Client) RoomGet(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3661,7 +3661,7 @@ func (c *Client) RoomBriefGet(ctx context.Context, boxKey BoxKey, roomId RoomIdP
 
 // RoomBriefUpdateWithBody Append to the room brief
 //
-// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3680,7 +3680,7 @@ func (c *Client) RoomBriefUpdateWithBody(ctx context.Context, boxKey BoxKey, roo
 
 // RoomBriefUpdate Append to the room brief
 //
-// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7249,7 +7249,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckpointSaveWithBodyWithResponse Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7258,7 +7258,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckpointSaveWithResponse Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7528,7 +7528,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomGetWithResponse Read room details and roster
 	//
-	// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+	// Details and a bounded roster (see its maxItems) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7546,7 +7546,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomBriefUpdateWithBodyWithResponse Append to the room brief
 	//
-	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7555,7 +7555,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomBriefUpdateWithResponse Append to the room brief
 	//
-	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12363,7 +12363,7 @@ func (c *ClientWithResponses) CheckpointGetWithResponse(ctx context.Context, box
 
 // CheckpointSaveWithBodyWithResponse Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12378,7 +12378,7 @@ func (c *ClientWithResponses) CheckpointSaveWithBodyWithResponse(ctx context.Con
 
 // CheckpointSaveWithResponse Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12828,7 +12828,7 @@ func (c *ClientWithResponses) RoomCreateWithResponse(ctx context.Context, boxKey
 
 // RoomGetWithResponse Read room details and roster
 //
-// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+// Details and a bounded roster (see its maxItems) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12858,7 +12858,7 @@ func (c *ClientWithResponses) RoomBriefGetWithResponse(ctx context.Context, boxK
 
 // RoomBriefUpdateWithBodyWithResponse Append to the room brief
 //
-// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12873,7 +12873,7 @@ func (c *ClientWithResponses) RoomBriefUpdateWithBodyWithResponse(ctx context.Co
 
 // RoomBriefUpdateWithResponse Append to the room brief
 //
-// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
