@@ -1471,6 +1471,9 @@ type Unauthorized = Error
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
 
+// UnsupportedMediaType defines model for UnsupportedMediaType.
+type UnsupportedMediaType = Error
+
 // CheckpointGetParams defines parameters for CheckpointGet.
 type CheckpointGetParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -4652,6 +4655,8 @@ type UnauthorizedJSONResponse Error
 
 type UnavailableJSONResponse Error
 
+type UnsupportedMediaTypeJSONResponse Error
+
 type AdminBoxListRequestObject struct {
 }
 
@@ -4765,6 +4770,22 @@ func (response AdminBoxCreate409JSONResponse) VisitAdminBoxCreateResponse(w http
 	return err
 }
 
+type AdminBoxCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminBoxCreate415JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminBoxCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminBoxCreate500JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
@@ -4840,6 +4861,22 @@ func (response AdminBoxUpdate404JSONResponse) VisitAdminBoxUpdateResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminBoxUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminBoxUpdate415JSONResponse) VisitAdminBoxUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5001,6 +5038,22 @@ func (response AdminAgentCreate409JSONResponse) VisitAdminAgentCreateResponse(w 
 	return err
 }
 
+type AdminAgentCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentCreate415JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminAgentCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminAgentCreate500JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
@@ -5077,6 +5130,22 @@ func (response AdminAgentUpdate404JSONResponse) VisitAdminAgentUpdateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentUpdate415JSONResponse) VisitAdminAgentUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5226,6 +5295,22 @@ func (response AdminKeyCreate404JSONResponse) VisitAdminKeyCreateResponse(w http
 	return err
 }
 
+type AdminKeyCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminKeyCreate415JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminKeyCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminKeyCreate500JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
@@ -5302,6 +5387,22 @@ func (response AdminAgentProfileSet404JSONResponse) VisitAdminAgentProfileSetRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileSet415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentProfileSet415JSONResponse) VisitAdminAgentProfileSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5541,6 +5642,22 @@ func (response AdminHostCreate409JSONResponse) VisitAdminHostCreateResponse(w ht
 	return err
 }
 
+type AdminHostCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminHostCreate415JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminHostCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminHostCreate500JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
@@ -5617,6 +5734,22 @@ func (response AdminHostUpdate404JSONResponse) VisitAdminHostUpdateResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminHostUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminHostUpdate415JSONResponse) VisitAdminHostUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5951,6 +6084,22 @@ func (response AdminRoomSetOwner409JSONResponse) VisitAdminRoomSetOwnerResponse(
 	return err
 }
 
+type AdminRoomSetOwner415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminRoomSetOwner415JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminRoomSetOwner500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminRoomSetOwner500JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
@@ -6108,6 +6257,22 @@ func (response AdminSettingsUpdate409JSONResponse) VisitAdminSettingsUpdateRespo
 	return err
 }
 
+type AdminSettingsUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminSettingsUpdate415JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminSettingsUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminSettingsUpdate500JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
@@ -6168,6 +6333,22 @@ func (response AdminTokenCreate401JSONResponse) VisitAdminTokenCreateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminTokenCreate415JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6433,6 +6614,22 @@ func (response CheckpointSave409JSONResponse) VisitCheckpointSaveResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckpointSave415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response CheckpointSave415JSONResponse) VisitCheckpointSaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6811,6 +7008,22 @@ func (response DirectoryUpdateSelf409JSONResponse) VisitDirectoryUpdateSelfRespo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response DirectoryUpdateSelf415JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7194,6 +7407,22 @@ func (response InboxAck409JSONResponse) VisitInboxAckResponse(w http.ResponseWri
 	return err
 }
 
+type InboxAck415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response InboxAck415JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type InboxAck422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response InboxAck422JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
@@ -7326,6 +7555,22 @@ func (response InboxClaim409JSONResponse) VisitInboxClaimResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response InboxClaim415JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7622,6 +7867,22 @@ func (response MessageSend409JSONResponse) VisitMessageSendResponse(w http.Respo
 	return err
 }
 
+type MessageSend415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response MessageSend415JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type MessageSend422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response MessageSend422JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
@@ -7754,6 +8015,22 @@ func (response MessageSendBatch409JSONResponse) VisitMessageSendBatchResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response MessageSendBatch415JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8140,6 +8417,22 @@ func (response FileAccessReport409JSONResponse) VisitFileAccessReportResponse(w 
 	return err
 }
 
+type FileAccessReport415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response FileAccessReport415JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type FileAccessReport422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response FileAccessReport422JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
@@ -8244,6 +8537,22 @@ func (response AgentPrime401JSONResponse) VisitAgentPrimeResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AgentPrime415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AgentPrime415JSONResponse) VisitAgentPrimeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8599,6 +8908,22 @@ func (response RequestRespond409JSONResponse) VisitRequestRespondResponse(w http
 	return err
 }
 
+type RequestRespond415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RequestRespond415JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RequestRespond422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RequestRespond422JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
@@ -8852,6 +9177,22 @@ func (response RoomCreate409JSONResponse) VisitRoomCreateResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomCreate415JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9237,6 +9578,22 @@ func (response RoomBriefUpdate409JSONResponse) VisitRoomBriefUpdateResponse(w ht
 	return err
 }
 
+type RoomBriefUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomBriefUpdate415JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomBriefUpdate422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomBriefUpdate422JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
@@ -9370,6 +9727,22 @@ func (response RoomFollow409JSONResponse) VisitRoomFollowResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomFollow415JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9511,6 +9884,22 @@ func (response RoomInvite409JSONResponse) VisitRoomInviteResponse(w http.Respons
 	return err
 }
 
+type RoomInvite415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomInvite415JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomInvite422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomInvite422JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
@@ -9648,6 +10037,22 @@ func (response RoomJoin409JSONResponse) VisitRoomJoinResponse(w http.ResponseWri
 	return err
 }
 
+type RoomJoin415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomJoin415JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomJoin422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomJoin422JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
@@ -9781,6 +10186,22 @@ func (response RoomLeave409JSONResponse) VisitRoomLeaveResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomLeave415JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11869,220 +12290,222 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rc9u4suBfQWnv1ji79DNOTsauW1uOH2d0Jn5c25l7785kVRDZsjAmAQ4A2dZJ+b9voQE+RUok5Vd8",
-	"/CWxJBJoNLob3Y1+fO/5IooFB65Vb+d7L6aSRqBB4qe9K+C6H5xRPTYfGe/t9GLzwetxGkFvp0fNEwMW",
-	"9LyehL8mTELQ29FyAl5P+WOIqHlvJGREdW+nN5ngk3oam3eVloxf9e7vPTvROYzM0wEoX7JYM2Gm2+Mk",
-	"mcMjQhLqPhMDANFjqglTZMLZXxMgjBM9BjIUd2s9rx5cCaO58Eb07gvwK7Poj9teL2I8+bhZBfxncfcr",
-	"TGsQNBR3g2uYzp3v3wxAO73/sZ7txbr9Va27wc08+xOphJxFEYc7PfDxR4MhCWoSQfrFiOgxU0RpCTRK",
-	"0fLXBOQ0g9I+3KtBwtbG9qfFaDgApRmnBqgjFmqQ/4FzzIB7ysMpkeJWpbBJISID+cExiSmTBki4i0MR",
-	"QIKrKpiDbL5eU2zmYOzdez2lp6EdCuLT4Z/g615xITVLuBwD8QW/AanwsR3y/ZrxYAdX4uG/AxbcmzW5",
-	"HwLzNfgsZoYAE4q+77TUboTUaOlHLIQ+D+AuYfniujdWh1RBQJh5hDCuBfJbBErRK/hJkRELQdXwnvlt",
-	"gG8uYj4WTaLezs9IcvbvjZTgGNdwBRIp7heh9AkOXgbU/IISwmssGsZC6QH+3RXDCIqB61eY9oNqqrmG",
-	"6U+K9A9qgLiG6fLC9AuLmJ6d/oxeAVHsn0BWYnoFg9A8NghgRCeh9ogf0iiGgGhBcj9H9O5dndDAJ3qV",
-	"sDGuP273Kjft2BLL3FPFEdTyqDiHvyag9MycsxvTP7DiKKVme7b4VEpmsDIGIu1gNVvnfh08HOxCRHOx",
-	"5MTMktNcgFJM8F+ABlBxuFxKylUspCbKPmhIeJfcMj0WE02YRtTsnfVT0ka+U/i1eyXF2NhOkq4Aj/2h",
-	"uFt1QNQdQJtbC8+fe4MFFQuuAFWXzzRwm28++YJr4PgnjeOQ+SgH1/9UZo3fG/L3oZRC2qmKOOqf/Lb3",
-	"pX8w2Dv/+9fjw5NLI/f3v55fnJ4P3E9rRrjuCz4Kmf8EAJ2cXg7OzvvHhwceOTs/Pep/ORycfr082Ls0",
-	"35yfnh4P9s73f+n/hh8Pf+tf9E9PBvunJ0df+vsIfv/g8Pjs9PLwZP+/0+9xEShcDu98gACCx1/Jl/5x",
-	"/3Jw+F/7h4cHhxaNJ0IfiQkPngaNR6dfTw4Gp+eDo9Pzz/2Dg8MTBOKcakBUPAUSzvcuDweIicMDsiJB",
-	"yykdhvAOIbnQQtIrOKIsnEh4fGAuLk/P9/5+ODja63/5en64Q7jQY8avyC1V5FYyrYEjYF85neixkOyf",
-	"T4Gjva+XvyBMhqRvx1TDDUgUQj6dKEgguqEsNLh7fIAuDQOd7533v/z34OvJ3m97/S97n78clvbvPpF4",
-	"1t7yr08n2hdWpaFBwMxgNDyTIgapmRFtIxoq8Hpx7qvvPepfQzCgehG0lywCpWkUG3TYl4bTgRPT5ixZ",
-	"fGQYUW6MGgV/LVY5fRbR8CJ9U2mqJ2rRa3v+9YV90Er15Gz7PTdzOpaXrb16Rd/SFYhUzc1m2PneA240",
-	"zN/ty2aQUAINpgP7+VsFAvaCiHE8u9puU2ItN0GzT2UwkHDD8GRsi2pfAtXtaaJAw99ngQJuKDfI/TYU",
-	"IgSKNkWmQle9GlKlBwqAt4UpZErXTVk7WywFGhzGRuuCPynCqoFLBJlzfzjTIW9GJMhKl+CGLaJ5Ftby",
-	"3hd2s5KeU4Lcxwf7PJ60pc3Szs9D1j6VwUHu8fLWLzaS8pvqLJAUrPpNbjJugksNdwup7Mw+e2kezW35",
-	"oqWfm+fKlJDfd/yvyT6dg8KVtxciC2VoJqKMpI8ZOqFmtPuLsbjlRHAfdong4ZQwrciYqjFBl5GQEKxV",
-	"ySZnpzYyMGb4pedldm4C2XxsfWGqLZaYhqj4R3N0OUiolHQ6ewbhePPh/RoHjbkwYjz/7WZ5IXMlbr1o",
-	"vK8D8LO4a4lKc+Y2PLMSb2eVRO54Is1df634V6A141eq6wFa2nSHAi/nzp2R8bNTNpPbn8Vdd6mdQ3gT",
-	"L3KGsYJ7d2MR3ybTzFvE0zCpId8lWfSzuHsyBm2O7mpY981AkzjTVrvRxgx/BBCCIUznrVKNvHdeb2St",
-	"zKaPo8oHaCHVaoRy0lohlBPeFAJjJSw+1DMkQy3pJ2O56StQmENPLe39IlozSUe5iQpJU4suLnLhzANF",
-	"dquVu1U6UV45NvM0E4oGT92loltPUdc5vKO+JkpMpA+kf0ZoEEhQChRZ6Z/dbKPX6+zm47tdwgXZ7x+c",
-	"E0n5FSi8mTq5sG5NdGUmaKq/J9yqQHJE7/r2zfdb+LD7tFmP3ka3DXmM5/A8F7VPI6uR2JcU1maMNtK6",
-	"khAee8fKS5qHfndV/Gheg27SorFCb1Z6Izp4m6SYaJA1qmoee5ltkIstsC83kx2/wrS76MjAXGSX3i+c",
-	"v5t592y2Wqc9ctCm787blaeROk7RXUboOMfABeguJNTa9VACDt+vhe1ciKi1d1izGxhEEA1dYE8Dzamr",
-	"2sEMKU4HxgQaspDphbbJL/aN37IX5hl24paDHLQSick9aZNnm3mozR7UuKizS1l3FpcAzjmuK1Dllfeq",
-	"mcQz8DwNcyH1LcldiD3QpwYxXfgrC+KakZEJmo3ONhR3qy74A2PFxAiDxxC/xOLXyMuWwV6z3l8DSO1a",
-	"L5xT4AFNN5Ubct5+JVP/RsMJqEdyijjLqML1kYK5EDfd1Tu4i8E3zNH5mqQtMs+o9sczmFi81ktxDfxp",
-	"DL+QDiGspJyOmps2sHdy96ZvJlA1E2eIrO4qXIqAomz4zzG1wSoIlVGaRqIsAVr5ZnJgdtL0Hnx/dUJk",
-	"D6M4Psi+W5ia778RqUlM32PZSM28F+W7vVpwzySLOhHqNRe3fOCPwb+OBcOjpKtcngPZ410y4fDprUm2",
-	"joX+tvTJRInyer6YuBD0hTPu20fx+iNii1/6Yp/KLgcbKueJ7ljhS9rTJBJKlyIlMfBXEcoDwvgN0xhP",
-	"ojwynCYhwQX30cKFVitbDqiBlhPu0/QStRi0NwFyOwbuAmDCEKTheBIJCdVQEj2mnNj7pF0LrvmAKzQ/",
-	"SjG5GhMahi5MMsqJjJy/2wVeLD5O8bE+H4naO0KVxgQm21agsWRvZtGRElNKIJWsqzX1x1GHII70xaby",
-	"JoKA0YH9+ntjceT11JhuffhY/RP7JwyGU93QFV9GcWEJqamSg7MwQwpJFR4/G42oW9RSejOwMMDqADRl",
-	"ocVlGl7bDPX28ceLVsL1XwAPMlmmqbwC3cZILZ+fpQFSWGo3IAdALqRJWU4KJja6zYa2/4kqc2VgU5bJ",
-	"ElOtQRpZ8v9+p6v/3Fj9+Zv7f/Xb903v49b9v1Whe5/KYCERlEQpiSfDkPkkYBJ8YxATn8pgjeTjhYym",
-	"QjkRQwXyBgWWR7jQJJZCjIxECtkNcFDon3+2mKtFwVOPFB9VO2LXGKbKIKUM+CoiLIcEzWYfuE3OvpxV",
-	"vTdqKOqMXsGjujaQbKuuubLMqoUHNr0Cl6DV3B2SRhPVocvsRAMTxevtF5SvNkZIY63tH0rwLFOou8VN",
-	"b9rbPPaltqGqZddcLi4jW3XlvmQKKr3ppNp3RevyHg0WQBQLDdyfNokM6WePJ3mGeZzNwlNSwsrTLUZn",
-	"J3vkKcmtnmzSwRassku0Rs4M9MeUX83X62tNRwzDvzKnIWr4ARuNQKpqZf1h3ICVlJGuoRJTIWXRqQxK",
-	"92w9EQagNAZVWf0l/YLDrfmjSmcpBG/kdB8WhC5Yg5snbXBGjd5TXGBJ/TG6z/dNb/PnapUnn1fZTvPB",
-	"gIRwuiBFNJdEWswunVV1zFMt0kB/NY/jZpYnfeBrlfLloZm3ii7KsOV2M4icoVe9f4nqaF3JFxCOnsed",
-	"vKTw9Qzh+eOWdHTEIAwU0YJYptslVJMQqNJEcJglk+UivVtHSZe2ucEBY5HQ7Gw5TGzIR7U7y0DjALXg",
-	"7GM6d0a8udyknpdLzut5vXJ2nvt9Nuus5/UKeXs9bybtsOeV0uXMO+XkPvNeRW5fz+sVMxbNu7m0s55X",
-	"l9DU88opYZUsmkdny4PRYXPhZiHajRE3kRK6e1O93sgwVHWasBiNgAeMXxFmBAzBRz0Ca1drJM1OUr+/",
-	"/1bpUQ+rM7PNwPiTzTk2Jzi4DEszTIPLeufmqCq2AGQ8iShflUADOgzNTBx2Ccf8OPDHwuXqJo4BckPD",
-	"CaxVR/5QVWXbKU6vYeBTZUYZMQ4RcG2scrN1a5ah896ExJUw+Pa//q16Hi2nAzrSIAcKfMGDfFRibtlp",
-	"Kl2NqoS3HSMhSSGD0uhFNcS8S3BITG+2Gcw0AlKSQ3Wez+UuV72emlxdgcLLEb/Gh1CSQ8ga2e7nEVIp",
-	"nO5iIfWRI6dMPmHGozEy5XUgbnkl/x6xEPZ8H5Q6BzNKp2i8ZU9HLjRU3m9JTcxvJVP5Q6Wp3Mytl623",
-	"JtAjDeNockrNjFbIOzTfs6HzuXCGLmwu9GCEac7ezHFT3BVXNqeVRI2cHJqNC2cqDum03ku1wJc9x2U9",
-	"4S6/bfGNhYQRSOA+4KUFF8S9OcBbRI/YWYxmbJdSzZETWX1NWhhsMZOZYUqIKS6mbsPPoaEWWnaIjpgV",
-	"09e7aXL1CLQ/BkXsWuu2s2S20NXRt+9/8z5uV1su5b2eG/rSYueroKiDwe1REQNjrWO1s75Ovp5/SStN",
-	"+BIC4JrRUHkEK5GY/Y8lu6EayFjYwhwL1rD81i/a7OZOxwKJFKKNNzdmXZH2aSN5WzJ7ruxO5Rna8kIl",
-	"EcEVh7YBrm1sXldh7PUmaOot59op1Gop1ScqryYXuJebup4czPuP7rjOUcUzuK+PRBiK28JZFoaoj3C8",
-	"U7Z4DBleIUYTDZVn2Gz8Z8EppMZU4olY0jnx6x0XyKeIUW/xeloaG4NDQFx45S75U5jPO04blCKymp2m",
-	"UrvLbCaJMxqS8cYsXss5olIg7FiV6yipKzNS7auNRYxBEqvfGWVzogBr6AireJYUmIq6N3nh+scfd1sb",
-	"q3/8cfe3w2//u1K8pjA9h75WpqMGelLfmFB7/vWzaJeZ/Ta7eZtra9S/Hgyp9scu1OPWEJ2eSG6LZtkq",
-	"e7mCR034d8YGmB9XmwHotUJnR5e7ealFfHBWvGTRQpKha2FGD/GzEEEIVEHe6izVIzI/kxD5sVAzzb4X",
-	"0bvk3V3iZJj7yX1Kfm5o2Nd4DM4N9SWzzqnd1nAWkfji52dJpl77zqyNY3SixnbnIk5mtKklYtVxDFvJ",
-	"sngiTbg5bHKnQ/qFPf7qC8dkYL3K8j6W0OEuZhJU67BW83IwgFDB7RgkVOdT5xxd80Z2Bf8yp1UFK39m",
-	"OqLqeodskoNjj2yREaozymgRHtkmTovxyCditJip4S5xy5P6gB7Z/EiSknP52oBtg7HyRY0SYPM+nRnE",
-	"1BLro6ubc9gqhRNj7xrmGHVUULHUX1bjtt2rlllbgFkpMErjlFZftUO5e/6KIsdT8o+L0xNiH8+5M9z7",
-	"Xu9u9Uqsui//VIKvndPbHJV/SSNhW2y+gohyzfw571WWDig7mEPGMb0mAsoZv0IV1/qzKQ/wkwRtucnY",
-	"7Gk4GpGTEGYX+yDO1Bub9dIyR6YmryN/OeUG9nLYq9ru40eNYJ9f2mGZKLQW2aKd6nLVxKR5hcTbiqq5",
-	"GAFI7EOrkQjslyMhyfH+WZX/b2GUW5a+lK/dlFXgTVKO3TKrN9kYizOhBzbHDIue3rC6WMvj1NC0+lD9",
-	"KCGMdM0Q6WHYwr+IxaspF5z5NExOszXiBlOESiAsiiaaDsOK22NaiJueaxBkTyLJBtNBFDxkaaCgGHrR",
-	"ovo11qlu66mrOvSckpC6iYqDLmSh2eGeLLo5ptNQ0Px+ND1rUBsaaDGYDy2fhK7Upi1KXOUxtONICKhf",
-	"K0qSwsoPhGIFvIGxk+UhmSHGeNRLIbqFcxfcjPk988pF7C1sGbNUEVgVRqo3ZQbyhPAXpmG53X50hTJH",
-	"VQ/kvFxCN2xsGTqo21+8PRl7NyXAOau7AB5gakG3smSpsC9puopk8/PqvMNATgdywpvVhkwledOrFvVA",
-	"cVqp9Gy6wObitRyOV+2PtEkiynojk3fUrjFWgWp7jvsiDGmsoJh41lJmzjjvZuHLS6wmzqAyjXVyCeXo",
-	"pOrUaOe9LKQxLeO/zC3tQTnn2EVnEPOER7jgqxDFeuoR6pIR7av0zmZtka+XR6ufCP6969J8CbiQU6qI",
-	"Aq6r2a+zVjWHcYtr+Y2GLDAGoOBhTTjNM/F1pT5XCjfRcuLriUFnctFFVgJmMOHrbDdy7GlzlRSEo3fL",
-	"8OEcqZNzHuCFOePEPZsjCDTGc98GEOsxVjvL7tZXQ3aNphWWPbO2bicZ1khFrFAJK3S9koA1PylC1bV1",
-	"eFsXXLBgC3YJ4y7xFag/JtFEaUJDJcgQkm2E4N0DismiZtdZPDaUjOUQEmW7ApiDAVissUo/ocQPKYuI",
-	"GJEAQnbjYigMY4SQpGTNWHuOI9r49brac/ME+hOaRgkVtllys0CGfJ5oXTxZGeVleKoIJqmYkL8d3lv9",
-	"v0nmZvrn2mD12/cN7+P76micnDY8G0ka078mQKxavUtiqhRhmgypf00m3KV7VB4ouTIBz+QS61bwwZtb",
-	"9jZfiqBlfRLrKs5uZhqSWGwjjweOHJoW8nK3Ux1c3em91szMXsUiapHUoWLZUDIYLRHAnQamzNUe7FPz",
-	"vZXtSoc1uJjKPIaPUm7MQlG9F2nxixY7sWwfhaQY3oKEd/PUbCOEOcu4dOOW0mZdOKAbiKxIEQIqPkrT",
-	"JG5foQJn9LZ35QJgHz68/1ixtblOUh2s/W5HULecLNS7Oipd3V5rXY2vc3h8M16xUD1snGBlb7eiI68C",
-	"G5W7mAsjzF0qLYgodIuyaW4Od2meI/dFZDMcxURfCfPnt3oafnSXXsIrzxCP6KY+txbBg1rflxiVHodT",
-	"Z37Th/ZjLZ97+EwWc1O2tIESNcdYVRZgyiftbKciETyGYykOpw392u7SSGbHRyPOqZY+81Y7m1XiVDYM",
-	"R/IhtnWROECgBtj3DM/bAPwQ41kTf9kAW1/VyI/CDpYSWB5iAiGiz0bv66QrWqZtcJZ35q82uuCDHDqp",
-	"apeuMAd9JTEkGOxeUZPGhnCqRSDcYaCyfWQXg6hvx0a/QvgIU8Q3vwVEC0FWEqDLOtanzZ+3FuZpvLQy",
-	"GBlavEpZ1UgwCREt057Lho9mpg0Nw9NRb+f3ZkbONy8XwUjD8KH9tQ9U9/kBgrhvmAZo4EHUwta/A7JS",
-	"6bPN/Ilc6FwhvSV9uLyyYbUhDixTXFXtp01N4qQDRCuCfMrypbOE3MxGn3soPxT12XidecRzlqZ/I52p",
-	"hyGGH67MebIb9WXOK6ublzY/p+TNor6OZG0RAdW2SMYkDElgX8WwsXItcFcb12HRc93jLVjZwpJvDNkn",
-	"fgUNdkASF2lj1pu+pFvriTkOYmFrkTyq780+3x0pD8367XBbpo9G3GeTyB6szN8jywopVGVg5p7lnrSO",
-	"LN6HYkzjLrHvZDVZiaJTleZ3S8DghEhIaJwpdY4jHnItp8Vk2Xw9vFyF3OL81afGS/fYmlEsozxPNaO2",
-	"rPywOnd6RiyjcFvgOuk3bVf/BIZlLSmluFpoH/aRVZ8pv7KDal4MdHrIC/pZcJqTlcVit0S2xTrmCdyW",
-	"dYkl9cwHILHmCtoXpnSHJLcnvvNbVu94SoXh1d1Pzi1obYYrZ0e0rtHersdwJ033kZBfTgmpR2mCSwu+",
-	"16u7PRIievxrnzzjP8fdT0aDVTk0VPpjdlOTipPXLZ++7UgXzlwYuVKvVDasFF+Fp3zXhk6+ovl1n9CB",
-	"HIZExIA1FcaQr6dQ22ui07mWeze1q2vQlW/8tGyv6EINicqQnIhxFpk92ayK5ck1bkjjOucPs1E1TDFS",
-	"uAMc/phyDuEgB49P4w6QJAMll6kLR6kEB/gNhCKGpdaU1/3SfNV8JYj68T5Wrq2y7kMHwGZKS3QYI1cW",
-	"InX1LzNIN/KdiUmeP8bWojEwgrkDHJLqZCHDiVS6A+HmhojTMpVdxnHXqoPhJLgC3Yh6N7a2q4bK2Ukd",
-	"cDKJEa2+4LYUkj9dPNDGnIE0RPESQup+jiz+Lc3tbpn2CqMRWK9VDHJ1KO5IkuG9a8PCnbSe/qTS6i3M",
-	"lkfFUHhCiXlpTBWZcM1CdCIHEeNE3ICULKip0Dcj9lMe3NzYWFwxwuvdrQoas1VfBHAFfBXutKSrmtq+",
-	"hTfudq6307vS8O+biLy6kyI38/anD3/7uNGoQMzsgZGN8/H9p+3HWUP9KZPOvrXRbAE150x+Hx5rJ3JF",
-	"8asx+H7rbx8/zRb1voOADKdIfLEUwcTXZIXplDCxT70mNCHhhqV+qo/KFBYXNfEYeFh4vqZAfPq4/Vib",
-	"UXsmZxh40JlDDVgi+t+xcNQxvbuwU3plkErHe0YcHx8LFdUqQfrnh8fBgzHusFjJMb3zKoEpi8itx0NA",
-	"hTaSESHGqTz2vKkGk837OJNWqTzpnM1kaK3K03acOpUn2/KPW5vbj3SolLSkHJk9znz1elWbLZ+nV+XQ",
-	"9mn7/YftDx/bF6EqHfBVzFFFuJXnSRHHXkn7qRQ8MwKgjkrqJHiVGK0+9WvVihqdqQ7xtTu76KSrY6QK",
-	"Hq1RHqr8FJdY6cFWeG9dDpxrl5xV1EH+VILvEGpLU6Enz1Z5soVidklSMH6HSCxcAQHRcFedVTxKq87P",
-	"7eOQr1B/b288nqaiWEylZjSsTyZ/iJISbgFeivLCCjMg6jf4rH29nz1M5wXbyhW74BNbFoSscEyfnURJ",
-	"Wt+Oq4pLryjjRAuiAEhINVbwwkK+72aNm+eu+NHYRZy5/PO0ZAT2qmboNZ31GSrwJ5Lp6YWZOLE58/3c",
-	"S7j+++HJ5efT/xrsHRz3TwaXp78enhAXbIR2IrbDNjjElSCZAZV4tLjJx1rb8o1XwHVlIeE9TvBHsnfW",
-	"N3u7Rmx2AkaC5zKbfRGBrXcsbH02Y0rgmz8pLJhO+meqASyovDufbxGSfSFk4JKcSURZaKzjkZBkr28n",
-	"UmsEr3Rt4S6FbTrJxMgKsk5jtn6zuT4Ud6DWv7tUy/t1DCjR9BoQafl17jocVo1lfkhGLI6QQzs5xJRn",
-	"bKeQlW70qZTMNUHBPjKY4rFLPm6vDpl2OfAYsBLYGyBi6cPmxTMdQnJxbVa/d9bvpXXmsVDHxtoGRunE",
-	"wGnMeju992sba+9tV5QxUlQRfESI+foKUOoZXkMM9wMzkXn0s7j7wpTOnZL4wtbGRkme09j685ng63+6",
-	"3i2WhxYWQMrPgyRQIsIwJAjpmlnc9sZm3YAphOtfOZ3osZDsn4B9xz5YcOe/dGET2Y8oCycSCjyJsc95",
-	"bvz92/03r6cmUUTltLfTM7BbIFEnMUra7/aF3jcj8oWag2AbGZtldn0WwbQBduGORrHNskwzknsaaLRK",
-	"w3hMkxuand4l0Ijs4Xf3XstNyYeR3xcFoJYTuH8CuqiiCSOGONwalDuqaLDBn2mQSxnrREjbGz8vfmlf",
-	"8FHI7Enw6JRnN8i6Cyto796r4vlMCLpUfnvhVE2eNsXD6gw0Ag1S1eYCZI+suw7PBtrOdA2cDkNDa6hu",
-	"tCbefHLKCyNeI8Cx7ZQN98eaBk9MyduLXzoR+gg7Az0FJZ+DDYS2m47lW5nCP7sS97rVDOafcHieujNu",
-	"CQp/TDrKQKyhJqcBvSJiwAM11SKVNSaqqSA7XmcR4/Q5whRRY3HLieA+EOZiAFLFzIbXY90qDM2nilAy",
-	"pmpsFK86mkmP7aeXi7nCur3hhIXB6mZWPtYVwXQ/xyHlHDXtpOSBrZPQ+28xIeZHm10n5PVa0o89e6md",
-	"xM1h5flkbg4IF881j2dsTLlWqYHzokXwy9U+eAmdIyZVak11l9zr3228kYRRUVMpbmf6EJZudrAMWID2",
-	"MKbX2HaXTJGJbY3DLNmj+ljP4UtqPt7CJ3EWTN1+Li0pt85n5tkFfPqmK+X57hC33Es0JI8Y2W/IfcLx",
-	"r4QJHob11q9hukCL+hWmS+lQrXnlMekxWUwNRRpsvDpdK6GYn9KzUJEV27rXhkf6ErR610L/ujAv09AO",
-	"FdEpGYL1pI2EJFJo3B7rUZxR0dZc/f1/N/KHRPQaFDnePyM0uAGpmXINd7GDJz5ItBAu3RJVO9c8t5pS",
-	"l9TcnkquJ30KOoj1dJHPJ9RTEOarYRxuX77i9XR6lNBjkKnZkmQPP6Aoj7PabC4xq7gnfe5L7KqtSKlG",
-	"2i4BdGq7gOaCm9/8xckVaEXKfeaJ4CSaWG5PgtmYxi6KKgk5MtPMU8RcJbYL0C+eaXPWlYQbBrcknmCv",
-	"SFvPcI18dlVM1lpaVxkOnoWnk5p+c9g4KYXn6OWF21JbW4tfwPChQ9cg/4mcYHFIfcgfx3Gx0mAXOeCH",
-	"QPkkzqlw5ULTVINH8HJYeWRkIbd1nEOqtLvIchyftVhy45I/xTD10NTw8b599CKpwvBCXW1FMCuI3T1A",
-	"bFbZ2qvyv5a3dQw0xNCb1gQ3FmqR3/UXoV642zWFsEbm4SJfpdMVV9bM51qzs8/oHGUxgrq59be1jbWN",
-	"tc3et9QZmvhK25282XqeT5s2MMw7e21X+jfnZTuBd8WUsR2pjVG5ZXqM3kvsXUGUmEgfSP9MdZaA699T",
-	"T/3Cm1azw4/ucDST2F5TD8phXm9zA//8gLKhJV0/t/txHm8hYbw5H6t1VMTOT2pJTrmGqVr/brsh3q9L",
-	"uBHX1jyt9Cqdw42wW02YIiyKIGDWdMb+nxE1K90lOAzjV0TfMh/INUBsrU17M2FnCQZU13uJzi0kj8eM",
-	"v8K0HzyNO7OOvB0e3jwwPbvbxu5a4tYK277UWlnn2BQGTxkspJVWdZuoXWJdrS7imQxFwGwllgraTAog",
-	"vFzNOYWwguwQC69Oa7YNf+ZozM1oZ/27q7lxv+7qSNRLwj1XaMLNTSWgU20VPeMr56enx4O98/1f+r8d",
-	"HqAjUQEPlOdK6NqywSopMmhN/T8Fc50KaqjOTfmIMhFLHgVnVI+fiExrJaMQ0ZtC3Y4THHlg92QRPQQT",
-	"oJys9VUnxo+VphiOPoSZcptz6PkC9Omti455KoLuqHOnLvzO4Tn5BT+fsv3Gcw+tt1Cl2BV3TPeTstzQ",
-	"hfmSCgXz/XZJaYS/wwtWQBIg6ygtWerr8t/SwKofxiRLEFDpu6sOozoGeeWyU67YDXB7c2+rrqaXgsnA",
-	"aTm7NfKfRqOdKZ3pEWqU2xCNDPzGGGznh7/1L/qnJ4P905OjL/39yxrpnGzgMwaf59mhJpl/c2vjvp0Q",
-	"Lq7r+cRwUwbJ+T4iQx5v4rkdUyJPoZLisrsY16IJl85Ia0wsU/XmQF8pzB5zIQS5bDSykgXWeNVxzu/W",
-	"yF72giIR5dYMvTM2AvoyPReK7aFY8JLrSOXlaIU7YwRbdkyJTzkWDvE1zuSC1Cv5HdG3fCJUSIcQ9nZ6",
-	"IlYkpLEWcUslKQfH8zFnDojFwTMuz/MJ2fLRmQZJuZRS2ZxF1r/j/8t4E3dJZXot0wpC235G8BG7mlgq",
-	"Rrp3tD7MfGpjkDCP2uv8i7PbjOv5SZH+AdbmNV/HFC9m3b1WsuBemVTztL+obOG3JyHrRZ7Ipyfnl+yL",
-	"bMAANREfaTWHenck6Inkyt1rJI8TNabS1oOiYZgEeykb+8GcFN9F2IYKuM6/amO6qMo0vj96G3/0rMuT",
-	"coJd5F3z8FnO2E8H+vujxnm52qK/AA2MDf2YZJ8tqY7sM+y97DzW7a0GL5xTbSsuLXFOmNfeN1rQDWUh",
-	"HYZVvJUWNKi0kTI6/knlNiDHYGmjYWMsVXme9kUUUwmrlAerCvQOUfQGXNuJGUuIwF8TGjpGw/otOuOQ",
-	"Fcci5k0uOBC4Y0qrdx5BPe6WKZg1mixHubFyltiJcFo62XN9pqqquhheNkg1etk/Lk5P5rHiBX1Ud28V",
-	"L3ZU/YoST2mIbVlPqq7NCSmZqwVS0ayit1FRkH+nZ/a0TbBIEWvPoj4WQZivPJrlBSkhvnTx0yVa89UI",
-	"LXvfXjqo2QiDVfLelbQ7fqUsm6cuCH4DUtGk5W+lwrCnfNcqIteQmCgtgUb26ssYf2TFCCeXYGf72P2k",
-	"SLb/BGvIvyNCFp84OCYxZdLdj3JINA3FaazGQhMFEeWa+e4KNVfDZ71QNWmXSPCBxVpZIxfTTVDXgYBg",
-	"zZ41coK3rXv7v1bYo/s5XJy7rvRPI/4Wv3AASrsqOP8xAdloEiTuJg8mZY4eUyNyRZmwuFSFXHI/q1fm",
-	"ZnpN2pPjciENxxbkRiZzksJt84VOgE3GhW2FUClx9qmCVcYVcMXwRk9NhtZeJRHVvpETNr0XM8pCICv/",
-	"0yMDtMf/+ANvxEOmQdLwHZZNJjZDPikxEeSKC6BOOBR3u0RIW19uOCUrtiBFkk78bjepb2YFzazoOEhW",
-	"dAFUYqOMp5McpcY+gq9ac0u7Zrojho78Ar5Sd8JfKExSf0Lysd6ZsKBR6I8llPapDGolkqEzQ3DxZBgy",
-	"n/hUBm/i6UWKJ8t0jskT3h5OCxSfE1KZ+GkmpdYVhKM5VQhKNqGRTYZYMjMQRRCKKSOgci+jnrLrlJSi",
-	"nWhGWCP71rlolbtUiiXrmptEl4oke+N0YdbwQ9hzVXbaZqWdZnCEBVDSjXFlTGwCnqtB20wUVKDreQw5",
-	"KoNanxGVwQ8Wk/xm8LURZJb2iLjl+VNnGdH1PdFh7mt1rVMO1frRTyoPxRr5ypPHXPWJwPmqsM2FEW0T",
-	"fs0N8P0DhZEEtoKAkVYnp5eDo9OvJweD0/PB0en55/7BweHJHKn1pK7ghjnCTxGfOI//87vxpoi8VDtJ",
-	"cFiOexkfirt6Z4xOsjWluHUuEZ9ywZlPw7Rytpc2lxmx0BwYEy6BBugiETJQxpqzzhJ0k9gE/9RZIsVt",
-	"Ephe7SrpGxAfue7LLI9WWSx2eb2mxzwCfmTfuW/nd7Fv/ZjeF1x2naWDPyI1vUmVlyhVMM8AhQKhBebP",
-	"iRYrMxaLlXXqX9dHRRxTea3I5tpaoZ+CFTRGfCTlraW4tVHXY3oDZAjAM9mhhfWpJNVCjF7gAiQwmM7e",
-	"MNtgpV0UloxjVwsXtU0k/Am+ttbQ7dhYTQhJjRDa869/DLNm1nyh/jVaL7gxAwV/2eTKv/W83uanFvmU",
-	"CR6exV5JJq+/cjoDuWoIRky0L6JX6OL9FzZY9nyj8IcQXIGTUF3lkh9SFtVLJuxtpcgkNvIF+5c4jcYj",
-	"E+7kCoqpsvgx2o0N4nXBu2TFD2kUW0k109HlnY1ldEpScp9UI3v2EeYfVPogwm352Dx6MLbZ6yGKezsf",
-	"vB66xXs7PREGjhFbCAbE0PPJJZy+XjJ9yejmTSi9In3JbKsTD5VCoZ18QlaoT+51DT/4SEgfAieb0ooS",
-	"M1kTKF8Eulxsx5TsdhuoP14jJwBonlmd6BqmZDjRhAsSSxZBkO9XXRRJuCkvNjvHQlfn2bA4XiIp53VQ",
-	"7mHaPNYiJCm8VcwsjkDT+SRrm8BXkut/joV1HksIjClBQwzRMH/6FPOB1RI0eAwvlf6Ood6r7gJRGCJE",
-	"T//lybDvEJGQn8EQ41cz5SibEKKLB6hPZtciYj5RjF+FsBpk7hZMW98hScNDZX1Uesz4lWerTmJCi3Ip",
-	"SjiPhzK3aCSnpcmT7lX4JeMohLWkXFHfFqTdI8OphlVLBj4NiYQYqE6woLAB3U8Ku5UpnZZsSCKebMu/",
-	"9DLP1ncgwcRSLFQxCw5wATz4MZRI28ERQ6UoJ9Os0uXZOdne+j895K5k/8wL14ybp11SuEvu7u30fh5u",
-	"BR/9TVjd3NzcXN2mW8PVT/77YHULtkcf6afhhr8ZlPvlW601Uleos0au42FyvYH0+H606W/RbVj9NPw5",
-	"WN02E/w82thY3aRbw/f+dvABPo56GQK6vNxY/c1t7rPov7n5F0SDWtGSuoNXbMvnAEKGmg3aCe/e9OPX",
-	"FC7BA0LJwbGNjRBRIspaB3IlT60Pkwv4uorg3NX8xctAR+CEGjkcQGwEK9fk4Bg1dWvj5/q7GtJkMTOL",
-	"302dhckYs95Cx90eoTx92o5GsPXLnxhdQGgo+Hyh/BkX9YNJ5gtNeTCJzan0gUSMT7QtJzQrSnHPUJim",
-	"+H0qiYiYfW6xiEDMd1s6snnzXL5SIWhUwINj24XW9ixwjcM6C8LvSYT8vIgLa3WUrmwJG+Xi4rFvAjow",
-	"mDG8busubgu+Tswlyo0xprYrTl4fxreYnh8J77jkhcVgOKieIgojbSFcrTO5LXu7Ln3RQRhLazV5Zl4f",
-	"sRBWJcRCznEGYt8i3DaiILFZiX2LCI52qBt0l1A+tfFTCb/iK5i6gr6f2woHyxEL4RyHe/Loi3bc+YMF",
-	"SGR4rYuSsL++hUi83BAJ7EFBfR+UIgmjZryPNUu6Mr5a/44dUYy5cne/bkevLU+3R7jgq04OpMp1AlPC",
-	"3AmoWqC0QugljEAC910T/VRUTGIFUpMYJFlJfV3mDc+NCvJdtbDYw0ks8f7Q4sIspm/Qv3xJvVlbSEKM",
-	"lpB12mFshkEbQzL0WsiQPLqfxcDJBFl9wQ3z65st86ryhI1+kckTWpIm7cQgXvLUO3P2aRjaatpr5DQG",
-	"rtCNhIm4zsfjzBF/LBRwMrTt2tDVjnCuYDD1UNytOqlBxig2PAKhAmz35oZw3+isoW8Sn2F97C75xSuU",
-	"MUEW9mw9Ks82nrP9bWxXG3vT6MwfmsWvmJ/t9UJF7R7bi8qg5YdwB2EU/iBXAiKXSvO+RWGsdNnPUxIr",
-	"nX6BBzsXaZhdEhGObG7YwRKn63X8lGLvdYgXw+QZjxerqAQTiZ3aZyMrGpUfyDWlW1iqqKYtViFgC7v9",
-	"FnwiY6qIGCqQN2CvAV2TMo/cjpk/xpZHcrZ53awMcH3QXk2JogV93ZI8xBK234oVPV2xIkhumusbwTVi",
-	"sqQFYS2X9bkvIiMyV6i6hiB/7Q8SC3aIib4SuSfcmZ48kcxg4570GJhMCSgAP6SWj1SaRy94ascMFPzl",
-	"kdkriAp7xtHTi8g7sbk8VuTVZ8vPY0C3moN0oPvZbP5T2+yWqTwa65L3VdJir9X8ace7H8xj48Cvd9e4",
-	"vptv/pqX6q9JRknFR06wpV81kmzr35OQjrzjxo4f1Fsy1hrGF7EgVuKosbxmLIIkisdm2c3m+etsBFKI",
-	"8IyxkR72Ewun6N/JLnwkxOE0CRvCC/F8GFKd1Dt3q3lBPhwHWdW9zNL32KecMKwV2bwcgNnvWS9O7Lig",
-	"lVRxyH4Ws6cIwnzTJ3cq5OLc4nD65t55TeogUoJ17DjWai8q53aoKsTBFpqoqDGLlWuyZmvAYeMg19Ub",
-	"5eJIhKG4JXHmvDaP23ZDCdOmmt9wSlwcYIWkW7a/1SPIuJel8wgR1So8thkU1npKN+hN+3mx2o+45UkD",
-	"r+Ke5VkbmTbfdbfkisVS8SotzXbLy7YZWSlw87tssjSbLh9p52onrThef7dGbOgeF1nMQxXXLtn190md",
-	"o0kzDyu2jJYQhj2vN2ZKCzkdGHk1ZCHuYs/WxK7WNoSIXPquwSZ0C0V2ppsETMJb3d5qoaqkeH8eNSWd",
-	"fnGrgqw8KAnkdCAnfMcGbIpJGKwObQMoPEzERJP+gXqLN35F4s5SyWxzuES6LdJasrZwtfrLAWjKQitK",
-	"KRmafcLETuzyvKIAbOQNvetriNQ7DIIrt4vbJbSo4wDkInIcCLb4WtI9UaZMn3wTDKhO23vWCMsXFlb3",
-	"VJ0XzTxun/6F+sC9Jpc0Sukgx2qWwZZi6XW0E+YbJs6TbC2KzMytKKSPlU/f7WLkLN5LDaclc4bcjqnG",
-	"u19zALlDn2SHfjXLfjZT/wvzLa6/jmtxX97Y9kXfJCHrWlZrbl7sxbFN3IE7TVYofhpEAbJgrjqPZUsJ",
-	"ybm7Y45NdwsU0TtbLvjdXB9q2VnAbQJyekIbSHedU3WRLYK0umT7wKdg1679YJNt6O30/uCr5EgC/BOM",
-	"viG1IkeSBXRa5zfdqk4EMghr0++ihOVnMz8WS6VctVSLtze74hUVH8IdtcU9Fki4FvpI4hb43qgBUPGu",
-	"HKNTUi+ozbRRqf6C/S92SSyFil2ZB9uynQsypP71iIWhZ8SbhEjc0NCMjU2BMPc+SeJ5Vy31jizYr1Dg",
-	"1V0Apf4blwuuKoWbfaqtdLPYfDbBZqef71fJCO1Npr2mtETrGZ65U1lOqFnnRP1NOPaGR2m0RvrOO+x8",
-	"wRhSZ7Q7LERvRVmYWlVCpj4TZ2BViyc76GsUT7Mih/GbZR3DrYSVxe2zCSs7/Xxhlb8zjGjwJrJeU7Ug",
-	"3P9UXIiHcPSu/ykYrxdXZyU3rW2jMQTM0k9EE9XY+DrxxhrriOJtRHaxbVWyaon1DwPBv4S8MrhuoyD1",
-	"kxH0s8mc43QL58udbKvfJM5rqjrrQ6yTW+/sbFlO5IRAb+aoSHtWqnDBV0VOW7Itm1XSApkHREy00tQK",
-	"qNCWrXWxfgiuE0u7RIJhvCRTJRFO2Wpq4mPgSRuzPqdcwg15E0xvgulHqjx70+2iW49RgDSrH3MkjRzh",
-	"hHJ/XOimSnzK0fnOxa2NsLDjGoC0S5SKQ+byNHOVZhTgnXahvysWft4lYxYEgHOB0kIqtAUlBNTXUBHD",
-	"d4kTvrT2qT92cQqL07PagjS4xdFbB9WX30HVsmPrijRV0mEd7pIiFNV9gniu97JnS5smgTH+eMKvbYkJ",
-	"JyCoIoYmiTDyQF4H4pbvkphKLBCMN3fUNT8lt2MWGoveoCeEqiAXS5GHdy+/5kRlRyEhI6o7p3XZZR/Z",
-	"Qe5flARxO1IhQ/YsSbzJjhdZFfzOlndIeBW3qkaG4KjyJuG1iQx7O72x1vHO+vrm1t/WNtY21jZ3Pm18",
-	"2kCCc0PM1uu0ydNDIbTSksZeZdZ1VmBgLZeF6FJSZ5MZ07LSmKhfU+q8UGs6NyzWmp4dcy+IGGcGRvPF",
-	"DkHJ6ZGxUFq5Bs7Kw9wDLwHdWmlJYf41gkMo1+4sf5SSoQiYrZ7pgKDm0QooznItgs1CCp1o18pJo8I1",
-	"EKuI39/JGQbe7CWAyjIr8sNa/XJ2yINjVwcj1xYu37hbuUgOPFwKuHYEVYHvQm1tL+2Q4mElQVthA23e",
-	"3HC2x8LsWId3RpyxikTAJMKEyUL6cH7JSdLL7LBHhdInLia0UBVqrdA+zqzz2/3/DwAA//8=",
+	"7H35c9s4s+C/gtK+rTi79Bknk7Hr1Zbj4xt9Ex/Pdua9tzNZFUS2LIxJgAOAtvWl/L9voQGeIiWK8pWM",
+	"f0ksiQQaje5Gd6OPbz1fRLHgwLXq7XzrxVTSCDRI/LR3BVz3gzOqx+Yj472dXmw+eD1OI+jt9Kh5YsCC",
+	"nteT8FfCJAS9HS0T8HrKH0NEzXsjISOqezu9JMEn9SQ27yotGb/q3d97dqJzGJmnA1C+ZLFmwky3x0k6",
+	"h0eEJNR9JgYAosdUE6ZIwtlfCRDGiR4DGYq7tZ7XDK6E0Ux4I3r3GfiVWfSHba8XMZ5+3KwD/pO4+xUm",
+	"DQgairvBNUxmzvdvBqCd3v9Yz/di3f6q1t3gZp79RCohp1HE4U4PfPzRYEiCSiLIvhgRPWaKKC2BRhla",
+	"/kpATnIo7cO9BiRsbWx/nI+GA1CacWqAOmKhBvkfOMcUuKc8nBApblUGmxQiMpAfHJOYMmmAhLs4FAGk",
+	"uKqDOcjn67XFZgHG3r3XU3oS2qEgPh3+Cb7ulRfSsITLMRBf8BuQCh/bId+uGQ92cCUe/jtgwb1Zk/sh",
+	"MF+Dz2JmCDCl6PtOS+1GSK2WfsRC6PMA7lKWL697Y3VIFQSEmUcI41ogv0WgFL2CN4qMWAiqgffMbwN8",
+	"cx7zsSiJejs/I8nZvzcygmNcwxVIpLhfhNInOHgVUPMLSgivtWgYC6UH+HdXDCMoBq5fYdIP6qnmGiZv",
+	"FOkfNABxDZPlhelnFjE9Pf0ZvQKi2L+ArMT0CgaheWwQwIgmofaIH9IohoBoQQo/R/TubZPQwCd6tbAx",
+	"rj9s92o37dgSy8xTxRHU8qg4h78SUHpqzumN6R9YcZRRsz1bfColM1gZA5F2sIatc78OHg52IaKZWHJi",
+	"ZslpLkApJvgvQAOoOVwuJeUqFlITZR80JLxLbpkei0QTphE1e2f9jLSR7xR+7V7JMDa2k2QrwGN/KO5W",
+	"HRBNB9Dm1tzz595gQcWCK0DV5RMN3OabT77gGjj+SeM4ZD7KwfU/lVnjt5b8fSilkHaqMo76J7/tfe4f",
+	"DPbO//Hl+PDk0sj9/S/nF6fnA/fTmhGu+4KPQuY/AUAnp5eDs/P+8eGBR87OT4/6nw8Hp18uD/YuzTfn",
+	"p6fHg73z/V/6v+HHw9/6F/3Tk8H+6cnR5/4+gt8/ODw+O708PNn/7+x7XAQKl8M7HyCA4PFX8rl/3L8c",
+	"HP7X/uHhwaFF44nQRyLhwdOg8ej0y8nB4PR8cHR6/ql/cHB4gkCcUw2IiqdAwvne5eEAMXF4QFYkaDmh",
+	"wxDeIiQXWkh6BUeUhYmExwfm4vL0fO8fh4Ojvf7nL+eHO4QLPWb8itxSRW4l0xo4AvaF00SPhWT/egoc",
+	"7X25/AVhMiR9O6YabkCiEPJpoiCF6Iay0ODu8QG6NAx0vnfe//zfgy8ne7/t9T/vffp8OLV/X7hKYiNg",
+	"ITiGgNFLFGyPDl1+nr1RZN/OtWrmNuYUF5oIDlY7FzFInJsE4IdUgiIrVYlnlFuqBCdJvppBZJYzMILa",
+	"rPQ+le3WsvSvTxPtC6u80SBgZgYankkznWZGiI9oqMDrxYWvvvWofw3BgOp5K79kEShNo9jg2L40nAzc",
+	"gWROzfmHozm0jPmm4K/5yrXPIhpeZG8qTXWi5r22519f2Aft+ZWe4r8XZs7G8vK116/oa7YCkSn0+Qw7",
+	"33rAjS79u33ZDBJKoMFkYD9/rUHAXhAxjqf0otuU+gXaoNmnMhhIuGGoAyyKal8C1YvTRIkfvk0DBdzw",
+	"aFD4bShECBStp9xYqHs1pEoPFABfFKaQKd00ZeNssRRoWhlrtAv+pAjrBq4QZMHR44ykosGUIitbghu2",
+	"jOZpWKt7X9rNWnrOCHIfH+zzOFmUNis7PwtZ+1QGB4XHq1s/3xwsbqqztTKwmje5zbgpLjXczaWyM/vs",
+	"pXm0sOXzln5unqtSQnHf8b82+3QOCle+uBCZK0NzEWUkfczQ3TZlx1yMxS0ngvuwSwQPJ4RpRcZUjQk6",
+	"x4SEYK1ONjmLvJUpNcUvPS+36FPIZmPrM1OLYolpiMp/tEeXg4RKSSfTZxCONxveL3HQmgsjxovfblYX",
+	"MlPiNovG+yYAP4m7BVFpztyWZ1bq162TyB1PpJnrbxT/CrRm/Ep1PUArm+5Q4BUc11MyfnrKdnL7k7jr",
+	"LrULCG/jL88xVnJkb8zj23SaWYt4GiY15Lski34Sd0/GoO3RXQ/rvhkoiXNttRttTPFHACFYawT9cqqV",
+	"n9Lrjaw93fZxVPkAra1GjVAmCyuEMuFtITBWwvxDPUcyNJJ+OpabvgaFBfQ00t4vYmEm6Sg3USFpa9HF",
+	"ZS6ceqDMbo1yt04nKirHZp52QtHgqbtUdOsp6zqHd9TXRIlE+kD6Z4QGgQSl0HA/u9lG/97ZzYe3u4QL",
+	"st8/OCeS8itQeAd3cmEduOi0TdHUfCO6VYPkiN717ZvvtvBh92mzGb2t7lWKGC/geSZqn0ZWI7EvKazN",
+	"GItI61pCeOwdqy5pFvrdpfijeQ26SYvWCr1Z6Y3o4G2SItEgG1TVIvZy26AQRWFfbic7foVJd9GRgznP",
+	"Lr2fO3838+7ZbLVOe+Sgzd6dtStPI3WcoruM0HGOgQvQXUhoYddDBTh8vxG2cyGihb3Dmt3AIIJo6EKY",
+	"WmhOXdUOZkhxMjAm0JCFTM+1TX6xb/yWvzDLsBO3HORgIZGY3gi3ebadh9rsQYOLOr9+dmdxBeCC47oG",
+	"VV51r9pJPAPP0zAXUt+S3IXYA31qENOFv/JwtSkZmaLZ6GxDcbfqwlwwKk6MMEwO8Ussfo28XDCsbdr7",
+	"awBpXOuFcwo8oOmmCkPO2q906t9omIB6JKeIs4xqXB8ZmHNx0129g7sYfMMcna9JFkXmGdX+eAoT89d6",
+	"Ka6BP43hF9IhhLWU01Fz0wb2Tu7e7M0UqnbiDJHVXYXLEFCWDf85pjYsB6EyStNIVCXAQr6ZApidNL0H",
+	"31+dEtnDKI4Psu8Wpvb7b0RqGr34WDZSO+9F9W6vEdwzyaJOhHrNxS0f+GPwr2PB8CjpKpdnQPZ4l0w4",
+	"fHZrkq9jrr8tezJVoryeLxIXbD93xn37KF5/RGz+S5/tU/nlYEvlPNUda3xJe5pEQulKTCiGOCtCeUAY",
+	"v2Ea40OUR4aTNPi55D6au9B6ZcsBNdAy4T7NLlHL4YkJkNsxcBfqE4YgDceTSEioh5LoMeXE3iftWnDN",
+	"B1yh+VGK5GpMaBi6gNCoIDIK/m4XeDH/OMXH+nwkGu8IVRb9mG5bicbSvZlGR0ZMGYHUsq7W1B9HHYI4",
+	"shfbyps85KdWbDdfYo3p1vsP9T+xf8FgONEtXfFVFJeWkJkqBThLM2SQ1OHxk9GIukUtZTcDc4O1DkBT",
+	"FlpcZoHE7VBvH3+8aCVc/wXwIJdlmsor0IsYqdXzszJABkvjBhQAKIQ0KctJQWIj5WwQ/5+oMtcGNuU5",
+	"OzHVGqSRJf/vd7r6r43Vn7+6/1e/ftv0Pmzd/1sduvepDOYSQUWUkjgZhswnAZPgG4OY+FQGa6QYL2Q0",
+	"FcqJGCqQNyiwPAzHi6UQIyORQnYDHBT6558t5mpe8NQjxUc1jtg1hqk2SCkHvo4IqyFB03kWbpPzL6dV",
+	"740GijqjV/Corg0k27prrjyHbO6BTa/ApaK1d4dk0URN6DI70cJE8Xr7JeVrESOktdb2TyV4nhPV3eKm",
+	"N4vbPPalRUNVq665QlxGvurafckVVHrTSbXvitblPRosgCgWGrg/aRMZ0s8fTzMqizibhqeihFWnm4/O",
+	"TvbIU5JbM9lkg81ZZZdojYIZ6I8pv5qt1zeajphwcGVOQ9TwAzYagVT1yvrDuAFrKSNbQy2mQsqiUxlU",
+	"7tl6IgxAaQyqsvpL9gWHW/NHnc5SCt4o6D4sCF2wBjdP2uCMBr2nvMCK+mN0n2+b3ubP9SpPMYN0Mc0H",
+	"AxLCyZxk2EK6bDmPdlrVMU8tkPD6q3kcN7M66QNfq1QvD828dXRRha2wm0HkDL36/UtVR+tKvoBw9Dzu",
+	"5CWFr2cIzx8vSEdHDMJAES2IZbpdQjUJgSpMV5kmk+UivReOkq5sc4sDxiKh3dlymNqQj2p3VoHGARrB",
+	"2cfE9Zx4C1lYPa+QhtjzetU8RPf7dH5dz+uVMhR73lSCZc+rJAaad6ppjOa9mizGntcr52aadwsJdj2v",
+	"KXWr51WT32pZtIjOBQ9Gh825m4VoN0ZcIiV096Z6vZFhqPqEaDEaAQ8YvyLMCBiCj3oE1q7WSJadpH5/",
+	"97XWox7W56CbgfEnm11tTnBwuaRmmBaX9c7NUVdWAsg4iShflUADOgzNTBx2CcdMQPDHwmUlp44BckPD",
+	"BNbqI3+oqrPtFKfXMPCpMqOMGIcIuDZWudm6NcvQRW9C6koYfP1f/1Y/j5aTAR1pkAMFvuBBMSqxsOws",
+	"abBBVcLbjpGQpJQravSiBmLeJTgkJnLbXG0aAanIoSbP53KXq15PJVdXoPByxG/wIVTkELJGvvtFhNQK",
+	"p7tYSH3kyCmXT5g9aYxMeR2IW17Lv0cshD3fB6XOwYzSKRpv2dORCw2191tSE/NbxVR+X2sqt3Pr5ett",
+	"CPTIwjjanFJTo5XyDs33bOh8LpyhC5sLPRhhQrc3ddyUd8UVCFpIokZODk3HhTMVh3TS7KWa48ue4bJO",
+	"uMtvm39jIWEEErgPeGnBBXFvDvAW0SN2FqMZ26XUc2Qi669JS4PNZzIzTAUx5cU0bfg5tNRCqw7REbNi",
+	"+no3SyMfgfbHoIhda9N2VswWujr6+u0n78N2veVS3euZoS8L7HwdFE0wuD0qY2Csdax21tfJl/PPWU0N",
+	"X0IAXDMaKo9gzRWz/7FkN1QDGQtbgmTOGpbf+nmb3d7pWCKRUrTx5sa0K9I+bSTvgsxeKDBUe4YueKGS",
+	"iuCaQxsT3BeMzesqjL1egqbecq6dUlWaSiWm6moKgXuFqZvJwbz/6I7rAlU8g/v6SIShuC2dZWGI+gjH",
+	"O2WLx5DhFWKUaKg9w6bjP0tOITWmEk/Eis6JX++4QD5FjHqL19PS2BgcAuLCK3fJn8J83nHaoBSR1ew0",
+	"ldpdZjNJnNGQjjdm8VrBEZUBYceqXUdFXZmSal9sLGIMklj9ziibiQKsFiSs4llRYGoq/BSF6x9/3G1t",
+	"rP7xx91Ph1//d614zWB6Dn2tSkct9KS+MaH2/Otn0S5z+2168zbX1qh/PRhS7Y9dqMetITqdSG7Lg9l6",
+	"goXSTm34d8oGmB1XmwPoLYTOji5389IC8cF58ZJ5C0mHboQZPcTPQgQhUAVFq7NSecn8TELkx1J1OPte",
+	"RO/Sd3eJk2HuJ/cp/bmlYd/gMTg31JfOOqNKXctZROqLn50lmXntO7M2jtGJGhc7F3Eyo00tEauOY9ia",
+	"neUTKeHmsCmcDtkX9vhrLhyTg/VDlvexhA53MZOgFg5rNS8HAwgV3I5BQn0+dcHRNWtkV9owd1rVsPIn",
+	"piOqrnfIJjk49sgWGaE6o4wW4ZFt4rQYj3wkRouZGO4StzythOiRzQ8kLa5XrIK4aDBWsahRCmzRpzOF",
+	"mEZifXR1cwZbZXBi7F3LHKOOCioWNcyr+S72qmXWBcCsFRiVcSqrr9uhwj1/TTnnCfnnxekJsY8X3Bnu",
+	"fa93t3olVt2XfyrB187pbYHKP2eRsAtsvoKIcs38Ge/Vlg6oOphDxjG9JgLKGb9CFdf6sykP8JMEbbnJ",
+	"2OxZOBqRSQjTi30QZ+qNzXpZMEemIa+jeDnlBvYK2Kvb7uNHjWCfXdphmSi0BbJFO9XlaohJ80qJtzX1",
+	"gTECkNiHViMR2C9HQpLj/bM6/9/cKLc8falYuymvNZymHLtl1m+yMRanQg9sjhmWd71hTbGWx5mhafWh",
+	"5lFCGOmGIbLDcAH/Ipbpplxw5tMwPc3WiBtMESqBsChKNB2GNbfHtBQ3PdMgyJ9Ekg0mgyh4yNJAQTn0",
+	"YoE631iRe1FPXd2h55SEzE1UHnQuC00P92TRzTGdhIIW96PtWYPa0ECLwWxoeRK6oqK2/HKdx9COIyGg",
+	"fqMoSUtIPxCKFfAWxk6eh2SGGONRL4XoFs5dcjMW98yrluu3sOXMUkdgdRip35QpyFPCn5uG5Xb70RXK",
+	"AlU9kPNyCd2wtWXooF784u3J2LstAc5Y3QXwAFMLupUly4R9RdNVJJ+f1+cdBnIykAlvVxsyk+Rtr1rU",
+	"A8VpZdKz7QLbi9dqOF69P9ImiSjrjUzfUbvGWAWq7TnuizCksYJy4tmCMnPKeTcNX1FitXEGVWmsk0uo",
+	"QCd1p8Zi3stSGtMy/svC0h6Uc45ddAYxT3iEC74KUawnHqEuGdG+Su9s1hb5cnm0+pHg37suzZeACzml",
+	"iijgup79OmtVMxi3vJbfaMgCYwAKHjaE0zwTX9fqc5VwEy0TXycGnelFF1kJmMGEr/PdKLCnzVVSEI7e",
+	"LsOHM6ROwXmAF+aME/dsgSDQGC98G0Csx1jtLL9bXw3ZNZpWWPbM2rqdZFgrFbFGJazR9SoC1vykCFXX",
+	"1uFtXXDBnC3YJYy7xFeg/phEidKEhkqQIaTbCMHbBxSTZc2us3hsKRmrISTK9j8wBwOwWGM/AkKJH1IW",
+	"ETEiAYTsxsVQGMYIIU3JmrL2HEcs4tfras/NEuhPaBqlVLjIktsFMhTzRJviyaoor8JTRzBpxYTi7fDe",
+	"6v9NMzezP9cGq1+/bXgf3tVH4xS04elI0pj+lQCxavUuialShGkypP41SbhL96g9UAplAp7JJdat4IM3",
+	"s+xtsRTBgvVJrKs4v5lpSWKxjTweOHJoW8jL3U51cHVn91pTM3s1i2hEUoeKZUPJYLREAHcWmDJTe7BP",
+	"zfZWLlY6rMXFVO4xfJRyYxaK+r3Iil8ssBPL9lFIi+HNSXg3T003QpixjEs3biVt1oUDuoHIihQhoOKj",
+	"NE3j9hUqcEZve1stAPb+/bsPNVtb6JnVwdrvdgR1y8lCvauj0tXttYWr8XUOj2/HKxaqh40TrO1iV3bk",
+	"1WCjdhcLYYSFS6U5EYVuUTbNzeEuy3PkvohshqNI9JUwf35tpuFHd+mlvPIM8Yhu6nNrETyo9W07Q8Xh",
+	"xJnf9KH9WMvnHj6TxdyWLW2gRMMxVpcFmPHJYrZTmQgew7EUh5OWfm13aSTz46MV59RLn1mrnc4qcSob",
+	"hiP5ENu6SBwgUAPsoYbnbQB+iPGsqb9sgK2vGuRHaQcrCSwPMYEQ0Sej93XSFS3TtjjLO/PXIrrggxw6",
+	"mWqXrbAAfS0xpBjsXlGTxoZw6kUg3GGgsn1kF4Oob8dGv0L4CFPEN78FRAtBVlKgqzrWx82ft+bmaby0",
+	"Mhg5WrxaWdVKMAkRLdOey4aP5qYNDcPTUW/n93ZGzlevEMFIw/Ch/bUPVPf5AYK4b5gGaOFB1MLWvwOy",
+	"Uuuzzf2JXOhCIb0lfbi8tjW3IQ4sU1xX7WeRmsRpB4iFCPIpy5dOE3I7G33mofxQ1GfjdWYRz1mW/o10",
+	"ph6GGL67MufpbjSXOa+tbl7Z/IKSN436JpK1RQTUokUykjAkgX0Vw8aqtcBdbVyHRc/1ybdg5QtLvzFk",
+	"n/oVNNgBSVymjWlv+pJurSfmOIiFrUXyqL43+3x3pDw06y+G2yp9tOI+m0T2YGX+HllWSKFqAzP3LPdk",
+	"dWTxPhRjGneJfSevyUoUnagsv1sCBidEQkLrTKlzHPGQazkpJ8sW6+EVKuSW568/NV66x9aMYhnleaoZ",
+	"LcrKD6tzZ2fEMgq3Ba6TfrPo6p/AsGwkpQxXc+3DPrLqM+VXdlDNy4FOD3lBPw1Oe7KyWOyWyDZfxzyB",
+	"26ousaSe+QAk1l5B+8yU7pDk9sR3fsvqHU+pMPxw95MzC1qb4arZEQvXaF+sx3AnTfeRkF9NCWlGaYpL",
+	"C77Xa7o9EiJ6/GufIuM/x91PToN1OTRU+mN205CKU9Qtn77tSBfOnBu50qxUtqwUX4enYteGTr6i2XWf",
+	"0IEchkTEgDUVxlCsp9DYa6LTuVZ4N7OrG9BVbPy0bK/oUg2J2pCciHEWmT3ZrIvlKTRuyOI6Zw+zUTdM",
+	"OVK4Axz+mHIO4aAAj0/jDpCkA6WXqXNHqQUH+A2EIoal1lTU/bJ81WIliObxPtSurbbuQwfApkpLdBij",
+	"UBYic/UvM0g38p2KSZ49xta8MTCCuQMckup0IcNEKt2BcAtDxFmZyi7juGvVwTAJrkC3ot6Nre26oQp2",
+	"UgecJDGi1RfclkLyJ/MH2pgxkIYoXkJI3c+Qxb9lud0Lpr3CaATWaxWDXB2KO5JmeO/asHAnrSdvVFa9",
+	"hdnyqBgKTygxL42pIgnXLEQnchAxTsQNSMmChgp9U2I/48HNjY35FSO83t2qoDFb9UUAV8BX4U5Luqqp",
+	"7Vt4427neju9Kw3/vonIazopCjNvf3z/04eNVgVipg+MfJwP7z5uP84amk+ZbPatjXYLaDhnivvwWDtR",
+	"KIpfj8F3Wz99+Dhd1PsOAjKcIPHFUgSJr8kK0xlhYp96TWhKwi1L/dQflRksLmriMfAw93zNgPj4Yfux",
+	"NqPxTM4x8KAzhxqwRPS/Y+GoY3p3Yaf0qiBVjvecOD48FirqVYLsz/ePgwdj3GGxkmN659UCUxWRW4+H",
+	"gBptJCdCjFN57HkzDSaf93EmrVN5sjnbydBGlWfRcZpUnnzLP2xtbj/SoVLRkgpk9jjzNetVi2z5LL2q",
+	"gLaP2+/eb7//sHgRqsoBX8ccdYRbe56UcexVtJ9awTMlAJqopEmC14nR+lO/Ua1o0JmaEN+4s/NOuiZG",
+	"quHRBuWhzk9xiZUebIX3hcuBc+2Ss8o6yJ9K8B1CbWkq9OTZKk+2UMwuSQvG7xCJhSsgIBru6rOKR1nV",
+	"+Zl9HIoV6u/tjcfTVBSLqdSMhs3J5A9RUsItwMtQXlphDkTzBp8tXu9nD9N5wbZyxS74xJYFISsc02eT",
+	"KE3r23FVcekVZZxoQRQACanGCl5YyPfttHHz3BU/WruIc5d/kZaMwF7VDL2m0z5DBX4imZ5cmIlTm7PY",
+	"z72C638cnlx+Ov2vwd7Bcf9kcHn66+EJccFGaCdiO2yDQ1wJkhlQiUeLm3ystS3feAVc1xYS3uMEfyR7",
+	"Z32zt2vEZidgJHghs9kXEdh6x8LWZzOmBL75RmHBdNI/Uy1gQeXd+XzLkOwLIQOX5EwiykJjHY+EJHt9",
+	"O5FaI3ilawt3KWzTSRIjK8g6jdn6zeb6UNyBWv/mUi3v1zGgRNNrQKQV17nrcFg3lvkhHbE8QgHt5BBT",
+	"nrGdQl660adSMtcEBfvIYIrHLvmwvTpk2uXAY8BKYG+AiKUPmxfPdAjpxbVZ/d5Zv5fVmcdCHRtrGxil",
+	"EwOnMevt9N6tbay9s11RxkhRZfARIebrK0CpZ3gNMdwPzETm0U/i7jNTunBK4gtbGxsVeU5j689ngq//",
+	"6Xq3WB6aWwCpOA+SQIUIw5AgpGtmcdsbm00DZhCuf+E00WMh2b8A+469t+DOfunCJrIfURYmEko8ibHP",
+	"RW78/ev9V6+nkiiictLb6RnYLZCokxgl7Xf7Qu+rEflCzUCwjYzNM7s+iWDSArtwR6PYZllmGck9DTRa",
+	"pWE8pukNzU7vEmhE9vC7e2/BTSmGkd+XBaCWCdw/AV3U0YQRQxxuDcodVbTY4E80KKSMdSKk7Y2f57+0",
+	"L/goZPYk2N5832YWlcTYBSA4hoDRSyMTn4Js7e5aX2MN4d57dQIjl6CuDoC9raqnbZsfYhUOGoEGqRoT",
+	"CfJH1l17aANtZ6YAToehIVTUVRam/GJmywujfCP9sWeVzRXAgghPzAbb8186EfoI2wq9eDY4BxuCbSkG",
+	"C8cyhX925Yx1q5PMPlvxJHen6xLs8ZhEmIPYQIpO93o6SnqaozzTX5U1Y+qpID/YpxHjNEnCFFFjccuJ",
+	"4D4Q5qIPMpXQBvZjxSxMCqCKUDKmamxUviaayRSGpxeqhZK+vWHCwmB1My9c68pvup/jkHKOOn5abMFW",
+	"aOj9t0iI+dHm9Ql5vZZ2gs9fWkxcF7DyfAK7AISLJJvFMzaaXavMtHrZ8vvH1Ht4ZS9GTKrMCOwu9te/",
+	"2TApCaOyjlSmhewhrDjtYBmwAM14zAqyXTqZIont6MMsz6DW2yweltS5vLlP4iyYcf5c+llhnc/M8HOY",
+	"/FVLezCmPUR68VLdzCPm1DG8knD8K+Wgh+Hb9WuYzNHffoXJUtrbwoz2mMScLqaBnA02fjgtL6WYN9kp",
+	"rMiKbVdsQ0J9CVq9XUDzuzAv09AOFdEJGYL1Ho6EJFJo3B7rRZ1SDtdcz4F/N8KLRPQaFDnePyM0uAGp",
+	"mXJNhrFrKT5ItBAuxRSVStcwuJ5Sl9QZn+pQSHszdDgTskU+34mQgTBbAeRw+x2ofN+HBif0GGRmbaXp",
+	"1g94DsR5MTuXyVbe0D73JbYhV6RSVG6XAN4CuAjw0r2I+YuTK9CKVBvzE8FJlFhRkUb/MY1tJ1Uao2Wm",
+	"maUCutJ1F6BfPMcXjEIJNwxuSZxgc01bAHKNfHJlX9YWNApzHDyLQEiLIM6QAWntQEcvP7A82N7amv8y",
+	"Bmsd3vkAwRNd25xDHFIfiopAXK7r2EWI+CFQnsQF5bFa1ptq8AhexSuPjCzktmp2SJV214ZOXOQNrdy4",
+	"5E8xzLxSDUJg3z56kda8eKHuxTKYNZziHiA2h+9HUkDPp7Z1DDTEQKeFCW4s1Dxf8y9CvXBXcwZhg8DE",
+	"Rf6QjmZcWTs/c8POPqNDmMUI6ubWT2sbaxtrm72vmQM49Q8vdmzn63k+Pd7AMOvgNjv26rB90hu6K6aM",
+	"yUttONEt02P02GKbEaJEIn0g/TPVWXyuf8uuNubeaxvyeHQnq5nEtgV7UPb0epsb+Od7FCwLMsVzu1xn",
+	"MSYSxqvD9RG0Y0TtG7Ukm13DRK1/s10v79cl3Ihra1XXetLO4UZYOiFMERZFZuka0j6vETUr3SU4DONX",
+	"RN8yH8g1QGyNZHuVY2cJBlQ3e8bOLSSPx8m/wqQfPI0Lt4k3HB5evtfpCYjaYMJYfEtc82F7n0b77hyb",
+	"/+ARhQXTsup9idol1r3sItvJUATMVtypoc200MXL1dkzCGvIDrHww+nrtrHTDF29He2sf3O1Ve7XXb2Q",
+	"Zkm45wqKuLmpBPQFruJtwMr56enxYO98/5f+b4cH6P9UwAPluVLJtjy0SotJWifDn4K5jhQNVOemfESZ",
+	"iKWtgjOqx09Epo2SUYjoB1PlH50THHlgl2wRPQQToJxsdLGnZpeVpph2MISpsqoz6PkC9Omti0V6KoLu",
+	"qLBnNw+dg6GKC34+Tf1vxnMvXZOnSrEr7jj2jbKs1IVz0zIWs92Naf2Mf8AL1l5SIJvINF3qj+V2poHV",
+	"XYw9lyKg1uVYH7R2DPLKpTBdsRvgNtTBlubNLkLTgbOah2vkP406PFVf1SPUaMYhWij4jbH2zg9/61/0",
+	"T08G+6cnR5/7+5cNoj3dwGdMMiiyQ0PFh82tjfvFJHh5Xc8nw9sySMHrEhnyeJXtTyjbkSFRPXL5g4xr",
+	"0YbFp0Q9pi6qZkOkrxTmJ7qYi0K+I1nJw5i8+nj2t2tkL39BkYhyawDfGesEXbCeC7n3UKZ46RWs8gqE",
+	"xp0ZhE1hJsSnHEvT+BpncskItcIC0bd8ql1IhxD2dnoiViSksRbxgupZAY7n4+wCEPNDlVwm8VPy9Ivm",
+	"OOSDSsZve/5a/4b/L+ME3SW12d9MKwhtdyTBR+wqsSyATOMYZZi7AscgYRarNLlFp2kE1/NGkf4Blo42",
+	"X8cUb7LdRWC64F6VzouMM6+q5tcn4Yl5DtRn4IUX7EJtwQANITJZsZFmLyroRHLl7nLSx4kaU2nLldEw",
+	"TEPrlA2WYe4I2EXYhgq4Lr5qI+ioynXNP3obf/Ssp5ZyAlGsJ663/TRn7GcD/eNRo+pc6dtfgAbG9H9M",
+	"ss+X1ET2OfZeeJr1VosXzqm2BcGWiC4zr71rtaAbykI6DOt4K6u3UWud5XT8RhU2oMBgWR9sY6bVOcz2",
+	"RRRTCauUB6sK9A5R9AZcV5QpG4zAXwkNHaNheSGdc8iKYxHzJhccCNwxpdVbj6ASeMsUTJtrlqPcWAUb",
+	"8EQ4+4DsuTZodUWHDC8bpBql7p8XpyezWPGCPqqXuo4XO+qNZYmnNMS26ixV1+aElMyVqqnppdLbqOkX",
+	"sdMze7pIdE0Za8+ie5ZBmK15muUFGSH+wFUeusXG/jASz8YYVE55NsLonqJTKOE2oiOoFYSzdA3Bb0Aq",
+	"mrazrtU29pTv2qAUmm0TpSXQyF73GbOTrBjJ5rIwbY/GN4rkxEOwP8JbImT5iYNjElMm3Z0wh1RNUZzG",
+	"aiw0URBRrpnvro0L9anWSxXBdokEH1islTWvMa0IFSUICNajWiMneMO8t/9rjSW8X8CFOWyeTnbOf+EA",
+	"lHYVnv4jAdlqEiTuNg+mJbweU51yBcewcFqNUHM/qx/NO/YDqV6Oy4U0HFuSG7nMSYsSzhY6ATbQF7bN",
+	"R63E2acKVhlXwBXDW0yVDK2xSyKqfSMnbA44Zg6GQFb+p0cGaMz/8QdGAYRMg6ThWywJTmwNhrSISVAo",
+	"X4EK5VDc7RIhbe3E4YSs2JInac752920dp8VNNOi4yBd0QVQiU1gnk5yVJpWCb5qbTXtGkWPGN4/lPCV",
+	"+SL+QmGSOSPSj82eiDlNcL8vobRPZdAokQydGYKLk2HIfOJTGbyKpxcpnizTOSZPeXs4KVF8QUjl4qed",
+	"lFpXEI5mlKqoGJRGNhliyW1IFEEopoyAKryMesquU1LKRqYZYY3sW8+kVe4yKZaua2a+YyaS7EXZhVnD",
+	"d2EM1hl5m7VGnsERltjJNsYVyrG5kq6+cjtRUIOu57ECqQwaHU5UBt9bEPertfhUUtASLhG3vHhkLSP3",
+	"vqUK0H2jonbKoV65eqOKUKyRLzx9zJUoCZyXDPu/GLmY8GtugO8fKIyesGUmjKg7Ob0cHJ1+OTkYnJ4P",
+	"jk7PP/UPDg5PZoi8J3VCt8wFf4qAzlnCo7gbr1rMSzWyBIfluJfxobhr9uToNLFWilvnT/EpF5z5NMxK",
+	"yntZ16URC81pk3AJNED/ipCBMqag9bSgj8UWcsg8LVLcppH89X6WvgHxkYsDTfNonbljl9drqyMg4Ef2",
+	"nfvFnDb2re/TdYPLbjKT8Eekplep8hKlCiZmoFAgtMT8BdFiZcZ8sbJO/evmeIxjKq8V2VxbKzUasYLG",
+	"iI+07rsUtzZMfUxvgAwBeC47tLAOmbQqjNELXGgGBhDau20bY7WLwpJxbPfiwtyJhD/B19aUuh0bkwsh",
+	"aRBCe/7192ETTds+1L9G0wc3ZqDgL5vK+lPP621+XCB7NcXDsxg76eTNl11nIFcNwYhE+yL68fzDr9ZO",
+	"R7m25xtrIYTgCpx46yrU/JCyqFmsYcc4RZLYCCfsCuTUIY8k3AkllHFV2WVUIxv17KKdyYof0ii2Ym6q",
+	"T9JbG7/pNKz0JqtBcO0jzN+p6EKE29LIRfRgMLjXQxT3dt57PXTI93Z6IgwcFy8gVRBDzyfUcPpmsfY5",
+	"p5tXifYq0aymZmjCyZZaibKYcEM+as7Ddj14+EhIHwIn2LLKIVM5KiicBDp7bBOj/FIeqD9eIycAaBha",
+	"bewaJmSYaMIFiSWLICi2kC/LM9yUF5sLZaFr8qlYHC+RAvVjUO5h1s/ZIiStzlZOAo9A09kkG0Ejuf7n",
+	"WFift4TAGDE0xMgS86dPMXVbLUGDx/BS6e8Ymi8DXPwMQ4Toyd+eDPsOESn5GQwxfjVV8LQNIbowhua6",
+	"A1pEzCeK8asQVoPc0YMVBnZI2oNUWe+YHjN+5dm6ppgBpFxCGM7jocwtm+dZ2f20oRx+yTgKYS0pV9S3",
+	"9ZL3yHCiYdWSgU9DIiEGqlMsKOwJ+UZhA0Gls+oaaaCW7cKZ3UHaUhwkSCzFQh2z4AAXwIPvQwO1TVUx",
+	"wotyMslrqZ6dk+2t/9ND7kr3z7xwzbh52uXvuzz83k7v5+FW8MHfhNXNzc3N1W26NVz96L8LVrdge/SB",
+	"fhxu+JvIG9Mqb6SuUOGNXBPS9GIF6fHdaNPfotuw+nH4c7C6bSb4ebSxsbpJt4bv/O3gPXwY9XIEdHm5",
+	"te5c2NxnUZ4L88+JgLWiJXNEr9gu7AGEDDUbNDLevirXr8q1CxHhAaHk4NjGg4golYMLB6+lT60P06CD",
+	"pmr33JWkxjtMxx2EGiEeQGykMtfk4BjVfOtdKPRrNnTNYmYWv5v5ONMxpp2cTjR4hPLsaTsawYZKf2JE",
+	"BaGh4LMl+idc1Hcm1i805UESmyPtPYkYT7QtGzUth3HPUBJn+H0qcYqYfW6ZikDM9rY6snl1uL5K0GkJ",
+	"apTPg2Pbkto283C9/DpL0W9pSsGsKBNr71SuqQkbFRIJsKEIuk6YMflumy6rSy5azNwqjDGmttdUURPH",
+	"t5ienTrgWOyFxZ04qJ4i8iTrJ16vrbkte70iftGBJ0urREVmXh+xEFYlGDmqZnK23TaiILWWiX2LCI4W",
+	"sBt0l1A+sTFjKb/iK5jrg16n2xrXzhEL4RyHe/KIk8W48zsLCsnx2hQZYn99DQt5uWEh2F+F+j4oRVJG",
+	"zXkfy8t0ZXy1/g27/Rhb5+5+3Y7eWMNwj3DBV50cyDTzFKaUuVNQtUBphdBLGIEE7oPNQ8xERRIrkJrE",
+	"IMlK5mUzb3huVJBv64XFHk5iife7FhdmMX2D/uXrLk4bUhJiNKOsuxDjUQzaGJKht4AMKaL7WayjXJA1",
+	"lzcxv74aQq+GUJqVbZSTXBjRiihaTIbi3VSzG2mfhqGt175GTmPgCh1YmPbsvEvOlvHHQgEnQ9sEEW8I",
+	"EM4VjD4firtVJ3LIGGWORyBUgE0U3RDuG5036E5jUuzVgEs18koVZ5D/PVt3zLPtHG3vJtuxyV6QOtuJ",
+	"5jE75md7K1JTZsk2aTNo+S4cUZi2MChU6ygkLr1boABatuznKX2WTT/H8V4IzczvtghHNjfsYInT9S7/",
+	"Xuqi/SCyyUiIXECUq+UEiTTD1USTtKoUUWj1OLckVUO/uFKEG3bvLnljxlQRMVQgb8BefbrWfx65HTN/",
+	"jL3A5HRLyGkB4roL/jClqOZ0S0xTRivYfi1K9XRFqSC9XW/ukNiKydLGno1c1ue+iIy8XaHqGoJiqANI",
+	"rK0iEn0lCk84hSB9Ip3BxnrpMTCZEVAAfkgtH6ms5IHgmQU1UPCXR6ZvTmosKUdPLyLLx2ZOWZHXXNhg",
+	"FgO61RxkA91PF144tf2nmSqisanOgkp7Ty40f9YK8jvzFTnwmx1Frpvtq6fopXqK0lEy8VEQbNlXrSTb",
+	"+rc0jKXoMrLjB81mkLXD8UUsfJa6iCyvGXMijVyyOY3TJRl0PgIpRbXG2GESe+WFE/Qs5VdNEuJwkoZK",
+	"4T1+MfSqSeqdu9W8IO+Rg6zuRmjp6/dTThjWBG1fucHs97T/KHZcsJBUcch+FpupDMJsu6lwKhRi++Jw",
+	"8upYenUsOV0Syci6lBxfLi5nZ3ZfKwUOlxoEqTGLlWsgaGv9YVMs12gfhepIhKG4JXHuczeP21ZaKcdn",
+	"auNwQlzgZI2YXLZ32yMIyJelMAkRNWpLttEZ1vTKNuhVdXqxqpO45WlzuvKeFVkbmbbYy7riBMZmBCor",
+	"wXfLq4YdWSlx89t8six3sRhd6GpkrThef7tGbLgiF3moRh3XLtlL+0ndsmmvGSu2jIoRhj2vN2ZKCzkZ",
+	"GHk1ZCHuYs8WTq9XVYSIXKa1wSZ0i912dp8ETHlc3d5aQM/J8P48Ok42/fxmGHkZWBLIyUAmfMcGqYok",
+	"DFaHtrkZHiYi0aR/oF4DtF+VHysrLYlNd01MReM8lSfvl9io/ByApiy0cpiSodlkzMHF3ukrCsBGG9G7",
+	"voZIvcXAv2ofxV1CywoSQCEKyYFgK/SlbUVlJjHSb4IB1Vnf2wZJ+8JCCZ+qJamZx+3T36lB4g/kDEcR",
+	"HxRYzTLYUiy9jkbGbKvG+bCtOZIb2DWtGrA87ttdjBbGG7HhpGILkdsx1XhlbU4vpzGQXGOoZ9lPZuq/",
+	"Md/i+pu4FvfllW1f9B0Wsq5ltfa2yV4c20wnuNNkheKnQRQgCxaqMFm2lJCeuzvm2HT3TxG9szWl3870",
+	"3lY9Ddyme2cntIF017lz5xkySKtLtsZ8Cnbt2ig53YbeTu8PvkqOJMC/wOgbUityJFlAJ00e2636zCmD",
+	"sEU6qlSw/Gy2y3ypVCipa/H2apS8GiW2yBSSg63DMkc8LqDMpA6Jb636U5Wv+DGoJvO/2tQklSk/2GFl",
+	"l8RSqNhV5EC7ZIULMqT+9YiFoWdko4RI3NDQjI09q7BMQpr19LZeZB5ZsH9Aadl0b5V5jlzavqqVjPap",
+	"RUWjxeazSUU7/WyPTk5orwLxVSC6JFDr0J66ClpOIlq3SPPt/+ktB4mibI30nVPbubAxjNDoldgnwcrB",
+	"MLPnhMy8Nc60q5dtdtAfUbZNyyvGb5b1Zy8k6Sxun03S2elnS7riVWdEg1d59yrvXEkpJJ5M1oiH8E+v",
+	"/ykYb5Z1ZxXvsm0RMwSsxpDKNaqxnXzqRDZGHcUbmPwy3yqD9eLunwaCv4WwM7heRDXrpyPoZxNYx9kW",
+	"zhZa+Va/iqtXceWKIvsQ6zRMID/VlpNXIdCbGcrZnhVJXPBVUdDTbCN0lTYW5wERiVaaWukW2qrKLrIS",
+	"wXUybZdIMFybJhWlki1fTUNAETxpu+PnFGq4Ia9S7VWq/W0KI990iwzQY5Q+7YoMHUkjhDih3B+XehQT",
+	"n3K8reDi1saz2HENQNrltMUhc/m4hXJECjAIoNQ1GYua75IxCwLAuUBpIRWasBIC6muoiZi8xAlfWlPi",
+	"77uCicXpWWPVItzi6LUv8cvvS2zZceGyRXXSYR3u0kol9Q20eKGjuWcr76aRRP444de2DokTEFQRQ5NE",
+	"GHkgrwNxy3dJTCXWr8arTupaCpPbMQuBMG7QE0JdVJClyMO7l1+YpLbVlpAR1Z0z8Oyyj+wg9y9Kgrgd",
+	"qZEhe5YkXmXHiyxaf2fLeKS8ilvVIENwVHmT8loiw95Ob6x1vLO+vrn109rG2sba5s7HjY8bSHBuiOmK",
+	"sDbPfSiEVlrS2KtNkM8LSawVEkZd9vB03mlW9RwLMjRU4i+VQi8Mi6XQp8fcCyLGmYHRfLFDUHJ6ZCyU",
+	"Vq4tuvIw08NLQbcmXto3Yo3gEMr1ASwepWQoAmbrszogqHm0BoqzQuNts5BSf+e1an6vcJ31arIldgpW",
+	"hTd9d6HyPJbisFa/nB7y4NjVOyn0Syy2w1cu9AUPlxKuHUHV4LtU+t3Luv94WG7SVlJBg7kwnG0BMj3W",
+	"4Z0RZ6wmZzMNyWGylOldXHKaYjQ97FGpxI0Loi2VDlsr9VU06/x6//8DAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/httpserver"
 	"github.com/agentbox/agentbox/internal/pglocal"
 	"github.com/agentbox/agentbox/internal/server"
 	"github.com/agentbox/agentbox/internal/service"
@@ -104,7 +105,7 @@ func (e *env) serve(args []string) error {
 			return err
 		}
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: httpserver.MaxListenerHeaderBytes}
 	where := "http://" + ln.Addr().String()
 	if tokenFile != "" {
 		log.Info("agentbox listening", slog.String("url", where), slog.String("admin_token_file", tokenFile))
@@ -138,7 +139,7 @@ func adminToken(dir string) (token, file string, err error) {
 	if b, err := os.ReadFile(file); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 		return strings.TrimSpace(string(b)), file, nil
 	}
-	token = auth.NewSecret("abadm_")
+	token = auth.NewSecret(auth.AdminTokenPrefix)
 	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
 		return "", "", fmt.Errorf("writing the admin token: %w", err)
 	}

@@ -147,6 +147,18 @@ func (c *Cluster) Stop() error {
 	return c.stopErr
 }
 
+// Restart stops the server with pg_ctl stop -m mode ("fast" or "immediate": the latter is a
+// crash, recovered from the WAL at start) and starts it again. For fault tests.
+func (c *Cluster) Restart(ctx context.Context, mode string) error {
+	if err := c.stop(mode); err != nil {
+		return err
+	}
+	if err := c.start(ctx); err != nil {
+		return errors.Join(err, c.out.Err())
+	}
+	return nil
+}
+
 func newCluster(opts Options) (*Cluster, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("pglocal: Options.DataDir is required")
