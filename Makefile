@@ -141,7 +141,7 @@ RELIABILITY_SUMMARY ?= $(CURDIR)/reliability-summary.md
 reliability:
 	@rm -f $(RELIABILITY_SUMMARY)
 	RELIABILITY_FULL=1 RELIABILITY_SUMMARY=$(RELIABILITY_SUMMARY) $(GO) test -count=1 -timeout 60m ./internal/reliability
-	$(GO) test -count=1 ./internal/service -run 'TestConnectionLost|TestBackendTerminated|TestDatabaseUnreachable|TestBadTextTable|TestMalformedBoxKey|TestUndeclaredMediaType|TestUncleanPaths|TestOversizeHeaders|TestMCPProtocolErrors|TestOwnSecrets|TestPerKeyRateLimitAcrossInstances'
+	$(GO) test -count=1 ./internal/service -run 'TestConnectionLost|TestBackendTerminated|TestDatabaseUnreachable|TestBadInputTable|TestMalformedBoxKey|TestUndeclaredMediaType|TestUncleanPaths|TestOversizeRequests|TestMCPProtocolErrors|TestOwnSecrets|TestPerKeyRateLimitAcrossInstances'
 	$(GO) test -count=1 ./internal/adminui -run 'TestSessionSurvivesAChangeOfInstance|TestSessionExpiry'
 	@$(MAKE) --no-print-directory reliability-fuzz FUZZTIME=$(FUZZTIME)
 	@cat $(RELIABILITY_SUMMARY)

@@ -54,7 +54,7 @@ WITH copies AS (
     SELECT @box_id, message_id, message_seq, channel_id, @sender_agent_id, @dest_kind,
            dest_agent_id, dest_room_id, @body_md, sqlc.narg(payload)::json, @mention_agent_ids::uuid[],
            @request_agent_ids::uuid[], sqlc.narg(reply_to_message_id)::uuid, sqlc.narg(reply_to_author_id)::uuid,
-           COALESCE(sqlc.narg(thread_root_id)::uuid, message_id), @files::jsonb, @content_hash, false, @now
+           COALESCE(sqlc.narg(thread_root_id)::uuid, message_id), @files::jsonb, @content_hash, @has_attachment::boolean, @now
     FROM copies
     RETURNING message_id, message_seq, channel_id, created_at, has_attachment
 ), latest AS (

@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"path"
@@ -421,10 +423,8 @@ func (e SendStatus) Valid() bool {
 type AckOutcome struct {
 	AckedAt          Timestamp          `json:"acked_at"`
 	AckedBySessionId openapi_types.UUID `json:"acked_by_session_id"`
-
-	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq DecimalString `json:"inbox_seq"`
-	Status   AckStatus     `json:"status"`
+	InboxSeq         DecimalString      `json:"inbox_seq"`
+	Status           AckStatus          `json:"status"`
 }
 
 // AckStatus defines model for AckStatus.
@@ -432,33 +432,32 @@ type AckStatus string
 
 // AdminAgent defines model for AdminAgent.
 type AdminAgent struct {
-	AgentId openapi_types.UUID `json:"agent_id"`
-
-	// CardRevision A 64-bit value as a decimal string.
-	CardRevision DecimalString `json:"card_revision"`
-	CreatedAt    Timestamp     `json:"created_at"`
-	Description  string        `json:"description"`
-	Enabled      bool          `json:"enabled"`
-	HostName     string        `json:"host_name"`
-	LastSeenAt   *Timestamp    `json:"last_seen_at,omitempty"`
-	Listed       bool          `json:"listed"`
-	Name         string        `json:"name"`
-
-	// ProfileVersion A 64-bit value as a decimal string.
-	ProfileVersion DecimalString `json:"profile_version"`
-	Role           string        `json:"role"`
+	AgentId        openapi_types.UUID `json:"agent_id"`
+	CardRevision   DecimalString      `json:"card_revision"`
+	CreatedAt      Timestamp          `json:"created_at"`
+	Description    string             `json:"description"`
+	Enabled        bool               `json:"enabled"`
+	HostName       string             `json:"host_name"`
+	LastSeenAt     *Timestamp         `json:"last_seen_at,omitempty"`
+	Listed         bool               `json:"listed"`
+	Name           string             `json:"name"`
+	ProfileVersion DecimalString      `json:"profile_version"`
+	Role           string             `json:"role"`
 }
 
 // AdminAgentCreateInput defines model for AdminAgentCreateInput.
 type AdminAgentCreateInput struct {
-	Description *string `json:"description,omitempty"`
-	HostName    Name    `json:"host_name"`
-	Listed      *bool   `json:"listed,omitempty"`
-	Name        Name    `json:"name"`
+	// Description Public description.
+	Description *CardDescription `json:"description,omitempty"`
+	HostName    Name             `json:"host_name"`
+	Listed      *bool            `json:"listed,omitempty"`
+	Name        Name             `json:"name"`
 
-	// ProfileText Private profile, at most 64 KiB.
-	ProfileText *string `json:"profile_text,omitempty"`
-	Role        *string `json:"role,omitempty"`
+	// ProfileText Private profile (role and standing instructions).
+	ProfileText *ProfileText `json:"profile_text,omitempty"`
+
+	// Role Public role.
+	Role *CardRole `json:"role,omitempty"`
 }
 
 // AdminAgentCreateResult defines model for AdminAgentCreateResult.
@@ -483,14 +482,12 @@ type AdminAgentUpdateInput struct {
 
 // AdminBox defines model for AdminBox.
 type AdminBox struct {
-	BoxId     openapi_types.UUID `json:"box_id"`
-	BoxKey    string             `json:"box_key"`
-	CreatedAt Timestamp          `json:"created_at"`
-	Enabled   bool               `json:"enabled"`
-	Name      string             `json:"name"`
-
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString `json:"settings_revision"`
+	BoxId            openapi_types.UUID `json:"box_id"`
+	BoxKey           string             `json:"box_key"`
+	CreatedAt        Timestamp          `json:"created_at"`
+	Enabled          bool               `json:"enabled"`
+	Name             string             `json:"name"`
+	SettingsRevision DecimalString      `json:"settings_revision"`
 }
 
 // AdminBoxCreateInput defines model for AdminBoxCreateInput.
@@ -575,8 +572,8 @@ type AdminKeyList struct {
 
 // AdminProfileSetInput defines model for AdminProfileSetInput.
 type AdminProfileSetInput struct {
-	// Text Private profile, at most 64 KiB.
-	Text string `json:"text"`
+	// Text Private profile (role and standing instructions).
+	Text ProfileText `json:"text"`
 }
 
 // AdminRoom defines model for AdminRoom.
@@ -605,16 +602,15 @@ type AdminRoomSetOwnerInput struct {
 
 // AdminSettings defines model for AdminSettings.
 type AdminSettings struct {
-	BoxKey   string         `json:"box_key"`
-	Settings SettingsValues `json:"settings"`
+	BoxKey string `json:"box_key"`
 
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString `json:"settings_revision"`
+	// Settings The effective per-box settings; each property's default is the value a box has until an admin overrides it.
+	Settings         SettingsValues `json:"settings"`
+	SettingsRevision DecimalString  `json:"settings_revision"`
 }
 
 // AdminSettingsUpdateInput defines model for AdminSettingsUpdateInput.
 type AdminSettingsUpdateInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision *DecimalString `json:"expected_revision,omitempty"`
 	Settings         SettingsPatch  `json:"settings"`
 }
@@ -651,7 +647,6 @@ type AgentName struct {
 
 // AgentPrimeInput defines model for AgentPrimeInput.
 type AgentPrimeInput struct {
-	// KnownCheckpointRevision A 64-bit value as a decimal string.
 	KnownCheckpointRevision *DecimalString `json:"known_checkpoint_revision,omitempty"`
 }
 
@@ -671,24 +666,31 @@ type AgentPrimeResult struct {
 	Session        SessionInfo `json:"session"`
 }
 
-// Attachment defines model for Attachment.
+// Attachment An uploaded attachment's metadata (never its bytes): download it with attachment_download over HTTP.
 type Attachment struct {
+	// AttachmentId Download with GET /api/v1/boxes/{box_key}/attachments/{attachment_id}; knowing it grants nothing.
 	AttachmentId openapi_types.UUID `json:"attachment_id"`
-	MediaType    string             `json:"media_type"`
-	Name         string             `json:"name"`
-	Sha256       string             `json:"sha256"`
-	SizeBytes    int64              `json:"size_bytes"`
+
+	// MediaType The media type as uploaded.
+	MediaType string `json:"media_type"`
+
+	// Name The file name as uploaded.
+	Name string `json:"name"`
+
+	// Sha256 Lowercase hex SHA-256 of the bytes, computed by the server while the upload streamed.
+	Sha256 string `json:"sha256"`
+
+	// SizeBytes Size in bytes.
+	SizeBytes int64 `json:"size_bytes"`
 }
 
 // BatchOutcome defines model for BatchOutcome.
 type BatchOutcome struct {
-	Error     *ErrorDetail        `json:"error,omitempty"`
-	MessageId *openapi_types.UUID `json:"message_id,omitempty"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq    *DecimalString     `json:"message_seq,omitempty"`
-	Status        BatchSendStatus    `json:"status"`
-	TargetAgentId openapi_types.UUID `json:"target_agent_id"`
+	Error         *ErrorDetail        `json:"error,omitempty"`
+	MessageId     *openapi_types.UUID `json:"message_id,omitempty"`
+	MessageSeq    *DecimalString      `json:"message_seq,omitempty"`
+	Status        BatchSendStatus     `json:"status"`
+	TargetAgentId openapi_types.UUID  `json:"target_agent_id"`
 }
 
 // BatchSendStatus defines model for BatchSendStatus.
@@ -699,16 +701,17 @@ type BoxKey = string
 
 // Card A public directory card. last_seen_at is an observation, not proof of liveness.
 type Card struct {
-	AgentId openapi_types.UUID `json:"agent_id"`
-
-	// CardRevision A 64-bit value as a decimal string.
-	CardRevision *DecimalString `json:"card_revision,omitempty"`
-	Description  string         `json:"description"`
-	HostName     string         `json:"host_name"`
-	LastSeenAt   *Timestamp     `json:"last_seen_at,omitempty"`
-	Name         string         `json:"name"`
-	Role         string         `json:"role"`
+	AgentId      openapi_types.UUID `json:"agent_id"`
+	CardRevision *DecimalString     `json:"card_revision,omitempty"`
+	Description  string             `json:"description"`
+	HostName     string             `json:"host_name"`
+	LastSeenAt   *Timestamp         `json:"last_seen_at,omitempty"`
+	Name         string             `json:"name"`
+	Role         string             `json:"role"`
 }
+
+// CardDescription Public description.
+type CardDescription = string
 
 // CardPage defines model for CardPage.
 type CardPage struct {
@@ -718,12 +721,13 @@ type CardPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
+// CardRole Public role.
+type CardRole = string
+
 // Checkpoint defines model for Checkpoint.
 type Checkpoint struct {
 	// Checkpoint Any JSON object.
-	Checkpoint JsonObject `json:"checkpoint"`
-
-	// Revision A 64-bit value as a decimal string.
+	Checkpoint       JsonObject          `json:"checkpoint"`
 	Revision         DecimalString       `json:"revision"`
 	SavedAt          *Timestamp          `json:"saved_at,omitempty"`
 	SavedBySessionId *openapi_types.UUID `json:"saved_by_session_id,omitempty"`
@@ -732,18 +736,15 @@ type Checkpoint struct {
 // CheckpointSaveInput defines model for CheckpointSaveInput.
 type CheckpointSaveInput struct {
 	// Checkpoint Any JSON object.
-	Checkpoint JsonObject `json:"checkpoint"`
-
-	// ExpectedRevision A 64-bit value as a decimal string.
+	Checkpoint       JsonObject    `json:"checkpoint"`
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // CheckpointSaveResult defines model for CheckpointSaveResult.
 type CheckpointSaveResult struct {
-	// Revision A 64-bit value as a decimal string.
 	Revision DecimalString `json:"revision"`
 	SavedAt  Timestamp     `json:"saved_at"`
 }
@@ -751,10 +752,8 @@ type CheckpointSaveResult struct {
 // CheckpointStatus defines model for CheckpointStatus.
 type CheckpointStatus struct {
 	// CheckpointChanged True when known_checkpoint_revision was given and differs.
-	CheckpointChanged bool `json:"checkpoint_changed"`
-
-	// Revision A 64-bit value as a decimal string.
-	Revision DecimalString `json:"revision"`
+	CheckpointChanged bool          `json:"checkpoint_changed"`
+	Revision          DecimalString `json:"revision"`
 }
 
 // ClaimOrder defines model for ClaimOrder.
@@ -763,7 +762,7 @@ type ClaimOrder string
 // CleanupState defines model for CleanupState.
 type CleanupState string
 
-// DecimalString A 64-bit value as a decimal string.
+// DecimalString defines model for DecimalString.
 type DecimalString = string
 
 // Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
@@ -778,19 +777,18 @@ type DestinationKind string
 
 // DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
 type DirectoryUpdateSelfInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Patch Fields to change; at least one.
 	Patch struct {
-		// Description Public description, at most 2000 bytes.
-		Description *string `json:"description,omitempty"`
+		// Description Public description.
+		Description *CardDescription `json:"description,omitempty"`
 
-		// Role Public role, at most 200 bytes.
-		Role *string `json:"role,omitempty"`
+		// Role Public role.
+		Role *CardRole `json:"role,omitempty"`
 	} `json:"patch"`
 }
 
@@ -804,9 +802,7 @@ type ErrorCode string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	Code ErrorCode `json:"code"`
-
-	// CurrentRevision A 64-bit value as a decimal string.
+	Code            ErrorCode      `json:"code"`
 	CurrentRevision *DecimalString `json:"current_revision,omitempty"`
 
 	// Field The offending input field, e.g. inbox_seqs[3].
@@ -823,9 +819,7 @@ type ErrorDetail struct {
 	RetryAfterSeconds *int    `json:"retry_after_seconds,omitempty"`
 
 	// Retryable True only for RATE_LIMITED and TEMPORARILY_UNAVAILABLE; retry with the same idempotency_key.
-	Retryable bool `json:"retryable"`
-
-	// SettingsRevision A 64-bit value as a decimal string.
+	Retryable        bool           `json:"retryable"`
 	SettingsRevision *DecimalString `json:"settings_revision,omitempty"`
 	SuggestedAction  *string        `json:"suggested_action,omitempty"`
 }
@@ -835,10 +829,10 @@ type ExportFormat string
 
 // FileAccessReportInput defines model for FileAccessReportInput.
 type FileAccessReportInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// Note Short note, at most 500 bytes.
+	// Note Short note.
 	Note   *string          `json:"note,omitempty"`
 	Status FileAccessStatus `json:"status"`
 }
@@ -859,17 +853,20 @@ type FileRef struct {
 	VersionLabel *string `json:"version_label,omitempty"`
 }
 
-// FileRefInput A file reference. No bytes: nothing fetches the URL.
+// FileRefInput A file link; nothing fetches it.
 type FileRefInput struct {
 	Commit      *string `json:"commit,omitempty"`
 	DisplayName string  `json:"display_name"`
 	MediaType   *string `json:"media_type,omitempty"`
 	Sha256      *string `json:"sha256,omitempty"`
 
-	// Url https:// URL without userinfo, query, fragment, IP-literal private hosts or token-like parts.
+	// Url https:// URL without credentials, query or private host.
 	Url          string  `json:"url"`
 	VersionLabel *string `json:"version_label,omitempty"`
 }
+
+// FileRefInputs defines model for FileRefInputs.
+type FileRefInputs = []FileRefInput
 
 // FileReport defines model for FileReport.
 type FileReport struct {
@@ -895,18 +892,18 @@ type Follow string
 // HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
 type HistoryVisibility string
 
-// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+// IdempotencyKey Unique per action; reuse it to retry.
 type IdempotencyKey = string
 
 // IdempotentInput defines model for IdempotentInput.
 type IdempotentInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // InboxAckInput defines model for InboxAckInput.
 type InboxAckInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InboxSeqs 1..ack_batch_max rows returned to this session.
@@ -920,13 +917,13 @@ type InboxAckResult struct {
 
 // InboxClaimInput defines model for InboxClaimInput.
 type InboxClaimInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// LeaseSeconds Lease length; clamped to [1, lease_max_seconds]; default lease_default_seconds.
+	// LeaseSeconds Lease length, clamped to lease_max_seconds; default lease_default_seconds.
 	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
 
-	// Limit Rows to lease; clamped to [1, page_limit_max].
+	// Limit Rows to lease, clamped to page_limit_max.
 	Limit *int64      `json:"limit,omitempty"`
 	Order *ClaimOrder `json:"order,omitempty"`
 }
@@ -943,11 +940,9 @@ type InboxFilter string
 type InboxItem struct {
 	AckedAt          *Timestamp          `json:"acked_at,omitempty"`
 	AckedBySessionId *openapi_types.UUID `json:"acked_by_session_id,omitempty"`
-
-	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq        DecimalString `json:"inbox_seq"`
-	LeaseExpiresAt  *Timestamp    `json:"lease_expires_at,omitempty"`
-	LeasedElsewhere bool          `json:"leased_elsewhere"`
+	InboxSeq         DecimalString       `json:"inbox_seq"`
+	LeaseExpiresAt   *Timestamp          `json:"lease_expires_at,omitempty"`
+	LeasedElsewhere  bool                `json:"leased_elsewhere"`
 
 	// Message The canonical message. Messages are immutable.
 	Message Message `json:"message"`
@@ -975,11 +970,11 @@ type JsonObject = json.RawMessage
 // Limits defines model for Limits.
 type Limits struct {
 	// Semantics One line of meaning per limit and per retention or duplicate rule.
-	Semantics map[string]string `json:"semantics"`
+	Semantics        map[string]string `json:"semantics"`
+	SettingsRevision DecimalString     `json:"settings_revision"`
 
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString  `json:"settings_revision"`
-	Values           SettingsValues `json:"values"`
+	// Values The effective per-box settings; each property's default is the value a box has until an admin overrides it.
+	Values SettingsValues `json:"values"`
 }
 
 // Me defines model for Me.
@@ -1005,17 +1000,16 @@ type MembershipResultState string
 
 // Message The canonical message. Messages are immutable.
 type Message struct {
+	// Attachment An uploaded attachment's metadata (never its bytes): download it with attachment_download over HTTP.
 	Attachment *Attachment `json:"attachment,omitempty"`
 	BodyMd     string      `json:"body_md"`
 	CreatedAt  Timestamp   `json:"created_at"`
 
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
-	Destination     Destination          `json:"destination"`
-	Files           []FileRef            `json:"files"`
-	MentionAgentIds []openapi_types.UUID `json:"mention_agent_ids"`
-	MessageId       openapi_types.UUID   `json:"message_id"`
-
-	// MessageSeq A 64-bit value as a decimal string.
+	Destination      Destination          `json:"destination"`
+	Files            []FileRef            `json:"files"`
+	MentionAgentIds  []openapi_types.UUID `json:"mention_agent_ids"`
+	MessageId        openapi_types.UUID   `json:"message_id"`
 	MessageSeq       DecimalString        `json:"message_seq"`
 	Payload          *json.RawMessage     `json:"payload,omitempty"`
 	ReplyToMessageId *openapi_types.UUID  `json:"reply_to_message_id"`
@@ -1038,22 +1032,18 @@ type MessagePage struct {
 
 // MessageRef defines model for MessageRef.
 type MessageRef struct {
-	MessageId openapi_types.UUID `json:"message_id"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq DecimalString `json:"message_seq"`
+	MessageId  openapi_types.UUID `json:"message_id"`
+	MessageSeq DecimalString      `json:"message_seq"`
 }
 
 // MessageSendBatchInput defines model for MessageSendBatchInput.
 type MessageSendBatchInput struct {
 	// BodyMd As message_send.
-	BodyMd string `json:"body_md"`
-	DryRun *bool  `json:"dry_run,omitempty"`
+	BodyMd string         `json:"body_md"`
+	DryRun *bool          `json:"dry_run,omitempty"`
+	Files  *FileRefInputs `json:"files,omitempty"`
 
-	// Files At most 10 file references.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Payload As message_send.
@@ -1069,27 +1059,32 @@ type MessageSendBatchResult struct {
 	Results []BatchOutcome `json:"results"`
 }
 
+// MessageSendBatchUpload A batch DM with one uploaded attachment (multipart/form-data, HTTP and CLI only): parts `input` (application/json, MessageSendBatchInput; body_md may be empty) and `file`. The upload is staged once; every sent target gets its own copy owned by its own message.
+type MessageSendBatchUpload struct {
+	// File The attachment: one file part with a filename (1..255 bytes, no path) and a media type (Content-Type of the part; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
+	File  openapi_types.File    `json:"file"`
+	Input MessageSendBatchInput `json:"input"`
+}
+
 // MessageSendInput defines model for MessageSendInput.
 type MessageSendInput struct {
-	// BodyMd Markdown body, non-empty, at most body_max_bytes UTF-8 bytes; stored exactly as sent.
+	// BodyMd Markdown body, non-empty (empty only beside an uploaded attachment, HTTP/CLI), at most body_max_bytes UTF-8 bytes; stored exactly as sent.
 	BodyMd string `json:"body_md"`
 
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
 	Destination Destination `json:"destination"`
 
-	// DryRun Validate only; write nothing.
-	DryRun *bool `json:"dry_run,omitempty"`
+	// DryRun Validate only.
+	DryRun *bool          `json:"dry_run,omitempty"`
+	Files  *FileRefInputs `json:"files,omitempty"`
 
-	// Files At most 10 file references.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// MentionAgentIds Structured mentions (distinct, at most targets_max, not self).
 	MentionAgentIds *[]openapi_types.UUID `json:"mention_agent_ids,omitempty"`
 
-	// Payload Optional JSON object, at most payload_max_bytes serialized and payload_max_depth deep; no credential-like keys or values.
+	// Payload JSON object within payload_max_bytes and payload_max_depth; no credential-like keys or values.
 	Payload          *json.RawMessage    `json:"payload,omitempty"`
 	ReplyToMessageId *openapi_types.UUID `json:"reply_to_message_id,omitempty"`
 
@@ -1103,11 +1098,16 @@ type MessageSendResult struct {
 	CreatedAt      *Timestamp          `json:"created_at,omitempty"`
 	DryRun         *bool               `json:"dry_run,omitempty"`
 	MessageId      *openapi_types.UUID `json:"message_id,omitempty"`
+	MessageSeq     *DecimalString      `json:"message_seq,omitempty"`
+	RequestCount   int64               `json:"request_count"`
+	Status         SendStatus          `json:"status"`
+}
 
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq   *DecimalString `json:"message_seq,omitempty"`
-	RequestCount int64          `json:"request_count"`
-	Status       SendStatus     `json:"status"`
+// MessageSendUpload A send with one uploaded attachment (multipart/form-data, HTTP and CLI only): exactly two parts, `input` (application/json, the same MessageSendInput as the JSON form, validated by the same strict decoder; body_md may be empty) and `file`. The message and its attachment are stored in one transaction.
+type MessageSendUpload struct {
+	// File The attachment: one file part with a filename (1..255 bytes, no path) and a media type (Content-Type of the part; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
+	File  openapi_types.File `json:"file"`
+	Input MessageSendInput   `json:"input"`
 }
 
 // Name defines model for Name.
@@ -1132,7 +1132,6 @@ type PrimeCounts struct {
 
 // PrimeRoom defines model for PrimeRoom.
 type PrimeRoom struct {
-	// BriefRevision A 64-bit value as a decimal string.
 	BriefRevision *DecimalString     `json:"brief_revision,omitempty"`
 	Follow        *Follow            `json:"follow,omitempty"`
 	Name          string             `json:"name"`
@@ -1143,24 +1142,23 @@ type PrimeRoom struct {
 
 // Profile defines model for Profile.
 type Profile struct {
-	// ProfileVersion A 64-bit value as a decimal string.
 	ProfileVersion DecimalString `json:"profile_version"`
 	Text           string        `json:"text"`
 }
 
+// ProfileText Private profile (role and standing instructions).
+type ProfileText = string
+
 // Request defines model for Request.
 type Request struct {
-	// MessageSeq A 64-bit value as a decimal string.
 	MessageSeq       DecimalString       `json:"message_seq"`
 	RecipientAgentId openapi_types.UUID  `json:"recipient_agent_id"`
 	ReplyMessageId   *openapi_types.UUID `json:"reply_message_id,omitempty"`
 	RequestMessageId openapi_types.UUID  `json:"request_message_id"`
 	RequesterAgentId openapi_types.UUID  `json:"requester_agent_id"`
-
-	// Revision A 64-bit value as a decimal string.
-	Revision  DecimalString `json:"revision"`
-	Status    RequestStatus `json:"status"`
-	UpdatedAt Timestamp     `json:"updated_at"`
+	Revision         DecimalString       `json:"revision"`
+	Status           RequestStatus       `json:"status"`
+	UpdatedAt        Timestamp           `json:"updated_at"`
 }
 
 // RequestDirection defines model for RequestDirection.
@@ -1177,16 +1175,12 @@ type RequestPage struct {
 // RequestRespondInput defines model for RequestRespondInput.
 type RequestRespondInput struct {
 	// BodyMd The reply body, as message_send.
-	BodyMd string `json:"body_md"`
-	DryRun *bool  `json:"dry_run,omitempty"`
+	BodyMd           string         `json:"body_md"`
+	DryRun           *bool          `json:"dry_run,omitempty"`
+	ExpectedRevision DecimalString  `json:"expected_revision"`
+	Files            *FileRefInputs `json:"files,omitempty"`
 
-	// ExpectedRevision A 64-bit value as a decimal string.
-	ExpectedRevision DecimalString `json:"expected_revision"`
-
-	// Files At most 10; with result_ready each needs version_label, sha256 or commit.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 	Status         ResponseStatus `json:"status"`
 }
@@ -1206,9 +1200,7 @@ type ResponseStatus string
 
 // RoomBrief defines model for RoomBrief.
 type RoomBrief struct {
-	BriefMd string `json:"brief_md"`
-
-	// Revision A 64-bit value as a decimal string.
+	BriefMd   string             `json:"brief_md"`
 	Revision  DecimalString      `json:"revision"`
 	RoomId    openapi_types.UUID `json:"room_id"`
 	UpdatedAt *Timestamp         `json:"updated_at,omitempty"`
@@ -1216,13 +1208,11 @@ type RoomBrief struct {
 
 // RoomBriefUpdateInput defines model for RoomBriefUpdateInput.
 type RoomBriefUpdateInput struct {
-	// AppendMd Text to append, at most 8 KiB; the brief stays at most 64 KiB.
-	AppendMd string `json:"append_md"`
-
-	// ExpectedRevision A 64-bit value as a decimal string.
+	// AppendMd Text to append; the whole brief is capped too (brief_md).
+	AppendMd         string        `json:"append_md"`
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
@@ -1230,19 +1220,19 @@ type RoomBriefUpdateInput struct {
 type RoomCreateInput struct {
 	DefaultFollow *Follow `json:"default_follow,omitempty"`
 
-	// DryRun Validate only; write nothing.
+	// DryRun Validate only.
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
 	HistoryVisibility *HistoryVisibility `json:"history_visibility,omitempty"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InviteeAgentIds Agents to invite (at most targets_max, distinct, not the caller).
 	InviteeAgentIds *[]openapi_types.UUID `json:"invitee_agent_ids,omitempty"`
 
-	// Name Room name, at most 200 bytes.
+	// Name Room name.
 	Name string `json:"name"`
 }
 
@@ -1265,16 +1255,11 @@ type RoomCreateResult struct {
 
 // RoomDetails Full details for an active member; only room_id, name, inviter_agent_id, invited_at and state for a pending invitee.
 type RoomDetails struct {
-	// BriefRevision A 64-bit value as a decimal string.
-	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
-	CreatedAt     *Timestamp     `json:"created_at,omitempty"`
-	DefaultFollow *Follow        `json:"default_follow,omitempty"`
-
-	// Epoch A 64-bit value as a decimal string.
-	Epoch  *DecimalString `json:"epoch,omitempty"`
-	Follow *Follow        `json:"follow,omitempty"`
-
-	// FollowRevision A 64-bit value as a decimal string.
+	BriefRevision  *DecimalString `json:"brief_revision,omitempty"`
+	CreatedAt      *Timestamp     `json:"created_at,omitempty"`
+	DefaultFollow  *Follow        `json:"default_follow,omitempty"`
+	Epoch          *DecimalString `json:"epoch,omitempty"`
+	Follow         *Follow        `json:"follow,omitempty"`
 	FollowRevision *DecimalString `json:"follow_revision,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
@@ -1286,7 +1271,7 @@ type RoomDetails struct {
 	OwnerAgentId      *openapi_types.UUID `json:"owner_agent_id,omitempty"`
 	RoomId            openapi_types.UUID  `json:"room_id"`
 
-	// Roster At most 200 active and invited members.
+	// Roster Active and invited members; roster_truncated says when there are more.
 	Roster          *[]RosterEntry `json:"roster,omitempty"`
 	RosterTruncated *bool          `json:"roster_truncated,omitempty"`
 	State           MemberState    `json:"state"`
@@ -1295,26 +1280,23 @@ type RoomDetails struct {
 
 // RoomFollowInput defines model for RoomFollowInput.
 type RoomFollowInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision DecimalString `json:"expected_revision"`
 	Follow           Follow        `json:"follow"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // RoomFollowResult defines model for RoomFollowResult.
 type RoomFollowResult struct {
-	Follow Follow `json:"follow"`
-
-	// Revision A 64-bit value as a decimal string.
+	Follow   Follow             `json:"follow"`
 	Revision DecimalString      `json:"revision"`
 	RoomId   openapi_types.UUID `json:"room_id"`
 }
 
 // RoomInviteInput defines model for RoomInviteInput.
 type RoomInviteInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InviteeAgentIds Agents to invite (1..targets_max).
@@ -1330,11 +1312,8 @@ type RoomInviteResult struct {
 
 // RoomListItem defines model for RoomListItem.
 type RoomListItem struct {
-	// BriefRevision A 64-bit value as a decimal string.
-	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
-	Follow        *Follow        `json:"follow,omitempty"`
-
-	// FollowRevision A 64-bit value as a decimal string.
+	BriefRevision  *DecimalString      `json:"brief_revision,omitempty"`
+	Follow         *Follow             `json:"follow,omitempty"`
 	FollowRevision *DecimalString      `json:"follow_revision,omitempty"`
 	InvitedAt      *Timestamp          `json:"invited_at,omitempty"`
 	InviterAgentId *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
@@ -1346,9 +1325,7 @@ type RoomListItem struct {
 
 // RoomMembershipResult defines model for RoomMembershipResult.
 type RoomMembershipResult struct {
-	At Timestamp `json:"at"`
-
-	// Epoch A 64-bit value as a decimal string.
+	At     Timestamp             `json:"at"`
 	Epoch  DecimalString         `json:"epoch"`
 	RoomId openapi_types.UUID    `json:"room_id"`
 	State  MembershipResultState `json:"state"`
@@ -1405,28 +1382,28 @@ type SettingsPatch struct {
 	UploadTempMaxBytes          *int64 `json:"upload_temp_max_bytes,omitempty"`
 }
 
-// SettingsValues defines model for SettingsValues.
+// SettingsValues The effective per-box settings; each property's default is the value a box has until an admin overrides it.
 type SettingsValues struct {
-	AckBatchMax          int64 `json:"ack_batch_max"`
+	AckBatchMax          int64 `json:"ack_batch_max" validate:"gte=1"`
 	AttachmentMaxBytes   int64 `json:"attachment_max_bytes"`
-	BodyMaxBytes         int64 `json:"body_max_bytes"`
+	BodyMaxBytes         int64 `json:"body_max_bytes" validate:"gte=1"`
 	ChannelAttachmentCap int64 `json:"channel_attachment_cap"`
-	ChannelMessageCap    int64 `json:"channel_message_cap"`
+	ChannelMessageCap    int64 `json:"channel_message_cap" validate:"gte=1"`
 
-	// CheckpointMaxBytes Fixed by the product (32 KiB); not a setting.
+	// CheckpointMaxBytes Fixed by the product (its default); not a setting.
 	CheckpointMaxBytes          int64 `json:"checkpoint_max_bytes"`
-	EnvelopeMaxBytes            int64 `json:"envelope_max_bytes"`
-	IdempotencyRetentionSeconds int64 `json:"idempotency_retention_seconds"`
-	LeaseDefaultSeconds         int64 `json:"lease_default_seconds"`
-	LeaseMaxSeconds             int64 `json:"lease_max_seconds"`
-	PageLimitDefault            int64 `json:"page_limit_default"`
-	PageLimitMax                int64 `json:"page_limit_max"`
-	PayloadMaxBytes             int64 `json:"payload_max_bytes"`
-	PayloadMaxDepth             int64 `json:"payload_max_depth"`
+	EnvelopeMaxBytes            int64 `json:"envelope_max_bytes" validate:"gte=1"`
+	IdempotencyRetentionSeconds int64 `json:"idempotency_retention_seconds" validate:"gte=1"`
+	LeaseDefaultSeconds         int64 `json:"lease_default_seconds" validate:"ltefield=LeaseMaxSeconds,gte=1"`
+	LeaseMaxSeconds             int64 `json:"lease_max_seconds" validate:"gte=1"`
+	PageLimitDefault            int64 `json:"page_limit_default" validate:"ltefield=PageLimitMax,gte=1"`
+	PageLimitMax                int64 `json:"page_limit_max" validate:"gte=1"`
+	PayloadMaxBytes             int64 `json:"payload_max_bytes" validate:"gte=1"`
+	PayloadMaxDepth             int64 `json:"payload_max_depth" validate:"gte=1"`
 	RateLimitBurst              int64 `json:"rate_limit_burst"`
 	RateLimitPerSecond          int64 `json:"rate_limit_per_second"`
-	ResponseBudgetBytes         int64 `json:"response_budget_bytes"`
-	TargetsMax                  int64 `json:"targets_max"`
+	ResponseBudgetBytes         int64 `json:"response_budget_bytes" validate:"gte=1"`
+	TargetsMax                  int64 `json:"targets_max" validate:"gte=1"`
 	UploadConcurrencyMax        int64 `json:"upload_concurrency_max"`
 	UploadTempMaxBytes          int64 `json:"upload_temp_max_bytes"`
 }
@@ -1462,6 +1439,9 @@ type AgentIdPath = openapi_types.UUID
 
 // AgentRef defines model for AgentRef.
 type AgentRef = string
+
+// AttachmentIdPath defines model for AttachmentIdPath.
+type AttachmentIdPath = openapi_types.UUID
 
 // Cursor defines model for Cursor.
 type Cursor = string
@@ -1523,6 +1503,12 @@ type Unavailable = Error
 // UnsupportedMediaType defines model for UnsupportedMediaType.
 type UnsupportedMediaType = Error
 
+// AttachmentDownloadParams defines parameters for AttachmentDownload.
+type AttachmentDownloadParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
 // CheckpointGetParams defines parameters for CheckpointGet.
 type CheckpointGetParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1540,10 +1526,10 @@ type ConversationReadParams struct {
 	// Destination The conversation: {kind: room, room_id} or {kind: dm, recipient_agent_id}.
 	Destination DestinationQuery `json:"destination"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1555,10 +1541,10 @@ type DirectorySearchParams struct {
 	// Query Non-empty text to find in name or role.
 	Query string `form:"query" json:"query"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1579,16 +1565,15 @@ type DirectoryGetParams struct {
 
 // InboxListParams defines parameters for InboxList.
 type InboxListParams struct {
-	// Filter unread (default), all or acked.
 	Filter *InboxFilter `form:"filter,omitempty" json:"filter,omitempty"`
 
 	// Destination Only rows of this room or DM pair.
 	Destination *DestinationFilterQuery `json:"destination,omitempty"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1627,10 +1612,10 @@ type MessageGetParams struct {
 
 // FileReportListParams defines parameters for FileReportList.
 type FileReportListParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1657,16 +1642,15 @@ type ProfileGetParams struct {
 
 // RequestListParams defines parameters for RequestList.
 type RequestListParams struct {
-	// Direction incoming or outgoing.
 	Direction RequestDirection `form:"direction" json:"direction"`
 
 	// Status Only this declaration.
 	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1681,10 +1665,10 @@ type RequestRespondParams struct {
 
 // RoomListParams defines parameters for RoomList.
 type RoomListParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1741,10 +1725,10 @@ type RoomLeaveParams struct {
 
 // ThreadReadParams defines parameters for ThreadRead.
 type ThreadReadParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1753,10 +1737,9 @@ type ThreadReadParams struct {
 
 // ThreadExportParams defines parameters for ThreadExport.
 type ThreadExportParams struct {
-	// Format json or markdown.
 	Format ExportFormat `form:"format" json:"format"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1811,8 +1794,14 @@ type InboxClaimJSONRequestBody = InboxClaimInput
 // MessageSendJSONRequestBody defines body for MessageSend for application/json ContentType.
 type MessageSendJSONRequestBody = MessageSendInput
 
+// MessageSendMultipartRequestBody defines body for MessageSend for multipart/form-data ContentType.
+type MessageSendMultipartRequestBody = MessageSendUpload
+
 // MessageSendBatchJSONRequestBody defines body for MessageSendBatch for application/json ContentType.
 type MessageSendBatchJSONRequestBody = MessageSendBatchInput
+
+// MessageSendBatchMultipartRequestBody defines body for MessageSendBatch for multipart/form-data ContentType.
+type MessageSendBatchMultipartRequestBody = MessageSendBatchUpload
 
 // FileAccessReportJSONRequestBody defines body for FileAccessReport for application/json ContentType.
 type FileAccessReportJSONRequestBody = FileAccessReportInput
@@ -1906,6 +1895,9 @@ type ServerInterface interface {
 	// AdminTokenRevoke Revoke an admin token
 	// (POST /admin/api/v1/tokens/{token_id}/revoke)
 	AdminTokenRevoke(w http.ResponseWriter, r *http.Request, tokenId openapi_types.UUID)
+	// AttachmentDownload Download an uploaded attachment
+	// (GET /api/v1/boxes/{box_key}/attachments/{attachment_id})
+	AttachmentDownload(w http.ResponseWriter, r *http.Request, boxKey BoxKey, attachmentId AttachmentIdPath, params AttachmentDownloadParams)
 	// CheckpointGet Read this agent's checkpoint
 	// (GET /api/v1/boxes/{box_key}/checkpoint)
 	CheckpointGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params CheckpointGetParams)
@@ -2583,6 +2575,65 @@ func (siw *ServerInterfaceWrapper) AdminTokenRevoke(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AdminTokenRevoke(w, r, tokenId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AttachmentDownload operation middleware
+func (siw *ServerInterfaceWrapper) AttachmentDownload(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "attachment_id" -------------
+	var attachmentId AttachmentIdPath
+
+	err = runtime.BindStyledParameterWithOptions("simple", "attachment_id", r.PathValue("attachment_id"), &attachmentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "attachment_id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AttachmentDownloadParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AttachmentDownload(w, r, boxKey, attachmentId, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4656,6 +4707,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPatch+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/settings", wrapper.AdminSettingsUpdate)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/tokens", wrapper.AdminTokenCreate)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/tokens/{token_id}/revoke", wrapper.AdminTokenRevoke)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/attachments/{attachment_id}", wrapper.AttachmentDownload)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/checkpoint", wrapper.CheckpointGet)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/api/v1/boxes/{box_key}/checkpoint", wrapper.CheckpointSave)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/conversation", wrapper.ConversationRead)
@@ -6497,6 +6549,155 @@ func (response AdminTokenRevoke500JSONResponse) VisitAdminTokenRevokeResponse(w 
 	return err
 }
 
+type AttachmentDownloadRequestObject struct {
+	BoxKey       BoxKey           `json:"box_key"`
+	AttachmentId AttachmentIdPath `json:"attachment_id"`
+	Params       AttachmentDownloadParams
+}
+
+type AttachmentDownloadResponseObject interface {
+	VisitAttachmentDownloadResponse(w http.ResponseWriter) error
+}
+
+type AttachmentDownload200ResponseHeaders struct {
+	AgentboxAttachmentSha256 *string
+	ContentDisposition       *string
+	ContentLength            *int64
+	XContentTypeOptions      *string
+}
+
+type AttachmentDownload200AsteriskResponse struct {
+	Body          io.Reader
+	Headers       AttachmentDownload200ResponseHeaders
+	ContentType   string
+	ContentLength int64
+}
+
+func (response AttachmentDownload200AsteriskResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	w.Header().Set("Content-Type", response.ContentType)
+	if response.ContentLength != 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
+	}
+	if response.Headers.AgentboxAttachmentSha256 != nil {
+		w.Header().Set("Agentbox-Attachment-Sha256", fmt.Sprint(*response.Headers.AgentboxAttachmentSha256))
+	}
+	if response.Headers.ContentDisposition != nil {
+		w.Header().Set("Content-Disposition", fmt.Sprint(*response.Headers.ContentDisposition))
+	}
+	if response.Headers.ContentLength != nil {
+		w.Header().Set("Content-Length", fmt.Sprint(*response.Headers.ContentLength))
+	}
+	if response.Headers.XContentTypeOptions != nil {
+		w.Header().Set("X-Content-Type-Options", fmt.Sprint(*response.Headers.XContentTypeOptions))
+	}
+	w.WriteHeader(200)
+
+	if closer, ok := response.Body.(io.ReadCloser); ok {
+		defer closer.Close()
+	}
+	_, err := io.Copy(w, response.Body)
+	return err
+}
+
+type AttachmentDownload400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AttachmentDownload400JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachmentDownload401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response AttachmentDownload401JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachmentDownload404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response AttachmentDownload404JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachmentDownload409JSONResponse struct{ ConflictJSONResponse }
+
+func (response AttachmentDownload409JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachmentDownload429JSONResponse struct{ RateLimitedJSONResponse }
+
+func (response AttachmentDownload429JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachmentDownload500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response AttachmentDownload500JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AttachmentDownload503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AttachmentDownload503JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CheckpointGetRequestObject struct {
 	BoxKey BoxKey `json:"box_key"`
 	Params CheckpointGetParams
@@ -7840,9 +8041,10 @@ func (response MeGet503JSONResponse) VisitMeGetResponse(w http.ResponseWriter) e
 }
 
 type MessageSendRequestObject struct {
-	BoxKey BoxKey `json:"box_key"`
-	Params MessageSendParams
-	Body   *MessageSendJSONRequestBody
+	BoxKey        BoxKey `json:"box_key"`
+	Params        MessageSendParams
+	JSONBody      *MessageSendJSONRequestBody
+	MultipartBody *multipart.Reader
 }
 
 type MessageSendResponseObject interface {
@@ -7992,9 +8194,10 @@ func (response MessageSend503JSONResponse) VisitMessageSendResponse(w http.Respo
 }
 
 type MessageSendBatchRequestObject struct {
-	BoxKey BoxKey `json:"box_key"`
-	Params MessageSendBatchParams
-	Body   *MessageSendBatchJSONRequestBody
+	BoxKey        BoxKey `json:"box_key"`
+	Params        MessageSendBatchParams
+	JSONBody      *MessageSendBatchJSONRequestBody
+	MultipartBody *multipart.Reader
 }
 
 type MessageSendBatchResponseObject interface {
@@ -10623,6 +10826,9 @@ type StrictServerInterface interface {
 	// AdminTokenRevoke Revoke an admin token
 	// (POST /admin/api/v1/tokens/{token_id}/revoke)
 	AdminTokenRevoke(ctx context.Context, request AdminTokenRevokeRequestObject) (AdminTokenRevokeResponseObject, error)
+	// AttachmentDownload Download an uploaded attachment
+	// (GET /api/v1/boxes/{box_key}/attachments/{attachment_id})
+	AttachmentDownload(ctx context.Context, request AttachmentDownloadRequestObject) (AttachmentDownloadResponseObject, error)
 	// CheckpointGet Read this agent's checkpoint
 	// (GET /api/v1/boxes/{box_key}/checkpoint)
 	CheckpointGet(ctx context.Context, request CheckpointGetRequestObject) (CheckpointGetResponseObject, error)
@@ -11382,6 +11588,34 @@ func (sh *strictHandler) AdminTokenRevoke(w http.ResponseWriter, r *http.Request
 	}
 }
 
+// AttachmentDownload operation middleware
+func (sh *strictHandler) AttachmentDownload(w http.ResponseWriter, r *http.Request, boxKey BoxKey, attachmentId AttachmentIdPath, params AttachmentDownloadParams) {
+	var request AttachmentDownloadRequestObject
+
+	request.BoxKey = boxKey
+	request.AttachmentId = attachmentId
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AttachmentDownload(ctx, request.(AttachmentDownloadRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AttachmentDownload")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AttachmentDownloadResponseObject); ok {
+		if err := validResponse.VisitAttachmentDownloadResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // CheckpointGet operation middleware
 func (sh *strictHandler) CheckpointGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params CheckpointGetParams) {
 	var request CheckpointGetRequestObject
@@ -11712,13 +11946,24 @@ func (sh *strictHandler) MessageSend(w http.ResponseWriter, r *http.Request, box
 
 	request.BoxKey = boxKey
 	request.Params = params
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 
-	var body MessageSendJSONRequestBody
-	if err := runtime.BindJSONBody(r, &body); err != nil {
-		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
-		return
+		var body MessageSendJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.JSONBody = &body
+
 	}
-	request.Body = &body
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		if reader, err := r.MultipartReader(); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode multipart body: %w", err))
+			return
+		} else {
+			request.MultipartBody = reader
+		}
+	}
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.MessageSend(ctx, request.(MessageSendRequestObject))
@@ -11746,13 +11991,24 @@ func (sh *strictHandler) MessageSendBatch(w http.ResponseWriter, r *http.Request
 
 	request.BoxKey = boxKey
 	request.Params = params
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 
-	var body MessageSendBatchJSONRequestBody
-	if err := runtime.BindJSONBody(r, &body); err != nil {
-		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
-		return
+		var body MessageSendBatchJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.JSONBody = &body
+
 	}
-	request.Body = &body
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		if reader, err := r.MultipartReader(); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode multipart body: %w", err))
+			return
+		} else {
+			request.MultipartBody = reader
+		}
+	}
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.MessageSendBatch(ctx, request.(MessageSendBatchRequestObject))
@@ -12342,220 +12598,243 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37cxu3sif+r6D4vd+yvTt6xvFJpNrakvU44bH1uJKde88mXhY40xQRzQATACOJcel/30ID8yIx5HCo",
-	"lx39klgkBwM0uj/obvTjay8USSo4cK16O197KZU0AQ0S/9q7BK770RnVY/NnBCqULNVM8N5Ob48Tar5/",
-	"pUj/YL0X9Jj5NDW/DXqcJtDb6eEPBizqBT0Jf2ZMQtTb0TKDoKfCMSTUDDsSMqG6t9PLMvylnqTmWaUl",
-	"45e9u7vAzuMcRs2TGLAoIEIS6v4mZgJEj6kmTJGMsz8zIIwTPQYyFLdzpythNHe+Cb39CPzS0OTd26CX",
-	"MJ7/ueWb/Htx+wEms1P/ZKdCXmvglOs3OLeQxrGZ8UjIXcI0STKlyRDsdxIi4JrR+JWas4ihuB1cwWTu",
-	"Ev7DrHGn9/9tlLu/Yb9VG26+Zur7mVRCzk79NKWGniF+TUZSJITDrR64D4QkElSWQPHBCBegzJ4oLYEm",
-	"hPKIjFisQRbL+DMDOSnXYZ/tNVB+e/PtT4tpfwBKM07NtI/wZf+J75hdEI8nRIobZafKFJFCJGYhB8ck",
-	"pQwnCbdpLCLIqembc1S+r9eW3pU59u6CntKT2A4F6enwDwh1r76QhiUYdgoFvwap8Gc75OsV49EOriTA",
-	"/w5YdGfW5L6IzMcQspQZrs/F6K7TUruxWqulH7EY+jyCWz8Mba4NqYKIMPMTwrgWyGsJKEUv4ZUyXAaq",
-	"QVbMdwN8cpHEsyRLejs/I8vZf28WDMe4hkuQyHG/CKVPcPDpiZpvEJaC1ng0FkoP8N9dKYxTMfP6AJN+",
-	"5OeaK5jMw/ArmKyO4B9ZwvTs68/oJRDF/oJdEsY0SSEiWpDftgKS0ksYxOapQUJvvwQkghHNYl39wn20",
-	"Tk7gGgzmGJaBqAlQ8KGed96M63dve94NPbaM1HgKVjitkYTuJ6uT8Rz+zEDpBXMym9o/yFHXvdwehiGV",
-	"khkqj4FIO1jDnN23g/ubuxBJMxUNPs0jocOvFedwAUoxwX8BGoHnXPskKVepkJoo+0MjG7vkhumxyLQ5",
-	"jw3d9s76hcygQCt7utlHivmP7UuKFaASMxS3a24STSfb1vbCg+3OUEGlgitAPe09jRxnmL9CwTVw/CdN",
-	"05iFCLAbfyizxq8tgeNQSiHtq+o06p/8uvexfzDYO//n5+PDk0/mQNn/fH5xej5wX60b1N4XfBSz8BEm",
-	"dHL6aXB23j8+PAjI2fnpUf/j4eD086eDvU/mk/PT0+PB3vn+L/1f8c/DX/sX/dOTwf7pydHH/j5Ov39w",
-	"eHx2+unwZP/fxee4CEStw9sQIILo4VfysX/c/zQ4/O/9w8ODQ0vGE6GPRMajxyHj0ennk4PB6fng6PT8",
-	"ff/g4PAEJ3FONSApHoMI53ufDgdIicMD8lqClhM6jOENzuRCC0kv4YiyOJPw8JO5+HR6vvfPw8HRXv/j",
-	"5/PDHcKFHjN+SW6oIjeSaQ0cJ/aZ00yPhWR/PQaN9j5/+gXnZFj6Zkw1nn/WfsgU5DO6piw2tHv4CX0y",
-	"AnS+d97/+O/B55O9X/f6H/fefzyc2b/PXGWpAViIjiFi9BMC24PPrjzsXimyb9+1Zt5tTC0uNBEcrNov",
-	"UpD4bhJBGFMJiryeRjyjNVMlOMnK1QwSs5yBAWqz0rsc260ZHV6dZjoUViukUcTMG2h8Js3rNDMgPqKx",
-	"gqCXVj762qPhFUQDqhet/BNLQGmapIbG9qHhZOAOJHNqLj4czaFlLEcFfy7W2kOW0PiieFJpqjO16LG9",
-	"8OrC/tCeX/kp/lvlzcVYQbl2/4q+FCsQhaVQvmHnaw+4UdJ/sw+bQWIJNJoM7N9fPATYixLG8ZRedpty",
-	"L0cbModURgMJ1wx1gGVJHUqgenmeqMnD19lJATcyGlW+GwoRA0WzrLRCfI/GVOmBAuDLzilmSje9svFt",
-	"qRRosxkztwv9pIh9A08xZMVt5ayvqiWWE6tYghu2TubZuU7vfW03vfxcMOQ+/rDP02xZ3pza+ZoHZXPT",
-	"w5+13V5sWlb30dljxUya97XNuDn5NNz6LEfJrqkG4n4VEKpJYizsd2/JB/Z+3Sd6+ebXiRAsYIbq1uP/",
-	"2mzVOSikxPI4shBGS5QyYJ8ydPbN0OdiLG44ETyEXSJ4PCFMKzKmamyOPKWFtHbyDI2ctd/KmpoRmV5Q",
-	"egvymc2n1kemlqUS05DU/9GeXG4mVEo6mT2GcLz58/2cRq0FMWG8+unW9ELmgm4zOt41TfC9uF2SlObY",
-	"bXls5V5lHyh3PJTmrr/xBFCgNeOXqusZOrXpjgRBxW0+A/Ozr2wH3e/FbXfgrhC8jbe+pNhy6Ja/Zt4i",
-	"HkdIDfuuKKLvxe2jCWh7cvvnum8GytJSYe3GGzPyEUEM1iBBv51q5ecMeiNrUrf9OWp9gAZXo1Ios6V1",
-	"QpnxtjMwhsJCXaJCZGhk/Xws93oPCSvkaeS9X8TSQtIRN1EhaWvUpXUpnPlBXdwacdenE1X1Y/OedqBo",
-	"6NQdFd166rrO4S0NNVEikyGQ/hmhUSRBKbTdz67foovv7Prdm13CBdnvH5wTSfklKLzfO7mwPlz02+Zk",
-	"ar7i3fYQOaG3ffvkD9v4Y/fXVjN5W93ZVCleofNc0j4OViOzrwjWZoxl0NrLCA+9Y9NLmkd+d8v/YI6D",
-	"bmjRWqE3K70WHRxOUmQaZIOqWqVeaRtUwkLsw+2w4wNMukNHOc1Fdurdwvd3M++ezFbrtEdutsWz83bl",
-	"cVDHKbqrgM6ZdRdcgO7CQvflipiaMw7bOOVzIZKl/caaXcMggWToIrlaKFRdtRFmOHQyMJbRkMVMLzRZ",
-	"frFP/Fo+MM/eEzcc5GAppMzvitv8tp3v2uxBg/O6vJh2R/TUhCsubQ+pgum9ageEZj6PI3PIfSsKHVIP",
-	"9KkhTBexK8PyZmQvJ7NR5Ybids1F1mD0nxhhOCDSl1j6GllcMnxv1i9sJtK41gvnK7hHi05Vhpy3X/mr",
-	"f6VxBuqBfCXOYPJ4RIppLqRNd60PblMM8el+gbIsMc+oDsczlFi81k/iCvjj2IMxHULs5ZyOCp02c+/k",
-	"BS6ezGfVDs6QWN01u4IAdWz4rzG1ATs4KxdVO4UAS7lsKtPspADe+/7qnMnuR5+8l323c2q//wZS84DJ",
-	"hzKd2jk1pm/9Gqd7JlnSiVGvuLjhg3AM4VUqGB4lXXF5zswe7u4Jhy8uU8p1LHTDFb/MlaigF4rM5Rws",
-	"fOO+/SneiiRs8UMf7a/KO8TFb7E/c7qjx8W051T6elgqRi0qjGVn/JppjBxRARlO8njrmldp4UL9ypab",
-	"1EDLjIe0uGutBy5mQG7GwIskApBG4kkiJPhnSfSYcmKvmXbtdM0fuELzpRTZ5ZjQOHZxpEkFMipucBeS",
-	"sfg4xZ/1+Ug0Xh2qIi4y37Yaj+V7M0uOgpkKBvGKrtY0HCcdwjuKB9viTRkM5IXt5rutMd3+8Z3/K/YX",
-	"DIYT3dJDP03i2hIKU6Uyz9obipn46PjeaETd4pmKC4OFYVwHoCmLLS2L+ON2pLc/f7g4Jlz/BfCoxDJN",
-	"5SXoZYzU6fNzaoBiLo0bUJlAJdhJWUmKMhtDZ/MGbFS8N+SpzE1KqdYgDZb839/o2l+baz9/cf9f+/J1",
-	"K3i3ffcfPnLvUxktZILpWO80G8YsJBGTEBqDmIRURuukGklkNBXKiRgqkNcIWAEG6qVSiJFBpJhdAweF",
-	"bvsni8ZaFFb1QJFTjSN2jW7yhi+Vk/cxodn4M3oJD+qBQO7yXVKVyWYLz1V6CS6Nrb3XYr+m2Syj4bdW",
-	"if6lBC9znLqbs/R6eYPCPrRshOi036sSC1Guej41L+h1J725K1lXdxewCJJUaODhpE00Rr/8eZ5DWaXZ",
-	"7HymNJzp1y0mZydl/zHZrZltisEWrLJLhETFxgrHlF/OV5ob7TKM8780Rw2qzxEbjUAqvyZ8Pz42L2cU",
-	"a/BSKqYsOZXR1N1WT8QRKI2BTFY5KD7gcGP+4VMIagETFcWCRbELkODmlzYgokGpqC/Qk+v17u3akGly",
-	"TeMMCFWEksg+QuwgeKZX9BGjjHzdCrZ+9usg1SzS5VQRDByIJwsSYisps/Vc2lndw/xqiaTXD+bnyADT",
-	"L73ne47pSz7zXh8vTc+twgFR4iwv/57nupz17V5APHoa/+6KgI2MF46X5KMjBnGkiBbECuouoZrEQBVm",
-	"lsyyyZTeOHWd6LTj8sPyRnF7c3OToI02N8DZO6D5sjZS40Cz7qUW55ilW7sj7DC3Ax/UdpyeNA7QOJ19",
-	"zHcv+b2SY9ULKkmGvaA3nWXovp/NnusFvVr+YS+YSZ/sBVNpf+aZ6SRF85wnR7EX9OqZl+bZSvpcL2hK",
-	"zOoF06ltXqmuknPJ89dRc+FmIdmNIZZJCd09okFvZGTQnwstRiPgEeOXhBlMIvjTgMD65Topco/Ubz98",
-	"8QpV7E9dNwPjVzax2igK4DJFzTAtLtydq8JXjQLIOEsoX5NAIzqMzZs47BKOeX4QjoXLOc6Ne3uW+jEB",
-	"c9VmX6I4vYJBSJUZZcQ4JMC1sazN1k2fwHTtr9wdMPjyP/7D/x4tJwM60iAHCkLBo2rAYWXZRUpgg0aG",
-	"NxYjIUktE9SoXw3MvEtwSEzTLuuMTOFQk/dytQvSoKeyy0tQeMERNvgBpnAIRaPc/SpBvOB0mwqpjxw7",
-	"lfiEuZFBL6HyKhI33Cu/RyyGvTAEpc7BjNIp0G7VA5ULDd47KqmJ+a48k36ce7i1886VS26I1yiiMdoc",
-	"VDOj1RILzeds6FwnnKEnmgs9GGHGdjBz4tQ3xtUzWgpUEwdFs1HfTKUxnTQ7mxa4pOd4njPuEtgWXzxI",
-	"GIEEHgLePXBB3JMDvAwMiH2L0aftUvxCmUn/bWdtsMVyZoaZIkx9MU0bfg4tdddpu2bE4goN1smJsOxc",
-	"po2PQIdjh92fzz/OaoblFk8ZQHRt9OXrP4J3b/020PT+z41qWYIbfLNomoPbtzpVxlqnamdjwyy3KKSR",
-	"KZCMj0RAsERLQEaSXprzJyD9s7WYaZA0JqmLqxsLpTFWG6+W12J2BSSlUiNMLFjo6jzTzCUGUZeU4Eq9",
-	"Ie/ZuORlRw6tnsMY09KXjJvrirBBL0OrbzXPUK3QzFRhpunVVILqKq+ev1UP7q2ucMUT+KyPRByLm9oB",
-	"FceoZ3C877V0jBle7yWZBu/BNBubWfMpqTGVeMxN6ZL48Y4LslPEqK14dSyN7cAhIi70cZf8IczfO07L",
-	"kyKxGpumUruLZiaJMwby8cYsXa/4sYpJ2LG865hSQ2ZgaWt9fWv7JwMxXKOCvXex3+8b813SUINURZGu",
-	"FCSJxSULaUysipfrm5STjIcgzRJt4b66Buq0zvmlfaoA+/vvt9uba7//fvuPwy//0wuxxbKeQpWbZsUW",
-	"+lPfWFd74dWTKJ6laefdfxpeDYZUh2MXyXFj+FZnktsiZFgOpFrTqQ0EzJgH88NmywkGS5Gzo9PfPLRE",
-	"+G9ZtWTRQvKhG+eMPuonYYIYqIKqQTpVcsl8TWKUx5kadPbZhN7mz3/ZLcrQ2e/cX/n3LQ3/Bo/CuWFB",
-	"LezQiwritXyVyO8F5mdJFjcInYUcx+jEl8sdsviyvoZVgtJxDFsPtH68ZdycXJWjpvjAnqXNtWPKaX2X",
-	"FX4st8NtyiSopeNXzcPRAGIFN2OQ4M+nrnjD5o3sSh+Wni2PUL9nOqHqaodskYPjgGyTEepGyqgkAXlL",
-	"nEoUkJ+IUYkmRsTEDc8rJQZk6x3J6+tVqyQuG3VVrWuUT7bq+JkhTCOzPrjuOkesinlikF3LZKKO2i7W",
-	"NSwLBy/3qBXWJabpBYypcaZW79uhSsyBpz71hPzr4vSE2J9XHB7u+aB3u3Yp1tyHfyjB18/pTYXLPxYh",
-	"r0tsvoKEcs3COc95SwdMe6FjxjGPJgHKGb+0yjA6vSmP8C8J2kqTMdCLuDMisxhmF3svHtdrm96yZDJM",
-	"QwJH9QbLDRxUqOfb7uMHDVWfX9phlXCzJbJFO5Xmagg+C2qJt57awxjqR+yP1hIR2Q9HQpLj/TOfh3Bh",
-	"OFuZp1St3VTWMc5Tjt0y/ZtsLM+ZMAibTIYVXq9ZU1DlcWG1Wn2oeZQYRrphiOIwXMIDiSXAKRccjVV3",
-	"zqwTN5giVAJhSZKhxesJnKwFSM81DcpfIstGk0ES3WdpoKge0rFEDXGs9r2ky2bkO/ScklD4nOqDLhSh",
-	"2eEeLYw5pZNY0Op+tD1rUBsaaDGYP1uexa6uqK3A7HM/2nEkRDRshJK8xPQ9kVgBb2HslAlHZogxHvVS",
-	"iG5x2zWfZXXPgulWAHZupbD4GMxHEf+mzMw8Z/yF+VZutx9coaxw1T15QlfQDVtbhm7Wy1/NPZp4t2XA",
-	"Oau7AB5hDkG3smQF2E9puoqU7+f+BMNITgYy4+1qRRZI7s/E2tqcum9Trb10tUs+D4PeQwxZgcBtidQe",
-	"oqdDBf3eTZtRoqxvM39G7RqDF6i2ukAo4pimCupZakvi7owrcHZ+VdRr41Ca5tNObqUKr/lOnuV8obWc",
-	"p1W8oZWl3av0HbswEGJ+ERAu+BokqZ6UwRX2UXprU7zI509Haz/Z6+ldlxNMwIXDUkUUcO0X4c6a2Rzh",
-	"r6/lVxqzyBiRgseTXSyzDvkNuj9i4BuGCq+aORUqo2UW6szsUH6ZR15HzBA31OUGVyTe5kopiEdvVhHt",
-	"OUB2mlqOrTo3yqm4xyrspkAyGrO/ILKeg8oPIkj1mEQAKdZnK7tc2Zv+K5jg5b+1zjshZiul1qPEerTT",
-	"KQYzXylC1ZX101unYbRgd3YJ4y4nF2g4tj2+aKwEGUK+wxC9uUdQruuincG4JQ5Ph8Uo27TBHEPAUo3R",
-	"MISSMKYsIWJEIojZNciJiwtKY9Duzm3GPnXCsownsqsFOu/4eERjLufCZZbcLo6jmsLaFCM3TfLp+fgY",
-	"Ji/mUL3Z3lv7P3lSafHP9cHal6+bwbsf/NFEFf19fv+5XZJSpQjTZEjDK5JxlyzjPb4qFQyeyInXrRZF",
-	"MLdQb7VKwpKlU6xzu7xLasliqQ2oHjh2aFtjzN2ndXDOFzdxM28OPItoJFKHYmpDyWC0Qlx6EZczV8+w",
-	"v5rvX12uqlmLq7TSx/kgldDsLPx7UdTlWGInVm3+kJfva1GNb7Z7g28ZlaZbHXwF3Y6DbpliqAN1VIC6",
-	"PbZ00b7OEfjt+NbO6n5DFr098upuQA81vLtYiWisXEktCG50i7LJd452RcYmD0ViczVFpi+F+afvqsGN",
-	"8eAOwVxWniA00r363Grn92p329ZSaTxxhje9by/Y6hmRC41j2+CQWLfFALskWcOEA0SqTQz/8zCl2wKB",
-	"DexoOMR8qY2FZC5nOdXZ7iGcWGk8aemHd5dcsjywWsmqH+/mrXY2T8YpbBg+FUJqCzYhaw2w7RuethGE",
-	"MQbz5r45y4cNiFXbwamUnPt4gRDJe6P1ddIUG25CO8vvMnrfvRxqhRpXrKcye+/W5/TqXtiTpoZN/BAL",
-	"t5poQexPSo/KT+QDe79rOyiblxOl6UR5ii8vSBF5bkVCSlIEXjRqBT1CJKv0DLNRrcuaLg/o4b2nKtP3",
-	"EFN+zTRAC6egFrbaHpDXXg9t6SLkQlfK9q3oseXe3uOGH1zvcW8BgGWKIOedKJZiw8esl3oP7PtwDGjj",
-	"hubxz1mRq46spu6HH765uur5bjTXVfeWU5/a/IryNkv6Jpa1FQ/UskVAsjgmkX0Uw9emi4+7YryOioGT",
-	"RzutcmH5J4bt8a4EvSh2QJLWeWPWR76is+qRJQ5SYWutPKhHzf6+O1HuW/SXo+00f7SSPpsZd291BR8Y",
-	"K6RQ3gDRvcpR5SSpKGKLl6EYZ9naAD3H1xxyLSf+IrvopqlV2fVUjHjmnlUzimX9p6m/tKxw3q/uXKD+",
-	"KoqznVwnjWXZ1T+CUdjISgWtFtp2fRS4J8rh7KBv18Of7vMifXY67dnKUrFbitxirfEEbqa1gxU1x3tg",
-	"sfYq10emdIf0uUe+m1tVk3hMFeC7u0ecWxPbDDedd7F0mffluhd30l0fiPjTySbNJM1paacf9JpuloRI",
-	"Hv5KqCr4T3EvVPKgLzuHynDMrhuSfKrK5ON3LukimQsjTJqVypbF5n10qjZ+6OT9mV9ziilbeUOkgHUb",
-	"xlCt2dDYrqLTuVZ5trCUG8hV7R21ahfqWp0Kb+hMwjhLzJ5s+WJuKr0finjM+cNs+oapxw93mEc4ppxD",
-	"PKjMJ6Rph5nkA+UXrQtH8U4H+DXEIoWV1lTV/YpM2Gq1iebx3nnX5i0r0WFiM6UrOoxRqThRuPNXGaQb",
-	"+87EEs8fY3vRGBhu3GEekup8IcNMKt2BcStDpEWVzC7juAvQwTCLLkG34t7N7be+oSp2UgeaZCmSNRTc",
-	"VmwKJ4sH2pwzkIYkXQGk7uZg8a9F1vhy1TkWQO8KcNsJYleC1e5Q6nuyKE5fm/F0YexbiMhwggdzKkWU",
-	"hZq8/mGbfGDvsR27JpS4XPyWFW1a4vZ9YPUq8NwVkjvDcCfo7Qq3XSG2I6yuAqWrwOfyeLkSRq6CiwvC",
-	"p6egxbfPvj30iludCsEUSnoZdoYZm3ahScR84uOHr0ZEbIDmJiI37twiJGliTg+vN8Coz6b4hPnethj0",
-	"0mWDuXYJD3V0/kMJvkOozeFCq9vWerHlInZJXlt6h0hMXzcGFtz68wJHRYHquSXfq8Ws76x38nHqCqVU",
-	"akbj5nTQ+0gsdwsICpLXVlhOonmDz5av+rGHKXJgOzdi02tiiwOQ1xxT0rIkT5XZcYU26SVlnGhBFACJ",
-	"qcY6Plgb9M3slfJT5/23dueU7rkqL0VUw5pm6OGYte8VhJlkenJhXpzrh9X2zVO0/ufhyaf3p/892Ds4",
-	"7p8MPp1+ODwh7qrfPGZLFBsa4kqQzYBKrPzgXj7W2hZxuwSuvbVJ9zjBL8neWR+LiBIbZYzxlZVswVAk",
-	"YEuoClulyShZ+OQrhUWTSf9MtZjLHbqYrX+mPpN9IWTkEgdJQlk8FLcYibDXty9S6wSvX2z5HoVd+Uhm",
-	"sIJs0JRtXG9tDMUtqI2vLn3pbgOvcDW9AiRadZ27joa+scwX+Yj1ESpkJ4eYRohl18sCbiGVkrma29hy",
-	"AkO1d2tdiGw+fL0Lkc01ZTqG/JLJrH7vrN8rykpjqv3m+ibekafAacp6O70f1jfXf7ANFMbIUfXpI0HM",
-	"x5eAqGdkDSncj8yLzE/fi1vs7l+ekvjA9ubmFJ7T1PremOAbf7g2D1aGWjX3z9+DLDDFhHFMcKbrZnFv",
-	"N7eaBixmuPGZ00yPhWR/AXY1+tFOd/5DFzY59IiyOJNQk8nezm91afzty92XoKeyJKFy0tvpmbnbSaJO",
-	"cqnQr2ke6H0xkC/UHALbuLQyQ+O9iCYtqAu3NElt5lKR5dfTQJM1GqdjmntTd3qfgCZkDz+7C5bclGro",
-	"5l0dALXM4O4R+MLHEwaGONwYkjuuaLHB72lUSf3oxEhvN39e/NC+4KOY2ZPg7daPbd6ishQLi0fHEDH6",
-	"yWDiY7Ct3V1CDR09jHsX+ACjRFCXW2s9y37etnHYVuGgCWiQCmflW1P5kw3XDdbMtrNQAKfD2DAq6ipL",
-	"c341gvyZcb5Bf2xvY4N1Mcn4kcXg7eKHToQ+wvYjz14MzsEGQFqOwfKRTOE/u0rGhtVJ5p+teJK703UF",
-	"8XhIJiyn2MCKTvd6PE56nKO80F+VNWP8XFAe7LOEcZokYYqosbjhRPAQCHM3hYVKaMNqseYNhuRiD8ox",
-	"VWOj8jXxTKEwPD6oVgp79oYZi6O1rbJ8pSvC575OY8o56vh5ArPNeu79W2TEfIlUvhHyaj1v/Fw+tBxc",
-	"V6jydIBdmYSL+pgnMzZ+VKvCtHre+P196j18ai9GTKrCCOwO+xtfbUiDhFFdR6rzQvEj12I+j4NAMx5j",
-	"8m1DP6byDiDMygxqvc3wsKLOFSz8Jb4F8zifSj+rrPOJBX6BkL9oafcmtIfIL0GumwXEnDpGVjKO/8ol",
-	"6H7kduMKJgv0tw8wWUl7W1rQHpKZ88U0sLOhxnen5eUc86o4hRV5bTub2vCtUIJWb5bQ/C7MwzS2QyV0",
-	"QoZgvYcjIYkUGrfHelFnlMN1V3n8fxnwIgm9AkWO988Ija5BaqZcP1Lsbog/JFoIl+CFSqXr8uTn1BV1",
-	"xsc6FPIK7R3OhGKRT3ciFFOYrwByuPkGVL5vQ4MTegyysLbyZMd7PAfSskCUyzqpb2ifhxI7FisyVahp",
-	"lwDeArhozdq9iPkXJ5egFZnu4U0EJ0lmocJofprFhGnsZKfy6BXzmnkqoKtqdQH62Ut8xSiUcM3ghqQZ",
-	"9uuzRdXWyXtXVWF9SaOwpMGTAEJeWGwOBriNzOvafMd48HZ7e/HD2F/m0HUufyTHXxrTEKqKQN7qNRf7",
-	"DiASxkB5llaUx+kqulRDQPAqXgVkZGeu0AqNqdLu2tDBRdnWxo1L/hDDwivVAAL79qcXecb5M3Uv1qfp",
-	"kRT3A2Lzbb4nBfR8ZlvHQGMMdFqa4bAt8Xxb5RehnrmruZhhA2DiIr9LR7PrKt3Gz9yws0/oEGYpTnVr",
-	"+x/rm+ub61u9L4UDOPcPL3dsl+t5Oj3ezGHewW127MVh+6g3dJdMGZOX2nAiLBPItLKNAogSmQyB9M9U",
-	"Z/jc+FpcbSy81zbs8eBOVvMS2xzoXsUz6G1t4j9/RGBZUiie2uU6TzCRMV4crg+gHSNpX6kVxewKJmrj",
-	"q+19d7ch4VpcWava60k7h2th+YQwRViSmKVryLs9JtSsdJfgMIxfEn3DQiBXAKk1ku1Vjn1LNKC62TN2",
-	"bmfycJL8ASb96HFcuE2y4ejw/L1Oj8DUhhLG4lvhmg9bZjTad+fYUAOPKCxXVNTOytQuse5lF9lOhiJi",
-	"tjqGhzfzpPTnq7MXM/SwHVLhu9PXbbOUObp6O97Z+OrqINxtuNz+ZiTcc8n/7t1UAvoC1/A24PX56enx",
-	"YO98/5f+r4cH6P9UwCMVuEqktgyryku5WSfDH4JxG1/fwHXulQ+IiViGJjqjevxIbNqIjEIk35kq/+CS",
-	"4NgDe+WK5D6EAHGy0cWem10WTTHtYAgzRQ3n8PMF6NMbF4v0WAzdUWEvbh46B0NVF/x0mvrfTOaeuyZP",
-	"lWKX3EnsK2VFqYvk5u3K57sb81z3f8Iz1l7ySTaxab7U78vtTCOruxh7LieA1+XoD1o7BnnpUpgu2TVw",
-	"G+pgi2EWF6EzPe3XyX8ZdXimFmJAqNGMsSOi/cRYe+eHv/Yv+qcng/3Tk6OP/f1PDdCeb+ATJhlUxaEh",
-	"JX9re/NuOQSvr+vpMLytgFS8Lolhjxdsf0RsR4FE9cjlDzKuRRsRn4F6TF1UzYZIXynMT3QxF5V8R/K6",
-	"DGMK/PHsb9bJXvmAIgnl1gC+NdYJumADF3IfIKYE+RWsCiqMxp0ZhN0WJiSkHCt3hBrf5JIRvGCB5Fs9",
-	"1Q57z/R2eiJVJKapFumS6lllHk8n2ZVJLA5VcpnEjynTz1riUA6mMn7by9fGV/z/Kk7QXeLN/mZaQYzB",
-	"5KHgI3aZWRFAoXGCMixdgWOQME9UmtyiszyC63mlSP8Ay7yaj1OKN9nuIjBfcG+az6uCs6gC3pdHkYlF",
-	"DtQnkIVn7EJtIQANITJFsZFmLyroTHLl7nLynxM1ptIWcqJxnIfWKRssw9wRsItzGyrguvqojaCjqtQ1",
-	"f+9t/t6znlrKCbYpdx2kZyVjvxjonw8aVefKVP4CNDKm/0OyfbmkJrYvqffM06y3WzxwTjVgjNkK0WXm",
-	"sR9aLeiaspgOY59sFfU2vNZZycevVGUDKgJW9JY1ZprPYbYvkpRKWKM8WlOgd4ii16BspdIZG4zAnxmN",
-	"naBheSFdSshrJyLmSS44ELhlSqs3AUEl8IYpmDXXrES5sSo24Ilw9gHJ+ynY+mtGeg0ZjRr3r4vTk3nC",
-	"d0Ef1C/tk76OmmId45SG1NaEpOrKnImSueI0nk4HvU1PNfedntnFZeJp6lR7Em2zPoX5uqZZXlSw3ndc",
-	"16FbNOx3g3E2qmDqXGcjjOepuoGK/ule6JunXQh+DVLRvBGtV7/YU6FrUlBpk0uUlkATe8FnDE3y2mCZ",
-	"y7u0bdFeKVIyD8Hq5W+IkPVfHByTlDLpboE55IqJ4jRVY6GJgoRyzUJ3UVypSLVRqwG2SySEwFKtrEGN",
-	"iUSoGkFEsALVOjnBO+W9/Q8e23e/Qotz17f8cbBz8QMHoLSr6fSfGchWL0HmbvPDvGjXQypQrsQYlkrz",
-	"gJr7Wn1v/rDvSNlyUi6kkdgabpSYk5chnA86Eba+FrYIvxdx9qmCNcYVcMXw3lJlQ2vekoTq0OCEzfrG",
-	"XMEYyOv/PyADNN9//x3v/WOmQdL4DRFG4G3VhbxsSVQpWIEq5FDc7hIhbbXE4YS8dl0XXZb5m928Wp8F",
-	"mlnoOMhXdAFUYouGx0OOqZYygq9Z60y7FqwjhjcONXoV3oc/EUwK90P+Z7PvYUHTyW8LlPapjBoRyfCZ",
-	"Ybg0G8YsJCGV0Qs8PUt4skLnhDyX7eGkxvEVkCrhpx1KbSiIR3OKU0yZkAabDLOUViNCEMKUAajKw66V",
-	"rqz6b5xZaUZYJ/vWF2mVuwLF8nXNzXAsIMlejV2YNXwTxqDPyNvyGnmGRlhUp9gYVxrHZke6isrtoMBD",
-	"rqexAqmMGl1MVEbfWtj2i7X4WChoGZeIG149slbBva+5AnTXqKidcvArV69UdRbr5DPPf+aKkkTOL7aG",
-	"Jfp4RDJ+xc3k+wcK4yVsYQkDdSennwZHp59PDgan54Oj0/P3/YODw5M5kPeobueW2d+PEcI5Dzyqu/Gi",
-	"xTxXI0twWE16GR+K22ZPjs5TaaW4cf6UkHLBWUjjooh8QFxkDhmx2Jw2GZdAI/SvCBkpYwpaTwv6WGzp",
-	"hsLTIsVNHrvv97P0zRQfuBzQIjPJroi8dgt9E+AdmZCEhlcQNZlHlhy9tjoFLvTIPnO3nJPHPvVtunpw",
-	"2U1mFX6J3PeCQs8RhTB1A0GE0BpYVKDIYsxiGNqg4VVzxMYxlVeKbK2v11qRWGAywplXhpfixgayj+k1",
-	"kCEAL7FGC+vAyevGGD3CBW9giKG9/bZRWLsIroxf05jlfciJhD8g1Nb0uhkbEw1n0gBae+HVt2FDzdpK",
-	"NLxCUwk3ZqDgT5vs+o9e0Nv6aYn81pwOT2Ic5S9vvhw7A7lmGEZkOhTJ9+dPfrGOOuLaXmisixiiS3Dw",
-	"1hXUwpiypBnWPhrcUSRLDThh3yCnPgUk4w6UEOOmscuoUjYu2sVDk9dhTJPUwtxMJ6U3NsLTaWT5zVcD",
-	"cO3jnL9R6EKC2+LJVfJguHjQQxL3dn4MeujA7+30RBw5KV4CVZBCTwdq+PpmWPtY8s0Lor0gmtXUDE84",
-	"bPEiynLghnLUnKntuvTwkZAhRA7YitoiM1ksCE4CnUO2zVF5iQ80HK+TEwA0JK02dgUTMsw04YKkkiUQ",
-	"VRtC1/EMN+XZZkvZ2TX5YCyNV0iS+j4493A0ApuOagmS12+rp4knoOl8lrVd1r3s+l9jYX3kEiJjxNAY",
-	"I1HMP0OKyd1qBR48hufKf8fQfHng4m0YEkRP/vZs2HeEyNnPUIjxy5mSqG0Y0YU9NFcm0CJhIVGMX8aw",
-	"FpWOHqxBsGNZEBkTvWl6zPhlYCufYo6Qcilj+J4AMbdunheF+fOWc/gh4wjCWlKuaGgrKu+R4UTDmmWD",
-	"kMZEQgpU51RQ2DXylcIWg0oX9TfywC7bp7O4s7TFOkiUWY4Fn7DgABfAo29DA7VtVzEijHIyKautnp2T",
-	"t9v/u4fSle+feeCKcfNrl+HvMvV7O72fh9vRu3AL1ra2trbW3tLt4dpP4Q/R2ja8Hb2jPw03w61ousmx",
-	"VXkTdYkKb+LalOYXMciPP4y2wm36FtZ+Gv4crb01L/h5tLm5tkW3hz+Eb6Mf4d2oVxKgy8OtdefK5j6J",
-	"8lx5/4KIWQstheP6tW1jHUHMULNBI+PNi3L9oly7kBIeEUoOjm38iEhyHFw62C3/1cYwD1JoqofPXdFq",
-	"vPN00kGoAfEIUoPKXJODY1TzrXeh0tHZ8DVLmVn8buHjzMeYdXI6aAgI5cWv7WgEWy79gREYhMaCz0f0",
-	"97iobwzWLzTlUZaaI+1HkjCeaVtYahaHcc8QiQv6PhacImWfGlNxEvO9rY5tXhyuLwg6i6BG+Tw4tk2r",
-	"bbsP1+2vM4p+zVMQ5kWlWHtn6lqbsFEl8QBbjqDrhBmT76bpcrvmosXcrsoYY2q7UVU1cXyK6fmpBk7E",
-	"nlmcipvVY0SqFB3H/dqa27KXK+JnHaiyskpUFeaNEYthTYLBUTVXsu22EQW5tUzsU0RwtIDdoLuE8omN",
-	"McvlFR/B3CD0Ot14XDtHLIZzHO7RI1SWk85vLCikpGtTZIj99iUs5PmGhWAHFhqGoBTJBbWUfSxA01Xw",
-	"1cZX7AdkbJ3buw07emOVwz3CBV9zOFBo5vmccuHOp6oFohXOXsIIJPAQbN5iARVZqkBqkoIkrwsvm3ki",
-	"cKOCfOMHiz18iWXebxouzGL6hvyrV2acNaQkpGhGWXchxqMYsjFkw2AJDKmS+0msoxLImgugmG9fDKEX",
-	"QyjP4jbKSQlGdAqKlsNQvJtqdiPt0zi2Fd3XyWkKXKEDC9OknXfJ2TLhWCjgZGjbJOINAc7zNUarD8Xt",
-	"moMcMkbMCQjECrDNohvCfaLLFt55TIq9GnCpSUGtJg3Kf2ArkwW24aPt7mR7OtkLUmc70TJmx3xtb0U8",
-	"hZhsGzdDlm/CEYVpDoOSKNVEpx+WKJFWLPtpiqMVr1/geK+EZpZ3W4SjmBtxsMzpupt/K5XTvhNsMghR",
-	"AkS9nk6USTOcJ5qkVWWJSjPIhUWrGjrK1SLcsL93zRszpoqIoQJ5Dfbq0zUHDMjNmIVj7BYmZ5tGzgKI",
-	"6z/43RSrWtBPMU8xnaL2S9mqxytbBfntenMPxVZClrf+bJSyPg9FYvD2NVVXEFVDHUBiLRaR6UtR+YVT",
-	"CPJf5G+wsV56DEwWDBRBGFMrR6ookSB4YUENFPwZkNmbE48l5fjpibOCWE6tCl2acoFsPpYFxuZyCfPE",
-	"1K35oBjobnZGp7aPNVNVYjdNSeU9LJd6f9FS8hvzKLnpN7uTXFfcF3/Sc/Un5aMUIFOBv+KjVvi38TUP",
-	"dqk6luz4UbOxZK11fBDLqeWOJCtrxujI45tspuRsoQddjkBqsa8pdqrEnnvxBP1P5YWUhDSe5AFVeNtf",
-	"DdBqwsZzt5pn5GNyM/PdG618SX/KCcPaou3rQZj9nvUypU4KlkIVR+wnsazqU5hvXVVOhUoEYBpPXtxP",
-	"L+4np3EiG1nHk5PL5XF2bhe3WnhxrdGQGrNUuUaEtoIgNtdyDfsRVEcijsUNSUvPvPm5bcmVS3yhXA4n",
-	"xIVXemBy1R5wDwCQz0thEiJp1JZswzSsFFZs0Ivq9GxVJ3HD8yZ39T2rijYKbbUn9pSrGJsaqKKw3w2f",
-	"Nv/I65o0vylfVmQ4VmMQXeWt107W36wTG9TIRRnQ4ZPaFXtyP6rzNu9ZY2HLqBhx3At6Y6a0kJOBwash",
-	"i3EXe7YAu19VESJx+diGmtAtwtvZfRIwMXLt7fYSek5B96fRcYrXL26qURaXJZGcDGTGd2woq8jiaG1o",
-	"m6ThYSIyTfoH6iWM+0X5sVhpWWy2+2IOjYtUnrLvYqPycwCastjiMCVDs8mYqYs92F9TV719e3PzDUYG",
-	"Trdi3CW0rhsBVMKU3Nttyb+8M6kswCL/JBpQXbTObQDZZxZr+FhdTc173Bb9nXosfkfeckT3qCJlVrZW",
-	"kuYNtC/mGzTOyW0tkdK29nR7wHq7b3YxnBivzIaTKTOI3Iypxjttc3A5ZYGUyoJfZN+bV/+N5RbX3yS1",
-	"uC8vYvusL7lQdK2otTdL9tLUpkLBrS4P0J/IB/Z+N5dG9+G7t+bTN3O9s9OeBG6Tvotj2Exn17lrFxkq",
-	"yJArttB8DJns2lAZKW/dr7/zNXIkAf4Co1RIrciRZBGdNHlkt/35U4Zgy/RhmaLyk9kmi6GnUojX0u3F",
-	"6HgxOmypKWQHW41lAQYuobHkDoevrfpY1S/6MbSm8K/aBCVVaDjYl2WXpFKo1NXlQOPjNRdkSMOrEYvj",
-	"wGCjhERc09iMjb2tsFhCnvv0xg+ZR3ba3yFaNt1LFZ4hl7yvvMhof7UsNFpqPhkq2tfP99iUjPYCiC+A",
-	"6FJBrcN65qpnNUS0vo/m2/3TGw4SoWyd9J3T2rmoMZiQSsBioQ4H48JoE7JwyTj7zY9tdtDvEdtm8Yrx",
-	"61X91UshnaXtkyGdff18pKteZSY0esG7F7xzhaWQeQqsEffhf974QzDejHVnUy5k21hmCFiTIcc1qrHt",
-	"fO4pNkYdxRuW8rLeKoN+uPuXmcHfAuwMrZdRzfr5CPrJAOu42ML5oFVu9QtcvcCVK40cQqrzMIDyVFsN",
-	"r2Kg13OUsz0LSVzwNVHR02zDdJU3IOcREZlWmlp0i21tZRc5idN1mLZLJBipzVOLcmQrV9MQMASP2iT5",
-	"KUENN+QF1V5Q7W9THvm6282/HiP6tCs1dCQNCHFCeTiudTYmIeVEgYG4GxuvYsc1E9Iusy2NmcvKrRQl",
-	"UoA3/bVey1jafJeMWRQBvguUFlKhCSshoqEGT0TkJ3zhc2tl/G3XMbE0PWusXYRbnLx0M37+3YytOC5d",
-	"vMiHDhtwm9cr8bfd4pU+6IGtv5tHCoXjjF/ZaiQOIKgihieJMHggryJxw3dJSiVWscarTuoaEZObMYuB",
-	"YNpaGoMv9Mdy5OHt8y9PUifZNAUaW3IJmVDdOQfPEubIDnL3rDDG7ZkHZfYs07ygy7Msbn9ry33k0oxb",
-	"1YAyOKq8zqUxk3FvpzfWOt3Z2Nja/sf65vrm+tbOT5s/bSLDuSFmK8fafPihEFppSdPAm0hfFpxYr6SM",
-	"uizjWQEsqqNj4YaGiv21kumVYbFk+uyYe1HCODNzNB/sEMTWgIyF0sq1W1cB5noE+dStEZj3l1gnOIRy",
-	"/QWrhy0ZiojZOq5uEtT81DOLs0pDb7OQWt/o9ekMX+E68HnyJXYqdkcwe7uhykyW6rBWA50d8uDY1UWp",
-	"9GGsttm3w7njp0Zrx1AeetdKxAdFl6AAy1LaiitoUleGs61CZsc6vDVwxjxZm25ewGQtI7y65DzJaHbY",
-	"o1opHBdGWysxtl7rv2jW+eXu/wUAAP//",
+	"7L37cuM2kyj+Kij99ldjf4eSL3PJxK6vTnl8+aLNeOy1Pdndk8xRILJlISYBBoBsK1Ou2qfZB9snOYUG",
+	"eCclSvJt5vM/iUckgUaju9Hd6MvXji+iWHDgWnV2vnZiKmkEGiT+a+8SuO4Hp1SPzT8Z7+x0YvMPr8Np",
+	"BJ2dDjVvDFjQ8ToS/pwwCUFnR8sJeB3ljyGi5ruRkBHVnZ3OZIJv6mlsvlVaMn7Zubvz7ERnMDJvB6B8",
+	"yWLNhJluj5NkDo8ISaj7NzEAED2mmjBFJpz9OQHCONFjIENx2+t4zeBKGM2EN6K3H4FfmkW/e+N1IsaT",
+	"f27VAq819cdRAVXFRVyMgdD0rVeK9A/I2kiKiFASgVL0El6p3BvrTeCnb6yO8g/i9meYNmzrUNwOrmA6",
+	"c4p/MWjc6fx/GxkFbdinasMNbubZn0glZBUnHG71wMeHZl8lqEkE6Q8josdMEaUl0CjFxp8TkNMMSvty",
+	"p2HrtjffvJ+/eQegNOPUAHXEQg3y33COCrgnPJwSKW5UCpsUIjKQHxyTmDJpgITbOBQBJLiqgznI5uu0",
+	"xWYOxs6d11F6GtqhID4Z/gG+7hQX0rAEQ4W+4NcgFb62Q75eMR7s4Eo8/O+ABXdmTe5BYH4Gn8XMkFzC",
+	"h3dLLXU5Qmq19CMWQp8HcFvPfZvdIVUQEGZeIYxrgVIiY7wRC0E1sJx5NsAv54kMFk2izs6PSHL2782U",
+	"4BjXcAkSKe4nofQnHLwMqHmCcs1rLdDGQukB/r0shhEUA9fPMO0H9VRzBVMUWg1AXMF0dXn0kUVMV6c/",
+	"pZdAFPsLyFpML2EQmtcGAYzoJNQe8UMaxRAQLUjucURv15uEBr7RqYWNcf3uTad2044tscw8Cx1BrY6K",
+	"M/hzAkpX5qxuTP/AiqOUmu2J6FMpmcHKGIi0gzVsnXs6uD/YhYhmYsmJmRWnOQelmOA/AQ2g5nC5kJSr",
+	"WEhNlH3RkPAuuWF6LCaaMI2o2Tvtp6SNfKfwZ/dJirGxnSRdASorQ3HbdUA0HUBb23PPnzuDBRULrgAV",
+	"rg80cJtv/uULroHjnzSOQ+ajHNz4Q5k1fm3J34dSCmmnKuKo/+mXvY/9g8He2T8+Hx9+ujByf//z2fnJ",
+	"2cA96hnhui/4KGT+IwD06eRicHrWPz488Mjp2clR/+Ph4OTzxcHehfnl7OTkeLB3tv9T/xf85+Ev/fP+",
+	"yafB/smno4/9fQS/f3B4fHpycfhp/z/T33ERKFwOb32AAIKHX8nH/nH/YnD4H/uHhweHFo2fhD4SEx48",
+	"DhqPTj5/OhicnA2OTs4+9A8ODj8hEGdUA6LiMZBwtndxOEBMHB6QNQlaTukwhHWE5FwLSS/hiLJwIuHh",
+	"gTm/ODnb+8fh4Giv//Hz2eEO4UKPGb8kN1SRG8m0Bo6AfeZ0osdCsr8eA0d7ny9+QpgMSd+MqYZrkCiE",
+	"fDpRkEB0TVlocPfwAF0YBjrbO+t//M/B5097v+z1P+59+HhY2b/PXE1iI2AhOIaA0QsUbA8OXXaevVJk",
+	"387VNXMbI5ALTQQHq52LGCTOTQLwQypBkbWyxDPKLVWCk0m2mkFkljMwgtqs9C6R7dYe9q9OJtoXVnmj",
+	"QcDMDDQ8lWY6zYwQH9FQgdeJcz997VD/CoIB1fNWfsEiUJpGscGx/Wg4HbgDyZya8w9Hc2gZ803Bn/OV",
+	"a59FNDxPv1Sa6oma99mef3VuX7TnV3KK/5qbOR3Ly9Zev6Iv6QpEqtBnM+x87QA3uvSv9mMzSCiBBtOB",
+	"/feXGgTsBRHjeEovuk2JN6MNmn0qg4GEa4Y6wKKo9iVQvThNFPjhaxUo4IZHg9yzoRAhULSeMmOh7tOQ",
+	"Kj1QAHxRmEKmdNOUjbPFUqBpZazRZfAnRVg3cIkgc+4pZyTlDaYEWekS3LBFNFdhLe99YTdr6TklyH18",
+	"sc/jyaK0Wdr5WcjapzI4yL1e3vr55mB+U52tlYLVvMltxk1wqeF2LpWd2ncvzKu5LZ+39DPzXpkS8vuO",
+	"/2uzT2egcOWLC5G5MjQTUUbSxwzdbRU75nwsbjgR3IddIng4JUwrMqZqTNA5JiQEvTrZ5CzyVqZUhV86",
+	"XmbRJ5DNxtZHphbFEtMQFf9ojy4HCZWSTqtnEI43G97PcdCaCyPG879ulRcyU+I2i8a7JgA/iNsFUWnO",
+	"3JZnVuLXrZPIS55IM9ffKP4VaM34pVr2AC1tukOBl3NcV2R8dcp2cvuDuF1eaucQ3sZfnmGs4MjenMe3",
+	"yTSzFvE4TGrId0UW/SBuH41B26O7HtZ9M9AkzrTV5Wijwh8BhGCtEfTLqVZ+Sq8zsvZ029dR5QO0tho1",
+	"QjlZWCGUE94WAmMlzD/UMyRDI+knY7npa1CYQ08j7f0kFmaSJeUmKiRtLbq4yIWVF4rs1ih363SivHJs",
+	"5mknFA2elpeKbj1FXefwlvqaKDGRPpD+KaFBIEEpNNxPr9+gf+/0+t36LuGC7PcPzoik/BIU3sF9OrcO",
+	"XHTaJmhqvsfdrkFyRG/79svX2/iy+9dWM3pb3avkMZ7D80zUPo6sRmJfUVibMRaR1rWE8NA7Vl7SLPS7",
+	"S/EH8xosJy1aK/RmpddiCW+TFBMNskFVzWMvsw1ysR/243ay42eYLi86MjDn2aV3c+dfzrx7MlttqT1y",
+	"0KbfztqVx5E6TtFdReg4x8A56GVIaGHXQwk4/L4RtjMhooW9w5pdwyCCaOgCr1poTsuqHcyQ4nRgTKAh",
+	"C5mea5v8ZL/4JftglmEnbjjIwUIiMbkRbvNuOw+12YMGF3V2/ezO4hLAOcd1Daq88l61k3gGnsdhLqS+",
+	"FbkLsQf6xCBmGf7KguwqMjJBs9HZhuK268JcMJZPjDC4D/FLLH6NvFwwGK/q/TWANK713DkF7tF0U7kh",
+	"Z+1XMvUvNJyAeiCniLOMalwfKZhzcbO8ege3MfiGOZa+JlkUmadU++MKJuav9UJcAX8cwy+kQwhrKWdJ",
+	"zU0b2Jdy96ZfJlC1E2eIrOVVuBQBRdnw72Nqw3IQKqM0jURZAizkm8mBuZSmd+/7qxMiux/F8V723cLU",
+	"fv+NSE2iFx/KRmrnvSjf7TWCeypZtBShXnFxwwf+GPyrWDA8SpaVyzMge7hLJhw+vTXJ1jHX35a+mShR",
+	"XscXE5ciMHfGffsqXn9EbP5HH+1b2eVgS+U80R1rfEl7mkRC6VJMKIY4K0J5QBi/ZhrjQ5RHhtMk+Lng",
+	"Ppq70HplywE10HLCfZpeohbDEydAbsbAXahPGII0HE8iIaEeSqLHlBN7n7RrwTX/wBWah1JMLseEhqEL",
+	"CI1yIiPn73aBF/OPU3ytz0ei8Y5QpdGPybYVaCzZmyo6UmJKCaSWddNch7msUckYmcShoAEExaSLCDQN",
+	"qKZkjWOYlRGzw6kGtb5DAnHDzTeEaYwSzX05SJ8J89VPFxenvU6FHwuZGZUNP0iGwLH/cXhBNmjMNq63",
+	"NobiFtTGV6er3W1kA6mNr4VR73aJEUiMXxogLyXlWiVhbAaguWI1i2yqDybG58Q8J1SlOOzNktDVQQwh",
+	"WH1+3hhqTLffvquO8lHcgPSpAjKGW3L+0153++27JMwZ98sjhmQnGgLDujZkV5q9uRmb2c0PdmaXP9IE",
+	"APsLBjhgzZnM/sLoe3xcwO6MIPECl5RSdZy1mduDAgApOupY4YNRapcLPEsvd+bG2x2Apiy0dJLGgrc5",
+	"rZPXHy7gDNd/DjzIjiNN5SXoRfwMZRWoNEAKS+MG5ADIRaUpKwyDiQ12tHkYf6DVUxublqVdxVRrkIbY",
+	"/u+vtPvXZvfHL+7/3S9ft7x323f/UofufSqDRSUiiSfDkPkkYBJ8LeSU+FQGPZIP+TLKJuVEDA0v4Znj",
+	"YURlLIUYGfYL2TVwUKpG+D1e2Ny8+LcHCnFrHHHZMLTaOLMM+DoiLEd1VVNl3CZnP1atp80Gijqll/Cg",
+	"3ikk27qbyiwNcK7ORS/BZRO292ilAWFN6DI70cLK9Dr7Bf15ETuyteL9r0rwLK1teacJvV7cbLUfLRpt",
+	"XPau5kJrslXX7ktmY9DrpayzZdG6ulOKBRDFQgP3p22Ce/rZ60lSbB5nVXhKenR5uvnoXMqkfExyayab",
+	"dLA5q1wm4CZnyftjyi9nm2aN1j/mjFya0xCNtICNRiBVvb11P57cWspI11CLqZCy6EQGpavSjggDUBrj",
+	"4qz+kv7A4cb8UaezFOJvcroPC0IXb8PNmza+pkHvKS6wpP4Y3efrlrf1Y73Kk08CXkzzwZiScDonnzmX",
+	"8VxMha6qOuatBXKWfzav42aWJ73nm7Hy/a+Zt44uyrDldjOInK1ev3+J6mhvA84hHD3NjcCKwtczhOeP",
+	"F6SjIwZhoIgWxDLdLqGahEAVZhxVyWS1YP2FA91L29zigLFIaHe2HCY25IPanWWgcYBGcPax9kBGvLlE",
+	"uo6XyyTteJ1yKql7Xk2R7HidQpJpx6vkyHa8Um6n+aaciWq+q0lE7XidYnqt+TaXI9nxmrLvOl45f7GW",
+	"RfPoXPBgdNicu1mIdmPETaSE5R3iXmdkGKregyRGI+ABurmMgCH4qkegd9kjaYKZ+vX1l1qnTlhfRsAM",
+	"jI9sgrw5wcGlA7fy7qRujrrKIEDGk4jyrgQa0GFoZuKwS6yXEfyxcInliWOAXNNwAr364C2q6mw7xekV",
+	"DNArJmHEOETAtbHKzdb1LEPnvQmJK2Hw5W//Uj+PltMBHWmQAwW+4EE+sDS37DTvs0FVwgurkZCkkO5r",
+	"9KIGYt4lOKT1hKLvjkZASnKoyXm92v2411GTy0tQeL/lN/gQSnIIWSPb/TxCaoXTbSykPnLklMknTIA1",
+	"Rqa8CsQNr+XfIxbCnu+DUmdgRlkqoHLV05ELDbVXlFIT86xkKr+tNZXbufWy9TbE6qSROG1OqcpohdRR",
+	"8zsbOp8LZ3gLwYUejDAn36scN8VdcZWpFpKokZND1dB+puKQTpu9VEU//Qy/eeXRhLsUxfmXThJGIIH7",
+	"gPdOXBD35QAvgj1iZzGasV1KPUdOZP1Nd2Gw+UxmhikhpriYpg0/g5ZaaNkhitcUIeNXu2klgBFofwyK",
+	"2LU2bWfJbKHd0ZevP3jv3tRbLuW9nhm9tMDO10HRBIPboyIGxlrHamdjg3w++5iWRfElBMA1o6HyCJbN",
+	"MfsfS3ZNNZCxsFVk5qxh9a2ft9ntnY4FEikEjG9tVl2R9m0jeRdk9lyNqNozdMELlUQE1xzaWKNgwfDK",
+	"ZYWx15mgqbeaa6dQWKhUTKu8mlzsZW7qZnIw3z+44zpHFU/gvj4SYShuCmdZGKI+wjEswOIxZHiFGE00",
+	"1J5h1RDeglNIjanEE7Gkc+LPOy4WUxGj3mKEgTQ2BoeAuAjZXfKHMP/ecdqgFJHV7DSV2t3cMkmc0ZCM",
+	"N2ZxL+eISoGwY9Wuo6SuVKTaZxtOGoMkVr8zyuZEARZ8ElbxLCkwNUWa8sL1t99utze7v/12+8Phl/9V",
+	"K15TmJ5CXyvTUQs9qW9MqD3/6km0y8x+q27eVq9H/avBkGp/7KJ1bgzR6YnktsKbLQmZq87Vhn8rNsDs",
+	"0OgMQG8hdC7pcjcfLRDindWfmbeQZOhGmNFD/CREEAJVkLc6S/Ef5jEJkR8LBf7sdxG9Tb7dJU6GuUfu",
+	"X8njloZ9g8fgzFBfMuuMQoMtZxGJL352omvqtV+atXGMpahxsXMRJzPa1ArpBjiGLbtaPJEm3Bw2udMh",
+	"/cEef821fzKwvssKTZbQ4TZmEtTCkcnm42AAoYKbMUioT4nPObpmjeyqU2ZOqxpW/sB0RNXVDtkiB8ce",
+	"2SYjVGeU0SI88oY4LcYj74nRYqaGu8QNT4pZemTrHUnqI+YLWS4ajJWvS5UAm/fpVBDTSKwPrm7OYKsU",
+	"TgyfbJkmtqSCinUps4LMi31qmXUBMGsFRmmc0urrdih3z19TR3xK/vX85BOxr+fcGe57r3PbvRRd9+Mf",
+	"SvDeGb3JUfnHNJh5gc1XEFGumT/ju9rqD2UHc8g4ZkhFQDnjl6jiWn825QH+S4K23GRs9jQcjchJCNXF",
+	"3osz9domLi2Y5tSQmpO/nHIDezns1W338YMmIcyuzrFKFNoCCb9LlVZriEnzCrnTNSWeMQKQ2Je6kQjs",
+	"jyMhyfH+aZ3/b26UW5aBli+/lZWLTrLG3TLrN9kYi5XQA5smiBV6r1lTrOVxamhafah5lBBGumGI9DBc",
+	"wL+IldYpF5z5NExOsx5xgylCJRAWRRNNhyHMCiafaxBkbyLJBtNBFNxndaegGHqxQKl2LKq+qKeu7tBz",
+	"SkLqJioOOpeFqsM9WnRzTKehoPn9aHvWoDY00GIwG1o+CV1dWFtBu85jaMeREFC/UZQkVcDvCcUKeAtj",
+	"J0slM0OM8aiXQiwXzl1wM+b3zCt3XLCwZcxSR2B1GKnflArkCeHPzaRzu/3gCmWOqu7JebmCbtjaMnRQ",
+	"L37x9mjs3ZYAZ6zuHHiAqQXLVZZLhX1J01Ukm5/Xp74EcjqQE96uvGcqydtetah7itNKpWfbBbYXr+Vw",
+	"vHp/pE0SUdYbmXyjdo2xClTbc9wXYUhjBcXcwQVlZsV5V4UvL7HaOIPKNLaUSyhHJ3WnxmLey0Ia0yr+",
+	"y/LSPscJoSx0B4yeZnJwbENRBIe6vEGyFk1CzWIq9YbZ1G5ANfUwCxBNr/2Pfbz1WN8h5h1Ffseopd/J",
+	"Wrn+uUdq2X6XuH0lEZ2SIRCIYj1dx8F/N6z3e49cZBltmBJOLyFwCeNwDXJKlIHUUisxFIu5jeKGE1/E",
+	"U/OHTZVLfk000k7dTea89lU7iCq8QDcrdumS+APm/a1t9Xrbb98mqXpckJjqsV0QzScZrhUKuLsEPzPk",
+	"LsnjTvgadNdm8tn4BTpU2CSLJGm+uWS7iN7alLrdfGKgyxe0eElSCm22oB24nEM5ZJxi15ga352T1S0O",
+	"3ZKAr7qlzK9WwM4j9Hs9Io5dGBKSntki3kWqI2v2f3iNNwTFAiC0Np3WcsDG/sf+ukeo2wY7X7IB5PPF",
+	"Ufc9cZth6xgQcAHZVCHN1h9OS9scM461IgJ+oSELqLbha/WhLU906tVaO6VgLC0nvp4YdCbXwGQtYAYT",
+	"vs52I3d42Uw+BeFofZVTasaZnHOtoUBgnLh3cwSBrqrcrwHEeozlHLPIk27IrtDxgHUdrSdoqRO+lQFV",
+	"YzDVWEKlg8M8UoSqK3sdZB3UwZwt2CWMu8x+oP6YRBMjt0IljMh32wjB+j0qEUW7Z2nloaXeUD5clW3w",
+	"YtQmYLHGhiuEEj+kLDKyPoCQXbsII8MYISQJixVfiOOIRbzey3o7Zqk7j+g4SKhwkSW3C/PJZ1E3RVuW",
+	"UV6GZw7BLKmNGVX+vjSx5JTRN8JqZd4stSwNQi4ft+aUMg9RuJkpPSOQ8ODIKg+YD82u+5oE4IsAZFuN",
+	"LmnZhpU+dL7/JxoW7sRk3Da1kZQrG9TyorY9gtq2pMaWlEbKxxDtdf9Pkt+f/tkbdL983fTeva6P2cz5",
+	"TKr5BjH9cwLEOl92SUyVwQ8ZUv+KTLhLCqxVrHL1gJ7o4mS5yk7ezPr2+ZpDCxYisxeK2f19S1Eb2/yU",
+	"gROLbSt2uhiGJS5E0+iHysxezSIakbREadKhZDBaIc0nDV+cqUXbt2bfaS1WI7RF+EJ2r/QgdUUtFPV7",
+	"kVa5WmAnVm2YlFS9nVMWxbxV7Xg0YxkXbtxScQUXNO4GImtShPakU5om2V0KDRljv6yXK32+ffv6Xc3W",
+	"5ppjLuETXk4VWy5zF+2PJY2P5T5buOzu0klU7XjFQnW/0eS17WqL1z012KjdxVyweS70YE7cuVuUTYZ2",
+	"uEuz4bkvIpsHLyb6Upg/vzTT8INf/CS88gRR627qM2sZ36vryraAjMOp813R+77tWD1D/Yk8R23Z0obT",
+	"NRxjdbniKZ8s5kMoEsFDXD/E4bSlRu9CC2R2fLTinHrpM2u11dxDp7Jh0KoPsS2AyAECNcBmqXjeBuCH",
+	"mPWQ3KoMsMdlg/wo7GApzfE+JhAi+mD0vqV0Rcu0Lc7ypflrEV3wXg6dVLVLV5iDvpYYEgwuXzqbxoZw",
+	"6kUg3GI6i33FGsw3Y6NfIXyEKeKbZwHRQpC1BOiyjvV+68ftudl8z61YUoYWr1ZWtRJMQkSr9OG0SQaZ",
+	"aUPD8GTU2fm1nZHzxcvFudMwvO97i3tq8HAPqT7XTAO08KRrYQvdAlmrvbvI/Opc6FzF3BXvMuprmBri",
+	"wPqldTXhFmk+kLR6WoggH7NOeZWQ29noMw/l+6I+G9U5i3hO0yIhSGfqfojhm+tnkuxGcz+T2jYmpc3P",
+	"KXlV1DeRrC01oxYtpTQJQxLYTzG4uNz0wxXBd1j0kBk9t83ZwpJfDNknfgUNdkASF2mj6jBf0a31yBwH",
+	"sbAVqx7U92bfXx4p9836i+G2TB+tuM+mGt9bMdgHlhVSqNrw/T3LPWnBeIwLwMj3XWK/yYqvE0WnKq0C",
+	"IgFvmiIhoXU+7RmOeMi1nBZLKuSrpuZK4Rfnrz81nrvH1oxiGeVpat4tysr3q3OnZ8QqCrcFbin9ZtHV",
+	"P4Jh2UhKKa7m2od9ZNUnysJfQjUvhsPeZ6BKFZz2ZGWxuFy683wd8xPclHWJFfXMeyCx9graR6b0EqnQ",
+	"j3znt6re8ZgKw3d3Pzmz7YEZrpxDt6gba7FNWU7TfSDklxMHm1Ga4NKC73Wabo+EiB7+2ifP+E9x95PR",
+	"YF2mJZX+mF03JGzmdcvH7y+2DGfOjVxpVipb9hOpw1O+PdNSvqLZ1QHRgRyGRMSAlXcwICututPYVGqp",
+	"cy33bWpXN6Ar3+Fx3qptk+D0162ach9ZpaHakJyIcRaZPdmqi+WpC12bPcxm3TDFiPkl4PDHlHMIBzl4",
+	"fBovAUkyUHKZOneUWnCAX0MoYlhpTXndL61qkK8X1Dzeu9q11VYHWgKwSgGiJcbIFQ9KXf2rDLIc+VZi",
+	"82ePsT1vDIzkXwIOSXWykOFEKr0E4eaGiNNixsuM465VB8NJcAm6FfVubr+pGypnJy2BExv6PPAFtwXz",
+	"/On8gTZnDKQhilcQUnczZPEvaQWQBYsjwGgE1msVg+wOxS1J6oDs2vQIJ62nr1Ra44vZYGxMCSGUmI/G",
+	"VJEJ1yxEJ3IQMY49+iQLGuq4VsR+yoNbm5vz6wp5nduuoDHr+iKAS+BduNWSdjW1DYqT4PDOTudSw9+3",
+	"EHlNJ0Vu5jfv3/7wbrNVGbHqgZGN8+71+zcPs4bmUyadfXuz3QIazpn8PjzUTuRap9Rj8PX2D+/eV1s/",
+	"3GbR/rEUwcTXZI3plDDXd11uiyPhlgXh6o/KFBYXNfEQeJh7vqZAvH/35qE2o/FMzjBwrzOHGrCRwN+x",
+	"vOAxvT23U3plkErHe0Yc7x4KFfUqQfrn24fBgzHusKTVMb31aoEpi8jth0NAjTaSESHGqTz0vKkGk837",
+	"MJPWqTzpnO1kaKPKs+g4TSpPtuXvtrfePNChUtKScmT2MPM161WLbPksvSqHtvdvXr998/bd4qUKSwd8",
+	"HXPUEW7teVLEsVfSfmoFT0UANFFJkwSvE6P1p36jWtGgMzUhvnFn5510TYxUw6MNykOdn+IC6wHZPiAL",
+	"N43AxLqqc+YPJfgOoTYRET15thagLSe2S5K2IjtEYnkjCIiG2/rs+lHam2Rmt598H5M7e+PxOHUnYyo1",
+	"o2FzyZH7KDzkFuClKC+sMAOieYNPF68Kt4dp7WB7tpsNpMQWjyJrHNPIJ1GS1rfjaqfTS8o40YIoABJS",
+	"jXUesdz7etW4eeq6UK1dxJnLP09LRmB3NUOvadVnqMCfSKan52bixOaMGL8QV1DTL2nvH4efLj6c/Mdg",
+	"7+C4/2lwcfLz4Sfigo3QTtTmO4NDXAmSGVCJR4ubfKy1LfJ7CVzXlpvf4wQfkr3Tvtlbm9brosRzGf6+",
+	"iMBWxRc8zZjFL18pbKtB+qeqBSyovDufbxGSfSFk4JL9SURZaKzjkZBkr28nUj2CV7q2vKPCZs5kYmRF",
+	"Yyd6DCjR9ApLgBTWuetwWDeWeZCMWBwhh3ZyiKn/2HQnK/DrUymZa5WF3cYwxWOXvHvTHTLtakFgwEpg",
+	"b4CIpQ9bH4LpEJKLa7P6vdN+J+1GguWcNnubGKUTA6cx6+x0Xvc2e69t76wxUlQRfESI+fkSUOoZXkMM",
+	"9wMzkXn1g7j9yJTOnZL4wfbmZkmel7POsTYs8tDcMnn5eZAESkQYhgQh7ZnFvdncahowhXDjM6cTPRaS",
+	"/QXYnfKtBXf2R+e2oMMRZeFEQoEnMfY5z42/frn74nXUJIqonHZ2OgZ2CyTqJEZJ+9V+0PliRL5QMxBs",
+	"I2OzzK4PIpi2wC7c0ii2WZZpRnJHA426NIzHNLmh2elcAI3IHv525y24Kfkw8ruiANRyAnePQBd1NGHE",
+	"EIcbg3JHFS02+AMNciljSxHSm80f53+0L/goZPYkeLP1ts0sahJjr5jgGAJGL4xMfAyytbtrfY01hHvn",
+	"1QmMTIK6OgD2tqqetm1+iFU4aAQapGpMJMhe2fggbjGU58sKTAGcDkNDqKirLEz5+cyWZ0b5RvpjZ0Ob",
+	"K4AFER6ZDd7M/+iT0EfYfO7Zs8EZ2BBsSzFYXpwp/HNZztiwOsnssxVPcne6rsAeD0mEGYgNpOh0r8ej",
+	"pMc5ylP9VVkzpp4KsoO9ihinSWI5w7G44VjNkDAXfZCqhDawH+vgYFIAVYSSMVVjo/I10UyqMDy+UM0V",
+	"fu8MJywMultZeXNXpNk9jkPKOer4SbEFW6Gh859iQsxDm9cn5FWvk9R0Tz9aTFznsPJ0AjsHhIskm8Uz",
+	"aVGkxLR63vL7+9R7eGkvRkyq1AhcXuxvfLVhUhJGRR2pSAvpS9iXwMEyYAGa8ZgVZHs5M0Umtu8bszyD",
+	"Wm+zeFhR5/LmvomzYMb5U+lnuXU+McPPYfIXLe3emPYQ6cVLdDOPmFPH8MqE418JB90P325cwXSO/vYz",
+	"TFfS3hZmtIck5mQxDeRssPHdaXkJxbxKT2FF1mxTexsS6kvQan0Bze/cfExDO5Qrjojew5GQRAqN22O9",
+	"qBXlsOc60/zdCC8S0StQ5Hj/lNDgGqRmyrWix97W+CLRQrgUU1QqXVv5ekpdUWd8rEMh6eCzxJmQLvLp",
+	"ToQUhNkKIIebb0Dl+zY0OKHHIFNrK0m3vsdzIM6K2blMtuKG9rkvIUJTsVRULqtdjxHghXsR8xe3lexP",
+	"z06O+h8PByefLw72Lg4PiOAkmlhRkUT/MY3NiVUSo2WmmaUCutJ156CfPcfnjEIJ1wxuSDzBFsy2AGSP",
+	"fHBlX3oLGoUZDp5EICRFEGfIgKR2oKOX71gevNnenv8xBmsd3voAwSNd25xBHFIf8opAXKzruIwQ8UOg",
+	"fBLnlMdyeXuqwSN4Fa88MrKQ2+rxIVXaXRs6cZG1PXTjkj/EMPVKNQiBffvqeVLz4pm6F4tg1nCKe4HY",
+	"HL7vSQE9q2zrGGiIgU4LE9xYqHm+5p+Eeuau5hTCBoGJi/wuHc24snZ+5oadfUKHMIsR1K3tH3qbvc3e",
+	"VudL6gBO/MOLHdvZep5OjzcwzDq4zY69OGwf9Ybukilj8lIbToS1/ZlWthECUWIifSD9U7W0+Nz4ml5t",
+	"zL3XNuTx4E5WM4ltHnmv7Ol1tjbxz7coWBZkiqd2uc5iTCSMF4frA2jHiNpXakU2u4Kp2vhqeyPfbUi4",
+	"FlfWqq71pJ3BtbB0QpgiLML+HBqSbuARNSvdJTgM45dE3zAfyBVAbI1ke5VjZwkGVDd7xs4sJA/HyT/D",
+	"tB88jgu3iTccHp6/1+kRiNpgwlh8K1zzYZurRvvuDJtg2U4/N9wcWq5630TtEuteTjrjDEXAbMWdGtpM",
+	"Cl08X509hbCG7BAL352+bhuczdDV29HOxldXW+Vuw9ULaZaEe66giJubSkBfYBdvA9bOTk6OB3tn+z/1",
+	"fzk8QP+nAh4oz5VKtuWhVVJM0joZ/hDMdaRooDo35QPKRCxtFZxSPX4kMm2UjEJE35kq/+Cc4MiDUMTe",
+	"fTAByslGF3tidllpimkHQ6iUVZ1Bz+egT25cLNJjEfSSCnt687B0MFR+wU+nqf+T8dxz1+SpUuySO459",
+	"pSwrLcO5SRmL2e7GpH7GP+AZay8JkE1kmiz1+3I708DqLsaeSxBQ63KsD1o7BnnpUpgu2TVwG+pgS/Om",
+	"F6HJwGnNwx75d6MOV+qreoQazThECwV/Mdbe2eEv/fP+yafB/smno4/9/YsG0Z5s4BMmGeTZoaHiw9b2",
+	"5t1iEry4rqeT4W0ZJOd1iQx5vMj2R5TtyJCoHrn8Qca1aMPiFVGPqYuq2RDpK4X5iS7mIpfvSNayMCav",
+	"Pp59vUf2sg8UiSi3BvCtsU7QBeu5kHsPZYqXXMEqL0do3JlB2BRmSnzKsTSNj61sk2SEWmGB6Fs91S6k",
+	"Qwg7Ox0RKxLSWIt4QfUsB8fTcXYOiPmhSi6T+DF5+llzHPJBKeO3PX9tfMX/r+IE3SW12d9MKwhtdyTB",
+	"R+xyYlkAmcYxyjBzBY5BwixWaXKLVmkE1/NKkf4Blo42P8cUb7LdRWCy4E6ZzvOMM6+q5pdH4Yl5DtQn",
+	"4IVn7EJtwQANcXZp/RO18TVXDIUFdzPCZiTQyKqeWJ2EiFFzK/WfLi5ON5KO6bsYSGtdr0kSPg6x3iP7",
+	"Y/CvVK7r0itFbJUVTZKdsHykhY3fS2d5lbZmJIK7YL+kOMLawTH2DGc+iynXu4mvwpxezmGBLmLG8R4T",
+	"e4qEQLDA8vqOQe6EX3FzqPYPvPTMxUPdc2ZcDmbD9Ia/hSRckFDwS6j2nSFi5NnckngiL7GJhuvPHoao",
+	"zGf93j+dXAyOTj5/OhicnA2OTs4+9A8ODj/1yIG44QbZWC/eTkk52dv/2Z7M4AsZmJ/Nn8DiuluXFHvJ",
+	"WA/olHFlhH8CGqAbZX5IYwpde+fk3zb+VpQ0c5u1N2SM5OnKtYovdKJntk18rlM9VSnxG0yPcZ0IZlIl",
+	"oputqHs+pttv31UZ66O4AelTBWQMt2kXehd+ZjltTeG3SQJSQjgHFyfraVkPWt98OVnCAVOxUCxpKltK",
+	"hUqh3E0b9v/9t87//Nd//9bJfvnb3z9fHHXfv3r1P//132TNAJKyvnncGpSkxVlFwrC/MMcqWTP7CwZO",
+	"THRqj6oZJa/+o5vfu+4JzlHXhyK8oVPDMoqz0Wj2Cu6+L7Nqu8UHZ1TbIn4rRISaz163wsA1ZSEdhnXn",
+	"YVojp3waJmIMRXb1JMqdi0k5q9lHY1aHq/mCEfREcndmpa8TNabSVvI0At1FnSvLyMxZR7t4KgyVOd1y",
+	"n9rgcqoyN8xvnc3fOvYSk3ICUaynxBY4qsr0/XSgfzxowHlJnD+kRpgtqUlcZ9h75hVIvg82Q8dlRsdG",
+	"Scu2KOMxR/XWg1l3l7QvophK6FIedBXoHaLoNbiGYRX3JIE/JzR0jOZ0wvTZmmMR8yU3eijcMqXVukdQ",
+	"V7thCqqeTMtRbqyce/STcK4zsuc6hNbV4zO8bJBKfY2l8max4jl90AvcOl5c0qVSlHhKQ2wLslN1ZYxH",
+	"yVwVt5o2Y53NmlZKOx2zp4sEnhax9iRumSIIs50yZnlBSojfcQGk5dJGvhuJZ8PvSqc8G6EVkL8vmXAb",
+	"7BjUCsJZuobg1yAVTZTyWm1jT/muQ1hS3FTBn0ShNW4jYdAYXXPWbMGQzojHWbZEyOIbaCYz6cKlOCRq",
+	"iuI0VmOhiYKIcs18F1GVK924USiWuZvYnMp6njHjFhUlCAiWauyRT+gB2Nv/ucZJvJ/DhTlsnpNZegBK",
+	"u+KH/zYB2WoSJO42LybVLR9SnXK1OLGmaI1Qc4/V93Zx9B2pXo7LhTQcW5Abixo4AZPga2E7YNVKnH2q",
+	"oMu4Aq4Y+q/UZGiNYBJR7Rs5YcujYFJ9CGTt//fIAF1Qv/2GAXIh0yBpuI7dMogtT5TU9wpylZ1QoRyK",
+	"210ipC0rPJySNVsNLCnHsr6blLW1gqYqOg6SFZ0Dldgf7fEkR6mfo+Bda6tpuNVECzJieDVfwFfqpv8T",
+	"hUnqp0/+2eykn9Mf/tsSSvtUBo0SydCZIbh4MgyZT3wqgxfx9CzFk2U6x+QJbw+nBYrPCalM/LSTUhsK",
+	"wtGMKk4lg9LIJkMsmQ2JIgjFlBFQuY/d1YTMe3OckWlG6JF9e2lnlbtUiiXrmlkKIBVJNobk3KzhmzAG",
+	"64y8rVojz+AIq8+lG+NqyNkyAs4P204U1KDraaxAKoNGhxOVwbeW3/RiLT6WFLSES8QNzx9Zq8i9r4kC",
+	"1Hwle8KhXrl6pfJQ9MhnnrzmqncFzkuGrdGMXMxuO1W7u8hmkfeoTuiWZVIeI9dhlvDI78aLFvNcjSzB",
+	"YTXuZXwobps9OTqpOSHFjfOn+JQLznwapt1WvLQh4YiF5rSZcAk02E2v92niaUEfSxL24DwtUtwkSW71",
+	"fpa+AfGB6+ZVebTO3LHL67TVERDwI/vN3WJOG/vVt+m6wWU3mUn4EKnpRao8R6mCOYsoFAgtMH9OtFiZ",
+	"MV+sbFD/qjlU8ZjKK0W2er1CDy4raIz4SFqiSHFjM7jG9BrIEIBnsgMDrJhKC6YZvcBFLWJsvb3btqFQ",
+	"uygsGcdOaEmAk4Q/wNfWlLoZG5MLIWkQQnv+1bdhE1VtH+pfoemDGzNQ8Ket8vBDx+tsvV+gsEOChycx",
+	"dpLJmy+7TkF2DcGIifZF9P35h1+snSXl2p5vrIUQgktw4m1ZoeaHlEXNYg2bqSoyiY1wwoZ5Th3yyIQ7",
+	"oYQyriy7jGpkE4JcIhBZ80MaxVbMVVoIrhcCKJObrAbBtY8wf6OiCxFuuwbk0YN5Ul4HUdzZeet10CHf",
+	"2emIMHBcvIBUQQw9nVDD6ZvF2seMbl4k2otEs5qaoQknW2olymLCDfmouUSJa0/HR0L6EDjBlhbVqqRv",
+	"onAS6Oyx/f2yS3mg/rhHPgGgYWi1sSuYkuFEEy5ILFkEQbKGqjzDTXm2acIWuiafisXxCtnB3wflHo5G",
+	"YNMMLELSyPFCfZQINJ1NshE0kuu/j23qhS8hMEYMDTGyxPzpU6xqolagwWN4rvR3DM2XAS5+hiFC9PSf",
+	"ngz7DhEJ+RkMMX5ZqQXehhBdGENzSR4tIuYTxfhlCN0gc/Rg8Z0dkrTnVtY7pseMX3q25Dcmx6p8FoWH",
+	"MrdonqcdaZJ0IvyRcRTCWlKuqG9bCexhtkLXkoFPQyIhBqoTLChsl/xKYW9dpdPMjSRQyzaoTu8gbZUq",
+	"EkwsxUKP7IVKEOr7EGtFokmoWUyl3hgJGXUDqmkWuIW9m81D8jszmtfv6amBRa7tE/Pn72StIW3LI6W0",
+	"LcpzT23Fo2QFEZ1aH0Ianm47iwfrdRyO35wDD74NtdktBWNhOJlmtdFPz8ib7f/dQZGQEJ354Ipx87ar",
+	"x+Pq6nR2Oj8Ot4N3/hZ0t7a2trpv6Paw+95/HXS34c3oHX0/3PS3kKGrenqkLlFLj1xT8eQ2CJno9WjL",
+	"36ZvoPt++GPQfWMm+HG0udndotvD1/6b4C28G3UyBCzzcWuFP7e5icbvdWoo1fYc8kXA+CVm8biq/m5X",
+	"Lmwwy982/ob44C56vPi0sm13GJec7psds7NWyFHEOri9UFx6lglsmtYOqcmM2iEpuLvEJUGZMfNZUH//",
+	"rZOO+FvHK+SI7WDcz0YcUsbXO7llZASFDSTN9yQUl71GSgqQjsBnMTNbl2xgZ6fd9jWS1PYCt/K5nf2M",
+	"wuKxjbkcAHMisu1Rl16MrGFmJAkgZKhpo9G7/mLsvRh7LmSJB4SSg2Mbn4QZwbZZ/aLBlMlbG8MkCKap",
+	"MRF33UPwTt1xB6FGqQggNloC1+TgGM1O6+3SVF6CVtaNnwgCtZv63JMxqk53J/U9czQnb9vRCPa+/AMj",
+	"fAgNBX8gDWMnbb3CdTI1NltB++Qmr1UQX8TTmSrDB0TtN6Y3nGvKg0lsFL23JGJ8om2d0apURsrBo74q",
+	"7h/4vEbMPs9DW4IRWr04GN3bqZ0NWT228zDGwajh7J6xf9sr79/SG/jkZzNCMfsWycmAl4ukl5O4ehKb",
+	"E+Tg2Jx5yvXvc+27lz6NvyapUrOi56wfpxR+Q9goX9fDWLnoEmaacHHTFIRTuHrCjNTcGGOqnCGdeRjw",
+	"K6Znp0Q5Fntm8XQOqseIqHNTNWn9bsteQl+edUDdyqp1npk3zHnetSe5msnZdtuIgsQL6FQKIrgr44KD",
+	"7hLKpzYWNuFX/AR9XU5brXLmEQvhDId79Ei6xbjzGwt2y/DaFPFmn76Euz3fcDe0BY09qRRJGDXjfawo",
+	"uSzjq42v2ODT2My3dxt29May5XuEC951ciDVzROYMlPUgqpFZslKGIEE7oPNr05FxSRWIDWJQZK19PbA",
+	"fOG5UUGu1wuLPZzEEu83LS7MYvoG/auXWq+aUhJiNITtNQjG2Rm0MSRDbwEZkkf3k4ShZIKsuaIhWqMv",
+	"htCLITRNz7WcMKIlUbSYDMU792Z35D4NQ9uiqUdOYuAKHaFYzsF5KZ0t44+FAk6Gtu853nwinGtpgTsn",
+	"cpx/xiMQKsByj24I94v53HX8SWLt7JWnS6H0CpW0kP89W2rYsx3cbbtW26TVBn4424lmsYjmsb3trSl8",
+	"aPsyG7R8E65ETMca5KoQ5RIyXy9Q8zhd9tNUO06nn3OBkws5z+7sCUc2N+xgiZPcCHn17ZRC/k5kk5EQ",
+	"mYAoVgELJtIMVxMl16oCTq67+9xSew0toguRu3pMddEbM6aKiKECeQ02pMN1+/bIzZj5Y2z/K6td4KsC",
+	"xDUU/25K7M1pkJ6kwpew/VJs7/GK7UESNdTcFL0VkyW9/Bu5rM99ERl5u0bVFQT5EC6QWDNKTPSlyL3h",
+	"FILkjWQGe1eox8BkSkAB+CG1fKTSUi6CpxbUQMGfHqnendRYUo6enkX2os0ItSKvuWDLLAZ0qzlIB7qr",
+	"FpQ54eHUyrMcGpvqx6ik3fxC86fd378xX5EDv9lRZEnyxVP0bD1FySip+MgJtvSnVpJt42sS6ZZ3Gdnx",
+	"g2YzyNrh+CEWdExcRJbXjDmRRGTaXO1qqRmdjUAK0foxNpXH9tjhFD1L2VWThDicJiGgGA+SDyltknpn",
+	"bjXPyHvkIKu7EVo5gOKEE4a1jttXpDH7XfUfxY4LFpIqDtlPYjMVQZhtN+VOhVzMchxOXxxLL44lp0si",
+	"GVmXkuPLxeXszIbLhYSIQssLNWaxcj3DbQ1T7INrlUErVEciDMUNiTOfu3ndds9NOD5VG4dT4mKra8Tk",
+	"qu2aH0BAPi+FSYioUVuyvY2xVmG6QS+q07NVncQNT/pRF/csz9rItFiJvd4JjP3HVFpa9IaXDTuyVuDm",
+	"9WyyNCc7H6Xqav+tOV5f7xEb9spFFqpRx7VpV7hvwC2btJe0YsuoGGHY8TpjprSQ0wH2EWIh7mLHNoSo",
+	"V1WEiFwFCYNNWC69w9l9EjCVu/tmewE9J8X70+g46fTz+99l5a1JIKcDOeE7NthZTMKgO3Q9ncxzMdGk",
+	"f6BeAv1flB8rKy2JVRulJ6JxnsqTtUhvVH4OQFMWWjlMydBsMtYWUNrITwVgo43obV9DpNYx8K/cGWyX",
+	"0KKCBJCLQnIg2MqjnntBphIj+SUYUI1QGOunQdI+s1DCStP2B5Q2bp/+mXqif0fOcBTxQY7VLIOtxNIb",
+	"aGTMtmqcD9uaI5mBXdOCBnNg13cxWhhvxIbTki1EbsZU45W1Ob2cxkAyjaGeZT+Yqf+J+RbX38S1uC8v",
+	"bPus77CQdS2rtbdN9uLYZszBrSZrFP81iAJkwVx1OcuWEpJzd8ccm+7+KaK3tlb++kzvbdnTwG0ZC55v",
+	"GLrr3LnzDBmk1RW74T8Guy5p+6Tb0Nnp/Ma75EgC/AVG35BakSPJAjpt8thu1+dOGYQt0imqhOUns13m",
+	"S6VcqXCLtxej5MUoscXzkBySdsYzxeMCykzikPjaqu9e8Yofg2pS/6tNTcq6MGPnqF0SS6FiV2kI7ZI1",
+	"LsiQ+lcjFoaebTociWsamrGxFx+Wf0myntbrReaRBfs7lJZN91ap58hV9lC1ktG+tahotNh8Mqlop5/t",
+	"0ckI7UUgvghElwRqHdqVq6DVJKJ1izTf/p/ccJAoynqk75zazoWNYYRGr8T+L1YOhqk9J2TqrXGmXb1s",
+	"s4N+j7KtKq8Yv17Vn72QpLO4fTJJZ6efLenyV50RDV7k3Yu8c6XykHhSWSPuwz+98YdgvFnWnZa8y7a8",
+	"2xCwGkMi16gxit0FvDPqKN7AZJf5VhmsF3f/aiD4pxB2BteLqGb9ZAT9ZALrON3C2UIr2+oXcfUirlyx",
+	"dx9inYQJZKfaavIqBHo9QznbsyKJC94VOT3tDK7FFdiWFvYiQEy00tRKt9BWi3eRlQiuk2m7RILh2iSp",
+	"KJFs2WoaAorgUdu4P6VQww15kWovUu2fpuD79XKRAXqM0qddkaEjaYQQJ5T740LvdeJTjrcVXNzYeBY7",
+	"rgFIu5y2OGQuHzdXjkgBBgEUusFjs4ZdMmZBADgXKC2kQhNWQkB9DTURkxc44XNrtv5tVzCxOD1trFqE",
+	"Wxy99Ft//v3WLTsuXLaoTjpswG1SqaS+MSAn2V55tqJ4Eknkjyf8ytYhcQKCKmJokggjD+RVIG74LtZI",
+	"ZDS0V53UtUonN2MWAmHcoCeEuqggS5GHt8+/MEltC0EhI6qXzsCzyz6yg9w9KwnidqRGhuxZkniRHc+y",
+	"GcetLeOR8CpuVYMMwVHldcJrExl2djpjreOdjY2t7R96m73N3tbO+833m0hwbohqZWGb5z4UQistaezV",
+	"JshnhSR6uYRRlz1czTtNuzlgQYaGDiOFFg+5YbHFQ3XMvSBinBkYbdFWlJweGQullee8YR5mengJ6NbE",
+	"S/rh9AgOoVx/0/xRSoYiYLbCrgOCmldroDjN+rviQgp963vl/F7hOobWZEvs5KwKr3p3obI8lvywVr+s",
+	"Dnlw7Oqd5PrA+oIb6nAuZBv6godLAdeOoGrwXWhp4aVdzTwsN2krqaDBnBvOtjaqjnV4a8QZq8nZTEJy",
+	"mCxkeueXnKQYVYc9KpS4cUG0hdJhvUK/WLPOL3f/LwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -415,10 +415,8 @@ func (e SendStatus) Valid() bool {
 type AckOutcome struct {
 	AckedAt          Timestamp          `json:"acked_at"`
 	AckedBySessionId openapi_types.UUID `json:"acked_by_session_id"`
-
-	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq DecimalString `json:"inbox_seq"`
-	Status   AckStatus     `json:"status"`
+	InboxSeq         DecimalString      `json:"inbox_seq"`
+	Status           AckStatus          `json:"status"`
 }
 
 // AckStatus defines model for AckStatus.
@@ -426,33 +424,32 @@ type AckStatus string
 
 // AdminAgent defines model for AdminAgent.
 type AdminAgent struct {
-	AgentId openapi_types.UUID `json:"agent_id"`
-
-	// CardRevision A 64-bit value as a decimal string.
-	CardRevision DecimalString `json:"card_revision"`
-	CreatedAt    Timestamp     `json:"created_at"`
-	Description  string        `json:"description"`
-	Enabled      bool          `json:"enabled"`
-	HostName     string        `json:"host_name"`
-	LastSeenAt   *Timestamp    `json:"last_seen_at,omitempty"`
-	Listed       bool          `json:"listed"`
-	Name         string        `json:"name"`
-
-	// ProfileVersion A 64-bit value as a decimal string.
-	ProfileVersion DecimalString `json:"profile_version"`
-	Role           string        `json:"role"`
+	AgentId        openapi_types.UUID `json:"agent_id"`
+	CardRevision   DecimalString      `json:"card_revision"`
+	CreatedAt      Timestamp          `json:"created_at"`
+	Description    string             `json:"description"`
+	Enabled        bool               `json:"enabled"`
+	HostName       string             `json:"host_name"`
+	LastSeenAt     *Timestamp         `json:"last_seen_at,omitempty"`
+	Listed         bool               `json:"listed"`
+	Name           string             `json:"name"`
+	ProfileVersion DecimalString      `json:"profile_version"`
+	Role           string             `json:"role"`
 }
 
 // AdminAgentCreateInput defines model for AdminAgentCreateInput.
 type AdminAgentCreateInput struct {
-	Description *string `json:"description,omitempty"`
-	HostName    Name    `json:"host_name"`
-	Listed      *bool   `json:"listed,omitempty"`
-	Name        Name    `json:"name"`
+	// Description Public description.
+	Description *CardDescription `json:"description,omitempty"`
+	HostName    Name             `json:"host_name"`
+	Listed      *bool            `json:"listed,omitempty"`
+	Name        Name             `json:"name"`
 
-	// ProfileText Private profile, at most 64 KiB.
-	ProfileText *string `json:"profile_text,omitempty"`
-	Role        *string `json:"role,omitempty"`
+	// ProfileText Private profile (role and standing instructions).
+	ProfileText *ProfileText `json:"profile_text,omitempty"`
+
+	// Role Public role.
+	Role *CardRole `json:"role,omitempty"`
 }
 
 // AdminAgentCreateResult defines model for AdminAgentCreateResult.
@@ -477,14 +474,12 @@ type AdminAgentUpdateInput struct {
 
 // AdminBox defines model for AdminBox.
 type AdminBox struct {
-	BoxId     openapi_types.UUID `json:"box_id"`
-	BoxKey    string             `json:"box_key"`
-	CreatedAt Timestamp          `json:"created_at"`
-	Enabled   bool               `json:"enabled"`
-	Name      string             `json:"name"`
-
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString `json:"settings_revision"`
+	BoxId            openapi_types.UUID `json:"box_id"`
+	BoxKey           string             `json:"box_key"`
+	CreatedAt        Timestamp          `json:"created_at"`
+	Enabled          bool               `json:"enabled"`
+	Name             string             `json:"name"`
+	SettingsRevision DecimalString      `json:"settings_revision"`
 }
 
 // AdminBoxCreateInput defines model for AdminBoxCreateInput.
@@ -569,8 +564,8 @@ type AdminKeyList struct {
 
 // AdminProfileSetInput defines model for AdminProfileSetInput.
 type AdminProfileSetInput struct {
-	// Text Private profile, at most 64 KiB.
-	Text string `json:"text"`
+	// Text Private profile (role and standing instructions).
+	Text ProfileText `json:"text"`
 }
 
 // AdminRoom defines model for AdminRoom.
@@ -599,16 +594,15 @@ type AdminRoomSetOwnerInput struct {
 
 // AdminSettings defines model for AdminSettings.
 type AdminSettings struct {
-	BoxKey   string         `json:"box_key"`
-	Settings SettingsValues `json:"settings"`
+	BoxKey string `json:"box_key"`
 
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString `json:"settings_revision"`
+	// Settings The effective per-box settings; each property's default is the value a box has until an admin overrides it.
+	Settings         SettingsValues `json:"settings"`
+	SettingsRevision DecimalString  `json:"settings_revision"`
 }
 
 // AdminSettingsUpdateInput defines model for AdminSettingsUpdateInput.
 type AdminSettingsUpdateInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision *DecimalString `json:"expected_revision,omitempty"`
 	Settings         SettingsPatch  `json:"settings"`
 }
@@ -645,7 +639,6 @@ type AgentName struct {
 
 // AgentPrimeInput defines model for AgentPrimeInput.
 type AgentPrimeInput struct {
-	// KnownCheckpointRevision A 64-bit value as a decimal string.
 	KnownCheckpointRevision *DecimalString `json:"known_checkpoint_revision,omitempty"`
 }
 
@@ -665,24 +658,31 @@ type AgentPrimeResult struct {
 	Session        SessionInfo `json:"session"`
 }
 
-// Attachment defines model for Attachment.
+// Attachment An uploaded attachment's metadata (never its bytes): download it with attachment_download over HTTP.
 type Attachment struct {
+	// AttachmentId Download with GET /api/v1/boxes/{box_key}/attachments/{attachment_id}; knowing it grants nothing.
 	AttachmentId openapi_types.UUID `json:"attachment_id"`
-	MediaType    string             `json:"media_type"`
-	Name         string             `json:"name"`
-	Sha256       string             `json:"sha256"`
-	SizeBytes    int64              `json:"size_bytes"`
+
+	// MediaType The media type as uploaded.
+	MediaType string `json:"media_type"`
+
+	// Name The file name as uploaded.
+	Name string `json:"name"`
+
+	// Sha256 Lowercase hex SHA-256 of the bytes, computed by the server while the upload streamed.
+	Sha256 string `json:"sha256"`
+
+	// SizeBytes Size in bytes.
+	SizeBytes int64 `json:"size_bytes"`
 }
 
 // BatchOutcome defines model for BatchOutcome.
 type BatchOutcome struct {
-	Error     *ErrorDetail        `json:"error,omitempty"`
-	MessageId *openapi_types.UUID `json:"message_id,omitempty"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq    *DecimalString     `json:"message_seq,omitempty"`
-	Status        BatchSendStatus    `json:"status"`
-	TargetAgentId openapi_types.UUID `json:"target_agent_id"`
+	Error         *ErrorDetail        `json:"error,omitempty"`
+	MessageId     *openapi_types.UUID `json:"message_id,omitempty"`
+	MessageSeq    *DecimalString      `json:"message_seq,omitempty"`
+	Status        BatchSendStatus     `json:"status"`
+	TargetAgentId openapi_types.UUID  `json:"target_agent_id"`
 }
 
 // BatchSendStatus defines model for BatchSendStatus.
@@ -693,16 +693,17 @@ type BoxKey = string
 
 // Card A public directory card. last_seen_at is an observation, not proof of liveness.
 type Card struct {
-	AgentId openapi_types.UUID `json:"agent_id"`
-
-	// CardRevision A 64-bit value as a decimal string.
-	CardRevision *DecimalString `json:"card_revision,omitempty"`
-	Description  string         `json:"description"`
-	HostName     string         `json:"host_name"`
-	LastSeenAt   *Timestamp     `json:"last_seen_at,omitempty"`
-	Name         string         `json:"name"`
-	Role         string         `json:"role"`
+	AgentId      openapi_types.UUID `json:"agent_id"`
+	CardRevision *DecimalString     `json:"card_revision,omitempty"`
+	Description  string             `json:"description"`
+	HostName     string             `json:"host_name"`
+	LastSeenAt   *Timestamp         `json:"last_seen_at,omitempty"`
+	Name         string             `json:"name"`
+	Role         string             `json:"role"`
 }
+
+// CardDescription Public description.
+type CardDescription = string
 
 // CardPage defines model for CardPage.
 type CardPage struct {
@@ -712,12 +713,13 @@ type CardPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
+// CardRole Public role.
+type CardRole = string
+
 // Checkpoint defines model for Checkpoint.
 type Checkpoint struct {
 	// Checkpoint Any JSON object.
-	Checkpoint JsonObject `json:"checkpoint"`
-
-	// Revision A 64-bit value as a decimal string.
+	Checkpoint       JsonObject          `json:"checkpoint"`
 	Revision         DecimalString       `json:"revision"`
 	SavedAt          *Timestamp          `json:"saved_at,omitempty"`
 	SavedBySessionId *openapi_types.UUID `json:"saved_by_session_id,omitempty"`
@@ -726,18 +728,15 @@ type Checkpoint struct {
 // CheckpointSaveInput defines model for CheckpointSaveInput.
 type CheckpointSaveInput struct {
 	// Checkpoint Any JSON object.
-	Checkpoint JsonObject `json:"checkpoint"`
-
-	// ExpectedRevision A 64-bit value as a decimal string.
+	Checkpoint       JsonObject    `json:"checkpoint"`
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // CheckpointSaveResult defines model for CheckpointSaveResult.
 type CheckpointSaveResult struct {
-	// Revision A 64-bit value as a decimal string.
 	Revision DecimalString `json:"revision"`
 	SavedAt  Timestamp     `json:"saved_at"`
 }
@@ -745,10 +744,8 @@ type CheckpointSaveResult struct {
 // CheckpointStatus defines model for CheckpointStatus.
 type CheckpointStatus struct {
 	// CheckpointChanged True when known_checkpoint_revision was given and differs.
-	CheckpointChanged bool `json:"checkpoint_changed"`
-
-	// Revision A 64-bit value as a decimal string.
-	Revision DecimalString `json:"revision"`
+	CheckpointChanged bool          `json:"checkpoint_changed"`
+	Revision          DecimalString `json:"revision"`
 }
 
 // ClaimOrder defines model for ClaimOrder.
@@ -757,7 +754,7 @@ type ClaimOrder string
 // CleanupState defines model for CleanupState.
 type CleanupState string
 
-// DecimalString A 64-bit value as a decimal string.
+// DecimalString defines model for DecimalString.
 type DecimalString = string
 
 // Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
@@ -772,19 +769,18 @@ type DestinationKind string
 
 // DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
 type DirectoryUpdateSelfInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Patch Fields to change; at least one.
 	Patch struct {
-		// Description Public description, at most 2000 bytes.
-		Description *string `json:"description,omitempty"`
+		// Description Public description.
+		Description *CardDescription `json:"description,omitempty"`
 
-		// Role Public role, at most 200 bytes.
-		Role *string `json:"role,omitempty"`
+		// Role Public role.
+		Role *CardRole `json:"role,omitempty"`
 	} `json:"patch"`
 }
 
@@ -798,9 +794,7 @@ type ErrorCode string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	Code ErrorCode `json:"code"`
-
-	// CurrentRevision A 64-bit value as a decimal string.
+	Code            ErrorCode      `json:"code"`
 	CurrentRevision *DecimalString `json:"current_revision,omitempty"`
 
 	// Field The offending input field, e.g. inbox_seqs[3].
@@ -817,9 +811,7 @@ type ErrorDetail struct {
 	RetryAfterSeconds *int    `json:"retry_after_seconds,omitempty"`
 
 	// Retryable True only for RATE_LIMITED and TEMPORARILY_UNAVAILABLE; retry with the same idempotency_key.
-	Retryable bool `json:"retryable"`
-
-	// SettingsRevision A 64-bit value as a decimal string.
+	Retryable        bool           `json:"retryable"`
 	SettingsRevision *DecimalString `json:"settings_revision,omitempty"`
 	SuggestedAction  *string        `json:"suggested_action,omitempty"`
 }
@@ -829,10 +821,10 @@ type ExportFormat string
 
 // FileAccessReportInput defines model for FileAccessReportInput.
 type FileAccessReportInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// Note Short note, at most 500 bytes.
+	// Note Short note.
 	Note   *string          `json:"note,omitempty"`
 	Status FileAccessStatus `json:"status"`
 }
@@ -853,17 +845,20 @@ type FileRef struct {
 	VersionLabel *string `json:"version_label,omitempty"`
 }
 
-// FileRefInput A file reference. No bytes: nothing fetches the URL.
+// FileRefInput A file link; nothing fetches it.
 type FileRefInput struct {
 	Commit      *string `json:"commit,omitempty"`
 	DisplayName string  `json:"display_name"`
 	MediaType   *string `json:"media_type,omitempty"`
 	Sha256      *string `json:"sha256,omitempty"`
 
-	// Url https:// URL without userinfo, query, fragment, IP-literal private hosts or token-like parts.
+	// Url https:// URL without credentials, query or private host.
 	Url          string  `json:"url"`
 	VersionLabel *string `json:"version_label,omitempty"`
 }
+
+// FileRefInputs defines model for FileRefInputs.
+type FileRefInputs = []FileRefInput
 
 // FileReport defines model for FileReport.
 type FileReport struct {
@@ -889,18 +884,18 @@ type Follow string
 // HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
 type HistoryVisibility string
 
-// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+// IdempotencyKey Unique per action; reuse it to retry.
 type IdempotencyKey = string
 
 // IdempotentInput defines model for IdempotentInput.
 type IdempotentInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // InboxAckInput defines model for InboxAckInput.
 type InboxAckInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InboxSeqs 1..ack_batch_max rows returned to this session.
@@ -914,13 +909,13 @@ type InboxAckResult struct {
 
 // InboxClaimInput defines model for InboxClaimInput.
 type InboxClaimInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// LeaseSeconds Lease length; clamped to [1, lease_max_seconds]; default lease_default_seconds.
+	// LeaseSeconds Lease length, clamped to lease_max_seconds; default lease_default_seconds.
 	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
 
-	// Limit Rows to lease; clamped to [1, page_limit_max].
+	// Limit Rows to lease, clamped to page_limit_max.
 	Limit *int64      `json:"limit,omitempty"`
 	Order *ClaimOrder `json:"order,omitempty"`
 }
@@ -937,11 +932,9 @@ type InboxFilter string
 type InboxItem struct {
 	AckedAt          *Timestamp          `json:"acked_at,omitempty"`
 	AckedBySessionId *openapi_types.UUID `json:"acked_by_session_id,omitempty"`
-
-	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq        DecimalString `json:"inbox_seq"`
-	LeaseExpiresAt  *Timestamp    `json:"lease_expires_at,omitempty"`
-	LeasedElsewhere bool          `json:"leased_elsewhere"`
+	InboxSeq         DecimalString       `json:"inbox_seq"`
+	LeaseExpiresAt   *Timestamp          `json:"lease_expires_at,omitempty"`
+	LeasedElsewhere  bool                `json:"leased_elsewhere"`
 
 	// Message The canonical message. Messages are immutable.
 	Message Message `json:"message"`
@@ -969,11 +962,11 @@ type JsonObject = json.RawMessage
 // Limits defines model for Limits.
 type Limits struct {
 	// Semantics One line of meaning per limit and per retention or duplicate rule.
-	Semantics map[string]string `json:"semantics"`
+	Semantics        map[string]string `json:"semantics"`
+	SettingsRevision DecimalString     `json:"settings_revision"`
 
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString  `json:"settings_revision"`
-	Values           SettingsValues `json:"values"`
+	// Values The effective per-box settings; each property's default is the value a box has until an admin overrides it.
+	Values SettingsValues `json:"values"`
 }
 
 // Me defines model for Me.
@@ -999,17 +992,16 @@ type MembershipResultState string
 
 // Message The canonical message. Messages are immutable.
 type Message struct {
+	// Attachment An uploaded attachment's metadata (never its bytes): download it with attachment_download over HTTP.
 	Attachment *Attachment `json:"attachment,omitempty"`
 	BodyMd     string      `json:"body_md"`
 	CreatedAt  Timestamp   `json:"created_at"`
 
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
-	Destination     Destination          `json:"destination"`
-	Files           []FileRef            `json:"files"`
-	MentionAgentIds []openapi_types.UUID `json:"mention_agent_ids"`
-	MessageId       openapi_types.UUID   `json:"message_id"`
-
-	// MessageSeq A 64-bit value as a decimal string.
+	Destination      Destination          `json:"destination"`
+	Files            []FileRef            `json:"files"`
+	MentionAgentIds  []openapi_types.UUID `json:"mention_agent_ids"`
+	MessageId        openapi_types.UUID   `json:"message_id"`
 	MessageSeq       DecimalString        `json:"message_seq"`
 	Payload          *json.RawMessage     `json:"payload,omitempty"`
 	ReplyToMessageId *openapi_types.UUID  `json:"reply_to_message_id"`
@@ -1032,22 +1024,18 @@ type MessagePage struct {
 
 // MessageRef defines model for MessageRef.
 type MessageRef struct {
-	MessageId openapi_types.UUID `json:"message_id"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq DecimalString `json:"message_seq"`
+	MessageId  openapi_types.UUID `json:"message_id"`
+	MessageSeq DecimalString      `json:"message_seq"`
 }
 
 // MessageSendBatchInput defines model for MessageSendBatchInput.
 type MessageSendBatchInput struct {
 	// BodyMd As message_send.
-	BodyMd string `json:"body_md"`
-	DryRun *bool  `json:"dry_run,omitempty"`
+	BodyMd string         `json:"body_md"`
+	DryRun *bool          `json:"dry_run,omitempty"`
+	Files  *FileRefInputs `json:"files,omitempty"`
 
-	// Files At most 10 file references.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Payload As message_send.
@@ -1063,27 +1051,32 @@ type MessageSendBatchResult struct {
 	Results []BatchOutcome `json:"results"`
 }
 
+// MessageSendBatchUpload A batch DM with one uploaded attachment (multipart/form-data, HTTP and CLI only): parts `input` (application/json, MessageSendBatchInput; body_md may be empty) and `file`. The upload is staged once; every sent target gets its own copy owned by its own message.
+type MessageSendBatchUpload struct {
+	// File The attachment: one file part with a filename (1..255 bytes, no path) and a media type (Content-Type of the part; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
+	File  openapi_types.File    `json:"file"`
+	Input MessageSendBatchInput `json:"input"`
+}
+
 // MessageSendInput defines model for MessageSendInput.
 type MessageSendInput struct {
-	// BodyMd Markdown body, non-empty, at most body_max_bytes UTF-8 bytes; stored exactly as sent.
+	// BodyMd Markdown body, non-empty (empty only beside an uploaded attachment, HTTP/CLI), at most body_max_bytes UTF-8 bytes; stored exactly as sent.
 	BodyMd string `json:"body_md"`
 
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
 	Destination Destination `json:"destination"`
 
-	// DryRun Validate only; write nothing.
-	DryRun *bool `json:"dry_run,omitempty"`
+	// DryRun Validate only.
+	DryRun *bool          `json:"dry_run,omitempty"`
+	Files  *FileRefInputs `json:"files,omitempty"`
 
-	// Files At most 10 file references.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// MentionAgentIds Structured mentions (distinct, at most targets_max, not self).
 	MentionAgentIds *[]openapi_types.UUID `json:"mention_agent_ids,omitempty"`
 
-	// Payload Optional JSON object, at most payload_max_bytes serialized and payload_max_depth deep; no credential-like keys or values.
+	// Payload JSON object within payload_max_bytes and payload_max_depth; no credential-like keys or values.
 	Payload          *json.RawMessage    `json:"payload,omitempty"`
 	ReplyToMessageId *openapi_types.UUID `json:"reply_to_message_id,omitempty"`
 
@@ -1097,11 +1090,16 @@ type MessageSendResult struct {
 	CreatedAt      *Timestamp          `json:"created_at,omitempty"`
 	DryRun         *bool               `json:"dry_run,omitempty"`
 	MessageId      *openapi_types.UUID `json:"message_id,omitempty"`
+	MessageSeq     *DecimalString      `json:"message_seq,omitempty"`
+	RequestCount   int64               `json:"request_count"`
+	Status         SendStatus          `json:"status"`
+}
 
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq   *DecimalString `json:"message_seq,omitempty"`
-	RequestCount int64          `json:"request_count"`
-	Status       SendStatus     `json:"status"`
+// MessageSendUpload A send with one uploaded attachment (multipart/form-data, HTTP and CLI only): exactly two parts, `input` (application/json, the same MessageSendInput as the JSON form, validated by the same strict decoder; body_md may be empty) and `file`. The message and its attachment are stored in one transaction.
+type MessageSendUpload struct {
+	// File The attachment: one file part with a filename (1..255 bytes, no path) and a media type (Content-Type of the part; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
+	File  openapi_types.File `json:"file"`
+	Input MessageSendInput   `json:"input"`
 }
 
 // Name defines model for Name.
@@ -1126,7 +1124,6 @@ type PrimeCounts struct {
 
 // PrimeRoom defines model for PrimeRoom.
 type PrimeRoom struct {
-	// BriefRevision A 64-bit value as a decimal string.
 	BriefRevision *DecimalString     `json:"brief_revision,omitempty"`
 	Follow        *Follow            `json:"follow,omitempty"`
 	Name          string             `json:"name"`
@@ -1137,24 +1134,23 @@ type PrimeRoom struct {
 
 // Profile defines model for Profile.
 type Profile struct {
-	// ProfileVersion A 64-bit value as a decimal string.
 	ProfileVersion DecimalString `json:"profile_version"`
 	Text           string        `json:"text"`
 }
 
+// ProfileText Private profile (role and standing instructions).
+type ProfileText = string
+
 // Request defines model for Request.
 type Request struct {
-	// MessageSeq A 64-bit value as a decimal string.
 	MessageSeq       DecimalString       `json:"message_seq"`
 	RecipientAgentId openapi_types.UUID  `json:"recipient_agent_id"`
 	ReplyMessageId   *openapi_types.UUID `json:"reply_message_id,omitempty"`
 	RequestMessageId openapi_types.UUID  `json:"request_message_id"`
 	RequesterAgentId openapi_types.UUID  `json:"requester_agent_id"`
-
-	// Revision A 64-bit value as a decimal string.
-	Revision  DecimalString `json:"revision"`
-	Status    RequestStatus `json:"status"`
-	UpdatedAt Timestamp     `json:"updated_at"`
+	Revision         DecimalString       `json:"revision"`
+	Status           RequestStatus       `json:"status"`
+	UpdatedAt        Timestamp           `json:"updated_at"`
 }
 
 // RequestDirection defines model for RequestDirection.
@@ -1171,16 +1167,12 @@ type RequestPage struct {
 // RequestRespondInput defines model for RequestRespondInput.
 type RequestRespondInput struct {
 	// BodyMd The reply body, as message_send.
-	BodyMd string `json:"body_md"`
-	DryRun *bool  `json:"dry_run,omitempty"`
+	BodyMd           string         `json:"body_md"`
+	DryRun           *bool          `json:"dry_run,omitempty"`
+	ExpectedRevision DecimalString  `json:"expected_revision"`
+	Files            *FileRefInputs `json:"files,omitempty"`
 
-	// ExpectedRevision A 64-bit value as a decimal string.
-	ExpectedRevision DecimalString `json:"expected_revision"`
-
-	// Files At most 10; with result_ready each needs version_label, sha256 or commit.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 	Status         ResponseStatus `json:"status"`
 }
@@ -1200,9 +1192,7 @@ type ResponseStatus string
 
 // RoomBrief defines model for RoomBrief.
 type RoomBrief struct {
-	BriefMd string `json:"brief_md"`
-
-	// Revision A 64-bit value as a decimal string.
+	BriefMd   string             `json:"brief_md"`
 	Revision  DecimalString      `json:"revision"`
 	RoomId    openapi_types.UUID `json:"room_id"`
 	UpdatedAt *Timestamp         `json:"updated_at,omitempty"`
@@ -1210,13 +1200,11 @@ type RoomBrief struct {
 
 // RoomBriefUpdateInput defines model for RoomBriefUpdateInput.
 type RoomBriefUpdateInput struct {
-	// AppendMd Text to append, at most 8 KiB; the brief stays at most 64 KiB.
-	AppendMd string `json:"append_md"`
-
-	// ExpectedRevision A 64-bit value as a decimal string.
+	// AppendMd Text to append; the whole brief is capped too (brief_md).
+	AppendMd         string        `json:"append_md"`
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
@@ -1224,19 +1212,19 @@ type RoomBriefUpdateInput struct {
 type RoomCreateInput struct {
 	DefaultFollow *Follow `json:"default_follow,omitempty"`
 
-	// DryRun Validate only; write nothing.
+	// DryRun Validate only.
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
 	HistoryVisibility *HistoryVisibility `json:"history_visibility,omitempty"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InviteeAgentIds Agents to invite (at most targets_max, distinct, not the caller).
 	InviteeAgentIds *[]openapi_types.UUID `json:"invitee_agent_ids,omitempty"`
 
-	// Name Room name, at most 200 bytes.
+	// Name Room name.
 	Name string `json:"name"`
 }
 
@@ -1259,16 +1247,11 @@ type RoomCreateResult struct {
 
 // RoomDetails Full details for an active member; only room_id, name, inviter_agent_id, invited_at and state for a pending invitee.
 type RoomDetails struct {
-	// BriefRevision A 64-bit value as a decimal string.
-	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
-	CreatedAt     *Timestamp     `json:"created_at,omitempty"`
-	DefaultFollow *Follow        `json:"default_follow,omitempty"`
-
-	// Epoch A 64-bit value as a decimal string.
-	Epoch  *DecimalString `json:"epoch,omitempty"`
-	Follow *Follow        `json:"follow,omitempty"`
-
-	// FollowRevision A 64-bit value as a decimal string.
+	BriefRevision  *DecimalString `json:"brief_revision,omitempty"`
+	CreatedAt      *Timestamp     `json:"created_at,omitempty"`
+	DefaultFollow  *Follow        `json:"default_follow,omitempty"`
+	Epoch          *DecimalString `json:"epoch,omitempty"`
+	Follow         *Follow        `json:"follow,omitempty"`
 	FollowRevision *DecimalString `json:"follow_revision,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
@@ -1280,7 +1263,7 @@ type RoomDetails struct {
 	OwnerAgentId      *openapi_types.UUID `json:"owner_agent_id,omitempty"`
 	RoomId            openapi_types.UUID  `json:"room_id"`
 
-	// Roster At most 200 active and invited members.
+	// Roster Active and invited members; roster_truncated says when there are more.
 	Roster          *[]RosterEntry `json:"roster,omitempty"`
 	RosterTruncated *bool          `json:"roster_truncated,omitempty"`
 	State           MemberState    `json:"state"`
@@ -1289,26 +1272,23 @@ type RoomDetails struct {
 
 // RoomFollowInput defines model for RoomFollowInput.
 type RoomFollowInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision DecimalString `json:"expected_revision"`
 	Follow           Follow        `json:"follow"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // RoomFollowResult defines model for RoomFollowResult.
 type RoomFollowResult struct {
-	Follow Follow `json:"follow"`
-
-	// Revision A 64-bit value as a decimal string.
+	Follow   Follow             `json:"follow"`
 	Revision DecimalString      `json:"revision"`
 	RoomId   openapi_types.UUID `json:"room_id"`
 }
 
 // RoomInviteInput defines model for RoomInviteInput.
 type RoomInviteInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InviteeAgentIds Agents to invite (1..targets_max).
@@ -1324,11 +1304,8 @@ type RoomInviteResult struct {
 
 // RoomListItem defines model for RoomListItem.
 type RoomListItem struct {
-	// BriefRevision A 64-bit value as a decimal string.
-	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
-	Follow        *Follow        `json:"follow,omitempty"`
-
-	// FollowRevision A 64-bit value as a decimal string.
+	BriefRevision  *DecimalString      `json:"brief_revision,omitempty"`
+	Follow         *Follow             `json:"follow,omitempty"`
 	FollowRevision *DecimalString      `json:"follow_revision,omitempty"`
 	InvitedAt      *Timestamp          `json:"invited_at,omitempty"`
 	InviterAgentId *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
@@ -1340,9 +1317,7 @@ type RoomListItem struct {
 
 // RoomMembershipResult defines model for RoomMembershipResult.
 type RoomMembershipResult struct {
-	At Timestamp `json:"at"`
-
-	// Epoch A 64-bit value as a decimal string.
+	At     Timestamp             `json:"at"`
 	Epoch  DecimalString         `json:"epoch"`
 	RoomId openapi_types.UUID    `json:"room_id"`
 	State  MembershipResultState `json:"state"`
@@ -1399,28 +1374,28 @@ type SettingsPatch struct {
 	UploadTempMaxBytes          *int64 `json:"upload_temp_max_bytes,omitempty"`
 }
 
-// SettingsValues defines model for SettingsValues.
+// SettingsValues The effective per-box settings; each property's default is the value a box has until an admin overrides it.
 type SettingsValues struct {
-	AckBatchMax          int64 `json:"ack_batch_max"`
+	AckBatchMax          int64 `json:"ack_batch_max" validate:"gte=1"`
 	AttachmentMaxBytes   int64 `json:"attachment_max_bytes"`
-	BodyMaxBytes         int64 `json:"body_max_bytes"`
+	BodyMaxBytes         int64 `json:"body_max_bytes" validate:"gte=1"`
 	ChannelAttachmentCap int64 `json:"channel_attachment_cap"`
-	ChannelMessageCap    int64 `json:"channel_message_cap"`
+	ChannelMessageCap    int64 `json:"channel_message_cap" validate:"gte=1"`
 
-	// CheckpointMaxBytes Fixed by the product (32 KiB); not a setting.
+	// CheckpointMaxBytes Fixed by the product (its default); not a setting.
 	CheckpointMaxBytes          int64 `json:"checkpoint_max_bytes"`
-	EnvelopeMaxBytes            int64 `json:"envelope_max_bytes"`
-	IdempotencyRetentionSeconds int64 `json:"idempotency_retention_seconds"`
-	LeaseDefaultSeconds         int64 `json:"lease_default_seconds"`
-	LeaseMaxSeconds             int64 `json:"lease_max_seconds"`
-	PageLimitDefault            int64 `json:"page_limit_default"`
-	PageLimitMax                int64 `json:"page_limit_max"`
-	PayloadMaxBytes             int64 `json:"payload_max_bytes"`
-	PayloadMaxDepth             int64 `json:"payload_max_depth"`
+	EnvelopeMaxBytes            int64 `json:"envelope_max_bytes" validate:"gte=1"`
+	IdempotencyRetentionSeconds int64 `json:"idempotency_retention_seconds" validate:"gte=1"`
+	LeaseDefaultSeconds         int64 `json:"lease_default_seconds" validate:"ltefield=LeaseMaxSeconds,gte=1"`
+	LeaseMaxSeconds             int64 `json:"lease_max_seconds" validate:"gte=1"`
+	PageLimitDefault            int64 `json:"page_limit_default" validate:"ltefield=PageLimitMax,gte=1"`
+	PageLimitMax                int64 `json:"page_limit_max" validate:"gte=1"`
+	PayloadMaxBytes             int64 `json:"payload_max_bytes" validate:"gte=1"`
+	PayloadMaxDepth             int64 `json:"payload_max_depth" validate:"gte=1"`
 	RateLimitBurst              int64 `json:"rate_limit_burst"`
 	RateLimitPerSecond          int64 `json:"rate_limit_per_second"`
-	ResponseBudgetBytes         int64 `json:"response_budget_bytes"`
-	TargetsMax                  int64 `json:"targets_max"`
+	ResponseBudgetBytes         int64 `json:"response_budget_bytes" validate:"gte=1"`
+	TargetsMax                  int64 `json:"targets_max" validate:"gte=1"`
 	UploadConcurrencyMax        int64 `json:"upload_concurrency_max"`
 	UploadTempMaxBytes          int64 `json:"upload_temp_max_bytes"`
 }
@@ -1456,6 +1431,9 @@ type AgentIdPath = openapi_types.UUID
 
 // AgentRef defines model for AgentRef.
 type AgentRef = string
+
+// AttachmentIdPath defines model for AttachmentIdPath.
+type AttachmentIdPath = openapi_types.UUID
 
 // Cursor defines model for Cursor.
 type Cursor = string
@@ -1517,6 +1495,12 @@ type Unavailable = Error
 // UnsupportedMediaType defines model for UnsupportedMediaType.
 type UnsupportedMediaType = Error
 
+// AttachmentDownloadParams defines parameters for AttachmentDownload.
+type AttachmentDownloadParams struct {
+	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
 // CheckpointGetParams defines parameters for CheckpointGet.
 type CheckpointGetParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1534,10 +1518,10 @@ type ConversationReadParams struct {
 	// Destination The conversation: {kind: room, room_id} or {kind: dm, recipient_agent_id}.
 	Destination DestinationQuery `json:"destination"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1549,10 +1533,10 @@ type DirectorySearchParams struct {
 	// Query Non-empty text to find in name or role.
 	Query string `form:"query" json:"query"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1573,16 +1557,15 @@ type DirectoryGetParams struct {
 
 // InboxListParams defines parameters for InboxList.
 type InboxListParams struct {
-	// Filter unread (default), all or acked.
 	Filter *InboxFilter `form:"filter,omitempty" json:"filter,omitempty"`
 
 	// Destination Only rows of this room or DM pair.
 	Destination *DestinationFilterQuery `json:"destination,omitempty"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1621,10 +1604,10 @@ type MessageGetParams struct {
 
 // FileReportListParams defines parameters for FileReportList.
 type FileReportListParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1651,16 +1634,15 @@ type ProfileGetParams struct {
 
 // RequestListParams defines parameters for RequestList.
 type RequestListParams struct {
-	// Direction incoming or outgoing.
 	Direction RequestDirection `form:"direction" json:"direction"`
 
 	// Status Only this declaration.
 	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1675,10 +1657,10 @@ type RequestRespondParams struct {
 
 // RoomListParams defines parameters for RoomList.
 type RoomListParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1735,10 +1717,10 @@ type RoomLeaveParams struct {
 
 // ThreadReadParams defines parameters for ThreadRead.
 type ThreadReadParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1747,10 +1729,9 @@ type ThreadReadParams struct {
 
 // ThreadExportParams defines parameters for ThreadExport.
 type ThreadExportParams struct {
-	// Format json or markdown.
 	Format ExportFormat `form:"format" json:"format"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1805,8 +1786,14 @@ type InboxClaimJSONRequestBody = InboxClaimInput
 // MessageSendJSONRequestBody defines body for MessageSend for application/json ContentType.
 type MessageSendJSONRequestBody = MessageSendInput
 
+// MessageSendMultipartRequestBody defines body for MessageSend for multipart/form-data ContentType.
+type MessageSendMultipartRequestBody = MessageSendUpload
+
 // MessageSendBatchJSONRequestBody defines body for MessageSendBatch for application/json ContentType.
 type MessageSendBatchJSONRequestBody = MessageSendBatchInput
+
+// MessageSendBatchMultipartRequestBody defines body for MessageSendBatch for multipart/form-data ContentType.
+type MessageSendBatchMultipartRequestBody = MessageSendBatchUpload
 
 // FileAccessReportJSONRequestBody defines body for FileAccessReport for application/json ContentType.
 type FileAccessReportJSONRequestBody = FileAccessReportInput
@@ -2151,6 +2138,13 @@ type ClientInterface interface {
 	// Corresponds with POST /admin/api/v1/tokens/{token_id}/revoke (the `AdminTokenRevoke` operationId).
 	AdminTokenRevoke(ctx context.Context, tokenId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AttachmentDownload Download an uploaded attachment
+	//
+	// Streams the bytes of one uploaded attachment (HTTP/CLI only; MCP never carries bytes). Checks the caller's current authorization to the attachment's message on every request (DM participant; active room member within its visible epoch): an unknown ID, another box's, a room the caller is not or no longer an active member of, or a purged message all give the same NOT_FOUND_OR_FORBIDDEN. Downloading is not an ACK and records no receipt.
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/attachments/{attachment_id} (the `AttachmentDownload` operationId).
+	AttachmentDownload(ctx context.Context, boxKey BoxKey, attachmentId AttachmentIdPath, params *AttachmentDownloadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CheckpointGet Read this agent's checkpoint
 	//
 	// Returns the checkpoint shared by all sessions of this agent; an absent checkpoint reads as revision "0" with an empty object.
@@ -2160,7 +2154,7 @@ type ClientInterface interface {
 
 	// CheckpointSaveWithBody Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2169,7 +2163,7 @@ type ClientInterface interface {
 
 	// CheckpointSave Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2274,7 +2268,7 @@ type ClientInterface interface {
 
 	// MessageSendWithBody Send a DM or room message
 	//
-	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2283,7 +2277,7 @@ type ClientInterface interface {
 
 	// MessageSend Send a DM or room message
 	//
-	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2292,7 +2286,7 @@ type ClientInterface interface {
 
 	// MessageSendBatchWithBody Send one DM to several agents
 	//
-	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2301,7 +2295,7 @@ type ClientInterface interface {
 
 	// MessageSendBatch Send one DM to several agents
 	//
-	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2417,7 +2411,7 @@ type ClientInterface interface {
 
 	// RoomGet Read room details and roster
 	//
-	// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+	// Details and a bounded roster (see its maxItems) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
 	//
 	// Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id} (the `RoomGet` operationId).
 	RoomGet(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2431,7 +2425,7 @@ type ClientInterface interface {
 
 	// RoomBriefUpdateWithBody Append to the room brief
 	//
-	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2440,7 +2434,7 @@ type ClientInterface interface {
 
 	// RoomBriefUpdate Append to the room brief
 	//
-	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3096,6 +3090,23 @@ func (c *Client) AdminTokenRevoke(ctx context.Context, tokenId openapi_types.UUI
 	return c.Client.Do(req)
 }
 
+// AttachmentDownload Download an uploaded attachment
+//
+// Streams the bytes of one uploaded attachment (HTTP/CLI only; MCP never carries bytes). Checks the caller's current authorization to the attachment's message on every request (DM participant; active room member within its visible epoch): an unknown ID, another box's, a room the caller is not or no longer an active member of, or a purged message all give the same NOT_FOUND_OR_FORBIDDEN. Downloading is not an ACK and records no receipt.
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/attachments/{attachment_id} (the `AttachmentDownload` operationId).
+func (c *Client) AttachmentDownload(ctx context.Context, boxKey BoxKey, attachmentId AttachmentIdPath, params *AttachmentDownloadParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAttachmentDownloadRequest(c.Server, boxKey, attachmentId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // CheckpointGet Read this agent's checkpoint
 //
 // Returns the checkpoint shared by all sessions of this agent; an absent checkpoint reads as revision "0" with an empty object.
@@ -3115,7 +3126,7 @@ func (c *Client) CheckpointGet(ctx context.Context, boxKey BoxKey, params *Check
 
 // CheckpointSaveWithBody Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3134,7 +3145,7 @@ func (c *Client) CheckpointSaveWithBody(ctx context.Context, boxKey BoxKey, para
 
 // CheckpointSave Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3369,7 +3380,7 @@ func (c *Client) MeGet(ctx context.Context, boxKey BoxKey, reqEditors ...Request
 
 // MessageSendWithBody Send a DM or room message
 //
-// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3388,7 +3399,7 @@ func (c *Client) MessageSendWithBody(ctx context.Context, boxKey BoxKey, params 
 
 // MessageSend Send a DM or room message
 //
-// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3407,7 +3418,7 @@ func (c *Client) MessageSend(ctx context.Context, boxKey BoxKey, params *Message
 
 // MessageSendBatchWithBody Send one DM to several agents
 //
-// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3426,7 +3437,7 @@ func (c *Client) MessageSendBatchWithBody(ctx context.Context, boxKey BoxKey, pa
 
 // MessageSendBatch Send one DM to several agents
 //
-// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3682,7 +3693,7 @@ func (c *Client) RoomCreate(ctx context.Context, boxKey BoxKey, params *RoomCrea
 
 // RoomGet Read room details and roster
 //
-// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+// Details and a bounded roster (see its maxItems) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
 //
 // Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id} (the `RoomGet` operationId).
 func (c *Client) RoomGet(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3716,7 +3727,7 @@ func (c *Client) RoomBriefGet(ctx context.Context, boxKey BoxKey, roomId RoomIdP
 
 // RoomBriefUpdateWithBody Append to the room brief
 //
-// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3735,7 +3746,7 @@ func (c *Client) RoomBriefUpdateWithBody(ctx context.Context, boxKey BoxKey, roo
 
 // RoomBriefUpdate Append to the room brief
 //
-// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4825,6 +4836,62 @@ func NewAdminTokenRevokeRequest(server string, tokenId openapi_types.UUID) (*htt
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAttachmentDownloadRequest constructs an http.Request for the AttachmentDownload method
+func NewAttachmentDownloadRequest(server string, boxKey BoxKey, attachmentId AttachmentIdPath, params *AttachmentDownloadParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "attachment_id", attachmentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/boxes/%s/attachments/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -7293,6 +7360,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /admin/api/v1/tokens/{token_id}/revoke (the `AdminTokenRevoke` operationId).
 	AdminTokenRevokeWithResponse(ctx context.Context, tokenId openapi_types.UUID, reqEditors ...RequestEditorFn) (*AdminTokenRevokeResponse, error)
 
+	// AttachmentDownloadWithResponse Download an uploaded attachment
+	//
+	// Streams the bytes of one uploaded attachment (HTTP/CLI only; MCP never carries bytes). Checks the caller's current authorization to the attachment's message on every request (DM participant; active room member within its visible epoch): an unknown ID, another box's, a room the caller is not or no longer an active member of, or a purged message all give the same NOT_FOUND_OR_FORBIDDEN. Downloading is not an ACK and records no receipt.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/boxes/{box_key}/attachments/{attachment_id} (the `AttachmentDownload` operationId).
+	AttachmentDownloadWithResponse(ctx context.Context, boxKey BoxKey, attachmentId AttachmentIdPath, params *AttachmentDownloadParams, reqEditors ...RequestEditorFn) (*AttachmentDownloadResponse, error)
+
 	// CheckpointGetWithResponse Read this agent's checkpoint
 	//
 	// Returns the checkpoint shared by all sessions of this agent; an absent checkpoint reads as revision "0" with an empty object.
@@ -7304,7 +7380,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckpointSaveWithBodyWithResponse Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7313,7 +7389,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckpointSaveWithResponse Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7430,7 +7506,7 @@ type ClientWithResponsesInterface interface {
 
 	// MessageSendWithBodyWithResponse Send a DM or room message
 	//
-	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7439,7 +7515,7 @@ type ClientWithResponsesInterface interface {
 
 	// MessageSendWithResponse Send a DM or room message
 	//
-	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+	// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7448,7 +7524,7 @@ type ClientWithResponsesInterface interface {
 
 	// MessageSendBatchWithBodyWithResponse Send one DM to several agents
 	//
-	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7457,7 +7533,7 @@ type ClientWithResponsesInterface interface {
 
 	// MessageSendBatchWithResponse Send one DM to several agents
 	//
-	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+	// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7583,7 +7659,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomGetWithResponse Read room details and roster
 	//
-	// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+	// Details and a bounded roster (see its maxItems) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7601,7 +7677,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomBriefUpdateWithBodyWithResponse Append to the room brief
 	//
-	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7610,7 +7686,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomBriefUpdateWithResponse Append to the room brief
 	//
-	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9207,6 +9283,99 @@ func (r AdminTokenRevokeResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AdminTokenRevokeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AttachmentDownloadResponse200Headers the declared response headers of an HTTP 200 response for AttachmentDownload
+type AttachmentDownloadResponse200Headers struct {
+	AgentboxAttachmentSha256 *string
+	ContentDisposition       *string
+	ContentLength            *int64
+	XContentTypeOptions      *string
+}
+
+type AttachmentDownloadResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Conflict
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *RateLimited
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *AttachmentDownloadResponse200Headers
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON409() *Conflict {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON429() *RateLimited {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AttachmentDownloadResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AttachmentDownloadResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AttachmentDownloadResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AttachmentDownloadResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12583,6 +12752,21 @@ func (c *ClientWithResponses) AdminTokenRevokeWithResponse(ctx context.Context, 
 	return ParseAdminTokenRevokeResponse(rsp)
 }
 
+// AttachmentDownloadWithResponse Download an uploaded attachment
+//
+// Streams the bytes of one uploaded attachment (HTTP/CLI only; MCP never carries bytes). Checks the caller's current authorization to the attachment's message on every request (DM participant; active room member within its visible epoch): an unknown ID, another box's, a room the caller is not or no longer an active member of, or a purged message all give the same NOT_FOUND_OR_FORBIDDEN. Downloading is not an ACK and records no receipt.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/boxes/{box_key}/attachments/{attachment_id} (the `AttachmentDownload` operationId).
+func (c *ClientWithResponses) AttachmentDownloadWithResponse(ctx context.Context, boxKey BoxKey, attachmentId AttachmentIdPath, params *AttachmentDownloadParams, reqEditors ...RequestEditorFn) (*AttachmentDownloadResponse, error) {
+	rsp, err := c.AttachmentDownload(ctx, boxKey, attachmentId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAttachmentDownloadResponse(rsp)
+}
+
 // CheckpointGetWithResponse Read this agent's checkpoint
 //
 // Returns the checkpoint shared by all sessions of this agent; an absent checkpoint reads as revision "0" with an empty object.
@@ -12600,7 +12784,7 @@ func (c *ClientWithResponses) CheckpointGetWithResponse(ctx context.Context, box
 
 // CheckpointSaveWithBodyWithResponse Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12615,7 +12799,7 @@ func (c *ClientWithResponses) CheckpointSaveWithBodyWithResponse(ctx context.Con
 
 // CheckpointSaveWithResponse Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12810,7 +12994,7 @@ func (c *ClientWithResponses) MeGetWithResponse(ctx context.Context, boxKey BoxK
 
 // MessageSendWithBodyWithResponse Send a DM or room message
 //
-// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12825,7 +13009,7 @@ func (c *ClientWithResponses) MessageSendWithBodyWithResponse(ctx context.Contex
 
 // MessageSendWithResponse Send a DM or room message
 //
-// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate.
+// Atomic single-destination send: validates everything, then stores the message, its attention rows and its request rows in one transaction. A byte-identical repeat of the sender's latest message in the channel returns status duplicate. Also accepts multipart/form-data with one JSON part `input` and one file part `file` (one uploaded attachment, HTTP/CLI only; an attachment-only message may have an empty body_md).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12840,7 +13024,7 @@ func (c *ClientWithResponses) MessageSendWithResponse(ctx context.Context, boxKe
 
 // MessageSendBatchWithBodyWithResponse Send one DM to several agents
 //
-// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12855,7 +13039,7 @@ func (c *ClientWithResponses) MessageSendBatchWithBodyWithResponse(ctx context.C
 
 // MessageSendBatchWithResponse Send one DM to several agents
 //
-// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone.
+// Sends the same content as independent DMs to up to targets_max recipients; invalid content rejects the whole request, an invalid target is rejected alone. Also accepts multipart/form-data with one JSON part `input` and one file part `file`: every sent target gets its own attachment copy.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13065,7 +13249,7 @@ func (c *ClientWithResponses) RoomCreateWithResponse(ctx context.Context, boxKey
 
 // RoomGetWithResponse Read room details and roster
 //
-// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+// Details and a bounded roster (see its maxItems) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13095,7 +13279,7 @@ func (c *ClientWithResponses) RoomBriefGetWithResponse(ctx context.Context, boxK
 
 // RoomBriefUpdateWithBodyWithResponse Append to the room brief
 //
-// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13110,7 +13294,7 @@ func (c *ClientWithResponses) RoomBriefUpdateWithBodyWithResponse(ctx context.Co
 
 // RoomBriefUpdateWithResponse Append to the room brief
 //
-// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14458,6 +14642,108 @@ func ParseAdminTokenRevokeResponse(rsp *http.Response) (*AdminTokenRevokeRespons
 		}
 		response.JSON500 = &dest
 
+	}
+
+	return response, nil
+}
+
+// ParseAttachmentDownloadResponse parses an HTTP response from a AttachmentDownloadWithResponse call
+func ParseAttachmentDownloadResponse(rsp *http.Response) (*AttachmentDownloadResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AttachmentDownloadResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Conflict
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers AttachmentDownloadResponse200Headers
+		if values := rsp.Header.Values("Agentbox-Attachment-Sha256"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Agentbox-Attachment-Sha256", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AgentboxAttachmentSha256 = &value
+		}
+		if values := rsp.Header.Values("Content-Disposition"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Disposition", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentDisposition = &value
+		}
+		if values := rsp.Header.Values("Content-Length"); len(values) > 0 {
+			var value int64
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Length", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			}
+			headers.ContentLength = &value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil

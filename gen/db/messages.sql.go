@@ -368,7 +368,7 @@ WITH copies AS (
     SELECT $5, message_id, message_seq, channel_id, $6, $7,
            dest_agent_id, dest_room_id, $8, $9::json, $10::uuid[],
            $11::uuid[], $12::uuid, $13::uuid,
-           COALESCE($14::uuid, message_id), $15::jsonb, $16, false, $17
+           COALESCE($14::uuid, message_id), $15::jsonb, $16, $17::boolean, $18
     FROM copies
     RETURNING message_id, message_seq, channel_id, created_at, has_attachment
 ), latest AS (
@@ -385,7 +385,7 @@ WITH copies AS (
     RETURNING channels.channel_id, channels.message_count, channels.attachment_message_count
 ), reqs AS (
     INSERT INTO requests (box_id, message_id, recipient_agent_id, message_seq, requester_agent_id, status, revision, updated_at)
-    SELECT $5, inserted.message_id, r.agent_id, inserted.message_seq, $6, 'pending', 1, $17
+    SELECT $5, inserted.message_id, r.agent_id, inserted.message_seq, $6, 'pending', 1, $18
     FROM inserted CROSS JOIN unnest($11::uuid[]) AS r(agent_id)
 )
 SELECT inserted.message_id, inserted.message_seq, inserted.channel_id, inserted.created_at,
@@ -410,6 +410,7 @@ type InsertMessagesParams struct {
 	ThreadRootID     *uuid.UUID
 	Files            []byte
 	ContentHash      []byte
+	HasAttachment    bool
 	Now              time.Time
 }
 
@@ -447,6 +448,7 @@ func (q *Queries) InsertMessages(ctx context.Context, arg InsertMessagesParams) 
 		arg.ThreadRootID,
 		arg.Files,
 		arg.ContentHash,
+		arg.HasAttachment,
 		arg.Now,
 	)
 	if err != nil {

@@ -75,7 +75,13 @@ type Attachment struct {
 	MediaType    string
 	SizeBytes    int64
 	Sha256       string
-	Content      []byte
+}
+
+type AttachmentChunk struct {
+	BoxID        uuid.UUID
+	AttachmentID uuid.UUID
+	ChunkIndex   int32
+	Data         []byte
 }
 
 type Attention struct {

@@ -21,6 +21,10 @@ type Querier interface {
 	// Compare-and-set append; also re-checks that the room is active and the total stays within @max_bytes.
 	AppendRoomBrief(ctx context.Context, arg AppendRoomBriefParams) (AppendRoomBriefRow, error)
 	ArchiveRoom(ctx context.Context, arg ArchiveRoomParams) error
+	// A window of an attachment's chunks in order: at most @max_chunks from chunk_index @from_index.
+	AttachmentChunks(ctx context.Context, arg AttachmentChunksParams) ([]AttachmentChunksRow, error)
+	// The message an attachment belongs to (authorization is the caller's).
+	AttachmentMessage(ctx context.Context, arg AttachmentMessageParams) (uuid.UUID, error)
 	// Everything agent authentication checks, in one round trip. The caller decides.
 	AuthenticateKey(ctx context.Context, arg AuthenticateKeyParams) (AuthenticateKeyRow, error)
 	// The same facts as AuthenticateKey, found by the key hash alone (the MCP endpoint learns
@@ -48,6 +52,8 @@ type Querier interface {
 	// agent's membership), not a second lookup of the row: with a new agent estimated at a row
 	// or two, that lookup may pick an index whose unbound channel column makes it walk the inbox.
 	ClaimCandidatesOldest(ctx context.Context, arg ClaimCandidatesOldestParams) ([]int64, error)
+	// Gives each target attachment its own copy of the source attachment's chunks.
+	CopyAttachmentChunks(ctx context.Context, arg CopyAttachmentChunksParams) error
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
 	CreateAdminToken(ctx context.Context, arg CreateAdminTokenParams) (CreateAdminTokenRow, error)
 	CreateAdminUISession(ctx context.Context, arg CreateAdminUISessionParams) error
@@ -61,6 +67,11 @@ type Querier interface {
 	// (The reference by its full key, once: see SenderLatest.)
 	DMSenderLatest(ctx context.Context, arg DMSenderLatestParams) ([]DMSenderLatestRow, error)
 	DeleteExpiredIdempotencyRecords(ctx context.Context, arg DeleteExpiredIdempotencyRecordsParams) (int64, error)
+	// Retroactive attachment_max_bytes (SPEC §11): in the given channels (locked by the caller),
+	// every message whose attachment is larger than @max_bytes is deleted whole (cascading to its
+	// attachment, attention rows, receipts, leases, requests, file reports and duplicate
+	// reference), and the channels' counts are decreased by what was deleted.
+	DeleteOversizedAttachmentMessages(ctx context.Context, arg DeleteOversizedAttachmentMessagesParams) (int64, error)
 	// Which of the given IDs are enabled agents of the box (one round trip for any number of targets).
 	EnabledAgentIDs(ctx context.Context, arg EnabledAgentIDsParams) ([]uuid.UUID, error)
 	EndAdminUISession(ctx context.Context, sessionHash []byte) error
@@ -143,6 +154,12 @@ type Querier interface {
 	// The caller's incoming requests, keyset on message_seq (one request per message for a
 	// recipient), optionally one status.
 	IncomingRequests(ctx context.Context, arg IncomingRequestsParams) ([]Request, error)
+	// Uploaded attachments (SPEC §6): metadata rows per message copy, bytes in chunk rows
+	// (the attachment_chunks migration). The chunks of a send's first copy are streamed in by
+	// store.DeliverMessages; every further copy of a batch DM gets its own chunks copied on the
+	// server, so each copy is owned by its own message.
+	// One attachment row per message copy, with the shared metadata.
+	InsertAttachments(ctx context.Context, arg InsertAttachmentsParams) error
 	// One attention row per (recipient, message) with the OR of the reason bits of SPEC §7, for
 	// every copy of a send in one statement. DM copies (arrays; empty for a room post): the
 	// recipient, preferences ignored (1, +4 mention, +8 reply to their message, +16 request). A

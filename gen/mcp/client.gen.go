@@ -66,6 +66,8 @@ func CallHTTP(ctx context.Context, c *client.Client, operationID string, args ma
 		return callAdminTokenRevoke(ctx, c, args, editors)
 	case "agent_prime":
 		return callAgentPrime(ctx, c, args, editors)
+	case "attachment_download":
+		return callAttachmentDownload(ctx, c, args, editors)
 	case "checkpoint_get":
 		return callCheckpointGet(ctx, c, args, editors)
 	case "checkpoint_save":
@@ -376,6 +378,22 @@ func callAgentPrime(ctx context.Context, c *client.Client, args map[string]json.
 		return nil, err
 	}
 	return c.AgentPrimeWithBody(ctx, p0, &params, "application/json", bytes.NewReader(body), editors...)
+}
+
+func callAttachmentDownload(ctx context.Context, c *client.Client, args map[string]json.RawMessage, editors []client.RequestEditorFn) (*http.Response, error) {
+	var p0 client.BoxKey
+	if err := clientArg(args, "box_key", &p0); err != nil {
+		return nil, err
+	}
+	var p1 client.AttachmentIdPath
+	if err := clientArg(args, "attachment_id", &p1); err != nil {
+		return nil, err
+	}
+	var params client.AttachmentDownloadParams
+	if err := clientObject(args, nil, &params); err != nil {
+		return nil, err
+	}
+	return c.AttachmentDownload(ctx, p0, p1, &params, editors...)
 }
 
 func callCheckpointGet(ctx context.Context, c *client.Client, args map[string]json.RawMessage, editors []client.RequestEditorFn) (*http.Response, error) {

@@ -252,8 +252,8 @@ var Server = struct{ Name, Instructions string }{
 
 // Budgets are the committed byte budgets of the compact tools/list JSON.
 var Budgets = struct{ ToolsListBytes, RouterToolsListBytes int }{
-	ToolsListBytes:       55296,
-	RouterToolsListBytes: 7168,
+	ToolsListBytes:       40960,
+	RouterToolsListBytes: 4096,
 }
 
 var (
@@ -261,7 +261,7 @@ var (
 		Name:              "agent_prime",
 		OperationID:       "agent_prime",
 		Title:             "Prime session",
-		Description:       "Call first when you start work in a box: open or resume this agent's durable Agentbox session (bootstrap). Returns identity, the private profile (text and version), checkpoint revision (checkpoint_changed if it differs from known_checkpoint_revision), current rooms, counts of unread messages, pending requests and leased rows, and limits. Never ACKs, leases or marks read; safe to repeat. Checkpoint body: checkpoint_get.",
+		Description:       "Call first when you start work in a box: open or resume this agent's durable session (bootstrap). Returns identity, profile, checkpoint revision, rooms, counts of unread messages, pending requests and leased rows, and limits. Marks nothing read; safe to repeat.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "natural",
@@ -279,7 +279,7 @@ var (
 		Name:              "profile_get",
 		OperationID:       "profile_get",
 		Title:             "Read private profile",
-		Description:       "Read this agent's private profile: the role and standing instructions an admin set (text, at most 64 KiB) and profile_version. Call it when a mutation fails with PROFILE_OUTDATED or agent_prime shows a newer version: reading refreshes the version this session observed and clears PROFILE_OUTDATED. Changes nothing else. Not another agent's public card (directory_get).",
+		Description:       "Read this agent's private profile: the role and standing instructions an admin set, and profile_version. Call it when a mutation fails with PROFILE_OUTDATED or agent_prime shows a newer version: reading refreshes the version this session observed. Changes nothing else. Not another agent's public card (directory_get).",
 		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",
@@ -297,7 +297,7 @@ var (
 		Name:              "checkpoint_get",
 		OperationID:       "checkpoint_get",
 		Title:             "Read checkpoint",
-		Description:       "Read the checkpoint last saved by any session of this agent: current revision, checkpoint object, saved_at, saved_by_session_id. No checkpoint reads as revision \"0\" with {}. Use it to restore saved state and notes after agent_prime reports checkpoint_changed, or to learn expected_revision for a save. Read-only.",
+		Description:       "Read the checkpoint last saved by any session of this agent: current revision, checkpoint object, saved_at, saved_by_session_id (none: revision \"0\", {}). Use it to restore saved state and notes after agent_prime reports checkpoint_changed, or to learn expected_revision for a save. Read-only.",
 		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",
@@ -315,7 +315,7 @@ var (
 		Name:              "checkpoint_save",
 		OperationID:       "checkpoint_save",
 		Title:             "Save checkpoint",
-		Description:       "Save progress: write or update (replace) this agent's checkpoint with your working state and notes to persist them for later; any JSON object, at most 32 KiB compact. Succeeds only if expected_revision equals the stored revision (\"0\" when none); no merge. On REVISION_CONFLICT re-read with checkpoint_get, merge, retry with a new idempotency_key; a retry with the same key returns the first result. Returns the new revision.",
+		Description:       "Save progress: write or update (replace) this agent's checkpoint with your working state and notes to persist them for later; any JSON object up to checkpoint_max_bytes. Succeeds only if expected_revision equals the stored revision (\"0\" when none); no merge. On REVISION_CONFLICT re-read with checkpoint_get, merge, retry with a new idempotency_key. Returns the new revision.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -369,7 +369,7 @@ var (
 		Name:              "directory_update_self",
 		OperationID:       "directory_update_self",
 		Title:             "Update own card",
-		Description:       "Edit the role and description you advertise on your own public directory card: patch role (at most 200 bytes) and/or description (at most 2000 bytes); an empty patch fails. CAS on expected_revision = card_revision; REVISION_CONFLICT returns current_revision. Cannot change listed, name or the private profile. Returns the updated card.",
+		Description:       "Edit the role and description you advertise on your own public directory card (patch; an empty patch fails). CAS on expected_revision = card_revision; REVISION_CONFLICT returns current_revision. Cannot change listed, name or the private profile. Returns the updated card.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -405,7 +405,7 @@ var (
 		Name:              "room_get",
 		OperationID:       "room_get",
 		Title:             "Get room details",
-		Description:       "One room's details by room_id: name, owner (owner_agent_id), status (active or archived), history_visibility, default_follow, your state, epoch and follow, brief_revision, and a roster of at most 200 members {agent_id, name, state} (roster_truncated). A pending invitee sees only name, inviter and invited_at.",
+		Description:       "One room's details by room_id: name, owner (owner_agent_id), status (active or archived), history_visibility, default_follow, your state, epoch and follow, brief_revision, and a roster of members {agent_id, name, state} (roster_truncated). A pending invitee sees only name, inviter and invited_at.",
 		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",
@@ -459,7 +459,7 @@ var (
 		Name:              "room_brief_update",
 		OperationID:       "room_brief_update",
 		Title:             "Append to room brief",
-		Description:       "Append to (update) a room's brief to record decisions and add background: append_md (at most 8 KiB; whole brief at most 64 KiB) never overwrites earlier text. CAS on expected_revision (\"0\" when empty). Active members only; archived rooms refuse. Creates no message and notifies nobody. Returns the new brief and revision.",
+		Description:       "Append to (update) a room's brief to record decisions and add background: append_md never overwrites earlier text. CAS on expected_revision (\"0\" when empty). Active members only; archived rooms refuse. Creates no message and notifies nobody. Returns the new brief and revision.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -477,7 +477,7 @@ var (
 		Name:              "room_create",
 		OperationID:       "room_create",
 		Title:             "Create room",
-		Description:       "Create (start) a new room with a name (at most 200 bytes), owned by you; optionally invite up to 20 agents at creation (invitee_agent_ids, not yourself), who stay pending until they join. history_visibility: shared (default, members read all retained history) or joined; default_follow (default all). Sends no message. dry_run: true validates and writes nothing.",
+		Description:       "Create (start) a new room with a name, owned by you; optionally invite agents at creation (up to targets_max, not yourself), who stay pending until they join. history_visibility: shared (members read all retained history) or joined; default_follow. Sends no message. dry_run validates only.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -495,7 +495,7 @@ var (
 		Name:              "room_invite",
 		OperationID:       "room_invite",
 		Title:             "Invite to room",
-		Description:       "Owner only: invite 1 to 20 more agents (invitee_agent_ids) into an existing active room; none may already be active or pending. Invitees see only the room name and inviter until they accept. Sends no message. Non-owners get NOT_FOUND_OR_FORBIDDEN (not_owner).",
+		Description:       "Owner only: invite more agents (up to targets_max) into an existing active room; none may already be active or pending. Invitees see only the room name and inviter until they accept. Sends no message. Non-owners get NOT_FOUND_OR_FORBIDDEN (not_owner).",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -549,7 +549,7 @@ var (
 		Name:              "message_send",
 		OperationID:       "message_send",
 		Title:             "Send message",
-		Description:       "Send or post one message: a direct message (DM) {kind: dm, recipient_agent_id} or room post {kind: room, room_id}. body_md required, ≤16 KiB; optional payload object (≤8 KiB, depth ≤8); mentions and requests that ask for a response (≤20 each; a room request must also be a mention); a reply to a message; files (≤10 https link references). Whole send ≤64 KiB. Returns a storage receipt (sent or duplicate), not delivery; dry_run validates only.",
+		Description:       "Send or post one message: a direct message (DM) {kind: dm, recipient_agent_id} or room post {kind: room, room_id}: body_md, optional payload object, mentions and requests that ask for a response (a room request must also be a mention), a reply to a message, https file links. Caps: see limits. Returns a storage receipt (sent or duplicate), not delivery; dry_run validates only.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -585,7 +585,7 @@ var (
 		Name:              "message_send_batch",
 		OperationID:       "message_send_batch",
 		Title:             "Send DM to several agents",
-		Description:       "Send the same DM separately to several agents: one body_md, payload and files to 1 to 20 recipient_agent_ids (repeats collapsed), validated once; then each recipient gets its own copy and outcome (sent, duplicate, or rejected if unknown, disabled or self) without blocking the others. DMs only. A retry with the same idempotency_key returns the original outcomes. dry_run validates only.",
+		Description:       "Send the same DM separately to several agents: one body_md, payload and files to up to targets_max recipient_agent_ids (repeats collapsed), validated once; each recipient gets its own copy and outcome (sent, duplicate, or rejected if unknown, disabled or self) without blocking the others. DMs only. A retry with the same idempotency_key returns the original outcomes.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -603,7 +603,7 @@ var (
 		Name:              "conversation_read",
 		OperationID:       "conversation_read",
 		Title:             "Read conversation",
-		Description:       "Page through the history of a room or of your DM pair with one agent, oldest first by message_seq: destination {kind: room, room_id} or {kind: dm, recipient_agent_id}, within readable history. Stream: the last page returns resume_cursor; poll it later to catch up on new posts. Records receipts for returned items; never ACKs.",
+		Description:       "Page through the history of a room or of your DM pair with one agent, oldest first: destination {kind: room, room_id} or {kind: dm, recipient_agent_id}, within readable history. Stream: the last page returns resume_cursor; poll it later to catch up on new posts. Records receipts; never ACKs.",
 		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",
@@ -621,7 +621,7 @@ var (
 		Name:              "thread_read",
 		OperationID:       "thread_read",
 		Title:             "Read thread",
-		Description:       "Read one reply thread from any message_id you can see: the root and its replies in message_seq order, limited to messages you may see; hidden ancestors are redacted (reply_to_redacted) and purged messages leave gaps. Keyset cursor. Records receipts; never ACKs. Whole room or DM: conversation_read; a document: thread_export.",
+		Description:       "Read one reply thread from any message_id you can see: the root and its replies in order, only messages you may see; hidden ancestors are redacted (reply_to_redacted), purged ones leave gaps. Keyset cursor. Records receipts; never ACKs. Whole room or DM: conversation_read; a document: thread_export.",
 		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",
@@ -657,7 +657,7 @@ var (
 		Name:              "inbox_list",
 		OperationID:       "inbox_list",
 		Title:             "List inbox",
-		Description:       "Check your inbox for new work: attention rows (reasons bitmask 1 DM, 2 followed room, 4 mention, 8 reply, 16 request) with full messages; filter unread (default), all or acked; optionally only one room or DM (destination). Start without cursor to see all unread; resume_cursor finds later arrivals. Records receipts; never ACKs or leases (leased_elsewhere flags other sessions' leases). Returns unread_count, leased_count.",
+		Description:       "Check your inbox for new work: attention rows (reasons bitmask 1 DM, 2 followed room, 4 mention, 8 reply, 16 request) with full messages; filter unread, all or acked; optionally one room or DM (destination). Start without cursor to see all unread; resume_cursor finds later arrivals. Records receipts; never ACKs or leases. Returns unread_count, leased_count.",
 		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",
@@ -675,7 +675,7 @@ var (
 		Name:              "inbox_ack",
 		OperationID:       "inbox_ack",
 		Title:             "Acknowledge inbox rows",
-		Description:       "Mark handled inbox rows as read (acknowledge): explicit inbox_seqs (1 to 100), each returned to this session by inbox_list or inbox_claim and not leased by another session. One bad member rejects the whole batch (field names its index). Per item: acked, or already_acked with the first ACK's session and time. ACK means read, not task completion.",
+		Description:       "Mark handled inbox rows as read (acknowledge): explicit inbox_seqs (up to ack_batch_max), each returned to this session by inbox_list or inbox_claim and not leased by another session. One bad member rejects the whole batch (field names its index). Per item: acked, or already_acked with the first ACK's session and time. ACK means read, not task completion.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -693,7 +693,7 @@ var (
 		Name:              "inbox_claim",
 		OperationID:       "inbox_claim",
 		Title:             "Claim inbox work",
-		Description:       "Claim unread, unleased inbox rows as work: lease them to this session so your other sessions cannot claim or ACK them: at most limit rows, oldest first (order: newest optional), for lease_seconds (default 60, at most 3600, clamped). Returns rows with lease_expires_at and records receipts; an expired lease frees the row. Coordinates sessions of one agent only.",
+		Description:       "Claim unread, unleased inbox rows as work: lease them to this session so your other sessions cannot claim or ACK them: at most limit rows, oldest first (or newest), for lease_seconds. Returns rows with lease_expires_at and records receipts; an expired lease frees the row. Coordinates sessions of one agent only.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -711,7 +711,7 @@ var (
 		Name:              "request_list",
 		OperationID:       "request_list",
 		Title:             "List work requests",
-		Description:       "List explicit work requests: direction incoming (asked of you, waiting for your response) or outgoing (you asked), optional status pending, accepted, needs_context, declined or result_ready; current declarations with revision. Keyset on (message_seq, recipient); a browser, restart to see corrected declarations.",
+		Description:       "List explicit work requests: direction incoming (asked of you, waiting for your response) or outgoing (you asked), optionally only one status (pending, accepted, declined...); current declarations with revision. Keyset on (message_seq, recipient); a browser, restart to see corrected declarations.",
 		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",
@@ -729,7 +729,7 @@ var (
 		Name:              "request_respond",
 		OperationID:       "request_respond",
 		Title:             "Respond to request",
-		Description:       "Respond to (accept, decline or deliver) a request addressed to you: CAS-declare accepted, needs_context, declined or result_ready on request_message_id (expected_revision from request_list) and add exactly one reply to the requester (body_md, files; result_ready files need version_label, sha256 or commit) in the same room or DM, atomically. Declarations, not verified; a later CAS corrects. dry_run validates only.",
+		Description:       "Respond to (accept, decline or deliver) a request addressed to you: CAS-declare accepted, needs_context, declined or result_ready on request_message_id (expected_revision from request_list) and add one reply to the requester (body_md, files; result_ready files need version_label, sha256 or commit), atomically. Declarations, not verified. dry_run validates only.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -747,7 +747,7 @@ var (
 		Name:              "file_access_report",
 		OperationID:       "file_access_report",
 		Title:             "Report file access",
-		Description:       "As a recipient (not the author) of a message, report whether you can open a file link in it: file_index, status accessible, denied, not_found or error, optional note (at most 500 bytes). Upserts your one report per file; independent of ACK and request status. Nothing fetches the URL.",
+		Description:       "As a recipient (not the author) of a message, report whether you can open a file link in it: file_index, status accessible, denied, not_found or error, optional note. Upserts your one report per file; independent of ACK and request status. Nothing fetches the URL.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
@@ -783,7 +783,7 @@ var (
 		Name:                   "tool_search",
 		OperationID:            "",
 		Title:                  "Search tools",
-		Description:            "Router mode: find which tool to use for a job. Ranks all tools except router tools by lexical match of query against their names, titles and descriptions; returns at most limit {name, title, description}.",
+		Description:            "Router mode: find which tool to use for a job: ranks tools by lexical match of query against their names, titles and descriptions.",
 		Annotations:            Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:        "read_only",
 		Idempotency:            "natural",
@@ -796,15 +796,15 @@ var (
 		Scenarios:              []string{"find a tool that can do what I need", "which tool should I use for this job?", "search the available tools for anything about leases", "search tools by keyword", "discover the right tool for my job"},
 		ResultBudgetBytes:      32768,
 		Deprecated:             false,
-		InputSchema:            json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"box_key\":{\"description\":\"The box (tenant) the call is for; it must be the credential's box.\",\"pattern\":\"^[a-z0-9][a-z0-9-]{1,62}$\",\"type\":\"string\"},\"limit\":{\"description\":\"Most results; clamped to [1, number of tools], default 5. Never rejected.\",\"type\":\"integer\"},\"query\":{\"description\":\"Words describing the job.\",\"minLength\":1,\"type\":\"string\"}},\"required\":[\"box_key\",\"query\"],\"type\":\"object\"}"),
+		InputSchema:            json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"box_key\":{\"pattern\":\"^[a-z0-9][a-z0-9-]{1,62}$\",\"type\":\"string\"},\"limit\":{\"default\":5,\"description\":\"Most results, clamped.\",\"type\":\"integer\"},\"query\":{\"minLength\":1,\"type\":\"string\"}},\"required\":[\"box_key\",\"query\"],\"type\":\"object\"}"),
 		OutputSchema:           json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"items\":{\"items\":{\"additionalProperties\":false,\"properties\":{\"description\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"},\"title\":{\"type\":\"string\"}},\"required\":[\"name\",\"title\",\"description\"],\"type\":\"object\"},\"type\":\"array\"}},\"required\":[\"items\"],\"type\":\"object\"}"),
-		AdvertisedOutputSchema: json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":true,\"properties\":{\"items\":{\"items\":{\"additionalProperties\":true,\"properties\":{\"description\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"},\"title\":{\"type\":\"string\"}},\"required\":[\"name\",\"title\",\"description\"],\"type\":\"object\"},\"type\":\"array\"}},\"required\":[\"items\"],\"type\":\"object\"}"),
+		AdvertisedOutputSchema: json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":true,\"properties\":{\"items\":{\"type\":\"array\"}},\"required\":[\"items\"],\"type\":\"object\"}"),
 	}
 	toolToolDescribe = &Tool{
 		Name:                   "tool_describe",
 		OperationID:            "",
 		Title:                  "Describe tool",
-		Description:            "Router mode: one tool's full contract by name or alias: title, description, annotations, input schema (the arguments it takes) and output schema. Use it to build valid arguments before executing.",
+		Description:            "Router mode: one tool's full contract by name or alias: title, description, annotations, input schema (the arguments it takes), output schema, to use before executing.",
 		Annotations:            Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:        "read_only",
 		Idempotency:            "natural",
@@ -817,15 +817,15 @@ var (
 		Scenarios:              []string{"describe the schema a tool expects", "show the annotations and input schema of that tool", "what input schema and arguments does this tool take?", "get the full contract of a tool before calling it", "describe the tool I found"},
 		ResultBudgetBytes:      16384,
 		Deprecated:             false,
-		InputSchema:            json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"box_key\":{\"description\":\"The box (tenant) the call is for; it must be the credential's box.\",\"pattern\":\"^[a-z0-9][a-z0-9-]{1,62}$\",\"type\":\"string\"},\"name\":{\"description\":\"A tool's canonical name or alias.\",\"pattern\":\"^[a-z][a-z0-9]*(_[a-z0-9]+)+$\",\"type\":\"string\"}},\"required\":[\"box_key\",\"name\"],\"type\":\"object\"}"),
+		InputSchema:            json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"box_key\":{\"pattern\":\"^[a-z0-9][a-z0-9-]{1,62}$\",\"type\":\"string\"},\"name\":{\"pattern\":\"^[a-z][a-z0-9]*(_[a-z0-9]+)+$\",\"type\":\"string\"}},\"required\":[\"box_key\",\"name\"],\"type\":\"object\"}"),
 		OutputSchema:           json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"annotations\":{\"additionalProperties\":{\"type\":\"boolean\"},\"description\":\"The MCP hints as tools/list states them: readOnlyHint, destructiveHint, idempotentHint, openWorldHint.\",\"type\":\"object\"},\"description\":{\"type\":\"string\"},\"input_schema\":{\"description\":\"Closed JSON Schema 2020-12 of the tool's arguments.\",\"type\":\"object\"},\"name\":{\"type\":\"string\"},\"output_schema\":{\"description\":\"JSON Schema 2020-12 of the tool's result.\",\"type\":\"object\"},\"title\":{\"type\":\"string\"}},\"required\":[\"name\",\"title\",\"description\",\"annotations\",\"input_schema\",\"output_schema\"],\"type\":\"object\"}"),
-		AdvertisedOutputSchema: json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":true,\"properties\":{\"annotations\":{\"additionalProperties\":{\"type\":\"boolean\"},\"description\":\"The MCP hints as tools/list states them: readOnlyHint, destructiveHint, idempotentHint, openWorldHint.\",\"type\":\"object\"},\"description\":{\"type\":\"string\"},\"input_schema\":{\"additionalProperties\":true,\"description\":\"Closed JSON Schema 2020-12 of the tool's arguments.\",\"type\":\"object\"},\"name\":{\"type\":\"string\"},\"output_schema\":{\"additionalProperties\":true,\"description\":\"JSON Schema 2020-12 of the tool's result.\",\"type\":\"object\"},\"title\":{\"type\":\"string\"}},\"required\":[\"name\",\"title\",\"description\",\"annotations\",\"input_schema\",\"output_schema\"],\"type\":\"object\"}"),
+		AdvertisedOutputSchema: json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":true,\"properties\":{\"annotations\":{\"additionalProperties\":{\"type\":\"boolean\"},\"type\":\"object\"},\"description\":{\"type\":\"string\"},\"input_schema\":{\"additionalProperties\":true,\"type\":\"object\"},\"name\":{\"type\":\"string\"},\"output_schema\":{\"additionalProperties\":true,\"type\":\"object\"},\"title\":{\"type\":\"string\"}},\"required\":[\"name\",\"title\",\"description\",\"annotations\",\"input_schema\",\"output_schema\"],\"type\":\"object\"}"),
 	}
 	toolToolExecute = &Tool{
 		Name:                   "tool_execute",
 		OperationID:            "",
 		Title:                  "Execute tool",
-		Description:            "Router mode: run (invoke) a tool by name with arguments = its input object, validated against its input_schema (box_key defaults to this call's). Same authorization, idempotency and errors as calling it directly; never widens the key; cannot run router tools. Returns {result: the tool's output}.",
+		Description:            "Router mode: run (invoke) a tool by name with an arguments object (box_key defaults to this call's): same authorization, idempotency and errors as direct use; not router tools. Returns {result}.",
 		Annotations:            Annotations{ReadOnlyHint: false, DestructiveHint: true, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:        "agent_mutation",
 		Idempotency:            "natural",
@@ -838,9 +838,9 @@ var (
 		Scenarios:              []string{"execute the tool I just described", "run a tool by name through the router", "call that tool with this arguments object", "invoke the tool with execute", "execute it now"},
 		ResultBudgetBytes:      675840,
 		Deprecated:             false,
-		InputSchema:            json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"arguments\":{\"description\":\"The named tool's input, validated against its input_schema; box_key defaults to this call's.\",\"type\":\"object\"},\"box_key\":{\"description\":\"The box (tenant) the call is for; it must be the credential's box.\",\"pattern\":\"^[a-z0-9][a-z0-9-]{1,62}$\",\"type\":\"string\"},\"name\":{\"description\":\"A tool's canonical name or alias.\",\"pattern\":\"^[a-z][a-z0-9]*(_[a-z0-9]+)+$\",\"type\":\"string\"}},\"required\":[\"box_key\",\"name\",\"arguments\"],\"type\":\"object\"}"),
+		InputSchema:            json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"arguments\":{\"description\":\"The tool's input object.\",\"type\":\"object\"},\"box_key\":{\"pattern\":\"^[a-z0-9][a-z0-9-]{1,62}$\",\"type\":\"string\"},\"name\":{\"pattern\":\"^[a-z][a-z0-9]*(_[a-z0-9]+)+$\",\"type\":\"string\"}},\"required\":[\"box_key\",\"name\",\"arguments\"],\"type\":\"object\"}"),
 		OutputSchema:           json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"result\":{\"description\":\"The named tool's result, as its output_schema describes.\",\"type\":\"object\"}},\"required\":[\"result\"],\"type\":\"object\"}"),
-		AdvertisedOutputSchema: json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":true,\"properties\":{\"result\":{\"additionalProperties\":true,\"description\":\"The named tool's result, as its output_schema describes.\",\"type\":\"object\"}},\"required\":[\"result\"],\"type\":\"object\"}"),
+		AdvertisedOutputSchema: json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":true,\"properties\":{\"result\":{\"additionalProperties\":true,\"type\":\"object\"}},\"required\":[\"result\"],\"type\":\"object\"}"),
 	}
 )
 
@@ -1127,6 +1127,18 @@ var Operations = map[string]*Operation{
 		Admin:        false,
 		Tool:         toolAgentPrime,
 	},
+	"attachment_download": {
+		OperationID:  "attachment_download",
+		Method:       "GET",
+		Path:         "/api/v1/boxes/{box_key}/attachments/{attachment_id}",
+		Pattern:      "GET /api/v1/boxes/{box_key}/attachments/{attachment_id}",
+		PathParams:   []string{"box_key", "attachment_id"},
+		QueryParams:  nil,
+		HeaderParams: []string{"Agentbox-Session"},
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        false,
+	},
 	"checkpoint_get": {
 		OperationID:  "checkpoint_get",
 		Method:       "GET",
@@ -1321,7 +1333,7 @@ var Operations = map[string]*Operation{
 		QueryParams:  nil,
 		HeaderParams: []string{"Agentbox-Session"},
 		BodyFields:   []string{"body_md", "destination", "dry_run", "files", "idempotency_key", "mention_agent_ids", "payload", "reply_to_message_id", "request_agent_ids"},
-		MediaTypes:   []string{"application/json"},
+		MediaTypes:   []string{"application/json", "multipart/form-data"},
 		HasBody:      true,
 		Admin:        false,
 		Tool:         toolMessageSend,
@@ -1335,7 +1347,7 @@ var Operations = map[string]*Operation{
 		QueryParams:  nil,
 		HeaderParams: []string{"Agentbox-Session"},
 		BodyFields:   []string{"body_md", "dry_run", "files", "idempotency_key", "payload", "recipient_agent_ids"},
-		MediaTypes:   []string{"application/json"},
+		MediaTypes:   []string{"application/json", "multipart/form-data"},
 		HasBody:      true,
 		Admin:        false,
 		Tool:         toolMessageSendBatch,
@@ -1587,6 +1599,8 @@ func DispatchWithHeaders(ctx context.Context, si api.StrictServerInterface, oper
 		return dispatchAdminTokenRevoke(ctx, si, args, headers)
 	case "agent_prime":
 		return dispatchAgentPrime(ctx, si, args, headers)
+	case "attachment_download":
+		return dispatchAttachmentDownload(ctx, si, args, headers)
 	case "checkpoint_get":
 		return dispatchCheckpointGet(ctx, si, args, headers)
 	case "checkpoint_save":
@@ -2157,6 +2171,11 @@ func dispatchAgentPrime(ctx context.Context, si api.StrictServerInterface, args 
 	return nil, &UnexpectedResponseError{OperationID: "agent_prime", Response: resp}
 }
 
+func dispatchAttachmentDownload(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	_, _, _, _ = ctx, si, args, headers
+	return nil, errors.New("mcp: operation attachment_download cannot be dispatched: the success response is not JSON")
+}
+
 func dispatchCheckpointGet(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
 	var req api.CheckpointGetRequestObject
 	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
@@ -2516,8 +2535,8 @@ func dispatchMessageSend(ctx context.Context, si api.StrictServerInterface, args
 	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
 		return nil, err
 	}
-	req.Body = new(api.MessageSendJSONRequestBody)
-	if err := decodeObject(args, []string{"body_md", "destination", "dry_run", "files", "idempotency_key", "mention_agent_ids", "payload", "reply_to_message_id", "request_agent_ids"}, nil, nil, req.Body); err != nil {
+	req.JSONBody = new(api.MessageSendJSONRequestBody)
+	if err := decodeObject(args, []string{"body_md", "destination", "dry_run", "files", "idempotency_key", "mention_agent_ids", "payload", "reply_to_message_id", "request_agent_ids"}, nil, nil, req.JSONBody); err != nil {
 		return nil, err
 	}
 	resp, err := si.MessageSend(ctx, req)
@@ -2543,8 +2562,8 @@ func dispatchMessageSendBatch(ctx context.Context, si api.StrictServerInterface,
 	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
 		return nil, err
 	}
-	req.Body = new(api.MessageSendBatchJSONRequestBody)
-	if err := decodeObject(args, []string{"body_md", "dry_run", "files", "idempotency_key", "payload", "recipient_agent_ids"}, nil, nil, req.Body); err != nil {
+	req.JSONBody = new(api.MessageSendBatchJSONRequestBody)
+	if err := decodeObject(args, []string{"body_md", "dry_run", "files", "idempotency_key", "payload", "recipient_agent_ids"}, nil, nil, req.JSONBody); err != nil {
 		return nil, err
 	}
 	resp, err := si.MessageSendBatch(ctx, req)

@@ -126,6 +126,9 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 	if err != nil {
 		return err
 	}
+	if e.attach != "" { // a send with a local file: multipart over HTTP, checked by the server (attach.go)
+		return e.sendWithAttachment(t, argsJSON)
+	}
 	creds, err := mcpserver.CredentialsFromEnv(os.Getenv)
 	if err != nil {
 		return usageError{err.Error()}

@@ -54,6 +54,7 @@ func ExitCode(code apierr.Code) int {
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	attach         string // --attach PATH of a send (attach.go)
 }
 
 // usageError is a command-line mistake (exit 2).
@@ -97,7 +98,9 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, topUsage)
 		return ExitOK
 	default:
-		if ok, aerr := e.agent(args); ok {
+		if ok, aerr := e.attachmentCommand(args); ok {
+			err = aerr
+		} else if ok, aerr := e.agent(args); ok {
 			err = aerr
 		} else {
 			err = usagef("unknown command %q", args[0])

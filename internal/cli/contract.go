@@ -142,9 +142,6 @@ func (e *env) contractDiff(args []string) error {
 		c.Label = ref
 		versions[i] = c
 	}
-	if (versions[0].Doc == nil) != (versions[1].Doc == nil) || (versions[0].Reg == nil) != (versions[1].Reg == nil) {
-		return usagef("BASE and REV must hold the same contract files")
-	}
 	var ab *contract.AcceptedBreaks
 	if *accepted != "" {
 		if ab, err = contract.LoadAcceptedBreaks(*accepted); err != nil {
@@ -152,8 +149,11 @@ func (e *env) contractDiff(args []string) error {
 		}
 	}
 	rep, err := contract.Diff(versions[0], versions[1], ab)
+	if errors.Is(err, contract.ErrIncomparable) {
+		return usagef("%v", err)
+	}
 	if err != nil {
-		return err
+		return err // e.g. an invalid document: no verdict, exit 1
 	}
 	if *asJSON {
 		writeJSON(e.stdout, rep)

@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/server"
 	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/store"
+	"github.com/agentbox/agentbox/internal/upload"
 )
 
 // serve runs the server until SIGINT/SIGTERM. Without a database URL it manages an
@@ -34,6 +35,7 @@ func (e *env) serve(args []string) error {
 	var origins stringList
 	fs.Var(&origins, "mcp-allowed-origin", "an Origin allowed on /mcp (repeatable; also AGENTBOX_MCP_ALLOWED_ORIGINS, comma-separated); by default every request carrying an Origin is refused")
 	addrFile := fs.String("addr-file", "", "once listening, write the bound host:port to this file (for --addr 127.0.0.1:0)")
+	uploadDir := fs.String("upload-dir", "", "directory for temporary upload files (default: uploads/ in --data-dir); files a crashed server left there are removed at start")
 	pprofOn := fs.Bool("pprof", false, "serve Go profiles at /debug/pprof/ (benchmarking; unauthenticated, keep it off in production)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -78,6 +80,15 @@ func (e *env) serve(args []string) error {
 	}
 	defer st.Close()
 
+	if *uploadDir == "" {
+		*uploadDir = filepath.Join(dir, "uploads")
+	}
+	uploads, err := upload.NewStager(*uploadDir)
+	if err != nil {
+		return err
+	}
+	defer uploads.Close()
+
 	for _, o := range strings.Split(os.Getenv("AGENTBOX_MCP_ALLOWED_ORIGINS"), ",") {
 		if o = strings.TrimSpace(o); o != "" {
 			origins = append(origins, o)
@@ -91,6 +102,7 @@ func (e *env) serve(args []string) error {
 		MCPAllowedOrigins: origins,
 		// /metrics is unauthenticated unless AGENTBOX_METRICS_TOKEN is set.
 		MetricsToken: os.Getenv("AGENTBOX_METRICS_TOKEN"),
+		Uploads:      uploads,
 	})
 	if *pprofOn {
 		handler = withPprof(handler)

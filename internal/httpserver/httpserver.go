@@ -41,6 +41,8 @@ type Config struct {
 	Metrics *metrics.Registry
 	// MetricsToken, when set, is the bearer token /metrics requires.
 	MetricsToken string
+	// Uploads enables multipart uploads on the operations that declare them (upload.go).
+	Uploads *UploadConfig
 }
 
 // New returns the root handler.
@@ -53,6 +55,13 @@ func New(cfg Config) http.Handler {
 			WriteError(w, apierr.Invalid("", "the request body is not valid JSON for this operation"))
 		},
 		ResponseErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			if sw, ok := w.(*statusWriter); ok && sw.wrote {
+				// A streamed body (a download) failed after its headers went out: cut the
+				// connection so the client sees an incomplete response, never an error
+				// body spliced into the bytes.
+				cfg.Log.WarnContext(r.Context(), "response stream failed", slog.Any("err", err))
+				panic(http.ErrAbortHandler)
+			}
 			if e, ok := apierr.As(err); ok {
 				WriteError(w, e)
 				return
@@ -97,6 +106,9 @@ func New(cfg Config) http.Handler {
 			}
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			cfg.Metrics.Write(w)
+			if cfg.Uploads != nil && cfg.Uploads.Stager != nil {
+				cfg.Uploads.Stager.WriteMetrics(w)
+			}
 		})
 	}
 	registerDocs(routes)
@@ -189,6 +201,10 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 			WriteError(w, err)
 			return
 		}
+		if !json && isUpload(op, r) { // a declared multipart body: staged by serveUpload (upload.go)
+			serveUpload(cfg, op, w, r.WithContext(ctx), next)
+			return
+		}
 		if json && op.Body != nil { // other declared media types (uploads) are read by their handler
 			raw, err := io.ReadAll(io.LimitReader(r.Body, maxJSONBody+1))
 			if err != nil {
@@ -271,11 +287,17 @@ func checkParams(op *mcp.Operation, r *http.Request) error {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	wrote  bool // the header has been sent
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
+	w.status, w.wrote = code, true
 	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
 }
 
 // ValidateBody checks a raw JSON body against the operation's closed body schema.

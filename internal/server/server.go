@@ -14,6 +14,7 @@ import (
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/store"
+	"github.com/agentbox/agentbox/internal/upload"
 )
 
 // Config is what the root handler needs.
@@ -26,12 +27,18 @@ type Config struct {
 	MCPAllowedOrigins []string
 	// MetricsToken, when set, is the bearer token /metrics requires.
 	MetricsToken string
+	// Uploads stages multipart uploads (nil: uploads are refused).
+	Uploads *upload.Stager
 }
 
 // Handler returns the root handler.
 func Handler(cfg Config) http.Handler {
 	authn := auth.New(cfg.Store, cfg.AdminToken, cfg.Log)
 	reg := metrics.New(cfg.Store.Pool())
+	var uploads *httpserver.UploadConfig
+	if cfg.Uploads != nil {
+		uploads = &httpserver.UploadConfig{Stager: cfg.Uploads, Limits: cfg.Service.UploadLimits}
+	}
 	ui := adminui.New(adminui.Config{Service: cfg.Service, Auth: authn, Log: cfg.Log, Metrics: reg, Sessions: cfg.Store})
 	return httpserver.New(httpserver.Config{
 		Service: cfg.Service,
@@ -46,5 +53,6 @@ func Handler(cfg Config) http.Handler {
 		},
 		Metrics:      reg,
 		MetricsToken: cfg.MetricsToken,
+		Uploads:      uploads,
 	})
 }

@@ -131,7 +131,7 @@ func jsonBody(op *genmcp.Operation) bool {
 // values and keys — holding NUL, invalid UTF-8 or a lone surrogate is INVALID_ARGUMENT naming
 // the field (reason invalid_text); a bad path box_key is AUTH_FAILED. No 5xx, the rejected
 // value never appears in the answer, nothing is written. Finding 3 of issue 11.
-func TestBadTextTable(t *testing.T) {
+func TestBadInputTable(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "a", "b")
 	e, a := w.e, w.agents["a"]
@@ -187,6 +187,39 @@ func TestBadTextTable(t *testing.T) {
 			}
 		}
 	}
+	// Per operation, beyond text: a malformed JSON body, an undeclared media type, and a
+	// malformed value in each path segment (4xx, never echoed, never 5xx).
+	loose := func(what string, r testenv.Response) {
+		t.Helper()
+		cases++
+		if r.Status < 400 || r.Status >= 500 || r.Code() == "" {
+			t.Errorf("%s: want a 4xx with the error body, got %d %s", what, r.Status, r.Raw)
+		}
+		if bytes.Contains(r.Raw, []byte(marker)) {
+			t.Errorf("%s: the rejected value is echoed: %s", what, r.Raw)
+		}
+	}
+	for _, op := range sortedOps() {
+		bearer := a.Key
+		if op.Admin {
+			bearer = testenv.AdminToken
+		}
+		for _, name := range op.PathParams {
+			if name == "box_key" && !op.Admin {
+				continue
+			}
+			loose(fmt.Sprintf("HTTP %s path %s malformed", op.OperationID, name),
+				raw(t, e, op.Method, fillPath(op, "alpha", name, marker+"-%2F..%20x"), bearer, "", nil, nil))
+		}
+		if !jsonBody(op) {
+			continue
+		}
+		r := raw(t, e, op.Method, fillPath(op, "alpha", "", ""), bearer, "application/json", []byte(`{"a":"`+marker), nil)
+		check(fmt.Sprintf("HTTP %s malformed JSON", op.OperationID), r, 400, "INVALID_ARGUMENT", "", "")
+		r = raw(t, e, op.Method, fillPath(op, "alpha", "", ""), bearer, "text/plain", []byte(`{"a":"`+marker+`"}`), nil)
+		check(fmt.Sprintf("HTTP %s text/plain", op.OperationID), r, 415, "INVALID_ARGUMENT", "unsupported_media_type", "")
+	}
+
 	// Nested values and keys, where payloads and documents keep their own rules.
 	nested := []struct {
 		method, path, body, field string

@@ -39,8 +39,9 @@ func (s *Service) AdminCleanupStatus(ctx context.Context, req api.AdminCleanupSt
 }
 
 // cleanupAfterCapChange runs the retroactive cleanup when a settings change lowered
-// channel_message_cap or channel_attachment_cap: every channel of the box, locked in
-// channel_id order as sends lock them, keeps its newest messages within the new caps. It runs
+// channel_message_cap, channel_attachment_cap or attachment_max_bytes: every channel of the
+// box, locked in channel_id order as sends lock them, loses its messages whose attachment is
+// now too large and keeps its newest messages within the new caps. It runs
 // inside the admin transaction, in a savepoint: a failed cleanup is recorded (state failed,
 // failures, last_error) and the settings change still commits — each channel's next write
 // applies the new caps anyway.
@@ -49,7 +50,8 @@ func (s *Service) cleanupAfterCapChange(ctx context.Context, tx *store.Tx, boxID
 	if err != nil {
 		return err
 	}
-	if v.ChannelMessageCap >= old.ChannelMessageCap && v.ChannelAttachmentCap >= old.ChannelAttachmentCap {
+	sizeLowered := v.AttachmentMaxBytes < old.AttachmentMaxBytes
+	if v.ChannelMessageCap >= old.ChannelMessageCap && v.ChannelAttachmentCap >= old.ChannelAttachmentCap && !sizeLowered {
 		return nil
 	}
 	var deleted int64
@@ -59,6 +61,13 @@ func (s *Service) cleanupAfterCapChange(ctx context.Context, tx *store.Tx, boxID
 			channels, err := tx.LockBoxChannels(ctx, boxID, after, cleanupBatch)
 			if err != nil || len(channels) == 0 {
 				return err
+			}
+			if sizeLowered { // attachments now over the size cap go first, with their whole messages
+				n, err := tx.DeleteOversizedAttachmentMessages(ctx, boxID, channels, v.AttachmentMaxBytes)
+				if err != nil {
+					return err
+				}
+				deleted += n
 			}
 			n, err := tx.EnforceRetention(ctx, boxID, channels, v.ChannelMessageCap, v.ChannelAttachmentCap)
 			if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/upload"
 )
 
 // Content rules of a send (SPEC §6, §15): body, payload, file references, the envelope cap,
@@ -29,15 +30,22 @@ type sendContent struct {
 	payload   []byte // compact JSON object, nil when absent
 	files     []api.FileRef
 	filesJSON []byte
-	hash      []byte // consecutive-duplicate key
+	upload    *upload.File // the uploaded attachment (HTTP/CLI only); nil when none
+	hash      []byte       // consecutive-duplicate key
 }
 
-// validateContent checks body, payload and file references against the box's limits.
-func validateContent(body string, payload *json.RawMessage, files *[]api.FileRefInput, s api.SettingsValues) (sendContent, error) {
+// validateContent checks body, payload, file references and the uploaded attachment (nil
+// when none) against the box's limits. Only a send with an uploaded attachment may have an
+// empty body.
+func validateContent(body string, payload *json.RawMessage, files *[]api.FileRefInput, att *upload.File, s api.SettingsValues) (sendContent, error) {
 	var c sendContent
-	if body == "" {
+	if body == "" && att == nil {
 		return c, apierr.Invalid("body_md", "must not be empty").WithReason("body_empty")
 	}
+	if att != nil && att.SizeBytes > s.AttachmentMaxBytes { // the transport staged it under the same cap
+		return c, apierr.TooLarge("file", upload.ReasonTooLarge, s.AttachmentMaxBytes)
+	}
+	c.upload = att
 	if !utf8.ValidString(body) {
 		return c, apierr.Invalid("body_md", "must be valid UTF-8").WithReason("invalid_utf8")
 	}
@@ -60,8 +68,31 @@ func validateContent(body string, payload *json.RawMessage, files *[]api.FileRef
 	if c.filesJSON, err = compactJSON(refs); err != nil {
 		return c, err
 	}
-	c.hash = contentHash(c.body, c.payload, c.filesJSON, nil)
+	var attMeta []byte
+	if att != nil {
+		if attMeta, err = compactJSON(attachmentIdentity(att)); err != nil {
+			return c, err
+		}
+	}
+	c.hash = contentHash(c.body, c.payload, c.filesJSON, attMeta)
 	return c, nil
+}
+
+// attachmentMeta is what identifies an uploaded attachment's content: the duplicate key's
+// attachment part, an envelope member, and part of a mutation's idempotency arguments.
+type attachmentMeta struct {
+	Name      string `json:"name"`
+	MediaType string `json:"media_type"`
+	SizeBytes int64  `json:"size_bytes"`
+	SHA256    string `json:"sha256"`
+}
+
+// attachmentIdentity is att's metadata; nil when there is no attachment.
+func attachmentIdentity(att *upload.File) *attachmentMeta {
+	if att == nil {
+		return nil
+	}
+	return &attachmentMeta{Name: att.Name, MediaType: att.MediaType, SizeBytes: att.SizeBytes, SHA256: att.SHA256}
 }
 
 // validatePayload returns the payload's compact serialization after the size, depth and
@@ -321,7 +352,8 @@ func envelopeSize(c sendContent, t sendTargets, recipients []uuid.UUID) int {
 		Requests   []uuid.UUID     `json:"request_agent_ids"`
 		Recipients []uuid.UUID     `json:"recipient_agent_ids,omitempty"`
 		Files      []api.FileRef   `json:"files"`
-	}{c.body, c.payload, t.mentions, t.requests, recipients, c.files}
+		Attachment *attachmentMeta `json:"attachment,omitempty"`
+	}{c.body, c.payload, t.mentions, t.requests, recipients, c.files, attachmentIdentity(c.upload)}
 	b, _ := compactJSON(env)
 	return len(b)
 }

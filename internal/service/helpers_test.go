@@ -48,7 +48,8 @@ func dbState(t *testing.T, e *testenv.Env) string {
 	t.Helper()
 	var b strings.Builder
 	for _, table := range []string{"channels", "rooms", "room_members", "messages", "channel_sender_latest", "attention",
-		"receipts", "requests", "file_reports", "cleanup_status", "idempotency_records",
+		"receipts", "requests", "file_reports", "cleanup_status", "idempotency_records", "attachments",
+		"(SELECT box_id, attachment_id, chunk_index, md5(data) FROM attachment_chunks)",
 		"(SELECT agent_id, name, enabled, listed, role, description, card_revision, profile_version FROM agents)"} {
 		rows, err := e.Store.Pool().Query(context.Background(), `SELECT t::text FROM `+table+` t`)
 		if err != nil {

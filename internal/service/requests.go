@@ -114,7 +114,7 @@ func (s *Service) respond(ctx context.Context, tx *store.Tx, c *call, id uuid.UU
 	if err != nil {
 		return api.RequestRespondResult{}, err
 	}
-	cont, err := validateContent(in.BodyMd, nil, in.Files, c.settings)
+	cont, err := validateContent(in.BodyMd, nil, in.Files, nil, c.settings)
 	if err != nil {
 		return api.RequestRespondResult{}, err
 	}

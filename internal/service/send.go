@@ -11,6 +11,7 @@ import (
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/store"
+	"github.com/agentbox/agentbox/internal/upload"
 )
 
 // Sending (SPEC §6, §7, §11). A send is one transaction: validate everything (content, then
@@ -21,14 +22,20 @@ import (
 // pass the comparison. The number of statements does not depend on the room size.
 
 // MessageSend sends one message to a DM recipient or a room, all-or-nothing.
+// With an uploaded attachment (a multipart request; the transport staged the file) the
+// message and its attachment are stored together or not at all.
 func (s *Service) MessageSend(ctx context.Context, req api.MessageSendRequestObject) (api.MessageSendResponseObject, error) {
-	in := *req.Body
+	if req.JSONBody == nil { // multipart bodies are staged by the transport and arrive as JSON
+		return nil, apierr.Invalid("", "the request body must be JSON or a staged multipart upload")
+	}
+	in := *req.JSONBody
+	att := upload.FileFrom(ctx)
 	dryRun := deref(in.DryRun)
 	args := in
 	args.IdempotencyKey, args.DryRun = "", nil
-	m := mutation{op: "message_send", idempotencyKey: in.IdempotencyKey, args: args, dryRun: dryRun}
+	m := mutation{op: "message_send", idempotencyKey: in.IdempotencyKey, args: withAttachment(args, att), dryRun: dryRun}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.MessageSendResult, error) {
-		res, err := s.send(ctx, tx, c, in)
+		res, err := s.send(ctx, tx, c, in, att)
 		if err != nil || !dryRun {
 			return res, err
 		}
@@ -51,12 +58,12 @@ type sendPlan struct {
 	latest *store.LatestSent // the sender's duplicate reference in the channel, read after the lock
 }
 
-func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.MessageSendInput) (api.MessageSendResult, error) {
+func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.MessageSendInput, att *upload.File) (api.MessageSendResult, error) {
 	dest, err := parseDestination(in.Destination, "destination")
 	if err != nil {
 		return api.MessageSendResult{}, err
 	}
-	cont, err := validateContent(in.BodyMd, in.Payload, in.Files, c.settings)
+	cont, err := validateContent(in.BodyMd, in.Payload, in.Files, att, c.settings)
 	if err != nil {
 		return api.MessageSendResult{}, err
 	}
@@ -99,7 +106,10 @@ func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.Messag
 // rows, request rows and retention: the one insert path of message_send, shared with the
 // reply request_respond posts.
 func deliverPlan(ctx context.Context, tx *store.Tx, c *call, plan sendPlan, cont sendContent, t sendTargets) (store.SendResult, error) {
-	n := newMessages(c, cont, plan.kind, []store.MessageCopy{plan.copy})
+	n, err := newMessages(c, cont, plan.kind, []store.MessageCopy{plan.copy})
+	if err != nil {
+		return store.SendResult{}, err
+	}
 	n.Mentions, n.Requests = t.mentions, t.requests
 	if p := plan.reply; p != nil {
 		n.ReplyTo, n.ReplyToAuthor, n.ThreadRoot = &p.ID, &p.SenderID, &p.ThreadRoot
@@ -200,22 +210,47 @@ func replyParent(ctx context.Context, tx *store.Tx, c *call, parentID uuid.UUID,
 }
 
 // newMessages is the shared part of a delivery.
-func newMessages(c *call, cont sendContent, kind string, copies []store.MessageCopy) store.NewMessages {
-	return store.NewMessages{BoxID: c.p.BoxID, SenderID: c.p.AgentID, DestKind: kind, Copies: copies, Body: cont.body,
+func newMessages(c *call, cont sendContent, kind string, copies []store.MessageCopy) (store.NewMessages, error) {
+	n := store.NewMessages{BoxID: c.p.BoxID, SenderID: c.p.AgentID, DestKind: kind, Copies: copies, Body: cont.body,
 		Payload: cont.payload, Files: cont.filesJSON, ContentHash: cont.hash}
+	if f := cont.upload; f != nil {
+		r, err := f.Reader()
+		if err != nil {
+			return n, err
+		}
+		n.Attachment = &store.NewAttachment{Name: f.Name, MediaType: f.MediaType, SizeBytes: f.SizeBytes, SHA256: f.SHA256, Content: r}
+	}
+	return n, nil
+}
+
+// withAttachment adds an uploaded attachment's metadata to a mutation's idempotency
+// arguments: a retry with the same key and the same file replays, another file conflicts.
+// Without an attachment the arguments are unchanged.
+func withAttachment[T any](args T, att *upload.File) any {
+	if att == nil {
+		return args
+	}
+	return struct {
+		Input      T               `json:"input"`
+		Attachment *attachmentMeta `json:"attachment"`
+	}{args, attachmentIdentity(att)}
 }
 
 // MessageSendBatch sends the same content as independent DMs. Invalid content rejects the
 // whole request; then each distinct recipient gets its own outcome (sent, duplicate, or
 // rejected with an error object) without blocking the others.
 func (s *Service) MessageSendBatch(ctx context.Context, req api.MessageSendBatchRequestObject) (api.MessageSendBatchResponseObject, error) {
-	in := *req.Body
+	if req.JSONBody == nil { // multipart bodies are staged by the transport and arrive as JSON
+		return nil, apierr.Invalid("", "the request body must be JSON or a staged multipart upload")
+	}
+	in := *req.JSONBody
+	att := upload.FileFrom(ctx)
 	dryRun := deref(in.DryRun)
 	args := in
 	args.IdempotencyKey, args.DryRun = "", nil
-	m := mutation{op: "message_send_batch", idempotencyKey: in.IdempotencyKey, args: args, dryRun: dryRun}
+	m := mutation{op: "message_send_batch", idempotencyKey: in.IdempotencyKey, args: withAttachment(args, att), dryRun: dryRun}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.MessageSendBatchResult, error) {
-		res, err := s.sendBatch(ctx, tx, c, in)
+		res, err := s.sendBatch(ctx, tx, c, in, att)
 		if err != nil || !dryRun {
 			return res, err
 		}
@@ -231,8 +266,8 @@ func (s *Service) MessageSendBatch(ctx context.Context, req api.MessageSendBatch
 	return api.MessageSendBatch200JSONResponse(out), nil
 }
 
-func (s *Service) sendBatch(ctx context.Context, tx *store.Tx, c *call, in api.MessageSendBatchInput) (api.MessageSendBatchResult, error) {
-	cont, err := validateContent(in.BodyMd, in.Payload, in.Files, c.settings)
+func (s *Service) sendBatch(ctx context.Context, tx *store.Tx, c *call, in api.MessageSendBatchInput, att *upload.File) (api.MessageSendBatchResult, error) {
+	cont, err := validateContent(in.BodyMd, in.Payload, in.Files, att, c.settings)
 	if err != nil {
 		return api.MessageSendBatchResult{}, err
 	}
@@ -304,7 +339,11 @@ func (s *Service) sendBatch(ctx context.Context, tx *store.Tx, c *call, in api.M
 	if len(copies) == 0 {
 		return api.MessageSendBatchResult{Results: results}, nil
 	}
-	res, err := tx.DeliverMessages(ctx, newMessages(c, cont, "dm", copies), c.settings.ChannelMessageCap, c.settings.ChannelAttachmentCap, c.now)
+	n, err := newMessages(c, cont, "dm", copies)
+	if err != nil {
+		return api.MessageSendBatchResult{}, err
+	}
+	res, err := tx.DeliverMessages(ctx, n, c.settings.ChannelMessageCap, c.settings.ChannelAttachmentCap, c.now)
 	if err != nil {
 		return api.MessageSendBatchResult{}, err
 	}

@@ -125,15 +125,16 @@ func TestSendValidationRulesWriteNothing(t *testing.T) {
 		t.Fatalf("recipient errors differ:\n%s", strings.Join(bodies, "\n"))
 	}
 
-	// Invalid UTF-8 never reaches storage (the transport rejects it; the service guards too).
+	// Invalid UTF-8 never reaches storage (the transport rejects it, naming the field; the
+	// service guards too).
 	rejects(t, w.e, "invalid UTF-8", func() testenv.Response {
 		raw := []byte(`{"destination":{"kind":"dm","recipient_agent_id":"` + b.ID.String() + `"},"body_md":"bad ` + "\xff" + ` byte","idempotency_key":"u1"}`)
 		return a.Call("POST", "/messages", raw)
-	}, "INVALID_ARGUMENT", "", "-")
+	}, "INVALID_ARGUMENT", "invalid_text", "body_md")
 	rejects(t, w.e, "lone surrogate", func() testenv.Response {
 		raw := []byte(`{"destination":{"kind":"dm","recipient_agent_id":"` + b.ID.String() + `"},"body_md":"x","payload":{"k":"\ud800"},"idempotency_key":"u2"}`)
 		return a.Call("POST", "/messages", raw)
-	}, "INVALID_ARGUMENT", "", "-")
+	}, "INVALID_ARGUMENT", "invalid_text", "payload.k")
 
 	// The limits sit exactly at the published values: these pass.
 	mustSend(t, a, dmTo(b), strings.Repeat("é", 8192), nil) // 16384 bytes

@@ -219,6 +219,7 @@ type NewMessages struct {
 	ThreadRoot    *uuid.UUID // nil: each message starts its own thread
 	Files         []byte     // JSON array of the output file references
 	ContentHash   []byte
+	Attachment    *NewAttachment // the uploaded attachment every copy gets its own copy of; nil when none
 }
 
 // Sent is a stored message's identity.
@@ -263,7 +264,8 @@ func (t *Tx) DeliverMessages(ctx context.Context, n NewMessages, messageCap, att
 			rows, err = q.InsertMessages(ctx, db.InsertMessagesParams{MessageIds: ids, ChannelIds: channels, DestAgentIds: destAgents,
 				DestRoomIds: destRooms, BoxID: n.BoxID, SenderAgentID: n.SenderID, DestKind: n.DestKind, BodyMd: n.Body,
 				Payload: n.Payload, MentionAgentIds: mentions, RequestAgentIds: requests, ReplyToMessageID: n.ReplyTo,
-				ReplyToAuthorID: n.ReplyToAuthor, ThreadRootID: n.ThreadRoot, Files: n.Files, ContentHash: n.ContentHash, Now: now})
+				ReplyToAuthorID: n.ReplyToAuthor, ThreadRootID: n.ThreadRoot, Files: n.Files, ContentHash: n.ContentHash,
+				HasAttachment: n.Attachment != nil, Now: now})
 			return err
 		},
 		func(q *db.Queries) (err error) {
@@ -274,6 +276,15 @@ func (t *Tx) DeliverMessages(ctx context.Context, n NewMessages, messageCap, att
 		return SendResult{}, err
 	}
 	res.Requests = int64(len(requests) * len(rows))
+	if n.Attachment != nil { // stored before retention, which may delete the oldest attachment messages
+		copies := make([]uuid.UUID, len(rows))
+		for i, r := range rows {
+			copies[i] = r.MessageID
+		}
+		if err := t.storeAttachments(ctx, n.BoxID, n.Attachment, copies); err != nil {
+			return SendResult{}, err
+		}
+	}
 	var over []uuid.UUID // channels past a cap: only they need the retention statement
 	for _, r := range rows {
 		res.Sent = append(res.Sent, Sent{MessageID: r.MessageID, Seq: r.MessageSeq, ChannelID: r.ChannelID, CreatedAt: r.CreatedAt})

@@ -21,6 +21,7 @@ import (
 	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/internal/testdb"
+	"github.com/agentbox/agentbox/internal/upload"
 )
 
 // AdminToken is the admin token of every test server.
@@ -35,6 +36,8 @@ type Env struct {
 	Service *service.Service
 	Clock   *clock.Fake
 	Handler http.Handler
+	// Uploads is the server's upload staging (Uploads.Dir() holds its temporary files).
+	Uploads *upload.Stager
 }
 
 // Options tune New.
@@ -62,10 +65,11 @@ func New(t testing.TB, opts ...Options) *Env {
 	log := slog.New(slog.DiscardHandler)
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	svc := service.New(service.Options{Store: st, Clock: clk, Log: log, TamperResponse: o.TamperResponse})
-	h := handler(st, svc, log, o)
+	up := stager(t)
+	h := handler(st, svc, log, up, o)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &Env{T: t, URL: srv.URL, DBURL: dbURL, Store: st, Service: svc, Clock: clk, Handler: h}
+	return &Env{T: t, URL: srv.URL, DBURL: dbURL, Store: st, Service: svc, Clock: clk, Handler: h, Uploads: up}
 }
 
 // Response is a decoded HTTP answer.
@@ -240,15 +244,27 @@ func AttachURL(t testing.TB, e *Env, dbURL string) *Env {
 	t.Cleanup(st.Close)
 	log := slog.New(slog.DiscardHandler)
 	svc := service.New(service.Options{Store: st, Clock: e.Clock, Log: log})
-	h := handler(st, svc, log, Options{})
+	up := stager(t)
+	h := handler(st, svc, log, up, Options{})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &Env{T: t, URL: srv.URL, DBURL: e.DBURL, Store: st, Service: svc, Clock: e.Clock, Handler: h}
+	return &Env{T: t, URL: srv.URL, DBURL: e.DBURL, Store: st, Service: svc, Clock: e.Clock, Handler: h, Uploads: up}
 }
 
 // handler is the server's root handler exactly as `agentbox serve` wires it.
-func handler(st *store.Store, svc *service.Service, log *slog.Logger, o Options) http.Handler {
-	return server.Handler(server.Config{Store: st, Service: svc, AdminToken: AdminToken, Log: log, MCPAllowedOrigins: o.MCPAllowedOrigins})
+func handler(st *store.Store, svc *service.Service, log *slog.Logger, up *upload.Stager, o Options) http.Handler {
+	return server.Handler(server.Config{Store: st, Service: svc, AdminToken: AdminToken, Log: log, MCPAllowedOrigins: o.MCPAllowedOrigins, Uploads: up})
+}
+
+// stager is a test server's upload staging, in a directory of the test's own.
+func stager(t testing.TB) *upload.Stager {
+	t.Helper()
+	up, err := upload.NewStager(t.TempDir())
+	if err != nil {
+		t.Fatalf("upload staging: %v", err)
+	}
+	t.Cleanup(func() { up.Close() })
+	return up
 }
 
 // Main is the TestMain of packages that use testenv (stops a throwaway cluster at exit).

@@ -178,13 +178,17 @@ func emitGo(ops []*operation, reg *registry) ([]byte, error) {
 			w("\tif err := decodeObject(args, %s, headers, %s, &req.Params); err != nil {\n\t\treturn nil, err\n\t}\n",
 				quoteList(paramNames(op.QueryParams)), quoteList(paramNames(op.HeaderParams)))
 		}
+		// bw writes a body statement; %[1]s in its format is the body field's name.
+		bw := func(format string, args ...any) {
+			w(strings.ReplaceAll(format, "%[1]s", g.BodyField), args...)
+		}
 		if op.HasBody {
 			switch {
 			case op.BodyArg != "":
 				if op.BodyRequired {
-					w("\treq.Body = new(api.%s)\n\tif err := decodeArg(args, %s, req.Body); err != nil {\n\t\treturn nil, err\n\t}\n", g.BodyType, strconv.Quote(op.BodyArg))
+					bw("\treq.%[1]s = new(api.%s)\n\tif err := decodeArg(args, %s, req.%[1]s); err != nil {\n\t\treturn nil, err\n\t}\n", g.BodyType, strconv.Quote(op.BodyArg))
 				} else {
-					w("\tif _, ok := args[%s]; ok {\n\t\treq.Body = new(api.%s)\n\t\tif err := decodeArg(args, %s, req.Body); err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t}\n",
+					bw("\tif _, ok := args[%s]; ok {\n\t\treq.%[1]s = new(api.%s)\n\t\tif err := decodeArg(args, %s, req.%[1]s); err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t}\n",
 						strconv.Quote(op.BodyArg), g.BodyType, strconv.Quote(op.BodyArg))
 				}
 			case op.BodyRest:
@@ -192,18 +196,18 @@ func emitGo(ops []*operation, reg *registry) ([]byte, error) {
 				exclude = append(exclude, paramNames(op.PathParams)...)
 				exclude = append(exclude, paramNames(op.QueryParams)...)
 				if op.BodyRequired {
-					w("\tbody, _ := restObject(args, %s)\n\treq.Body = new(api.%s)\n\tif err := decodeRaw(body, \"\", req.Body); err != nil {\n\t\treturn nil, err\n\t}\n",
+					bw("\tbody, _ := restObject(args, %s)\n\treq.%[1]s = new(api.%s)\n\tif err := decodeRaw(body, \"\", req.%[1]s); err != nil {\n\t\treturn nil, err\n\t}\n",
 						quoteList(exclude), g.BodyType)
 				} else {
-					w("\tif body, ok := restObject(args, %s); ok {\n\t\treq.Body = new(api.%s)\n\t\tif err := decodeRaw(body, \"\", req.Body); err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t}\n",
+					bw("\tif body, ok := restObject(args, %s); ok {\n\t\treq.%[1]s = new(api.%s)\n\t\tif err := decodeRaw(body, \"\", req.%[1]s); err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t}\n",
 						quoteList(exclude), g.BodyType)
 				}
 			default:
 				if op.BodyRequired {
-					w("\treq.Body = new(api.%s)\n\tif err := decodeObject(args, %s, nil, nil, req.Body); err != nil {\n\t\treturn nil, err\n\t}\n",
+					bw("\treq.%[1]s = new(api.%s)\n\tif err := decodeObject(args, %s, nil, nil, req.%[1]s); err != nil {\n\t\treturn nil, err\n\t}\n",
 						g.BodyType, quoteList(op.BodyFields))
 				} else {
-					w("\tif hasAny(args, %s) {\n\t\treq.Body = new(api.%s)\n\t\tif err := decodeObject(args, %s, nil, nil, req.Body); err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t}\n",
+					bw("\tif hasAny(args, %s) {\n\t\treq.%[1]s = new(api.%s)\n\t\tif err := decodeObject(args, %s, nil, nil, req.%[1]s); err != nil {\n\t\t\treturn nil, err\n\t\t}\n\t}\n",
 						quoteList(op.BodyFields), g.BodyType, quoteList(op.BodyFields))
 				}
 			}

@@ -34,6 +34,7 @@ type goBinding struct {
 	HasParams    bool     // the request object has a Params field
 	ParamsType   string
 	BodyType     string // the JSON body type (e.g. CheckpointSaveJSONRequestBody); "" when not decodable
+	BodyField    string // the request object's field holding the JSON body: Body, or JSONBody when the operation also accepts other media types (e.g. multipart uploads, which MCP never carries)
 	SuccessType  string // e.g. CheckpointSave200JSONResponse; "" when there is no JSON success type
 	Undispatched string // reason the operation cannot be dispatched, "" when it can
 }
@@ -160,8 +161,13 @@ func (g *goAPI) bind(op *operation) error {
 		case !op.BodyJSON:
 			b.Undispatched = "the request body is not JSON"
 		default:
+			// With one media type oapi-codegen names the field Body; with several (JSON and
+			// multipart/form-data) JSONBody. The dispatcher always fills the JSON one: tools
+			// take JSON arguments only and never carry bytes.
+			b.BodyField = "Body"
 			bt, ok := byName["Body"]
 			if !ok {
+				b.BodyField = "JSONBody"
 				bt, ok = byName["JSONBody"]
 			}
 			star, _ := bt.(*ast.StarExpr)
@@ -173,9 +179,6 @@ func (g *goAPI) bind(op *operation) error {
 				return fmt.Errorf("%s has no JSON body field", m.Request)
 			}
 			b.BodyType = id.Name
-			if _, hasBody := byName["Body"]; !hasBody {
-				return fmt.Errorf("%s: several request body media types are not supported by the dispatcher", m.Request)
-			}
 		}
 	}
 	if op.Output != nil {

@@ -10,6 +10,7 @@
 //   AGENTBOX_API_KEY        key of the sending agent
 //   AGENTBOX_PEER_API_KEY   key of the receiving agent
 //   AGENTBOX_PEER_AGENT_ID  agent_id of the receiving agent
+import { createHash } from "node:crypto";
 import createClient, { type Client } from "openapi-fetch";
 import type { components, paths } from "../generated/schema.js";
 
@@ -113,5 +114,53 @@ const acked = must(
   }),
 );
 check(acked.results[0]?.status === "acked", "the returned row is acknowledged");
+
+// 4. Attachment: a multipart send (the JSON part is the same input object as the JSON form),
+// the metadata in the recipient's view, and a streamed download checked against our own hash.
+const fileBytes = new TextEncoder().encode(`attachment from the generated client (${runId})\n`);
+const fileSha = createHash("sha256").update(fileBytes).digest("hex");
+// The multipart body as the contract types it; `file` (format binary) is the part's filename
+// here, and the serializer puts the bytes in.
+type Upload = paths["/api/v1/boxes/{box_key}/messages"]["post"]["requestBody"]["content"]["multipart/form-data"];
+const uploadBody: Upload = {
+  input: { destination: { kind: "dm", recipient_agent_id: peer }, body_md: "", idempotency_key: `sdk-upload-${runId}` },
+  file: "sdk.txt",
+};
+const upload = must(
+  "message_send (multipart upload)",
+  await sender.POST("/api/v1/boxes/{box_key}/messages", {
+    params: { path },
+    body: uploadBody,
+    bodySerializer(b) {
+      const u = b as Upload;
+      const form = new FormData();
+      form.append("input", new Blob([JSON.stringify(u.input)], { type: "application/json" }));
+      form.append("file", new Blob([fileBytes], { type: "text/plain" }), u.file);
+      return form;
+    },
+  }),
+);
+check(upload.status === "sent" && typeof upload.message_id === "string", "the upload is a sent message");
+const withFile = must(
+  "message_get (attachment metadata)",
+  await receiver.GET("/api/v1/boxes/{box_key}/messages/{message_id}", { params: { path: { ...path, message_id: upload.message_id! } } }),
+);
+const att = withFile.attachment;
+check(att !== undefined, "the message carries its attachment's metadata");
+check(att!.sha256 === fileSha && att!.size_bytes === fileBytes.length && att!.name === "sdk.txt", "the server's SHA-256 and size are ours");
+const dl = await receiver.GET("/api/v1/boxes/{box_key}/attachments/{attachment_id}", {
+  params: { path: { ...path, attachment_id: att!.attachment_id } },
+  parseAs: "stream",
+});
+check(dl.response.status === 200 && dl.data, `the recipient downloads the attachment (got ${dl.response.status})`);
+check(dl.response.headers.get("Agentbox-Attachment-Sha256") === fileSha, "the download names its SHA-256");
+const hash = createHash("sha256");
+let got = 0;
+for await (const chunk of dl.data as ReadableStream<Uint8Array>) {
+  hash.update(chunk);
+  got += chunk.length;
+}
+check(got === fileBytes.length && hash.digest("hex") === fileSha, "the downloaded bytes are the uploaded bytes");
+console.log("ok   attachment_download (streamed, SHA-256 verified)");
 
 console.log("sdk-ts flow: passed");

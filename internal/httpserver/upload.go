@@ -1,0 +1,172 @@
+package httpserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/agentbox/agentbox/gen/mcp"
+	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/upload"
+)
+
+// Uploads (SPEC §6): an operation whose requestBody declares multipart/form-data in the
+// contract also takes exactly two parts — `input`, the same JSON object as its JSON form,
+// validated by the same strict decoder (ValidateBody), and `file`, one file with a filename
+// and a media type. The file is admitted and staged by internal/upload before the operation
+// runs (so no transaction waits on a client's upload), and reaches the service through the
+// request context; the operation then runs exactly as its JSON form, with the staged file.
+// The temporary file is removed when the request ends, whatever the outcome.
+
+const (
+	inputPart = "input"
+	filePart  = "file"
+)
+
+// UploadConfig enables multipart uploads.
+type UploadConfig struct {
+	Stager *upload.Stager
+	// Limits returns the authenticated caller's box upload limits.
+	Limits func(context.Context) (upload.Limits, error)
+}
+
+// isUpload reports whether r is a multipart request to an operation that declares one.
+func isUpload(op *mcp.Operation, r *http.Request) bool {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return err == nil && mt == "multipart/form-data" && slices.Contains(op.MediaTypes, mt)
+}
+
+// serveUpload admits and stages the request's file, validates its JSON part and hands the
+// operation its JSON form with the staged file in the context.
+func serveUpload(cfg Config, op *mcp.Operation, w http.ResponseWriter, r *http.Request, next http.Handler) {
+	up := cfg.Uploads
+	if up == nil || up.Stager == nil {
+		WriteError(w, apierr.Invalid("", "this server does not accept uploads"))
+		return
+	}
+	ctx := r.Context()
+	p, _ := auth.PrincipalFrom(ctx)
+	lim, err := up.Limits(ctx)
+	if err != nil {
+		refuseUpload(w, err)
+		return
+	}
+	// The most one upload may write: its whole request, and never past the size cap.
+	reserve := lim.MaxBytes + 1
+	if r.ContentLength >= 0 && r.ContentLength < reserve {
+		reserve = r.ContentLength
+	}
+	slot, err := up.Stager.Admit(p.BoxID, lim, reserve)
+	if err != nil {
+		refuseUpload(w, err)
+		return
+	}
+	defer slot.Release()
+	input, file, err := readParts(r, op, slot, lim)
+	if err != nil {
+		e, ok := apierr.As(err)
+		switch {
+		case !ok: // the client went away or sent a broken body: nothing is kept
+			up.Stager.Reject(upload.ReasonAborted)
+			e = apierr.Invalid("", "the multipart body could not be read")
+		case e.Reason == upload.ReasonTooLarge:
+			up.Stager.Reject(upload.ReasonTooLarge)
+		default:
+			up.Stager.Reject(upload.ReasonInvalid)
+		}
+		refuseUpload(w, e)
+		return
+	}
+	r = r.WithContext(upload.WithFile(ctx, file))
+	r.Header.Set("Content-Type", "application/json")
+	r.Body = io.NopCloser(bytes.NewReader(input))
+	r.ContentLength = int64(len(input))
+	next.ServeHTTP(w, r)
+}
+
+// refuseUpload answers a refused upload and closes the connection: the rest of the body is
+// never read (net/http would otherwise drain it before answering).
+func refuseUpload(w http.ResponseWriter, err error) {
+	w.Header().Set("Connection", "close")
+	WriteError(w, err)
+}
+
+// readParts reads exactly one `input` part (validated like the JSON body) and one `file`
+// part (staged). Any other part, a repeated part or a missing one is INVALID_ARGUMENT.
+func readParts(r *http.Request, op *mcp.Operation, slot *upload.Slot, lim upload.Limits) ([]byte, *upload.File, error) {
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return nil, nil, apierr.Invalid("", "the multipart body is malformed")
+	}
+	var input []byte
+	var file *upload.File
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		switch part.FormName() {
+		case inputPart:
+			if input != nil {
+				return nil, nil, apierr.Invalid(inputPart, "exactly one input part is allowed")
+			}
+			if ct := part.Header.Get("Content-Type"); ct != "" {
+				if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+					return nil, nil, apierr.Invalid(inputPart, "the input part must be application/json")
+				}
+			}
+			raw, err := io.ReadAll(io.LimitReader(part, maxJSONBody+1))
+			if err != nil {
+				return nil, nil, err
+			}
+			if len(raw) > maxJSONBody {
+				return nil, nil, apierr.TooLarge(inputPart, "request_too_large", maxJSONBody)
+			}
+			if len(bytes.TrimSpace(raw)) == 0 {
+				raw = []byte("{}")
+			}
+			if err := ValidateBody(op, raw); err != nil {
+				return nil, nil, err
+			}
+			input = raw
+		case filePart:
+			if file != nil {
+				return nil, nil, apierr.Invalid(filePart, "exactly one file part is allowed")
+			}
+			name := part.FileName()
+			if !upload.ValidName(name) {
+				return nil, nil, apierr.Invalid(filePart, "the file part needs a filename of 1..255 bytes without path separators or control characters").
+					WithReason(upload.ReasonInvalid)
+			}
+			mediaType := "application/octet-stream"
+			if ct := part.Header.Get("Content-Type"); ct != "" {
+				mt, params, err := mime.ParseMediaType(ct)
+				if err != nil || len(ct) > 255 {
+					return nil, nil, apierr.Invalid(filePart, "the file part's media type is malformed").WithReason(upload.ReasonInvalid)
+				}
+				mediaType = mime.FormatMediaType(mt, params)
+			}
+			if file, err = slot.Stage(part, name, mediaType, lim.MaxBytes); err != nil {
+				return nil, nil, err
+			}
+		default:
+			return nil, nil, apierr.Invalid("", "only the parts "+strings.Join([]string{inputPart, filePart}, " and ")+" are allowed")
+		}
+	}
+	switch {
+	case input == nil:
+		return nil, nil, apierr.Invalid(inputPart, "the input part is required")
+	case file == nil:
+		return nil, nil, apierr.Invalid(filePart, "the file part is required")
+	}
+	return input, file, nil
+}

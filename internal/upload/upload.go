@@ -1,0 +1,334 @@
+// Package upload stages uploaded attachments (SPEC §6): it admits an upload under the box's
+// published limits (upload_concurrency_max uploads and upload_temp_max_bytes temporary bytes
+// at once, counted by each server process), streams the file to a temporary file in a
+// directory of its own while computing its SHA-256, stops at attachment_max_bytes, and removes
+// the file when the request ends — stored, rejected, cancelled or failed alike. Temporary
+// files a crashed process left behind are removed when the next process starts. The bytes
+// become permanent only in PostgreSQL, in the send's own transaction.
+package upload
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/internal/apierr"
+)
+
+// RetryAfterSeconds is the retry hint of an upload refused by admission.
+const RetryAfterSeconds = 1
+
+// Limits are a box's upload settings.
+type Limits struct {
+	MaxBytes       int64 // attachment_max_bytes
+	TempMaxBytes   int64 // upload_temp_max_bytes
+	ConcurrencyMax int64 // upload_concurrency_max
+}
+
+// Rejection reasons (the error's reason and the metrics label).
+const (
+	ReasonConcurrency = "upload_concurrency_exceeded"
+	ReasonTempBytes   = "upload_temp_bytes_exceeded"
+	ReasonTooLarge    = "attachment_too_large"
+	ReasonInvalid     = "invalid_upload"
+	ReasonAborted     = "upload_aborted"
+)
+
+// Stager owns this process's staging directory and the admission counters.
+type Stager struct {
+	dir  string   // this process's own directory under the root
+	lock *os.File // held while the process lives: marks dir as in use
+
+	mu    sync.Mutex
+	boxes map[uuid.UUID]*usage
+
+	inProgress atomic.Int64
+	tempBytes  atomic.Int64 // bytes written to staged files that still exist
+	rejectedMu sync.Mutex
+	rejected   map[string]uint64
+}
+
+type usage struct {
+	uploads  int64
+	reserved int64
+}
+
+// lockName marks a process directory; its flock is held for the life of the process.
+const lockName = "lock"
+
+// NewStager prepares root: every process directory whose lock no live process holds (a
+// crash or kill left it) is removed with its files, then this process creates its own.
+// Several processes may share root.
+func NewStager(root string) (*Stager, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("upload: staging directory: %w", err)
+	}
+	if err := removeAbandoned(root); err != nil {
+		return nil, err
+	}
+	var suffix [8]byte
+	rand.Read(suffix[:]) //nolint:errcheck // never fails
+	dir := filepath.Join(root, fmt.Sprintf("p%d-%s", os.Getpid(), hex.EncodeToString(suffix[:])))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("upload: staging directory: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	if err == nil {
+		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err != nil {
+		os.RemoveAll(dir) //nolint:errcheck
+		return nil, fmt.Errorf("upload: staging lock: %w", err)
+	}
+	return &Stager{dir: dir, lock: lock, boxes: map[uuid.UUID]*usage{}, rejected: map[string]uint64{}}, nil
+}
+
+// removeAbandoned removes the process directories under root whose lock is free.
+func removeAbandoned(root string) error {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return fmt.Errorf("upload: staging directory: %w", err)
+	}
+	for _, e := range entries {
+		path := filepath.Join(root, e.Name())
+		if !e.IsDir() {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(path, lockName), os.O_RDWR, 0)
+		if err == nil {
+			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+			if err != nil { // a live process holds it
+				f.Close()
+				continue
+			}
+		}
+		// No lock file (the process died while creating it) or a free lock: abandoned.
+		rmErr := os.RemoveAll(path)
+		if f != nil {
+			f.Close()
+		}
+		if rmErr != nil {
+			return fmt.Errorf("upload: removing abandoned staging files: %w", rmErr)
+		}
+	}
+	return nil
+}
+
+// Dir is this process's staging directory (tests assert it is empty).
+func (s *Stager) Dir() string { return s.dir }
+
+// Close removes this process's staging directory.
+func (s *Stager) Close() error {
+	err := os.RemoveAll(s.dir)
+	s.lock.Close()
+	return err
+}
+
+// Slot is one admitted upload; Release ends it.
+type Slot struct {
+	s        *Stager
+	box      uuid.UUID
+	reserved int64
+	file     *File
+	released bool
+}
+
+// Admit admits one upload for the box if it stays within the box's limits, reserving
+// reserve temporary bytes (the most it may write). Over either limit it is RATE_LIMITED with
+// retry_after_seconds, and nothing is staged.
+func (s *Stager) Admit(box uuid.UUID, lim Limits, reserve int64) (*Slot, error) {
+	s.mu.Lock()
+	u := s.boxes[box]
+	if u == nil {
+		u = &usage{}
+		s.boxes[box] = u
+	}
+	var reason string
+	switch {
+	case u.uploads+1 > lim.ConcurrencyMax:
+		reason = ReasonConcurrency
+	case u.reserved+reserve > lim.TempMaxBytes:
+		reason = ReasonTempBytes
+	default:
+		u.uploads++
+		u.reserved += reserve
+	}
+	s.mu.Unlock()
+	if reason != "" {
+		s.Reject(reason)
+		what := "upload_concurrency_max uploads are in progress"
+		if reason == ReasonTempBytes {
+			what = "upload_temp_max_bytes temporary bytes are in use"
+		}
+		return nil, apierr.New(apierr.RateLimited, what+" for this box; retry shortly").
+			WithReason(reason).WithRetryAfter(RetryAfterSeconds)
+	}
+	s.inProgress.Add(1)
+	return &Slot{s: s, box: box, reserved: reserve}, nil
+}
+
+// Reject counts a refused or abandoned upload by reason (Admit counts its own refusals).
+func (s *Stager) Reject(reason string) {
+	s.rejectedMu.Lock()
+	s.rejected[reason]++
+	s.rejectedMu.Unlock()
+}
+
+// Release removes the staged file (if any) and gives the slot's reservation back. Safe to
+// call more than once.
+func (sl *Slot) Release() {
+	if sl.released {
+		return
+	}
+	sl.released = true
+	if f := sl.file; f != nil {
+		f.remove()
+	}
+	s := sl.s
+	s.mu.Lock()
+	u := s.boxes[sl.box]
+	u.uploads--
+	u.reserved -= sl.reserved
+	if u.uploads == 0 {
+		delete(s.boxes, sl.box)
+	}
+	s.mu.Unlock()
+	s.inProgress.Add(-1)
+}
+
+// File is a staged upload: its metadata and a temporary file removed by Slot.Release.
+type File struct {
+	Name      string
+	MediaType string
+	SizeBytes int64
+	SHA256    string // lowercase hex
+
+	s    *Stager
+	f    *os.File
+	path string
+}
+
+// Stage streams r into a new temporary file, hashing it, and stops with LIMIT_EXCEEDED
+// (reason attachment_too_large) past maxBytes. On any failure the file is already removed.
+func (sl *Slot) Stage(r io.Reader, name, mediaType string, maxBytes int64) (*File, error) {
+	if sl.file != nil {
+		return nil, errors.New("upload: a slot stages one file")
+	}
+	f, err := os.CreateTemp(sl.s.dir, "upload-*.part")
+	if err != nil {
+		return nil, err
+	}
+	sf := &File{Name: name, MediaType: mediaType, s: sl.s, f: f, path: f.Name()}
+	sl.file = sf
+	h := sha256.New()
+	w := &countingWriter{f: f, h: h, s: sl.s}
+	n, err := io.CopyBuffer(w, io.LimitReader(r, maxBytes+1), make([]byte, 32<<10))
+	sf.SizeBytes = w.n
+	if err == nil && n > maxBytes {
+		sf.remove()
+		return nil, apierr.TooLarge("file", ReasonTooLarge, maxBytes)
+	}
+	if err != nil {
+		sf.remove()
+		return nil, err
+	}
+	sf.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return sf, nil
+}
+
+// Reader reads the staged bytes from the start.
+func (f *File) Reader() (io.Reader, error) {
+	if _, err := f.f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	return io.LimitReader(f.f, f.SizeBytes), nil
+}
+
+func (f *File) remove() {
+	if f.f == nil {
+		return
+	}
+	f.f.Close()
+	os.Remove(f.path) //nolint:errcheck // the directory is swept at the next start anyway
+	f.f = nil
+	f.s.tempBytes.Add(-f.SizeBytes)
+}
+
+type countingWriter struct {
+	f *os.File
+	h hash.Hash
+	s *Stager
+	n int64
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.h.Write(p[:n])
+	w.n += int64(n)
+	w.s.tempBytes.Add(int64(n))
+	return n, err
+}
+
+// WriteMetrics renders the staging gauges and the rejection counter (Prometheus text).
+func (s *Stager) WriteMetrics(w io.Writer) {
+	fmt.Fprintln(w, "# HELP agentbox_uploads_in_progress Uploads admitted and not yet finished.")
+	fmt.Fprintln(w, "# TYPE agentbox_uploads_in_progress gauge")
+	fmt.Fprintf(w, "agentbox_uploads_in_progress %d\n", s.inProgress.Load())
+	fmt.Fprintln(w, "# HELP agentbox_upload_temp_bytes Bytes held in temporary upload files.")
+	fmt.Fprintln(w, "# TYPE agentbox_upload_temp_bytes gauge")
+	fmt.Fprintf(w, "agentbox_upload_temp_bytes %d\n", s.tempBytes.Load())
+	s.rejectedMu.Lock()
+	reasons := make([]string, 0, len(s.rejected))
+	for r := range s.rejected {
+		reasons = append(reasons, r)
+	}
+	sort.Strings(reasons)
+	fmt.Fprintln(w, "# HELP agentbox_uploads_rejected_total Uploads refused or abandoned, by reason.")
+	fmt.Fprintln(w, "# TYPE agentbox_uploads_rejected_total counter")
+	for _, r := range reasons {
+		fmt.Fprintf(w, "agentbox_uploads_rejected_total{reason=%q} %d\n", r, s.rejected[r])
+	}
+	s.rejectedMu.Unlock()
+}
+
+// ValidName reports whether a client file name is storable: 1..255 bytes of valid text with
+// no path separators or control characters (the server never interprets it as a path).
+func ValidName(name string) bool {
+	if name == "" || len(name) > 255 || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
+		return false
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || r == 0xfffd {
+			return false
+		}
+	}
+	return true
+}
+
+type ctxKey struct{}
+
+// WithFile attaches a staged upload to a request's context: the transport's evidence that
+// this HTTP request carried one (MCP never sets it, so tools never carry bytes).
+func WithFile(ctx context.Context, f *File) context.Context {
+	return context.WithValue(ctx, ctxKey{}, f)
+}
+
+// FileFrom returns the request's staged upload, nil when it has none.
+func FileFrom(ctx context.Context) *File {
+	f, _ := ctx.Value(ctxKey{}).(*File)
+	return f
+}

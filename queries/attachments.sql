@@ -1,0 +1,50 @@
+-- Uploaded attachments (SPEC §6): metadata rows per message copy, bytes in chunk rows
+-- (the attachment_chunks migration). The chunks of a send's first copy are streamed in by
+-- store.DeliverMessages; every further copy of a batch DM gets its own chunks copied on the
+-- server, so each copy is owned by its own message.
+
+-- name: InsertAttachments :exec
+-- One attachment row per message copy, with the shared metadata.
+INSERT INTO attachments (box_id, message_id, attachment_id, name, media_type, size_bytes, sha256)
+SELECT @box_id, c.message_id, c.attachment_id, @att_name::text, @media_type::text, @size_bytes::bigint, @sha256::text
+FROM (SELECT unnest(@message_ids::uuid[]) AS message_id, unnest(@attachment_ids::uuid[]) AS attachment_id) AS c;
+
+-- name: CopyAttachmentChunks :exec
+-- Gives each target attachment its own copy of the source attachment's chunks.
+INSERT INTO attachment_chunks (box_id, attachment_id, chunk_index, data)
+SELECT @box_id, t.attachment_id, c.chunk_index, c.data
+FROM attachment_chunks c CROSS JOIN unnest(@target_ids::uuid[]) AS t(attachment_id)
+WHERE c.box_id = @box_id AND c.attachment_id = @source_id;
+
+-- name: AttachmentMessage :one
+-- The message an attachment belongs to (authorization is the caller's).
+SELECT message_id FROM attachments WHERE box_id = @box_id AND attachment_id = @attachment_id;
+
+-- name: AttachmentChunks :many
+-- A window of an attachment's chunks in order: at most @max_chunks from chunk_index @from_index.
+SELECT chunk_index, data FROM attachment_chunks
+WHERE box_id = @box_id AND attachment_id = @attachment_id AND chunk_index >= @from_index::integer
+ORDER BY chunk_index
+LIMIT @max_chunks;
+
+-- name: DeleteOversizedAttachmentMessages :one
+-- Retroactive attachment_max_bytes (SPEC §11): in the given channels (locked by the caller),
+-- every message whose attachment is larger than @max_bytes is deleted whole (cascading to its
+-- attachment, attention rows, receipts, leases, requests, file reports and duplicate
+-- reference), and the channels' counts are decreased by what was deleted.
+WITH victims AS MATERIALIZED (
+    SELECT a.message_id FROM attachments a
+    JOIN messages m ON m.box_id = a.box_id AND m.message_id = a.message_id
+    WHERE a.box_id = @box_id AND m.channel_id = ANY(@channel_ids::uuid[]) AND a.size_bytes > @max_bytes::bigint
+), deleted AS (
+    DELETE FROM messages
+    WHERE messages.box_id = @box_id AND messages.message_id IN (SELECT message_id FROM victims)
+    RETURNING messages.channel_id, messages.has_attachment
+), counted AS (
+    UPDATE channels SET message_count = channels.message_count - d.n,
+                        attachment_message_count = channels.attachment_message_count - d.a
+    FROM (SELECT channel_id, count(*) AS n, count(*) FILTER (WHERE has_attachment) AS a
+          FROM deleted GROUP BY channel_id) AS d
+    WHERE channels.box_id = @box_id AND channels.channel_id = d.channel_id
+)
+SELECT count(*)::bigint FROM deleted;
