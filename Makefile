@@ -3,13 +3,15 @@ GO      ?= go
 TOOL    := $(GO) tool -modfile=tools/pinned/go.mod
 BIN     := bin/agentbox
 ADDR    ?= 127.0.0.1:8080
+# The version `agentbox --version` and the server report (internal/version).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
 .PHONY: all build run test generate check check-static check-generated vet fmt-check bench bench-short bench-river
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/agentbox
+	$(GO) build -ldflags "-X github.com/agentbox/agentbox/internal/version.stamp=$(VERSION)" -o $(BIN) ./cmd/agentbox
 
 ## run: the server on the embedded PostgreSQL default (data in .agentbox/)
 run: build

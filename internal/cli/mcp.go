@@ -9,8 +9,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/agentbox/agentbox/internal/apierr"
-	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/mcpserver"
 	"github.com/agentbox/agentbox/internal/version"
 )
@@ -30,11 +28,7 @@ func (e *env) mcpStdio(args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	session := os.Getenv("AGENTBOX_SESSION")
-	if err := auth.CheckSessionHeader(session); err != nil {
-		e, _ := apierr.As(err)
-		return usagef("AGENTBOX_SESSION: %s", e.Message)
-	}
+	session := os.Getenv("AGENTBOX_SESSION") // the server checks it, as any Agentbox-Session header
 	if session == "" {
 		session = mcpserver.NewSessionKey("stdio-")
 	}
