@@ -24,96 +24,78 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
-// Defines values for AckOutcomeStatus.
+// Defines values for AckStatus.
 const (
-	AckOutcomeStatusAcked        AckOutcomeStatus = "acked"
-	AckOutcomeStatusAlreadyAcked AckOutcomeStatus = "already_acked"
+	AckStatusAcked        AckStatus = "acked"
+	AckStatusAlreadyAcked AckStatus = "already_acked"
 )
 
-// Valid indicates whether the value is a known member of the AckOutcomeStatus enum.
-func (e AckOutcomeStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the AckStatus enum.
+func (e AckStatus) Valid() bool {
 	switch e {
-	case AckOutcomeStatusAcked:
+	case AckStatusAcked:
 		return true
-	case AckOutcomeStatusAlreadyAcked:
+	case AckStatusAlreadyAcked:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminCleanupStatusState.
+// Defines values for BatchSendStatus.
 const (
-	Failed  AdminCleanupStatusState = "failed"
-	Idle    AdminCleanupStatusState = "idle"
-	Running AdminCleanupStatusState = "running"
+	BatchSendStatusDuplicate BatchSendStatus = "duplicate"
+	BatchSendStatusRejected  BatchSendStatus = "rejected"
+	BatchSendStatusSent      BatchSendStatus = "sent"
 )
 
-// Valid indicates whether the value is a known member of the AdminCleanupStatusState enum.
-func (e AdminCleanupStatusState) Valid() bool {
+// Valid indicates whether the value is a known member of the BatchSendStatus enum.
+func (e BatchSendStatus) Valid() bool {
 	switch e {
-	case Failed:
+	case BatchSendStatusDuplicate:
 		return true
-	case Idle:
+	case BatchSendStatusRejected:
 		return true
-	case Running:
+	case BatchSendStatusSent:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminRoomHistoryVisibility.
+// Defines values for ClaimOrder.
 const (
-	AdminRoomHistoryVisibilityJoined AdminRoomHistoryVisibility = "joined"
-	AdminRoomHistoryVisibilityShared AdminRoomHistoryVisibility = "shared"
+	ClaimOrderNewest ClaimOrder = "newest"
+	ClaimOrderOldest ClaimOrder = "oldest"
 )
 
-// Valid indicates whether the value is a known member of the AdminRoomHistoryVisibility enum.
-func (e AdminRoomHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the ClaimOrder enum.
+func (e ClaimOrder) Valid() bool {
 	switch e {
-	case AdminRoomHistoryVisibilityJoined:
+	case ClaimOrderNewest:
 		return true
-	case AdminRoomHistoryVisibilityShared:
+	case ClaimOrderOldest:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminRoomStatus.
+// Defines values for CleanupState.
 const (
-	AdminRoomStatusActive   AdminRoomStatus = "active"
-	AdminRoomStatusArchived AdminRoomStatus = "archived"
+	CleanupStateFailed  CleanupState = "failed"
+	CleanupStateIdle    CleanupState = "idle"
+	CleanupStateRunning CleanupState = "running"
 )
 
-// Valid indicates whether the value is a known member of the AdminRoomStatus enum.
-func (e AdminRoomStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the CleanupState enum.
+func (e CleanupState) Valid() bool {
 	switch e {
-	case AdminRoomStatusActive:
+	case CleanupStateFailed:
 		return true
-	case AdminRoomStatusArchived:
+	case CleanupStateIdle:
 		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for BatchOutcomeStatus.
-const (
-	BatchOutcomeStatusDuplicate BatchOutcomeStatus = "duplicate"
-	BatchOutcomeStatusRejected  BatchOutcomeStatus = "rejected"
-	BatchOutcomeStatusSent      BatchOutcomeStatus = "sent"
-)
-
-// Valid indicates whether the value is a known member of the BatchOutcomeStatus enum.
-func (e BatchOutcomeStatus) Valid() bool {
-	switch e {
-	case BatchOutcomeStatusDuplicate:
-		return true
-	case BatchOutcomeStatusRejected:
-		return true
-	case BatchOutcomeStatusSent:
+	case CleanupStateRunning:
 		return true
 	default:
 		return false
@@ -122,115 +104,109 @@ func (e BatchOutcomeStatus) Valid() bool {
 
 // Defines values for DestinationKind.
 const (
-	Dm   DestinationKind = "dm"
-	Room DestinationKind = "room"
+	DestinationKindDm   DestinationKind = "dm"
+	DestinationKindRoom DestinationKind = "room"
 )
 
 // Valid indicates whether the value is a known member of the DestinationKind enum.
 func (e DestinationKind) Valid() bool {
 	switch e {
-	case Dm:
+	case DestinationKindDm:
 		return true
-	case Room:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ErrorDetailCode.
-const (
-	AUTHFAILED             ErrorDetailCode = "AUTH_FAILED"
-	CURSORINVALID          ErrorDetailCode = "CURSOR_INVALID"
-	IDEMPOTENCYCONFLICT    ErrorDetailCode = "IDEMPOTENCY_CONFLICT"
-	INVALIDARGUMENT        ErrorDetailCode = "INVALID_ARGUMENT"
-	LIMITEXCEEDED          ErrorDetailCode = "LIMIT_EXCEEDED"
-	NOTFOUNDORFORBIDDEN    ErrorDetailCode = "NOT_FOUND_OR_FORBIDDEN"
-	NOTPRIMED              ErrorDetailCode = "NOT_PRIMED"
-	PROFILEOUTDATED        ErrorDetailCode = "PROFILE_OUTDATED"
-	RATELIMITED            ErrorDetailCode = "RATE_LIMITED"
-	REVISIONCONFLICT       ErrorDetailCode = "REVISION_CONFLICT"
-	ROOMARCHIVED           ErrorDetailCode = "ROOM_ARCHIVED"
-	STORAGEFAILURE         ErrorDetailCode = "STORAGE_FAILURE"
-	TEMPORARILYUNAVAILABLE ErrorDetailCode = "TEMPORARILY_UNAVAILABLE"
-)
-
-// Valid indicates whether the value is a known member of the ErrorDetailCode enum.
-func (e ErrorDetailCode) Valid() bool {
-	switch e {
-	case AUTHFAILED:
-		return true
-	case CURSORINVALID:
-		return true
-	case IDEMPOTENCYCONFLICT:
-		return true
-	case INVALIDARGUMENT:
-		return true
-	case LIMITEXCEEDED:
-		return true
-	case NOTFOUNDORFORBIDDEN:
-		return true
-	case NOTPRIMED:
-		return true
-	case PROFILEOUTDATED:
-		return true
-	case RATELIMITED:
-		return true
-	case REVISIONCONFLICT:
-		return true
-	case ROOMARCHIVED:
-		return true
-	case STORAGEFAILURE:
-		return true
-	case TEMPORARILYUNAVAILABLE:
+	case DestinationKindRoom:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for FileAccessReportInputStatus.
+// Defines values for ErrorCode.
 const (
-	FileAccessReportInputStatusAccessible FileAccessReportInputStatus = "accessible"
-	FileAccessReportInputStatusDenied     FileAccessReportInputStatus = "denied"
-	FileAccessReportInputStatusError      FileAccessReportInputStatus = "error"
-	FileAccessReportInputStatusNotFound   FileAccessReportInputStatus = "not_found"
+	ErrorCodeAUTHFAILED             ErrorCode = "AUTH_FAILED"
+	ErrorCodeCURSORINVALID          ErrorCode = "CURSOR_INVALID"
+	ErrorCodeIDEMPOTENCYCONFLICT    ErrorCode = "IDEMPOTENCY_CONFLICT"
+	ErrorCodeINVALIDARGUMENT        ErrorCode = "INVALID_ARGUMENT"
+	ErrorCodeLIMITEXCEEDED          ErrorCode = "LIMIT_EXCEEDED"
+	ErrorCodeNOTFOUNDORFORBIDDEN    ErrorCode = "NOT_FOUND_OR_FORBIDDEN"
+	ErrorCodeNOTPRIMED              ErrorCode = "NOT_PRIMED"
+	ErrorCodePROFILEOUTDATED        ErrorCode = "PROFILE_OUTDATED"
+	ErrorCodeRATELIMITED            ErrorCode = "RATE_LIMITED"
+	ErrorCodeREVISIONCONFLICT       ErrorCode = "REVISION_CONFLICT"
+	ErrorCodeROOMARCHIVED           ErrorCode = "ROOM_ARCHIVED"
+	ErrorCodeSTORAGEFAILURE         ErrorCode = "STORAGE_FAILURE"
+	ErrorCodeTEMPORARILYUNAVAILABLE ErrorCode = "TEMPORARILY_UNAVAILABLE"
 )
 
-// Valid indicates whether the value is a known member of the FileAccessReportInputStatus enum.
-func (e FileAccessReportInputStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the ErrorCode enum.
+func (e ErrorCode) Valid() bool {
 	switch e {
-	case FileAccessReportInputStatusAccessible:
+	case ErrorCodeAUTHFAILED:
 		return true
-	case FileAccessReportInputStatusDenied:
+	case ErrorCodeCURSORINVALID:
 		return true
-	case FileAccessReportInputStatusError:
+	case ErrorCodeIDEMPOTENCYCONFLICT:
 		return true
-	case FileAccessReportInputStatusNotFound:
+	case ErrorCodeINVALIDARGUMENT:
+		return true
+	case ErrorCodeLIMITEXCEEDED:
+		return true
+	case ErrorCodeNOTFOUNDORFORBIDDEN:
+		return true
+	case ErrorCodeNOTPRIMED:
+		return true
+	case ErrorCodePROFILEOUTDATED:
+		return true
+	case ErrorCodeRATELIMITED:
+		return true
+	case ErrorCodeREVISIONCONFLICT:
+		return true
+	case ErrorCodeROOMARCHIVED:
+		return true
+	case ErrorCodeSTORAGEFAILURE:
+		return true
+	case ErrorCodeTEMPORARILYUNAVAILABLE:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for FileReportStatus.
+// Defines values for ExportFormat.
 const (
-	FileReportStatusAccessible FileReportStatus = "accessible"
-	FileReportStatusDenied     FileReportStatus = "denied"
-	FileReportStatusError      FileReportStatus = "error"
-	FileReportStatusNotFound   FileReportStatus = "not_found"
+	ExportFormatJson     ExportFormat = "json"
+	ExportFormatMarkdown ExportFormat = "markdown"
 )
 
-// Valid indicates whether the value is a known member of the FileReportStatus enum.
-func (e FileReportStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the ExportFormat enum.
+func (e ExportFormat) Valid() bool {
 	switch e {
-	case FileReportStatusAccessible:
+	case ExportFormatJson:
 		return true
-	case FileReportStatusDenied:
+	case ExportFormatMarkdown:
 		return true
-	case FileReportStatusError:
+	default:
+		return false
+	}
+}
+
+// Defines values for FileAccessStatus.
+const (
+	FileAccessStatusAccessible FileAccessStatus = "accessible"
+	FileAccessStatusDenied     FileAccessStatus = "denied"
+	FileAccessStatusError      FileAccessStatus = "error"
+	FileAccessStatusNotFound   FileAccessStatus = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the FileAccessStatus enum.
+func (e FileAccessStatus) Valid() bool {
+	switch e {
+	case FileAccessStatusAccessible:
 		return true
-	case FileReportStatusNotFound:
+	case FileAccessStatusDenied:
+		return true
+	case FileAccessStatusError:
+		return true
+	case FileAccessStatusNotFound:
 		return true
 	default:
 		return false
@@ -261,120 +237,93 @@ func (e Follow) Valid() bool {
 	}
 }
 
-// Defines values for InboxClaimInputOrder.
+// Defines values for HistoryVisibility.
 const (
-	Newest InboxClaimInputOrder = "newest"
-	Oldest InboxClaimInputOrder = "oldest"
+	HistoryVisibilityJoined HistoryVisibility = "joined"
+	HistoryVisibilityShared HistoryVisibility = "shared"
 )
 
-// Valid indicates whether the value is a known member of the InboxClaimInputOrder enum.
-func (e InboxClaimInputOrder) Valid() bool {
+// Valid indicates whether the value is a known member of the HistoryVisibility enum.
+func (e HistoryVisibility) Valid() bool {
 	switch e {
-	case Newest:
+	case HistoryVisibilityJoined:
 		return true
-	case Oldest:
+	case HistoryVisibilityShared:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for MessageSendResultStatus.
+// Defines values for InboxFilter.
 const (
-	MessageSendResultStatusDuplicate MessageSendResultStatus = "duplicate"
-	MessageSendResultStatusSent      MessageSendResultStatus = "sent"
+	InboxFilterAcked  InboxFilter = "acked"
+	InboxFilterAll    InboxFilter = "all"
+	InboxFilterUnread InboxFilter = "unread"
 )
 
-// Valid indicates whether the value is a known member of the MessageSendResultStatus enum.
-func (e MessageSendResultStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the InboxFilter enum.
+func (e InboxFilter) Valid() bool {
 	switch e {
-	case MessageSendResultStatusDuplicate:
+	case InboxFilterAcked:
 		return true
-	case MessageSendResultStatusSent:
+	case InboxFilterAll:
+		return true
+	case InboxFilterUnread:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomFollow.
+// Defines values for MemberState.
 const (
-	PrimeRoomFollowAll      PrimeRoomFollow = "all"
-	PrimeRoomFollowMentions PrimeRoomFollow = "mentions"
-	PrimeRoomFollowMute     PrimeRoomFollow = "mute"
-	PrimeRoomFollowReplies  PrimeRoomFollow = "replies"
+	MemberStateActive  MemberState = "active"
+	MemberStateInvited MemberState = "invited"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomFollow enum.
-func (e PrimeRoomFollow) Valid() bool {
+// Valid indicates whether the value is a known member of the MemberState enum.
+func (e MemberState) Valid() bool {
 	switch e {
-	case PrimeRoomFollowAll:
+	case MemberStateActive:
 		return true
-	case PrimeRoomFollowMentions:
-		return true
-	case PrimeRoomFollowMute:
-		return true
-	case PrimeRoomFollowReplies:
+	case MemberStateInvited:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomState.
+// Defines values for MembershipResultState.
 const (
-	PrimeRoomStateActive  PrimeRoomState = "active"
-	PrimeRoomStateInvited PrimeRoomState = "invited"
+	MembershipResultStateActive MembershipResultState = "active"
+	MembershipResultStateLeft   MembershipResultState = "left"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomState enum.
-func (e PrimeRoomState) Valid() bool {
+// Valid indicates whether the value is a known member of the MembershipResultState enum.
+func (e MembershipResultState) Valid() bool {
 	switch e {
-	case PrimeRoomStateActive:
+	case MembershipResultStateActive:
 		return true
-	case PrimeRoomStateInvited:
+	case MembershipResultStateLeft:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomStatus.
+// Defines values for RequestDirection.
 const (
-	PrimeRoomStatusActive   PrimeRoomStatus = "active"
-	PrimeRoomStatusArchived PrimeRoomStatus = "archived"
+	RequestDirectionIncoming RequestDirection = "incoming"
+	RequestDirectionOutgoing RequestDirection = "outgoing"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomStatus enum.
-func (e PrimeRoomStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the RequestDirection enum.
+func (e RequestDirection) Valid() bool {
 	switch e {
-	case PrimeRoomStatusActive:
+	case RequestDirectionIncoming:
 		return true
-	case PrimeRoomStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RequestRespondInputStatus.
-const (
-	RequestRespondInputStatusAccepted     RequestRespondInputStatus = "accepted"
-	RequestRespondInputStatusDeclined     RequestRespondInputStatus = "declined"
-	RequestRespondInputStatusNeedsContext RequestRespondInputStatus = "needs_context"
-	RequestRespondInputStatusResultReady  RequestRespondInputStatus = "result_ready"
-)
-
-// Valid indicates whether the value is a known member of the RequestRespondInputStatus enum.
-func (e RequestRespondInputStatus) Valid() bool {
-	switch e {
-	case RequestRespondInputStatusAccepted:
-		return true
-	case RequestRespondInputStatusDeclined:
-		return true
-	case RequestRespondInputStatusNeedsContext:
-		return true
-	case RequestRespondInputStatusResultReady:
+	case RequestDirectionOutgoing:
 		return true
 	default:
 		return false
@@ -408,255 +357,60 @@ func (e RequestStatus) Valid() bool {
 	}
 }
 
-// Defines values for RoomCreateInputHistoryVisibility.
+// Defines values for ResponseStatus.
 const (
-	RoomCreateInputHistoryVisibilityJoined RoomCreateInputHistoryVisibility = "joined"
-	RoomCreateInputHistoryVisibilityShared RoomCreateInputHistoryVisibility = "shared"
+	ResponseStatusAccepted     ResponseStatus = "accepted"
+	ResponseStatusDeclined     ResponseStatus = "declined"
+	ResponseStatusNeedsContext ResponseStatus = "needs_context"
+	ResponseStatusResultReady  ResponseStatus = "result_ready"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateInputHistoryVisibility enum.
-func (e RoomCreateInputHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the ResponseStatus enum.
+func (e ResponseStatus) Valid() bool {
 	switch e {
-	case RoomCreateInputHistoryVisibilityJoined:
+	case ResponseStatusAccepted:
 		return true
-	case RoomCreateInputHistoryVisibilityShared:
+	case ResponseStatusDeclined:
+		return true
+	case ResponseStatusNeedsContext:
+		return true
+	case ResponseStatusResultReady:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for RoomCreateResultHistoryVisibility.
+// Defines values for RoomStatus.
 const (
-	RoomCreateResultHistoryVisibilityJoined RoomCreateResultHistoryVisibility = "joined"
-	RoomCreateResultHistoryVisibilityShared RoomCreateResultHistoryVisibility = "shared"
+	RoomStatusActive   RoomStatus = "active"
+	RoomStatusArchived RoomStatus = "archived"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateResultHistoryVisibility enum.
-func (e RoomCreateResultHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the RoomStatus enum.
+func (e RoomStatus) Valid() bool {
 	switch e {
-	case RoomCreateResultHistoryVisibilityJoined:
+	case RoomStatusActive:
 		return true
-	case RoomCreateResultHistoryVisibilityShared:
+	case RoomStatusArchived:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for RoomCreateResultStatus.
+// Defines values for SendStatus.
 const (
-	RoomCreateResultStatusActive   RoomCreateResultStatus = "active"
-	RoomCreateResultStatusArchived RoomCreateResultStatus = "archived"
+	SendStatusDuplicate SendStatus = "duplicate"
+	SendStatusSent      SendStatus = "sent"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateResultStatus enum.
-func (e RoomCreateResultStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the SendStatus enum.
+func (e SendStatus) Valid() bool {
 	switch e {
-	case RoomCreateResultStatusActive:
+	case SendStatusDuplicate:
 		return true
-	case RoomCreateResultStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsHistoryVisibility.
-const (
-	RoomDetailsHistoryVisibilityJoined RoomDetailsHistoryVisibility = "joined"
-	RoomDetailsHistoryVisibilityShared RoomDetailsHistoryVisibility = "shared"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsHistoryVisibility enum.
-func (e RoomDetailsHistoryVisibility) Valid() bool {
-	switch e {
-	case RoomDetailsHistoryVisibilityJoined:
-		return true
-	case RoomDetailsHistoryVisibilityShared:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsState.
-const (
-	RoomDetailsStateActive  RoomDetailsState = "active"
-	RoomDetailsStateInvited RoomDetailsState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsState enum.
-func (e RoomDetailsState) Valid() bool {
-	switch e {
-	case RoomDetailsStateActive:
-		return true
-	case RoomDetailsStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsStatus.
-const (
-	RoomDetailsStatusActive   RoomDetailsStatus = "active"
-	RoomDetailsStatusArchived RoomDetailsStatus = "archived"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsStatus enum.
-func (e RoomDetailsStatus) Valid() bool {
-	switch e {
-	case RoomDetailsStatusActive:
-		return true
-	case RoomDetailsStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomListItemState.
-const (
-	RoomListItemStateActive  RoomListItemState = "active"
-	RoomListItemStateInvited RoomListItemState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RoomListItemState enum.
-func (e RoomListItemState) Valid() bool {
-	switch e {
-	case RoomListItemStateActive:
-		return true
-	case RoomListItemStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomListItemStatus.
-const (
-	RoomListItemStatusActive   RoomListItemStatus = "active"
-	RoomListItemStatusArchived RoomListItemStatus = "archived"
-)
-
-// Valid indicates whether the value is a known member of the RoomListItemStatus enum.
-func (e RoomListItemStatus) Valid() bool {
-	switch e {
-	case RoomListItemStatusActive:
-		return true
-	case RoomListItemStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomMembershipResultState.
-const (
-	RoomMembershipResultStateActive RoomMembershipResultState = "active"
-	RoomMembershipResultStateLeft   RoomMembershipResultState = "left"
-)
-
-// Valid indicates whether the value is a known member of the RoomMembershipResultState enum.
-func (e RoomMembershipResultState) Valid() bool {
-	switch e {
-	case RoomMembershipResultStateActive:
-		return true
-	case RoomMembershipResultStateLeft:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RosterEntryState.
-const (
-	RosterEntryStateActive  RosterEntryState = "active"
-	RosterEntryStateInvited RosterEntryState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RosterEntryState enum.
-func (e RosterEntryState) Valid() bool {
-	switch e {
-	case RosterEntryStateActive:
-		return true
-	case RosterEntryStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ThreadExportFormat.
-const (
-	ThreadExportFormatJson     ThreadExportFormat = "json"
-	ThreadExportFormatMarkdown ThreadExportFormat = "markdown"
-)
-
-// Valid indicates whether the value is a known member of the ThreadExportFormat enum.
-func (e ThreadExportFormat) Valid() bool {
-	switch e {
-	case ThreadExportFormatJson:
-		return true
-	case ThreadExportFormatMarkdown:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for InboxListParamsFilter.
-const (
-	InboxListParamsFilterAcked  InboxListParamsFilter = "acked"
-	InboxListParamsFilterAll    InboxListParamsFilter = "all"
-	InboxListParamsFilterUnread InboxListParamsFilter = "unread"
-)
-
-// Valid indicates whether the value is a known member of the InboxListParamsFilter enum.
-func (e InboxListParamsFilter) Valid() bool {
-	switch e {
-	case InboxListParamsFilterAcked:
-		return true
-	case InboxListParamsFilterAll:
-		return true
-	case InboxListParamsFilterUnread:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RequestListParamsDirection.
-const (
-	Incoming RequestListParamsDirection = "incoming"
-	Outgoing RequestListParamsDirection = "outgoing"
-)
-
-// Valid indicates whether the value is a known member of the RequestListParamsDirection enum.
-func (e RequestListParamsDirection) Valid() bool {
-	switch e {
-	case Incoming:
-		return true
-	case Outgoing:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ThreadExportParamsFormat.
-const (
-	ThreadExportParamsFormatJson     ThreadExportParamsFormat = "json"
-	ThreadExportParamsFormatMarkdown ThreadExportParamsFormat = "markdown"
-)
-
-// Valid indicates whether the value is a known member of the ThreadExportParamsFormat enum.
-func (e ThreadExportParamsFormat) Valid() bool {
-	switch e {
-	case ThreadExportParamsFormatJson:
-		return true
-	case ThreadExportParamsFormatMarkdown:
+	case SendStatusSent:
 		return true
 	default:
 		return false
@@ -669,12 +423,12 @@ type AckOutcome struct {
 	AckedBySessionId openapi_types.UUID `json:"acked_by_session_id"`
 
 	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq DecimalString    `json:"inbox_seq"`
-	Status   AckOutcomeStatus `json:"status"`
+	InboxSeq DecimalString `json:"inbox_seq"`
+	Status   AckStatus     `json:"status"`
 }
 
-// AckOutcomeStatus defines model for AckOutcome.Status.
-type AckOutcomeStatus string
+// AckStatus defines model for AckStatus.
+type AckStatus string
 
 // AdminAgent defines model for AdminAgent.
 type AdminAgent struct {
@@ -758,17 +512,14 @@ type AdminBoxUpdateInput struct {
 
 // AdminCleanupStatus defines model for AdminCleanupStatus.
 type AdminCleanupStatus struct {
-	BoxKey          string                  `json:"box_key"`
-	DeletedMessages int64                   `json:"deleted_messages"`
-	Failures        int64                   `json:"failures"`
-	LastError       *string                 `json:"last_error,omitempty"`
-	LastRunAt       *Timestamp              `json:"last_run_at,omitempty"`
-	Runs            int64                   `json:"runs"`
-	State           AdminCleanupStatusState `json:"state"`
+	BoxKey          string       `json:"box_key"`
+	DeletedMessages int64        `json:"deleted_messages"`
+	Failures        int64        `json:"failures"`
+	LastError       *string      `json:"last_error,omitempty"`
+	LastRunAt       *Timestamp   `json:"last_run_at,omitempty"`
+	Runs            int64        `json:"runs"`
+	State           CleanupState `json:"state"`
 }
-
-// AdminCleanupStatusState defines model for AdminCleanupStatus.State.
-type AdminCleanupStatusState string
 
 // AdminHost defines model for AdminHost.
 type AdminHost struct {
@@ -830,20 +581,16 @@ type AdminProfileSetInput struct {
 
 // AdminRoom defines model for AdminRoom.
 type AdminRoom struct {
-	ActiveMembers     int64                      `json:"active_members"`
-	CreatedAt         Timestamp                  `json:"created_at"`
-	HistoryVisibility AdminRoomHistoryVisibility `json:"history_visibility"`
-	Name              string                     `json:"name"`
-	OwnerAgentId      openapi_types.UUID         `json:"owner_agent_id"`
-	RoomId            openapi_types.UUID         `json:"room_id"`
-	Status            AdminRoomStatus            `json:"status"`
+	ActiveMembers int64     `json:"active_members"`
+	CreatedAt     Timestamp `json:"created_at"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility HistoryVisibility  `json:"history_visibility"`
+	Name              string             `json:"name"`
+	OwnerAgentId      openapi_types.UUID `json:"owner_agent_id"`
+	RoomId            openapi_types.UUID `json:"room_id"`
+	Status            RoomStatus         `json:"status"`
 }
-
-// AdminRoomHistoryVisibility defines model for AdminRoom.HistoryVisibility.
-type AdminRoomHistoryVisibility string
-
-// AdminRoomStatus defines model for AdminRoom.Status.
-type AdminRoomStatus string
 
 // AdminRoomList defines model for AdminRoomList.
 type AdminRoomList struct {
@@ -940,12 +687,12 @@ type BatchOutcome struct {
 
 	// MessageSeq A 64-bit value as a decimal string.
 	MessageSeq    *DecimalString     `json:"message_seq,omitempty"`
-	Status        BatchOutcomeStatus `json:"status"`
+	Status        BatchSendStatus    `json:"status"`
 	TargetAgentId openapi_types.UUID `json:"target_agent_id"`
 }
 
-// BatchOutcomeStatus defines model for BatchOutcome.Status.
-type BatchOutcomeStatus string
+// BatchSendStatus defines model for BatchSendStatus.
+type BatchSendStatus string
 
 // BoxKey defines model for BoxKey.
 type BoxKey = string
@@ -1010,6 +757,12 @@ type CheckpointStatus struct {
 	Revision DecimalString `json:"revision"`
 }
 
+// ClaimOrder defines model for ClaimOrder.
+type ClaimOrder string
+
+// CleanupState defines model for CleanupState.
+type CleanupState string
+
 // DecimalString A 64-bit value as a decimal string.
 type DecimalString = string
 
@@ -1020,7 +773,7 @@ type Destination struct {
 	RoomId           *openapi_types.UUID `json:"room_id,omitempty"`
 }
 
-// DestinationKind defines model for Destination.Kind.
+// DestinationKind defines model for DestinationKind.
 type DestinationKind string
 
 // DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
@@ -1046,9 +799,12 @@ type Error struct {
 	Error ErrorDetail `json:"error"`
 }
 
+// ErrorCode defines model for ErrorCode.
+type ErrorCode string
+
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	Code ErrorDetailCode `json:"code"`
+	Code ErrorCode `json:"code"`
 
 	// CurrentRevision A 64-bit value as a decimal string.
 	CurrentRevision *DecimalString `json:"current_revision,omitempty"`
@@ -1074,8 +830,8 @@ type ErrorDetail struct {
 	SuggestedAction  *string        `json:"suggested_action,omitempty"`
 }
 
-// ErrorDetailCode defines model for ErrorDetail.Code.
-type ErrorDetailCode string
+// ExportFormat defines model for ExportFormat.
+type ExportFormat string
 
 // FileAccessReportInput defines model for FileAccessReportInput.
 type FileAccessReportInput struct {
@@ -1083,12 +839,12 @@ type FileAccessReportInput struct {
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Note Short note, at most 500 bytes.
-	Note   *string                     `json:"note,omitempty"`
-	Status FileAccessReportInputStatus `json:"status"`
+	Note   *string          `json:"note,omitempty"`
+	Status FileAccessStatus `json:"status"`
 }
 
-// FileAccessReportInputStatus defines model for FileAccessReportInput.Status.
-type FileAccessReportInputStatus string
+// FileAccessStatus defines model for FileAccessStatus.
+type FileAccessStatus string
 
 // FileRef defines model for FileRef.
 type FileRef struct {
@@ -1121,12 +877,9 @@ type FileReport struct {
 	MessageId       openapi_types.UUID `json:"message_id"`
 	Note            *string            `json:"note,omitempty"`
 	ReporterAgentId openapi_types.UUID `json:"reporter_agent_id"`
-	Status          FileReportStatus   `json:"status"`
+	Status          FileAccessStatus   `json:"status"`
 	UpdatedAt       Timestamp          `json:"updated_at"`
 }
-
-// FileReportStatus defines model for FileReport.Status.
-type FileReportStatus string
 
 // FileReportPage defines model for FileReportPage.
 type FileReportPage struct {
@@ -1138,6 +891,9 @@ type FileReportPage struct {
 
 // Follow defines model for Follow.
 type Follow string
+
+// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+type HistoryVisibility string
 
 // IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
 type IdempotencyKey = string
@@ -1171,17 +927,17 @@ type InboxClaimInput struct {
 	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
 
 	// Limit Rows to lease; clamped to [1, page_limit_max].
-	Limit *int64                `json:"limit,omitempty"`
-	Order *InboxClaimInputOrder `json:"order,omitempty"`
+	Limit *int64      `json:"limit,omitempty"`
+	Order *ClaimOrder `json:"order,omitempty"`
 }
-
-// InboxClaimInputOrder defines model for InboxClaimInput.Order.
-type InboxClaimInputOrder string
 
 // InboxClaimResult defines model for InboxClaimResult.
 type InboxClaimResult struct {
 	Items []InboxItem `json:"items"`
 }
+
+// InboxFilter defines model for InboxFilter.
+type InboxFilter string
 
 // InboxItem defines model for InboxItem.
 type InboxItem struct {
@@ -1240,6 +996,12 @@ type Me struct {
 	// Router The key is a router-mode key for MCP.
 	Router bool `json:"router"`
 }
+
+// MemberState defines model for MemberState.
+type MemberState string
+
+// MembershipResultState defines model for MembershipResultState.
+type MembershipResultState string
 
 // Message The canonical message. Messages are immutable.
 type Message struct {
@@ -1343,13 +1105,10 @@ type MessageSendResult struct {
 	MessageId      *openapi_types.UUID `json:"message_id,omitempty"`
 
 	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq   *DecimalString          `json:"message_seq,omitempty"`
-	RequestCount int64                   `json:"request_count"`
-	Status       MessageSendResultStatus `json:"status"`
+	MessageSeq   *DecimalString `json:"message_seq,omitempty"`
+	RequestCount int64          `json:"request_count"`
+	Status       SendStatus     `json:"status"`
 }
-
-// MessageSendResultStatus defines model for MessageSendResult.Status.
-type MessageSendResultStatus string
 
 // Name defines model for Name.
 type Name = string
@@ -1375,21 +1134,12 @@ type PrimeCounts struct {
 type PrimeRoom struct {
 	// BriefRevision A 64-bit value as a decimal string.
 	BriefRevision *DecimalString     `json:"brief_revision,omitempty"`
-	Follow        *PrimeRoomFollow   `json:"follow,omitempty"`
+	Follow        *Follow            `json:"follow,omitempty"`
 	Name          string             `json:"name"`
 	RoomId        openapi_types.UUID `json:"room_id"`
-	State         PrimeRoomState     `json:"state"`
-	Status        *PrimeRoomStatus   `json:"status,omitempty"`
+	State         MemberState        `json:"state"`
+	Status        *RoomStatus        `json:"status,omitempty"`
 }
-
-// PrimeRoomFollow defines model for PrimeRoom.Follow.
-type PrimeRoomFollow string
-
-// PrimeRoomState defines model for PrimeRoom.State.
-type PrimeRoomState string
-
-// PrimeRoomStatus defines model for PrimeRoom.Status.
-type PrimeRoomStatus string
 
 // Profile defines model for Profile.
 type Profile struct {
@@ -1413,6 +1163,9 @@ type Request struct {
 	UpdatedAt Timestamp     `json:"updated_at"`
 }
 
+// RequestDirection defines model for RequestDirection.
+type RequestDirection string
+
 // RequestPage defines model for RequestPage.
 type RequestPage struct {
 	Items []Request `json:"items"`
@@ -1434,12 +1187,9 @@ type RequestRespondInput struct {
 	Files *[]FileRefInput `json:"files,omitempty"`
 
 	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
-	IdempotencyKey IdempotencyKey            `json:"idempotency_key"`
-	Status         RequestRespondInputStatus `json:"status"`
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+	Status         ResponseStatus `json:"status"`
 }
-
-// RequestRespondInputStatus defines model for RequestRespondInput.Status.
-type RequestRespondInputStatus string
 
 // RequestRespondResult defines model for RequestRespondResult.
 type RequestRespondResult struct {
@@ -1450,6 +1200,9 @@ type RequestRespondResult struct {
 
 // RequestStatus defines model for RequestStatus.
 type RequestStatus string
+
+// ResponseStatus defines model for ResponseStatus.
+type ResponseStatus string
 
 // RoomBrief defines model for RoomBrief.
 type RoomBrief struct {
@@ -1481,7 +1234,7 @@ type RoomCreateInput struct {
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
-	HistoryVisibility *RoomCreateInputHistoryVisibility `json:"history_visibility,omitempty"`
+	HistoryVisibility *HistoryVisibility `json:"history_visibility,omitempty"`
 
 	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
@@ -1493,29 +1246,22 @@ type RoomCreateInput struct {
 	Name string `json:"name"`
 }
 
-// RoomCreateInputHistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
-type RoomCreateInputHistoryVisibility string
-
 // RoomCreateResult defines model for RoomCreateResult.
 type RoomCreateResult struct {
-	CreatedAt         *Timestamp                        `json:"created_at,omitempty"`
-	DefaultFollow     Follow                            `json:"default_follow"`
-	DryRun            bool                              `json:"dry_run"`
-	HistoryVisibility RoomCreateResultHistoryVisibility `json:"history_visibility"`
+	CreatedAt     *Timestamp `json:"created_at,omitempty"`
+	DefaultFollow Follow     `json:"default_follow"`
+	DryRun        bool       `json:"dry_run"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility HistoryVisibility `json:"history_visibility"`
 
 	// InvitedAgentIds Pending invitees.
-	InvitedAgentIds []openapi_types.UUID   `json:"invited_agent_ids"`
-	Name            string                 `json:"name"`
-	OwnerAgentId    openapi_types.UUID     `json:"owner_agent_id"`
-	RoomId          *openapi_types.UUID    `json:"room_id,omitempty"`
-	Status          RoomCreateResultStatus `json:"status"`
+	InvitedAgentIds []openapi_types.UUID `json:"invited_agent_ids"`
+	Name            string               `json:"name"`
+	OwnerAgentId    openapi_types.UUID   `json:"owner_agent_id"`
+	RoomId          *openapi_types.UUID  `json:"room_id,omitempty"`
+	Status          RoomStatus           `json:"status"`
 }
-
-// RoomCreateResultHistoryVisibility defines model for RoomCreateResult.HistoryVisibility.
-type RoomCreateResultHistoryVisibility string
-
-// RoomCreateResultStatus defines model for RoomCreateResult.Status.
-type RoomCreateResultStatus string
 
 // RoomDetails Full details for an active member; only room_id, name, inviter_agent_id, invited_at and state for a pending invitee.
 type RoomDetails struct {
@@ -1529,30 +1275,23 @@ type RoomDetails struct {
 	Follow *Follow        `json:"follow,omitempty"`
 
 	// FollowRevision A 64-bit value as a decimal string.
-	FollowRevision    *DecimalString                `json:"follow_revision,omitempty"`
-	HistoryVisibility *RoomDetailsHistoryVisibility `json:"history_visibility,omitempty"`
-	InvitedAt         *Timestamp                    `json:"invited_at,omitempty"`
-	InviterAgentId    *openapi_types.UUID           `json:"inviter_agent_id,omitempty"`
-	JoinedAt          *Timestamp                    `json:"joined_at,omitempty"`
-	Name              string                        `json:"name"`
-	OwnerAgentId      *openapi_types.UUID           `json:"owner_agent_id,omitempty"`
-	RoomId            openapi_types.UUID            `json:"room_id"`
+	FollowRevision *DecimalString `json:"follow_revision,omitempty"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility *HistoryVisibility  `json:"history_visibility,omitempty"`
+	InvitedAt         *Timestamp          `json:"invited_at,omitempty"`
+	InviterAgentId    *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
+	JoinedAt          *Timestamp          `json:"joined_at,omitempty"`
+	Name              string              `json:"name"`
+	OwnerAgentId      *openapi_types.UUID `json:"owner_agent_id,omitempty"`
+	RoomId            openapi_types.UUID  `json:"room_id"`
 
 	// Roster At most 200 active and invited members.
-	Roster          *[]RosterEntry     `json:"roster,omitempty"`
-	RosterTruncated *bool              `json:"roster_truncated,omitempty"`
-	State           RoomDetailsState   `json:"state"`
-	Status          *RoomDetailsStatus `json:"status,omitempty"`
+	Roster          *[]RosterEntry `json:"roster,omitempty"`
+	RosterTruncated *bool          `json:"roster_truncated,omitempty"`
+	State           MemberState    `json:"state"`
+	Status          *RoomStatus    `json:"status,omitempty"`
 }
-
-// RoomDetailsHistoryVisibility defines model for RoomDetails.HistoryVisibility.
-type RoomDetailsHistoryVisibility string
-
-// RoomDetailsState defines model for RoomDetails.State.
-type RoomDetailsState string
-
-// RoomDetailsStatus defines model for RoomDetails.Status.
-type RoomDetailsStatus string
 
 // RoomFollowInput defines model for RoomFollowInput.
 type RoomFollowInput struct {
@@ -1601,28 +1340,19 @@ type RoomListItem struct {
 	InviterAgentId *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
 	Name           string              `json:"name"`
 	RoomId         openapi_types.UUID  `json:"room_id"`
-	State          RoomListItemState   `json:"state"`
-	Status         RoomListItemStatus  `json:"status"`
+	State          MemberState         `json:"state"`
+	Status         RoomStatus          `json:"status"`
 }
-
-// RoomListItemState defines model for RoomListItem.State.
-type RoomListItemState string
-
-// RoomListItemStatus defines model for RoomListItem.Status.
-type RoomListItemStatus string
 
 // RoomMembershipResult defines model for RoomMembershipResult.
 type RoomMembershipResult struct {
 	At Timestamp `json:"at"`
 
 	// Epoch A 64-bit value as a decimal string.
-	Epoch  DecimalString             `json:"epoch"`
-	RoomId openapi_types.UUID        `json:"room_id"`
-	State  RoomMembershipResultState `json:"state"`
+	Epoch  DecimalString         `json:"epoch"`
+	RoomId openapi_types.UUID    `json:"room_id"`
+	State  MembershipResultState `json:"state"`
 }
-
-// RoomMembershipResultState defines model for RoomMembershipResult.State.
-type RoomMembershipResultState string
 
 // RoomPage defines model for RoomPage.
 type RoomPage struct {
@@ -1632,15 +1362,18 @@ type RoomPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
+// RoomStatus defines model for RoomStatus.
+type RoomStatus string
+
 // RosterEntry defines model for RosterEntry.
 type RosterEntry struct {
 	AgentId openapi_types.UUID `json:"agent_id"`
 	Name    string             `json:"name"`
-	State   RosterEntryState   `json:"state"`
+	State   MemberState        `json:"state"`
 }
 
-// RosterEntryState defines model for RosterEntry.State.
-type RosterEntryState string
+// SendStatus defines model for SendStatus.
+type SendStatus string
 
 // SessionInfo defines model for SessionInfo.
 type SessionInfo struct {
@@ -1701,9 +1434,9 @@ type SettingsValues struct {
 // ThreadExport defines model for ThreadExport.
 type ThreadExport struct {
 	// Content json: a JSON array of messages; markdown: rendered text.
-	Content   string             `json:"content"`
-	Format    ThreadExportFormat `json:"format"`
-	ItemCount int64              `json:"item_count"`
+	Content   string       `json:"content"`
+	Format    ExportFormat `json:"format"`
+	ItemCount int64        `json:"item_count"`
 
 	// NextCursor Opaque cursor; pass it back unchanged.
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
@@ -1712,9 +1445,6 @@ type ThreadExport struct {
 	// ResumeCursor Opaque cursor; pass it back unchanged.
 	ResumeCursor *PageCursor `json:"resume_cursor,omitempty"`
 }
-
-// ThreadExportFormat defines model for ThreadExport.Format.
-type ThreadExportFormat string
 
 // ThreadPage A keyset page of a thread (no resume cursor: start again to see later replies).
 type ThreadPage struct {
@@ -1847,7 +1577,7 @@ type DirectoryGetParams struct {
 // InboxListParams defines parameters for InboxList.
 type InboxListParams struct {
 	// Filter unread (default), all or acked.
-	Filter *InboxListParamsFilter `form:"filter,omitempty" json:"filter,omitempty"`
+	Filter *InboxFilter `form:"filter,omitempty" json:"filter,omitempty"`
 
 	// Destination Only rows of this room or DM pair.
 	Destination *DestinationFilterQuery `json:"destination,omitempty"`
@@ -1861,9 +1591,6 @@ type InboxListParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// InboxListParamsFilter defines parameters for InboxList.
-type InboxListParamsFilter string
 
 // InboxAckParams defines parameters for InboxAck.
 type InboxAckParams struct {
@@ -1928,7 +1655,7 @@ type ProfileGetParams struct {
 // RequestListParams defines parameters for RequestList.
 type RequestListParams struct {
 	// Direction incoming or outgoing.
-	Direction RequestListParamsDirection `form:"direction" json:"direction"`
+	Direction RequestDirection `form:"direction" json:"direction"`
 
 	// Status Only this declaration.
 	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -1942,9 +1669,6 @@ type RequestListParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// RequestListParamsDirection defines parameters for RequestList.
-type RequestListParamsDirection string
 
 // RequestRespondParams defines parameters for RequestRespond.
 type RequestRespondParams struct {
@@ -2027,7 +1751,7 @@ type ThreadReadParams struct {
 // ThreadExportParams defines parameters for ThreadExport.
 type ThreadExportParams struct {
 	// Format json or markdown.
-	Format ThreadExportParamsFormat `form:"format" json:"format"`
+	Format ExportFormat `form:"format" json:"format"`
 
 	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -2035,9 +1759,6 @@ type ThreadExportParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// ThreadExportParamsFormat defines parameters for ThreadExport.
-type ThreadExportParamsFormat string
 
 // AdminBoxCreateJSONRequestBody defines body for AdminBoxCreate for application/json ContentType.
 type AdminBoxCreateJSONRequestBody = AdminBoxCreateInput
@@ -12220,195 +11941,198 @@ var swaggerSpec = []string{
 	"0/MP/YODwxOcxDnVgKR4DCKc7306HCAlDg/IGwlaTukwhrc4kwstJL2EI8riiYSHn8zFp9PzvX8cDo72",
 	"+h8/nx/uEC70mPFLckMVuZFMa+A4sc+cTvRYSPbXY9Bo7/Onn3FOhqVvxlTj+Wfth4mCbEbXlMWGdg8/",
 	"oU9GgM73zvsf/z34fLL3617/496Hj4cz+3eXIZ41LsOr04kOhdWVaBQxMxiNz6RIQWpmoG1EYwVBLy19",
-	"9LVHwyuIBlQvm+0nloDSNEkNOexDw+nAwbQ5S5YfGQbKjT2l4M/lumzIEhpf5E8qTfUEJwzc6Iu/2Tn0",
-	"gh6NJdBoOrB/f/EdVMUh91tpCvmgQUEE/9KKQUWuSO9FCeN4CrUleGbFNyFYSGU0kHDN8IxrS7RQAtXt",
-	"d7fCjV/nJwXc8GBU+m4oRAwUzY5Cy/Y9GlOlBwqAt51TzJSue2Xt21Ip0CYxZlwX+kkR+wae4aiSW8ZZ",
-	"F2VLIyNWvgQ3bJXM83Od3fvKbi5myH38YZ+nk7a8ObPzFQ/B5qaHPyu7vdx0Ku+jszfymdTva5NxM/Jp",
-	"uPVZRpJdUw3E/SogVJPEWJDv35Ff2Id1n+hlm18lwjJ4KW89/q/JVp2DQkq0x5Fl5CmhlIHtlKEza44+",
-	"F2Nxw4ngIewSweMpYVqRMVVjwhRRWkhrB87RyFmzjayFOZHpBYU1nM1sMbU+MtWWSkxDUv1Hc3K5mVAp",
-	"6XT+HMHxFs/3cxo1FsSE8fKnW7MLWQi69eh4VzfBD+K2JSnNudnw2Mq8pj5Q7ngoLVx/7QmgQGvGL1XX",
-	"M3Rm0x0JgpJbeA7m51/ZDLo/iNvuwF0ieBNvdEGxduiWvWbRIh5HSA37riiiH8Ttowloc3L757pvBpqk",
-	"F7kW3I035uQjghgMYzq/lGrkxwt6I2syNv05an2A5k6tUignrXVCOeFNZ2A0fShbDyxCHUxOODezsEtq",
-	"Yj8Ukm/HdNPwkLJEploe/Fm0FpaO+ImKSVMzLa1K49wPqmJXi78+3aisJ5v3NANHQ6fu6OjWU9V5Dm9p",
-	"qIkSExkC6Z8RGkUSlAJF3vTPrt+hK+vs+v3bXcIF2e8fnBNJ+SUovMc6ubC+SvRPZmSqv8rc9hA5obd9",
-	"++T32/hj99dWPXkb3U2UKV6i80LSPg5mI7OvCNpmjDao7WWEh96x2SUtIr+7zX4wB0I3tGis2JuVXosO",
-	"LiQpJhpkjcpapl5hI5TCH+zDzbDjF5h2h45imsvs1bul7+9m5j2ZzdZpj9xs82cX7crjoI5TeFcBnTPr",
-	"NrgA3YWF7sslMTNnHLZ2yudCJK09wZpdwyCBZOgilhooVl21EWY4dDowFtKQxUxPy8qZGlOJttQfgnGv",
-	"UrbA5BM3HOSgFUhm16FNfutzRBu6GeaX4ZhdN1Eii/tXd0LPTLrkmvZQKpjdqmY4aFjicUQOmW9FmTNj",
-	"XIA+NYTpInVF9Nmc6GVkNprcUNyuuQASDHITI4x6Q/oSS18jii2j1Obdw2YitWu9cC6DezTsVGnIRfuV",
-	"vfpXGk9APZDLxNlLHsdIPs2ltOmu9MFtipEs3e9R2hLzjOpwPEeJ5Wv9JK6AP445GNMhxF7O6ajPaTP3",
-	"Ts7g/MlsVs3gDInVXbHLCVDFhn+NqY1LwVm54NEZBGjluSlNs5P+d+/7qzMmux918l723c6p+f4bSM3i",
-	"Ah/Kcmrm05i9/Kud7plkSSdGveLihg/CMYRXqWB4lHTF5QUze7grKBw+v1Mp1rHsuf38l87raZ4WExda",
-	"v/SN+/aneDmSsOUPfbS/Kq4Sl7/F/szpjx4P057T6KvRlxicpzBkm/FrpjF0RAVkOM3CiitOpaUL9Stb",
-	"blIDLSc8pPmVazU+bwLkZgw8j5UHaSSeJEKCf5ZEjykn9rZp107X/IErNF9KMbkcExrHLlwyKUFGyRvu",
-	"QiuWH6f4sz4fidobRJWH/2XbVuGxbG/myZEzU84gXtHVmobjpEOUR/5gU7xJIGJ0YD/+2sLeUWO6/cN7",
-	"/1fsLxgMp7qho36WxJUl5KZKaZ6VN+Qz8dHxg9GIugUo5fcGS2OpDkBTFlta5mG2zUhvf34/gUnKcmY0",
-	"sYFhNtzcBlN7LVlN5SXoNhbr7EE6M0A+Ke9O5Ak0KdUapEGC//sbXftrc+2nL+7/a1++bgXvt+/+5iPW",
-	"PpXR0i2cDUhOJ8OYhSRiEkJjzpKQymidlMOBjJ5BORFDBfIa4SYgXGiSSiFGBk9idg0cFPrcnyykalls",
-	"1AOFP9WO2DVEyRuDVEzexzlm48/oJTyo/wC5y3fDVGRELT0V6SW4XKvmPof9il7SRj9vrND8UwleJOJ0",
-	"N0bpdXtzwD7UNmBz1mtVCmgoVr2Ymhf0upPW25Wsqxv7LIIkFRp4OG0SUtEvfp4l+pVpNj+fGf1k9nXL",
-	"ydlJVX9Mdqtnm3ywJavsEuZQspDCMeWXi1XeWqsKg9EvzVGDym/ERiOQyq/H3o+HzMsZ+Rp8lKqO58n/",
-	"ef9ubcg0uabxBAhVhJLIPkKsaOMRWjr+zdn/dSvY+sl/5JczC9ud/HjJHk+XJEmW0iir+ZXzR735VVnZ",
-	"ihKn23tVq/l33fN9wOw9mJmdd8cyxce6MS8gHj2NK3NFdEO2CcctueCIQRwpogWxXL1LqCYxUKWJ4DC/",
-	"yTNK1szFmVMliw+Lu7Ptzc1NgubIwpBe74Dmy8pItQPNe1IagL6lWzO8P8xMngc1k2YnjQPUTsc91RKT",
-	"Me25kNZSqk0vKOWa9YLebLKZ+34+iaoX9CppaL1gLouuF8xkf5lnZnPVzHOeVLVe0Ksm4JlnS1lUvaAu",
-	"P6cXzGY4eTEpnEgJ3d14QW9kpMmfpypGI+AR45eEGXQh+NOAwPrlOskTX9Rv33/xikfsTys2A+NXNunV",
-	"nI/gsvjMMA0uiZ197asUAGQ8SShfk0AjOozNmzjsEo45WBCOhcsHzSxoe6b5pRuo8gGG4vQKBiFVZpQR",
-	"45AA18agNNw5exLStb8yK3jw5X/8zf8eLacDOtIgBwpCwaNykFxp2Xm6Vo0igm72kZCkkqVntI4aDtsl",
-	"OCSm0BY1IGYQpc7lttqtXtBTk8tLUOiVD2vM3xlEQekvdr9MEB/MHLEY9sIQlDqHVMhOsRYrH29caPBe",
-	"jkhNzHfFCfHDwqPGFyZglsaGzu7mDJ2QXOjBCHNSgzkEriFrHhrQ5CgxRHW1XlrhduKgYD5imKk0ptN6",
-	"H8cSP+YCd+WEu+Sn5d5qCSOQwENAhzUXxD05wBukgNi3GL3SLsUvFBPpvyKrDLacz80wM4SpLmbBxjRj",
-	"8ln9fsTiEg3WyYmwrFik1I5Ah2OHnZ/PP87rWMUWzxgCdG305evfg/fv/LbA7P4vDIVowQ2+WdTNwe1b",
-	"lSpjrVO1s7FhlpsXGZgokIyPRECwfEVARpJeGvwPSP9sLWYaJI1J6mKxxkJpjO/F+8i1mF0BSanUKOJL",
-	"Fro6z9RziUHDlhJcqsXiPZtaesgzWPQchmZybQOu7hMdg94EbarVnBSVwhwzhWxmV1iKziq9evH2Pbjj",
-	"tMQpT+A+PRJxLG4qGxrHePZzvDi0dIwZ3hMlEw3ejZw5judEfGt9fWv7RyOuXKOyuHex3+8bo1LSUINU",
-	"eTGgFCSJxSULaUysupLpTpSTCQ9Basq4LRBW1aacBrW4hEgZrH7//XZ7c+3332//fvjlf3rhKl/WU6g0",
-	"s1vYQGfoG0thL7x6EgWsMFO8+0/Dq8HQmNLuKv1GmX2dSG6LHWG1sXLtmCaiM6fqLo5bLCYYtCJnR7+t",
-	"eahF/GVRB2LZQrKha+e8H1OWPAkTxEAVlI2rmdIu5msSozzO1bqyzyb0Nnv+y25e7sp+5/7Kvm9oxNZY",
-	"x+eGBbWwQy8rvNXwVUJGMzkHPRFHoDQmmlp8zT/gcGP+sbzwRVNWxW3vxKztTix8WV/DKqHCxRgvsuqJ",
-	"5Ve4TZkE1ToE0DwcDSBWcDMGCf7M1JJvZtHIrkha4WfxiOUHphOqrnbIFjk4Dsg2GaFWoAiN44C8I04Z",
-	"CMiPxCgDUyMk4oZnNdUCsvWeZJW4yvXU2gaulEu8ZJMtuyHmCFPLWQ+utS2QgXyeGKfUMB2jo56HFdCK",
-	"EqPtHp1wCbTNNL3SPTPOzOp9O1S6+PVUsp2Sf16cnhD785L5754Perdrl2LNffiHEnz9nN6UuPxjHjXY",
-	"YvMVJJRrFi54zpuEPesTjRnHVIQEKDfWPKqz6IKlPMK/JGgrTcZczUONiJzEML/Ye/H/XdsMgZb5BDUx",
-	"8OWbETdwUKKeb7uPHzTad3GS/CoxPy3y7ToVOaqJAAoqqYueKqUYb0Xsj9YSEdkPR0KS4/0zn79saUxR",
-	"kepRroJTVDzNkjbdMv2bnJ9GLRxiWK2XcsHR3nNAv07cYIpQCYQlyQSNRk/4WCXIc6F2XfwSeSaaDpLo",
-	"PqucRNWb9hblfrEwb0tvwch36rhTOnd3VAddysPzwz1aKGZKp7Gg5f1oCvaojgy0GCyeLZ/ErgSgLZbq",
-	"84bZcSRENKyV5awa7D2RWAF39sJC3s2TJswQYzxrpRDdQk4r7rLyngWzVbvt3Aph8TGYjyL+TZmbecb4",
-	"S3NG3G4/uEZX4qp7csKtoJw1tqPcrNvfFD2aeDdlwAWruwAeYSB6twpLOdjPqJqKFO/n/iSpSE4HcsKb",
-	"lb3LkdyfTbK1OXP9oxo7uip3Th4GvYfgoByBmxKpOUTPhnL5HYQ2GF5Z92D2jNo1FidQbXWBUMQxTRVU",
-	"M21a4u6cN21+fmXUa+J+meXTTk6YEq/5Tp527sRK3sYqDsXS0u5V+o6pvIrEDSfmFwHhgq9BkuppcU9v",
-	"H6W3Nk2FfP50tPajvS3ddXmNBFyUIlVEAdd+Ee6smS0Q/upafqUxi4wVJ3g83cWKyJBd6PovsL9hqPCq",
-	"mTNRF1pOQj0xO5TdI5E3ETPEDXWxwSWJtxkjCuLR21VEewGQnaaWY8vehWIq7rESuymQjMbsL4is6V76",
-	"QQSpHpMIIMUSU0VDGnvxfAVTvIu25nEnxGyk1HqUWI92OsNg5itFqLqyrm7rtYuW7M4uYdzlFQINx7Yd",
-	"D42VIEPIdhiit/cIylVdtDMYN8Th2SgNZeurm2MIWKoxOINQEsaUJUSMSAQxuwY5dWEqaQzaXVvN2adO",
-	"WNq4ArtaoIuOj0c05jIubLPkBrl4zaOrZqk+OyUfz2Q56eX74b21/5Nl1+X/XB+sffm6Gbz/3h/fUlLh",
-	"F3eL2iUpVYowTYY0vCIT7rIGvCdYKRH7iRxp3VLqg4VlR8vJ3i0rQFgHc3Gf05DLUhtiO3Ds0LRSknVv",
-	"d3GQuyc9bw48i6glUoeSUEPJYLRCpPK9RIUs8Hy2K9sE3qpNmN5ek5r7MMWe7Fz8+5SXHmixS6uWuc8K",
-	"lDWoNzZfp963jFL7nA6uhG6nRbdEH1SROupH3R5rXZusc7x2zruLHnNbVZTYuI9gOm+3q6qX0EMN7y6W",
-	"Yu1KV0ZLwu7coh7c15fx+RME3LlXn1vF+15N6k8YX53GU2dT0/t2cK2exbbU7rVtxoj1SAywQYy1OThA",
-	"pJpEiz8PK9kfKJvaAia4lgH2IkJojiCMsV5i5uexC19+Qvny1XKxa2c1VfnyIRxYaTxt6IN3F1yyOI0a",
-	"CbMfzBat9mJul5ymhqUa72G/bL+/D0Yb66TB1VxSdpa/NprXvRwouQqVr6c0e+/OZPTqXjeQpmYX/RAJ",
-	"t5poQexPCmfHj+QX9mHX9iE1LydK06nylHZdkkzw3KoYFKQIvGDRCBmESFbpTGRjNguTYiEu2189rPPV",
-	"X8O2CNnMq9jOpCPixzuuuKgiRuaxZJYETQ0cEDfwLrHlb3dcoqAUiQ1T11RqV2CLSeLySbPxxixdL4WJ",
-	"Nimlew8x28aEggYeQy1sOTEgb7zu28J/yIUu1SVb0Z3LvT2EDUe6HsLetO82VV6zSvutBOExC0LegwA1",
-	"FYFWvGet70Wsc5anNCOXqfthhW+ybnS2GfV1o73lomf2vqTczZO/jmNt/r9qW/lhEsckso9ibNlscWVX",
-	"bNRRMnDiaKdVLCz7xHA93qOgC8UOSNIqf8z7z1f0Yj2ywEEqbIGNjq62Zm+xv+9OlHuU/HZknWWNRsJn",
-	"p3FvRdceGCqkUN7Azb3SIeWEKK/PiXekqAA0Nl7P8TWHXMupv34oumcqBUQ9dQW+Cb+qATDL+09Tdaet",
-	"dN6v9p7D/iqqu51cJ42l7eofwSytZaWcVkutyz7y9xPlSHbQt6uxUfd5yz4/neZsZanYLdtsuep4Ajez",
-	"6sGK6uM9sFhznesjU7pDctu93do9jirxmIrAC71LXFjx13DSce4c6FbovWWv1k4q7P1sQQwj3YaOGQHt",
-	"nINe3ZWSEMnD3yeVZf4pLpVKGuHjd1boJlhLg0fqtcJyfflOPpjFVYqYsvUlRApYnWAM5coEtVXxO50u",
-	"pWdzg7VmzeUWNav2vK1UY/CGtiSMs8Rs5pYvJqZUYj4PmVw8zKZvmGqIb4d5hGPKOcSD0nxCmnaYSTZQ",
-	"dmG6dBTvdIBfQyxSWGlNZQ0szxYt11SoH++9d23e4gkdJjZXoKHDGKW6CrnDfZVBurHvXLjv4jG2l42B",
-	"EcEd5iGpzhYynEilOzBuaYg0r2vYZRyXvz8YTqJL0I24d3P7nW+okrXSgSaTFMkaCm4vSMLp8oE2Fwyk",
-	"IUlXAKm7BVj8a55Z3a6CxRLoXQFuO0HsSrDaHUp9T+ZVtCszni1KfAsRGU7xYE6liCahJm++3ya/sA/Y",
-	"9FkTSly+esO6LQ1x+z6wehV47grJnWG4E/R2hduuENsRVleB0lXgsz1eroSRq+DikvDmGWjx7bNvD73i",
-	"VqVCMIOSXoadY8a6XagTMZ/4+OGrFhFroLmOyLU7twxJ6pjTw+s1MOqzKT5hSvbhbYcylRgMxT0FXP5Q",
-	"gu8QatOs0AC29VBsRYddkri8vx0iMcPcGFhw60/dyxiysCvN6Fjkzw7iv5/SkDxO7Z2USs1oXJ+xeR+5",
-	"324BQU7yygqLSdRv8Fn7whx7mMUGtkEc9tYlNn+fvOGYNTZJslSWHRfXQi8p40QLogBITDXWusEcgbfz",
-	"N7tPnZrf2LNSuMfKvBRRDWuaoZti3r5XEE4k09ML8+JMPyx3iZ2h9T8OTz59OP3vwd7Bcf9k8On0l8MT",
-	"4m7czWO2qK2hIa4E2QyoxOIM7uVjrW2hs0vg2luBc48T/JLsnfWxVCax0cIYBllK6AtFAjZiSdhKRkbJ",
-	"wie/U1hml/TPVIO53KGj1/pnqjPZF0JGLrePJJTFQ3GLAQF7ffsitU7wEsSWuFHYPoxMDFaQDZqyjeut",
-	"jaG4BbXx1aUX3W3gdaqmV4BEK69z19HQN5b5IhuxOkKJ7OQQM/2wiG1R5CykUjJXpRm7LGDI9W6lf4tN",
-	"Wa/2b7HpoEzHkF31mNXvnfV7eSFizIbfXN/E++oUOE1Zb6f3/frm+ve25P0YOao6fSSI+fgSEPWMrCGF",
-	"+5F5kfnpB3GLTcSLUxIf2N7cnMFzmtqcOyb4xh+uML+VoUY9xLP3IAvMMGEcE5zpulncu82tugHzGW58",
-	"5nSix0KyvwDbi/1gp7v4oQubv3lEWTyRUJHJ3s5vVWn87cvdl6CnJklC5bS30zNzt5NEneRSoXPSPND7",
-	"YiBfqAUEttFhRZbEBxFNG1AXbmmS2uyhPAuvp4EmazROxzRzie70PgFNyB5+dhe03JRyCOddFQC1nMDd",
-	"I/CFjycMDHG4MSR3XNFggz/QqJTC0YmR3m3+tPyhfcFHMbMnwYNznt0gQg0pPLx3F/hkvgBBl75qncN+",
-	"9rQh1VZnoAlokApn5VtT8ZMN13nSzLYzXwOnw9jwGqobrZm3HAz+zJjXADj2FLFRr5jH+8ic/G75QydC",
-	"H2E99sfg5HOw0YB207HQIVP4z67MvWE1g8UnHJ6n7oxbgcMfko+KKdZwk9OAXhAz4IGaa5HKGhN+LiiO",
-	"13nCOH0Om9rnHe8Jc/d1uWJmY0yxOAzGp2IPvTFVY6N41fFMfmw/Pi6WSlD2hhMWR2tbRaFFV63OfZ3G",
-	"lHPUtLNUXpv/2/u3mBDzJVL5Rsir9axPbPFQO8QtUeXpMLc0CRf7sEhmbESlVrmB86wh+PlqH3yGnCMm",
-	"VW5NdUfuja/2gl/CqKqpVLcz/5FrKp1FBaA9jDHmtpcZU1nDCGbZHtXHeglfUfMJlv4S34J5i0+lJZXW",
-	"+cQyu0ROX3Wlstwd4pYHmYYUEIP9ht0nHP+VCcH9iN7GFUyXaFG/wHQlHaq1rDwkP2aLqeFIQ40Xp2tl",
-	"HPNdfhYq8sb2ZbShTKEErd620L8uzMM0tkMldEqGYD1pIyGJFBq3x3oU51S0dVep+n8Z/CEJvQJFjvfP",
-	"CI2uQWqmXDdF7A2HPyRaCJdzhKqd6+vj59QVNbfHwvWsoncHWM8X+XSgnk9hsRrG4eb5K16Pp0cJPQaZ",
-	"my1ZCt09Qnla1BxyqQzVPenzUGLLVEVmav/sEkCntgs+rLj5zb84uQStyGxnXyI4SSZW2o3+pVlMmMY8",
-	"aJUFY5jXLFLEXKGkC9DPXmhL1pWEawY3JJ1gtret4bVOPrhiAestrauCBk8i01mtqgVi7DYyK7fyzG2p",
-	"7e3lD2BXkEPX/fiRnGBpTEMoH8dZu8pMcjvgQBgD5ZO0pMLNll6lGgKCl8MqICM7c4XmXEyVdhdZTuKL",
-	"ZiRuXPKHGOYemho53rc/vchSkZ+pq606TQ+zux8Qm4Gx/qL8r7PbOgYaY+hNa4bD1qqLLYafhXrmbtd8",
-	"hjWYh4t8kU5X1xm3ic+1Zmef0DnKUpzq1vbf1zfXN9e3el9yZ2jmK2138hbreTpt2sxh0dlrduzVedkW",
-	"8C6ZMrYjtTEqWEOOaWULxBMlJjIE0j9TnRFw42vuqV9602p2+MEdjuYltinMvUpY0NvaxH/+gNjQkq+f",
-	"2v24SLaQMV6dj34dFanznVpRUq5gqja+2r5hdxsSrsWVNU+9XqVzuBZ2qwlThCXYcV5D1ikvoWaluwSH",
-	"YfyS6BsWArkCSK21aW8m7FuiAdX1XqJzO5OHE8ZfYNqPHsedWcfejg6vHpie3W1jd61wa4XdDmqtrHPs",
-	"hYCnDJaUyUsbTdQusa5WF/FMhiJitnaBhzezvOHnqznnM/SwHVLhxWnNts/FAo25Ge9sfHWp6ncbrkpA",
-	"PRLuuTIC7t1UAjrV1tAz/ub89PR4sHe+/3P/18MDdCQq4JEKXKVKW6ZTZZW2rKn/h2Dcxl3XcJ175QNi",
-	"IhYJic6oHj8Sm9YioxDJq0LdThIce2CfUZHchxAgTtb6qjPjx6IphqMPYa7m3AJ+vgB9euOiYx6LoTvq",
-	"3LkLv3N4TnnBT6dsv8rcfestVCl2yZ3QfaesNHQRvqxb82K/XZbG/A94xgpINsk6TsuW+rL8tzSy6ocx",
-	"yTICeH13/jCqY5CXLjvlkl0Dtzf3tuZgfik419J7nfzLaLRzxeYCQo1yi/3o7CfGYDs//LV/0T89Geyf",
-	"nhx97O9/qkHnbAOfMPi8LA412dZb25t37UC4uq6ng+GmAlLyfSSGPV7huZ1QokyhkuKyuxjXoomUzqE1",
-	"JpapenOgrxRmj7kQglI2GnlTBNYE/jjnt+tkr3hAkYRya4beGhsBfZmBC8UOEBaC7DpSBSVe4c4YwZr4",
-	"UxJSjnUVQo1vckHqXnlH8q2eCIUdPno7PZEqEtNUi7SlklSax9MJZ2kSy4NnXJ7nI4rlgwsNsvJMSmVz",
-	"Edn4iv9fxZu4S7zptUwriDHIOBR8xC4nlouR7x2vDwuf2hgkLOL2Ov/i/Dbjer5TpH+A1SzNxynFi1l3",
-	"r5UtuDfLqmXeX1Zi7MujsPUyT+Tjs/Nz9kU2EICaiI+8mkO9OxL0RHLl7jWynxNbzJsMp9ilwgV7KRv7",
-	"wRyK7+Lchgq4Lj9qY7qoKjS+33ubv/esy5Nygq2aXRfdecnYzwf6x4PGebk6gD8DjYwN/ZBsXyypju0L",
-	"6j3vPNZ32w0eOKcaMGRqhXPCPPZ9owVdUxbTYeyTrbyggddGKvj4O1XagJKA5c01jbHk8zztiySlEtYo",
-	"j9YU6B2i6DUoWwpyzhIi8OeExk7QXPuW/Ls3TkTMk1xwIHDLlFZvA4J63A1TMG80WYlyY5UssRPhtHSS",
-	"FY+3Ba6M9BoyGk3snxenJ4uE74I+qIPXJ30dlb0qxikNqS26R9WVORMlc9U/PAXde5ueotU7PbOLbcJD",
-	"qlR7EoWxOoXF6qJZXpSz3nMHnC7xmS8GpuwN+8zRzEYYnlL2p+Q9oL3otUhBEPwapLLN0utUhD0VunLq",
-	"pXaeRGkJNLGXXcbcI28MHLmUOtvA6TtFiv0nWGz5LRGy+ouDY5JSJt2NKIdMt1CcpmqMnf0TyjUL3aVp",
-	"qWrPRqVO0m7Wc1253llYdMVoNxARrNKzTk7wfnVv/xePBbpfosW56738OPC3/IGDoqf9f01ANnoJMneT",
-	"H2aFjR5SB3JlmLCclAeX3NfqhTmWXpK+5KRcSCOxFdwoMCcr1bYYdCImIdTC1hv3Is4+VbDGuAKuGN7h",
-	"qcnQWqgkoTo0OGETejGHLAby5v8PyAAt8N9/xzvwmGmQNH5LhBF4mxOfFZWISuUEUAscittdIqStKDec",
-	"kjeuP5xLIH67m1U0s0AzDx0H2YougEqsKP94yDHT/ELwNWtgadeucsTQdV+hV+5A+BPBJPcgZH/Wuw+W",
-	"tMf7tkBpn8qoFpEMnxmGSyfDmIUkpDJ6hadnCU9W6JyQZ7I9nFY4vgRSBfw0Q6kNBfFoQd2BGSvQYJNh",
-	"lsLwQwhCmDIAVXrYtR2VZReMswzNCOtk37oTrXKXo1i2roVpczkk2TumC7OGb8Ke89lpW147zdAIS57k",
-	"G+MKl9iUO1d1thkUeMj1NIYclVGtl4jK6BuLQn41+NoAmeU9Im54+dRZBbq+ZjrMXa2udcrBrx99p8qz",
-	"WCefefYzV28ict6pNSxjxiMy4VfcTL5/oDB2wNYMMGh1cvppcHT6+eRgcHo+ODo9/9A/ODg8WYBaj+r8",
-	"bZgV/BgRiYvkv7wbr4rIc7WTBIfVpJfxobitd8boLD9TihvnEgkpF5yFNM5rZQfERamQEYvNgTHhEmiE",
-	"LhIhI2WsOessQTeJTenPnSVS3GSh6H5XSd9M8YErvSyzdOyKyBu30LcB3lQJSWh4BVGdhWPJ0SurBUXz",
-	"djtkqZF6/gGNY1tYvqYdVRsHzhFO4dt04+DG15lM+CWy5Ss8PUd4whQFRBdCKyhSwigLPsvxaYOGV/UB",
-	"FcdUXimytb5eacVgEctIVFYZW4obG7A9ptdAhgC8ACEtrHMmKzRiFAwXW4FxePZy2sY57SLqMn5NY5b1",
-	"RCYS/oBQW7PqZmzML5xJDZrthVffhn00bwfR8ArNINyYgYI/bV7m33tBb+vHFqmYGR2exPDJXl5/d3UG",
-	"cs0wjJjoUCQv0Ff8H2z57IXGcoghugSHUF1xKYwpS+qR6aOBDkUmqcEXbH3iVKOATLjDFYSpWfgxapKN",
-	"/3Vxv+RNGNMktUg11wzmrQ2DdNpWdjFVgz37OOdvFH2Q4LbybJk8GBYd9JDEvZ0fgh7613s7PRFHThBb",
-	"AANS6OlwCV9fj0wfC755BaUXpC+ZbXXw4AWFdviEolCfF+x6hfCRkCFEDpvyYhRzCReILwJ9N7bZSnFN",
-	"DjQcr5MTALTzrE50BVMynGjCBUklSyAqt6WtQhJuyrNN7LGzq3ORWBqvkM/zMjj3cDQCm/xoCZLV7Kom",
-	"JSeg6WKWtS2bvez6r7GwXmgJkTElaIyxHuafIcVUYrUCDx7Dc+W/Y6h3z7uIFoYE0dP/eDbsO0Jk7Gco",
-	"xPjlXCXLJozoAgvq8+C1SFhIFOOXMaxFhbsFM953LAsiY6KzS48ZvwxswUrMhVEuuwnfEyDmVo3kvKp5",
-	"1vgKP2QcQVhLyhUNbS3bPTKcalizbBDSmEhIgeqMCgp7132nsNGZ0nm1hyx0ynYLzG8FbWkIEk0sx4JP",
-	"WHCAC+DRt6FE2uaPGHNFOZkWRTLPzsm77f/dQ+nK9s88cMW4+bXLJ8/6+O/0fhpuR+/DLVjb2traWntH",
-	"t4drP4bfR2vb8G70nv443Ay3otlWq1ZrTdQl6qyJa5aY3ZMgP34/2gq36TtY+3H4U7T2zrzgp9Hm5toW",
-	"3R5+H76LfoD3o15BgC4PN1Z/S5v7JPpv6f1LwkottOR+5Te2mW4EMUPNBu2Et6/68UuKu+ARoeTg2AZZ",
-	"iCSDstYRYdmvNobZTX5dMXHuygXjraJjcEINDkeQGmDlmhwco6ZubfxSa1jDmixlZvG7ubMwG2PeW+ik",
-	"OyCU57+2oxHsGvMHhikQGgu+GJQ/4KK+MWS+0JRHk9ScSj+QhPGJtpWI5qEU9wzBNKfvYyEiUvapYREn",
-	"sdht6djm1XP5QkHQqIAHx7aBrW134HqOdQbCr1mo/aLQDWt1zNz9EjYqBdhjywV0YDBjeN3U3QBXfJ2Y",
-	"hlQaY0xtQ52yPoxPMb04pN5JyTML5nCzeoxwjrz7sF9nclv2el36rKM5VtZqysK8MWIxrElIhVzgDMSW",
-	"R7htREFmsxL7FBEc7VA36C6hfGoDsTJ5xUcwBwZ9PzceB8sRi+Ech3v0MI520vmNBUgUdK2LkrDfvoZI",
-	"PN8QCWxfQcMQlCKZoBayj+VOugq+2viKzVSMuXJ7t2FHr61st0e44GsOB3LlOptTJtzZVLVAtMLZSxiB",
-	"BB66/vs5VExSBVKTFCR5k/u6zBOBGxXkWz9Y7OFLLPN+03BhFtM35F+9Gt+8LSQhRUvIOu0wNsOQjSEb",
-	"Bi0wpEzuJzFwCiCrr9Vhvn21ZV5UwrHRLwo8oTNo0g4G8ZKn3pmzT+PYFuJeJ6cpcIVuJMzodT4eZ46E",
-	"Y6GAk6Ht9IaudpznG4zKHorbNYcaZIywERCIFWCnODeE+0QXvYCz+AzrY3dZNEGlAgqKcGBLWQW2Z51t",
-	"jWMb4tibRmf+0CJ+xXxtrxc8ZX9sGytDlm/CHYTh/IOCKOWcnO9b1NTKl/001bTy1y/xYJciDYtLIsJR",
-	"zI04WOZ0bZIfE/ZeBrwYIS9kvFqAJZpIbPI+H1nRqI5BqZ/d0ipHNR21KgFb2Ci44hMZU0XEUIG8BnsN",
-	"6PqbBeRmzMIxdkuS833v5jHAtVB7MdWNlrSEyxIaZ6j9Wufo8eocQXbTXN9DrpGQZd0La6Wsz0ORGMh8",
-	"Q9UVROVrf5BY+UNM9KUo/cKd6dkvsjfYuCc9BiZzBoogjKmVI5Un5Aue2zEDBX8GZP4KwmPPOH564gQW",
-	"llGrRJe6tBWbOmSBsT45P0tbyUY2C3cD12StzKYCYjddpsrErpuSynr4NYMJR/O8pd435tdx06936rjG",
-	"nq9enefq1clGyUGmBH/5R43wb+NrFvhRdu/Y8aN6e8fazPgg1t/K3DlW1ozdkMX62KS++bICuhiBVOJA",
-	"U+zUhw3L4il6gYprIQlpPM2Ci/DavBysVIeN5241z8jT42bmu71Z+bb7lBOGxSibVx8w+z3v60mdFLRC",
-	"FUfsJzGOqlNYbCCVToVSNFwaT1+dQC9JaUROsO4fJ1rtoXJhC6xKtGylS4sas1S5Lm625Bx2JnJtwxEX",
-	"RyKOxQ1JCxe3+bntZ5QJba4fDqfERQt6kG7VBloPgHHPS+cRIqlVeGy3KSwtlW/Qq/bzbLUfccOzDmHV",
-	"PSuLNgptua3vjMMWa9GrvBLcDZ+14MibijS/LV6W59yV4/FcqaY3TtbfrhMb4MdFERnhk9oV2wo/qgs1",
-	"6xZiYctoCVhKYMyUFnI6MHg1ZDHuYs8W3fZrG0IkLsnXUBO6BSw7000CpuqtvdtuoarkdH8aNSV//fJe",
-	"CEU1UhLJ6UBO+I4N6xSTOFob2g5TeJiIiSb9A/UalfyC4M5yyXz3uQzdlmktRd+5Wv3lADRlsYVSSoZm",
-	"nzD9E9tIv6Gu6Pb25uZbjJKbbUW3S2hVvQEohey4t9syb1lnRpnLe/ZJNKA6bx1ag5PPLO7usbo6mve4",
-	"LfoP6jH3knzWCNBRScqsbK0kzRtoIiy2SZyr2RoThYXrKdKPNVbf7mJoLV5cDaczlgy5GVONl8Pm7HHn",
-	"PSnOe7/IfjCv/g+WW1x/ndTivryK7bO+akLRtaLW3LLYS1Ob2QO3ujhAfyS/sA+7mTS6D9+/M5++Xegj",
-	"nXUGcJuGnB/DZjq7zmm6zNZAhlyx/+BjyGTXhrJIeesE/Z2vkSMJ8BcYpUJqRY4ki+i0zi+67U8HMgRr",
-	"0z5jhspPZl4sh55S8VVLt1e74QWVIMIdtSU+lsBYC6UjM/u/NuogVL0xxxiV3Mtp821UrqRgO41dkkqh",
-	"UlfswfZ854IMaXg1YnEcGHiTkIhrGpuxsasQZuBnqTxv/ah3ZKf9AgGv7oIn98+4jHDlBTf7q7boZqn5",
-	"ZMBmX7/Yb1Iw2iumvaTkROv5nbszWQ3UrAei/qYbm8sjGq2TvvP+Ol8vBtZRCVjK0UFZnJtOQuaOEWdF",
-	"+eHJDvoS4Wkechi/XtXx2wqsLG2fDKzs6xeDVflOMKHRK2S9pJpBuP85XIj7cORu/CEYr4ersxlfrO3K",
-	"MQTM1c+giWrsnJ25XI11RPG2obi4tiqZH7H+aWbwH4FXhtZtFKR+NoJ+Msw5zrdwMe4UW/2KOC+p9mwI",
-	"qc5utYuzZTXIiYFeL1CR9iyqcMHXRElbsj2fVdZDmUdETLTS1AJUbIvXulg+nK6DpV0iwQhelq+SgVOx",
-	"mpr4F3jUPq9PiUu4Ia/A9ApM31L92etuF9l6jADSrIrMkTQ4wgnl4bjSnJWElBMFBqVubASFHddMSLt0",
-	"qTRmLluzVG9GAV5cV9rFYvnnXTJmUQT4LlBaSIW2oISIhho8MXqf8IXPrRvrt12iwtL0rLYsDW5x8tqQ",
-	"9fk3ZLXi2LoujQ8dNuA2K0XhbzvES62cA1vgNAt8CccTfmULTTiAoIoYniTC4IG8isQN3yUplVgmGG/u",
-	"qOulSm7GLDYWvSFPDL5IFsuRh7fPv/JElWSzFKhtSSRkQnWjxC4U9KCXjditFdHjYYzbMw/K7FmmeUWX",
-	"Z1k9/NaWgcikGbeqBmVwVHmdSeNExr2d3ljrdGdjY2v77+ub65vrWzs/bv64iQznhpiv62mTrIdCaKUl",
-	"TQNvdnZRiGC9lIfoUlfnBTAvP40J/TUl0Ss1qUvDYk3q+TH3ooRxZuZoPtghiK0BGQullesYrQLMPgiy",
-	"qVs7Livgv05wCOX6q5UPWzIUEbNVNt0kqPmpZxZnpZ7EZiGV1rfrs2mjwjUa80Tw75RMh2D+mkAVuRXl",
-	"Ya0GOj/kwbGrl1HqQ1fuFG6Hc8dPhdaOoTz0rtTgDvJOKgFWHLSVONAqLg1nezHMj3V4a+CMeVIB3byA",
-	"yUqacXnJWdrL/LBHlRIpLiq0Uj1qvdJ/zqzzy93/CwAA//8=",
+	"9LVHwyuIBlQvm+0nloDSNEkNOexDw+nAwbQ5S5YfGQbKjT2l4M/lumzIEhpf5E8qTfVELXtsL7y6sD+0",
+	"qJ6dbb+V3pyPFRRr96/oS74CkevPxRt2vvaAG9X1N/uwGSSWQKPpwP79xUOAvShhHM+uttuU2f5NyBxS",
+	"GQ0kXDM8GduSOpRAdXueqPDw1/lJATecG5W+GwoRA0VjpdDNfY/GVOmBAuBt5xQzpeteWfu2VAq0ZIzx",
+	"14V+UsS+gWcYsuTMcTZJ2T7JiJUvwQ1bJfP8XGf3vrKbXn7OGXIff9jn6aQtb87sfMWvsLnp4c/Kbi83",
+	"uMr76KyUfCb1+9pk3Ix8Gm599pRk11QDcb8KCNUkMXbn+3fkF/Zh3Sd62eZXiRAsYYby1uP/mmzVOSik",
+	"RHscWQqjBUoZsE8ZusDm6HMxFjecCB7CLhE8nhKmFRlTNSZMEaWFtNbjHI2cDdzIxpgTmV5Q2NDZzBZT",
+	"6yNTbanENCTVfzQnl5sJlZJO548hHG/xfD+nUWNBTBgvf7o1u5CFoFuPjnd1E/wgbluS0hy7DY+tzNfq",
+	"A+WOh9LC9deeAAq0ZvxSdT1DZzbdkSAoOZPnYH7+lc2g+4O47Q7cJYI38WEXFGuHbtlrFi3icYTUsO+K",
+	"IvpB3D6agDYnt3+u+2agSVoorN14Y04+IojBMKbzZqlG3r+gN7KGZtOfo9YHaCTVKoVy0lonlBPedAbG",
+	"UFiqS5SIDLWsn43lXu8hYYk8tbz3s2gtJB1xExWSpkZdWpXCuR9Uxa0Wd306UVk/Nu9pBoqGTt1R0a2n",
+	"qusc3tJQEyUmMgTSPyM0iiQoBYq86Z9dv0PH19n1+7e7hAuy3z84J5LyS1B463VyYT2b6M3MyFR/8bnt",
+	"IXJCb/v2ye+38cfur6168ja6yShTvETnhaR9HKxGZl8RrM0YbdDaywgPvWOzS1pEfnf3/WCOg25o0Vih",
+	"Nyu9Fh0cTlJMNMgaVbVMvcI2KAVL2IebYccvMO0OHcU0l9mpd0vf3828ezJbrdMeudnmzy7alcdBHafo",
+	"rgI6Z9ZdcAG6CwvdlytiZs44bO2Uz4VIWvuNNbuGQQLJ0MU3NVCoumojzHDodGAsoyGLmV5qsvxsn/i1",
+	"eGCRvSduOMhBK6TMblCb/LaZ79rsQY3zuriudUf0zIRLLm0PqYLZvWoGhGY+jyNzyH0rCh1SD/SpIUwX",
+	"sSuC1eZkLyOzUeWG4nbNxZtgTJwYYZAc0pdY+hpZbBnUNu8XNhOpXeuF8xXco0WnSkMu2q/s1b/SeALq",
+	"gXwlzmDyeETyaS6lTXetD25TDHzpfoHSlphnVIfjOUosX+sncQX8cezBmA4h9nJOR4VOm7l38gLnT2az",
+	"agZnSKzuml1OgCo2/GtMbRgLzsrFms4gQCuXTWmanRTAe99fnTHZ/eiT97Lvdk7N999AahZG+FCmUzOn",
+	"xuytX+10zyRLOjHqFRc3fBCOIbxKBcOjpCsuL5jZw9094fD5ZUqxjqVuuPyXmRIV9EIxcZH4S9+4b3+K",
+	"tyIJW/7QR/ur4g5x+Vvsz5zu6HEx7TmVvhqsibF8CiO8Gb9mGiNNVECG0ywKueJVWrpQv7LlJjXQcsJD",
+	"mt+1VsP5JkBuxsDz0HqQRuJJIiT4Z0n0mHJir5l27XTNH7hC86UUk8sxoXHsoiuTEmSU3OAuJGP5cYo/",
+	"6/ORqL06VHm0YLZtFR7L9maeHDkz5QziFV2taThOOoR35A82xZsEIkYH9uOvjeEo6Kkx3f7hvf8r9hcM",
+	"hlPd0EM/S+LKEnJTpTTPyhvymfjo+MFoRN3imfILg6WhVwegKYstLfOo3Gaktz9/uDgmXP8F8KjAMk3l",
+	"Jeg2Rurs+TkzQD6X2g0oTaAU7KSsJEUTG/dmo+ltrLg35KnI2Emp1iANlvzf3+jaX5trP31x/1/78nUr",
+	"eL999zcfufepjJYywWwEdDoZxiwkEZMQGoOYhFRG66QcSWQ0FcqJGCqQ1whYAeFCk1QKMTKIFLNr4KDQ",
+	"bf9k0VjLwqoeKHKqdsSu0U3e8KVi8j4mNBt/Ri/hQT0QyF2+S6oiBWvpuUovwSV3Nfda7Fc0mzYafmOV",
+	"6J9K8CLzp7s5S6/bGxT2obYRorN+r1IsRLHqxdS8oNed9OauZF3dXcAiSFKhgYfTJtEY/eLnWWZhmWbz",
+	"85nRcGZft5ycnZT9x2S3erbJB1uyyi4REiUbKxxTfrlYaa61yzD6/dIcNag+R2w0Aqn8mvD9+Ni8nJGv",
+	"wUupmLLkVEYzd1s9EUegNAYyWeUg/4DDjfmHTyGoBEyUFAsWxS5Agptf2oCIGqWiukBPBtT7d2tDpsk1",
+	"jSdAqCKURPYRYgfBM72kjxhl5OtWsPWTXwcp51a2U0UwcCCeLkkTLSWSVjNM53UP86sWqaC/mJ8jA8y+",
+	"9J7vOWYv+cx7fbw0O7cSB0SJs7z8e57pcta3ewHx6Gn8uysCNjJeOG7JR0cM4kgRLYgV1F1CNYmBKk0E",
+	"h3k2mdEbZ64TnXZcfFjcKG5vbm4StNEWBjh7BzRfVkaqHWjevdTgHLN0a3aEHWZ24IPajrOTxgFqp7OP",
+	"WeAFv5cyj3pBKfWuF/Rmc+/c9/M5Zb2gV8nK6wVzSYW9YCYZzjwzm7pnnvNk7vWCXjUf0TxbSirrBXXp",
+	"Sr1gNuHLK9VlcrY8fx01l24Wkt0YYhMpobtHNOiNjAz6M4TFaAQ8YvySMINJBH8aEFi/XCd57pH67fsv",
+	"XqGK/QndZmD8yqYbG0UBXP6kGabBhbtzVfhqNAAZTxLK1yTQiA5j8yYOu4Rj9huEY+EycTPj3p6lfkwA",
+	"qnwwozi9gkFIlRllxDgkwLWxrM3WzZ7AdO2vzB0w+PI//uZ/j5bTAR1pkAMFoeBROeCwtOw8Ua5GI8Mb",
+	"i5GQpJIfadSvGmbeJTgkJi8X1TdmcKjOe7naBWnQU5PLS1B4wRHW+AFmcAhFo9j9MkG84HSbCqmPHDsV",
+	"+IT5jEEvofIqEjfcK79HLIa9MASlzsGM0inQbtUDlQsN3jsqqYn5rjiTflh4uDXzzhVLronXyKMxmhxU",
+	"c6NVEgvN52zoXCecoSeaCz0YYR5zMHfiVDfGVflpBaqJg6L5qG+m0phO651NS1zSCzzPE+4S2JZfPEgY",
+	"gQQeAt49cEHckwO8DAyIfYvRp+1S/EI5kf7bzspgy+XMDDNDmOpi6jb8HBrqrrN2zYjFJRqskxNh2blI",
+	"ph6BDscOuz+ff5zXDIstnjGA6Nroy9e/B+/f+W2g2f1fGNXSght8s6ibg9u3KlXGWqdqZ2PDLDcvLzFR",
+	"IBkfiYBg4ZKAjCS9NOdPQPpnazHTIGlMUhdXNxZKY6w2Xi2vxewKSEqlRphYstDVeaaeSwyitpTgUhUe",
+	"79nY8rIjg1bPYWwm1zZurivCBr0JWn2reYYq5VdmyhXNrqYUVFd69eKtenBvdYkrnsBnfSTiWNxUDqg4",
+	"Rj2D432vpWPM8HovmWjwHkzzsZkVn5IaU4nH3IwuiR/vuCA7RYzailfH0tgOHCLiQh93yR/C/L3jtDwp",
+	"EquxaSq1u2hmkjhjIBtvzNL1kh8rn4Qdy7uOGTVkDpa21te3tn80EMM1Kth7F/v9vjHfJQ01SJWXrkpB",
+	"klhcspDGxKp4mb5JOZnwEKRZoi1nV9VAnda5uOBNGWB///12e3Pt999v/3745X96ITZf1lOocrOs2EB/",
+	"6hvrai+8ehLFszDtvPtPw6vBkOpw7CI5bgzf6onktjQX1sYrVzpqAgFz5sHisNligkErcnZ0+puHWoT/",
+	"FlVLli0kG7p2zuijfhImiIEqKBukM4WIzNckRnmcq8xmn03obfb8l928OJv9zv2Vfd/Q8K/xKJwbFtTC",
+	"Dr2sTFzDV4nsXmBxlmR+g9BZyHGMTnzZ7pDFl/U1rBKUjmPYKpnV423CzclVOmryD+xZWl87ppjWi6zw",
+	"Y7kdblMmQbWOXzUPRwOIFdyMQYI/n7rkDVs0sisIWHi2PEL9gemEqqsdskUOjgOyTUaoGymjkgTkHXEq",
+	"UUB+JEYlmhoREzc8qx8YkK33JKs6V64d2DbqqlzXKJts2fEzR5haZn1w3XWBWOXzxCC7hslEHbVdrPZX",
+	"lNNt96gV1hbT9ALGzDgzq/ftUCnmwFO1eUr+eXF6QuzPSw4P93zQu127FGvuwz+U4Ovn9KbE5R/zkNcW",
+	"m68goVyzcMFz3tIBs17omHHMo0mAcsYvrTKMTm/KI/xLgrbSZAz0PO6MyEkM84u9F4/rtU1vaZkMU5PA",
+	"Ub7BcgMHJer5tvv4QUPVF5d2WCXcrEW2aKfSXDXBZ0El8dZTkRdD/Yj90VoiIvvhSEhyvH/m8xAuDWcr",
+	"8pTKtZuK6r5ZyrFbpn+TjeU5FwZhk8mw7uk1qwuqPM6tVqsP1Y8Sw0jXDJEfhi08kFgYm3LB0Vh158w6",
+	"cYMpQiUQliQTtHg9gZOVAOmFpkHxS2TZaDpIovssDRRVQzpaVNbGGtgtXTYj36HnlITc51QddKkIzQ/3",
+	"aGHMKZ3Ggpb3o+lZg9rQQIvB4tnySeyqbdq6xD73ox1HQkTDWijJCi/fE4kV8AbGTpFwZIYY41EvhegW",
+	"t13xWZb3LJgtkG/nVgiLj8F8FPFvytzMM8Zfmm/ldvvBFcoSV92TJ3QF3bCxZehm3f5q7tHEuykDLljd",
+	"BfAIcwi6lSXLwX5G01WkeD/3JxhGcjqQE96sVmSO5P5MrK3Nmfs21dhLV7nk8zDoPcSQ5QjclEjNIXo2",
+	"VNDv3bQZJcr6NrNn1K4xeIFqqwuEIo5pqqCapdYSd+dcgfPzK6NeE4fSLJ92ciuVeM138rTzhVZynlbx",
+	"hpaWdq/Sd+zCQIj5RUC44GuQpHpaBFfYR+mtTfEinz8drf1or6d3XU4wARcOSxVRwLVfhDtrZguEv7qW",
+	"X2nMImNECh5Pd7H4OGQ36P6IgW8YKrxq5kyojJaTUE/MDmWXeeRNxAxxQ11scEniba6Ugnj0dhXRXgBk",
+	"p6nl2LJzo5iKe6zEbgokozH7CyLrOSj9IIJUj0kEkGJ9tqL3k73pv4IpXv5b67wTYjZSaj1KrEc7nWEw",
+	"85UiVF1ZP711GkZLdmeXMO5ycoGGY9v5isZKkCFkOwzR23sE5aou2hmMG+LwbFiMsq0MzDEELNUYDUMo",
+	"CWPKEiJGJIKYXYOcurigNAbt7tzm7FMnLG08kV0t0EXHxyMacxkXtllysziOcgprXYzcLMln5+NjmKyY",
+	"Q/lme2/t/2RJpfk/1wdrX75uBu+/90cTlfT3xV3ZdklKlSJMkyENr8iEu2QZ7/FVqmDwRE68brUogoWF",
+	"estVElqWTrHO7eIuqSGLpTageuDYoWmNMXef1sE5n9/Ezb058CyilkgdiqkNJYPRCnHpeVzOQj3D/mqx",
+	"f7VdVbMGV2mFj/NBKqHZWfj3Iq/L0WInVm3+kJXva1CNb757g28ZpVZUHXwF3Y6DbpliqAN1VIC6Pda6",
+	"aF/nCPxmfGtndb8hi97OcVU3oIca3l0sRTSWrqSWBDe6RdnkO0e7PGOThyKxuZpioi+F+afvqsGN8eAO",
+	"wUxWniA00r363Grn92p3f8Ko9zSeOsOb3rcXbPWMyKXGsW37R6zbYoBdkqxhwgEi1SSG/3mY0k2BwAZ2",
+	"1BxivtTGXDLbWU5VtnsIJ1YaTxv64d0llywOrEay6se7Raudz5NxChuGT4WQ2oJNyFoDbNWGp20EYYzB",
+	"vJlvzvJhDWJVdnAmJec+XiBE8sFofZ00xZqb0M7y20bvu5dDLVfj8vWUZu/d+oxe3Qt70tSwiR9i4VYT",
+	"LYj9SeFR+ZH8wj7s2r7C5uVEaTpVnuLLS1JEnluRkIIUgReNGkGPEMkqPcNsVGtb0+UBPbz3VGX6HmLK",
+	"r5kGaOAU1MJW2wPyxuuhLVyEXOhS2b4VPbbc25Hb8IPryO0tANCmCHLWiaIVGz5mvdR7YN+HY0AbN7SI",
+	"f87yXHVkNXU//PDN1VXPdqO+rrq3nPrM5peUt3nS17GsrXig2hYBmcQxieyjGL42W3zcFeN1VAycPNpp",
+	"FQvLPjFsj3cl6EWxA5K0yhvzPvIVnVWPLHGQCltr5UE9avb33Yly36Lfjraz/NFI+mxm3L3VFXxgrJBC",
+	"eQNE90pHlZOkvIgtXoZinGVjA/QcX3PItZz6i+yim6ZSZddTMeKZe1bNKJb1n6b+UlvhvF/dOUf9VRRn",
+	"O7lOGkvb1T+CUVjLSjmtltp2fRS4J8rh7KBvV8Of7vMifX46zdnKUrFbitxyrfEEbma1gxU1x3tgseYq",
+	"10emdIf0uUe+m1tVk3hMFeDF3SMurIlthpvNu2hd5r1d9+JOuusDEX822aSepBkt7fSDXt3NkhDJw18J",
+	"lQX/Ke6FCh70ZedQGY7ZdU2ST1mZfPzOJV0kc2mESb1S2bDYvI9O5cYPnbw/i2tOMWUrb4gUsG7DGMo1",
+	"G2rbVXQ610rP5pZyDbnKvaNW7UJdqVPhDZ1JGGeJ2ZMtX8xNqfdDHo+5eJhN3zDV+OEO8wjHlHOIB6X5",
+	"hDTtMJNsoOyideko3ukAv4ZYpLDSmsq6X54JW642UT/ee+/avGUlOkxsrnRFhzFKFSdyd/4qg3Rj37lY",
+	"4sVjbC8bA8ONO8xDUp0tZDiRSndg3NIQaV4ls8s47gJ0MJxEl6Abce/m9jvfUCU7qQNNJimSNRTcVmwK",
+	"p8sH2lwwkIYkXQGk7hZg8a951ni76hxLoHcFuO0EsSvBanco9T2ZF6evzHi2MPYtRGQ4xYM5lSKahJq8",
+	"+X6b/MI+YDt2TShxufgNK9o0xO37wOpV4LkrJHeG4U7Q2xVuu0JsR1hdBUpXgc/2eLkSRq6Ci0vCp2eg",
+	"xbfPvj30iluVCsEMSnoZdo4Z63ahTsR84uOHr1pErIHmOiLX7twyJKljTg+v18Coz6b4hPnethh067LB",
+	"XLuEhyo6/6EE3yHU5nCh1W1rvdhyEbskqy29QySmrxsDC279eYGjvED1wpLv5WLWd9Y7+Th1hVIqNaNx",
+	"fTrofSSWuwUEOckrKywmUb/BZ+2rfuxhihzYzo3Y9JrY4gDkDceUtEmSpcrsuEKb9JIyTrQgCoDEVGMd",
+	"H6wN+nb+Svmp8/4bu3MK91yZlyKqYU0z9HDM2/cKwolkenphXpzph+X2zTO0/sfhyacPp/892Ds47p8M",
+	"Pp3+cnhC3FW/ecyWKDY0xJUgmwGVWPnBvXystS3idglce2uT7nGCX5K9sz4WESU2yhjjK0vZgqFIwJZQ",
+	"FbZKk1Gy8MnvFBZNJv0z1WAud+hitv6Z6kz2hZCRSxwkCWXxUNxiJMJe375IrRO8frHlexR25SMTgxVk",
+	"g6Zs43prYyhuQW18delLdxt4havpFSDRyuvcdTT0jWW+yEasjlAiOznENEIsu14UcAuplMzV3MaWExiq",
+	"vVvpQmTz4atdiGyuKdMxZJdMZvV7Z/1eXlYaU+031zfxjjwFTlPW2+l9v765/r1toDBGjqpOHwliPr4E",
+	"RD0ja0jhfmReZH76Qdxid//ilMQHtjc3Z/Ccptb3xgTf+MO1ebAy1Ki5f/YeZIEZJoxjgjNdN4t7t7lV",
+	"N2A+w43PnE70WEj2F2BXox/sdBc/dGGTQ48oiycSKjLZ2/mtKo2/fbn7EvTUJEmonPZ2embudpKok1wq",
+	"9GuaB3pfDOQLtYDANi6tyND4IKJpA+rCLU1Sm7mUZ/n1NNBkjcbpmGbe1J3eJ6AJ2cPP7oKWm1IO3byr",
+	"AqCWE7h7BL7w8YSBIQ43huSOKxps8AcalVI/OjHSu82flj+0L/goZvYkeHDOsxtEqCGFh/fuAp/MFyDo",
+	"0mOtc9jPnjaU2uoMNAENUuGsfGsqfrLhGrqa2Xbma+B0GBteQ3WjNfOWg8CfGfMaAMcONTbeFvOEH5mT",
+	"3y1/6EToI+wg8hicfA42DNFuOhZxZAr/2ZW5N6xmsPiEw/PUnXErcPhD8lExxRpuchrQC2IGPFBzLVJZ",
+	"Y8LPBcXxOk8Yp88RpogaixtOBA+BMHdflytmNrgVK89gYCx2ghxTNTaKVx3P5Mf24+NiqbxmbzhhcbS2",
+	"VRSRdKXw3NdpTDlHTTtLI7a5x71/iwkxXyKVb4S8Ws/aLxcPtUPcElWeDnNLk3CxF4tkxkZxapUbOM8a",
+	"gp+v9sFnyDliUuXWVHfk3vhqYwMkjKqaSnU78x+5Xu1ZQAHawxjcbjvjMZW10mCW7VF9rJfwFTWfYOkv",
+	"8S2YEPlUWlJpnU8ss0vk9FVXKsvdIW55kGlIATHYb9h9wvFfmRDcj+htXMF0iRb1C0xX0qFay8pD8mO2",
+	"mBqONNR4cbpWxjHf5WehIm9sl08byhRK0OptC/3rwjxMYztUQqdkCNaTNhKSSKFxe6xHcU5FW3dVuP+X",
+	"wR+S0CtQ5Hj/jNDoGqRmyvXmxE5/+EOihXDJTqjauY5Hfk5dUXN7LFzPqpV3gPV8kU8H6vkUFqthHG6e",
+	"v+L1eHqU0GOQudmS5e7dI5SnRb0jl0RR3ZM+DyU24FVkpu7QLgF0arvgw4qb3/yLk0vQisy2pCaCk2Ri",
+	"pd3oX5rFhGlszKayYAzzmkWKmCvSdAH62QttybqScM3ghqQTbD9na4Stkw+uSMB6S+uqoMGTyHRWJ2uB",
+	"GLuNzMq0PHNbant7+QPY8eTQ9dJ+JCdYGtMQysdx1nw0k9wOOBDGQPkkLalws3VdqYaA4OWwCsjIzlyh",
+	"ORdTpd1FlpP4otGKG5f8IYa5h6ZGjvftTy+yHOhn6mqrTtPD7O4HxGaArL8o/+vsto6Bxhh605rhsFHu",
+	"YovhZ6Geuds1n2EN5uEiX6TT1fU5buJzrdnZJ3SOshSnurX99/XN9c31rd6X3Bma+UrbnbzFep5OmzZz",
+	"WHT2mh17dV62BbxLpoztSG2MCtaeY1rZ6vNEiYkMgfTPVGcE3Piae+qX3rSaHX5wh6N5ie04c68SFvS2",
+	"NvGfPyA2tOTrp3Y/LpItZIxX56NfR0XqfKdWlJQrmKqNr7Yn2t2GhGtxZc1Tr1fpHK6F3WrCFGFJAhGz",
+	"pjN2AUyoWekuwWEYvyT6hoVArgBSa23amwn7lmhAdb2X6NzO5OGE8ReY9qPHcWfWsbejw6sHpmd329hd",
+	"K9xaYSuFWivrHBst4CmDZWzymkoTtUusq9VFPJOhiJitmuDhzSxZ+flqzvkMPWyHVHhxWrNtorFAY27G",
+	"OxtfXX783YbL+a5Hwj2XFO7eTSWgU20NPeNvzk9Pjwd75/s/9389PEBHogIeqcBVqLTlOVVW4sua+n8I",
+	"xm3cdQ3XuVc+ICZieZLojOrxI7FpLTIKkbwq1O0kwbEH9lAVyX0IAeJkra86M34smmI4+hDmit0t4OcL",
+	"0Kc3LjrmsRi6o86du/A7h+eUF/x0yvarzN233kKVYpfcCd13ykpDF+HLOlEv9ttlacz/gGesgGSTrOO0",
+	"bKkvy39LI6t+GJMsI4DXd+cPozoGeemyUy7ZNXB7c2/rHOaXgnPtytfJv4xGO1fmLiDUKLfY7M5+Ygy2",
+	"88Nf+xf905PB/unJ0cf+/qcadM428AmDz8viUJNtvbW9edcOhKvrejoYbiogJd9HYtjjFZ7bCSXKFCop",
+	"LruLcS2aSOkcWmNimao3B/pKYfaYCyEoZaORN0VgTeCPc367TvaKBxRJKLdm6K2xEdCXGbhQ7ABhIciu",
+	"I1VQ4hXujBGshT8lIeVYVyHU+CYXpO6VdyTf6olQ2Bmkt9MTqSIxTbVIWypJpXk8nXCWJrE8eMbleT6i",
+	"WD640CArz6RUNheRja/4/1W8ibvEm17LtIIYg4xDwUfscmK5GPne8fqw8KmNQcIibq/zL85vM67nO0X6",
+	"B1hH03ycUryYdfda2YJ7s6xa5v1lJca+PApbL/NEPj47P2dfZAMBqIn4yKs51LsjQU8kV+5eI/s5UWMq",
+	"baUcGsdZsJeysR/Mofguzm2ogOvyozami6pC4/u9t/l7z7o8KSfYB9q16J2XjP18oH88aJyXqwP4M9DI",
+	"2NAPyfbFkurYvqDe885jfbfd4IFzqgFDplY4J8xj3zda0DVlMR3GPtnKCxp4baSCj79TpQ0oCVjevNMY",
+	"Sz7P075IUiphjfJoTYHeIYpeg7KlIOcsIQJ/TmjsBA3rt+hCQt44ETFPcsGBwC1TWr0NCOpxN0zBvNFk",
+	"JcqNVbLEToTT0klWsN4WuDLSa8hoNLF/XpyeLBK+C/qgDl6f9HVU9qoYpzSktugeVVfmTJTMVf/wlJLv",
+	"bXrKZe/0zC62CQ+pUu1JFMbqFBari2Z5Uc56zx1wusRnvhiYsjfsM0czG2F4StmfkveY9qLXIgVB8GuQ",
+	"imbNOr0qwp4KXSH3UitRorQEmtjLLmPukTcGjlxKnW0d9Z0ixf4TrPD8lghZ/cXBMUkpk+5GlEOmWyhO",
+	"UzUWmihIKNcsdJempao9G5U6SbtZQ3dlzVpMMEHtBiKCVXrWyQner+7t/+KxQPdLtDh3vZ0fB/6WP3BQ",
+	"NMz/rwnIRi9B5m7yw6yw0UPqQK4ME5aT8uCS+1q9MMfSS9KXnJQLaSS2ghsF5mSl2haDToTtgYUtVO5F",
+	"nH2qYI1xBVwxvMNTk6G1UElCdWhwwib0Yg5ZDOTN/x+QAVrgv/+Od+Ax0yBp/JYII/A2Jz4rKhGVygmg",
+	"FjgUt7tESFtRbjglb1xnOpdA/HY3q2hmgWYeOg6yFV0AlVjG/vGQY6bthuBr1sDSrk3liKHrvkKv3IHw",
+	"J4JJ7kHI/qx3HyxpzPdtgdI+lVEtIhk+MwyXToYxC0lIZfQKT88SnqzQOSHPZHs4rXB8CaQK+GmGUhsK",
+	"4tGCugMzVqDBJsMsheGHEIQwZQCq9LBrNyrLLhhnGZoR1sm+dSda5S5HsWxdC9Pmckiyd0wXZg3fhD3n",
+	"s9O2vHaaoRGWPMk3xhUusSl3rupsMyjwkOtpDDkqo1ovEZXRNxaF/GrwtQEyy3tE3PDyqbMKdH3NdJi7",
+	"Wl3rlINfP/pOlWexTj7z7Geu3kTkvFNrWMaMR2TCr7iZfP9AYeyArRlg0Ork9NPg6PTzycHg9HxwdHr+",
+	"oX9wcHiyALUe1fnbMCv4MSISF8l/eTdeFZHnaicJDqtJL+NDcVvvjNFZfqYUN84lElIuOAtpnNfKDoiL",
+	"UiEjFpsDY8Il0AhdJEJGylhz1lmCbhKb0p87S6S4yULR/a6SvpniA1d6WWbp2BWRN26hbwO8qRKS0PAK",
+	"ojoLx5Kj11QtwIUe2Wfu2vlp7FPfprcGl11nGeGXyH2vKPQcUQgzERBECK2ARQmKLMYsh6ENGl7Vx00c",
+	"U3mlyNb6eqXjggUmI5xZAWwpbmxc9pheAxkC8AJrtLA+mKyeiNEjXAgFhtvZO2gbzrSL4Mr4NY1Z1m6Z",
+	"SPgDQm2tp5uxsbJwJjWgtRdefRtm0Ly5Q8MrtHZwYwYK/rTpl3/vBb2tH1tkXGZ0eBL7Jnt5/RXVGcg1",
+	"wzBiokORvECX8H+wgbMXGgMhhugSHEJ1xaUwpiypR6aPBjoUmaQGX7DDidOAAjLhDlcQpmbhx2hDNszX",
+	"hfeSN2FMk9Qi1VzPl7c22tEpVdn9Uw327OOcv1H0QYLbArNl8mD0c9BDEvd2fgh66Ebv7fREHDlBbAEM",
+	"SKGnwyV8fT0yfSz45hWUXpC+ZLbVwYMXFNrhE4pCffqvawnCR0KGEDlsymtOzOVVIL4IdNHYnirFbTjQ",
+	"cLxOTgDQnLM60RVMyXCiCRcklSyBqNx9tgpJuCnPNn/Hzq7OE2JpvELazsvg3MPRCGyOoyVIVpqrmnuc",
+	"gKaLWda2dPay67/GwjqbJUTGlKAxhnSYf4YUM4bVCjx4DM+V/46h3gvvAlcYEkRP/+PZsO8IkbGfoRDj",
+	"l3MFK5swoosfqE931yJhIVGMX8awFhXuFkxs37EsiIyJPi09ZvwysHUpMeVFuSQmfE+AmFs1kvPi5Vl/",
+	"K/yQcQRhLSlXNLQla/fIcKphzbJBSGMiIQWqMyoobFH3ncJ+ZkrnRR2yCCnbFDC//LMVIEjevNwnLDjA",
+	"BfDo21AibY9HDK2inEyLWphn5+Td9v/uoXRl+2ceuGLc/Nqljbv0795O76fhdvQ+3IK1ra2trbV3dHu4",
+	"9mP4fbS2De9G7+mPw81wK5rtqGq11kRdos6auJ6I2XUI8uP3o61wm76DtR+HP0Vr78wLfhptbq5t0e3h",
+	"9+G76Ad4P+oVBOjycGP1t7S5T6L/lt6/JHrUQkvuPn5je+ZGEDPUbNBOePuqH7+k8AoeEUoOjm0shUgy",
+	"KGsd+JX9amOYXdjX1QznriowXh46BifU4HAEqQFWrsnBMWrq1sYvdYA1rMlSZha/mzsLszHmvYVOugNC",
+	"ef5rOxrB5jB/YDQCobHgi0H5Ay7qG0PmC015NEnNqfQDSRifaFtwaB5Kcc8QTHP6PhYiImWfGhZxEovd",
+	"lo5tXj2XLxQEjQp4cGz71NquBq61WGcg/JpF1C+K0LBWx8wVL2GjUhw9dlZABwYzhtdN3UVvxdeJ2Ual",
+	"McbU9s0p68P4FNOLI+edlDyzmA03q8eI2sibDPt1Jrdlr9elzzpoY2WtpizMGyMWw5qEVMgFzkDsbITb",
+	"RhRkNiuxTxHB0Q51g+4Syqc23iqTV3wEU13Q93PjcbAcsRjOcbhHj9ZoJ53fWIBEQde6KAn77WuIxPMN",
+	"kcAuFTQMQSmSCWoh+1jVpKvgq42v2DPFmCu3dxt29NoCdnuEC77mcCBXrrM5ZcKdTVULRCucvYQRSOCh",
+	"a7OfQ8UkVSA1SUGSN7mvyzwRuFFBvvWDxR6+xDLvNw0XZjF9Q/7Vi+7N20ISUrSErNMOYzMM2RiyYdAC",
+	"Q8rkfhIDpwCy+pIc5ttXW+ZF5RUb/aLAEzqDJu1gEC956p05+zSObb3tdXKaAlfoRsLEXefjceZIOBYK",
+	"OBnahm7oasd5vsHg66G4XXOoQcYIGwGBWAE2hHNDuE900fI3i8+wPnaXLBNUCp2gCAe2YlVgW9PZDji2",
+	"7429aXTmDy3iV8zX9nrBU93HdqsyZPkm3EEYtT8oiFJOvfm+RemsfNlPUzQrf/0SD3Yp0rC4JCIcxdyI",
+	"g2VO1w35MWHvZcCLEfJCxqt1VqKJxF7u85EVjcoVlNrWLS1mVNM4qxKwhf2AKz6RMVVEDBXIa7DXgK6N",
+	"WUBuxiwcY1MkOd/ebh4DXKe0F1PEaEnntyxvcYbar+WMHq+cEWQ3zfWt4hoJWdaksFbK+jwUiYHMN1Rd",
+	"QVS+9geJBT7ERF+K0i/cmZ79InuDjXvSY2AyZ6AIwphaOVJ53r3guR0zUPBnQOavIDz2jOOnJ85TYRm1",
+	"SnSpy06xGUIWGOtz8BeJqVvzQT7Q3fyMTm3TXKbKxK6bkspa9bV6f9457xvz67jp1zt1XP/OV6/Oc/Xq",
+	"ZKPkIFOCv/yjRvi38TUL/Ci7d+z4Ub29Y21mfBDLbGXuHCtrxm7IYn1s7t589QBdjEAqcaApNuTDvmTx",
+	"FL1AxbWQhDSeZsFFeG1eDlaqw8Zzt5pn5OlxM/Pd3qx8233KCcOak82LDJj9nvf1pE4KWqGKI/aTGEfV",
+	"KSw2kEqnQikaLo2nr06gl6Q0IidY948TrfZQubDTVSVattKMRY1ZqlyzNltZDhsQue7giIsjEcfihqSF",
+	"i9v83LYtyoQ21w+HU+KiBT1It2qfrAfAuOel8wiR1Co8tqkUVpDKN+hV+3m22o+44VkjsOqelUUbhbbc",
+	"vXfGYYsl51Ve8O2Gz1pw5E1Fmt8WL8tz7srxeK4i0xsn62/XiQ3w46KIjPBJ7Yrdgx/VhZo1BbGwZbSE",
+	"OO4FvTFTWsjpwODVkMW4iz1bW9uvbQiRuCRfQ03oFrDsTDcJmKq39m67haqS0/1p1JT89ctbHhRFR0kk",
+	"pwM54Ts2rFNM4mhtaBtJ4WEiJpr0D9RrVPILgjvLJfNN5jJ0W6a1FO3lavWXA9CUxRZKKRmafcL0T+wW",
+	"/Ya62trbm5tvMUputuPcLqFV9QagFLLj3m6ruWUNGGUu79kn0YDqvENoDU4+s7i7x2reaN7jtug/qJXc",
+	"S/JZI0BHJSmzsrWSNG+gibDYJnGuZmtMFBaupxY/llJ9u4uhtXhxNZzOWDLkZkw1Xg6bs8ed96Q47/0i",
+	"+8G8+j9YbnH9dVKL+/Iqts/6qglF14pac8tiL01tZg/c6uIA/ZH8wj7sZtLoPnz/znz6dqGPdNYZwG0a",
+	"cn4Mm+nsOqfpMlsDGXLFNoOPIZNd+8Yi5a0T9He+Ro4kwF9glAqpFTmSLKLTOr/otj8dyBCsTZeMGSo/",
+	"mXmxHHpKNVYt3V7thhdUggh31Jb4WAJjLZSOzOz/2qhRUPXGHGNUci+nzbdRuZKCXTN2SSqFSl2xB9va",
+	"nQsypOHViMVxYOBNQiKuaWzGxuZBmIGfpfK89aPekZ32CwS8ugue3D/jMsKVF9zsr9qim6XmkwGbff1i",
+	"v0nBaK+Y9pKSE63nd+7OZDVQsx6I+ptu7CGPaLRO+s7763y9GFhHJWApRwdlcW46CZk7RpwV5YcnO+hL",
+	"hKd5yGH8elXHbyuwsrR9MrCyr18MVuU7wYRGr5D1kmoG4f7ncCHuw5G78YdgvB6uzmZ8sbb5xhAwVz+D",
+	"JqqxQXbmcjXWEcXbhuLi2qpkfsT6p5nBfwReGVq3UZD62Qj6yTDnON/CxbhTbPUr4ryk2rMhpDq71S7O",
+	"ltUgJwZ6vUBF2rOowgVfEyVtybZ2VlmrZB4RMdFKUwtQsS1e62L5cLoOlnaJBCN4Wb5KBk7FamriX+BR",
+	"27k+JS7hhrwC0yswfUv1Z6+7XWTrMQJIsyoyR9LgCCeUh+NKD1YSUk4UGJS6sREUdlwzIe3SpdKYuWzN",
+	"Ur0ZBXhxXekKi+Wfd8mYRRHgu0BpIRXaghIiGmrwxOh9whc+t6ar33aJCkvTs9qyNLjFyWvf1effd9WK",
+	"Y+u6ND502IDbrBSFv7sQL3VsDmyB0yzwJRxP+JUtNOEAgipieJIIgwfyKhI3fJekVGKZYLy5o65lKrkZ",
+	"s9hY9IY8MfgiWSxHHt4+/8oTVZLNUqC285CQCdWdE7ssYY7sIHfPCmPcnnlQZs8yzSu6PMvq4be2DEQm",
+	"zbhVNSiDo8rrTBonMu7t9MZapzsbG1vbf1/fXN9c39r5cfPHTWQ4N8R8XU+bZD0UQistaRp4s7OLQgTr",
+	"pTxEl7o6L4B5+WlM6K8piV6pSV0aFmtSz4+5FyWMMzNH88EOQWwNyFgorVxjaBVg9kGQTd3acVkB/3WC",
+	"QyjXRq182JKhiJitsukmQc1PPbM4K7UeNgupdLhdn00bFa7RmCeCf6dkOgTz1wSqyK0oD2s10PkhD45d",
+	"vYxSu7lyQ3A7nDt+KrR2DOWhd6UGd5B3Ugmw4qCtxIFWcWk424thfqzDWwNnzJMK6OYFTFbSjMtLztJe",
+	"5oc9qpRIcVGhlepR65U2c2adX+7+XwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

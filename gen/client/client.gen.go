@@ -18,96 +18,78 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
-// Defines values for AckOutcomeStatus.
+// Defines values for AckStatus.
 const (
-	AckOutcomeStatusAcked        AckOutcomeStatus = "acked"
-	AckOutcomeStatusAlreadyAcked AckOutcomeStatus = "already_acked"
+	AckStatusAcked        AckStatus = "acked"
+	AckStatusAlreadyAcked AckStatus = "already_acked"
 )
 
-// Valid indicates whether the value is a known member of the AckOutcomeStatus enum.
-func (e AckOutcomeStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the AckStatus enum.
+func (e AckStatus) Valid() bool {
 	switch e {
-	case AckOutcomeStatusAcked:
+	case AckStatusAcked:
 		return true
-	case AckOutcomeStatusAlreadyAcked:
+	case AckStatusAlreadyAcked:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminCleanupStatusState.
+// Defines values for BatchSendStatus.
 const (
-	Failed  AdminCleanupStatusState = "failed"
-	Idle    AdminCleanupStatusState = "idle"
-	Running AdminCleanupStatusState = "running"
+	BatchSendStatusDuplicate BatchSendStatus = "duplicate"
+	BatchSendStatusRejected  BatchSendStatus = "rejected"
+	BatchSendStatusSent      BatchSendStatus = "sent"
 )
 
-// Valid indicates whether the value is a known member of the AdminCleanupStatusState enum.
-func (e AdminCleanupStatusState) Valid() bool {
+// Valid indicates whether the value is a known member of the BatchSendStatus enum.
+func (e BatchSendStatus) Valid() bool {
 	switch e {
-	case Failed:
+	case BatchSendStatusDuplicate:
 		return true
-	case Idle:
+	case BatchSendStatusRejected:
 		return true
-	case Running:
+	case BatchSendStatusSent:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminRoomHistoryVisibility.
+// Defines values for ClaimOrder.
 const (
-	AdminRoomHistoryVisibilityJoined AdminRoomHistoryVisibility = "joined"
-	AdminRoomHistoryVisibilityShared AdminRoomHistoryVisibility = "shared"
+	ClaimOrderNewest ClaimOrder = "newest"
+	ClaimOrderOldest ClaimOrder = "oldest"
 )
 
-// Valid indicates whether the value is a known member of the AdminRoomHistoryVisibility enum.
-func (e AdminRoomHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the ClaimOrder enum.
+func (e ClaimOrder) Valid() bool {
 	switch e {
-	case AdminRoomHistoryVisibilityJoined:
+	case ClaimOrderNewest:
 		return true
-	case AdminRoomHistoryVisibilityShared:
+	case ClaimOrderOldest:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for AdminRoomStatus.
+// Defines values for CleanupState.
 const (
-	AdminRoomStatusActive   AdminRoomStatus = "active"
-	AdminRoomStatusArchived AdminRoomStatus = "archived"
+	CleanupStateFailed  CleanupState = "failed"
+	CleanupStateIdle    CleanupState = "idle"
+	CleanupStateRunning CleanupState = "running"
 )
 
-// Valid indicates whether the value is a known member of the AdminRoomStatus enum.
-func (e AdminRoomStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the CleanupState enum.
+func (e CleanupState) Valid() bool {
 	switch e {
-	case AdminRoomStatusActive:
+	case CleanupStateFailed:
 		return true
-	case AdminRoomStatusArchived:
+	case CleanupStateIdle:
 		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for BatchOutcomeStatus.
-const (
-	BatchOutcomeStatusDuplicate BatchOutcomeStatus = "duplicate"
-	BatchOutcomeStatusRejected  BatchOutcomeStatus = "rejected"
-	BatchOutcomeStatusSent      BatchOutcomeStatus = "sent"
-)
-
-// Valid indicates whether the value is a known member of the BatchOutcomeStatus enum.
-func (e BatchOutcomeStatus) Valid() bool {
-	switch e {
-	case BatchOutcomeStatusDuplicate:
-		return true
-	case BatchOutcomeStatusRejected:
-		return true
-	case BatchOutcomeStatusSent:
+	case CleanupStateRunning:
 		return true
 	default:
 		return false
@@ -116,115 +98,109 @@ func (e BatchOutcomeStatus) Valid() bool {
 
 // Defines values for DestinationKind.
 const (
-	Dm   DestinationKind = "dm"
-	Room DestinationKind = "room"
+	DestinationKindDm   DestinationKind = "dm"
+	DestinationKindRoom DestinationKind = "room"
 )
 
 // Valid indicates whether the value is a known member of the DestinationKind enum.
 func (e DestinationKind) Valid() bool {
 	switch e {
-	case Dm:
+	case DestinationKindDm:
 		return true
-	case Room:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ErrorDetailCode.
-const (
-	AUTHFAILED             ErrorDetailCode = "AUTH_FAILED"
-	CURSORINVALID          ErrorDetailCode = "CURSOR_INVALID"
-	IDEMPOTENCYCONFLICT    ErrorDetailCode = "IDEMPOTENCY_CONFLICT"
-	INVALIDARGUMENT        ErrorDetailCode = "INVALID_ARGUMENT"
-	LIMITEXCEEDED          ErrorDetailCode = "LIMIT_EXCEEDED"
-	NOTFOUNDORFORBIDDEN    ErrorDetailCode = "NOT_FOUND_OR_FORBIDDEN"
-	NOTPRIMED              ErrorDetailCode = "NOT_PRIMED"
-	PROFILEOUTDATED        ErrorDetailCode = "PROFILE_OUTDATED"
-	RATELIMITED            ErrorDetailCode = "RATE_LIMITED"
-	REVISIONCONFLICT       ErrorDetailCode = "REVISION_CONFLICT"
-	ROOMARCHIVED           ErrorDetailCode = "ROOM_ARCHIVED"
-	STORAGEFAILURE         ErrorDetailCode = "STORAGE_FAILURE"
-	TEMPORARILYUNAVAILABLE ErrorDetailCode = "TEMPORARILY_UNAVAILABLE"
-)
-
-// Valid indicates whether the value is a known member of the ErrorDetailCode enum.
-func (e ErrorDetailCode) Valid() bool {
-	switch e {
-	case AUTHFAILED:
-		return true
-	case CURSORINVALID:
-		return true
-	case IDEMPOTENCYCONFLICT:
-		return true
-	case INVALIDARGUMENT:
-		return true
-	case LIMITEXCEEDED:
-		return true
-	case NOTFOUNDORFORBIDDEN:
-		return true
-	case NOTPRIMED:
-		return true
-	case PROFILEOUTDATED:
-		return true
-	case RATELIMITED:
-		return true
-	case REVISIONCONFLICT:
-		return true
-	case ROOMARCHIVED:
-		return true
-	case STORAGEFAILURE:
-		return true
-	case TEMPORARILYUNAVAILABLE:
+	case DestinationKindRoom:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for FileAccessReportInputStatus.
+// Defines values for ErrorCode.
 const (
-	FileAccessReportInputStatusAccessible FileAccessReportInputStatus = "accessible"
-	FileAccessReportInputStatusDenied     FileAccessReportInputStatus = "denied"
-	FileAccessReportInputStatusError      FileAccessReportInputStatus = "error"
-	FileAccessReportInputStatusNotFound   FileAccessReportInputStatus = "not_found"
+	ErrorCodeAUTHFAILED             ErrorCode = "AUTH_FAILED"
+	ErrorCodeCURSORINVALID          ErrorCode = "CURSOR_INVALID"
+	ErrorCodeIDEMPOTENCYCONFLICT    ErrorCode = "IDEMPOTENCY_CONFLICT"
+	ErrorCodeINVALIDARGUMENT        ErrorCode = "INVALID_ARGUMENT"
+	ErrorCodeLIMITEXCEEDED          ErrorCode = "LIMIT_EXCEEDED"
+	ErrorCodeNOTFOUNDORFORBIDDEN    ErrorCode = "NOT_FOUND_OR_FORBIDDEN"
+	ErrorCodeNOTPRIMED              ErrorCode = "NOT_PRIMED"
+	ErrorCodePROFILEOUTDATED        ErrorCode = "PROFILE_OUTDATED"
+	ErrorCodeRATELIMITED            ErrorCode = "RATE_LIMITED"
+	ErrorCodeREVISIONCONFLICT       ErrorCode = "REVISION_CONFLICT"
+	ErrorCodeROOMARCHIVED           ErrorCode = "ROOM_ARCHIVED"
+	ErrorCodeSTORAGEFAILURE         ErrorCode = "STORAGE_FAILURE"
+	ErrorCodeTEMPORARILYUNAVAILABLE ErrorCode = "TEMPORARILY_UNAVAILABLE"
 )
 
-// Valid indicates whether the value is a known member of the FileAccessReportInputStatus enum.
-func (e FileAccessReportInputStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the ErrorCode enum.
+func (e ErrorCode) Valid() bool {
 	switch e {
-	case FileAccessReportInputStatusAccessible:
+	case ErrorCodeAUTHFAILED:
 		return true
-	case FileAccessReportInputStatusDenied:
+	case ErrorCodeCURSORINVALID:
 		return true
-	case FileAccessReportInputStatusError:
+	case ErrorCodeIDEMPOTENCYCONFLICT:
 		return true
-	case FileAccessReportInputStatusNotFound:
+	case ErrorCodeINVALIDARGUMENT:
+		return true
+	case ErrorCodeLIMITEXCEEDED:
+		return true
+	case ErrorCodeNOTFOUNDORFORBIDDEN:
+		return true
+	case ErrorCodeNOTPRIMED:
+		return true
+	case ErrorCodePROFILEOUTDATED:
+		return true
+	case ErrorCodeRATELIMITED:
+		return true
+	case ErrorCodeREVISIONCONFLICT:
+		return true
+	case ErrorCodeROOMARCHIVED:
+		return true
+	case ErrorCodeSTORAGEFAILURE:
+		return true
+	case ErrorCodeTEMPORARILYUNAVAILABLE:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for FileReportStatus.
+// Defines values for ExportFormat.
 const (
-	FileReportStatusAccessible FileReportStatus = "accessible"
-	FileReportStatusDenied     FileReportStatus = "denied"
-	FileReportStatusError      FileReportStatus = "error"
-	FileReportStatusNotFound   FileReportStatus = "not_found"
+	ExportFormatJson     ExportFormat = "json"
+	ExportFormatMarkdown ExportFormat = "markdown"
 )
 
-// Valid indicates whether the value is a known member of the FileReportStatus enum.
-func (e FileReportStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the ExportFormat enum.
+func (e ExportFormat) Valid() bool {
 	switch e {
-	case FileReportStatusAccessible:
+	case ExportFormatJson:
 		return true
-	case FileReportStatusDenied:
+	case ExportFormatMarkdown:
 		return true
-	case FileReportStatusError:
+	default:
+		return false
+	}
+}
+
+// Defines values for FileAccessStatus.
+const (
+	FileAccessStatusAccessible FileAccessStatus = "accessible"
+	FileAccessStatusDenied     FileAccessStatus = "denied"
+	FileAccessStatusError      FileAccessStatus = "error"
+	FileAccessStatusNotFound   FileAccessStatus = "not_found"
+)
+
+// Valid indicates whether the value is a known member of the FileAccessStatus enum.
+func (e FileAccessStatus) Valid() bool {
+	switch e {
+	case FileAccessStatusAccessible:
 		return true
-	case FileReportStatusNotFound:
+	case FileAccessStatusDenied:
+		return true
+	case FileAccessStatusError:
+		return true
+	case FileAccessStatusNotFound:
 		return true
 	default:
 		return false
@@ -255,120 +231,93 @@ func (e Follow) Valid() bool {
 	}
 }
 
-// Defines values for InboxClaimInputOrder.
+// Defines values for HistoryVisibility.
 const (
-	Newest InboxClaimInputOrder = "newest"
-	Oldest InboxClaimInputOrder = "oldest"
+	HistoryVisibilityJoined HistoryVisibility = "joined"
+	HistoryVisibilityShared HistoryVisibility = "shared"
 )
 
-// Valid indicates whether the value is a known member of the InboxClaimInputOrder enum.
-func (e InboxClaimInputOrder) Valid() bool {
+// Valid indicates whether the value is a known member of the HistoryVisibility enum.
+func (e HistoryVisibility) Valid() bool {
 	switch e {
-	case Newest:
+	case HistoryVisibilityJoined:
 		return true
-	case Oldest:
+	case HistoryVisibilityShared:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for MessageSendResultStatus.
+// Defines values for InboxFilter.
 const (
-	MessageSendResultStatusDuplicate MessageSendResultStatus = "duplicate"
-	MessageSendResultStatusSent      MessageSendResultStatus = "sent"
+	InboxFilterAcked  InboxFilter = "acked"
+	InboxFilterAll    InboxFilter = "all"
+	InboxFilterUnread InboxFilter = "unread"
 )
 
-// Valid indicates whether the value is a known member of the MessageSendResultStatus enum.
-func (e MessageSendResultStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the InboxFilter enum.
+func (e InboxFilter) Valid() bool {
 	switch e {
-	case MessageSendResultStatusDuplicate:
+	case InboxFilterAcked:
 		return true
-	case MessageSendResultStatusSent:
+	case InboxFilterAll:
+		return true
+	case InboxFilterUnread:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomFollow.
+// Defines values for MemberState.
 const (
-	PrimeRoomFollowAll      PrimeRoomFollow = "all"
-	PrimeRoomFollowMentions PrimeRoomFollow = "mentions"
-	PrimeRoomFollowMute     PrimeRoomFollow = "mute"
-	PrimeRoomFollowReplies  PrimeRoomFollow = "replies"
+	MemberStateActive  MemberState = "active"
+	MemberStateInvited MemberState = "invited"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomFollow enum.
-func (e PrimeRoomFollow) Valid() bool {
+// Valid indicates whether the value is a known member of the MemberState enum.
+func (e MemberState) Valid() bool {
 	switch e {
-	case PrimeRoomFollowAll:
+	case MemberStateActive:
 		return true
-	case PrimeRoomFollowMentions:
-		return true
-	case PrimeRoomFollowMute:
-		return true
-	case PrimeRoomFollowReplies:
+	case MemberStateInvited:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomState.
+// Defines values for MembershipResultState.
 const (
-	PrimeRoomStateActive  PrimeRoomState = "active"
-	PrimeRoomStateInvited PrimeRoomState = "invited"
+	MembershipResultStateActive MembershipResultState = "active"
+	MembershipResultStateLeft   MembershipResultState = "left"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomState enum.
-func (e PrimeRoomState) Valid() bool {
+// Valid indicates whether the value is a known member of the MembershipResultState enum.
+func (e MembershipResultState) Valid() bool {
 	switch e {
-	case PrimeRoomStateActive:
+	case MembershipResultStateActive:
 		return true
-	case PrimeRoomStateInvited:
+	case MembershipResultStateLeft:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for PrimeRoomStatus.
+// Defines values for RequestDirection.
 const (
-	PrimeRoomStatusActive   PrimeRoomStatus = "active"
-	PrimeRoomStatusArchived PrimeRoomStatus = "archived"
+	RequestDirectionIncoming RequestDirection = "incoming"
+	RequestDirectionOutgoing RequestDirection = "outgoing"
 )
 
-// Valid indicates whether the value is a known member of the PrimeRoomStatus enum.
-func (e PrimeRoomStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the RequestDirection enum.
+func (e RequestDirection) Valid() bool {
 	switch e {
-	case PrimeRoomStatusActive:
+	case RequestDirectionIncoming:
 		return true
-	case PrimeRoomStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RequestRespondInputStatus.
-const (
-	RequestRespondInputStatusAccepted     RequestRespondInputStatus = "accepted"
-	RequestRespondInputStatusDeclined     RequestRespondInputStatus = "declined"
-	RequestRespondInputStatusNeedsContext RequestRespondInputStatus = "needs_context"
-	RequestRespondInputStatusResultReady  RequestRespondInputStatus = "result_ready"
-)
-
-// Valid indicates whether the value is a known member of the RequestRespondInputStatus enum.
-func (e RequestRespondInputStatus) Valid() bool {
-	switch e {
-	case RequestRespondInputStatusAccepted:
-		return true
-	case RequestRespondInputStatusDeclined:
-		return true
-	case RequestRespondInputStatusNeedsContext:
-		return true
-	case RequestRespondInputStatusResultReady:
+	case RequestDirectionOutgoing:
 		return true
 	default:
 		return false
@@ -402,255 +351,60 @@ func (e RequestStatus) Valid() bool {
 	}
 }
 
-// Defines values for RoomCreateInputHistoryVisibility.
+// Defines values for ResponseStatus.
 const (
-	RoomCreateInputHistoryVisibilityJoined RoomCreateInputHistoryVisibility = "joined"
-	RoomCreateInputHistoryVisibilityShared RoomCreateInputHistoryVisibility = "shared"
+	ResponseStatusAccepted     ResponseStatus = "accepted"
+	ResponseStatusDeclined     ResponseStatus = "declined"
+	ResponseStatusNeedsContext ResponseStatus = "needs_context"
+	ResponseStatusResultReady  ResponseStatus = "result_ready"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateInputHistoryVisibility enum.
-func (e RoomCreateInputHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the ResponseStatus enum.
+func (e ResponseStatus) Valid() bool {
 	switch e {
-	case RoomCreateInputHistoryVisibilityJoined:
+	case ResponseStatusAccepted:
 		return true
-	case RoomCreateInputHistoryVisibilityShared:
+	case ResponseStatusDeclined:
+		return true
+	case ResponseStatusNeedsContext:
+		return true
+	case ResponseStatusResultReady:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for RoomCreateResultHistoryVisibility.
+// Defines values for RoomStatus.
 const (
-	RoomCreateResultHistoryVisibilityJoined RoomCreateResultHistoryVisibility = "joined"
-	RoomCreateResultHistoryVisibilityShared RoomCreateResultHistoryVisibility = "shared"
+	RoomStatusActive   RoomStatus = "active"
+	RoomStatusArchived RoomStatus = "archived"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateResultHistoryVisibility enum.
-func (e RoomCreateResultHistoryVisibility) Valid() bool {
+// Valid indicates whether the value is a known member of the RoomStatus enum.
+func (e RoomStatus) Valid() bool {
 	switch e {
-	case RoomCreateResultHistoryVisibilityJoined:
+	case RoomStatusActive:
 		return true
-	case RoomCreateResultHistoryVisibilityShared:
+	case RoomStatusArchived:
 		return true
 	default:
 		return false
 	}
 }
 
-// Defines values for RoomCreateResultStatus.
+// Defines values for SendStatus.
 const (
-	RoomCreateResultStatusActive   RoomCreateResultStatus = "active"
-	RoomCreateResultStatusArchived RoomCreateResultStatus = "archived"
+	SendStatusDuplicate SendStatus = "duplicate"
+	SendStatusSent      SendStatus = "sent"
 )
 
-// Valid indicates whether the value is a known member of the RoomCreateResultStatus enum.
-func (e RoomCreateResultStatus) Valid() bool {
+// Valid indicates whether the value is a known member of the SendStatus enum.
+func (e SendStatus) Valid() bool {
 	switch e {
-	case RoomCreateResultStatusActive:
+	case SendStatusDuplicate:
 		return true
-	case RoomCreateResultStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsHistoryVisibility.
-const (
-	RoomDetailsHistoryVisibilityJoined RoomDetailsHistoryVisibility = "joined"
-	RoomDetailsHistoryVisibilityShared RoomDetailsHistoryVisibility = "shared"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsHistoryVisibility enum.
-func (e RoomDetailsHistoryVisibility) Valid() bool {
-	switch e {
-	case RoomDetailsHistoryVisibilityJoined:
-		return true
-	case RoomDetailsHistoryVisibilityShared:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsState.
-const (
-	RoomDetailsStateActive  RoomDetailsState = "active"
-	RoomDetailsStateInvited RoomDetailsState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsState enum.
-func (e RoomDetailsState) Valid() bool {
-	switch e {
-	case RoomDetailsStateActive:
-		return true
-	case RoomDetailsStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomDetailsStatus.
-const (
-	RoomDetailsStatusActive   RoomDetailsStatus = "active"
-	RoomDetailsStatusArchived RoomDetailsStatus = "archived"
-)
-
-// Valid indicates whether the value is a known member of the RoomDetailsStatus enum.
-func (e RoomDetailsStatus) Valid() bool {
-	switch e {
-	case RoomDetailsStatusActive:
-		return true
-	case RoomDetailsStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomListItemState.
-const (
-	RoomListItemStateActive  RoomListItemState = "active"
-	RoomListItemStateInvited RoomListItemState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RoomListItemState enum.
-func (e RoomListItemState) Valid() bool {
-	switch e {
-	case RoomListItemStateActive:
-		return true
-	case RoomListItemStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomListItemStatus.
-const (
-	RoomListItemStatusActive   RoomListItemStatus = "active"
-	RoomListItemStatusArchived RoomListItemStatus = "archived"
-)
-
-// Valid indicates whether the value is a known member of the RoomListItemStatus enum.
-func (e RoomListItemStatus) Valid() bool {
-	switch e {
-	case RoomListItemStatusActive:
-		return true
-	case RoomListItemStatusArchived:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RoomMembershipResultState.
-const (
-	RoomMembershipResultStateActive RoomMembershipResultState = "active"
-	RoomMembershipResultStateLeft   RoomMembershipResultState = "left"
-)
-
-// Valid indicates whether the value is a known member of the RoomMembershipResultState enum.
-func (e RoomMembershipResultState) Valid() bool {
-	switch e {
-	case RoomMembershipResultStateActive:
-		return true
-	case RoomMembershipResultStateLeft:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RosterEntryState.
-const (
-	RosterEntryStateActive  RosterEntryState = "active"
-	RosterEntryStateInvited RosterEntryState = "invited"
-)
-
-// Valid indicates whether the value is a known member of the RosterEntryState enum.
-func (e RosterEntryState) Valid() bool {
-	switch e {
-	case RosterEntryStateActive:
-		return true
-	case RosterEntryStateInvited:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ThreadExportFormat.
-const (
-	ThreadExportFormatJson     ThreadExportFormat = "json"
-	ThreadExportFormatMarkdown ThreadExportFormat = "markdown"
-)
-
-// Valid indicates whether the value is a known member of the ThreadExportFormat enum.
-func (e ThreadExportFormat) Valid() bool {
-	switch e {
-	case ThreadExportFormatJson:
-		return true
-	case ThreadExportFormatMarkdown:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for InboxListParamsFilter.
-const (
-	InboxListParamsFilterAcked  InboxListParamsFilter = "acked"
-	InboxListParamsFilterAll    InboxListParamsFilter = "all"
-	InboxListParamsFilterUnread InboxListParamsFilter = "unread"
-)
-
-// Valid indicates whether the value is a known member of the InboxListParamsFilter enum.
-func (e InboxListParamsFilter) Valid() bool {
-	switch e {
-	case InboxListParamsFilterAcked:
-		return true
-	case InboxListParamsFilterAll:
-		return true
-	case InboxListParamsFilterUnread:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for RequestListParamsDirection.
-const (
-	Incoming RequestListParamsDirection = "incoming"
-	Outgoing RequestListParamsDirection = "outgoing"
-)
-
-// Valid indicates whether the value is a known member of the RequestListParamsDirection enum.
-func (e RequestListParamsDirection) Valid() bool {
-	switch e {
-	case Incoming:
-		return true
-	case Outgoing:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ThreadExportParamsFormat.
-const (
-	ThreadExportParamsFormatJson     ThreadExportParamsFormat = "json"
-	ThreadExportParamsFormatMarkdown ThreadExportParamsFormat = "markdown"
-)
-
-// Valid indicates whether the value is a known member of the ThreadExportParamsFormat enum.
-func (e ThreadExportParamsFormat) Valid() bool {
-	switch e {
-	case ThreadExportParamsFormatJson:
-		return true
-	case ThreadExportParamsFormatMarkdown:
+	case SendStatusSent:
 		return true
 	default:
 		return false
@@ -663,12 +417,12 @@ type AckOutcome struct {
 	AckedBySessionId openapi_types.UUID `json:"acked_by_session_id"`
 
 	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq DecimalString    `json:"inbox_seq"`
-	Status   AckOutcomeStatus `json:"status"`
+	InboxSeq DecimalString `json:"inbox_seq"`
+	Status   AckStatus     `json:"status"`
 }
 
-// AckOutcomeStatus defines model for AckOutcome.Status.
-type AckOutcomeStatus string
+// AckStatus defines model for AckStatus.
+type AckStatus string
 
 // AdminAgent defines model for AdminAgent.
 type AdminAgent struct {
@@ -752,17 +506,14 @@ type AdminBoxUpdateInput struct {
 
 // AdminCleanupStatus defines model for AdminCleanupStatus.
 type AdminCleanupStatus struct {
-	BoxKey          string                  `json:"box_key"`
-	DeletedMessages int64                   `json:"deleted_messages"`
-	Failures        int64                   `json:"failures"`
-	LastError       *string                 `json:"last_error,omitempty"`
-	LastRunAt       *Timestamp              `json:"last_run_at,omitempty"`
-	Runs            int64                   `json:"runs"`
-	State           AdminCleanupStatusState `json:"state"`
+	BoxKey          string       `json:"box_key"`
+	DeletedMessages int64        `json:"deleted_messages"`
+	Failures        int64        `json:"failures"`
+	LastError       *string      `json:"last_error,omitempty"`
+	LastRunAt       *Timestamp   `json:"last_run_at,omitempty"`
+	Runs            int64        `json:"runs"`
+	State           CleanupState `json:"state"`
 }
-
-// AdminCleanupStatusState defines model for AdminCleanupStatus.State.
-type AdminCleanupStatusState string
 
 // AdminHost defines model for AdminHost.
 type AdminHost struct {
@@ -824,20 +575,16 @@ type AdminProfileSetInput struct {
 
 // AdminRoom defines model for AdminRoom.
 type AdminRoom struct {
-	ActiveMembers     int64                      `json:"active_members"`
-	CreatedAt         Timestamp                  `json:"created_at"`
-	HistoryVisibility AdminRoomHistoryVisibility `json:"history_visibility"`
-	Name              string                     `json:"name"`
-	OwnerAgentId      openapi_types.UUID         `json:"owner_agent_id"`
-	RoomId            openapi_types.UUID         `json:"room_id"`
-	Status            AdminRoomStatus            `json:"status"`
+	ActiveMembers int64     `json:"active_members"`
+	CreatedAt     Timestamp `json:"created_at"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility HistoryVisibility  `json:"history_visibility"`
+	Name              string             `json:"name"`
+	OwnerAgentId      openapi_types.UUID `json:"owner_agent_id"`
+	RoomId            openapi_types.UUID `json:"room_id"`
+	Status            RoomStatus         `json:"status"`
 }
-
-// AdminRoomHistoryVisibility defines model for AdminRoom.HistoryVisibility.
-type AdminRoomHistoryVisibility string
-
-// AdminRoomStatus defines model for AdminRoom.Status.
-type AdminRoomStatus string
 
 // AdminRoomList defines model for AdminRoomList.
 type AdminRoomList struct {
@@ -934,12 +681,12 @@ type BatchOutcome struct {
 
 	// MessageSeq A 64-bit value as a decimal string.
 	MessageSeq    *DecimalString     `json:"message_seq,omitempty"`
-	Status        BatchOutcomeStatus `json:"status"`
+	Status        BatchSendStatus    `json:"status"`
 	TargetAgentId openapi_types.UUID `json:"target_agent_id"`
 }
 
-// BatchOutcomeStatus defines model for BatchOutcome.Status.
-type BatchOutcomeStatus string
+// BatchSendStatus defines model for BatchSendStatus.
+type BatchSendStatus string
 
 // BoxKey defines model for BoxKey.
 type BoxKey = string
@@ -1004,6 +751,12 @@ type CheckpointStatus struct {
 	Revision DecimalString `json:"revision"`
 }
 
+// ClaimOrder defines model for ClaimOrder.
+type ClaimOrder string
+
+// CleanupState defines model for CleanupState.
+type CleanupState string
+
 // DecimalString A 64-bit value as a decimal string.
 type DecimalString = string
 
@@ -1014,7 +767,7 @@ type Destination struct {
 	RoomId           *openapi_types.UUID `json:"room_id,omitempty"`
 }
 
-// DestinationKind defines model for Destination.Kind.
+// DestinationKind defines model for DestinationKind.
 type DestinationKind string
 
 // DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
@@ -1040,9 +793,12 @@ type Error struct {
 	Error ErrorDetail `json:"error"`
 }
 
+// ErrorCode defines model for ErrorCode.
+type ErrorCode string
+
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	Code ErrorDetailCode `json:"code"`
+	Code ErrorCode `json:"code"`
 
 	// CurrentRevision A 64-bit value as a decimal string.
 	CurrentRevision *DecimalString `json:"current_revision,omitempty"`
@@ -1068,8 +824,8 @@ type ErrorDetail struct {
 	SuggestedAction  *string        `json:"suggested_action,omitempty"`
 }
 
-// ErrorDetailCode defines model for ErrorDetail.Code.
-type ErrorDetailCode string
+// ExportFormat defines model for ExportFormat.
+type ExportFormat string
 
 // FileAccessReportInput defines model for FileAccessReportInput.
 type FileAccessReportInput struct {
@@ -1077,12 +833,12 @@ type FileAccessReportInput struct {
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Note Short note, at most 500 bytes.
-	Note   *string                     `json:"note,omitempty"`
-	Status FileAccessReportInputStatus `json:"status"`
+	Note   *string          `json:"note,omitempty"`
+	Status FileAccessStatus `json:"status"`
 }
 
-// FileAccessReportInputStatus defines model for FileAccessReportInput.Status.
-type FileAccessReportInputStatus string
+// FileAccessStatus defines model for FileAccessStatus.
+type FileAccessStatus string
 
 // FileRef defines model for FileRef.
 type FileRef struct {
@@ -1115,12 +871,9 @@ type FileReport struct {
 	MessageId       openapi_types.UUID `json:"message_id"`
 	Note            *string            `json:"note,omitempty"`
 	ReporterAgentId openapi_types.UUID `json:"reporter_agent_id"`
-	Status          FileReportStatus   `json:"status"`
+	Status          FileAccessStatus   `json:"status"`
 	UpdatedAt       Timestamp          `json:"updated_at"`
 }
-
-// FileReportStatus defines model for FileReport.Status.
-type FileReportStatus string
 
 // FileReportPage defines model for FileReportPage.
 type FileReportPage struct {
@@ -1132,6 +885,9 @@ type FileReportPage struct {
 
 // Follow defines model for Follow.
 type Follow string
+
+// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+type HistoryVisibility string
 
 // IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
 type IdempotencyKey = string
@@ -1165,17 +921,17 @@ type InboxClaimInput struct {
 	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
 
 	// Limit Rows to lease; clamped to [1, page_limit_max].
-	Limit *int64                `json:"limit,omitempty"`
-	Order *InboxClaimInputOrder `json:"order,omitempty"`
+	Limit *int64      `json:"limit,omitempty"`
+	Order *ClaimOrder `json:"order,omitempty"`
 }
-
-// InboxClaimInputOrder defines model for InboxClaimInput.Order.
-type InboxClaimInputOrder string
 
 // InboxClaimResult defines model for InboxClaimResult.
 type InboxClaimResult struct {
 	Items []InboxItem `json:"items"`
 }
+
+// InboxFilter defines model for InboxFilter.
+type InboxFilter string
 
 // InboxItem defines model for InboxItem.
 type InboxItem struct {
@@ -1234,6 +990,12 @@ type Me struct {
 	// Router The key is a router-mode key for MCP.
 	Router bool `json:"router"`
 }
+
+// MemberState defines model for MemberState.
+type MemberState string
+
+// MembershipResultState defines model for MembershipResultState.
+type MembershipResultState string
 
 // Message The canonical message. Messages are immutable.
 type Message struct {
@@ -1337,13 +1099,10 @@ type MessageSendResult struct {
 	MessageId      *openapi_types.UUID `json:"message_id,omitempty"`
 
 	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq   *DecimalString          `json:"message_seq,omitempty"`
-	RequestCount int64                   `json:"request_count"`
-	Status       MessageSendResultStatus `json:"status"`
+	MessageSeq   *DecimalString `json:"message_seq,omitempty"`
+	RequestCount int64          `json:"request_count"`
+	Status       SendStatus     `json:"status"`
 }
-
-// MessageSendResultStatus defines model for MessageSendResult.Status.
-type MessageSendResultStatus string
 
 // Name defines model for Name.
 type Name = string
@@ -1369,21 +1128,12 @@ type PrimeCounts struct {
 type PrimeRoom struct {
 	// BriefRevision A 64-bit value as a decimal string.
 	BriefRevision *DecimalString     `json:"brief_revision,omitempty"`
-	Follow        *PrimeRoomFollow   `json:"follow,omitempty"`
+	Follow        *Follow            `json:"follow,omitempty"`
 	Name          string             `json:"name"`
 	RoomId        openapi_types.UUID `json:"room_id"`
-	State         PrimeRoomState     `json:"state"`
-	Status        *PrimeRoomStatus   `json:"status,omitempty"`
+	State         MemberState        `json:"state"`
+	Status        *RoomStatus        `json:"status,omitempty"`
 }
-
-// PrimeRoomFollow defines model for PrimeRoom.Follow.
-type PrimeRoomFollow string
-
-// PrimeRoomState defines model for PrimeRoom.State.
-type PrimeRoomState string
-
-// PrimeRoomStatus defines model for PrimeRoom.Status.
-type PrimeRoomStatus string
 
 // Profile defines model for Profile.
 type Profile struct {
@@ -1407,6 +1157,9 @@ type Request struct {
 	UpdatedAt Timestamp     `json:"updated_at"`
 }
 
+// RequestDirection defines model for RequestDirection.
+type RequestDirection string
+
 // RequestPage defines model for RequestPage.
 type RequestPage struct {
 	Items []Request `json:"items"`
@@ -1428,12 +1181,9 @@ type RequestRespondInput struct {
 	Files *[]FileRefInput `json:"files,omitempty"`
 
 	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
-	IdempotencyKey IdempotencyKey            `json:"idempotency_key"`
-	Status         RequestRespondInputStatus `json:"status"`
+	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
+	Status         ResponseStatus `json:"status"`
 }
-
-// RequestRespondInputStatus defines model for RequestRespondInput.Status.
-type RequestRespondInputStatus string
 
 // RequestRespondResult defines model for RequestRespondResult.
 type RequestRespondResult struct {
@@ -1444,6 +1194,9 @@ type RequestRespondResult struct {
 
 // RequestStatus defines model for RequestStatus.
 type RequestStatus string
+
+// ResponseStatus defines model for ResponseStatus.
+type ResponseStatus string
 
 // RoomBrief defines model for RoomBrief.
 type RoomBrief struct {
@@ -1475,7 +1228,7 @@ type RoomCreateInput struct {
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
-	HistoryVisibility *RoomCreateInputHistoryVisibility `json:"history_visibility,omitempty"`
+	HistoryVisibility *HistoryVisibility `json:"history_visibility,omitempty"`
 
 	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
@@ -1487,29 +1240,22 @@ type RoomCreateInput struct {
 	Name string `json:"name"`
 }
 
-// RoomCreateInputHistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
-type RoomCreateInputHistoryVisibility string
-
 // RoomCreateResult defines model for RoomCreateResult.
 type RoomCreateResult struct {
-	CreatedAt         *Timestamp                        `json:"created_at,omitempty"`
-	DefaultFollow     Follow                            `json:"default_follow"`
-	DryRun            bool                              `json:"dry_run"`
-	HistoryVisibility RoomCreateResultHistoryVisibility `json:"history_visibility"`
+	CreatedAt     *Timestamp `json:"created_at,omitempty"`
+	DefaultFollow Follow     `json:"default_follow"`
+	DryRun        bool       `json:"dry_run"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility HistoryVisibility `json:"history_visibility"`
 
 	// InvitedAgentIds Pending invitees.
-	InvitedAgentIds []openapi_types.UUID   `json:"invited_agent_ids"`
-	Name            string                 `json:"name"`
-	OwnerAgentId    openapi_types.UUID     `json:"owner_agent_id"`
-	RoomId          *openapi_types.UUID    `json:"room_id,omitempty"`
-	Status          RoomCreateResultStatus `json:"status"`
+	InvitedAgentIds []openapi_types.UUID `json:"invited_agent_ids"`
+	Name            string               `json:"name"`
+	OwnerAgentId    openapi_types.UUID   `json:"owner_agent_id"`
+	RoomId          *openapi_types.UUID  `json:"room_id,omitempty"`
+	Status          RoomStatus           `json:"status"`
 }
-
-// RoomCreateResultHistoryVisibility defines model for RoomCreateResult.HistoryVisibility.
-type RoomCreateResultHistoryVisibility string
-
-// RoomCreateResultStatus defines model for RoomCreateResult.Status.
-type RoomCreateResultStatus string
 
 // RoomDetails Full details for an active member; only room_id, name, inviter_agent_id, invited_at and state for a pending invitee.
 type RoomDetails struct {
@@ -1523,30 +1269,23 @@ type RoomDetails struct {
 	Follow *Follow        `json:"follow,omitempty"`
 
 	// FollowRevision A 64-bit value as a decimal string.
-	FollowRevision    *DecimalString                `json:"follow_revision,omitempty"`
-	HistoryVisibility *RoomDetailsHistoryVisibility `json:"history_visibility,omitempty"`
-	InvitedAt         *Timestamp                    `json:"invited_at,omitempty"`
-	InviterAgentId    *openapi_types.UUID           `json:"inviter_agent_id,omitempty"`
-	JoinedAt          *Timestamp                    `json:"joined_at,omitempty"`
-	Name              string                        `json:"name"`
-	OwnerAgentId      *openapi_types.UUID           `json:"owner_agent_id,omitempty"`
-	RoomId            openapi_types.UUID            `json:"room_id"`
+	FollowRevision *DecimalString `json:"follow_revision,omitempty"`
+
+	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
+	HistoryVisibility *HistoryVisibility  `json:"history_visibility,omitempty"`
+	InvitedAt         *Timestamp          `json:"invited_at,omitempty"`
+	InviterAgentId    *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
+	JoinedAt          *Timestamp          `json:"joined_at,omitempty"`
+	Name              string              `json:"name"`
+	OwnerAgentId      *openapi_types.UUID `json:"owner_agent_id,omitempty"`
+	RoomId            openapi_types.UUID  `json:"room_id"`
 
 	// Roster At most 200 active and invited members.
-	Roster          *[]RosterEntry     `json:"roster,omitempty"`
-	RosterTruncated *bool              `json:"roster_truncated,omitempty"`
-	State           RoomDetailsState   `json:"state"`
-	Status          *RoomDetailsStatus `json:"status,omitempty"`
+	Roster          *[]RosterEntry `json:"roster,omitempty"`
+	RosterTruncated *bool          `json:"roster_truncated,omitempty"`
+	State           MemberState    `json:"state"`
+	Status          *RoomStatus    `json:"status,omitempty"`
 }
-
-// RoomDetailsHistoryVisibility defines model for RoomDetails.HistoryVisibility.
-type RoomDetailsHistoryVisibility string
-
-// RoomDetailsState defines model for RoomDetails.State.
-type RoomDetailsState string
-
-// RoomDetailsStatus defines model for RoomDetails.Status.
-type RoomDetailsStatus string
 
 // RoomFollowInput defines model for RoomFollowInput.
 type RoomFollowInput struct {
@@ -1595,28 +1334,19 @@ type RoomListItem struct {
 	InviterAgentId *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
 	Name           string              `json:"name"`
 	RoomId         openapi_types.UUID  `json:"room_id"`
-	State          RoomListItemState   `json:"state"`
-	Status         RoomListItemStatus  `json:"status"`
+	State          MemberState         `json:"state"`
+	Status         RoomStatus          `json:"status"`
 }
-
-// RoomListItemState defines model for RoomListItem.State.
-type RoomListItemState string
-
-// RoomListItemStatus defines model for RoomListItem.Status.
-type RoomListItemStatus string
 
 // RoomMembershipResult defines model for RoomMembershipResult.
 type RoomMembershipResult struct {
 	At Timestamp `json:"at"`
 
 	// Epoch A 64-bit value as a decimal string.
-	Epoch  DecimalString             `json:"epoch"`
-	RoomId openapi_types.UUID        `json:"room_id"`
-	State  RoomMembershipResultState `json:"state"`
+	Epoch  DecimalString         `json:"epoch"`
+	RoomId openapi_types.UUID    `json:"room_id"`
+	State  MembershipResultState `json:"state"`
 }
-
-// RoomMembershipResultState defines model for RoomMembershipResult.State.
-type RoomMembershipResultState string
 
 // RoomPage defines model for RoomPage.
 type RoomPage struct {
@@ -1626,15 +1356,18 @@ type RoomPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
+// RoomStatus defines model for RoomStatus.
+type RoomStatus string
+
 // RosterEntry defines model for RosterEntry.
 type RosterEntry struct {
 	AgentId openapi_types.UUID `json:"agent_id"`
 	Name    string             `json:"name"`
-	State   RosterEntryState   `json:"state"`
+	State   MemberState        `json:"state"`
 }
 
-// RosterEntryState defines model for RosterEntry.State.
-type RosterEntryState string
+// SendStatus defines model for SendStatus.
+type SendStatus string
 
 // SessionInfo defines model for SessionInfo.
 type SessionInfo struct {
@@ -1695,9 +1428,9 @@ type SettingsValues struct {
 // ThreadExport defines model for ThreadExport.
 type ThreadExport struct {
 	// Content json: a JSON array of messages; markdown: rendered text.
-	Content   string             `json:"content"`
-	Format    ThreadExportFormat `json:"format"`
-	ItemCount int64              `json:"item_count"`
+	Content   string       `json:"content"`
+	Format    ExportFormat `json:"format"`
+	ItemCount int64        `json:"item_count"`
 
 	// NextCursor Opaque cursor; pass it back unchanged.
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
@@ -1706,9 +1439,6 @@ type ThreadExport struct {
 	// ResumeCursor Opaque cursor; pass it back unchanged.
 	ResumeCursor *PageCursor `json:"resume_cursor,omitempty"`
 }
-
-// ThreadExportFormat defines model for ThreadExport.Format.
-type ThreadExportFormat string
 
 // ThreadPage A keyset page of a thread (no resume cursor: start again to see later replies).
 type ThreadPage struct {
@@ -1841,7 +1571,7 @@ type DirectoryGetParams struct {
 // InboxListParams defines parameters for InboxList.
 type InboxListParams struct {
 	// Filter unread (default), all or acked.
-	Filter *InboxListParamsFilter `form:"filter,omitempty" json:"filter,omitempty"`
+	Filter *InboxFilter `form:"filter,omitempty" json:"filter,omitempty"`
 
 	// Destination Only rows of this room or DM pair.
 	Destination *DestinationFilterQuery `json:"destination,omitempty"`
@@ -1855,9 +1585,6 @@ type InboxListParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// InboxListParamsFilter defines parameters for InboxList.
-type InboxListParamsFilter string
 
 // InboxAckParams defines parameters for InboxAck.
 type InboxAckParams struct {
@@ -1922,7 +1649,7 @@ type ProfileGetParams struct {
 // RequestListParams defines parameters for RequestList.
 type RequestListParams struct {
 	// Direction incoming or outgoing.
-	Direction RequestListParamsDirection `form:"direction" json:"direction"`
+	Direction RequestDirection `form:"direction" json:"direction"`
 
 	// Status Only this declaration.
 	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
@@ -1936,9 +1663,6 @@ type RequestListParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// RequestListParamsDirection defines parameters for RequestList.
-type RequestListParamsDirection string
 
 // RequestRespondParams defines parameters for RequestRespond.
 type RequestRespondParams struct {
@@ -2021,7 +1745,7 @@ type ThreadReadParams struct {
 // ThreadExportParams defines parameters for ThreadExport.
 type ThreadExportParams struct {
 	// Format json or markdown.
-	Format ThreadExportParamsFormat `form:"format" json:"format"`
+	Format ExportFormat `form:"format" json:"format"`
 
 	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
@@ -2029,9 +1753,6 @@ type ThreadExportParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
-
-// ThreadExportParamsFormat defines parameters for ThreadExport.
-type ThreadExportParamsFormat string
 
 // AdminBoxCreateJSONRequestBody defines body for AdminBoxCreate for application/json ContentType.
 type AdminBoxCreateJSONRequestBody = AdminBoxCreateInput

@@ -15,8 +15,8 @@ import (
 // never read message bodies and never act as a member.
 
 func adminRoom(r store.BoxRoom) api.AdminRoom {
-	return api.AdminRoom{RoomId: r.ID, Name: r.Name, OwnerAgentId: r.OwnerAgentID, Status: api.AdminRoomStatus(r.Status),
-		HistoryVisibility: api.AdminRoomHistoryVisibility(r.HistoryVisibility), ActiveMembers: r.ActiveMembers, CreatedAt: r.CreatedAt}
+	return api.AdminRoom{RoomId: r.ID, Name: r.Name, OwnerAgentId: r.OwnerAgentID, Status: api.RoomStatus(r.Status),
+		HistoryVisibility: api.HistoryVisibility(r.HistoryVisibility), ActiveMembers: r.ActiveMembers, CreatedAt: r.CreatedAt}
 }
 
 // lockedBoxRoom locks a room's channel row (as lockedRoom does for agents) and loads the room.

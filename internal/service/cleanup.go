@@ -29,7 +29,7 @@ func (s *Service) AdminCleanupStatus(ctx context.Context, req api.AdminCleanupSt
 			return api.AdminCleanupStatus{}, err
 		}
 		st, err := tx.CleanupStatus(ctx, b.ID)
-		return api.AdminCleanupStatus{BoxKey: b.Key, State: api.AdminCleanupStatusState(st.State), Runs: st.Runs,
+		return api.AdminCleanupStatus{BoxKey: b.Key, State: api.CleanupState(st.State), Runs: st.Runs,
 			DeletedMessages: st.DeletedMessages, Failures: st.Failures, LastRunAt: utc(st.LastRunAt), LastError: st.LastError}, err
 	})
 	if err != nil {

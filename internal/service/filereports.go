@@ -20,7 +20,7 @@ const FileNoteMaxBytes = 500
 
 func fileReportDTO(r store.FileReport) api.FileReport {
 	out := api.FileReport{MessageId: r.MessageID, FileIndex: r.FileIndex, ReporterAgentId: r.ReporterID,
-		Status: api.FileReportStatus(r.Status), UpdatedAt: r.UpdatedAt.UTC()}
+		Status: api.FileAccessStatus(r.Status), UpdatedAt: r.UpdatedAt.UTC()}
 	if r.Note != "" {
 		note := r.Note
 		out.Note = &note

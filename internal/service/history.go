@@ -209,8 +209,8 @@ func (s *Service) ThreadRead(ctx context.Context, req api.ThreadReadRequestObjec
 // holds whole messages (a single message larger than the budget is returned alone).
 func (s *Service) ThreadExport(ctx context.Context, req api.ThreadExportRequestObject) (api.ThreadExportResponseObject, error) {
 	out, err := runRead(ctx, s, "thread_export", func(ctx context.Context, tx *store.Tx, c *call) (api.ThreadExport, error) {
-		format := api.ThreadExportFormat(req.Params.Format)
-		if format != api.ThreadExportFormatJson && format != api.ThreadExportFormatMarkdown {
+		format := api.ExportFormat(req.Params.Format)
+		if format != api.ExportFormatJson && format != api.ExportFormatMarkdown {
 			return api.ThreadExport{}, apierr.Invalid("format", "must be json or markdown")
 		}
 		m, v, err := readableMessage(ctx, tx, c, req.MessageId) // the anchor must be readable now
@@ -265,12 +265,12 @@ func (s *Service) ThreadExport(ctx context.Context, req api.ThreadExportRequestO
 
 // exportChunk renders as many leading messages as fit in budget bytes of JSON-escaped content
 // (at least one) and returns the content and how many messages it holds.
-func exportChunk(format api.ThreadExportFormat, ms []api.Message, budget int64) (string, int, error) {
+func exportChunk(format api.ExportFormat, ms []api.Message, budget int64) (string, int, error) {
 	var parts []string
 	used := int64(0)
 	for i, m := range ms {
 		var part string
-		if format == api.ThreadExportFormatJson {
+		if format == api.ExportFormatJson {
 			raw, err := json.Marshal(m)
 			if err != nil {
 				return "", 0, err
@@ -286,7 +286,7 @@ func exportChunk(format api.ThreadExportFormat, ms []api.Message, budget int64) 
 		used += cost
 		parts = append(parts, part)
 	}
-	if format == api.ThreadExportFormatJson {
+	if format == api.ExportFormatJson {
 		return "[" + strings.Join(parts, ",") + "]", len(parts), nil
 	}
 	return strings.Join(parts, "\n"), len(parts), nil

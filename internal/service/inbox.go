@@ -22,7 +22,7 @@ import (
 // or DM pair) with the stream semantics of SPEC §9 over inbox_seq.
 func (s *Service) InboxList(ctx context.Context, req api.InboxListRequestObject) (api.InboxListResponseObject, error) {
 	out, err := runRead(ctx, s, "inbox_list", func(ctx context.Context, tx *store.Tx, c *call) (api.InboxPage, error) {
-		state := api.InboxListParamsFilterUnread
+		state := api.InboxFilterUnread
 		if req.Params.Filter != nil {
 			state = *req.Params.Filter
 		}
@@ -213,7 +213,7 @@ func (s *Service) InboxAck(ctx context.Context, req api.InboxAckRequestObject) (
 				return api.InboxAckResult{}, apierr.Invalid(field, "the row was not returned to this session by inbox_list, inbox_claim or a history read").
 					WithReason("not_returned_to_session")
 			case r.AckedAt != nil:
-				results[i] = api.AckOutcome{InboxSeq: dec(seq), Status: api.AckOutcomeStatusAlreadyAcked, AckedAt: r.AckedAt.UTC(), AckedBySessionId: *r.AckedBy}
+				results[i] = api.AckOutcome{InboxSeq: dec(seq), Status: api.AckStatusAlreadyAcked, AckedAt: r.AckedAt.UTC(), AckedBySessionId: *r.AckedBy}
 				continue
 			case r.LeaseReplaced:
 				return api.InboxAckResult{}, apierr.Invalid(field, "this session's lease expired and another session claimed the row").
@@ -223,7 +223,7 @@ func (s *Service) InboxAck(ctx context.Context, req api.InboxAckRequestObject) (
 					WithReason("leased_elsewhere")
 			}
 			toAck = append(toAck, seq)
-			results[i] = api.AckOutcome{InboxSeq: dec(seq), Status: api.AckOutcomeStatusAcked, AckedAt: at.UTC(), AckedBySessionId: c.session.ID}
+			results[i] = api.AckOutcome{InboxSeq: dec(seq), Status: api.AckStatusAcked, AckedAt: at.UTC(), AckedBySessionId: c.session.ID}
 		}
 		return api.InboxAckResult{Results: results}, tx.AckRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, toAck, at)
 	})
@@ -266,7 +266,7 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 	args.IdempotencyKey = ""
 	m := mutation{op: "inbox_claim", idempotencyKey: in.IdempotencyKey, args: args}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.InboxClaimResult, error) {
-		order := api.Oldest
+		order := api.ClaimOrderOldest
 		if in.Order != nil {
 			order = *in.Order
 		}
@@ -279,7 +279,7 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 		}
 		lease = min(max(lease, 1), c.settings.LeaseMaxSeconds)
 		limit := clampLimit(in.Limit, c.settings)
-		seqs, err := tx.LockClaimable(ctx, c.p.BoxID, c.p.AgentID, order == api.Newest, int32(min(limit, 1<<30)), c.now)
+		seqs, err := tx.LockClaimable(ctx, c.p.BoxID, c.p.AgentID, order == api.ClaimOrderNewest, int32(min(limit, 1<<30)), c.now)
 		if err != nil {
 			return api.InboxClaimResult{}, err
 		}
@@ -287,7 +287,7 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 		if err != nil {
 			return api.InboxClaimResult{}, err
 		}
-		if order == api.Newest { // InboxRows returns ascending
+		if order == api.ClaimOrderNewest { // InboxRows returns ascending
 			for i, j := 0, len(rows)-1; i < j; i, j = i+1, j-1 {
 				rows[i], rows[j] = rows[j], rows[i]
 			}

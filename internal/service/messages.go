@@ -24,9 +24,9 @@ type destination struct {
 func parseDestination(d api.Destination, field string) (destination, error) {
 	bad := apierr.Invalid(field, "must be exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}").WithReason("invalid_destination")
 	switch {
-	case d.Kind == api.Dm && d.RecipientAgentId != nil && d.RoomId == nil:
+	case d.Kind == api.DestinationKindDm && d.RecipientAgentId != nil && d.RoomId == nil:
 		return destination{kind: "dm", id: *d.RecipientAgentId}, nil
-	case d.Kind == api.Room && d.RoomId != nil && d.RecipientAgentId == nil:
+	case d.Kind == api.DestinationKindRoom && d.RoomId != nil && d.RecipientAgentId == nil:
 		return destination{kind: "room", id: *d.RoomId}, nil
 	}
 	return destination{}, bad
@@ -130,9 +130,9 @@ func messageDTO(m store.Message, visibleParents map[uuid.UUID]bool) (api.Message
 		CreatedAt:       m.CreatedAt.UTC(),
 	}
 	if m.DestKind == "dm" {
-		out.Destination = api.Destination{Kind: api.Dm, RecipientAgentId: m.DestAgentID}
+		out.Destination = api.Destination{Kind: api.DestinationKindDm, RecipientAgentId: m.DestAgentID}
 	} else {
-		out.Destination = api.Destination{Kind: api.Room, RoomId: m.DestRoomID}
+		out.Destination = api.Destination{Kind: api.DestinationKindRoom, RoomId: m.DestRoomID}
 	}
 	if m.Payload != nil {
 		p := m.Payload

@@ -55,7 +55,7 @@ func (s *Service) RequestList(ctx context.Context, req api.RequestListRequestObj
 		after := store.RequestKey{Seq: pos.Seq, Recipient: pos.Recipient}
 		var rows []store.Request
 		var err error
-		if dir == api.Incoming {
+		if dir == api.RequestDirectionIncoming {
 			rows, err = tx.IncomingRequests(ctx, c.p.BoxID, c.p.AgentID, status, after, probe(limit))
 		} else {
 			rows, err = tx.OutgoingRequests(ctx, c.p.BoxID, c.p.AgentID, status, after, probe(limit))
@@ -118,7 +118,7 @@ func (s *Service) respond(ctx context.Context, tx *store.Tx, c *call, id uuid.UU
 	if err != nil {
 		return api.RequestRespondResult{}, err
 	}
-	if in.Status == api.RequestRespondInputStatusResultReady {
+	if in.Status == api.ResponseStatusResultReady {
 		for i, f := range cont.files {
 			if f.Unversioned {
 				return api.RequestRespondResult{}, apierr.Invalid(fieldIndex("files", i),

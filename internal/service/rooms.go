@@ -62,9 +62,9 @@ func (s *Service) RoomCreate(ctx context.Context, req api.RoomCreateRequestObjec
 	if in.Name == "" {
 		return nil, apierr.Invalid("name", "must not be empty")
 	}
-	visibility := api.RoomCreateResultHistoryVisibilityShared
+	visibility := api.HistoryVisibilityShared
 	if in.HistoryVisibility != nil {
-		visibility = api.RoomCreateResultHistoryVisibility(*in.HistoryVisibility)
+		visibility = api.HistoryVisibility(*in.HistoryVisibility)
 	}
 	follow := api.FollowAll
 	if in.DefaultFollow != nil {
@@ -82,7 +82,7 @@ func (s *Service) RoomCreate(ctx context.Context, req api.RoomCreateRequestObjec
 			return api.RoomCreateResult{}, err
 		}
 		res := api.RoomCreateResult{DryRun: dryRun, Name: in.Name, OwnerAgentId: c.p.AgentID, HistoryVisibility: visibility,
-			DefaultFollow: follow, Status: api.RoomCreateResultStatusActive, InvitedAgentIds: invitees}
+			DefaultFollow: follow, Status: api.RoomStatusActive, InvitedAgentIds: invitees}
 		if dryRun {
 			return res, nil
 		}
@@ -161,7 +161,7 @@ func (s *Service) RoomJoin(ctx context.Context, req api.RoomJoinRequestObject) (
 			return api.RoomMembershipResult{}, apierr.Invalid("room_id", "already an active member").WithReason("already_member")
 		}
 		epoch, err := tx.JoinRoom(ctx, c.p.BoxID, r.ID, c.p.AgentID, head, r.DefaultFollow, c.now)
-		return api.RoomMembershipResult{RoomId: r.ID, State: api.RoomMembershipResultStateActive, Epoch: dec(epoch), At: c.now}, err
+		return api.RoomMembershipResult{RoomId: r.ID, State: api.MembershipResultStateActive, Epoch: dec(epoch), At: c.now}, err
 	})
 	if err != nil {
 		return nil, err
@@ -186,7 +186,7 @@ func (s *Service) RoomLeave(ctx context.Context, req api.RoomLeaveRequestObject)
 				WithSuggestion("ask an admin to reassign ownership or archive the room")
 		}
 		epoch, err := tx.LeaveRoom(ctx, c.p.BoxID, r.ID, c.p.AgentID, c.now)
-		return api.RoomMembershipResult{RoomId: r.ID, State: api.RoomMembershipResultStateLeft, Epoch: dec(epoch), At: c.now}, err
+		return api.RoomMembershipResult{RoomId: r.ID, State: api.MembershipResultStateLeft, Epoch: dec(epoch), At: c.now}, err
 	})
 	if err != nil {
 		return nil, err
@@ -236,7 +236,7 @@ func (s *Service) RoomGet(ctx context.Context, req api.RoomGetRequestObject) (ap
 			return api.RoomDetails{}, err
 		}
 		if r.Member.State == "invited" {
-			return api.RoomDetails{RoomId: r.ID, Name: r.Name, State: api.RoomDetailsStateInvited,
+			return api.RoomDetails{RoomId: r.ID, Name: r.Name, State: api.MemberStateInvited,
 				InviterAgentId: r.Member.InviterAgentID, InvitedAt: r.Member.InvitedAt}, nil
 		}
 		members, err := tx.RoomRoster(ctx, c.p.BoxID, r.ID, RosterMax+1)
@@ -246,13 +246,13 @@ func (s *Service) RoomGet(ctx context.Context, req api.RoomGetRequestObject) (ap
 		truncated := len(members) > RosterMax
 		roster := make([]api.RosterEntry, 0, min(len(members), RosterMax))
 		for _, m := range members[:min(len(members), RosterMax)] {
-			roster = append(roster, api.RosterEntry{AgentId: m.AgentID, Name: m.Name, State: api.RosterEntryState(m.State)})
+			roster = append(roster, api.RosterEntry{AgentId: m.AgentID, Name: m.Name, State: api.MemberState(m.State)})
 		}
-		status := api.RoomDetailsStatus(r.Status)
-		visibility := api.RoomDetailsHistoryVisibility(r.HistoryVisibility)
+		status := api.RoomStatus(r.Status)
+		visibility := api.HistoryVisibility(r.HistoryVisibility)
 		defaultFollow, follow := api.Follow(r.DefaultFollow), api.Follow(r.Member.Follow)
 		followRev, briefRev, epoch := dec(r.Member.FollowRevision), dec(r.BriefRevision), dec(r.Member.Epoch)
-		return api.RoomDetails{RoomId: r.ID, Name: r.Name, State: api.RoomDetailsStateActive, Status: &status,
+		return api.RoomDetails{RoomId: r.ID, Name: r.Name, State: api.MemberStateActive, Status: &status,
 			OwnerAgentId: &r.OwnerAgentID, HistoryVisibility: &visibility, DefaultFollow: &defaultFollow,
 			Follow: &follow, FollowRevision: &followRev, BriefRevision: &briefRev, Epoch: &epoch,
 			JoinedAt: r.Member.JoinedAt, CreatedAt: &r.CreatedAt, Roster: &roster, RosterTruncated: &truncated}, nil
@@ -366,7 +366,7 @@ func (s *Service) RoomList(ctx context.Context, req api.RoomListRequestObject) (
 // roomListItem shows an active membership with its follow preference and brief revision, and
 // a pending invitation with only its metadata (invitees may not read the brief).
 func roomListItem(r store.AgentRoom) api.RoomListItem {
-	item := api.RoomListItem{RoomId: r.RoomID, Name: r.Name, State: api.RoomListItemState(r.State), Status: api.RoomListItemStatus(r.Status)}
+	item := api.RoomListItem{RoomId: r.RoomID, Name: r.Name, State: api.MemberState(r.State), Status: api.RoomStatus(r.Status)}
 	if r.State == "invited" {
 		item.InviterAgentId, item.InvitedAt = r.InviterAgentID, r.InvitedAt
 		return item
@@ -382,9 +382,9 @@ func firstRooms(ctx context.Context, tx *store.Tx, c *call, limit int64) ([]api.
 	out := make([]api.PrimeRoom, 0, len(rooms))
 	for _, r := range rooms {
 		item := roomListItem(r)
-		status := api.PrimeRoomStatus(item.Status)
-		out = append(out, api.PrimeRoom{RoomId: item.RoomId, Name: item.Name, State: api.PrimeRoomState(item.State),
-			Status: &status, Follow: (*api.PrimeRoomFollow)(item.Follow), BriefRevision: item.BriefRevision})
+		status := api.RoomStatus(item.Status)
+		out = append(out, api.PrimeRoom{RoomId: item.RoomId, Name: item.Name, State: api.MemberState(item.State),
+			Status: &status, Follow: (*api.Follow)(item.Follow), BriefRevision: item.BriefRevision})
 	}
 	return out, err
 }

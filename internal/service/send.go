@@ -83,7 +83,7 @@ func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.Messag
 	}
 	if l := plan.latest; l != nil && bytes.Equal(l.ContentHash, cont.hash) {
 		seq, at := dec(l.Seq), l.CreatedAt.UTC()
-		return api.MessageSendResult{Status: api.MessageSendResultStatusDuplicate, MessageId: &l.MessageID, MessageSeq: &seq, CreatedAt: &at}, nil
+		return api.MessageSendResult{Status: api.SendStatusDuplicate, MessageId: &l.MessageID, MessageSeq: &seq, CreatedAt: &at}, nil
 	}
 	res, err := deliverPlan(ctx, tx, c, plan, cont, t)
 	if err != nil {
@@ -91,7 +91,7 @@ func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.Messag
 	}
 	sent := res.Sent[0]
 	seq, at := dec(sent.Seq), sent.CreatedAt.UTC()
-	return api.MessageSendResult{Status: api.MessageSendResultStatusSent, MessageId: &sent.MessageID, MessageSeq: &seq,
+	return api.MessageSendResult{Status: api.SendStatusSent, MessageId: &sent.MessageID, MessageSeq: &seq,
 		CreatedAt: &at, AttentionCount: res.Attention, RequestCount: res.Requests}, nil
 }
 
@@ -265,10 +265,10 @@ func (s *Service) sendBatch(ctx context.Context, tx *store.Tx, c *call, in api.M
 		field := fieldIndex("recipient_agent_ids", firstIndex[id])
 		switch {
 		case id == c.p.AgentID:
-			results[i].Status, results[i].Error = api.BatchOutcomeStatusRejected,
+			results[i].Status, results[i].Error = api.BatchSendStatusRejected,
 				errorDetail(apierr.Invalid(field, "an agent cannot send a DM to itself").WithReason("self_target"))
 		case !enabled[id]: // unknown, disabled, or of another box: indistinguishable
-			results[i].Status, results[i].Error = api.BatchOutcomeStatusRejected, errorDetail(apierr.NotFound().WithField(field))
+			results[i].Status, results[i].Error = api.BatchSendStatusRejected, errorDetail(apierr.NotFound().WithField(field))
 		default:
 			valid = append(valid, id)
 		}
@@ -290,13 +290,13 @@ func (s *Service) sendBatch(ctx context.Context, tx *store.Tx, c *call, in api.M
 	}
 	var copies []store.MessageCopy
 	for i, id := range ids {
-		if results[i].Status == api.BatchOutcomeStatusRejected {
+		if results[i].Status == api.BatchSendStatusRejected {
 			continue
 		}
 		ch := chs[id].ID
 		if l, ok := latest[ch]; ok && bytes.Equal(l.ContentHash, cont.hash) {
 			seq := dec(l.Seq)
-			results[i].Status, results[i].MessageId, results[i].MessageSeq = api.BatchOutcomeStatusDuplicate, &l.MessageID, &seq
+			results[i].Status, results[i].MessageId, results[i].MessageSeq = api.BatchSendStatusDuplicate, &l.MessageID, &seq
 			continue
 		}
 		copies = append(copies, store.MessageCopy{ID: uuid.New(), ChannelID: ch, DestAgentID: id})
@@ -318,7 +318,7 @@ func (s *Service) sendBatch(ctx context.Context, tx *store.Tx, c *call, in api.M
 		}
 		sent := byChannel[chs[id].ID]
 		seq := dec(sent.Seq)
-		results[i].Status, results[i].MessageId, results[i].MessageSeq = api.BatchOutcomeStatusSent, &sent.MessageID, &seq
+		results[i].Status, results[i].MessageId, results[i].MessageSeq = api.BatchSendStatusSent, &sent.MessageID, &seq
 	}
 	return api.MessageSendBatchResult{Results: results}, nil
 }
