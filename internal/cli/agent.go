@@ -107,9 +107,9 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 		}
 		notes[f.flag()] = f.note()
 	}
-	var extra applyFlags
-	if add, ok := toolFlags[t.Name]; ok {
-		extra = add(fs, notes)
+	var extras []applyFlags
+	for _, add := range toolFlags[t.Name] {
+		extras = append(extras, add(fs, notes))
 	}
 	usage := fmt.Sprintf("usage: agentbox %s [flags] [-]\n\n%s: %s\n\nThe arguments come from --input (a JSON object; - or a lone - reads stdin) and the flags below, which win.",
 		t.CLI, t.Title, t.Description)
@@ -159,18 +159,18 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	agents := &agentLookup{ctx: ctx, f: f, box: boxKey}
+	call := &toolCall{ctx: ctx, f: f, box: boxKey, stderr: e.stderr}
 	set := map[string]json.RawMessage{}
 	for name, ff := range flags {
 		if len(ff.values) == 0 {
 			continue
 		}
-		if set[name], err = ff.value(agents); err != nil {
+		if set[name], err = ff.value(call); err != nil {
 			return err
 		}
 	}
-	if extra != nil {
-		if err := extra(set, agents); err != nil {
+	for _, apply := range extras {
+		if err := apply(set, call); err != nil {
 			return err
 		}
 	}
@@ -337,12 +337,12 @@ func (f *fieldFlag) Set(v string) error {
 	return nil
 }
 
-func (f *fieldFlag) value(agents *agentLookup) (json.RawMessage, error) {
+func (f *fieldFlag) value(c *toolCall) (json.RawMessage, error) {
 	vals := f.values
 	if f.namesAgents() {
 		vals = make([]string, len(f.values))
 		for i, v := range f.values {
-			id, err := agents.id(v)
+			id, err := c.agentID(v)
 			if err != nil {
 				return nil, err
 			}

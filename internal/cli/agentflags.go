@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/google/uuid"
@@ -14,13 +15,16 @@ import (
 )
 
 // applyFlags runs after parsing: it sets arguments from a tool's own flags (set wins over
-// --input, like the generated flags) and may look agents up by name.
-type applyFlags func(set map[string]json.RawMessage, agents *agentLookup) error
+// --input, like the generated flags), with the call's context (server, box, agent names).
+type applyFlags func(set map[string]json.RawMessage, c *toolCall) error
 
-// toolFlags are flags a tool has beyond those generated from its input schema, by tool
-// name: each adds its flags (and their help notes) and returns what applies them.
-var toolFlags = map[string]func(fs *flag.FlagSet, notes map[string]string) applyFlags{
-	"message_send": destinationFlags,
+// toolFlag adds flags (and their help notes) of one tool and returns what applies them.
+type toolFlag func(fs *flag.FlagSet, notes map[string]string) applyFlags
+
+// toolFlags are the flags tools have beyond those generated from their input schemas, by
+// tool name; a tool may have several sets, applied in order.
+var toolFlags = map[string][]toolFlag{
+	"message_send": {destinationFlags},
 }
 
 // destinationFlags: --to NAME_OR_ID (a DM) or --to-room ROOM_ID instead of --destination JSON.
@@ -29,12 +33,12 @@ func destinationFlags(fs *flag.FlagSet, notes map[string]string) applyFlags {
 	room := fs.String("to-room", "", "room: destination {kind: room, room_id}")
 	notes["to"] = "agent ID or listed agent name"
 	notes["destination"] = "JSON; or --to, --to-room"
-	return func(set map[string]json.RawMessage, agents *agentLookup) error {
+	return func(set map[string]json.RawMessage, c *toolCall) error {
 		switch {
 		case *to != "" && *room != "":
 			return usagef("--to and --to-room are exclusive")
 		case *to != "":
-			id, err := agents.id(*to)
+			id, err := c.agentID(*to)
 			if err != nil {
 				return err
 			}
@@ -46,23 +50,27 @@ func destinationFlags(fs *flag.FlagSet, notes map[string]string) applyFlags {
 	}
 }
 
-// agentLookup resolves agent names through the directory (listed agents only, SPEC §4):
-// an agent ID passes as is; a name must match exactly one listed agent's name.
-type agentLookup struct {
-	ctx   context.Context
-	f     *mcpserver.Forwarder
-	box   string
-	cache map[string]string
+// toolCall is one agent command's call: the forwarder to the server (with the key and
+// session), the box, and the agent names resolved so far.
+type toolCall struct {
+	ctx    context.Context
+	f      *mcpserver.Forwarder
+	box    string
+	stderr io.Writer
+	agents map[string]string // name → agent ID
 }
 
 // maxDirectoryPages bounds a name lookup (pages of the largest size).
 const maxDirectoryPages = 20
 
-func (l *agentLookup) id(ref string) (string, error) {
+// agentID resolves an agent reference through the directory (listed agents only, SPEC §4):
+// an agent ID passes as is; a name must match exactly one listed agent's name (exactly, else
+// ignoring case).
+func (l *toolCall) agentID(ref string) (string, error) {
 	if _, err := uuid.Parse(ref); err == nil {
 		return ref, nil
 	}
-	if id, ok := l.cache[ref]; ok {
+	if id, ok := l.agents[ref]; ok {
 		return id, nil
 	}
 	if ref == "" {
@@ -111,10 +119,10 @@ func (l *agentLookup) id(ref string) (string, error) {
 	}
 	switch {
 	case len(matches) == 1:
-		if l.cache == nil {
-			l.cache = map[string]string{}
+		if l.agents == nil {
+			l.agents = map[string]string{}
 		}
-		l.cache[ref] = matches[0]
+		l.agents[ref] = matches[0]
 		return matches[0], nil
 	case len(matches) > 1:
 		return "", usagef("agent name %q is ambiguous in box %s: listed agents %s have it; pass an agent ID", ref, l.box, strings.Join(matches, ", "))
