@@ -27,6 +27,14 @@ var (
 	buildErr  error
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath)) //nolint:errcheck
+	}
+	os.Exit(code)
+}
+
 func agentboxBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
