@@ -95,6 +95,14 @@ func TestInspectorCLI(t *testing.T) {
 		}
 	}
 
+	// Without AGENTBOX_SESSION each stdio process is a session of its own (SPEC §3): the
+	// primed session above is not this one's.
+	out, _ := inspector("-e", "AGENTBOX_SERVER="+e.URL, "-e", "AGENTBOX_API_KEY="+planner.Key, bin, "mcp",
+		"--method", "tools/call", "--tool-name", "inbox_list", "--tool-arg", "box_key=demo")
+	if !strings.Contains(out, "NOT_PRIMED") {
+		t.Fatalf("a stdio process without AGENTBOX_SESSION: want NOT_PRIMED, got\n%s", out)
+	}
+
 	// A bad key: 401 with WWW-Authenticate: Bearer, which the Inspector (with
 	// --stored-auth-only: it has no other way to skip OAuth on a 401) reports as AUTH_FAILED.
 	req, _ := http.NewRequest("POST", e.URL+"/mcp", strings.NewReader(`{}`))
@@ -107,7 +115,7 @@ func TestInspectorCLI(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
 		t.Fatalf("bad key on /mcp: status %d, WWW-Authenticate %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
-	out, err := inspector(e.URL+"/mcp", "--stored-auth-only", "--header", "Authorization: Bearer abk_wrong", "--method", "tools/list")
+	out, err = inspector(e.URL+"/mcp", "--stored-auth-only", "--header", "Authorization: Bearer abk_wrong", "--method", "tools/list")
 	if err == nil || !strings.Contains(out, "AUTH_FAILED") {
 		t.Fatalf("inspector with a bad key: err %v, want a failure naming AUTH_FAILED:\n%s", err, out)
 	}
