@@ -19,7 +19,6 @@ import (
 // to --out.
 func (e *env) bench(args []string) error {
 	fs := flag.NewFlagSet("agentbox bench", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
 	var cfg bench.Config
 	fs.BoolVar(&cfg.Spawn, "spawn", false, "create a fresh database and start `agentbox serve` on it as a subprocess (make bench)")
 	fs.StringVar(&cfg.ServerURL, "server", serverURL(), "running server to measure (without --spawn); env AGENTBOX_SERVER, admin token from AGENTBOX_ADMIN_TOKEN")

@@ -23,7 +23,11 @@ func (h helpRequest) print(w io.Writer) {
 	if usage == "" {
 		usage = "usage: " + h.fs.Name() + " [flags]"
 	}
-	fmt.Fprintf(w, "%s\n\nflags (* required):\n", strings.TrimRight(usage, "\n"))
+	legend := "flags:"
+	if len(h.required) > 0 {
+		legend = "flags (* required):"
+	}
+	fmt.Fprintf(w, "%s\n\n%s\n", strings.TrimRight(usage, "\n"), legend)
 	printFlags(w, h.fs, h.required, h.notes)
 }
 

@@ -20,7 +20,6 @@ import (
 // keep one session; otherwise one generated at start, a session per process.
 func (e *env) mcpStdio(args []string) error {
 	fs := flag.NewFlagSet("agentbox mcp", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
