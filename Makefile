@@ -32,7 +32,7 @@ bench-river:
 	cd tools/bench-river && $(GO) build -o ../../bin/bench-river .
 
 ## test: every test, against a real PostgreSQL (see README "Tests"). Prepares the npm packages
-## first (tests never reach the network); under CI=true a missing Chromium or Node.js fails
+## first (tests never reach the network); under CI=true a missing Chromium, Node.js or PgBouncer fails
 ## at once, elsewhere the tests that need them skip and are listed after the run.
 test: test-prereqs node-deps
 	@skips=$$(mktemp); \
@@ -52,6 +52,7 @@ test-prereqs:
 		command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || missing="$$missing chromium"; \
 		command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
 		command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+		command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing="$$missing pgbouncer"; \
 		if [ -n "$$missing" ]; then \
 			echo "make test: CI=true, and the tests need what is not on PATH:$$missing"; \
 			echo "  install: apt-get install -y$$missing   (.ci/run does this on a fresh machine)"; \
@@ -152,3 +153,42 @@ update-snapshots:
 ## redocly-lint: Redocly CLI's recommended rules on spec/openapi.json (errors fail; warnings allowed)
 redocly-lint:
 	cd tests/sdk-ts && npm run --silent lint:spec
+
+# --- reliability (issue 11; README "Reliability") ------------------------------------------
+.PHONY: reliability reliability-fuzz
+FUZZTIME ?= 20s
+FUZZ_TARGETS := ./internal/schema:FuzzDecodeStrict ./internal/schema:FuzzCheckText ./internal/cursor:FuzzDecode \
+	./internal/service:FuzzFileURL ./internal/service:FuzzPayload
+
+## reliability: the fault suite at full size — kill -9 of the server under 5,600 sends from 8
+## clients, PostgreSQL restarts (-m fast / -m immediate, 6×) under load on a cluster of its
+## own, three server processes directly and behind PgBouncer (transaction pooling), the
+## honest-outcome tests (connection cut with COMMIT in flight, backend terminated, database
+## unreachable), the bad-input table over every operation (HTTP and MCP), then every fuzz
+## target for FUZZTIME each (make reliability FUZZTIME=10m for the long run). The summary
+## table goes to reliability-summary.md. `make test` runs the same tests at small sizes.
+RELIABILITY_SUMMARY ?= $(CURDIR)/reliability-summary.md
+reliability:
+	@rm -f $(RELIABILITY_SUMMARY)
+	RELIABILITY_FULL=1 RELIABILITY_SUMMARY=$(RELIABILITY_SUMMARY) $(GO) test -count=1 -timeout 60m ./internal/reliability
+	$(GO) test -count=1 ./internal/service -run 'TestConnectionLost|TestBackendTerminated|TestDatabaseUnreachable|TestBadTextTable|TestMalformedBoxKey|TestUndeclaredMediaType|TestUncleanPaths|TestOversizeHeaders|TestMCPProtocolErrors|TestOwnSecrets|TestPerKeyRateLimitAcrossInstances'
+	$(GO) test -count=1 ./internal/adminui -run 'TestSessionSurvivesAChangeOfInstance|TestSessionExpiry'
+	@$(MAKE) --no-print-directory reliability-fuzz FUZZTIME=$(FUZZTIME)
+	@cat $(RELIABILITY_SUMMARY)
+
+## reliability-fuzz: each fuzz target for FUZZTIME. Go 1.26's fuzz coordinator can end a
+## duration-bounded run with a bare "context deadline exceeded" and no failing input
+## (golang/go#75804, fixed in 1.27): such a run is retried once; any written failing input,
+## panic or other failure fails at once.
+reliability-fuzz:
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; \
+		for try in 1 2; do \
+			echo "== fuzz $$name ($$pkg, $(FUZZTIME))"; \
+			out=$$($(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) 2>&1); rc=$$?; \
+			echo "$$out" | grep -v '^fuzz: elapsed' | tail -5; \
+			if [ $$rc -eq 0 ]; then break; fi; \
+			if [ $$try -eq 1 ] && echo "$$out" | grep -q 'context deadline exceeded' && ! echo "$$out" | grep -q 'Failing input written\|panic:\|_test.go:'; then \
+				echo "   (fuzz coordinator deadline race golang/go#75804, no failing input: retried)"; continue; fi; \
+			exit 1; \
+		done; \
+	done

@@ -1520,6 +1520,9 @@ type Unauthorized = Error
 // Unavailable defines model for Unavailable.
 type Unavailable = Error
 
+// UnsupportedMediaType defines model for UnsupportedMediaType.
+type UnsupportedMediaType = Error
+
 // CheckpointGetParams defines parameters for CheckpointGet.
 type CheckpointGetParams struct {
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -4704,6 +4707,8 @@ type UnauthorizedJSONResponse Error
 
 type UnavailableJSONResponse Error
 
+type UnsupportedMediaTypeJSONResponse Error
+
 type AdminBoxListRequestObject struct {
 }
 
@@ -4817,6 +4822,22 @@ func (response AdminBoxCreate409JSONResponse) VisitAdminBoxCreateResponse(w http
 	return err
 }
 
+type AdminBoxCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminBoxCreate415JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminBoxCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminBoxCreate500JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
@@ -4892,6 +4913,22 @@ func (response AdminBoxUpdate404JSONResponse) VisitAdminBoxUpdateResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminBoxUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminBoxUpdate415JSONResponse) VisitAdminBoxUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5053,6 +5090,22 @@ func (response AdminAgentCreate409JSONResponse) VisitAdminAgentCreateResponse(w 
 	return err
 }
 
+type AdminAgentCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentCreate415JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminAgentCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminAgentCreate500JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
@@ -5129,6 +5182,22 @@ func (response AdminAgentUpdate404JSONResponse) VisitAdminAgentUpdateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentUpdate415JSONResponse) VisitAdminAgentUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5278,6 +5347,22 @@ func (response AdminKeyCreate404JSONResponse) VisitAdminKeyCreateResponse(w http
 	return err
 }
 
+type AdminKeyCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminKeyCreate415JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminKeyCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminKeyCreate500JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
@@ -5354,6 +5439,22 @@ func (response AdminAgentProfileSet404JSONResponse) VisitAdminAgentProfileSetRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileSet415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminAgentProfileSet415JSONResponse) VisitAdminAgentProfileSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5593,6 +5694,22 @@ func (response AdminHostCreate409JSONResponse) VisitAdminHostCreateResponse(w ht
 	return err
 }
 
+type AdminHostCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminHostCreate415JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminHostCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminHostCreate500JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
@@ -5669,6 +5786,22 @@ func (response AdminHostUpdate404JSONResponse) VisitAdminHostUpdateResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminHostUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminHostUpdate415JSONResponse) VisitAdminHostUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6003,6 +6136,22 @@ func (response AdminRoomSetOwner409JSONResponse) VisitAdminRoomSetOwnerResponse(
 	return err
 }
 
+type AdminRoomSetOwner415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminRoomSetOwner415JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminRoomSetOwner500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminRoomSetOwner500JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
@@ -6160,6 +6309,22 @@ func (response AdminSettingsUpdate409JSONResponse) VisitAdminSettingsUpdateRespo
 	return err
 }
 
+type AdminSettingsUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminSettingsUpdate415JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminSettingsUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminSettingsUpdate500JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
@@ -6220,6 +6385,22 @@ func (response AdminTokenCreate401JSONResponse) VisitAdminTokenCreateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AdminTokenCreate415JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6485,6 +6666,22 @@ func (response CheckpointSave409JSONResponse) VisitCheckpointSaveResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckpointSave415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response CheckpointSave415JSONResponse) VisitCheckpointSaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6863,6 +7060,22 @@ func (response DirectoryUpdateSelf409JSONResponse) VisitDirectoryUpdateSelfRespo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryUpdateSelf415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response DirectoryUpdateSelf415JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7246,6 +7459,22 @@ func (response InboxAck409JSONResponse) VisitInboxAckResponse(w http.ResponseWri
 	return err
 }
 
+type InboxAck415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response InboxAck415JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type InboxAck422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response InboxAck422JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
@@ -7378,6 +7607,22 @@ func (response InboxClaim409JSONResponse) VisitInboxClaimResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxClaim415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response InboxClaim415JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7674,6 +7919,22 @@ func (response MessageSend409JSONResponse) VisitMessageSendResponse(w http.Respo
 	return err
 }
 
+type MessageSend415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response MessageSend415JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type MessageSend422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response MessageSend422JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
@@ -7806,6 +8067,22 @@ func (response MessageSendBatch409JSONResponse) VisitMessageSendBatchResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageSendBatch415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response MessageSendBatch415JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8192,6 +8469,22 @@ func (response FileAccessReport409JSONResponse) VisitFileAccessReportResponse(w 
 	return err
 }
 
+type FileAccessReport415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response FileAccessReport415JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type FileAccessReport422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response FileAccessReport422JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
@@ -8296,6 +8589,22 @@ func (response AgentPrime401JSONResponse) VisitAgentPrimeResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AgentPrime415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response AgentPrime415JSONResponse) VisitAgentPrimeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8651,6 +8960,22 @@ func (response RequestRespond409JSONResponse) VisitRequestRespondResponse(w http
 	return err
 }
 
+type RequestRespond415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RequestRespond415JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RequestRespond422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RequestRespond422JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
@@ -8904,6 +9229,22 @@ func (response RoomCreate409JSONResponse) VisitRoomCreateResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomCreate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomCreate415JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9289,6 +9630,22 @@ func (response RoomBriefUpdate409JSONResponse) VisitRoomBriefUpdateResponse(w ht
 	return err
 }
 
+type RoomBriefUpdate415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomBriefUpdate415JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomBriefUpdate422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomBriefUpdate422JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
@@ -9422,6 +9779,22 @@ func (response RoomFollow409JSONResponse) VisitRoomFollowResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomFollow415JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9563,6 +9936,22 @@ func (response RoomInvite409JSONResponse) VisitRoomInviteResponse(w http.Respons
 	return err
 }
 
+type RoomInvite415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomInvite415JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomInvite422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomInvite422JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
@@ -9700,6 +10089,22 @@ func (response RoomJoin409JSONResponse) VisitRoomJoinResponse(w http.ResponseWri
 	return err
 }
 
+type RoomJoin415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomJoin415JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomJoin422JSONResponse struct{ LimitExceededJSONResponse }
 
 func (response RoomJoin422JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
@@ -9833,6 +10238,22 @@ func (response RoomLeave409JSONResponse) VisitRoomLeaveResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomLeave415JSONResponse struct {
+	UnsupportedMediaTypeJSONResponse
+}
+
+func (response RoomLeave415JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11921,218 +12342,220 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c+O20if8VVB6z1uZ2aWvmcxJ7Nra8vhyopPx5bFncp6zyawKIlsWYhJgAMi2MuXvvoUGeJNAiaR8",
-	"Gx//k4wlEQQa3T90N/rytReKJBUcuFa9na+9lEqagAaJf+1dAtf96IzqsfkzAhVKlmomeG+nt8cJNd9/",
-	"p0j/YL0X9Jj5NDW/DXqcJtDb6eEPBizqBT0Jf06YhKi3o+UEgp4Kx5BQM+xIyITq3k5vMsFf6mlqnlVa",
-	"Mn7Zu7sL7DzOYVQ/iQGLAiIkoe5vYiZA9JhqwhSZcPbnBAjjRI+BDMXtwulKGC2cb0JvPwK/NDR5/y7o",
-	"JYxnf275Jv9B3P4C0/mpf7JTIW80cMr1W5xbSOPYzHgk5C5hmiQTpckQ7HcSIuCa0fg7tWARQ3E7uILp",
-	"wiX8zaxxp/f/bRS7v2G/VRtuvmbq+xOphJyf+mlKDT1D/JqMpEgIh1s9cB8ISSSoSQL5ByNcgDJ7orQE",
-	"mhDKIzJisQaZL+PPCchpsQ77bK+G8tub735cTvsDUJpxaqZ9hC/7L3zH/IJ4PCVS3Cg7VaaIFCIxCzk4",
-	"JillOEm4TWMRQUZN35yj4n29pvQuzbF3F/SUnsZ2KEhPh39AqHvVhdQswbBTKPg1SIU/2yFfrxiPdnAl",
-	"Af53wKI7syb3RWQ+hpClzHB9JkZ3nZbajdUaLf2IxdDnEdz6YWhzbUgVRISZnxDGtUBeS0ApegnfKcNl",
-	"oGpkxXw3wCeXSTxLJklv5ydkOfvvzZzhGNdwCRI57meh9AkOPjtR8w3CUtAYj8ZC6QH+uyuFcSpmXr/A",
-	"tB/5ueYKposw/AqmqyP4R5YwPf/6M3oJRLG/YJeEMU1SiIgW5LetgKT0EgaxeWqQ0NsvAYlgRCexLn/h",
-	"PlonJ3ANBnMMy0BUByj4UM87b8b1+3c974YeW0aqPQVLnFZLQveT1cl4Dn9OQOklczKb2j/IUNe93B6G",
-	"IZWSGSqPgUg7WM2c3beD+5u7EEk9FQ0+LSKhw68V53ABSjHBfwYagedc+yQpV6mQmij7QyMbu+SG6bGY",
-	"aHMeG7rtnfVzmUGBVvZ0s4/k8x/bl+QrQCVmKG7X3CTqTrat7aUH252hgkoFV4B62gcaOc4wf4WCa+D4",
-	"T5qmMQsRYDf+UGaNXxsCx6GUQtpXVWnUP/l172P/YLB3/o/Px4cnn8yBsv/5/OL0fOC+WjeovS/4KGbh",
-	"I0zo5PTT4Oy8f3x4EJCz89Oj/sfDwennTwd7n8wn56enx4O98/2f+7/in4e/9i/6pyeD/dOTo4/9fZx+",
-	"/+Dw+Oz00+HJ/r/zz3ERiFqHtyFABNHDr+Rj/7j/aXD43/uHhweHlownQh+JCY8eh4xHp59PDgan54Oj",
-	"0/MP/YODwxOcxDnVgKR4DCKc7306HCAlDg/IGwlaTukwhrc4kwstJL2EI8riiYSHn8zFp9PzvX8cDo72",
-	"+h8/nx/uEC70mPFLckMVuZFMa+A4sc+cTvRYSPbXY9Bo7/Onn3FOhqVvxlTj+Wfth4mCbEbXlMWGdg8/",
-	"oU9GgM73zvsf/z34fLL3617/496Hj4cz+3eXIZ41LsOr04kOhdWVaBQxMxiNz6RIQWpmoG1EYwVBLy19",
-	"9LVHwyuIBlQvm+0nloDSNEkNOexDw+nAwbQ5S5YfGQbKjT2l4M/lumzIEhpf5E8qTfVELXtsL7y6sD+0",
-	"qJ6dbb+V3pyPFRRr96/oS74CkevPxRt2vvaAG9X1N/uwGSSWQKPpwP79xUOAvShhHM+uttuU2f5NyBxS",
-	"GQ0kXDM8GduSOpRAdXueqPDw1/lJATecG5W+GwoRA0VjpdDNfY/GVOmBAuBt5xQzpeteWfu2VAq0ZIzx",
-	"14V+UsS+gWcYsuTMcTZJ2T7JiJUvwQ1bJfP8XGf3vrKbXn7OGXIff9jn6aQtb87sfMWvsLnp4c/Kbi83",
-	"uMr76KyUfCb1+9pk3Ix8Gm599pRk11QDcb8KCNUkMXbn+3fkF/Zh3Sd62eZXiRAsYYby1uP/mmzVOSik",
-	"RHscWQqjBUoZsE8ZusDm6HMxFjecCB7CLhE8nhKmFRlTNSZMEaWFtNbjHI2cDdzIxpgTmV5Q2NDZzBZT",
-	"6yNTbanENCTVfzQnl5sJlZJO548hHG/xfD+nUWNBTBgvf7o1u5CFoFuPjnd1E/wgbluS0hy7DY+tzNfq",
-	"A+WOh9LC9deeAAq0ZvxSdT1DZzbdkSAoOZPnYH7+lc2g+4O47Q7cJYI38WEXFGuHbtlrFi3icYTUsO+K",
-	"IvpB3D6agDYnt3+u+2agSVoorN14Y04+IojBMKbzZqlG3r+gN7KGZtOfo9YHaCTVKoVy0lonlBPedAbG",
-	"UFiqS5SIDLWsn43lXu8hYYk8tbz3s2gtJB1xExWSpkZdWpXCuR9Uxa0Wd306UVk/Nu9pBoqGTt1R0a2n",
-	"qusc3tJQEyUmMgTSPyM0iiQoBYq86Z9dv0PH19n1+7e7hAuy3z84J5LyS1B463VyYT2b6M3MyFR/8bnt",
-	"IXJCb/v2ye+38cfur6168ja6yShTvETnhaR9HKxGZl8RrM0YbdDaywgPvWOzS1pEfnf3/WCOg25o0Vih",
-	"Nyu9Fh0cTlJMNMgaVbVMvcI2KAVL2IebYccvMO0OHcU0l9mpd0vf3828ezJbrdMeudnmzy7alcdBHafo",
-	"rgI6Z9ZdcAG6CwvdlytiZs44bO2Uz4VIWvuNNbuGQQLJ0MU3NVCoumojzHDodGAsoyGLmV5qsvxsn/i1",
-	"eGCRvSduOMhBK6TMblCb/LaZ79rsQY3zuriudUf0zIRLLm0PqYLZvWoGhGY+jyNzyH0rCh1SD/SpIUwX",
-	"sSuC1eZkLyOzUeWG4nbNxZtgTJwYYZAc0pdY+hpZbBnUNu8XNhOpXeuF8xXco0WnSkMu2q/s1b/SeALq",
-	"gXwlzmDyeETyaS6lTXetD25TDHzpfoHSlphnVIfjOUosX+sncQX8cezBmA4h9nJOR4VOm7l38gLnT2az",
-	"agZnSKzuml1OgCo2/GtMbRgLzsrFms4gQCuXTWmanRTAe99fnTHZ/eiT97Lvdk7N999AahZG+FCmUzOn",
-	"xuytX+10zyRLOjHqFRc3fBCOIbxKBcOjpCsuL5jZw9094fD5ZUqxjqVuuPyXmRIV9EIxcZH4S9+4b3+K",
-	"tyIJW/7QR/ur4g5x+Vvsz5zu6HEx7TmVvhqsibF8CiO8Gb9mGiNNVECG0ywKueJVWrpQv7LlJjXQcsJD",
-	"mt+1VsP5JkBuxsDz0HqQRuJJIiT4Z0n0mHJir5l27XTNH7hC86UUk8sxoXHsoiuTEmSU3OAuJGP5cYo/",
-	"6/ORqL06VHm0YLZtFR7L9maeHDkz5QziFV2taThOOoR35A82xZsEIkYH9uOvjeEo6Kkx3f7hvf8r9hcM",
-	"hlPd0EM/S+LKEnJTpTTPyhvymfjo+MFoRN3imfILg6WhVwegKYstLfOo3Gaktz9/uDgmXP8F8KjAMk3l",
-	"Jeg2Rurs+TkzQD6X2g0oTaAU7KSsJEUTG/dmo+ltrLg35KnI2Emp1iANlvzf3+jaX5trP31x/1/78nUr",
-	"eL999zcfufepjJYywWwEdDoZxiwkEZMQGoOYhFRG66QcSWQ0FcqJGCqQ1whYAeFCk1QKMTKIFLNr4KDQ",
-	"bf9k0VjLwqoeKHKqdsSu0U3e8KVi8j4mNBt/Ri/hQT0QyF2+S6oiBWvpuUovwSV3Nfda7Fc0mzYafmOV",
-	"6J9K8CLzp7s5S6/bGxT2obYRorN+r1IsRLHqxdS8oNed9OauZF3dXcAiSFKhgYfTJtEY/eLnWWZhmWbz",
-	"85nRcGZft5ycnZT9x2S3erbJB1uyyi4REiUbKxxTfrlYaa61yzD6/dIcNag+R2w0Aqn8mvD9+Ni8nJGv",
-	"wUupmLLkVEYzd1s9EUegNAYyWeUg/4DDjfmHTyGoBEyUFAsWxS5Agptf2oCIGqWiukBPBtT7d2tDpsk1",
-	"jSdAqCKURPYRYgfBM72kjxhl5OtWsPWTXwcp51a2U0UwcCCeLkkTLSWSVjNM53UP86sWqaC/mJ8jA8y+",
-	"9J7vOWYv+cx7fbw0O7cSB0SJs7z8e57pcta3ewHx6Gn8uysCNjJeOG7JR0cM4kgRLYgV1F1CNYmBKk0E",
-	"h3k2mdEbZ64TnXZcfFjcKG5vbm4StNEWBjh7BzRfVkaqHWjevdTgHLN0a3aEHWZ24IPajrOTxgFqp7OP",
-	"WeAFv5cyj3pBKfWuF/Rmc+/c9/M5Zb2gV8nK6wVzSYW9YCYZzjwzm7pnnvNk7vWCXjUf0TxbSirrBXXp",
-	"Sr1gNuHLK9VlcrY8fx01l24Wkt0YYhMpobtHNOiNjAz6M4TFaAQ8YvySMINJBH8aEFi/XCd57pH67fsv",
-	"XqGK/QndZmD8yqYbG0UBXP6kGabBhbtzVfhqNAAZTxLK1yTQiA5j8yYOu4Rj9huEY+EycTPj3p6lfkwA",
-	"qnwwozi9gkFIlRllxDgkwLWxrM3WzZ7AdO2vzB0w+PI//uZ/j5bTAR1pkAMFoeBROeCwtOw8Ua5GI8Mb",
-	"i5GQpJIfadSvGmbeJTgkJi8X1TdmcKjOe7naBWnQU5PLS1B4wRHW+AFmcAhFo9j9MkG84HSbCqmPHDsV",
-	"+IT5jEEvofIqEjfcK79HLIa9MASlzsGM0inQbtUDlQsN3jsqqYn5rjiTflh4uDXzzhVLronXyKMxmhxU",
-	"c6NVEgvN52zoXCecoSeaCz0YYR5zMHfiVDfGVflpBaqJg6L5qG+m0phO651NS1zSCzzPE+4S2JZfPEgY",
-	"gQQeAt49cEHckwO8DAyIfYvRp+1S/EI5kf7bzspgy+XMDDNDmOpi6jb8HBrqrrN2zYjFJRqskxNh2blI",
-	"ph6BDscOuz+ff5zXDIstnjGA6Nroy9e/B+/f+W2g2f1fGNXSght8s6ibg9u3KlXGWqdqZ2PDLDcvLzFR",
-	"IBkfiYBg4ZKAjCS9NOdPQPpnazHTIGlMUhdXNxZKY6w2Xi2vxewKSEqlRphYstDVeaaeSwyitpTgUhUe",
-	"79nY8rIjg1bPYWwm1zZurivCBr0JWn2reYYq5VdmyhXNrqYUVFd69eKtenBvdYkrnsBnfSTiWNxUDqg4",
-	"Rj2D432vpWPM8HovmWjwHkzzsZkVn5IaU4nH3IwuiR/vuCA7RYzailfH0tgOHCLiQh93yR/C/L3jtDwp",
-	"EquxaSq1u2hmkjhjIBtvzNL1kh8rn4Qdy7uOGTVkDpa21te3tn80EMM1Kth7F/v9vjHfJQ01SJWXrkpB",
-	"klhcspDGxKp4mb5JOZnwEKRZoi1nV9VAnda5uOBNGWB///12e3Pt999v/3745X96ITZf1lOocrOs2EB/",
-	"6hvrai+8ehLFszDtvPtPw6vBkOpw7CI5bgzf6onktjQX1sYrVzpqAgFz5sHisNligkErcnZ0+puHWoT/",
-	"FlVLli0kG7p2zuijfhImiIEqKBukM4WIzNckRnmcq8xmn03obfb8l928OJv9zv2Vfd/Q8K/xKJwbFtTC",
-	"Dr2sTFzDV4nsXmBxlmR+g9BZyHGMTnzZ7pDFl/U1rBKUjmPYKpnV423CzclVOmryD+xZWl87ppjWi6zw",
-	"Y7kdblMmQbWOXzUPRwOIFdyMQYI/n7rkDVs0sisIWHi2PEL9gemEqqsdskUOjgOyTUaoGymjkgTkHXEq",
-	"UUB+JEYlmhoREzc8qx8YkK33JKs6V64d2DbqqlzXKJts2fEzR5haZn1w3XWBWOXzxCC7hslEHbVdrPZX",
-	"lNNt96gV1hbT9ALGzDgzq/ftUCnmwFO1eUr+eXF6QuzPSw4P93zQu127FGvuwz+U4Ovn9KbE5R/zkNcW",
-	"m68goVyzcMFz3tIBs17omHHMo0mAcsYvrTKMTm/KI/xLgrbSZAz0PO6MyEkM84u9F4/rtU1vaZkMU5PA",
-	"Ub7BcgMHJer5tvv4QUPVF5d2WCXcrEW2aKfSXDXBZ0El8dZTkRdD/Yj90VoiIvvhSEhyvH/m8xAuDWcr",
-	"8pTKtZuK6r5ZyrFbpn+TjeU5FwZhk8mw7uk1qwuqPM6tVqsP1Y8Sw0jXDJEfhi08kFgYm3LB0Vh158w6",
-	"cYMpQiUQliQTtHg9gZOVAOmFpkHxS2TZaDpIovssDRRVQzpaVNbGGtgtXTYj36HnlITc51QddKkIzQ/3",
-	"aGHMKZ3Ggpb3o+lZg9rQQIvB4tnySeyqbdq6xD73ox1HQkTDWijJCi/fE4kV8AbGTpFwZIYY41EvhegW",
-	"t13xWZb3LJgtkG/nVgiLj8F8FPFvytzMM8Zfmm/ldvvBFcoSV92TJ3QF3bCxZehm3f5q7tHEuykDLljd",
-	"BfAIcwi6lSXLwX5G01WkeD/3JxhGcjqQE96sVmSO5P5MrK3Nmfs21dhLV7nk8zDoPcSQ5QjclEjNIXo2",
-	"VNDv3bQZJcr6NrNn1K4xeIFqqwuEIo5pqqCapdYSd+dcgfPzK6NeE4fSLJ92ciuVeM138rTzhVZynlbx",
-	"hpaWdq/Sd+zCQIj5RUC44GuQpHpaBFfYR+mtTfEinz8drf1or6d3XU4wARcOSxVRwLVfhDtrZguEv7qW",
-	"X2nMImNECh5Pd7H4OGQ36P6IgW8YKrxq5kyojJaTUE/MDmWXeeRNxAxxQ11scEniba6Ugnj0dhXRXgBk",
-	"p6nl2LJzo5iKe6zEbgokozH7CyLrOSj9IIJUj0kEkGJ9tqL3k73pv4IpXv5b67wTYjZSaj1KrEc7nWEw",
-	"85UiVF1ZP711GkZLdmeXMO5ycoGGY9v5isZKkCFkOwzR23sE5aou2hmMG+LwbFiMsq0MzDEELNUYDUMo",
-	"CWPKEiJGJIKYXYOcurigNAbt7tzm7FMnLG08kV0t0EXHxyMacxkXtllysziOcgprXYzcLMln5+NjmKyY",
-	"Q/lme2/t/2RJpfk/1wdrX75uBu+/90cTlfT3xV3ZdklKlSJMkyENr8iEu2QZ7/FVqmDwRE68brUogoWF",
-	"estVElqWTrHO7eIuqSGLpTageuDYoWmNMXef1sE5n9/Ezb058CyilkgdiqkNJYPRCnHpeVzOQj3D/mqx",
-	"f7VdVbMGV2mFj/NBKqHZWfj3Iq/L0WInVm3+kJXva1CNb757g28ZpVZUHXwF3Y6DbpliqAN1VIC6Pda6",
-	"aF/nCPxmfGtndb8hi97OcVU3oIca3l0sRTSWrqSWBDe6RdnkO0e7PGOThyKxuZpioi+F+afvqsGN8eAO",
-	"wUxWniA00r363Grn92p3f8Ko9zSeOsOb3rcXbPWMyKXGsW37R6zbYoBdkqxhwgEi1SSG/3mY0k2BwAZ2",
-	"1BxivtTGXDLbWU5VtnsIJ1YaTxv64d0llywOrEay6se7Raudz5NxChuGT4WQ2oJNyFoDbNWGp20EYYzB",
-	"vJlvzvJhDWJVdnAmJec+XiBE8sFofZ00xZqb0M7y20bvu5dDLVfj8vWUZu/d+oxe3Qt70tSwiR9i4VYT",
-	"LYj9SeFR+ZH8wj7s2r7C5uVEaTpVnuLLS1JEnluRkIIUgReNGkGPEMkqPcNsVGtb0+UBPbz3VGX6HmLK",
-	"r5kGaOAU1MJW2wPyxuuhLVyEXOhS2b4VPbbc25Hb8IPryO0tANCmCHLWiaIVGz5mvdR7YN+HY0AbN7SI",
-	"f87yXHVkNXU//PDN1VXPdqO+rrq3nPrM5peUt3nS17GsrXig2hYBmcQxieyjGL42W3zcFeN1VAycPNpp",
-	"FQvLPjFsj3cl6EWxA5K0yhvzPvIVnVWPLHGQCltr5UE9avb33Yly36Lfjraz/NFI+mxm3L3VFXxgrJBC",
-	"eQNE90pHlZOkvIgtXoZinGVjA/QcX3PItZz6i+yim6ZSZddTMeKZe1bNKJb1n6b+UlvhvF/dOUf9VRRn",
-	"O7lOGkvb1T+CUVjLSjmtltp2fRS4J8rh7KBvV8Of7vMifX46zdnKUrFbitxyrfEEbma1gxU1x3tgseYq",
-	"10emdIf0uUe+m1tVk3hMFeDF3SMurIlthpvNu2hd5r1d9+JOuusDEX822aSepBkt7fSDXt3NkhDJw18J",
-	"lQX/Ke6FCh70ZedQGY7ZdU2ST1mZfPzOJV0kc2mESb1S2bDYvI9O5cYPnbw/i2tOMWUrb4gUsG7DGMo1",
-	"G2rbVXQ610rP5pZyDbnKvaNW7UJdqVPhDZ1JGGeJ2ZMtX8xNqfdDHo+5eJhN3zDV+OEO8wjHlHOIB6X5",
-	"hDTtMJNsoOyideko3ukAv4ZYpLDSmsq6X54JW642UT/ee+/avGUlOkxsrnRFhzFKFSdyd/4qg3Rj37lY",
-	"4sVjbC8bA8ONO8xDUp0tZDiRSndg3NIQaV4ls8s47gJ0MJxEl6Abce/m9jvfUCU7qQNNJimSNRTcVmwK",
-	"p8sH2lwwkIYkXQGk7hZg8a951ni76hxLoHcFuO0EsSvBanco9T2ZF6evzHi2MPYtRGQ4xYM5lSKahJq8",
-	"+X6b/MI+YDt2TShxufgNK9o0xO37wOpV4LkrJHeG4U7Q2xVuu0JsR1hdBUpXgc/2eLkSRq6Ci0vCp2eg",
-	"xbfPvj30iluVCsEMSnoZdo4Z63ahTsR84uOHr1pErIHmOiLX7twyJKljTg+v18Coz6b4hPnethh067LB",
-	"XLuEhyo6/6EE3yHU5nCh1W1rvdhyEbskqy29QySmrxsDC279eYGjvED1wpLv5WLWd9Y7+Th1hVIqNaNx",
-	"fTrofSSWuwUEOckrKywmUb/BZ+2rfuxhihzYzo3Y9JrY4gDkDceUtEmSpcrsuEKb9JIyTrQgCoDEVGMd",
-	"H6wN+nb+Svmp8/4bu3MK91yZlyKqYU0z9HDM2/cKwolkenphXpzph+X2zTO0/sfhyacPp/892Ds47p8M",
-	"Pp3+cnhC3FW/ecyWKDY0xJUgmwGVWPnBvXystS3idglce2uT7nGCX5K9sz4WESU2yhjjK0vZgqFIwJZQ",
-	"FbZKk1Gy8MnvFBZNJv0z1WAud+hitv6Z6kz2hZCRSxwkCWXxUNxiJMJe375IrRO8frHlexR25SMTgxVk",
-	"g6Zs43prYyhuQW18delLdxt4havpFSDRyuvcdTT0jWW+yEasjlAiOznENEIsu14UcAuplMzV3MaWExiq",
-	"vVvpQmTz4atdiGyuKdMxZJdMZvV7Z/1eXlYaU+031zfxjjwFTlPW2+l9v765/r1toDBGjqpOHwliPr4E",
-	"RD0ja0jhfmReZH76Qdxid//ilMQHtjc3Z/Ccptb3xgTf+MO1ebAy1Ki5f/YeZIEZJoxjgjNdN4t7t7lV",
-	"N2A+w43PnE70WEj2F2BXox/sdBc/dGGTQ48oiycSKjLZ2/mtKo2/fbn7EvTUJEmonPZ2embudpKok1wq",
-	"9GuaB3pfDOQLtYDANi6tyND4IKJpA+rCLU1Sm7mUZ/n1NNBkjcbpmGbe1J3eJ6AJ2cPP7oKWm1IO3byr",
-	"AqCWE7h7BL7w8YSBIQ43huSOKxps8AcalVI/OjHSu82flj+0L/goZvYkeHDOsxtEqCGFh/fuAp/MFyDo",
-	"0mOtc9jPnjaU2uoMNAENUuGsfGsqfrLhGrqa2Xbma+B0GBteQ3WjNfOWg8CfGfMaAMcONTbeFvOEH5mT",
-	"3y1/6EToI+wg8hicfA42DNFuOhZxZAr/2ZW5N6xmsPiEw/PUnXErcPhD8lExxRpuchrQC2IGPFBzLVJZ",
-	"Y8LPBcXxOk8Yp88RpogaixtOBA+BMHdflytmNrgVK89gYCx2ghxTNTaKVx3P5Mf24+NiqbxmbzhhcbS2",
-	"VRSRdKXw3NdpTDlHTTtLI7a5x71/iwkxXyKVb4S8Ws/aLxcPtUPcElWeDnNLk3CxF4tkxkZxapUbOM8a",
-	"gp+v9sFnyDliUuXWVHfk3vhqYwMkjKqaSnU78x+5Xu1ZQAHawxjcbjvjMZW10mCW7VF9rJfwFTWfYOkv",
-	"8S2YEPlUWlJpnU8ss0vk9FVXKsvdIW55kGlIATHYb9h9wvFfmRDcj+htXMF0iRb1C0xX0qFay8pD8mO2",
-	"mBqONNR4cbpWxjHf5WehIm9sl08byhRK0OptC/3rwjxMYztUQqdkCNaTNhKSSKFxe6xHcU5FW3dVuP+X",
-	"wR+S0CtQ5Hj/jNDoGqRmyvXmxE5/+EOihXDJTqjauY5Hfk5dUXN7LFzPqpV3gPV8kU8H6vkUFqthHG6e",
-	"v+L1eHqU0GOQudmS5e7dI5SnRb0jl0RR3ZM+DyU24FVkpu7QLgF0arvgw4qb3/yLk0vQisy2pCaCk2Ri",
-	"pd3oX5rFhGlszKayYAzzmkWKmCvSdAH62QttybqScM3ghqQTbD9na4Stkw+uSMB6S+uqoMGTyHRWJ2uB",
-	"GLuNzMq0PHNbant7+QPY8eTQ9dJ+JCdYGtMQysdx1nw0k9wOOBDGQPkkLalws3VdqYaA4OWwCsjIzlyh",
-	"ORdTpd1FlpP4otGKG5f8IYa5h6ZGjvftTy+yHOhn6mqrTtPD7O4HxGaArL8o/+vsto6Bxhh605rhsFHu",
-	"YovhZ6Geuds1n2EN5uEiX6TT1fU5buJzrdnZJ3SOshSnurX99/XN9c31rd6X3Bma+UrbnbzFep5OmzZz",
-	"WHT2mh17dV62BbxLpoztSG2MCtaeY1rZ6vNEiYkMgfTPVGcE3Piae+qX3rSaHX5wh6N5ie04c68SFvS2",
-	"NvGfPyA2tOTrp3Y/LpItZIxX56NfR0XqfKdWlJQrmKqNr7Yn2t2GhGtxZc1Tr1fpHK6F3WrCFGFJAhGz",
-	"pjN2AUyoWekuwWEYvyT6hoVArgBSa23amwn7lmhAdb2X6NzO5OGE8ReY9qPHcWfWsbejw6sHpmd329hd",
-	"K9xaYSuFWivrHBst4CmDZWzymkoTtUusq9VFPJOhiJitmuDhzSxZ+flqzvkMPWyHVHhxWrNtorFAY27G",
-	"OxtfXX783YbL+a5Hwj2XFO7eTSWgU20NPeNvzk9Pjwd75/s/9389PEBHogIeqcBVqLTlOVVW4sua+n8I",
-	"xm3cdQ3XuVc+ICZieZLojOrxI7FpLTIKkbwq1O0kwbEH9lAVyX0IAeJkra86M34smmI4+hDmit0t4OcL",
-	"0Kc3LjrmsRi6o86du/A7h+eUF/x0yvarzN233kKVYpfcCd13ykpDF+HLOlEv9ttlacz/gGesgGSTrOO0",
-	"bKkvy39LI6t+GJMsI4DXd+cPozoGeemyUy7ZNXB7c2/rHOaXgnPtytfJv4xGO1fmLiDUKLfY7M5+Ygy2",
-	"88Nf+xf905PB/unJ0cf+/qcadM428AmDz8viUJNtvbW9edcOhKvrejoYbiogJd9HYtjjFZ7bCSXKFCop",
-	"LruLcS2aSOkcWmNimao3B/pKYfaYCyEoZaORN0VgTeCPc367TvaKBxRJKLdm6K2xEdCXGbhQ7ABhIciu",
-	"I1VQ4hXujBGshT8lIeVYVyHU+CYXpO6VdyTf6olQ2Bmkt9MTqSIxTbVIWypJpXk8nXCWJrE8eMbleT6i",
-	"WD640CArz6RUNheRja/4/1W8ibvEm17LtIIYg4xDwUfscmK5GPne8fqw8KmNQcIibq/zL85vM67nO0X6",
-	"B1hH03ycUryYdfda2YJ7s6xa5v1lJca+PApbL/NEPj47P2dfZAMBqIn4yKs51LsjQU8kV+5eI/s5UWMq",
-	"baUcGsdZsJeysR/Mofguzm2ogOvyozami6pC4/u9t/l7z7o8KSfYB9q16J2XjP18oH88aJyXqwP4M9DI",
-	"2NAPyfbFkurYvqDe885jfbfd4IFzqgFDplY4J8xj3zda0DVlMR3GPtnKCxp4baSCj79TpQ0oCVjevNMY",
-	"Sz7P075IUiphjfJoTYHeIYpeg7KlIOcsIQJ/TmjsBA3rt+hCQt44ETFPcsGBwC1TWr0NCOpxN0zBvNFk",
-	"JcqNVbLEToTT0klWsN4WuDLSa8hoNLF/XpyeLBK+C/qgDl6f9HVU9qoYpzSktugeVVfmTJTMVf/wlJLv",
-	"bXrKZe/0zC62CQ+pUu1JFMbqFBari2Z5Uc56zx1wusRnvhiYsjfsM0czG2F4StmfkveY9qLXIgVB8GuQ",
-	"imbNOr0qwp4KXSH3UitRorQEmtjLLmPukTcGjlxKnW0d9Z0ixf4TrPD8lghZ/cXBMUkpk+5GlEOmWyhO",
-	"UzUWmihIKNcsdJempao9G5U6SbtZQ3dlzVpMMEHtBiKCVXrWyQner+7t/+KxQPdLtDh3vZ0fB/6WP3BQ",
-	"NMz/rwnIRi9B5m7yw6yw0UPqQK4ME5aT8uCS+1q9MMfSS9KXnJQLaSS2ghsF5mSl2haDToTtgYUtVO5F",
-	"nH2qYI1xBVwxvMNTk6G1UElCdWhwwib0Yg5ZDOTN/x+QAVrgv/+Od+Ax0yBp/JYII/A2Jz4rKhGVygmg",
-	"FjgUt7tESFtRbjglb1xnOpdA/HY3q2hmgWYeOg6yFV0AlVjG/vGQY6bthuBr1sDSrk3liKHrvkKv3IHw",
-	"J4JJ7kHI/qx3HyxpzPdtgdI+lVEtIhk+MwyXToYxC0lIZfQKT88SnqzQOSHPZHs4rXB8CaQK+GmGUhsK",
-	"4tGCugMzVqDBJsMsheGHEIQwZQCq9LBrNyrLLhhnGZoR1sm+dSda5S5HsWxdC9Pmckiyd0wXZg3fhD3n",
-	"s9O2vHaaoRGWPMk3xhUusSl3rupsMyjwkOtpDDkqo1ovEZXRNxaF/GrwtQEyy3tE3PDyqbMKdH3NdJi7",
-	"Wl3rlINfP/pOlWexTj7z7Geu3kTkvFNrWMaMR2TCr7iZfP9AYeyArRlg0Ork9NPg6PTzycHg9HxwdHr+",
-	"oX9wcHiyALUe1fnbMCv4MSISF8l/eTdeFZHnaicJDqtJL+NDcVvvjNFZfqYUN84lElIuOAtpnNfKDoiL",
-	"UiEjFpsDY8Il0AhdJEJGylhz1lmCbhKb0p87S6S4yULR/a6SvpniA1d6WWbp2BWRN26hbwO8qRKS0PAK",
-	"ojoLx5Kj11QtwIUe2Wfu2vlp7FPfprcGl11nGeGXyH2vKPQcUQgzERBECK2ARQmKLMYsh6ENGl7Vx00c",
-	"U3mlyNb6eqXjggUmI5xZAWwpbmxc9pheAxkC8AJrtLA+mKyeiNEjXAgFhtvZO2gbzrSL4Mr4NY1Z1m6Z",
-	"SPgDQm2tp5uxsbJwJjWgtRdefRtm0Ly5Q8MrtHZwYwYK/rTpl3/vBb2tH1tkXGZ0eBL7Jnt5/RXVGcg1",
-	"wzBiokORvECX8H+wgbMXGgMhhugSHEJ1xaUwpiypR6aPBjoUmaQGX7DDidOAAjLhDlcQpmbhx2hDNszX",
-	"hfeSN2FMk9Qi1VzPl7c22tEpVdn9Uw327OOcv1H0QYLbArNl8mD0c9BDEvd2fgh66Ebv7fREHDlBbAEM",
-	"SKGnwyV8fT0yfSz45hWUXpC+ZLbVwYMXFNrhE4pCffqvawnCR0KGEDlsymtOzOVVIL4IdNHYnirFbTjQ",
-	"cLxOTgDQnLM60RVMyXCiCRcklSyBqNx9tgpJuCnPNn/Hzq7OE2JpvELazsvg3MPRCGyOoyVIVpqrmnuc",
-	"gKaLWda2dPay67/GwjqbJUTGlKAxhnSYf4YUM4bVCjx4DM+V/46h3gvvAlcYEkRP/+PZsO8IkbGfoRDj",
-	"l3MFK5swoosfqE931yJhIVGMX8awFhXuFkxs37EsiIyJPi09ZvwysHUpMeVFuSQmfE+AmFs1kvPi5Vl/",
-	"K/yQcQRhLSlXNLQla/fIcKphzbJBSGMiIQWqMyoobFH3ncJ+ZkrnRR2yCCnbFDC//LMVIEjevNwnLDjA",
-	"BfDo21AibY9HDK2inEyLWphn5+Td9v/uoXRl+2ceuGLc/Nqljbv0795O76fhdvQ+3IK1ra2trbV3dHu4",
-	"9mP4fbS2De9G7+mPw81wK5rtqGq11kRdos6auJ6I2XUI8uP3o61wm76DtR+HP0Vr78wLfhptbq5t0e3h",
-	"9+G76Ad4P+oVBOjycGP1t7S5T6L/lt6/JHrUQkvuPn5je+ZGEDPUbNBOePuqH7+k8AoeEUoOjm0shUgy",
-	"KGsd+JX9amOYXdjX1QznriowXh46BifU4HAEqQFWrsnBMWrq1sYvdYA1rMlSZha/mzsLszHmvYVOugNC",
-	"ef5rOxrB5jB/YDQCobHgi0H5Ay7qG0PmC015NEnNqfQDSRifaFtwaB5Kcc8QTHP6PhYiImWfGhZxEovd",
-	"lo5tXj2XLxQEjQp4cGz71NquBq61WGcg/JpF1C+K0LBWx8wVL2GjUhw9dlZABwYzhtdN3UVvxdeJ2Ual",
-	"McbU9s0p68P4FNOLI+edlDyzmA03q8eI2sibDPt1Jrdlr9elzzpoY2WtpizMGyMWw5qEVMgFzkDsbITb",
-	"RhRkNiuxTxHB0Q51g+4Syqc23iqTV3wEU13Q93PjcbAcsRjOcbhHj9ZoJ53fWIBEQde6KAn77WuIxPMN",
-	"kcAuFTQMQSmSCWoh+1jVpKvgq42v2DPFmCu3dxt29NoCdnuEC77mcCBXrrM5ZcKdTVULRCucvYQRSOCh",
-	"a7OfQ8UkVSA1SUGSN7mvyzwRuFFBvvWDxR6+xDLvNw0XZjF9Q/7Vi+7N20ISUrSErNMOYzMM2RiyYdAC",
-	"Q8rkfhIDpwCy+pIc5ttXW+ZF5RUb/aLAEzqDJu1gEC956p05+zSObb3tdXKaAlfoRsLEXefjceZIOBYK",
-	"OBnahm7oasd5vsHg66G4XXOoQcYIGwGBWAE2hHNDuE900fI3i8+wPnaXLBNUCp2gCAe2YlVgW9PZDji2",
-	"7429aXTmDy3iV8zX9nrBU93HdqsyZPkm3EEYtT8oiFJOvfm+RemsfNlPUzQrf/0SD3Yp0rC4JCIcxdyI",
-	"g2VO1w35MWHvZcCLEfJCxqt1VqKJxF7u85EVjcoVlNrWLS1mVNM4qxKwhf2AKz6RMVVEDBXIa7DXgK6N",
-	"WUBuxiwcY1MkOd/ebh4DXKe0F1PEaEnntyxvcYbar+WMHq+cEWQ3zfWt4hoJWdaksFbK+jwUiYHMN1Rd",
-	"QVS+9geJBT7ERF+K0i/cmZ79InuDjXvSY2AyZ6AIwphaOVJ53r3guR0zUPBnQOavIDz2jOOnJ85TYRm1",
-	"SnSpy06xGUIWGOtz8BeJqVvzQT7Q3fyMTm3TXKbKxK6bkspa9bV6f9457xvz67jp1zt1XP/OV6/Oc/Xq",
-	"ZKPkIFOCv/yjRvi38TUL/Ci7d+z4Ub29Y21mfBDLbGXuHCtrxm7IYn1s7t589QBdjEAqcaApNuTDvmTx",
-	"FL1AxbWQhDSeZsFFeG1eDlaqw8Zzt5pn5OlxM/Pd3qx8233KCcOak82LDJj9nvf1pE4KWqGKI/aTGEfV",
-	"KSw2kEqnQikaLo2nr06gl6Q0IidY948TrfZQubDTVSVattKMRY1ZqlyzNltZDhsQue7giIsjEcfihqSF",
-	"i9v83LYtyoQ21w+HU+KiBT1It2qfrAfAuOel8wiR1Co8tqkUVpDKN+hV+3m22o+44VkjsOqelUUbhbbc",
-	"vXfGYYsl51Ve8O2Gz1pw5E1Fmt8WL8tz7srxeK4i0xsn62/XiQ3w46KIjPBJ7Yrdgx/VhZo1BbGwZbSE",
-	"OO4FvTFTWsjpwODVkMW4iz1bW9uvbQiRuCRfQ03oFrDsTDcJmKq39m67haqS0/1p1JT89ctbHhRFR0kk",
-	"pwM54Ts2rFNM4mhtaBtJ4WEiJpr0D9RrVPILgjvLJfNN5jJ0W6a1FO3lavWXA9CUxRZKKRmafcL0T+wW",
-	"/Ya62trbm5tvMUputuPcLqFV9QagFLLj3m6ruWUNGGUu79kn0YDqvENoDU4+s7i7x2reaN7jtug/qJXc",
-	"S/JZI0BHJSmzsrWSNG+gibDYJnGuZmtMFBaupxY/llJ9u4uhtXhxNZzOWDLkZkw1Xg6bs8ed96Q47/0i",
-	"+8G8+j9YbnH9dVKL+/Iqts/6qglF14pac8tiL01tZg/c6uIA/ZH8wj7sZtLoPnz/znz6dqGPdNYZwG0a",
-	"cn4Mm+nsOqfpMlsDGXLFNoOPIZNd+8Yi5a0T9He+Ro4kwF9glAqpFTmSLKLTOr/otj8dyBCsTZeMGSo/",
-	"mXmxHHpKNVYt3V7thhdUggh31Jb4WAJjLZSOzOz/2qhRUPXGHGNUci+nzbdRuZKCXTN2SSqFSl2xB9va",
-	"nQsypOHViMVxYOBNQiKuaWzGxuZBmIGfpfK89aPekZ32CwS8ugue3D/jMsKVF9zsr9qim6XmkwGbff1i",
-	"v0nBaK+Y9pKSE63nd+7OZDVQsx6I+ptu7CGPaLRO+s7763y9GFhHJWApRwdlcW46CZk7RpwV5YcnO+hL",
-	"hKd5yGH8elXHbyuwsrR9MrCyr18MVuU7wYRGr5D1kmoG4f7ncCHuw5G78YdgvB6uzmZ8sbb5xhAwVz+D",
-	"JqqxQXbmcjXWEcXbhuLi2qpkfsT6p5nBfwReGVq3UZD62Qj6yTDnON/CxbhTbPUr4ryk2rMhpDq71S7O",
-	"ltUgJwZ6vUBF2rOowgVfEyVtybZ2VlmrZB4RMdFKUwtQsS1e62L5cLoOlnaJBCN4Wb5KBk7FamriX+BR",
-	"27k+JS7hhrwC0yswfUv1Z6+7XWTrMQJIsyoyR9LgCCeUh+NKD1YSUk4UGJS6sREUdlwzIe3SpdKYuWzN",
-	"Ur0ZBXhxXekKi+Wfd8mYRRHgu0BpIRXaghIiGmrwxOh9whc+t6ar33aJCkvTs9qyNLjFyWvf1effd9WK",
-	"Y+u6ND502IDbrBSFv7sQL3VsDmyB0yzwJRxP+JUtNOEAgipieJIIgwfyKhI3fJekVGKZYLy5o65lKrkZ",
-	"s9hY9IY8MfgiWSxHHt4+/8oTVZLNUqC285CQCdWdE7ssYY7sIHfPCmPcnnlQZs8yzSu6PMvq4be2DEQm",
-	"zbhVNSiDo8rrTBonMu7t9MZapzsbG1vbf1/fXN9c39r5cfPHTWQ4N8R8XU+bZD0UQistaRp4s7OLQgTr",
-	"pTxEl7o6L4B5+WlM6K8piV6pSV0aFmtSz4+5FyWMMzNH88EOQWwNyFgorVxjaBVg9kGQTd3acVkB/3WC",
-	"QyjXRq182JKhiJitsukmQc1PPbM4K7UeNgupdLhdn00bFa7RmCeCf6dkOgTz1wSqyK0oD2s10PkhD45d",
-	"vYxSu7lyQ3A7nDt+KrR2DOWhd6UGd5B3Ugmw4qCtxIFWcWk424thfqzDWwNnzJMK6OYFTFbSjMtLztJe",
-	"5oc9qpRIcVGhlepR65U2c2adX+7+XwAAAP//",
+	"7L37cxu3sif+r6D4vd+yvTt6xvFJpNrakvU44bH1uJKde88mXhY40xQRzQATACOJcel/30ID8yIx5HCo",
+	"lx39klgkBwM0uj/obvTjay8USSo4cK16O197KZU0AQ0S/9q7BK770RnVY/NnBCqULNVM8N5Ob48Tar5/",
+	"pUj/YL0X9Jj5NDW/DXqcJtDb6eEPBizqBT0Jf2ZMQtTb0TKDoKfCMSTUDDsSMqG6t9PLMvylnqTmWaUl",
+	"45e9u7vAzuMcRs2TGLAoIEIS6v4mZgJEj6kmTJGMsz8zIIwTPQYyFLdzpythNHe+Cb39CPzS0OTd26CX",
+	"MJ7/ueWb/Htx+wEms1P/ZKdCXmvglOs3OLeQxrGZ8UjIXcI0STKlyRDsdxIi4JrR+JWas4ihuB1cwWTu",
+	"Ev7DrHGn9/9tlLu/Yb9VG26+Zur7mVRCzk79NKWGniF+TUZSJITDrR64D4QkElSWQPHBCBegzJ4oLYEm",
+	"hPKIjFisQRbL+DMDOSnXYZ/tNVB+e/PtT4tpfwBKM07NtI/wZf+J75hdEI8nRIobZafKFJFCJGYhB8ck",
+	"pQwnCbdpLCLIqembc1S+r9eW3pU59u6CntKT2A4F6enwDwh1r76QhiUYdgoFvwap8Gc75OsV49EOriTA",
+	"/w5YdGfW5L6IzMcQspQZrs/F6K7TUruxWqulH7EY+jyCWz8Mba4NqYKIMPMTwrgWyGsJKEUv4ZUyXAaq",
+	"QVbMdwN8cpHEsyRLejs/I8vZf28WDMe4hkuQyHG/CKVPcPDpiZpvEJaC1ng0FkoP8N9dKYxTMfP6AJN+",
+	"5OeaK5jMw/ArmKyO4B9ZwvTs68/oJRDF/oJdEsY0SSEiWpDftgKS0ksYxOapQUJvvwQkghHNYl39wn20",
+	"Tk7gGgzmGJaBqAlQ8KGed96M63dve94NPbaM1HgKVjitkYTuJ6uT8Rz+zEDpBXMym9o/yFHXvdwehiGV",
+	"khkqj4FIO1jDnN23g/ubuxBJMxUNPs0jocOvFedwAUoxwX8BGoHnXPskKVepkJoo+0MjG7vkhumxyLQ5",
+	"jw3d9s76hcygQCt7utlHivmP7UuKFaASMxS3a24STSfb1vbCg+3OUEGlgitAPe09jRxnmL9CwTVw/CdN",
+	"05iFCLAbfyizxq8tgeNQSiHtq+o06p/8uvexfzDYO//n5+PDk0/mQNn/fH5xej5wX60b1N4XfBSz8BEm",
+	"dHL6aXB23j8+PAjI2fnpUf/j4eD086eDvU/mk/PT0+PB3vn+L/1f8c/DX/sX/dOTwf7pydHH/j5Ov39w",
+	"eHx2+unwZP/fxee4CEStw9sQIILo4VfysX/c/zQ4/O/9w8ODQ0vGE6GPRMajxyHj0ennk4PB6fng6PT8",
+	"ff/g4PAEJ3FONSApHoMI53ufDgdIicMD8lqClhM6jOENzuRCC0kv4YiyOJPw8JO5+HR6vvfPw8HRXv/j",
+	"5/PDHcKFHjN+SW6oIjeSaQ0cJ/aZ00yPhWR/PQaN9j5/+gXnZFj6Zkw1nn/WfsgU5DO6piw2tHv4CX0y",
+	"AnS+d97/+O/B55O9X/f6H/fefzyc2b/PXGWpAViIjiFi9BMC24PPrjzsXimyb9+1Zt5tTC0uNBEcrNov",
+	"UpD4bhJBGFMJiryeRjyjNVMlOMnK1QwSs5yBAWqz0rsc260ZHV6dZjoUViukUcTMG2h8Js3rNDMgPqKx",
+	"gqCXVj762qPhFUQDqhet/BNLQGmapIbG9qHhZOAOJHNqLj4czaFlLEcFfy7W2kOW0PiieFJpqjO16LG9",
+	"8OrC/tCeX/kp/lvlzcVYQbl2/4q+FCsQhaVQvmHnaw+4UdJ/sw+bQWIJNJoM7N9fPATYixLG8ZRedpty",
+	"L0cbModURgMJ1wx1gGVJHUqgenmeqMnD19lJATcyGlW+GwoRA0WzrLRCfI/GVOmBAuDLzilmSje9svFt",
+	"qRRosxkztwv9pIh9A08xZMVt5ayvqiWWE6tYghu2TubZuU7vfW03vfxcMOQ+/rDP02xZ3pza+ZoHZXPT",
+	"w5+13V5sWlb30dljxUya97XNuDn5NNz6LEfJrqkG4n4VEKpJYizsd2/JB/Z+3Sd6+ebXiRAsYIbq1uP/",
+	"2mzVOSikxPI4shBGS5QyYJ8ydPbN0OdiLG44ETyEXSJ4PCFMKzKmamyOPKWFtHbyDI2ctd/KmpoRmV5Q",
+	"egvymc2n1kemlqUS05DU/9GeXG4mVEo6mT2GcLz58/2cRq0FMWG8+unW9ELmgm4zOt41TfC9uF2SlObY",
+	"bXls5V5lHyh3PJTmrr/xBFCgNeOXqusZOrXpjgRBxW0+A/Ozr2wH3e/FbXfgrhC8jbe+pNhy6Ja/Zt4i",
+	"HkdIDfuuKKLvxe2jCWh7cvvnum8GytJSYe3GGzPyEUEM1iBBv51q5ecMeiNrUrf9OWp9gAZXo1Ios6V1",
+	"QpnxtjMwhsJCXaJCZGhk/Xws93oPCSvkaeS9X8TSQtIRN1EhaWvUpXUpnPlBXdwacdenE1X1Y/OedqBo",
+	"6NQdFd166rrO4S0NNVEikyGQ/hmhUSRBKbTdz67foovv7Prdm13CBdnvH5wTSfklKLzfO7mwPlz02+Zk",
+	"ar7i3fYQOaG3ffvkD9v4Y/fXVjN5W93ZVCleofNc0j4OViOzrwjWZoxl0NrLCA+9Y9NLmkd+d8v/YI6D",
+	"bmjRWqE3K70WHRxOUmQaZIOqWqVeaRtUwkLsw+2w4wNMukNHOc1Fdurdwvd3M++ezFbrtEdutsWz83bl",
+	"cVDHKbqrgM6ZdRdcgO7CQvflipiaMw7bOOVzIZKl/caaXcMggWToIrlaKFRdtRFmOHQyMJbRkMVMLzRZ",
+	"frFP/Fo+MM/eEzcc5GAppMzvitv8tp3v2uxBg/O6vJh2R/TUhCsubQ+pgum9ageEZj6PI3PIfSsKHVIP",
+	"9KkhTBexK8PyZmQvJ7NR5Ybids1F1mD0nxhhOCDSl1j6GllcMnxv1i9sJtK41gvnK7hHi05Vhpy3X/mr",
+	"f6VxBuqBfCXOYPJ4RIppLqRNd60PblMM8el+gbIsMc+oDsczlFi81k/iCvjj2IMxHULs5ZyOCp02c+/k",
+	"BS6ezGfVDs6QWN01u4IAdWz4rzG1ATs4KxdVO4UAS7lsKtPspADe+/7qnMnuR5+8l323c2q//wZS84DJ",
+	"hzKd2jk1pm/9Gqd7JlnSiVGvuLjhg3AM4VUqGB4lXXF5zswe7u4Jhy8uU8p1LHTDFb/MlaigF4rM5Rws",
+	"fOO+/SneiiRs8UMf7a/KO8TFb7E/c7qjx8W051T6elgqRi0qjGVn/JppjBxRARlO8njrmldp4UL9ypab",
+	"1EDLjIe0uGutBy5mQG7GwIskApBG4kkiJPhnSfSYcmKvmXbtdM0fuELzpRTZ5ZjQOHZxpEkFMipucBeS",
+	"sfg4xZ/1+Ug0Xh2qIi4y37Yaj+V7M0uOgpkKBvGKrtY0HCcdwjuKB9viTRkM5IXt5rutMd3+8Z3/K/YX",
+	"DIYT3dJDP03i2hIKU6Uyz9obipn46PjeaETd4pmKC4OFYVwHoCmLLS2L+ON2pLc/f7g4Jlz/BfCoxDJN",
+	"5SXoZYzU6fNzaoBiLo0bUJlAJdhJWUmKMhtDZ/MGbFS8N+SpzE1KqdYgDZb839/o2l+baz9/cf9f+/J1",
+	"K3i3ffcfPnLvUxktZILpWO80G8YsJBGTEBqDmIRURuukGklkNBXKiRgqkNcIWAEG6qVSiJFBpJhdAweF",
+	"bvsni8ZaFFb1QJFTjSN2jW7yhi+Vk/cxodn4M3oJD+qBQO7yXVKVyWYLz1V6CS6Nrb3XYr+m2Syj4bdW",
+	"if6lBC9znLqbs/R6eYPCPrRshOi036sSC1Guej41L+h1J725K1lXdxewCJJUaODhpE00Rr/8eZ5DWaXZ",
+	"7HymNJzp1y0mZydl/zHZrZltisEWrLJLhETFxgrHlF/OV5ob7TKM8780Rw2qzxEbjUAqvyZ8Pz42L2cU",
+	"a/BSKqYsOZXR1N1WT8QRKI2BTFY5KD7gcGP+4VMIagETFcWCRbELkODmlzYgokGpqC/Qk+v17u3akGly",
+	"TeMMCFWEksg+QuwgeKZX9BGjjHzdCrZ+9usg1SzS5VQRDByIJwsSYisps/Vc2lndw/xqiaTXD+bnyADT",
+	"L73ne47pSz7zXh8vTc+twgFR4iwv/57nupz17V5APHoa/+6KgI2MF46X5KMjBnGkiBbECuouoZrEQBVm",
+	"lsyyyZTeOHWd6LTj8sPyRnF7c3OToI02N8DZO6D5sjZS40Cz7qUW55ilW7sj7DC3Ax/UdpyeNA7QOJ19",
+	"zHcv+b2SY9ULKkmGvaA3nWXovp/NnusFvVr+YS+YSZ/sBVNpf+aZ6SRF85wnR7EX9OqZl+bZSvpcL2hK",
+	"zOoF06ltXqmuknPJ89dRc+FmIdmNIZZJCd09okFvZGTQnwstRiPgEeOXhBlMIvjTgMD65Topco/Ubz98",
+	"8QpV7E9dNwPjVzax2igK4DJFzTAtLtydq8JXjQLIOEsoX5NAIzqMzZs47BKOeX4QjoXLOc6Ne3uW+jEB",
+	"c9VmX6I4vYJBSJUZZcQ4JMC1sazN1k2fwHTtr9wdMPjyP/7D/x4tJwM60iAHCkLBo2rAYWXZRUpgg0aG",
+	"NxYjIUktE9SoXw3MvEtwSEzTLuuMTOFQk/dytQvSoKeyy0tQeMERNvgBpnAIRaPc/SpBvOB0mwqpjxw7",
+	"lfiEuZFBL6HyKhI33Cu/RyyGvTAEpc7BjNIp0G7VA5ULDd47KqmJ+a48k36ce7i1886VS26I1yiiMdoc",
+	"VDOj1RILzeds6FwnnKEnmgs9GGHGdjBz4tQ3xtUzWgpUEwdFs1HfTKUxnTQ7mxa4pOd4njPuEtgWXzxI",
+	"GIEEHgLePXBB3JMDvAwMiH2L0aftUvxCmUn/bWdtsMVyZoaZIkx9MU0bfg4tdddpu2bE4goN1smJsOxc",
+	"po2PQIdjh92fzz/OaoblFk8ZQHRt9OXrP4J3b/020PT+z41qWYIbfLNomoPbtzpVxlqnamdjwyy3KKSR",
+	"KZCMj0RAsERLQEaSXprzJyD9s7WYaZA0JqmLqxsLpTFWG6+W12J2BSSlUiNMLFjo6jzTzCUGUZeU4Eq9",
+	"Ie/ZuORlRw6tnsMY09KXjJvrirBBL0OrbzXPUK3QzFRhpunVVILqKq+ev1UP7q2ucMUT+KyPRByLm9oB",
+	"FceoZ3C877V0jBle7yWZBu/BNBubWfMpqTGVeMxN6ZL48Y4LslPEqK14dSyN7cAhIi70cZf8IczfO07L",
+	"kyKxGpumUruLZiaJMwby8cYsXa/4sYpJ2LG865hSQ2ZgaWt9fWv7JwMxXKOCvXex3+8b813SUINURZGu",
+	"FCSJxSULaUysipfrm5STjIcgzRJt4b66Buq0zvmlfaoA+/vvt9uba7//fvuPwy//0wuxxbKeQpWbZsUW",
+	"+lPfWFd74dWTKJ6laefdfxpeDYZUh2MXyXFj+FZnktsiZFgOpFrTqQ0EzJgH88NmywkGS5Gzo9PfPLRE",
+	"+G9ZtWTRQvKhG+eMPuonYYIYqIKqQTpVcsl8TWKUx5kadPbZhN7mz3/ZLcrQ2e/cX/n3LQ3/Bo/CuWFB",
+	"LezQiwritXyVyO8F5mdJFjcInYUcx+jEl8sdsviyvoZVgtJxDFsPtH68ZdycXJWjpvjAnqXNtWPKaX2X",
+	"FX4st8NtyiSopeNXzcPRAGIFN2OQ4M+nrnjD5o3sSh+Wni2PUL9nOqHqaodskYPjgGyTEepGyqgkAXlL",
+	"nEoUkJ+IUYkmRsTEDc8rJQZk6x3J6+tVqyQuG3VVrWuUT7bq+JkhTCOzPrjuOkesinlikF3LZKKO2i7W",
+	"NSwLBy/3qBXWJabpBYypcaZW79uhSsyBpz71hPzr4vSE2J9XHB7u+aB3u3Yp1tyHfyjB18/pTYXLPxYh",
+	"r0tsvoKEcs3COc95SwdMe6FjxjGPJgHKGb+0yjA6vSmP8C8J2kqTMdCLuDMisxhmF3svHtdrm96yZDJM",
+	"QwJH9QbLDRxUqOfb7uMHDVWfX9phlXCzJbJFO5Xmagg+C2qJt57awxjqR+yP1hIR2Q9HQpLj/TOfh3Bh",
+	"OFuZp1St3VTWMc5Tjt0y/ZtsLM+ZMAibTIYVXq9ZU1DlcWG1Wn2oeZQYRrphiOIwXMIDiSXAKRccjVV3",
+	"zqwTN5giVAJhSZKhxesJnKwFSM81DcpfIstGk0ES3WdpoKge0rFEDXGs9r2ky2bkO/ScklD4nOqDLhSh",
+	"2eEeLYw5pZNY0Op+tD1rUBsaaDGYP1uexa6uqK3A7HM/2nEkRDRshJK8xPQ9kVgBb2HslAlHZogxHvVS",
+	"iG5x2zWfZXXPgulWAHZupbD4GMxHEf+mzMw8Z/yF+VZutx9coaxw1T15QlfQDVtbhm7Wy1/NPZp4t2XA",
+	"Oau7AB5hDkG3smQF2E9puoqU7+f+BMNITgYy4+1qRRZI7s/E2tqcum9Trb10tUs+D4PeQwxZgcBtidQe",
+	"oqdDBf3eTZtRoqxvM39G7RqDF6i2ukAo4pimCupZakvi7owrcHZ+VdRr41Ca5tNObqUKr/lOnuV8obWc",
+	"p1W8oZWl3av0HbswEGJ+ERAu+BokqZ6UwRX2UXprU7zI509Haz/Z6+ldlxNMwIXDUkUUcO0X4c6a2Rzh",
+	"r6/lVxqzyBiRgseTXSyzDvkNuj9i4BuGCq+aORUqo2UW6szsUH6ZR15HzBA31OUGVyTe5kopiEdvVhHt",
+	"OUB2mlqOrTo3yqm4xyrspkAyGrO/ILKeg8oPIkj1mEQAKdZnK7tc2Zv+K5jg5b+1zjshZiul1qPEerTT",
+	"KQYzXylC1ZX101unYbRgd3YJ4y4nF2g4tj2+aKwEGUK+wxC9uUdQruuincG4JQ5Ph8Uo27TBHEPAUo3R",
+	"MISSMKYsIWJEIojZNciJiwtKY9Duzm3GPnXCsownsqsFOu/4eERjLufCZZbcLo6jmsLaFCM3TfLp+fgY",
+	"Ji/mUL3Z3lv7P3lSafHP9cHal6+bwbsf/NFEFf19fv+5XZJSpQjTZEjDK5JxlyzjPb4qFQyeyInXrRZF",
+	"MLdQb7VKwpKlU6xzu7xLasliqQ2oHjh2aFtjzN2ndXDOFzdxM28OPItoJFKHYmpDyWC0Qlx6EZczV8+w",
+	"v5rvX12uqlmLq7TSx/kgldDsLPx7UdTlWGInVm3+kJfva1GNb7Z7g28ZlaZbHXwF3Y6DbpliqAN1VIC6",
+	"PbZ00b7OEfjt+NbO6n5DFr098upuQA81vLtYiWisXEktCG50i7LJd452RcYmD0ViczVFpi+F+afvqsGN",
+	"8eAOwVxWniA00r363Grn92p329ZSaTxxhje9by/Y6hmRC41j2+CQWLfFALskWcOEA0SqTQz/8zCl2wKB",
+	"DexoOMR8qY2FZC5nOdXZ7iGcWGk8aemHd5dcsjywWsmqH+/mrXY2T8YpbBg+FUJqCzYhaw2w7RuethGE",
+	"MQbz5r45y4cNiFXbwamUnPt4gRDJe6P1ddIUG25CO8vvMnrfvRxqhRpXrKcye+/W5/TqXtiTpoZN/BAL",
+	"t5poQexPSo/KT+QDe79rOyiblxOl6UR5ii8vSBF5bkVCSlIEXjRqBT1CJKv0DLNRrcuaLg/o4b2nKtP3",
+	"EFN+zTRAC6egFrbaHpDXXg9t6SLkQlfK9q3oseXe3uOGH1zvcW8BgGWKIOedKJZiw8esl3oP7PtwDGjj",
+	"hubxz1mRq46spu6HH765uur5bjTXVfeWU5/a/IryNkv6Jpa1FQ/UskVAsjgmkX0Uw9emi4+7YryOioGT",
+	"RzutcmH5J4bt8a4EvSh2QJLWeWPWR76is+qRJQ5SYWutPKhHzf6+O1HuW/SXo+00f7SSPpsZd291BR8Y",
+	"K6RQ3gDRvcpR5SSpKGKLl6EYZ9naAD3H1xxyLSf+IrvopqlV2fVUjHjmnlUzimX9p6m/tKxw3q/uXKD+",
+	"KoqznVwnjWXZ1T+CUdjISgWtFtp2fRS4J8rh7KBv18Of7vMifXY67dnKUrFbitxirfEEbqa1gxU1x3tg",
+	"sfYq10emdIf0uUe+m1tVk3hMFeC7u0ecWxPbDDedd7F0mffluhd30l0fiPjTySbNJM1paacf9JpuloRI",
+	"Hv5KqCr4T3EvVPKgLzuHynDMrhuSfKrK5ON3LukimQsjTJqVypbF5n10qjZ+6OT9mV9ziilbeUOkgHUb",
+	"xlCt2dDYrqLTuVZ5trCUG8hV7R21ahfqWp0Kb+hMwjhLzJ5s+WJuKr0finjM+cNs+oapxw93mEc4ppxD",
+	"PKjMJ6Rph5nkA+UXrQtH8U4H+DXEIoWV1lTV/YpM2Gq1iebx3nnX5i0r0WFiM6UrOoxRqThRuPNXGaQb",
+	"+87EEs8fY3vRGBhu3GEekup8IcNMKt2BcStDpEWVzC7juAvQwTCLLkG34t7N7be+oSp2UgeaZCmSNRTc",
+	"VmwKJ4sH2pwzkIYkXQGk7uZg8a9F1vhy1TkWQO8KcNsJYleC1e5Q6nuyKE5fm/F0YexbiMhwggdzKkWU",
+	"hZq8/mGbfGDvsR27JpS4XPyWFW1a4vZ9YPUq8NwVkjvDcCfo7Qq3XSG2I6yuAqWrwOfyeLkSRq6CiwvC",
+	"p6egxbfPvj30iludCsEUSnoZdoYZm3ahScR84uOHr0ZEbIDmJiI37twiJGliTg+vN8Coz6b4hPnethj0",
+	"0mWDuXYJD3V0/kMJvkOozeFCq9vWerHlInZJXlt6h0hMXzcGFtz68wJHRYHquSXfq8Ws76x38nHqCqVU",
+	"akbj5nTQ+0gsdwsICpLXVlhOonmDz5av+rGHKXJgOzdi02tiiwOQ1xxT0rIkT5XZcYU26SVlnGhBFACJ",
+	"qcY6Plgb9M3slfJT5/23dueU7rkqL0VUw5pm6OGYte8VhJlkenJhXpzrh9X2zVO0/ufhyaf3p/892Ds4",
+	"7p8MPp1+ODwh7qrfPGZLFBsa4kqQzYBKrPzgXj7W2hZxuwSuvbVJ9zjBL8neWR+LiBIbZYzxlZVswVAk",
+	"YEuoClulyShZ+OQrhUWTSf9MtZjLHbqYrX+mPpN9IWTkEgdJQlk8FLcYibDXty9S6wSvX2z5HoVd+Uhm",
+	"sIJs0JRtXG9tDMUtqI2vLn3pbgOvcDW9AiRadZ27joa+scwX+Yj1ESpkJ4eYRohl18sCbiGVkrma29hy",
+	"AkO1d2tdiGw+fL0Lkc01ZTqG/JLJrH7vrN8rykpjqv3m+ibekafAacp6O70f1jfXf7ANFMbIUfXpI0HM",
+	"x5eAqGdkDSncj8yLzE/fi1vs7l+ekvjA9ubmFJ7T1PremOAbf7g2D1aGWjX3z9+DLDDFhHFMcKbrZnFv",
+	"N7eaBixmuPGZ00yPhWR/AXY1+tFOd/5DFzY59IiyOJNQk8nezm91afzty92XoKeyJKFy0tvpmbnbSaJO",
+	"cqnQr2ke6H0xkC/UHALbuLQyQ+O9iCYtqAu3NElt5lKR5dfTQJM1GqdjmntTd3qfgCZkDz+7C5bclGro",
+	"5l0dALXM4O4R+MLHEwaGONwYkjuuaLHB72lUSf3oxEhvN39e/NC+4KOY2ZPg7daPbd6ishQLi0fHEDH6",
+	"yWDiY7Ct3V1CDR09jHsX+ACjRFCXW2s9y37etnHYVuGgCWiQCmflW1P5kw3XDdbMtrNQAKfD2DAq6ipL",
+	"c341gvyZcb5Bf2xvY4N1Mcn4kcXg7eKHToQ+wvYjz14MzsEGQFqOwfKRTOE/u0rGhtVJ5p+teJK703UF",
+	"8XhIJiyn2MCKTvd6PE56nKO80F+VNWP8XFAe7LOEcZokYYqosbjhRPAQCHM3hYVKaMNqseYNhuRiD8ox",
+	"VWOj8jXxTKEwPD6oVgp79oYZi6O1rbJ8pSvC575OY8o56vh5ArPNeu79W2TEfIlUvhHyaj1v/Fw+tBxc",
+	"V6jydIBdmYSL+pgnMzZ+VKvCtHre+P196j18ai9GTKrCCOwO+xtfbUiDhFFdR6rzQvEj12I+j4NAMx5j",
+	"8m1DP6byDiDMygxqvc3wsKLOFSz8Jb4F8zifSj+rrPOJBX6BkL9oafcmtIfIL0GumwXEnDpGVjKO/8ol",
+	"6H7kduMKJgv0tw8wWUl7W1rQHpKZ88U0sLOhxnen5eUc86o4hRV5bTub2vCtUIJWb5bQ/C7MwzS2QyV0",
+	"QoZgvYcjIYkUGrfHelFnlMN1V3n8fxnwIgm9AkWO988Ija5BaqZcP1Lsbog/JFoIl+CFSqXr8uTn1BV1",
+	"xsc6FPIK7R3OhGKRT3ciFFOYrwByuPkGVL5vQ4MTegyysLbyZMd7PAfSskCUyzqpb2ifhxI7FisyVahp",
+	"lwDeArhozdq9iPkXJ5egFZnu4U0EJ0lmocJofprFhGnsZKfy6BXzmnkqoKtqdQH62Ut8xSiUcM3ghqQZ",
+	"9uuzRdXWyXtXVWF9SaOwpMGTAEJeWGwOBriNzOvafMd48HZ7e/HD2F/m0HUufyTHXxrTEKqKQN7qNRf7",
+	"DiASxkB5llaUx+kqulRDQPAqXgVkZGeu0AqNqdLu2tDBRdnWxo1L/hDDwivVAAL79qcXecb5M3Uv1qfp",
+	"kRT3A2Lzbb4nBfR8ZlvHQGMMdFqa4bAt8Xxb5RehnrmruZhhA2DiIr9LR7PrKt3Gz9yws0/oEGYpTnVr",
+	"+x/rm+ub61u9L4UDOPcPL3dsl+t5Oj3ezGHewW127MVh+6g3dJdMGZOX2nAiLBPItLKNAogSmQyB9M9U",
+	"Z/jc+FpcbSy81zbs8eBOVvMS2xzoXsUz6G1t4j9/RGBZUiie2uU6TzCRMV4crg+gHSNpX6kVxewKJmrj",
+	"q+19d7ch4VpcWava60k7h2th+YQwRViSmKVryLs9JtSsdJfgMIxfEn3DQiBXAKk1ku1Vjn1LNKC62TN2",
+	"bmfycJL8ASb96HFcuE2y4ejw/L1Oj8DUhhLG4lvhmg9bZjTad+fYUAOPKCxXVNTOytQuse5lF9lOhiJi",
+	"tjqGhzfzpPTnq7MXM/SwHVLhu9PXbbOUObp6O97Z+OrqINxtuNz+ZiTcc8n/7t1UAvoC1/A24PX56enx",
+	"YO98/5f+r4cH6P9UwCMVuEqktgyryku5WSfDH4JxG1/fwHXulQ+IiViGJjqjevxIbNqIjEIk35kq/+CS",
+	"4NgDe+WK5D6EAHGy0cWem10WTTHtYAgzRQ3n8PMF6NMbF4v0WAzdUWEvbh46B0NVF/x0mvrfTOaeuyZP",
+	"lWKX3EnsK2VFqYvk5u3K57sb81z3f8Iz1l7ySTaxab7U78vtTCOruxh7LieA1+XoD1o7BnnpUpgu2TVw",
+	"G+pgi2EWF6EzPe3XyX8ZdXimFmJAqNGMsSOi/cRYe+eHv/Yv+qcng/3Tk6OP/f1PDdCeb+ATJhlUxaEh",
+	"JX9re/NuOQSvr+vpMLytgFS8Lolhjxdsf0RsR4FE9cjlDzKuRRsRn4F6TF1UzYZIXynMT3QxF5V8R/K6",
+	"DGMK/PHsb9bJXvmAIgnl1gC+NdYJumADF3IfIKYE+RWsCiqMxp0ZhN0WJiSkHCt3hBrf5JIRvGCB5Fs9",
+	"1Q57z/R2eiJVJKapFumS6lllHk8n2ZVJLA5VcpnEjynTz1riUA6mMn7by9fGV/z/Kk7QXeLN/mZaQYzB",
+	"5KHgI3aZWRFAoXGCMixdgWOQME9UmtyiszyC63mlSP8Ay7yaj1OKN9nuIjBfcG+az6uCs6gC3pdHkYlF",
+	"DtQnkIVn7EJtIQANITJFsZFmLyroTHLl7nLynxM1ptIWcqJxnIfWKRssw9wRsItzGyrguvqojaCjqtQ1",
+	"f+9t/t6znlrKCbYpdx2kZyVjvxjonw8aVefKVP4CNDKm/0OyfbmkJrYvqffM06y3WzxwTjVgjNkK0WXm",
+	"sR9aLeiaspgOY59sFfU2vNZZycevVGUDKgJW9JY1ZprPYbYvkpRKWKM8WlOgd4ii16BspdIZG4zAnxmN",
+	"naBheSFdSshrJyLmSS44ELhlSqs3AUEl8IYpmDXXrES5sSo24Ilw9gHJ+ynY+mtGeg0ZjRr3r4vTk3nC",
+	"d0Ef1C/tk76OmmId45SG1NaEpOrKnImSueI0nk4HvU1PNfedntnFZeJp6lR7Em2zPoX5uqZZXlSw3ndc",
+	"16FbNOx3g3E2qmDqXGcjjOepuoGK/ule6JunXQh+DVLRvBGtV7/YU6FrUlBpk0uUlkATe8FnDE3y2mCZ",
+	"y7u0bdFeKVIyD8Hq5W+IkPVfHByTlDLpboE55IqJ4jRVY6GJgoRyzUJ3UVypSLVRqwG2SySEwFKtrEGN",
+	"iUSoGkFEsALVOjnBO+W9/Q8e23e/Qotz17f8cbBz8QMHoLSr6fSfGchWL0HmbvPDvGjXQypQrsQYlkrz",
+	"gJr7Wn1v/rDvSNlyUi6kkdgabpSYk5chnA86Eba+FrYIvxdx9qmCNcYVcMXw3lJlQ2vekoTq0OCEzfrG",
+	"XMEYyOv/PyADNN9//x3v/WOmQdL4DRFG4G3VhbxsSVQpWIEq5FDc7hIhbbXE4YS8dl0XXZb5m928Wp8F",
+	"mlnoOMhXdAFUYouGx0OOqZYygq9Z60y7FqwjhjcONXoV3oc/EUwK90P+Z7PvYUHTyW8LlPapjBoRyfCZ",
+	"Ybg0G8YsJCGV0Qs8PUt4skLnhDyX7eGkxvEVkCrhpx1KbSiIR3OKU0yZkAabDLOUViNCEMKUAajKw66V",
+	"rqz6b5xZaUZYJ/vWF2mVuwLF8nXNzXAsIMlejV2YNXwTxqDPyNvyGnmGRlhUp9gYVxrHZke6isrtoMBD",
+	"rqexAqmMGl1MVEbfWtj2i7X4WChoGZeIG149slbBva+5AnTXqKidcvArV69UdRbr5DPPf+aKkkTOL7aG",
+	"Jfp4RDJ+xc3k+wcK4yVsYQkDdSennwZHp59PDgan54Oj0/P3/YODw5M5kPeobueW2d+PEcI5Dzyqu/Gi",
+	"xTxXI0twWE16GR+K22ZPjs5TaaW4cf6UkHLBWUjjooh8QFxkDhmx2Jw2GZdAI/SvCBkpYwpaTwv6WGzp",
+	"hsLTIsVNHrvv97P0zRQfuBzQIjPJroi8dgt9E+AdmZCEhlcQNZlHlhy9tjoFLvTIPnO3nJPHPvVtunpw",
+	"2U1mFX6J3PeCQs8RhTB1A0GE0BpYVKDIYsxiGNqg4VVzxMYxlVeKbK2v11qRWGAywplXhpfixgayj+k1",
+	"kCEAL7FGC+vAyevGGD3CBW9giKG9/bZRWLsIroxf05jlfciJhD8g1Nb0uhkbEw1n0gBae+HVt2FDzdpK",
+	"NLxCUwk3ZqDgT5vs+o9e0Nv6aYn81pwOT2Ic5S9vvhw7A7lmGEZkOhTJ9+dPfrGOOuLaXmisixiiS3Dw",
+	"1hXUwpiypBnWPhrcUSRLDThh3yCnPgUk4w6UEOOmscuoUjYu2sVDk9dhTJPUwtxMJ6U3NsLTaWT5zVcD",
+	"cO3jnL9R6EKC2+LJVfJguHjQQxL3dn4MeujA7+30RBw5KV4CVZBCTwdq+PpmWPtY8s0Lor0gmtXUDE84",
+	"bPEiynLghnLUnKntuvTwkZAhRA7YitoiM1ksCE4CnUO2zVF5iQ80HK+TEwA0JK02dgUTMsw04YKkkiUQ",
+	"VRtC1/EMN+XZZkvZ2TX5YCyNV0iS+j4493A0ApuOagmS12+rp4knoOl8lrVd1r3s+l9jYX3kEiJjxNAY",
+	"I1HMP0OKyd1qBR48hufKf8fQfHng4m0YEkRP/vZs2HeEyNnPUIjxy5mSqG0Y0YU9NFcm0CJhIVGMX8aw",
+	"FpWOHqxBsGNZEBkTvWl6zPhlYCufYo6Qcilj+J4AMbdunheF+fOWc/gh4wjCWlKuaGgrKu+R4UTDmmWD",
+	"kMZEQgpU51RQ2DXylcIWg0oX9TfywC7bp7O4s7TFOkiUWY4Fn7DgABfAo29DA7VtVzEijHIyKautnp2T",
+	"t9v/u4fSle+feeCKcfNrl+HvMvV7O72fh9vRu3AL1ra2trbW3tLt4dpP4Q/R2ja8Hb2jPw03w61ousmx",
+	"VXkTdYkKb+LalOYXMciPP4y2wm36FtZ+Gv4crb01L/h5tLm5tkW3hz+Eb6Mf4d2oVxKgy8OtdefK5j6J",
+	"8lx5/4KIWQstheP6tW1jHUHMULNBI+PNi3L9oly7kBIeEUoOjm38iEhyHFw62C3/1cYwD1JoqofPXdFq",
+	"vPN00kGoAfEIUoPKXJODY1TzrXeh0tHZ8DVLmVn8buHjzMeYdXI6aAgI5cWv7WgEWy79gREYhMaCz0f0",
+	"97iobwzWLzTlUZaaI+1HkjCeaVtYahaHcc8QiQv6PhacImWfGlNxEvO9rY5tXhyuLwg6i6BG+Tw4tk2r",
+	"bbsP1+2vM4p+zVMQ5kWlWHtn6lqbsFEl8QBbjqDrhBmT76bpcrvmosXcrsoYY2q7UVU1cXyK6fmpBk7E",
+	"nlmcipvVY0SqFB3H/dqa27KXK+JnHaiyskpUFeaNEYthTYLBUTVXsu22EQW5tUzsU0RwtIDdoLuE8omN",
+	"McvlFR/B3CD0Ot14XDtHLIZzHO7RI1SWk85vLCikpGtTZIj99iUs5PmGhWAHFhqGoBTJBbWUfSxA01Xw",
+	"1cZX7AdkbJ3buw07emOVwz3CBV9zOFBo5vmccuHOp6oFohXOXsIIJPAQbN5iARVZqkBqkoIkrwsvm3ki",
+	"cKOCfOMHiz18iWXebxouzGL6hvyrV2acNaQkpGhGWXchxqMYsjFkw2AJDKmS+0msoxLImgugmG9fDKEX",
+	"QyjP4jbKSQlGdAqKlsNQvJtqdiPt0zi2Fd3XyWkKXKEDC9OknXfJ2TLhWCjgZGjbJOINAc7zNUarD8Xt",
+	"moMcMkbMCQjECrDNohvCfaLLFt55TIq9GnCpSUGtJg3Kf2ArkwW24aPt7mR7OtkLUmc70TJmx3xtb0U8",
+	"hZhsGzdDlm/CEYVpDoOSKNVEpx+WKJFWLPtpiqMVr1/geK+EZpZ3W4SjmBtxsMzpupt/K5XTvhNsMghR",
+	"AkS9nk6USTOcJ5qkVWWJSjPIhUWrGjrK1SLcsL93zRszpoqIoQJ5Dfbq0zUHDMjNmIVj7BYmZ5tGzgKI",
+	"6z/43RSrWtBPMU8xnaL2S9mqxytbBfntenMPxVZClrf+bJSyPg9FYvD2NVVXEFVDHUBiLRaR6UtR+YVT",
+	"CPJf5G+wsV56DEwWDBRBGFMrR6ookSB4YUENFPwZkNmbE48l5fjpibOCWE6tCl2acoFsPpYFxuZyCfPE",
+	"1K35oBjobnZGp7aPNVNVYjdNSeU9LJd6f9FS8hvzKLnpN7uTXFfcF3/Sc/Un5aMUIFOBv+KjVvi38TUP",
+	"dqk6luz4UbOxZK11fBDLqeWOJCtrxujI45tspuRsoQddjkBqsa8pdqrEnnvxBP1P5YWUhDSe5AFVeNtf",
+	"DdBqwsZzt5pn5GNyM/PdG618SX/KCcPaou3rQZj9nvUypU4KlkIVR+wnsazqU5hvXVVOhUoEYBpPXtxP",
+	"L+4np3EiG1nHk5PL5XF2bhe3WnhxrdGQGrNUuUaEtoIgNtdyDfsRVEcijsUNSUvPvPm5bcmVS3yhXA4n",
+	"xIVXemBy1R5wDwCQz0thEiJp1JZswzSsFFZs0Ivq9GxVJ3HD8yZ39T2rijYKbbUn9pSrGJsaqKKw3w2f",
+	"Nv/I65o0vylfVmQ4VmMQXeWt107W36wTG9TIRRnQ4ZPaFXtyP6rzNu9ZY2HLqBhx3At6Y6a0kJOBwash",
+	"i3EXe7YAu19VESJx+diGmtAtwtvZfRIwMXLt7fYSek5B96fRcYrXL26qURaXJZGcDGTGd2woq8jiaG1o",
+	"m6ThYSIyTfoH6iWM+0X5sVhpWWy2+2IOjYtUnrLvYqPycwCastjiMCVDs8mYqYs92F9TV719e3PzDUYG",
+	"Trdi3CW0rhsBVMKU3Nttyb+8M6kswCL/JBpQXbTObQDZZxZr+FhdTc173Bb9nXosfkfeckT3qCJlVrZW",
+	"kuYNtC/mGzTOyW0tkdK29nR7wHq7b3YxnBivzIaTKTOI3Iypxjttc3A5ZYGUyoJfZN+bV/+N5RbX3yS1",
+	"uC8vYvusL7lQdK2otTdL9tLUpkLBrS4P0J/IB/Z+N5dG9+G7t+bTN3O9s9OeBG6Tvotj2Exn17lrFxkq",
+	"yJArttB8DJns2lAZKW/dr7/zNXIkAf4Co1RIrciRZBGdNHlkt/35U4Zgy/RhmaLyk9kmi6GnUojX0u3F",
+	"6HgxOmypKWQHW41lAQYuobHkDoevrfpY1S/6MbSm8K/aBCVVaDjYl2WXpFKo1NXlQOPjNRdkSMOrEYvj",
+	"wGCjhERc09iMjb2tsFhCnvv0xg+ZR3ba3yFaNt1LFZ4hl7yvvMhof7UsNFpqPhkq2tfP99iUjPYCiC+A",
+	"6FJBrcN65qpnNUS0vo/m2/3TGw4SoWyd9J3T2rmoMZiQSsBioQ4H48JoE7JwyTj7zY9tdtDvEdtm8Yrx",
+	"61X91UshnaXtkyGdff18pKteZSY0esG7F7xzhaWQeQqsEffhf974QzDejHVnUy5k21hmCFiTIcc1qrHt",
+	"fO4pNkYdxRuW8rLeKoN+uPuXmcHfAuwMrZdRzfr5CPrJAOu42ML5oFVu9QtcvcCVK40cQqrzMIDyVFsN",
+	"r2Kg13OUsz0LSVzwNVHR02zDdJU3IOcREZlWmlp0i21tZRc5idN1mLZLJBipzVOLcmQrV9MQMASP2iT5",
+	"KUENN+QF1V5Q7W9THvm6282/HiP6tCs1dCQNCHFCeTiudTYmIeVEgYG4GxuvYsc1E9Iusy2NmcvKrRQl",
+	"UoA3/bVey1jafJeMWRQBvguUFlKhCSshoqEGT0TkJ3zhc2tl/G3XMbE0PWusXYRbnLx0M37+3YytOC5d",
+	"vMiHDhtwm9cr8bfd4pU+6IGtv5tHCoXjjF/ZaiQOIKgihieJMHggryJxw3dJSiVWscarTuoaEZObMYuB",
+	"YNpaGoMv9Mdy5OHt8y9PUifZNAUaW3IJmVDdOQfPEubIDnL3rDDG7ZkHZfYs07ygy7Msbn9ry33k0oxb",
+	"1YAyOKq8zqUxk3FvpzfWOt3Z2Nja/sf65vrm+tbOT5s/bSLDuSFmK8fafPihEFppSdPAm0hfFpxYr6SM",
+	"uizjWQEsqqNj4YaGiv21kumVYbFk+uyYe1HCODNzNB/sEMTWgIyF0sq1W1cB5noE+dStEZj3l1gnOIRy",
+	"/QWrhy0ZiojZOq5uEtT81DOLs0pDb7OQWt/o9ekMX+E68HnyJXYqdkcwe7uhykyW6rBWA50d8uDY1UWp",
+	"9GGsttm3w7njp0Zrx1AeetdKxAdFl6AAy1LaiitoUleGs61CZsc6vDVwxjxZm25ewGQtI7y65DzJaHbY",
+	"o1opHBdGWysxtl7rv2jW+eXu/wUAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

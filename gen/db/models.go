@@ -32,6 +32,15 @@ type AdminToken struct {
 	RevokedAt *time.Time
 }
 
+type AdminUiSession struct {
+	SessionHash []byte
+	TokenHash   []byte
+	Csrf        string
+	CreatedAt   time.Time
+	SeenAt      time.Time
+	Flash       string
+}
+
 type Agent struct {
 	BoxID          uuid.UUID
 	AgentID        uuid.UUID
@@ -181,6 +190,14 @@ type Message struct {
 	ContentHash      []byte
 	HasAttachment    bool
 	CreatedAt        time.Time
+}
+
+type RateBucket struct {
+	BoxID     uuid.UUID
+	KeyID     uuid.UUID
+	Tokens    float64
+	UpdatedAt time.Time
+	Refused   bool
 }
 
 type Receipt struct {

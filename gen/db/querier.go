@@ -43,6 +43,7 @@ type Querier interface {
 	ClaimCandidatesOldest(ctx context.Context, arg ClaimCandidatesOldestParams) ([]int64, error)
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
 	CreateAdminToken(ctx context.Context, arg CreateAdminTokenParams) (CreateAdminTokenRow, error)
+	CreateAdminUISession(ctx context.Context, arg CreateAdminUISessionParams) error
 	CreateAgent(ctx context.Context, arg CreateAgentParams) (Agent, error)
 	CreateBox(ctx context.Context, arg CreateBoxParams) (Box, error)
 	CreateHost(ctx context.Context, arg CreateHostParams) (Host, error)
@@ -54,6 +55,7 @@ type Querier interface {
 	DeleteExpiredIdempotencyRecords(ctx context.Context, arg DeleteExpiredIdempotencyRecordsParams) (int64, error)
 	// Which of the given IDs are enabled agents of the box (one round trip for any number of targets).
 	EnabledAgentIDs(ctx context.Context, arg EnabledAgentIDsParams) ([]uuid.UUID, error)
+	EndAdminUISession(ctx context.Context, sessionHash []byte) error
 	// Leaving a room ends the agent's outstanding leases on that room's attention rows at once.
 	EndRoomLeases(ctx context.Context, arg EndRoomLeasesParams) error
 	// SPEC §11: each given channel keeps its newest @message_cap messages and at most
@@ -223,15 +225,24 @@ type Querier interface {
 	// The sender's latest retained message in each given channel: the only comparison target of
 	// consecutive-duplicate suppression. Read after the channel lock, so it is current.
 	SenderLatest(ctx context.Context, arg SenderLatestParams) ([]SenderLatestRow, error)
+	SetAdminUISessionFlash(ctx context.Context, arg SetAdminUISessionFlashParams) error
 	SetAgentProfile(ctx context.Context, arg SetAgentProfileParams) (SetAgentProfileRow, error)
 	SetBoxSettings(ctx context.Context, arg SetBoxSettingsParams) (SetBoxSettingsRow, error)
 	SetHostIPs(ctx context.Context, arg SetHostIPsParams) (Host, error)
 	// Compare-and-set of an active member's follow preference.
 	SetRoomFollow(ctx context.Context, arg SetRoomFollowParams) (int64, error)
 	SetRoomOwner(ctx context.Context, arg SetRoomOwnerParams) error
+	SweepAdminUISessions(ctx context.Context, arg SweepAdminUISessionsParams) error
+	TakeAdminUISessionFlash(ctx context.Context, sessionHash []byte) (string, error)
+	// Refills the key's bucket for the time since its last take (capacity at most), then takes
+	// one token if there is one. Clocks of several instances may differ slightly: time never
+	// runs backwards for a bucket.
+	TakeRateToken(ctx context.Context, arg TakeRateTokenParams) (TakeRateTokenRow, error)
 	// A keyset page of a thread family (root and replies share thread_root_id and stay in one
 	// channel): message_seq in (@after, @upper], ascending, on the messages_thread index.
 	ThreadMessages(ctx context.Context, arg ThreadMessagesParams) ([]ThreadMessagesRow, error)
+	// A live session (used within the idle timeout, younger than the lifetime) is marked used.
+	TouchAdminUISession(ctx context.Context, arg TouchAdminUISessionParams) (TouchAdminUISessionRow, error)
 	UpdateAgentFlags(ctx context.Context, arg UpdateAgentFlagsParams) (Agent, error)
 	UpdateBox(ctx context.Context, arg UpdateBoxParams) (Box, error)
 	// Compare-and-set on card_revision over role and description (NULL leaves a field alone).

@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/gen/mcp"
@@ -29,6 +28,7 @@ import (
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/httpserver"
 	"github.com/agentbox/agentbox/internal/metrics"
+	"github.com/agentbox/agentbox/internal/schema"
 )
 
 // Config wires the UI.
@@ -38,6 +38,8 @@ type Config struct {
 	Log     *slog.Logger
 	// Metrics records every admin operation the UI runs, with transport "admin_ui" (nil: not recorded).
 	Metrics *metrics.Registry
+	// Sessions keeps the UI sessions (the store: shared by every server instance).
+	Sessions SessionStore
 }
 
 // CSP allows the one stylesheet and same-origin form posts; no script may run.
@@ -72,7 +74,7 @@ func New(cfg Config) *UI {
 	if err != nil {
 		panic(err)
 	}
-	u := &UI{svc: cfg.Service, auth: cfg.Auth, log: cfg.Log, metrics: cfg.Metrics, sessions: newSessions(),
+	u := &UI{svc: cfg.Service, auth: cfg.Auth, log: cfg.Log, metrics: cfg.Metrics, sessions: newSessions(cfg.Sessions, cfg.Log),
 		pages: parsePages(), css: css, mux: http.NewServeMux()}
 	m := u.mux
 	m.HandleFunc("GET /admin/static/admin.css", func(w http.ResponseWriter, r *http.Request) {
@@ -141,9 +143,9 @@ type call struct {
 func (u *UI) authed(h func(*call)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sid := cookieValue(r, sessionCookie)
-		token, csrf, ok := u.sessions.lookup(sid)
-		if ok && u.auth.Admin(r.Context(), token) != nil {
-			u.sessions.end(sid) // the token was revoked: the session ends with it
+		tokenHash, csrf, ok := u.sessions.lookup(r.Context(), sid)
+		if ok && u.auth.AdminHash(r.Context(), tokenHash) != nil {
+			u.sessions.end(r.Context(), sid) // the token was revoked: the session ends with it
 			ok = false
 		}
 		if !ok {
@@ -152,6 +154,11 @@ func (u *UI) authed(h func(*call)) http.Handler {
 				return
 			}
 			u.forbidden(w, "Your session has ended; sign in again. Nothing was changed.")
+			return
+		}
+		if !validURLText(r) {
+			u.render(w, http.StatusBadRequest, "message", page{Title: "Not accepted",
+				Error: &banner{Title: "The address holds text that is not valid UTF-8 or contains a NUL character. Nothing was changed."}})
 			return
 		}
 		if r.Method == http.MethodPost && !u.checkPost(w, r, csrf) {
@@ -181,9 +188,28 @@ func (u *UI) checkPost(w http.ResponseWriter, r *http.Request, want string) bool
 	}
 	for _, vs := range r.PostForm {
 		for _, v := range vs {
-			if !utf8.ValidString(v) { // never silently replaced with U+FFFD (SPEC §15)
+			if schema.CheckText("", v) != nil { // never silently replaced with U+FFFD (SPEC §12, §15)
 				u.render(w, http.StatusBadRequest, "message", page{Title: "Form not accepted",
-					Error: &banner{Title: "The form holds text that is not valid UTF-8. Nothing was changed."}})
+					Error: &banner{Title: "The form holds text that is not valid UTF-8 or contains a NUL character. Nothing was changed."}})
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// validURLText applies the text rule to the decoded path (every path segment the pages
+// read) and to every query key and value.
+func validURLText(r *http.Request) bool {
+	if schema.CheckText("", r.URL.Path) != nil {
+		return false
+	}
+	for k, vs := range r.URL.Query() {
+		if schema.CheckText("", k) != nil {
+			return false
+		}
+		for _, v := range vs {
+			if schema.CheckText("", v) != nil {
 				return false
 			}
 		}
@@ -357,12 +383,12 @@ func (u *UI) render(w http.ResponseWriter, status int, name string, p page) {
 // show renders a page of a signed-in session, with its one-time notice.
 func (u *UI) show(c *call, status int, name string, p page) {
 	p.CSRF = c.csrf
-	p.Flash = u.sessions.takeFlash(c.sid)
+	p.Flash = u.sessions.takeFlash(c.r.Context(), c.sid)
 	u.render(c.w, status, name, p)
 }
 
 // done ends a successful form post: a notice for the next page, then Post/Redirect/Get.
 func (u *UI) done(c *call, notice, to string) {
-	u.sessions.setFlash(c.sid, notice)
+	u.sessions.setFlash(c.r.Context(), c.sid, notice)
 	http.Redirect(c.w, c.r, to, http.StatusSeeOther)
 }

@@ -509,3 +509,48 @@ func mustURL(t *testing.T, s string) *url.URL {
 	}
 	return u
 }
+
+// Several instances as one (issue 11, finding 9): a browser signed in on one instance stays
+// signed in when the load balancer sends it to another, forms posted there pass CSRF, and
+// signing out on a third ends the session on all of them.
+func TestSessionSurvivesAChangeOfInstance(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e2, e3 := testenv.Attach(t, e), testenv.Attach(t, e)
+	b := newBrowser(t, e.URL, http.DefaultClient) // cookies are per host, not per port
+	b.mustSignIn()
+	b.base = e2.URL
+	expect(t, "boxes on a second instance", b.get("/admin/boxes"), http.StatusOK, "Boxes")
+	b.base = e3.URL
+	if p := b.post("/admin/boxes", url.Values{"box_key": {"moved"}}); p.Status != http.StatusSeeOther {
+		t.Fatalf("a form on a third instance: %d %s", p.Status, p.Body)
+	}
+	if got := boxKeys(e); len(got) != 1 || got[0] != "moved" {
+		t.Fatalf("boxes: %v", got)
+	}
+	b.get("/admin/boxes")
+	b.post("/admin/signout", url.Values{})
+	b.base = e.URL
+	if p := b.get("/admin/boxes"); p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/admin/signin" {
+		t.Fatalf("signed out on one instance, still signed in on another: %d", p.Status)
+	}
+}
+
+// Text PostgreSQL cannot hold is refused by the UI before any admin operation runs: a NUL
+// or invalid UTF-8 in a form field or in a path segment (issue 11, finding 3).
+func TestUnstorableTextRefused(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	b := newBrowser(t, e.URL, http.DefaultClient)
+	b.mustSignIn()
+	for _, bad := range []string{"x\x00y", "x\xffy"} {
+		expect(t, "form field", b.post("/admin/boxes", url.Values{"box_key": {"new-box"}, "name": {bad}}), http.StatusBadRequest)
+	}
+	for _, path := range []string{"/admin/boxes/al%00pha", "/admin/boxes/al%FFpha"} {
+		expect(t, "path "+path, b.get(path), http.StatusBadRequest)
+	}
+	if got := boxKeys(e); len(got) != 1 {
+		t.Fatalf("boxes: %v", got)
+	}
+}

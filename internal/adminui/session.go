@@ -1,19 +1,20 @@
 package adminui
 
 import (
+	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 )
 
-// Sessions are server-side and in memory: the cookie holds only an opaque random ID, never
-// the admin token. The token stays in this process's memory so that every request checks it
-// again (a revoked issued token ends its UI sessions at once). Consequences, by design: a
-// restart signs everyone out, and with several server instances a browser must reach the
-// instance it signed in on (or sign in again).
+// Sessions are server-side, in PostgreSQL (SessionStore), so any server instance serves a
+// signed-in browser and a restart signs nobody out. The cookie holds only an opaque random
+// ID; the database holds its SHA-256 and the SHA-256 of the admin token, never the token, and
+// every request checks that token again (a revoked issued token ends its UI sessions at once).
 const (
 	sessionCookie = "agentbox_admin"        // the session ID
 	signinCookie  = "agentbox_admin_signin" // the sign-in form's double-submit nonce
@@ -24,82 +25,65 @@ const (
 	signinTTL   = 10 * time.Minute // how long a sign-in form stays valid
 )
 
-type session struct {
-	token         string // the admin token, in memory only
-	csrf          string // the synchronizer token every state-changing form carries
-	created, seen time.Time
-	flash         string // a one-time notice for the next page
+// SessionStore keeps the sessions (internal/store implements it).
+type SessionStore interface {
+	CreateUISession(ctx context.Context, idHash, tokenHash []byte, csrf string, now, idleBefore, createdBefore time.Time) error
+	TouchUISession(ctx context.Context, idHash []byte, now, idleBefore, createdBefore time.Time) (tokenHash []byte, csrf string, found bool, err error)
+	EndUISession(ctx context.Context, idHash []byte) error
+	SetUISessionFlash(ctx context.Context, idHash []byte, msg string) error
+	TakeUISessionFlash(ctx context.Context, idHash []byte) (string, error)
 }
 
 type sessions struct {
-	mu  sync.Mutex
-	m   map[string]*session
+	st  SessionStore
+	log *slog.Logger
 	now func() time.Time
 }
 
-func newSessions() *sessions {
-	return &sessions{m: map[string]*session{}, now: time.Now}
+func newSessions(st SessionStore, log *slog.Logger) *sessions {
+	return &sessions{st: st, log: log, now: time.Now}
 }
+
+func hashID(id string) []byte { sum := sha256.Sum256([]byte(id)); return sum[:] }
 
 // create starts a session for a validated admin token and returns its ID.
-func (s *sessions) create(token string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func (s *sessions) create(ctx context.Context, tokenHash []byte) (string, error) {
 	now := s.now()
-	for id, x := range s.m { // sweep: sign-ins are rare, so this stays cheap
-		if s.expired(x, now) {
-			delete(s.m, id)
-		}
-	}
 	id := randomToken()
-	s.m[id] = &session{token: token, csrf: randomToken(), created: now, seen: now}
-	return id
+	err := s.st.CreateUISession(ctx, hashID(id), tokenHash, randomToken(), now, now.Add(-idleTimeout), now.Add(-maxLifetime))
+	return id, err
 }
 
-func (s *sessions) expired(x *session, now time.Time) bool {
-	return now.Sub(x.seen) > idleTimeout || now.Sub(x.created) > maxLifetime
-}
-
-// lookup returns the live session's token and CSRF token, and marks it used.
-func (s *sessions) lookup(id string) (token, csrf string, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	x, ok := s.m[id]
-	if !ok {
-		return "", "", false
+// lookup returns the live session's token hash and CSRF token, and marks it used.
+func (s *sessions) lookup(ctx context.Context, id string) (tokenHash []byte, csrf string, ok bool) {
+	if id == "" {
+		return nil, "", false
 	}
 	now := s.now()
-	if s.expired(x, now) {
-		delete(s.m, id)
-		return "", "", false
+	tokenHash, csrf, found, err := s.st.TouchUISession(ctx, hashID(id), now, now.Add(-idleTimeout), now.Add(-maxLifetime))
+	if err != nil {
+		s.log.WarnContext(ctx, "admin UI session lookup", slog.Any("err", err))
 	}
-	x.seen = now
-	return x.token, x.csrf, true
+	return tokenHash, csrf, found
 }
 
-func (s *sessions) end(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, id)
-}
-
-func (s *sessions) setFlash(id, msg string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if x, ok := s.m[id]; ok {
-		x.flash = msg
+func (s *sessions) end(ctx context.Context, id string) {
+	if err := s.st.EndUISession(ctx, hashID(id)); err != nil {
+		s.log.WarnContext(ctx, "admin UI session end", slog.Any("err", err))
 	}
 }
 
-func (s *sessions) takeFlash(id string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	x, ok := s.m[id]
-	if !ok {
-		return ""
+func (s *sessions) setFlash(ctx context.Context, id, msg string) {
+	if err := s.st.SetUISessionFlash(ctx, hashID(id), msg); err != nil {
+		s.log.WarnContext(ctx, "admin UI notice", slog.Any("err", err))
 	}
-	msg := x.flash
-	x.flash = ""
+}
+
+func (s *sessions) takeFlash(ctx context.Context, id string) string {
+	msg, err := s.st.TakeUISessionFlash(ctx, hashID(id))
+	if err != nil {
+		s.log.WarnContext(ctx, "admin UI notice", slog.Any("err", err))
+	}
 	return msg
 }
 

@@ -1,8 +1,11 @@
 package adminui
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
+
+	"github.com/agentbox/agentbox/internal/auth"
 )
 
 // signinForm shows the sign-in form with a fresh double-submit nonce: the same random value
@@ -28,15 +31,22 @@ func (u *UI) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if old := cookieValue(r, sessionCookie); old != "" {
-		u.sessions.end(old) // never carry a previous session ID over a sign-in
+		u.sessions.end(r.Context(), old) // never carry a previous session ID over a sign-in
 	}
-	setCookie(w, r, sessionCookie, u.sessions.create(token), 0)
+	id, err := u.sessions.create(r.Context(), auth.HashSecret(token))
+	if err != nil {
+		u.log.ErrorContext(r.Context(), "admin UI sign-in", slog.Any("err", err))
+		u.render(w, http.StatusServiceUnavailable, "signin", page{Title: "Sign in", Data: nonce,
+			Error: &banner{Title: "Sign-in is temporarily unavailable; try again shortly."}})
+		return
+	}
+	setCookie(w, r, sessionCookie, id, 0)
 	setCookie(w, r, signinCookie, "", -1)
 	http.Redirect(w, r, "/admin/boxes", http.StatusSeeOther)
 }
 
 func (u *UI) signout(c *call) {
-	u.sessions.end(c.sid)
+	u.sessions.end(c.r.Context(), c.sid)
 	setCookie(c.w, c.r, sessionCookie, "", -1)
 	http.Redirect(c.w, c.r, "/admin/signin", http.StatusSeeOther)
 }

@@ -65,6 +65,16 @@ type Error struct {
 	CurrentRevision   *string `json:"current_revision,omitempty"`
 	RetryAfterSeconds *int    `json:"retry_after_seconds,omitempty"`
 	SuggestedAction   string  `json:"suggested_action,omitempty"`
+
+	status int // the HTTP status when it is not the code's (transport-level refusals)
+}
+
+// HTTPStatus is the status this error is written with over HTTP.
+func (e *Error) HTTPStatus() int {
+	if e.status != 0 {
+		return e.status
+	}
+	return e.Code.HTTPStatus()
 }
 
 // Body is the envelope written on the wire: {"error": {...}}.
@@ -141,10 +151,45 @@ func Storage() *Error {
 	return New(StorageFailure, "the operation failed in storage; nothing was written")
 }
 
+// OutcomeUnknown is the answer when the connection to the database failed while COMMIT was
+// in flight: the write may or may not have persisted, and only a retry with the same
+// idempotency key tells (it returns the original result if the write committed).
+func OutcomeUnknown() *Error {
+	return New(TemporarilyUnavailable, "the database connection failed while the write was committing; it may or may not have been written").
+		WithReason("outcome_unknown").
+		WithSuggestion("retry with the same idempotency_key: if the write committed, the retry returns its original result")
+}
+
+// Unavailable is the answer when the database cannot be reached (or the connection was lost
+// before anything was committed): nothing was written and a retry is safe.
+func Unavailable() *Error {
+	return New(TemporarilyUnavailable, "the database is temporarily unavailable; nothing was written").
+		WithReason("database_unavailable").WithSuggestion("retry with the same idempotency_key")
+}
+
+// UnsupportedMediaType refuses a request body whose Content-Type the operation does not
+// declare in the contract: 415, INVALID_ARGUMENT with reason unsupported_media_type.
+func UnsupportedMediaType() *Error {
+	e := New(InvalidArgument, "the request's Content-Type is not one this operation accepts").
+		WithReason("unsupported_media_type").WithSuggestion("send the body as application/json")
+	e.status = http.StatusUnsupportedMediaType
+	return e
+}
+
+// WithStatus overrides the HTTP status (transport-level limits such as 413 and 431).
+func (e *Error) WithStatus(status int) *Error { e.status = status; return e }
+
+// PathNotFound is the 404 for a path the server does not serve as written (no redirects).
+func PathNotFound() *Error {
+	e := NotFound()
+	e.status = http.StatusNotFound
+	return e
+}
+
 // StatusOf is the HTTP status an error is reported with (500 for anything unexpected).
 func StatusOf(err error) int {
 	if e, ok := As(err); ok {
-		return e.Code.HTTPStatus()
+		return e.HTTPStatus()
 	}
 	return http.StatusInternalServerError
 }

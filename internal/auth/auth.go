@@ -21,7 +21,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbox/agentbox/internal/apierr"
-	"github.com/agentbox/agentbox/internal/ratelimit"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -41,12 +40,11 @@ type Authenticator struct {
 	store      *store.Store
 	adminToken string
 	log        *slog.Logger
-	limiter    *ratelimit.Limiter
 }
 
 // New returns an authenticator. adminToken is AGENTBOX_ADMIN_TOKEN ("" disables it).
 func New(s *store.Store, adminToken string, log *slog.Logger) *Authenticator {
-	return &Authenticator{store: s, adminToken: adminToken, log: log, limiter: ratelimit.New()}
+	return &Authenticator{store: s, adminToken: adminToken, log: log}
 }
 
 // Agent authenticates a bearer key for boxKey from the TCP source address. Every failure is
@@ -55,8 +53,26 @@ func (a *Authenticator) Agent(ctx context.Context, bearer, boxKey string, source
 	if bearer == "" {
 		return a.admit(ctx, store.KeyCredential{}, store.ErrNotFound, source, "missing bearer key")
 	}
+	if !ValidBoxKey(boxKey) {
+		// Permanent, like any credential failure, and never sent to the database.
+		return a.admit(ctx, store.KeyCredential{}, store.ErrNotFound, source, "malformed box_key")
+	}
 	cred, err := a.store.KeyCredential(ctx, boxKey, HashSecret(bearer))
 	return a.admit(ctx, cred, err, source, "unknown key for this box_key")
+}
+
+// ValidBoxKey reports whether s matches the box_key pattern ^[a-z0-9][a-z0-9-]{1,62}$ (SPEC §2).
+func ValidBoxKey(s string) bool {
+	if len(s) < 2 || len(s) > 63 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // AgentKey authenticates a bearer key from the TCP source address without naming the box
@@ -82,7 +98,7 @@ func (a *Authenticator) admit(ctx context.Context, cred store.KeyCredential, err
 		return fail(notFound)
 	case err != nil:
 		a.log.ErrorContext(ctx, "agent authentication lookup", slog.Any("err", err))
-		return Principal{}, apierr.New(apierr.TemporarilyUnavailable, "authentication is temporarily unavailable")
+		return Principal{}, apierr.Unavailable()
 	case cred.Revoked:
 		return fail("revoked key")
 	case !cred.BoxEnabled:
@@ -92,7 +108,7 @@ func (a *Authenticator) admit(ctx context.Context, cred store.KeyCredential, err
 	case !source.IsValid() || !slices.Contains(cred.HostIPs, source.Unmap().String()):
 		return fail("source IP not registered for the host")
 	}
-	if err := a.rateLimit(cred); err != nil {
+	if err := a.rateLimit(ctx, cred); err != nil {
 		return Principal{}, err
 	}
 	return Principal{BoxID: cred.BoxID, BoxKey: cred.BoxKey, AgentID: cred.AgentID, AgentName: cred.AgentName,
@@ -101,7 +117,8 @@ func (a *Authenticator) admit(ctx context.Context, cred store.KeyCredential, err
 
 // rateLimit applies the box's per-key rate limit (SPEC §11; off while rate_limit_per_second
 // is 0, its default) to an authenticated key: RATE_LIMITED, retryable, with retry_after_seconds.
-func (a *Authenticator) rateLimit(cred store.KeyCredential) error {
+// The bucket lives in PostgreSQL, so the limit holds for the key across every server instance.
+func (a *Authenticator) rateLimit(ctx context.Context, cred store.KeyCredential) error {
 	var limits struct {
 		PerSecond int64 `json:"rate_limit_per_second"`
 		Burst     int64 `json:"rate_limit_burst"`
@@ -109,12 +126,20 @@ func (a *Authenticator) rateLimit(cred store.KeyCredential) error {
 	if len(cred.BoxSettings) > 0 {
 		json.Unmarshal(cred.BoxSettings, &limits) //nolint:errcheck // stored by the service, already validated
 	}
-	ok, wait := a.limiter.Allow(cred.KeyID, limits.PerSecond, limits.Burst, time.Now())
+	if limits.PerSecond <= 0 {
+		return nil
+	}
+	capacity := float64(max(limits.Burst, limits.PerSecond, 1))
+	ok, wait, err := a.store.TakeRateToken(ctx, cred.BoxID, cred.KeyID, float64(limits.PerSecond), capacity, time.Now())
+	if err != nil {
+		a.log.ErrorContext(ctx, "rate limit", slog.Any("err", err))
+		return apierr.Unavailable()
+	}
 	if ok {
 		return nil
 	}
 	return apierr.New(apierr.RateLimited, "too many requests for this key").
-		WithRetryAfter(int(math.Ceil(wait.Seconds()))).WithSuggestion("retry after retry_after_seconds with the same idempotency_key")
+		WithRetryAfter(max(1, int(math.Ceil(wait.Seconds())))).WithSuggestion("retry after retry_after_seconds with the same idempotency_key")
 }
 
 // Admin authenticates an admin bearer token: AGENTBOX_ADMIN_TOKEN or an issued admin token.
@@ -123,12 +148,38 @@ func (a *Authenticator) Admin(ctx context.Context, bearer string) error {
 		return nil
 	}
 	if bearer != "" {
-		if ok, err := a.store.AdminTokenLive(ctx, HashSecret(bearer)); err == nil && ok {
+		ok, err := a.store.AdminTokenLive(ctx, HashSecret(bearer))
+		if err != nil {
+			// The token could not be checked: an outage, not a bad credential.
+			a.log.ErrorContext(ctx, "admin authentication lookup", slog.Any("err", err))
+			return apierr.Unavailable()
+		}
+		if ok {
 			return nil
 		}
 	}
 	a.log.WarnContext(ctx, "admin authentication failed")
 	return apierr.Auth()
+}
+
+// AdminHash is Admin for a credential known only by its hash (HashSecret): the admin UI
+// keeps the hash of the token a session signed in with and checks it on every request.
+func (a *Authenticator) AdminHash(ctx context.Context, hash []byte) error {
+	if len(hash) == 0 {
+		return apierr.Auth()
+	}
+	if a.adminToken != "" && subtle.ConstantTimeCompare(hash, HashSecret(a.adminToken)) == 1 {
+		return nil
+	}
+	ok, err := a.store.AdminTokenLive(ctx, hash)
+	if err != nil {
+		a.log.ErrorContext(ctx, "admin authentication lookup", slog.Any("err", err))
+		return apierr.Unavailable()
+	}
+	if !ok {
+		return apierr.Auth()
+	}
+	return nil
 }
 
 // BearerToken extracts the token of an "Authorization: Bearer <token>" header.
@@ -168,6 +219,13 @@ func HashSecret(secret string) []byte {
 	sum := sha256.Sum256([]byte(secret))
 	return sum[:]
 }
+
+// The prefixes of the credentials this product issues. The service's credential rules
+// reject anything shaped like them (prefix + base64url) in payloads and file URLs.
+const (
+	AgentKeyPrefix   = "abk_"
+	AdminTokenPrefix = "abadm_"
+)
 
 // NewSecret returns a fresh random credential with a recognizable prefix ("abk_" for agent keys).
 func NewSecret(prefix string) string {

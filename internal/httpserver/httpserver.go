@@ -10,7 +10,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
+	"path"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentbox/agentbox/gen/api"
@@ -106,7 +110,46 @@ func New(cfg Config) http.Handler {
 	routes.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, apierr.NotFound())
 	})
-	return routes
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// ServeMux would redirect a path with "..", "." or "//" to its cleaned form (echoing
+		// the query in Location); the server serves paths only as written.
+		if p := r.URL.Path; p == "" || p[0] != '/' || cleanPath(p) != p {
+			WriteError(w, apierr.PathNotFound())
+			return
+		}
+		if headerBytes(r) > maxHeaderBytes {
+			WriteError(w, apierr.TooLarge("", "headers_too_large", maxHeaderBytes).WithStatus(http.StatusRequestHeaderFieldsTooLarge))
+			return
+		}
+		routes.ServeHTTP(w, r)
+	})
+}
+
+// maxHeaderBytes bounds the request line and headers a handler sees. The listener admits
+// more (MaxListenerHeaderBytes) so that this server, not net/http, answers with the error body.
+const maxHeaderBytes = 64 << 10
+
+// MaxListenerHeaderBytes is http.Server.MaxHeaderBytes for the serving listener; beyond it
+// net/http itself answers 431 in plain text before any handler runs.
+const MaxListenerHeaderBytes = 1 << 20
+
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + len(r.URL.RequestURI()) + len(r.Proto)
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
+		}
+	}
+	return n
+}
+
+// cleanPath is ServeMux's canonical form of a path (net/http's cleanPath).
+func cleanPath(p string) string {
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		np += "/"
+	}
+	return np
 }
 
 // gate authenticates the caller for op, decodes and validates the JSON body strictly
@@ -137,7 +180,16 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 			ctx = auth.WithPrincipal(ctx, p)
 			ctx = auth.WithSessionKey(ctx, auth.SessionKey(header, "", p.KeyID))
 		}
-		if op.Body != nil { // JSON bodies; multipart uploads are read by their handler
+		if err := checkParams(op, r); err != nil {
+			WriteError(w, err)
+			return
+		}
+		json, err := bodyMediaType(op, r)
+		if err != nil {
+			WriteError(w, err)
+			return
+		}
+		if json && op.Body != nil { // other declared media types (uploads) are read by their handler
 			raw, err := io.ReadAll(io.LimitReader(r.Body, maxJSONBody+1))
 			if err != nil {
 				WriteError(w, apierr.Invalid("", "the request body could not be read"))
@@ -161,6 +213,60 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 	})
 }
 
+// bodyMediaType checks the request's Content-Type against the media types the operation's
+// requestBody declares in the contract (op.MediaTypes): anything else is 415. It reports
+// whether the body is JSON. A request without a body may omit Content-Type (an empty body is
+// the empty object); operations without a requestBody ignore it.
+func bodyMediaType(op *mcp.Operation, r *http.Request) (json bool, err error) {
+	if len(op.MediaTypes) == 0 {
+		return false, nil
+	}
+	ct := r.Header.Get("Content-Type")
+	if ct == "" && r.ContentLength == 0 {
+		return true, nil
+	}
+	mt, params, perr := mime.ParseMediaType(ct)
+	if perr != nil || !slices.Contains(op.MediaTypes, mt) {
+		return false, apierr.UnsupportedMediaType()
+	}
+	isJSON := mt == "application/json" || strings.HasSuffix(mt, "+json")
+	if cs, ok := params["charset"]; ok && isJSON && !strings.EqualFold(cs, "utf-8") {
+		return false, apierr.UnsupportedMediaType() // JSON is UTF-8 (RFC 8259)
+	}
+	return isJSON, nil
+}
+
+// checkParams applies the text rule (SPEC §12: valid UTF-8, no U+0000) to every value bound
+// from the path, the query string and header parameters, before anything reaches the
+// service. A value is named by its parameter; a query key outside the contract is not echoed.
+func checkParams(op *mcp.Operation, r *http.Request) error {
+	for _, name := range op.PathParams {
+		if err := schema.CheckText(name, r.PathValue(name)); err != nil {
+			return apierr.FromDecode(err)
+		}
+	}
+	for key, values := range r.URL.Query() {
+		field := ""
+		if base, _, _ := strings.Cut(key, "["); slices.Contains(op.QueryParams, base) {
+			field = key // deepObject members keep their bracketed name, e.g. destination[kind]
+		}
+		if err := schema.CheckText(field, key); err != nil {
+			return apierr.FromDecode(err)
+		}
+		for _, v := range values {
+			if err := schema.CheckText(field, v); err != nil {
+				return apierr.FromDecode(err)
+			}
+		}
+	}
+	for _, name := range op.HeaderParams {
+		if err := schema.CheckText(name, r.Header.Get(name)); err != nil {
+			return apierr.FromDecode(err)
+		}
+	}
+	return nil
+}
+
 // statusWriter remembers the status code for metrics.
 type statusWriter struct {
 	http.ResponseWriter
@@ -176,7 +282,7 @@ func (w *statusWriter) WriteHeader(code int) {
 func ValidateBody(op *mcp.Operation, raw []byte) error {
 	doc, err := schema.DecodeStrict(raw)
 	if err != nil {
-		return apierr.Invalid("", err.Error())
+		return apierr.FromDecode(err)
 	}
 	if v := op.Body.Validate(doc); v != nil {
 		return ViolationError(v)
@@ -195,7 +301,7 @@ func WriteError(w http.ResponseWriter, err error) {
 	if !ok {
 		e = apierr.Storage()
 	}
-	writeJSON(w, e.Code.HTTPStatus(), apierr.Body{Error: e})
+	writeJSON(w, e.HTTPStatus(), apierr.Body{Error: e})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

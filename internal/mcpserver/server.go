@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	genmcp "github.com/agentbox/agentbox/gen/mcp"
@@ -88,9 +89,13 @@ func New(b Backend, o Options) *mcp.Server {
 	s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if r, ok := req.(*mcp.CallToolRequest); ok && method == "tools/call" && r.Params != nil {
-				if name, ok := sf.canonical[r.Params.Name]; ok {
-					r.Params.Name = name
+				name, ok := sf.canonical[r.Params.Name]
+				if !ok {
+					// The SDK's own error would quote the name: protocol errors never echo
+					// caller-supplied values (SPEC §13.2).
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown tool"}
 				}
+				r.Params.Name = name
 			}
 			return next(ctx, method, req)
 		}
@@ -192,7 +197,7 @@ func (sf *surface) arguments(ctx context.Context, req *mcp.CallToolRequest, inpu
 	}
 	doc, err := schema.DecodeStrict(raw)
 	if err != nil {
-		return nil, apierr.Invalid("", "the arguments are not valid JSON: "+schema.DecodeMessage(err))
+		return nil, apierr.FromDecode(err)
 	}
 	obj, ok := doc.(map[string]any)
 	if !ok {

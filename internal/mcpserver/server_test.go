@@ -400,8 +400,9 @@ func TestRawArguments(t *testing.T) {
 		return []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"agent_prime","arguments":` + args + `}}`)
 	}
 	for _, c := range []struct{ name, args, field string }{
-		{"invalid UTF-8", "{\"box_key\":\"alpha\",\"known_checkpoint_revision\":\"1\xff\"}", ""},
-		{"lone surrogate", `{"box_key":"alpha","known_checkpoint_revision":"\ud800"}`, ""},
+		{"invalid UTF-8", "{\"box_key\":\"alpha\",\"known_checkpoint_revision\":\"1\xff\"}", "known_checkpoint_revision"},
+		{"lone surrogate", `{"box_key":"alpha","known_checkpoint_revision":"\ud800"}`, "known_checkpoint_revision"},
+		{"NUL", `{"box_key":"alpha","known_checkpoint_revision":"\u0000"}`, "known_checkpoint_revision"},
 		{"not an object", `["alpha"]`, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -30,7 +30,7 @@ func RunStdio(ctx context.Context, cfg StdioConfig, in io.ReadCloser, out io.Wri
 		return err
 	}
 	s := New(f, Options{Router: routerKeys(ctx, f, cfg.Credentials, cfg.Box, cfg.Log), Version: cfg.Version, Log: cfg.Log})
-	return s.Run(ctx, &mcp.IOTransport{Reader: in, Writer: out})
+	return s.Run(ctx, fixedErrorTransport{&mcp.IOTransport{Reader: in, Writer: out}})
 }
 
 // routerKeys reports whether this process serves router mode: the server says each key of a

@@ -1,6 +1,6 @@
 // Package migrate applies the embedded schema migrations (queries/schema) in order.
-// It is safe to run from several server processes at once: the whole run holds a
-// session-level advisory lock, and each migration commits with its version row.
+// It is safe to run from several server processes at once: each migration commits with its
+// version row under a transaction-level advisory lock.
 package migrate
 
 import (
@@ -83,27 +83,33 @@ func Latest() (int, error) {
 	return len(ms), nil
 }
 
-// Up applies every migration not yet recorded in schema_migrations.
+// Up applies every migration not yet recorded in schema_migrations. Each step is one
+// transaction that first takes the transaction-level advisory lock, so concurrent runs
+// serialize step by step and no lock outlives its transaction: safe with several instances
+// and behind a transaction-pooling PgBouncer (a session-level lock could be taken and
+// released on different server connections there).
 func Up(ctx context.Context, pool *pgxpool.Pool) error {
 	ms, err := All()
 	if err != nil {
 		return err
 	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
+	step := func(fn func(pgx.Tx) error) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockID); err != nil {
+				return fmt.Errorf("migrate: lock: %w", err)
+			}
+			return fn(tx)
+		})
+	}
+	if err := step(func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
 		return err
-	}
-	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, lockID); err != nil {
-		return fmt.Errorf("migrate: lock: %w", err)
-	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, lockID) //nolint:errcheck
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+	}); err != nil {
 		return fmt.Errorf("migrate: bookkeeping table: %w", err)
 	}
 	for _, m := range ms {
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		err := step(func(tx pgx.Tx) error {
 			var done bool
 			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.Version).Scan(&done); err != nil {
 				return err

@@ -202,6 +202,22 @@ func (c *Cluster) Stop() error {
 	return c.stopErr
 }
 
+// Restart stops the server in mode "fast" (SIGINT) or "immediate" (SIGQUIT: a crash,
+// recovered from the WAL at start) and starts it again on the same socket. For fault tests.
+func (c *Cluster) Restart(ctx context.Context, mode string) error {
+	sig := map[string]syscall.Signal{"fast": syscall.SIGINT, "immediate": syscall.SIGQUIT}[mode]
+	if sig == 0 {
+		return fmt.Errorf("pglocal: Restart mode %q: want fast or immediate", mode)
+	}
+	if err := c.stopWith(sig); err != nil && sig == syscall.SIGINT {
+		return err
+	}
+	if err := c.launch(ctx); err != nil {
+		return errors.Join(err, c.out.Err())
+	}
+	return nil
+}
+
 func newCluster(opts Options) (*Cluster, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("pglocal: Options.DataDir is required")
@@ -566,14 +582,21 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 
 // stopPostmaster asks our postmaster for a fast shutdown and waits for it to
 // exit, escalating to an immediate shutdown and then SIGKILL if it hangs.
-func (c *Cluster) stopPostmaster() error {
+func (c *Cluster) stopPostmaster() error { return c.stopWith(syscall.SIGINT) }
+
+// stopWith sends first, then escalates (SIGQUIT, SIGKILL) while the postmaster does not exit.
+func (c *Cluster) stopWith(first syscall.Signal) error {
 	if c.postmaster == nil {
 		return nil
 	}
-	for _, step := range []struct {
+	steps := []struct {
 		sig  syscall.Signal
 		wait time.Duration
-	}{{syscall.SIGINT, stopTimeout}, {syscall.SIGQUIT, 10 * time.Second}, {syscall.SIGKILL, 10 * time.Second}} {
+	}{{syscall.SIGINT, stopTimeout}, {syscall.SIGQUIT, 10 * time.Second}, {syscall.SIGKILL, 10 * time.Second}}
+	for len(steps) > 1 && steps[0].sig != first {
+		steps = steps[1:]
+	}
+	for _, step := range steps {
 		select {
 		case <-c.exited:
 			return c.exitError()
@@ -582,8 +605,8 @@ func (c *Cluster) stopPostmaster() error {
 		c.postmaster.Signal(step.sig) //nolint:errcheck // it may have exited meanwhile
 		select {
 		case <-c.exited:
-			if step.sig != syscall.SIGINT {
-				return fmt.Errorf("pglocal: PostgreSQL did not finish a fast shutdown within %v; stopped with %v", stopTimeout, step.sig)
+			if step.sig != first {
+				return fmt.Errorf("pglocal: PostgreSQL did not exit within %v of %v; stopped with %v", stopTimeout, first, step.sig)
 			}
 			return c.exitError()
 		case <-time.After(step.wait):

@@ -1,115 +1,388 @@
 package schema
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"strconv"
+	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
-// Errors returned (wrapped) by DecodeStrict. Test with errors.Is. None of
-// them carries any part of the input; at most a byte offset.
+// Errors returned (wrapped) by DecodeStrict and CheckText. Test with errors.Is. None of
+// them carries any part of the input; at most a byte offset and a field path.
 var (
-	ErrInvalidUTF8    = errors.New("invalid UTF-8 in JSON text")
-	ErrLoneSurrogate  = errors.New("lone UTF-16 surrogate escape in JSON string")
-	ErrTrailingData   = errors.New("trailing data after the JSON value")
-	ErrMalformedJSON  = errors.New("malformed JSON")
-	ErrEmptyJSON      = errors.New("empty JSON document")
-	errUnterminatedSt = errors.New("unterminated JSON string")
+	ErrInvalidUTF8   = errors.New("invalid UTF-8 in JSON text")
+	ErrLoneSurrogate = errors.New("lone UTF-16 surrogate escape in JSON string")
+	ErrNUL           = errors.New("NUL character (U+0000) in text")
+	ErrTrailingData  = errors.New("trailing data after the JSON value")
+	ErrMalformedJSON = errors.New("malformed JSON")
+	ErrEmptyJSON     = errors.New("empty JSON document")
+	ErrTooDeep       = errors.New("JSON nesting too deep")
 )
 
-// DecodeStrict decodes one JSON value with numbers as json.Number. Unlike
-// encoding/json it rejects invalid UTF-8 and lone surrogate escapes (which
-// encoding/json silently replaces with U+FFFD) and any data after the value.
-// The returned error names the problem and a byte offset, never the input.
-func DecodeStrict(data []byte) (any, error) {
-	if err := scanText(data); err != nil {
-		return nil, err
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, ErrEmptyJSON
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return nil, fmt.Errorf("%w at byte offset %d", ErrMalformedJSON, se.Offset)
-		}
-		return nil, ErrMalformedJSON
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("%w at byte offset %d", ErrTrailingData, dec.InputOffset())
-	}
-	return v, nil
+// maxNesting bounds recursion (encoding/json's own limit); product depth limits are smaller.
+const maxNesting = 10000
+
+// TextError is text PostgreSQL cannot store — invalid UTF-8, a lone surrogate escape, or
+// U+0000 — found in a string. Field is the path of the value ("payload.note", "files[0].url";
+// the enclosing object's path when the text is an object key, which is never echoed).
+type TextError struct {
+	Field   string
+	Problem error // ErrInvalidUTF8, ErrLoneSurrogate or ErrNUL
+	Offset  int   // byte offset in the document (-1 for a bare value)
 }
 
-// scanText checks the raw bytes: valid UTF-8 everywhere, and every \u escape
-// inside a string forms a valid code point (a high surrogate immediately
-// followed by an escaped low surrogate; no unpaired low surrogate).
-func scanText(data []byte) error {
-	if !utf8.Valid(data) {
-		off := 0
-		for off < len(data) {
-			r, size := utf8.DecodeRune(data[off:])
-			if r == utf8.RuneError && size <= 1 {
-				break
-			}
-			off += size
-		}
-		return fmt.Errorf("%w at byte offset %d", ErrInvalidUTF8, off)
+func (e *TextError) Error() string {
+	s := e.Problem.Error()
+	if e.Offset >= 0 {
+		s += fmt.Sprintf(" at byte offset %d", e.Offset)
 	}
-	inString := false
-	for i := 0; i < len(data); i++ {
-		c := data[i]
-		if !inString {
-			if c == '"' {
-				inString = true
+	if e.Field != "" {
+		s = e.Field + ": " + s
+	}
+	return s
+}
+
+func (e *TextError) Unwrap() error { return e.Problem }
+
+// TextField returns the field of a TextError in err's chain.
+func TextField(err error) (string, bool) {
+	var te *TextError
+	if errors.As(err, &te) {
+		return te.Field, true
+	}
+	return "", false
+}
+
+// CheckText is the text rule for a value that arrives outside JSON (a path segment, a query
+// parameter, a header, a form field): valid UTF-8 without U+0000. field names the input.
+func CheckText(field, s string) error {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c == 0 {
+				return &TextError{Field: field, Problem: ErrNUL, Offset: -1}
 			}
+			i++
 			continue
 		}
-		switch c {
-		case '"':
-			inString = false
-		case '\\':
-			if i+1 >= len(data) {
-				return errUnterminated(i)
-			}
-			if data[i+1] != 'u' {
-				i++ // skip the escaped character
-				continue
-			}
-			cp, ok := hex4(data, i+2)
-			if !ok {
-				// Malformed escape: leave it to the JSON decoder to report.
-				i++
-				continue
-			}
-			switch {
-			case cp >= 0xD800 && cp <= 0xDBFF:
-				// Must be followed by \uDC00..\uDFFF.
-				j := i + 6
-				if j+1 < len(data) && data[j] == '\\' && data[j+1] == 'u' {
-					if lo, ok := hex4(data, j+2); ok && lo >= 0xDC00 && lo <= 0xDFFF {
-						i = j + 5
-						continue
-					}
-				}
-				return fmt.Errorf("%w at byte offset %d", ErrLoneSurrogate, i)
-			case cp >= 0xDC00 && cp <= 0xDFFF:
-				return fmt.Errorf("%w at byte offset %d", ErrLoneSurrogate, i)
-			}
-			i += 5
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return &TextError{Field: field, Problem: ErrInvalidUTF8, Offset: -1}
 		}
+		i += size
 	}
 	return nil
 }
 
-func errUnterminated(off int) error {
-	return fmt.Errorf("%w: %w at byte offset %d", ErrMalformedJSON, errUnterminatedSt, off)
+// DecodeStrict decodes one JSON value (objects as map[string]any, numbers as json.Number,
+// like encoding/json with UseNumber). Unlike encoding/json it rejects — with the field path —
+// invalid UTF-8, lone surrogate escapes (which encoding/json silently replaces with U+FFFD)
+// and U+0000 in any string or key (PostgreSQL text cannot hold it), and any data after the
+// value. The returned error names the problem, a byte offset and a field, never the input.
+func DecodeStrict(data []byte) (any, error) {
+	d := decoder{data: data}
+	d.space()
+	if d.i == len(data) {
+		return nil, ErrEmptyJSON
+	}
+	v, err := d.value(0, nil)
+	if err != nil {
+		return nil, err
+	}
+	d.space()
+	if d.i != len(data) {
+		return nil, fmt.Errorf("%w at byte offset %d", ErrTrailingData, d.i)
+	}
+	return v, nil
+}
+
+type decoder struct {
+	data []byte
+	i    int
+}
+
+// pathElem is one step of a field path: an object key or an array index.
+type pathElem struct {
+	key   string
+	index int
+	isKey bool
+}
+
+func field(path []pathElem) string {
+	var b strings.Builder
+	for _, p := range path {
+		if p.isKey {
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(p.key)
+		} else {
+			b.WriteString("[" + strconv.Itoa(p.index) + "]")
+		}
+	}
+	return b.String()
+}
+
+func (d *decoder) malformed() error {
+	return fmt.Errorf("%w at byte offset %d", ErrMalformedJSON, d.i)
+}
+
+func (d *decoder) space() {
+	for d.i < len(d.data) {
+		switch d.data[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+func (d *decoder) value(depth int, path []pathElem) (any, error) {
+	if depth > maxNesting {
+		return nil, fmt.Errorf("%w at byte offset %d", ErrTooDeep, d.i)
+	}
+	if d.i >= len(d.data) {
+		return nil, d.malformed()
+	}
+	switch c := d.data[d.i]; {
+	case c == '{':
+		return d.object(depth, path)
+	case c == '[':
+		return d.array(depth, path)
+	case c == '"':
+		return d.str(path, false)
+	case c == '-' || (c >= '0' && c <= '9'):
+		return d.number()
+	default:
+		for _, lit := range []struct {
+			text string
+			v    any
+		}{{"true", true}, {"false", false}, {"null", nil}} {
+			if strings.HasPrefix(string(d.data[d.i:min(len(d.data), d.i+len(lit.text))]), lit.text) {
+				d.i += len(lit.text)
+				return lit.v, nil
+			}
+		}
+		if r, size := utf8.DecodeRune(d.data[d.i:]); c >= utf8.RuneSelf && r == utf8.RuneError && size <= 1 {
+			return nil, &TextError{Field: field(path), Problem: ErrInvalidUTF8, Offset: d.i}
+		}
+		return nil, d.malformed()
+	}
+}
+
+func (d *decoder) object(depth int, path []pathElem) (any, error) {
+	d.i++ // {
+	m := map[string]any{}
+	d.space()
+	if d.i < len(d.data) && d.data[d.i] == '}' {
+		d.i++
+		return m, nil
+	}
+	for {
+		d.space()
+		if d.i >= len(d.data) || d.data[d.i] != '"' {
+			return nil, d.malformed()
+		}
+		k, err := d.str(path, true)
+		if err != nil {
+			return nil, err
+		}
+		key := k.(string)
+		d.space()
+		if d.i >= len(d.data) || d.data[d.i] != ':' {
+			return nil, d.malformed()
+		}
+		d.i++
+		d.space()
+		v, err := d.value(depth+1, append(path, pathElem{key: key, isKey: true}))
+		if err != nil {
+			return nil, err
+		}
+		m[key] = v // a repeated key keeps its last value, as encoding/json does
+		d.space()
+		if d.i >= len(d.data) {
+			return nil, d.malformed()
+		}
+		switch d.data[d.i] {
+		case ',':
+			d.i++
+		case '}':
+			d.i++
+			return m, nil
+		default:
+			return nil, d.malformed()
+		}
+	}
+}
+
+func (d *decoder) array(depth int, path []pathElem) (any, error) {
+	d.i++ // [
+	a := []any{}
+	d.space()
+	if d.i < len(d.data) && d.data[d.i] == ']' {
+		d.i++
+		return a, nil
+	}
+	for n := 0; ; n++ {
+		d.space()
+		v, err := d.value(depth+1, append(path, pathElem{index: n}))
+		if err != nil {
+			return nil, err
+		}
+		a = append(a, v)
+		d.space()
+		if d.i >= len(d.data) {
+			return nil, d.malformed()
+		}
+		switch d.data[d.i] {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return a, nil
+		default:
+			return nil, d.malformed()
+		}
+	}
+}
+
+// str decodes a string at d.i (its opening quote). A text problem in an object key is
+// reported at the object's path: the key itself is never echoed.
+func (d *decoder) str(path []pathElem, isKey bool) (any, error) {
+	start := d.i
+	d.i++ // "
+	textErr := func(problem error, at int) error {
+		return &TextError{Field: field(path), Problem: problem, Offset: at}
+	}
+	// Fast path: no escapes and only ASCII.
+	j := d.i
+	for j < len(d.data) {
+		c := d.data[j]
+		if c == '"' {
+			s := string(d.data[d.i:j])
+			d.i = j + 1
+			return s, nil
+		}
+		if c == '\\' || c < 0x20 || c >= utf8.RuneSelf {
+			break
+		}
+		j++
+	}
+	var b []byte
+	b = append(b, d.data[d.i:j]...)
+	d.i = j
+	for {
+		if d.i >= len(d.data) {
+			d.i = start
+			return nil, d.malformed()
+		}
+		c := d.data[d.i]
+		switch {
+		case c == '"':
+			d.i++
+			return string(b), nil
+		case c < 0x20:
+			return nil, d.malformed() // control characters must be escaped
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(d.data[d.i:])
+			if r == utf8.RuneError && size <= 1 {
+				return nil, textErr(ErrInvalidUTF8, d.i)
+			}
+			b = append(b, d.data[d.i:d.i+size]...)
+			d.i += size
+		case c != '\\':
+			b = append(b, c)
+			d.i++
+		default:
+			if d.i+1 >= len(d.data) {
+				return nil, d.malformed()
+			}
+			esc := d.data[d.i+1]
+			switch esc {
+			case '"', '\\', '/':
+				b = append(b, esc)
+			case 'b':
+				b = append(b, '\b')
+			case 'f':
+				b = append(b, '\f')
+			case 'n':
+				b = append(b, '\n')
+			case 'r':
+				b = append(b, '\r')
+			case 't':
+				b = append(b, '\t')
+			case 'u':
+				at := d.i
+				r, ok := hex4(d.data, d.i+2)
+				if !ok {
+					return nil, d.malformed()
+				}
+				d.i += 6
+				switch {
+				case r == 0:
+					return nil, textErr(ErrNUL, at)
+				case r >= 0xD800 && r <= 0xDBFF:
+					lo, ok := rune(0), false
+					if d.i+1 < len(d.data) && d.data[d.i] == '\\' && d.data[d.i+1] == 'u' {
+						lo, ok = hex4(d.data, d.i+2)
+					}
+					if !ok || lo < 0xDC00 || lo > 0xDFFF {
+						return nil, textErr(ErrLoneSurrogate, at)
+					}
+					d.i += 6
+					r = utf16.DecodeRune(r, lo)
+				case r >= 0xDC00 && r <= 0xDFFF:
+					return nil, textErr(ErrLoneSurrogate, at)
+				}
+				b = utf8.AppendRune(b, r)
+				continue
+			default:
+				return nil, d.malformed()
+			}
+			d.i += 2
+		}
+	}
+}
+
+// number scans a JSON number (RFC 8259 grammar) and returns it as json.Number.
+func (d *decoder) number() (any, error) {
+	start := d.i
+	digits := func() int {
+		n := 0
+		for d.i < len(d.data) && d.data[d.i] >= '0' && d.data[d.i] <= '9' {
+			d.i++
+			n++
+		}
+		return n
+	}
+	if d.data[d.i] == '-' {
+		d.i++
+	}
+	if d.i < len(d.data) && d.data[d.i] == '0' {
+		d.i++
+	} else if digits() == 0 {
+		return nil, d.malformed()
+	}
+	if d.i < len(d.data) && d.data[d.i] == '.' {
+		d.i++
+		if digits() == 0 {
+			return nil, d.malformed()
+		}
+	}
+	if d.i < len(d.data) && (d.data[d.i] == 'e' || d.data[d.i] == 'E') {
+		d.i++
+		if d.i < len(d.data) && (d.data[d.i] == '+' || d.data[d.i] == '-') {
+			d.i++
+		}
+		if digits() == 0 {
+			return nil, d.malformed()
+		}
+	}
+	return json.Number(d.data[start:d.i]), nil
 }
 
 func hex4(data []byte, at int) (rune, bool) {
@@ -133,7 +406,7 @@ func hex4(data []byte, at int) (rune, bool) {
 	return r, true
 }
 
-// DecodeMessage maps a DecodeStrict error to a fixed phrase for an
+// DecodeMessage maps a DecodeStrict or CheckText error to a fixed phrase for an
 // INVALID_ARGUMENT message (no value, no offset).
 func DecodeMessage(err error) string {
 	switch {
@@ -141,10 +414,14 @@ func DecodeMessage(err error) string {
 		return "invalid UTF-8"
 	case errors.Is(err, ErrLoneSurrogate):
 		return "lone surrogate escape in a string"
+	case errors.Is(err, ErrNUL):
+		return "NUL character (U+0000) in text"
 	case errors.Is(err, ErrTrailingData):
 		return "trailing data after the JSON value"
 	case errors.Is(err, ErrEmptyJSON):
 		return "empty JSON document"
+	case errors.Is(err, ErrTooDeep):
+		return "nesting too deep"
 	default:
 		return "malformed JSON"
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/httpserver"
 	"github.com/agentbox/agentbox/internal/pglocal"
 	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/store"
@@ -119,7 +120,7 @@ func Run(cfg RunConfig) (err error) {
 		}
 	}
 	listening = true
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: httpserver.MaxListenerHeaderBytes}
 	where := "http://" + ln.Addr().String()
 	attrs := []any{slog.String("url", where), slog.String("version", version.String())}
 	if tokenFile != "" {
@@ -186,7 +187,7 @@ func adminToken(dir, configured string) (token, file string, err error) {
 	if b, err := os.ReadFile(file); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 		return strings.TrimSpace(string(b)), file, nil
 	}
-	token = auth.NewSecret("abadm_")
+	token = auth.NewSecret(auth.AdminTokenPrefix)
 	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
 		return "", "", fmt.Errorf("writing the admin token: %w", err)
 	}

@@ -34,7 +34,7 @@ type Config struct {
 func Handler(cfg Config) http.Handler {
 	authn := auth.New(cfg.Store, cfg.AdminToken, cfg.Log)
 	reg := metrics.New(cfg.Store.Pool())
-	ui := adminui.New(adminui.Config{Service: cfg.Service, Auth: authn, Log: cfg.Log, Metrics: reg})
+	ui := adminui.New(adminui.Config{Service: cfg.Service, Auth: authn, Log: cfg.Log, Metrics: reg, Sessions: cfg.Store})
 	return httpserver.New(httpserver.Config{
 		Service: cfg.Service,
 		Auth:    authn,

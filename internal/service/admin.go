@@ -216,7 +216,7 @@ func (s *Service) AdminAgentCreate(ctx context.Context, req api.AdminAgentCreate
 	if len(profile) > ProfileMaxBytes {
 		return nil, apierr.TooLarge("profile_text", "profile_too_large", ProfileMaxBytes)
 	}
-	apiKey := auth.NewSecret("abk_")
+	apiKey := auth.NewSecret(auth.AgentKeyPrefix)
 	out, err := runAdmin(ctx, s, "admin_agent_create", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminAgentCreateResult, error) {
 		b, err := box(ctx, tx, req.BoxKey)
 		if err != nil {
@@ -315,7 +315,7 @@ func (s *Service) AdminKeyList(ctx context.Context, req api.AdminKeyListRequestO
 
 func (s *Service) AdminKeyCreate(ctx context.Context, req api.AdminKeyCreateRequestObject) (api.AdminKeyCreateResponseObject, error) {
 	router := req.Body != nil && deref(req.Body.Router)
-	apiKey := auth.NewSecret("abk_")
+	apiKey := auth.NewSecret(auth.AgentKeyPrefix)
 	out, err := runAdmin(ctx, s, "admin_key_create", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminKeyCreateResult, error) {
 		b, err := box(ctx, tx, req.BoxKey)
 		if err != nil {
@@ -415,7 +415,7 @@ func fieldIndex(field string, i int) string {
 }
 
 func (s *Service) AdminTokenCreate(ctx context.Context, req api.AdminTokenCreateRequestObject) (api.AdminTokenCreateResponseObject, error) {
-	token := auth.NewSecret("abadm_")
+	token := auth.NewSecret(auth.AdminTokenPrefix)
 	out, err := runAdmin(ctx, s, "admin_token_create", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminTokenCreateResult, error) {
 		label := ""
 		if req.Body != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/auth"
 )
 
 // Content rules of a send (SPEC §6, §15): body, payload, file references, the envelope cap,
@@ -265,6 +266,9 @@ var tokenPatterns = regexp.MustCompile(strings.Join([]string{
 	`eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}`,    // JWTs
 	`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`,                         // PEM private keys
 	`(?i:bearer)\s+[A-Za-z0-9._~+/-]{16,}`,                          // Authorization header values
+	// Our own credentials: agent keys and admin tokens (and anything shaped like them).
+	regexp.QuoteMeta(auth.AgentKeyPrefix) + `[A-Za-z0-9_-]{16,}`,
+	regexp.QuoteMeta(auth.AdminTokenPrefix) + `[A-Za-z0-9_-]{16,}`,
 }, "|"))
 
 // looksLikeToken reports whether s contains a common token pattern.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -509,5 +510,44 @@ func TestPerKeyRateLimit(t *testing.T) {
 	}
 	if r := b.Call("GET", "/me", nil); r.Status != http.StatusOK {
 		t.Fatalf("another key is not limited: %d %s", r.Status, r.Raw)
+	}
+}
+
+// The per-key rate limit holds across server instances (finding 9 of issue 11): three
+// processes on one database share each key's bucket in PostgreSQL, so a key gets its rate
+// once, not once per instance. Calls round-robin over the instances as a load balancer would.
+func TestPerKeyRateLimitAcrossInstances(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	instances := []*testenv.Env{e, testenv.Attach(t, e), testenv.Attach(t, e)}
+	const perSecond, burst, calls = 1, 4, 24
+	e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"settings": map[string]any{"rate_limit_per_second": perSecond, "rate_limit_burst": burst}})
+	start := time.Now()
+	var mu sync.Mutex
+	ok := 0
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := a.On(instances[i%len(instances)]).Call("GET", "/me", nil)
+			switch r.Status {
+			case http.StatusOK:
+				mu.Lock()
+				ok++
+				mu.Unlock()
+			case http.StatusTooManyRequests:
+			default:
+				t.Errorf("unexpected answer %d %s", r.Status, r.Raw)
+			}
+		}()
+	}
+	wg.Wait()
+	// The burst plus what refilled while the calls ran; per-instance buckets would admit 3×burst.
+	allowed := burst + int(math.Ceil(time.Since(start).Seconds()*perSecond))
+	if ok > allowed || ok < burst {
+		t.Fatalf("%d of %d calls admitted over three instances; the shared bucket admits %d..%d", ok, calls, burst, allowed)
 	}
 }

@@ -276,12 +276,28 @@ func (s *Service) wireError(ctx context.Context, op string, err error) error {
 	if e, ok := apierr.As(err); ok {
 		return e
 	}
-	if errors.Is(err, store.ErrTransient) || errors.Is(err, context.DeadlineExceeded) {
-		s.log.WarnContext(ctx, "transient storage failure", slog.String("op", op), slog.Any("err", err))
-		return apierr.New(apierr.TemporarilyUnavailable, "storage is temporarily unavailable; retry with the same idempotency_key")
+	if e := storageOutcome(err); e != nil {
+		s.log.WarnContext(ctx, "storage unavailable", slog.String("op", op), slog.String("reason", e.Reason), slog.Any("err", err))
+		return e
 	}
 	s.log.ErrorContext(ctx, "storage failure", slog.String("op", op), slog.Any("err", err))
 	return apierr.Storage()
+}
+
+// storageOutcome is the answer for a failure the store classified (SPEC §12): an unknown
+// outcome, an unreachable database and a transient conflict are TEMPORARILY_UNAVAILABLE and
+// retryable; nil for any other failure, whose rollback the server confirmed (STORAGE_FAILURE).
+func storageOutcome(err error) *apierr.Error {
+	switch {
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		return apierr.OutcomeUnknown()
+	case errors.Is(err, store.ErrUnavailable):
+		return apierr.Unavailable()
+	case errors.Is(err, store.ErrTransient):
+		return apierr.New(apierr.TemporarilyUnavailable, "the database refused the transaction for a transient reason; nothing was written").
+			WithReason("transient_conflict").WithSuggestion("retry with the same idempotency_key")
+	}
+	return nil
 }
 
 // dec formats a 64-bit value as the contract's decimal string.

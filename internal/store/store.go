@@ -21,9 +21,6 @@ import (
 // ErrNotFound is returned when a single-row query finds nothing.
 var ErrNotFound = errors.New("store: not found")
 
-// ErrTransient marks failures worth retrying (serialization failure, deadlock, connection loss).
-var ErrTransient = errors.New("store: transient failure")
-
 // DefaultMaxConns is the pool size unless the database URL sets pool_max_conns.
 const DefaultMaxConns = 32
 
@@ -102,7 +99,7 @@ type Tx struct {
 func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return classify(err)
+		return classify(err, false)
 	}
 	// A connection released inside a transaction (a panic, a failed rollback) is closed by
 	// the pool, which aborts the transaction.
@@ -110,9 +107,11 @@ func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
 	c := &txConn{conn: pc.Conn()}
 	if err := fn(&Tx{c: c, q: db.New(c)}); err != nil {
 		c.rollback(ctx)
-		return classify(err)
+		return classify(err, false)
 	}
-	return classify(c.commit(ctx))
+	// Every failure of the COMMIT round trip that is not the server's own answer leaves the
+	// outcome unknown (classify).
+	return classify(c.commit(ctx), true)
 }
 
 // txConn is a connection with a transaction that begins at its first statement.
@@ -234,24 +233,6 @@ func (c *txConn) rollback(ctx context.Context) {
 	if c.begun {
 		c.conn.Exec(context.WithoutCancel(ctx), "rollback") //nolint:errcheck // see above
 	}
-}
-
-// classify marks retryable database failures; every other error passes through unchanged.
-func classify(err error) error {
-	if err == nil {
-		return nil
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "40001", "40P01", "57P01", "57P03", "53300":
-			return fmt.Errorf("%w: %w", ErrTransient, err)
-		}
-	}
-	if pgconn.SafeToRetry(err) || pgconn.Timeout(err) {
-		return fmt.Errorf("%w: %w", ErrTransient, err)
-	}
-	return err
 }
 
 // one maps pgx.ErrNoRows to ErrNotFound.

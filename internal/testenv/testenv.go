@@ -216,11 +216,24 @@ func (a *Agent) WithSession(s string) *Agent {
 	return &c
 }
 
+// On returns a copy of the agent that calls another server (on the same database).
+func (a *Agent) On(e *Env) *Agent {
+	c := *a
+	c.Env = e
+	return &c
+}
+
 // Attach starts a second, independent server (its own pool and service) on e's database,
 // as another server process would be.
 func Attach(t testing.TB, e *Env) *Env {
 	t.Helper()
-	st, err := store.Open(context.Background(), e.DBURL)
+	return AttachURL(t, e, e.DBURL)
+}
+
+// AttachURL is Attach reaching e's database through dbURL (a fault proxy, a pooler).
+func AttachURL(t testing.TB, e *Env, dbURL string) *Env {
+	t.Helper()
+	st, err := store.Open(context.Background(), dbURL)
 	if err != nil {
 		t.Fatalf("store: %v", err)
 	}

@@ -512,6 +512,7 @@ func (s *spec) buildSchemas(op *operation, node map[string]any) error {
 		op.HasBody = true
 		op.BodyRequired, _ = rbm["required"].(bool)
 		content, _ := rbm["content"].(map[string]any)
+		op.MediaTypes = sortedKeys(content)
 		if raw, ok := jsonSchemaOf(content); ok {
 			op.BodyJSON = true
 			bc := s.newConv(modeInput)

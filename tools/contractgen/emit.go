@@ -135,6 +135,9 @@ func emitGo(ops []*operation, reg *registry) ([]byte, error) {
 		if op.BodyRest {
 			w("\t\tBodyRest: true,\n")
 		}
+		if len(op.MediaTypes) > 0 {
+			w("\t\tMediaTypes: %s,\n", quoteList(op.MediaTypes))
+		}
 		w("\t\tHasBody: %t,\n\t\tAdmin: %t,\n", op.HasBody, op.Admin)
 		if v, ok := toolVar[op.ID]; ok {
 			w("\t\tTool: %s,\n", v)
@@ -259,6 +262,7 @@ type Operation struct {
 	BodyFields              []string // input fields that form the JSON body
 	BodyArg                 string   // non-empty when the whole body is this one input field (non-object bodies)
 	BodyRest                bool     // the body is an open object: every non-parameter input field belongs to it
+	MediaTypes              []string // the request body's media types the contract declares (the only ones accepted)
 	HasBody, Admin          bool     // Admin: security scheme adminToken
 
 	Tool *Tool // nil for HTTP-only operations

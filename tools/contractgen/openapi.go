@@ -189,10 +189,11 @@ type operation struct {
 	HeaderParams     []param
 
 	HasBody      bool
-	BodyJSON     bool   // the body has an application/json schema
-	BodyRequired bool   // requestBody.required
-	BodyArg      string // non-empty: the whole body is this one input property
-	BodyRest     bool   // the body is an open object: every non-parameter argument goes into it
+	BodyJSON     bool     // the body has an application/json schema
+	MediaTypes   []string // the requestBody's declared media types, sorted
+	BodyRequired bool     // requestBody.required
+	BodyArg      string   // non-empty: the whole body is this one input property
+	BodyRest     bool     // the body is an open object: every non-parameter argument goes into it
 	BodyFields   []string
 
 	Input            map[string]any

@@ -75,6 +75,8 @@ func New(cfg Config) http.Handler {
 		}}, nil
 	}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
 
+	protocolErrors := withProtocolErrors(withPrincipal)
+
 	allowed := map[string]bool{}
 	for _, o := range cfg.AllowedOrigins {
 		allowed[strings.ToLower(strings.TrimSpace(o))] = true
@@ -103,7 +105,7 @@ func New(cfg Config) http.Handler {
 			return
 		}
 		ctx = auth.WithSessionKey(ctx, auth.SessionKey(header, "", p.KeyID))
-		withPrincipal.ServeHTTP(w, r.WithContext(ctx))
+		protocolErrors.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -1,0 +1,148 @@
+// Package faultproxy is a TCP proxy that fault tests put between a server and its
+// PostgreSQL: it forwards bytes unchanged until the test severs every connection (Cut) or
+// refuses new ones (Refuse), so a connection can be lost at a chosen moment without
+// stopping a PostgreSQL that other tests share.
+package faultproxy
+
+import (
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+)
+
+// Proxy forwards connections from a loopback listener to a target address.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	refuse  bool
+	accepts int
+}
+
+// New listens on 127.0.0.1 (an ephemeral port) and forwards to target ("host:port", or
+// "unix:/path/to/socket").
+func New(target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	go p.serve()
+	return p, nil
+}
+
+// Addr is the listener's address.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// NewFor starts a proxy to the server of dbURL (TCP, or a unix socket given as
+// ?host=/dir) and returns it with a URL for the same database through the proxy.
+func NewFor(dbURL string) (*Proxy, string, error) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return nil, "", err
+	}
+	q := u.Query()
+	target := u.Host
+	if dir := q.Get("host"); strings.HasPrefix(dir, "/") {
+		port := q.Get("port")
+		if port == "" {
+			port = "5432"
+		}
+		target = "unix:" + dir + "/.s.PGSQL." + port
+		q.Del("host")
+		q.Del("port")
+		u.RawQuery = q.Encode()
+	}
+	p, err := New(target)
+	if err != nil {
+		return nil, "", err
+	}
+	u.Host = p.Addr()
+	return p, u.String(), nil
+}
+
+func (p *Proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		refuse := p.refuse
+		p.accepts++
+		p.mu.Unlock()
+		if refuse {
+			c.Close()
+			continue
+		}
+		go p.forward(c)
+	}
+}
+
+func (p *Proxy) forward(client net.Conn) {
+	network, addr := "tcp", p.target
+	if path, ok := strings.CutPrefix(p.target, "unix:"); ok {
+		network, addr = "unix", path
+	}
+	server, err := net.Dial(network, addr)
+	if err != nil {
+		client.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[client] = struct{}{}
+	p.conns[server] = struct{}{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	pipe := func(dst, src net.Conn) {
+		defer wg.Done()
+		io.Copy(dst, src) //nolint:errcheck // ends when either side closes
+		dst.Close()
+		src.Close()
+	}
+	go pipe(server, client)
+	go pipe(client, server)
+	wg.Wait()
+	p.mu.Lock()
+	delete(p.conns, client)
+	delete(p.conns, server)
+	p.mu.Unlock()
+}
+
+// Cut severs every open connection at once, in both directions: the client sees its
+// connection reset or closed, the server sees its client go away.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0) //nolint:errcheck // a reset, like a dead peer
+		}
+		c.Close()
+	}
+}
+
+// Refuse makes the proxy close new connections at once (on) or forward them again (off).
+func (p *Proxy) Refuse(on bool) {
+	p.mu.Lock()
+	p.refuse = on
+	p.mu.Unlock()
+}
+
+// Open is the number of forwarded connections currently open (client and server sides).
+func (p *Proxy) Open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns) / 2
+}
+
+// Close stops listening and severs every connection.
+func (p *Proxy) Close() {
+	p.ln.Close()
+	p.Cut()
+}

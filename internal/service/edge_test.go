@@ -1,0 +1,123 @@
+package service_test
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// Finding 4: a path box_key that does not match its pattern is the one AUTH_FAILED (401,
+// the same body as a bogus key), never a retryable 503, and never reaches the database.
+func TestMalformedBoxKeyIsAuthFailed(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a")
+	a := w.agents["a"]
+	want := raw(t, w.e, "GET", "/api/v1/boxes/alpha/me", "abk_bogus", "", nil, nil)
+	for _, box := range []string{"%00", "%FF", "%ED%A0%80", "al%00pha", "ALPHA", "a", "-alpha", strings.Repeat("a", 64)} {
+		r := raw(t, w.e, "GET", "/api/v1/boxes/"+box+"/me", a.Key, "", nil, nil)
+		if r.Status != http.StatusUnauthorized || !bytes.Equal(r.Raw, want.Raw) {
+			t.Errorf("box_key %q: want the AUTH_FAILED body %s, got %d %s", box, want.Raw, r.Status, r.Raw)
+		}
+	}
+}
+
+// Finding 5: only the media types the contract declares for an operation's request body are
+// accepted; anything else is 415 with the error body and writes nothing.
+func TestUndeclaredMediaTypeIs415(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a", "b")
+	a, b := w.agents["a"], w.agents["b"]
+	body := []byte(`{"destination":{"kind":"dm","recipient_agent_id":"` + b.ID.String() + `"},"body_md":"hi","idempotency_key":"k1"}`)
+	for _, ct := range []string{"multipart/form-data; boundary=x", "text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1", "garbage/;;"} {
+		rejects(t, w.e, ct, func() testenv.Response {
+			return raw(t, w.e, "POST", "/api/v1/boxes/alpha/messages", a.Key, ct, body, nil)
+		}, "INVALID_ARGUMENT", "unsupported_media_type", "")
+		if r := raw(t, w.e, "POST", "/api/v1/boxes/alpha/messages", a.Key, ct, body, nil); r.Status != http.StatusUnsupportedMediaType {
+			t.Fatalf("%s: want 415, got %d", ct, r.Status)
+		}
+	}
+	// The declared type, with or without its charset, and a body-less call without a type.
+	if r := raw(t, w.e, "POST", "/api/v1/boxes/alpha/messages", a.Key, "application/json; charset=UTF-8", body, nil); r.Status != http.StatusOK {
+		t.Fatalf("declared JSON: %d %s", r.Status, r.Raw)
+	}
+	if r := raw(t, w.e, "POST", "/api/v1/boxes/alpha/prime", a.Key, "", nil, nil); r.Status != http.StatusOK {
+		t.Fatalf("prime without a body: %d %s", r.Status, r.Raw)
+	}
+}
+
+// Finding 6: paths the mux would clean are 404 with the error body, never a redirect that
+// echoes the request.
+func TestUncleanPathsAre404WithoutRedirect(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a")
+	a := w.agents["a"]
+	for _, p := range []string{"/api/v1/boxes/alpha/../alpha/me?x=" + marker, "/api/v1/boxes/alpha/./me?x=" + marker,
+		"//api/v1/boxes/alpha/me?x=" + marker, "/api/v1//boxes/alpha/me", "/admin/api/v1/../v1/boxes?x=" + marker} {
+		r := raw(t, w.e, "GET", p, a.Key, "", nil, nil)
+		if r.Status != http.StatusNotFound || r.Code() != "NOT_FOUND_OR_FORBIDDEN" || bytes.Contains(r.Raw, []byte(marker)) {
+			t.Errorf("%s: want 404 with the error body, got %d %s", p, r.Status, r.Raw)
+		}
+	}
+}
+
+// Oversize headers get the error body from this server.
+func TestOversizeHeadersGetTheErrorBody(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a")
+	r := raw(t, w.e, "GET", "/api/v1/boxes/alpha/me", w.agents["a"].Key, "", nil, map[string]string{"X-Big": strings.Repeat("y", 70<<10)})
+	if r.Status != http.StatusRequestHeaderFieldsTooLarge || r.Code() != "LIMIT_EXCEEDED" || r.ErrorField("reason") != "headers_too_large" {
+		t.Fatalf("want 431 LIMIT_EXCEEDED headers_too_large, got %d %s", r.Status, r.Raw)
+	}
+}
+
+// Finding 7: MCP protocol errors carry no caller-supplied value; an unknown JSON-RPC method is
+// -32601 in a JSON response; malformed JSON-RPC is -32700.
+func TestMCPProtocolErrorsDoNotEcho(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a")
+	key := w.agents["a"].Key
+	rpcError := func(what string, body string, code float64) {
+		t.Helper()
+		status, m, rawBody := mcpCall(t, w.e, key, []byte(body))
+		e, _ := m["error"].(map[string]any)
+		if e == nil || e["code"] != code {
+			t.Errorf("%s: want JSON-RPC error %v, got %d %s", what, code, status, rawBody)
+		}
+		if bytes.Contains(rawBody, []byte(marker)) {
+			t.Errorf("%s: echoes the request: %s", what, rawBody)
+		}
+	}
+	rpcError("unknown tool", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+marker+`","arguments":{}}}`, -32602)
+	rpcError("unknown method", `{"jsonrpc":"2.0","id":2,"method":"`+marker+`/go","params":{}}`, -32601)
+	rpcError("malformed", `{"jsonrpc":"2.0","id":3,"method":"`+marker, -32700)
+	rpcError("bad params", `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":"`+marker+`"}`, -32602)
+	status, _, rawBody := mcpCall(t, w.e, key, []byte(`{"jsonrpc":"2.0","id":2,"method":"`+marker+`/go","params":{}}`))
+	if status != http.StatusOK {
+		t.Errorf("unknown method: want a JSON-RPC answer with 200, got %d %s", status, rawBody)
+	}
+}
+
+// Finding 8: the product's own credentials — a live agent key, an issued admin token, and
+// anything shaped like them — are credentials for the payload and file URL rules.
+func TestOwnSecretsAreCredentials(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a", "b")
+	a, b := w.agents["a"], w.agents["b"]
+	adminToken := w.e.Admin("POST", "/tokens", map[string]any{"label": "ops"})["token"].(string)
+	send := func(extra map[string]any) func() testenv.Response {
+		return func() testenv.Response {
+			body := map[string]any{"destination": dmTo(b), "body_md": "see attached", "idempotency_key": newKey()}
+			for k, v := range extra {
+				body[k] = v
+			}
+			return a.Call("POST", "/messages", body)
+		}
+	}
+	for _, secret := range []string{b.Key, adminToken, "abk_" + strings.Repeat("Q", 43), "abadm_" + strings.Repeat("z", 43)} {
+		rejects(t, w.e, "payload value", send(map[string]any{"payload": map[string]any{"note": "use " + secret}}), "INVALID_ARGUMENT", "credential_in_payload", "payload.note")
+		rejects(t, w.e, "file URL", send(map[string]any{"files": []any{map[string]any{"url": "https://example.com/" + secret + "/f", "display_name": "f"}}}), "INVALID_ARGUMENT", "file_url_rejected", "files[0].url")
+	}
+}

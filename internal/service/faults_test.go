@@ -1,0 +1,248 @@
+package service_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentbox/agentbox/internal/faultproxy"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// Honest outcomes (SPEC §12): a second server process reaches the test database through a
+// TCP proxy the test can sever. COMMIT is held in flight deterministically by a deferred
+// constraint trigger (installed in this test's database only) that waits for an advisory
+// lock the test holds; the connection is then cut or its backend terminated.
+
+const commitGateLock = 4242
+
+// faultEnv is a world whose agent a also talks to a server behind a fault proxy.
+type faultEnv struct {
+	w     *world
+	proxy *faultproxy.Proxy
+	via   *testenv.Env // the server whose database connections go through proxy
+}
+
+func newFaultEnv(t *testing.T) *faultEnv {
+	t.Helper()
+	w := newWorld(t, "a", "b")
+	proxy, viaURL, err := faultproxy.NewFor(w.e.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	return &faultEnv{w: w, proxy: proxy, via: testenv.AttachURL(t, w.e, viaURL)}
+}
+
+// gateCommits makes every COMMIT of a transaction that inserted a message wait for the
+// advisory lock, which the returned connection holds until release is called.
+func (f *faultEnv) gateCommits(t *testing.T) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	pool := f.w.e.Store.Pool()
+	if _, err := pool.Exec(ctx, `
+CREATE FUNCTION test_commit_gate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_advisory_xact_lock_shared(`+strconv.Itoa(commitGateLock)+`); RETURN NULL; END $$;
+CREATE CONSTRAINT TRIGGER test_commit_gate AFTER INSERT ON messages
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_commit_gate();`); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := pgx.Connect(ctx, f.w.e.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, commitGateLock); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	release = func() {
+		if !done {
+			done = true
+			holder.Close(ctx)
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// waitingBackend polls until a backend of this database waits on a lock, and returns its pid.
+func (f *faultEnv) waitingBackend(t *testing.T) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		var pid int
+		err := f.w.e.Store.Pool().QueryRow(context.Background(), `
+SELECT pid FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid() LIMIT 1`).Scan(&pid)
+		if err == nil {
+			return pid
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no backend started waiting")
+	return 0
+}
+
+// waitNoBackend polls until backend pid has ended.
+func (f *faultEnv) waitNoBackend(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if dbInt(t, f.w.e, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1`, pid) == 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("backend %d did not end", pid)
+}
+
+// async runs call in the background and returns its response channel.
+func async(call func() testenv.Response) <-chan testenv.Response {
+	ch := make(chan testenv.Response, 1)
+	go func() { ch <- call() }()
+	return ch
+}
+
+func expectOutcomeUnknown(t *testing.T, r testenv.Response) {
+	t.Helper()
+	e, _ := r.JSON()["error"].(map[string]any)
+	if r.Status != http.StatusServiceUnavailable || r.Code() != "TEMPORARILY_UNAVAILABLE" || e["retryable"] != true ||
+		r.ErrorField("reason") != "outcome_unknown" || r.ErrorField("suggested_action") == "" {
+		t.Fatalf("want 503 TEMPORARILY_UNAVAILABLE retryable outcome_unknown with a suggested action, got %d %s", r.Status, r.Raw)
+	}
+}
+
+// Finding 1 and 2: the connection is lost while COMMIT is in flight and the transaction
+// commits anyway. The answer is not STORAGE_FAILURE ("nothing was written") but a retryable
+// unknown outcome; the retry with the same key returns the message that was written.
+func TestConnectionLostDuringCommitIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	a, b := f.w.agents["a"], f.w.agents["b"]
+	release := f.gateCommits(t)
+	send := map[string]any{"destination": dmTo(b), "body_md": "committed in the dark", "idempotency_key": "k1"}
+
+	answer := async(func() testenv.Response { return a.On(f.via).Call("POST", "/messages", send) })
+	pid := f.waitingBackend(t) // COMMIT sent, its deferred trigger waiting
+	// A partition: the connection is gone and the driver's cancel request cannot get through.
+	f.proxy.Refuse(true)
+	f.proxy.Cut()
+	expectOutcomeUnknown(t, <-answer)
+
+	release() // the orphaned backend finishes its COMMIT: the message was written
+	f.waitNoBackend(t, pid)
+	if n := dbInt(t, f.w.e, `SELECT count(*) FROM messages`); n != 1 {
+		t.Fatalf("the COMMIT in flight should have committed: %d messages", n)
+	}
+	retry := a.Call("POST", "/messages", send)
+	if retry.Status != http.StatusOK {
+		t.Fatalf("retry: %d %s", retry.Status, retry.Raw)
+	}
+	var stored string
+	if err := f.w.e.Store.Pool().QueryRow(context.Background(), `SELECT message_id::text FROM messages`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if got := retry.JSON()["message_id"]; got != stored || retry.JSON()["status"] != "sent" {
+		t.Fatalf("the retry must return the committed message %s: %s", stored, retry.Raw)
+	}
+	if n := dbInt(t, f.w.e, `SELECT count(*) FROM messages`); n != 1 {
+		t.Fatalf("retry duplicated the message: %d", n)
+	}
+}
+
+// The backend is terminated while COMMIT is in flight (what a fast shutdown does): the
+// server says FATAL, the client cannot know whether COMMIT happened, so the answer is the
+// same unknown outcome; here the transaction rolled back and the retry writes it once.
+func TestBackendTerminatedDuringCommitIsOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	a, b := f.w.agents["a"], f.w.agents["b"]
+	f.gateCommits(t)
+	send := map[string]any{"destination": dmTo(b), "body_md": "terminated", "idempotency_key": "k1"}
+
+	answer := async(func() testenv.Response { return a.On(f.via).Call("POST", "/messages", send) })
+	pid := f.waitingBackend(t)
+	if _, err := f.w.e.Store.Pool().Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	expectOutcomeUnknown(t, <-answer)
+	f.waitNoBackend(t, pid)
+	if n := dbInt(t, f.w.e, `SELECT count(*) FROM messages`); n != 0 {
+		t.Fatalf("a terminated COMMIT wait rolls back: %d messages", n)
+	}
+	// The gate still holds new commits; drop it, then the retry writes the message once.
+	if _, err := f.w.e.Store.Pool().Exec(context.Background(), `DROP TRIGGER test_commit_gate ON messages`); err != nil {
+		t.Fatal(err)
+	}
+	if r := a.Call("POST", "/messages", send); r.Status != http.StatusOK || r.JSON()["status"] != "sent" {
+		t.Fatalf("retry: %d %s", r.Status, r.Raw)
+	}
+	if n := dbInt(t, f.w.e, `SELECT count(*) FROM messages`); n != 1 {
+		t.Fatalf("want exactly one message, got %d", n)
+	}
+}
+
+// A connection lost before COMMIT was sent: the server aborts the transaction, so the
+// answer is a retryable TEMPORARILY_UNAVAILABLE (not outcome_unknown) and nothing is written.
+func TestConnectionLostBeforeCommitIsRetryable(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	a, b := f.w.agents["a"], f.w.agents["b"]
+	a.MustCall("POST", "/messages", map[string]any{"destination": dmTo(b), "body_md": "first", "idempotency_key": newKey()})
+
+	// Hold the DM channel's row lock: the next send waits on it mid-transaction.
+	ctx := context.Background()
+	locker, err := f.w.e.Store.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Rollback(ctx) //nolint:errcheck
+	if _, err := locker.Exec(ctx, `SELECT 1 FROM channels FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	before := dbState(t, f.w.e)
+	answer := async(func() testenv.Response {
+		return a.On(f.via).Call("POST", "/messages", map[string]any{"destination": dmTo(b), "body_md": "second", "idempotency_key": newKey()})
+	})
+	pid := f.waitingBackend(t)
+	f.proxy.Cut()
+	r := <-answer
+	expectErr(t, "lost before commit", r, "TEMPORARILY_UNAVAILABLE", "database_unavailable", "")
+	if e, _ := r.JSON()["error"].(map[string]any); e["retryable"] != true || r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("want 503 retryable: %d %s", r.Status, r.Raw)
+	}
+	locker.Rollback(ctx) //nolint:errcheck
+	f.waitNoBackend(t, pid)
+	if after := dbState(t, f.w.e); after != before {
+		t.Fatalf("a transaction whose connection was lost before COMMIT wrote something:\n%s\n%s", before, after)
+	}
+}
+
+// The database unreachable: agent reads and mutations and admin operations are retryable
+// TEMPORARILY_UNAVAILABLE, never STORAGE_FAILURE or AUTH_FAILED; service resumes afterwards.
+func TestDatabaseUnreachableIsRetryable(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	a := f.w.agents["a"].On(f.via)
+	f.proxy.Refuse(true)
+	f.proxy.Cut()
+	for _, r := range []testenv.Response{
+		a.Call("GET", "/checkpoint", nil),
+		a.Call("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"x": 1}, "idempotency_key": newKey()}),
+		f.via.Do("POST", "/admin/api/v1/boxes", testenv.AdminToken, map[string]any{"box_key": "beta"}, nil),
+		f.via.Do("GET", "/admin/api/v1/boxes", "issued-token-cannot-be-checked", nil, nil),
+	} {
+		expectErr(t, "database unreachable", r, "TEMPORARILY_UNAVAILABLE", "database_unavailable", "")
+		if e, _ := r.JSON()["error"].(map[string]any); e["retryable"] != true || r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("want 503 retryable: %d %s", r.Status, r.Raw)
+		}
+	}
+	f.proxy.Refuse(false)
+	if r := a.Call("GET", "/checkpoint", nil); r.Status != http.StatusOK {
+		t.Fatalf("after the outage: %d %s", r.Status, r.Raw)
+	}
+}
