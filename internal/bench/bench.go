@@ -170,6 +170,7 @@ type harness struct {
 	rep        *Report
 	profiles   []string
 	mu         sync.Mutex // guards profiles
+	statements bool       // pg_stat_statements is enabled in the benchmark database
 }
 
 // Run executes the benchmark and returns its report (also written to OutDir when set).
@@ -232,12 +233,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		defer h.pool.Close()
 		h.rep.Postgres = postgresInfo(ctx, h.pool, pgSource)
+		if note := h.enableStatements(ctx); note != "" {
+			h.prog.logf("bench: %s", note)
+			h.rep.StatementsNote = note
+		}
 		if note := connectionHeadroom(ctx, h.pool, cfg); note != "" {
 			h.prog.logf("bench: warning: %s", note)
 			h.rep.Notes = append(h.rep.Notes, note)
 		}
 	} else {
 		h.rep.Notes = append(h.rep.Notes, "no database URL: W0, W3 and the River baseline need one (agentbox bench -database-url)")
+		h.rep.StatementsNote = "pg_stat_statements and WAL figures not available: no database URL"
+
 	}
 
 	steps := []struct {
@@ -253,6 +260,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		h.resetStatements(ctx)
 		results := s.run(ctx)
 		for _, r := range results {
 			if r.Status != StatusOK {

@@ -49,6 +49,8 @@ type Result struct {
 	Extra map[string]float64 `json:"extra,omitempty"`
 	// API marks workloads that count toward the request-rate target.
 	API bool `json:"api"`
+	// DB is what PostgreSQL did per operation in the window (nil where not measured).
+	DB *DBProfile `json:"db,omitempty"`
 }
 
 // fromPhase fills the measured fields of r from a phase result. A phase in which no
@@ -77,6 +79,7 @@ func (r Result) fromPhase(p *phaseResult, clients int) Result {
 	r.P50Ms, r.P99Ms, r.MeanMs = ms(p.Latency.P50), ms(p.Latency.P99), ms(p.Latency.Mean)
 	r.Clients = clients
 	r.DurationS = p.Elapsed.Seconds()
+	r.DB = p.DB
 	return r
 }
 
@@ -141,6 +144,8 @@ type Report struct {
 	Results     []Result  `json:"results"`
 	Targets     []Target  `json:"targets"`
 	Notes       []string  `json:"notes,omitempty"`
+	// StatementsNote says why the report has no pg_stat_statements figures ("" when it has them).
+	StatementsNote string `json:"statements_note,omitempty"`
 	// ProfileTop is `go tool pprof -top` of the W1 server CPU profile, when taken.
 	ProfileTop string `json:"profile_top,omitempty"`
 }
@@ -397,6 +402,7 @@ func (rep *Report) Markdown() string {
 		b.WriteString(strings.Join(details, "\n"))
 		b.WriteString("\n")
 	}
+	rep.markdownDBProfiles(&b)
 	if len(rep.Notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, n := range rep.Notes {

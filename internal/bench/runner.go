@@ -48,6 +48,8 @@ type phaseResult struct {
 	FirstErrors []string
 	// Abandoned counts operations still running abandonAfter past the window.
 	Abandoned int64
+	// DB is the database's work per operation over the window (set by observed).
+	DB *DBProfile
 }
 
 func (r *phaseResult) perSecond() float64 { return perSecond(r.Ops, r.Elapsed) }
