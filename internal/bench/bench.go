@@ -80,6 +80,7 @@ type Config struct {
 	W4Producers  int
 	W4Sessions   int
 	W4ClaimLimit int
+	W4Backlog    int // items the W4 drain pre-fills (Agentbox and River alike)
 	W5Clients    int
 
 	// Pprof fetches server CPU profiles during W1 and W4 into OutDir (the server must
@@ -134,6 +135,9 @@ func (c *Config) Defaults() {
 	if c.W4ClaimLimit <= 0 {
 		c.W4ClaimLimit = 50
 	}
+	if c.W4Backlog <= 0 {
+		c.W4Backlog = 20_000
+	}
 	if c.W5Clients <= 0 {
 		c.W5Clients = 8
 	}
@@ -184,7 +188,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	h.rep = &Report{GeneratedAt: began, Machine: machineInfo(), Run: RunInfo{
 		Clients: cfg.Clients, DurationS: cfg.Duration.Seconds(), WarmupS: cfg.Warmup.Seconds(),
 		Server: "external", ServerPool: "product default", W1Rooms: cfg.W1Rooms, W3Small: cfg.W3Small, W3Large: cfg.W3Large,
-		W3Unread: cfg.W3Unread, W3Clients: cfg.W3Clients, W4Producers: cfg.W4Producers, W4Sessions: cfg.W4Sessions, W4ClaimLimit: cfg.W4ClaimLimit,
+		W3Unread: cfg.W3Unread, W3Clients: cfg.W3Clients, W4Producers: cfg.W4Producers, W4Sessions: cfg.W4Sessions, W4ClaimLimit: cfg.W4ClaimLimit, W4Backlog: cfg.W4Backlog,
 		W5Clients: cfg.W5Clients, Workloads: strings.Join(cfg.Workloads, ","),
 	}}
 	pgSource := "external"

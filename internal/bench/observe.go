@@ -144,7 +144,7 @@ func parseMetrics(r io.Reader) map[string]float64 {
 type counters struct {
 	pg      map[string]float64
 	metrics map[string]float64
-	wal     float64            // WAL position in bytes (pg_current_wal_lsn), when walOK
+	wal     float64 // WAL position in bytes (pg_current_wal_lsn), when walOK
 	walOK   bool
 	stmts   map[int64]stmtRow // pg_stat_statements by queryid; nil when not available
 }
