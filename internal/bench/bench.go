@@ -4,11 +4,16 @@
 // latency percentiles, server memory and every target ratio as Markdown and JSON:
 //
 //	W0  raw pgx single-row INSERT commits/s on the same database (the baseline)
-//	W1  message_send into a 10-member room, 1 KiB body
+//	W1  message_send into a 10-member room, 1 KiB body: a first run on the fresh server, then warm
 //	W2  DM round trip: send, the recipient inbox_list's and inbox_ack's it
 //	W3  inbox_list and conversation_read latency with a small and a large history
-//	W4  work distribution: DMs to one agent drained by 8 sessions with inbox_claim + inbox_ack,
-//	    against River (tools/bench-river, a separate module) on the same database
+//	W4  work distribution by 8 sessions of one agent with inbox_claim + inbox_ack: draining a
+//	    pre-filled backlog, and live with producers; each against River (tools/bench-river, a
+//	    separate module) measured the same way on the same database
+//	W6  growth: claim, ACK and inbox_list at 300 / 3k / 30k rows; send in a new vs a large box
+//
+// Where the database preloads pg_stat_statements, each measured window also reports its top
+// statements, statements per operation and WAL bytes per operation (pgstat.go).
 //	W5  transport overhead: the same read and write over HTTP, MCP streamable HTTP, MCP stdio
 //
 // Operations the server does not implement yet make their workload "not available" instead
