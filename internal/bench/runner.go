@@ -214,6 +214,13 @@ func (p *progress) start(label string, w window, count func() int64) func(final 
 	}
 }
 
+// untilDone shows label for a phase that runs until its work is done (no window); the
+// returned func prints its final line.
+func (p *progress) untilDone(label string) func(final string) {
+	p.logf("%s: running until the backlog is empty", label)
+	return func(final string) { p.logf("%s: %s", label, final) }
+}
+
 // barLine renders one progress line; during the warm-up nothing is counted yet.
 func barLine(label string, elapsed, total time.Duration, ops int64, warmup bool) string {
 	const width = 24

@@ -78,8 +78,7 @@ func (h *harness) w4Drain(ctx context.Context) Result {
 	var elog errorLog
 	var stop fatal
 	rounds := make([][]time.Duration, len(sessions))
-	w := window{from: time.Now(), to: time.Now().Add(w4DrainTimeout)}
-	done := h.prog.start(base.Workload, w, items.Load)
+	done := h.prog.untilDone(base.Workload)
 	start := time.Now()
 	var lastMu sync.Mutex
 	last := start
@@ -376,8 +375,12 @@ func (h *harness) w4River(ctx context.Context, drain bool) Result {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, h.cfg.RiverBin, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	w := newWindow(h.cfg.Warmup, h.cfg.Duration)
-	done := h.prog.start(r.Workload, w, func() int64 { return 0 })
+	var done func(string)
+	if drain {
+		done = h.prog.untilDone(r.Workload)
+	} else {
+		done = h.prog.start(r.Workload, newWindow(h.cfg.Warmup, h.cfg.Duration), func() int64 { return 0 })
+	}
 	if err := cmd.Run(); err != nil {
 		done("failed")
 		return failed(r.ID, r.Workload, fmt.Errorf("bench-river: %v: %s", err, strings.TrimSpace(stderr.String())))
