@@ -14,6 +14,7 @@
 //
 // Where the database preloads pg_stat_statements, each measured window also reports its top
 // statements, statements per operation and WAL bytes per operation (pgstat.go).
+//
 //	W5  transport overhead: the same read and write over HTTP, MCP streamable HTTP, MCP stdio
 //
 // Operations the server does not implement yet make their workload "not available" instead
