@@ -10,12 +10,11 @@
 //	W4  work distribution by 8 sessions of one agent with inbox_claim + inbox_ack: draining a
 //	    pre-filled backlog, and live with producers; each against River (tools/bench-river, a
 //	    separate module) measured the same way on the same database
+//	W5  transport overhead: the same read and write over HTTP, MCP streamable HTTP, MCP stdio
 //	W6  growth: claim, ACK and inbox_list at 300 / 3k / 30k rows; send in a new vs a large box
 //
 // Where the database preloads pg_stat_statements, each measured window also reports its top
 // statements, statements per operation and WAL bytes per operation (pgstat.go).
-//
-//	W5  transport overhead: the same read and write over HTTP, MCP streamable HTTP, MCP stdio
 //
 // Operations the server does not implement yet make their workload "not available" instead
 // of failing the run, so the harness is useful while the product grows.
