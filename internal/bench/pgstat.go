@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 )
 
 // DBProfile is what PostgreSQL did per operation inside one measurement window: the
@@ -134,6 +136,34 @@ func dbProfile(before, after counters, ops int64) *DBProfile {
 	perOp := float64(calls) / n
 	p.StatementsPerOp = &perOp
 	return p
+}
+
+// profiled runs p and sets the result's DB profile from snapshots at the window's ends,
+// for phases that need no other per-op diagnostics (W3, W5; observed does both).
+func (h *harness) profiled(ctx context.Context, p phase, op opFunc) (*phaseResult, error) {
+	var before, after counters
+	var snapped sync.WaitGroup
+	snapped.Add(2)
+	measure := p.OnMeasure
+	p.OnMeasure = func(ctx context.Context, w window) {
+		snapCtx := context.WithoutCancel(ctx)
+		h.snapshotDB(snapCtx, &before)
+		snapped.Done()
+		time.AfterFunc(time.Until(w.to), func() { h.snapshotDB(snapCtx, &after); snapped.Done() })
+		if measure != nil {
+			measure(ctx, w)
+		}
+	}
+	res, err := p.run(ctx, h.prog, op)
+	if err != nil {
+		return res, err
+	}
+	if ctx.Err() != nil { // a cancelled run may end before the window opened
+		return res, ctx.Err()
+	}
+	snapped.Wait()
+	res.DB = dbProfile(before, after, res.Ops)
+	return res, nil
 }
 
 // oneLine collapses a statement's whitespace and shortens it for the report.
