@@ -3,13 +3,15 @@ GO      ?= go
 TOOL    := $(GO) tool -modfile=tools/pinned/go.mod
 BIN     := bin/agentbox
 ADDR    ?= 127.0.0.1:8080
+# The version `agentbox --version` and the server report (internal/version).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 
 .PHONY: all build run test generate check check-static check-generated vet fmt-check bench bench-short bench-river
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/agentbox
+	$(GO) build -ldflags "-X github.com/agentbox/agentbox/internal/version.stamp=$(VERSION)" -o $(BIN) ./cmd/agentbox
 
 ## run: the server on the embedded PostgreSQL default (data in .agentbox/)
 run: build
@@ -32,9 +34,51 @@ bench-short: build bench-river
 bench-river:
 	cd tools/bench-river && $(GO) build -o ../../bin/bench-river .
 
-## test: every test, against a real PostgreSQL (see README "Tests")
-test:
-	$(GO) test -count=1 ./...
+## test: every test, against a real PostgreSQL (see README "Tests"). Prepares the npm packages
+## first (tests never reach the network); under CI=true a missing Chromium, Node.js or PgBouncer fails
+## at once, elsewhere the tests that need them skip and are listed after the run.
+test: test-prereqs node-deps
+	@skips=$$(mktemp); \
+	AGENTBOX_TEST_SKIPS=$$skips $(GO) test -count=1 ./...; rc=$$?; \
+	if [ -s $$skips ]; then \
+		echo; echo "make test: NOT every test ran. Skipped, with what each needs:"; sort -u $$skips | sed 's/^/  /'; \
+	fi; rm -f $$skips; exit $$rc
+
+# In CI (CI set, and not "false" or "0") every test must run: fail before go test, naming
+# what is missing and how to install it.
+IN_CI = case "$${CI:-}" in ""|false|0) false;; *) true;; esac
+
+.PHONY: test-prereqs node-deps
+test-prereqs:
+	@if $(IN_CI); then \
+		missing=""; \
+		command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || missing="$$missing chromium"; \
+		command -v node >/dev/null 2>&1 || missing="$$missing nodejs"; \
+		command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+		command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || missing="$$missing pgbouncer"; \
+		if [ -n "$$missing" ]; then \
+			echo "make test: CI=true, and the tests need what is not on PATH:$$missing"; \
+			echo "  install: apt-get install -y$$missing   (.ci/run does this on a fresh machine)"; \
+			exit 1; \
+		fi; \
+	fi
+
+## node-deps: the npm packages the tests drive (TypeScript SDK proof, TypeScript MCP SDK
+## clients, MCP Inspector), each from its lock file; npm ci reruns only when a lock changes
+NODE_PROJECTS := tests/sdk-ts tests/mcp-ts tests/mcp-inspector
+node-deps: $(addsuffix /node_modules/.installed,$(NODE_PROJECTS))
+
+%/node_modules/.installed: %/package.json %/package-lock.json
+	@if ! command -v npm >/dev/null 2>&1; then \
+		if $(IN_CI); then echo "make: npm is not installed (apt-get install -y nodejs npm)"; exit 1; fi; \
+		echo "make: npm is not installed: the tests using $* will be skipped (install: apt-get install -y nodejs npm)"; \
+	elif (cd $* && npm ci --no-audit --no-fund --loglevel=error); then \
+		touch $@; \
+	elif $(IN_CI); then \
+		echo "make: npm ci in $* failed"; exit 1; \
+	else \
+		echo "make: npm ci in $* failed: the tests using it will be skipped"; \
+	fi
 
 ## generate: regenerate gen/ from spec/, queries/ and the generator configs
 generate:
@@ -98,25 +142,14 @@ contract-diff: build
 tools-doc-check:
 	$(GO) run ./tools/toolsdoc -check
 
-## sdk-ts-deps: the npm packages of the TypeScript SDK proof (tests/sdk-ts), from its lock file
-sdk-ts-deps:
-	@if command -v npm >/dev/null 2>&1; then \
-		cd tests/sdk-ts && npm ci --no-audit --no-fund; \
-	else \
-		echo "npm is not installed: the TypeScript SDK test skips locally (and fails in CI)"; \
-	fi
-
-## mcp-ts-deps: the official TypeScript MCP SDK clients of the protocol-version test (tests/mcp-ts)
-mcp-ts-deps:
-	@if command -v npm >/dev/null 2>&1; then \
-		cd tests/mcp-ts && npm ci --no-audit --no-fund; \
-	else \
-		echo "npm is not installed: the TypeScript MCP client test skips locally (and fails in CI)"; \
-	fi
+## sdk-ts-deps, mcp-ts-deps, inspector-deps: one project's npm packages (node-deps does all)
+sdk-ts-deps: tests/sdk-ts/node_modules/.installed
+mcp-ts-deps: tests/mcp-ts/node_modules/.installed
+inspector-deps: tests/mcp-inspector/node_modules/.installed
 
 ## update-snapshots: rewrite the committed tools/list snapshots after reviewing the diff
 ## that TestToolsListSnapshot printed
-.PHONY: update-snapshots mcp-ts-deps
+.PHONY: update-snapshots mcp-ts-deps inspector-deps
 update-snapshots:
 	$(GO) test ./internal/mcpserver -run TestToolsListSnapshot -count=1 -update
 

@@ -423,10 +423,8 @@ func (e SendStatus) Valid() bool {
 type AckOutcome struct {
 	AckedAt          Timestamp          `json:"acked_at"`
 	AckedBySessionId openapi_types.UUID `json:"acked_by_session_id"`
-
-	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq DecimalString `json:"inbox_seq"`
-	Status   AckStatus     `json:"status"`
+	InboxSeq         DecimalString      `json:"inbox_seq"`
+	Status           AckStatus          `json:"status"`
 }
 
 // AckStatus defines model for AckStatus.
@@ -434,33 +432,32 @@ type AckStatus string
 
 // AdminAgent defines model for AdminAgent.
 type AdminAgent struct {
-	AgentId openapi_types.UUID `json:"agent_id"`
-
-	// CardRevision A 64-bit value as a decimal string.
-	CardRevision DecimalString `json:"card_revision"`
-	CreatedAt    Timestamp     `json:"created_at"`
-	Description  string        `json:"description"`
-	Enabled      bool          `json:"enabled"`
-	HostName     string        `json:"host_name"`
-	LastSeenAt   *Timestamp    `json:"last_seen_at,omitempty"`
-	Listed       bool          `json:"listed"`
-	Name         string        `json:"name"`
-
-	// ProfileVersion A 64-bit value as a decimal string.
-	ProfileVersion DecimalString `json:"profile_version"`
-	Role           string        `json:"role"`
+	AgentId        openapi_types.UUID `json:"agent_id"`
+	CardRevision   DecimalString      `json:"card_revision"`
+	CreatedAt      Timestamp          `json:"created_at"`
+	Description    string             `json:"description"`
+	Enabled        bool               `json:"enabled"`
+	HostName       string             `json:"host_name"`
+	LastSeenAt     *Timestamp         `json:"last_seen_at,omitempty"`
+	Listed         bool               `json:"listed"`
+	Name           string             `json:"name"`
+	ProfileVersion DecimalString      `json:"profile_version"`
+	Role           string             `json:"role"`
 }
 
 // AdminAgentCreateInput defines model for AdminAgentCreateInput.
 type AdminAgentCreateInput struct {
-	Description *string `json:"description,omitempty"`
-	HostName    Name    `json:"host_name"`
-	Listed      *bool   `json:"listed,omitempty"`
-	Name        Name    `json:"name"`
+	// Description Public description.
+	Description *CardDescription `json:"description,omitempty"`
+	HostName    Name             `json:"host_name"`
+	Listed      *bool            `json:"listed,omitempty"`
+	Name        Name             `json:"name"`
 
-	// ProfileText Private profile, at most 64 KiB.
-	ProfileText *string `json:"profile_text,omitempty"`
-	Role        *string `json:"role,omitempty"`
+	// ProfileText Private profile (role and standing instructions).
+	ProfileText *ProfileText `json:"profile_text,omitempty"`
+
+	// Role Public role.
+	Role *CardRole `json:"role,omitempty"`
 }
 
 // AdminAgentCreateResult defines model for AdminAgentCreateResult.
@@ -485,14 +482,12 @@ type AdminAgentUpdateInput struct {
 
 // AdminBox defines model for AdminBox.
 type AdminBox struct {
-	BoxId     openapi_types.UUID `json:"box_id"`
-	BoxKey    string             `json:"box_key"`
-	CreatedAt Timestamp          `json:"created_at"`
-	Enabled   bool               `json:"enabled"`
-	Name      string             `json:"name"`
-
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString `json:"settings_revision"`
+	BoxId            openapi_types.UUID `json:"box_id"`
+	BoxKey           string             `json:"box_key"`
+	CreatedAt        Timestamp          `json:"created_at"`
+	Enabled          bool               `json:"enabled"`
+	Name             string             `json:"name"`
+	SettingsRevision DecimalString      `json:"settings_revision"`
 }
 
 // AdminBoxCreateInput defines model for AdminBoxCreateInput.
@@ -577,8 +572,8 @@ type AdminKeyList struct {
 
 // AdminProfileSetInput defines model for AdminProfileSetInput.
 type AdminProfileSetInput struct {
-	// Text Private profile, at most 64 KiB.
-	Text string `json:"text"`
+	// Text Private profile (role and standing instructions).
+	Text ProfileText `json:"text"`
 }
 
 // AdminRoom defines model for AdminRoom.
@@ -607,16 +602,15 @@ type AdminRoomSetOwnerInput struct {
 
 // AdminSettings defines model for AdminSettings.
 type AdminSettings struct {
-	BoxKey   string         `json:"box_key"`
-	Settings SettingsValues `json:"settings"`
+	BoxKey string `json:"box_key"`
 
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString `json:"settings_revision"`
+	// Settings The effective per-box settings; each property's default is the value a box has until an admin overrides it.
+	Settings         SettingsValues `json:"settings"`
+	SettingsRevision DecimalString  `json:"settings_revision"`
 }
 
 // AdminSettingsUpdateInput defines model for AdminSettingsUpdateInput.
 type AdminSettingsUpdateInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision *DecimalString `json:"expected_revision,omitempty"`
 	Settings         SettingsPatch  `json:"settings"`
 }
@@ -653,7 +647,6 @@ type AgentName struct {
 
 // AgentPrimeInput defines model for AgentPrimeInput.
 type AgentPrimeInput struct {
-	// KnownCheckpointRevision A 64-bit value as a decimal string.
 	KnownCheckpointRevision *DecimalString `json:"known_checkpoint_revision,omitempty"`
 }
 
@@ -693,13 +686,11 @@ type Attachment struct {
 
 // BatchOutcome defines model for BatchOutcome.
 type BatchOutcome struct {
-	Error     *ErrorDetail        `json:"error,omitempty"`
-	MessageId *openapi_types.UUID `json:"message_id,omitempty"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq    *DecimalString     `json:"message_seq,omitempty"`
-	Status        BatchSendStatus    `json:"status"`
-	TargetAgentId openapi_types.UUID `json:"target_agent_id"`
+	Error         *ErrorDetail        `json:"error,omitempty"`
+	MessageId     *openapi_types.UUID `json:"message_id,omitempty"`
+	MessageSeq    *DecimalString      `json:"message_seq,omitempty"`
+	Status        BatchSendStatus     `json:"status"`
+	TargetAgentId openapi_types.UUID  `json:"target_agent_id"`
 }
 
 // BatchSendStatus defines model for BatchSendStatus.
@@ -710,16 +701,17 @@ type BoxKey = string
 
 // Card A public directory card. last_seen_at is an observation, not proof of liveness.
 type Card struct {
-	AgentId openapi_types.UUID `json:"agent_id"`
-
-	// CardRevision A 64-bit value as a decimal string.
-	CardRevision *DecimalString `json:"card_revision,omitempty"`
-	Description  string         `json:"description"`
-	HostName     string         `json:"host_name"`
-	LastSeenAt   *Timestamp     `json:"last_seen_at,omitempty"`
-	Name         string         `json:"name"`
-	Role         string         `json:"role"`
+	AgentId      openapi_types.UUID `json:"agent_id"`
+	CardRevision *DecimalString     `json:"card_revision,omitempty"`
+	Description  string             `json:"description"`
+	HostName     string             `json:"host_name"`
+	LastSeenAt   *Timestamp         `json:"last_seen_at,omitempty"`
+	Name         string             `json:"name"`
+	Role         string             `json:"role"`
 }
+
+// CardDescription Public description.
+type CardDescription = string
 
 // CardPage defines model for CardPage.
 type CardPage struct {
@@ -729,12 +721,13 @@ type CardPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
+// CardRole Public role.
+type CardRole = string
+
 // Checkpoint defines model for Checkpoint.
 type Checkpoint struct {
 	// Checkpoint Any JSON object.
-	Checkpoint JsonObject `json:"checkpoint"`
-
-	// Revision A 64-bit value as a decimal string.
+	Checkpoint       JsonObject          `json:"checkpoint"`
 	Revision         DecimalString       `json:"revision"`
 	SavedAt          *Timestamp          `json:"saved_at,omitempty"`
 	SavedBySessionId *openapi_types.UUID `json:"saved_by_session_id,omitempty"`
@@ -743,18 +736,15 @@ type Checkpoint struct {
 // CheckpointSaveInput defines model for CheckpointSaveInput.
 type CheckpointSaveInput struct {
 	// Checkpoint Any JSON object.
-	Checkpoint JsonObject `json:"checkpoint"`
-
-	// ExpectedRevision A 64-bit value as a decimal string.
+	Checkpoint       JsonObject    `json:"checkpoint"`
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // CheckpointSaveResult defines model for CheckpointSaveResult.
 type CheckpointSaveResult struct {
-	// Revision A 64-bit value as a decimal string.
 	Revision DecimalString `json:"revision"`
 	SavedAt  Timestamp     `json:"saved_at"`
 }
@@ -762,10 +752,8 @@ type CheckpointSaveResult struct {
 // CheckpointStatus defines model for CheckpointStatus.
 type CheckpointStatus struct {
 	// CheckpointChanged True when known_checkpoint_revision was given and differs.
-	CheckpointChanged bool `json:"checkpoint_changed"`
-
-	// Revision A 64-bit value as a decimal string.
-	Revision DecimalString `json:"revision"`
+	CheckpointChanged bool          `json:"checkpoint_changed"`
+	Revision          DecimalString `json:"revision"`
 }
 
 // ClaimOrder defines model for ClaimOrder.
@@ -774,7 +762,7 @@ type ClaimOrder string
 // CleanupState defines model for CleanupState.
 type CleanupState string
 
-// DecimalString A 64-bit value as a decimal string.
+// DecimalString defines model for DecimalString.
 type DecimalString = string
 
 // Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
@@ -789,19 +777,18 @@ type DestinationKind string
 
 // DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
 type DirectoryUpdateSelfInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Patch Fields to change; at least one.
 	Patch struct {
-		// Description Public description, at most 2000 bytes.
-		Description *string `json:"description,omitempty"`
+		// Description Public description.
+		Description *CardDescription `json:"description,omitempty"`
 
-		// Role Public role, at most 200 bytes.
-		Role *string `json:"role,omitempty"`
+		// Role Public role.
+		Role *CardRole `json:"role,omitempty"`
 	} `json:"patch"`
 }
 
@@ -815,9 +802,7 @@ type ErrorCode string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	Code ErrorCode `json:"code"`
-
-	// CurrentRevision A 64-bit value as a decimal string.
+	Code            ErrorCode      `json:"code"`
 	CurrentRevision *DecimalString `json:"current_revision,omitempty"`
 
 	// Field The offending input field, e.g. inbox_seqs[3].
@@ -834,9 +819,7 @@ type ErrorDetail struct {
 	RetryAfterSeconds *int    `json:"retry_after_seconds,omitempty"`
 
 	// Retryable True only for RATE_LIMITED and TEMPORARILY_UNAVAILABLE; retry with the same idempotency_key.
-	Retryable bool `json:"retryable"`
-
-	// SettingsRevision A 64-bit value as a decimal string.
+	Retryable        bool           `json:"retryable"`
 	SettingsRevision *DecimalString `json:"settings_revision,omitempty"`
 	SuggestedAction  *string        `json:"suggested_action,omitempty"`
 }
@@ -846,10 +829,10 @@ type ExportFormat string
 
 // FileAccessReportInput defines model for FileAccessReportInput.
 type FileAccessReportInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// Note Short note, at most 500 bytes.
+	// Note Short note.
 	Note   *string          `json:"note,omitempty"`
 	Status FileAccessStatus `json:"status"`
 }
@@ -870,17 +853,20 @@ type FileRef struct {
 	VersionLabel *string `json:"version_label,omitempty"`
 }
 
-// FileRefInput A file reference. No bytes: nothing fetches the URL.
+// FileRefInput A file link; nothing fetches it.
 type FileRefInput struct {
 	Commit      *string `json:"commit,omitempty"`
 	DisplayName string  `json:"display_name"`
 	MediaType   *string `json:"media_type,omitempty"`
 	Sha256      *string `json:"sha256,omitempty"`
 
-	// Url https:// URL without userinfo, query, fragment, IP-literal private hosts or token-like parts.
+	// Url https:// URL without credentials, query or private host.
 	Url          string  `json:"url"`
 	VersionLabel *string `json:"version_label,omitempty"`
 }
+
+// FileRefInputs defines model for FileRefInputs.
+type FileRefInputs = []FileRefInput
 
 // FileReport defines model for FileReport.
 type FileReport struct {
@@ -906,18 +892,18 @@ type Follow string
 // HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
 type HistoryVisibility string
 
-// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+// IdempotencyKey Unique per action; reuse it to retry.
 type IdempotencyKey = string
 
 // IdempotentInput defines model for IdempotentInput.
 type IdempotentInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // InboxAckInput defines model for InboxAckInput.
 type InboxAckInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InboxSeqs 1..ack_batch_max rows returned to this session.
@@ -931,13 +917,13 @@ type InboxAckResult struct {
 
 // InboxClaimInput defines model for InboxClaimInput.
 type InboxClaimInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// LeaseSeconds Lease length; clamped to [1, lease_max_seconds]; default lease_default_seconds.
+	// LeaseSeconds Lease length, clamped to lease_max_seconds; default lease_default_seconds.
 	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
 
-	// Limit Rows to lease; clamped to [1, page_limit_max].
+	// Limit Rows to lease, clamped to page_limit_max.
 	Limit *int64      `json:"limit,omitempty"`
 	Order *ClaimOrder `json:"order,omitempty"`
 }
@@ -954,11 +940,9 @@ type InboxFilter string
 type InboxItem struct {
 	AckedAt          *Timestamp          `json:"acked_at,omitempty"`
 	AckedBySessionId *openapi_types.UUID `json:"acked_by_session_id,omitempty"`
-
-	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq        DecimalString `json:"inbox_seq"`
-	LeaseExpiresAt  *Timestamp    `json:"lease_expires_at,omitempty"`
-	LeasedElsewhere bool          `json:"leased_elsewhere"`
+	InboxSeq         DecimalString       `json:"inbox_seq"`
+	LeaseExpiresAt   *Timestamp          `json:"lease_expires_at,omitempty"`
+	LeasedElsewhere  bool                `json:"leased_elsewhere"`
 
 	// Message The canonical message. Messages are immutable.
 	Message Message `json:"message"`
@@ -986,11 +970,11 @@ type JsonObject = json.RawMessage
 // Limits defines model for Limits.
 type Limits struct {
 	// Semantics One line of meaning per limit and per retention or duplicate rule.
-	Semantics map[string]string `json:"semantics"`
+	Semantics        map[string]string `json:"semantics"`
+	SettingsRevision DecimalString     `json:"settings_revision"`
 
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString  `json:"settings_revision"`
-	Values           SettingsValues `json:"values"`
+	// Values The effective per-box settings; each property's default is the value a box has until an admin overrides it.
+	Values SettingsValues `json:"values"`
 }
 
 // Me defines model for Me.
@@ -1022,12 +1006,10 @@ type Message struct {
 	CreatedAt  Timestamp   `json:"created_at"`
 
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
-	Destination     Destination          `json:"destination"`
-	Files           []FileRef            `json:"files"`
-	MentionAgentIds []openapi_types.UUID `json:"mention_agent_ids"`
-	MessageId       openapi_types.UUID   `json:"message_id"`
-
-	// MessageSeq A 64-bit value as a decimal string.
+	Destination      Destination          `json:"destination"`
+	Files            []FileRef            `json:"files"`
+	MentionAgentIds  []openapi_types.UUID `json:"mention_agent_ids"`
+	MessageId        openapi_types.UUID   `json:"message_id"`
 	MessageSeq       DecimalString        `json:"message_seq"`
 	Payload          *json.RawMessage     `json:"payload,omitempty"`
 	ReplyToMessageId *openapi_types.UUID  `json:"reply_to_message_id"`
@@ -1050,22 +1032,18 @@ type MessagePage struct {
 
 // MessageRef defines model for MessageRef.
 type MessageRef struct {
-	MessageId openapi_types.UUID `json:"message_id"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq DecimalString `json:"message_seq"`
+	MessageId  openapi_types.UUID `json:"message_id"`
+	MessageSeq DecimalString      `json:"message_seq"`
 }
 
 // MessageSendBatchInput defines model for MessageSendBatchInput.
 type MessageSendBatchInput struct {
 	// BodyMd As message_send.
-	BodyMd string `json:"body_md"`
-	DryRun *bool  `json:"dry_run,omitempty"`
+	BodyMd string         `json:"body_md"`
+	DryRun *bool          `json:"dry_run,omitempty"`
+	Files  *FileRefInputs `json:"files,omitempty"`
 
-	// Files At most 10 file references.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Payload As message_send.
@@ -1096,19 +1074,17 @@ type MessageSendInput struct {
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
 	Destination Destination `json:"destination"`
 
-	// DryRun Validate only; write nothing.
-	DryRun *bool `json:"dry_run,omitempty"`
+	// DryRun Validate only.
+	DryRun *bool          `json:"dry_run,omitempty"`
+	Files  *FileRefInputs `json:"files,omitempty"`
 
-	// Files At most 10 file references.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// MentionAgentIds Structured mentions (distinct, at most targets_max, not self).
 	MentionAgentIds *[]openapi_types.UUID `json:"mention_agent_ids,omitempty"`
 
-	// Payload Optional JSON object, at most payload_max_bytes serialized and payload_max_depth deep; no credential-like keys or values.
+	// Payload JSON object within payload_max_bytes and payload_max_depth; no credential-like keys or values.
 	Payload          *json.RawMessage    `json:"payload,omitempty"`
 	ReplyToMessageId *openapi_types.UUID `json:"reply_to_message_id,omitempty"`
 
@@ -1122,11 +1098,9 @@ type MessageSendResult struct {
 	CreatedAt      *Timestamp          `json:"created_at,omitempty"`
 	DryRun         *bool               `json:"dry_run,omitempty"`
 	MessageId      *openapi_types.UUID `json:"message_id,omitempty"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq   *DecimalString `json:"message_seq,omitempty"`
-	RequestCount int64          `json:"request_count"`
-	Status       SendStatus     `json:"status"`
+	MessageSeq     *DecimalString      `json:"message_seq,omitempty"`
+	RequestCount   int64               `json:"request_count"`
+	Status         SendStatus          `json:"status"`
 }
 
 // MessageSendUpload A send with one uploaded attachment (multipart/form-data, HTTP and CLI only): exactly two parts, `input` (application/json, the same MessageSendInput as the JSON form, validated by the same strict decoder; body_md may be empty) and `file`. The message and its attachment are stored in one transaction.
@@ -1158,7 +1132,6 @@ type PrimeCounts struct {
 
 // PrimeRoom defines model for PrimeRoom.
 type PrimeRoom struct {
-	// BriefRevision A 64-bit value as a decimal string.
 	BriefRevision *DecimalString     `json:"brief_revision,omitempty"`
 	Follow        *Follow            `json:"follow,omitempty"`
 	Name          string             `json:"name"`
@@ -1169,24 +1142,23 @@ type PrimeRoom struct {
 
 // Profile defines model for Profile.
 type Profile struct {
-	// ProfileVersion A 64-bit value as a decimal string.
 	ProfileVersion DecimalString `json:"profile_version"`
 	Text           string        `json:"text"`
 }
 
+// ProfileText Private profile (role and standing instructions).
+type ProfileText = string
+
 // Request defines model for Request.
 type Request struct {
-	// MessageSeq A 64-bit value as a decimal string.
 	MessageSeq       DecimalString       `json:"message_seq"`
 	RecipientAgentId openapi_types.UUID  `json:"recipient_agent_id"`
 	ReplyMessageId   *openapi_types.UUID `json:"reply_message_id,omitempty"`
 	RequestMessageId openapi_types.UUID  `json:"request_message_id"`
 	RequesterAgentId openapi_types.UUID  `json:"requester_agent_id"`
-
-	// Revision A 64-bit value as a decimal string.
-	Revision  DecimalString `json:"revision"`
-	Status    RequestStatus `json:"status"`
-	UpdatedAt Timestamp     `json:"updated_at"`
+	Revision         DecimalString       `json:"revision"`
+	Status           RequestStatus       `json:"status"`
+	UpdatedAt        Timestamp           `json:"updated_at"`
 }
 
 // RequestDirection defines model for RequestDirection.
@@ -1203,16 +1175,12 @@ type RequestPage struct {
 // RequestRespondInput defines model for RequestRespondInput.
 type RequestRespondInput struct {
 	// BodyMd The reply body, as message_send.
-	BodyMd string `json:"body_md"`
-	DryRun *bool  `json:"dry_run,omitempty"`
+	BodyMd           string         `json:"body_md"`
+	DryRun           *bool          `json:"dry_run,omitempty"`
+	ExpectedRevision DecimalString  `json:"expected_revision"`
+	Files            *FileRefInputs `json:"files,omitempty"`
 
-	// ExpectedRevision A 64-bit value as a decimal string.
-	ExpectedRevision DecimalString `json:"expected_revision"`
-
-	// Files At most 10; with result_ready each needs version_label, sha256 or commit.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 	Status         ResponseStatus `json:"status"`
 }
@@ -1232,9 +1200,7 @@ type ResponseStatus string
 
 // RoomBrief defines model for RoomBrief.
 type RoomBrief struct {
-	BriefMd string `json:"brief_md"`
-
-	// Revision A 64-bit value as a decimal string.
+	BriefMd   string             `json:"brief_md"`
 	Revision  DecimalString      `json:"revision"`
 	RoomId    openapi_types.UUID `json:"room_id"`
 	UpdatedAt *Timestamp         `json:"updated_at,omitempty"`
@@ -1242,13 +1208,11 @@ type RoomBrief struct {
 
 // RoomBriefUpdateInput defines model for RoomBriefUpdateInput.
 type RoomBriefUpdateInput struct {
-	// AppendMd Text to append, at most 8 KiB; the brief stays at most 64 KiB.
-	AppendMd string `json:"append_md"`
-
-	// ExpectedRevision A 64-bit value as a decimal string.
+	// AppendMd Text to append; the whole brief is capped too (brief_md).
+	AppendMd         string        `json:"append_md"`
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
@@ -1256,19 +1220,19 @@ type RoomBriefUpdateInput struct {
 type RoomCreateInput struct {
 	DefaultFollow *Follow `json:"default_follow,omitempty"`
 
-	// DryRun Validate only; write nothing.
+	// DryRun Validate only.
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
 	HistoryVisibility *HistoryVisibility `json:"history_visibility,omitempty"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InviteeAgentIds Agents to invite (at most targets_max, distinct, not the caller).
 	InviteeAgentIds *[]openapi_types.UUID `json:"invitee_agent_ids,omitempty"`
 
-	// Name Room name, at most 200 bytes.
+	// Name Room name.
 	Name string `json:"name"`
 }
 
@@ -1291,16 +1255,11 @@ type RoomCreateResult struct {
 
 // RoomDetails Full details for an active member; only room_id, name, inviter_agent_id, invited_at and state for a pending invitee.
 type RoomDetails struct {
-	// BriefRevision A 64-bit value as a decimal string.
-	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
-	CreatedAt     *Timestamp     `json:"created_at,omitempty"`
-	DefaultFollow *Follow        `json:"default_follow,omitempty"`
-
-	// Epoch A 64-bit value as a decimal string.
-	Epoch  *DecimalString `json:"epoch,omitempty"`
-	Follow *Follow        `json:"follow,omitempty"`
-
-	// FollowRevision A 64-bit value as a decimal string.
+	BriefRevision  *DecimalString `json:"brief_revision,omitempty"`
+	CreatedAt      *Timestamp     `json:"created_at,omitempty"`
+	DefaultFollow  *Follow        `json:"default_follow,omitempty"`
+	Epoch          *DecimalString `json:"epoch,omitempty"`
+	Follow         *Follow        `json:"follow,omitempty"`
 	FollowRevision *DecimalString `json:"follow_revision,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
@@ -1312,7 +1271,7 @@ type RoomDetails struct {
 	OwnerAgentId      *openapi_types.UUID `json:"owner_agent_id,omitempty"`
 	RoomId            openapi_types.UUID  `json:"room_id"`
 
-	// Roster At most 200 active and invited members.
+	// Roster Active and invited members; roster_truncated says when there are more.
 	Roster          *[]RosterEntry `json:"roster,omitempty"`
 	RosterTruncated *bool          `json:"roster_truncated,omitempty"`
 	State           MemberState    `json:"state"`
@@ -1321,26 +1280,23 @@ type RoomDetails struct {
 
 // RoomFollowInput defines model for RoomFollowInput.
 type RoomFollowInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision DecimalString `json:"expected_revision"`
 	Follow           Follow        `json:"follow"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // RoomFollowResult defines model for RoomFollowResult.
 type RoomFollowResult struct {
-	Follow Follow `json:"follow"`
-
-	// Revision A 64-bit value as a decimal string.
+	Follow   Follow             `json:"follow"`
 	Revision DecimalString      `json:"revision"`
 	RoomId   openapi_types.UUID `json:"room_id"`
 }
 
 // RoomInviteInput defines model for RoomInviteInput.
 type RoomInviteInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InviteeAgentIds Agents to invite (1..targets_max).
@@ -1356,11 +1312,8 @@ type RoomInviteResult struct {
 
 // RoomListItem defines model for RoomListItem.
 type RoomListItem struct {
-	// BriefRevision A 64-bit value as a decimal string.
-	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
-	Follow        *Follow        `json:"follow,omitempty"`
-
-	// FollowRevision A 64-bit value as a decimal string.
+	BriefRevision  *DecimalString      `json:"brief_revision,omitempty"`
+	Follow         *Follow             `json:"follow,omitempty"`
 	FollowRevision *DecimalString      `json:"follow_revision,omitempty"`
 	InvitedAt      *Timestamp          `json:"invited_at,omitempty"`
 	InviterAgentId *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
@@ -1372,9 +1325,7 @@ type RoomListItem struct {
 
 // RoomMembershipResult defines model for RoomMembershipResult.
 type RoomMembershipResult struct {
-	At Timestamp `json:"at"`
-
-	// Epoch A 64-bit value as a decimal string.
+	At     Timestamp             `json:"at"`
 	Epoch  DecimalString         `json:"epoch"`
 	RoomId openapi_types.UUID    `json:"room_id"`
 	State  MembershipResultState `json:"state"`
@@ -1431,28 +1382,28 @@ type SettingsPatch struct {
 	UploadTempMaxBytes          *int64 `json:"upload_temp_max_bytes,omitempty"`
 }
 
-// SettingsValues defines model for SettingsValues.
+// SettingsValues The effective per-box settings; each property's default is the value a box has until an admin overrides it.
 type SettingsValues struct {
-	AckBatchMax          int64 `json:"ack_batch_max"`
+	AckBatchMax          int64 `json:"ack_batch_max" validate:"gte=1"`
 	AttachmentMaxBytes   int64 `json:"attachment_max_bytes"`
-	BodyMaxBytes         int64 `json:"body_max_bytes"`
+	BodyMaxBytes         int64 `json:"body_max_bytes" validate:"gte=1"`
 	ChannelAttachmentCap int64 `json:"channel_attachment_cap"`
-	ChannelMessageCap    int64 `json:"channel_message_cap"`
+	ChannelMessageCap    int64 `json:"channel_message_cap" validate:"gte=1"`
 
-	// CheckpointMaxBytes Fixed by the product (32 KiB); not a setting.
+	// CheckpointMaxBytes Fixed by the product (its default); not a setting.
 	CheckpointMaxBytes          int64 `json:"checkpoint_max_bytes"`
-	EnvelopeMaxBytes            int64 `json:"envelope_max_bytes"`
-	IdempotencyRetentionSeconds int64 `json:"idempotency_retention_seconds"`
-	LeaseDefaultSeconds         int64 `json:"lease_default_seconds"`
-	LeaseMaxSeconds             int64 `json:"lease_max_seconds"`
-	PageLimitDefault            int64 `json:"page_limit_default"`
-	PageLimitMax                int64 `json:"page_limit_max"`
-	PayloadMaxBytes             int64 `json:"payload_max_bytes"`
-	PayloadMaxDepth             int64 `json:"payload_max_depth"`
+	EnvelopeMaxBytes            int64 `json:"envelope_max_bytes" validate:"gte=1"`
+	IdempotencyRetentionSeconds int64 `json:"idempotency_retention_seconds" validate:"gte=1"`
+	LeaseDefaultSeconds         int64 `json:"lease_default_seconds" validate:"ltefield=LeaseMaxSeconds,gte=1"`
+	LeaseMaxSeconds             int64 `json:"lease_max_seconds" validate:"gte=1"`
+	PageLimitDefault            int64 `json:"page_limit_default" validate:"ltefield=PageLimitMax,gte=1"`
+	PageLimitMax                int64 `json:"page_limit_max" validate:"gte=1"`
+	PayloadMaxBytes             int64 `json:"payload_max_bytes" validate:"gte=1"`
+	PayloadMaxDepth             int64 `json:"payload_max_depth" validate:"gte=1"`
 	RateLimitBurst              int64 `json:"rate_limit_burst"`
 	RateLimitPerSecond          int64 `json:"rate_limit_per_second"`
-	ResponseBudgetBytes         int64 `json:"response_budget_bytes"`
-	TargetsMax                  int64 `json:"targets_max"`
+	ResponseBudgetBytes         int64 `json:"response_budget_bytes" validate:"gte=1"`
+	TargetsMax                  int64 `json:"targets_max" validate:"gte=1"`
 	UploadConcurrencyMax        int64 `json:"upload_concurrency_max"`
 	UploadTempMaxBytes          int64 `json:"upload_temp_max_bytes"`
 }
@@ -1575,10 +1526,10 @@ type ConversationReadParams struct {
 	// Destination The conversation: {kind: room, room_id} or {kind: dm, recipient_agent_id}.
 	Destination DestinationQuery `json:"destination"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1590,10 +1541,10 @@ type DirectorySearchParams struct {
 	// Query Non-empty text to find in name or role.
 	Query string `form:"query" json:"query"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1614,16 +1565,15 @@ type DirectoryGetParams struct {
 
 // InboxListParams defines parameters for InboxList.
 type InboxListParams struct {
-	// Filter unread (default), all or acked.
 	Filter *InboxFilter `form:"filter,omitempty" json:"filter,omitempty"`
 
 	// Destination Only rows of this room or DM pair.
 	Destination *DestinationFilterQuery `json:"destination,omitempty"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1662,10 +1612,10 @@ type MessageGetParams struct {
 
 // FileReportListParams defines parameters for FileReportList.
 type FileReportListParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1692,16 +1642,15 @@ type ProfileGetParams struct {
 
 // RequestListParams defines parameters for RequestList.
 type RequestListParams struct {
-	// Direction incoming or outgoing.
 	Direction RequestDirection `form:"direction" json:"direction"`
 
 	// Status Only this declaration.
 	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1716,10 +1665,10 @@ type RequestRespondParams struct {
 
 // RoomListParams defines parameters for RoomList.
 type RoomListParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1776,10 +1725,10 @@ type RoomLeaveParams struct {
 
 // ThreadReadParams defines parameters for ThreadRead.
 type ThreadReadParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1788,10 +1737,9 @@ type ThreadReadParams struct {
 
 // ThreadExportParams defines parameters for ThreadExport.
 type ThreadExportParams struct {
-	// Format json or markdown.
 	Format ExportFormat `form:"format" json:"format"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -12650,240 +12598,243 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9u4kij+VVD67a9in0vJj8nkzLHr1C3HjzPaxI+1ndndO8nVQGTLwpgEOABkW5Ny1X6a/WD7SW6h",
-	"Ab5EUqIov5Ljf2YckQQaje5Gd6MfXzu+iGLBgWvV2fnaiamkEWiQ+K+9K+C6H5xRPTb/DED5ksWaCd7Z",
-	"6exxQs3zN4r0D3odr8PMr7F51+twGkFnp4MvDFjQ8ToS/pgwCUFnR8sJeB3ljyGiZtiRkBHVnZ3OZIJv",
-	"6mlsvlVaMn7Vub/3LBznMKoHYsACjwhJqPs3MQAQPaaaMEUmnP0xAcI40WMgQ3E3F1wJo7nwRvTuI/Ar",
-	"g5N3b71OxHjyz61K4LWm/jiag8nLMRCavoX4JGsjKSJCSQRK0St4o3JvrNeBn76xOsrfi7sPMK2GdSju",
-	"yJoGTrleR4z6NAwNnkdC7hKmSTRRmgzBPpMQANeMhm/UHNQPxd3gGqZzof4XszM7nf9vI6PZDftUbTh4",
-	"Dej7E6mELIN+GlNDBT4+JohfDnd64H4QkkhQkwjSH0a4AGUoSWkJNCKUB2TEQg0yXcYfE5DTbB32204N",
-	"vWxvvv1pMcUcgNKMUwP2EU72bzhHeUE8nBIpbpUFlSkihYjMQg6OSUwZAgl3cSgCSLBZBXOQzddpiu8c",
-	"jJ17r6P0NLRDQXw6/B183SkupGYJhpx8wW9AKnxth3y9ZjzYwZV4+N8BC+7NmtyDwPwMPouZofOE+e9b",
-	"LbUdqTVa+hELoc8DuKtm+c3ukCoICDOvEMa1QFrLuH3EQlA1vGKeDfDLRXKKRZOos/M3JDn792ZKcIxr",
-	"uAKJFPezUPoEB58F1DxBYeo1lqJjofQA/26LYQTFwPUBpv2gmmquYTrv5LmG6epC8COLmC5Pf0avgCj2",
-	"J+wSP6RRDAHRgvy65ZGYXsEgNF8NInr3xSMBjOgk1PkH7qceOYEbMDLHkAwEdQIFP+pUws24fve2U7mh",
-	"x5aQas/uHKXVotC9sjoaz+GPCSi9ACazqf2DROq6ye0R7lMpmcHyGIi0g9XA7J4OHg52IaJ6LBr5NA+F",
-	"Tn6tCMMFKMUE/xloABXn2qWkXMVCaqLsi4Y3dskt02Mx0eY8NnjbO+unPIMMrezpZj9J4R/bSdIVoOo1",
-	"FHddB0Tdyba1vfBguzdYULHgClC7fE8DRxnmX77gGjj+SeM4ZD4K2I3flVnj14aC41BKIe1URRz1T37Z",
-	"+9g/GOyd/+PT8eHJpTlQ9j+dX5yeD9yjnpHa+4KPQuY/AUAnp5eDs/P+8eGBR87OT4/6Hw8Hp58uD/Yu",
-	"zS/np6fHg73z/Z/7v+A/D3/pX/RPTwb7pydHH/v7CH7/4PD47PTy8GT/P9PfcREotQ7vfIAAgsdfycf+",
-	"cf9ycPgf+4eHB4cWjSdCH4kJD54GjUenn04OBqfng6PT8/f9g4PDEwTinGpAVDwFEs73Lg8HiInDA7Im",
-	"QcspHYawjpBcaCHpFRxRFk4kPD4wF5en53v/OBwc7fU/fjo/3CFc6DHjV+SWKnIrmdbAEbBPnE70WEj2",
-	"51PgaO/T5c8IkyHp2zHVeP5Z+2GiIIHohrLQ4O7xAbo0DHS+d97/+J+DTyd7v+z1P+69/3hY2r9PXE1i",
-	"I2AhOIaA0UsUbI8OXXbYvVFk387VNXMbU4sLTQQHq/aLGCTOTQLwQypBkbVZiWe0ZqoEJ5NsNYPILGdg",
-	"BLVZ6X0i263x71+fTrQvrFZIg4CZGWh4Js10mhkhPqKhAq8T53762qH+NQQDqhet/JJFoDSNYoNj+9Fw",
-	"OnAHkjk1Fx+O5tAylqOCPxZr7T6LaHiRfqk01RO16LM9//rCvmjPr+QU/zU3czqWl629ekVf0hWI1FLI",
-	"Ztj52gFulPRf7cdmkFACDaYD++8vFQjYCyLG8ZRedpsS30wTNPtUBgMJNwx1gGVR7UugenmaKPDD1zJQ",
-	"wA2PBrlnQyFCoGiWZVZI1achVXqgAPiyMIVM6bopa2eLpUCbzZi5bfAnRVg18AxB5pxtzvrKW2IJstIl",
-	"uGGLaC7DOrv3hd2spOeUIPfxxT6PJ8vS5szOFzwom5sV9FnY7cWmZX4fnT2WQlK/r03GTdCn4a7KcpTs",
-	"hmog7i2PUE0iY2G/e0s+sPe9KtZLNr+IBG8BMeS3Hv/XZKvOQSEmlpcjC8VoJqWMsI8ZOvtK+LkYi1tO",
-	"BPdhlwgeTgnTioypGpsjT2khrZ1cwpGz9htZUyWW6XiZtyCBbD62PjK1LJaYhqj4R3N0OUiolHRaPoZw",
-	"vPnwfoqDxowYMZ7/dWt2IXOFbr10vK8D8L24WxKV5thteGwlXuUqodzyUJq7/toTQIHWjF+ptmfozKY7",
-	"FHg5t3lJzJenbCa634u79oI7h/Am3voMY8tJt2SaeYt4GiY15Lsii74Xd0/GoM3RXQ3rvhloEmcKazva",
-	"KPFHACFYgwT9dqqRn9PrjKxJ3fR11PoADa5apVBOltYJ5YQ3hcAYCgt1iRySoZb0k7Hc9BUozKGnlvZ+",
-	"FkszSUu5iQpJU6MuLnJh6YUiu9XK3SqdKK8fm3maCUWDp/ZS0a2nqOsc3lFfEyUm0gfSPyM0CCQohbb7",
-	"2c1bdPGd3bxb3yVckP3+wTmRlF+Bwvu9kwvrw0W/bYKm+ovp7QokR/Sub7/8YRtfdv/aqkdvozubPMZz",
-	"eJ6L2qeR1UjsKwprM8Yy0rqSEB57x2aXNA/97pb/0RwH7aRFY4XerPRGtHA4STHRIGtU1Tz2MtsgF8xi",
-	"P24mOz7AtL3oyMBcZKfeL5y/nXn3bLZaqz1y0KbfztuVp5E6TtFdReicWXfBBeg2JPRQrogZmHHYWpDP",
-	"hYiW9htrdgODCKKhiz9roFC11UaYodDpwFhGQxYyvdBk+dl+8Uv2wTx7T9xykIOlJGVyV9zk3Wa+a7MH",
-	"Nc7r7GLaHdEzAOdc2hWo8mb3qpkgNPA8Dc8h9a3IdIg90KcGMW3YLgsmLPFegmajyg3FXddF1mDMohhh",
-	"ECPil1j8Gl5cMuiw7Bc2gNSu9cL5Ch7QolO5IeftVzL1LzScgHokX4kzmCo8IimYC3HTXuuDuxhDfNpf",
-	"oCyLzDOq/XEJE4vXeimugT+NPRjSIYSVlNNSodMG9lZe4PTLBKpm4gyR1V6zSxFQlA3/PqY2YAehclG1",
-	"MxJgKZdNDsxWCuCD769OiOxh9MkH2XcLU/P9NyI1CZh8LNOpmVNj9tavFtwzyaJWhHrNxS0f+GPwr2PB",
-	"8ChpK5fnQPZ4d084fHqZkq1joRsufTNRoryOLyYuU2LhjPv2VbwVidjijz7at7I7xMWz2Nec7ljhYtpz",
-	"Kn0xLBWjFhXGsjN+wzRGjiiPDKdJvHXBq7RwodXKlgNqoOWE+zS9ay0GLk6A3I6Bp0kEIA3Hk0hIqIaS",
-	"6DHlxF4z7VpwzT9wheahFJOrMaFh6OJIo5zIyLnBXUjG4uMUX+vzkai9OlRpXGSybQUaS/amjI6UmFIC",
-	"qWTdNKdjIWuUMmMmcShoAEExuSQCTQOqKVnjGIBlxOxwqkGt75BA3HLzDWEa40dzXw7SZ8J89fPl5Vmv",
-	"U+LHQgZKacMPkiFw7H8cXpINGrONm62NobgDtfHV6Wr3G9lAauNrYdT7XWIEEuNXBsgrSblWSYCbAWih",
-	"WM1inqpjkPE5Mc8JVSkOe/MkdHkQQwhWn180hhrT7R/flUf5KG5B+lQBGcMdufh5r7v947skOhr3yyOG",
-	"ZCcaAsO6NphXmr25HZvZzQ92Zpe9UgcA+xMGOGDFmcz+xIB/fFzA7pzY8wKXzKQkOWsztwcFAFJ0VLHC",
-	"e6PUtgtJS+98FkbiHYCmLLR0koaQNzmtk9cfLxQN138BPMiOI03lFehl/AyzKtDMACkstRuQAyAXr6as",
-	"MAwmNgzSpn7YxIbKqLUsvSymWoM0xPZ/f6XdPze7f/vi/t/98nXLe7d9/y9V6N6nMlhWIpJ4MgyZTwIm",
-	"wddCTolPZdAj+WAwo2xSTsTQ8BKeOR7GWsZSiJFhv5DdAAelKoTf0wXULYqMe6Tgt9oR2waoVUagZcBX",
-	"EaHZ+DN6BY/qRELqqrpnzPIFF6pG9ApcJmJzx9N+QTldxkhrrNX+qxI8S1Nr75GgN8vbhPajZYN8Z12X",
-	"uXCWbNXzsXlBb1qZPm3RurrHhwUQxUID96dNAmr62etJGmweZ2V4ZpTU2ekWo7OVvfaU5FZPNulgC1bZ",
-	"JsglZyb7Y8qv5ts9taY1pmpcmaMGLaCAjUYgVbUx8zBu0krKSNdQiamQsuhUBjPXkx0RBqA0xqJZ5SD9",
-	"gcOt+aNKISjEvOQUCxaELsaFmzdtTEuNUlFcYEW63ru33SHT5IaGE1TMKQnsJ8QOgmd6Th8xysjXLW/r",
-	"b9U6SD4ReDlVBGM/wumCnOZc1nMxHbqse5i3lshb/mBeRwKYnfSBr6pm72nNvFW0NAtbjgKCyBnP1Xue",
-	"6HLWPX8B4eh5XPQrCmwkPH+8JB0dMQgDRbQgllF3CdUkBKowOahMJjN648yNsNOOsx+zS+Htzc3NzAqs",
-	"1f8qBzQPCyPVDlT2EDY4xyzemh1hh4kd+Ki24yzQOEAtOPtYsiCj91yaXMfL5Yl2vM5soqh7Xk6A7Hid",
-	"QgppxytlwHa8mcxN881snqn5riLNtON1ismz5ttcBmTHq8ut63iz2YmVXJ1H55Lnr8Pmws1CtBtDbCIl",
-	"tHdqe52R4cFqL5AYjYAH6KoyMongqx6B3lWPpOlj6tcfvlQyVVhdfcAMjI9sbrxRFMAl+zby0KSuiqqC",
-	"IkDGk4jyrgQa0GFoZuKwS6ynEPyxcGnjiXFvz9JqmYDphuVJFKfXMEDPloQR4xAB18ayNls3ewLT7p+J",
-	"O2Dw5S//Uj2PltMBHWmQAwW+4EE+ZjS37DSrs0Yjw0unkZCkkMxr1K8aYt4lOKT1ZqalYmbkUJ0DerU7",
-	"bq+jJldXoPCOyq/xA8zIIWSNbPfzCKkUTnexkPrIkVMmnzC91etEVF4H4pZX8u8RC2HP90GpczCjtIqV",
-	"XPVA5UJD5TWj1MQ8y86kH+cebs28c9mSa0Ju0oCaJgdVabRCbqj5nQ2d64QzvEzgQg9GmHTvlU6c4sa4",
-	"QlpLCdXIiaJy4D5TcUin9c6mort9jvu79GjCXQ7i4rsjCSOQwH3A6yMuiPtygPe5HrGzGH3aLqWaKSey",
-	"+sK6MNhiPjPDzCCmuJi6DT+HhrrrrF2Dtw0pDnrkRFhyzjL/R6D9sZPdn84/ljXDbItnDCDaHX35+lfv",
-	"3dtqG2h2/+cGJi1BDVVQ1MHg9q2IlbHWsdrZ2DDLTWuhTBRIxkfCI1hlxyMjSa/M+eOR/lk3ZBokDUns",
-	"QiPHQmkMt8fogG7IroHEVGoUEwsWujrN1FOJkahLcnCuZFTl2bjkZUciWisOY6wssGToY1sJ63UmaPWt",
-	"5hkq1Aqaqa01u5pcXGRu6vlb9eje6hxVPIPP+kiEobgtHFBhiHoGxyt7i8eQ4fVeNNFQeTCVw2sLPiU1",
-	"phKPuRldEn/ecXGSihi1FW//pbEdOATERa/ukt+F+feO0/KkiKzGpqnU7laVSeKMgWS8MYt7OT9WCoQd",
-	"q3IdM2pISSxt9Xpb2z8ZEcM1Kth7F/v9vjHfJfU1SJXWWYtBklBcMZ+GxKp4ib5JOZlwH6RZoq29WNRA",
-	"ndY5vzpTXsB+/ny3vdn9/Pnur4df/leliE2X9Ryq3CwpNtCf+sa62vOvn0XxzEy7yv2n/vVgSLU/dsE4",
-	"t4Zu9URyW0cOK7rky3I1EQEl82B+5HMGoLcUOls6/c1HS0RwZ4VnFi0kGboWZvRRPwsRhEAV5A3SmfAO",
-	"85iEyI+lMoL224jeJd9/2U0rCdpn7l/J84aGf41H4dyQoBZ26EU1DRtOJZJ7gfmJrukNQmsmxzFa0eVy",
-	"hyxO1tewSl4BjmFLuhaPtwk3J1fuqEl/sGdpffmfDKzvskiTpXa4i5kEtXQIsvk4GECo4HYMEqpT4nPe",
-	"sHkju+qVmWergqnfMx1Rdb1DtsjBsUe2yQh1I2VUEo+8JU4l8shPxKhEU8Ni4pYnxS49svWOJCUS84Uu",
-	"l426ypemSoDNO35KiKkl1kfXXeewVQonxkk2zAdrqe1iacqs9vNyn1pmXQLMSoExM87M6qt2KBdzUFEY",
-	"fUr+9eL0hNjXcw4P973Xueteia778XcleO+c3uao/GMatbzE5iuIKNfMn/NdZfWHWS90yDimQkVAOeNX",
-	"VhlGpzflAf5LgrbcZAz0NO6MyEkI5cU+iMf1xmYoLZnPVJODk7/BcgN7OexVbffxo2YbzK/OsUq42RIJ",
-	"v62qq9UEn3mF3OmK8tEY6kfsS91IBPbHkZDkeP+sykO4MJwtSzXLl9/KSlEnWeNumdWbbCzPUhiEzQfE",
-	"Ir03rC6o8ji1Wq0+VD9KCCNdM0R6GC7hgcQq7pQLjsaqO2d6xA2mCJVAWBRN0OKdFzW+0DTI3kSSDaaD",
-	"KHjI6k5BMaRjiTLwWLB9SZfNqOrQc0pC6nMqDrqQhcrDPVkYc0ynoaD5/Wh61qA2NNBiMB9aPgldaVhb",
-	"RLvK/WjHkRBQv1aUJFXCHwjFCngDYyfLGTNDjPGol0K0i9su+Czze+bNdnOwsGXMUkVgVRip3pQS5Anh",
-	"L0yZc7v96ApljqoeyBO6gm7Y2DJ0UC9/Nfdk7N2UAOes7gJ4gDkE7SrLpcJ+RtNVJJufV+e4BHI6kBPe",
-	"rNxnKsmrk+m2Nmfu21RjL13hkq+CQB8ghiyVwE2R1FxEz4YKVns3bUaJsr7N5Bu1awxeoNrqAr4IQxor",
-	"KCYaLil3S67AMnx5qdfEoTRLp63cSjlaqzp5lvOFFnKeVvGGzi7tU5wQylI3zei3JgfH9sZBcKhKMiRr",
-	"0STULKZSb5hN7QZUUw9TBtF82//Yx2uY9R17nUp+w/Co38jabBl1j1SKjl3i9pVEdEqGQCCK9XQdB//N",
-	"MOdvPXKZpb9h/ji9gsBll8MNyClRBlJLrcRQLCZCiltOfBFPzR82ry75NdFqO1VXq4t6eu0gqlBsmBW7",
-	"3Er8AZME17Z6ve0ff0zy+rggMdVjuyCaz0hcK9SBd9mAZshdksed8DXormtahVESdKiwcxhJxFguMy+i",
-	"dzb/bjefReiSCy1ekvxDm1poB55NuBwyTrFzTYX/z8n7Bgf3zCFRdm2ZX62QXkToD3rMHLt4JyQ9s0W8",
-	"i1RH1uz/8F5xCIoFgBd0ZbawHLCx/7G/noUe2fmSDSCfLo+6PxG3GbboAQEXLE4V0mz1AdfabplzNBYR",
-	"8AsNWUC1jZPbxT4SkE+8/a4O0kojbCaQTMuJrydmh5KrbrIWMINcX2cbnDsPbSahgnC0vsrBN+eYP40t",
-	"meddfxko7rMcuSmQjIbsT0OnPCi8EECsxyQAiLEAZdbGz8bBXMMUQ2Os76qVPtHI5Ksw8SpstxkCM48U",
-	"oera3mJZl3qwYHd2CeOu6ABQf2ybGNJQCXPAuB2GYP0BVZaipdZaVWmopcwe5cp2pTFKGrBYY6wYocQP",
-	"KYvMyRJAyPCgtFFzcQja3UiXvDeOWZbx07f1z8xTrp7Q1ZFQ4TJLbhbllE/wrosgnUX5LDwLCKal7mcM",
-	"h4fS+5IzTd8KqwN685TANLJl9nA3Z6J5iOLOTOkZgYTHVFYUwfXvZL4mAfgiANlUf0ya0GEREp1vwYpm",
-	"jDufGbedeCTlygbqvCqJT6AkttQPk6pN+finve7/SUoPpH/2Bt0vXze9dz9Ux5zmvDzzG83ukpgqgx8y",
-	"pP41mXCXUlmpxuVKFT3TVU+7olPe3Ir8+XJIS9ZIs1egWcRBQ1Eb27SbgROLTYuJuqiLFle4abxGaWav",
-	"YhG1SGpRNXUoGYxWyF5Kozfn6tv2rfm3cMuVL20QcJHdhD1KyVMLRfVepAW4ltiJVbs8JXV6G5TdLbdp",
-	"qlpGrrtmC49yO7WoXT4x2gItDYF2ny1dnbd1nlYzurVQPWxge2Uz3OJlUQU2KncxF/eeC1xYEALvFmVT",
-	"tB3u0rx+7ovIZvSLib4S5s+qC2k3xqNfGyW88gwB9G7qc2ulPqjTyvaQjMOp81rRh74rWT1vfqGTyHYy",
-	"Jta5PcB2iNZA5wCBapLp9TJcSk0FgQ3/qznEqhLgU85czoNQJLvHuOqIw2lDfd6FQsjswGrEq9Xybt5q",
-	"y9mUTmHDIFsfYluZEUlrgP1d8bQNwA8x5SO5wbF0WCOxCjs4k7j5EBMIEb03Wl8rTbEmXqY1/y6j9z3I",
-	"oZaqcel6ctBXbn2Cr/YVvGlsyKRaxMKdJloQ+0rmWfyJfGDvra2MgBKl6VRVdFlYkEj40kpJZajwKqVR",
-	"I9EjRLRKc1Cb+7Cs6fKINx0P1E7iATKPbpgGaOAc18KW1QWyVnlTkbnKudC5+rwr3lxUV0w19IDVUmvK",
-	"xCzT7SBpObUUGT5lYfQHIN/HI0AbXTqPfs7SiiZIauph6OGba6CS7EZ9A5XKvikzm59T3sqoryNZWxdH",
-	"LVsqahKGJLCfYpDzbJcRV3XfYdFz/GjByhaW/GLIHj3P6EWxA5K4SBtlN/iKzqon5jiIha3I9ageNft+",
-	"e6Q8NOsvh9tZ+mjEfTZ/+sGqzz6yrJBCVaYR7OWOKsdJabV6DArAaPzGBug5TnPItZxWV9NHN02hnH5F",
-	"XaEX7lk1o1jSf54qfcsy58PqzqnUX0VxtsC10liWXf0TGIW1pJTiaqFt10eGe6ZM/xb6djFI9iEDSsrg",
-	"NCcri8V2idSLtcYTuJ3VDlbUHB+AxJqrXB+Z0i2SrJ/4bm5VTeIpVYDv7h5xbucEM9xsdt6yLqjlNqWd",
-	"7vpIyJ9NSaxHaYJLC77XqbtZEiJ6/CuhPOM/x71QRoNVOZxU+mN2U5MKmlcmn75FWRvOXBhhUq9UNmxJ",
-	"UoWnfIenVt6f+ZUJmbL1mUQMWN0HA6fSyj61falanWu5b1NLuQZd+SaRi1Zt2w+nv25VFBLJqhlVhs5E",
-	"jLPI7MlWVcxNVYjZ/GE2q4YpxtG3gMMfU84hHOTg8WncApJkoOSideEoleAAv4FQxLDSmvK6X1ovIV+T",
-	"qH68d5Vrqyw+1AKwUoGjFmPk6hKl7vxVBmlHvqWY+vljbC8aA8PuW8AhqU4WMpxIpVsQbm6IOK2l3GYc",
-	"dwE6GE6CK9CNqHdz+23VUDk7qQVObIjywBfc1vXzp4sH2pwzkIYoXkFI3c+Rxb+ktUWWq+G0QPSuIG5b",
-	"idiVxGp7UVr1ZdrCpADxbPuEuyxOPJYimPiarP2wTT6w9+u7LiHCVWxpWPesodx+CFm9inhuK5Jbi+FW",
-	"oretuG0rYluK1VVE6Sric3l5uZKMXEUuLgifnhEtVftctYeV7FbEgjcjJSsJtkSMdbtQx2JV7FMtvmol",
-	"Yo1orkNy7c4tkiR1xFlB6zVitMqmuMSqILZlwNLF5TFZpSydf1eC7xBqk3vQ6rYVwWxRoV2SdCDYIRKL",
-	"nBgDC+6q82NHaRuDuY1B8i0P7q138mmqz8VUakbD+qIBD1F+xC3AS1FeWGEGRP0Gny1fG2oPU0XBtmg2",
-	"G0iJLSFD1jimZk6iJFVmx5VjpleUcaIFUQAkpBqrvWEF6fXylfJzV4dp7M7J3HN5Wgqohq5m6OEo2/cK",
-	"/IlkenphJk70w6Snf8Vdwz8OTy7fn/7HYO/guH8yuDz9cHhC3FW/+cwWsjc4xJUgmQGVWB/ITT7W2pb6",
-	"vAKuKytY73GCD8neWR9LTRMbZYzxlbmsWV9EYAttC55moeGXbxSW1if9M9UAlnt0MVv/TBGSfSFk4BJo",
-	"SURZOBR3GImw17cTqR7B6xdb5E1h71YyMbKitvE0XuFqeo1J/IV17jocVo1lHiQjFkfIoZ0cYjotNufI",
-	"ynz6VErmOjNgYyIM1d4t9KqzVVOKvepszjXTISSXTGb1e2f9Ttp8AAuybPY28Y48Bk5j1tnp/NDb7P1g",
-	"2+yMkaKK4CNCzM9XgFLP8BpiuB+Yicyr78XdR6Z07pTED7Y3N2fk+WwmJ1aIRB5aWCwrPw+SwAwRhiFB",
-	"SHtmcW83t+oGTCHc+MTpRI+FZH8C9r770YI7/6MLmyR9RFk4kVDgyc7Or0Vu/PXL/RevoyZRROW0s9Mx",
-	"sFsgUSe5UujXNB90vhiRL9QcBNu4tCxD470Ipg2wC3c0im3mUprl19FAoy4N4zFNvKk7nUugEdnD3+69",
-	"JTclH7p5XxSAWk7g/gnoooomjBjicGtQ7qiiwQa/p0Eu9aMVIb3d/Nvij/YFH4XMngRvt35sMouaxNh+",
-	"IjiGgNFLIxOfgmzt7hJq8FhBuPdelcDIJKjLrbWe5WratnHYVuGgEWiQCqGqWlP2yobrGW6gbc0UwOkw",
-	"NISKusrSlJ+PIH9hlG+kPzZBs8G6mGT8xGzwdvFHJ0IfYZOqF88G52ADIC3FYJFhpvDPtpyxYXWS+Wcr",
-	"nuTudF2BPR6TCDMQa0jR6V5PR0lPc5Sn+quyZkw1FWQHexkxTpPEgmRjccuxHhlh7qYwVQltWC3WlsCQ",
-	"XOxUPKZqbFS+OppJFYanF6q58s+d4YSFQXcrK3LsSrW6x3FIOUcdP0lgtlnPnf8UE2IeIpZvhbzudZLK",
-	"zulHy4nrHFaeT2DngHBRH/N4Ji00kphWL1t+f596D5/ZixGTKjUC24v9ja82pEHCqKgjFWkhfQmrkztY",
-	"BixAMx5j8m3bV6aSPlHM8gxqvfXiYUWdy1v4Js6CeZzPpZ/l1vnMDL+AyV+1tAdj2kOkFy/RzTxiTh3D",
-	"KxOOfyUc9DB8u3EN0wX62weYrqS9Lc1oj0nMyWJqyNlg47vT8hKKeZOewoqs2f7XNnzLl6DV+hKa34X5",
-	"mIZ2KFdwDL2HIyGJFBq3x3pRS8phz/Wn+LsRXiSi16DI8f4ZocENSM2U61qNPXDxRaKFcAleqFS6XoDV",
-	"lLqizvhUh0LSx6PFmZAu8vlOhBSE+Qogh9tvQOX7NjQ4occgU2srSXZ8wHMgzgpEuayT4ob2uS+xr70i",
-	"M4WasurTGK1ZuBcxf3Fbi/rs/PSo//FwcPrp8mDv8vCACE6iiRUVRvPTLCRMY79TlUSvmGnmqYCuqtUF",
-	"6BfP8TmjUMINg1sST7Crqy2q1iPvXVWF3pJGYYaDZxEISWGxOTLAbWRS1+Y7lgdvt7cXf4xdyA7vfIDg",
-	"ia5tziEOqQ95RSBpCJ6wfQsh4odA+STOKY+z1aSpBo/gVbzyyMhCrtAKDanS7trQiYus+Zkbl/wuhqlX",
-	"qkYI7NtXL5KM8xfqXiyCWcEp7gVi822+JwX0vLStY6AhBjotTXDYvH6+rfKzUC/c1ZxCWCMwcZHfpaMZ",
-	"V9bMz1yzs8/oEGYxgrq1/dfeZm+zt9X5kjqAE//wcsd2tp7n0+MNDPMObrNjrw7bJ72hu2LKmLzUhhNh",
-	"mUCmlS0uTpSYSB9I/0y1Fp8bX9OrjYX32oY8Ht3JaiaxLeQelD29ztYm/vkjCpYlmeK5Xa7zGBMJ49Xh",
-	"+gjaMaL2jVqRza5hqja+2g6p9xsSbsS1taorPWnncCMsnRCmCIuw5r2GpCdwRM1KdwkOw/gV0bfMB3IN",
-	"EFsj2V7l2FmCAdX1nrFzC8njcfIHmPaDp3Hh1vGGw8PL9zo9AVEbTBiLb4VrPmwdU2vfnWNjGds945ab",
-	"Q8vVzpqoXWLdy0m3iaEImK2OUUGbSVL6y9XZUwgryA6x8N3p67Zp0BxdvRntbHx1dRDuN1xuf70k3HPJ",
-	"/25uKgF9gV28DVg7Pz09Huyd7//c/+XwAP2fCnigPFeJ1JZhVUkpN+tk+F0wbuPra6jOTfmIMhHL0ARn",
-	"VI+fiExrJaMQ0Xemyj86JzjywI7qInoIJkA5WetiT8wuK00x7WAIpaKGc+j5AvTprYtFeiqCbqmwpzcP",
-	"rYOh8gt+Pk39n4znXromT5ViV9xx7BtlWakN57oU6QXuxiTX/R/wgrWXBMg6Mk2W+n25nWlgdRdjzyUI",
-	"qHQ5VgetHYO8cilMV+wGuA11sMUw04vQZOC0PlmP/LtRh0u1ED1CjWaMnUHtL8baOz/8pX/RPz0Z7J+e",
-	"HH3s71/WiPZkA58xySDPDjUp+Vvbm/fLSfDiup5PhjdlkJzXJTLk8Srbn1C2I0OieuTyBxnXogmLl0Q9",
-	"pi6qekOkrxTmJ7qYi1y+I1nLwpi86nj29R7Zyz5QJKLcGsB3xjpBF6znQu49lClecgWrvByhcWcGYbeF",
-	"KfEpx8odPraHTJIRKoUFom/1VDvsPdPZ6YhYkZDGWsRLqmc5OJ6Ps3NALA5VcpnET8nTL5rjkA9mMn6b",
-	"89fGV/z/Kk7QXVKZ/c20ghCDyX3BR+xqYlkAmcYxyjBzBY5BwjxWqXOLlmkE1/NGkf4Blnk1P8cUb7Ld",
-	"RWCy4M4snecZZ1EFvC9PwhOLHKjPwAsv2IXagAFq4uzS+idq42uuGAoL7ueEzUigkVU9bUtzMapvT5z0",
-	"33eNXY73z5zrNUnCxyHWe2R/DP61yrU9eaOIrbKiSbITlo+0sPF76Sxv0hZrRHAX7JcUR1g7OMY+vMxn",
-	"MeV6N/FVmNPLOSzQRcw43mNiRf8QCBZDXd8xyJ3wa24O1f6Bl565eKh7zozLwWyY3vC3kIQLEgp+BeWu",
-	"D0SMPJtbEk/kFZatdz2PwxCV+ayH8snp5eDo9NPJweD0fHB0ev6+f3BweNIjB+KWG2RjbWc7JeVkb/+D",
-	"PZnBFzIwPyedxisETIq9ZKxHdMq4kp8/Aw3QjbI4pDGFrrlz8i8bfylKmoUNkGsyRvJ05dovF7o7M9t6",
-	"Odf9maqU+A2mx7hOBDOpEtHNVtS9wH55Zcb6KG5B+lQBGcNd2tnZhZ9ZTltzvfZcAlJCOAeXp+tpWQ9a",
-	"3dA0WcIBU7FQLGkOOZMKlUK5mzbB/vvnzv/8139/7mS//OXvny6Puj+9efM///XfZM0AkrK+edwYlKTB",
-	"UEnCsD8xxypZM/sTBk5MdCqPqjklr/6jm9+77inOUVUzPrylU8MyirPRaP4K7r8vs2q7wQfnVAPGha4Q",
-	"EWo++6ERBm4oC+kwrDoP0xo5s6dhIsZQZJdPoty5mJSzmn80ZnW46i8YQU8kd2dW+jpRYyptjUMj0F3U",
-	"ubKMzJx1tIunAvZ+z39qg8upytwwnzubnzuuLz23TfOJLXBUlun76UD/eNSA8xlx/pgaYbakOnGdYe+F",
-	"VyD5PtgMHZcZHRslLduijMfStuv3XvVd0r6IYiqhS3nQVaB3iKI3oGwR75J7ksAfExo6RnM6YfpszbGI",
-	"+ZIbPRTumNJq3SOoq90yBWVPpuUoN1bOPXoinOuMJK2GbGlSw70GjdTXWBxvHvNd0Ee9sq3ivpZOlKKM",
-	"UxpiWy6ZqmtjLkrm6rZVNAHqbFY0OtnpmF1cJtS0iLVnccQUQZjvhjHLC1LS+45LHrVLFPluZJwNuJs5",
-	"19kI9f78DcmE2/DGoFL0zdMuBL8BqWiihlfqF3vKd/17ch3kiUL728a+oPm55uzXgumcEY+zZYmQxTfQ",
-	"MGbSBUhxSBQTxWmsxkITBRHlmvkuhipXrHGjUB5zN7EylfU1Y44tqkYQECzO2CMnaPPv7X+ocAvv53Bh",
-	"jpeXZIgegNKu3OG/TUA2mgSJu8mLST3Lx1SgXPVNrCJaIdTcY/W9XRV9R8qW43IhDccW5MayJk3AJPha",
-	"2P40lRJnnyroMq6AK4YeKzUZWrOXRFT7Rk7YgiiYRh8CWfv/PTJAp9PnzxgSFzINkobrRBiGtwWJkope",
-	"Qa6WE6qQQ3G3S4S0hYSHU7LmGhK7Aizru0khWytoyqLjIFnRBVCJ3YueTnLMdFsTvGutM+26k48YXsYX",
-	"8JU65v9AYZJ65pN/1rvlF/Rj/raE0j6VQa1EMnRmCC6eDEPmE5/K4FU8vUjxZJnOMXnC28NpgeJzQioT",
-	"P82k1IaCcDSnbtOMCWlkkyGWzGpEEYRiygio3MfuMkLm/TfOrDQj9Mi+vaazyl0qxZJ1zU3+T0WSjRq5",
-	"MGv4JozBKiNvq9LIMzjCenPpxriqcbZwgPO8NhMFFeh6HiuQyqDWxURl8K1lNL1ai08lBS3hEnHL80fW",
-	"KnLva6IA1V/CnnKoVq7eqDwUPfKJJ6+5el2B84t1sXotD3L3m6rZ7WO9yHtSt3PDwihPkd0wT3jkd+NV",
-	"i3mpRpbgsBr3Mj4Ud/WeHJ1UmZDi1vlTfMoFZz4N0/4qHnFBq2TEQnPaTLgEGuymF/o08bSgjyUJdHCe",
-	"Filuk7S2aj9L34D4yJXyFplJdkVkzS103cM7MiEJ9a/t5XmVeWTR0WmqU+BCj+w398s5eexX36arB5dd",
-	"Z1bhQ6S+Vyn0EqUQZjWiECG0ICxyosjKmMViaIP61/XBjMdUXiuy1esVunRZwWSYM2maIsWtzfEa0xsg",
-	"QwCeyRoMwWIqLalm9AgX14jR9/b22wZL7aJwZfyGhixIQqAk/A6+tqbX7diYaAhJjdDa86+/DRuqbCtR",
-	"/xpNJdyYgYI/bB2Iv3a8ztZPS5R+SPDwLMZRMnn95dgZyK4hGDHRvoi+P3/yq3XUUq7t+ca6CCG4Aife",
-	"2go1P6QsqhdrH43cUWQSG+GELfWc+uSRCXdCCWXcrOwyqpRNGXKpQmTND2kUWzFXajK4XgixTG6+agTX",
-	"PsL8jYouRLjtK5BHD2ZSeR1EcWfnR6+DDvzOTkeEgePiJaQKYuj5hBpOXy/WPmZ08yrRXiWa1dQMTTjZ",
-	"UilRlhNuyEf1RUxcAzs+EtKHwAm2tOxWKcEThZNA55DtAJhd4gP1xz1yAoCGpNXGrmFKhhNNuCCxZBEE",
-	"yRrK8gw35cUmElvo6nwwFscr5A9/H5R7OBqBTUSwCEljywsVVCLQdD7JRlBLrv8+tskZvoTAGDE0xEgU",
-	"86dPse6JWoEGj+Gl0t8x1F8euHgbhgjR0396Muw7RCTkZzDE+FWpWngTQnRhD/VFe7SImE8U41chdIPM",
-	"0YPleXYsCSJhojdNjxm/8mxRcEyfVfk8Cw9lbtE8T3vWJAlH+CPjKIS1pFxR3zYb2MN8hq4lA5+GREIM",
-	"VCdYUNhQ+Y3C7rtKp7kdSWCXbWGd3lnaOlYkmFiKhR7ZC5Ug1Pch1opEk1CzmEq9MRIy6gZU0yzQC7s7",
-	"m4fkN2Y0r9/SUwPLYNsn5s/fyFpNYpdHZhK7KM89tTWRkhVEdGp9CGkAu+09HqxXcTh+cwE8+DbUZrcU",
-	"jJ3hZJpVTz87J2+3/3cHRUJCdOaDa8bN265ij6u809np/G24Hbzzt6C7tbW11X1Lt4fdn/wfgu42vB29",
-	"oz8NN/0tZOiynh6pK9TSI9d2PLk9Qib6YbTlb9O30P1p+Leg+9ZM8LfR5mZ3i24Pf/DfBj/Cu1EnQ0Cb",
-	"jxsr/LnNTTR+r1NBqbYrkS8Cxq8wz8fV/Xe7cmmDX/6y8RfEB3fx5cWnpW27xzjmdN/smJ21QhYjVsrt",
-	"heLKs0xgE7l2SEXu1A5Jwd0lLk3KjJnPk/r750464ueOV8gi28E4oY04pIyvd3LLyAgKW0ya70kornq1",
-	"lBQgHYHPYma2LtnAzk6z7aslqe0lbvFzO/sJhcVTG3M5ABZEcNujLr1IWcPcSRJAyFDTRqN3/dXYezX2",
-	"XIgTDwglB8c2nglzhm07+2WDL5O3NoZJ0Exd6yLu+ovgHbzjDkKNUhFAbLQErsnBMZqd1tulqbwCrawb",
-	"PxEEajf1uSdjlJ3uTup75mhO3rajEeyO+TtGBBEaCv5IGsZO2pyF62RqbMeC9sltXqsgvoinc1WG94ja",
-	"b0xvuNCUB5PYKHo/kojxibaVSMtSGSkHj/qyuH/k8xox+zIPbQlGaPXiYPRgp3Y2ZPnYzsMYB6Oas3vO",
-	"/m2vvH+tN/DZz2aEYv4tkpMBrxdJrydx+SQ2J8jBsTnzlOvw5xp8tz6NvyapVfOi7awfZyZch7BRvvKH",
-	"sXLRJcw04eK2LmincPWEOau5McZUOUM68zDgV0zPT6FyLPbC4u8cVE8RgeemqtP63Za9hr686AC8lVXr",
-	"PDNvmPO8a09yNZez7bYRBYkX0KkURHBX6AUH3SWUT23sbMKv+An6upy2WubMIxbCOQ735JF3y3HnNxbs",
-	"luG1LuLNPn0Nd3u54W5oCxp7UimSMGrG+1hzsi3jq42v2ALU2Mx39xt29NrC5nuEC951ciDVzROYMlPU",
-	"gqpFZslKGIEE7oPNx05FxSRWIDWJQZK19PbAfOG5UUGuVwuLPZzEEu83LS7MYvoG/asXYy+bUhJiNITt",
-	"NQjG2Rm0MSRDbwkZkkf3s4ShZIKsvuYhWqOvhtCrITRNz7WcMKIzomg5GYp37vXuyH0ahraJU4+cxsAV",
-	"OkKx/IPzUjpbxh8LBZwMbWd0vPlEONfSEnhO5Dj/jEcgVIAFId0Q7hfzuesJlMTa2StPl3LpFWptIf97",
-	"thixZ3u824auto2rDfxwthPNYhHNY3vbW1Ea0XZuNmj5JlyJmL41yJCST+D8YYmqyOmyn6cecjr9gguc",
-	"XMh5dmdPOLK5YQdLnORWyOtvp1jydyKbjITIBESxTlgwkWa4iii5RhVzcv3fFxbjq2kiXYjc1WOqi96Y",
-	"MVVEDBXIG7AhHa4fuEdux8wfY4NgWe4TXxYgruX4d1OEb0EL9SR1fgbbr+X4nq4cHyRRQ/Vt0xsxWdLt",
-	"v5bL+twXkZG3a1RdQ5AP4QKJNabERF+J3BtOIUjeSGawd4V6DEymBBSAH1LLRyot/SJ4akENFPzhkfLd",
-	"SYUl5ejpmbMdWYKtHF7qchxtnqkVjPVlYOaxqVvzQTrQfRmiUx5OrdTLIbsOJJW0rV9q/rSL/DfmUXLg",
-	"17uTLOG++pNerD8pGSUVMjnxl/7USP5tfE3i4fKOJTt+UG8sWWsdP8QykYkjyfKaMTqSuE2bAV4uYKOz",
-	"EUghpj/G5vTYZjucov8pu5CSEIfTJFAUo0bygad1svHcreYF+ZgcZFX3RiuHWZxywrBmcvM6N2a/y16m",
-	"2HHBUlLFIftZLKsiCPOtq9ypkItsjsPpq/vp1f3kNE4kI+t4cny5vJyd27i5kDZRaJ2hxixWrve4rYyK",
-	"/XStymiF6kiEobglceaZN6/bLrwJx6fK5XBKXAR2hZhcte3zIwjIl6UwCRHVaku2RzJWQEw36FV1erGq",
-	"k7jlSV/r4p7lWRuZFiu6V7uKsY+ZSguW3vJZ84+sFbh5PZsszdzOx7K6ioJrjtfXe8QGx3KRBXRUcW3a",
-	"Xe4bcN4mbSqt2DIqRhh2vM6YKS3kdID9iFiIu9ixjSWqVRUhIldnwmAT2iWBOLtPAiZ8d99uL6HnpHh/",
-	"Hh0nnX5xH72saDYJ5HQgJ3zHhkSLSRh0h643lHkuJpr0D9RrOsCr8mNlpSWxcsP1RDQuUnmyVuu1ys8B",
-	"aMpCK4cpGZpNxgoESqP8dF0ptjc31zEycLa52C6hRd0IIBem5Ga3pUw994JMhUXySzCgGgEwhk+NkH1h",
-	"sYalvu+PKGjcFv0ztVX/jrzlKN2DHJdZ3lqJmzfQvphv0Dgnt7VEMtu6oosNJsmu72I4MV6ZDaczZhC5",
-	"HVONd9rm4HLKAsmUhWqWfW+m/ifmW1x/Hdfivryy7Yu+5ELWtazW3CzZi2ObUgd3OjtAfyIf2PvdhBvd",
-	"j+/eml/X53pnZz0J3Baz4PnGorvOXbvIUEGCXLFr/lPwZEvbhiLmrfv1M++SIwnwJxilQmpFjiQL6LTO",
-	"I7tdnUFlELZMf6kZLD+bbbJY9OQKjFu8vRodr0aHLaGH5JC0PZ4rA5fQWBKHw9dG/fmKF/0YWpP6V22C",
-	"UtatGftN7ZJYChW7ekNofKxxQYbUvx6xMPRsc+JI3NDQjI09+7AITJL7tF4tMo8s2N+htKy7l0o9Q66+",
-	"h6qUjPatZUWjxeazSUU7/XyPTUZorwLxVSC6VFDrsC5d9awmEa3vo/52//SWg0RR1iN957R2LmoMJqQS",
-	"sAiyk4NharQJmbpknP1WLdvsoN+jbCvLK8ZvVvVXLyXpLG6fTdLZ6edLuvxVZkSDV3n3Ku9cwTwknlTW",
-	"iIfwP2/8Lhivl3VnMy5kW+RtCFiTIZFr1BjF7oLdGXUUb1iyy3qrDFaLu381EPxTCDuD62VUs34ygn42",
-	"gXWcbuF8oZVt9au4ehVXruS7D7FOwgCyU201eRUCvZmjnO1ZkcQF74qcnnYON+IabGML6+0XE600tdIt",
-	"tDXjXeQkgutk2i6RYLg2SS1KJFu2mpqAIXjS5u/PKdRwQ16l2qtU+6cp+37T7uZfj1H6NCs1dCSNEOKE",
-	"cn9c6NhOfMqJAiPibm28ih3XAKRdZlscMpeVmytKpABv+gs95LFlwy4ZsyAAnAuUFlKhCSshoL6GiojI",
-	"S5zwpbVo/7brmFicntXWLsItjl67tL/8Lu2WHZcuXlQlHTbgLqlXUt1OkJNsrzxbVzyJFPLHE35tq5E4",
-	"AUEVMTRJhJEH8joQt3wXKyUyGtqrTuoarJPbMQuBYNpaHEJV6I+lyMO7l1+epIiyWQzUthoUMqK6dQ6e",
-	"RcyRHeT+RckYt2cVUmbPEs2rdHmRTTvubLmPhJtxq2qkDI4qbxJunMiws9MZax3vbGxsbf+1t9nb7G3t",
-	"/LT50yYSnBuiXIHY5sMPhdBKSxp7lYn0WcGJXi5l1GUZlxkw7fqAhRtqOpEUWkHkhsVWEOUx94KIcWZg",
-	"tMVdUbZ6ZCyUVp7zl3mY6+EloFsjMOmb0yM4hHJ9U/OHLRmKgNlKvA4Ial6tgOIs6xuLCyn0w+/NZvgK",
-	"11m0Il9iJ2d3eOXbDZVlsuSHtRpoeciDY1cXJddf1hfcUIdzMpvh3PFTwLUjqAp8F1pfeGn3Mw/LUtqK",
-	"K2hS54azLZDKYx3eGXHGKrI2HVzAZCEjPL/kJMmoPOxRoRSOC6MtlBjrFfrKmnV+uf9/AQAA//8=",
+	"7L37cuM2kyj+Kij99ldjf4eSL3PJxK6vTnl8+aLNeOy1Pdndk8xRILJlISYBBoBsK1Ou2qfZB9snOYUG",
+	"eCclSvJt5vM/iUckgUaju9Hd6MvXji+iWHDgWnV2vnZiKmkEGiT+a+8SuO4Hp1SPzT8Z7+x0YvMPr8Np",
+	"BJ2dDjVvDFjQ8ToS/pwwCUFnR8sJeB3ljyGi5ruRkBHVnZ3OZIJv6mlsvlVaMn7Zubvz7ERnMDJvB6B8",
+	"yWLNhJluj5NkDo8ISaj7NzEAED2mmjBFJpz9OQHCONFjIENx2+t4zeBKGM2EN6K3H4FfmkW/e+N1IsaT",
+	"f27VAq819cdRAVXFRVyMgdD0rVeK9A/I2kiKiFASgVL0El6p3BvrTeCnb6yO8g/i9meYNmzrUNwOrmA6",
+	"c4p/MWjc6fx/GxkFbdinasMNbubZn0glZBUnHG71wMeHZl8lqEkE6Q8josdMEaUl0CjFxp8TkNMMSvty",
+	"p2HrtjffvJ+/eQegNOPUAHXEQg3y33COCrgnPJwSKW5UCpsUIjKQHxyTmDJpgITbOBQBJLiqgznI5uu0",
+	"xWYOxs6d11F6GtqhID4Z/gG+7hQX0rAEQ4W+4NcgFb62Q75eMR7s4Eo8/O+ABXdmTe5BYH4Gn8XMkFzC",
+	"h3dLLXU5Qmq19CMWQp8HcFvPfZvdIVUQEGZeIYxrgVIiY7wRC0E1sJx5NsAv54kMFk2izs6PSHL2782U",
+	"4BjXcAkSKe4nofQnHLwMqHmCcs1rLdDGQukB/r0shhEUA9fPMO0H9VRzBVMUWg1AXMF0dXn0kUVMV6c/",
+	"pZdAFPsLyFpML2EQmtcGAYzoJNQe8UMaxRAQLUjucURv15uEBr7RqYWNcf3uTad2044tscw8Cx1BrY6K",
+	"M/hzAkpX5qxuTP/AiqOUmu2J6FMpmcHKGIi0gzVsnXs6uD/YhYhmYsmJmRWnOQelmOA/AQ2g5nC5kJSr",
+	"WEhNlH3RkPAuuWF6LCaaMI2o2Tvtp6SNfKfwZ/dJirGxnSRdASorQ3HbdUA0HUBb23PPnzuDBRULrgAV",
+	"rg80cJtv/uULroHjnzSOQ+ajHNz4Q5k1fm3J34dSCmmnKuKo/+mXvY/9g8He2T8+Hx9+ujByf//z2fnJ",
+	"2cA96hnhui/4KGT+IwD06eRicHrWPz488Mjp2clR/+Ph4OTzxcHehfnl7OTkeLB3tv9T/xf85+Ev/fP+",
+	"yafB/smno4/9fQS/f3B4fHpycfhp/z/T33ERKFwOb32AAIKHX8nH/nH/YnD4H/uHhweHFo2fhD4SEx48",
+	"DhqPTj5/OhicnA2OTs4+9A8ODj8hEGdUA6LiMZBwtndxOEBMHB6QNQlaTukwhHWE5FwLSS/hiLJwIuHh",
+	"gTm/ODnb+8fh4Giv//Hz2eEO4UKPGb8kN1SRG8m0Bo6AfeZ0osdCsr8eA0d7ny9+QpgMSd+MqYZrkCiE",
+	"fDpRkEB0TVlocPfwAF0YBjrbO+t//M/B5097v+z1P+59+HhY2b/PXE1iI2AhOIaA0QsUbA8OXXaevVJk",
+	"387VNXMbI5ALTQQHq52LGCTOTQLwQypBkbWyxDPKLVWCk0m2mkFkljMwgtqs9C6R7dYe9q9OJtoXVnmj",
+	"QcDMDDQ8lWY6zYwQH9FQgdeJcz997VD/CoIB1fNWfsEiUJpGscGx/Wg4HbgDyZya8w9Hc2gZ803Bn/OV",
+	"a59FNDxPv1Sa6oma99mef3VuX7TnV3KK/5qbOR3Ly9Zev6Iv6QpEqtBnM+x87QA3uvSv9mMzSCiBBtOB",
+	"/feXGgTsBRHjeEovuk2JN6MNmn0qg4GEa4Y6wKKo9iVQvThNFPjhaxUo4IZHg9yzoRAhULSeMmOh7tOQ",
+	"Kj1QAHxRmEKmdNOUjbPFUqBpZazRZfAnRVg3cIkgc+4pZyTlDaYEWekS3LBFNFdhLe99YTdr6TklyH18",
+	"sc/jyaK0Wdr5WcjapzI4yL1e3vr55mB+U52tlYLVvMltxk1wqeF2LpWd2ncvzKu5LZ+39DPzXpkS8vuO",
+	"/2uzT2egcOWLC5G5MjQTUUbSxwzdbRU75nwsbjgR3IddIng4JUwrMqZqTNA5JiQEvTrZ5CzyVqZUhV86",
+	"XmbRJ5DNxtZHphbFEtMQFf9ojy4HCZWSTqtnEI43G97PcdCaCyPG879ulRcyU+I2i8a7JgA/iNsFUWnO",
+	"3JZnVuLXrZPIS55IM9ffKP4VaM34pVr2AC1tukOBl3NcV2R8dcp2cvuDuF1eaucQ3sZfnmGs4MjenMe3",
+	"yTSzFvE4TGrId0UW/SBuH41B26O7HtZ9M9AkzrTV5Wijwh8BhGCtEfTLqVZ+Sq8zsvZ029dR5QO0tho1",
+	"QjlZWCGUE94WAmMlzD/UMyRDI+knY7npa1CYQ08j7f0kFmaSJeUmKiRtLbq4yIWVF4rs1ih363SivHJs",
+	"5mknFA2elpeKbj1FXefwlvqaKDGRPpD+KaFBIEEpNNxPr9+gf+/0+t36LuGC7PcPzoik/BIU3sF9OrcO",
+	"XHTaJmhqvsfdrkFyRG/79svX2/iy+9dWM3pb3avkMZ7D80zUPo6sRmJfUVibMRaR1rWE8NA7Vl7SLPS7",
+	"S/EH8xosJy1aK/RmpddiCW+TFBMNskFVzWMvsw1ysR/243ay42eYLi86MjDn2aV3c+dfzrx7MlttqT1y",
+	"0KbfztqVx5E6TtFdReg4x8A56GVIaGHXQwk4/L4RtjMhooW9w5pdwyCCaOgCr1poTsuqHcyQ4nRgTKAh",
+	"C5mea5v8ZL/4JftglmEnbjjIwUIiMbkRbvNuOw+12YMGF3V2/ezO4hLAOcd1Daq88l61k3gGnsdhLqS+",
+	"FbkLsQf6xCBmGf7KguwqMjJBs9HZhuK268JcMJZPjDC4D/FLLH6NvFwwGK/q/TWANK713DkF7tF0U7kh",
+	"Z+1XMvUvNJyAeiCniLOMalwfKZhzcbO8ege3MfiGOZa+JlkUmadU++MKJuav9UJcAX8cwy+kQwhrKWdJ",
+	"zU0b2Jdy96ZfJlC1E2eIrOVVuBQBRdnw72Nqw3IQKqM0jURZAizkm8mBuZSmd+/7qxMiux/F8V723cLU",
+	"fv+NSE2iFx/KRmrnvSjf7TWCeypZtBShXnFxwwf+GPyrWDA8SpaVyzMge7hLJhw+vTXJ1jHX35a+mShR",
+	"XscXE5ciMHfGffsqXn9EbP5HH+1b2eVgS+U80R1rfEl7mkRC6VJMKIY4K0J5QBi/ZhrjQ5RHhtMk+Lng",
+	"Ppq70HplywE10HLCfZpeohbDEydAbsbAXahPGII0HE8iIaEeSqLHlBN7n7RrwTX/wBWah1JMLseEhqEL",
+	"CI1yIiPn73aBF/OPU3ytz0ei8Y5QpdGPybYVaCzZmyo6UmJKCaSWddNch7msUckYmcShoAEExaSLCDQN",
+	"qKZkjWOYlRGzw6kGtb5DAnHDzTeEaYwSzX05SJ8J89VPFxenvU6FHwuZGZUNP0iGwLH/cXhBNmjMNq63",
+	"NobiFtTGV6er3W1kA6mNr4VR73aJEUiMXxogLyXlWiVhbAaguWI1i2yqDybG58Q8J1SlOOzNktDVQQwh",
+	"WH1+3hhqTLffvquO8lHcgPSpAjKGW3L+0153++27JMwZ98sjhmQnGgLDujZkV5q9uRmb2c0PdmaXP9IE",
+	"APsLBjhgzZnM/sLoe3xcwO6MIPECl5RSdZy1mduDAgApOupY4YNRapcLPEsvd+bG2x2Apiy0dJLGgrc5",
+	"rZPXHy7gDNd/DjzIjiNN5SXoRfwMZRWoNEAKS+MG5ADIRaUpKwyDiQ12tHkYf6DVUxublqVdxVRrkIbY",
+	"/u+vtPvXZvfHL+7/3S9ft7x323f/UofufSqDRSUiiSfDkPkkYBJ8LeSU+FQGPZIP+TLKJuVEDA0v4Znj",
+	"YURlLIUYGfYL2TVwUKpG+D1e2Ny8+LcHCnFrHHHZMLTaOLMM+DoiLEd1VVNl3CZnP1atp80Gijqll/Cg",
+	"3ikk27qbyiwNcK7ORS/BZRO292ilAWFN6DI70cLK9Dr7Bf15ETuyteL9r0rwLK1teacJvV7cbLUfLRpt",
+	"XPau5kJrslXX7ktmY9DrpayzZdG6ulOKBRDFQgP3p22Ce/rZ60lSbB5nVXhKenR5uvnoXMqkfExyayab",
+	"dLA5q1wm4CZnyftjyi9nm2aN1j/mjFya0xCNtICNRiBVvb11P57cWspI11CLqZCy6EQGpavSjggDUBrj",
+	"4qz+kv7A4cb8UaezFOJvcroPC0IXb8PNmza+pkHvKS6wpP4Y3efrlrf1Y73Kk08CXkzzwZiScDonnzmX",
+	"8VxMha6qOuatBXKWfzav42aWJ73nm7Hy/a+Zt44uyrDldjOInK1ev3+J6mhvA84hHD3NjcCKwtczhOeP",
+	"F6SjIwZhoIgWxDLdLqGahEAVZhxVyWS1YP2FA91L29zigLFIaHe2HCY25IPanWWgcYBGcPax9kBGvLlE",
+	"uo6XyyTteJ1yKql7Xk2R7HidQpJpx6vkyHa8Um6n+aaciWq+q0lE7XidYnqt+TaXI9nxmrLvOl45f7GW",
+	"RfPoXPBgdNicu1mIdmPETaSE5R3iXmdkGKregyRGI+ABurmMgCH4qkegd9kjaYKZ+vX1l1qnTlhfRsAM",
+	"jI9sgrw5wcGlA7fy7qRujrrKIEDGk4jyrgQa0GFoZuKwS6yXEfyxcInliWOAXNNwAr364C2q6mw7xekV",
+	"DNArJmHEOETAtbHKzdb1LEPnvQmJK2Hw5W//Uj+PltMBHWmQAwW+4EE+sDS37DTvs0FVwgurkZCkkO5r",
+	"9KIGYt4lOKT1hKLvjkZASnKoyXm92v2411GTy0tQeL/lN/gQSnIIWSPb/TxCaoXTbSykPnLklMknTIA1",
+	"Rqa8CsQNr+XfIxbCnu+DUmdgRlkqoHLV05ELDbVXlFIT86xkKr+tNZXbufWy9TbE6qSROG1OqcpohdRR",
+	"8zsbOp8LZ3gLwYUejDAn36scN8VdcZWpFpKokZND1dB+puKQTpu9VEU//Qy/eeXRhLsUxfmXThJGIIH7",
+	"gPdOXBD35QAvgj1iZzGasV1KPUdOZP1Nd2Gw+UxmhikhpriYpg0/g5ZaaNkhitcUIeNXu2klgBFofwyK",
+	"2LU2bWfJbKHd0ZevP3jv3tRbLuW9nhm9tMDO10HRBIPboyIGxlrHamdjg3w++5iWRfElBMA1o6HyCJbN",
+	"MfsfS3ZNNZCxsFVk5qxh9a2ft9ntnY4FEikEjG9tVl2R9m0jeRdk9lyNqNozdMELlUQE1xzaWKNgwfDK",
+	"ZYWx15mgqbeaa6dQWKhUTKu8mlzsZW7qZnIw3z+44zpHFU/gvj4SYShuCmdZGKI+wjEswOIxZHiFGE00",
+	"1J5h1RDeglNIjanEE7Gkc+LPOy4WUxGj3mKEgTQ2BoeAuAjZXfKHMP/ecdqgFJHV7DSV2t3cMkmc0ZCM",
+	"N2ZxL+eISoGwY9Wuo6SuVKTaZxtOGoMkVr8zyuZEARZ8ElbxLCkwNUWa8sL1t99utze7v/12+8Phl/9V",
+	"K15TmJ5CXyvTUQs9qW9MqD3/6km0y8x+q27eVq9H/avBkGp/7KJ1bgzR6YnktsKbLQmZq87Vhn8rNsDs",
+	"0OgMQG8hdC7pcjcfLRDindWfmbeQZOhGmNFD/CREEAJVkLc6S/Ef5jEJkR8LBf7sdxG9Tb7dJU6GuUfu",
+	"X8njloZ9g8fgzFBfMuuMQoMtZxGJL352omvqtV+atXGMpahxsXMRJzPa1ArpBjiGLbtaPJEm3Bw2udMh",
+	"/cEef821fzKwvssKTZbQ4TZmEtTCkcnm42AAoYKbMUioT4nPObpmjeyqU2ZOqxpW/sB0RNXVDtkiB8ce",
+	"2SYjVGeU0SI88oY4LcYj74nRYqaGu8QNT4pZemTrHUnqI+YLWS4ajJWvS5UAm/fpVBDTSKwPrm7OYKsU",
+	"TgyfbJkmtqSCinUps4LMi31qmXUBMGsFRmmc0urrdih3z19TR3xK/vX85BOxr+fcGe57r3PbvRRd9+Mf",
+	"SvDeGb3JUfnHNJh5gc1XEFGumT/ju9rqD2UHc8g4ZkhFQDnjl6jiWn825QH+S4K23GRs9jQcjchJCNXF",
+	"3osz9domLi2Y5tSQmpO/nHIDezns1W338YMmIcyuzrFKFNoCCb9LlVZriEnzCrnTNSWeMQKQ2Je6kQjs",
+	"jyMhyfH+aZ3/b26UW5aBli+/lZWLTrLG3TLrN9kYi5XQA5smiBV6r1lTrOVxamhafah5lBBGumGI9DBc",
+	"wL+IldYpF5z5NExOsx5xgylCJRAWRRNNhyHMCiafaxBkbyLJBtNBFNxndaegGHqxQKl2LKq+qKeu7tBz",
+	"SkLqJioOOpeFqsM9WnRzTKehoPn9aHvWoDY00GIwG1o+CV1dWFtBu85jaMeREFC/UZQkVcDvCcUKeAtj",
+	"J0slM0OM8aiXQiwXzl1wM+b3zCt3XLCwZcxSR2B1GKnflArkCeHPzaRzu/3gCmWOqu7JebmCbtjaMnRQ",
+	"L37x9mjs3ZYAZ6zuHHiAqQXLVZZLhX1J01Ukm5/Xp74EcjqQE96uvGcqydtetah7itNKpWfbBbYXr+Vw",
+	"vHp/pE0SUdYbmXyjdo2xClTbc9wXYUhjBcXcwQVlZsV5V4UvL7HaOIPKNLaUSyhHJ3WnxmLey0Ia0yr+",
+	"y/LSPscJoSx0B4yeZnJwbENRBIe6vEGyFk1CzWIq9YbZ1G5ANfUwCxBNr/2Pfbz1WN8h5h1Ffseopd/J",
+	"Wrn+uUdq2X6XuH0lEZ2SIRCIYj1dx8F/N6z3e49cZBltmBJOLyFwCeNwDXJKlIHUUisxFIu5jeKGE1/E",
+	"U/OHTZVLfk000k7dTea89lU7iCq8QDcrdumS+APm/a1t9Xrbb98mqXpckJjqsV0QzScZrhUKuLsEPzPk",
+	"LsnjTvgadNdm8tn4BTpU2CSLJGm+uWS7iN7alLrdfGKgyxe0eElSCm22oB24nEM5ZJxi15ga352T1S0O",
+	"3ZKAr7qlzK9WwM4j9Hs9Io5dGBKSntki3kWqI2v2f3iNNwTFAiC0Np3WcsDG/sf+ukeo2wY7X7IB5PPF",
+	"Ufc9cZth6xgQcAHZVCHN1h9OS9scM461IgJ+oSELqLbha/WhLU906tVaO6VgLC0nvp4YdCbXwGQtYAYT",
+	"vs52I3d42Uw+BeFofZVTasaZnHOtoUBgnLh3cwSBrqrcrwHEeozlHLPIk27IrtDxgHUdrSdoqRO+lQFV",
+	"YzDVWEKlg8M8UoSqK3sdZB3UwZwt2CWMu8x+oP6YRBMjt0IljMh32wjB+j0qEUW7Z2nloaXeUD5clW3w",
+	"YtQmYLHGhiuEEj+kLDKyPoCQXbsII8MYISQJixVfiOOIRbzey3o7Zqk7j+g4SKhwkSW3C/PJZ1E3RVuW",
+	"UV6GZw7BLKmNGVX+vjSx5JTRN8JqZd4stSwNQi4ft+aUMg9RuJkpPSOQ8ODIKg+YD82u+5oE4IsAZFuN",
+	"LmnZhpU+dL7/JxoW7sRk3Da1kZQrG9TyorY9gtq2pMaWlEbKxxDtdf9Pkt+f/tkbdL983fTeva6P2cz5",
+	"TKr5BjH9cwLEOl92SUyVwQ8ZUv+KTLhLCqxVrHL1gJ7o4mS5yk7ezPr2+ZpDCxYisxeK2f19S1Eb2/yU",
+	"gROLbSt2uhiGJS5E0+iHysxezSIakbREadKhZDBaIc0nDV+cqUXbt2bfaS1WI7RF+EJ2r/QgdUUtFPV7",
+	"kVa5WmAnVm2YlFS9nVMWxbxV7Xg0YxkXbtxScQUXNO4GImtShPakU5om2V0KDRljv6yXK32+ffv6Xc3W",
+	"5ppjLuETXk4VWy5zF+2PJY2P5T5buOzu0klU7XjFQnW/0eS17WqL1z012KjdxVyweS70YE7cuVuUTYZ2",
+	"uEuz4bkvIpsHLyb6Upg/vzTT8INf/CS88gRR627qM2sZ36vryraAjMOp813R+77tWD1D/Yk8R23Z0obT",
+	"NRxjdbniKZ8s5kMoEsFDXD/E4bSlRu9CC2R2fLTinHrpM2u11dxDp7Jh0KoPsS2AyAECNcBmqXjeBuCH",
+	"mPWQ3KoMsMdlg/wo7GApzfE+JhAi+mD0vqV0Rcu0Lc7ypflrEV3wXg6dVLVLV5iDvpYYEgwuXzqbxoZw",
+	"6kUg3GI6i33FGsw3Y6NfIXyEKeKbZwHRQpC1BOiyjvV+68ftudl8z61YUoYWr1ZWtRJMQkSr9OG0SQaZ",
+	"aUPD8GTU2fm1nZHzxcvFudMwvO97i3tq8HAPqT7XTAO08KRrYQvdAlmrvbvI/Opc6FzF3BXvMuprmBri",
+	"wPqldTXhFmk+kLR6WoggH7NOeZWQ29noMw/l+6I+G9U5i3hO0yIhSGfqfojhm+tnkuxGcz+T2jYmpc3P",
+	"KXlV1DeRrC01oxYtpTQJQxLYTzG4uNz0wxXBd1j0kBk9t83ZwpJfDNknfgUNdkASF2mj6jBf0a31yBwH",
+	"sbAVqx7U92bfXx4p9836i+G2TB+tuM+mGt9bMdgHlhVSqNrw/T3LPWnBeIwLwMj3XWK/yYqvE0WnKq0C",
+	"IgFvmiIhoXU+7RmOeMi1nBZLKuSrpuZK4Rfnrz81nrvH1oxiGeVpat4tysr3q3OnZ8QqCrcFbin9ZtHV",
+	"P4Jh2UhKKa7m2od9ZNUnysJfQjUvhsPeZ6BKFZz2ZGWxuFy683wd8xPclHWJFfXMeyCx9graR6b0EqnQ",
+	"j3znt6re8ZgKw3d3Pzmz7YEZrpxDt6gba7FNWU7TfSDklxMHm1Ga4NKC73Wabo+EiB7+2ifP+E9x95PR",
+	"YF2mJZX+mF03JGzmdcvH7y+2DGfOjVxpVipb9hOpw1O+PdNSvqLZ1QHRgRyGRMSAlXcwICututPYVGqp",
+	"cy33bWpXN6Ar3+Fx3qptk+D0162ach9ZpaHakJyIcRaZPdmqi+WpC12bPcxm3TDFiPkl4PDHlHMIBzl4",
+	"fBovAUkyUHKZOneUWnCAX0MoYlhpTXndL61qkK8X1Dzeu9q11VYHWgKwSgGiJcbIFQ9KXf2rDLIc+VZi",
+	"82ePsT1vDIzkXwIOSXWykOFEKr0E4eaGiNNixsuM465VB8NJcAm6FfVubr+pGypnJy2BExv6PPAFtwXz",
+	"/On8gTZnDKQhilcQUnczZPEvaQWQBYsjwGgE1msVg+wOxS1J6oDs2vQIJ62nr1Ra44vZYGxMCSGUmI/G",
+	"VJEJ1yxEJ3IQMY49+iQLGuq4VsR+yoNbm5vz6wp5nduuoDHr+iKAS+BduNWSdjW1DYqT4PDOTudSw9+3",
+	"EHlNJ0Vu5jfv3/7wbrNVGbHqgZGN8+71+zcPs4bmUyadfXuz3QIazpn8PjzUTuRap9Rj8PX2D+/eV1s/",
+	"3GbR/rEUwcTXZI3plDDXd11uiyPhlgXh6o/KFBYXNfEQeJh7vqZAvH/35qE2o/FMzjBwrzOHGrCRwN+x",
+	"vOAxvT23U3plkErHe0Yc7x4KFfUqQfrn24fBgzHusKTVMb31aoEpi8jth0NAjTaSESHGqTz0vKkGk837",
+	"MJPWqTzpnO1kaKPKs+g4TSpPtuXvtrfePNChUtKScmT2MPM161WLbPksvSqHtvdvXr998/bd4qUKSwd8",
+	"HXPUEW7teVLEsVfSfmoFT0UANFFJkwSvE6P1p36jWtGgMzUhvnFn5510TYxUw6MNykOdn+IC6wHZPiAL",
+	"N43AxLqqc+YPJfgOoTYRET15thagLSe2S5K2IjtEYnkjCIiG2/rs+lHam2Rmt598H5M7e+PxOHUnYyo1",
+	"o2FzyZH7KDzkFuClKC+sMAOieYNPF68Kt4dp7WB7tpsNpMQWjyJrHNPIJ1GS1rfjaqfTS8o40YIoABJS",
+	"jXUesdz7etW4eeq6UK1dxJnLP09LRmB3NUOvadVnqMCfSKan52bixOaMGL8QV1DTL2nvH4efLj6c/Mdg",
+	"7+C4/2lwcfLz4Sfigo3QTtTmO4NDXAmSGVCJR4ubfKy1LfJ7CVzXlpvf4wQfkr3Tvtlbm9brosRzGf6+",
+	"iMBWxRc8zZjFL18pbKtB+qeqBSyovDufbxGSfSFk4JL9SURZaKzjkZBkr28nUj2CV7q2vKPCZs5kYmRF",
+	"Yyd6DCjR9ApLgBTWuetwWDeWeZCMWBwhh3ZyiKn/2HQnK/DrUymZa5WF3cYwxWOXvHvTHTLtakFgwEpg",
+	"b4CIpQ9bH4LpEJKLa7P6vdN+J+1GguWcNnubGKUTA6cx6+x0Xvc2e69t76wxUlQRfESI+fkSUOoZXkMM",
+	"9wMzkXn1g7j9yJTOnZL4wfbmZkmel7POsTYs8tDcMnn5eZAESkQYhgQh7ZnFvdncahowhXDjM6cTPRaS",
+	"/QXYnfKtBXf2R+e2oMMRZeFEQoEnMfY5z42/frn74nXUJIqonHZ2OgZ2CyTqJEZJ+9V+0PliRL5QMxBs",
+	"I2OzzK4PIpi2wC7c0ii2WZZpRnJHA426NIzHNLmh2elcAI3IHv525y24Kfkw8ruiANRyAnePQBd1NGHE",
+	"EIcbg3JHFS02+AMNciljSxHSm80f53+0L/goZPYkeLP1ts0sahJjr5jgGAJGL4xMfAyytbtrfY01hHvn",
+	"1QmMTIK6OgD2tqqetm1+iFU4aAQapGpMJMhe2fggbjGU58sKTAGcDkNDqKirLEz5+cyWZ0b5RvpjZ0Ob",
+	"K4AFER6ZDd7M/+iT0EfYfO7Zs8EZ2BBsSzFYXpwp/HNZztiwOsnssxVPcne6rsAeD0mEGYgNpOh0r8ej",
+	"pMc5ylP9VVkzpp4KsoO9ihinSWI5w7G44VjNkDAXfZCqhDawH+vgYFIAVYSSMVVjo/I10UyqMDy+UM0V",
+	"fu8MJywMultZeXNXpNk9jkPKOer4SbEFW6Gh859iQsxDm9cn5FWvk9R0Tz9aTFznsPJ0AjsHhIskm8Uz",
+	"aVGkxLR63vL7+9R7eGkvRkyq1AhcXuxvfLVhUhJGRR2pSAvpS9iXwMEyYAGa8ZgVZHs5M0Umtu8bszyD",
+	"Wm+zeFhR5/LmvomzYMb5U+lnuXU+McPPYfIXLe3emPYQ6cVLdDOPmFPH8MqE418JB90P325cwXSO/vYz",
+	"TFfS3hZmtIck5mQxDeRssPHdaXkJxbxKT2FF1mxTexsS6kvQan0Bze/cfExDO5Qrjojew5GQRAqN22O9",
+	"qBXlsOc60/zdCC8S0StQ5Hj/lNDgGqRmyrWix97W+CLRQrgUU1QqXVv5ekpdUWd8rEMh6eCzxJmQLvLp",
+	"ToQUhNkKIIebb0Dl+zY0OKHHIFNrK0m3vsdzIM6K2blMtuKG9rkvIUJTsVRULqtdjxHghXsR8xe3lexP",
+	"z06O+h8PByefLw72Lg4PiOAkmlhRkUT/MY3NiVUSo2WmmaUCutJ156CfPcfnjEIJ1wxuSDzBFsy2AGSP",
+	"fHBlX3oLGoUZDp5EICRFEGfIgKR2oKOX71gevNnenv8xBmsd3voAwSNd25xBHFIf8opAXKzruIwQ8UOg",
+	"fBLnlMdyeXuqwSN4Fa88MrKQ2+rxIVXaXRs6cZG1PXTjkj/EMPVKNQiBffvqeVLz4pm6F4tg1nCKe4HY",
+	"HL7vSQE9q2zrGGiIgU4LE9xYqHm+5p+Eeuau5hTCBoGJi/wuHc24snZ+5oadfUKHMIsR1K3tH3qbvc3e",
+	"VudL6gBO/MOLHdvZep5OjzcwzDq4zY69OGwf9Ybukilj8lIbToS1/ZlWthECUWIifSD9U7W0+Nz4ml5t",
+	"zL3XNuTx4E5WM4ltHnmv7Ol1tjbxz7coWBZkiqd2uc5iTCSMF4frA2jHiNpXakU2u4Kp2vhqeyPfbUi4",
+	"FlfWqq71pJ3BtbB0QpgiLML+HBqSbuARNSvdJTgM45dE3zAfyBVAbI1ke5VjZwkGVDd7xs4sJA/HyT/D",
+	"tB88jgu3iTccHp6/1+kRiNpgwlh8K1zzYZurRvvuDJtg2U4/N9wcWq5630TtEuteTjrjDEXAbMWdGtpM",
+	"Cl08X509hbCG7BAL352+bhuczdDV29HOxldXW+Vuw9ULaZaEe66giJubSkBfYBdvA9bOTk6OB3tn+z/1",
+	"fzk8QP+nAh4oz5VKtuWhVVJM0joZ/hDMdaRooDo35QPKRCxtFZxSPX4kMm2UjEJE35kq/+Cc4MiDUMTe",
+	"fTAByslGF3tidllpimkHQ6iUVZ1Bz+egT25cLNJjEfSSCnt687B0MFR+wU+nqf+T8dxz1+SpUuySO459",
+	"pSwrLcO5SRmL2e7GpH7GP+AZay8JkE1kmiz1+3I708DqLsaeSxBQ63KsD1o7BnnpUpgu2TVwG+pgS/Om",
+	"F6HJwGnNwx75d6MOV+qreoQazThECwV/Mdbe2eEv/fP+yafB/smno4/9/YsG0Z5s4BMmGeTZoaHiw9b2",
+	"5t1iEry4rqeT4W0ZJOd1iQx5vMj2R5TtyJCoHrn8Qca1aMPiFVGPqYuq2RDpK4X5iS7mIpfvSNayMCav",
+	"Pp59vUf2sg8UiSi3BvCtsU7QBeu5kHsPZYqXXMEqL0do3JlB2BRmSnzKsTSNj61sk2SEWmGB6Fs91S6k",
+	"Qwg7Ox0RKxLSWIt4QfUsB8fTcXYOiPmhSi6T+DF5+llzHPJBKeO3PX9tfMX/r+IE3SW12d9MKwhtdyTB",
+	"R+xyYlkAmcYxyjBzBY5BwixWaXKLVmkE1/NKkf4Blo42P8cUb7LdRWCy4E6ZzvOMM6+q5pdH4Yl5DtQn",
+	"4IVn7EJtwQANcXZp/RO18TVXDIUFdzPCZiTQyKqeWJ2EiFFzK/WfLi5ON5KO6bsYSGtdr0kSPg6x3iP7",
+	"Y/CvVK7r0itFbJUVTZKdsHykhY3fS2d5lbZmJIK7YL+kOMLawTH2DGc+iynXu4mvwpxezmGBLmLG8R4T",
+	"e4qEQLDA8vqOQe6EX3FzqPYPvPTMxUPdc2ZcDmbD9Ia/hSRckFDwS6j2nSFi5NnckngiL7GJhuvPHoao",
+	"zGf93j+dXAyOTj5/OhicnA2OTs4+9A8ODj/1yIG44QbZWC/eTkk52dv/2Z7M4AsZmJ/Nn8DiuluXFHvJ",
+	"WA/olHFlhH8CGqAbZX5IYwpde+fk3zb+VpQ0c5u1N2SM5OnKtYovdKJntk18rlM9VSnxG0yPcZ0IZlIl",
+	"oputqHs+pttv31UZ66O4AelTBWQMt2kXehd+ZjltTeG3SQJSQjgHFyfraVkPWt98OVnCAVOxUCxpKltK",
+	"hUqh3E0b9v/9t87//Nd//9bJfvnb3z9fHHXfv3r1P//132TNAJKyvnncGpSkxVlFwrC/MMcqWTP7CwZO",
+	"THRqj6oZJa/+o5vfu+4JzlHXhyK8oVPDMoqz0Wj2Cu6+L7Nqu8UHZ1TbIn4rRISaz163wsA1ZSEdhnXn",
+	"YVojp3waJmIMRXb1JMqdi0k5q9lHY1aHq/mCEfREcndmpa8TNabSVvI0At1FnSvLyMxZR7t4KgyVOd1y",
+	"n9rgcqoyN8xvnc3fOvYSk3ICUaynxBY4qsr0/XSgfzxowHlJnD+kRpgtqUlcZ9h75hVIvg82Q8dlRsdG",
+	"Scu2KOMxR/XWg1l3l7QvophK6FIedBXoHaLoNbiGYRX3JIE/JzR0jOZ0wvTZmmMR8yU3eijcMqXVukdQ",
+	"V7thCqqeTMtRbqyce/STcK4zsuc6hNbV4zO8bJBKfY2l8max4jl90AvcOl5c0qVSlHhKQ2wLslN1ZYxH",
+	"yVwVt5o2Y53NmlZKOx2zp4sEnhax9iRumSIIs50yZnlBSojfcQGk5dJGvhuJZ8PvSqc8G6EVkL8vmXAb",
+	"7BjUCsJZuobg1yAVTZTyWm1jT/muQ1hS3FTBn0ShNW4jYdAYXXPWbMGQzojHWbZEyOIbaCYz6cKlOCRq",
+	"iuI0VmOhiYKIcs18F1GVK924USiWuZvYnMp6njHjFhUlCAiWauyRT+gB2Nv/ucZJvJ/DhTlsnpNZegBK",
+	"u+KH/zYB2WoSJO42LybVLR9SnXK1OLGmaI1Qc4/V93Zx9B2pXo7LhTQcW5Abixo4AZPga2E7YNVKnH2q",
+	"oMu4Aq4Y+q/UZGiNYBJR7Rs5YcujYFJ9CGTt//fIAF1Qv/2GAXIh0yBpuI7dMogtT5TU9wpylZ1QoRyK",
+	"210ipC0rPJySNVsNLCnHsr6blLW1gqYqOg6SFZ0Dldgf7fEkR6mfo+Bda6tpuNVECzJieDVfwFfqpv8T",
+	"hUnqp0/+2eykn9Mf/tsSSvtUBo0SydCZIbh4MgyZT3wqgxfx9CzFk2U6x+QJbw+nBYrPCalM/LSTUhsK",
+	"wtGMKk4lg9LIJkMsmQ2JIgjFlBFQuY/d1YTMe3OckWlG6JF9e2lnlbtUiiXrmlkKIBVJNobk3KzhmzAG",
+	"64y8rVojz+AIq8+lG+NqyNkyAs4P204U1KDraaxAKoNGhxOVwbeW3/RiLT6WFLSES8QNzx9Zq8i9r4kC",
+	"1Hwle8KhXrl6pfJQ9MhnnrzmqncFzkuGrdGMXMxuO1W7u8hmkfeoTuiWZVIeI9dhlvDI78aLFvNcjSzB",
+	"YTXuZXwobps9OTqpOSHFjfOn+JQLznwapt1WvLQh4YiF5rSZcAk02E2v92niaUEfSxL24DwtUtwkSW71",
+	"fpa+AfGB6+ZVebTO3LHL67TVERDwI/vN3WJOG/vVt+m6wWU3mUn4EKnpRao8R6mCOYsoFAgtMH9OtFiZ",
+	"MV+sbFD/qjlU8ZjKK0W2er1CDy4raIz4SFqiSHFjM7jG9BrIEIBnsgMDrJhKC6YZvcBFLWJsvb3btqFQ",
+	"uygsGcdOaEmAk4Q/wNfWlLoZG5MLIWkQQnv+1bdhE1VtH+pfoemDGzNQ8Ket8vBDx+tsvV+gsEOChycx",
+	"dpLJmy+7TkF2DcGIifZF9P35h1+snSXl2p5vrIUQgktw4m1ZoeaHlEXNYg2bqSoyiY1wwoZ5Th3yyIQ7",
+	"oYQyriy7jGpkE4JcIhBZ80MaxVbMVVoIrhcCKJObrAbBtY8wf6OiCxFuuwbk0YN5Ul4HUdzZeet10CHf",
+	"2emIMHBcvIBUQQw9nVDD6ZvF2seMbl4k2otEs5qaoQknW2olymLCDfmouUSJa0/HR0L6EDjBlhbVqqRv",
+	"onAS6Oyx/f2yS3mg/rhHPgGgYWi1sSuYkuFEEy5ILFkEQbKGqjzDTXm2acIWuiafisXxCtnB3wflHo5G",
+	"YNMMLELSyPFCfZQINJ1NshE0kuu/j23qhS8hMEYMDTGyxPzpU6xqolagwWN4rvR3DM2XAS5+hiFC9PSf",
+	"ngz7DhEJ+RkMMX5ZqQXehhBdGENzSR4tIuYTxfhlCN0gc/Rg8Z0dkrTnVtY7pseMX3q25Dcmx6p8FoWH",
+	"MrdonqcdaZJ0IvyRcRTCWlKuqG9bCexhtkLXkoFPQyIhBqoTLChsl/xKYW9dpdPMjSRQyzaoTu8gbZUq",
+	"EkwsxUKP7IVKEOr7EGtFokmoWUyl3hgJGXUDqmkWuIW9m81D8jszmtfv6amBRa7tE/Pn72StIW3LI6W0",
+	"LcpzT23Fo2QFEZ1aH0Ianm47iwfrdRyO35wDD74NtdktBWNhOJlmtdFPz8ib7f/dQZGQEJ354Ipx87ar",
+	"x+Pq6nR2Oj8Ot4N3/hZ0t7a2trpv6Paw+95/HXS34c3oHX0/3PS3kKGrenqkLlFLj1xT8eQ2CJno9WjL",
+	"36ZvoPt++GPQfWMm+HG0udndotvD1/6b4C28G3UyBCzzcWuFP7e5icbvdWoo1fYc8kXA+CVm8biq/m5X",
+	"Lmwwy982/ob44C56vPi0sm13GJec7psds7NWyFHEOri9UFx6lglsmtYOqcmM2iEpuLvEJUGZMfNZUH//",
+	"rZOO+FvHK+SI7WDcz0YcUsbXO7llZASFDSTN9yQUl71GSgqQjsBnMTNbl2xgZ6fd9jWS1PYCt/K5nf2M",
+	"wuKxjbkcAHMisu1Rl16MrGFmJAkgZKhpo9G7/mLsvRh7LmSJB4SSg2Mbn4QZwbZZ/aLBlMlbG8MkCKap",
+	"MRF33UPwTt1xB6FGqQggNloC1+TgGM1O6+3SVF6CVtaNnwgCtZv63JMxqk53J/U9czQnb9vRCPa+/AMj",
+	"fAgNBX8gDWMnbb3CdTI1NltB++Qmr1UQX8TTmSrDB0TtN6Y3nGvKg0lsFL23JGJ8om2d0apURsrBo74q",
+	"7h/4vEbMPs9DW4IRWr04GN3bqZ0NWT228zDGwajh7J6xf9sr79/SG/jkZzNCMfsWycmAl4ukl5O4ehKb",
+	"E+Tg2Jx5yvXvc+27lz6NvyapUrOi56wfpxR+Q9goX9fDWLnoEmaacHHTFIRTuHrCjNTcGGOqnCGdeRjw",
+	"K6Znp0Q5Fntm8XQOqseIqHNTNWn9bsteQl+edUDdyqp1npk3zHnetSe5msnZdtuIgsQL6FQKIrgr44KD",
+	"7hLKpzYWNuFX/AR9XU5brXLmEQvhDId79Ei6xbjzGwt2y/DaFPFmn76Euz3fcDe0BY09qRRJGDXjfawo",
+	"uSzjq42v2ODT2My3dxt29May5XuEC951ciDVzROYMlPUgqpFZslKGIEE7oPNr05FxSRWIDWJQZK19PbA",
+	"fOG5UUGu1wuLPZzEEu83LS7MYvoG/auXWq+aUhJiNITtNQjG2Rm0MSRDbwEZkkf3k4ShZIKsuaIhWqMv",
+	"htCLITRNz7WcMKIlUbSYDMU792Z35D4NQ9uiqUdOYuAKHaFYzsF5KZ0t44+FAk6Gtu853nwinGtpgTsn",
+	"cpx/xiMQKsByj24I94v53HX8SWLt7JWnS6H0CpW0kP89W2rYsx3cbbtW26TVBn4424lmsYjmsb3trSl8",
+	"aPsyG7R8E65ETMca5KoQ5RIyXy9Q8zhd9tNUO06nn3OBkws5z+7sCUc2N+xgiZPcCHn17ZRC/k5kk5EQ",
+	"mYAoVgELJtIMVxMl16oCTq67+9xSew0toguRu3pMddEbM6aKiKECeQ02pMN1+/bIzZj5Y2z/K6td4KsC",
+	"xDUU/25K7M1pkJ6kwpew/VJs7/GK7UESNdTcFL0VkyW9/Bu5rM99ERl5u0bVFQT5EC6QWDNKTPSlyL3h",
+	"FILkjWQGe1eox8BkSkAB+CG1fKTSUi6CpxbUQMGfHqnendRYUo6enkX2os0ItSKvuWDLLAZ0qzlIB7qr",
+	"FpQ54eHUyrMcGpvqx6ik3fxC86fd378xX5EDv9lRZEnyxVP0bD1FySip+MgJtvSnVpJt42sS6ZZ3Gdnx",
+	"g2YzyNrh+CEWdExcRJbXjDmRRGTaXO1qqRmdjUAK0foxNpXH9tjhFD1L2VWThDicJiGgGA+SDyltknpn",
+	"bjXPyHvkIKu7EVo5gOKEE4a1jttXpDH7XfUfxY4LFpIqDtlPYjMVQZhtN+VOhVzMchxOXxxLL44lp0si",
+	"GVmXkuPLxeXszIbLhYSIQssLNWaxcj3DbQ1T7INrlUErVEciDMUNiTOfu3ndds9NOD5VG4dT4mKra8Tk",
+	"qu2aH0BAPi+FSYioUVuyvY2xVmG6QS+q07NVncQNT/pRF/csz9rItFiJvd4JjP3HVFpa9IaXDTuyVuDm",
+	"9WyyNCc7H6Xqav+tOV5f7xEb9spFFqpRx7VpV7hvwC2btJe0YsuoGGHY8TpjprSQ0wH2EWIh7mLHNoSo",
+	"V1WEiFwFCYNNWC69w9l9EjCVu/tmewE9J8X70+g46fTz+99l5a1JIKcDOeE7NthZTMKgO3Q9ncxzMdGk",
+	"f6BeAv1flB8rKy2JVRulJ6JxnsqTtUhvVH4OQFMWWjlMydBsMtYWUNrITwVgo43obV9DpNYx8K/cGWyX",
+	"0KKCBJCLQnIg2MqjnntBphIj+SUYUI1QGOunQdI+s1DCStP2B5Q2bp/+mXqif0fOcBTxQY7VLIOtxNIb",
+	"aGTMtmqcD9uaI5mBXdOCBnNg13cxWhhvxIbTki1EbsZU45W1Ob2cxkAyjaGeZT+Yqf+J+RbX38S1uC8v",
+	"bPus77CQdS2rtbdN9uLYZszBrSZrFP81iAJkwVx1OcuWEpJzd8ccm+7+KaK3tlb++kzvbdnTwG0ZC55v",
+	"GLrr3LnzDBmk1RW74T8Guy5p+6Tb0Nnp/Ma75EgC/AVG35BakSPJAjpt8thu1+dOGYQt0imqhOUns13m",
+	"S6VcqXCLtxej5MUoscXzkBySdsYzxeMCykzikPjaqu9e8Yofg2pS/6tNTcq6MGPnqF0SS6FiV2kI7ZI1",
+	"LsiQ+lcjFoaebTociWsamrGxFx+Wf0myntbrReaRBfs7lJZN91ap58hV9lC1ktG+tahotNh8Mqlop5/t",
+	"0ckI7UUgvghElwRqHdqVq6DVJKJ1izTf/p/ccJAoynqk75zazoWNYYRGr8T+L1YOhqk9J2TqrXGmXb1s",
+	"s4N+j7KtKq8Yv17Vn72QpLO4fTJJZ6efLenyV50RDV7k3Yu8c6XykHhSWSPuwz+98YdgvFnWnZa8y7a8",
+	"2xCwGkMi16gxit0FvDPqKN7AZJf5VhmsF3f/aiD4pxB2BteLqGb9ZAT9ZALrON3C2UIr2+oXcfUirlyx",
+	"dx9inYQJZKfaavIqBHo9QznbsyKJC94VOT3tDK7FFdiWFvYiQEy00tRKt9BWi3eRlQiuk2m7RILh2iSp",
+	"KJFs2WoaAorgUdu4P6VQww15kWovUu2fpuD79XKRAXqM0qddkaEjaYQQJ5T740LvdeJTjrcVXNzYeBY7",
+	"rgFIu5y2OGQuHzdXjkgBBgEUusFjs4ZdMmZBADgXKC2kQhNWQkB9DTURkxc44XNrtv5tVzCxOD1trFqE",
+	"Wxy99Ft//v3WLTsuXLaoTjpswG1SqaS+MSAn2V55tqJ4Eknkjyf8ytYhcQKCKmJokggjD+RVIG74LtZI",
+	"ZDS0V53UtUonN2MWAmHcoCeEuqggS5GHt8+/MEltC0EhI6qXzsCzyz6yg9w9KwnidqRGhuxZkniRHc+y",
+	"GcetLeOR8CpuVYMMwVHldcJrExl2djpjreOdjY2t7R96m73N3tbO+833m0hwbohqZWGb5z4UQistaezV",
+	"JshnhSR6uYRRlz1czTtNuzlgQYaGDiOFFg+5YbHFQ3XMvSBinBkYbdFWlJweGQullee8YR5mengJ6NbE",
+	"S/rh9AgOoVx/0/xRSoYiYLbCrgOCmldroDjN+rviQgp963vl/F7hOobWZEvs5KwKr3p3obI8lvywVr+s",
+	"Dnlw7Oqd5PrA+oIb6nAuZBv6godLAdeOoGrwXWhp4aVdzTwsN2krqaDBnBvOtjaqjnV4a8QZq8nZTEJy",
+	"mCxkeueXnKQYVYc9KpS4cUG0hdJhvUK/WLPOL3f/LwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

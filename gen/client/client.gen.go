@@ -415,10 +415,8 @@ func (e SendStatus) Valid() bool {
 type AckOutcome struct {
 	AckedAt          Timestamp          `json:"acked_at"`
 	AckedBySessionId openapi_types.UUID `json:"acked_by_session_id"`
-
-	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq DecimalString `json:"inbox_seq"`
-	Status   AckStatus     `json:"status"`
+	InboxSeq         DecimalString      `json:"inbox_seq"`
+	Status           AckStatus          `json:"status"`
 }
 
 // AckStatus defines model for AckStatus.
@@ -426,33 +424,32 @@ type AckStatus string
 
 // AdminAgent defines model for AdminAgent.
 type AdminAgent struct {
-	AgentId openapi_types.UUID `json:"agent_id"`
-
-	// CardRevision A 64-bit value as a decimal string.
-	CardRevision DecimalString `json:"card_revision"`
-	CreatedAt    Timestamp     `json:"created_at"`
-	Description  string        `json:"description"`
-	Enabled      bool          `json:"enabled"`
-	HostName     string        `json:"host_name"`
-	LastSeenAt   *Timestamp    `json:"last_seen_at,omitempty"`
-	Listed       bool          `json:"listed"`
-	Name         string        `json:"name"`
-
-	// ProfileVersion A 64-bit value as a decimal string.
-	ProfileVersion DecimalString `json:"profile_version"`
-	Role           string        `json:"role"`
+	AgentId        openapi_types.UUID `json:"agent_id"`
+	CardRevision   DecimalString      `json:"card_revision"`
+	CreatedAt      Timestamp          `json:"created_at"`
+	Description    string             `json:"description"`
+	Enabled        bool               `json:"enabled"`
+	HostName       string             `json:"host_name"`
+	LastSeenAt     *Timestamp         `json:"last_seen_at,omitempty"`
+	Listed         bool               `json:"listed"`
+	Name           string             `json:"name"`
+	ProfileVersion DecimalString      `json:"profile_version"`
+	Role           string             `json:"role"`
 }
 
 // AdminAgentCreateInput defines model for AdminAgentCreateInput.
 type AdminAgentCreateInput struct {
-	Description *string `json:"description,omitempty"`
-	HostName    Name    `json:"host_name"`
-	Listed      *bool   `json:"listed,omitempty"`
-	Name        Name    `json:"name"`
+	// Description Public description.
+	Description *CardDescription `json:"description,omitempty"`
+	HostName    Name             `json:"host_name"`
+	Listed      *bool            `json:"listed,omitempty"`
+	Name        Name             `json:"name"`
 
-	// ProfileText Private profile, at most 64 KiB.
-	ProfileText *string `json:"profile_text,omitempty"`
-	Role        *string `json:"role,omitempty"`
+	// ProfileText Private profile (role and standing instructions).
+	ProfileText *ProfileText `json:"profile_text,omitempty"`
+
+	// Role Public role.
+	Role *CardRole `json:"role,omitempty"`
 }
 
 // AdminAgentCreateResult defines model for AdminAgentCreateResult.
@@ -477,14 +474,12 @@ type AdminAgentUpdateInput struct {
 
 // AdminBox defines model for AdminBox.
 type AdminBox struct {
-	BoxId     openapi_types.UUID `json:"box_id"`
-	BoxKey    string             `json:"box_key"`
-	CreatedAt Timestamp          `json:"created_at"`
-	Enabled   bool               `json:"enabled"`
-	Name      string             `json:"name"`
-
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString `json:"settings_revision"`
+	BoxId            openapi_types.UUID `json:"box_id"`
+	BoxKey           string             `json:"box_key"`
+	CreatedAt        Timestamp          `json:"created_at"`
+	Enabled          bool               `json:"enabled"`
+	Name             string             `json:"name"`
+	SettingsRevision DecimalString      `json:"settings_revision"`
 }
 
 // AdminBoxCreateInput defines model for AdminBoxCreateInput.
@@ -569,8 +564,8 @@ type AdminKeyList struct {
 
 // AdminProfileSetInput defines model for AdminProfileSetInput.
 type AdminProfileSetInput struct {
-	// Text Private profile, at most 64 KiB.
-	Text string `json:"text"`
+	// Text Private profile (role and standing instructions).
+	Text ProfileText `json:"text"`
 }
 
 // AdminRoom defines model for AdminRoom.
@@ -599,16 +594,15 @@ type AdminRoomSetOwnerInput struct {
 
 // AdminSettings defines model for AdminSettings.
 type AdminSettings struct {
-	BoxKey   string         `json:"box_key"`
-	Settings SettingsValues `json:"settings"`
+	BoxKey string `json:"box_key"`
 
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString `json:"settings_revision"`
+	// Settings The effective per-box settings; each property's default is the value a box has until an admin overrides it.
+	Settings         SettingsValues `json:"settings"`
+	SettingsRevision DecimalString  `json:"settings_revision"`
 }
 
 // AdminSettingsUpdateInput defines model for AdminSettingsUpdateInput.
 type AdminSettingsUpdateInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision *DecimalString `json:"expected_revision,omitempty"`
 	Settings         SettingsPatch  `json:"settings"`
 }
@@ -645,7 +639,6 @@ type AgentName struct {
 
 // AgentPrimeInput defines model for AgentPrimeInput.
 type AgentPrimeInput struct {
-	// KnownCheckpointRevision A 64-bit value as a decimal string.
 	KnownCheckpointRevision *DecimalString `json:"known_checkpoint_revision,omitempty"`
 }
 
@@ -685,13 +678,11 @@ type Attachment struct {
 
 // BatchOutcome defines model for BatchOutcome.
 type BatchOutcome struct {
-	Error     *ErrorDetail        `json:"error,omitempty"`
-	MessageId *openapi_types.UUID `json:"message_id,omitempty"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq    *DecimalString     `json:"message_seq,omitempty"`
-	Status        BatchSendStatus    `json:"status"`
-	TargetAgentId openapi_types.UUID `json:"target_agent_id"`
+	Error         *ErrorDetail        `json:"error,omitempty"`
+	MessageId     *openapi_types.UUID `json:"message_id,omitempty"`
+	MessageSeq    *DecimalString      `json:"message_seq,omitempty"`
+	Status        BatchSendStatus     `json:"status"`
+	TargetAgentId openapi_types.UUID  `json:"target_agent_id"`
 }
 
 // BatchSendStatus defines model for BatchSendStatus.
@@ -702,16 +693,17 @@ type BoxKey = string
 
 // Card A public directory card. last_seen_at is an observation, not proof of liveness.
 type Card struct {
-	AgentId openapi_types.UUID `json:"agent_id"`
-
-	// CardRevision A 64-bit value as a decimal string.
-	CardRevision *DecimalString `json:"card_revision,omitempty"`
-	Description  string         `json:"description"`
-	HostName     string         `json:"host_name"`
-	LastSeenAt   *Timestamp     `json:"last_seen_at,omitempty"`
-	Name         string         `json:"name"`
-	Role         string         `json:"role"`
+	AgentId      openapi_types.UUID `json:"agent_id"`
+	CardRevision *DecimalString     `json:"card_revision,omitempty"`
+	Description  string             `json:"description"`
+	HostName     string             `json:"host_name"`
+	LastSeenAt   *Timestamp         `json:"last_seen_at,omitempty"`
+	Name         string             `json:"name"`
+	Role         string             `json:"role"`
 }
+
+// CardDescription Public description.
+type CardDescription = string
 
 // CardPage defines model for CardPage.
 type CardPage struct {
@@ -721,12 +713,13 @@ type CardPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
+// CardRole Public role.
+type CardRole = string
+
 // Checkpoint defines model for Checkpoint.
 type Checkpoint struct {
 	// Checkpoint Any JSON object.
-	Checkpoint JsonObject `json:"checkpoint"`
-
-	// Revision A 64-bit value as a decimal string.
+	Checkpoint       JsonObject          `json:"checkpoint"`
 	Revision         DecimalString       `json:"revision"`
 	SavedAt          *Timestamp          `json:"saved_at,omitempty"`
 	SavedBySessionId *openapi_types.UUID `json:"saved_by_session_id,omitempty"`
@@ -735,18 +728,15 @@ type Checkpoint struct {
 // CheckpointSaveInput defines model for CheckpointSaveInput.
 type CheckpointSaveInput struct {
 	// Checkpoint Any JSON object.
-	Checkpoint JsonObject `json:"checkpoint"`
-
-	// ExpectedRevision A 64-bit value as a decimal string.
+	Checkpoint       JsonObject    `json:"checkpoint"`
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // CheckpointSaveResult defines model for CheckpointSaveResult.
 type CheckpointSaveResult struct {
-	// Revision A 64-bit value as a decimal string.
 	Revision DecimalString `json:"revision"`
 	SavedAt  Timestamp     `json:"saved_at"`
 }
@@ -754,10 +744,8 @@ type CheckpointSaveResult struct {
 // CheckpointStatus defines model for CheckpointStatus.
 type CheckpointStatus struct {
 	// CheckpointChanged True when known_checkpoint_revision was given and differs.
-	CheckpointChanged bool `json:"checkpoint_changed"`
-
-	// Revision A 64-bit value as a decimal string.
-	Revision DecimalString `json:"revision"`
+	CheckpointChanged bool          `json:"checkpoint_changed"`
+	Revision          DecimalString `json:"revision"`
 }
 
 // ClaimOrder defines model for ClaimOrder.
@@ -766,7 +754,7 @@ type ClaimOrder string
 // CleanupState defines model for CleanupState.
 type CleanupState string
 
-// DecimalString A 64-bit value as a decimal string.
+// DecimalString defines model for DecimalString.
 type DecimalString = string
 
 // Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
@@ -781,19 +769,18 @@ type DestinationKind string
 
 // DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
 type DirectoryUpdateSelfInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Patch Fields to change; at least one.
 	Patch struct {
-		// Description Public description, at most 2000 bytes.
-		Description *string `json:"description,omitempty"`
+		// Description Public description.
+		Description *CardDescription `json:"description,omitempty"`
 
-		// Role Public role, at most 200 bytes.
-		Role *string `json:"role,omitempty"`
+		// Role Public role.
+		Role *CardRole `json:"role,omitempty"`
 	} `json:"patch"`
 }
 
@@ -807,9 +794,7 @@ type ErrorCode string
 
 // ErrorDetail defines model for ErrorDetail.
 type ErrorDetail struct {
-	Code ErrorCode `json:"code"`
-
-	// CurrentRevision A 64-bit value as a decimal string.
+	Code            ErrorCode      `json:"code"`
 	CurrentRevision *DecimalString `json:"current_revision,omitempty"`
 
 	// Field The offending input field, e.g. inbox_seqs[3].
@@ -826,9 +811,7 @@ type ErrorDetail struct {
 	RetryAfterSeconds *int    `json:"retry_after_seconds,omitempty"`
 
 	// Retryable True only for RATE_LIMITED and TEMPORARILY_UNAVAILABLE; retry with the same idempotency_key.
-	Retryable bool `json:"retryable"`
-
-	// SettingsRevision A 64-bit value as a decimal string.
+	Retryable        bool           `json:"retryable"`
 	SettingsRevision *DecimalString `json:"settings_revision,omitempty"`
 	SuggestedAction  *string        `json:"suggested_action,omitempty"`
 }
@@ -838,10 +821,10 @@ type ExportFormat string
 
 // FileAccessReportInput defines model for FileAccessReportInput.
 type FileAccessReportInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// Note Short note, at most 500 bytes.
+	// Note Short note.
 	Note   *string          `json:"note,omitempty"`
 	Status FileAccessStatus `json:"status"`
 }
@@ -862,17 +845,20 @@ type FileRef struct {
 	VersionLabel *string `json:"version_label,omitempty"`
 }
 
-// FileRefInput A file reference. No bytes: nothing fetches the URL.
+// FileRefInput A file link; nothing fetches it.
 type FileRefInput struct {
 	Commit      *string `json:"commit,omitempty"`
 	DisplayName string  `json:"display_name"`
 	MediaType   *string `json:"media_type,omitempty"`
 	Sha256      *string `json:"sha256,omitempty"`
 
-	// Url https:// URL without userinfo, query, fragment, IP-literal private hosts or token-like parts.
+	// Url https:// URL without credentials, query or private host.
 	Url          string  `json:"url"`
 	VersionLabel *string `json:"version_label,omitempty"`
 }
+
+// FileRefInputs defines model for FileRefInputs.
+type FileRefInputs = []FileRefInput
 
 // FileReport defines model for FileReport.
 type FileReport struct {
@@ -898,18 +884,18 @@ type Follow string
 // HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
 type HistoryVisibility string
 
-// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+// IdempotencyKey Unique per action; reuse it to retry.
 type IdempotencyKey = string
 
 // IdempotentInput defines model for IdempotentInput.
 type IdempotentInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // InboxAckInput defines model for InboxAckInput.
 type InboxAckInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InboxSeqs 1..ack_batch_max rows returned to this session.
@@ -923,13 +909,13 @@ type InboxAckResult struct {
 
 // InboxClaimInput defines model for InboxClaimInput.
 type InboxClaimInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// LeaseSeconds Lease length; clamped to [1, lease_max_seconds]; default lease_default_seconds.
+	// LeaseSeconds Lease length, clamped to lease_max_seconds; default lease_default_seconds.
 	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
 
-	// Limit Rows to lease; clamped to [1, page_limit_max].
+	// Limit Rows to lease, clamped to page_limit_max.
 	Limit *int64      `json:"limit,omitempty"`
 	Order *ClaimOrder `json:"order,omitempty"`
 }
@@ -946,11 +932,9 @@ type InboxFilter string
 type InboxItem struct {
 	AckedAt          *Timestamp          `json:"acked_at,omitempty"`
 	AckedBySessionId *openapi_types.UUID `json:"acked_by_session_id,omitempty"`
-
-	// InboxSeq A 64-bit value as a decimal string.
-	InboxSeq        DecimalString `json:"inbox_seq"`
-	LeaseExpiresAt  *Timestamp    `json:"lease_expires_at,omitempty"`
-	LeasedElsewhere bool          `json:"leased_elsewhere"`
+	InboxSeq         DecimalString       `json:"inbox_seq"`
+	LeaseExpiresAt   *Timestamp          `json:"lease_expires_at,omitempty"`
+	LeasedElsewhere  bool                `json:"leased_elsewhere"`
 
 	// Message The canonical message. Messages are immutable.
 	Message Message `json:"message"`
@@ -978,11 +962,11 @@ type JsonObject = json.RawMessage
 // Limits defines model for Limits.
 type Limits struct {
 	// Semantics One line of meaning per limit and per retention or duplicate rule.
-	Semantics map[string]string `json:"semantics"`
+	Semantics        map[string]string `json:"semantics"`
+	SettingsRevision DecimalString     `json:"settings_revision"`
 
-	// SettingsRevision A 64-bit value as a decimal string.
-	SettingsRevision DecimalString  `json:"settings_revision"`
-	Values           SettingsValues `json:"values"`
+	// Values The effective per-box settings; each property's default is the value a box has until an admin overrides it.
+	Values SettingsValues `json:"values"`
 }
 
 // Me defines model for Me.
@@ -1014,12 +998,10 @@ type Message struct {
 	CreatedAt  Timestamp   `json:"created_at"`
 
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
-	Destination     Destination          `json:"destination"`
-	Files           []FileRef            `json:"files"`
-	MentionAgentIds []openapi_types.UUID `json:"mention_agent_ids"`
-	MessageId       openapi_types.UUID   `json:"message_id"`
-
-	// MessageSeq A 64-bit value as a decimal string.
+	Destination      Destination          `json:"destination"`
+	Files            []FileRef            `json:"files"`
+	MentionAgentIds  []openapi_types.UUID `json:"mention_agent_ids"`
+	MessageId        openapi_types.UUID   `json:"message_id"`
 	MessageSeq       DecimalString        `json:"message_seq"`
 	Payload          *json.RawMessage     `json:"payload,omitempty"`
 	ReplyToMessageId *openapi_types.UUID  `json:"reply_to_message_id"`
@@ -1042,22 +1024,18 @@ type MessagePage struct {
 
 // MessageRef defines model for MessageRef.
 type MessageRef struct {
-	MessageId openapi_types.UUID `json:"message_id"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq DecimalString `json:"message_seq"`
+	MessageId  openapi_types.UUID `json:"message_id"`
+	MessageSeq DecimalString      `json:"message_seq"`
 }
 
 // MessageSendBatchInput defines model for MessageSendBatchInput.
 type MessageSendBatchInput struct {
 	// BodyMd As message_send.
-	BodyMd string `json:"body_md"`
-	DryRun *bool  `json:"dry_run,omitempty"`
+	BodyMd string         `json:"body_md"`
+	DryRun *bool          `json:"dry_run,omitempty"`
+	Files  *FileRefInputs `json:"files,omitempty"`
 
-	// Files At most 10 file references.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// Payload As message_send.
@@ -1088,19 +1066,17 @@ type MessageSendInput struct {
 	// Destination Exactly {kind: dm, recipient_agent_id} or {kind: room, room_id}.
 	Destination Destination `json:"destination"`
 
-	// DryRun Validate only; write nothing.
-	DryRun *bool `json:"dry_run,omitempty"`
+	// DryRun Validate only.
+	DryRun *bool          `json:"dry_run,omitempty"`
+	Files  *FileRefInputs `json:"files,omitempty"`
 
-	// Files At most 10 file references.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// MentionAgentIds Structured mentions (distinct, at most targets_max, not self).
 	MentionAgentIds *[]openapi_types.UUID `json:"mention_agent_ids,omitempty"`
 
-	// Payload Optional JSON object, at most payload_max_bytes serialized and payload_max_depth deep; no credential-like keys or values.
+	// Payload JSON object within payload_max_bytes and payload_max_depth; no credential-like keys or values.
 	Payload          *json.RawMessage    `json:"payload,omitempty"`
 	ReplyToMessageId *openapi_types.UUID `json:"reply_to_message_id,omitempty"`
 
@@ -1114,11 +1090,9 @@ type MessageSendResult struct {
 	CreatedAt      *Timestamp          `json:"created_at,omitempty"`
 	DryRun         *bool               `json:"dry_run,omitempty"`
 	MessageId      *openapi_types.UUID `json:"message_id,omitempty"`
-
-	// MessageSeq A 64-bit value as a decimal string.
-	MessageSeq   *DecimalString `json:"message_seq,omitempty"`
-	RequestCount int64          `json:"request_count"`
-	Status       SendStatus     `json:"status"`
+	MessageSeq     *DecimalString      `json:"message_seq,omitempty"`
+	RequestCount   int64               `json:"request_count"`
+	Status         SendStatus          `json:"status"`
 }
 
 // MessageSendUpload A send with one uploaded attachment (multipart/form-data, HTTP and CLI only): exactly two parts, `input` (application/json, the same MessageSendInput as the JSON form, validated by the same strict decoder; body_md may be empty) and `file`. The message and its attachment are stored in one transaction.
@@ -1150,7 +1124,6 @@ type PrimeCounts struct {
 
 // PrimeRoom defines model for PrimeRoom.
 type PrimeRoom struct {
-	// BriefRevision A 64-bit value as a decimal string.
 	BriefRevision *DecimalString     `json:"brief_revision,omitempty"`
 	Follow        *Follow            `json:"follow,omitempty"`
 	Name          string             `json:"name"`
@@ -1161,24 +1134,23 @@ type PrimeRoom struct {
 
 // Profile defines model for Profile.
 type Profile struct {
-	// ProfileVersion A 64-bit value as a decimal string.
 	ProfileVersion DecimalString `json:"profile_version"`
 	Text           string        `json:"text"`
 }
 
+// ProfileText Private profile (role and standing instructions).
+type ProfileText = string
+
 // Request defines model for Request.
 type Request struct {
-	// MessageSeq A 64-bit value as a decimal string.
 	MessageSeq       DecimalString       `json:"message_seq"`
 	RecipientAgentId openapi_types.UUID  `json:"recipient_agent_id"`
 	ReplyMessageId   *openapi_types.UUID `json:"reply_message_id,omitempty"`
 	RequestMessageId openapi_types.UUID  `json:"request_message_id"`
 	RequesterAgentId openapi_types.UUID  `json:"requester_agent_id"`
-
-	// Revision A 64-bit value as a decimal string.
-	Revision  DecimalString `json:"revision"`
-	Status    RequestStatus `json:"status"`
-	UpdatedAt Timestamp     `json:"updated_at"`
+	Revision         DecimalString       `json:"revision"`
+	Status           RequestStatus       `json:"status"`
+	UpdatedAt        Timestamp           `json:"updated_at"`
 }
 
 // RequestDirection defines model for RequestDirection.
@@ -1195,16 +1167,12 @@ type RequestPage struct {
 // RequestRespondInput defines model for RequestRespondInput.
 type RequestRespondInput struct {
 	// BodyMd The reply body, as message_send.
-	BodyMd string `json:"body_md"`
-	DryRun *bool  `json:"dry_run,omitempty"`
+	BodyMd           string         `json:"body_md"`
+	DryRun           *bool          `json:"dry_run,omitempty"`
+	ExpectedRevision DecimalString  `json:"expected_revision"`
+	Files            *FileRefInputs `json:"files,omitempty"`
 
-	// ExpectedRevision A 64-bit value as a decimal string.
-	ExpectedRevision DecimalString `json:"expected_revision"`
-
-	// Files At most 10; with result_ready each needs version_label, sha256 or commit.
-	Files *[]FileRefInput `json:"files,omitempty"`
-
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 	Status         ResponseStatus `json:"status"`
 }
@@ -1224,9 +1192,7 @@ type ResponseStatus string
 
 // RoomBrief defines model for RoomBrief.
 type RoomBrief struct {
-	BriefMd string `json:"brief_md"`
-
-	// Revision A 64-bit value as a decimal string.
+	BriefMd   string             `json:"brief_md"`
 	Revision  DecimalString      `json:"revision"`
 	RoomId    openapi_types.UUID `json:"room_id"`
 	UpdatedAt *Timestamp         `json:"updated_at,omitempty"`
@@ -1234,13 +1200,11 @@ type RoomBrief struct {
 
 // RoomBriefUpdateInput defines model for RoomBriefUpdateInput.
 type RoomBriefUpdateInput struct {
-	// AppendMd Text to append, at most 8 KiB; the brief stays at most 64 KiB.
-	AppendMd string `json:"append_md"`
-
-	// ExpectedRevision A 64-bit value as a decimal string.
+	// AppendMd Text to append; the whole brief is capped too (brief_md).
+	AppendMd         string        `json:"append_md"`
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
@@ -1248,19 +1212,19 @@ type RoomBriefUpdateInput struct {
 type RoomCreateInput struct {
 	DefaultFollow *Follow `json:"default_follow,omitempty"`
 
-	// DryRun Validate only; write nothing.
+	// DryRun Validate only.
 	DryRun *bool `json:"dry_run,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
 	HistoryVisibility *HistoryVisibility `json:"history_visibility,omitempty"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InviteeAgentIds Agents to invite (at most targets_max, distinct, not the caller).
 	InviteeAgentIds *[]openapi_types.UUID `json:"invitee_agent_ids,omitempty"`
 
-	// Name Room name, at most 200 bytes.
+	// Name Room name.
 	Name string `json:"name"`
 }
 
@@ -1283,16 +1247,11 @@ type RoomCreateResult struct {
 
 // RoomDetails Full details for an active member; only room_id, name, inviter_agent_id, invited_at and state for a pending invitee.
 type RoomDetails struct {
-	// BriefRevision A 64-bit value as a decimal string.
-	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
-	CreatedAt     *Timestamp     `json:"created_at,omitempty"`
-	DefaultFollow *Follow        `json:"default_follow,omitempty"`
-
-	// Epoch A 64-bit value as a decimal string.
-	Epoch  *DecimalString `json:"epoch,omitempty"`
-	Follow *Follow        `json:"follow,omitempty"`
-
-	// FollowRevision A 64-bit value as a decimal string.
+	BriefRevision  *DecimalString `json:"brief_revision,omitempty"`
+	CreatedAt      *Timestamp     `json:"created_at,omitempty"`
+	DefaultFollow  *Follow        `json:"default_follow,omitempty"`
+	Epoch          *DecimalString `json:"epoch,omitempty"`
+	Follow         *Follow        `json:"follow,omitempty"`
 	FollowRevision *DecimalString `json:"follow_revision,omitempty"`
 
 	// HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
@@ -1304,7 +1263,7 @@ type RoomDetails struct {
 	OwnerAgentId      *openapi_types.UUID `json:"owner_agent_id,omitempty"`
 	RoomId            openapi_types.UUID  `json:"room_id"`
 
-	// Roster At most 200 active and invited members.
+	// Roster Active and invited members; roster_truncated says when there are more.
 	Roster          *[]RosterEntry `json:"roster,omitempty"`
 	RosterTruncated *bool          `json:"roster_truncated,omitempty"`
 	State           MemberState    `json:"state"`
@@ -1313,26 +1272,23 @@ type RoomDetails struct {
 
 // RoomFollowInput defines model for RoomFollowInput.
 type RoomFollowInput struct {
-	// ExpectedRevision A 64-bit value as a decimal string.
 	ExpectedRevision DecimalString `json:"expected_revision"`
 	Follow           Follow        `json:"follow"`
 
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 }
 
 // RoomFollowResult defines model for RoomFollowResult.
 type RoomFollowResult struct {
-	Follow Follow `json:"follow"`
-
-	// Revision A 64-bit value as a decimal string.
+	Follow   Follow             `json:"follow"`
 	Revision DecimalString      `json:"revision"`
 	RoomId   openapi_types.UUID `json:"room_id"`
 }
 
 // RoomInviteInput defines model for RoomInviteInput.
 type RoomInviteInput struct {
-	// IdempotencyKey 1..128 printable ASCII characters, unique per logical action; retry an uncertain call with the same key.
+	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
 	// InviteeAgentIds Agents to invite (1..targets_max).
@@ -1348,11 +1304,8 @@ type RoomInviteResult struct {
 
 // RoomListItem defines model for RoomListItem.
 type RoomListItem struct {
-	// BriefRevision A 64-bit value as a decimal string.
-	BriefRevision *DecimalString `json:"brief_revision,omitempty"`
-	Follow        *Follow        `json:"follow,omitempty"`
-
-	// FollowRevision A 64-bit value as a decimal string.
+	BriefRevision  *DecimalString      `json:"brief_revision,omitempty"`
+	Follow         *Follow             `json:"follow,omitempty"`
 	FollowRevision *DecimalString      `json:"follow_revision,omitempty"`
 	InvitedAt      *Timestamp          `json:"invited_at,omitempty"`
 	InviterAgentId *openapi_types.UUID `json:"inviter_agent_id,omitempty"`
@@ -1364,9 +1317,7 @@ type RoomListItem struct {
 
 // RoomMembershipResult defines model for RoomMembershipResult.
 type RoomMembershipResult struct {
-	At Timestamp `json:"at"`
-
-	// Epoch A 64-bit value as a decimal string.
+	At     Timestamp             `json:"at"`
 	Epoch  DecimalString         `json:"epoch"`
 	RoomId openapi_types.UUID    `json:"room_id"`
 	State  MembershipResultState `json:"state"`
@@ -1423,28 +1374,28 @@ type SettingsPatch struct {
 	UploadTempMaxBytes          *int64 `json:"upload_temp_max_bytes,omitempty"`
 }
 
-// SettingsValues defines model for SettingsValues.
+// SettingsValues The effective per-box settings; each property's default is the value a box has until an admin overrides it.
 type SettingsValues struct {
-	AckBatchMax          int64 `json:"ack_batch_max"`
+	AckBatchMax          int64 `json:"ack_batch_max" validate:"gte=1"`
 	AttachmentMaxBytes   int64 `json:"attachment_max_bytes"`
-	BodyMaxBytes         int64 `json:"body_max_bytes"`
+	BodyMaxBytes         int64 `json:"body_max_bytes" validate:"gte=1"`
 	ChannelAttachmentCap int64 `json:"channel_attachment_cap"`
-	ChannelMessageCap    int64 `json:"channel_message_cap"`
+	ChannelMessageCap    int64 `json:"channel_message_cap" validate:"gte=1"`
 
-	// CheckpointMaxBytes Fixed by the product (32 KiB); not a setting.
+	// CheckpointMaxBytes Fixed by the product (its default); not a setting.
 	CheckpointMaxBytes          int64 `json:"checkpoint_max_bytes"`
-	EnvelopeMaxBytes            int64 `json:"envelope_max_bytes"`
-	IdempotencyRetentionSeconds int64 `json:"idempotency_retention_seconds"`
-	LeaseDefaultSeconds         int64 `json:"lease_default_seconds"`
-	LeaseMaxSeconds             int64 `json:"lease_max_seconds"`
-	PageLimitDefault            int64 `json:"page_limit_default"`
-	PageLimitMax                int64 `json:"page_limit_max"`
-	PayloadMaxBytes             int64 `json:"payload_max_bytes"`
-	PayloadMaxDepth             int64 `json:"payload_max_depth"`
+	EnvelopeMaxBytes            int64 `json:"envelope_max_bytes" validate:"gte=1"`
+	IdempotencyRetentionSeconds int64 `json:"idempotency_retention_seconds" validate:"gte=1"`
+	LeaseDefaultSeconds         int64 `json:"lease_default_seconds" validate:"ltefield=LeaseMaxSeconds,gte=1"`
+	LeaseMaxSeconds             int64 `json:"lease_max_seconds" validate:"gte=1"`
+	PageLimitDefault            int64 `json:"page_limit_default" validate:"ltefield=PageLimitMax,gte=1"`
+	PageLimitMax                int64 `json:"page_limit_max" validate:"gte=1"`
+	PayloadMaxBytes             int64 `json:"payload_max_bytes" validate:"gte=1"`
+	PayloadMaxDepth             int64 `json:"payload_max_depth" validate:"gte=1"`
 	RateLimitBurst              int64 `json:"rate_limit_burst"`
 	RateLimitPerSecond          int64 `json:"rate_limit_per_second"`
-	ResponseBudgetBytes         int64 `json:"response_budget_bytes"`
-	TargetsMax                  int64 `json:"targets_max"`
+	ResponseBudgetBytes         int64 `json:"response_budget_bytes" validate:"gte=1"`
+	TargetsMax                  int64 `json:"targets_max" validate:"gte=1"`
 	UploadConcurrencyMax        int64 `json:"upload_concurrency_max"`
 	UploadTempMaxBytes          int64 `json:"upload_temp_max_bytes"`
 }
@@ -1567,10 +1518,10 @@ type ConversationReadParams struct {
 	// Destination The conversation: {kind: room, room_id} or {kind: dm, recipient_agent_id}.
 	Destination DestinationQuery `json:"destination"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1582,10 +1533,10 @@ type DirectorySearchParams struct {
 	// Query Non-empty text to find in name or role.
 	Query string `form:"query" json:"query"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1606,16 +1557,15 @@ type DirectoryGetParams struct {
 
 // InboxListParams defines parameters for InboxList.
 type InboxListParams struct {
-	// Filter unread (default), all or acked.
 	Filter *InboxFilter `form:"filter,omitempty" json:"filter,omitempty"`
 
 	// Destination Only rows of this room or DM pair.
 	Destination *DestinationFilterQuery `json:"destination,omitempty"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1654,10 +1604,10 @@ type MessageGetParams struct {
 
 // FileReportListParams defines parameters for FileReportList.
 type FileReportListParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1684,16 +1634,15 @@ type ProfileGetParams struct {
 
 // RequestListParams defines parameters for RequestList.
 type RequestListParams struct {
-	// Direction incoming or outgoing.
 	Direction RequestDirection `form:"direction" json:"direction"`
 
 	// Status Only this declaration.
 	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1708,10 +1657,10 @@ type RequestRespondParams struct {
 
 // RoomListParams defines parameters for RoomList.
 type RoomListParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1768,10 +1717,10 @@ type RoomLeaveParams struct {
 
 // ThreadReadParams defines parameters for ThreadRead.
 type ThreadReadParams struct {
-	// Limit Page size; clamped to [1, page_limit_max], default page_limit_default. Never rejected.
+	// Limit Page size (page_limit_default, clamped to page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -1780,10 +1729,9 @@ type ThreadReadParams struct {
 
 // ThreadExportParams defines parameters for ThreadExport.
 type ThreadExportParams struct {
-	// Format json or markdown.
 	Format ExportFormat `form:"format" json:"format"`
 
-	// Cursor Opaque cursor from next_cursor or resume_cursor of the same stream and filter.
+	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
 	// AgentboxSession Transport session key; without it the API key's ID names the session.
@@ -2206,7 +2154,7 @@ type ClientInterface interface {
 
 	// CheckpointSaveWithBody Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2215,7 +2163,7 @@ type ClientInterface interface {
 
 	// CheckpointSave Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2463,7 +2411,7 @@ type ClientInterface interface {
 
 	// RoomGet Read room details and roster
 	//
-	// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+	// Details and a bounded roster (see its maxItems) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
 	//
 	// Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id} (the `RoomGet` operationId).
 	RoomGet(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2477,7 +2425,7 @@ type ClientInterface interface {
 
 	// RoomBriefUpdateWithBody Append to the room brief
 	//
-	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2486,7 +2434,7 @@ type ClientInterface interface {
 
 	// RoomBriefUpdate Append to the room brief
 	//
-	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3178,7 +3126,7 @@ func (c *Client) CheckpointGet(ctx context.Context, boxKey BoxKey, params *Check
 
 // CheckpointSaveWithBody Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3197,7 +3145,7 @@ func (c *Client) CheckpointSaveWithBody(ctx context.Context, boxKey BoxKey, para
 
 // CheckpointSave Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3745,7 +3693,7 @@ func (c *Client) RoomCreate(ctx context.Context, boxKey BoxKey, params *RoomCrea
 
 // RoomGet Read room details and roster
 //
-// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+// Details and a bounded roster (see its maxItems) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
 //
 // Corresponds with GET /api/v1/boxes/{box_key}/rooms/{room_id} (the `RoomGet` operationId).
 func (c *Client) RoomGet(ctx context.Context, boxKey BoxKey, roomId RoomIdPath, params *RoomGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3779,7 +3727,7 @@ func (c *Client) RoomBriefGet(ctx context.Context, boxKey BoxKey, roomId RoomIdP
 
 // RoomBriefUpdateWithBody Append to the room brief
 //
-// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3798,7 +3746,7 @@ func (c *Client) RoomBriefUpdateWithBody(ctx context.Context, boxKey BoxKey, roo
 
 // RoomBriefUpdate Append to the room brief
 //
-// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7432,7 +7380,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckpointSaveWithBodyWithResponse Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7441,7 +7389,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckpointSaveWithResponse Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7711,7 +7659,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomGetWithResponse Read room details and roster
 	//
-	// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+	// Details and a bounded roster (see its maxItems) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7729,7 +7677,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomBriefUpdateWithBodyWithResponse Append to the room brief
 	//
-	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7738,7 +7686,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomBriefUpdateWithResponse Append to the room brief
 	//
-	// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -12836,7 +12784,7 @@ func (c *ClientWithResponses) CheckpointGetWithResponse(ctx context.Context, box
 
 // CheckpointSaveWithBodyWithResponse Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12851,7 +12799,7 @@ func (c *ClientWithResponses) CheckpointSaveWithBodyWithResponse(ctx context.Con
 
 // CheckpointSaveWithResponse Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most 32 KiB of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13301,7 +13249,7 @@ func (c *ClientWithResponses) RoomCreateWithResponse(ctx context.Context, boxKey
 
 // RoomGetWithResponse Read room details and roster
 //
-// Details and a bounded roster (at most 200) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
+// Details and a bounded roster (see its maxItems) for an active member; a pending invitee sees only room_id, name, inviter_agent_id, invited_at and state.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -13331,7 +13279,7 @@ func (c *ClientWithResponses) RoomBriefGetWithResponse(ctx context.Context, boxK
 
 // RoomBriefUpdateWithBodyWithResponse Append to the room brief
 //
-// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13346,7 +13294,7 @@ func (c *ClientWithResponses) RoomBriefUpdateWithBodyWithResponse(ctx context.Co
 
 // RoomBriefUpdateWithResponse Append to the room brief
 //
-// Appends text (at most 8 KiB; brief at most 64 KiB) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -101,6 +101,11 @@ WITH victims AS MATERIALIZED (
     DELETE FROM messages
     WHERE messages.box_id = $1 AND messages.message_id IN (SELECT message_id FROM victims)
     RETURNING messages.channel_id, messages.has_attachment
+), dropped_references AS (
+    -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
+    DELETE FROM channel_sender_latest l
+    WHERE l.box_id = $1 AND l.channel_id = ANY($2::uuid[])
+      AND l.message_id IN (SELECT message_id FROM victims)
 ), counted AS (
     UPDATE channels SET message_count = channels.message_count - d.n,
                         attachment_message_count = channels.attachment_message_count - d.a
@@ -119,8 +124,8 @@ type DeleteOversizedAttachmentMessagesParams struct {
 
 // Retroactive attachment_max_bytes (SPEC §11): in the given channels (locked by the caller),
 // every message whose attachment is larger than @max_bytes is deleted whole (cascading to its
-// attachment, attention rows, receipts, leases, requests, file reports and duplicate
-// reference), and the channels' counts are decreased by what was deleted.
+// attachment, attention rows, receipts, leases, requests and file reports; the duplicate
+// reference is deleted explicitly), and the channels' counts are decreased by what was deleted.
 func (q *Queries) DeleteOversizedAttachmentMessages(ctx context.Context, arg DeleteOversizedAttachmentMessagesParams) (int64, error) {
 	row := q.db.QueryRow(ctx, deleteOversizedAttachmentMessages, arg.BoxID, arg.ChannelIds, arg.MaxBytes)
 	var column_1 int64

@@ -69,8 +69,8 @@ type Querier interface {
 	DeleteExpiredIdempotencyRecords(ctx context.Context, arg DeleteExpiredIdempotencyRecordsParams) (int64, error)
 	// Retroactive attachment_max_bytes (SPEC §11): in the given channels (locked by the caller),
 	// every message whose attachment is larger than @max_bytes is deleted whole (cascading to its
-	// attachment, attention rows, receipts, leases, requests, file reports and duplicate
-	// reference), and the channels' counts are decreased by what was deleted.
+	// attachment, attention rows, receipts, leases, requests and file reports; the duplicate
+	// reference is deleted explicitly), and the channels' counts are decreased by what was deleted.
 	DeleteOversizedAttachmentMessages(ctx context.Context, arg DeleteOversizedAttachmentMessagesParams) (int64, error)
 	// Which of the given IDs are enabled agents of the box (one round trip for any number of targets).
 	EnabledAgentIDs(ctx context.Context, arg EnabledAgentIDsParams) ([]uuid.UUID, error)

@@ -7,26 +7,34 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/agentbox/agentbox/gen/api"
 )
 
-// Code is the UPPER_CASE error class.
+// Code is the UPPER_CASE error class. The values are the ErrorCode enum of
+// spec/openapi.json as generated into gen/api (the one list of codes); Codes lists them
+// and a test checks it against the contract both ways.
 type Code string
 
 const (
-	AuthFailed             Code = "AUTH_FAILED"
-	NotPrimed              Code = "NOT_PRIMED"
-	ProfileOutdated        Code = "PROFILE_OUTDATED"
-	NotFoundOrForbidden    Code = "NOT_FOUND_OR_FORBIDDEN"
-	RoomArchived           Code = "ROOM_ARCHIVED"
-	InvalidArgument        Code = "INVALID_ARGUMENT"
-	LimitExceeded          Code = "LIMIT_EXCEEDED"
-	RevisionConflict       Code = "REVISION_CONFLICT"
-	IdempotencyConflict    Code = "IDEMPOTENCY_CONFLICT"
-	CursorInvalid          Code = "CURSOR_INVALID"
-	RateLimited            Code = "RATE_LIMITED"
-	TemporarilyUnavailable Code = "TEMPORARILY_UNAVAILABLE"
-	StorageFailure         Code = "STORAGE_FAILURE"
+	AuthFailed             = Code(api.ErrorCodeAUTHFAILED)
+	NotPrimed              = Code(api.ErrorCodeNOTPRIMED)
+	ProfileOutdated        = Code(api.ErrorCodePROFILEOUTDATED)
+	NotFoundOrForbidden    = Code(api.ErrorCodeNOTFOUNDORFORBIDDEN)
+	RoomArchived           = Code(api.ErrorCodeROOMARCHIVED)
+	InvalidArgument        = Code(api.ErrorCodeINVALIDARGUMENT)
+	LimitExceeded          = Code(api.ErrorCodeLIMITEXCEEDED)
+	RevisionConflict       = Code(api.ErrorCodeREVISIONCONFLICT)
+	IdempotencyConflict    = Code(api.ErrorCodeIDEMPOTENCYCONFLICT)
+	CursorInvalid          = Code(api.ErrorCodeCURSORINVALID)
+	RateLimited            = Code(api.ErrorCodeRATELIMITED)
+	TemporarilyUnavailable = Code(api.ErrorCodeTEMPORARILYUNAVAILABLE)
+	StorageFailure         = Code(api.ErrorCodeSTORAGEFAILURE)
 )
+
+// Codes are every code, each with its HTTP status below.
+var Codes = []Code{AuthFailed, NotPrimed, ProfileOutdated, NotFoundOrForbidden, RoomArchived, InvalidArgument,
+	LimitExceeded, RevisionConflict, IdempotencyConflict, CursorInvalid, RateLimited, TemporarilyUnavailable, StorageFailure}
 
 // HTTPStatus maps a code to its HTTP status (documented per operation in spec/openapi.json).
 func (c Code) HTTPStatus() int {
@@ -45,7 +53,7 @@ func (c Code) HTTPStatus() int {
 		return http.StatusTooManyRequests
 	case TemporarilyUnavailable:
 		return http.StatusServiceUnavailable
-	default:
+	default: // StorageFailure
 		return http.StatusInternalServerError
 	}
 }

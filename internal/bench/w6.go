@@ -10,12 +10,13 @@ import (
 
 // W6 growth: do claim, ACK and inbox_list cost the same whatever an agent's history, and
 // does a send cost the same in a box created a moment ago as in one holding a long history?
-// One reader's inbox is seeded with SQL (the W3 seeder) to w6Sizes rows of history, each
+// One inbox per size is seeded with SQL (the W3 seeder) to w6Sizes rows of history, each
 // returned to the measuring session (a receipt) and acknowledged, plus the same working set
-// at every size: w6Leases rows leased live by another session of the reader and enough
-// unread rows for every claim. One client measures each operation in turn (latency without
-// queueing), w6Samples times per size; then message_send alternates between a room of this
-// box (now the largest history) and a room of a box created after the last ANALYZE.
+// in every inbox: w6Leases rows leased live by another session of the reader and enough
+// unread rows for every claim. One client measures inbox_list, claim and ACK on each inbox
+// in turn, round by round (latency without queueing; noise shared alike); then message_send
+// alternates between the largest inbox's room and a room of a box created after the last
+// ANALYZE.
 var w6Sizes = []int{300, 3_000, 30_000}
 
 const (
@@ -60,42 +61,42 @@ func (h *harness) w6(ctx context.Context) []Result {
 		map[string]any{"settings": map[string]any{"channel_message_cap": 4 * slices.Max(w6Sizes)}}, nil); err != nil {
 		return failAll(err)
 	}
-	agents, err := h.createAgents(ctx, box, "w6", 2)
+	agents, err := h.createAgents(ctx, box, "w6", 1+len(w6Sizes))
 	if err != nil {
 		return failAll(err)
 	}
-	sender, reader := agents[0], agents[1]
-	roomID, err := h.createRoom(ctx, "w6-history", sender, []*agent{reader})
-	if err != nil {
-		return failAll(err)
-	}
-	// The seeder acknowledges history as the reader's oldest session: the measuring one.
-	measurer, holder := reader.withSession("w6-measure"), reader.withSession("w6-holder")
-	measurerID, err := h.c.prime(ctx, measurer)
-	if err != nil {
-		return failAll(err)
-	}
-	holderID, err := h.c.prime(ctx, holder)
-	if err != nil {
-		return failAll(err)
-	}
-	sd := &seeder{pool: h.pool, box: box, room: roomID, sender: sender.ID, reader: reader.ID, prog: h.prog}
-	if err := sd.init(ctx); err != nil {
-		return failAll(err)
-	}
-	sd.sessionID = measurerID
+	sender := agents[0]
 	samples := h.w6Samples()
-	const warm = 3                                 // unmeasured rounds first at every size (connections, caches, plans)
-	work := w6Leases + (warm+samples)*w6ClaimLimit // unread rows at every size
-	set := func(id string, d []time.Duration, extra map[string]float64) {
-		for i := range lines {
-			if lines[i].ID == id {
-				lines[i] = latencyResult(lines[i], d)
-				lines[i].Extra = extra
-			}
-		}
+	const warm = 3                                 // unmeasured rounds first (connections, caches, plans)
+	work := w6Leases + (warm+samples)*w6ClaimLimit // unread rows of every inbox
+	// One reader per size, each in its own room with the sender: the sizes are measured in
+	// turn, round by round, so the machine's noise falls on all of them alike.
+	type inbox struct {
+		n        int
+		measurer *agent
+		sd       *seeder
 	}
-	for _, n := range w6Sizes {
+	var inboxes []inbox
+	for i, n := range w6Sizes {
+		reader := agents[1+i]
+		roomID, err := h.createRoom(ctx, fmt.Sprintf("w6-history-%d", n), sender, []*agent{reader})
+		if err != nil {
+			return failAll(err)
+		}
+		measurer, holder := reader.withSession("w6-measure"), reader.withSession("w6-holder")
+		measurerID, err := h.c.prime(ctx, measurer)
+		if err != nil {
+			return failAll(err)
+		}
+		holderID, err := h.c.prime(ctx, holder)
+		if err != nil {
+			return failAll(err)
+		}
+		sd := &seeder{pool: h.pool, box: box, room: roomID, sender: sender.ID, reader: reader.ID, prog: h.prog}
+		if err := sd.init(ctx); err != nil {
+			return failAll(err)
+		}
+		sd.sessionID = measurerID // history acknowledged by the measuring session
 		if err := sd.grow(ctx, n+work, work); err != nil {
 			return failAll(fmt.Errorf("seeding: %w", err))
 		}
@@ -116,24 +117,35 @@ func (h *harness) w6(ctx context.Context) []Result {
 			ON CONFLICT DO NOTHING`, sd.boxID, reader.ID, holderID, w6Leases); err != nil {
 			return failAll(err)
 		}
-		if _, err := h.pool.Exec(ctx, "ANALYZE attention, receipts"); err != nil {
-			return failAll(err)
-		}
-		h.prog.logf("bench: W6 inbox at %d rows of history (+%d leased, %d claimable)", n, w6Leases, work-w6Leases)
-		extra := map[string]float64{"history_rows": float64(n), "live_leases": w6Leases}
-		var lists, claims, acks []time.Duration
-		// keep records a sample from the unmeasured rounds on.
-		keep := func(into *[]time.Duration, i int, d time.Duration) {
-			if i >= warm {
-				*into = append(*into, d)
+		h.prog.logf("bench: W6 inbox with %d rows of history (+%d leased, %d claimable)", n, w6Leases, work-w6Leases)
+		inboxes = append(inboxes, inbox{n: n, measurer: measurer, sd: sd})
+	}
+	if _, err := h.pool.Exec(ctx, "ANALYZE"); err != nil {
+		return failAll(err)
+	}
+	set := func(id string, d []time.Duration, extra map[string]float64) {
+		for i := range lines {
+			if lines[i].ID == id {
+				lines[i] = latencyResult(lines[i], d)
+				lines[i].Extra = extra
 			}
 		}
-		for i := range warm + samples {
+	}
+	lists, claims, acks := make([][]time.Duration, len(inboxes)), make([][]time.Duration, len(inboxes)), make([][]time.Duration, len(inboxes))
+	// keep records a sample from the unmeasured rounds on.
+	keep := func(into *[]time.Duration, i int, d time.Duration) {
+		if i >= warm {
+			*into = append(*into, d)
+		}
+	}
+	for i := range warm + samples {
+		for k, ib := range inboxes {
+			n, measurer := ib.n, ib.measurer
 			t0 := time.Now()
 			if err := h.c.call(ctx, measurer, "inbox_list", "GET", "/inbox?filter=unread&limit=50", nil, nil); err != nil {
 				return failAll(err)
 			}
-			keep(&lists, i, time.Since(t0))
+			keep(&lists[k], i, time.Since(t0))
 			var claimed struct {
 				Items []inboxItem `json:"items"`
 			}
@@ -143,7 +155,7 @@ func (h *harness) w6(ctx context.Context) []Result {
 				map[string]any{"limit": w6ClaimLimit, "lease_seconds": 300, "idempotency_key": "c-" + key}, &claimed); err != nil {
 				return failAll(err)
 			}
-			keep(&claims, i, time.Since(t0))
+			keep(&claims[k], i, time.Since(t0))
 			if len(claimed.Items) != w6ClaimLimit {
 				return failAll(fmt.Errorf("W6 claim at %d rows returned %d rows, want %d", n, len(claimed.Items), w6ClaimLimit))
 			}
@@ -156,12 +168,17 @@ func (h *harness) w6(ctx context.Context) []Result {
 			if err := h.c.call(ctx, measurer, "inbox_ack", "POST", "/inbox/ack", ack, nil); err != nil {
 				return failAll(err)
 			}
-			keep(&acks, i, time.Since(t0))
+			keep(&acks[k], i, time.Since(t0))
 		}
-		set(fmt.Sprintf("W6.inbox_list.%d", n), lists, extra)
-		set(fmt.Sprintf("W6.claim.%d", n), claims, extra)
-		set(fmt.Sprintf("W6.ack.%d", n), acks, extra)
 	}
+	for k, ib := range inboxes {
+		extra := map[string]float64{"history_rows": float64(ib.n), "live_leases": w6Leases}
+		set(fmt.Sprintf("W6.inbox_list.%d", ib.n), lists[k], extra)
+		set(fmt.Sprintf("W6.claim.%d", ib.n), claims[k], extra)
+		set(fmt.Sprintf("W6.ack.%d", ib.n), acks[k], extra)
+	}
+	largest := inboxes[len(inboxes)-1]
+	roomID, sd := largest.sd.room, largest.sd
 
 	// A box created after the last ANALYZE, sending next to the box with the longest history.
 	fresh := "bench-w6-new-" + h.runID
@@ -177,7 +194,7 @@ func (h *harness) w6(ctx context.Context) []Result {
 		return failAll(err)
 	}
 	var inNew, inLarge []time.Duration
-	for i := range samples {
+	for i := range warm + samples {
 		for _, s := range []struct {
 			from *agent
 			room string
@@ -188,7 +205,7 @@ func (h *harness) w6(ctx context.Context) []Result {
 			if err := h.c.call(ctx, s.from, "message_send", "POST", "/messages", sendBody("room", s.room, tag, tag), nil); err != nil {
 				return failAll(err)
 			}
-			*s.into = append(*s.into, time.Since(t0))
+			keep(s.into, i, time.Since(t0))
 		}
 	}
 	set("W6.send.new_box", inNew, nil)

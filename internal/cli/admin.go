@@ -1,13 +1,16 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -21,11 +24,11 @@ const adminUsage = `usage: agentbox admin <resource> <verb> [flags]   (env AGENT
   box create --key K [--name N]          box list          box disable|enable --key K
   host create --box K --name N --ip IP [--ip IP...]      host list --box K
   host set-ips --box K --name N --ip IP [--ip IP...]
-  agent create --box K --host N --name N [--listed] [--profile-file F] [--role R] [--description D]
+  agent create --box K --host N --name N [--listed] [--profile-file F] [--role R] [--description D] [--key-file F]
   agent list --box K                     agent disable|enable --box K --agent NAME_OR_ID
   agent set-listed --box K --agent NAME_OR_ID --listed true|false
   agent set-profile --box K --agent NAME_OR_ID --file F
-  key create --box K --agent NAME_OR_ID [--router]       key list --box K --agent NAME_OR_ID
+  key create --box K --agent NAME_OR_ID [--router] [--key-file F] key list --box K --agent NAME_OR_ID
   key revoke --box K --key-id ID
   settings get --box K                   settings set --box K --json '{...}' [--expected-revision R]
   room list --box K                      room archive --box K --room ROOM_ID
@@ -37,48 +40,92 @@ const adminUsage = `usage: agentbox admin <resource> <verb> [flags]   (env AGENT
 type adminCommand func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error)
 
 func (e *env) admin(args []string) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprint(e.stdout, adminUsage)
+		return nil
+	}
 	if len(args) < 2 {
 		fmt.Fprint(e.stderr, adminUsage)
 		return usagef("admin needs a resource and a verb")
 	}
-	cmd, ok := adminCommands[args[0]+" "+args[1]]
+	name := args[0] + " " + args[1]
+	cmd, ok := adminCommands[name]
 	if !ok {
-		fmt.Fprint(e.stderr, adminUsage)
-		return usagef("unknown admin command %q", args[0]+" "+args[1])
+		var names []string
+		for n := range adminCommands {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		best, bestDist := "", 1<<30
+		for _, n := range names {
+			if d := editDistance(name, n); d < bestDist && d <= max(2, len(n)/4) {
+				best, bestDist = n, d
+			}
+		}
+		if best != "" {
+			return usagef("unknown admin command %q; did you mean \"admin %s\"? (agentbox admin --help lists them)", name, best)
+		}
+		return usagef("unknown admin command %q (agentbox admin --help lists them)", name)
 	}
+	// The token is checked when a request is made, so --help and flag mistakes come first.
 	token := os.Getenv("AGENTBOX_ADMIN_TOKEN")
-	if token == "" {
-		return usagef("AGENTBOX_ADMIN_TOKEN is not set")
-	}
 	c, err := client.NewClient(serverURL(), client.WithRequestEditorFn(func(ctx context.Context, r *http.Request) error {
+		if token == "" {
+			return errNoAdminToken
+		}
 		r.Header.Set("Authorization", "Bearer "+token)
 		return nil
 	}))
 	if err != nil {
 		return err
 	}
-	fs := flag.NewFlagSet("agentbox admin "+args[0]+" "+args[1], flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	return e.respond(cmd(context.Background(), c, fs, args[2:]))
+	fs := flag.NewFlagSet("agentbox admin "+name, flag.ContinueOnError)
+	resp, err := cmd(context.Background(), c, fs, args[2:])
+	var help helpRequest
+	var bad usageError
+	var keyFile keyFileError
+	switch {
+	case errors.As(err, &help) || errors.As(err, &bad):
+		return err // the command line, not the server
+	case errors.As(err, &keyFile):
+		return errors.Join(e.respond(resp, nil), keyFile)
+	}
+	return e.respond(resp, err)
 }
 
-// parse parses flags and checks that the named ones were given.
-func parse(fs *flag.FlagSet, args []string, required ...string) error {
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
-	}
-	seen := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { seen[f.Name] = true })
-	for _, name := range required {
-		if !seen[name] {
-			return usagef("--%s is required", name)
+// saveKey writes the api_key of a successful answer to path (when set), so a script can
+// read the key without a JSON tool; the answer is printed as always.
+func saveKey(path string) func(*http.Response, error) (*http.Response, error) {
+	return func(resp *http.Response, err error) (*http.Response, error) {
+		if path == "" || err != nil || resp.StatusCode/100 != 2 {
+			return resp, err
 		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		var created struct {
+			APIKey string `json:"api_key"`
+		}
+		if json.Unmarshal(body, &created) != nil || created.APIKey == "" {
+			return nil, fmt.Errorf("the server's answer has no api_key to write to %s", path)
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		if err := os.WriteFile(path, []byte(created.APIKey+"\n"), 0o600); err != nil {
+			return resp, keyFileError{fmt.Errorf("the key is in the answer above, but writing it to a file failed: %w", err)}
+		}
+		return resp, nil
 	}
-	return nil
 }
+
+// keyFileError: the answer is still printed (it holds the only copy of the key), then the
+// command fails.
+type keyFileError struct{ err error }
+
+func (e keyFileError) Error() string { return e.err.Error() }
+
+var errNoAdminToken = usageError{"AGENTBOX_ADMIN_TOKEN is not set"}
 
 func readFile(path string) (string, error) {
 	if path == "-" {
@@ -184,6 +231,7 @@ var adminCommands = map[string]adminCommand{
 		profileFile := fs.String("profile-file", "", "file with the private profile (- for stdin)")
 		role := fs.String("role", "", "public role")
 		description := fs.String("description", "", "public description")
+		keyFile := fs.String("key-file", "", "also write the new API key to this file (mode 0600), e.g. .agentbox/NAME.key")
 		if err := parse(fs, args, "box", "host", "name"); err != nil {
 			return nil, err
 		}
@@ -195,7 +243,7 @@ var adminCommands = map[string]adminCommand{
 			}
 			body.ProfileText = &text
 		}
-		return c.AdminAgentCreate(ctx, *box, body)
+		return saveKey(*keyFile)(c.AdminAgentCreate(ctx, *box, body))
 	},
 	"agent list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
@@ -224,10 +272,11 @@ var adminCommands = map[string]adminCommand{
 		box := fs.String("box", "", "box key")
 		agent := fs.String("agent", "", "agent name or ID")
 		router := fs.Bool("router", false, "router-mode key for MCP")
+		keyFile := fs.String("key-file", "", "also write the new API key to this file (mode 0600)")
 		if err := parse(fs, args, "box", "agent"); err != nil {
 			return nil, err
 		}
-		return c.AdminKeyCreate(ctx, *box, *agent, client.AdminKeyCreateInput{Router: router})
+		return saveKey(*keyFile)(c.AdminKeyCreate(ctx, *box, *agent, client.AdminKeyCreateInput{Router: router}))
 	},
 	"key list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")

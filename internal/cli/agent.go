@@ -19,11 +19,17 @@ import (
 // Agent commands are generated from the tool registry (SPEC §13.4): `agentbox <domain>
 // <verb>` for every tool (its registry cli route; an alias works with its words, e.g.
 // `agentbox rooms list`, or by name). Input is a JSON object from --input, or stdin with
-// `-` (or --input -), plus flags for top-level scalar fields (--room-id X); --box sets
-// box_key (default AGENTBOX_BOX). The call goes to the HTTP API through gen/client with
+// `-` (or --input -), plus a flag for every top-level field (flags win): scalars (--room-id
+// X), arrays of scalars as repeatable flags (--inbox-seqs 3 --inbox-seqs 4), objects and
+// other arrays as JSON (--checkpoint '{…}'). Fields naming agents (…agent_id, …agent_ids)
+// take an agent ID or the name of a listed agent, resolved through the directory; a tool may
+// add flags of its own (toolFlags: --to NAME for message send). --box sets box_key (default
+// AGENTBOX_BOX). A write without an idempotency_key gets a generated one, printed on stderr
+// so the user can retry with it. The call goes to the HTTP API through gen/client with
 // AGENTBOX_API_KEY or the AGENTBOX_CREDENTIALS entry of the box, and Agentbox-Session set
 // only when AGENTBOX_SESSION is (otherwise the key's session lane). Arguments are checked
-// locally exactly as over MCP. JSON on stdout, diagnostics on stderr, exit code per class.
+// locally exactly as over MCP. JSON on stdout (inbox rows' reasons also as reason_names),
+// diagnostics on stderr, exit code per class.
 
 // agentRoutes maps a command (its words joined by spaces) to its tool.
 var agentRoutes = func() map[string]*genmcp.Tool {
@@ -77,29 +83,38 @@ func (e *env) listTools() error {
 
 func (e *env) runTool(t *genmcp.Tool, args []string) error {
 	inputSchema, outputSchema := mcpserver.Contract(t)
-	fields, err := scalarFields(inputSchema)
+	fields, required, err := inputFields(inputSchema)
 	if err != nil {
 		return err
 	}
 	fs := flag.NewFlagSet("agentbox "+t.CLI, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
 	input := fs.String("input", "", "the arguments as a JSON object; - reads them from stdin")
-	box := fs.String("box", os.Getenv("AGENTBOX_BOX"), "box_key (default AGENTBOX_BOX)")
+	box := fs.String("box", os.Getenv("AGENTBOX_BOX"), "box_key")
 	showIn := fs.Bool("input-schema", false, "print the input schema and exit")
 	showOut := fs.Bool("output-schema", false, "print the output schema and exit")
-	set := map[string]json.RawMessage{}
+	notes := map[string]string{"box": "or AGENTBOX_BOX"}
+	var requiredFlags []string
+	if required["box_key"] {
+		requiredFlags = append(requiredFlags, "box")
+	}
+	flags := map[string]*fieldFlag{}
 	for _, f := range fields {
-		fs.Var(&fieldFlag{name: f.name, typ: f.typ, into: set}, f.flag(), f.help())
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "usage: agentbox %s [flags] [-]\n\n%s: %s\n\nflags:\n", t.CLI, t.Title, t.Description)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
+		ff := &fieldFlag{field: f}
+		flags[f.name] = ff
+		fs.Var(ff, f.flag(), f.help())
+		if required[f.name] {
+			requiredFlags = append(requiredFlags, f.flag())
 		}
-		return usageError{err.Error()}
+		notes[f.flag()] = f.note()
+	}
+	var extras []applyFlags
+	for _, add := range toolFlags[t.Name] {
+		extras = append(extras, add(fs, notes))
+	}
+	usage := fmt.Sprintf("usage: agentbox %s [flags] [-]\n\n%s: %s\n\nThe arguments come from --input (a JSON object; - or a lone - reads stdin) and the flags below, which win.",
+		t.CLI, t.Title, t.Description)
+	if err := parseArgs(fs, args, usage, requiredFlags, notes); err != nil {
+		return err
 	}
 	switch {
 	case *showIn:
@@ -110,7 +125,7 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 	stdin := *input == "-"
 	for _, a := range fs.Args() {
 		if a != "-" {
-			return usagef("unexpected argument %q (use --input, - for stdin, or field flags)", a)
+			return usagef("unexpected argument %q (use --input, - for stdin, or field flags; agentbox %s --help)", a, t.CLI)
 		}
 		stdin = true
 	}
@@ -120,14 +135,19 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 			return err
 		}
 	}
+	given := map[string]json.RawMessage{}
+	if len(bytes.TrimSpace(raw)) > 0 {
+		// Decoded loosely only to merge; the strict check (UTF-8, unknown fields, types)
+		// runs on the merged object exactly as for an MCP call.
+		if err := json.Unmarshal(raw, &given); err != nil || given == nil {
+			return usagef("the input must be a JSON object")
+		}
+	}
 	explicitBox := false
 	fs.Visit(func(f *flag.Flag) { explicitBox = explicitBox || f.Name == "box" })
-	argsJSON, err := mergeArguments(raw, set, *box, explicitBox)
-	if err != nil {
-		return err
-	}
-	if e.attach != "" { // a send with a local file: multipart over HTTP, checked by the server (attach.go)
-		return e.sendWithAttachment(t, argsJSON)
+	boxKey := *box
+	if b, ok := given["box_key"]; ok && !explicitBox {
+		json.Unmarshal(b, &boxKey) //nolint:errcheck // the strict check reports a wrong type
 	}
 	creds, err := mcpserver.CredentialsFromEnv(os.Getenv)
 	if err != nil {
@@ -137,24 +157,44 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 	if err != nil {
 		return err
 	}
-	body, err := mcpserver.Invoke(context.Background(), f, t.Name, argsJSON, nil)
+	ctx := context.Background()
+	call := &toolCall{ctx: ctx, f: f, box: boxKey, stderr: e.stderr}
+	set := map[string]json.RawMessage{}
+	for name, ff := range flags {
+		if len(ff.values) == 0 {
+			continue
+		}
+		if set[name], err = ff.value(call); err != nil {
+			return err
+		}
+	}
+	for _, apply := range extras {
+		if err := apply(set, call); err != nil {
+			return err
+		}
+	}
+	if _, hasKey := flags["idempotency_key"]; hasKey && given["idempotency_key"] == nil && set["idempotency_key"] == nil {
+		key := mcpserver.NewSessionKey("cli-")[:20]
+		set["idempotency_key"] = jsonString(key)
+		fmt.Fprintf(e.stderr, "agentbox: idempotency key %s (generated); to retry this write safely, repeat it with --idempotency-key %s\n", key, key)
+	}
+	argsJSON, err := mergeArguments(raw, given, set, *box, explicitBox)
 	if err != nil {
 		return err
 	}
-	return writeIndented(e.stdout, body)
+	if e.attach != "" { // a send with a local file: multipart over HTTP, checked by the server (attach.go)
+		return e.sendWithAttachment(t, argsJSON)
+	}
+	body, err := mcpserver.Invoke(ctx, f, t.Name, argsJSON, nil)
+	if err != nil {
+		return err
+	}
+	return writeIndented(e.stdout, withReasonNames(body))
 }
 
 // mergeArguments combines the JSON input with field flags and the box: flags win; the
 // default box (AGENTBOX_BOX) only fills a missing box_key, an explicit --box replaces it.
-func mergeArguments(raw []byte, set map[string]json.RawMessage, box string, explicitBox bool) (json.RawMessage, error) {
-	args := map[string]json.RawMessage{}
-	if len(bytes.TrimSpace(raw)) > 0 {
-		// Decoded loosely only to merge; the strict check (UTF-8, unknown fields, types)
-		// runs on the merged object exactly as for an MCP call.
-		if err := json.Unmarshal(raw, &args); err != nil || args == nil {
-			return nil, usagef("the input must be a JSON object")
-		}
-	}
+func mergeArguments(raw []byte, args, set map[string]json.RawMessage, box string, explicitBox bool) (json.RawMessage, error) {
 	for k, v := range set {
 		args[k] = v
 	}
@@ -172,79 +212,180 @@ func mergeArguments(raw []byte, set map[string]json.RawMessage, box string, expl
 	return json.Marshal(args)
 }
 
-// field is one top-level scalar input field that gets its own flag.
+// field is one top-level input field with its own flag.
 type field struct {
-	name, typ, description string
+	name, description string
+	kind              fieldKind
+	typ               string // scalar type, or the item type of a list
 }
 
+type fieldKind int
+
+const (
+	scalarField fieldKind = iota // string, integer, number, boolean
+	listField                    // an array of scalars: a repeatable flag
+	jsonField                    // an object or another array: one JSON value
+)
+
 func (f field) flag() string { return strings.ReplaceAll(f.name, "_", "-") }
+
+// namesAgents: the field holds agent IDs, which the CLI also accepts as listed names.
+func (f field) namesAgents() bool {
+	return f.typ == "string" && (strings.HasSuffix(f.name, "agent_id") || strings.HasSuffix(f.name, "agent_ids"))
+}
 
 func (f field) help() string {
 	d := f.description
 	if i := strings.IndexAny(d, "\n"); i >= 0 {
 		d = d[:i]
 	}
-	return fmt.Sprintf("%s (%s) %s", f.name, f.typ, d)
+	return d
 }
 
-// scalarFields lists the top-level string, integer, number and boolean properties of an
-// input schema (box_key has --box).
-func scalarFields(inputSchema json.RawMessage) ([]field, error) {
+func (f field) note() string {
+	var parts []string
+	switch f.kind {
+	case listField:
+		parts = append(parts, "repeatable")
+	}
+	if f.namesAgents() {
+		parts = append(parts, "agent ID or listed agent name")
+	}
+	if f.name == "idempotency_key" {
+		parts = append(parts, "generated and printed on stderr when omitted")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// inputFields lists the top-level properties of an input schema (box_key has --box) and
+// the required ones.
+func inputFields(inputSchema json.RawMessage) ([]field, map[string]bool, error) {
 	var s struct {
+		Required   []string `json:"required"`
 		Properties map[string]struct {
 			Type        any    `json:"type"`
 			Description string `json:"description"`
+			Items       struct {
+				Type any `json:"type"`
+			} `json:"items"`
 		} `json:"properties"`
 	}
 	if err := json.Unmarshal(inputSchema, &s); err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	required := map[string]bool{}
+	for _, r := range s.Required {
+		required[r] = true
 	}
 	var out []field
 	for name, p := range s.Properties {
-		typ, _ := p.Type.(string)
-		switch typ {
-		case "string", "integer", "number", "boolean":
-			if name != "box_key" {
-				out = append(out, field{name: name, typ: typ, description: p.Description})
-			}
+		if name == "box_key" {
+			continue
 		}
+		typ, _ := p.Type.(string)
+		item, _ := p.Items.Type.(string)
+		f := field{name: name, description: p.Description, typ: typ}
+		switch {
+		case isScalar(typ):
+		case typ == "array" && isScalar(item):
+			f.kind, f.typ = listField, item
+		default:
+			f.kind = jsonField
+		}
+		out = append(out, f)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out, nil
+	return out, required, nil
 }
 
-// fieldFlag stores a flag value as the field's JSON value.
+func isScalar(typ string) bool {
+	return typ == "string" || typ == "integer" || typ == "number" || typ == "boolean"
+}
+
+// fieldFlag collects a field's flag values; value turns them into the field's JSON.
 type fieldFlag struct {
-	name, typ string
-	into      map[string]json.RawMessage
+	field
+	values []string
 }
 
 func (f *fieldFlag) String() string { return "" }
 
-func (f *fieldFlag) IsBoolFlag() bool { return f.typ == "boolean" }
+func (f *fieldFlag) typeName() string {
+	switch {
+	case f.kind == jsonField:
+		return "JSON"
+	case f.typ == "boolean":
+		return ""
+	}
+	return f.typ
+}
 
+func (f *fieldFlag) IsBoolFlag() bool { return f.kind == scalarField && f.typ == "boolean" }
+
+// Set checks each value as it comes, so the error names the flag.
 func (f *fieldFlag) Set(v string) error {
-	switch f.typ {
-	case "string":
-		f.into[f.name] = jsonString(v)
+	if f.kind == jsonField {
+		if !json.Valid([]byte(v)) {
+			return fmt.Errorf("not valid JSON")
+		}
+	} else if _, err := scalarJSON(f.typ, v); err != nil {
+		return err
+	}
+	if f.kind == listField {
+		f.values = append(f.values, v)
+	} else {
+		f.values = []string{v} // the last one wins
+	}
+	return nil
+}
+
+func (f *fieldFlag) value(c *toolCall) (json.RawMessage, error) {
+	vals := f.values
+	if f.namesAgents() {
+		vals = make([]string, len(f.values))
+		for i, v := range f.values {
+			id, err := c.agentID(v)
+			if err != nil {
+				return nil, err
+			}
+			vals[i] = id
+		}
+	}
+	switch f.kind {
+	case jsonField:
+		return json.RawMessage(vals[0]), nil
+	case listField:
+		items := make([]json.RawMessage, len(vals))
+		for i, v := range vals {
+			items[i], _ = scalarJSON(f.typ, v)
+		}
+		return json.Marshal(items)
+	default:
+		return scalarJSON(f.typ, vals[0])
+	}
+}
+
+func scalarJSON(typ, v string) (json.RawMessage, error) {
+	switch typ {
 	case "integer":
 		if _, err := strconv.ParseInt(v, 10, 64); err != nil {
-			return fmt.Errorf("not an integer")
+			return nil, fmt.Errorf("not an integer")
 		}
-		f.into[f.name] = json.RawMessage(v)
+		return json.RawMessage(v), nil
 	case "number":
 		if _, err := strconv.ParseFloat(v, 64); err != nil || !json.Valid([]byte(v)) {
-			return fmt.Errorf("not a number")
+			return nil, fmt.Errorf("not a number")
 		}
-		f.into[f.name] = json.RawMessage(v)
+		return json.RawMessage(v), nil
 	case "boolean":
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return fmt.Errorf("not a boolean")
+			return nil, fmt.Errorf("not a boolean")
 		}
-		f.into[f.name] = json.RawMessage(strconv.FormatBool(b))
+		return json.RawMessage(strconv.FormatBool(b)), nil
+	default:
+		return jsonString(v), nil
 	}
-	return nil
 }
 
 func jsonString(s string) json.RawMessage {

@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"flag"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -21,7 +19,6 @@ import (
 // to --out.
 func (e *env) bench(args []string) error {
 	fs := flag.NewFlagSet("agentbox bench", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
 	var cfg bench.Config
 	fs.BoolVar(&cfg.Spawn, "spawn", false, "create a fresh database and start `agentbox serve` on it as a subprocess (make bench)")
 	fs.StringVar(&cfg.ServerURL, "server", serverURL(), "running server to measure (without --spawn); env AGENTBOX_SERVER, admin token from AGENTBOX_ADMIN_TOKEN")
@@ -92,26 +89,4 @@ const (
 func fileExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && !st.IsDir()
-}
-
-// withPprof serves net/http/pprof beside h (`serve --pprof`, used by `agentbox bench`).
-func withPprof(h http.Handler) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	mux.Handle("/", h)
-	return mux
-}
-
-// writeAddrFile writes the bound address atomically (`serve --addr-file`), so a reader
-// never sees a partial one.
-func writeAddrFile(path, addr string) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

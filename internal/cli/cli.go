@@ -7,14 +7,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"runtime"
+	"sort"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/version"
 )
 
 // Exit codes, one per error class.
@@ -64,16 +66,35 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
 
-const topUsage = `usage: agentbox <command> [flags]
+const topUsage = `usage: agentbox <command> [flags]      (agentbox <command> --help for each)
 
 commands:
   serve      run the server (embedded PostgreSQL unless --database-url is given)
   admin      administer boxes, hosts, agents, keys, profiles and settings
-  mcp        serve the MCP tools over stdio (env AGENTBOX_SERVER, AGENTBOX_API_KEY or AGENTBOX_CREDENTIALS)
-  tools      list the agent commands: agentbox <domain> <verb>, one per registry tool
+  mcp        serve the MCP tools over stdio (env AGENTBOX_SERVER, AGENTBOX_API_KEY or AGENTBOX_CREDENTIALS,
+             AGENTBOX_SESSION; docs/mcp-clients.md)
+  tools      list the agent commands: agentbox <domain> <verb>, one per registry tool (e.g. prime, inbox list)
   contract   lint, diff and eval the contract (spec/openapi.json, spec/tool-contracts.json)
   bench      measure throughput, latency and memory (make bench; see README "Performance")
+  version    print this build's version (also --version)
+
+environment: AGENTBOX_SERVER (default http://127.0.0.1:8080), AGENTBOX_ADMIN_TOKEN (admin),
+AGENTBOX_API_KEY or AGENTBOX_CREDENTIALS, AGENTBOX_BOX, AGENTBOX_SESSION (agent commands).
+
+exit codes:
+  0  ok
+  1  failure: server unreachable, unexpected answer, server start failed
+  2  usage: bad command line, INVALID_ARGUMENT, CURSOR_INVALID
+  3  AUTH_FAILED
+  4  NOT_FOUND_OR_FORBIDDEN
+  5  NOT_PRIMED, PROFILE_OUTDATED, ROOM_ARCHIVED, REVISION_CONFLICT, IDEMPOTENCY_CONFLICT
+  6  LIMIT_EXCEEDED
+  7  RATE_LIMITED, TEMPORARILY_UNAVAILABLE (retry)
+  8  STORAGE_FAILURE
 `
+
+// topCommands are the commands besides the agent commands, for suggestions.
+var topCommands = []string{"serve", "admin", "mcp", "tools", "contract", "bench", "help", "version"}
 
 // Run executes the command line and returns the exit code.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -97,21 +118,67 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, topUsage)
 		return ExitOK
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "agentbox %s (%s)\n", version.String(), runtime.Version())
+		return ExitOK
 	default:
 		if ok, aerr := e.attachmentCommand(args); ok {
 			err = aerr
 		} else if ok, aerr := e.agent(args); ok {
 			err = aerr
 		} else {
-			err = usagef("unknown command %q", args[0])
+			err = unknownCommand(args)
 		}
 	}
 	return e.finish(err)
 }
 
+// unknownCommand names what was typed and the nearest command, if one is close.
+func unknownCommand(args []string) error {
+	var words []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "-") || len(words) == 3 {
+			break
+		}
+		words = append(words, a)
+	}
+	candidates := append([]string{}, topCommands...)
+	var verbs []string
+	for route, t := range agentRoutes {
+		if route == t.CLI || strings.Contains(route, " ") {
+			candidates = append(candidates, route)
+		}
+		if first, _, ok := strings.Cut(route, " "); ok && first == words[0] && route == t.CLI {
+			verbs = append(verbs, route)
+		}
+	}
+	typed := strings.Join(words, " ")
+	if len(words) == 1 && len(verbs) > 0 {
+		sort.Strings(verbs)
+		return usagef("%q needs a verb: %s (agentbox tools lists every command)", typed, strings.Join(verbs, ", "))
+	}
+	// Each candidate is compared with as many typed words as it has.
+	best, bestDist := "", 1<<30
+	for _, c := range candidates {
+		n := min(len(words), strings.Count(c, " ")+1)
+		if d := editDistance(strings.Join(words[:n], " "), c); d < bestDist && d <= max(2, len(c)/4) {
+			best, bestDist = c, d
+		}
+	}
+	if best != "" {
+		return usagef("unknown command %q; did you mean %q? (agentbox help, agentbox tools)", typed, best)
+	}
+	return usagef("unknown command %q (agentbox help lists the commands, agentbox tools the agent commands)", typed)
+}
+
 // finish reports err and picks the exit code.
 func (e *env) finish(err error) int {
 	if err == nil {
+		return ExitOK
+	}
+	var help helpRequest
+	if errors.As(err, &help) {
+		help.print(e.stdout)
 		return ExitOK
 	}
 	var ue usageError
@@ -123,10 +190,10 @@ func (e *env) finish(err error) int {
 	if errors.As(err, &ae) {
 		writeJSON(e.stdout, apierr.Body{Error: ae})
 		fmt.Fprintln(e.stderr, "agentbox:", ae.Error())
+		if ae.Code == apierr.NotPrimed {
+			fmt.Fprintln(e.stderr, "agentbox: run `agentbox prime` first (with the same AGENTBOX_SESSION, if you set one)")
+		}
 		return ExitCode(ae.Code)
-	}
-	if errors.Is(err, flag.ErrHelp) {
-		return ExitUsage
 	}
 	fmt.Fprintln(e.stderr, "agentbox:", err)
 	return ExitFailure
@@ -135,7 +202,7 @@ func (e *env) finish(err error) int {
 // respond turns an HTTP response into stdout JSON (success) or an *apierr.Error.
 func (e *env) respond(resp *http.Response, err error) error {
 	if err != nil {
-		return fmt.Errorf("cannot reach the server: %w", err)
+		return fmt.Errorf("cannot reach the agentbox server at %s (AGENTBOX_SERVER): %w", serverURL(), err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)

@@ -54,8 +54,8 @@ func (e *env) contract(args []string) error {
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, usageError{err.Error()}
+		if err := parseArgs(fs, args, "", nil, nil); err != nil {
+			return nil, err
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -79,7 +79,6 @@ func (e *env) loadSpecDir(dir string) (*contract.Contract, error) {
 
 func (e *env) contractLint(args []string) error {
 	fs := flag.NewFlagSet("agentbox contract lint", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
 	specDir := fs.String("spec-dir", "spec", "directory holding openapi.json and tool-contracts.json")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	rules := fs.Bool("rules", false, "list the rules and exit")
@@ -118,7 +117,6 @@ func (e *env) contractLint(args []string) error {
 
 func (e *env) contractDiff(args []string) error {
 	fs := flag.NewFlagSet("agentbox contract diff", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
 	specDir := fs.String("spec-dir", "spec", "spec directory inside a git revision")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	accepted := fs.String("accepted", "", "reviewed accepted-breaks file (e.g. spec/accepted-breaks.json)")
@@ -142,9 +140,6 @@ func (e *env) contractDiff(args []string) error {
 		c.Label = ref
 		versions[i] = c
 	}
-	if (versions[0].Doc == nil) != (versions[1].Doc == nil) || (versions[0].Reg == nil) != (versions[1].Reg == nil) {
-		return usagef("BASE and REV must hold the same contract files")
-	}
 	var ab *contract.AcceptedBreaks
 	if *accepted != "" {
 		if ab, err = contract.LoadAcceptedBreaks(*accepted); err != nil {
@@ -152,8 +147,11 @@ func (e *env) contractDiff(args []string) error {
 		}
 	}
 	rep, err := contract.Diff(versions[0], versions[1], ab)
+	if errors.Is(err, contract.ErrIncomparable) {
+		return usagef("%v", err)
+	}
 	if err != nil {
-		return err
+		return err // e.g. an invalid document: no verdict, exit 1
 	}
 	if *asJSON {
 		writeJSON(e.stdout, rep)
@@ -169,7 +167,6 @@ func (e *env) contractDiff(args []string) error {
 
 func (e *env) contractEval(args []string) error {
 	fs := flag.NewFlagSet("agentbox contract eval", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
 	specDir := fs.String("spec-dir", "spec", "directory holding tool-contracts.json")
 	baseline := fs.String("baseline", "", "recorded floors and ceiling (default <spec-dir>/eval-baseline.json)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")

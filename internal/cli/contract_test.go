@@ -144,9 +144,21 @@ func TestContractDiffGitRevisions(t *testing.T) {
 	if code != ExitFailure || !strings.Contains(out, "TD014 alias-removed") || !strings.Contains(out, "TS005 alias-added") {
 		t.Errorf("HEAD~1 HEAD: exit %d\n%s%s", code, out, errs)
 	}
-	code, out, errs = runCLI(t, "contract", "diff", "HEAD~1:spec/tool-contracts.json", "HEAD:spec/tool-contracts.json")
+	code, out, errs = runCLI(t, "contract", "diff", "HEAD~1:spec/openapi.json,HEAD~1:spec/tool-contracts.json", "HEAD:spec/openapi.json,HEAD:spec/tool-contracts.json")
 	if code != ExitFailure || !strings.Contains(out, "TD014 alias-removed") {
-		t.Errorf("REV:PATH: exit %d\n%s%s", code, out, errs)
+		t.Errorf("REV:PATH pair: exit %d\n%s%s", code, out, errs)
+	}
+	// A registry alone cannot be judged: an error, never a pass with a note.
+	code, out, errs = runCLI(t, "contract", "diff", "HEAD~1:spec/tool-contracts.json", "HEAD:spec/tool-contracts.json")
+	if code != ExitUsage || !strings.Contains(errs, "only together with its OpenAPI document") {
+		t.Errorf("registry alone: exit %d\n%s%s", code, out, errs)
+	}
+	// An invalid document gets no verdict.
+	data, _ = os.ReadFile(filepath.Join(good, "openapi.json"))
+	put("openapi.json", bytes.Replace(data, []byte(`"openapi": "3.0.3"`), []byte(`"openapi": "3.1.0"`), 1))
+	git("commit", "-q", "-am", "not 3.0")
+	if code, out, errs := runCLI(t, "contract", "diff", "HEAD~1", "HEAD"); code != ExitFailure || !strings.Contains(errs, "3.0") {
+		t.Errorf("invalid document: exit %d\n%s%s", code, out, errs)
 	}
 	if code, _, errs := runCLI(t, "contract", "diff", "HEAD~7", "HEAD"); code != ExitUsage || !strings.Contains(errs, "HEAD~7") {
 		t.Errorf("unknown revision: exit %d %s", code, errs)

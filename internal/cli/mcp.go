@@ -10,15 +10,16 @@ import (
 	"syscall"
 
 	"github.com/agentbox/agentbox/internal/mcpserver"
+	"github.com/agentbox/agentbox/internal/version"
 )
 
 // mcpStdio runs `agentbox mcp`: the tool list over stdio, every call forwarded to the HTTP
 // API at AGENTBOX_SERVER with AGENTBOX_API_KEY or the AGENTBOX_CREDENTIALS entry of the
-// call's box_key. It never opens the database. One Agentbox-Session, generated at start,
-// names this process's session (SPEC §3).
+// call's box_key. It never opens the database. Every call carries one Agentbox-Session
+// (SPEC §3): AGENTBOX_SESSION when set, so one-shot clients that start a process per call
+// keep one session; otherwise one generated at start, a session per process.
 func (e *env) mcpStdio(args []string) error {
 	fs := flag.NewFlagSet("agentbox mcp", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -26,12 +27,17 @@ func (e *env) mcpStdio(args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	session := os.Getenv("AGENTBOX_SESSION") // the server checks it, as any Agentbox-Session header
+	if session == "" {
+		session = mcpserver.NewSessionKey("stdio-")
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return mcpserver.RunStdio(ctx, mcpserver.StdioConfig{
 		Server:      serverURL(),
 		Credentials: creds,
-		Session:     mcpserver.NewSessionKey("stdio-"),
+		Session:     session,
+		Version:     version.String(),
 		Box:         os.Getenv("AGENTBOX_BOX"),
 		Log:         slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}, io.NopCloser(e.stdin), nopWriteCloser{e.stdout})

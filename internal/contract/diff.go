@@ -2,6 +2,7 @@ package contract
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -67,6 +68,7 @@ var (
 	tdPagination          = Rule{"TD016", "pagination-changed", "the pagination kind changed"}
 	tdConstraintNarrowed  = Rule{"TD017", "input-constraint-narrowed", "an input bound tightened (length, size, range or pattern)"}
 	tdOutputOptional      = Rule{"TD018", "output-field-optional", "a required output field became optional"}
+	tdInputClosed         = Rule{"TD019", "input-object-closed", "an input object stopped accepting unknown fields (additionalProperties: false)"}
 	tsToolAdded           = Rule{"TS001", "tool-added", "a new tool"}
 	tsOptionalInputAdded  = Rule{"TS002", "optional-input-added", "a new optional input field"}
 	tsOutputAdded         = Rule{"TS003", "output-field-added", "a new output field (advertised outputs are open)"}
@@ -81,15 +83,20 @@ var (
 	tsMetadataChanged     = Rule{"TS012", "metadata-changed", "registry metadata that clients do not depend on changed (cli route, result budget, hidden context)"}
 	tsOutputEnumChanged   = Rule{"TS013", "output-enum-changed", "an output enum changed (clients must tolerate unknown values)"}
 	tsOutputRequiredAdded = Rule{"TS014", "output-field-now-required", "an optional output field is now always present"}
+	tsInputOpened         = Rule{"TS015", "input-object-opened", "an input object now accepts unknown fields"}
 )
 
 // DiffRules lists the tool-contract change classes.
 var DiffRules = []Rule{tdToolRemoved, tdToolRenamed, tdRequiredInputAdded, tdInputRemoved, tdInputType,
 	tdEnumNarrowed, tdDefaultChanged, tdAnnotation, tdSideEffect, tdOutputRemoved, tdOutputType, tdIdempotency,
 	tdConcurrency, tdAliasRemoved, tdExposureNarrowed, tdPagination, tdConstraintNarrowed, tdOutputOptional,
-	tsToolAdded, tsOptionalInputAdded, tsOutputAdded, tsEnumWidened, tsAliasAdded, tsTextChanged,
+	tdInputClosed, odParamSerialization, tsToolAdded, tsOptionalInputAdded, tsOutputAdded, tsEnumWidened, tsAliasAdded, tsTextChanged,
 	tsRequiredRelaxed, tsRenamedWithAlias, tsExposureWidened, tsConstraintRelaxed, tsDeprecated,
-	tsMetadataChanged, tsOutputEnumChanged, tsOutputRequiredAdded}
+	tsMetadataChanged, tsOutputEnumChanged, tsOutputRequiredAdded, tsInputOpened}
+
+// ErrIncomparable is Diff's refusal of versions it cannot judge as given (a registry
+// without its OpenAPI document, versions holding different files).
+var ErrIncomparable = errors.New("cannot compare")
 
 // DiffReport is the result of Diff.
 type DiffReport struct {
@@ -107,29 +114,43 @@ type DiffReport struct {
 	Safe     int      `json:"safe"`
 }
 
-// Diff compares two versions. The OpenAPI halves go through oasdiff, the registries
-// through the project's rules; a half missing on either side is not compared.
+// Diff compares two versions. The OpenAPI halves go through oasdiff and the project's
+// operation rules, the registries through the tool rules. It refuses a verdict it
+// cannot give: a version with structural problems or an invalid OpenAPI document,
+// versions that hold different files, and a registry without its OpenAPI document
+// (a tool's inputs and outputs are its operation's schemas, so judging the registry
+// alone would silently miss every schema change).
 func Diff(base, rev *Contract, accepted *AcceptedBreaks) (*DiffReport, error) {
 	for _, c := range []*Contract{base, rev} {
 		if len(c.Problems) > 0 {
 			return nil, fmt.Errorf("%s", c.Problems[0].String())
 		}
+		if c.Reg != nil && c.Doc == nil {
+			return nil, fmt.Errorf("%w: %s: a tool registry is compared only together with its OpenAPI document (a tool's inputs and outputs are its operation's schemas); give the spec directory, a git revision, or the pair %s,%s", ErrIncomparable, c.label(), OpenAPIFile, ToolsFile)
+		}
+		if c.Doc != nil {
+			if bad := validateOpenAPI(c, false); len(bad) > 0 {
+				return nil, fmt.Errorf("%s", bad[0].String())
+			}
+		}
+	}
+	if (base.Doc == nil) != (rev.Doc == nil) || (base.Reg == nil) != (rev.Reg == nil) {
+		return nil, fmt.Errorf("%w: %s and %s do not hold the same contract files", ErrIncomparable, base.label(), rev.label())
+	}
+	if base.Doc == nil {
+		return nil, fmt.Errorf("%w: no OpenAPI document given", ErrIncomparable)
 	}
 	rep := &DiffReport{Base: base.label(), Revision: rev.label(), Changes: []Change{}}
-	if base.Doc != nil && rev.Doc != nil {
-		ch, err := diffOpenAPI(base.OpenAPIRaw, rev.OpenAPIRaw)
-		if err != nil {
-			return nil, err
-		}
-		rep.Changes = append(rep.Changes, ch...)
+	ch, err := diffOpenAPI(base.OpenAPIRaw, rev.OpenAPIRaw)
+	if err != nil {
+		return nil, err
 	}
-	if base.Reg != nil && rev.Reg != nil {
+	rep.Changes = append(rep.Changes, ch...)
+	rep.Changes = append(rep.Changes, diffOperations(base, rev)...)
+	if base.Reg != nil {
 		rep.Changes = append(rep.Changes, diffTools(base, rev)...)
-		if base.Doc == nil || rev.Doc == nil {
-			rep.Notes = append(rep.Notes, "tool inputs and outputs were not compared: they are the OpenAPI operations' schemas, and the OpenAPI documents were not given")
-		}
-	} else if base.Doc != nil && rev.Doc != nil {
-		rep.Notes = append(rep.Notes, "tool registry not compared: only the OpenAPI documents were given")
+	} else {
+		rep.Notes = append(rep.Notes, "tool registry not compared: only the OpenAPI documents were given (their operations were judged by the same input and output rules)")
 	}
 	rep.Unused = accepted.apply(rep.Changes)
 	for _, c := range rep.Changes {
@@ -185,20 +206,23 @@ func levelRank(c Change) int {
 	return 3
 }
 
+// toolDiffer collects changes; source is "tools" for registry entries and "openapi"
+// when the same rules judge an operation that no tool covers.
 type toolDiffer struct {
-	out []Change
+	source string
+	out    []Change
 }
 
 func (d *toolDiffer) add(r Rule, subject, detail, format string, a ...any) {
 	lvl := LevelSafe
-	if strings.HasPrefix(r.ID, "TD") {
+	if r.Breaking() {
 		lvl = LevelBreaking
 	}
-	d.out = append(d.out, Change{Source: "tools", ID: r.ID, Name: r.Name, Level: lvl, Subject: subject, Detail: detail, Message: fmt.Sprintf(format, a...)})
+	d.out = append(d.out, Change{Source: d.source, ID: r.ID, Name: r.Name, Level: lvl, Subject: subject, Detail: detail, Message: fmt.Sprintf(format, a...)})
 }
 
 func diffTools(base, rev *Contract) []Change {
-	d := &toolDiffer{}
+	d := &toolDiffer{source: "tools"}
 	revByName := map[string]*Tool{}
 	revByAlias := map[string]*Tool{}
 	for _, t := range rev.Tools {
@@ -345,6 +369,14 @@ func (d *toolDiffer) input(tool, path string, b, r *Node, depth int) {
 		}
 		d.bounds(tool, path, b, r)
 	}
+	if isObjectSchema(b) && isObjectSchema(r) {
+		switch bc, rc := closedObject(b), closedObject(r); {
+		case !bc && rc:
+			d.add(tdInputClosed, tool, orRoot(path), "input %s no longer accepts unknown fields", orRoot(path))
+		case bc && !rc:
+			d.add(tsInputOpened, tool, orRoot(path), "input %s now accepts unknown fields", orRoot(path))
+		}
+	}
 	for _, k := range b.PropNames() {
 		p := join(path, k)
 		rn, ok := r.Props[k]
@@ -374,6 +406,25 @@ func (d *toolDiffer) input(tool, path string, b, r *Node, depth int) {
 	if b.Items != nil && r.Items != nil {
 		d.input(tool, path+"[]", b.Items, r.Items, depth+1)
 	}
+}
+
+// isObjectSchema is a node written as an object schema (a parameters-only input is a
+// synthetic object and says nothing about unknown fields).
+func isObjectSchema(n *Node) bool {
+	return n.Raw["type"] == "object" || n.Raw["properties"] != nil
+}
+
+// closedObject is an object schema that rejects unknown fields.
+func closedObject(n *Node) bool {
+	ap, ok := n.Raw["additionalProperties"].(bool)
+	return ok && !ap
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "(body)"
+	}
+	return path
 }
 
 func orAny(s string) string {

@@ -15,9 +15,12 @@ import (
 // fixture is a testdata/*.json mutation of the good contract in testdata/good: a list
 // of JSON Patch operations (add, remove, replace) on either file.
 type fixture struct {
-	Why     string          `json:"why"`
-	Expect  json.RawMessage `json:"expect"`
-	Patches []patch         `json:"patches"`
+	Why    string          `json:"why"`
+	Expect json.RawMessage `json:"expect"`
+	// BasePatches make the base of the pair from the good contract (most pairs use it
+	// as is); Patches make the revision from the same good contract.
+	BasePatches []patch `json:"base_patches,omitempty"`
+	Patches     []patch `json:"patches"`
 }
 
 type patch struct {
@@ -189,4 +192,11 @@ func fixtures(t *testing.T, glob string) []string {
 		t.Fatalf("no fixtures %s: %v", glob, err)
 	}
 	return files
+}
+
+// pair materializes a fixture pair: the base is the good contract with BasePatches
+// applied, the revision the base with Patches applied.
+func pair(t *testing.T, fx fixture) (base, rev string) {
+	t.Helper()
+	return materialize(t, fx.BasePatches), materialize(t, append(append([]patch{}, fx.BasePatches...), fx.Patches...))
 }

@@ -17,6 +17,12 @@ type Rule struct {
 	Summary string `json:"summary"`
 }
 
+// Breaking is a diff class that fails the diff: TDnnn (tool and schema rules) and
+// ODnnn (operation rules); TSnnn classes are safe.
+func (r Rule) Breaking() bool {
+	return strings.HasPrefix(r.ID, "TD") || strings.HasPrefix(r.ID, "OD")
+}
+
 // Finding is one violation: the rule, the file and JSON pointer to edit, one line of
 // explanation.
 type Finding struct {
@@ -68,7 +74,6 @@ var Budgets = struct {
 }{Title: 60, Description: 600, FieldDescription: 400, Scenario: 160, Instructions: 1200}
 
 var (
-	toolNameRE  = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)+$`)
 	snakeCaseRE = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
 	versionRE   = regexp.MustCompile(`^v[0-9]+$`)
 	// Words that name a transport, protocol, HTTP verb or implementation instead of
@@ -123,6 +128,9 @@ type linter struct {
 	c        *Contract
 	findings []Finding
 	seen     map[string]bool
+	// toolName is the registry's own tool-name grammar ($defs.ToolName.pattern); nil
+	// when the registry does not state one (a TC001 finding).
+	toolName *regexp.Regexp
 }
 
 func (l *linter) add(r Rule, file, ptr, format string, a ...any) {
@@ -157,8 +165,12 @@ func Lint(c *Contract) []Finding {
 	}
 	l.openAPIValid()
 	l.registryTop()
+	l.toolName = c.ToolNamePattern()
+	if l.toolName == nil {
+		l.add(ruleToolName, c.ToolsName, "/$defs/ToolName", "the registry must state the tool-name grammar as $defs.ToolName.pattern")
+	}
 	for _, t := range c.Tools {
-		l.toolName(t)
+		l.toolNameGrammar(t)
 		l.metadata(t)
 		l.mapping(t)
 		l.idempotency(t)
@@ -203,18 +215,35 @@ func (l *linter) sorted() []Finding {
 // openAPIValid runs kin-openapi's validator: the same check contractgen and the
 // generated server rely on.
 func (l *linter) openAPIValid() {
-	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(l.c.OpenAPIRaw)
+	for _, p := range validateOpenAPI(l.c, true) {
+		l.add(ruleStructure, p.File, p.Pointer, "%s", p.Message)
+	}
+}
+
+// validateOpenAPI reports why a loaded OpenAPI document is not valid OpenAPI 3.0 (nil
+// when it is). Lint reports the findings; diff refuses to judge such a document, but
+// does not check examples (withExamples false), which say nothing about compatibility.
+func validateOpenAPI(c *Contract, withExamples bool) []Finding {
+	var out []Finding
+	bad := func(ptr, format string, a ...any) {
+		out = append(out, Finding{Rule: ruleStructure.ID, Name: ruleStructure.Name, File: c.OpenAPIName, Pointer: ptr, Message: fmt.Sprintf(format, a...)})
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(c.OpenAPIRaw)
 	if err != nil {
-		l.add(ruleStructure, l.c.OpenAPIName, "", "not loadable as OpenAPI: %v", err)
-		return
+		bad("", "not loadable as OpenAPI: %v", err)
+		return out
 	}
-	if err := doc.Validate(context.Background()); err != nil {
-		l.add(ruleStructure, l.c.OpenAPIName, "", "invalid OpenAPI 3.0: %v", err)
+	var opts []openapi3.ValidationOption
+	if !withExamples {
+		opts = append(opts, openapi3.DisableExamplesValidation())
 	}
-	if v, _ := l.c.Doc["openapi"].(string); !strings.HasPrefix(v, "3.0.") {
-		l.add(ruleStructure, l.c.OpenAPIName, "/openapi", "the contract is OpenAPI 3.0.x, got %q", v)
+	if err := doc.Validate(context.Background(), opts...); err != nil {
+		bad("", "invalid OpenAPI 3.0: %v", err)
 	}
+	if v, _ := c.Doc["openapi"].(string); !strings.HasPrefix(v, "3.0.") {
+		bad("/openapi", "the contract is OpenAPI 3.0.x, got %q", v)
+	}
+	return out
 }
 
 func (l *linter) registryTop() {
@@ -235,13 +264,13 @@ func (l *linter) registryTop() {
 	}
 }
 
-func (l *linter) toolName(t *Tool) {
+func (l *linter) toolNameGrammar(t *Tool) {
 	f, p := l.c.ToolsName, t.Ptr+"/name"
 	if t.Name == "" {
 		l.add(ruleToolName, f, p, "name is required")
 		return
 	}
-	if !toolNameRE.MatchString(t.Name) {
+	if l.toolName != nil && !l.toolName.MatchString(t.Name) {
 		l.add(ruleToolName, f, p, "%q is not lowercase snake_case <domain>_<verb>", t.Name)
 		return
 	}
@@ -395,7 +424,7 @@ func (l *linter) aliases() {
 		for i, a := range t.Aliases {
 			p := ptrJoin(t.Ptr, "aliases", i)
 			switch {
-			case !toolNameRE.MatchString(a):
+			case l.toolName != nil && !l.toolName.MatchString(a):
 				l.add(ruleAlias, f, p, "alias %q is not lowercase snake_case", a)
 			case a == t.Name:
 				l.add(ruleAlias, f, p, "alias %q repeats the tool's own name", a)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -386,18 +387,20 @@ func (c *Contract) loadTools() {
 			t.Op = op
 			t.Input, t.Output = op.Input, op.Output
 		}
-		// Router tools have no HTTP operation: their schemas are written inline.
-		r := &resolver{file: c.ToolsName}
-		if s, ok := m["input_schema"]; ok && t.Op == nil {
-			r.root, r.base = s, ptr+"/input_schema"
+		// Router tools have no HTTP operation: their schemas are written inline, and may
+		// refer to the registry's $defs and to the OpenAPI document's components (which
+		// need the document: without it, as in eval, they are not built).
+		r := &resolver{file: c.ToolsName, openapiRefs: true}
+		if s, ok := m["input_schema"]; ok && t.Op == nil && c.Doc != nil {
+			r.root, r.base = c.inlineRoot(s), ptr+"/input_schema"
 			if n, err := r.build(s, r.base, nil); err != nil {
 				c.problem(c.ToolsName, r.base, err.Error())
 			} else {
 				t.Input = n
 			}
 		}
-		if s, ok := m["output_schema"]; ok && t.Op == nil {
-			r.root, r.base = s, ptr+"/output_schema"
+		if s, ok := m["output_schema"]; ok && t.Op == nil && c.Doc != nil {
+			r.root, r.base = c.inlineRoot(s), ptr+"/output_schema"
 			if n, err := r.build(s, r.base, nil); err != nil {
 				c.problem(c.ToolsName, r.base, err.Error())
 			} else {
@@ -406,6 +409,24 @@ func (c *Contract) loadTools() {
 		}
 		c.Tools = append(c.Tools, t)
 	}
+}
+
+// inlineRoot is the resolution root of a router tool's inline schema: the schema itself,
+// the registry's $defs and the OpenAPI document's components.
+func (c *Contract) inlineRoot(s any) any {
+	root := map[string]any{}
+	if m, ok := s.(map[string]any); ok {
+		for k, v := range m {
+			root[k] = v
+		}
+	}
+	if defs, ok := c.Reg["$defs"]; ok {
+		root["$defs"] = defs
+	}
+	if comps, ok := c.Doc["components"]; ok {
+		root["components"] = comps
+	}
+	return root
 }
 
 func stringList(v any) []string {
@@ -420,6 +441,22 @@ func stringList(v any) []string {
 		}
 	}
 	return out
+}
+
+// ToolNamePattern is the registry's tool-name grammar, $defs.ToolName.pattern (nil when
+// the registry states none or it does not compile).
+func (c *Contract) ToolNamePattern() *regexp.Regexp {
+	defs, _ := c.Reg["$defs"].(map[string]any)
+	def, _ := defs["ToolName"].(map[string]any)
+	p, _ := def["pattern"].(string)
+	if p == "" {
+		return nil
+	}
+	re, err := regexp.Compile(p)
+	if err != nil {
+		return nil
+	}
+	return re
 }
 
 // ToolByName returns the canonical tool with that name.

@@ -86,9 +86,16 @@ type resolver struct {
 	file string
 	root any
 	base string // pointer of root inside file ("" for a whole document)
+	// openapiRefs: root also holds the OpenAPI document's components (a router tool's
+	// inline schema), so "openapi.json#/components/..." resolves like "#/components/...";
+	// a parameter resolves to its schema with its description.
+	openapiRefs bool
 }
 
 func (r *resolver) lookup(ref string) (any, string, error) {
+	if r.openapiRefs {
+		ref = strings.TrimPrefix(ref, OpenAPIFile)
+	}
 	if !strings.HasPrefix(ref, "#") {
 		return nil, "", fmt.Errorf("unsupported non-local $ref %q", ref)
 	}
@@ -108,6 +115,29 @@ func (r *resolver) lookup(ref string) (any, string, error) {
 				return nil, "", fmt.Errorf("unresolvable $ref %q", ref)
 			}
 		}
+	}
+	if p, ok := cur.(map[string]any); ok && r.openapiRefs && strings.HasPrefix(frag, "/components/parameters/") {
+		sch := p["schema"]
+		if m, ok := sch.(map[string]any); ok {
+			if sub, ok := m["$ref"].(string); ok {
+				var err error
+				if sch, _, err = r.lookup(sub); err != nil {
+					return nil, "", err
+				}
+			}
+		}
+		m, ok := sch.(map[string]any)
+		if !ok {
+			return nil, "", fmt.Errorf("$ref %q: a parameter without a schema", ref)
+		}
+		out := map[string]any{}
+		for k, v := range m {
+			out[k] = v
+		}
+		if d, ok := p["description"]; ok {
+			out["description"] = d
+		}
+		cur = out
 	}
 	return cur, r.base + frag, nil
 }

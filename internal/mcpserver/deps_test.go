@@ -38,7 +38,7 @@ func TestNoServiceOrStoreDependency(t *testing.T) {
 			}
 		}
 	}
-	for _, file := range []string{"agent.go", "mcp.go"} {
+	for _, file := range []string{"agent.go", "agentflags.go", "mcp.go"} {
 		path := filepath.Join("..", "cli", file)
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
 		if err != nil {

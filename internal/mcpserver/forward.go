@@ -86,6 +86,7 @@ func NewSessionKey(prefix string) string {
 // gen/client with the box's key and the process's Agentbox-Session header. It never opens
 // the database; the server authenticates, authorizes and validates as for any HTTP call.
 type Forwarder struct {
+	server  string // named in "cannot be reached" errors: the usual cause is a wrong AGENTBOX_SERVER
 	client  *client.Client
 	creds   Credentials
 	session string // Agentbox-Session; "" uses the key's session lane
@@ -102,7 +103,7 @@ func NewForwarder(serverURL string, creds Credentials, session string, httpClien
 	if err != nil {
 		return nil, err
 	}
-	return &Forwarder{client: c, creds: creds, session: session}, nil
+	return &Forwarder{server: strings.TrimRight(serverURL, "/"), client: c, creds: creds, session: session}, nil
 }
 
 // CheckBox refuses a box this process holds no key for (a credentials file); with a single
@@ -128,7 +129,7 @@ func (f *Forwarder) Call(ctx context.Context, _ *mcp.CallToolRequest, op *genmcp
 		if errors.As(err, &ae) {
 			return nil, err
 		}
-		return nil, apierr.New(apierr.TemporarilyUnavailable, "the agentbox server cannot be reached; retry")
+		return nil, f.unreachable()
 	}
 	return ReadResponse(resp)
 }
@@ -141,9 +142,13 @@ func (f *Forwarder) Me(ctx context.Context, boxKey string) (json.RawMessage, err
 	}
 	resp, err := f.client.MeGet(ctx, boxKey, f.editor(key))
 	if err != nil {
-		return nil, apierr.New(apierr.TemporarilyUnavailable, "the agentbox server cannot be reached; retry")
+		return nil, f.unreachable()
 	}
 	return ReadResponse(resp)
+}
+
+func (f *Forwarder) unreachable() *apierr.Error {
+	return apierr.New(apierr.TemporarilyUnavailable, fmt.Sprintf("the agentbox server at %s (AGENTBOX_SERVER) cannot be reached; retry", f.server))
 }
 
 func (f *Forwarder) editor(key string) client.RequestEditorFn {

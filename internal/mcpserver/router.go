@@ -26,8 +26,22 @@ import (
 // tool_execute).
 func isRouterTool(t *genmcp.Tool) bool { return t.OperationID == "" }
 
-// routerSearchLimit bounds tool_search results when the caller gives no limit.
-const routerSearchLimit = 5
+// routerSearchLimit bounds tool_search results when the caller gives no limit: the
+// default of its limit input in spec/tool-contracts.json.
+var routerSearchLimit = func() int {
+	t, ok := genmcp.LookupTool("tool_search")
+	var in struct {
+		Properties struct {
+			Limit struct {
+				Default int `json:"default"`
+			} `json:"limit"`
+		} `json:"properties"`
+	}
+	if !ok || json.Unmarshal(t.InputSchema, &in) != nil || in.Properties.Limit.Default < 1 {
+		panic("mcpserver: tool_search's limit input states no default in spec/tool-contracts.json")
+	}
+	return in.Properties.Limit.Default
+}()
 
 func (sf *surface) routerEntry(t *genmcp.Tool) *entry {
 	if t.Input == nil || len(t.AdvertisedOutputSchema) == 0 {

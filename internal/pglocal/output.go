@@ -3,7 +3,6 @@ package pglocal
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 )
@@ -11,7 +10,7 @@ import (
 // tailBytes bounds how much recent output is kept for error messages.
 const tailBytes = 4 << 10
 
-// outputSink receives the output of initdb, pg_ctl and the running server.
+// outputSink receives the output of initdb and the running server.
 // It forwards to Options.Log and keeps the last few KB so a failure can say
 // why (the log is otherwise discarded when Options.Log is nil).
 //
@@ -58,29 +57,4 @@ func (s *outputSink) Tail() string {
 		return ""
 	}
 	return "\n--- recent PostgreSQL output ---\n" + text
-}
-
-// serverPipe carries the output of pg_ctl start and of the postmaster it
-// launches. A plain io.Writer cannot be used as the command's stdout: exec
-// would wait for the pipe to close, i.e. for the server to exit. Handing the
-// child a real file descriptor and draining it ourselves avoids that.
-type serverPipe struct {
-	w    *os.File      // given to pg_ctl; closed by us once pg_ctl returns
-	done chan struct{} // closed when the server side has closed the pipe
-}
-
-func startServerPipe(sink *outputSink) (*serverPipe, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("pglocal: server log pipe: %w", err)
-	}
-	p := &serverPipe{w: w, done: make(chan struct{})}
-	go func() {
-		defer close(p.done)
-		defer r.Close()
-		if _, err := io.Copy(sink, r); err != nil {
-			fmt.Fprintf(sink, "pglocal: reading server log: %v\n", err)
-		}
-	}()
-	return p, nil
 }

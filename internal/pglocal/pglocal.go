@@ -2,29 +2,43 @@
 // PostgreSQL binaries: it is the embedded default of `agentbox serve` and the
 // fallback server of the test harness.
 //
-// Layout under Options.DataDir:
+// Layout:
 //
-//	pgdata/             the cluster (initdb on first start, reused afterwards)
-//	pgdata/agentbox.conf settings rewritten on every start (included from postgresql.conf)
-//	run/                the unix socket directory (mode 0700)
+//	DataDir/owner.lock    held (flock) by the owning process for its whole life
+//	DataDir/pgdata/       the cluster (initdb on first start, reused afterwards)
+//	pgdata/agentbox.conf  settings rewritten on every start (included from postgresql.conf)
+//	/tmp/agentbox-<hash>/ the unix socket directory (mode 0700, owned by the cluster user)
 //
-// The server listens only on the unix socket in run/ (listen_addresses is empty),
-// so it never collides with another PostgreSQL on the machine, and only the
+// One process owns a data directory at a time: Start takes DataDir/owner.lock
+// without waiting, and a second Start on the same directory fails at once
+// (InUseError, with the holder's PID) before touching anything. Because the
+// kernel drops the lock when its holder dies, a postmaster found running on a
+// directory whose lock we just took was left by an owner that died: Start
+// stops it (it is verified to be this cluster's postmaster) and starts afresh.
+//
+// The postmaster is our child, started with a parent-death signal (SIGINT,
+// PostgreSQL's fast shutdown): however the owning process ends (a signal it
+// does not handle, a panic, SIGKILL), the cluster shuts itself down.
+//
+// The server listens only on its unix socket (listen_addresses is empty), so it
+// never collides with another PostgreSQL on the machine, and only the
 // cluster's OS user (and root) can reach it. Authentication is "trust" for the
-// superuser "agentbox": the 0700 socket directory is the access boundary.
+// superuser "agentbox": the 0700 socket directory is the access boundary. The
+// socket lives in a short directory of its own under /tmp, because unix socket
+// addresses are limited to 107 bytes and DataDir may be deep.
 //
-// Unix socket addresses are limited to 107 bytes, so DataDir must be short
-// enough for DataDir/run/.s.PGSQL.5432; Start fails with a clear message
-// otherwise (no socket is placed outside DataDir).
-//
-// initdb, pg_ctl and postgres refuse to run as root. When the caller is root
-// they run as the "postgres" system user, or "nobody" if that does not exist;
-// DataDir is chowned to that user, and every ancestor of DataDir must be
-// traversable by it.
+// initdb and postgres refuse to run as root. When the caller is root they run
+// as the "postgres" system user, or "nobody" if that does not exist, and the
+// cluster's directory is chowned to that user. If that user cannot reach
+// DataDir (e.g. it is under /root, mode 0700), the cluster is kept in a state
+// directory of its own instead, /var/lib/agentbox/clusters/<hash of DataDir>;
+// the lock stays in DataDir.
 package pglocal
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +47,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,24 +66,29 @@ const (
 	// port only names the socket file (.s.PGSQL.<port>); no TCP port is opened,
 	// and the socket directory is private, so the default cannot collide.
 	port = 5432
-	// maxSocketPath is the longest unix socket path PostgreSQL accepts
-	// (sizeof(sun_path) minus the terminating NUL on Linux).
-	maxSocketPath = 107
-	// pgCtlTimeout bounds pg_ctl's own readiness/shutdown polling.
-	pgCtlTimeout = 60 * time.Second
+	// startTimeout bounds waiting for the server to accept connections, and
+	// stopTimeout a fast shutdown before it is escalated.
+	startTimeout = 60 * time.Second
+	stopTimeout  = 60 * time.Second
 	// confFile holds the settings Start controls; rewritten on every start.
 	confFile = "agentbox.conf"
-	// pipeDrainTimeout bounds waiting for the server's output to be drained.
-	pipeDrainTimeout = 10 * time.Second
+	// socketBase holds the socket directories: short, and traversable by every user.
+	socketBase = "/tmp"
+	// pollInterval paces the polls for the server's readiness and exit.
+	pollInterval = 20 * time.Millisecond
 )
+
+// stateRoot holds the clusters of data directories the cluster user cannot
+// reach (root only); a variable so tests can move it.
+var stateRoot = "/var/lib/agentbox/clusters"
 
 // Options configures Start.
 type Options struct {
-	// DataDir holds the cluster (DataDir/pgdata) and its socket directory
-	// (DataDir/run); created if missing.
+	// DataDir holds the lock and, when the cluster user can reach it, the
+	// cluster (DataDir/pgdata); created if missing.
 	DataDir string
-	// Log receives initdb, pg_ctl and server output (nil = discard). It must
-	// not block for long: the server stalls while its log pipe is full.
+	// Log receives initdb and server output (nil = discard). It must not block
+	// for long: the server stalls while its log pipe is full.
 	Log io.Writer
 	// Fast trades durability for speed (fsync, synchronous_commit and
 	// full_page_writes off; initdb --no-sync). For tests only: a machine crash
@@ -78,55 +98,84 @@ type Options struct {
 
 // Cluster is a running server started by Start.
 type Cluster struct {
-	binDir    string
-	dataDir   string
-	pgData    string
-	socketDir string
-	user      *osUser // nil: processes run as the current user
-	out       *outputSink
-	pipe      *serverPipe
+	binDir      string
+	dataDir     string
+	clusterRoot string // the directory holding pgdata: DataDir, or a state directory
+	pgData      string
+	socketDir   string
+	user        *osUser // nil: processes run as the current user
+	out         *outputSink
+	lock        *dirLock
+
+	postmaster *os.Process
+	exited     chan struct{} // closed once the postmaster has exited and been reaped
+	exitErr    error         // its exit status; read only after exited is closed
 
 	stopOnce sync.Once
 	stopErr  error
 }
 
-// Start initializes a cluster in opts.DataDir when there is none, starts it,
-// waits until it accepts connections and creates the "agentbox" database if
-// missing. An existing cluster is reused. If a server from an earlier run is
-// still alive on DataDir, Start fails rather than share or kill it; a stale
-// postmaster.pid (its process gone) is handled by PostgreSQL itself.
+// Start takes the data directory's lock, initializes a cluster when there is
+// none, starts it, waits until it accepts connections and creates the
+// "agentbox" database if missing. An existing cluster is reused. A data
+// directory owned by another live process fails with *InUseError; a server
+// left running by a dead owner is stopped first. A failed Start leaves
+// nothing running and removes the directories it created.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	c, err := newCluster(opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.startup(ctx, opts.Fast); err != nil {
+	created, err := c.makeDataDir()
+	if err != nil {
+		return nil, err
+	}
+	if c.lock, err = lockDataDir(c.dataDir); err != nil {
+		if created {
+			os.RemoveAll(c.dataDir) //nolint:errcheck // best effort: only what we just made
+		}
+		return nil, err
+	}
+	var createdRoot bool
+	if err := c.startup(ctx, opts.Fast, &createdRoot); err != nil {
+		c.removeSocketDir()
+		c.lock.release()
+		if createdRoot && c.clusterRoot != c.dataDir {
+			os.RemoveAll(c.clusterRoot) //nolint:errcheck
+		}
+		if created {
+			os.RemoveAll(c.dataDir) //nolint:errcheck
+		}
 		return nil, errors.Join(err, c.out.Err())
 	}
 	return c, nil
 }
 
-func (c *Cluster) startup(ctx context.Context, fast bool) error {
-	if err := c.prepareDataDir(); err != nil {
+func (c *Cluster) startup(ctx context.Context, fast bool, createdRoot *bool) error {
+	var err error
+	if *createdRoot, err = c.placeCluster(); err != nil {
 		return err
 	}
-	if err := c.checkNoLiveServer(); err != nil {
+	if err := c.stopLeftover(); err != nil {
 		return err
 	}
 	if err := c.initIfNeeded(ctx, fast); err != nil {
 		return err
 	}
+	if err := c.prepareSocketDir(); err != nil {
+		return err
+	}
 	if err := c.configure(fast); err != nil {
 		return err
 	}
-	if err := c.user.chownTree(c.dataDir); err != nil {
+	if err := c.user.chownTree(c.clusterRoot); err != nil {
 		return err
 	}
-	if err := c.start(ctx); err != nil {
+	if err := c.launch(ctx); err != nil {
 		return err
 	}
 	if err := c.ensureDatabase(ctx, defaultDatabase); err != nil {
-		return errors.Join(err, c.stop("fast"))
+		return errors.Join(err, c.stopPostmaster())
 	}
 	return nil
 }
@@ -138,22 +187,32 @@ func (c *Cluster) URL(database string) string {
 		superuser, url.PathEscape(database), queryEscape(c.socketDir), port)
 }
 
-// Stop shuts the server down with pg_ctl stop -m fast (clients are
-// disconnected, work is checkpointed) and waits for it to exit. Only this
-// cluster's postmaster is signalled. Calling Stop again returns the first
-// result.
+// PGData is the cluster's directory (DataDir/pgdata, or the state directory's).
+func (c *Cluster) PGData() string { return c.pgData }
+
+// Stop shuts the server down (fast shutdown: clients are disconnected, work
+// is checkpointed), waits for it to exit and releases the data directory.
+// Calling Stop again returns the first result.
 func (c *Cluster) Stop() error {
-	c.stopOnce.Do(func() { c.stopErr = errors.Join(c.stop("fast"), c.out.Err()) })
+	c.stopOnce.Do(func() {
+		c.stopErr = errors.Join(c.stopPostmaster(), c.out.Err())
+		c.removeSocketDir()
+		c.lock.release()
+	})
 	return c.stopErr
 }
 
-// Restart stops the server with pg_ctl stop -m mode ("fast" or "immediate": the latter is a
-// crash, recovered from the WAL at start) and starts it again. For fault tests.
+// Restart stops the server in mode "fast" (SIGINT) or "immediate" (SIGQUIT: a crash,
+// recovered from the WAL at start) and starts it again on the same socket. For fault tests.
 func (c *Cluster) Restart(ctx context.Context, mode string) error {
-	if err := c.stop(mode); err != nil {
+	sig := map[string]syscall.Signal{"fast": syscall.SIGINT, "immediate": syscall.SIGQUIT}[mode]
+	if sig == 0 {
+		return fmt.Errorf("pglocal: Restart mode %q: want fast or immediate", mode)
+	}
+	if err := c.stopWith(sig); err != nil && sig == syscall.SIGINT {
 		return err
 	}
-	if err := c.start(ctx); err != nil {
+	if err := c.launch(ctx); err != nil {
 		return errors.Join(err, c.out.Err())
 	}
 	return nil
@@ -167,10 +226,6 @@ func newCluster(opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pglocal: %w", err)
 	}
-	socketDir := filepath.Join(dataDir, "run")
-	if err := checkSocketDir(socketDir); err != nil {
-		return nil, err
-	}
 	binDir, err := FindBinDir()
 	if err != nil {
 		return nil, err
@@ -180,92 +235,215 @@ func newCluster(opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	return &Cluster{
-		binDir:    binDir,
-		dataDir:   dataDir,
-		pgData:    filepath.Join(dataDir, "pgdata"),
-		socketDir: socketDir,
-		user:      u,
-		out:       newOutputSink(opts.Log),
+		binDir:  binDir,
+		dataDir: dataDir,
+		user:    u,
+		out:     newOutputSink(opts.Log),
 	}, nil
 }
 
-// checkSocketDir rejects socket directories PostgreSQL could not use: socket
-// addresses are length-limited, and the directory is written into a quoted,
-// comma-separated setting.
-func checkSocketDir(dir string) error {
-	sock := filepath.Join(dir, fmt.Sprintf(".s.PGSQL.%d", port))
-	if len(sock) > maxSocketPath {
-		return fmt.Errorf("pglocal: data directory path is too long: the unix socket %s would be %d bytes, over the %d-byte limit for unix socket addresses; use a shorter DataDir",
-			sock, len(sock), maxSocketPath)
+// makeDataDir creates DataDir (0700) and its missing parents (0755, so the
+// unprivileged cluster user can traverse them); created reports whether
+// DataDir is new.
+func (c *Cluster) makeDataDir() (created bool, err error) {
+	if err := os.MkdirAll(filepath.Dir(c.dataDir), 0o755); err != nil {
+		return false, fmt.Errorf("pglocal: %w", err)
 	}
-	if strings.ContainsAny(dir, ",'\"\\\n") {
-		return fmt.Errorf("pglocal: data directory path %q contains a character (, ' \" \\ or newline) that cannot be used in unix_socket_directories", dir)
+	err = os.Mkdir(c.dataDir, 0o700)
+	if errors.Is(err, fs.ErrExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("pglocal: %w", err)
+	}
+	return true, nil
+}
+
+// placeCluster decides where pgdata lives: in DataDir when the cluster user
+// can reach it, else (root only) in a state directory keyed by DataDir's path,
+// so the user never has to open up their home directory.
+func (c *Cluster) placeCluster() (created bool, err error) {
+	inside := filepath.Join(c.dataDir, "pgdata")
+	blocked := c.user.blockingAncestor(c.dataDir)
+	if blocked == "" {
+		c.clusterRoot, c.pgData = c.dataDir, inside
+		return false, nil
+	}
+	if _, err := os.Stat(filepath.Join(inside, "PG_VERSION")); err == nil {
+		// A cluster made while the path was open: moving it is not ours to do.
+		return false, fmt.Errorf("pglocal: the cluster in %s runs as user %q, which can no longer traverse %s; restore its search permission (chmod o+x %s)",
+			inside, c.user.name, blocked, shellQuote(blocked))
+	}
+	sum := sha256.Sum256([]byte(c.dataDir))
+	root := filepath.Join(stateRoot, hex.EncodeToString(sum[:8]))
+	if err := os.MkdirAll(stateRoot, 0o755); err != nil {
+		return false, fmt.Errorf("pglocal: state directory for the cluster: %w", err)
+	}
+	if b := c.user.blockingAncestor(root); b != "" {
+		return false, fmt.Errorf("pglocal: user %q can reach neither %s (blocked at %s) nor the state directory %s (blocked at %s)", c.user.name, c.dataDir, blocked, root, b)
+	}
+	err = os.Mkdir(root, 0o700)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return false, fmt.Errorf("pglocal: %w", err)
+	}
+	c.clusterRoot, c.pgData = root, filepath.Join(root, "pgdata")
+	return err == nil, nil
+}
+
+// stopLeftover runs with the lock held, so no live owner uses this cluster. A
+// postmaster.pid naming this cluster's live postmaster is the server of an
+// owner that died: stop it. A pid file naming a dead process is left to
+// PostgreSQL, which ignores it; one naming some other live process (a reused
+// PID) or holding no valid PID would make PostgreSQL refuse to start, so it
+// is removed.
+func (c *Cluster) stopLeftover() error {
+	path := filepath.Join(c.pgData, "postmaster.pid")
+	pid, err := c.postmasterPID()
+	if err != nil {
+		return removeFile(path)
+	}
+	if pid == 0 {
+		return nil
+	}
+	switch c.processOf(pid) {
+	case procGone:
+		return nil
+	case procOther:
+		return removeFile(path)
+	}
+	for _, step := range []struct {
+		sig  syscall.Signal
+		wait time.Duration
+	}{{syscall.SIGINT, stopTimeout}, {syscall.SIGQUIT, 10 * time.Second}, {syscall.SIGKILL, 10 * time.Second}} {
+		if err := syscall.Kill(pid, step.sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("pglocal: stopping the PostgreSQL server (PID %d) left on %s: %w", pid, c.pgData, err)
+		}
+		deadline := time.Now().Add(step.wait)
+		for c.processOf(pid) == procCluster && time.Now().Before(deadline) {
+			time.Sleep(pollInterval)
+		}
+		if c.processOf(pid) != procCluster {
+			return nil
+		}
+	}
+	return fmt.Errorf("pglocal: the PostgreSQL server (PID %d) left on %s does not stop, even on SIGKILL", pid, c.pgData)
+}
+
+type procKind int
+
+const (
+	procGone    procKind = iota // no such process, a zombie, or another user's (EPERM)
+	procOther                   // alive, but not a postmaster of this cluster
+	procCluster                 // alive, with this cluster's directory as its working directory
+)
+
+// processOf classifies pid. A postmaster's working directory is its data
+// directory, which is what tells this cluster's server from an unrelated
+// process that reuses a stale PID.
+func (c *Cluster) processOf(pid int) procKind {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return procGone // ESRCH, or EPERM: like PostgreSQL, not this cluster's
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procGone
+	}
+	if i := strings.LastIndexByte(string(stat), ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		return procGone
+	}
+	cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+	if err != nil {
+		if syscall.Kill(pid, 0) != nil {
+			return procGone
+		}
+		return procOther
+	}
+	want := c.pgData
+	if real, err := filepath.EvalSymlinks(want); err == nil {
+		want = real
+	}
+	if cwd == want {
+		return procCluster
+	}
+	return procOther
+}
+
+func removeFile(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("pglocal: %w", err)
 	}
 	return nil
 }
 
-// prepareDataDir creates DataDir (0700) and its missing parents (0755, so the
-// unprivileged cluster user can traverse them), then checks that user can
-// reach it.
-func (c *Cluster) prepareDataDir() error {
-	if err := os.MkdirAll(filepath.Dir(c.dataDir), 0o755); err != nil {
-		return fmt.Errorf("pglocal: %w", err)
-	}
-	if err := os.Mkdir(c.dataDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("pglocal: %w", err)
-	}
-	if c.user == nil {
-		return nil
-	}
-	return c.user.checkTraversable(c.dataDir)
-}
-
-// checkNoLiveServer refuses to start when postmaster.pid names a live process:
-// that is a server left running by an earlier (crashed) run, and starting a
-// second one, or killing it, is not ours to decide.
-func (c *Cluster) checkNoLiveServer() error {
-	pid, alive, err := c.liveServer()
-	if err != nil || !alive {
-		return err
-	}
-	return fmt.Errorf("pglocal: a PostgreSQL server (PID %d) is still running on %s, probably left over from a previous run that did not shut down; stop it (pg_ctl stop -D %s -m fast, as %s) and retry",
-		pid, c.pgData, c.pgData, c.user.describe())
-}
-
-// liveServer reports the PID in postmaster.pid and whether it is alive. Like
-// PostgreSQL, it treats a process we may not signal (EPERM) as another user's,
-// hence not this cluster's postmaster: the pid file is stale.
-func (c *Cluster) liveServer() (pid int, alive bool, err error) {
-	pid, err = c.postmasterPID()
-	if err != nil || pid == 0 {
-		return pid, false, err
-	}
-	return pid, syscall.Kill(pid, 0) == nil, nil
-}
-
 // postmasterPID returns the PID recorded in postmaster.pid, or 0 when there
-// is no such file.
+// is no such file; an error when the file holds no valid PID.
 func (c *Cluster) postmasterPID() (int, error) {
-	path := filepath.Join(c.pgData, "postmaster.pid")
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, nil
+	lines, err := c.pidFileLines()
+	if err != nil || lines == nil {
+		return 0, err
 	}
-	if err != nil {
-		return 0, fmt.Errorf("pglocal: %w", err)
-	}
-	first, _, _ := strings.Cut(string(data), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(first))
-	if err != nil {
-		return 0, fmt.Errorf("pglocal: %s has no valid PID (%w); if no server is running on this data directory, remove the file and retry", path, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(lines[0]))
+	if err != nil || pid == 0 {
+		return 0, fmt.Errorf("pglocal: postmaster.pid holds no valid PID")
 	}
 	if pid < 0 {
 		pid = -pid // single-user mode records the PID negated
 	}
-	if pid == 0 {
-		return 0, fmt.Errorf("pglocal: %s records PID 0; if no server is running on this data directory, remove the file and retry", path)
-	}
 	return pid, nil
+}
+
+// pidFileLines reads postmaster.pid (nil when it does not exist).
+func (c *Cluster) pidFileLines() ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(c.pgData, "postmaster.pid"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pglocal: %w", err)
+	}
+	return strings.Split(string(data), "\n"), nil
+}
+
+// prepareSocketDir makes the private socket directory: /tmp/agentbox-<hash of
+// pgdata>, reused across starts. A path someone else has taken (not a plain
+// directory of ours) is left alone for a fresh random one.
+func (c *Cluster) prepareSocketDir() error {
+	sum := sha256.Sum256([]byte(c.pgData))
+	dir := filepath.Join(socketBase, "agentbox-"+hex.EncodeToString(sum[:8]))
+	err := os.Mkdir(dir, 0o700)
+	if errors.Is(err, fs.ErrExist) && !c.ownsDir(dir) {
+		dir, err = os.MkdirTemp(socketBase, "agentbox-")
+	}
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("pglocal: socket directory: %w", err)
+	}
+	c.socketDir = dir
+	// An existing directory keeps its mode under Mkdir; it must stay private.
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("pglocal: %w", err)
+	}
+	return c.user.chownTree(dir)
+}
+
+// ownsDir: dir is a real directory (not a symlink) owned by us or the cluster user.
+func (c *Cluster) ownsDir(dir string) bool {
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false
+	}
+	return st.Uid == uint32(os.Geteuid()) || (c.user != nil && st.Uid == c.user.uid)
+}
+
+// removeSocketDir removes the socket directory once the server has removed
+// its socket (os.Remove refuses a non-empty directory, e.g. a live server's).
+func (c *Cluster) removeSocketDir() {
+	if c.socketDir != "" {
+		os.Remove(c.socketDir) //nolint:errcheck
+	}
 }
 
 // initIfNeeded runs initdb unless pgdata already holds a cluster.
@@ -282,10 +460,10 @@ func (c *Cluster) initIfNeeded(ctx context.Context, fast bool) error {
 		return fmt.Errorf("pglocal: %w", err)
 	}
 	if len(entries) > 0 {
-		return fmt.Errorf("pglocal: %s is not empty but holds no PostgreSQL cluster (no PG_VERSION; an interrupted initdb?); remove it to start afresh", c.pgData)
+		return fmt.Errorf("pglocal: %s is not empty but holds no PostgreSQL cluster (no PG_VERSION; an interrupted initdb?); to start afresh, remove it: rm -rf %s", c.pgData, shellQuote(c.pgData))
 	}
 	// initdb runs as the cluster user and must be able to create pgdata.
-	if err := c.user.chownTree(c.dataDir); err != nil {
+	if err := c.user.chownTree(c.clusterRoot); err != nil {
 		return err
 	}
 	args := []string{"-D", c.pgData, "--auth=trust", "-U", superuser, "--encoding=UTF8", "--locale=C"}
@@ -298,13 +476,6 @@ func (c *Cluster) initIfNeeded(ctx context.Context, fast bool) error {
 // configure writes the settings Start owns and makes postgresql.conf include
 // them. They are rewritten on every start so Options (e.g. Fast) always apply.
 func (c *Cluster) configure(fast bool) error {
-	if err := os.MkdirAll(c.socketDir, 0o700); err != nil {
-		return fmt.Errorf("pglocal: %w", err)
-	}
-	// An existing directory keeps its mode under MkdirAll; it must stay private.
-	if err := os.Chmod(c.socketDir, 0o700); err != nil {
-		return fmt.Errorf("pglocal: %w", err)
-	}
 	if err := os.WriteFile(filepath.Join(c.pgData, confFile), []byte(c.settings(fast)), 0o600); err != nil {
 		return fmt.Errorf("pglocal: %w", err)
 	}
@@ -349,55 +520,106 @@ func (c *Cluster) includeSettings() error {
 	return errors.Join(err, f.Close())
 }
 
-// start launches the postmaster with pg_ctl, which polls until the server is
-// ready (or has failed) within its timeout.
-func (c *Cluster) start(ctx context.Context) error {
-	pipe, err := startServerPipe(c.out)
-	if err != nil {
+// launch starts the postmaster as our child and waits until it is ready.
+// The child gets a parent-death signal so it never outlives this process.
+// Pdeathsig fires when the creating thread ends, so the starting goroutine
+// stays locked to its thread, waiting for the postmaster, for the server's life.
+func (c *Cluster) launch(ctx context.Context) error {
+	started := make(chan error, 1)
+	c.exited = make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		// Not ctx: the caller's context (often ended by the very signal that asks
+		// for a shutdown) must not SIGKILL the server; Stop shuts it down cleanly.
+		cmd := c.command(context.Background(), "postgres", "-D", c.pgData)
+		cmd.Stdout, cmd.Stderr = c.out, c.out
+		// SIGINT is PostgreSQL's fast shutdown. Its own process group keeps a
+		// terminal's ^C for us: we decide when the server stops.
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGINT
+		cmd.SysProcAttr.Setpgid = true
+		if err := cmd.Start(); err != nil {
+			close(c.exited)
+			started <- fmt.Errorf("pglocal: starting postgres (as %s): %w", c.user.describe(), err)
+			return
+		}
+		c.postmaster = cmd.Process
+		started <- nil
+		c.exitErr = cmd.Wait()
+		close(c.exited)
+	}()
+	if err := <-started; err != nil {
 		return err
 	}
-	c.pipe = pipe
-	cmd := c.command(ctx, "pg_ctl", "start", "-D", c.pgData, "-w", "-t", pgCtlSeconds(ctx))
-	cmd.Stdout, cmd.Stderr = pipe.w, pipe.w
-	runErr := cmd.Run()
-	// Our copy of the write end must go, so the pipe reaches EOF when the server exits.
-	closeErr := pipe.w.Close()
-	if runErr == nil && closeErr == nil {
+	if err := c.waitReady(ctx); err != nil {
+		return errors.Join(err, c.stopPostmaster())
+	}
+	return nil
+}
+
+// waitReady polls postmaster.pid until our postmaster reports "ready" (what
+// pg_ctl -w watches), the postmaster exits, ctx ends or startTimeout passes.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	deadline := time.After(startTimeout)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		if lines, _ := c.pidFileLines(); len(lines) > 7 && strings.TrimSpace(lines[0]) == strconv.Itoa(c.postmaster.Pid) &&
+			strings.TrimSpace(lines[7]) == "ready" {
+			return nil
+		}
+		select {
+		case <-c.exited:
+			return c.withOutput(fmt.Errorf("pglocal: postgres (as %s) exited during start: %v", c.user.describe(), c.exitErr))
+		case <-ctx.Done():
+			return fmt.Errorf("pglocal: waiting for PostgreSQL to start: %w", ctx.Err())
+		case <-deadline:
+			return c.withOutput(fmt.Errorf("pglocal: PostgreSQL did not accept connections within %v", startTimeout))
+		case <-tick.C:
+		}
+	}
+}
+
+// stopPostmaster asks our postmaster for a fast shutdown and waits for it to
+// exit, escalating to an immediate shutdown and then SIGKILL if it hangs.
+func (c *Cluster) stopPostmaster() error { return c.stopWith(syscall.SIGINT) }
+
+// stopWith sends first, then escalates (SIGQUIT, SIGKILL) while the postmaster does not exit.
+func (c *Cluster) stopWith(first syscall.Signal) error {
+	if c.postmaster == nil {
 		return nil
 	}
-	// pg_ctl may have given up (timeout, cancelled ctx) on a server that is
-	// still coming up; do not leave it running behind a failed Start. Its
-	// output is drained by then, so the tail holds the server's last words.
-	stopErr := c.stop("immediate")
-	err = c.withOutput(fmt.Errorf("pglocal: pg_ctl start: %w", errors.Join(runErr, closeErr)))
-	return errors.Join(err, stopErr)
+	steps := []struct {
+		sig  syscall.Signal
+		wait time.Duration
+	}{{syscall.SIGINT, stopTimeout}, {syscall.SIGQUIT, 10 * time.Second}, {syscall.SIGKILL, 10 * time.Second}}
+	for len(steps) > 1 && steps[0].sig != first {
+		steps = steps[1:]
+	}
+	for _, step := range steps {
+		select {
+		case <-c.exited:
+			return c.exitError()
+		default:
+		}
+		c.postmaster.Signal(step.sig) //nolint:errcheck // it may have exited meanwhile
+		select {
+		case <-c.exited:
+			if step.sig != first {
+				return fmt.Errorf("pglocal: PostgreSQL did not exit within %v of %v; stopped with %v", stopTimeout, first, step.sig)
+			}
+			return c.exitError()
+		case <-time.After(step.wait):
+		}
+	}
+	return fmt.Errorf("pglocal: PostgreSQL (PID %d) did not exit, even on SIGKILL", c.postmaster.Pid)
 }
 
-// stop runs pg_ctl stop in the given mode if the server is running (a
-// crashed one leaves a stale pid file pg_ctl would fail on), then waits for
-// the server's output to be drained.
-func (c *Cluster) stop(mode string) error {
-	_, alive, err := c.liveServer()
-	if alive {
-		ctx, cancel := context.WithTimeout(context.Background(), pgCtlTimeout+10*time.Second)
-		defer cancel()
-		err = c.run(c.command(ctx, "pg_ctl", "stop", "-D", c.pgData, "-m", mode, "-w", "-t", pgCtlSeconds(ctx)), "pg_ctl stop")
+func (c *Cluster) exitError() error {
+	if c.exitErr != nil {
+		return c.withOutput(fmt.Errorf("pglocal: postgres: %w", c.exitErr))
 	}
-	c.waitPipe()
-	return err
-}
-
-// waitPipe waits, bounded, until the exited server's last output is drained.
-// A timeout is not an error of the shutdown itself: it means some other
-// process still holds the pipe, and the drain goroutine ends when it closes.
-func (c *Cluster) waitPipe() {
-	if c.pipe == nil {
-		return
-	}
-	select {
-	case <-c.pipe.done:
-	case <-time.After(pipeDrainTimeout):
-	}
+	return nil
 }
 
 // ensureDatabase creates database name unless it exists.
@@ -431,8 +653,9 @@ func (c *Cluster) ensureDatabase(ctx context.Context, name string) error {
 // port or options.
 func (c *Cluster) command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.binDir, name), args...)
-	cmd.Dir = c.dataDir
+	cmd.Dir = c.clusterRoot
 	cmd.Env = environWithoutPG()
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
 	// If ctx kills the command, grandchildren could keep its output open; do
 	// not wait on them forever.
 	cmd.WaitDelay = 5 * time.Second
@@ -468,17 +691,16 @@ func environWithoutPG() []string {
 	return env
 }
 
-// pgCtlSeconds is pg_ctl's -t: the default timeout, or less if ctx ends sooner.
-func pgCtlSeconds(ctx context.Context) string {
-	d := pgCtlTimeout
-	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < d {
-		d = time.Until(deadline)
-	}
-	return strconv.Itoa(max(1, int(d.Seconds())))
-}
-
 // queryEscape escapes a URL query value the way libpq and pgx decode it:
 // they do not read "+" as a space, so spaces must be %20.
 func queryEscape(s string) string {
 	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+}
+
+// shellQuote quotes a path for a remedy printed as a shell command.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -105,10 +105,13 @@ func (u *osUser) canSearch(fi fs.FileInfo) bool {
 	}
 }
 
-// checkTraversable fails, naming the first blocking directory, when u cannot
-// reach dir because some ancestor lacks search permission for it. It walks
-// from "/" downwards so the message names the outermost culprit.
-func (u *osUser) checkTraversable(dir string) error {
+// blockingAncestor names the outermost ancestor of dir that u cannot
+// traverse (no search permission), or "" when u can reach dir. A nil u (we run
+// the cluster ourselves) reaches everything we do.
+func (u *osUser) blockingAncestor(dir string) string {
+	if u == nil {
+		return ""
+	}
 	var ancestors []string
 	for d := filepath.Dir(dir); ; d = filepath.Dir(d) {
 		ancestors = append([]string{d}, ancestors...)
@@ -119,14 +122,13 @@ func (u *osUser) checkTraversable(dir string) error {
 	for _, d := range ancestors {
 		fi, err := os.Stat(d)
 		if err != nil {
-			return fmt.Errorf("pglocal: %w", err)
+			return d
 		}
 		if !u.canSearch(fi) {
-			return fmt.Errorf("pglocal: PostgreSQL runs as user %q (initdb refuses root), but %q cannot traverse directory %s (mode %v): choose a data directory under a path that user can reach, or grant search permission (chmod o+x %s)",
-				u.name, u.name, d, fi.Mode().Perm(), d)
+			return d
 		}
 	}
-	return nil
+	return ""
 }
 
 // chownTree hands dir and everything below it to u, so a cluster created or

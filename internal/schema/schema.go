@@ -82,6 +82,7 @@ type Violation struct {
 	Field   string // dotted/indexed path, e.g. "patch.role", "inbox_seqs[3]"; "" for the root
 	Keyword string // the failing JSON Schema keyword: "additionalProperties", "required", "type", ...
 	Message string // a fixed human-readable phrase; never the value
+	Limit   int64  // the schema's bound for maxLength and maxItems (0 otherwise)
 }
 
 func (v *Violation) Error() string {
@@ -349,7 +350,14 @@ func (c *candidate) field(inst any) string {
 }
 
 func (c *candidate) violation(inst any) *Violation {
-	return &Violation{Field: c.field(inst), Keyword: c.keyword, Message: message(c.kind)}
+	v := &Violation{Field: c.field(inst), Keyword: c.keyword, Message: message(c.kind)}
+	switch k := c.kind.(type) {
+	case *kind.MaxLength:
+		v.Limit = int64(k.Want)
+	case *kind.MaxItems:
+		v.Limit = int64(k.Want)
+	}
+	return v
 }
 
 // message renders a fixed phrase for an error kind. It uses only values that

@@ -29,6 +29,8 @@ type Config struct {
 	MetricsToken string
 	// Uploads stages multipart uploads (nil: uploads are refused).
 	Uploads *upload.Stager
+	// Version is reported to MCP clients at initialization.
+	Version string
 }
 
 // Handler returns the root handler.
@@ -46,7 +48,7 @@ func Handler(cfg Config) http.Handler {
 		Ready:   cfg.Store.Ready,
 		Log:     cfg.Log,
 		Extra: map[string]http.Handler{
-			"/mcp": mcphttp.New(mcphttp.Config{Service: cfg.Service, Auth: authn, AllowedOrigins: cfg.MCPAllowedOrigins, Log: cfg.Log, Metrics: reg}),
+			"/mcp": mcphttp.New(mcphttp.Config{Service: cfg.Service, Auth: authn, AllowedOrigins: cfg.MCPAllowedOrigins, Version: cfg.Version, Log: cfg.Log, Metrics: reg}),
 			// The admin web UI; the JSON API's routes under /admin/api/ stay more specific.
 			"/admin":  ui,
 			"/admin/": ui,

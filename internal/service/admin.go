@@ -214,7 +214,7 @@ func (s *Service) AdminAgentCreate(ctx context.Context, req api.AdminAgentCreate
 	in := req.Body
 	profile := deref(in.ProfileText)
 	if len(profile) > ProfileMaxBytes {
-		return nil, apierr.TooLarge("profile_text", "profile_too_large", ProfileMaxBytes)
+		return nil, apierr.TooLong("profile_text", int64(ProfileMaxBytes))
 	}
 	apiKey := auth.NewSecret(auth.AgentKeyPrefix)
 	out, err := runAdmin(ctx, s, "admin_agent_create", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminAgentCreateResult, error) {
@@ -270,7 +270,7 @@ func (s *Service) AdminAgentUpdate(ctx context.Context, req api.AdminAgentUpdate
 
 func (s *Service) AdminAgentProfileSet(ctx context.Context, req api.AdminAgentProfileSetRequestObject) (api.AdminAgentProfileSetResponseObject, error) {
 	if len(req.Body.Text) > ProfileMaxBytes {
-		return nil, apierr.TooLarge("text", "profile_too_large", ProfileMaxBytes)
+		return nil, apierr.TooLong("text", int64(ProfileMaxBytes))
 	}
 	out, err := runAdmin(ctx, s, "admin_agent_profile_set", func(ctx context.Context, tx *store.Tx, now time.Time) (api.Profile, error) {
 		b, err := box(ctx, tx, req.BoxKey)

@@ -614,28 +614,43 @@ func TestAttachmentRetroactiveCleanup(t *testing.T) {
 	bigID := big.JSON()["message_id"].(string)
 	small := sendFile(t, a, dmTo(b), "small", "small.bin", []byte("s"))
 	ibClaim(t, b, map[string]any{"limit": 10}) // receipts and leases on both
+	// b's latest message in the pair is oversized too: its duplicate reference must go with it.
+	bBig := upload(t, b, "/messages", map[string]any{"destination": dmTo(a), "body_md": "big back", "idempotency_key": newKey()},
+		"big.bin", "application/octet-stream", bytes.Repeat([]byte("b"), 5000))
+	if bBig.Status != 200 {
+		t.Fatalf("send: %s", bBig.Raw)
+	}
 	runs := e.Admin("GET", "/boxes/alpha/cleanup", nil)["runs"].(float64)
 
 	w.settings(map[string]any{"attachment_max_bytes": 4000})
 	st := e.Admin("GET", "/boxes/alpha/cleanup", nil)
-	if st["runs"] != runs+1 || st["deleted_messages"] != float64(1) {
+	if st["runs"] != runs+1 || st["deleted_messages"] != float64(2) {
 		t.Fatalf("cleanup status: %v", st)
 	}
 	for q, want := range map[string]int64{
-		`SELECT count(*) FROM messages WHERE message_id = '` + bigID + `'`:                  0,
-		`SELECT count(*) FROM attachments`:                                                  1,
-		`SELECT count(*) FROM attention WHERE message_id = '` + bigID + `'`:                 0,
-		`SELECT count(*) FROM requests`:                                                     0,
-		`SELECT count(*) FROM receipts`:                                                     1,
-		`SELECT count(*) FROM attachment_chunks c JOIN attachments a USING (attachment_id)`: 1,
-		`SELECT count(*) FROM attachment_chunks`:                                            1,
+		`SELECT count(*) FROM messages WHERE message_id = '` + bigID + `'`:                           0,
+		`SELECT count(*) FROM attachments`:                                                           1,
+		`SELECT count(*) FROM attention WHERE message_id = '` + bigID + `'`:                          0,
+		`SELECT count(*) FROM channel_sender_latest WHERE sender_agent_id = '` + b.ID.String() + `'`: 0,
+		`SELECT count(*) FROM requests`:                                                              0,
+		`SELECT count(*) FROM receipts`:                                                              1,
+		`SELECT count(*) FROM attachment_chunks c JOIN attachments a USING (attachment_id)`:          1,
+		`SELECT count(*) FROM attachment_chunks`:                                                     1,
 	} {
 		if n := dbInt(t, e, q); n != want {
 			t.Fatalf("%s: %d, want %d", q, n, want)
 		}
 	}
-	// The duplicate reference went with the latest message only if it was that one; here
-	// "small" is the latest and survives, so repeating it is still a duplicate.
+	// The purged message's duplicate reference went with it: a's latest in the channel was
+	// "small" (kept), so only that reference remains and repeating it is still a duplicate.
+	// b's reference to its own message is untouched.
+	if n := dbInt(t, e, `SELECT count(*) FROM channel_sender_latest l WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.message_id = l.message_id)`); n != 0 {
+		t.Fatalf("%d duplicate references to purged messages", n)
+	}
+	if r := upload(t, b, "/messages", map[string]any{"destination": dmTo(a), "body_md": "big back", "idempotency_key": newKey()},
+		"big.bin", "application/octet-stream", bytes.Repeat([]byte("b"), 3000)); r.JSON()["status"] != "sent" {
+		t.Fatalf("b's send after its reference was purged: %s", r.Raw)
+	}
 	if r := upload(t, a, "/messages", map[string]any{"destination": dmTo(b), "body_md": "small", "idempotency_key": newKey()}, "small.bin", "text/plain", []byte("s")); r.JSON()["status"] != "duplicate" || r.JSON()["message_id"] != small {
 		t.Fatalf("duplicate after cleanup: %s", r.Raw)
 	}

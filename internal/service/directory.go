@@ -16,12 +16,6 @@ import (
 // Anything else — unlisted, disabled, another box's or unknown — is one uniform
 // NOT_FOUND_OR_FORBIDDEN, so the directory reveals nothing about agents that opted out.
 
-// Byte caps of the public card fields (directory_update_self).
-const (
-	CardRoleMaxBytes        = 200
-	CardDescriptionMaxBytes = 2000
-)
-
 func cardOf(c store.Card) api.Card {
 	rev := dec(c.CardRevision)
 	return api.Card{AgentId: c.AgentID, Name: c.Name, Role: c.Role, Description: c.Description,
@@ -112,9 +106,9 @@ func (s *Service) DirectoryUpdateSelf(ctx context.Context, req api.DirectoryUpda
 	case role == nil && description == nil:
 		return nil, apierr.Invalid("patch", "name at least one field to change (role, description)").WithReason("empty_patch")
 	case role != nil && len(*role) > CardRoleMaxBytes:
-		return nil, apierr.TooLarge("patch.role", "role_too_large", CardRoleMaxBytes)
+		return nil, apierr.TooLong("patch.role", int64(CardRoleMaxBytes))
 	case description != nil && len(*description) > CardDescriptionMaxBytes:
-		return nil, apierr.TooLarge("patch.description", "description_too_large", CardDescriptionMaxBytes)
+		return nil, apierr.TooLong("patch.description", int64(CardDescriptionMaxBytes))
 	}
 	expected, err := parseDec("expected_revision", in.ExpectedRevision)
 	if err != nil {

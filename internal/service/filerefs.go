@@ -17,9 +17,6 @@ import (
 // service fetches, resolves, previews or shares these URLs; the validator below is purely
 // syntactic (no DNS), so it judges only what the URL text itself says.
 
-// FilesMax is the fixed cap on file references per message.
-const FilesMax = 10
-
 // fileURLMaxBytes bounds one reference URL (the envelope cap bounds the total).
 const fileURLMaxBytes = 2048
 
@@ -29,7 +26,7 @@ func fileRefs(in *[]api.FileRefInput) ([]api.FileRef, error) {
 		return []api.FileRef{}, nil
 	}
 	if len(*in) > FilesMax {
-		return nil, apierr.TooLarge("files", "too_many_files", FilesMax)
+		return nil, apierr.TooMany("files", int64(FilesMax))
 	}
 	out := make([]api.FileRef, 0, len(*in))
 	for i, f := range *in {

@@ -15,9 +15,6 @@ import (
 // the message's file references. Nothing here fetches anything; a report is the reporter's
 // word, upserted per (message, file index, reporter), independent of ACK and work state.
 
-// FileNoteMaxBytes bounds a report's note.
-const FileNoteMaxBytes = 500
-
 func fileReportDTO(r store.FileReport) api.FileReport {
 	out := api.FileReport{MessageId: r.MessageID, FileIndex: r.FileIndex, ReporterAgentId: r.ReporterID,
 		Status: api.FileAccessStatus(r.Status), UpdatedAt: r.UpdatedAt.UTC()}
@@ -43,7 +40,7 @@ func (s *Service) FileAccessReport(ctx context.Context, req api.FileAccessReport
 		}
 		note := deref(in.Note)
 		if len(note) > FileNoteMaxBytes {
-			return api.FileReport{}, apierr.TooLarge("note", "note_too_large", FileNoteMaxBytes)
+			return api.FileReport{}, apierr.TooLong("note", int64(FileNoteMaxBytes))
 		}
 		msg, _, err := readableMessage(ctx, tx, c, req.MessageId)
 		if err != nil {

@@ -22,7 +22,7 @@ import (
 // or DM pair) with the stream semantics of SPEC §9 over inbox_seq.
 func (s *Service) InboxList(ctx context.Context, req api.InboxListRequestObject) (api.InboxListResponseObject, error) {
 	out, err := runRead(ctx, s, "inbox_list", func(ctx context.Context, tx *store.Tx, c *call) (api.InboxPage, error) {
-		state := api.InboxFilterUnread
+		state := defaultInboxFilter
 		if req.Params.Filter != nil {
 			state = *req.Params.Filter
 		}
@@ -266,7 +266,7 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 	args.IdempotencyKey = ""
 	m := mutation{op: "inbox_claim", idempotencyKey: in.IdempotencyKey, args: args}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.InboxClaimResult, error) {
-		order := api.ClaimOrderOldest
+		order := defaultClaimOrder
 		if in.Order != nil {
 			order = *in.Order
 		}

@@ -15,14 +15,6 @@ import (
 // leave; archived rooms are read-only. Access checks live in access.go. Membership changes
 // lock the room's channel row first (lockedRoom) so they serialize with sends and archival.
 
-// Fixed room bounds (not settings).
-const (
-	RoomNameMaxBytes    = 200
-	BriefAppendMaxBytes = 8 << 10
-	BriefMaxBytes       = 64 << 10
-	RosterMax           = 200
-)
-
 // checkInvitees validates invitee IDs with one query whatever their number: at most
 // targets_max, distinct, not the caller, each an enabled agent of the caller's box.
 func checkInvitees(ctx context.Context, tx *store.Tx, c *call, ids []uuid.UUID) error {
@@ -57,16 +49,16 @@ func checkInvitees(ctx context.Context, tx *store.Tx, c *call, ids []uuid.UUID) 
 func (s *Service) RoomCreate(ctx context.Context, req api.RoomCreateRequestObject) (api.RoomCreateResponseObject, error) {
 	in := req.Body
 	if len(in.Name) > RoomNameMaxBytes {
-		return nil, apierr.TooLarge("name", "name_too_large", RoomNameMaxBytes)
+		return nil, apierr.TooLong("name", int64(RoomNameMaxBytes))
 	}
 	if in.Name == "" {
 		return nil, apierr.Invalid("name", "must not be empty")
 	}
-	visibility := api.HistoryVisibilityShared
+	visibility := defaultHistoryVisibility
 	if in.HistoryVisibility != nil {
 		visibility = api.HistoryVisibility(*in.HistoryVisibility)
 	}
-	follow := api.FollowAll
+	follow := defaultRoomFollow
 	if in.DefaultFollow != nil {
 		follow = *in.DefaultFollow
 	}
@@ -239,7 +231,7 @@ func (s *Service) RoomGet(ctx context.Context, req api.RoomGetRequestObject) (ap
 			return api.RoomDetails{RoomId: r.ID, Name: r.Name, State: api.MemberStateInvited,
 				InviterAgentId: r.Member.InviterAgentID, InvitedAt: r.Member.InvitedAt}, nil
 		}
-		members, err := tx.RoomRoster(ctx, c.p.BoxID, r.ID, RosterMax+1)
+		members, err := tx.RoomRoster(ctx, c.p.BoxID, r.ID, int32(RosterMax+1))
 		if err != nil {
 			return api.RoomDetails{}, err
 		}
@@ -288,7 +280,7 @@ func (s *Service) RoomBriefUpdate(ctx context.Context, req api.RoomBriefUpdateRe
 	case in.AppendMd == "":
 		return nil, apierr.Invalid("append_md", "must not be empty")
 	case len(in.AppendMd) > BriefAppendMaxBytes:
-		return nil, apierr.TooLarge("append_md", "append_too_large", BriefAppendMaxBytes)
+		return nil, apierr.TooLong("append_md", int64(BriefAppendMaxBytes))
 	}
 	expected, err := parseDec("expected_revision", in.ExpectedRevision)
 	if err != nil {
@@ -301,7 +293,7 @@ func (s *Service) RoomBriefUpdate(ctx context.Context, req api.RoomBriefUpdateRe
 		if err != nil {
 			return api.RoomBrief{}, err
 		}
-		b, ok, err := tx.AppendRoomBrief(ctx, c.p.BoxID, r.ID, expected, in.AppendMd, BriefMaxBytes, c.now)
+		b, ok, err := tx.AppendRoomBrief(ctx, c.p.BoxID, r.ID, expected, in.AppendMd, int64(BriefMaxBytes), c.now)
 		if err != nil {
 			return api.RoomBrief{}, err
 		}
@@ -315,7 +307,7 @@ func (s *Service) RoomBriefUpdate(ctx context.Context, req api.RoomBriefUpdateRe
 			case cur.Revision != expected:
 				return api.RoomBrief{}, apierr.Conflict(cur.Revision).WithField("expected_revision")
 			default:
-				return api.RoomBrief{}, apierr.TooLarge("append_md", "brief_too_large", BriefMaxBytes)
+				return api.RoomBrief{}, apierr.TooLarge("append_md", "brief_too_large", int64(BriefMaxBytes))
 			}
 		}
 		return api.RoomBrief{RoomId: r.ID, BriefMd: b.Text, Revision: dec(b.Revision), UpdatedAt: b.UpdatedAt}, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -165,12 +166,19 @@ func TestRoomCreateValidationWritesNothing(t *testing.T) {
 		{"other box", map[string]any{"invitee_agent_ids": ids(foreign.ID)}, "INVALID_ARGUMENT", "unknown_target", "invitee_agent_ids[0]"},
 		{"duplicate", map[string]any{"invitee_agent_ids": ids(w.b.ID, w.c.ID, w.b.ID)}, "INVALID_ARGUMENT", "duplicate_target", "invitee_agent_ids[2]"},
 		{"name too long", map[string]any{"name": strings.Repeat("é", 101)}, "LIMIT_EXCEEDED", "name_too_large", "name"},
+		// Over the schema's maxLength in characters: the schema validator gives the same error.
+		{"name too long in characters", map[string]any{"name": strings.Repeat("a", 201)}, "LIMIT_EXCEEDED", "name_too_large", "name"},
 		{"empty name", map[string]any{"name": ""}, "INVALID_ARGUMENT", "", "name"},
 		{"bad visibility", map[string]any{"history_visibility": "public"}, "INVALID_ARGUMENT", "", "history_visibility"},
 		{"dry run still validates", map[string]any{"invitee_agent_ids": ids(uuid.New()), "dry_run": true}, "INVALID_ARGUMENT", "unknown_target", "invitee_agent_ids[0]"},
 	}
 	for _, tc := range cases {
-		rmUnchanged(t, e, tc.name, create(tc.body), tc.code, tc.reason, tc.field)
+		r := rmUnchanged(t, e, tc.name, create(tc.body), tc.code, tc.reason, tc.field)
+		if tc.reason == "name_too_large" {
+			if lim, _ := r.JSON()["error"].(map[string]any)["limit"].(float64); lim != float64(service.RoomNameMaxBytes) {
+				t.Errorf("%s: limit %s, want the contract's %d", tc.name, r.Raw, service.RoomNameMaxBytes)
+			}
+		}
 	}
 	// targets_max bounds the invitees.
 	e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"settings": map[string]any{"targets_max": 2}})
@@ -501,7 +509,7 @@ func TestRoomBriefRules(t *testing.T) {
 		t.Fatalf("current_revision: %s", r.Raw)
 	}
 	rmUnchanged(t, e, "append over 8 KiB", func() testenv.Response { return appendBrief(w.owner, strings.Repeat("ü", 4097), "2") },
-		"LIMIT_EXCEEDED", "append_too_large", "append_md")
+		"LIMIT_EXCEEDED", "append_md_too_large", "append_md")
 	rmUnchanged(t, e, "empty append", func() testenv.Response { return appendBrief(w.owner, "", "2") }, "INVALID_ARGUMENT", "", "append_md")
 	if n := dbInt(t, e, `SELECT count(*) FROM messages`); n != 0 {
 		t.Fatalf("brief updates posted %d messages", n)

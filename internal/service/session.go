@@ -129,7 +129,7 @@ func (s *Service) CheckpointSave(ctx context.Context, req api.CheckpointSaveRequ
 		return nil, apierr.Invalid("checkpoint", "must be a JSON object")
 	}
 	if compact.Len() > CheckpointMaxBytes {
-		return nil, apierr.TooLarge("checkpoint", "checkpoint_too_large", CheckpointMaxBytes)
+		return nil, apierr.TooLarge("checkpoint", "checkpoint_too_large", int64(CheckpointMaxBytes))
 	}
 	expected, err := parseDec("expected_revision", in.ExpectedRevision)
 	if err != nil {

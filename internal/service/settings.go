@@ -3,40 +3,19 @@ package service
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+
+	"github.com/go-playground/validator/v10"
 
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/internal/apierr"
 )
 
-// CheckpointMaxBytes is fixed by the product (SPEC §3), not a setting.
-const CheckpointMaxBytes = 32 << 10
-
-// ProfileMaxBytes bounds an admin-set private profile.
-const ProfileMaxBytes = 64 << 10
-
-// defaultSettings are the values of every per-box setting an admin has not overridden.
-var defaultSettings = api.SettingsValues{
-	BodyMaxBytes:                16 << 10,
-	PayloadMaxBytes:             8 << 10,
-	PayloadMaxDepth:             8,
-	EnvelopeMaxBytes:            64 << 10,
-	TargetsMax:                  20,
-	AckBatchMax:                 100,
-	PageLimitDefault:            50,
-	PageLimitMax:                200,
-	ResponseBudgetBytes:         256 << 10,
-	LeaseDefaultSeconds:         60,
-	LeaseMaxSeconds:             3600,
-	ChannelMessageCap:           10000,
-	ChannelAttachmentCap:        200,
-	AttachmentMaxBytes:          10 << 20,
-	UploadTempMaxBytes:          256 << 20,
-	UploadConcurrencyMax:        8,
-	IdempotencyRetentionSeconds: 24 * 3600,
-	RateLimitPerSecond:          0,
-	RateLimitBurst:              0,
-	CheckpointMaxBytes:          CheckpointMaxBytes,
-}
+// CheckpointMaxBytes is fixed by the product (SPEC §3), not a setting: the default of
+// checkpoint_max_bytes, which no override changes.
+var CheckpointMaxBytes = int(defaultSettings.CheckpointMaxBytes)
 
 // settingSemantics is the one line of meaning published with each limit and rule.
 var settingSemantics = map[string]string{
@@ -73,7 +52,7 @@ func effectiveSettings(overrides json.RawMessage) (api.SettingsValues, error) {
 			return s, err
 		}
 	}
-	s.CheckpointMaxBytes = CheckpointMaxBytes
+	s.CheckpointMaxBytes = int64(CheckpointMaxBytes)
 	return s, nil
 }
 
@@ -104,13 +83,45 @@ func mergeSettings(overrides json.RawMessage, patch api.SettingsPatch) (json.Raw
 	if err != nil {
 		return nil, eff, err
 	}
-	switch {
-	case eff.PageLimitDefault > eff.PageLimitMax:
-		return nil, eff, apierr.Invalid("settings.page_limit_default", "page_limit_default must not exceed page_limit_max")
-	case eff.LeaseDefaultSeconds > eff.LeaseMaxSeconds:
-		return nil, eff, apierr.Invalid("settings.lease_default_seconds", "lease_default_seconds must not exceed lease_max_seconds")
+	if err := checkSettings(eff); err != nil {
+		return nil, eff, err
 	}
 	return out, eff, nil
+}
+
+// settingsRules checks the rules of the effective settings that JSON Schema cannot state
+// (a default within its maximum, caps that must stay positive whatever was stored before).
+// The rules are the validate tags oapi-codegen generates on api.SettingsValues from the
+// x-oapi-codegen-extra-tags of spec/openapi.json, so each is written once, in the spec.
+var settingsRules = func() *validator.Validate {
+	v := validator.New(validator.WithRequiredStructEnabled())
+	v.RegisterTagNameFunc(jsonName)
+	return v
+}()
+
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return name
+}
+
+// checkSettings is INVALID_ARGUMENT naming the first setting that breaks a rule (never
+// its value).
+func checkSettings(eff api.SettingsValues) error {
+	err := settingsRules.Struct(eff)
+	var bad validator.ValidationErrors
+	if !errors.As(err, &bad) || len(bad) == 0 {
+		return err
+	}
+	fe := bad[0]
+	msg := fe.Field() + " breaks the rule " + fe.Tag()
+	switch fe.Tag() {
+	case "ltefield":
+		other, _ := reflect.TypeFor[api.SettingsValues]().FieldByName(fe.Param())
+		msg = fe.Field() + " must not exceed " + jsonName(other)
+	case "gte":
+		msg = fe.Field() + " must be at least " + fe.Param()
+	}
+	return apierr.Invalid("settings."+fe.Field(), msg)
 }
 
 // limitsOf is the published Limits object.

@@ -77,8 +77,8 @@ FROM messages WHERE box_id = $1 ORDER BY channel_id, message_seq DESC;
 INSERT INTO channel_sender_latest (box_id, channel_id, sender_agent_id, message_id, content_hash)
 SELECT $1, c.channel_id, seed_id($1, 'agent', g), seed_id($1, 'message', 1), '\x00'
 FROM channels c, generate_series(3, 6) g WHERE c.box_id = $1;
-INSERT INTO attachments (box_id, message_id, attachment_id, name, media_type, size_bytes, sha256, content)
-SELECT box_id, message_id, gen_random_uuid(), 'a.txt', 'text/plain', 1, '', '\x00' FROM messages WHERE box_id = $1 AND message_seq % 5 = 0;
+INSERT INTO attachments (box_id, message_id, attachment_id, name, media_type, size_bytes, sha256)
+SELECT box_id, message_id, gen_random_uuid(), 'a.txt', 'text/plain', 1, '' FROM messages WHERE box_id = $1 AND message_seq % 5 = 0;
 INSERT INTO idempotency_records (box_id, agent_id, tool, idem_key, request_hash, response, created_at, expires_at)
 SELECT $1, seed_id($1, 'agent', 1 + g % $2), 'message_send', 'key-' || g, '\x00', '\x00', '2026-01-01', '2026-01-02'
 FROM generate_series(1, $4) g;
@@ -198,7 +198,8 @@ func planProblems(n planNode, indexCols map[string][]string, unique map[string]b
 				break
 			}
 			prefix++
-			if !ownerColumns[c] {
+			// A channel's duplicate references are one per sender, not its history.
+			if !ownerColumns[c] || rel == "channel_sender_latest" && c == "channel_id" {
 				keyed = true
 			}
 		}

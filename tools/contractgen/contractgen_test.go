@@ -462,6 +462,8 @@ func TestSyntheticSpec(t *testing.T) {
 	adv := compile(cr.ID, "advertised", cr.AdvertisedOutput)
 	expect(adv, `{"items":[{"n":1,"new":true}],"new_top":1}`, "", "")
 	expect(adv, `{"items":[],"extra":{"a":1}}`, "extra.a", "type")
+	// Only top-level fields keep their types; nested objects are open.
+	expect(adv, `{"items":{}}`, "items", "type")
 
 	ms := byID["message_send"]
 	in = compile(ms.ID, "input", ms.Input)
@@ -556,11 +558,11 @@ func TestRouterRegistry(t *testing.T) {
 	}
 	load := func(tool string) (*registry, error) {
 		path := filepath.Join(t.TempDir(), "tools.json")
-		doc := `{"server":{"name":"s","instructions":"i"},"budgets":{"tools_list_bytes":0,"router_tools_list_bytes":0},"tools":[` + tool + `]}`
+		doc := `{"server":{"name":"s","instructions":"i"},"budgets":{"tools_list_bytes":0,"router_tools_list_bytes":0},"$defs":{"ToolName":{"type":"string","pattern":"^[a-z][a-z0-9]*(_[a-z0-9]+)+$"}},"tools":[` + tool + `]}`
 		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return loadRegistry(path, []*operation{{ID: "tool_search"}})
+		return loadRegistry(path, []*operation{{ID: "tool_search"}}, nil)
 	}
 	in, out := `,"input_schema":`+input, `,"output_schema":`+output
 

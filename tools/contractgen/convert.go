@@ -320,6 +320,36 @@ func (c *conv) mergeAllOf(m map[string]any, at string) (map[string]any, bool, er
 	if !ok {
 		return nil, false, fmt.Errorf("%s: allOf must be an array", at)
 	}
+	// allOf: [one schema] with only annotations beside it is how OpenAPI 3.0 gives a
+	// $ref a default or description: it is that schema with those annotations.
+	if len(branches) == 1 {
+		annotated := true
+		for k := range m {
+			switch k {
+			case "allOf", "default", "description", "title", "example", "deprecated":
+			default:
+				annotated = false
+			}
+		}
+		if annotated {
+			bm, rec, err := c.resolve(branches[0], at+"/allOf/0")
+			if err != nil {
+				return nil, false, err
+			}
+			if _, nested := bm["allOf"]; rec == "" && !nested {
+				out := map[string]any{}
+				for k, v := range bm {
+					out[k] = v
+				}
+				for k, v := range m {
+					if k != "allOf" {
+						out[k] = v
+					}
+				}
+				return out, true, nil
+			}
+		}
+	}
 	merged := map[string]any{}
 	props := map[string]any{}
 	var required []any
@@ -779,21 +809,37 @@ func (s *spec) flattenObject(op *operation, in *conv, m map[string]any, input ma
 	return nil
 }
 
-// shallow trims an advertised output schema to its top-level fields: nested objects and
-// arrays keep only their type (open, so any content conforms). Clients use the advertised
-// schema only to accept structuredContent; the server validates every output against the
-// full strict schema, and tools/list stays small.
+// shallow trims an advertised output schema to its top-level fields, each with its type
+// (and enum): nested objects and arrays keep only their type (open, so any content
+// conforms). Clients use the advertised schema only to accept structuredContent; the
+// server validates every output against the full strict schema (which tool_describe and
+// the CLI's --output-schema show), and tools/list stays small.
 func shallow(node any, depth int) any {
 	m, ok := node.(map[string]any)
 	if !ok {
 		return node
 	}
-	if depth >= 2 {
+	if depth >= 1 {
 		out := map[string]any{}
 		if t, ok := m["type"]; ok {
 			out["type"] = t
 			if t == "object" {
 				out["additionalProperties"] = true
+				if ap, ok := m["additionalProperties"].(map[string]any); ok { // a map keeps its value type
+					out["additionalProperties"] = shallow(ap, depth+1)
+				}
+			}
+		}
+		if e, ok := m["enum"]; ok {
+			out["enum"] = e
+		}
+		for _, comb := range []string{"anyOf", "oneOf"} { // a top-level union keeps its branches' types
+			if alts, ok := m[comb].([]any); ok && depth < 2 {
+				var trimmed []any
+				for _, alt := range alts {
+					trimmed = append(trimmed, shallow(alt, depth+1))
+				}
+				out[comb] = trimmed
 			}
 		}
 		return out
@@ -818,9 +864,7 @@ func shallow(node any, depth int) any {
 		case "$ref", "pattern", "format", "minLength", "maxLength", "minimum", "maximum", "minItems", "maxItems", "default":
 			// detail the strict server-side schema keeps
 		case "description":
-			if depth == 0 {
-				out[k] = v
-			}
+			// not advertised: the tool's description says what the result means
 		default:
 			out[k] = v
 		}

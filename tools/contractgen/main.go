@@ -74,7 +74,7 @@ func Generate(cfg Config) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := loadRegistry(cfg.Tools, ops)
+	reg, err := loadRegistry(cfg.Tools, ops, spec)
 	if err != nil {
 		return nil, err
 	}

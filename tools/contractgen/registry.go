@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strings"
 
 	"github.com/agentbox/agentbox/internal/schema"
 )
@@ -22,7 +23,9 @@ type registry struct {
 		ToolsListBytes       int `json:"tools_list_bytes"`
 		RouterToolsListBytes int `json:"router_tools_list_bytes"`
 	} `json:"budgets"`
-	Tools []*toolEntry `json:"tools"`
+	// Defs are schemas router tools share ("$ref": "#/$defs/ToolName").
+	Defs  map[string]json.RawMessage `json:"$defs,omitempty"`
+	Tools []*toolEntry               `json:"tools"`
 }
 
 type toolEntry struct {
@@ -63,7 +66,6 @@ type toolAnnotations struct {
 }
 
 var (
-	toolNameRE = regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)+$`)
 	enumValues = map[string][]string{
 		"permission_class": {"read_only", "agent_mutation", "admin"},
 		"idempotency":      {"natural", "key", "none"},
@@ -84,7 +86,7 @@ func oneOf(field, v string) error {
 
 // loadRegistry reads and checks the structural integrity of the registry
 // (the naming and style rules are `contract lint`'s job).
-func loadRegistry(path string, ops []*operation) (*registry, error) {
+func loadRegistry(path string, ops []*operation, sp *spec) (*registry, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -100,6 +102,10 @@ func loadRegistry(path string, ops []*operation) (*registry, error) {
 	}
 	if reg.Server.Name == "" || reg.Server.Instructions == "" {
 		return nil, fmt.Errorf("%s: server.name and server.instructions are required", path)
+	}
+	toolNameRE, err := reg.toolNamePattern()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	byOp := map[string]*operation{}
 	for _, op := range ops {
@@ -122,7 +128,7 @@ func loadRegistry(path string, ops []*operation) (*registry, error) {
 			names[n] = t.Name
 		}
 		if t.OperationID == "" {
-			if err := t.routerSchemas(); err != nil {
+			if err := t.routerSchemas(&inlineRefs{defs: reg.Defs, spec: sp}); err != nil {
 				return nil, fmt.Errorf("%s: %w", where, err)
 			}
 		} else {
@@ -173,16 +179,31 @@ func loadRegistry(path string, ops []*operation) (*registry, error) {
 	return &reg, nil
 }
 
+// toolNamePattern is the tool-name grammar, written once in the registry as
+// $defs.ToolName.pattern (router tools' name inputs refer to it).
+func (reg *registry) toolNamePattern() (*regexp.Regexp, error) {
+	var def struct {
+		Pattern string `json:"pattern"`
+	}
+	if raw, ok := reg.Defs["ToolName"]; !ok || json.Unmarshal(raw, &def) != nil || def.Pattern == "" {
+		return nil, errors.New("$defs.ToolName must state the tool-name pattern")
+	}
+	return regexp.Compile(def.Pattern)
+}
+
 // routerSchemas checks a tool without an operation (a router tool: tool_search,
 // tool_describe, tool_execute) and prepares its inline schemas for emission. Such a
 // tool is router_only; its input is a closed object (every object node with properties
 // closed) with a required box_key; its output is an object schema. Both must compile.
-func (t *toolEntry) routerSchemas() error {
+func (t *toolEntry) routerSchemas(refs *inlineRefs) error {
 	if t.Exposure != "router_only" {
 		return errors.New("a tool without operation_id is a router tool: exposure must be router_only")
 	}
 	in, err := inlineSchema("input_schema", t.InputSchema)
 	if err != nil {
+		return err
+	}
+	if in, err = refs.expand(in, modeInput, "input_schema"); err != nil {
 		return err
 	}
 	if in["additionalProperties"] != false {
@@ -200,14 +221,107 @@ func (t *toolEntry) routerSchemas() error {
 	if err != nil {
 		return err
 	}
+	if out, err = refs.expand(out, modeOutput, "output_schema"); err != nil {
+		return err
+	}
 	if t.input, err = compiledDoc(t.Name+".input", in); err != nil {
 		return err
 	}
 	if t.output, err = compiledDoc(t.Name+".output", out); err != nil {
 		return err
 	}
-	t.advertisedOutput, err = compiledDoc(t.Name+".advertised_output", openObjects(out).(map[string]any))
+	t.advertisedOutput, err = compiledDoc(t.Name+".advertised_output", shallow(openObjects(out), 0).(map[string]any))
 	return err
+}
+
+// inlineRefs expands the $refs a router tool's inline schema may use, so that what every
+// operation shares is written once: "#/$defs/NAME" (the registry's $defs) and
+// "openapi.json#/components/schemas/NAME" or "openapi.json#/components/parameters/NAME"
+// (a parameter's schema with its description), converted like an operation's schemas.
+type inlineRefs struct {
+	defs map[string]json.RawMessage
+	spec *spec
+}
+
+func (r *inlineRefs) expand(doc map[string]any, m mode, at string) (map[string]any, error) {
+	out, err := r.node(doc, m, at, 0)
+	if err != nil {
+		return nil, err
+	}
+	return out.(map[string]any), nil
+}
+
+func (r *inlineRefs) node(v any, m mode, at string, depth int) (any, error) {
+	if depth > 32 {
+		return nil, fmt.Errorf("%s: $ref chain too deep", at)
+	}
+	switch n := v.(type) {
+	case []any:
+		out := make([]any, len(n))
+		for i, x := range n {
+			var err error
+			if out[i], err = r.node(x, m, fmt.Sprintf("%s/%d", at, i), depth); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case map[string]any:
+		out := map[string]any{}
+		if ref, ok := n["$ref"].(string); ok {
+			target, err := r.target(ref, m, at)
+			if err != nil {
+				return nil, err
+			}
+			exp, err := r.node(target, m, at, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			for k, x := range exp.(map[string]any) {
+				out[k] = x
+			}
+		}
+		for k, x := range n {
+			if k == "$ref" {
+				continue
+			}
+			var err error
+			if out[k], err = r.node(x, m, at+"/"+k, depth); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+func (r *inlineRefs) target(ref string, m mode, at string) (map[string]any, error) {
+	const defs, schemas, params = "#/$defs/", "openapi.json#/components/schemas/", "openapi.json#/components/parameters/"
+	switch {
+	case strings.HasPrefix(ref, defs):
+		raw, ok := r.defs[strings.TrimPrefix(ref, defs)]
+		var doc map[string]any
+		if !ok || json.Unmarshal(raw, &doc) != nil || doc == nil {
+			return nil, fmt.Errorf("%s: $ref %s: no such schema in $defs", at, ref)
+		}
+		return doc, nil
+	case r.spec != nil && strings.HasPrefix(ref, schemas):
+		return r.spec.newConv(m).convert(map[string]any{"$ref": "#/components/schemas/" + strings.TrimPrefix(ref, schemas)}, at)
+	case r.spec != nil && strings.HasPrefix(ref, params):
+		ps, _ := r.spec.doc["components"].(map[string]any)["parameters"].(map[string]any)
+		p, ok := ps[strings.TrimPrefix(ref, params)].(map[string]any)
+		if !ok || p["schema"] == nil {
+			return nil, fmt.Errorf("%s: $ref %s: no such parameter with a schema", at, ref)
+		}
+		sch, err := r.spec.newConv(m).convert(p["schema"], at)
+		if err != nil {
+			return nil, err
+		}
+		if d, ok := p["description"]; ok {
+			sch["description"] = d
+		}
+		return sch, nil
+	}
+	return nil, fmt.Errorf("%s: $ref %s: a router schema may refer only to #/$defs/… or openapi.json#/components/{schemas,parameters}/…", at, ref)
 }
 
 // inlineSchema decodes an inline schema: a JSON object of type object. It gets the

@@ -30,27 +30,14 @@ func projectDir(t *testing.T) string {
 	return dir
 }
 
-// need fails in CI and skips elsewhere: CI installs node and the packages, so their
-// absence there is a broken pipeline, while a developer may not have node at all.
-func need(t *testing.T, ok bool, what string) {
-	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("%s (CI must provide it: .ci/run installs node and runs npm ci in tests/sdk-ts)", what)
-	}
-	t.Skipf("%s; install node/npm and run `make sdk-ts-deps` to run this test", what)
-}
-
 func requireNode(t *testing.T) string {
 	t.Helper()
 	_, errNode := exec.LookPath("node")
 	_, errNpm := exec.LookPath("npm")
-	need(t, errNode == nil && errNpm == nil, "node and npm are not installed")
+	testenv.Need(t, errNode == nil && errNpm == nil, "Node.js and npm are not installed", "apt-get install -y nodejs npm, then make test")
 	dir := projectDir(t)
 	_, err := os.Stat(filepath.Join(dir, "node_modules", ".bin", "openapi-typescript"))
-	need(t, err == nil, "tests/sdk-ts/node_modules is missing (npm ci)")
+	testenv.Need(t, err == nil, "tests/sdk-ts/node_modules is missing", "make sdk-ts-deps (make test runs it)")
 	return dir
 }
 

@@ -89,6 +89,10 @@ func New(cfg Config) http.Handler {
 		ctx := r.Context()
 		p, err := cfg.Auth.AgentKey(ctx, auth.BearerToken(r), auth.SourceAddr(r))
 		if err != nil {
+			if apierr.StatusOf(err) == http.StatusUnauthorized {
+				// SPEC §13.2: MCP clients then report a bad key instead of starting OAuth.
+				w.Header().Set("WWW-Authenticate", `Bearer realm="agentbox"`)
+			}
 			httpserver.WriteError(w, err)
 			return
 		}

@@ -16,25 +16,14 @@ import (
 var tsDir = filepath.Join("..", "..", "..", "tests", "mcp-ts")
 
 // TestTypeScriptSDK drives /mcp with the official TypeScript SDK clients at every protocol
-// version they speak (1.x: 2024-11-05 to 2025-11-25; 2.x: 2026-07-28). In CI (CI set) a
-// missing node or npm fails; locally it skips. .ci/run installs the packages (npm ci).
+// version they speak (1.x: 2024-11-05 to 2025-11-25; 2.x: 2026-07-28). The packages come
+// from `make test` (npm ci before go test): a test never reaches the network itself.
 func TestTypeScriptSDK(t *testing.T) {
 	t.Parallel()
 	node, err := exec.LookPath("node")
-	if err != nil {
-		unavailable(t, "node is not installed")
-	}
-	if _, err := os.Stat(filepath.Join(tsDir, "node_modules", "@modelcontextprotocol")); err != nil {
-		npm, err := exec.LookPath("npm")
-		if err != nil {
-			unavailable(t, "npm is not installed and tests/mcp-ts/node_modules is missing")
-		}
-		cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund")
-		cmd.Dir = tsDir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			unavailable(t, "npm ci in tests/mcp-ts failed: "+err.Error()+"\n"+string(out))
-		}
-	}
+	testenv.Need(t, err == nil, "Node.js is not installed", "apt-get install -y nodejs npm, then make test")
+	_, err = os.Stat(filepath.Join(tsDir, "node_modules", "@modelcontextprotocol"))
+	testenv.Need(t, err == nil, "tests/mcp-ts/node_modules is missing", "make mcp-ts-deps (make test runs it)")
 	e := testenv.New(t)
 	e.Box("alpha")
 	a := e.NewAgent("alpha", "ts", nil)
@@ -71,13 +60,4 @@ func TestTypeScriptSDK(t *testing.T) {
 			t.Errorf("protocol version %s was not driven by a TypeScript client", v)
 		}
 	}
-}
-
-// unavailable fails in CI (the toolchain must be there) and skips locally.
-func unavailable(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatalf("the TypeScript SDK test cannot run in CI: %s (install node and npm; .ci/run runs npm ci in tests/mcp-ts)", why)
-	}
-	t.Skipf("TypeScript SDK test skipped locally: %s", why)
 }

@@ -1,0 +1,186 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/internal/mcpserver"
+)
+
+// applyFlags runs after parsing: it sets arguments from a tool's own flags (set wins over
+// --input, like the generated flags), with the call's context (server, box, agent names).
+type applyFlags func(set map[string]json.RawMessage, c *toolCall) error
+
+// toolFlag adds flags (and their help notes) of one tool and returns what applies them.
+type toolFlag func(fs *flag.FlagSet, notes map[string]string) applyFlags
+
+// toolFlags are the flags tools have beyond those generated from their input schemas, by
+// tool name; a tool may have several sets, applied in order.
+var toolFlags = map[string][]toolFlag{
+	"message_send": {destinationFlags},
+}
+
+// destinationFlags: --to NAME_OR_ID (a DM) or --to-room ROOM_ID instead of --destination JSON.
+func destinationFlags(fs *flag.FlagSet, notes map[string]string) applyFlags {
+	to := fs.String("to", "", "DM recipient: destination {kind: dm, recipient_agent_id}")
+	room := fs.String("to-room", "", "room: destination {kind: room, room_id}")
+	notes["to"] = "agent ID or listed agent name"
+	notes["destination"] = "JSON; or --to, --to-room"
+	return func(set map[string]json.RawMessage, c *toolCall) error {
+		switch {
+		case *to != "" && *room != "":
+			return usagef("--to and --to-room are exclusive")
+		case *to != "":
+			id, err := c.agentID(*to)
+			if err != nil {
+				return err
+			}
+			set["destination"], _ = json.Marshal(map[string]string{"kind": "dm", "recipient_agent_id": id})
+		case *room != "":
+			set["destination"], _ = json.Marshal(map[string]string{"kind": "room", "room_id": *room})
+		}
+		return nil
+	}
+}
+
+// toolCall is one agent command's call: the forwarder to the server (with the key and
+// session), the box, and the agent names resolved so far.
+type toolCall struct {
+	ctx    context.Context
+	f      *mcpserver.Forwarder
+	box    string
+	stderr io.Writer
+	agents map[string]string // name → agent ID
+}
+
+// maxDirectoryPages bounds a name lookup (pages of the largest size).
+const maxDirectoryPages = 20
+
+// agentID resolves an agent reference through the directory (listed agents only, SPEC §4):
+// an agent ID passes as is; a name must match exactly one listed agent's name (exactly, else
+// ignoring case).
+func (l *toolCall) agentID(ref string) (string, error) {
+	if _, err := uuid.Parse(ref); err == nil {
+		return ref, nil
+	}
+	if id, ok := l.agents[ref]; ok {
+		return id, nil
+	}
+	if ref == "" {
+		return "", usagef("an empty agent name")
+	}
+	var exact, folded []string // agent IDs
+	var similar []string       // names, for the not-found message
+	cursor := ""
+	for page := 0; page < maxDirectoryPages; page++ {
+		in := map[string]any{"box_key": l.box, "query": ref, "limit": 200}
+		if cursor != "" {
+			in["cursor"] = cursor
+		}
+		args, _ := json.Marshal(in)
+		body, err := mcpserver.Invoke(l.ctx, l.f, "directory_search", args, nil)
+		if err != nil {
+			return "", err
+		}
+		var res struct {
+			Items []struct {
+				AgentID string `json:"agent_id"`
+				Name    string `json:"name"`
+			} `json:"items"`
+			NextCursor string `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(body, &res); err != nil {
+			return "", fmt.Errorf("directory_search answered unexpectedly: %w", err)
+		}
+		for _, it := range res.Items {
+			switch {
+			case it.Name == ref:
+				exact = append(exact, it.AgentID)
+			case strings.EqualFold(it.Name, ref):
+				folded = append(folded, it.AgentID)
+			default:
+				similar = append(similar, it.Name)
+			}
+		}
+		if cursor = res.NextCursor; cursor == "" {
+			break
+		}
+	}
+	matches := exact
+	if len(matches) == 0 {
+		matches = folded
+	}
+	switch {
+	case len(matches) == 1:
+		if l.agents == nil {
+			l.agents = map[string]string{}
+		}
+		l.agents[ref] = matches[0]
+		return matches[0], nil
+	case len(matches) > 1:
+		return "", usagef("agent name %q is ambiguous in box %s: listed agents %s have it; pass an agent ID", ref, l.box, strings.Join(matches, ", "))
+	case len(similar) > 0:
+		if len(similar) > 5 {
+			similar = append(similar[:5], "…")
+		}
+		return "", usagef("no listed agent is named %q in box %s (similar: %s); agentbox directory search --query TEXT lists them", ref, l.box, strings.Join(similar, ", "))
+	default:
+		return "", usagef("no listed agent is named %q in box %s; agentbox directory search --query TEXT lists them (unlisted agents are addressed by ID)", ref, l.box)
+	}
+}
+
+// reasonNames are the attention reason bits (SPEC §7), in bit order.
+var reasonNames = []string{"dm", "follows_all", "mention", "reply", "request"}
+
+// withReasonNames adds "reason_names" beside every integer "reasons" bitmask of a tool's
+// output, for people reading CLI output (the contract carries the bitmask only).
+func withReasonNames(body json.RawMessage) json.RawMessage {
+	if !bytes.Contains(body, []byte(`"reasons"`)) {
+		return body
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var doc any
+	if dec.Decode(&doc) != nil {
+		return body
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false) // message bodies stay as written
+	if enc.Encode(addReasonNames(doc)) != nil {
+		return body
+	}
+	return bytes.TrimSpace(out.Bytes())
+}
+
+func addReasonNames(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			v[k] = addReasonNames(x)
+		}
+		if n, ok := v["reasons"].(json.Number); ok {
+			if bits, err := n.Int64(); err == nil {
+				names := []string{}
+				for i, name := range reasonNames {
+					if bits&(1<<i) != 0 {
+						names = append(names, name)
+					}
+				}
+				v["reason_names"] = names
+			}
+		}
+	case []any:
+		for i, x := range v {
+			v[i] = addReasonNames(x)
+		}
+	}
+	return v
+}

@@ -1,0 +1,197 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// runText executes one command line in process and returns stdout, stderr and the exit code.
+func runText(args ...string) (string, string, int) {
+	var out, errb bytes.Buffer
+	code := cli.Run(args, strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+// TestHelpOnStdout: --help prints on stdout, exits 0 and marks the required flags, for
+// serve, admin and agent commands alike (no credentials needed).
+func TestHelpOnStdout(t *testing.T) {
+	t.Setenv("AGENTBOX_ADMIN_TOKEN", "")
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"serve", "--help"}, []string{"usage: agentbox serve", "--data-dir string"}},
+		{[]string{"admin", "box", "create", "--help"}, []string{"* --key string", "   --name string"}},
+		{[]string{"admin", "--help"}, []string{"box create --key K"}},
+		{[]string{"message", "send", "-h"}, []string{"* --body-md string", "* --idempotency-key string", "generated and printed on stderr when omitted", "   --to string", "* --box string", "--mention-agent-ids string", "repeatable; agent ID or listed agent name"}},
+		{[]string{"help"}, []string{"exit codes:", "5  NOT_PRIMED"}},
+	} {
+		out, errOut, code := runText(c.args...)
+		if code != cli.ExitOK || errOut != "" {
+			t.Fatalf("%v: exit %d, stderr %q", c.args, code, errOut)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Fatalf("%v: stdout lacks %q:\n%s", c.args, w, out)
+			}
+		}
+	}
+	out, _, code := runText("--version")
+	if code != cli.ExitOK || !strings.HasPrefix(out, "agentbox ") {
+		t.Fatalf("--version: exit %d, %q", code, out)
+	}
+}
+
+// TestUnknownCommandSuggests: a typo gets the nearest command; a lone domain its verbs.
+func TestUnknownCommandSuggests(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"inbox", "lst"}, `unknown command "inbox lst"; did you mean "inbox list"?`},
+		{[]string{"inbox"}, `"inbox" needs a verb: inbox ack, inbox claim, inbox list`},
+		{[]string{"sevre"}, `did you mean "serve"?`},
+		{[]string{"admin", "box", "creat", "--key", "x"}, `did you mean "admin box create"?`},
+		{[]string{"admin", "box", "create"}, "--key"},
+	} {
+		out, errOut, code := runText(c.args...)
+		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, c.want) {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q", c.args, code, out, errOut, c.want)
+		}
+	}
+}
+
+// TestCLIForHands: writes without --idempotency-key get a key printed on stderr that
+// retries the same write; --to and agent-ID flags take listed names (unknown, unlisted or
+// ambiguous names are usage errors that write nothing); ID arrays are repeatable flags;
+// reasons are decoded; NOT_PRIMED points at agentbox prime; an unreachable server is named.
+func TestCLIForHands(t *testing.T) {
+	e := testenv.New(t)
+	e.Box("demo")
+	planner := e.NewAgent("demo", "planner", nil)
+	coder := e.NewAgent("demo", "coder", map[string]any{"listed": true})
+	e.NewAgent("demo", "hidden", nil)
+	twinA := e.NewAgent("demo", "Twin", map[string]any{"listed": true})
+	e.NewAgent("demo", "twin", map[string]any{"listed": true})
+	t.Setenv("AGENTBOX_SERVER", e.URL)
+	t.Setenv("AGENTBOX_BOX", "demo")
+	t.Setenv("AGENTBOX_API_KEY", planner.Key)
+	t.Setenv("AGENTBOX_SESSION", "")
+	t.Setenv("AGENTBOX_CREDENTIALS", "")
+	messages := func() int {
+		var n int
+		if err := e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM messages`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	mustRun := func(args ...string) (map[string]any, string) {
+		t.Helper()
+		out, errOut, code := runText(args...)
+		if code != cli.ExitOK {
+			t.Fatalf("%v: exit %d\nstdout %s\nstderr %s", args, code, out, errOut)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatalf("%v: stdout not JSON: %q", args, out)
+		}
+		return m, errOut
+	}
+
+	// NOT_PRIMED names the command that primes.
+	if _, errOut, code := runText("inbox", "list"); code != cli.ExitConflict || !strings.Contains(errOut, "run `agentbox prime` first") {
+		t.Fatalf("inbox list unprimed: exit %d, stderr %q", code, errOut)
+	}
+	mustRun("prime")
+
+	sent, errOut := mustRun("message", "send", "--to", "coder", "--body-md", "hello <coder>")
+	key := regexp.MustCompile(`idempotency key (cli-[0-9a-f]+) \(generated\); to retry this write safely, repeat it with --idempotency-key (cli-[0-9a-f]+)`).FindStringSubmatch(errOut)
+	if key == nil || key[1] != key[2] {
+		t.Fatalf("no generated idempotency key on stderr: %q", errOut)
+	}
+	again, _ := mustRun("message", "send", "--to", "coder", "--body-md", "hello <coder>", "--idempotency-key", key[1])
+	if again["message_id"] != sent["message_id"] || messages() != 1 {
+		t.Fatalf("retry with the printed key: %v vs %v, %d messages", again["message_id"], sent["message_id"], messages())
+	}
+
+	for _, c := range []struct{ to, want string }{
+		{"nobody", `no listed agent is named "nobody" in box demo`},
+		{"hidden", `no listed agent is named "hidden"`},
+		{"TWIN", `agent name "TWIN" is ambiguous in box demo`},
+	} {
+		out, errOut, code := runText("message", "send", "--to", c.to, "--body-md", "x")
+		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, c.want) {
+			t.Fatalf("--to %s: exit %d, stdout %q, stderr %q; want %q", c.to, code, out, errOut, c.want)
+		}
+	}
+	if n := messages(); n != 1 {
+		t.Fatalf("refused sends wrote messages: %d", n)
+	}
+	// An exact name wins over case-folded ones; a repeatable ID array takes names and IDs.
+	room, _ := mustRun("room", "create", "--name", "ops", "--invitee-agent-ids", "coder", "--invitee-agent-ids", "Twin")
+	invited, _ := json.Marshal(room["invited_agent_ids"])
+	if !strings.Contains(string(invited), coder.ID.String()) || !strings.Contains(string(invited), twinA.ID.String()) {
+		t.Fatalf("room create: invited %s, want coder and Twin", invited)
+	}
+
+	t.Setenv("AGENTBOX_API_KEY", coder.Key)
+	mustRun("prime")
+	inbox, _ := mustRun("inbox", "list")
+	row := inbox["items"].([]any)[0].(map[string]any)
+	if names, _ := json.Marshal(row["reason_names"]); string(names) != `["dm"]` || row["reasons"] != float64(1) {
+		t.Fatalf("inbox row reasons %v, reason_names %s", row["reasons"], names)
+	}
+	if body := row["message"].(map[string]any)["body_md"]; body != "hello <coder>" {
+		t.Fatalf("body_md %q", body)
+	}
+	seq := row["inbox_seq"].(string)
+	acked, _ := mustRun("inbox", "ack", "--inbox-seqs", seq)
+	if r := acked["results"].([]any)[0].(map[string]any); r["status"] != "acked" {
+		t.Fatalf("ack: %v", acked)
+	}
+
+	t.Setenv("AGENTBOX_SERVER", "http://127.0.0.1:1")
+	if _, errOut, code := runText("inbox", "list"); code != cli.ExitRetryable || !strings.Contains(errOut, "http://127.0.0.1:1") {
+		t.Fatalf("unreachable server: exit %d, stderr %q", code, errOut)
+	}
+	t.Setenv("AGENTBOX_ADMIN_TOKEN", "x")
+	if _, errOut, code := runText("admin", "box", "list"); code != cli.ExitFailure || !strings.Contains(errOut, "cannot reach the agentbox server at http://127.0.0.1:1") {
+		t.Fatalf("admin, unreachable server: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestAdminKeyFile: --key-file writes the new key (0600) beside the usual JSON answer, so a
+// walkthrough needs no JSON tool to read it.
+func TestAdminKeyFile(t *testing.T) {
+	e := testenv.New(t)
+	e.Box("demo")
+	t.Setenv("AGENTBOX_SERVER", e.URL)
+	t.Setenv("AGENTBOX_ADMIN_TOKEN", testenv.AdminToken)
+	file := filepath.Join(t.TempDir(), "planner.key")
+	out, errOut, code := runText("admin", "agent", "create", "--box", "demo", "--host", "local", "--name", "planner", "--key-file", file)
+	if code != cli.ExitOK {
+		t.Fatalf("agent create: exit %d, %s", code, errOut)
+	}
+	var created struct {
+		APIKey string `json:"api_key"`
+	}
+	if err := json.Unmarshal([]byte(out), &created); err != nil || !strings.HasPrefix(created.APIKey, "abk_") {
+		t.Fatalf("agent create printed %q", out)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil || string(b) != created.APIKey+"\n" {
+		t.Fatalf("key file %q (err %v), want the printed key", b, err)
+	}
+	if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode %v", fi.Mode().Perm())
+	}
+}

@@ -1,0 +1,163 @@
+package pglocal
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestLongDataDir: a data directory deeper than a unix socket address allows
+// works, because the socket lives in a short directory of its own.
+func TestLongDataDir(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := filepath.Join(dataDir(t), strings.Repeat("x", 120))
+	c := startCluster(t, ctx, Options{DataDir: dir, Fast: true})
+	if got := queryString(t, ctx, c.URL("agentbox"), `SELECT 1::text`); got != "1" {
+		t.Fatalf("SELECT 1 = %q", got)
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(c.socketDir); !os.IsNotExist(err) {
+		t.Fatalf("socket directory %s left after Stop (stat: %v)", c.socketDir, err)
+	}
+}
+
+// TestFailedStartRemovesNewDataDir: a Start that fails leaves no directory it created.
+func TestFailedStartRemovesNewDataDir(t *testing.T) {
+	dir := dataDir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Start(ctx, Options{DataDir: dir, Fast: true}); err == nil {
+		t.Fatal("Start with a cancelled context succeeded")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("failed Start left %s (stat: %v)", dir, err)
+	}
+}
+
+// TestLeftoverServerIsStopped: a postmaster still running on a data directory
+// nobody owns (its owner died; here started by pg_ctl, detached from us, as an
+// earlier version did) is recognised as this cluster's and stopped by the
+// next Start, which then serves the same data.
+func TestLeftoverServerIsStopped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := dataDir(t)
+	c := startCluster(t, ctx, Options{DataDir: dir, Fast: true})
+	execSQL(t, ctx, c.URL("agentbox"), `CREATE TABLE kept ()`)
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// The stranded server: pg_ctl daemonizes it, so it is not our child.
+	if err := os.Mkdir(c.socketDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.user.chownTree(c.socketDir); err != nil {
+		t.Fatal(err)
+	}
+	stray := c.command(ctx, "pg_ctl", "start", "-D", c.pgData, "-w", "-l", filepath.Join(c.pgData, "stray.log"))
+	if out, err := stray.CombinedOutput(); err != nil {
+		t.Fatalf("pg_ctl start: %v\n%s", err, out)
+	}
+	pid, err := c.postmasterPID()
+	if err != nil || pid == 0 || c.processOf(pid) != procCluster {
+		t.Fatalf("stray postmaster: pid %d, err %v", pid, err)
+	}
+
+	c2 := startCluster(t, ctx, Options{DataDir: dir, Fast: true})
+	if err := syscall.Kill(pid, 0); err == nil && c.processOf(pid) == procCluster {
+		t.Fatalf("the stranded postmaster (PID %d) still runs", pid)
+	}
+	if c2.postmaster.Pid == pid {
+		t.Fatal("the new cluster reuses the old postmaster")
+	}
+	if got := queryString(t, ctx, c2.URL("agentbox"), `SELECT to_regclass('kept')::text`); got != "kept" {
+		t.Fatalf("data lost across the restart: %q", got)
+	}
+}
+
+// TestPIDFileOfAnotherProcess: a postmaster.pid naming a live process that is
+// not this cluster's postmaster (a reused PID) does not block the start, and
+// that process is not signalled.
+func TestPIDFileOfAnotherProcess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := dataDir(t)
+	c := startCluster(t, ctx, Options{DataDir: dir, Fast: true})
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	other := exec.Command("sleep", "120")
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Process.Kill(); other.Wait() }) //nolint:errcheck
+	pidFile := filepath.Join(c.pgData, "postmaster.pid")
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(other.Process.Pid)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c2 := startCluster(t, ctx, Options{DataDir: dir, Fast: true})
+	if got := queryString(t, ctx, c2.URL("agentbox"), `SELECT 1::text`); got != "1" {
+		t.Fatalf("SELECT 1 = %q", got)
+	}
+	if err := syscall.Kill(other.Process.Pid, 0); err != nil {
+		t.Fatalf("the unrelated process is gone: %v", err)
+	}
+}
+
+// TestUnreachableDataDir: as root the cluster runs unprivileged; a DataDir
+// that user cannot reach (below a root-only directory, like /root) works
+// without any permission being changed: the cluster lives in a state
+// directory of its own and is found there again at the next start.
+func TestUnreachableDataDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root switches to an unprivileged cluster user")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	oldRoot := stateRoot
+	stateRoot = filepath.Join(filepath.Dir(dataDir(t)), "state")
+	t.Cleanup(func() { stateRoot = oldRoot })
+	private := filepath.Dir(dataDir(t))
+	if err := os.Chmod(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(private, "data")
+	c := startCluster(t, ctx, Options{DataDir: dir, Fast: true})
+	if !strings.HasPrefix(c.PGData(), stateRoot+"/") {
+		t.Fatalf("cluster in %s, want it under %s", c.PGData(), stateRoot)
+	}
+	execSQL(t, ctx, c.URL("agentbox"), `CREATE TABLE kept ()`)
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(private); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("%s: mode %v (err %v), want it left at 0700", private, fi.Mode(), err)
+	}
+	c2 := startCluster(t, ctx, Options{DataDir: dir, Fast: true})
+	if got := queryString(t, ctx, c2.URL("agentbox"), `SELECT to_regclass('kept')::text`); got != "kept" {
+		t.Fatalf("the cluster was not found again: %q", got)
+	}
+}
+
+func execSQL(t *testing.T, ctx context.Context, url, sql string) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}

@@ -1,0 +1,332 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests run the real binary: what is under test is how the process and its
+// embedded cluster end, which an in-process server cannot show.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath)) //nolint:errcheck
+	}
+	os.Exit(code)
+}
+
+func agentboxBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "agentbox-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "agentbox")
+		out, err := exec.Command("go", "build", "-o", binPath, "github.com/agentbox/agentbox/cmd/agentbox").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// dataDir is a fresh, not yet existing data directory the cluster user can reach (as
+// root the cluster runs unprivileged, and t.TempDir's parent is 0700).
+func dataDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "data")
+}
+
+// proc is a running `agentbox serve`.
+type proc struct {
+	cmd      *exec.Cmd
+	stderr   *syncBuffer
+	addr     string
+	done     chan struct{}
+	err      error // Wait's result, after done
+	addrFile string
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startServe starts `agentbox serve` on dir and an ephemeral port; stderr goes to w (a
+// buffer when nil). It does not wait for readiness.
+func startServe(t *testing.T, dir string, w io.Writer) *proc {
+	t.Helper()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	p := &proc{stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(agentboxBinary(t), "serve", "--addr", "127.0.0.1:0", "--addr-file", addrFile, "--data-dir", dir)
+	p.cmd.Env = append(os.Environ(), "AGENTBOX_DATABASE_URL=", "AGENTBOX_ADMIN_TOKEN=")
+	if w == nil {
+		w = p.stderr
+	}
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill() //nolint:errcheck
+		<-p.done
+	})
+	p.addrFile = addrFile
+	return p
+}
+
+func (p *proc) waitListening(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(p.addrFile); err == nil {
+			p.addr = strings.TrimSpace(string(b))
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("serve exited before listening: %v\n%s", p.err, p.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("serve not listening within the deadline\n%s", p.stderr)
+}
+
+func (p *proc) wait(t *testing.T, d time.Duration) error {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(d):
+		t.Fatalf("serve did not exit within %v\n%s", d, p.stderr)
+		return nil
+	}
+}
+
+func (p *proc) ready(t *testing.T) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/readyz")
+	if err != nil {
+		t.Fatalf("readyz: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("readyz: status %d", resp.StatusCode)
+	}
+}
+
+// postmasterPID reads the embedded cluster's postmaster PID.
+func postmasterPID(t *testing.T, dir string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "pgdata", "postmaster.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil || pid <= 0 {
+		t.Fatalf("postmaster.pid: %q", first)
+	}
+	return pid
+}
+
+// waitGone polls until pid no longer exists (or is a zombie nobody has reaped yet).
+func waitGone(t *testing.T, pid int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		if !alive(pid) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s (PID %d) still runs", what, pid)
+}
+
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	return !(i > 0 && i+2 < len(stat) && stat[i+2] == 'Z')
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// TestSecondServerOnOneDataDir: a second server on the same data directory fails at once,
+// naming the holder's PID, and the first keeps serving on the same cluster.
+func TestSecondServerOnOneDataDir(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	first := startServe(t, dir, nil)
+	first.waitListening(t)
+	pm := postmasterPID(t, dir)
+
+	second := startServe(t, dir, nil)
+	err := second.wait(t, 30*time.Second)
+	if exitCode(err) != 1 {
+		t.Fatalf("second serve: %v, want exit 1\n%s", err, second.stderr)
+	}
+	want := fmt.Sprintf("--data-dir %s is in use by another agentbox server (PID %d)", dir, first.cmd.Process.Pid)
+	if !strings.Contains(second.stderr.String(), want) {
+		t.Fatalf("second serve's error:\n%s\nwant it to contain %q", second.stderr, want)
+	}
+	first.ready(t)
+	if got := postmasterPID(t, dir); got != pm || !alive(pm) {
+		t.Fatalf("first cluster's postmaster changed: %d → %d (alive %v)", pm, got, alive(pm))
+	}
+	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.wait(t, time.Minute); err != nil {
+		t.Fatalf("first serve: %v\n%s", err, first.stderr)
+	}
+	waitGone(t, pm, "postmaster")
+}
+
+// TestHangupStopsCluster: SIGHUP (a closed terminal, a dropped SSH session) shuts the
+// server down cleanly, and its postmaster is gone.
+func TestHangupStopsCluster(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	p := startServe(t, dir, nil)
+	p.waitListening(t)
+	pm := postmasterPID(t, dir)
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t, time.Minute); err != nil {
+		t.Fatalf("serve after SIGHUP: %v, want a clean exit\n%s", err, p.stderr)
+	}
+	waitGone(t, pm, "postmaster after SIGHUP")
+}
+
+// TestClosedStderrStopsCluster: `agentbox serve | tee log` where tee has gone: every
+// later write to stderr hits a closed pipe (SIGPIPE). The shutdown still completes and
+// stops the postmaster.
+func TestClosedStderrStopsCluster(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, dir, w)
+	w.Close()
+	lines := bufio.NewScanner(r)
+	for lines.Scan() && !strings.Contains(lines.Text(), "agentbox: listening on") {
+	}
+	p.waitListening(t)
+	pm := postmasterPID(t, dir)
+	r.Close() // the reader goes away, as tee does
+	if err := p.cmd.Process.Signal(syscall.SIGPIPE); err != nil {
+		t.Fatal(err)
+	}
+	p.ready(t) // a SIGPIPE alone is no reason to stop
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t, time.Minute); err != nil {
+		t.Fatalf("serve with a closed stderr: %v, want a clean exit", err)
+	}
+	waitGone(t, pm, "postmaster after a shutdown with a closed stderr")
+}
+
+// TestKilledServerCluster: a server killed outright (SIGKILL: no handler runs) does not
+// strand its cluster: the postmaster shuts itself down, and the next server on the same
+// data directory starts without any advice to the user.
+func TestKilledServerCluster(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	p := startServe(t, dir, nil)
+	p.waitListening(t)
+	pm := postmasterPID(t, dir)
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	p.wait(t, time.Minute) //nolint:errcheck // killed
+	next := startServe(t, dir, nil)
+	next.waitListening(t)
+	next.ready(t)
+	waitGone(t, pm, "the killed server's postmaster")
+	if got := postmasterPID(t, dir); got == pm {
+		t.Fatal("the next server reports the old postmaster")
+	}
+	if err := next.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.wait(t, time.Minute); err != nil {
+		t.Fatalf("next serve: %v\n%s", err, next.stderr)
+	}
+}
+
+// TestFailedStartLeavesNoDataDir: a start that fails (here: the address cannot be bound,
+// after the cluster came up) removes the data directory it created and stops the cluster.
+func TestFailedStartLeavesNoDataDir(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	cmd := exec.Command(agentboxBinary(t), "serve", "--addr", "256.0.0.1:1", "--data-dir", dir)
+	cmd.Env = append(os.Environ(), "AGENTBOX_DATABASE_URL=", "AGENTBOX_ADMIN_TOKEN=")
+	out, err := cmd.CombinedOutput()
+	if exitCode(err) != 1 {
+		t.Fatalf("serve on an unusable address: %v, want exit 1\n%s", err, out)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("failed start left %s (stat: %v)\n%s", dir, err, out)
+	}
+}
