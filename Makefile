@@ -21,13 +21,13 @@ run: build
 ## extra flags in BENCH_FLAGS, e.g. make bench BENCH_FLAGS="-pprof -duration 60s"
 BENCH_FLAGS ?=
 bench: build bench-river
-	./$(BIN) bench -spawn -river bin/bench-river $(BENCH_FLAGS) >/dev/null
+	./$(BIN) bench -spawn -embedded -river bin/bench-river $(BENCH_FLAGS) >/dev/null
 
 ## bench-short: the same in a few minutes (3 s phases, 100k-message large history), written to a
 ## scratch directory (never over the committed bench/results/); prints the report to stdout
 bench-short: build bench-river
 	@out=$$(mktemp -d "$${TMPDIR:-/tmp}/agentbox-bench-short.XXXXXX") && \
-	./$(BIN) bench -spawn -river bin/bench-river -duration 3s -warmup 500ms -w3-large 100000 -out "$$out" $(BENCH_FLAGS) >/dev/null && \
+	./$(BIN) bench -spawn -embedded -river bin/bench-river -duration 3s -warmup 500ms -w3-large 100000 -w4-backlog 3000 -out "$$out" $(BENCH_FLAGS) >/dev/null && \
 	cat "$$out/latest.md" && echo "bench-short: report and profiles in $$out"
 
 ## bench-river: the River baseline, a separate module so the product never depends on River

@@ -4,12 +4,17 @@
 // latency percentiles, server memory and every target ratio as Markdown and JSON:
 //
 //	W0  raw pgx single-row INSERT commits/s on the same database (the baseline)
-//	W1  message_send into a 10-member room, 1 KiB body
+//	W1  message_send into a 10-member room, 1 KiB body: a first run on the fresh server, then warm
 //	W2  DM round trip: send, the recipient inbox_list's and inbox_ack's it
 //	W3  inbox_list and conversation_read latency with a small and a large history
-//	W4  work distribution: DMs to one agent drained by 8 sessions with inbox_claim + inbox_ack,
-//	    against River (tools/bench-river, a separate module) on the same database
+//	W4  work distribution by 8 sessions of one agent with inbox_claim + inbox_ack: draining a
+//	    pre-filled backlog, and live with producers; each against River (tools/bench-river, a
+//	    separate module) measured the same way on the same database
 //	W5  transport overhead: the same read and write over HTTP, MCP streamable HTTP, MCP stdio
+//	W6  growth: claim, ACK and inbox_list at 300 / 3k / 30k rows; send in a new vs a large box
+//
+// Where the database preloads pg_stat_statements, each measured window also reports its top
+// statements, statements per operation and WAL bytes per operation (pgstat.go).
 //
 // Operations the server does not implement yet make their workload "not available" instead
 // of failing the run, so the harness is useful while the product grows.
@@ -80,6 +85,7 @@ type Config struct {
 	W4Producers  int
 	W4Sessions   int
 	W4ClaimLimit int
+	W4Backlog    int // items the W4 drain pre-fills (Agentbox and River alike)
 	W5Clients    int
 
 	// Pprof fetches server CPU profiles during W1 and W4 into OutDir (the server must
@@ -134,6 +140,9 @@ func (c *Config) Defaults() {
 	if c.W4ClaimLimit <= 0 {
 		c.W4ClaimLimit = 50
 	}
+	if c.W4Backlog <= 0 {
+		c.W4Backlog = 20_000
+	}
 	if c.W5Clients <= 0 {
 		c.W5Clients = 8
 	}
@@ -170,6 +179,7 @@ type harness struct {
 	rep        *Report
 	profiles   []string
 	mu         sync.Mutex // guards profiles
+	statements bool       // pg_stat_statements is enabled in the benchmark database
 }
 
 // Run executes the benchmark and returns its report (also written to OutDir when set).
@@ -183,7 +193,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	h.rep = &Report{GeneratedAt: began, Machine: machineInfo(), Run: RunInfo{
 		Clients: cfg.Clients, DurationS: cfg.Duration.Seconds(), WarmupS: cfg.Warmup.Seconds(),
 		Server: "external", ServerPool: "product default", W1Rooms: cfg.W1Rooms, W3Small: cfg.W3Small, W3Large: cfg.W3Large,
-		W3Unread: cfg.W3Unread, W3Clients: cfg.W3Clients, W4Producers: cfg.W4Producers, W4Sessions: cfg.W4Sessions, W4ClaimLimit: cfg.W4ClaimLimit,
+		W3Unread: cfg.W3Unread, W3Clients: cfg.W3Clients, W4Producers: cfg.W4Producers, W4Sessions: cfg.W4Sessions, W4ClaimLimit: cfg.W4ClaimLimit, W4Backlog: cfg.W4Backlog,
 		W5Clients: cfg.W5Clients, Workloads: strings.Join(cfg.Workloads, ","),
 	}}
 	pgSource := "external"
@@ -232,12 +242,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		defer h.pool.Close()
 		h.rep.Postgres = postgresInfo(ctx, h.pool, pgSource)
+		if note := h.enableStatements(ctx); note != "" {
+			h.prog.logf("bench: %s", note)
+			h.rep.StatementsNote = note
+		}
 		if note := connectionHeadroom(ctx, h.pool, cfg); note != "" {
 			h.prog.logf("bench: warning: %s", note)
 			h.rep.Notes = append(h.rep.Notes, note)
 		}
 	} else {
 		h.rep.Notes = append(h.rep.Notes, "no database URL: W0, W3 and the River baseline need one (agentbox bench -database-url)")
+		h.rep.StatementsNote = "pg_stat_statements and WAL figures not available: no database URL"
+
 	}
 
 	steps := []struct {
@@ -253,6 +269,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		h.resetStatements(ctx)
 		results := s.run(ctx)
 		for _, r := range results {
 			if r.Status != StatusOK {

@@ -184,11 +184,14 @@ func TestW4AgainstAFakeInbox(t *testing.T) {
 
 func TestW4RiverNotAvailableWithoutBinaryOrDatabase(t *testing.T) {
 	h := fakeHarness(t, "http://127.0.0.1:1")
-	if r := h.w4River(t.Context()); r.Status != StatusNotAvailable || !strings.Contains(r.Note, "no database URL") {
+	if r := h.w4River(t.Context(), false); r.Status != StatusNotAvailable || !strings.Contains(r.Note, "no database URL") {
 		t.Errorf("without a database: %+v", r)
 	}
 	h.dbURL = "postgres://x/y"
-	if r := h.w4River(t.Context()); r.Status != StatusNotAvailable || !strings.Contains(r.Note, "bench-river") {
+	if r := h.w4River(t.Context(), false); r.Status != StatusNotAvailable || !strings.Contains(r.Note, "bench-river") {
 		t.Errorf("without the binary: %+v", r)
+	}
+	if r := h.w4River(t.Context(), true); r.ID != "W4.river.drain" || r.Status != StatusNotAvailable {
+		t.Errorf("drain without the binary: %+v", r)
 	}
 }

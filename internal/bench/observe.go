@@ -144,6 +144,9 @@ func parseMetrics(r io.Reader) map[string]float64 {
 type counters struct {
 	pg      map[string]float64
 	metrics map[string]float64
+	wal     float64 // WAL position in bytes (pg_current_wal_lsn), when walOK
+	walOK   bool
+	stmts   map[int64]stmtRow // pg_stat_statements by queryid; nil when not available
 }
 
 var pgCounterColumns = []string{"xact_commit", "xact_rollback", "tup_inserted", "tup_updated", "tup_deleted", "tup_returned", "tup_fetched", "blks_read", "blks_hit"}
@@ -166,6 +169,7 @@ func (h *harness) snapshot(ctx context.Context) counters {
 			}
 		}
 	}
+	h.snapshotDB(ctx, &c)
 	c.metrics, _ = h.scrapeMetrics(ctx)
 	return c
 }

@@ -48,6 +48,8 @@ type phaseResult struct {
 	FirstErrors []string
 	// Abandoned counts operations still running abandonAfter past the window.
 	Abandoned int64
+	// DB is the database's work per operation over the window (set by observed).
+	DB *DBProfile
 }
 
 func (r *phaseResult) perSecond() float64 { return perSecond(r.Ops, r.Elapsed) }
@@ -210,6 +212,13 @@ func (p *progress) start(label string, w window, count func() int64) func(final 
 		wg.Wait()
 		fmt.Fprintf(p.w, "\r\033[K%s: %s\n", label, final)
 	}
+}
+
+// untilDone shows label for a phase that runs until its work is done (no window); the
+// returned func prints its final line.
+func (p *progress) untilDone(label string) func(final string) {
+	p.logf("%s: running until the backlog is empty", label)
+	return func(final string) { p.logf("%s: %s", label, final) }
 }
 
 // barLine renders one progress line; during the warm-up nothing is counted yet.

@@ -143,7 +143,14 @@ func (s *spawned) chooseServer(ctx context.Context, cfg Config, prog *progress) 
 	if err != nil {
 		return "", "", err
 	}
-	s.cluster, err = pglocal.Start(ctx, pglocal.Options{DataDir: filepath.Join(s.dir, "pg"), Log: logFile})
+	// pg_stat_statements gives the report its per-statement figures; a PostgreSQL
+	// installed without the contrib module cannot preload it, so the run goes on without.
+	s.cluster, err = pglocal.Start(ctx, pglocal.Options{DataDir: filepath.Join(s.dir, "pg"), Log: logFile,
+		PreloadLibraries: []string{"pg_stat_statements"}})
+	if err != nil {
+		prog.logf("bench: embedded PostgreSQL with pg_stat_statements did not start (%v); starting it without", err)
+		s.cluster, err = pglocal.Start(ctx, pglocal.Options{DataDir: filepath.Join(s.dir, "pg-plain"), Log: logFile})
+	}
 	if err != nil {
 		return "", "", fmt.Errorf("embedded PostgreSQL: %w", err)
 	}

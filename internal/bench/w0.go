@@ -48,6 +48,7 @@ func (h *harness) observed(ctx context.Context, p phase, rss bool, op opFunc) (*
 		return res, peak, nil, err
 	}
 	snapped.Wait()
+	res.DB = dbProfile(before, after, res.Ops)
 	return res, peak, perOp(before, after, res.Ops), nil
 }
 

@@ -94,7 +94,7 @@ func (h *harness) w3(ctx context.Context) []Result {
 			}
 			p := phase{Label: lines[idx].Workload, Clients: h.cfg.W3Clients, Warmup: h.cfg.Warmup, Duration: h.cfg.Duration}
 			var short atomic.Int64 // pages with fewer than 50 rows: the read did not do the work measured
-			res, err := p.run(ctx, h.prog, func(ctx context.Context, c int) (int, error) {
+			res, err := h.profiled(ctx, p, func(ctx context.Context, c int) (int, error) {
 				var page messagePage
 				if err := h.c.call(ctx, readers[c], o.op, "GET", o.path, nil, &page); err != nil {
 					return 1, err

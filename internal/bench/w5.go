@@ -63,7 +63,7 @@ func (h *harness) w5(ctx context.Context) []Result {
 			r := mk(t.id, kind, t.label)
 			counters := make([]int, n)
 			p := phase{Label: r.Workload, Clients: n, Warmup: h.cfg.Warmup, Duration: h.cfg.Duration}
-			res, err := p.run(ctx, h.prog, func(ctx context.Context, c int) (int, error) {
+			res, err := h.profiled(ctx, p, func(ctx context.Context, c int) (int, error) {
 				if kind == "read" {
 					_, err := conns[c].call(ctx, "checkpoint_get", map[string]any{})
 					return 1, err

@@ -94,6 +94,10 @@ type Options struct {
 	// full_page_writes off; initdb --no-sync). For tests only: a machine crash
 	// can corrupt the cluster.
 	Fast bool
+	// PreloadLibraries go into shared_preload_libraries (e.g. pg_stat_statements for
+	// the benchmark's statement statistics); empty leaves the server's default, which
+	// is what `serve` uses.
+	PreloadLibraries []string
 }
 
 // Cluster is a running server started by Start.
@@ -106,6 +110,7 @@ type Cluster struct {
 	user        *osUser // nil: processes run as the current user
 	out         *outputSink
 	lock        *dirLock
+	preload     []string // Options.PreloadLibraries
 
 	postmaster *os.Process
 	exited     chan struct{} // closed once the postmaster has exited and been reaped
@@ -239,6 +244,7 @@ func newCluster(opts Options) (*Cluster, error) {
 		dataDir: dataDir,
 		user:    u,
 		out:     newOutputSink(opts.Log),
+		preload: opts.PreloadLibraries,
 	}, nil
 }
 
@@ -497,7 +503,15 @@ max_connections = 200
 fsync = %s
 synchronous_commit = %s
 full_page_writes = %s
-`, port, c.socketDir, durable, durable, durable)
+`, port, c.socketDir, durable, durable, durable) + c.preloadSetting()
+}
+
+// preloadSetting is the shared_preload_libraries line of Options.PreloadLibraries ("" without).
+func (c *Cluster) preloadSetting() string {
+	if len(c.preload) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("shared_preload_libraries = '%s'\n", strings.Join(c.preload, ","))
 }
 
 // includeSettings appends the include directive to postgresql.conf once;

@@ -215,3 +215,26 @@ func TestVersionOrder(t *testing.T) {
 		t.Fatal("16 should not sort below 15")
 	}
 }
+
+// TestPreloadLibraries: the option reaches shared_preload_libraries, and a later start
+// without it goes back to the server's default (the settings file is rewritten each start).
+func TestPreloadLibraries(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := dataDir(t)
+	c, err := Start(ctx, Options{DataDir: dir, Fast: true, PreloadLibraries: []string{"pg_stat_statements"}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	url := c.URL("agentbox")
+	if got := queryString(t, ctx, url, `SHOW shared_preload_libraries`); got != "pg_stat_statements" {
+		t.Errorf("shared_preload_libraries = %q", got)
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	c = startCluster(t, ctx, Options{DataDir: dir, Fast: true})
+	if got := queryString(t, ctx, c.URL("agentbox"), `SHOW shared_preload_libraries`); got != "" {
+		t.Errorf("shared_preload_libraries = %q without the option", got)
+	}
+}

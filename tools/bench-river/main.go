@@ -6,6 +6,10 @@
 //
 //	bench-river -database-url postgres://… -producers 8 -duration 10s
 //
+// With -backlog N it measures a drain instead: N jobs are inserted (InsertMany) before the
+// client starts, then its workers work until all N are completed; items/s is N over the
+// time from Start to the last completion.
+//
 // River's tables go into their own schema (default river_bench), created and migrated at
 // start and dropped at exit, so the database it shares with Agentbox is left as it was.
 package main
@@ -63,6 +67,8 @@ type result struct {
 	InsertP50Ms    float64 `json:"insert_p50_ms"`
 	InsertP99Ms    float64 `json:"insert_p99_ms"`
 	Errors         int64   `json:"errors"`
+	// Backlog is the drain's pre-inserted job count (0: the live mix with producers).
+	Backlog int64 `json:"backlog,omitempty"`
 }
 
 func main() {
@@ -80,6 +86,8 @@ func run() error {
 	warmup := flag.Duration("warmup", time.Second, "unmeasured warm-up before the measurement")
 	maxWorkers := flag.Int("max-workers", 100, "River MaxWorkers of the default queue")
 	cooldown := flag.Duration("fetch-cooldown", time.Millisecond, "River FetchCooldown")
+	backlog := flag.Int("backlog", 0, "drain mode: insert this many jobs first, then work them until none is left")
+	drainTimeout := flag.Duration("drain-timeout", 5*time.Minute, "drain mode: give up after this long")
 	flag.Parse()
 	if *dbURL == "" {
 		return errors.New("-database-url is required")
@@ -127,6 +135,10 @@ func run() error {
 	events, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{
 		Kinds: []river.EventKind{river.EventKindJobCompleted}, ChanSize: 1 << 20})
 	defer unsubscribe()
+	if *backlog > 0 {
+		return drain(ctx, client, events, *backlog, *drainTimeout, result{
+			Implementation: "river", Version: riverVersion(), Producers: 0, MaxWorkers: *maxWorkers, FetchCooldownS: cooldown.Seconds()})
+	}
 	if err := client.Start(ctx); err != nil {
 		return err
 	}
@@ -205,6 +217,53 @@ func run() error {
 		InsertP99Ms:    percentileMs(allInserts, 99),
 		Errors:         insertErrors.Load(),
 	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
+
+// drain inserts n jobs, starts the client and waits until all n are completed.
+func drain(ctx context.Context, client *river.Client[pgx.Tx], events <-chan *river.Event, n int, timeout time.Duration, res result) error {
+	const batch = 1000
+	for done := 0; done < n; done += batch {
+		params := make([]river.InsertManyParams, min(batch, n-done))
+		now := time.Now().UnixNano()
+		for i := range params {
+			params[i] = river.InsertManyParams{Args: itemArgs{EnqueuedAtNanos: now}}
+		}
+		if _, err := client.InsertMany(ctx, params); err != nil {
+			return fmt.Errorf("inserting the backlog: %w", err)
+		}
+	}
+	start := time.Now()
+	if err := client.Start(ctx); err != nil {
+		return err
+	}
+	deadline := time.After(timeout)
+	var completed int64
+	last := start
+	for completed < int64(n) {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				return errors.New("the completion subscription closed early")
+			}
+			if ev.Kind == river.EventKindJobCompleted {
+				completed++
+				last = time.Now()
+			}
+		case <-deadline:
+			return fmt.Errorf("drain: %d of %d jobs completed within %s", completed, n, timeout)
+		}
+	}
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := client.StopAndCancel(stopCtx); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-river: stopping river:", err)
+	}
+	elapsed := last.Sub(start).Seconds()
+	res.Backlog, res.Inserted, res.Completed, res.DurationS = int64(n), int64(n), completed, elapsed
+	res.ItemsPerS = float64(completed) / elapsed
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
 	return enc.Encode(res)

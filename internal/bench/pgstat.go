@@ -1,0 +1,214 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DBProfile is what PostgreSQL did per operation inside one measurement window: the
+// difference of two snapshots taken at the window's ends (see observed).
+type DBProfile struct {
+	// WALBytesPerOp is the cluster's WAL growth (pg_current_wal_lsn) per operation; on a
+	// shared server it includes other databases' writes.
+	WALBytesPerOp float64 `json:"wal_bytes_per_op"`
+	// StatementsPerOp counts top-level statements (pg_stat_statements calls, BEGIN and
+	// COMMIT included) per operation: the round trips an operation costs when none are
+	// pipelined, an upper bound otherwise. Nil without pg_stat_statements.
+	StatementsPerOp *float64 `json:"statements_per_op,omitempty"`
+	// Top lists the statements of the window by total execution time.
+	Top []TopStatement `json:"top_statements,omitempty"`
+}
+
+// TopStatement is one pg_stat_statements entry over a window.
+type TopStatement struct {
+	Query   string  `json:"query"`
+	Calls   int64   `json:"calls"`
+	TotalMs float64 `json:"total_ms"`
+	MeanMs  float64 `json:"mean_ms"`
+}
+
+// topStatements is how many statements a profile lists.
+const topStatements = 5
+
+// stmtRow is one pg_stat_statements entry at a snapshot.
+type stmtRow struct {
+	query   string
+	calls   int64
+	totalMs float64
+}
+
+// enableStatements turns on pg_stat_statements in the benchmark database when the server
+// preloads it (the embedded cluster does); otherwise it returns why the report has no
+// per-statement figures.
+func (h *harness) enableStatements(ctx context.Context) (note string) {
+	var preload string
+	if err := h.pool.QueryRow(ctx, "SHOW shared_preload_libraries").Scan(&preload); err != nil {
+		return "pg_stat_statements not available: " + err.Error()
+	}
+	if !strings.Contains(preload, "pg_stat_statements") {
+		return "pg_stat_statements not available: the PostgreSQL server does not preload it (shared_preload_libraries); the report has WAL bytes per operation but no statements (the embedded cluster of `make bench` preloads it)"
+	}
+	if _, err := h.pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		return "pg_stat_statements not available: CREATE EXTENSION failed: " + err.Error()
+	}
+	if _, err := h.pool.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+		return "pg_stat_statements not available: " + err.Error()
+	}
+	h.statements = true
+	return ""
+}
+
+// resetStatements clears pg_stat_statements between workloads, so one workload's entries
+// never crowd out the next one's (pg_stat_statements.max) and each starts from zero.
+func (h *harness) resetStatements(ctx context.Context) {
+	if h.statements {
+		if _, err := h.pool.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+			h.prog.logf("bench: pg_stat_statements_reset: %v", err)
+		}
+	}
+}
+
+// statsQuery reads this database's statements, leaving out the harness's own snapshot
+// queries (they read pg_stat_* views).
+const statsQuery = `SELECT queryid, query, calls, total_exec_time FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND queryid IS NOT NULL
+  AND query NOT LIKE '%pg_stat%' AND query NOT LIKE '%pg_current_wal_lsn%'`
+
+// snapshotDB reads the WAL position and, when enabled, pg_stat_statements into c.
+func (h *harness) snapshotDB(ctx context.Context, c *counters) {
+	if h.pool == nil {
+		return
+	}
+	var wal float64
+	if err := h.pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8").Scan(&wal); err == nil {
+		c.wal, c.walOK = wal, true
+	}
+	if !h.statements {
+		return
+	}
+	rows, err := h.pool.Query(ctx, statsQuery)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	stmts := map[int64]stmtRow{}
+	for rows.Next() {
+		var id int64
+		var r stmtRow
+		if rows.Scan(&id, &r.query, &r.calls, &r.totalMs) == nil {
+			stmts[id] = r
+		}
+	}
+	if rows.Err() == nil {
+		c.stmts = stmts
+	}
+}
+
+// dbProfile is the per-operation difference of two snapshots (nil when neither the WAL
+// position nor the statements could be read).
+func dbProfile(before, after counters, ops int64) *DBProfile {
+	if ops <= 0 || !before.walOK || !after.walOK {
+		return nil
+	}
+	n := float64(ops)
+	p := &DBProfile{WALBytesPerOp: (after.wal - before.wal) / n}
+	if before.stmts == nil || after.stmts == nil {
+		return p
+	}
+	var calls int64
+	var top []TopStatement
+	for id, a := range after.stmts {
+		b := before.stmts[id] // zero when the statement first ran inside the window
+		d := TopStatement{Query: oneLine(a.query), Calls: a.calls - b.calls, TotalMs: a.totalMs - b.totalMs}
+		if d.Calls <= 0 {
+			continue
+		}
+		d.MeanMs = d.TotalMs / float64(d.Calls)
+		calls += d.Calls
+		top = append(top, d)
+	}
+	sort.Slice(top, func(i, j int) bool { return top[i].TotalMs > top[j].TotalMs })
+	p.Top = top[:min(topStatements, len(top))]
+	perOp := float64(calls) / n
+	p.StatementsPerOp = &perOp
+	return p
+}
+
+// profiled runs p and sets the result's DB profile from snapshots at the window's ends,
+// for phases that need no other per-op diagnostics (W3, W5; observed does both).
+func (h *harness) profiled(ctx context.Context, p phase, op opFunc) (*phaseResult, error) {
+	var before, after counters
+	var snapped sync.WaitGroup
+	snapped.Add(2)
+	measure := p.OnMeasure
+	p.OnMeasure = func(ctx context.Context, w window) {
+		snapCtx := context.WithoutCancel(ctx)
+		h.snapshotDB(snapCtx, &before)
+		snapped.Done()
+		time.AfterFunc(time.Until(w.to), func() { h.snapshotDB(snapCtx, &after); snapped.Done() })
+		if measure != nil {
+			measure(ctx, w)
+		}
+	}
+	res, err := p.run(ctx, h.prog, op)
+	if err != nil {
+		return res, err
+	}
+	if ctx.Err() != nil { // a cancelled run may end before the window opened
+		return res, ctx.Err()
+	}
+	snapped.Wait()
+	res.DB = dbProfile(before, after, res.Ops)
+	return res, nil
+}
+
+// oneLine collapses a statement's whitespace and shortens it for the report.
+func oneLine(q string) string {
+	q = strings.Join(strings.Fields(q), " ")
+	const limit = 160
+	if r := []rune(q); len(r) > limit {
+		return string(r[:limit]) + "…"
+	}
+	return q
+}
+
+// markdownDBProfiles renders the per-workload statement section.
+func (rep *Report) markdownDBProfiles(b *strings.Builder) {
+	var any bool
+	for _, r := range rep.Results {
+		if r.Status == StatusOK && r.DB != nil {
+			any = true
+		}
+	}
+	if !any && rep.StatementsNote == "" {
+		return
+	}
+	b.WriteString("\n## Database per operation\n\n")
+	if rep.StatementsNote != "" {
+		fmt.Fprintf(b, "%s.\n\n", rep.StatementsNote)
+	} else {
+		b.WriteString("From pg_stat_statements (reset before each workload) and pg_current_wal_lsn, read at both ends of each measurement window. Statements per op count top-level statements including BEGIN/COMMIT: round trips when none are pipelined.\n\n")
+	}
+	for _, r := range rep.Results {
+		if r.Status != StatusOK || r.DB == nil {
+			continue
+		}
+		stmts := "statements not available"
+		if r.DB.StatementsPerOp != nil {
+			stmts = fmt.Sprintf("%.2f statements/op", *r.DB.StatementsPerOp)
+		}
+		fmt.Fprintf(b, "**%s** (%s): %.0f WAL bytes/op, %s\n\n", r.ID, r.Workload, r.DB.WALBytesPerOp, stmts)
+		if len(r.DB.Top) == 0 {
+			continue
+		}
+		b.WriteString("| statement | calls | total ms | mean ms |\n|---|---:|---:|---:|\n")
+		for _, t := range r.DB.Top {
+			fmt.Fprintf(b, "| `%s` | %d | %.0f | %.3f |\n", mdEscape(strings.ReplaceAll(t.Query, "`", "'")), t.Calls, t.TotalMs, t.MeanMs)
+		}
+		b.WriteString("\n")
+	}
+}
