@@ -36,6 +36,8 @@ type Config struct {
 	Log            *slog.Logger
 	// Metrics records every tool call by operation (nil: not recorded).
 	Metrics *metrics.Registry
+
+	sdkOnly bool // tests: every request through the SDK, to compare with the fast path
 }
 
 // maxRequestBytes bounds a JSON-RPC request (the HTTP API's body bound plus the envelope).
@@ -47,8 +49,8 @@ func New(cfg Config) http.Handler {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	b := &inProcess{svc: cfg.Service, log: cfg.Log, metrics: cfg.Metrics}
-	full := mcpserver.New(b, mcpserver.Options{Version: cfg.Version, Log: cfg.Log})
-	router := mcpserver.New(b, mcpserver.Options{Router: true, Version: cfg.Version, Log: cfg.Log})
+	full, fullCalls := mcpserver.Build(b, mcpserver.Options{Version: cfg.Version, Log: cfg.Log})
+	router, routerCalls := mcpserver.Build(b, mcpserver.Options{Router: true, Version: cfg.Version, Log: cfg.Log})
 	sdk := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		if p, ok := auth.PrincipalFrom(r.Context()); ok && p.Router {
 			return router
@@ -66,16 +68,17 @@ func New(cfg Config) http.Handler {
 	// The SDK hands tool handlers the request's verified token info; it carries the
 	// principal authenticated below.
 	withPrincipal := sdkauth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*sdkauth.TokenInfo, error) {
-		p, ok := auth.PrincipalFrom(r.Context())
-		if !ok {
-			return nil, sdkauth.ErrInvalidToken
+		if ti := tokenInfo(r); ti != nil {
+			return ti, nil
 		}
-		return &sdkauth.TokenInfo{UserID: p.AgentID.String(), Extra: map[string]any{
-			principalExtra: p, sessionKeyExtra: auth.SessionKeyFrom(r.Context()),
-		}}, nil
+		return nil, sdkauth.ErrInvalidToken
 	}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
 
-	protocolErrors := withProtocolErrors(withPrincipal)
+	var fast *fastCalls
+	if !cfg.sdkOnly {
+		fast = &fastCalls{full: fullCalls, router: routerCalls}
+	}
+	protocolErrors := withProtocolErrors(withPrincipal, fast)
 
 	allowed := map[string]bool{}
 	for _, o := range cfg.AllowedOrigins {
@@ -125,6 +128,17 @@ type inProcess struct {
 	svc     api.StrictServerInterface
 	log     *slog.Logger
 	metrics *metrics.Registry
+}
+
+// tokenInfo is the SDK's verified token info for an authenticated request (nil: none).
+func tokenInfo(r *http.Request) *sdkauth.TokenInfo {
+	p, ok := auth.PrincipalFrom(r.Context())
+	if !ok {
+		return nil
+	}
+	return &sdkauth.TokenInfo{UserID: p.AgentID.String(), Extra: map[string]any{
+		principalExtra: p, sessionKeyExtra: auth.SessionKeyFrom(r.Context()),
+	}}
 }
 
 func principalOf(req *mcp.CallToolRequest) (auth.Principal, string, bool) {

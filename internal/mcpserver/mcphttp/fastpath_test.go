@@ -1,0 +1,96 @@
+package mcphttp_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/metrics"
+	"github.com/agentbox/agentbox/internal/mcpserver/mcphttp"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// The fast path writes, for every tools/call it answers, the response the SDK writes for
+// the same request: same status, headers and bytes. Each request goes first to a handler
+// that sends everything through the SDK, then to the real one (which must take the fast
+// path), on the same server state; write requests are idempotent replays or rejections, so
+// the state the second sees is the state the first saw.
+func TestFastPathAnswersAsTheSDK(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	e.Box("beta")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	a.MustCall("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"step": 1}, "idempotency_key": "first"})
+	rk := e.Admin("POST", "/boxes/alpha/agents/a/keys", map[string]any{"router": true})
+	routerKey, _ := rk["api_key"].(string)
+
+	log := slog.New(slog.DiscardHandler)
+	cfg := mcphttp.Config{Service: e.Service, Auth: auth.New(e.Store, testenv.AdminToken, log), Log: log, Metrics: metrics.New(e.Store.Pool()), Version: "test"}
+	fastSrv, sdkSrv := httptest.NewServer(mcphttp.New(cfg)), httptest.NewServer(mcphttp.NewSDKOnly(cfg))
+	t.Cleanup(fastSrv.Close)
+	t.Cleanup(sdkSrv.Close)
+
+	call := func(id, name, args string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, name, args)
+	}
+	cases := []struct{ name, key, version, body string }{
+		{"checkpoint_get", a.Key, "2025-06-18", call("1", "checkpoint_get", `{"box_key":"alpha"}`)},
+		{"string id, oldest version", a.Key, "2024-11-05", call(`"req-7"`, "checkpoint_get", `{"box_key":"alpha"}`)},
+		{"checkpoint_save replay", a.Key, "2025-11-25", call("2", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":1},"idempotency_key":"first"}`)},
+		{"checkpoint_save conflict", a.Key, "2025-06-18", call("3", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":2},"idempotency_key":"second"}`)},
+		{"invalid arguments", a.Key, "2025-06-18", call("4", "checkpoint_save", `{"box_key":"alpha","checkpoint":"x"}`)},
+		{"unknown argument", a.Key, "2025-03-26", call("5", "checkpoint_get", `{"box_key":"alpha","extra":1}`)},
+		{"another box", a.Key, "2025-06-18", call("6", "agent_prime", `{"box_key":"beta"}`)},
+		{"no arguments", a.Key, "2025-06-18", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"alias", a.Key, "2025-06-18", call("9", "rooms_list", `{"box_key":"alpha"}`)},
+		{"inbox_list", a.Key, "2025-06-18", call("10", "inbox_list", `{"box_key":"alpha"}`)},
+		{"router: tool_execute", routerKey, "2025-06-18", call("11", "tool_execute", `{"box_key":"alpha","name":"checkpoint_get","arguments":{}}`)},
+		{"router: tool_search", routerKey, "2025-06-18", call("12", "tool_search", `{"box_key":"alpha","query":"checkpoint"}`)},
+	}
+	post := func(url, key, version, body string) (*http.Request, *http.Response, []byte) {
+		req, err := http.NewRequest("POST", url+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", version)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return req, resp, raw
+	}
+	for _, c := range cases {
+		_, sdkResp, sdkBody := post(sdkSrv.URL, c.key, c.version, c.body)
+		req, fastResp, fastBody := post(fastSrv.URL, c.key, c.version, c.body)
+		if !mcphttp.FastPathShape(req, []byte(c.body)) {
+			t.Fatalf("%s: the request is not one the fast path answers", c.name)
+		}
+		if sdkResp.StatusCode != 200 || !bytes.Contains(sdkBody, []byte(`"result":`)) {
+			t.Fatalf("%s: the SDK answered %d %s", c.name, sdkResp.StatusCode, sdkBody)
+		}
+		if fastResp.StatusCode != sdkResp.StatusCode || !bytes.Equal(fastBody, sdkBody) {
+			t.Errorf("%s:\nfast %d %s\nsdk  %d %s", c.name, fastResp.StatusCode, fastBody, sdkResp.StatusCode, sdkBody)
+		}
+		for _, h := range []string{"Content-Type", "Cache-Control", "Content-Length", "Mcp-Session-Id", "X-Content-Type-Options"} {
+			if f, s := fastResp.Header.Values(h), sdkResp.Header.Values(h); strings.Join(f, ",") != strings.Join(s, ",") {
+				t.Errorf("%s: header %s: fast %q, sdk %q", c.name, h, f, s)
+			}
+		}
+		if len(fastResp.Header) != len(sdkResp.Header) {
+			t.Errorf("%s: headers: fast %v, sdk %v", c.name, fastResp.Header, sdkResp.Header)
+		}
+	}
+}
