@@ -2,6 +2,7 @@ package mcphttp_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,9 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agentbox/agentbox/internal/auth"
-	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/mcpserver/mcphttp"
+	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -91,6 +94,59 @@ func TestFastPathAnswersAsTheSDK(t *testing.T) {
 		}
 		if len(fastResp.Header) != len(sdkResp.Header) {
 			t.Errorf("%s: headers: fast %v, sdk %v", c.name, fastResp.Header, sdkResp.Header)
+		}
+	}
+}
+
+// recorder keeps the tools/call requests an HTTP client sends.
+type recorder struct {
+	headerTransport
+	calls []recorded
+}
+
+type recorded struct {
+	req  *http.Request
+	body []byte
+}
+
+func (rec *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			rec.calls = append(rec.calls, recorded{r.Clone(r.Context()), body})
+		}
+	}
+	return rec.headerTransport.RoundTrip(r)
+}
+
+// What the official Go SDK client sends after initialize, at each protocol version it
+// negotiates with this server, is a request the fast path answers (the SDK's own 2026-07-28
+// protocol aside, which the SDK keeps serving).
+func TestGoClientToolCallsTakeTheFastPath(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	for _, version := range append([]string{""}, mcp.SupportedProtocolVersions()...) {
+		rec := &recorder{headerTransport: headerTransport{map[string]string{"Authorization": "Bearer " + a.Key}}}
+		transport := &mcp.StreamableClientTransport{Endpoint: e.URL + "/mcp", HTTPClient: &http.Client{Transport: rec}, MaxRetries: -1}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agentbox-test", Version: "1"}, nil).Connect(context.Background(), transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatalf("connect (version %q): %v", version, err)
+		}
+		toolCall(t, cs, "agent_prime", map[string]any{"box_key": "alpha"}).must(t, "prime")
+		negotiated := cs.InitializeResult().ProtocolVersion
+		cs.Close()
+		if len(rec.calls) != 1 {
+			t.Fatalf("version %q: %d tools/call requests recorded", version, len(rec.calls))
+		}
+		c := rec.calls[0]
+		if got := mcphttp.FastPathShape(c.req, c.body); got != (negotiated < "2026-07-28") {
+			t.Errorf("version %q (negotiated %s): fast path %v for %s %v", version, negotiated, got, c.body, c.req.Header)
 		}
 	}
 }
