@@ -141,6 +141,13 @@ func (f *fastCalls) parse(r *http.Request, body []byte) (*mcp.CallToolRequest, j
 	if json.Unmarshal(body, &keys) != nil || len(keys) != 4 {
 		return nil, jsonrpc.ID{}, false
 	}
+	for k := range keys {
+		switch k { // exactly these (encoding/json would also match "Method" to a field)
+		case "jsonrpc", "id", "method", "params":
+		default:
+			return nil, jsonrpc.ID{}, false
+		}
+	}
 	var env fastEnvelope
 	if json.Unmarshal(body, &env) != nil || env.JSONRPC != "2.0" || env.Method != "tools/call" || keys["params"] == nil {
 		return nil, jsonrpc.ID{}, false
@@ -156,7 +163,7 @@ func (f *fastCalls) parse(r *http.Request, body []byte) (*mcp.CallToolRequest, j
 		return nil, jsonrpc.ID{}, false // a notification or a malformed id
 	}
 	var pkeys map[string]json.RawMessage
-	if json.Unmarshal(env.Params, &pkeys) != nil || pkeys == nil {
+	if json.Unmarshal(env.Params, &pkeys) != nil || pkeys == nil || pkeys["name"] == nil {
 		return nil, jsonrpc.ID{}, false
 	}
 	for k := range pkeys {

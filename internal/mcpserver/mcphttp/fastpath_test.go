@@ -150,3 +150,53 @@ func TestGoClientToolCallsTakeTheFastPath(t *testing.T) {
 		}
 	}
 }
+
+// Requests outside the one shape stay the SDK's: whatever the SDK does with them is what
+// the client gets.
+func TestFastPathLeavesOtherRequestsToTheSDK(t *testing.T) {
+	const get = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"checkpoint_get","arguments":{"box_key":"alpha"}}}`
+	cases := []struct {
+		name    string
+		headers map[string]string
+		body    string
+	}{
+		{"baseline (taken)", nil, get},
+		{"no protocol version", map[string]string{"Mcp-Protocol-Version": ""}, get},
+		{"unsupported version", map[string]string{"Mcp-Protocol-Version": "2099-01-01"}, get},
+		{"2026-07-28 protocol", map[string]string{"Mcp-Protocol-Version": "2026-07-28"}, get},
+		{"session id", map[string]string{"Mcp-Session-Id": "s1"}, get},
+		{"text/plain", map[string]string{"Content-Type": "text/plain"}, get},
+		{"accept json only", map[string]string{"Accept": "application/json"}, get},
+		{"batch", nil, "[" + get + "]"},
+		{"notification", nil, `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"null id", nil, `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"object id", nil, `{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"other method", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`},
+		{"initialize", nil, initialize},
+		{"_meta", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1},"name":"checkpoint_get"}}`},
+		{"no name", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}`},
+		{"capitalized key", nil, `{"jsonrpc":"2.0","ID":1,"method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"extra key", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"checkpoint_get"},"x":1}`},
+		{"wrong version tag", nil, `{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"not JSON", nil, `{"jsonrpc":`},
+	}
+	for _, c := range cases {
+		req, err := http.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		for k, v := range c.headers {
+			if v == "" {
+				req.Header.Del(k)
+			} else {
+				req.Header.Set(k, v)
+			}
+		}
+		if got, want := mcphttp.FastPathShape(req, []byte(c.body)), c.name == "baseline (taken)"; got != want {
+			t.Errorf("%s: fast path %v, want %v", c.name, got, want)
+		}
+	}
+}

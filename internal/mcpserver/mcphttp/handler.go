@@ -1,7 +1,9 @@
 // Package mcphttp serves the MCP tool surface over streamable HTTP at /mcp (SPEC §13.2):
 // the SDK's stateless handler (any instance serves any request), behind the Origin
 // allow-list and the same agent authentication as the HTTP API, calling the service in
-// process through the generated dispatch table.
+// process through the generated dispatch table. A single tools/call POST is answered
+// without the SDK's per-request session, by the same handlers and in the same bytes
+// (fastpath.go says why and which requests).
 package mcphttp
 
 import (
