@@ -90,7 +90,7 @@ func BenchmarkMCPvsHTTP(b *testing.B) {
 	httpT := &transport{name: "http", a: e.NewAgent("alpha", "h", nil), rev: "0"}
 	mcpT := &transport{name: "mcp", mcp: true, a: e.NewAgent("alpha", "m", nil), rev: "0"}
 	for _, tr := range []*transport{httpT, mcpT} {
-		tr.a.Prime()      // the key's lane, which both transports use
+		tr.a.Prime()   // the key's lane, which both transports use
 		call(tr, true) // the checkpoint exists before the reads
 		for range 20 {
 			call(tr, false) // warm connections and plans
