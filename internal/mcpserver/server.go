@@ -55,6 +55,12 @@ const listTTLMillis = 3_600_000
 
 // New builds the MCP server for one mode over b.
 func New(b Backend, o Options) *mcp.Server {
+	s, _ := Build(b, o)
+	return s
+}
+
+// Build is New plus the server's tools/call surface (see Calls).
+func Build(b Backend, o Options) (*mcp.Server, *Calls) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -62,6 +68,7 @@ func New(b Backend, o Options) *mcp.Server {
 		o.Version = "dev"
 	}
 	sf := &surface{backend: b, log: o.Log, canonical: map[string]string{}}
+	calls := &Calls{sf: sf, entries: map[string]*entry{}}
 	s := mcp.NewServer(&mcp.Implementation{Name: genmcp.Server.Name, Version: o.Version}, &mcp.ServerOptions{
 		Instructions: genmcp.Server.Instructions,
 		Logger:       WarnOnly(o.Log),
@@ -79,8 +86,10 @@ func New(b Backend, o Options) *mcp.Server {
 		e := sf.entry(t)
 		s.AddTool(e.descriptor(), e.handle)
 		sf.canonical[t.Name] = t.Name
+		calls.entries[t.Name] = e
 		for _, a := range t.Aliases {
 			sf.canonical[a] = t.Name
+			calls.entries[a] = e
 		}
 	}
 	// Aliases are accepted by tools/call and never listed: the call is renamed to its
@@ -100,7 +109,7 @@ func New(b Backend, o Options) *mcp.Server {
 			return next(ctx, method, req)
 		}
 	})
-	return s
+	return s, calls
 }
 
 // served reports whether t is listed (and callable) in the mode: exposure default outside

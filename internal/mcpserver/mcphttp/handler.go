@@ -1,7 +1,9 @@
 // Package mcphttp serves the MCP tool surface over streamable HTTP at /mcp (SPEC §13.2):
 // the SDK's stateless handler (any instance serves any request), behind the Origin
 // allow-list and the same agent authentication as the HTTP API, calling the service in
-// process through the generated dispatch table.
+// process through the generated dispatch table. A single tools/call POST is answered
+// without the SDK's per-request session, by the same handlers and in the same bytes
+// (fastpath.go says why and which requests).
 package mcphttp
 
 import (
@@ -36,6 +38,8 @@ type Config struct {
 	Log            *slog.Logger
 	// Metrics records every tool call by operation (nil: not recorded).
 	Metrics *metrics.Registry
+
+	sdkOnly bool // tests: every request through the SDK, to compare with the fast path
 }
 
 // maxRequestBytes bounds a JSON-RPC request (the HTTP API's body bound plus the envelope).
@@ -47,8 +51,8 @@ func New(cfg Config) http.Handler {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	b := &inProcess{svc: cfg.Service, log: cfg.Log, metrics: cfg.Metrics}
-	full := mcpserver.New(b, mcpserver.Options{Version: cfg.Version, Log: cfg.Log})
-	router := mcpserver.New(b, mcpserver.Options{Router: true, Version: cfg.Version, Log: cfg.Log})
+	full, fullCalls := mcpserver.Build(b, mcpserver.Options{Version: cfg.Version, Log: cfg.Log})
+	router, routerCalls := mcpserver.Build(b, mcpserver.Options{Router: true, Version: cfg.Version, Log: cfg.Log})
 	sdk := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
 		if p, ok := auth.PrincipalFrom(r.Context()); ok && p.Router {
 			return router
@@ -66,16 +70,17 @@ func New(cfg Config) http.Handler {
 	// The SDK hands tool handlers the request's verified token info; it carries the
 	// principal authenticated below.
 	withPrincipal := sdkauth.RequireBearerToken(func(_ context.Context, _ string, r *http.Request) (*sdkauth.TokenInfo, error) {
-		p, ok := auth.PrincipalFrom(r.Context())
-		if !ok {
-			return nil, sdkauth.ErrInvalidToken
+		if ti := tokenInfo(r); ti != nil {
+			return ti, nil
 		}
-		return &sdkauth.TokenInfo{UserID: p.AgentID.String(), Extra: map[string]any{
-			principalExtra: p, sessionKeyExtra: auth.SessionKeyFrom(r.Context()),
-		}}, nil
+		return nil, sdkauth.ErrInvalidToken
 	}, &sdkauth.RequireBearerTokenOptions{AllowMissingExpiration: true})(sdk)
 
-	protocolErrors := withProtocolErrors(withPrincipal)
+	var fast *fastCalls
+	if !cfg.sdkOnly {
+		fast = &fastCalls{full: fullCalls, router: routerCalls}
+	}
+	protocolErrors := withProtocolErrors(withPrincipal, fast)
 
 	allowed := map[string]bool{}
 	for _, o := range cfg.AllowedOrigins {
@@ -125,6 +130,17 @@ type inProcess struct {
 	svc     api.StrictServerInterface
 	log     *slog.Logger
 	metrics *metrics.Registry
+}
+
+// tokenInfo is the SDK's verified token info for an authenticated request (nil: none).
+func tokenInfo(r *http.Request) *sdkauth.TokenInfo {
+	p, ok := auth.PrincipalFrom(r.Context())
+	if !ok {
+		return nil
+	}
+	return &sdkauth.TokenInfo{UserID: p.AgentID.String(), Extra: map[string]any{
+		principalExtra: p, sessionKeyExtra: auth.SessionKeyFrom(r.Context()),
+	}}
 }
 
 func principalOf(req *mcp.CallToolRequest) (auth.Principal, string, bool) {

@@ -16,8 +16,9 @@ import (
 // echo caller-supplied values, an unknown method is JSON-RPC -32601 in a JSON response, and
 // oversize bodies get the error body. withProtocolErrors buffers the request body (the SDK
 // reads all of it anyway) and replaces every such answer with a fixed one; successful
-// exchanges pass through untouched.
-func withProtocolErrors(next http.Handler) http.Handler {
+// exchanges pass through untouched. A tools/call the fast path answers (fastpath.go) never
+// reaches the SDK.
+func withProtocolErrors(next http.Handler, fast *fastCalls) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body []byte
 		if r.Body != nil && r.Method == http.MethodPost {
@@ -29,6 +30,9 @@ func withProtocolErrors(next http.Handler) http.Handler {
 			}
 			if len(body) > maxRequestBytes {
 				writeStatus(w, http.StatusRequestEntityTooLarge, apierr.TooLarge("", "request_too_large", maxRequestBytes))
+				return
+			}
+			if fast != nil && fast.serve(w, r, body) {
 				return
 			}
 			r.Body = io.NopCloser(bytes.NewReader(body))

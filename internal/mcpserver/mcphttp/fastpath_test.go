@@ -1,0 +1,202 @@
+package mcphttp_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/mcpserver/mcphttp"
+	"github.com/agentbox/agentbox/internal/metrics"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// The fast path writes, for every tools/call it answers, the response the SDK writes for
+// the same request: same status, headers and bytes. Each request goes first to a handler
+// that sends everything through the SDK, then to the real one (which must take the fast
+// path), on the same server state; write requests are idempotent replays or rejections, so
+// the state the second sees is the state the first saw.
+func TestFastPathAnswersAsTheSDK(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	e.Box("beta")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	a.MustCall("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"step": 1}, "idempotency_key": "first"})
+	rk := e.Admin("POST", "/boxes/alpha/agents/a/keys", map[string]any{"router": true})
+	routerKey, _ := rk["api_key"].(string)
+
+	log := slog.New(slog.DiscardHandler)
+	cfg := mcphttp.Config{Service: e.Service, Auth: auth.New(e.Store, testenv.AdminToken, log), Log: log, Metrics: metrics.New(e.Store.Pool()), Version: "test"}
+	fastSrv, sdkSrv := httptest.NewServer(mcphttp.New(cfg)), httptest.NewServer(mcphttp.NewSDKOnly(cfg))
+	t.Cleanup(fastSrv.Close)
+	t.Cleanup(sdkSrv.Close)
+
+	call := func(id, name, args string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, name, args)
+	}
+	cases := []struct{ name, key, version, body string }{
+		{"checkpoint_get", a.Key, "2025-06-18", call("1", "checkpoint_get", `{"box_key":"alpha"}`)},
+		{"string id, oldest version", a.Key, "2024-11-05", call(`"req-7"`, "checkpoint_get", `{"box_key":"alpha"}`)},
+		{"checkpoint_save replay", a.Key, "2025-11-25", call("2", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":1},"idempotency_key":"first"}`)},
+		{"checkpoint_save conflict", a.Key, "2025-06-18", call("3", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":2},"idempotency_key":"second"}`)},
+		{"invalid arguments", a.Key, "2025-06-18", call("4", "checkpoint_save", `{"box_key":"alpha","checkpoint":"x"}`)},
+		{"unknown argument", a.Key, "2025-03-26", call("5", "checkpoint_get", `{"box_key":"alpha","extra":1}`)},
+		{"another box", a.Key, "2025-06-18", call("6", "agent_prime", `{"box_key":"beta"}`)},
+		{"no arguments", a.Key, "2025-06-18", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"alias", a.Key, "2025-06-18", call("9", "rooms_list", `{"box_key":"alpha"}`)},
+		{"inbox_list", a.Key, "2025-06-18", call("10", "inbox_list", `{"box_key":"alpha"}`)},
+		{"router: tool_execute", routerKey, "2025-06-18", call("11", "tool_execute", `{"box_key":"alpha","name":"checkpoint_get","arguments":{}}`)},
+		{"router: tool_search", routerKey, "2025-06-18", call("12", "tool_search", `{"box_key":"alpha","query":"checkpoint"}`)},
+	}
+	post := func(url, key, version, body string) (*http.Request, *http.Response, []byte) {
+		req, err := http.NewRequest("POST", url+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", version)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return req, resp, raw
+	}
+	for _, c := range cases {
+		_, sdkResp, sdkBody := post(sdkSrv.URL, c.key, c.version, c.body)
+		req, fastResp, fastBody := post(fastSrv.URL, c.key, c.version, c.body)
+		if !mcphttp.FastPathShape(req, []byte(c.body)) {
+			t.Fatalf("%s: the request is not one the fast path answers", c.name)
+		}
+		if sdkResp.StatusCode != 200 || !bytes.Contains(sdkBody, []byte(`"result":`)) {
+			t.Fatalf("%s: the SDK answered %d %s", c.name, sdkResp.StatusCode, sdkBody)
+		}
+		if fastResp.StatusCode != sdkResp.StatusCode || !bytes.Equal(fastBody, sdkBody) {
+			t.Errorf("%s:\nfast %d %s\nsdk  %d %s", c.name, fastResp.StatusCode, fastBody, sdkResp.StatusCode, sdkBody)
+		}
+		for _, h := range []string{"Content-Type", "Cache-Control", "Content-Length", "Mcp-Session-Id", "X-Content-Type-Options"} {
+			if f, s := fastResp.Header.Values(h), sdkResp.Header.Values(h); strings.Join(f, ",") != strings.Join(s, ",") {
+				t.Errorf("%s: header %s: fast %q, sdk %q", c.name, h, f, s)
+			}
+		}
+		if len(fastResp.Header) != len(sdkResp.Header) {
+			t.Errorf("%s: headers: fast %v, sdk %v", c.name, fastResp.Header, sdkResp.Header)
+		}
+	}
+}
+
+// recorder keeps the tools/call requests an HTTP client sends.
+type recorder struct {
+	headerTransport
+	calls []recorded
+}
+
+type recorded struct {
+	req  *http.Request
+	body []byte
+}
+
+func (rec *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			rec.calls = append(rec.calls, recorded{r.Clone(r.Context()), body})
+		}
+	}
+	return rec.headerTransport.RoundTrip(r)
+}
+
+// What the official Go SDK client sends after initialize, at each protocol version it
+// negotiates with this server, is a request the fast path answers (the SDK's own 2026-07-28
+// protocol aside, which the SDK keeps serving).
+func TestGoClientToolCallsTakeTheFastPath(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	for _, version := range append([]string{""}, mcp.SupportedProtocolVersions()...) {
+		rec := &recorder{headerTransport: headerTransport{map[string]string{"Authorization": "Bearer " + a.Key}}}
+		transport := &mcp.StreamableClientTransport{Endpoint: e.URL + "/mcp", HTTPClient: &http.Client{Transport: rec}, MaxRetries: -1}
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "agentbox-test", Version: "1"}, nil).Connect(context.Background(), transport, &mcp.ClientSessionOptions{ProtocolVersion: version})
+		if err != nil {
+			t.Fatalf("connect (version %q): %v", version, err)
+		}
+		toolCall(t, cs, "agent_prime", map[string]any{"box_key": "alpha"}).must(t, "prime")
+		negotiated := cs.InitializeResult().ProtocolVersion
+		cs.Close()
+		if len(rec.calls) != 1 {
+			t.Fatalf("version %q: %d tools/call requests recorded", version, len(rec.calls))
+		}
+		c := rec.calls[0]
+		if got := mcphttp.FastPathShape(c.req, c.body); got != (negotiated < "2026-07-28") {
+			t.Errorf("version %q (negotiated %s): fast path %v for %s %v", version, negotiated, got, c.body, c.req.Header)
+		}
+	}
+}
+
+// Requests outside the one shape stay the SDK's: whatever the SDK does with them is what
+// the client gets.
+func TestFastPathLeavesOtherRequestsToTheSDK(t *testing.T) {
+	const get = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"checkpoint_get","arguments":{"box_key":"alpha"}}}`
+	cases := []struct {
+		name    string
+		headers map[string]string
+		body    string
+	}{
+		{"baseline (taken)", nil, get},
+		{"no protocol version", map[string]string{"Mcp-Protocol-Version": ""}, get},
+		{"unsupported version", map[string]string{"Mcp-Protocol-Version": "2099-01-01"}, get},
+		{"2026-07-28 protocol", map[string]string{"Mcp-Protocol-Version": "2026-07-28"}, get},
+		{"session id", map[string]string{"Mcp-Session-Id": "s1"}, get},
+		{"text/plain", map[string]string{"Content-Type": "text/plain"}, get},
+		{"accept json only", map[string]string{"Accept": "application/json"}, get},
+		{"batch", nil, "[" + get + "]"},
+		{"notification", nil, `{"jsonrpc":"2.0","method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"null id", nil, `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"object id", nil, `{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"other method", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`},
+		{"initialize", nil, initialize},
+		{"_meta", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"progressToken":1},"name":"checkpoint_get"}}`},
+		{"no name", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}`},
+		{"capitalized key", nil, `{"jsonrpc":"2.0","ID":1,"method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"extra key", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"checkpoint_get"},"x":1}`},
+		{"wrong version tag", nil, `{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"not JSON", nil, `{"jsonrpc":`},
+	}
+	for _, c := range cases {
+		req, err := http.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		for k, v := range c.headers {
+			if v == "" {
+				req.Header.Del(k)
+			} else {
+				req.Header.Set(k, v)
+			}
+		}
+		if got, want := mcphttp.FastPathShape(req, []byte(c.body)), c.name == "baseline (taken)"; got != want {
+			t.Errorf("%s: fast path %v, want %v", c.name, got, want)
+		}
+	}
+}
