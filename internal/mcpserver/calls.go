@@ -13,7 +13,12 @@ import (
 type Calls struct {
 	sf      *surface
 	entries map[string]*entry // served name or alias → its tool
+	impl    *mcp.Implementation
 }
+
+// Implementation is the server's name and version, as the SDK server states them (in the
+// 2026-07-28 protocol, in every result's _meta).
+func (c *Calls) Implementation() *mcp.Implementation { return c.impl }
 
 // Served reports whether tools/call of name (canonical or alias) reaches a tool in this
 // server's mode; a name not served is the SDK's to refuse.

@@ -68,8 +68,9 @@ func Build(b Backend, o Options) (*mcp.Server, *Calls) {
 		o.Version = "dev"
 	}
 	sf := &surface{backend: b, log: o.Log, canonical: map[string]string{}}
-	calls := &Calls{sf: sf, entries: map[string]*entry{}}
-	s := mcp.NewServer(&mcp.Implementation{Name: genmcp.Server.Name, Version: o.Version}, &mcp.ServerOptions{
+	impl := &mcp.Implementation{Name: genmcp.Server.Name, Version: o.Version}
+	calls := &Calls{sf: sf, entries: map[string]*entry{}, impl: impl}
+	s := mcp.NewServer(impl, &mcp.ServerOptions{
 		Instructions: genmcp.Server.Instructions,
 		Logger:       WarnOnly(o.Log),
 		// Tools only, and a static list: no logging capability, no list-changed notifications.

@@ -12,6 +12,6 @@ func NewSDKOnly(cfg Config) http.Handler {
 // (the tool name aside).
 func FastPathShape(r *http.Request, body []byte) bool {
 	f := &fastCalls{}
-	_, _, ok := f.parse(r, body)
+	_, _, _, ok := f.parse(r, body)
 	return ok && f.eligibleHeaders(r)
 }

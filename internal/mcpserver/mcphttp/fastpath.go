@@ -26,16 +26,27 @@ import (
 // needs none of it, and it made MCP cost 1.4–1.7× plain HTTP per call on this server.
 //
 // So the SDK keeps serving the protocol (initialize and version negotiation, tools/list,
-// ping, notifications, batches, every error, the 2026-07-28 protocol and anything else),
-// and one shape of request is answered here: a single JSON-RPC tools/call POST, in a
-// protocol version the SDK accepts below 2026-07-28 (stated in Mcp-Protocol-Version, as
-// every client does after initialize), whose params are just name and arguments, naming a
-// tool served in the key's mode. It runs the very handler the SDK would run
-// (mcpserver.Calls: same authentication, argument checks, Backend dispatch, metrics,
-// structuredContent + text mirror, isError results) and writes the response the SDK would
-// write, encoded by the SDK's own jsonrpc.EncodeMessage with the SDK's headers;
-// TestFastPathAnswersAsTheSDK compares the two byte for byte. Any other request, and any
-// request this parser is unsure of, goes to the SDK untouched.
+// server/discover, ping, notifications, batches, every error and anything else), and one
+// shape of request is answered here: a single JSON-RPC tools/call POST whose params are
+// just name and arguments, naming a tool served in the key's mode, in either
+//   - a protocol version the SDK accepts below 2026-07-28, stated in Mcp-Protocol-Version
+//     (as every client does after initialize), with no _meta; or
+//   - the 2026-07-28 protocol (SEP-2575, the Go SDK v1.8 client's default), exactly as the
+//     Go client sends it: Mcp-Protocol-Version 2026-07-28, Mcp-Method tools/call, Mcp-Name
+//     the tool's name, no Mcp-Param-* header, and a _meta of exactly the protocol version
+//     (2026-07-28), clientInfo and clientCapabilities. A _meta with any other key (log
+//     level, progress token), a missing key or a header that disagrees stays the SDK's.
+//
+// It runs the very handler the SDK would run (mcpserver.Calls: same authentication,
+// argument checks, Backend dispatch, metrics, structuredContent + text mirror, isError
+// results) and writes the response the SDK would write, encoded by the SDK's own
+// jsonrpc.EncodeMessage with the SDK's headers. In the 2026-07-28 protocol the SDK's
+// result differs in two ways, both reproduced here: ServerSession.handle puts the server's
+// Implementation in the result's _meta ("io.modelcontextprotocol/serverInfo"), and the
+// multi-round-trip middleware sets resultType "complete" (an unexported field, which
+// CallToolResult.MarshalJSON writes last). TestFastPathAnswersAsTheSDK compares the two
+// paths byte for byte at every version. Any other request, and any request this parser is
+// unsure of, goes to the SDK untouched.
 //
 // Upstream, the fix is for StreamableHTTPHandler in stateless JSONResponse mode to
 // dispatch a single request without a session or goroutines and to decode with
@@ -66,7 +77,7 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, body []byte) b
 	if !f.eligibleHeaders(r) {
 		return false
 	}
-	req, id, ok := f.parse(r, body)
+	req, id, v2026, ok := f.parse(r, body)
 	if !ok {
 		return false
 	}
@@ -81,7 +92,23 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, body []byte) b
 	res, err := calls.Call(r.Context(), req)
 	resp := &jsonrpc.Response{ID: id}
 	if err == nil {
+		if v2026 {
+			// What ServerSession.handle adds for the 2026-07-28 protocol: the server's
+			// Implementation in _meta (annotateServerInfo), unless the result has one.
+			if res.Meta == nil {
+				res.Meta = mcp.Meta{}
+			}
+			if _, ok := res.Meta[mcp.MetaKeyServerInfo]; !ok {
+				res.Meta[mcp.MetaKeyServerInfo] = calls.Implementation()
+			}
+		}
 		resp.Result, err = json.Marshal(res)
+		if err == nil && v2026 {
+			// And the multi-round-trip middleware's resultType "complete", an unexported
+			// field that CallToolResult.MarshalJSON writes after every other one (the
+			// result has no inputRequests, which would follow it).
+			resp.Result = append(bytes.TrimSuffix(resp.Result, []byte("}")), `,"resultType":"complete"}`...)
+		}
 	}
 	if err != nil {
 		// A result that is not JSON (never, for a service result): the SDK's -32603 with the
@@ -102,7 +129,8 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, body []byte) b
 }
 
 // eligibleHeaders: the headers the SDK's stateless handler checks all pass, and the
-// protocol version is one the SDK serves with the legacy (initialize-based) protocol.
+// protocol version is one the SDK serves: a legacy (initialize-based) one, or 2026-07-28
+// with the standard headers as the Go client sends them.
 func (f *fastCalls) eligibleHeaders(r *http.Request) bool {
 	if r.Header.Get("Mcp-Session-Id") != "" {
 		return false
@@ -126,57 +154,135 @@ func (f *fastCalls) eligibleHeaders(r *http.Request) bool {
 		return false
 	}
 	v := r.Header.Values("Mcp-Protocol-Version")
-	return len(v) == 1 && v[0] < "2026-07-28" && slices.Contains(supportedVersions, v[0])
+	if len(v) != 1 || !slices.Contains(supportedVersions, v[0]) {
+		return false
+	}
+	if v[0] < version2026 {
+		return true
+	}
+	// The 2026-07-28 protocol (SEP-2575): the standard headers the SDK checks against the
+	// body (parse compares Mcp-Name with the tool's name), and no Mcp-Param-* header (no
+	// tool here declares x-mcp-header).
+	if v[0] != version2026 {
+		return false
+	}
+	if m := r.Header.Values("Mcp-Method"); len(m) != 1 || m[0] != "tools/call" {
+		return false
+	}
+	if n := r.Header.Values("Mcp-Name"); len(n) != 1 || n[0] == "" {
+		return false
+	}
+	for k := range r.Header {
+		if strings.HasPrefix(k, "Mcp-Param-") {
+			return false
+		}
+	}
+	return true
 }
+
+// version2026 is the protocol of per-request metadata (SEP-2575), the Go SDK client's
+// default.
+const version2026 = "2026-07-28"
 
 var supportedVersions = mcp.SupportedProtocolVersions()
 
 // parse reads the one request shape answered here.
-func (f *fastCalls) parse(r *http.Request, body []byte) (*mcp.CallToolRequest, jsonrpc.ID, bool) {
+func (f *fastCalls) parse(r *http.Request, body []byte) (req *mcp.CallToolRequest, id jsonrpc.ID, v2026 bool, ok bool) {
+	req, id, v2026, ok = f.parseBody(r, body)
+	if ok && v2026 != (r.Header.Get("Mcp-Protocol-Version") == version2026) {
+		return nil, jsonrpc.ID{}, false, false // the header and _meta disagree: the SDK's error
+	}
+	if ok && v2026 && r.Header.Get("Mcp-Name") != req.Params.Name {
+		return nil, jsonrpc.ID{}, false, false
+	}
+	return req, id, v2026, ok
+}
+
+func (f *fastCalls) parseBody(r *http.Request, body []byte) (*mcp.CallToolRequest, jsonrpc.ID, bool, bool) {
 	body = bytes.TrimLeft(body, " \t\r\n")
 	if len(body) == 0 || body[0] != '{' {
-		return nil, jsonrpc.ID{}, false // a batch, or not JSON: the SDK's
+		return nil, jsonrpc.ID{}, false, false // a batch, or not JSON: the SDK's
 	}
 	var keys map[string]json.RawMessage
 	if json.Unmarshal(body, &keys) != nil || len(keys) != 4 {
-		return nil, jsonrpc.ID{}, false
+		return nil, jsonrpc.ID{}, false, false
 	}
 	for k := range keys {
 		switch k { // exactly these (encoding/json would also match "Method" to a field)
 		case "jsonrpc", "id", "method", "params":
 		default:
-			return nil, jsonrpc.ID{}, false
+			return nil, jsonrpc.ID{}, false, false
 		}
 	}
 	var env fastEnvelope
 	if json.Unmarshal(body, &env) != nil || env.JSONRPC != "2.0" || env.Method != "tools/call" || keys["params"] == nil {
-		return nil, jsonrpc.ID{}, false
+		return nil, jsonrpc.ID{}, false, false
 	}
 	var id jsonrpc.ID
 	switch v := env.ID.(type) {
 	case float64, string:
 		var err error
 		if id, err = jsonrpc.MakeID(v); err != nil {
-			return nil, jsonrpc.ID{}, false
+			return nil, jsonrpc.ID{}, false, false
 		}
 	default:
-		return nil, jsonrpc.ID{}, false // a notification or a malformed id
+		return nil, jsonrpc.ID{}, false, false // a notification or a malformed id
 	}
 	var pkeys map[string]json.RawMessage
 	if json.Unmarshal(env.Params, &pkeys) != nil || pkeys == nil || pkeys["name"] == nil {
-		return nil, jsonrpc.ID{}, false
+		return nil, jsonrpc.ID{}, false, false
 	}
+	var v2026 bool
 	for k := range pkeys {
-		if k != "name" && k != "arguments" {
-			return nil, jsonrpc.ID{}, false // _meta (progress, tasks) and the like: the SDK's
+		switch k {
+		case "name", "arguments":
+		case "_meta":
+			if !meta2026(pkeys["_meta"]) {
+				return nil, jsonrpc.ID{}, false, false // progress, tasks and the like: the SDK's
+			}
+			v2026 = true
+		default:
+			return nil, jsonrpc.ID{}, false, false
 		}
 	}
 	var p fastParams
 	if json.Unmarshal(env.Params, &p) != nil {
-		return nil, jsonrpc.ID{}, false
+		return nil, jsonrpc.ID{}, false, false
 	}
 	return &mcp.CallToolRequest{
 		Params: &mcp.CallToolParamsRaw{Name: p.Name, Arguments: p.Arguments},
 		Extra:  &mcp.RequestExtra{TokenInfo: tokenInfo(r), Header: r.Header},
-	}, id, true
+	}, id, v2026, true
+}
+
+// meta2026 reports whether raw is the _meta the Go SDK client sends with every 2026-07-28
+// request: exactly the protocol version, the client's Implementation and its capabilities,
+// each of a shape the SDK's validateRequestMeta accepts. Anything else (a log level, a
+// progress token, a missing or odd key) is the SDK's to judge.
+func meta2026(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || len(m) != 3 {
+		return false
+	}
+	var version string
+	if json.Unmarshal(m[mcp.MetaKeyProtocolVersion], &version) != nil || version != version2026 {
+		return false
+	}
+	var info struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	}
+	if !isObject(m[mcp.MetaKeyClientInfo]) || json.Unmarshal(m[mcp.MetaKeyClientInfo], &info) != nil || info.Name == "" {
+		return false
+	}
+	var caps struct {
+		mcp.ClientCapabilities
+		Roots *mcp.RootCapabilities `json:"roots,omitempty"`
+	}
+	return isObject(m[mcp.MetaKeyClientCapabilities]) && json.Unmarshal(m[mcp.MetaKeyClientCapabilities], &caps) == nil
+}
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimLeft(raw, " \t\r\n")
+	return len(raw) > 0 && raw[0] == '{'
 }

@@ -3,6 +3,7 @@ package mcphttp_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,7 +45,20 @@ func TestFastPathAnswersAsTheSDK(t *testing.T) {
 	call := func(id, name, args string) string {
 		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, name, args)
 	}
+	// What the Go SDK client sends in the 2026-07-28 protocol (SEP-2575): the protocol
+	// version, its Implementation and capabilities in every request's _meta.
+	call2026 := func(id, name, args string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"agentbox-test","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":%q,"arguments":%s}}`, id, name, args)
+	}
 	cases := []struct{ name, key, version, body string }{
+		{"2026-07-28: checkpoint_get", a.Key, "2026-07-28", call2026("21", "checkpoint_get", `{"box_key":"alpha"}`)},
+		{"2026-07-28: string id", a.Key, "2026-07-28", call2026(`"req-22"`, "checkpoint_get", `{"box_key":"alpha"}`)},
+		{"2026-07-28: checkpoint_save replay", a.Key, "2026-07-28", call2026("23", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":1},"idempotency_key":"first"}`)},
+		{"2026-07-28: isError (conflict)", a.Key, "2026-07-28", call2026("24", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":2},"idempotency_key":"second"}`)},
+		{"2026-07-28: invalid arguments", a.Key, "2026-07-28", call2026("25", "checkpoint_save", `{"box_key":"alpha","checkpoint":"x"}`)},
+		{"2026-07-28: another box", a.Key, "2026-07-28", call2026("26", "agent_prime", `{"box_key":"beta"}`)},
+		{"2026-07-28: alias", a.Key, "2026-07-28", call2026("27", "rooms_list", `{"box_key":"alpha"}`)},
+		{"2026-07-28 router: tool_execute", routerKey, "2026-07-28", call2026("28", "tool_execute", `{"box_key":"alpha","name":"checkpoint_get","arguments":{}}`)},
 		{"checkpoint_get", a.Key, "2025-06-18", call("1", "checkpoint_get", `{"box_key":"alpha"}`)},
 		{"string id, oldest version", a.Key, "2024-11-05", call(`"req-7"`, "checkpoint_get", `{"box_key":"alpha"}`)},
 		{"checkpoint_save replay", a.Key, "2025-11-25", call("2", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":1},"idempotency_key":"first"}`)},
@@ -59,6 +73,14 @@ func TestFastPathAnswersAsTheSDK(t *testing.T) {
 		{"router: tool_search", routerKey, "2025-06-18", call("12", "tool_search", `{"box_key":"alpha","query":"checkpoint"}`)},
 	}
 	post := func(url, key, version, body string) (*http.Request, *http.Response, []byte) {
+		var name struct {
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal([]byte(body), &name); err != nil {
+			t.Fatal(err)
+		}
 		req, err := http.NewRequest("POST", url+"/mcp", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -67,6 +89,10 @@ func TestFastPathAnswersAsTheSDK(t *testing.T) {
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Mcp-Protocol-Version", version)
+		if version >= "2026-07-28" { // the standard headers of SEP-2243, as the Go client sends them
+			req.Header.Set("Mcp-Method", "tools/call")
+			req.Header.Set("Mcp-Name", name.Params.Name)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -123,9 +149,9 @@ func (rec *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	return rec.headerTransport.RoundTrip(r)
 }
 
-// What the official Go SDK client sends after initialize, at each protocol version it
-// negotiates with this server, is a request the fast path answers (the SDK's own 2026-07-28
-// protocol aside, which the SDK keeps serving).
+// What the official Go SDK client sends, at each protocol version it negotiates with this
+// server (after initialize, or in the 2026-07-28 protocol with per-request _meta and the
+// Mcp-Method and Mcp-Name headers), is a request the fast path answers.
 func TestGoClientToolCallsTakeTheFastPath(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)
@@ -140,12 +166,15 @@ func TestGoClientToolCallsTakeTheFastPath(t *testing.T) {
 		}
 		toolCall(t, cs, "agent_prime", map[string]any{"box_key": "alpha"}).must(t, "prime")
 		negotiated := cs.InitializeResult().ProtocolVersion
+		if version == "" && negotiated != "2026-07-28" {
+			t.Errorf("the client's default negotiated %s, not 2026-07-28", negotiated)
+		}
 		cs.Close()
 		if len(rec.calls) != 1 {
 			t.Fatalf("version %q: %d tools/call requests recorded", version, len(rec.calls))
 		}
 		c := rec.calls[0]
-		if got := mcphttp.FastPathShape(c.req, c.body); got != (negotiated < "2026-07-28") {
+		if got := mcphttp.FastPathShape(c.req, c.body); !got {
 			t.Errorf("version %q (negotiated %s): fast path %v for %s %v", version, negotiated, got, c.body, c.req.Header)
 		}
 	}
@@ -155,15 +184,39 @@ func TestGoClientToolCallsTakeTheFastPath(t *testing.T) {
 // the client gets.
 func TestFastPathLeavesOtherRequestsToTheSDK(t *testing.T) {
 	const get = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"checkpoint_get","arguments":{"box_key":"alpha"}}}`
+	const get2026 = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true}},"io.modelcontextprotocol/clientInfo":{"name":"agentbox-test","version":"1"},"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"checkpoint_get","arguments":{"box_key":"alpha"}}}`
+	v2026Headers := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "checkpoint_get"}
+	merge := func(a, b map[string]string) map[string]string {
+		m := map[string]string{}
+		for k, v := range a {
+			m[k] = v
+		}
+		for k, v := range b {
+			m[k] = v
+		}
+		return m
+	}
 	cases := []struct {
 		name    string
 		headers map[string]string
 		body    string
 	}{
 		{"baseline (taken)", nil, get},
+		{"2026-07-28 (taken)", v2026Headers, get2026},
 		{"no protocol version", map[string]string{"Mcp-Protocol-Version": ""}, get},
 		{"unsupported version", map[string]string{"Mcp-Protocol-Version": "2099-01-01"}, get},
-		{"2026-07-28 protocol", map[string]string{"Mcp-Protocol-Version": "2026-07-28"}, get},
+		{"2026-07-28 header, no _meta", v2026Headers, get},
+		{"2026-07-28 _meta, older header", nil, get2026},
+		{"2026-07-28 _meta with a log level", v2026Headers, strings.Replace(get2026, `"_meta":{`, `"_meta":{"io.modelcontextprotocol/logLevel":"debug",`, 1)},
+		{"2026-07-28 _meta with a progress token", v2026Headers, strings.Replace(get2026, `"_meta":{`, `"_meta":{"progressToken":1,`, 1)},
+		{"2026-07-28 _meta without clientInfo", v2026Headers, strings.Replace(get2026, `"io.modelcontextprotocol/clientInfo":{"name":"agentbox-test","version":"1"},`, `"x":1,`, 1)},
+		{"2026-07-28 _meta with bad capabilities", v2026Headers, strings.Replace(get2026, `{"roots":{"listChanged":true}}`, `[]`, 1)},
+		{"2026-07-28 _meta, other version", v2026Headers, strings.Replace(get2026, `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`, `"io.modelcontextprotocol/protocolVersion":"2026-08-01"`, 1)},
+		{"2026-07-28 no Mcp-Method", merge(v2026Headers, map[string]string{"Mcp-Method": ""}), get2026},
+		{"2026-07-28 other Mcp-Method", merge(v2026Headers, map[string]string{"Mcp-Method": "tools/list"}), get2026},
+		{"2026-07-28 no Mcp-Name", merge(v2026Headers, map[string]string{"Mcp-Name": ""}), get2026},
+		{"2026-07-28 other Mcp-Name", merge(v2026Headers, map[string]string{"Mcp-Name": "agent_prime"}), get2026},
+		{"2026-07-28 Mcp-Param header", merge(v2026Headers, map[string]string{"Mcp-Param-Box": "alpha"}), get2026},
 		{"session id", map[string]string{"Mcp-Session-Id": "s1"}, get},
 		{"text/plain", map[string]string{"Content-Type": "text/plain"}, get},
 		{"accept json only", map[string]string{"Accept": "application/json"}, get},
@@ -195,7 +248,7 @@ func TestFastPathLeavesOtherRequestsToTheSDK(t *testing.T) {
 				req.Header.Set(k, v)
 			}
 		}
-		if got, want := mcphttp.FastPathShape(req, []byte(c.body)), c.name == "baseline (taken)"; got != want {
+		if got, want := mcphttp.FastPathShape(req, []byte(c.body)), strings.HasSuffix(c.name, "(taken)"); got != want {
 			t.Errorf("%s: fast path %v, want %v", c.name, got, want)
 		}
 	}
