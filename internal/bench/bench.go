@@ -141,7 +141,7 @@ func (c *Config) Defaults() {
 		c.W4ClaimLimit = 50
 	}
 	if c.W4Backlog <= 0 {
-		c.W4Backlog = 20_000
+		c.W4Backlog = 60_000
 	}
 	if c.W5Clients <= 0 {
 		c.W5Clients = 8
