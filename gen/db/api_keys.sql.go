@@ -24,15 +24,19 @@ func (q *Queries) AdminTokenLive(ctx context.Context, tokenHash []byte) (bool, e
 }
 
 const authenticateKey = `-- name: AuthenticateKey :one
-SELECT boxes.box_id, boxes.box_key, boxes.enabled AS box_enabled,
-       api_keys.key_id, api_keys.router, api_keys.revoked_at,
+WITH k AS MATERIALIZED (
+    SELECT boxes.box_id, boxes.box_key, boxes.enabled, boxes.settings,
+           api_keys.key_id, api_keys.agent_id, api_keys.router, api_keys.revoked_at
+    FROM boxes JOIN api_keys ON api_keys.box_id = boxes.box_id AND api_keys.key_hash = $1
+    WHERE boxes.box_key = $2
+)
+SELECT k.box_id, k.box_key, k.enabled AS box_enabled,
+       k.key_id, k.router, k.revoked_at,
        agents.agent_id, agents.name AS agent_name, agents.enabled AS agent_enabled,
-       hosts.host_id, hosts.name AS host_name, hosts.ips, boxes.settings AS box_settings
-FROM boxes
-JOIN api_keys ON api_keys.box_id = boxes.box_id AND api_keys.key_hash = $1
-JOIN agents ON agents.box_id = api_keys.box_id AND agents.agent_id = api_keys.agent_id
+       hosts.host_id, hosts.name AS host_name, hosts.ips, k.settings AS box_settings
+FROM k
+JOIN agents ON agents.box_id = k.box_id AND agents.agent_id = k.agent_id
 JOIN hosts ON hosts.box_id = agents.box_id AND hosts.host_id = agents.host_id
-WHERE boxes.box_key = $2
 `
 
 type AuthenticateKeyParams struct {
@@ -56,7 +60,10 @@ type AuthenticateKeyRow struct {
 	BoxSettings  []byte
 }
 
-// Everything agent authentication checks, in one round trip. The caller decides.
+// Everything agent authentication checks, in one round trip. The caller decides. The key is
+// found first, by its unique (box, hash) — MATERIALIZED, because with the owner columns'
+// statistics off (0010_inbox_paths.sql) the planner may otherwise join the box to all of
+// its agents and probe each one's keys (640 agents: 1,945 buffers instead of 8).
 func (q *Queries) AuthenticateKey(ctx context.Context, arg AuthenticateKeyParams) (AuthenticateKeyRow, error) {
 	row := q.db.QueryRow(ctx, authenticateKey, arg.KeyHash, arg.BoxKey)
 	var i AuthenticateKeyRow
@@ -79,16 +86,19 @@ func (q *Queries) AuthenticateKey(ctx context.Context, arg AuthenticateKeyParams
 }
 
 const authenticateKeyAnyBox = `-- name: AuthenticateKeyAnyBox :many
+WITH k AS MATERIALIZED (
+    SELECT api_keys.box_id, api_keys.key_id, api_keys.agent_id, api_keys.router, api_keys.revoked_at
+    FROM api_keys WHERE api_keys.key_hash = $1
+    LIMIT 2
+)
 SELECT boxes.box_id, boxes.box_key, boxes.enabled AS box_enabled,
-       api_keys.key_id, api_keys.router, api_keys.revoked_at,
+       k.key_id, k.router, k.revoked_at,
        agents.agent_id, agents.name AS agent_name, agents.enabled AS agent_enabled,
        hosts.host_id, hosts.name AS host_name, hosts.ips, boxes.settings AS box_settings
-FROM api_keys
-JOIN boxes ON boxes.box_id = api_keys.box_id
-JOIN agents ON agents.box_id = api_keys.box_id AND agents.agent_id = api_keys.agent_id
+FROM k
+JOIN boxes ON boxes.box_id = k.box_id
+JOIN agents ON agents.box_id = k.box_id AND agents.agent_id = k.agent_id
 JOIN hosts ON hosts.box_id = agents.box_id AND hosts.host_id = agents.host_id
-WHERE api_keys.key_hash = $1
-LIMIT 2
 `
 
 type AuthenticateKeyAnyBoxRow struct {
@@ -109,6 +119,7 @@ type AuthenticateKeyAnyBoxRow struct {
 
 // The same facts as AuthenticateKey, found by the key hash alone (the MCP endpoint learns
 // the box only per tool call). A key hash is unique in practice; the caller requires one row.
+// The keys come first (MATERIALIZED), as in AuthenticateKey.
 func (q *Queries) AuthenticateKeyAnyBox(ctx context.Context, keyHash []byte) ([]AuthenticateKeyAnyBoxRow, error) {
 	rows, err := q.db.Query(ctx, authenticateKeyAnyBox, keyHash)
 	if err != nil {

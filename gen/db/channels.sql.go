@@ -98,10 +98,13 @@ func (q *Queries) LockChannel(ctx context.Context, arg LockChannelParams) (int64
 }
 
 const lockDMChannels = `-- name: LockDMChannels :many
-SELECT channel_id, dm_agent_lo, dm_agent_hi, last_message_seq FROM channels
-WHERE box_id = $1 AND kind = 'dm'
-  AND (dm_agent_lo, dm_agent_hi) IN (SELECT unnest($2::uuid[]), unnest($3::uuid[]))
-ORDER BY channel_id
+SELECT ch.channel_id, ch.dm_agent_lo, ch.dm_agent_hi, ch.last_message_seq FROM channels ch
+WHERE ch.box_id = $1 AND ch.channel_id = ANY(ARRAY(
+    SELECT c.channel_id FROM (SELECT unnest($2::uuid[]) AS lo, unnest($3::uuid[]) AS hi) AS p
+    CROSS JOIN LATERAL (SELECT d.channel_id FROM channels d
+                        WHERE d.box_id = $1 AND d.kind = 'dm' AND d.dm_agent_lo = p.lo AND d.dm_agent_hi = p.hi
+                        LIMIT 1) AS c))
+ORDER BY ch.channel_id
 FOR UPDATE
 `
 
@@ -120,7 +123,10 @@ type LockDMChannelsRow struct {
 
 // Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
 // channel_id order: a batch locks several channels, always in this order, and before any
-// inbox lock, so concurrent sends cannot deadlock.
+// inbox lock, so concurrent sends cannot deadlock. The channels are found pair by pair first
+// (a pair never changes channel, so this needs no lock; a pair has one channel, and LIMIT 1
+// keeps the subquery a per-pair index probe): matched as a set, the generic plan scans every
+// DM channel of the box and hash-joins.
 func (q *Queries) LockDMChannels(ctx context.Context, arg LockDMChannelsParams) ([]LockDMChannelsRow, error) {
 	rows, err := q.db.Query(ctx, lockDMChannels, arg.BoxID, arg.Los, arg.His)
 	if err != nil {

@@ -381,7 +381,9 @@ WITH copies AS (
                         attachment_message_count = channels.attachment_message_count + added.a
     FROM (SELECT channel_id, max(message_seq) AS last_seq, count(*) AS n, count(*) FILTER (WHERE has_attachment) AS a
           FROM inserted GROUP BY channel_id) AS added
-    WHERE channels.box_id = $5 AND channels.channel_id = added.channel_id
+    -- "= ANY" makes the channels an index condition (the generic plan otherwise scans every
+    -- channel of the box and hash-joins).
+    WHERE channels.box_id = $5 AND channels.channel_id = ANY($2::uuid[]) AND channels.channel_id = added.channel_id
     RETURNING channels.channel_id, channels.message_count, channels.attachment_message_count
 ), reqs AS (
     INSERT INTO requests (box_id, message_id, recipient_agent_id, message_seq, requester_agent_id, status, revision, updated_at)

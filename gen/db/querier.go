@@ -25,10 +25,14 @@ type Querier interface {
 	AttachmentChunks(ctx context.Context, arg AttachmentChunksParams) ([]AttachmentChunksRow, error)
 	// The message an attachment belongs to (authorization is the caller's).
 	AttachmentMessage(ctx context.Context, arg AttachmentMessageParams) (uuid.UUID, error)
-	// Everything agent authentication checks, in one round trip. The caller decides.
+	// Everything agent authentication checks, in one round trip. The caller decides. The key is
+	// found first, by its unique (box, hash) — MATERIALIZED, because with the owner columns'
+	// statistics off (0010_inbox_paths.sql) the planner may otherwise join the box to all of
+	// its agents and probe each one's keys (640 agents: 1,945 buffers instead of 8).
 	AuthenticateKey(ctx context.Context, arg AuthenticateKeyParams) (AuthenticateKeyRow, error)
 	// The same facts as AuthenticateKey, found by the key hash alone (the MCP endpoint learns
 	// the box only per tool call). A key hash is unique in practice; the caller requires one row.
+	// The keys come first (MATERIALIZED), as in AuthenticateKey.
 	AuthenticateKeyAnyBox(ctx context.Context, keyHash []byte) ([]AuthenticateKeyAnyBoxRow, error)
 	// The committed upper bound of a channel's message stream.
 	ChannelHead(ctx context.Context, arg ChannelHeadParams) (int64, error)
@@ -221,7 +225,10 @@ type Querier interface {
 	LockChannel(ctx context.Context, arg LockChannelParams) (int64, error)
 	// Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
 	// channel_id order: a batch locks several channels, always in this order, and before any
-	// inbox lock, so concurrent sends cannot deadlock.
+	// inbox lock, so concurrent sends cannot deadlock. The channels are found pair by pair first
+	// (a pair never changes channel, so this needs no lock; a pair has one channel, and LIMIT 1
+	// keeps the subquery a per-pair index probe): matched as a set, the generic plan scans every
+	// DM channel of the box and hash-joins.
 	LockDMChannels(ctx context.Context, arg LockDMChannelsParams) ([]LockDMChannelsRow, error)
 	// Serializes concurrent calls that share one idempotency key (until commit).
 	LockIdempotencyKey(ctx context.Context, scope string) error

@@ -100,6 +100,9 @@ func Run(cfg RunConfig) (err error) {
 		return err
 	}
 	defer st.Close()
+	statsCtx, stopStats := context.WithCancel(ctx)
+	defer stopStats()
+	go st.KeepStatistics(statsCtx, 2*time.Second, log)
 
 	uploadDir := cfg.UploadDir
 	if uploadDir == "" {
