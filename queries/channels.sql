@@ -12,10 +12,11 @@ SELECT last_message_seq FROM channels WHERE box_id = @box_id AND channel_id = @c
 -- inbox lock, so concurrent sends cannot deadlock. The channels are found pair by pair first
 -- (a pair never changes channel, so this needs no lock; a pair has one channel, and LIMIT 1
 -- keeps the subquery a per-pair index probe): matched as a set, the generic plan scans every
--- DM channel of the box and hash-joins.
+-- DM channel of the box and hash-joins. The arrays are read as in queries/messages.sql
+-- ("array parameters").
 SELECT ch.channel_id, ch.dm_agent_lo, ch.dm_agent_hi, ch.last_message_seq FROM channels ch
 WHERE ch.box_id = @box_id AND ch.channel_id = ANY(ARRAY(
-    SELECT c.channel_id FROM (SELECT unnest(@los::uuid[]) AS lo, unnest(@his::uuid[]) AS hi) AS p
+    SELECT c.channel_id FROM (SELECT unnest((SELECT @los::uuid[])) AS lo, unnest((SELECT @his::uuid[])) AS hi) AS p
     CROSS JOIN LATERAL (SELECT d.channel_id FROM channels d
                         WHERE d.box_id = @box_id AND d.kind = 'dm' AND d.dm_agent_lo = p.lo AND d.dm_agent_hi = p.hi
                         LIMIT 1) AS c))

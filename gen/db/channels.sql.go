@@ -100,7 +100,7 @@ func (q *Queries) LockChannel(ctx context.Context, arg LockChannelParams) (int64
 const lockDMChannels = `-- name: LockDMChannels :many
 SELECT ch.channel_id, ch.dm_agent_lo, ch.dm_agent_hi, ch.last_message_seq FROM channels ch
 WHERE ch.box_id = $1 AND ch.channel_id = ANY(ARRAY(
-    SELECT c.channel_id FROM (SELECT unnest($2::uuid[]) AS lo, unnest($3::uuid[]) AS hi) AS p
+    SELECT c.channel_id FROM (SELECT unnest((SELECT $2::uuid[])) AS lo, unnest((SELECT $3::uuid[])) AS hi) AS p
     CROSS JOIN LATERAL (SELECT d.channel_id FROM channels d
                         WHERE d.box_id = $1 AND d.kind = 'dm' AND d.dm_agent_lo = p.lo AND d.dm_agent_hi = p.hi
                         LIMIT 1) AS c))
@@ -126,7 +126,8 @@ type LockDMChannelsRow struct {
 // inbox lock, so concurrent sends cannot deadlock. The channels are found pair by pair first
 // (a pair never changes channel, so this needs no lock; a pair has one channel, and LIMIT 1
 // keeps the subquery a per-pair index probe): matched as a set, the generic plan scans every
-// DM channel of the box and hash-joins.
+// DM channel of the box and hash-joins. The arrays are read as in queries/messages.sql
+// ("array parameters").
 func (q *Queries) LockDMChannels(ctx context.Context, arg LockDMChannelsParams) ([]LockDMChannelsRow, error) {
 	rows, err := q.db.Query(ctx, lockDMChannels, arg.BoxID, arg.Los, arg.His)
 	if err != nil {

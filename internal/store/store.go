@@ -60,20 +60,9 @@ func Open(ctx context.Context, url string) (*Store, error) {
 }
 
 // prepareConn sets up each new pooled connection.
-//
-// Statements run their generic plans (plan_cache_mode). PostgreSQL re-plans a prepared
-// statement whenever its generic plan looks dearer than a custom one, and a statement fed
-// an array parameter always looks dearer generic: the planner assumes 100 elements (10 for
-// "= ANY") where the custom plan counts the real one or two. SenderLatest was re-planned at
-// every send (0.75 ms of planning on a 0.13 ms statement). The owner columns carry no
-// statistics (0010_inbox_paths.sql), so a custom plan learns nothing else from the values;
-// TestPlansForNewBox checks the generic plan of every hot statement. Behind a transaction
-// pooler (default_query_exec_mode=cache_describe) statements are not prepared and this
-// changes nothing.
-func prepareConn(ctx context.Context, conn *pgx.Conn) error {
+func prepareConn(_ context.Context, conn *pgx.Conn) error {
 	registerUUID(conn.TypeMap())
-	_, err := conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
-	return err
+	return nil
 }
 
 // CursorKey is the MAC key for pagination cursors, shared by every server process on this database.
