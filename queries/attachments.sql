@@ -30,8 +30,9 @@ LIMIT @max_chunks;
 -- name: DeleteOversizedAttachmentMessages :one
 -- Retroactive attachment_max_bytes (SPEC §11): in the given channels (locked by the caller),
 -- every message whose attachment is larger than @max_bytes is deleted whole (cascading to its
--- attachment, attention rows, receipts, leases, requests and file reports; the duplicate
--- reference is deleted explicitly), and the channels' counts are decreased by what was deleted.
+-- attachment, requests and file reports; its attention rows, with their receipts and leases,
+-- and the duplicate reference are deleted explicitly), and the channels' counts are decreased
+-- by what was deleted.
 WITH victims AS MATERIALIZED (
     SELECT a.message_id FROM attachments a
     JOIN messages m ON m.box_id = a.box_id AND m.message_id = a.message_id
@@ -40,6 +41,11 @@ WITH victims AS MATERIALIZED (
     DELETE FROM messages
     WHERE messages.box_id = @box_id AND messages.message_id IN (SELECT message_id FROM victims)
     RETURNING messages.channel_id, messages.has_attachment
+), dropped_attention AS (
+    -- Attention rows have no foreign key to their message (0011): they go here, and their
+    -- receipts cascade from them (leases are columns of the rows).
+    DELETE FROM attention a
+    WHERE a.box_id = @box_id AND a.message_id IN (SELECT message_id FROM victims)
 ), dropped_references AS (
     -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
     DELETE FROM channel_sender_latest l

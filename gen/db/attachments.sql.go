@@ -101,6 +101,11 @@ WITH victims AS MATERIALIZED (
     DELETE FROM messages
     WHERE messages.box_id = $1 AND messages.message_id IN (SELECT message_id FROM victims)
     RETURNING messages.channel_id, messages.has_attachment
+), dropped_attention AS (
+    -- Attention rows have no foreign key to their message (0011): they go here, and their
+    -- receipts cascade from them (leases are columns of the rows).
+    DELETE FROM attention a
+    WHERE a.box_id = $1 AND a.message_id IN (SELECT message_id FROM victims)
 ), dropped_references AS (
     -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
     DELETE FROM channel_sender_latest l
@@ -124,8 +129,9 @@ type DeleteOversizedAttachmentMessagesParams struct {
 
 // Retroactive attachment_max_bytes (SPEC §11): in the given channels (locked by the caller),
 // every message whose attachment is larger than @max_bytes is deleted whole (cascading to its
-// attachment, attention rows, receipts, leases, requests and file reports; the duplicate
-// reference is deleted explicitly), and the channels' counts are decreased by what was deleted.
+// attachment, requests and file reports; its attention rows, with their receipts and leases,
+// and the duplicate reference are deleted explicitly), and the channels' counts are decreased
+// by what was deleted.
 func (q *Queries) DeleteOversizedAttachmentMessages(ctx context.Context, arg DeleteOversizedAttachmentMessagesParams) (int64, error) {
 	row := q.db.QueryRow(ctx, deleteOversizedAttachmentMessages, arg.BoxID, arg.ChannelIds, arg.MaxBytes)
 	var column_1 int64

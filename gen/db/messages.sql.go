@@ -179,6 +179,11 @@ WITH over AS MATERIALIZED (
     DELETE FROM messages
     WHERE messages.box_id = $3 AND messages.message_id IN (SELECT message_id FROM victims)
     RETURNING messages.channel_id, messages.has_attachment
+), dropped_attention AS (
+    -- Attention rows have no foreign key to their message (0011): they go here, and their
+    -- receipts cascade from them (leases are columns of the rows).
+    DELETE FROM attention a
+    WHERE a.box_id = $3 AND a.message_id IN (SELECT message_id FROM victims)
 ), dropped_references AS (
     -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
     DELETE FROM channel_sender_latest l
@@ -205,10 +210,10 @@ type EnforceRetentionParams struct {
 // @attachment_cap messages with attachments; older ones are deleted, oldest first. The
 // channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
 // over a cap are touched and each victim set is an index range from the oldest message, of
-// exactly the excess size. Deletes cascade to attachments, attention rows (and so receipts and
-// leases), requests and file reports; the duplicate reference is deleted explicitly (no
-// foreign key, see dropped_references); the counts are decreased by
-// what was deleted. The caller holds the channels' locks.
+// exactly the excess size. Deletes cascade to attachments, requests and file reports; the
+// attention rows (with their receipts and leases) and the duplicate reference have no foreign
+// key to the message and are deleted explicitly (dropped_attention, dropped_references); the
+// counts are decreased by what was deleted. The caller holds the channels' locks.
 func (q *Queries) EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error) {
 	row := q.db.QueryRow(ctx, enforceRetention,
 		arg.MessageCap,

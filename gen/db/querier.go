@@ -73,8 +73,9 @@ type Querier interface {
 	DeleteExpiredIdempotencyRecords(ctx context.Context, arg DeleteExpiredIdempotencyRecordsParams) (int64, error)
 	// Retroactive attachment_max_bytes (SPEC §11): in the given channels (locked by the caller),
 	// every message whose attachment is larger than @max_bytes is deleted whole (cascading to its
-	// attachment, attention rows, receipts, leases, requests and file reports; the duplicate
-	// reference is deleted explicitly), and the channels' counts are decreased by what was deleted.
+	// attachment, requests and file reports; its attention rows, with their receipts and leases,
+	// and the duplicate reference are deleted explicitly), and the channels' counts are decreased
+	// by what was deleted.
 	DeleteOversizedAttachmentMessages(ctx context.Context, arg DeleteOversizedAttachmentMessagesParams) (int64, error)
 	// Which of the given IDs are enabled agents of the box (one round trip for any number of targets).
 	EnabledAgentIDs(ctx context.Context, arg EnabledAgentIDsParams) ([]uuid.UUID, error)
@@ -85,10 +86,10 @@ type Querier interface {
 	// @attachment_cap messages with attachments; older ones are deleted, oldest first. The
 	// channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
 	// over a cap are touched and each victim set is an index range from the oldest message, of
-	// exactly the excess size. Deletes cascade to attachments, attention rows (and so receipts and
-	// leases), requests and file reports; the duplicate reference is deleted explicitly (no
-	// foreign key, see dropped_references); the counts are decreased by
-	// what was deleted. The caller holds the channels' locks.
+	// exactly the excess size. Deletes cascade to attachments, requests and file reports; the
+	// attention rows (with their receipts and leases) and the duplicate reference have no foreign
+	// key to the message and are deleted explicitly (dropped_attention, dropped_references); the
+	// counts are decreased by what was deleted. The caller holds the channels' locks.
 	EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error)
 	// Creates the DM channels of the given pairs that do not exist yet (first message of a pair).
 	// Pairs are inserted in pair order so concurrent creators wait on each other in one order.
