@@ -269,8 +269,21 @@ func (q *Queries) InboxChannelUnreadSeqs(ctx context.Context, arg InboxChannelUn
 }
 
 const inboxCounts = `-- name: InboxCounts :one
-SELECT (SELECT count(*) FROM accessible_attention v
-        WHERE v.box_id = $1 AND v.agent_id = $2 AND v.acked_at IS NULL)::bigint AS unread,
+SELECT (SELECT COALESCE(sum(CASE
+                 WHEN c.kind = 'dm' THEN u.n
+                 WHEN rm.state IS DISTINCT FROM 'active' THEN 0
+                 WHEN rm.epoch = 1 THEN u.n
+                 ELSE (SELECT count(*) FROM attention a
+                       JOIN messages m ON m.box_id = a.box_id AND m.message_id = a.message_id
+                       WHERE a.box_id = $1 AND a.channel_id = u.channel_id AND a.agent_id = $2
+                         AND a.acked_at IS NULL AND m.message_seq > rm.epoch_start_seq)
+               END), 0)
+        FROM (SELECT a.channel_id, count(*) AS n FROM attention a
+              WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL
+              GROUP BY a.channel_id) AS u
+        JOIN channels c ON c.box_id = $1 AND c.channel_id = u.channel_id
+        LEFT JOIN room_members rm ON c.kind = 'room' AND rm.box_id = $1 AND rm.room_id = u.channel_id
+                                 AND rm.agent_id = $2)::bigint AS unread,
        (SELECT count(*) FROM attention a
         WHERE a.box_id = $1 AND a.agent_id = $2 AND a.lease_session_id IS NOT NULL
           AND a.lease_expires_at > $3::timestamptz)::bigint AS leased,
@@ -295,6 +308,12 @@ type InboxCountsRow struct {
 // unread: accessible unread rows; leased: live leases of the agent (leaving a room and
 // purging a message end leases, so every lease is on an accessible row); leased_by_session:
 // those held by this session.
+// unread is accessible_attention's rule applied per channel rather than per row (which cost a
+// message lookup per unread row: 57 ms for 4,000 unread rows). The unread rows are counted by
+// channel from the agent's unread index; a DM channel's rows all count; a room's count only
+// while the agent is an active member, all of them in its first membership epoch (every row
+// was delivered during it); only after a rejoin are the room's rows checked one by one
+// against the epoch's start.
 func (q *Queries) InboxCounts(ctx context.Context, arg InboxCountsParams) (InboxCountsRow, error) {
 	row := q.db.QueryRow(ctx, inboxCounts,
 		arg.BoxID,

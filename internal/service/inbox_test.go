@@ -406,6 +406,23 @@ func TestInboxListStreamAndFilters(t *testing.T) {
 	if p := reader.Prime(); p["counts"].(map[string]any)["unread"] != float64(6) {
 		t.Fatalf("prime counts: %v", p["counts"])
 	}
+	// Rejoined (epoch 2), the reader counts and lists the room's new rows only: the row of
+	// the first membership stays hidden, unread as it is.
+	owner.MustCall("POST", "/rooms/"+room+"/invite", map[string]any{"invitee_agent_ids": []uuid.UUID{reader.ID}, "idempotency_key": newKey()})
+	if r := reader.Call("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": newKey()}); r.Status != http.StatusOK {
+		t.Fatalf("rejoin: %s", r.Raw)
+	}
+	newRoomMsg := ibSend(t, owner, inRoom(room), "after the rejoin", nil)
+	rejoined := ibList(t, reader, ibPath("", nil, "", 0))
+	if rejoined.UnreadCount != 7 || len(rejoined.Items) != 7 {
+		t.Fatalf("unread after rejoining: %d (%d items), want 7", rejoined.UnreadCount, len(rejoined.Items))
+	}
+	if got := ibAll(t, reader, "", inRoom(room)); len(got) != 1 || got[0].Message.MessageID != newRoomMsg {
+		t.Fatalf("room rows after rejoining: %+v", got)
+	}
+	if p := reader.Prime(); p["counts"].(map[string]any)["unread"] != float64(7) {
+		t.Fatalf("prime counts after rejoining: %v", p["counts"])
+	}
 }
 
 // ACK: the whole batch is rejected (and nothing written) when one member was never returned
