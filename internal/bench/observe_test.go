@@ -85,3 +85,14 @@ func TestWorkloadHelpers(t *testing.T) {
 		t.Errorf("withParam = %s", got)
 	}
 }
+
+func TestParseProcCPU(t *testing.T) {
+	line := []byte("1234 (agent box) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 100 1000 200 18446744073709551615")
+	d, err := parseProcCPU(line)
+	if err != nil || d != 3*time.Second {
+		t.Fatalf("parseProcCPU = %v, %v; want 3s", d, err)
+	}
+	if _, err := procCPU(currentPID()); err != nil {
+		t.Fatalf("own CPU time: %v", err)
+	}
+}

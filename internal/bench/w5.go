@@ -62,7 +62,8 @@ func (h *harness) w5(ctx context.Context) []Result {
 		for _, kind := range []string{"read", "write"} {
 			r := mk(t.id, kind, t.label)
 			counters := make([]int, n)
-			p := phase{Label: r.Workload, Clients: n, Warmup: h.cfg.Warmup, Duration: h.cfg.Duration}
+			cpu := newCPUWindow(h.serverPID)
+			p := phase{Label: r.Workload, Clients: n, Warmup: h.cfg.Warmup, Duration: h.cfg.Duration, OnMeasure: cpu.onMeasure}
 			res, err := h.profiled(ctx, p, func(ctx context.Context, c int) (int, error) {
 				if kind == "read" {
 					_, err := conns[c].call(ctx, "checkpoint_get", map[string]any{})
@@ -92,6 +93,9 @@ func (h *harness) w5(ctx context.Context) []Result {
 			}
 			r = r.fromPhase(res, n)
 			r.Throughput = r.RequestsPerS
+			// CPU per call of the server and of this process (the clients; for stdio the
+			// `agentbox mcp` forwarders are processes of their own and not counted).
+			r.Extra = cpu.perOp(res.Ops, r.Extra)
 			lines = append(lines, r)
 		}
 		for _, c := range conns {
@@ -107,7 +111,10 @@ func (h *harness) w5(ctx context.Context) []Result {
 		for _, kind := range []string{"read", "write"} {
 			r, base := byID["W5."+t.id+"."+kind], byID["W5.http."+kind]
 			if ok(r) && ok(base) {
-				r.Extra = map[string]float64{"p50_ratio_to_http": ratio(r.P50Ms, base.P50Ms), "p99_ratio_to_http": ratio(r.P99Ms, base.P99Ms)}
+				if r.Extra == nil {
+					r.Extra = map[string]float64{}
+				}
+				r.Extra["p50_ratio_to_http"], r.Extra["p99_ratio_to_http"] = ratio(r.P50Ms, base.P50Ms), ratio(r.P99Ms, base.P99Ms)
 			}
 		}
 	}
