@@ -8,11 +8,19 @@ RETURNING session_id, observed_profile_version, (xmax = 0) AS created;
 
 -- name: GetSession :one
 -- One round trip per call: the session, the profile version it must have observed, the
--- box settings, and a coarse last_seen_at observation (written at most once a minute).
-WITH touched AS (
-    UPDATE agents SET last_seen_at = sqlc.arg(now)::timestamptz
+-- box settings, and a coarse last_seen_at observation (written at most once a minute). The
+-- observation never waits: when another transaction holds the agent's row (another session
+-- of the agent writing the same observation, mostly), this call skips it (SKIP LOCKED) —
+-- waiting made every concurrent session of one agent queue behind the first one's whole
+-- transaction once a minute (47 ms mean for GetSession in W3).
+WITH due AS (
+    SELECT agents.box_id, agents.agent_id FROM agents
     WHERE agents.box_id = @box_id AND agents.agent_id = @agent_id
       AND (agents.last_seen_at IS NULL OR agents.last_seen_at < sqlc.arg(stale_before)::timestamptz)
+    FOR NO KEY UPDATE SKIP LOCKED
+), touched AS (
+    UPDATE agents SET last_seen_at = sqlc.arg(now)::timestamptz
+    FROM due WHERE agents.box_id = due.box_id AND agents.agent_id = due.agent_id
     RETURNING 1
 )
 SELECT sessions.session_id, sessions.observed_profile_version, agents.profile_version AS current_profile_version,

@@ -124,7 +124,11 @@ type Querier interface {
 	GetRoomForAgent(ctx context.Context, arg GetRoomForAgentParams) (GetRoomForAgentRow, error)
 	GetServerSecret(ctx context.Context, name string) ([]byte, error)
 	// One round trip per call: the session, the profile version it must have observed, the
-	// box settings, and a coarse last_seen_at observation (written at most once a minute).
+	// box settings, and a coarse last_seen_at observation (written at most once a minute). The
+	// observation never waits: when another transaction holds the agent's row (another session
+	// of the agent writing the same observation, mostly), this call skips it (SKIP LOCKED) —
+	// waiting made every concurrent session of one agent queue behind the first one's whole
+	// transaction once a minute (47 ms mean for GetSession in W3).
 	GetSession(ctx context.Context, arg GetSessionParams) (GetSessionRow, error)
 	InboxChannelSeqs(ctx context.Context, arg InboxChannelSeqsParams) ([]int64, error)
 	InboxChannelUnreadSeqs(ctx context.Context, arg InboxChannelUnreadSeqsParams) ([]int64, error)

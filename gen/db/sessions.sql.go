@@ -13,10 +13,14 @@ import (
 )
 
 const getSession = `-- name: GetSession :one
-WITH touched AS (
-    UPDATE agents SET last_seen_at = $4::timestamptz
+WITH due AS (
+    SELECT agents.box_id, agents.agent_id FROM agents
     WHERE agents.box_id = $1 AND agents.agent_id = $2
-      AND (agents.last_seen_at IS NULL OR agents.last_seen_at < $5::timestamptz)
+      AND (agents.last_seen_at IS NULL OR agents.last_seen_at < $4::timestamptz)
+    FOR NO KEY UPDATE SKIP LOCKED
+), touched AS (
+    UPDATE agents SET last_seen_at = $5::timestamptz
+    FROM due WHERE agents.box_id = due.box_id AND agents.agent_id = due.agent_id
     RETURNING 1
 )
 SELECT sessions.session_id, sessions.observed_profile_version, agents.profile_version AS current_profile_version,
@@ -31,8 +35,8 @@ type GetSessionParams struct {
 	BoxID          uuid.UUID
 	AgentID        uuid.UUID
 	SessionKeyHash []byte
-	Now            time.Time
 	StaleBefore    time.Time
+	Now            time.Time
 }
 
 type GetSessionRow struct {
@@ -44,14 +48,18 @@ type GetSessionRow struct {
 }
 
 // One round trip per call: the session, the profile version it must have observed, the
-// box settings, and a coarse last_seen_at observation (written at most once a minute).
+// box settings, and a coarse last_seen_at observation (written at most once a minute). The
+// observation never waits: when another transaction holds the agent's row (another session
+// of the agent writing the same observation, mostly), this call skips it (SKIP LOCKED) —
+// waiting made every concurrent session of one agent queue behind the first one's whole
+// transaction once a minute (47 ms mean for GetSession in W3).
 func (q *Queries) GetSession(ctx context.Context, arg GetSessionParams) (GetSessionRow, error) {
 	row := q.db.QueryRow(ctx, getSession,
 		arg.BoxID,
 		arg.AgentID,
 		arg.SessionKeyHash,
-		arg.Now,
 		arg.StaleBefore,
+		arg.Now,
 	)
 	var i GetSessionRow
 	err := row.Scan(
