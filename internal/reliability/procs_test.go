@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -29,39 +28,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // full reports whether the full-size runs were asked for (make reliability).
 func full() bool { return os.Getenv("RELIABILITY_FULL") == "1" }
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// agentboxBin builds cmd/agentbox once per test process.
-func agentboxBin(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		root := filepath.Dir(strings.TrimSpace(string(out)))
-		dir, err := os.MkdirTemp("", "agentbox-reliability-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "agentbox")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/agentbox")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+// agentboxBin is the agentbox binary the suite runs (one build per test process).
+func agentboxBin(t testing.TB) string { return testenv.AgentboxBinary(t) }
 
 // proc is one `agentbox serve` process.
 type proc struct {

@@ -16,44 +16,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // These tests run the real binary: what is under test is how the process and its
 // embedded cluster end, which an in-process server cannot show.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+func TestMain(m *testing.M) { testenv.Main(m) }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binPath != "" {
-		os.RemoveAll(filepath.Dir(binPath)) //nolint:errcheck
-	}
-	os.Exit(code)
-}
-
-func agentboxBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "agentbox-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "agentbox")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/agentbox/agentbox/cmd/agentbox").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
+func agentboxBinary(t *testing.T) string { return testenv.AgentboxBinary(t) }
 
 // dataDir is a fresh, not yet existing data directory the cluster user can reach (as
 // root the cluster runs unprivileged, and t.TempDir's parent is 0700).

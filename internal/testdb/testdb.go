@@ -110,8 +110,14 @@ func newDatabase(t testing.TB, create func(s *server, ctx context.Context, name 
 
 // Main runs the tests, then stops the throwaway cluster if this process
 // started one, and exits. Call it from TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { MainWith(m) }
+
+// MainWith is Main with clean-ups run after the tests, before the exit.
+func MainWith(m *testing.M, cleanups ...func()) {
 	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
 	if err := shutdown(); err != nil {
 		fmt.Fprintf(os.Stderr, "testdb: shutting down the test database server: %v\n", err)
 		if code == 0 {

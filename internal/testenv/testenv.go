@@ -268,4 +268,6 @@ func stager(t testing.TB) *upload.Stager {
 }
 
 // Main is the TestMain of packages that use testenv (stops a throwaway cluster at exit).
-func Main(m *testing.M) { testdb.Main(m) }
+func Main(m *testing.M) {
+	testdb.MainWith(m, removeBinary)
+}
