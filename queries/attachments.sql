@@ -36,7 +36,11 @@ LIMIT @max_chunks;
 WITH victims AS MATERIALIZED (
     SELECT a.message_id FROM attachments a
     JOIN messages m ON m.box_id = a.box_id AND m.message_id = a.message_id
-    WHERE a.box_id = @box_id AND m.channel_id = ANY(@channel_ids::uuid[]) AND a.size_bytes > @max_bytes::bigint
+    -- has_attachment puts the channels' attachment-message index in reach: without it the
+    -- victims were found by walking every message of the channels (45,324 buffers for a
+    -- channel of 20,000 messages; 12,266 with it, of which 4,000 carry attachments).
+    WHERE a.box_id = @box_id AND m.channel_id = ANY(@channel_ids::uuid[]) AND m.has_attachment
+      AND a.size_bytes > @max_bytes::bigint
 ), deleted AS (
     DELETE FROM messages
     WHERE messages.box_id = @box_id AND messages.message_id IN (SELECT message_id FROM victims)

@@ -80,6 +80,7 @@ SELECT $1, c.channel_id, seed_id($1, 'agent', g), seed_id($1, 'message', 1), '\x
 FROM channels c, generate_series(3, 6) g WHERE c.box_id = $1;
 INSERT INTO attachments (box_id, message_id, attachment_id, name, media_type, size_bytes, sha256)
 SELECT box_id, message_id, gen_random_uuid(), 'a.txt', 'text/plain', 1, '' FROM messages WHERE box_id = $1 AND message_seq % 5 = 0;
+UPDATE messages SET has_attachment = true WHERE box_id = $1 AND message_seq % 5 = 0;
 INSERT INTO idempotency_records (box_id, agent_id, tool, idem_key, request_hash, response, created_at, expires_at)
 SELECT $1, seed_id($1, 'agent', 1 + g % $2), 'message_send', 'key-' || g, '\x00', '\x00', '2026-01-01', '2026-01-02'
 FROM generate_series(1, $4) g;
