@@ -76,7 +76,7 @@ func (s *Service) DirectorySearch(ctx context.Context, req api.DirectorySearchRe
 	if err != nil {
 		return nil, err
 	}
-	return api.DirectorySearch200JSONResponse(out), nil
+	return out, nil
 }
 
 // DirectoryGet returns one listed, enabled agent's card.
@@ -94,7 +94,7 @@ func (s *Service) DirectoryGet(ctx context.Context, req api.DirectoryGetRequestO
 	if err != nil {
 		return nil, err
 	}
-	return api.DirectoryGet200JSONResponse(out), nil
+	return out, nil
 }
 
 // DirectoryUpdateSelf is a compare-and-set on card_revision over the caller's own role and
@@ -133,5 +133,5 @@ func (s *Service) DirectoryUpdateSelf(ctx context.Context, req api.DirectoryUpda
 	if err != nil {
 		return nil, err
 	}
-	return api.DirectoryUpdateSelf200JSONResponse(out), nil
+	return out, nil
 }

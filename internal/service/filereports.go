@@ -65,7 +65,7 @@ func (s *Service) FileAccessReport(ctx context.Context, req api.FileAccessReport
 	if err != nil {
 		return nil, err
 	}
-	return api.FileAccessReport200JSONResponse(out), nil
+	return out, nil
 }
 
 // fileReportPos is a file report listing cursor position (keyset on file_index, reporter).
@@ -115,5 +115,5 @@ func (s *Service) FileReportList(ctx context.Context, req api.FileReportListRequ
 	if err != nil {
 		return nil, err
 	}
-	return api.FileReportList200JSONResponse(out), nil
+	return out, nil
 }

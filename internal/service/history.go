@@ -43,7 +43,7 @@ func (s *Service) MessageGet(ctx context.Context, req api.MessageGetRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return api.MessageGet200JSONResponse(out), nil
+	return out, nil
 }
 
 // ConversationRead pages a room (within the caller's authorized epoch) or the caller's DM
@@ -95,7 +95,7 @@ func (s *Service) ConversationRead(ctx context.Context, req api.ConversationRead
 	if err != nil {
 		return nil, err
 	}
-	return api.ConversationRead200JSONResponse(out), nil
+	return out, nil
 }
 
 // conversationView authorizes a conversation and returns the caller's view, the cursor filter
@@ -200,7 +200,7 @@ func (s *Service) ThreadRead(ctx context.Context, req api.ThreadReadRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return api.ThreadRead200JSONResponse(out), nil
+	return out, nil
 }
 
 // ThreadExport returns an authorized chunk of a thread as json (a JSON array of canonical
@@ -260,7 +260,7 @@ func (s *Service) ThreadExport(ctx context.Context, req api.ThreadExportRequestO
 	if err != nil {
 		return nil, err
 	}
-	return api.ThreadExport200JSONResponse(out), nil
+	return out, nil
 }
 
 // exportChunk renders as many leading messages as fit in budget bytes of JSON-escaped content

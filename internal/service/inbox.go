@@ -106,7 +106,7 @@ func (s *Service) InboxList(ctx context.Context, req api.InboxListRequestObject)
 	if err != nil {
 		return nil, err
 	}
-	return api.InboxList200JSONResponse(out), nil
+	return out, nil
 }
 
 // inboxChannel resolves an inbox_list destination filter to its channel and the epoch its
@@ -230,7 +230,7 @@ func (s *Service) InboxAck(ctx context.Context, req api.InboxAckRequestObject) (
 	if err != nil {
 		return nil, err
 	}
-	return api.InboxAck200JSONResponse(out), nil
+	return out, nil
 }
 
 // ackSeqs parses an ACK batch: 1..ack_batch_max distinct inbox_seqs.
@@ -310,5 +310,5 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return api.InboxClaim200JSONResponse(out), nil
+	return out, nil
 }

@@ -79,7 +79,7 @@ func (s *Service) RequestList(ctx context.Context, req api.RequestListRequestObj
 	if err != nil {
 		return nil, err
 	}
-	return api.RequestList200JSONResponse(out), nil
+	return out, nil
 }
 
 // RequestRespond declares the caller's status on a request addressed to it and posts one
@@ -103,7 +103,7 @@ func (s *Service) RequestRespond(ctx context.Context, req api.RequestRespondRequ
 	if err != nil {
 		return nil, err
 	}
-	return api.RequestRespond200JSONResponse(out), nil
+	return out, nil
 }
 
 func (s *Service) respond(ctx context.Context, tx *store.Tx, c *call, id uuid.UUID, in api.RequestRespondInput) (api.RequestRespondResult, error) {

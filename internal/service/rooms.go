@@ -87,7 +87,7 @@ func (s *Service) RoomCreate(ctx context.Context, req api.RoomCreateRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return api.RoomCreate200JSONResponse(out), nil
+	return out, nil
 }
 
 // RoomInvite invites agents that are not active or pending members (left members may be
@@ -133,7 +133,7 @@ func (s *Service) RoomInvite(ctx context.Context, req api.RoomInviteRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return api.RoomInvite200JSONResponse(out), nil
+	return out, nil
 }
 
 // RoomJoin accepts a pending invitation: the caller becomes active at once in a new epoch
@@ -158,7 +158,7 @@ func (s *Service) RoomJoin(ctx context.Context, req api.RoomJoinRequestObject) (
 	if err != nil {
 		return nil, err
 	}
-	return api.RoomJoin200JSONResponse(out), nil
+	return out, nil
 }
 
 // RoomLeave ends an active, non-owner membership: reads and the caller's outstanding leases
@@ -183,7 +183,7 @@ func (s *Service) RoomLeave(ctx context.Context, req api.RoomLeaveRequestObject)
 	if err != nil {
 		return nil, err
 	}
-	return api.RoomLeave200JSONResponse(out), nil
+	return out, nil
 }
 
 // RoomFollow sets the caller's follow preference for its current epoch (compare-and-set).
@@ -216,7 +216,7 @@ func (s *Service) RoomFollow(ctx context.Context, req api.RoomFollowRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return api.RoomFollow200JSONResponse(out), nil
+	return out, nil
 }
 
 // RoomGet returns details and a bounded roster to an active member, and only the invitation
@@ -252,7 +252,7 @@ func (s *Service) RoomGet(ctx context.Context, req api.RoomGetRequestObject) (ap
 	if err != nil {
 		return nil, err
 	}
-	return api.RoomGet200JSONResponse(out), nil
+	return out, nil
 }
 
 // RoomBriefGet returns the brief to an active member, whatever the history visibility
@@ -269,7 +269,7 @@ func (s *Service) RoomBriefGet(ctx context.Context, req api.RoomBriefGetRequestO
 	if err != nil {
 		return nil, err
 	}
-	return api.RoomBriefGet200JSONResponse(out), nil
+	return out, nil
 }
 
 // RoomBriefUpdate appends to the brief (compare-and-set on its revision) in an active room.
@@ -315,7 +315,7 @@ func (s *Service) RoomBriefUpdate(ctx context.Context, req api.RoomBriefUpdateRe
 	if err != nil {
 		return nil, err
 	}
-	return api.RoomBriefUpdate200JSONResponse(out), nil
+	return out, nil
 }
 
 // roomListPos is the room_list cursor position: the last room_id returned.
@@ -352,7 +352,7 @@ func (s *Service) RoomList(ctx context.Context, req api.RoomListRequestObject) (
 	if err != nil {
 		return nil, err
 	}
-	return api.RoomList200JSONResponse(out), nil
+	return out, nil
 }
 
 // roomListItem shows an active membership with its follow preference and brief revision, and

@@ -46,7 +46,7 @@ func (s *Service) MessageSend(ctx context.Context, req api.MessageSendRequestObj
 	if err != nil {
 		return nil, err
 	}
-	return api.MessageSend200JSONResponse(out), nil
+	return out, nil
 }
 
 // sendPlan is a send whose destination, targets and parent are resolved and whose channel is locked.
@@ -263,7 +263,7 @@ func (s *Service) MessageSendBatch(ctx context.Context, req api.MessageSendBatch
 	if err != nil {
 		return nil, err
 	}
-	return api.MessageSendBatch200JSONResponse(out), nil
+	return out, nil
 }
 
 func (s *Service) sendBatch(ctx context.Context, tx *store.Tx, c *call, in api.MessageSendBatchInput, att *upload.File) (api.MessageSendBatchResult, error) {

@@ -108,9 +108,10 @@ func sessionKeyHash(ctx context.Context, p auth.Principal) []byte {
 	return sum[:]
 }
 
-// runRead runs a read that needs a primed session.
-func runRead[T any](ctx context.Context, s *Service, op string, fn func(context.Context, *store.Tx, *call) (T, error)) (T, error) {
-	var out T
+// runRead runs a read that needs a primed session. Like every agent operation's runner it
+// returns the validated body itself (mcp.Encoded), which the transports send as it is.
+func runRead[T any](ctx context.Context, s *Service, op string, fn func(context.Context, *store.Tx, *call) (T, error)) (mcp.Encoded, error) {
+	var out mcp.Encoded
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		c, err := s.agentCall(ctx, tx, false)
 		if err != nil {
@@ -120,10 +121,13 @@ func runRead[T any](ctx context.Context, s *Service, op string, fn func(context.
 		if err != nil {
 			return err
 		}
-		out, err = checkOutput(s, op, res)
+		out, err = outputBytes(s, op, res)
 		return err
 	})
-	return out, s.wireError(ctx, op, err)
+	if err != nil {
+		return nil, s.wireError(ctx, op, err)
+	}
+	return out, nil
 }
 
 // mutation describes one agent mutation for runMutation.
@@ -137,8 +141,8 @@ type mutation struct {
 // runMutation runs an agent mutation: fresh profile, idempotency (replay returns the original
 // body; other arguments under the same key are IDEMPOTENCY_CONFLICT), output validation
 // before commit, and the idempotency record in the same transaction.
-func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(context.Context, *store.Tx, *call) (T, error)) (T, error) {
-	var out T
+func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(context.Context, *store.Tx, *call) (T, error)) (mcp.Encoded, error) {
+	var out mcp.Encoded
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		if m.dryRun {
 			c, err := s.agentCall(ctx, tx, true)
@@ -149,7 +153,7 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 			if err != nil {
 				return err
 			}
-			if out, err = checkOutput(s, m.op, res); err != nil {
+			if out, err = outputBytes(s, m.op, res); err != nil {
 				return err
 			}
 			return errDryRun
@@ -177,8 +181,9 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 		case st.Found && !bytes.Equal(st.RecordHash, argHash):
 			return apierr.New(apierr.IdempotencyConflict, "this idempotency_key was used with different arguments").
 				WithField("idempotency_key").WithSuggestion("use a new idempotency_key for a new action")
-		case st.Found:
-			return json.Unmarshal(st.RecordResponse, &out)
+		case st.Found: // the replay is the recorded body, byte for byte
+			out = st.RecordResponse
+			return nil
 		}
 		res, err := fn(ctx, tx, c)
 		if err != nil {
@@ -192,12 +197,13 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 		if err := tx.PutIdempotencyRecord(ctx, scope, argHash, body, c.now, c.now.Add(retention)); err != nil {
 			return err
 		}
-		return json.Unmarshal(body, &out)
+		out = body
+		return nil
 	})
-	if errors.Is(err, errDryRun) {
-		err = nil
+	if err != nil && !errors.Is(err, errDryRun) {
+		return nil, s.wireError(ctx, m.op, err)
 	}
-	return out, s.wireError(ctx, m.op, err)
+	return out, nil
 }
 
 // runAdmin runs an admin operation (the transport has authenticated the admin token).
@@ -216,8 +222,8 @@ func runAdmin[T any](ctx context.Context, s *Service, op string, fn func(context
 
 // outputBytes serializes a response and validates it against the operation's strict output
 // schema. A violation is a server bug: it becomes STORAGE_FAILURE and the transaction rolls back.
-func outputBytes(s *Service, op string, res any) ([]byte, error) {
-	body, err := json.Marshal(res)
+func outputBytes(s *Service, op string, res any) (mcp.Encoded, error) {
+	body, err := encodeJSON(res)
 	if err != nil {
 		return nil, err
 	}
@@ -233,6 +239,18 @@ func outputBytes(s *Service, op string, res any) ([]byte, error) {
 		return nil, apierr.Storage()
 	}
 	return body, nil
+}
+
+// encodeJSON is compact JSON without HTML escaping (as MCP messages are written: a body's
+// "<", ">" and "&" stay readable in the text mirror an agent reads).
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // checkOutput validates res and returns the value the caller receives (decoded from the validated bytes).

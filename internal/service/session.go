@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 
 	"github.com/agentbox/agentbox/gen/api"
+	"github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/store"
@@ -60,7 +61,7 @@ func (s *Service) AgentPrime(ctx context.Context, req api.AgentPrimeRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return api.AgentPrime200JSONResponse(out), nil
+	return out, nil
 }
 
 // primeRooms lists the caller's active memberships and pending invitations for agent_prime:
@@ -100,7 +101,7 @@ func (s *Service) ProfileGet(ctx context.Context, req api.ProfileGetRequestObjec
 	if err != nil {
 		return nil, err
 	}
-	return api.ProfileGet200JSONResponse(out), nil
+	return out, nil
 }
 
 // CheckpointGet reads the agent's checkpoint ("0" and {} when none was saved).
@@ -118,7 +119,7 @@ func (s *Service) CheckpointGet(ctx context.Context, req api.CheckpointGetReques
 	if err != nil {
 		return nil, err
 	}
-	return api.CheckpointGet200JSONResponse(out), nil
+	return out, nil
 }
 
 // CheckpointSave is a compare-and-set on the checkpoint revision; no merge is attempted.
@@ -154,7 +155,7 @@ func (s *Service) CheckpointSave(ctx context.Context, req api.CheckpointSaveRequ
 	if err != nil {
 		return nil, err
 	}
-	return api.CheckpointSave200JSONResponse(out), nil
+	return out, nil
 }
 
 // MeGet returns who the credential authenticates as (no primed session needed).
@@ -170,7 +171,7 @@ func (s *Service) MeGet(ctx context.Context, req api.MeGetRequestObject) (api.Me
 	if err != nil {
 		return nil, err
 	}
-	return api.MeGet200JSONResponse(out), nil
+	return out, nil
 }
 
 // LimitsGet publishes the box's effective limits (no primed session needed).
@@ -185,7 +186,7 @@ func (s *Service) LimitsGet(ctx context.Context, req api.LimitsGetRequestObject)
 	if err != nil {
 		return nil, err
 	}
-	return api.LimitsGet200JSONResponse(out), nil
+	return out, nil
 }
 
 type settingsSnapshot struct {
@@ -204,19 +205,22 @@ func (s *Service) boxSettings(ctx context.Context, tx *store.Tx, p auth.Principa
 
 // runUnprimed runs an authenticated agent call that needs no primed session
 // (agent_prime itself, /me and /limits).
-func runUnprimed[T any](ctx context.Context, s *Service, op string, fn func(context.Context, *store.Tx, auth.Principal) (T, error)) (T, error) {
-	var out T
+func runUnprimed[T any](ctx context.Context, s *Service, op string, fn func(context.Context, *store.Tx, auth.Principal) (T, error)) (mcp.Encoded, error) {
+	var out mcp.Encoded
 	p, ok := auth.PrincipalFrom(ctx)
 	if !ok {
-		return out, apierr.Auth()
+		return nil, apierr.Auth()
 	}
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
 		res, err := fn(ctx, tx, p)
 		if err != nil {
 			return err
 		}
-		out, err = checkOutput(s, op, res)
+		out, err = outputBytes(s, op, res)
 		return err
 	})
-	return out, s.wireError(ctx, op, err)
+	if err != nil {
+		return nil, s.wireError(ctx, op, err)
+	}
+	return out, nil
 }

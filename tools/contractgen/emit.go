@@ -72,7 +72,7 @@ func emitGo(ops []*operation, reg *registry) ([]byte, error) {
 	w("// Package mcp holds the tool registry, per-operation JSON Schemas and\n")
 	w("// validators, and the dispatch table onto api.StrictServerInterface.\n")
 	w("package mcp\n\n")
-	w("import (\n\t\"bytes\"\n\t\"context\"\n\t_ \"embed\"\n\t\"encoding/json\"\n\t\"errors\"\n\t\"fmt\"\n\n")
+	w("import (\n\t\"bytes\"\n\t\"context\"\n\t_ \"embed\"\n\t\"encoding/json\"\n\t\"errors\"\n\t\"fmt\"\n\t\"net/http\"\n\n")
 	w("\t\"github.com/agentbox/agentbox/gen/api\"\n\t\"github.com/agentbox/agentbox/internal/schema\"\n)\n\n")
 	w("%s", staticTypes)
 
@@ -213,8 +213,21 @@ func emitGo(ops []*operation, reg *registry) ([]byte, error) {
 			}
 		}
 		w("\tresp, err := si.%s(ctx, req)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n", g.Method)
-		w("\tswitch r := resp.(type) {\n\tcase api.%s:\n\t\treturn r, nil\n\tcase *api.%s:\n\t\tif r != nil {\n\t\t\treturn *r, nil\n\t\t}\n\t}\n", g.SuccessType, g.SuccessType)
+		w("\tswitch r := resp.(type) {\n\tcase Encoded:\n\t\treturn r, nil\n\tcase api.%s:\n\t\treturn r, nil\n\tcase *api.%s:\n\t\tif r != nil {\n\t\t\treturn *r, nil\n\t\t}\n\t}\n", g.SuccessType, g.SuccessType)
 		w("\treturn nil, &UnexpectedResponseError{OperationID: %s, Response: resp}\n}\n\n", strconv.Quote(op.ID))
+	}
+
+	// Encoded: every operation's JSON success response, already encoded.
+	w("%s", encodedDoc)
+	for _, op := range ops {
+		if op.Go.SuccessType == "" {
+			continue
+		}
+		status, err := strconv.Atoi(op.SuccessStatus)
+		if err != nil {
+			return nil, fmt.Errorf("%s: success status %q", op.ID, op.SuccessStatus)
+		}
+		w("func (e Encoded) Visit%sResponse(w http.ResponseWriter) error { return e.write(w, %d) }\n\n", op.Go.Method, status)
 	}
 
 	src := []byte(b.String())
@@ -224,6 +237,30 @@ func emitGo(ops []*operation, reg *registry) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// encodedDoc is the fixed part of the Encoded response type; a Visit method per
+// operation with a JSON success response follows it.
+const encodedDoc = `// Encoded is an operation's success body as JSON bytes, already validated against the
+// operation's output schema: the service encodes a result once, and every transport
+// sends these very bytes (HTTP writes them as the response, Dispatch returns them for
+// MCP) instead of decoding and encoding them again. It is the success response object
+// of every operation with a JSON success response.
+type Encoded json.RawMessage
+
+var newline = []byte("\n")
+
+// write sends the body as api's generated responses do: the JSON, then a newline.
+func (e Encoded) write(w http.ResponseWriter, status int) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	if _, err := w.Write(e); err != nil {
+		return err
+	}
+	_, err := w.Write(newline)
+	return err
+}
+
+`
 
 // staticTypes is the fixed part of contract.gen.go.
 const staticTypes = `//go:embed schemas.json

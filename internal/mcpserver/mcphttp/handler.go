@@ -186,5 +186,8 @@ func (b *inProcess) Call(ctx context.Context, req *mcp.CallToolRequest, op *genm
 	if err != nil {
 		return nil, err
 	}
+	if body, ok := res.(genmcp.Encoded); ok { // the service's validated bytes, as they are
+		return json.RawMessage(body), nil
+	}
 	return mcpserver.Marshal(res)
 }

@@ -1,6 +1,7 @@
 package mcphttp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -299,5 +300,44 @@ func TestMCPRouterKey(t *testing.T) {
 	full, err := mcpSession(t, e, a.Key, "", nil).ListTools(context.Background(), nil)
 	if err != nil || len(full.Tools) <= 4 {
 		t.Fatalf("full list: %v %d", err, len(full.Tools))
+	}
+}
+
+// A result is encoded once, by the service, and both transports send those bytes: the MCP
+// text mirror is the HTTP body (without its trailing newline), HTML characters unescaped,
+// and an idempotent replay over MCP returns the bytes recorded by the HTTP call.
+func TestMCPResultIsTheHTTPBody(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	save := map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"note": `<b>plan</b> & "next" -> done`}, "idempotency_key": "k1"}
+	saved := a.Call("PUT", "/checkpoint", save)
+	if saved.Status != http.StatusOK {
+		t.Fatalf("save: %d %s", saved.Status, saved.Raw)
+	}
+	got := a.Call("GET", "/checkpoint", nil)
+	cs := mcpSession(t, e, a.Key, "", nil)
+	mirror := toolCall(t, cs, "checkpoint_get", map[string]any{"box_key": "alpha"}).Text
+	if want := strings.TrimSuffix(string(got.Raw), "\n"); mirror != want {
+		t.Errorf("MCP text mirror differs from the HTTP body:\n mcp  %s\n http %s", mirror, want)
+	}
+	b := e.NewAgent("alpha", "b", nil)
+	b.Prime()
+	a.MustCall("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "dm", "recipient_agent_id": b.ID.String()},
+		"body_md": `<b>plan</b> & "next" -> done`, "idempotency_key": "k2"})
+	inbox := b.Call("GET", "/inbox", nil)
+	if !bytes.Contains(inbox.Raw, []byte(`"<b>plan</b> & \"next\" -> done"`)) {
+		t.Errorf("the HTTP body escapes or alters the message text: %s", inbox.Raw)
+	}
+	mcpInbox := toolCall(t, mcpSession(t, e, b.Key, "", nil), "inbox_list", map[string]any{"box_key": "alpha"}).Text
+	if !strings.Contains(mcpInbox, `"<b>plan</b> & \"next\" -> done"`) {
+		t.Errorf("the MCP text mirror escapes or alters the message text: %s", mcpInbox)
+	}
+	replay := save
+	replay["box_key"] = "alpha"
+	if r := toolCall(t, cs, "checkpoint_save", replay).Text; r != strings.TrimSuffix(string(saved.Raw), "\n") {
+		t.Errorf("MCP replay differs from the recorded HTTP result:\n mcp  %s\n http %s", r, saved.Raw)
 	}
 }
