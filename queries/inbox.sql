@@ -16,10 +16,34 @@
 SELECT inbox_upper(@box_id, @agent_id)::bigint;
 
 -- name: InboxUnreadSeqs :many
-SELECT inbox_seq FROM accessible_attention
-WHERE box_id = @box_id AND agent_id = @agent_id AND acked_at IS NULL
-  AND inbox_seq > @after AND inbox_seq <= @upper
-ORDER BY inbox_seq
+-- The unread rows are the claimable ones and the leased ones, each kind an index range of
+-- its own (0012_unread_split.sql): each branch reads at most @max_rows accessible rows in
+-- inbox_seq order, and the merged list is cut to @max_rows. Accessibility is
+-- accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
+SELECT u.inbox_seq::bigint AS inbox_seq FROM (
+    (SELECT a.inbox_seq FROM attention a
+     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+       AND a.inbox_seq > @after AND a.inbox_seq <= @upper
+       AND EXISTS (SELECT 1 FROM messages m
+                   LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                        AND rr.agent_id = a.agent_id
+                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                     AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+     ORDER BY a.inbox_seq
+     LIMIT @max_rows)
+    UNION ALL
+    (SELECT a.inbox_seq FROM attention a
+     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NOT NULL
+       AND a.inbox_seq > @after AND a.inbox_seq <= @upper
+       AND EXISTS (SELECT 1 FROM messages m
+                   LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                        AND rr.agent_id = a.agent_id
+                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                     AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+     ORDER BY a.inbox_seq
+     LIMIT @max_rows)
+) AS u
+ORDER BY u.inbox_seq
 LIMIT @max_rows;
 
 -- name: InboxSeqs :many
@@ -80,7 +104,7 @@ ON CONFLICT DO NOTHING;
 -- name: InboxCounts :one
 -- unread: accessible unread rows; leased: live leases of the agent (leaving a room and
 -- purging a message end leases, so every lease is on an accessible row); leased_by_session:
--- those held by this session.
+-- those held by this session (both counted in one range of attention_lease_expiry).
 -- unread is accessible_attention's rule applied per channel rather than per row (which cost a
 -- message lookup per unread row: 57 ms for 4,000 unread rows). The unread rows are counted by
 -- channel from the agent's unread index; a DM channel's rows all count; a room's count only
@@ -96,18 +120,22 @@ SELECT (SELECT COALESCE(sum(CASE
                        WHERE a.box_id = @box_id AND a.channel_id = u.channel_id AND a.agent_id = @agent_id
                          AND a.acked_at IS NULL AND m.message_seq > rm.epoch_start_seq)
                END), 0)
-        FROM (SELECT a.channel_id, count(*) AS n FROM attention a
-              WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
-              GROUP BY a.channel_id) AS u
+        -- The unread rows are the claimable ones and the leased ones (0012_unread_split.sql).
+        FROM (SELECT r.channel_id, count(*) AS n
+              FROM (SELECT a.channel_id FROM attention a
+                    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+                    UNION ALL
+                    SELECT a.channel_id FROM attention a
+                    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NOT NULL) AS r
+              GROUP BY r.channel_id) AS u
         JOIN channels c ON c.box_id = @box_id AND c.channel_id = u.channel_id
         LEFT JOIN room_members rm ON c.kind = 'room' AND rm.box_id = @box_id AND rm.room_id = u.channel_id
                                  AND rm.agent_id = @agent_id)::bigint AS unread,
-       (SELECT count(*) FROM attention a
-        WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.lease_session_id IS NOT NULL
-          AND a.lease_expires_at > @now::timestamptz)::bigint AS leased,
-       (SELECT count(*) FROM attention a
-        WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.lease_session_id = @session_id::uuid
-          AND a.lease_expires_at > @now::timestamptz)::bigint AS leased_by_session;
+       l.leased::bigint AS leased, l.leased_by_session::bigint AS leased_by_session
+FROM (SELECT count(*) AS leased, count(*) FILTER (WHERE a.lease_session_id = @session_id::uuid) AS leased_by_session
+      FROM attention a
+      WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.lease_session_id IS NOT NULL
+        AND a.lease_expires_at > @now::timestamptz) AS l;
 
 -- name: LockAckRows :many
 -- The agent's rows among the given seqs, locked until commit (in inbox_seq order, so

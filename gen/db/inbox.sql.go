@@ -278,25 +278,29 @@ SELECT (SELECT COALESCE(sum(CASE
                        WHERE a.box_id = $1 AND a.channel_id = u.channel_id AND a.agent_id = $2
                          AND a.acked_at IS NULL AND m.message_seq > rm.epoch_start_seq)
                END), 0)
-        FROM (SELECT a.channel_id, count(*) AS n FROM attention a
-              WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL
-              GROUP BY a.channel_id) AS u
+        -- The unread rows are the claimable ones and the leased ones (0012_unread_split.sql).
+        FROM (SELECT r.channel_id, count(*) AS n
+              FROM (SELECT a.channel_id FROM attention a
+                    WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+                    UNION ALL
+                    SELECT a.channel_id FROM attention a
+                    WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL AND a.lease_session_id IS NOT NULL) AS r
+              GROUP BY r.channel_id) AS u
         JOIN channels c ON c.box_id = $1 AND c.channel_id = u.channel_id
         LEFT JOIN room_members rm ON c.kind = 'room' AND rm.box_id = $1 AND rm.room_id = u.channel_id
                                  AND rm.agent_id = $2)::bigint AS unread,
-       (SELECT count(*) FROM attention a
-        WHERE a.box_id = $1 AND a.agent_id = $2 AND a.lease_session_id IS NOT NULL
-          AND a.lease_expires_at > $3::timestamptz)::bigint AS leased,
-       (SELECT count(*) FROM attention a
-        WHERE a.box_id = $1 AND a.agent_id = $2 AND a.lease_session_id = $4::uuid
-          AND a.lease_expires_at > $3::timestamptz)::bigint AS leased_by_session
+       l.leased::bigint AS leased, l.leased_by_session::bigint AS leased_by_session
+FROM (SELECT count(*) AS leased, count(*) FILTER (WHERE a.lease_session_id = $3::uuid) AS leased_by_session
+      FROM attention a
+      WHERE a.box_id = $1 AND a.agent_id = $2 AND a.lease_session_id IS NOT NULL
+        AND a.lease_expires_at > $4::timestamptz) AS l
 `
 
 type InboxCountsParams struct {
 	BoxID     uuid.UUID
 	AgentID   uuid.UUID
-	Now       time.Time
 	SessionID uuid.UUID
+	Now       time.Time
 }
 
 type InboxCountsRow struct {
@@ -307,7 +311,7 @@ type InboxCountsRow struct {
 
 // unread: accessible unread rows; leased: live leases of the agent (leaving a room and
 // purging a message end leases, so every lease is on an accessible row); leased_by_session:
-// those held by this session.
+// those held by this session (both counted in one range of attention_lease_expiry).
 // unread is accessible_attention's rule applied per channel rather than per row (which cost a
 // message lookup per unread row: 57 ms for 4,000 unread rows). The unread rows are counted by
 // channel from the agent's unread index; a DM channel's rows all count; a room's count only
@@ -318,8 +322,8 @@ func (q *Queries) InboxCounts(ctx context.Context, arg InboxCountsParams) (Inbox
 	row := q.db.QueryRow(ctx, inboxCounts,
 		arg.BoxID,
 		arg.AgentID,
-		arg.Now,
 		arg.SessionID,
+		arg.Now,
 	)
 	var i InboxCountsRow
 	err := row.Scan(&i.Unread, &i.Leased, &i.LeasedBySession)
@@ -474,10 +478,30 @@ func (q *Queries) InboxSeqs(ctx context.Context, arg InboxSeqsParams) ([]int64, 
 }
 
 const inboxUnreadSeqs = `-- name: InboxUnreadSeqs :many
-SELECT inbox_seq FROM accessible_attention
-WHERE box_id = $1 AND agent_id = $2 AND acked_at IS NULL
-  AND inbox_seq > $3 AND inbox_seq <= $4
-ORDER BY inbox_seq
+SELECT u.inbox_seq::bigint AS inbox_seq FROM (
+    (SELECT a.inbox_seq FROM attention a
+     WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+       AND a.inbox_seq > $3 AND a.inbox_seq <= $4
+       AND EXISTS (SELECT 1 FROM messages m
+                   LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                        AND rr.agent_id = a.agent_id
+                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                     AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+     ORDER BY a.inbox_seq
+     LIMIT $5)
+    UNION ALL
+    (SELECT a.inbox_seq FROM attention a
+     WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL AND a.lease_session_id IS NOT NULL
+       AND a.inbox_seq > $3 AND a.inbox_seq <= $4
+       AND EXISTS (SELECT 1 FROM messages m
+                   LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                        AND rr.agent_id = a.agent_id
+                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                     AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+     ORDER BY a.inbox_seq
+     LIMIT $5)
+) AS u
+ORDER BY u.inbox_seq
 LIMIT $5
 `
 
@@ -489,6 +513,10 @@ type InboxUnreadSeqsParams struct {
 	MaxRows int32
 }
 
+// The unread rows are the claimable ones and the leased ones, each kind an index range of
+// its own (0012_unread_split.sql): each branch reads at most @max_rows accessible rows in
+// inbox_seq order, and the merged list is cut to @max_rows. Accessibility is
+// accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
 func (q *Queries) InboxUnreadSeqs(ctx context.Context, arg InboxUnreadSeqsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, inboxUnreadSeqs,
 		arg.BoxID,

@@ -134,7 +134,7 @@ type Querier interface {
 	InboxChannelUnreadSeqs(ctx context.Context, arg InboxChannelUnreadSeqsParams) ([]int64, error)
 	// unread: accessible unread rows; leased: live leases of the agent (leaving a room and
 	// purging a message end leases, so every lease is on an accessible row); leased_by_session:
-	// those held by this session.
+	// those held by this session (both counted in one range of attention_lease_expiry).
 	// unread is accessible_attention's rule applied per channel rather than per row (which cost a
 	// message lookup per unread row: 57 ms for 4,000 unread rows). The unread rows are counted by
 	// channel from the agent's unread index; a DM channel's rows all count; a room's count only
@@ -151,6 +151,10 @@ type Querier interface {
 	InboxRows(ctx context.Context, arg InboxRowsParams) ([]InboxRowsRow, error)
 	// Filter all (acked_only false) or acked.
 	InboxSeqs(ctx context.Context, arg InboxSeqsParams) ([]int64, error)
+	// The unread rows are the claimable ones and the leased ones, each kind an index range of
+	// its own (0012_unread_split.sql): each branch reads at most @max_rows accessible rows in
+	// inbox_seq order, and the merged list is cut to @max_rows. Accessibility is
+	// accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
 	InboxUnreadSeqs(ctx context.Context, arg InboxUnreadSeqsParams) ([]int64, error)
 	// Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
 	// Statements about given rows (@inbox_seqs) also bound inbox_seq by the array's least and

@@ -136,8 +136,8 @@ var ownerColumns = map[string]bool{
 // workIndexes hold an agent's open work (unread rows, live leases, pending requests), not its
 // history: a scan bounded by the owner on them costs O(open work).
 var workIndexes = map[string]bool{
-	"attention_unread": true, "attention_unread_by_channel": true, "attention_claimable": true,
-	"attention_leased": true, "attention_lease_expiry": true, "requests_pending": true,
+	"attention_leased_unread": true, "attention_unread_by_channel": true, "attention_claimable": true,
+	"attention_lease_expiry": true, "requests_pending": true,
 }
 
 // filters reports whether a scan's filter can reject rows beyond its index's partial
