@@ -382,13 +382,15 @@ WITH copies AS (
     ON CONFLICT (box_id, channel_id, sender_agent_id)
     DO UPDATE SET message_id = EXCLUDED.message_id, content_hash = EXCLUDED.content_hash
 ), heads AS (
-    UPDATE channels SET last_message_seq = added.last_seq, message_count = channels.message_count + added.n,
-                        attachment_message_count = channels.attachment_message_count + added.a
-    FROM (SELECT channel_id, max(message_seq) AS last_seq, count(*) AS n, count(*) FILTER (WHERE has_attachment) AS a
-          FROM inserted GROUP BY channel_id) AS added
-    -- "= ANY" makes the channels an index condition (the generic plan otherwise scans every
-    -- channel of the box and hash-joins).
-    WHERE channels.box_id = $5 AND channels.channel_id = ANY($2::uuid[]) AND channels.channel_id = added.channel_id
+    -- Each channel of the copies by its key, its new head and counts read from its own copies
+    -- (a correlated sub-SELECT, not a join: a join of the channels with the copies aggregated
+    -- by channel was planned as a hash aggregate and a hash join, built at every send for a
+    -- row or two).
+    UPDATE channels SET (last_message_seq, message_count, attachment_message_count) =
+        (SELECT max(i.message_seq), channels.message_count + count(*),
+                channels.attachment_message_count + count(*) FILTER (WHERE i.has_attachment)
+         FROM inserted i WHERE i.channel_id = channels.channel_id)
+    WHERE channels.box_id = $5 AND channels.channel_id = ANY($2::uuid[])
     RETURNING channels.channel_id, channels.message_count, channels.attachment_message_count
 ), reqs AS (
     INSERT INTO requests (box_id, message_id, recipient_agent_id, message_seq, requester_agent_id, status, revision, updated_at)
@@ -396,8 +398,10 @@ WITH copies AS (
     FROM inserted CROSS JOIN unnest($11::uuid[]) AS r(agent_id)
 )
 SELECT inserted.message_id, inserted.message_seq, inserted.channel_id, inserted.created_at,
-       heads.message_count, heads.attachment_message_count
-FROM inserted JOIN heads ON heads.channel_id = inserted.channel_id
+       h.message_count, h.attachment_message_count
+FROM inserted
+CROSS JOIN LATERAL (SELECT heads.message_count, heads.attachment_message_count FROM heads
+                    WHERE heads.channel_id = inserted.channel_id OFFSET 0) AS h
 `
 
 type InsertMessagesParams struct {
@@ -437,6 +441,7 @@ type InsertMessagesRow struct {
 // creates one pending request per requested agent. Returns each copy with its channel's new
 // counts (retention runs only when one exceeds its cap). Absent destinations are passed as
 // the nil UUID.
+// Each copy with its channel's counts, looked up per copy (OFFSET 0: no hash join either).
 func (q *Queries) InsertMessages(ctx context.Context, arg InsertMessagesParams) ([]InsertMessagesRow, error) {
 	rows, err := q.db.Query(ctx, insertMessages,
 		arg.MessageIds,

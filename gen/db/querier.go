@@ -200,6 +200,7 @@ type Querier interface {
 	// creates one pending request per requested agent. Returns each copy with its channel's new
 	// counts (retention runs only when one exceeds its cap). Absent destinations are passed as
 	// the nil UUID.
+	// Each copy with its channel's counts, looked up per copy (OFFSET 0: no hash join either).
 	InsertMessages(ctx context.Context, arg InsertMessagesParams) ([]InsertMessagesRow, error)
 	InsertRoom(ctx context.Context, arg InsertRoomParams) error
 	// A room's message stream: channel_id = room_id.
