@@ -24,14 +24,20 @@ const (
 	w6ClaimLimit = 20
 )
 
-// w6Samples is how many of each operation one size measures: in the full run enough rounds
-// that the inbox lines' measured rounds last well over 10 s (100 rounds took 9.8 s).
+// w6Samples is the most rounds of each operation one size measures, and what the inboxes are
+// seeded for: the inbox rounds stop after the phase duration (at least w6MinSamples rounds)
+// or when these are done. A round of the three sizes took 27-92 ms on the 2-core reference
+// machine, so a full run measures the phase duration on a slow day and 600 rounds (16 s) on
+// a fast one: never under 10 s.
 func (h *harness) w6Samples() int {
 	if h.cfg.Duration < 10*time.Second {
-		return 30
+		return w6MinSamples
 	}
-	return 160
+	return 600
 }
+
+// w6MinSamples is the fewest measured rounds of each operation.
+const w6MinSamples = 30
 
 func (h *harness) w6(ctx context.Context) []Result {
 	var lines []Result
@@ -145,6 +151,9 @@ func (h *harness) w6(ctx context.Context) []Result {
 	for i := range warm + samples {
 		if i == warm {
 			measuring = time.Now()
+		}
+		if i >= warm+w6MinSamples && time.Since(measuring) >= h.cfg.Duration {
+			break
 		}
 		for k, ib := range inboxes {
 			n, measurer := ib.n, ib.measurer
