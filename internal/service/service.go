@@ -223,7 +223,9 @@ func runAdmin[T any](ctx context.Context, s *Service, op string, fn func(context
 // outputBytes serializes a response and validates it against the operation's strict output
 // schema. A violation is a server bug: it becomes STORAGE_FAILURE and the transaction rolls back.
 func outputBytes(s *Service, op string, res any) (mcp.Encoded, error) {
-	body, err := encodeJSON(res)
+	// Without HTML escaping, as MCP messages are written: a body's "<", ">" and "&" read the
+	// same over HTTP and in the MCP text mirror an agent reads.
+	body, err := compactJSON(res)
 	if err != nil {
 		return nil, err
 	}
@@ -239,18 +241,6 @@ func outputBytes(s *Service, op string, res any) (mcp.Encoded, error) {
 		return nil, apierr.Storage()
 	}
 	return body, nil
-}
-
-// encodeJSON is compact JSON without HTML escaping (as MCP messages are written: a body's
-// "<", ">" and "&" stay readable in the text mirror an agent reads).
-func encodeJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // checkOutput validates res and returns the value the caller receives (decoded from the validated bytes).
