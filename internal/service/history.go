@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"strings"
 
@@ -141,7 +140,7 @@ func budgetPage(ctx context.Context, tx *store.Tx, c *call, v channelView, rows 
 	}
 	used := int64(pageOverheadBytes)
 	for i, d := range dtos {
-		raw, err := json.Marshal(d)
+		raw, err := compactJSON(d) // the bytes the response carries
 		if err != nil {
 			return nil, false, err
 		}
@@ -271,7 +270,7 @@ func exportChunk(format api.ExportFormat, ms []api.Message, budget int64) (strin
 	for i, m := range ms {
 		var part string
 		if format == api.ExportFormatJson {
-			raw, err := json.Marshal(m)
+			raw, err := compactJSON(m)
 			if err != nil {
 				return "", 0, err
 			}
@@ -294,7 +293,7 @@ func exportChunk(format api.ExportFormat, ms []api.Message, budget int64) (strin
 
 // escapedLen is the byte length of s inside a JSON string on the wire.
 func escapedLen(s string) int64 {
-	raw, _ := json.Marshal(s)
+	raw, _ := compactJSON(s)
 	return int64(len(raw) - 2)
 }
 

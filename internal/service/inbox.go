@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -174,7 +173,7 @@ func utc(t *time.Time) *time.Time {
 func fitBudget[T any](items []T, budget int64) (int, error) {
 	used := int64(pageOverheadBytes)
 	for i, it := range items {
-		raw, err := json.Marshal(it)
+		raw, err := compactJSON(it) // the bytes the response carries
 		if err != nil {
 			return 0, err
 		}

@@ -1045,3 +1045,23 @@ func TestInboxUnreadMergesLeasedAndFreeRows(t *testing.T) {
 		t.Fatalf("unread pages %s, want [[1 2] [3 4] [5]]", got)
 	}
 }
+
+// The byte budget counts the bytes the response carries: "<", ">" and "&" are sent as they are
+// (not as \u003c), so a page of such bodies holds as many rows as fit on the wire.
+func TestInboxByteBudgetCountsTheBytesSent(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "reader", "sender")
+	reader, sender := w.agents["reader"], w.agents["sender"]
+	w.settings(map[string]any{"response_budget_bytes": 4096})
+	for i := range 4 {
+		ibSend(t, sender, dmTo(reader), fmt.Sprintf("%d:%s", i, strings.Repeat("<&>", 250)), nil) // 750 bytes sent, 4,500 escaped
+	}
+	r := reader.Call("GET", ibPath("", nil, "", 50), nil)
+	var p ibPage
+	if r.Status != http.StatusOK || json.Unmarshal(r.Raw, &p) != nil {
+		t.Fatalf("list: %d %s", r.Status, r.Raw)
+	}
+	if len(p.Items) < 2 || len(r.Raw) > 4096 || !strings.Contains(string(r.Raw), strings.Repeat("<&>", 250)) {
+		t.Fatalf("budget page: %d items in %d bytes, want at least 2 within 4096, unescaped", len(p.Items), len(r.Raw))
+	}
+}
