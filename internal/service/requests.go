@@ -144,12 +144,12 @@ func (s *Service) respond(ctx context.Context, tx *store.Tx, c *call, id uuid.UU
 	// (re-checking membership and, for rooms, that the room is not archived).
 	var plan sendPlan
 	if msg.DestKind == "dm" {
-		plan, err = planDM(ctx, tx, c, msg.SenderID, none)
+		plan, err = planDM(ctx, tx, c, msg.SenderID, none, queuedLocks{})
 		if e, ok := apierr.As(err); ok && e.Code == apierr.NotFoundOrForbidden {
 			err = apierr.NotFound() // the requester is disabled: no destination field to name here
 		}
 	} else {
-		plan, err = planRoom(ctx, tx, c, msg.ChannelID, none)
+		plan, err = planRoom(ctx, tx, c, msg.ChannelID, none, queuedLocks{})
 	}
 	if err != nil {
 		return api.RequestRespondResult{}, err

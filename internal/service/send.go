@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/internal/upload"
 )
@@ -34,8 +36,12 @@ func (s *Service) MessageSend(ctx context.Context, req api.MessageSendRequestObj
 	args := in
 	args.IdempotencyKey, args.DryRun = "", nil
 	m := mutation{op: "message_send", idempotencyKey: in.IdempotencyKey, args: withAttachment(args, att), dryRun: dryRun}
+	var locks queuedLocks
+	m.queue = func(ctx context.Context, tx *store.Tx, p auth.Principal, now time.Time) {
+		locks = queueSendLock(ctx, tx, p, in, now)
+	}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.MessageSendResult, error) {
-		res, err := s.send(ctx, tx, c, in, att)
+		res, err := s.send(ctx, tx, c, in, att, locks)
 		if err != nil || !dryRun {
 			return res, err
 		}
@@ -58,7 +64,37 @@ type sendPlan struct {
 	latest *store.LatestSent // the sender's duplicate reference in the channel, read after the lock
 }
 
-func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.MessageSendInput, att *upload.File) (api.MessageSendResult, error) {
+// queuedLocks is a send's channel lock queued to ride in the mutation's first round trip
+// (mutation.queue); planDM and planRoom take their lock from it when it is for their
+// destination and targets, and lock now otherwise.
+type queuedLocks struct {
+	dmRecipient uuid.UUID
+	dm          *store.DMSendLock
+	room        uuid.UUID
+	roomTargets []uuid.UUID
+	roomLock    *store.RoomSendLock
+}
+
+// queueSendLock queues the lock of the send's destination when the input names one. Nothing
+// is checked here: the send's own checks run on the results, in their usual order.
+func queueSendLock(ctx context.Context, tx *store.Tx, p auth.Principal, in api.MessageSendInput, now time.Time) queuedLocks {
+	dest, err := parseDestination(in.Destination, "destination")
+	switch {
+	case err != nil:
+		return queuedLocks{}
+	case dest.kind == "dm" && dest.id != p.AgentID:
+		return queuedLocks{dmRecipient: dest.id, dm: tx.QueueDMForSend(ctx, p.BoxID, p.AgentID, dest.id, now)}
+	case dest.kind == "room":
+		var targets []uuid.UUID
+		if in.MentionAgentIds != nil {
+			targets = *in.MentionAgentIds
+		}
+		return queuedLocks{room: dest.id, roomTargets: targets, roomLock: tx.QueueRoomForSend(ctx, p.BoxID, dest.id, p.AgentID, targets)}
+	}
+	return queuedLocks{}
+}
+
+func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.MessageSendInput, att *upload.File, locks queuedLocks) (api.MessageSendResult, error) {
 	dest, err := parseDestination(in.Destination, "destination")
 	if err != nil {
 		return api.MessageSendResult{}, err
@@ -76,9 +112,9 @@ func (s *Service) send(ctx context.Context, tx *store.Tx, c *call, in api.Messag
 	}
 	var plan sendPlan
 	if dest.kind == "dm" {
-		plan, err = planDM(ctx, tx, c, dest.id, t)
+		plan, err = planDM(ctx, tx, c, dest.id, t, locks)
 	} else {
-		plan, err = planRoom(ctx, tx, c, dest.id, t)
+		plan, err = planRoom(ctx, tx, c, dest.id, t, locks)
 	}
 	if err != nil {
 		return api.MessageSendResult{}, err
@@ -120,7 +156,7 @@ func deliverPlan(ctx context.Context, tx *store.Tx, c *call, plan sendPlan, cont
 // planDM resolves a DM: the recipient is another enabled agent of the box and the only agent
 // the targets may name (a DM request needs no mention). Locks the pair's channel, creating it
 // on the first message, and reads the sender's duplicate reference in it.
-func planDM(ctx context.Context, tx *store.Tx, c *call, recipient uuid.UUID, t sendTargets) (sendPlan, error) {
+func planDM(ctx context.Context, tx *store.Tx, c *call, recipient uuid.UUID, t sendTargets, locks queuedLocks) (sendPlan, error) {
 	if recipient == c.p.AgentID {
 		return sendPlan{}, apierr.Invalid("destination.recipient_agent_id", "an agent cannot send a DM to itself").WithReason("self_target")
 	}
@@ -134,7 +170,13 @@ func planDM(ctx context.Context, tx *store.Tx, c *call, recipient uuid.UUID, t s
 			}
 		}
 	}
-	dm, err := tx.LockDMForSend(ctx, c.p.BoxID, c.p.AgentID, recipient, c.now)
+	var dm store.DMSend
+	var err error
+	if locks.dm != nil && locks.dmRecipient == recipient {
+		dm, err = locks.dm.Result(ctx, tx)
+	} else {
+		dm, err = tx.LockDMForSend(ctx, c.p.BoxID, c.p.AgentID, recipient, c.now)
+	}
 	if err != nil {
 		return sendPlan{}, err
 	}
@@ -150,14 +192,20 @@ func planDM(ctx context.Context, tx *store.Tx, c *call, recipient uuid.UUID, t s
 // target is an active member, and every requested agent is also mentioned. The room's
 // channel is locked first, so membership cannot change before commit; what the checks read
 // comes in the lock's round trip (store.LockRoomForSend).
-func planRoom(ctx context.Context, tx *store.Tx, c *call, roomID uuid.UUID, t sendTargets) (sendPlan, error) {
+func planRoom(ctx context.Context, tx *store.Tx, c *call, roomID uuid.UUID, t sendTargets, locks queuedLocks) (sendPlan, error) {
 	for i, id := range t.requests {
 		if !slices.Contains(t.mentions, id) {
 			return sendPlan{}, apierr.Invalid(fieldIndex("request_agent_ids", i), "in a room every requested agent must also be mentioned").
 				WithReason("request_not_mentioned")
 		}
 	}
-	rs, err := tx.LockRoomForSend(ctx, c.p.BoxID, roomID, c.p.AgentID, t.mentions) // requests ⊆ mentions: every target
+	var rs store.RoomSend
+	var err error
+	if locks.roomLock != nil && locks.room == roomID && slices.Equal(locks.roomTargets, t.mentions) {
+		rs, err = locks.roomLock.Result(ctx, tx)
+	} else {
+		rs, err = tx.LockRoomForSend(ctx, c.p.BoxID, roomID, c.p.AgentID, t.mentions) // requests ⊆ mentions: every target
+	}
 	if err == store.ErrNotFound {
 		return sendPlan{}, apierr.NotFound()
 	}

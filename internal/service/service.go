@@ -136,6 +136,11 @@ type mutation struct {
 	idempotencyKey string
 	args           any  // everything that identifies the action, hashed for IDEMPOTENCY_CONFLICT
 	dryRun         bool // validate and build the result, write nothing, record no idempotency entry
+	// queue, when set, queues statements the action will need (store.Tx.QueueRoomForSend…)
+	// to ride in the round trip that opens the mutation, behind its session and idempotency
+	// statements, instead of costing a round trip of their own. They run even when the call
+	// then fails its session or idempotency checks (and are rolled back with it).
+	queue func(ctx context.Context, tx *store.Tx, p auth.Principal, now time.Time)
 }
 
 // runMutation runs an agent mutation: fresh profile, idempotency (replay returns the original
@@ -169,6 +174,9 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 		// The session, the idempotency lock and then the record, in one round trip.
 		now := s.clock.Now()
 		scope := store.IdempotencyScope{BoxID: p.BoxID, AgentID: p.AgentID, Tool: m.op, Key: m.idempotencyKey}
+		if m.queue != nil {
+			m.queue(ctx, tx, p, now)
+		}
 		st, err := tx.StartMutation(ctx, p.BoxID, p.AgentID, sessionKeyHash(ctx, p), scope, now)
 		if err != nil {
 			return err

@@ -128,13 +128,28 @@ type DMSend struct {
 // in one round trip, the reference read after the lock was granted (pipeline.go). The pair's
 // first message creates the channel first (one more round trip), as LockDMChannels does.
 func (t *Tx) LockDMForSend(ctx context.Context, boxID, sender, recipient uuid.UUID, now time.Time) (DMSend, error) {
+	return t.QueueDMForSend(ctx, boxID, sender, recipient, now).Result(ctx, t)
+}
+
+// DMSendLock is LockDMForSend queued to ride in the transaction's next round trip.
+type DMSendLock struct {
+	q      *queued
+	out    DMSend
+	found  bool
+	create []step // the pair's first message: create the channel, then lock and read
+}
+
+// QueueDMForSend queues LockDMForSend's first round trip behind the transaction's next one;
+// Result returns what LockDMForSend would (sending the statements now if no round trip did,
+// and creating the pair's channel on its first message).
+func (t *Tx) QueueDMForSend(ctx context.Context, boxID, sender, recipient uuid.UUID, now time.Time) *DMSendLock {
 	lo, hi := DMPair(sender, recipient)
-	var out DMSend
-	var found bool
+	d := &DMSendLock{}
+	out, found := &d.out, &d.found
 	lock := func(q *db.Queries) error {
 		rows, err := q.LockDMChannels(ctx, db.LockDMChannelsParams{BoxID: boxID, Los: []uuid.UUID{lo}, His: []uuid.UUID{hi}})
-		found = len(rows) == 1
-		if found {
+		*found = len(rows) == 1
+		if *found {
 			out.Channel = LockedChannel{ID: rows[0].ChannelID, Lo: lo, Hi: hi, Head: rows[0].LastMessageSeq}
 		}
 		return err
@@ -151,23 +166,30 @@ func (t *Tx) LockDMForSend(ctx context.Context, boxID, sender, recipient uuid.UU
 		out.Enabled, err = q.AgentEnabled(ctx, db.AgentEnabledParams{BoxID: boxID, AgentID: recipient})
 		return err
 	}
-	if err := t.pipeline(ctx, enabled, lock, latest); err != nil || found || !out.Enabled {
-		if !out.Enabled {
-			out.Channel = LockedChannel{}
-		}
-		return out, err
-	}
 	// The pair's first message: nothing is locked yet, so waiting on a concurrent creator is safe.
 	ensure := func(q *db.Queries) error {
 		return q.EnsureDMChannels(ctx, db.EnsureDMChannelsParams{BoxID: boxID, Los: []uuid.UUID{lo}, His: []uuid.UUID{hi}, Now: now})
 	}
-	if err := t.pipeline(ctx, ensure, lock, latest); err != nil {
-		return out, err
+	d.create = []step{ensure, lock, latest}
+	d.q = t.queue(enabled, lock, latest)
+	return d
+}
+
+// Result is the locked pair's DMSend (the channel zero when the recipient is not enabled).
+func (d *DMSendLock) Result(ctx context.Context, t *Tx) (DMSend, error) {
+	if err := d.q.run(ctx, t); err != nil || d.found || !d.out.Enabled {
+		if !d.out.Enabled {
+			d.out.Channel = LockedChannel{}
+		}
+		return d.out, err
 	}
-	if !found {
-		return out, errors.New("store: DM channel missing after creation")
+	if err := t.pipeline(ctx, d.create...); err != nil {
+		return d.out, err
 	}
-	return out, nil
+	if !d.found {
+		return d.out, errors.New("store: DM channel missing after creation")
+	}
+	return d.out, nil
 }
 
 // DMChannelHead is the channel of a DM pair and its committed head; ErrNotFound before the

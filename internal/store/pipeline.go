@@ -34,9 +34,64 @@ func (t *Tx) pipeline(ctx context.Context, steps ...step) error {
 	return err
 }
 
-// send is pipeline with the transaction's BEGIN in front when it has not begun and, with
-// commit, COMMIT at the end (whose command tag it returns).
+// Queued statements: a caller that will need statements whose arguments it already knows can
+// queue them (Tx.queue) to ride behind the transaction's next round trip instead of costing
+// one of their own; it collects their results afterwards through the queued value, which
+// sends them itself if no round trip took them (queued.run). A send's channel lock and the
+// reads after it ride this way in the round trip that opens the mutation (session,
+// idempotency lock and record: StartMutation), behind those statements, so the locks are
+// still taken in the same order.
+
+// queued is a group of steps waiting for the transaction's next round trip.
+type queued struct {
+	steps []step
+	sent  bool  // a round trip took the steps and handed them their results
+	err   error // the first error of the round trip that took them
+}
+
+// queue puts the steps behind the statements of the transaction's next round trip.
+func (t *Tx) queue(steps ...step) *queued {
+	q := &queued{steps: steps}
+	t.c.queued = append(t.c.queued, q)
+	return q
+}
+
+// run makes sure the steps have run and returns the error of the round trip that ran them.
+func (q *queued) run(ctx context.Context, t *Tx) error {
+	if !q.sent {
+		t.c.unqueue(q)
+		q.sent = true
+		q.err = t.pipeline(ctx, q.steps...)
+	}
+	return q.err
+}
+
+func (c *txConn) unqueue(q *queued) {
+	for i, w := range c.queued {
+		if w == q {
+			c.queued = append(c.queued[:i], c.queued[i+1:]...)
+			return
+		}
+	}
+}
+
+// send is pipeline with the transaction's BEGIN in front when it has not begun, the queued
+// steps behind the given ones and, with commit, COMMIT at the end (whose command tag it
+// returns).
 func (c *txConn) send(ctx context.Context, steps []step, commit bool) (pgconn.CommandTag, error) {
+	riding := c.queued
+	c.queued = nil
+	for _, q := range riding {
+		steps = append(steps[:len(steps):len(steps)], q.steps...)
+	}
+	tag, err := c.sendSteps(ctx, steps, commit)
+	for _, q := range riding {
+		q.sent, q.err = true, err
+	}
+	return tag, err
+}
+
+func (c *txConn) sendSteps(ctx context.Context, steps []step, commit bool) (pgconn.CommandTag, error) {
 	rec := &recorder{}
 	recQ := db.New(rec)
 	batch := &pgx.Batch{}

@@ -65,18 +65,31 @@ type RoomSend struct {
 // agents — separate statements in the same round trip, so each sees everything committed
 // before the lock was granted (pipeline.go). ErrNotFound when the room does not exist.
 func (t *Tx) LockRoomForSend(ctx context.Context, boxID, roomID, senderID uuid.UUID, agents []uuid.UUID) (RoomSend, error) {
-	var out RoomSend
-	var lockErr, roomErr error
+	return t.QueueRoomForSend(ctx, boxID, roomID, senderID, agents).Result(ctx, t)
+}
+
+// RoomSendLock is LockRoomForSend queued to ride in the transaction's next round trip.
+type RoomSendLock struct {
+	q                *queued
+	out              RoomSend
+	lockErr, roomErr error
+}
+
+// QueueRoomForSend queues LockRoomForSend's statements behind the transaction's next round
+// trip; Result returns what LockRoomForSend would (sending them now if no round trip did).
+func (t *Tx) QueueRoomForSend(ctx context.Context, boxID, roomID, senderID uuid.UUID, agents []uuid.UUID) *RoomSendLock {
+	l := &RoomSendLock{}
+	out := &l.out
 	steps := []step{
 		func(q *db.Queries) error {
-			_, lockErr = one(q.LockChannel(ctx, db.LockChannelParams{BoxID: boxID, ChannelID: roomID}))
-			return notFoundIsNil(lockErr)
+			_, l.lockErr = one(q.LockChannel(ctx, db.LockChannelParams{BoxID: boxID, ChannelID: roomID}))
+			return notFoundIsNil(l.lockErr)
 		},
 		func(q *db.Queries) error {
 			var r db.GetRoomForAgentRow
-			r, roomErr = one(q.GetRoomForAgent(ctx, db.GetRoomForAgentParams{BoxID: boxID, RoomID: roomID, AgentID: senderID}))
+			r, l.roomErr = one(q.GetRoomForAgent(ctx, db.GetRoomForAgentParams{BoxID: boxID, RoomID: roomID, AgentID: senderID}))
 			out.Room = roomFrom(r)
-			return notFoundIsNil(roomErr)
+			return notFoundIsNil(l.roomErr)
 		},
 		func(q *db.Queries) error {
 			rows, err := q.SenderLatest(ctx, db.SenderLatestParams{BoxID: boxID, SenderAgentID: senderID, ChannelIds: []uuid.UUID{roomID}})
@@ -97,13 +110,19 @@ func (t *Tx) LockRoomForSend(ctx context.Context, boxID, roomID, senderID uuid.U
 			return err
 		})
 	}
-	if err := t.pipeline(ctx, steps...); err != nil {
+	l.q = t.queue(steps...)
+	return l
+}
+
+// Result is the locked room's RoomSend, or ErrNotFound when the room does not exist.
+func (l *RoomSendLock) Result(ctx context.Context, t *Tx) (RoomSend, error) {
+	if err := l.q.run(ctx, t); err != nil {
 		return RoomSend{}, err
 	}
-	if lockErr != nil || roomErr != nil {
+	if l.lockErr != nil || l.roomErr != nil {
 		return RoomSend{}, ErrNotFound
 	}
-	return out, nil
+	return l.out, nil
 }
 
 // LockChannel locks a channel row until commit and returns its committed high sequence.

@@ -122,7 +122,9 @@ type txConn struct {
 	conn  *pgx.Conn
 	begun bool
 	// atCommit are the transaction's last statements, sent in the COMMIT's round trip.
-	atCommit   []step
+	atCommit []step
+	// queued ride behind the statements of the next round trip (pipeline.go).
+	queued     []*queued
 	savepoints int
 }
 
