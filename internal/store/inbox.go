@@ -113,12 +113,18 @@ func (t *Tx) LockAckCandidates(ctx context.Context, boxID, agentID, sessionID uu
 	return out, err
 }
 
-// AckRows marks unacknowledged rows read by session at now and ends their leases.
+// AckRows marks unacknowledged rows read by session at now and ends their leases. The rows
+// are locked (LockAckCandidates) and the ACK's result does not depend on this statement, so
+// it is sent with the COMMIT, in the same round trip (as PutIdempotencyRecord): call it once
+// everything else the ACK reads is read. A failure fails the commit.
 func (t *Tx) AckRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64, now time.Time) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	return t.q.AckRows(ctx, db.AckRowsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs, Now: now})
+	t.c.atCommit = append(t.c.atCommit, func(q *db.Queries) error {
+		return q.AckRows(ctx, db.AckRowsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs, Now: now})
+	})
+	return nil
 }
 
 // LockClaimable locks up to max accessible unread rows that no live lease holds (oldest or
@@ -131,10 +137,15 @@ func (t *Tx) LockClaimable(ctx context.Context, boxID, agentID uuid.UUID, newest
 }
 
 // LeaseRows leases rows locked by LockClaimable to session until expiresAt, records the
-// session's receipts and marks the receipts of sessions whose expired lease it replaces.
+// session's receipts and marks the receipts of sessions whose expired lease it replaces. The
+// claim's result does not depend on this statement, so it is sent with the COMMIT, in the
+// same round trip (see AckRows): call it last. A failure fails the commit.
 func (t *Tx) LeaseRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64, expiresAt time.Time) error {
 	if len(seqs) == 0 {
 		return nil
 	}
-	return t.q.LeaseRows(ctx, db.LeaseRowsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs, ExpiresAt: expiresAt})
+	t.c.atCommit = append(t.c.atCommit, func(q *db.Queries) error {
+		return q.LeaseRows(ctx, db.LeaseRowsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs, ExpiresAt: expiresAt})
+	})
+	return nil
 }
