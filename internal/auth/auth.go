@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,7 +41,13 @@ type Authenticator struct {
 	store      *store.Store
 	adminToken string
 	log        *slog.Logger
+
+	mu    sync.Mutex
+	known map[string]Principal // key hash → the identity of a key that has acted (see AgentCall)
 }
+
+// knownLimit bounds the identities AgentCall remembers (when full, it starts again).
+const knownLimit = 10_000
 
 // New returns an authenticator. adminToken is AGENTBOX_ADMIN_TOKEN ("" disables it).
 func New(s *store.Store, adminToken string, log *slog.Logger) *Authenticator {
@@ -75,6 +82,66 @@ func ValidBoxKey(s string) bool {
 	return true
 }
 
+// AgentCall is Agent for a call of the agent API that will run in one transaction. The
+// identity of a key — its box, agent, host and kind — never changes, so once a key has acted
+// on this process its identity is known without asking the database, and the check of what
+// can change (revoked, box or agent disabled, source IP, rate limit: admit's rules) is
+// returned as a store.KeyCheck that runs first in the first round trip of the call's
+// transaction (store.InTx), or on its own before any answer that leaves without one
+// (Confirm). The check is never cached: revocation takes effect at the next call. Keys of
+// boxes with a rate limit, and keys not seen yet, are checked now, as Agent does.
+func (a *Authenticator) AgentCall(ctx context.Context, bearer, boxKey string, source netip.Addr) (Principal, *store.KeyCheck, error) {
+	if bearer == "" || !ValidBoxKey(boxKey) {
+		p, err := a.Agent(ctx, bearer, boxKey, source)
+		return p, nil, err
+	}
+	hash := HashSecret(bearer)
+	a.mu.Lock()
+	p, ok := a.known[string(hash)]
+	a.mu.Unlock()
+	if ok && p.BoxKey == boxKey {
+		return p, &store.KeyCheck{BoxKey: boxKey, Hash: hash, Admit: func(cred store.KeyCredential, err error) (*store.RateLimit, error) {
+			now, err := a.check(ctx, cred, err, source, "unknown key for this box_key")
+			switch {
+			case err != nil:
+				a.forget(hash)
+				return nil, err
+			case now.AgentID != p.AgentID || now.KeyID != p.KeyID: // a key's identity never changes
+				a.forget(hash)
+				return nil, apierr.Auth()
+			}
+			limit := a.limit(cred)
+			if limit != nil {
+				a.forget(hash) // its box now sets a rate limit: its next calls are checked up front
+			}
+			return limit, nil
+		}}, nil
+	}
+	cred, err := a.store.KeyCredential(ctx, boxKey, hash)
+	p, err = a.admit(ctx, cred, err, source, "unknown key for this box_key")
+	if err == nil && a.limit(cred) == nil {
+		a.mu.Lock()
+		if a.known == nil || len(a.known) >= knownLimit {
+			a.known = map[string]Principal{}
+		}
+		a.known[string(hash)] = p
+		a.mu.Unlock()
+	}
+	return p, nil, err
+}
+
+// Confirm runs a deferred credential check on its own unless it has run (an answer is about
+// to leave without a transaction) and returns its outcome.
+func (a *Authenticator) Confirm(ctx context.Context, k *store.KeyCheck) error {
+	return a.store.ConfirmKeyCheck(ctx, k)
+}
+
+func (a *Authenticator) forget(hash []byte) {
+	a.mu.Lock()
+	delete(a.known, string(hash))
+	a.mu.Unlock()
+}
+
 // AgentKey authenticates a bearer key from the TCP source address without naming the box
 // (the /mcp endpoint: box_key arrives per tool call, and each call must name the returned
 // Principal.BoxKey). The checks and the failure are exactly those of Agent.
@@ -89,6 +156,18 @@ func (a *Authenticator) AgentKey(ctx context.Context, bearer string, source neti
 // admit applies the credential checks of SPEC §2 to a looked-up key: live key, enabled box
 // and agent, exact source IP. notFound is the logged cause when the lookup found nothing.
 func (a *Authenticator) admit(ctx context.Context, cred store.KeyCredential, err error, source netip.Addr, notFound string) (Principal, error) {
+	p, err := a.check(ctx, cred, err, source, notFound)
+	if err != nil {
+		return Principal{}, err
+	}
+	if err := a.rateLimit(ctx, cred); err != nil {
+		return Principal{}, err
+	}
+	return p, nil
+}
+
+// check is admit without the rate limit.
+func (a *Authenticator) check(ctx context.Context, cred store.KeyCredential, err error, source netip.Addr, notFound string) (Principal, error) {
 	fail := func(cause string) (Principal, error) {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "agent authentication failed", slog.String("cause", cause), slog.String("source", source.String()))
 		return Principal{}, apierr.Auth()
@@ -108,9 +187,6 @@ func (a *Authenticator) admit(ctx context.Context, cred store.KeyCredential, err
 	case !source.IsValid() || !slices.Contains(cred.HostIPs, source.Unmap().String()):
 		return fail("source IP not registered for the host")
 	}
-	if err := a.rateLimit(ctx, cred); err != nil {
-		return Principal{}, err
-	}
 	return Principal{BoxID: cred.BoxID, BoxKey: cred.BoxKey, AgentID: cred.AgentID, AgentName: cred.AgentName,
 		HostName: cred.HostName, KeyID: cred.KeyID, Router: cred.Router}, nil
 }
@@ -119,6 +195,23 @@ func (a *Authenticator) admit(ctx context.Context, cred store.KeyCredential, err
 // is 0, its default) to an authenticated key: RATE_LIMITED, retryable, with retry_after_seconds.
 // The bucket lives in PostgreSQL, so the limit holds for the key across every server instance.
 func (a *Authenticator) rateLimit(ctx context.Context, cred store.KeyCredential) error {
+	l := a.limit(cred)
+	if l == nil {
+		return nil
+	}
+	ok, wait, err := a.store.TakeRateToken(ctx, l.BoxID, l.KeyID, l.PerSecond, l.Capacity, l.Now)
+	if err != nil {
+		a.log.ErrorContext(ctx, "rate limit", slog.Any("err", err))
+		return apierr.Unavailable()
+	}
+	if ok {
+		return nil
+	}
+	return l.Deny(wait)
+}
+
+// limit is the key's rate limit (the box's settings), nil while there is none.
+func (a *Authenticator) limit(cred store.KeyCredential) *store.RateLimit {
 	var limits struct {
 		PerSecond int64 `json:"rate_limit_per_second"`
 		Burst     int64 `json:"rate_limit_burst"`
@@ -129,15 +222,11 @@ func (a *Authenticator) rateLimit(ctx context.Context, cred store.KeyCredential)
 	if limits.PerSecond <= 0 {
 		return nil
 	}
-	capacity := float64(max(limits.Burst, limits.PerSecond, 1))
-	ok, wait, err := a.store.TakeRateToken(ctx, cred.BoxID, cred.KeyID, float64(limits.PerSecond), capacity, time.Now())
-	if err != nil {
-		a.log.ErrorContext(ctx, "rate limit", slog.Any("err", err))
-		return apierr.Unavailable()
-	}
-	if ok {
-		return nil
-	}
+	return &store.RateLimit{BoxID: cred.BoxID, KeyID: cred.KeyID, PerSecond: float64(limits.PerSecond),
+		Capacity: float64(max(limits.Burst, limits.PerSecond, 1)), Now: time.Now(), Deny: rateLimited}
+}
+
+func rateLimited(wait time.Duration) error {
 	return apierr.New(apierr.RateLimited, "too many requests for this key").
 		WithRetryAfter(max(1, int(math.Ceil(wait.Seconds())))).WithSuggestion("retry after retry_after_seconds with the same idempotency_key")
 }

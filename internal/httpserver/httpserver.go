@@ -23,6 +23,7 @@ import (
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/schema"
+	"github.com/agentbox/agentbox/internal/store"
 	"github.com/agentbox/agentbox/spec"
 )
 
@@ -179,10 +180,23 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 				return
 			}
 		} else {
-			p, err := cfg.Auth.Agent(ctx, bearer, r.PathValue("box_key"), auth.SourceAddr(r))
+			var p auth.Principal
+			var check *store.KeyCheck
+			var err error
+			if isUpload(op, r) { // nothing is staged for a key before it is checked
+				p, err = cfg.Auth.Agent(ctx, bearer, r.PathValue("box_key"), auth.SourceAddr(r))
+			} else {
+				p, check, err = cfg.Auth.AgentCall(ctx, bearer, r.PathValue("box_key"), auth.SourceAddr(r))
+			}
 			if err != nil {
 				WriteError(w, err)
 				return
+			}
+			if check != nil {
+				// The check rides in the call's first round trip (store.KeyCheck); an answer
+				// that leaves before any transaction ran it waits for it first (statusWriter).
+				ctx = store.WithKeyCheck(ctx, check)
+				w.confirm = func() error { return cfg.Auth.Confirm(ctx, check) }
 			}
 			header := r.Header.Get(auth.SessionHeader)
 			if err := auth.CheckSessionHeader(header); err != nil {
@@ -288,14 +302,42 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool // the header has been sent
+	// confirm, when set, is the caller's deferred credential check (store.KeyCheck): the
+	// answer's first byte waits for it, and a refused credential replaces the answer.
+	confirm func() error
+	refused bool // the answer was replaced by the credential's error; the rest is dropped
+}
+
+// confirmed runs the pending credential check once; false means the answer was replaced.
+func (w *statusWriter) confirmed() bool {
+	if w.confirm != nil {
+		check := w.confirm
+		w.confirm = nil
+		if err := check(); err != nil {
+			h := w.ResponseWriter.Header()
+			for k := range h {
+				delete(h, k)
+			}
+			w.refused = true
+			w.status, w.wrote = apierr.StatusOf(err), true
+			WriteError(w.ResponseWriter, err)
+		}
+	}
+	return !w.refused
 }
 
 func (w *statusWriter) WriteHeader(code int) {
+	if !w.confirmed() {
+		return
+	}
 	w.status, w.wrote = code, true
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.confirmed() {
+		return len(b), nil
+	}
 	w.wrote = true
 	return w.ResponseWriter.Write(b)
 }

@@ -74,6 +74,70 @@ func TestAuthFailuresAreIndistinguishable(t *testing.T) {
 	}
 }
 
+// A key that has acted is known to the server, which then checks it in the first round trip
+// of each call's transaction instead of before it (auth.AgentCall): every change that ends
+// the key's rights still takes effect at the very next call, whatever the call — a valid
+// send (which then stores nothing), a malformed body, a bad session header — with the same
+// AUTH_FAILED, before any other error.
+func TestKnownKeysAreCheckedAtEveryCall(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	e.Box("gamma")
+	peer := e.NewAgent("alpha", "peer", nil)
+	revoked := e.NewAgent("alpha", "revoked", nil)
+	disabled := e.NewAgent("alpha", "disabled", nil)
+	e.Admin("POST", "/boxes/alpha/hosts", map[string]any{"name": "moved", "ips": []string{"127.0.0.1"}})
+	moved := e.NewAgent("alpha", "moved", map[string]any{"host_name": "moved"})
+	inDisabledBox := e.NewAgent("gamma", "g", nil)
+	agents := []*testenv.Agent{revoked, disabled, moved, inDisabledBox}
+	for _, a := range agents { // each key acts, so the server knows it
+		a.Prime()
+		if r := a.Call("GET", "/checkpoint", nil); r.Status != http.StatusOK {
+			t.Fatalf("%s before: %d %s", a.Name, r.Status, r.Raw)
+		}
+	}
+	e.Admin("POST", "/boxes/alpha/keys/"+revoked.KeyID+"/revoke", nil)
+	e.Admin("PATCH", "/boxes/alpha/agents/disabled", map[string]any{"enabled": false})
+	e.Admin("PATCH", "/boxes/alpha/hosts/moved", map[string]any{"ips": []string{"10.9.8.7"}})
+	e.Admin("PATCH", "/boxes/gamma", map[string]any{"enabled": false})
+
+	reference := e.Do("GET", "/api/v1/boxes/alpha/checkpoint", "abk_nonsense", nil, nil)
+	if reference.Status != http.StatusUnauthorized || reference.Code() != "AUTH_FAILED" {
+		t.Fatalf("reference: %d %s", reference.Status, reference.Raw)
+	}
+	before := dbInt(t, e, `SELECT count(*) FROM messages`)
+	for _, a := range agents {
+		calls := map[string]func() testenv.Response{
+			"read": func() testenv.Response { return a.Call("GET", "/checkpoint", nil) },
+			"send": func() testenv.Response {
+				return a.Call("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "dm", "recipient_agent_id": peer.ID.String()},
+					"body_md": "after", "idempotency_key": "k-" + a.Name})
+			},
+			"malformed body": func() testenv.Response {
+				return e.Do("POST", "/api/v1/boxes/"+a.BoxKey+"/messages", a.Key, "{not json", nil)
+			},
+			"unknown field": func() testenv.Response {
+				return a.Call("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{}, "idempotency_key": "x", "nope": 1})
+			},
+			"bad session header": func() testenv.Response {
+				return e.Do("GET", "/api/v1/boxes/"+a.BoxKey+"/checkpoint", a.Key, nil, map[string]string{"Agentbox-Session": strings.Repeat("s", 129)})
+			},
+		}
+		for name, call := range calls {
+			if r := call(); r.Status != http.StatusUnauthorized || !bytes.Equal(r.Raw, reference.Raw) {
+				t.Errorf("%s, %s: got %d %s, want the AUTH_FAILED of an unknown key", a.Name, name, r.Status, r.Raw)
+			}
+		}
+	}
+	if after := dbInt(t, e, `SELECT count(*) FROM messages`); after != before {
+		t.Fatalf("refused sends stored %d messages", after-before)
+	}
+	if r := peer.Call("GET", "/me", nil); r.Status != http.StatusOK {
+		t.Fatalf("an unaffected key: %d %s", r.Status, r.Raw)
+	}
+}
+
 // A request whose TCP source is an IPv4-mapped IPv6 address matches the IPv4 host entry;
 // forwarded-IP headers are ignored.
 func TestSourceAddressRules(t *testing.T) {

@@ -120,11 +120,12 @@ func TestRoundTripsPerSend(t *testing.T) {
 	send(inRoom(room))(0) // prepares the statements
 	send(dmTo(members[0]))(0)
 	send(dmTo(members[0]))(1) // past the pair's first message
-	// Authentication; BEGIN with the session, the idempotency lock and its record, and the
-	// channel lock with what the checks read (queued: mutation.queue); the message with its
-	// attention rows; the idempotency record with COMMIT (12 and 13 round trips before
-	// pipelining, 5 before the channel lock rode with the session).
-	const want = 4
+	// BEGIN with the key's check (auth.AgentCall: the key has acted), the session, the
+	// idempotency lock and its record, and the channel lock with what the checks read
+	// (queued: mutation.queue); the message with its attention rows; the idempotency record
+	// with COMMIT. (12 and 13 round trips before pipelining; 5 with the key checked in a
+	// round trip of its own and the channel lock in another.)
+	const want = 3
 	for _, c := range []struct {
 		name string
 		dest map[string]any
@@ -177,16 +178,17 @@ func TestRoundTripsPerClaimAndAck(t *testing.T) {
 		}
 		return best
 	}
-	// A claim: authentication; BEGIN with the session, the idempotency lock and its record;
+	// A claim: BEGIN with the key's check, the session, the idempotency lock and its record;
 	// the claimable rows locked; those rows with their messages; the lease with the
-	// idempotency record and COMMIT (6 before the lease rode with the COMMIT). An ACK:
-	// authentication; BEGIN with the session and idempotency; the rows locked with what the
-	// rules read; the ACK with the idempotency record and COMMIT (5 before).
+	// idempotency record and COMMIT (6 with the key checked in a round trip of its own and
+	// the lease in another). An ACK: BEGIN with the key's check, the session and
+	// idempotency; the rows locked with what the rules read; the ACK with the idempotency
+	// record and COMMIT (5 before).
 	for _, c := range []struct {
 		name  string
 		claim bool
 		want  int64
-	}{{"inbox_claim", true, 5}, {"inbox_ack", false, 4}} {
+	}{{"inbox_claim", true, 4}, {"inbox_ack", false, 3}} {
 		n := counted(c.claim)
 		t.Logf("%s: %d round trips", c.name, n)
 		if n > c.want {

@@ -251,9 +251,13 @@ type KeyCredential struct {
 // KeyCredential looks a key hash up within the named box.
 func (s *Store) KeyCredential(ctx context.Context, boxKey string, hash []byte) (KeyCredential, error) {
 	r, err := one(db.New(s.pool).AuthenticateKey(ctx, db.AuthenticateKeyParams{BoxKey: boxKey, KeyHash: hash}))
+	return credentialFrom(r), err
+}
+
+func credentialFrom(r db.AuthenticateKeyRow) KeyCredential {
 	return KeyCredential{BoxID: r.BoxID, BoxKey: r.BoxKey, BoxEnabled: r.BoxEnabled, KeyID: r.KeyID, Router: r.Router,
 		Revoked: r.RevokedAt != nil, AgentID: r.AgentID, AgentName: r.AgentName, AgentEnabled: r.AgentEnabled,
-		HostName: r.HostName, HostIPs: r.Ips, BoxSettings: r.BoxSettings}, err
+		HostName: r.HostName, HostIPs: r.Ips, BoxSettings: r.BoxSettings}
 }
 
 // AdminTokenLive reports whether an issued admin token hash is live.

@@ -79,12 +79,24 @@ func (c *txConn) unqueue(q *queued) {
 // steps behind the given ones and, with commit, COMMIT at the end (whose command tag it
 // returns).
 func (c *txConn) send(ctx context.Context, steps []step, commit bool) (pgconn.CommandTag, error) {
+	if c.check != nil && commit { // the check and a token it may ask for come before COMMIT
+		if _, err := c.send(ctx, nil, false); err != nil {
+			return pgconn.CommandTag{}, err
+		}
+	}
 	riding := c.queued
 	c.queued = nil
 	for _, q := range riding {
 		steps = append(steps[:len(steps):len(steps)], q.steps...)
 	}
+	if k := c.check; k != nil { // the call's credential check, first (keycheck.go)
+		c.check = nil
+		steps = append([]step{c.checkStep(ctx, k)}, steps...)
+	}
 	tag, err := c.sendSteps(ctx, steps, commit)
+	if err == nil && !commit {
+		err = c.takeCheckToken(ctx)
+	}
 	for _, q := range riding {
 		q.sent, q.err = true, err
 	}

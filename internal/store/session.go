@@ -28,8 +28,17 @@ func (t *Tx) OpenSession(ctx context.Context, boxID, agentID uuid.UUID, keyHash 
 // SessionByKey finds a primed session (ErrNotFound means NOT_PRIMED) together with the box
 // settings, and records a coarse last_seen_at observation of the agent.
 func (t *Tx) SessionByKey(ctx context.Context, boxID, agentID uuid.UUID, keyHash []byte, now time.Time) (Session, BoxSettings, error) {
-	r, err := one(t.q.GetSession(ctx, db.GetSessionParams{BoxID: boxID, AgentID: agentID, SessionKeyHash: keyHash,
-		Now: now, StaleBefore: now.Add(-time.Minute)}))
+	var r db.GetSessionRow
+	var found error
+	// A pipeline of one, so that a deferred credential check rides in its round trip.
+	err := t.pipeline(ctx, func(q *db.Queries) error {
+		r, found = one(q.GetSession(ctx, db.GetSessionParams{BoxID: boxID, AgentID: agentID, SessionKeyHash: keyHash,
+			Now: now, StaleBefore: now.Add(-time.Minute)}))
+		return notFoundIsNil(found)
+	})
+	if err == nil {
+		err = found
+	}
 	return Session{ID: r.SessionID, ObservedProfileVersion: r.ObservedProfileVersion, CurrentProfileVersion: r.CurrentProfileVersion},
 		BoxSettings{Overrides: r.Settings, Revision: r.SettingsRevision}, err
 }

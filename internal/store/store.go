@@ -107,7 +107,7 @@ func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
 	// A connection released inside a transaction (a panic, a failed rollback) is closed by
 	// the pool, which aborts the transaction.
 	defer pc.Release()
-	c := &txConn{conn: pc.Conn()}
+	c := &txConn{conn: pc.Conn(), check: pendingKeyCheck(ctx)}
 	if err := fn(&Tx{c: c, q: db.New(c)}); err != nil {
 		c.rollback(ctx)
 		return classify(err, false)
@@ -124,7 +124,11 @@ type txConn struct {
 	// atCommit are the transaction's last statements, sent in the COMMIT's round trip.
 	atCommit []step
 	// queued ride behind the statements of the next round trip (pipeline.go).
-	queued     []*queued
+	queued []*queued
+	// check is the call's credential check, sent first in the transaction's first round
+	// trip; limit is the rate-limit token it asked for (keycheck.go).
+	check      *KeyCheck
+	limit      *RateLimit
 	savepoints int
 }
 
@@ -173,8 +177,16 @@ func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row 
 	return batchRow{row: res.QueryRow(), res: res}
 }
 
-// beginWith sends BEGIN and one statement, and reads BEGIN's result.
+// beginWith sends BEGIN and one statement, and reads BEGIN's result. A pending credential
+// check goes first, in a round trip of its own (a call whose first statement is not
+// pipelined).
 func (c *txConn) beginWith(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
+	if c.check != nil {
+		if _, err := c.send(ctx, nil, false); err != nil {
+			return nil, err
+		}
+		return c.conn.SendBatch(ctx, singleBatch(sql, args)), nil
+	}
 	c.begun = true
 	b := &pgx.Batch{}
 	b.Queue("begin")
@@ -185,6 +197,12 @@ func (c *txConn) beginWith(ctx context.Context, sql string, args []any) (pgx.Bat
 		return nil, err
 	}
 	return res, nil
+}
+
+func singleBatch(sql string, args []any) *pgx.Batch {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	return b
 }
 
 // batchRow and batchRows end their batch when the caller is done with the statement's result.
