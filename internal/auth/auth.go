@@ -96,38 +96,71 @@ func (a *Authenticator) AgentCall(ctx context.Context, bearer, boxKey string, so
 		return p, nil, err
 	}
 	hash := HashSecret(bearer)
-	a.mu.Lock()
-	p, ok := a.known[string(hash)]
-	a.mu.Unlock()
-	if ok && p.BoxKey == boxKey {
-		return p, &store.KeyCheck{BoxKey: boxKey, Hash: hash, Admit: func(cred store.KeyCredential, err error) (*store.RateLimit, error) {
-			now, err := a.check(ctx, cred, err, source, "unknown key for this box_key")
-			switch {
-			case err != nil:
-				a.forget(hash)
-				return nil, err
-			case now.AgentID != p.AgentID || now.KeyID != p.KeyID: // a key's identity never changes
-				a.forget(hash)
-				return nil, apierr.Auth()
-			}
-			limit := a.limit(cred)
-			if limit != nil {
-				a.forget(hash) // its box now sets a rate limit: its next calls are checked up front
-			}
-			return limit, nil
-		}}, nil
+	if p, ok := a.knownKey(hash); ok && p.BoxKey == boxKey {
+		return p, a.deferredCheck(ctx, hash, p, source, "unknown key for this box_key"), nil
 	}
 	cred, err := a.store.KeyCredential(ctx, boxKey, hash)
-	p, err = a.admit(ctx, cred, err, source, "unknown key for this box_key")
-	if err == nil && a.limit(cred) == nil {
-		a.mu.Lock()
-		if a.known == nil || len(a.known) >= knownLimit {
-			a.known = map[string]Principal{}
-		}
-		a.known[string(hash)] = p
-		a.mu.Unlock()
-	}
+	p, err := a.admit(ctx, cred, err, source, "unknown key for this box_key")
+	a.remember(hash, p, cred, err)
 	return p, nil, err
+}
+
+// AgentKeyCall is AgentCall for the /mcp endpoint, whose key names no box (see AgentKey).
+func (a *Authenticator) AgentKeyCall(ctx context.Context, bearer string, source netip.Addr) (Principal, *store.KeyCheck, error) {
+	if bearer == "" {
+		p, err := a.AgentKey(ctx, bearer, source)
+		return p, nil, err
+	}
+	hash := HashSecret(bearer)
+	if p, ok := a.knownKey(hash); ok {
+		return p, a.deferredCheck(ctx, hash, p, source, "unknown key"), nil
+	}
+	cred, err := a.store.KeyCredentialAnyBox(ctx, hash)
+	p, err := a.admit(ctx, cred, err, source, "unknown key")
+	a.remember(hash, p, cred, err)
+	return p, nil, err
+}
+
+func (a *Authenticator) knownKey(hash []byte) (Principal, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p, ok := a.known[string(hash)]
+	return p, ok
+}
+
+// remember keeps the identity of a key that was just admitted, unless its box sets a rate
+// limit (those keys are checked up front, where the token is taken).
+func (a *Authenticator) remember(hash []byte, p Principal, cred store.KeyCredential, err error) {
+	if err != nil || a.limit(cred) != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.known == nil || len(a.known) >= knownLimit {
+		a.known = map[string]Principal{}
+	}
+	a.known[string(hash)] = p
+}
+
+// deferredCheck is the check of known key p, admit's rules on the credential the call's
+// transaction reads.
+func (a *Authenticator) deferredCheck(ctx context.Context, hash []byte, p Principal, source netip.Addr, notFound string) *store.KeyCheck {
+	return &store.KeyCheck{BoxKey: p.BoxKey, Hash: hash, Admit: func(cred store.KeyCredential, err error) (*store.RateLimit, error) {
+		now, err := a.check(ctx, cred, err, source, notFound)
+		switch {
+		case err != nil:
+			a.forget(hash)
+			return nil, err
+		case now.AgentID != p.AgentID || now.KeyID != p.KeyID: // a key's identity never changes
+			a.forget(hash)
+			return nil, apierr.Auth()
+		}
+		limit := a.limit(cred)
+		if limit != nil {
+			a.forget(hash) // its box now sets a rate limit: its next calls are checked up front
+		}
+		return limit, nil
+	}}
 }
 
 // Confirm runs a deferred credential check on its own unless it has run (an answer is about

@@ -196,7 +196,10 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 				// The check rides in the call's first round trip (store.KeyCheck); an answer
 				// that leaves before any transaction ran it waits for it first (statusWriter).
 				ctx = store.WithKeyCheck(ctx, check)
-				w.confirm = func() error { return cfg.Auth.Confirm(ctx, check) }
+				w.check = checkGate{confirm: func() error { return cfg.Auth.Confirm(ctx, check) }, refuse: func(rw http.ResponseWriter, err error) {
+					w.status, w.wrote = apierr.StatusOf(err), true
+					WriteError(rw, err)
+				}}
 			}
 			header := r.Header.Get(auth.SessionHeader)
 			if err := auth.CheckSessionHeader(header); err != nil {
@@ -302,32 +305,37 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool // the header has been sent
-	// confirm, when set, is the caller's deferred credential check (store.KeyCheck): the
-	// answer's first byte waits for it, and a refused credential replaces the answer.
-	confirm func() error
-	refused bool // the answer was replaced by the credential's error; the rest is dropped
+	check  checkGate
 }
 
-// confirmed runs the pending credential check once; false means the answer was replaced.
-func (w *statusWriter) confirmed() bool {
-	if w.confirm != nil {
-		check := w.confirm
-		w.confirm = nil
-		if err := check(); err != nil {
-			h := w.ResponseWriter.Header()
+// checkGate holds an answer's first byte until the caller's deferred credential check
+// (store.KeyCheck) has run, when there is one; a refused credential replaces the answer
+// (refuse writes it) and the rest of the answer is dropped.
+type checkGate struct {
+	confirm func() error
+	refuse  func(http.ResponseWriter, error)
+	refused bool
+}
+
+// open runs the pending check once and reports whether the answer may go out.
+func (g *checkGate) open(w http.ResponseWriter) bool {
+	if g.confirm != nil {
+		confirm := g.confirm
+		g.confirm = nil
+		if err := confirm(); err != nil {
+			h := w.Header()
 			for k := range h {
 				delete(h, k)
 			}
-			w.refused = true
-			w.status, w.wrote = apierr.StatusOf(err), true
-			WriteError(w.ResponseWriter, err)
+			g.refused = true
+			g.refuse(w, err)
 		}
 	}
-	return !w.refused
+	return !g.refused
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if !w.confirmed() {
+	if !w.check.open(w.ResponseWriter) {
 		return
 	}
 	w.status, w.wrote = code, true
@@ -335,12 +343,44 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
-	if !w.confirmed() {
+	if !w.check.open(w.ResponseWriter) {
 		return len(b), nil
 	}
 	w.wrote = true
 	return w.ResponseWriter.Write(b)
 }
+
+// HoldForCheck is w holding its answer until confirm (the request's deferred credential
+// check, store.KeyCheck) has run; a refused credential's answer is refuse's instead.
+func HoldForCheck(w http.ResponseWriter, confirm func() error, refuse func(http.ResponseWriter, error)) http.ResponseWriter {
+	return &heldWriter{ResponseWriter: w, check: checkGate{confirm: confirm, refuse: refuse}}
+}
+
+type heldWriter struct {
+	http.ResponseWriter
+	check checkGate
+}
+
+func (w *heldWriter) WriteHeader(code int) {
+	if w.check.open(w.ResponseWriter) {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *heldWriter) Write(b []byte) (int, error) {
+	if !w.check.open(w.ResponseWriter) {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *heldWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && w.check.open(w.ResponseWriter) {
+		f.Flush()
+	}
+}
+
+func (w *heldWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // ValidateBody checks a raw JSON body against the operation's closed body schema.
 func ValidateBody(op *mcp.Operation, raw []byte) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -48,6 +49,44 @@ func TestMCPAuthenticationIsHTTP401WithTheErrorBody(t *testing.T) {
 		if status != http.StatusUnauthorized || json.Unmarshal(body, &eb) != nil || eb.Error.Code != "AUTH_FAILED" {
 			t.Errorf("%s: %d %s, want 401 with AUTH_FAILED", name, status, body)
 		}
+	}
+}
+
+// A key that has acted on /mcp is known, and its check rides in the tool call's transaction
+// (auth.AgentKeyCall); a key refused since is still HTTP 401 with AUTH_FAILED, for a
+// tools/call the server answers itself and for a request the SDK answers (initialize), and
+// the refused call changes nothing.
+func TestMCPKnownKeyRefusedIsHTTP401(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	headers := map[string]string{"Authorization": "Bearer " + a.Key, "Mcp-Protocol-Version": "2025-06-18"}
+	save := func(step int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"checkpoint_save","arguments":{"box_key":"alpha","expected_revision":"%d","checkpoint":{"step":%d},"idempotency_key":"s%d"}}}`, step, step-1, step, step)
+	}
+	if status, body := rawPost(t, e, headers, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"agent_prime","arguments":{"box_key":"alpha"}}}`); status != http.StatusOK {
+		t.Fatalf("prime: %d %s", status, body)
+	}
+	if status, body := rawPost(t, e, headers, save(1)); status != http.StatusOK || strings.Contains(string(body), `"isError":true`) {
+		t.Fatalf("save before: %d %s", status, body)
+	}
+	e.Admin("POST", "/boxes/alpha/keys/"+a.KeyID+"/revoke", nil)
+	for name, body := range map[string]string{"tools/call": save(2), "initialize": initialize} {
+		status, raw := rawPost(t, e, headers, body)
+		var eb struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		if status != http.StatusUnauthorized || json.Unmarshal(raw, &eb) != nil || eb.Error.Code != "AUTH_FAILED" {
+			t.Errorf("%s with a revoked known key: %d %s, want 401 with AUTH_FAILED", name, status, raw)
+		}
+	}
+	if cp := a.Call("GET", "/checkpoint", nil); cp.Status != http.StatusUnauthorized {
+		t.Fatalf("the revoked key over HTTP: %d %s", cp.Status, cp.Raw)
+	}
+	var rev int64
+	if err := e.Store.Pool().QueryRow(context.Background(), "SELECT revision FROM checkpoints WHERE agent_id = $1", a.ID).Scan(&rev); err != nil || rev != 1 {
+		t.Fatalf("the refused save wrote: revision %d (%v)", rev, err)
 	}
 }
 
