@@ -64,8 +64,16 @@ func (a *Authenticator) Agent(ctx context.Context, bearer, boxKey string, source
 		// Permanent, like any credential failure, and never sent to the database.
 		return a.admit(ctx, store.KeyCredential{}, store.ErrNotFound, source, "malformed box_key")
 	}
-	cred, err := a.store.KeyCredential(ctx, boxKey, HashSecret(bearer))
-	return a.admit(ctx, cred, err, source, "unknown key for this box_key")
+	return a.agent(ctx, HashSecret(bearer), boxKey, source)
+}
+
+// agent is Agent for a well-formed credential: the key is looked up and admitted, and then
+// known (AgentCall).
+func (a *Authenticator) agent(ctx context.Context, hash []byte, boxKey string, source netip.Addr) (Principal, error) {
+	cred, err := a.store.KeyCredential(ctx, boxKey, hash)
+	p, err := a.admit(ctx, cred, err, source, "unknown key for this box_key")
+	a.remember(hash, p, cred, err)
+	return p, err
 }
 
 // ValidBoxKey reports whether s matches the box_key pattern ^[a-z0-9][a-z0-9-]{1,62}$ (SPEC §2).
@@ -99,9 +107,7 @@ func (a *Authenticator) AgentCall(ctx context.Context, bearer, boxKey string, so
 	if p, ok := a.knownKey(hash); ok && p.BoxKey == boxKey {
 		return p, a.deferredCheck(ctx, hash, p, source, "unknown key for this box_key"), nil
 	}
-	cred, err := a.store.KeyCredential(ctx, boxKey, hash)
-	p, err := a.admit(ctx, cred, err, source, "unknown key for this box_key")
-	a.remember(hash, p, cred, err)
+	p, err := a.agent(ctx, hash, boxKey, source)
 	return p, nil, err
 }
 
@@ -115,9 +121,7 @@ func (a *Authenticator) AgentKeyCall(ctx context.Context, bearer string, source 
 	if p, ok := a.knownKey(hash); ok {
 		return p, a.deferredCheck(ctx, hash, p, source, "unknown key"), nil
 	}
-	cred, err := a.store.KeyCredentialAnyBox(ctx, hash)
-	p, err := a.admit(ctx, cred, err, source, "unknown key")
-	a.remember(hash, p, cred, err)
+	p, err := a.agentKey(ctx, hash, source)
 	return p, nil, err
 }
 
@@ -182,8 +186,15 @@ func (a *Authenticator) AgentKey(ctx context.Context, bearer string, source neti
 	if bearer == "" {
 		return a.admit(ctx, store.KeyCredential{}, store.ErrNotFound, source, "missing bearer key")
 	}
-	cred, err := a.store.KeyCredentialAnyBox(ctx, HashSecret(bearer))
-	return a.admit(ctx, cred, err, source, "unknown key")
+	return a.agentKey(ctx, HashSecret(bearer), source)
+}
+
+// agentKey is AgentKey for a bearer key: looked up across boxes, admitted, then known.
+func (a *Authenticator) agentKey(ctx context.Context, hash []byte, source netip.Addr) (Principal, error) {
+	cred, err := a.store.KeyCredentialAnyBox(ctx, hash)
+	p, err := a.admit(ctx, cred, err, source, "unknown key")
+	a.remember(hash, p, cred, err)
+	return p, err
 }
 
 // admit applies the credential checks of SPEC §2 to a looked-up key: live key, enabled box

@@ -577,6 +577,27 @@ func TestPerKeyRateLimit(t *testing.T) {
 	}
 }
 
+// A box that starts a rate limit while its keys are known to the server (auth.AgentCall):
+// the key's next call takes its token inside its own transaction, so the bucket counts it —
+// with a burst of one, the call right after it is refused.
+func TestRateLimitStartedWhileKeyIsKnown(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	if r := a.Call("GET", "/checkpoint", nil); r.Status != http.StatusOK { // the key is known now
+		t.Fatalf("before: %d %s", r.Status, r.Raw)
+	}
+	e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"settings": map[string]any{"rate_limit_per_second": 1, "rate_limit_burst": 1}})
+	if r := a.Call("GET", "/checkpoint", nil); r.Status != http.StatusOK {
+		t.Fatalf("the first call under the limit: %d %s", r.Status, r.Raw)
+	}
+	if r := a.Call("GET", "/checkpoint", nil); r.Status != http.StatusTooManyRequests || r.Code() != "RATE_LIMITED" {
+		t.Fatalf("the first call did not take the only token: the next got %d %s", r.Status, r.Raw)
+	}
+}
+
 // The per-key rate limit holds across server instances (finding 9 of issue 11): three
 // processes on one database share each key's bucket in PostgreSQL, so a key gets its rate
 // once, not once per instance. Calls round-robin over the instances as a load balancer would.

@@ -53,9 +53,6 @@ func pendingKeyCheck(ctx context.Context) *KeyCheck {
 	return k
 }
 
-// Verdict reports whether the check has run and, when it has, its outcome.
-func (k *KeyCheck) Verdict() (ran bool, err error) { return k.ran, k.err }
-
 // ConfirmKeyCheck runs k on its own unless it has run, and returns its outcome. It holds no
 // connection while it waits for one (a rate-limit token is taken on its own connection).
 func (s *Store) ConfirmKeyCheck(ctx context.Context, k *KeyCheck) error {
