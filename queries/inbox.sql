@@ -19,7 +19,7 @@ SELECT inbox_upper(@box_id, @agent_id)::bigint;
 -- The unread rows are the claimable ones and the leased ones, each kind an index range of
 -- its own (0012_unread_split.sql): each branch reads at most @max_rows accessible rows in
 -- inbox_seq order, and the merged list is cut to @max_rows. Accessibility is
--- accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
+-- accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
 SELECT u.inbox_seq::bigint AS inbox_seq FROM (
     (SELECT a.inbox_seq FROM attention a
      WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
@@ -141,7 +141,7 @@ FROM (SELECT count(*) AS leased, count(*) FILTER (WHERE a.lease_session_id = @se
 -- The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 -- concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
 -- to this session (its receipt) and whether that session's lease was replaced. Accessibility
--- is accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
+-- is accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
 SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
        EXISTS (SELECT 1 FROM messages m
                LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
@@ -169,20 +169,83 @@ UPDATE attention SET acked_at = @now::timestamptz, acked_by_session_id = @sessio
 WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[]) AND acked_at IS NULL
   AND inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k);
 
--- name: ClaimCandidatesOldest :many
--- Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
--- until commit. Two index ranges, never the inbox's live leases (the inbox_paths migration):
--- "fresh" walks the unread rows nobody leases in inbox_seq order, "expired" the leases that
--- have run out (sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
--- unread rows instead of the lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are skipped
--- (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new version,
--- so two claims never lease the same row. (Each branch locks at most @max_rows; an expired
--- row the cut drops stays locked, unleased, until this claim commits.) OFFSET 0 keeps the
--- accessibility check a per-row lookup on the row's keys, so a claim costs O(rows it
--- returns) whatever the inbox size, the number of live leases or the table statistics. The
--- check is accessible_attention's condition applied to the row itself (its message and the
--- agent's membership), not a second lookup of the row: with a new agent estimated at a row
--- or two, that lookup may pick an index whose unbound channel column makes it walk the inbox.
+-- name: LockClaimCandidatesOldest :many
+-- inbox_claim's first step: up to @max_rows unread rows that no live lease holds, oldest
+-- first, locked until commit, each with whether it is accessible to the agent. Two index
+-- ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
+-- rows nobody leases in inbox_seq order, "expired" the leases that have run out (sorted by
+-- `inbox_seq + 0`, so no index order tempts the planner to walk the unread rows instead of the
+-- lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are
+-- skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
+-- version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
+-- row the cut drops stays locked, unleased, until this claim commits.)
+-- Rows are locked before their accessibility is checked: concurrent claims of one agent all
+-- start at the front of its inbox, and a check in the scan's filter ran for every row the
+-- other claims hold before SKIP LOCKED passed it (350 checks for 50 rows with 8 sessions,
+-- issue 10). Checked after the lock, it runs once per row returned. A row the agent can no
+-- longer read (a room it left) is returned with accessible false and is not leased; when one
+-- is among a full batch the claim falls back to ClaimAccessibleOldest (internal/store
+-- LockClaimable). The check is accessible_attention's condition applied to the row itself
+-- (its message and the agent's membership), not a second lookup of the row: with a new agent
+-- estimated at a row or two, that lookup may pick an index whose unbound channel column makes
+-- it walk the inbox. OFFSET 0 keeps it a per-row lookup on the row's keys, so a claim costs
+-- O(rows it returns) whatever the inbox size, the number of live leases or the statistics.
+WITH fresh AS (
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+    ORDER BY a.inbox_seq
+    LIMIT @max_rows
+    FOR UPDATE OF a SKIP LOCKED
+), expired AS (
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
+      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
+    ORDER BY a.inbox_seq + 0
+    LIMIT @max_rows
+    FOR UPDATE OF a SKIP LOCKED
+)
+SELECT a.inbox_seq::bigint AS inbox_seq,
+       EXISTS (SELECT 1 FROM messages m
+               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                    AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)::boolean AS accessible
+FROM (SELECT * FROM fresh UNION ALL SELECT * FROM expired) AS a
+ORDER BY a.inbox_seq
+LIMIT @max_rows;
+
+-- name: LockClaimCandidatesNewest :many
+-- As LockClaimCandidatesOldest, newest first.
+WITH fresh AS (
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+    ORDER BY a.inbox_seq DESC
+    LIMIT @max_rows
+    FOR UPDATE OF a SKIP LOCKED
+), expired AS (
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
+      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
+    ORDER BY a.inbox_seq + 0 DESC
+    LIMIT @max_rows
+    FOR UPDATE OF a SKIP LOCKED
+)
+SELECT a.inbox_seq::bigint AS inbox_seq,
+       EXISTS (SELECT 1 FROM messages m
+               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                    AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)::boolean AS accessible
+FROM (SELECT * FROM fresh UNION ALL SELECT * FROM expired) AS a
+ORDER BY a.inbox_seq DESC
+LIMIT @max_rows;
+
+-- name: ClaimAccessibleOldest :many
+-- inbox_claim's fallback, when a full batch of LockClaimCandidatesOldest held a row the agent
+-- can no longer read: up to @max_rows accessible unread rows that no live lease holds, oldest
+-- first, locked until commit, with the accessibility check in the scan, so rows the agent
+-- cannot read never fill the batch. The rows LockClaimCandidatesOldest locked are this
+-- transaction's and are found again. Same ranges and locking as LockClaimCandidatesOldest.
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
@@ -211,8 +274,8 @@ SELECT c.inbox_seq::bigint AS inbox_seq FROM (SELECT inbox_seq FROM fresh UNION 
 ORDER BY c.inbox_seq
 LIMIT @max_rows;
 
--- name: ClaimCandidatesNewest :many
--- As ClaimCandidatesOldest, newest first.
+-- name: ClaimAccessibleNewest :many
+-- As ClaimAccessibleOldest, newest first.
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
@@ -242,9 +305,9 @@ ORDER BY c.inbox_seq DESC
 LIMIT @max_rows;
 
 -- name: LeaseRows :exec
--- Leases rows (locked by ClaimCandidates*) to this session until @expires_at, records this
--- session's receipts (clearing its lease_replaced mark), and marks the receipts of sessions
--- whose expired lease this claim replaces. All CTEs read the rows as they were before.
+-- Leases rows (locked by LockClaimCandidates* or ClaimAccessible*) to this session until
+-- @expires_at, records this session's receipts (clearing its lease_replaced mark), and marks
+-- the receipts of sessions whose expired lease this claim replaces. All CTEs read the rows as they were before.
 WITH prev AS MATERIALIZED (
     -- Each row by its full key (LATERAL, OFFSET 0): no join order can turn it into a walk
     -- of the agent's inbox.

@@ -39,7 +39,7 @@ func (q *Queries) AckRows(ctx context.Context, arg AckRowsParams) error {
 	return err
 }
 
-const claimCandidatesNewest = `-- name: ClaimCandidatesNewest :many
+const claimAccessibleNewest = `-- name: ClaimAccessibleNewest :many
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
@@ -69,16 +69,16 @@ ORDER BY c.inbox_seq DESC
 LIMIT $1
 `
 
-type ClaimCandidatesNewestParams struct {
+type ClaimAccessibleNewestParams struct {
 	MaxRows int32
 	BoxID   uuid.UUID
 	AgentID uuid.UUID
 	Now     time.Time
 }
 
-// As ClaimCandidatesOldest, newest first.
-func (q *Queries) ClaimCandidatesNewest(ctx context.Context, arg ClaimCandidatesNewestParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, claimCandidatesNewest,
+// As ClaimAccessibleOldest, newest first.
+func (q *Queries) ClaimAccessibleNewest(ctx context.Context, arg ClaimAccessibleNewestParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, claimAccessibleNewest,
 		arg.MaxRows,
 		arg.BoxID,
 		arg.AgentID,
@@ -102,7 +102,7 @@ func (q *Queries) ClaimCandidatesNewest(ctx context.Context, arg ClaimCandidates
 	return items, nil
 }
 
-const claimCandidatesOldest = `-- name: ClaimCandidatesOldest :many
+const claimAccessibleOldest = `-- name: ClaimAccessibleOldest :many
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
@@ -132,28 +132,20 @@ ORDER BY c.inbox_seq
 LIMIT $1
 `
 
-type ClaimCandidatesOldestParams struct {
+type ClaimAccessibleOldestParams struct {
 	MaxRows int32
 	BoxID   uuid.UUID
 	AgentID uuid.UUID
 	Now     time.Time
 }
 
-// Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
-// until commit. Two index ranges, never the inbox's live leases (the inbox_paths migration):
-// "fresh" walks the unread rows nobody leases in inbox_seq order, "expired" the leases that
-// have run out (sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
-// unread rows instead of the lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are skipped
-// (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new version,
-// so two claims never lease the same row. (Each branch locks at most @max_rows; an expired
-// row the cut drops stays locked, unleased, until this claim commits.) OFFSET 0 keeps the
-// accessibility check a per-row lookup on the row's keys, so a claim costs O(rows it
-// returns) whatever the inbox size, the number of live leases or the table statistics. The
-// check is accessible_attention's condition applied to the row itself (its message and the
-// agent's membership), not a second lookup of the row: with a new agent estimated at a row
-// or two, that lookup may pick an index whose unbound channel column makes it walk the inbox.
-func (q *Queries) ClaimCandidatesOldest(ctx context.Context, arg ClaimCandidatesOldestParams) ([]int64, error) {
-	rows, err := q.db.Query(ctx, claimCandidatesOldest,
+// inbox_claim's fallback, when a full batch of LockClaimCandidatesOldest held a row the agent
+// can no longer read: up to @max_rows accessible unread rows that no live lease holds, oldest
+// first, locked until commit, with the accessibility check in the scan, so rows the agent
+// cannot read never fill the batch. The rows LockClaimCandidatesOldest locked are this
+// transaction's and are found again. Same ranges and locking as LockClaimCandidatesOldest.
+func (q *Queries) ClaimAccessibleOldest(ctx context.Context, arg ClaimAccessibleOldestParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, claimAccessibleOldest,
 		arg.MaxRows,
 		arg.BoxID,
 		arg.AgentID,
@@ -516,7 +508,7 @@ type InboxUnreadSeqsParams struct {
 // The unread rows are the claimable ones and the leased ones, each kind an index range of
 // its own (0012_unread_split.sql): each branch reads at most @max_rows accessible rows in
 // inbox_seq order, and the merged list is cut to @max_rows. Accessibility is
-// accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
+// accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
 func (q *Queries) InboxUnreadSeqs(ctx context.Context, arg InboxUnreadSeqsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, inboxUnreadSeqs,
 		arg.BoxID,
@@ -610,7 +602,7 @@ type LeaseRowsParams struct {
 	ExpiresAt time.Time
 }
 
-// Leases rows (locked by ClaimCandidates*) to this session until @expires_at, records this
+// Leases rows (locked by LockClaimCandidates* or ClaimAccessible*) to this session until @expires_at, records this
 // session's receipts (clearing its lease_replaced mark), and marks the receipts of sessions
 // whose expired lease this claim replaces. All CTEs read the rows as they were before.
 func (q *Queries) LeaseRows(ctx context.Context, arg LeaseRowsParams) error {
@@ -665,7 +657,7 @@ type LockAckRowsRow struct {
 // The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 // concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
 // to this session (its receipt) and whether that session's lease was replaced. Accessibility
-// is accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
+// is accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
 // The session's receipt by its full key, once per row (a join could read every receipt of
 // the session).
 func (q *Queries) LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]LockAckRowsRow, error) {
@@ -692,6 +684,153 @@ func (q *Queries) LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]Loc
 			&i.Returned,
 			&i.LeaseReplaced,
 		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockClaimCandidatesNewest = `-- name: LockClaimCandidatesNewest :many
+WITH fresh AS (
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+    ORDER BY a.inbox_seq DESC
+    LIMIT $1
+    FOR UPDATE OF a SKIP LOCKED
+), expired AS (
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL
+      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
+    ORDER BY a.inbox_seq + 0 DESC
+    LIMIT $1
+    FOR UPDATE OF a SKIP LOCKED
+)
+SELECT a.inbox_seq::bigint AS inbox_seq,
+       EXISTS (SELECT 1 FROM messages m
+               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                    AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)::boolean AS accessible
+FROM (SELECT inbox_seq, box_id, agent_id, channel_id, message_id FROM fresh UNION ALL SELECT inbox_seq, box_id, agent_id, channel_id, message_id FROM expired) AS a
+ORDER BY a.inbox_seq DESC
+LIMIT $1
+`
+
+type LockClaimCandidatesNewestParams struct {
+	MaxRows int32
+	BoxID   uuid.UUID
+	AgentID uuid.UUID
+	Now     time.Time
+}
+
+type LockClaimCandidatesNewestRow struct {
+	InboxSeq   int64
+	Accessible bool
+}
+
+// As LockClaimCandidatesOldest, newest first.
+func (q *Queries) LockClaimCandidatesNewest(ctx context.Context, arg LockClaimCandidatesNewestParams) ([]LockClaimCandidatesNewestRow, error) {
+	rows, err := q.db.Query(ctx, lockClaimCandidatesNewest,
+		arg.MaxRows,
+		arg.BoxID,
+		arg.AgentID,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockClaimCandidatesNewestRow
+	for rows.Next() {
+		var i LockClaimCandidatesNewestRow
+		if err := rows.Scan(&i.InboxSeq, &i.Accessible); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockClaimCandidatesOldest = `-- name: LockClaimCandidatesOldest :many
+WITH fresh AS (
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+    ORDER BY a.inbox_seq
+    LIMIT $1
+    FOR UPDATE OF a SKIP LOCKED
+), expired AS (
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL
+      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
+    ORDER BY a.inbox_seq + 0
+    LIMIT $1
+    FOR UPDATE OF a SKIP LOCKED
+)
+SELECT a.inbox_seq::bigint AS inbox_seq,
+       EXISTS (SELECT 1 FROM messages m
+               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
+                    AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
+                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)::boolean AS accessible
+FROM (SELECT inbox_seq, box_id, agent_id, channel_id, message_id FROM fresh UNION ALL SELECT inbox_seq, box_id, agent_id, channel_id, message_id FROM expired) AS a
+ORDER BY a.inbox_seq
+LIMIT $1
+`
+
+type LockClaimCandidatesOldestParams struct {
+	MaxRows int32
+	BoxID   uuid.UUID
+	AgentID uuid.UUID
+	Now     time.Time
+}
+
+type LockClaimCandidatesOldestRow struct {
+	InboxSeq   int64
+	Accessible bool
+}
+
+// inbox_claim's first step: up to @max_rows unread rows that no live lease holds, oldest
+// first, locked until commit, each with whether it is accessible to the agent. Two index
+// ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
+// rows nobody leases in inbox_seq order, "expired" the leases that have run out (sorted by
+// `inbox_seq + 0`, so no index order tempts the planner to walk the unread rows instead of the
+// lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are
+// skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
+// version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
+// row the cut drops stays locked, unleased, until this claim commits.)
+// Rows are locked before their accessibility is checked: concurrent claims of one agent all
+// start at the front of its inbox, and a check in the scan's filter ran for every row the
+// other claims hold before SKIP LOCKED passed it (350 checks for 50 rows with 8 sessions,
+// issue 10). Checked after the lock, it runs once per row returned. A row the agent can no
+// longer read (a room it left) is returned with accessible false and is not leased; when one
+// is among a full batch the claim falls back to ClaimAccessibleOldest (internal/store
+// LockClaimable). The check is accessible_attention's condition applied to the row itself
+// (its message and the agent's membership), not a second lookup of the row: with a new agent
+// estimated at a row or two, that lookup may pick an index whose unbound channel column makes
+// it walk the inbox. OFFSET 0 keeps it a per-row lookup on the row's keys, so a claim costs
+// O(rows it returns) whatever the inbox size, the number of live leases or the statistics.
+func (q *Queries) LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error) {
+	rows, err := q.db.Query(ctx, lockClaimCandidatesOldest,
+		arg.MaxRows,
+		arg.BoxID,
+		arg.AgentID,
+		arg.Now,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockClaimCandidatesOldestRow
+	for rows.Next() {
+		var i LockClaimCandidatesOldestRow
+		if err := rows.Scan(&i.InboxSeq, &i.Accessible); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

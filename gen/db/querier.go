@@ -40,22 +40,14 @@ type Querier interface {
 	// (box_id, channel_id, message_seq) index, so a read costs O(page) however long the channel.
 	ChannelMessages(ctx context.Context, arg ChannelMessagesParams) ([]ChannelMessagesRow, error)
 	CheckpointRevision(ctx context.Context, arg CheckpointRevisionParams) (int64, error)
-	// As ClaimCandidatesOldest, newest first.
-	ClaimCandidatesNewest(ctx context.Context, arg ClaimCandidatesNewestParams) ([]int64, error)
-	// Up to @max_rows accessible unread rows that no live lease holds, oldest first, locked
-	// until commit. Two index ranges, never the inbox's live leases (the inbox_paths migration):
-	// "fresh" walks the unread rows nobody leases in inbox_seq order, "expired" the leases that
-	// have run out (sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
-	// unread rows instead of the lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are skipped
-	// (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new version,
-	// so two claims never lease the same row. (Each branch locks at most @max_rows; an expired
-	// row the cut drops stays locked, unleased, until this claim commits.) OFFSET 0 keeps the
-	// accessibility check a per-row lookup on the row's keys, so a claim costs O(rows it
-	// returns) whatever the inbox size, the number of live leases or the table statistics. The
-	// check is accessible_attention's condition applied to the row itself (its message and the
-	// agent's membership), not a second lookup of the row: with a new agent estimated at a row
-	// or two, that lookup may pick an index whose unbound channel column makes it walk the inbox.
-	ClaimCandidatesOldest(ctx context.Context, arg ClaimCandidatesOldestParams) ([]int64, error)
+	// As ClaimAccessibleOldest, newest first.
+	ClaimAccessibleNewest(ctx context.Context, arg ClaimAccessibleNewestParams) ([]int64, error)
+	// inbox_claim's fallback, when a full batch of LockClaimCandidatesOldest held a row the agent
+	// can no longer read: up to @max_rows accessible unread rows that no live lease holds, oldest
+	// first, locked until commit, with the accessibility check in the scan, so rows the agent
+	// cannot read never fill the batch. The rows LockClaimCandidatesOldest locked are this
+	// transaction's and are found again. Same ranges and locking as LockClaimCandidatesOldest.
+	ClaimAccessibleOldest(ctx context.Context, arg ClaimAccessibleOldestParams) ([]int64, error)
 	// Gives each target attachment its own copy of the source attachment's chunks.
 	CopyAttachmentChunks(ctx context.Context, arg CopyAttachmentChunksParams) error
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
@@ -154,7 +146,7 @@ type Querier interface {
 	// The unread rows are the claimable ones and the leased ones, each kind an index range of
 	// its own (0012_unread_split.sql): each branch reads at most @max_rows accessible rows in
 	// inbox_seq order, and the merged list is cut to @max_rows. Accessibility is
-	// accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
+	// accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
 	InboxUnreadSeqs(ctx context.Context, arg InboxUnreadSeqsParams) ([]int64, error)
 	// Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
 	// Statements about given rows (@inbox_seqs) also bound inbox_seq by the array's least and
@@ -213,7 +205,7 @@ type Querier interface {
 	// Starts a new membership epoch at the channel's committed head; the follow preference
 	// restarts at the room default and its revision keeps increasing across epochs.
 	JoinRoom(ctx context.Context, arg JoinRoomParams) (int64, error)
-	// Leases rows (locked by ClaimCandidates*) to this session until @expires_at, records this
+	// Leases rows (locked by LockClaimCandidates* or ClaimAccessible*) to this session until @expires_at, records this
 	// session's receipts (clearing its lease_replaced mark), and marks the receipts of sessions
 	// whose expired lease this claim replaces. All CTEs read the rows as they were before.
 	LeaseRows(ctx context.Context, arg LeaseRowsParams) error
@@ -229,7 +221,7 @@ type Querier interface {
 	// The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 	// concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
 	// to this session (its receipt) and whether that session's lease was replaced. Accessibility
-	// is accessible_attention's condition on the row itself (see ClaimCandidatesOldest).
+	// is accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
 	// The session's receipt by its full key, once per row (a join could read every receipt of
 	// the session).
 	LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]LockAckRowsRow, error)
@@ -239,6 +231,29 @@ type Querier interface {
 	LockBoxSettings(ctx context.Context, boxID uuid.UUID) (LockBoxSettingsRow, error)
 	// Serializes sends, joins and leaves of one channel until commit (SPEC §6, §7 ordering).
 	LockChannel(ctx context.Context, arg LockChannelParams) (int64, error)
+	// As LockClaimCandidatesOldest, newest first.
+	LockClaimCandidatesNewest(ctx context.Context, arg LockClaimCandidatesNewestParams) ([]LockClaimCandidatesNewestRow, error)
+	// inbox_claim's first step: up to @max_rows unread rows that no live lease holds, oldest
+	// first, locked until commit, each with whether it is accessible to the agent. Two index
+	// ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
+	// rows nobody leases in inbox_seq order, "expired" the leases that have run out (sorted by
+	// `inbox_seq + 0`, so no index order tempts the planner to walk the unread rows instead of the
+	// lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are
+	// skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
+	// version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
+	// row the cut drops stays locked, unleased, until this claim commits.)
+	// Rows are locked before their accessibility is checked: concurrent claims of one agent all
+	// start at the front of its inbox, and a check in the scan's filter ran for every row the
+	// other claims hold before SKIP LOCKED passed it (350 checks for 50 rows with 8 sessions,
+	// issue 10). Checked after the lock, it runs once per row returned. A row the agent can no
+	// longer read (a room it left) is returned with accessible false and is not leased; when one
+	// is among a full batch the claim falls back to ClaimAccessibleOldest (internal/store
+	// LockClaimable). The check is accessible_attention's condition applied to the row itself
+	// (its message and the agent's membership), not a second lookup of the row: with a new agent
+	// estimated at a row or two, that lookup may pick an index whose unbound channel column makes
+	// it walk the inbox. OFFSET 0 keeps it a per-row lookup on the row's keys, so a claim costs
+	// O(rows it returns) whatever the inbox size, the number of live leases or the statistics.
+	LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error)
 	// Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
 	// channel_id order: a batch locks several channels, always in this order, and before any
 	// inbox lock, so concurrent sends cannot deadlock. The channels are found pair by pair first

@@ -1065,3 +1065,40 @@ func TestInboxByteBudgetCountsTheBytesSent(t *testing.T) {
 		t.Fatalf("budget page: %d items in %d bytes, want at least 2 within 4096, unescaped", len(p.Items), len(r.Raw))
 	}
 }
+
+// inbox_claim locks rows before it checks that the agent can still read them
+// (LockClaimCandidates*, queries/inbox.sql): rows of a room the agent left, unread, are
+// never leased and never cut a claim short, oldest or newest first, whether they fill the
+// batch (the claim looks again past them) or not.
+func TestInboxClaimPassesRowsOfARoomLeft(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	room := w.roomWith(t, sender, reader)
+	ibSend(t, sender, inRoom(room), "room 1", nil)
+	ibSend(t, sender, inRoom(room), "room 2", nil)
+	ibSend(t, sender, dmTo(reader), "dm 3", nil)
+	ibSend(t, sender, dmTo(reader), "dm 4", nil)
+	ibSend(t, sender, inRoom(room), "room 5", nil)
+	ibSend(t, sender, inRoom(room), "room 6", nil)
+	ibLeave(t, reader, room)
+	a, b, c := reader.WithSession("A"), reader.WithSession("B"), reader.WithSession("C")
+	for _, s := range []*testenv.Agent{a, b, c} {
+		s.Prime()
+	}
+	if got := ibSeqs(ibClaim(t, c, map[string]any{"limit": 1, "order": "newest"})); fmt.Sprint(got) != "[4]" {
+		t.Fatalf("newest claim past the room's rows 6: %v, want [4]", got)
+	}
+	if got := ibSeqs(ibClaim(t, a, map[string]any{"limit": 2})); fmt.Sprint(got) != "[3]" {
+		t.Fatalf("oldest claim past the room's rows 1 and 2: %v, want [3]", got)
+	}
+	if got := ibSeqs(ibClaim(t, b, map[string]any{"limit": 10})); len(got) != 0 {
+		t.Fatalf("claim with only the room's rows left: %v, want none", got)
+	}
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND channel_id = $2 AND lease_session_id IS NOT NULL`, reader.ID, room); n != 0 {
+		t.Fatalf("%d rows of the room left were leased", n)
+	}
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND channel_id = $2 AND acked_at IS NULL`, reader.ID, room); n != 4 {
+		t.Fatalf("%d unread rows of the room left, want 4 (a claim changes nothing else)", n)
+	}
+}

@@ -129,11 +129,37 @@ func (t *Tx) AckRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, s
 
 // LockClaimable locks up to max accessible unread rows that no live lease holds (oldest or
 // newest first) until commit, skipping rows other transactions hold, and returns their seqs.
+// Rows are locked first and checked after (LockClaimCandidates*, queries/inbox.sql says why);
+// only when a full batch held a row the agent can no longer read does it look again with
+// the check in the scan (ClaimAccessible*), so such rows never cut a claim short.
 func (t *Tx) LockClaimable(ctx context.Context, boxID, agentID uuid.UUID, newest bool, max int32, now time.Time) ([]int64, error) {
+	var rows []db.LockClaimCandidatesOldestRow
+	var err error
 	if newest {
-		return t.q.ClaimCandidatesNewest(ctx, db.ClaimCandidatesNewestParams{BoxID: boxID, AgentID: agentID, Now: now, MaxRows: max})
+		var nrows []db.LockClaimCandidatesNewestRow
+		nrows, err = t.q.LockClaimCandidatesNewest(ctx, db.LockClaimCandidatesNewestParams{BoxID: boxID, AgentID: agentID, Now: now, MaxRows: max})
+		for _, r := range nrows {
+			rows = append(rows, db.LockClaimCandidatesOldestRow(r))
+		}
+	} else {
+		rows, err = t.q.LockClaimCandidatesOldest(ctx, db.LockClaimCandidatesOldestParams{BoxID: boxID, AgentID: agentID, Now: now, MaxRows: max})
 	}
-	return t.q.ClaimCandidatesOldest(ctx, db.ClaimCandidatesOldestParams{BoxID: boxID, AgentID: agentID, Now: now, MaxRows: max})
+	if err != nil {
+		return nil, err
+	}
+	seqs := make([]int64, 0, len(rows))
+	for _, r := range rows {
+		if r.Accessible {
+			seqs = append(seqs, r.InboxSeq)
+		}
+	}
+	if len(seqs) == len(rows) || len(rows) < int(max) {
+		return seqs, nil // every locked row is claimable, or there are no more to lock
+	}
+	if newest {
+		return t.q.ClaimAccessibleNewest(ctx, db.ClaimAccessibleNewestParams{BoxID: boxID, AgentID: agentID, Now: now, MaxRows: max})
+	}
+	return t.q.ClaimAccessibleOldest(ctx, db.ClaimAccessibleOldestParams{BoxID: boxID, AgentID: agentID, Now: now, MaxRows: max})
 }
 
 // LeaseRows leases rows locked by LockClaimable to session until expiresAt, records the

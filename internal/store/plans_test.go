@@ -376,12 +376,20 @@ func TestPlansForNewBox(t *testing.T) {
 			return err
 		},
 		// inbox_claim
-		"ClaimCandidatesOldest": func(q *db.Queries) error {
-			_, err := q.ClaimCandidatesOldest(ctx, db.ClaimCandidatesOldestParams{BoxID: newBox, AgentID: reader, Now: now, MaxRows: 20})
+		"LockClaimCandidatesOldest": func(q *db.Queries) error {
+			_, err := q.LockClaimCandidatesOldest(ctx, db.LockClaimCandidatesOldestParams{BoxID: newBox, AgentID: reader, Now: now, MaxRows: 20})
 			return err
 		},
-		"ClaimCandidatesNewest": func(q *db.Queries) error {
-			_, err := q.ClaimCandidatesNewest(ctx, db.ClaimCandidatesNewestParams{BoxID: newBox, AgentID: reader, Now: now, MaxRows: 20})
+		"LockClaimCandidatesNewest": func(q *db.Queries) error {
+			_, err := q.LockClaimCandidatesNewest(ctx, db.LockClaimCandidatesNewestParams{BoxID: newBox, AgentID: reader, Now: now, MaxRows: 20})
+			return err
+		},
+		"ClaimAccessibleOldest": func(q *db.Queries) error {
+			_, err := q.ClaimAccessibleOldest(ctx, db.ClaimAccessibleOldestParams{BoxID: newBox, AgentID: reader, Now: now, MaxRows: 20})
+			return err
+		},
+		"ClaimAccessibleNewest": func(q *db.Queries) error {
+			_, err := q.ClaimAccessibleNewest(ctx, db.ClaimAccessibleNewestParams{BoxID: newBox, AgentID: reader, Now: now, MaxRows: 20})
 			return err
 		},
 		"LeaseRows": func(q *db.Queries) error {
