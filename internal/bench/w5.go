@@ -210,11 +210,11 @@ func (t *mcpConn) call(ctx context.Context, tool string, args map[string]any) (j
 	if err != nil {
 		return nil, fmt.Errorf("%s over MCP: %w", tool, err)
 	}
-	sc, err := json.Marshal(res.StructuredContent)
-	if err != nil {
-		return nil, err
-	}
 	if res.IsError {
+		sc, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			return nil, err
+		}
 		var body struct {
 			Error *APIError `json:"error"`
 		}
@@ -227,7 +227,15 @@ func (t *mcpConn) call(ctx context.Context, tool string, args map[string]any) (j
 		}
 		return nil, fmt.Errorf("%s over MCP: tool error %s", tool, truncate(sc, 200))
 	}
-	return sc, nil
+	// A success's text mirror is its structuredContent's JSON, already decoded to a string by
+	// the SDK: the bytes, as the HTTP client gets them, without marshalling the decoded
+	// structuredContent again (harness work the HTTP figure does not carry).
+	if len(res.Content) == 1 {
+		if text, ok := res.Content[0].(*mcp.TextContent); ok {
+			return json.RawMessage(text.Text), nil
+		}
+	}
+	return nil, fmt.Errorf("%s over MCP: the result has no text mirror of its structuredContent", tool)
 }
 
 func (t *mcpConn) close() { t.session.Close() } //nolint:errcheck
