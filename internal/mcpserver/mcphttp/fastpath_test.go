@@ -12,9 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/mcpserver"
 	"github.com/agentbox/agentbox/internal/mcpserver/mcphttp"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -32,7 +34,8 @@ func TestFastPathAnswersAsTheSDK(t *testing.T) {
 	e.Box("beta")
 	a := e.NewAgent("alpha", "a", nil)
 	a.Prime()
-	a.MustCall("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"step": 1}, "idempotency_key": "first"})
+	// Characters json.Marshal escapes and EncodeMessage does not, in a result and in an id.
+	a.MustCall("PUT", "/checkpoint", map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"step": 1, "note": "<b>a & b</b>\u2028\u2029 é \\ \""}, "idempotency_key": "first"})
 	rk := e.Admin("POST", "/boxes/alpha/agents/a/keys", map[string]any{"router": true})
 	routerKey, _ := rk["api_key"].(string)
 
@@ -53,7 +56,8 @@ func TestFastPathAnswersAsTheSDK(t *testing.T) {
 	cases := []struct{ name, key, version, body string }{
 		{"2026-07-28: checkpoint_get", a.Key, "2026-07-28", call2026("21", "checkpoint_get", `{"box_key":"alpha"}`)},
 		{"2026-07-28: string id", a.Key, "2026-07-28", call2026(`"req-22"`, "checkpoint_get", `{"box_key":"alpha"}`)},
-		{"2026-07-28: checkpoint_save replay", a.Key, "2026-07-28", call2026("23", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":1},"idempotency_key":"first"}`)},
+		{"2026-07-28: string id to escape", a.Key, "2026-07-28", call2026(`"<id&\u2028>"`, "checkpoint_get", `{"box_key":"alpha"}`)},
+		{"2026-07-28: checkpoint_save replay", a.Key, "2026-07-28", call2026("23", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":1,"note":"<b>a & b</b>\u2028\u2029 é \\ \""},"idempotency_key":"first"}`)},
 		{"2026-07-28: isError (conflict)", a.Key, "2026-07-28", call2026("24", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":2},"idempotency_key":"second"}`)},
 		{"2026-07-28: invalid arguments", a.Key, "2026-07-28", call2026("25", "checkpoint_save", `{"box_key":"alpha","checkpoint":"x"}`)},
 		{"2026-07-28: another box", a.Key, "2026-07-28", call2026("26", "agent_prime", `{"box_key":"beta"}`)},
@@ -61,7 +65,8 @@ func TestFastPathAnswersAsTheSDK(t *testing.T) {
 		{"2026-07-28 router: tool_execute", routerKey, "2026-07-28", call2026("28", "tool_execute", `{"box_key":"alpha","name":"checkpoint_get","arguments":{}}`)},
 		{"checkpoint_get", a.Key, "2025-06-18", call("1", "checkpoint_get", `{"box_key":"alpha"}`)},
 		{"string id, oldest version", a.Key, "2024-11-05", call(`"req-7"`, "checkpoint_get", `{"box_key":"alpha"}`)},
-		{"checkpoint_save replay", a.Key, "2025-11-25", call("2", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":1},"idempotency_key":"first"}`)},
+		{"string id to escape", a.Key, "2025-06-18", call(`"<id&\u2028>"`, "checkpoint_get", `{"box_key":"alpha"}`)},
+		{"checkpoint_save replay", a.Key, "2025-11-25", call("2", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":1,"note":"<b>a & b</b>\u2028\u2029 é \\ \""},"idempotency_key":"first"}`)},
 		{"checkpoint_save conflict", a.Key, "2025-06-18", call("3", "checkpoint_save", `{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":2},"idempotency_key":"second"}`)},
 		{"invalid arguments", a.Key, "2025-06-18", call("4", "checkpoint_save", `{"box_key":"alpha","checkpoint":"x"}`)},
 		{"unknown argument", a.Key, "2025-03-26", call("5", "checkpoint_get", `{"box_key":"alpha","extra":1}`)},
@@ -250,6 +255,43 @@ func TestFastPathLeavesOtherRequestsToTheSDK(t *testing.T) {
 		}
 		if got, want := mcphttp.FastPathShape(req, []byte(c.body)), strings.HasSuffix(c.name, "(taken)"); got != want {
 			t.Errorf("%s: fast path %v, want %v", c.name, got, want)
+		}
+	}
+}
+
+// The fast path writes a success in one pass over each copy of the body, and its bytes are
+// the SDK's for every body: characters json.Marshal escapes (<, >, &, U+2028, U+2029) and
+// the ones it leaves (non-ASCII, escaped quotes and backslashes), in results and in ids.
+func TestOnePassSuccessIsTheSDKEncoding(t *testing.T) {
+	t.Parallel()
+	_, calls := mcpserver.Build(nil, mcpserver.Options{Version: "test <&>"})
+	bodies := []string{
+		`{}`,
+		`{"revision":"3","checkpoint":{"step":1}}`,
+		`{"note":"<b>a & b</b>","x":"\u2028\u2029","y":"é ✓ 😀","z":"\\ \" \n \u0000 \u003c"}`,
+		"{\"raw\":\"\u2028 and \u2029 unescaped\",\"n\":[1,2.5,-3e10,true,false,null]}",
+		`[]`,
+		`"a string <result>"`,
+	}
+	ids := []any{float64(7), "req-1", "<id & \u2028>", float64(0)} // as JSON decodes them
+	for _, body := range bodies {
+		for _, raw := range ids {
+			id, err := jsonrpc.MakeID(raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, v2026 := range []bool{false, true} {
+				fast, sdk, err := mcphttp.SuccessResponses(calls, id, body, v2026)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fast == nil {
+					t.Fatalf("body %s, id %v, 2026 %v: the one-pass encoder declined a success", body, raw, v2026)
+				}
+				if !bytes.Equal(fast, sdk) {
+					t.Errorf("body %s, id %v, 2026 %v:\nfast %s\nsdk  %s", body, raw, v2026, fast, sdk)
+				}
+			}
 		}
 	}
 }

@@ -79,7 +79,7 @@ func New(cfg Config) http.Handler {
 
 	var fast *fastCalls
 	if !cfg.sdkOnly {
-		fast = &fastCalls{full: fullCalls, router: routerCalls}
+		fast = newFastCalls(fullCalls, routerCalls)
 	}
 	protocolErrors := withProtocolErrors(withPrincipal, fast)
 
