@@ -46,10 +46,15 @@ WITH victims AS MATERIALIZED (
     WHERE messages.box_id = @box_id AND messages.message_id IN (SELECT message_id FROM victims)
     RETURNING messages.channel_id, messages.has_attachment
 ), dropped_attention AS (
-    -- Attention rows have no foreign key to their message (0011): they go here, and their
-    -- receipts cascade from them (leases are columns of the rows).
+    -- Attention rows have no foreign key to their message (0011): they go here (leases are
+    -- columns of the rows), and so do their receipts, which have none to the rows (0013).
     DELETE FROM attention a
     WHERE a.box_id = @box_id AND a.message_id IN (SELECT message_id FROM victims)
+    RETURNING a.agent_id, a.inbox_seq
+), dropped_receipts AS (
+    DELETE FROM receipts r
+    USING dropped_attention d
+    WHERE r.box_id = @box_id AND r.agent_id = d.agent_id AND r.inbox_seq = d.inbox_seq
 ), dropped_references AS (
     -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
     DELETE FROM channel_sender_latest l

@@ -307,7 +307,8 @@ LIMIT @max_rows;
 -- name: LeaseRows :exec
 -- Leases rows (locked by LockClaimCandidates* or ClaimAccessible*) to this session until
 -- @expires_at, records this session's receipts (clearing its lease_replaced mark), and marks
--- the receipts of sessions whose expired lease this claim replaces. All CTEs read the rows as they were before.
+-- the receipts of sessions whose expired lease this claim replaces. All CTEs read the rows as
+-- they were before.
 WITH prev AS MATERIALIZED (
     -- Each row by its full key (LATERAL, OFFSET 0): no join order can turn it into a walk
     -- of the agent's inbox.

@@ -602,9 +602,10 @@ type LeaseRowsParams struct {
 	ExpiresAt time.Time
 }
 
-// Leases rows (locked by LockClaimCandidates* or ClaimAccessible*) to this session until @expires_at, records this
-// session's receipts (clearing its lease_replaced mark), and marks the receipts of sessions
-// whose expired lease this claim replaces. All CTEs read the rows as they were before.
+// Leases rows (locked by LockClaimCandidates* or ClaimAccessible*) to this session until
+// @expires_at, records this session's receipts (clearing its lease_replaced mark), and marks
+// the receipts of sessions whose expired lease this claim replaces. All CTEs read the rows as
+// they were before.
 func (q *Queries) LeaseRows(ctx context.Context, arg LeaseRowsParams) error {
 	_, err := q.db.Exec(ctx, leaseRows,
 		arg.BoxID,

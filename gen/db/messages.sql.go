@@ -180,10 +180,15 @@ WITH over AS MATERIALIZED (
     WHERE messages.box_id = $3 AND messages.message_id IN (SELECT message_id FROM victims)
     RETURNING messages.channel_id, messages.has_attachment
 ), dropped_attention AS (
-    -- Attention rows have no foreign key to their message (0011): they go here, and their
-    -- receipts cascade from them (leases are columns of the rows).
+    -- Attention rows have no foreign key to their message (0011): they go here (leases are
+    -- columns of the rows), and so do their receipts, which have none to the rows (0013).
     DELETE FROM attention a
     WHERE a.box_id = $3 AND a.message_id IN (SELECT message_id FROM victims)
+    RETURNING a.agent_id, a.inbox_seq
+), dropped_receipts AS (
+    DELETE FROM receipts r
+    USING dropped_attention d
+    WHERE r.box_id = $3 AND r.agent_id = d.agent_id AND r.inbox_seq = d.inbox_seq
 ), dropped_references AS (
     -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
     DELETE FROM channel_sender_latest l
@@ -211,9 +216,9 @@ type EnforceRetentionParams struct {
 // channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
 // over a cap are touched and each victim set is an index range from the oldest message, of
 // exactly the excess size. Deletes cascade to attachments, requests and file reports; the
-// attention rows (with their receipts and leases) and the duplicate reference have no foreign
-// key to the message and are deleted explicitly (dropped_attention, dropped_references); the
-// counts are decreased by what was deleted. The caller holds the channels' locks.
+// attention rows (with their leases), their receipts and the duplicate reference have no
+// foreign key to what they belong to and are deleted explicitly (dropped_attention,
+// dropped_receipts, dropped_references); the counts are decreased by what was deleted. The caller holds the channels' locks.
 func (q *Queries) EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error) {
 	row := q.db.QueryRow(ctx, enforceRetention,
 		arg.MessageCap,

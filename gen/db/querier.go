@@ -79,9 +79,9 @@ type Querier interface {
 	// channels' counts (0005_channel_counts.sql) say how many are in excess, so only channels
 	// over a cap are touched and each victim set is an index range from the oldest message, of
 	// exactly the excess size. Deletes cascade to attachments, requests and file reports; the
-	// attention rows (with their receipts and leases) and the duplicate reference have no foreign
-	// key to the message and are deleted explicitly (dropped_attention, dropped_references); the
-	// counts are decreased by what was deleted. The caller holds the channels' locks.
+	// attention rows (with their leases), their receipts and the duplicate reference have no
+	// foreign key to what they belong to and are deleted explicitly (dropped_attention,
+	// dropped_receipts, dropped_references); the counts are decreased by what was deleted. The caller holds the channels' locks.
 	EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error)
 	// Creates the DM channels of the given pairs that do not exist yet (first message of a pair).
 	// Pairs are inserted in pair order so concurrent creators wait on each other in one order.
@@ -205,9 +205,10 @@ type Querier interface {
 	// Starts a new membership epoch at the channel's committed head; the follow preference
 	// restarts at the room default and its revision keeps increasing across epochs.
 	JoinRoom(ctx context.Context, arg JoinRoomParams) (int64, error)
-	// Leases rows (locked by LockClaimCandidates* or ClaimAccessible*) to this session until @expires_at, records this
-	// session's receipts (clearing its lease_replaced mark), and marks the receipts of sessions
-	// whose expired lease this claim replaces. All CTEs read the rows as they were before.
+	// Leases rows (locked by LockClaimCandidates* or ClaimAccessible*) to this session until
+	// @expires_at, records this session's receipts (clearing its lease_replaced mark), and marks
+	// the receipts of sessions whose expired lease this claim replaces. All CTEs read the rows as
+	// they were before.
 	LeaseRows(ctx context.Context, arg LeaseRowsParams) error
 	LeaveRoom(ctx context.Context, arg LeaveRoomParams) (int64, error)
 	ListAPIKeys(ctx context.Context, arg ListAPIKeysParams) ([]ApiKey, error)

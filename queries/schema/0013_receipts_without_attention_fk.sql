@@ -1,0 +1,12 @@
+-- A leaner claim and inbox page (issue 10): every receipt written (50 per inbox_claim of 50
+-- rows, one per row of an inbox_list page or a conversation_read) ran a referential check on
+-- its attention row, a query taking a key-share lock on a row the same transaction had just
+-- read or locked. Receipts are written only from rows the statement reads (LeaseRows and
+-- RecordInboxReceipts from seqs read in the same transaction, RecordReceipts from the rows
+-- themselves), so the key guarded only a race with a purge; what its cascade did at a purge —
+-- delete the rows' receipts — the two statements that delete attention rows (EnforceRetention,
+-- DeleteOversizedAttachmentMessages) now do themselves, in the same statement. A receipt
+-- written by a transaction that overlaps the purge of its row may outlive it: it names an
+-- inbox_seq no row will have again (the sequence is never reused) and no statement reads a
+-- receipt except through its attention row.
+ALTER TABLE receipts DROP CONSTRAINT receipts_box_id_agent_id_inbox_seq_fkey;
