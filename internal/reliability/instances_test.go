@@ -1,12 +1,16 @@
 package reliability
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,6 +176,114 @@ func concurrencyRules(t *testing.T, dbURL string, procs []*proc) {
 		}
 	})
 
+	t.Run("inbox stream: sends through every instance, a reader on each sees every row once, ascending", func(t *testing.T) {
+		// Inbox locks before inbox_seq (SPEC §7): a reader that has passed a row never later
+		// finds a newly committed row below it, whichever instance committed it.
+		reader := e.NewAgent("alpha", "stream-reader", nil)
+		const writers, perWriter = 6, 12
+		var done atomic.Bool
+		var wg sync.WaitGroup
+		for i := range writers {
+			sender := on([]*testenv.Agent{a, b, c}[i%3], i)
+			wg.Go(func() {
+				for j := range perWriter {
+					r := sender.Call("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "dm", "recipient_agent_id": reader.ID},
+						"body_md": fmt.Sprintf("stream %d-%d", i, j), "idempotency_key": uuid.NewString()})
+					if r.Status != http.StatusOK {
+						t.Errorf("send: %d %s", r.Status, r.Raw)
+						return
+					}
+				}
+			})
+		}
+		go func() { wg.Wait(); done.Store(true) }()
+		parallel(2, func(k int) {
+			sess := on(reader, 1+k).WithSession(fmt.Sprint("stream-", k))
+			sess.Prime()
+			seqs := followStream(t, &done, func(cursor string) streamPage {
+				return getPage(t, sess, "/inbox?limit=5"+cursorParam(cursor))
+			})
+			checkAscendingOnce(t, fmt.Sprint("reader ", k), seqs, writers*perWriter)
+		})
+	})
+
+	t.Run("conversation stream: posts through every instance, a reader sees every message once, ascending", func(t *testing.T) {
+		// The channel lock before message_seq (SPEC §10), across instances.
+		room := a.MustCall("POST", "/rooms", map[string]any{"name": "stream-room", "invitee_agent_ids": []uuid.UUID{b.ID, c.ID}, "idempotency_key": uuid.NewString()})["room_id"].(string)
+		for _, m := range []*testenv.Agent{b, c} {
+			m.MustCall("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": uuid.NewString()})
+		}
+		const writers, perWriter = 6, 12
+		var done atomic.Bool
+		var wg sync.WaitGroup
+		for i := range writers {
+			sender := on([]*testenv.Agent{a, b, c}[i%3], i)
+			wg.Go(func() {
+				for j := range perWriter {
+					r := sender.Call("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "room", "room_id": room},
+						"body_md": fmt.Sprintf("post %d-%d", i, j), "idempotency_key": uuid.NewString()})
+					if r.Status != http.StatusOK {
+						t.Errorf("post: %d %s", r.Status, r.Raw)
+						return
+					}
+				}
+			})
+		}
+		go func() { wg.Wait(); done.Store(true) }()
+		seqs := followStream(t, &done, func(cursor string) streamPage {
+			return getPage(t, on(a, 2), "/conversation?destination%5Bkind%5D=room&destination%5Broom_id%5D="+room+"&limit=7"+cursorParam(cursor))
+		})
+		checkAscendingOnce(t, "conversation", seqs, writers*perWriter)
+	})
+
+	t.Run("revocation: a key revoked through one instance is refused by every instance at once, before any body error", func(t *testing.T) {
+		d := e.NewAgent("alpha", "revoked-d", nil)
+		d.Prime()
+		for i := range envs { // every instance has served the key, so each knows it
+			if r := on(d, i).Call("GET", "/checkpoint", nil); r.Status != http.StatusOK {
+				t.Fatalf("instance %d before: %d %s", i, r.Status, r.Raw)
+			}
+		}
+		reference := e.Do("GET", "/api/v1/boxes/alpha/checkpoint", "abk_nonsense", nil, nil)
+		// Calls through every instance while the key is revoked: none started after the
+		// revocation returned is answered with anything but the unknown key's AUTH_FAILED.
+		var revokedAt atomic.Int64
+		var wg sync.WaitGroup
+		for i := range 6 {
+			x := on(d, i)
+			wg.Go(func() {
+				for n := 0; ; n++ {
+					after := revokedAt.Load() != 0
+					body := map[string]any{"destination": map[string]any{"kind": "dm", "recipient_agent_id": a.ID},
+						"body_md": fmt.Sprintf("revoked %v %d-%d", after, i, n), "idempotency_key": uuid.NewString()}
+					var r testenv.Response
+					switch n % 3 {
+					case 0:
+						r = x.Call("POST", "/messages", body)
+					case 1:
+						r = x.Call("GET", "/checkpoint", nil)
+					default: // a malformed body: still AUTH_FAILED, never a body error
+						r = x.Env.Do("POST", "/api/v1/boxes/alpha/messages", x.Key, "{not json", nil)
+					}
+					if after {
+						if r.Status != http.StatusUnauthorized || !bytes.Equal(r.Raw, reference.Raw) {
+							t.Errorf("instance %d, call %d after the revocation: %d %s", i%len(envs), n, r.Status, r.Raw)
+						}
+						if n > 30 {
+							return
+						}
+					}
+				}
+			})
+		}
+		e.Admin("POST", "/boxes/alpha/keys/"+d.KeyID+"/revoke", nil)
+		revokedAt.Store(time.Now().UnixNano())
+		wg.Wait()
+		if n := count(`SELECT count(*) FROM messages WHERE body_md LIKE 'revoked true %'`); n != 0 {
+			t.Fatalf("%d sends started after the revocation were stored", n)
+		}
+	})
+
 	t.Run("rate limit: one bucket per key across instances", func(t *testing.T) {
 		const perSecond, burst, calls = 1, 4, 24
 		e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"settings": map[string]any{"rate_limit_per_second": perSecond, "rate_limit_burst": burst}})
@@ -193,4 +305,80 @@ func concurrencyRules(t *testing.T, dbURL string, procs []*proc) {
 			t.Fatalf("%d of %d admitted; one shared bucket admits %d..%d", ok, calls, burst, allowed)
 		}
 	})
+}
+
+// streamPage is the part of an inbox or conversation page a stream reader follows.
+type streamPage struct {
+	Items []struct {
+		InboxSeq   string `json:"inbox_seq"`
+		MessageSeq string `json:"message_seq"`
+	} `json:"items"`
+	NextCursor   string `json:"next_cursor"`
+	ResumeCursor string `json:"resume_cursor"`
+}
+
+func getPage(t *testing.T, a *testenv.Agent, path string) streamPage {
+	t.Helper()
+	r := a.Call("GET", path, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", path, r.Status, r.Raw)
+	}
+	var p streamPage
+	if err := json.Unmarshal(r.Raw, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func cursorParam(cursor string) string {
+	if cursor == "" {
+		return ""
+	}
+	return "&cursor=" + url.QueryEscape(cursor)
+}
+
+// followStream pages a stream with next and resume cursors while writers run, until a chain
+// of pages that started (and so fixed its upper bound) after done was set is exhausted, and
+// returns the sequence values it saw (inbox_seq or message_seq), in the order seen.
+func followStream(t *testing.T, done *atomic.Bool, get func(cursor string) streamPage) []int64 {
+	t.Helper()
+	var seqs []int64
+	cursor, following, finalChain := "", false, false
+	for {
+		if !following {
+			finalChain = done.Load()
+		}
+		p := get(cursor)
+		for _, it := range p.Items {
+			v := it.InboxSeq
+			if v == "" {
+				v = it.MessageSeq
+			}
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("sequence value %q: %v", v, err)
+			}
+			seqs = append(seqs, n)
+		}
+		if following = p.NextCursor != ""; following {
+			cursor = p.NextCursor
+			continue
+		}
+		cursor = p.ResumeCursor
+		if finalChain {
+			return seqs
+		}
+	}
+}
+
+func checkAscendingOnce(t *testing.T, who string, seqs []int64, want int) {
+	t.Helper()
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("%s: %d after %d (a row below one it had passed, or one seen twice)", who, seqs[i], seqs[i-1])
+		}
+	}
+	if len(seqs) != want {
+		t.Fatalf("%s saw %d of %d", who, len(seqs), want)
+	}
 }
