@@ -442,6 +442,9 @@ func statusText(r Result) string {
 func formatValue(v float64, unit string) string {
 	switch unit {
 	case "×":
+		if v < 0.1 { // small ratios (W1 over W0) need a third digit to agree with their verdict
+			return fmt.Sprintf("%.3f×", v)
+		}
 		return fmt.Sprintf("%.2f×", v)
 	case "":
 		return trimFloat(v)
