@@ -118,10 +118,10 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, body []byte) b
 // (CallToolResult.MarshalJSON inside jsonrpc.EncodeMessage) re-validates and compacts the
 // body at every level of nesting, 10% of the server's CPU for a checkpoint_get over /mcp.
 // The bytes are the SDK's: json.Marshal escapes <, >, &, U+2028 and U+2029 in the text
-// string and in structuredContent (json.HTMLEscape), EncodeMessage escapes nothing more
-// (nor in the id),
-// and the 2026-07-28 protocol adds the server's Implementation in _meta and resultType
-// (see serve). Any other result (an error result, a _meta of its own) is nil: the SDK's.
+// string and in structuredContent (json.HTMLEscape), EncodeMessage escapes nothing more (nor
+// in the id), and the 2026-07-28 protocol adds the server's Implementation in _meta and
+// resultType (see serve). Any other result (an error result, a _meta of its own) is nil: the
+// SDK's encoding writes it.
 func (f *fastCalls) successResponse(id jsonrpc.ID, res *mcp.CallToolResult, v2026 bool, calls *mcpserver.Calls) []byte {
 	if res.IsError || res.Meta != nil || len(res.Content) != 1 {
 		return nil
