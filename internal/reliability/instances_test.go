@@ -176,18 +176,16 @@ func concurrencyRules(t *testing.T, dbURL string, procs []*proc) {
 		}
 	})
 
-	t.Run("inbox stream: sends through every instance, a reader on each sees every row once, ascending", func(t *testing.T) {
-		// Inbox locks before inbox_seq (SPEC §7): a reader that has passed a row never later
-		// finds a newly committed row below it, whichever instance committed it.
-		reader := e.NewAgent("alpha", "stream-reader", nil)
-		const writers, perWriter = 6, 12
-		var done atomic.Bool
+	// sendThroughEveryInstance starts streamWriters writers (a, b and c, round-robin over the
+	// instances), each sending streamPerWriter messages to dest; done is set once all have.
+	sendThroughEveryInstance := func(t *testing.T, dest map[string]any) (done *atomic.Bool) {
+		done = new(atomic.Bool)
 		var wg sync.WaitGroup
-		for i := range writers {
+		for i := range streamWriters {
 			sender := on([]*testenv.Agent{a, b, c}[i%3], i)
 			wg.Go(func() {
-				for j := range perWriter {
-					r := sender.Call("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "dm", "recipient_agent_id": reader.ID},
+				for j := range streamPerWriter {
+					r := sender.Call("POST", "/messages", map[string]any{"destination": dest,
 						"body_md": fmt.Sprintf("stream %d-%d", i, j), "idempotency_key": uuid.NewString()})
 					if r.Status != http.StatusOK {
 						t.Errorf("send: %d %s", r.Status, r.Raw)
@@ -197,13 +195,21 @@ func concurrencyRules(t *testing.T, dbURL string, procs []*proc) {
 			})
 		}
 		go func() { wg.Wait(); done.Store(true) }()
+		return done
+	}
+
+	t.Run("inbox stream: sends through every instance, a reader on each sees every row once, ascending", func(t *testing.T) {
+		// Inbox locks before inbox_seq (SPEC §7): a reader that has passed a row never later
+		// finds a newly committed row below it, whichever instance committed it.
+		reader := e.NewAgent("alpha", "stream-reader", nil)
+		done := sendThroughEveryInstance(t, map[string]any{"kind": "dm", "recipient_agent_id": reader.ID})
 		parallel(2, func(k int) {
 			sess := on(reader, 1+k).WithSession(fmt.Sprint("stream-", k))
 			sess.Prime()
-			seqs := followStream(t, &done, func(cursor string) streamPage {
+			seqs := followStream(t, done, func(cursor string) streamPage {
 				return getPage(t, sess, "/inbox?limit=5"+cursorParam(cursor))
 			})
-			checkAscendingOnce(t, fmt.Sprint("reader ", k), seqs, writers*perWriter)
+			checkAscendingOnce(t, fmt.Sprint("reader ", k), seqs, streamWriters*streamPerWriter)
 		})
 	})
 
@@ -213,27 +219,11 @@ func concurrencyRules(t *testing.T, dbURL string, procs []*proc) {
 		for _, m := range []*testenv.Agent{b, c} {
 			m.MustCall("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": uuid.NewString()})
 		}
-		const writers, perWriter = 6, 12
-		var done atomic.Bool
-		var wg sync.WaitGroup
-		for i := range writers {
-			sender := on([]*testenv.Agent{a, b, c}[i%3], i)
-			wg.Go(func() {
-				for j := range perWriter {
-					r := sender.Call("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "room", "room_id": room},
-						"body_md": fmt.Sprintf("post %d-%d", i, j), "idempotency_key": uuid.NewString()})
-					if r.Status != http.StatusOK {
-						t.Errorf("post: %d %s", r.Status, r.Raw)
-						return
-					}
-				}
-			})
-		}
-		go func() { wg.Wait(); done.Store(true) }()
-		seqs := followStream(t, &done, func(cursor string) streamPage {
+		done := sendThroughEveryInstance(t, map[string]any{"kind": "room", "room_id": room})
+		seqs := followStream(t, done, func(cursor string) streamPage {
 			return getPage(t, on(a, 2), "/conversation?destination%5Bkind%5D=room&destination%5Broom_id%5D="+room+"&limit=7"+cursorParam(cursor))
 		})
-		checkAscendingOnce(t, "conversation", seqs, writers*perWriter)
+		checkAscendingOnce(t, "conversation", seqs, streamWriters*streamPerWriter)
 	})
 
 	t.Run("revocation: a key revoked through one instance is refused by every instance at once, before any body error", func(t *testing.T) {
@@ -306,6 +296,9 @@ func concurrencyRules(t *testing.T, dbURL string, procs []*proc) {
 		}
 	})
 }
+
+// The stream subtests' writers and messages per writer.
+const streamWriters, streamPerWriter = 6, 12
 
 // streamPage is the part of an inbox or conversation page a stream reader follows.
 type streamPage struct {
