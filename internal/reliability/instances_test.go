@@ -203,14 +203,19 @@ func concurrencyRules(t *testing.T, dbURL string, procs []*proc) {
 		// finds a newly committed row below it, whichever instance committed it.
 		reader := e.NewAgent("alpha", "stream-reader", nil)
 		done := sendThroughEveryInstance(t, map[string]any{"kind": "dm", "recipient_agent_id": reader.ID})
-		parallel(2, func(k int) {
-			sess := on(reader, 1+k).WithSession(fmt.Sprint("stream-", k))
+		sessions := []*testenv.Agent{on(reader, 1).WithSession("stream-0"), on(reader, 2).WithSession("stream-1")}
+		seen := make([][]int64, len(sessions))
+		for _, sess := range sessions {
 			sess.Prime()
-			seqs := followStream(t, done, func(cursor string) streamPage {
-				return getPage(t, sess, "/inbox?limit=5"+cursorParam(cursor))
+		}
+		parallel(len(sessions), func(k int) { // readers report with t.Errorf: not the test's goroutine
+			seen[k] = followStream(t, done, func(cursor string) (streamPage, error) {
+				return getPage(sessions[k], "/inbox?limit=5"+cursorParam(cursor))
 			})
-			checkAscendingOnce(t, fmt.Sprint("reader ", k), seqs, streamWriters*streamPerWriter)
 		})
+		for k, seqs := range seen {
+			checkAscendingOnce(t, fmt.Sprint("reader ", k), seqs, streamWriters*streamPerWriter)
+		}
 	})
 
 	t.Run("conversation stream: posts through every instance, a reader sees every message once, ascending", func(t *testing.T) {
@@ -220,8 +225,8 @@ func concurrencyRules(t *testing.T, dbURL string, procs []*proc) {
 			m.MustCall("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": uuid.NewString()})
 		}
 		done := sendThroughEveryInstance(t, map[string]any{"kind": "room", "room_id": room})
-		seqs := followStream(t, done, func(cursor string) streamPage {
-			return getPage(t, on(a, 2), "/conversation?destination%5Bkind%5D=room&destination%5Broom_id%5D="+room+"&limit=7"+cursorParam(cursor))
+		seqs := followStream(t, done, func(cursor string) (streamPage, error) {
+			return getPage(on(a, 2), "/conversation?destination%5Bkind%5D=room&destination%5Broom_id%5D="+room+"&limit=7"+cursorParam(cursor))
 		})
 		checkAscendingOnce(t, "conversation", seqs, streamWriters*streamPerWriter)
 	})
@@ -310,17 +315,13 @@ type streamPage struct {
 	ResumeCursor string `json:"resume_cursor"`
 }
 
-func getPage(t *testing.T, a *testenv.Agent, path string) streamPage {
-	t.Helper()
+func getPage(a *testenv.Agent, path string) (streamPage, error) {
+	var p streamPage
 	r := a.Call("GET", path, nil)
 	if r.Status != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", path, r.Status, r.Raw)
+		return p, fmt.Errorf("GET %s: %d %s", path, r.Status, r.Raw)
 	}
-	var p streamPage
-	if err := json.Unmarshal(r.Raw, &p); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return p, json.Unmarshal(r.Raw, &p)
 }
 
 func cursorParam(cursor string) string {
@@ -332,16 +333,20 @@ func cursorParam(cursor string) string {
 
 // followStream pages a stream with next and resume cursors while writers run, until a chain
 // of pages that started (and so fixed its upper bound) after done was set is exhausted, and
-// returns the sequence values it saw (inbox_seq or message_seq), in the order seen.
-func followStream(t *testing.T, done *atomic.Bool, get func(cursor string) streamPage) []int64 {
-	t.Helper()
+// returns the sequence values it saw (inbox_seq or message_seq), in the order seen. It may run
+// on a goroutine of its own: a failure is reported with t.Errorf and ends the walk (nil).
+func followStream(t *testing.T, done *atomic.Bool, get func(cursor string) (streamPage, error)) []int64 {
 	var seqs []int64
 	cursor, following, finalChain := "", false, false
 	for {
 		if !following {
 			finalChain = done.Load()
 		}
-		p := get(cursor)
+		p, err := get(cursor)
+		if err != nil {
+			t.Errorf("stream page: %v", err)
+			return nil
+		}
 		for _, it := range p.Items {
 			v := it.InboxSeq
 			if v == "" {
@@ -349,7 +354,8 @@ func followStream(t *testing.T, done *atomic.Bool, get func(cursor string) strea
 			}
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				t.Fatalf("sequence value %q: %v", v, err)
+				t.Errorf("sequence value %q: %v", v, err)
+				return nil
 			}
 			seqs = append(seqs, n)
 		}
