@@ -42,8 +42,8 @@ type Authenticator struct {
 	adminToken string
 	log        *slog.Logger
 
-	mu    sync.Mutex
-	known map[string]Principal // key hash → the identity of a key that has acted (see AgentCall)
+	mu         sync.Mutex
+	identities map[string]Principal // key hash → the identity of a key that has acted (see AgentCall)
 }
 
 // knownLimit bounds the identities AgentCall remembers (when full, it starts again).
@@ -104,8 +104,8 @@ func (a *Authenticator) AgentCall(ctx context.Context, bearer, boxKey string, so
 		return p, nil, err
 	}
 	hash := HashSecret(bearer)
-	if p, ok := a.knownKey(hash); ok && p.BoxKey == boxKey {
-		return p, a.deferredCheck(ctx, hash, p, source, "unknown key for this box_key"), nil
+	if p, check, ok := a.known(ctx, hash, boxKey, source, "unknown key for this box_key"); ok {
+		return p, check, nil
 	}
 	p, err := a.agent(ctx, hash, boxKey, source)
 	return p, nil, err
@@ -118,18 +118,23 @@ func (a *Authenticator) AgentKeyCall(ctx context.Context, bearer string, source 
 		return p, nil, err
 	}
 	hash := HashSecret(bearer)
-	if p, ok := a.knownKey(hash); ok {
-		return p, a.deferredCheck(ctx, hash, p, source, "unknown key"), nil
+	if p, check, ok := a.known(ctx, hash, "", source, "unknown key"); ok {
+		return p, check, nil
 	}
 	p, err := a.agentKey(ctx, hash, source)
 	return p, nil, err
 }
 
-func (a *Authenticator) knownKey(hash []byte) (Principal, bool) {
+// known is the identity of a key that has acted, with the deferred check of this call,
+// when the key is known (in box boxKey, or any box when boxKey is "").
+func (a *Authenticator) known(ctx context.Context, hash []byte, boxKey string, source netip.Addr, notFound string) (Principal, *store.KeyCheck, bool) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	p, ok := a.known[string(hash)]
-	return p, ok
+	p, ok := a.identities[string(hash)]
+	a.mu.Unlock()
+	if !ok || boxKey != "" && p.BoxKey != boxKey {
+		return Principal{}, nil, false
+	}
+	return p, a.deferredCheck(ctx, hash, p, source, notFound), true
 }
 
 // remember keeps the identity of a key that was just admitted, unless its box sets a rate
@@ -140,10 +145,10 @@ func (a *Authenticator) remember(hash []byte, p Principal, cred store.KeyCredent
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.known == nil || len(a.known) >= knownLimit {
-		a.known = map[string]Principal{}
+	if a.identities == nil || len(a.identities) >= knownLimit {
+		a.identities = map[string]Principal{}
 	}
-	a.known[string(hash)] = p
+	a.identities[string(hash)] = p
 }
 
 // deferredCheck is the check of known key p, admit's rules on the credential the call's
@@ -175,7 +180,7 @@ func (a *Authenticator) Confirm(ctx context.Context, k *store.KeyCheck) error {
 
 func (a *Authenticator) forget(hash []byte) {
 	a.mu.Lock()
-	delete(a.known, string(hash))
+	delete(a.identities, string(hash))
 	a.mu.Unlock()
 }
 

@@ -300,7 +300,8 @@ func checkParams(op *mcp.Operation, r *http.Request) error {
 	return nil
 }
 
-// statusWriter remembers the status code for metrics.
+// statusWriter remembers the status code for metrics and holds the answer for a pending
+// credential check (checkGate).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
@@ -350,37 +351,23 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
-// HoldForCheck is w holding its answer until confirm (the request's deferred credential
-// check, store.KeyCheck) has run; a refused credential's answer is refuse's instead.
-func HoldForCheck(w http.ResponseWriter, confirm func() error, refuse func(http.ResponseWriter, error)) http.ResponseWriter {
-	return &heldWriter{ResponseWriter: w, check: checkGate{confirm: confirm, refuse: refuse}}
-}
-
-type heldWriter struct {
-	http.ResponseWriter
-	check checkGate
-}
-
-func (w *heldWriter) WriteHeader(code int) {
-	if w.check.open(w.ResponseWriter) {
-		w.ResponseWriter.WriteHeader(code)
-	}
-}
-
-func (w *heldWriter) Write(b []byte) (int, error) {
-	if !w.check.open(w.ResponseWriter) {
-		return len(b), nil
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *heldWriter) Flush() {
+// Flush sends what was written (the header too), once the credential check let the answer
+// go out.
+func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok && w.check.open(w.ResponseWriter) {
+		w.wrote = true
 		f.Flush()
 	}
 }
 
-func (w *heldWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// HoldForCheck is w holding its answer until confirm (the request's deferred credential
+// check, store.KeyCheck) has run; a refused credential's answer is refuse's instead. It is
+// the gate's own writer (statusWriter), for handlers outside the gate (/mcp).
+func HoldForCheck(w http.ResponseWriter, confirm func() error, refuse func(http.ResponseWriter, error)) http.ResponseWriter {
+	return &statusWriter{ResponseWriter: w, status: http.StatusOK, check: checkGate{confirm: confirm, refuse: refuse}}
+}
 
 // ValidateBody checks a raw JSON body against the operation's closed body schema.
 func ValidateBody(op *mcp.Operation, raw []byte) error {
