@@ -5,7 +5,11 @@
 -- prefix and apply `inbox_seq = ANY(...)` as a filter over using it in the index condition;
 -- the range is always an index condition, so even that plan reads only the given rows'
 -- span of the inbox, never its whole history.
--- Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
+-- Visibility of a row is the accessible_attention view (0003_inbox.sql). Statements that
+-- check it on a row they already hold spell it as the row's own condition: a DM row
+-- (reasons bit 1, SPEC §7) is always accessible (its message is deleted with it, in the same
+-- statement: EnforceRetention, DeleteOversizedAttachmentMessages), so only a room row looks
+-- up its message and the agent's current membership (room_readers). A page is two
 -- steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
 -- page costs O(page)), then InboxRows for those seqs with their canonical message data.
 
@@ -24,22 +28,18 @@ SELECT u.inbox_seq::bigint AS inbox_seq FROM (
     (SELECT a.inbox_seq FROM attention a
      WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
        AND a.inbox_seq > @after AND a.inbox_seq <= @upper
-       AND EXISTS (SELECT 1 FROM messages m
-                   LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                        AND rr.agent_id = a.agent_id
-                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                     AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
      ORDER BY a.inbox_seq
      LIMIT @max_rows)
     UNION ALL
     (SELECT a.inbox_seq FROM attention a
      WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NOT NULL
        AND a.inbox_seq > @after AND a.inbox_seq <= @upper
-       AND EXISTS (SELECT 1 FROM messages m
-                   LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                        AND rr.agent_id = a.agent_id
-                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                     AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
      ORDER BY a.inbox_seq
      LIMIT @max_rows)
 ) AS u
@@ -55,18 +55,50 @@ ORDER BY inbox_seq
 LIMIT @max_rows;
 
 -- name: InboxChannelUnreadSeqs :many
-SELECT inbox_seq FROM accessible_attention
-WHERE box_id = @box_id AND agent_id = @agent_id AND channel_id = @channel_id AND acked_at IS NULL
-  AND inbox_seq > @after AND inbox_seq <= @upper
-ORDER BY inbox_seq
+-- Filter unread of one channel: the channel's unread range.
+SELECT a.inbox_seq FROM attention a
+WHERE a.box_id = @box_id AND a.channel_id = @channel_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
+  AND a.inbox_seq > @after AND a.inbox_seq <= @upper
+  AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+              JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+              WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+ORDER BY a.inbox_seq
 LIMIT @max_rows;
 
 -- name: InboxChannelSeqs :many
-SELECT inbox_seq FROM accessible_attention
-WHERE box_id = @box_id AND agent_id = @agent_id AND channel_id = @channel_id
-  AND (NOT @acked_only::boolean OR acked_at IS NOT NULL)
-  AND inbox_seq > @after AND inbox_seq <= @upper
-ORDER BY inbox_seq
+-- Filter all of one channel: its unread rows and its acked rows, each an index range of its
+-- own (0014_channel_rows_split.sql), merged as InboxUnreadSeqs merges its two.
+SELECT u.inbox_seq::bigint AS inbox_seq FROM (
+    (SELECT a.inbox_seq FROM attention a
+     WHERE a.box_id = @box_id AND a.channel_id = @channel_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
+       AND a.inbox_seq > @after AND a.inbox_seq <= @upper
+       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+     ORDER BY a.inbox_seq
+     LIMIT @max_rows)
+    UNION ALL
+    (SELECT a.inbox_seq FROM attention a
+     WHERE a.box_id = @box_id AND a.channel_id = @channel_id AND a.agent_id = @agent_id AND a.acked_at IS NOT NULL
+       AND a.inbox_seq > @after AND a.inbox_seq <= @upper
+       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+     ORDER BY a.inbox_seq
+     LIMIT @max_rows)
+) AS u
+ORDER BY u.inbox_seq
+LIMIT @max_rows;
+
+-- name: InboxChannelAckedSeqs :many
+-- Filter acked of one channel: the channel's acked range (0014_channel_rows_split.sql).
+SELECT a.inbox_seq FROM attention a
+WHERE a.box_id = @box_id AND a.channel_id = @channel_id AND a.agent_id = @agent_id AND a.acked_at IS NOT NULL
+  AND a.inbox_seq > @after AND a.inbox_seq <= @upper
+  AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+              JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+              WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+ORDER BY a.inbox_seq
 LIMIT @max_rows;
 
 -- name: InboxRows :many
@@ -143,11 +175,9 @@ FROM (SELECT count(*) AS leased, count(*) FILTER (WHERE a.lease_session_id = @se
 -- to this session (its receipt) and whether that session's lease was replaced. Accessibility
 -- is accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
 SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
-       EXISTS (SELECT 1 FROM messages m
-               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                    AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0) AS accessible,
+       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible,
        (r.returned IS NOT NULL)::boolean AS returned,
        COALESCE(r.lease_replaced, false)::boolean AS lease_replaced
 FROM attention a
@@ -186,18 +216,19 @@ WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs:
 -- longer read (a room it left) is returned with accessible false and is not leased; when one
 -- is among a full batch the claim falls back to ClaimAccessibleOldest (internal/store
 -- LockClaimable). The check is accessible_attention's condition applied to the row itself
--- (its message and the agent's membership), not a second lookup of the row: with a new agent
+-- (for a room row its message and the agent's membership; see the top of this file), not a
+-- second lookup of the row: with a new agent
 -- estimated at a row or two, that lookup may pick an index whose unbound channel column makes
 -- it walk the inbox. OFFSET 0 keeps it a per-row lookup on the row's keys, so a claim costs
 -- O(rows it returns) whatever the inbox size, the number of live leases or the statistics.
 WITH fresh AS (
-    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
     ORDER BY a.inbox_seq
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
-    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
     ORDER BY a.inbox_seq + 0
@@ -205,11 +236,9 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
-       EXISTS (SELECT 1 FROM messages m
-               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                    AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)::boolean AS accessible
+       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible
 FROM (SELECT * FROM fresh UNION ALL SELECT * FROM expired) AS a
 ORDER BY a.inbox_seq
 LIMIT @max_rows;
@@ -217,13 +246,13 @@ LIMIT @max_rows;
 -- name: LockClaimCandidatesNewest :many
 -- As LockClaimCandidatesOldest, newest first.
 WITH fresh AS (
-    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
     ORDER BY a.inbox_seq DESC
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
-    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
     ORDER BY a.inbox_seq + 0 DESC
@@ -231,11 +260,9 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
-       EXISTS (SELECT 1 FROM messages m
-               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                    AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)::boolean AS accessible
+       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible
 FROM (SELECT * FROM fresh UNION ALL SELECT * FROM expired) AS a
 ORDER BY a.inbox_seq DESC
 LIMIT @max_rows;
@@ -249,11 +276,9 @@ LIMIT @max_rows;
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
-      AND EXISTS (SELECT 1 FROM messages m
-                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                       AND rr.agent_id = a.agent_id
-                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                  JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
     ORDER BY a.inbox_seq
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
@@ -261,11 +286,9 @@ WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
-      AND EXISTS (SELECT 1 FROM messages m
-                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                       AND rr.agent_id = a.agent_id
-                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                  JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
     ORDER BY a.inbox_seq + 0
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
@@ -279,11 +302,9 @@ LIMIT @max_rows;
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
-      AND EXISTS (SELECT 1 FROM messages m
-                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                       AND rr.agent_id = a.agent_id
-                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                  JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
     ORDER BY a.inbox_seq DESC
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
@@ -291,11 +312,9 @@ WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
-      AND EXISTS (SELECT 1 FROM messages m
-                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                       AND rr.agent_id = a.agent_id
-                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                  JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
     ORDER BY a.inbox_seq + 0 DESC
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED

@@ -43,11 +43,9 @@ const claimAccessibleNewest = `-- name: ClaimAccessibleNewest :many
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
-      AND EXISTS (SELECT 1 FROM messages m
-                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                       AND rr.agent_id = a.agent_id
-                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                  JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
     ORDER BY a.inbox_seq DESC
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
@@ -55,11 +53,9 @@ WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
-      AND EXISTS (SELECT 1 FROM messages m
-                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                       AND rr.agent_id = a.agent_id
-                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                  JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
     ORDER BY a.inbox_seq + 0 DESC
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
@@ -106,11 +102,9 @@ const claimAccessibleOldest = `-- name: ClaimAccessibleOldest :many
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
-      AND EXISTS (SELECT 1 FROM messages m
-                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                       AND rr.agent_id = a.agent_id
-                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                  JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
     ORDER BY a.inbox_seq
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
@@ -118,11 +112,9 @@ WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
-      AND EXISTS (SELECT 1 FROM messages m
-                  LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                       AND rr.agent_id = a.agent_id
-                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                    AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                  JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
     ORDER BY a.inbox_seq + 0
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
@@ -169,31 +161,94 @@ func (q *Queries) ClaimAccessibleOldest(ctx context.Context, arg ClaimAccessible
 	return items, nil
 }
 
-const inboxChannelSeqs = `-- name: InboxChannelSeqs :many
-SELECT inbox_seq FROM accessible_attention
-WHERE box_id = $1 AND agent_id = $2 AND channel_id = $3
-  AND (NOT $4::boolean OR acked_at IS NOT NULL)
-  AND inbox_seq > $5 AND inbox_seq <= $6
-ORDER BY inbox_seq
-LIMIT $7
+const inboxChannelAckedSeqs = `-- name: InboxChannelAckedSeqs :many
+SELECT a.inbox_seq FROM attention a
+WHERE a.box_id = $1 AND a.channel_id = $2 AND a.agent_id = $3 AND a.acked_at IS NOT NULL
+  AND a.inbox_seq > $4 AND a.inbox_seq <= $5
+  AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+              JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+              WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+ORDER BY a.inbox_seq
+LIMIT $6
 `
 
-type InboxChannelSeqsParams struct {
+type InboxChannelAckedSeqsParams struct {
 	BoxID     uuid.UUID
-	AgentID   uuid.UUID
 	ChannelID uuid.UUID
-	AckedOnly bool
+	AgentID   uuid.UUID
 	After     int64
 	Upper     int64
 	MaxRows   int32
 }
 
+// Filter acked of one channel: the channel's acked range (0014_channel_rows_split.sql).
+func (q *Queries) InboxChannelAckedSeqs(ctx context.Context, arg InboxChannelAckedSeqsParams) ([]int64, error) {
+	rows, err := q.db.Query(ctx, inboxChannelAckedSeqs,
+		arg.BoxID,
+		arg.ChannelID,
+		arg.AgentID,
+		arg.After,
+		arg.Upper,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int64
+	for rows.Next() {
+		var inbox_seq int64
+		if err := rows.Scan(&inbox_seq); err != nil {
+			return nil, err
+		}
+		items = append(items, inbox_seq)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const inboxChannelSeqs = `-- name: InboxChannelSeqs :many
+SELECT u.inbox_seq::bigint AS inbox_seq FROM (
+    (SELECT a.inbox_seq FROM attention a
+     WHERE a.box_id = $1 AND a.channel_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL
+       AND a.inbox_seq > $4 AND a.inbox_seq <= $5
+       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+     ORDER BY a.inbox_seq
+     LIMIT $6)
+    UNION ALL
+    (SELECT a.inbox_seq FROM attention a
+     WHERE a.box_id = $1 AND a.channel_id = $2 AND a.agent_id = $3 AND a.acked_at IS NOT NULL
+       AND a.inbox_seq > $4 AND a.inbox_seq <= $5
+       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+     ORDER BY a.inbox_seq
+     LIMIT $6)
+) AS u
+ORDER BY u.inbox_seq
+LIMIT $6
+`
+
+type InboxChannelSeqsParams struct {
+	BoxID     uuid.UUID
+	ChannelID uuid.UUID
+	AgentID   uuid.UUID
+	After     int64
+	Upper     int64
+	MaxRows   int32
+}
+
+// Filter all of one channel: its unread rows and its acked rows, each an index range of its
+// own (0014_channel_rows_split.sql), merged as InboxUnreadSeqs merges its two.
 func (q *Queries) InboxChannelSeqs(ctx context.Context, arg InboxChannelSeqsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, inboxChannelSeqs,
 		arg.BoxID,
-		arg.AgentID,
 		arg.ChannelID,
-		arg.AckedOnly,
+		arg.AgentID,
 		arg.After,
 		arg.Upper,
 		arg.MaxRows,
@@ -217,27 +272,31 @@ func (q *Queries) InboxChannelSeqs(ctx context.Context, arg InboxChannelSeqsPara
 }
 
 const inboxChannelUnreadSeqs = `-- name: InboxChannelUnreadSeqs :many
-SELECT inbox_seq FROM accessible_attention
-WHERE box_id = $1 AND agent_id = $2 AND channel_id = $3 AND acked_at IS NULL
-  AND inbox_seq > $4 AND inbox_seq <= $5
-ORDER BY inbox_seq
+SELECT a.inbox_seq FROM attention a
+WHERE a.box_id = $1 AND a.channel_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL
+  AND a.inbox_seq > $4 AND a.inbox_seq <= $5
+  AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+              JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+              WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+ORDER BY a.inbox_seq
 LIMIT $6
 `
 
 type InboxChannelUnreadSeqsParams struct {
 	BoxID     uuid.UUID
-	AgentID   uuid.UUID
 	ChannelID uuid.UUID
+	AgentID   uuid.UUID
 	After     int64
 	Upper     int64
 	MaxRows   int32
 }
 
+// Filter unread of one channel: the channel's unread range.
 func (q *Queries) InboxChannelUnreadSeqs(ctx context.Context, arg InboxChannelUnreadSeqsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, inboxChannelUnreadSeqs,
 		arg.BoxID,
-		arg.AgentID,
 		arg.ChannelID,
+		arg.AgentID,
 		arg.After,
 		arg.Upper,
 		arg.MaxRows,
@@ -474,22 +533,18 @@ SELECT u.inbox_seq::bigint AS inbox_seq FROM (
     (SELECT a.inbox_seq FROM attention a
      WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
        AND a.inbox_seq > $3 AND a.inbox_seq <= $4
-       AND EXISTS (SELECT 1 FROM messages m
-                   LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                        AND rr.agent_id = a.agent_id
-                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                     AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
      ORDER BY a.inbox_seq
      LIMIT $5)
     UNION ALL
     (SELECT a.inbox_seq FROM attention a
      WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL AND a.lease_session_id IS NOT NULL
        AND a.inbox_seq > $3 AND a.inbox_seq <= $4
-       AND EXISTS (SELECT 1 FROM messages m
-                   LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                        AND rr.agent_id = a.agent_id
-                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                     AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)
+       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
      ORDER BY a.inbox_seq
      LIMIT $5)
 ) AS u
@@ -552,7 +607,11 @@ type InboxUpperParams struct {
 // prefix and apply `inbox_seq = ANY(...)` as a filter over using it in the index condition;
 // the range is always an index condition, so even that plan reads only the given rows'
 // span of the inbox, never its whole history.
-// Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
+// Visibility of a row is the accessible_attention view (0003_inbox.sql). Statements that
+// check it on a row they already hold spell it as the row's own condition: a DM row
+// (reasons bit 1, SPEC §7) is always accessible (its message is deleted with it, in the same
+// statement: EnforceRetention, DeleteOversizedAttachmentMessages), so only a room row looks
+// up its message and the agent's current membership (room_readers). A page is two
 // steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
 // page costs O(page)), then InboxRows for those seqs with their canonical message data.
 // The agent's committed inbox upper bound: every row at or below it is committed and visible
@@ -619,11 +678,9 @@ func (q *Queries) LeaseRows(ctx context.Context, arg LeaseRowsParams) error {
 
 const lockAckRows = `-- name: LockAckRows :many
 SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
-       EXISTS (SELECT 1 FROM messages m
-               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                    AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0) AS accessible,
+       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible,
        (r.returned IS NOT NULL)::boolean AS returned,
        COALESCE(r.lease_replaced, false)::boolean AS lease_replaced
 FROM attention a
@@ -697,13 +754,13 @@ func (q *Queries) LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]Loc
 
 const lockClaimCandidatesNewest = `-- name: LockClaimCandidatesNewest :many
 WITH fresh AS (
-    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
     ORDER BY a.inbox_seq DESC
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
-    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
     ORDER BY a.inbox_seq + 0 DESC
@@ -711,12 +768,10 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
-       EXISTS (SELECT 1 FROM messages m
-               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                    AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)::boolean AS accessible
-FROM (SELECT inbox_seq, box_id, agent_id, channel_id, message_id FROM fresh UNION ALL SELECT inbox_seq, box_id, agent_id, channel_id, message_id FROM expired) AS a
+       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible
+FROM (SELECT inbox_seq, box_id, agent_id, channel_id, message_id, reasons FROM fresh UNION ALL SELECT inbox_seq, box_id, agent_id, channel_id, message_id, reasons FROM expired) AS a
 ORDER BY a.inbox_seq DESC
 LIMIT $1
 `
@@ -761,13 +816,13 @@ func (q *Queries) LockClaimCandidatesNewest(ctx context.Context, arg LockClaimCa
 
 const lockClaimCandidatesOldest = `-- name: LockClaimCandidatesOldest :many
 WITH fresh AS (
-    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
     ORDER BY a.inbox_seq
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
-    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id FROM attention a
+    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
     ORDER BY a.inbox_seq + 0
@@ -775,12 +830,10 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
-       EXISTS (SELECT 1 FROM messages m
-               LEFT JOIN room_readers rr ON m.dest_kind = 'room' AND rr.box_id = a.box_id AND rr.room_id = a.channel_id
-                    AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id
-                 AND (m.dest_kind = 'dm' OR m.message_seq > rr.epoch_start_seq) OFFSET 0)::boolean AS accessible
-FROM (SELECT inbox_seq, box_id, agent_id, channel_id, message_id FROM fresh UNION ALL SELECT inbox_seq, box_id, agent_id, channel_id, message_id FROM expired) AS a
+       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible
+FROM (SELECT inbox_seq, box_id, agent_id, channel_id, message_id, reasons FROM fresh UNION ALL SELECT inbox_seq, box_id, agent_id, channel_id, message_id, reasons FROM expired) AS a
 ORDER BY a.inbox_seq
 LIMIT $1
 `
@@ -813,7 +866,8 @@ type LockClaimCandidatesOldestRow struct {
 // longer read (a room it left) is returned with accessible false and is not leased; when one
 // is among a full batch the claim falls back to ClaimAccessibleOldest (internal/store
 // LockClaimable). The check is accessible_attention's condition applied to the row itself
-// (its message and the agent's membership), not a second lookup of the row: with a new agent
+// (for a room row its message and the agent's membership; see the top of this file), not a
+// second lookup of the row: with a new agent
 // estimated at a row or two, that lookup may pick an index whose unbound channel column makes
 // it walk the inbox. OFFSET 0 keeps it a per-row lookup on the row's keys, so a claim costs
 // O(rows it returns) whatever the inbox size, the number of live leases or the statistics.

@@ -122,7 +122,12 @@ type Querier interface {
 	// waiting made every concurrent session of one agent queue behind the first one's whole
 	// transaction once a minute (47 ms mean for GetSession in W3).
 	GetSession(ctx context.Context, arg GetSessionParams) (GetSessionRow, error)
+	// Filter acked of one channel: the channel's acked range (0014_channel_rows_split.sql).
+	InboxChannelAckedSeqs(ctx context.Context, arg InboxChannelAckedSeqsParams) ([]int64, error)
+	// Filter all of one channel: its unread rows and its acked rows, each an index range of its
+	// own (0014_channel_rows_split.sql), merged as InboxUnreadSeqs merges its two.
 	InboxChannelSeqs(ctx context.Context, arg InboxChannelSeqsParams) ([]int64, error)
+	// Filter unread of one channel: the channel's unread range.
 	InboxChannelUnreadSeqs(ctx context.Context, arg InboxChannelUnreadSeqsParams) ([]int64, error)
 	// unread: accessible unread rows; leased: live leases of the agent (leaving a room and
 	// purging a message end leases, so every lease is on an accessible row); leased_by_session:
@@ -155,7 +160,11 @@ type Querier interface {
 	// prefix and apply `inbox_seq = ANY(...)` as a filter over using it in the index condition;
 	// the range is always an index condition, so even that plan reads only the given rows'
 	// span of the inbox, never its whole history.
-	// Visibility of a row is the accessible_attention view (0003_inbox.sql). A page is two
+	// Visibility of a row is the accessible_attention view (0003_inbox.sql). Statements that
+	// check it on a row they already hold spell it as the row's own condition: a DM row
+	// (reasons bit 1, SPEC §7) is always accessible (its message is deleted with it, in the same
+	// statement: EnforceRetention, DeleteOversizedAttachmentMessages), so only a room row looks
+	// up its message and the agent's current membership (room_readers). A page is two
 	// steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
 	// page costs O(page)), then InboxRows for those seqs with their canonical message data.
 	// The agent's committed inbox upper bound: every row at or below it is committed and visible
@@ -250,7 +259,8 @@ type Querier interface {
 	// longer read (a room it left) is returned with accessible false and is not leased; when one
 	// is among a full batch the claim falls back to ClaimAccessibleOldest (internal/store
 	// LockClaimable). The check is accessible_attention's condition applied to the row itself
-	// (its message and the agent's membership), not a second lookup of the row: with a new agent
+	// (for a room row its message and the agent's membership; see the top of this file), not a
+	// second lookup of the row: with a new agent
 	// estimated at a row or two, that lookup may pick an index whose unbound channel column makes
 	// it walk the inbox. OFFSET 0 keeps it a per-row lookup on the row's keys, so a claim costs
 	// O(rows it returns) whatever the inbox size, the number of live leases or the statistics.

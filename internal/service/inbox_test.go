@@ -370,6 +370,25 @@ func TestInboxListStreamAndFilters(t *testing.T) {
 	if got := ibAll(t, reader, "all", dmTo(sender)); len(got) != 7 {
 		t.Fatalf("dm filter all: %d", len(got))
 	}
+	// A channel's unread and acked rows are two index ranges (0014_channel_rows_split.sql):
+	// pages of filter all merge them in inbox_seq order, page by page; acked reads its own.
+	var paged []string
+	for cursor := ""; ; {
+		p := ibList(t, reader, ibPath("all", dmTo(sender), cursor, 2))
+		paged = append(paged, ibSeqs(p.Items)...)
+		if cursor = p.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if strings.Join(paged, ",") != "1,2,3,4,5,6,7" {
+		t.Fatalf("dm filter all, pages of 2: %v", paged)
+	}
+	if got := ibSeqs(ibAll(t, reader, "acked", dmTo(sender))); strings.Join(got, ",") != "2,4" {
+		t.Fatalf("dm filter acked: %v", got)
+	}
+	if got := ibSeqs(ibList(t, reader, ibPath("acked", dmTo(sender), "", 1)).Items); strings.Join(got, ",") != "2" {
+		t.Fatalf("dm filter acked, limit 1: %v", got)
+	}
 	// A cursor is bound to its filter and agent.
 	unreadCursor := ibList(t, reader, ibPath("", nil, "", 1)).NextCursor
 	for _, c := range []struct {

@@ -34,8 +34,11 @@ func (t *Tx) InboxSeqs(ctx context.Context, boxID, agentID uuid.UUID, f InboxFil
 	case f.State == "unread":
 		return t.q.InboxChannelUnreadSeqs(ctx, db.InboxChannelUnreadSeqsParams{BoxID: boxID, AgentID: agentID, ChannelID: f.Channel,
 			After: w.After, Upper: w.Upper, MaxRows: w.Max})
+	case acked:
+		return t.q.InboxChannelAckedSeqs(ctx, db.InboxChannelAckedSeqsParams{BoxID: boxID, AgentID: agentID, ChannelID: f.Channel,
+			After: w.After, Upper: w.Upper, MaxRows: w.Max})
 	default:
-		return t.q.InboxChannelSeqs(ctx, db.InboxChannelSeqsParams{BoxID: boxID, AgentID: agentID, ChannelID: f.Channel, AckedOnly: acked,
+		return t.q.InboxChannelSeqs(ctx, db.InboxChannelSeqsParams{BoxID: boxID, AgentID: agentID, ChannelID: f.Channel,
 			After: w.After, Upper: w.Upper, MaxRows: w.Max})
 	}
 }

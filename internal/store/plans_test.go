@@ -64,7 +64,7 @@ SELECT $1, seed_id($1, 'message', g), nextval('message_seq_seq'),
        '2026-01-01'::timestamptz + g * interval '1 ms'
 FROM generate_series(1, $4) g;
 INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons, acked_at, acked_by_session_id)
-SELECT $1, seed_id($1, 'agent', 1), nextval('inbox_seq_seq'), message_id, channel_id, 2,
+SELECT $1, seed_id($1, 'agent', 1), nextval('inbox_seq_seq'), message_id, channel_id, CASE WHEN dest_kind = 'dm' THEN 1 ELSE 2 END,
        CASE WHEN message_seq % 10 <> 0 THEN created_at END, CASE WHEN message_seq % 10 <> 0 THEN seed_id($1, 'session', 1) END
 FROM messages WHERE box_id = $1 ORDER BY message_seq;
 UPDATE attention SET lease_session_id = seed_id($1, 'session', 1), lease_expires_at = '2030-01-01'
@@ -147,7 +147,8 @@ func filters(f string) bool {
 	return strings.Trim(f, "() ANDOR") != ""
 }
 
-var predicateTerms = regexp.MustCompile(`acked_at IS NULL|lease_session_id IS (NOT )?NULL|has_attachment|SubPlan \d+|\(|\)|AND|\s`)
+// The accessibility check of a row is a DM-row test or a per-row subplan (queries/inbox.sql).
+var predicateTerms = regexp.MustCompile(`acked_at IS NULL|lease_session_id IS (NOT )?NULL|has_attachment|\(reasons & 1\) <> 0|\bOR\b|SubPlan \d+|\(|\)|AND|\s`)
 
 var condColumn = regexp.MustCompile(`\(?([a-z_]+) (=|>=|<=|>|<) `)
 
@@ -362,6 +363,10 @@ func TestPlansForNewBox(t *testing.T) {
 		},
 		"InboxChannelSeqs": func(q *db.Queries) error {
 			_, err := q.InboxChannelSeqs(ctx, db.InboxChannelSeqsParams{BoxID: newBox, AgentID: reader, ChannelID: room, After: 0, Upper: 1 << 40, MaxRows: 51})
+			return err
+		},
+		"InboxChannelAckedSeqs": func(q *db.Queries) error {
+			_, err := q.InboxChannelAckedSeqs(ctx, db.InboxChannelAckedSeqsParams{BoxID: newBox, AgentID: reader, ChannelID: room, After: 0, Upper: 1 << 40, MaxRows: 51})
 			return err
 		},
 		"InboxRows": func(q *db.Queries) error {
