@@ -172,14 +172,17 @@ FROM (SELECT count(*) AS leased, count(*) FILTER (WHERE a.lease_session_id = @se
 -- name: LockAckRows :many
 -- The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 -- concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
--- to this session (its receipt) and whether that session's lease was replaced. Accessibility
+-- to this session (its receipt, lease or ACK) and whether that session's lease was replaced. Accessibility
 -- is accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
 SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
                WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible,
-       (r.returned IS NOT NULL)::boolean AS returned,
-       COALESCE(r.lease_replaced, false)::boolean AS lease_replaced
+       -- A lease is its session's receipt, and so is the row's first ACK (LeaseRows); the
+       -- session's receipt marks a lease replaced only while another session holds the row.
+       (r.returned IS NOT NULL OR a.lease_session_id IS NOT DISTINCT FROM @session_id::uuid
+        OR a.acked_by_session_id IS NOT DISTINCT FROM @session_id::uuid)::boolean AS returned,
+       (COALESCE(r.lease_replaced, false) AND a.lease_session_id IS DISTINCT FROM @session_id::uuid)::boolean AS lease_replaced
 FROM attention a
 -- The session's receipt by its full key, once per row (a join could read every receipt of
 -- the session).
@@ -325,32 +328,30 @@ LIMIT @max_rows;
 
 -- name: LeaseRows :exec
 -- Leases rows (locked by LockClaimCandidates* or ClaimAccessible*) to this session until
--- @expires_at, records this session's receipts (clearing its lease_replaced mark), and marks
--- the receipts of sessions whose expired lease this claim replaces. All CTEs read the rows as
--- they were before.
-WITH prev AS MATERIALIZED (
-    -- Each row by its full key (LATERAL, OFFSET 0): no join order can turn it into a walk
-    -- of the agent's inbox.
-    SELECT p.inbox_seq, p.lease_session_id
-    FROM unnest(@inbox_seqs::bigint[]) AS k(seq)
-    CROSS JOIN LATERAL (SELECT attention.inbox_seq, attention.lease_session_id FROM attention
-                        WHERE attention.box_id = @box_id AND attention.agent_id = @agent_id AND attention.inbox_seq = k.seq
-                        OFFSET 0) AS p
-), leased AS (
-    UPDATE attention SET lease_session_id = @session_id, lease_expires_at = @expires_at::timestamptz
-    WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[])
-      AND inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
-), replaced AS (
-    -- Receipts reached by their keys (the claimed seqs), never by the agent's prefix: joined
-    -- only through prev, a plan could walk every receipt of the agent and, for each, every
-    -- live lease.
-    UPDATE receipts SET lease_replaced = true
-    FROM prev
-    WHERE receipts.box_id = @box_id AND receipts.agent_id = @agent_id AND receipts.inbox_seq = ANY(@inbox_seqs::bigint[])
-      AND receipts.inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND receipts.inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
-      AND receipts.inbox_seq = prev.inbox_seq
-      AND receipts.session_id = prev.lease_session_id AND prev.lease_session_id <> @session_id
-)
+-- @expires_at. The lease is also the session's receipt of each row: a row leased to a
+-- session, or acked by it, was returned to it (LockAckRows), so a claim writes no receipt of
+-- its own (it wrote one per row: 50 upserts per claim of 50). A session whose expired lease
+-- the claim takes over keeps a receipt marked lease_replaced (MarkLeasesReplaced).
+UPDATE attention SET lease_session_id = @session_id::uuid, lease_expires_at = @expires_at::timestamptz
+WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[])
+  AND inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k);
+
+-- name: MarkLeasesReplaced :exec
+-- A claim took over these rows (@inbox_seqs[i]) from the sessions whose leases on them had
+-- expired (@session_ids[i]): each such session keeps a receipt of its row, marked
+-- lease_replaced, so its ACK is refused (SPEC §7) although the lease that was its receipt
+-- is gone. Sent only when a claim replaces a lease.
+INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id, lease_replaced)
+SELECT @box_id, @agent_id, k.seq, k.session_id, true
+FROM (SELECT unnest(@inbox_seqs::bigint[]) AS seq, unnest(@session_ids::uuid[]) AS session_id) AS k
+ON CONFLICT (box_id, agent_id, inbox_seq, session_id) DO UPDATE SET lease_replaced = true;
+
+-- name: KeepLeaseReceipts :exec
+-- An ACK ended the expired leases of other sessions on these rows (@inbox_seqs[i] held by
+-- @session_ids[i]): each keeps a receipt of its row (the lease was one), so it still sees
+-- already_acked for the row; an existing receipt keeps its lease_replaced mark. Sent only
+-- when an ACK ends another session's lease.
 INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
-SELECT @box_id, @agent_id, s, @session_id FROM unnest(@inbox_seqs::bigint[]) AS s
-ON CONFLICT (box_id, agent_id, inbox_seq, session_id) DO UPDATE SET lease_replaced = false;
+SELECT @box_id, @agent_id, k.seq, k.session_id
+FROM (SELECT unnest(@inbox_seqs::bigint[]) AS seq, unnest(@session_ids::uuid[]) AS session_id) AS k
+ON CONFLICT DO NOTHING;

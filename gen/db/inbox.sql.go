@@ -624,54 +624,60 @@ func (q *Queries) InboxUpper(ctx context.Context, arg InboxUpperParams) (int64, 
 	return column_1, err
 }
 
-const leaseRows = `-- name: LeaseRows :exec
-WITH prev AS MATERIALIZED (
-    -- Each row by its full key (LATERAL, OFFSET 0): no join order can turn it into a walk
-    -- of the agent's inbox.
-    SELECT p.inbox_seq, p.lease_session_id
-    FROM unnest($4::bigint[]) AS k(seq)
-    CROSS JOIN LATERAL (SELECT attention.inbox_seq, attention.lease_session_id FROM attention
-                        WHERE attention.box_id = $1 AND attention.agent_id = $2 AND attention.inbox_seq = k.seq
-                        OFFSET 0) AS p
-), leased AS (
-    UPDATE attention SET lease_session_id = $3, lease_expires_at = $5::timestamptz
-    WHERE box_id = $1 AND agent_id = $2 AND inbox_seq = ANY($4::bigint[])
-      AND inbox_seq >= (SELECT min(k) FROM unnest($4::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest($4::bigint[]) AS k)
-), replaced AS (
-    -- Receipts reached by their keys (the claimed seqs), never by the agent's prefix: joined
-    -- only through prev, a plan could walk every receipt of the agent and, for each, every
-    -- live lease.
-    UPDATE receipts SET lease_replaced = true
-    FROM prev
-    WHERE receipts.box_id = $1 AND receipts.agent_id = $2 AND receipts.inbox_seq = ANY($4::bigint[])
-      AND receipts.inbox_seq >= (SELECT min(k) FROM unnest($4::bigint[]) AS k) AND receipts.inbox_seq <= (SELECT max(k) FROM unnest($4::bigint[]) AS k)
-      AND receipts.inbox_seq = prev.inbox_seq
-      AND receipts.session_id = prev.lease_session_id AND prev.lease_session_id <> $3
-)
+const keepLeaseReceipts = `-- name: KeepLeaseReceipts :exec
 INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
-SELECT $1, $2, s, $3 FROM unnest($4::bigint[]) AS s
-ON CONFLICT (box_id, agent_id, inbox_seq, session_id) DO UPDATE SET lease_replaced = false
+SELECT $1, $2, k.seq, k.session_id
+FROM (SELECT unnest($3::bigint[]) AS seq, unnest($4::uuid[]) AS session_id) AS k
+ON CONFLICT DO NOTHING
+`
+
+type KeepLeaseReceiptsParams struct {
+	BoxID      uuid.UUID
+	AgentID    uuid.UUID
+	InboxSeqs  []int64
+	SessionIds []uuid.UUID
+}
+
+// An ACK ended the expired leases of other sessions on these rows (@inbox_seqs[i] held by
+// @session_ids[i]): each keeps a receipt of its row (the lease was one), so it still sees
+// already_acked for the row; an existing receipt keeps its lease_replaced mark. Sent only
+// when an ACK ends another session's lease.
+func (q *Queries) KeepLeaseReceipts(ctx context.Context, arg KeepLeaseReceiptsParams) error {
+	_, err := q.db.Exec(ctx, keepLeaseReceipts,
+		arg.BoxID,
+		arg.AgentID,
+		arg.InboxSeqs,
+		arg.SessionIds,
+	)
+	return err
+}
+
+const leaseRows = `-- name: LeaseRows :exec
+UPDATE attention SET lease_session_id = $1::uuid, lease_expires_at = $2::timestamptz
+WHERE box_id = $3 AND agent_id = $4 AND inbox_seq = ANY($5::bigint[])
+  AND inbox_seq >= (SELECT min(k) FROM unnest($5::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest($5::bigint[]) AS k)
 `
 
 type LeaseRowsParams struct {
+	SessionID uuid.UUID
+	ExpiresAt time.Time
 	BoxID     uuid.UUID
 	AgentID   uuid.UUID
-	SessionID uuid.UUID
 	InboxSeqs []int64
-	ExpiresAt time.Time
 }
 
 // Leases rows (locked by LockClaimCandidates* or ClaimAccessible*) to this session until
-// @expires_at, records this session's receipts (clearing its lease_replaced mark), and marks
-// the receipts of sessions whose expired lease this claim replaces. All CTEs read the rows as
-// they were before.
+// @expires_at. The lease is also the session's receipt of each row: a row leased to a
+// session, or acked by it, was returned to it (LockAckRows), so a claim writes no receipt of
+// its own (it wrote one per row: 50 upserts per claim of 50). A session whose expired lease
+// the claim takes over keeps a receipt marked lease_replaced (MarkLeasesReplaced).
 func (q *Queries) LeaseRows(ctx context.Context, arg LeaseRowsParams) error {
 	_, err := q.db.Exec(ctx, leaseRows,
+		arg.SessionID,
+		arg.ExpiresAt,
 		arg.BoxID,
 		arg.AgentID,
-		arg.SessionID,
 		arg.InboxSeqs,
-		arg.ExpiresAt,
 	)
 	return err
 }
@@ -681,8 +687,11 @@ SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lea
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
                WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible,
-       (r.returned IS NOT NULL)::boolean AS returned,
-       COALESCE(r.lease_replaced, false)::boolean AS lease_replaced
+       -- A lease is its session's receipt, and so is the row's first ACK (LeaseRows); the
+       -- session's receipt marks a lease replaced only while another session holds the row.
+       (r.returned IS NOT NULL OR a.lease_session_id IS NOT DISTINCT FROM $1::uuid
+        OR a.acked_by_session_id IS NOT DISTINCT FROM $1::uuid)::boolean AS returned,
+       (COALESCE(r.lease_replaced, false) AND a.lease_session_id IS DISTINCT FROM $1::uuid)::boolean AS lease_replaced
 FROM attention a
 LEFT JOIN LATERAL (SELECT true AS returned, receipts.lease_replaced FROM receipts
                    WHERE receipts.box_id = a.box_id AND receipts.agent_id = a.agent_id AND receipts.inbox_seq = a.inbox_seq
@@ -714,7 +723,7 @@ type LockAckRowsRow struct {
 
 // The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 // concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
-// to this session (its receipt) and whether that session's lease was replaced. Accessibility
+// to this session (its receipt, lease or ACK) and whether that session's lease was replaced. Accessibility
 // is accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
 // The session's receipt by its full key, once per row (a join could read every receipt of
 // the session).
@@ -894,6 +903,34 @@ func (q *Queries) LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCa
 		return nil, err
 	}
 	return items, nil
+}
+
+const markLeasesReplaced = `-- name: MarkLeasesReplaced :exec
+INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id, lease_replaced)
+SELECT $1, $2, k.seq, k.session_id, true
+FROM (SELECT unnest($3::bigint[]) AS seq, unnest($4::uuid[]) AS session_id) AS k
+ON CONFLICT (box_id, agent_id, inbox_seq, session_id) DO UPDATE SET lease_replaced = true
+`
+
+type MarkLeasesReplacedParams struct {
+	BoxID      uuid.UUID
+	AgentID    uuid.UUID
+	InboxSeqs  []int64
+	SessionIds []uuid.UUID
+}
+
+// A claim took over these rows (@inbox_seqs[i]) from the sessions whose leases on them had
+// expired (@session_ids[i]): each such session keeps a receipt of its row, marked
+// lease_replaced, so its ACK is refused (SPEC §7) although the lease that was its receipt
+// is gone. Sent only when a claim replaces a lease.
+func (q *Queries) MarkLeasesReplaced(ctx context.Context, arg MarkLeasesReplacedParams) error {
+	_, err := q.db.Exec(ctx, markLeasesReplaced,
+		arg.BoxID,
+		arg.AgentID,
+		arg.InboxSeqs,
+		arg.SessionIds,
+	)
+	return err
 }
 
 const recordInboxReceipts = `-- name: RecordInboxReceipts :exec

@@ -214,10 +214,16 @@ type Querier interface {
 	// Starts a new membership epoch at the channel's committed head; the follow preference
 	// restarts at the room default and its revision keeps increasing across epochs.
 	JoinRoom(ctx context.Context, arg JoinRoomParams) (int64, error)
+	// An ACK ended the expired leases of other sessions on these rows (@inbox_seqs[i] held by
+	// @session_ids[i]): each keeps a receipt of its row (the lease was one), so it still sees
+	// already_acked for the row; an existing receipt keeps its lease_replaced mark. Sent only
+	// when an ACK ends another session's lease.
+	KeepLeaseReceipts(ctx context.Context, arg KeepLeaseReceiptsParams) error
 	// Leases rows (locked by LockClaimCandidates* or ClaimAccessible*) to this session until
-	// @expires_at, records this session's receipts (clearing its lease_replaced mark), and marks
-	// the receipts of sessions whose expired lease this claim replaces. All CTEs read the rows as
-	// they were before.
+	// @expires_at. The lease is also the session's receipt of each row: a row leased to a
+	// session, or acked by it, was returned to it (LockAckRows), so a claim writes no receipt of
+	// its own (it wrote one per row: 50 upserts per claim of 50). A session whose expired lease
+	// the claim takes over keeps a receipt marked lease_replaced (MarkLeasesReplaced).
 	LeaseRows(ctx context.Context, arg LeaseRowsParams) error
 	LeaveRoom(ctx context.Context, arg LeaveRoomParams) (int64, error)
 	ListAPIKeys(ctx context.Context, arg ListAPIKeysParams) ([]ApiKey, error)
@@ -230,7 +236,7 @@ type Querier interface {
 	ListHosts(ctx context.Context, boxID uuid.UUID) ([]Host, error)
 	// The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 	// concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
-	// to this session (its receipt) and whether that session's lease was replaced. Accessibility
+	// to this session (its receipt, lease or ACK) and whether that session's lease was replaced. Accessibility
 	// is accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
 	// The session's receipt by its full key, once per row (a join could read every receipt of
 	// the session).
@@ -275,6 +281,11 @@ type Querier interface {
 	LockDMChannels(ctx context.Context, arg LockDMChannelsParams) ([]LockDMChannelsRow, error)
 	// Serializes concurrent calls that share one idempotency key (until commit).
 	LockIdempotencyKey(ctx context.Context, scope string) error
+	// A claim took over these rows (@inbox_seqs[i]) from the sessions whose leases on them had
+	// expired (@session_ids[i]): each such session keeps a receipt of its row, marked
+	// lease_replaced, so its ACK is refused (SPEC §7) although the lease that was its receipt
+	// is gone. Sent only when a claim replaces a lease.
+	MarkLeasesReplaced(ctx context.Context, arg MarkLeasesReplacedParams) error
 	ObserveProfile(ctx context.Context, arg ObserveProfileParams) error
 	// Creates the session on first prime; priming again returns the same row.
 	OpenSession(ctx context.Context, arg OpenSessionParams) (OpenSessionRow, error)

@@ -203,6 +203,7 @@ func (s *Service) InboxAck(ctx context.Context, req api.InboxAckRequestObject) (
 		}
 		results := make([]api.AckOutcome, len(seqs))
 		var toAck []int64
+		var ended []store.LeaseHolder
 		at := c.now.Truncate(time.Microsecond) // as stored, so a later already_acked shows the same time
 		for i, seq := range seqs {
 			field := fieldIndex("inbox_seqs", i)
@@ -222,9 +223,12 @@ func (s *Service) InboxAck(ctx context.Context, req api.InboxAckRequestObject) (
 					WithReason("leased_elsewhere")
 			}
 			toAck = append(toAck, seq)
+			if r.LeaseSession != nil && *r.LeaseSession != c.session.ID { // an expired lease this ACK ends
+				ended = append(ended, store.LeaseHolder{Seq: seq, Session: *r.LeaseSession})
+			}
 			results[i] = api.AckOutcome{InboxSeq: dec(seq), Status: api.AckStatusAcked, AckedAt: at.UTC(), AckedBySessionId: c.session.ID}
 		}
-		return api.InboxAckResult{Results: results}, tx.AckRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, toAck, at)
+		return api.InboxAckResult{Results: results}, tx.AckRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, toAck, ended, at)
 	})
 	if err != nil {
 		return nil, err
@@ -292,7 +296,11 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 			}
 		}
 		expires := c.now.Add(time.Duration(lease) * time.Second).Truncate(time.Microsecond) // as stored
+		formerHolders := make([]*uuid.UUID, len(rows)) // sessions whose expired leases the claim takes over
 		for i := range rows {
+			if h := rows[i].LeaseSession; h != nil && *h != c.session.ID {
+				formerHolders[i] = h
+			}
 			rows[i].LeaseSession, rows[i].LeaseExpiresAt = &c.session.ID, &expires
 		}
 		items, err := inboxItems(c, rows)
@@ -304,7 +312,13 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 			return api.InboxClaimResult{}, err
 		}
 		items, rows = items[:n], rows[:n]
-		return api.InboxClaimResult{Items: items}, tx.LeaseRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, rowSeqs(rows), expires)
+		var replaced []store.LeaseHolder
+		for i, h := range formerHolders[:n] {
+			if h != nil {
+				replaced = append(replaced, store.LeaseHolder{Seq: rows[i].Seq, Session: *h})
+			}
+		}
+		return api.InboxClaimResult{Items: items}, tx.LeaseRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, rowSeqs(rows), replaced, expires)
 	})
 	if err != nil {
 		return nil, err

@@ -616,6 +616,83 @@ func TestInboxLeases(t *testing.T) {
 	}
 }
 
+// A claim returns its rows to the claiming session (SPEC §7: it records receipts), and the
+// store keeps that receipt in the lease itself (queries/inbox.sql LeaseRows): every ACK rule
+// that reads a receipt must hold for rows a session only ever claimed — never listed.
+func TestInboxLeaseIsTheSessionsReceipt(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	for i := range 4 {
+		ibSend(t, sender, dmTo(reader), fmt.Sprintf("dm %d", i+1), nil) // seqs 1..4
+	}
+	a, b, c := reader.WithSession("A"), reader.WithSession("B"), reader.WithSession("C")
+	sessA, sessC := ibSessionID(t, a), ibSessionID(t, c)
+	ibSessionID(t, b) // primes B
+	ackStatus := func(who *testenv.Agent, seq string) (status, by string) {
+		t.Helper()
+		r := ibAck(who, newKey(), seq)
+		var res ibAckResult
+		if r.Status != http.StatusOK || json.Unmarshal(r.Raw, &res) != nil || len(res.Results) != 1 {
+			t.Fatalf("ack %s: %d %s", seq, r.Status, r.Raw)
+		}
+		return res.Results[0].Status, res.Results[0].AckedBySessionID
+	}
+
+	if got := ibClaim(t, a, map[string]any{"limit": 3}); len(got) != 3 {
+		t.Fatalf("A claims: %+v", got)
+	}
+	// Claimed, never listed: A may ACK, and a second ACK reports the first.
+	if st, by := ackStatus(a, "1"); st != "acked" || by != sessA {
+		t.Fatalf("A acks its claimed row: %s by %s", st, by)
+	}
+	if st, by := ackStatus(a, "1"); st != "already_acked" || by != sessA {
+		t.Fatalf("A acks it again: %s by %s", st, by)
+	}
+	// A's leases expire and B claims rows 2 and 3: A's ACK of them is refused as replaced;
+	// once B has acked row 2, A is told it is already acked.
+	e.Clock.Advance(61 * time.Second)
+	if got := ibClaim(t, b, map[string]any{"limit": 2}); len(got) != 2 || got[0].InboxSeq != "2" || got[1].InboxSeq != "3" {
+		t.Fatalf("B claims after expiry: %+v", got)
+	}
+	rejects(t, e, "A acks a row B took over", func() testenv.Response { return ibAck(a, newKey(), "2") },
+		"INVALID_ARGUMENT", "lease_replaced", "inbox_seqs[0]")
+	if st, _ := ackStatus(b, "2"); st != "acked" {
+		t.Fatalf("B acks row 2: %s", st)
+	}
+	if st, by := ackStatus(a, "2"); st != "already_acked" || by == sessA {
+		t.Fatalf("A acks the row B acked: %s by %s", st, by)
+	}
+	// C takes row 3 over from B, then B from C: B holds the lease again, so its earlier
+	// replacement no longer counts.
+	e.Clock.Advance(61 * time.Second)
+	if got := ibClaim(t, c, map[string]any{"limit": 1}); len(got) != 1 || got[0].InboxSeq != "3" {
+		t.Fatalf("C claims row 3: %+v", got)
+	}
+	rejects(t, e, "B acks the row C took over", func() testenv.Response { return ibAck(b, newKey(), "3") },
+		"INVALID_ARGUMENT", "lease_replaced", "inbox_seqs[0]")
+	e.Clock.Advance(61 * time.Second)
+	if got := ibClaim(t, b, map[string]any{"limit": 1}); len(got) != 1 || got[0].InboxSeq != "3" {
+		t.Fatalf("B claims row 3 back: %+v", got)
+	}
+	if st, _ := ackStatus(b, "3"); st != "acked" {
+		t.Fatalf("B acks the row it claimed back: %s", st)
+	}
+	// A's lease on row 4 expires and C, to whom inbox_list returned it, acks it: A keeps its
+	// receipt and is told the row is already acked.
+	if got := ibClaim(t, a, map[string]any{"limit": 1}); len(got) != 1 || got[0].InboxSeq != "4" {
+		t.Fatalf("A claims row 4: %+v", got)
+	}
+	e.Clock.Advance(61 * time.Second)
+	ibList(t, c, ibPath("", nil, "", 0))
+	if st, _ := ackStatus(c, "4"); st != "acked" {
+		t.Fatalf("C acks row 4 after A's lease expired: %s", st)
+	}
+	if st, by := ackStatus(a, "4"); st != "already_acked" || by != sessC {
+		t.Fatalf("A acks the row C acked: %s by %s", st, by)
+	}
+}
+
 // Concurrent claims from 8 sessions on two server processes never lease one row twice, and
 // together lease every row.
 func TestInboxConcurrentClaims(t *testing.T) {

@@ -116,18 +116,40 @@ func (t *Tx) LockAckCandidates(ctx context.Context, boxID, agentID, sessionID uu
 	return out, err
 }
 
-// AckRows marks unacknowledged rows read by session at now and ends their leases. The rows
-// are locked (LockAckCandidates) and the ACK's result does not depend on this statement, so
-// it is sent with the COMMIT, in the same round trip (as PutIdempotencyRecord): call it once
-// everything else the ACK reads is read. A failure fails the commit.
-func (t *Tx) AckRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64, now time.Time) error {
+// LeaseHolder is a session that held (or holds) the lease on an attention row.
+type LeaseHolder struct {
+	Seq     int64
+	Session uuid.UUID
+}
+
+// AckRows marks unacknowledged rows read by session at now and ends their leases; ended are
+// the rows among them whose expired lease another session held, which keep that session's
+// receipt (its lease was one: LeaseRows). The rows are locked (LockAckCandidates) and the
+// ACK's result does not depend on these statements, so they are sent with the COMMIT, in the
+// same round trip (as PutIdempotencyRecord): call it once everything else the ACK reads is
+// read. A failure fails the commit.
+func (t *Tx) AckRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64, ended []LeaseHolder, now time.Time) error {
 	if len(seqs) == 0 {
 		return nil
+	}
+	if len(ended) > 0 {
+		endedSeqs, holders := holderArrays(ended)
+		t.c.atCommit = append(t.c.atCommit, func(q *db.Queries) error {
+			return q.KeepLeaseReceipts(ctx, db.KeepLeaseReceiptsParams{BoxID: boxID, AgentID: agentID, InboxSeqs: endedSeqs, SessionIds: holders})
+		})
 	}
 	t.c.atCommit = append(t.c.atCommit, func(q *db.Queries) error {
 		return q.AckRows(ctx, db.AckRowsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs, Now: now})
 	})
 	return nil
+}
+
+func holderArrays(hs []LeaseHolder) ([]int64, []uuid.UUID) {
+	seqs, sessions := make([]int64, len(hs)), make([]uuid.UUID, len(hs))
+	for i, h := range hs {
+		seqs[i], sessions[i] = h.Seq, h.Session
+	}
+	return seqs, sessions
 }
 
 // LockClaimable locks up to max accessible unread rows that no live lease holds (oldest or
@@ -165,13 +187,20 @@ func (t *Tx) LockClaimable(ctx context.Context, boxID, agentID uuid.UUID, newest
 	return t.q.ClaimAccessibleOldest(ctx, db.ClaimAccessibleOldestParams{BoxID: boxID, AgentID: agentID, Now: now, MaxRows: max})
 }
 
-// LeaseRows leases rows locked by LockClaimable to session until expiresAt, records the
-// session's receipts and marks the receipts of sessions whose expired lease it replaces. The
-// claim's result does not depend on this statement, so it is sent with the COMMIT, in the
-// same round trip (see AckRows): call it last. A failure fails the commit.
-func (t *Tx) LeaseRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64, expiresAt time.Time) error {
+// LeaseRows leases rows locked by LockClaimable to session until expiresAt (the lease is the
+// session's receipt of each row); replaced are the rows among them whose expired lease
+// another session held, which keeps a receipt marked lease_replaced. The claim's result does
+// not depend on these statements, so they are sent with the COMMIT, in the same round trip
+// (see AckRows): call it last. A failure fails the commit.
+func (t *Tx) LeaseRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64, replaced []LeaseHolder, expiresAt time.Time) error {
 	if len(seqs) == 0 {
 		return nil
+	}
+	if len(replaced) > 0 {
+		replacedSeqs, holders := holderArrays(replaced)
+		t.c.atCommit = append(t.c.atCommit, func(q *db.Queries) error {
+			return q.MarkLeasesReplaced(ctx, db.MarkLeasesReplacedParams{BoxID: boxID, AgentID: agentID, InboxSeqs: replacedSeqs, SessionIds: holders})
+		})
 	}
 	t.c.atCommit = append(t.c.atCommit, func(q *db.Queries) error {
 		return q.LeaseRows(ctx, db.LeaseRowsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs, ExpiresAt: expiresAt})
