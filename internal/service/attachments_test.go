@@ -613,7 +613,7 @@ func TestAttachmentRetroactiveCleanup(t *testing.T) {
 	}
 	bigID := big.JSON()["message_id"].(string)
 	small := sendFile(t, a, dmTo(b), "small", "small.bin", []byte("s"))
-	ibList(t, b, ibPath("", nil, "", 0))        // receipts on both
+	ibList(t, b, ibPath("", nil, "", 0))       // receipts on both
 	ibClaim(t, b, map[string]any{"limit": 10}) // and leases
 	// b's latest message in the pair is oversized too: its duplicate reference must go with it.
 	bBig := upload(t, b, "/messages", map[string]any{"destination": dmTo(a), "body_md": "big back", "idempotency_key": newKey()},

@@ -296,7 +296,8 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 			}
 		}
 		expires := c.now.Add(time.Duration(lease) * time.Second).Truncate(time.Microsecond) // as stored
-		formerHolders := make([]*uuid.UUID, len(rows)) // sessions whose expired leases the claim takes over
+		// The sessions whose expired leases the claim takes over.
+		formerHolders := make([]*uuid.UUID, len(rows))
 		for i := range rows {
 			if h := rows[i].LeaseSession; h != nil && *h != c.session.ID {
 				formerHolders[i] = h
