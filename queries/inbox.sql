@@ -5,8 +5,8 @@
 -- prefix and apply `inbox_seq = ANY(...)` as a filter over using it in the index condition;
 -- the range is always an index condition, so even that plan reads only the given rows'
 -- span of the inbox, never its whole history.
--- Visibility of a row is the accessible_attention view (0003_inbox.sql). Statements that
--- check it on a row they already hold spell it as the row's own condition: a DM row
+-- Visibility of a row is the accessible_attention view (0003_inbox.sql). The statements
+-- that check it row by row spell it as the row's own condition: a DM row
 -- (reasons bit 1, SPEC §7) is always accessible (its message is deleted with it, in the same
 -- statement: EnforceRetention, DeleteOversizedAttachmentMessages), so only a room row looks
 -- up its message and the agent's current membership (room_readers). A page is two
@@ -172,8 +172,9 @@ FROM (SELECT count(*) AS leased, count(*) FILTER (WHERE a.lease_session_id = @se
 -- name: LockAckRows :many
 -- The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
 -- concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
--- to this session (its receipt, lease or ACK) and whether that session's lease was replaced. Accessibility
--- is accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
+-- to this session (its receipt, its lease or its ACK) and whether that session's lease was
+-- replaced. Accessibility is accessible_attention's condition on the row itself (see
+-- LockClaimCandidatesOldest).
 SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
@@ -220,9 +221,8 @@ WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs:
 -- is among a full batch the claim falls back to ClaimAccessibleOldest (internal/store
 -- LockClaimable). The check is accessible_attention's condition applied to the row itself
 -- (for a room row its message and the agent's membership; see the top of this file), not a
--- second lookup of the row: with a new agent
--- estimated at a row or two, that lookup may pick an index whose unbound channel column makes
--- it walk the inbox. OFFSET 0 keeps it a per-row lookup on the row's keys, so a claim costs
+-- second lookup of the row: with a new agent estimated at a row or two, that lookup may pick
+-- an index whose unbound channel column makes it walk the inbox. OFFSET 0 keeps it a per-row lookup on the row's keys, so a claim costs
 -- O(rows it returns) whatever the inbox size, the number of live leases or the statistics.
 WITH fresh AS (
     SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
