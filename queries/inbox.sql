@@ -171,30 +171,30 @@ FROM (SELECT count(*) AS leased, count(*) FILTER (WHERE a.lease_session_id = @se
 
 -- name: LockAckRows :many
 -- The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
--- concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
--- to this session (its receipt, its lease or its ACK) and whether that session's lease was
--- replaced. Accessibility is accessible_attention's condition on the row itself (see
--- LockClaimCandidatesOldest).
+-- concurrent ACKs cannot deadlock), with what the ACK rules read of the row itself: still
+-- accessible, its first ACK and its lease. Accessibility is accessible_attention's condition
+-- on the row itself (see LockClaimCandidatesOldest). The session's receipts are read by
+-- AckReceipts, the next statement of the same round trip.
 SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible,
-       -- A lease is its session's receipt, and so is the row's first ACK (LeaseRows); the
-       -- session's receipt marks a lease replaced only while another session holds the row.
-       (r.returned IS NOT NULL OR a.lease_session_id IS NOT DISTINCT FROM @session_id::uuid
-        OR a.acked_by_session_id IS NOT DISTINCT FROM @session_id::uuid)::boolean AS returned,
-       (COALESCE(r.lease_replaced, false) AND a.lease_session_id IS DISTINCT FROM @session_id::uuid)::boolean AS lease_replaced
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible
 FROM attention a
--- The session's receipt by its full key, once per row (a join could read every receipt of
--- the session).
-LEFT JOIN LATERAL (SELECT true AS returned, receipts.lease_replaced FROM receipts
-                   WHERE receipts.box_id = a.box_id AND receipts.agent_id = a.agent_id AND receipts.inbox_seq = a.inbox_seq
-                     AND receipts.session_id = @session_id
-                   OFFSET 0) AS r ON true
 WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.inbox_seq = ANY(@inbox_seqs::bigint[])
   AND a.inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND a.inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
 ORDER BY a.inbox_seq
 FOR UPDATE OF a;
+
+-- name: AckReceipts :many
+-- The session's receipts among the given rows, with their lease_replaced marks. Sent right
+-- after LockAckRows, in the same round trip, as a statement of its own: when LockAckRows
+-- waited for a row, the transaction it waited for may have written receipts as it committed
+-- (a claim taking over an expired lease, MarkLeasesReplaced; an ACK ending one,
+-- KeepLeaseReceipts), which only a statement started after the wait sees.
+SELECT r.inbox_seq, r.lease_replaced FROM receipts r
+WHERE r.box_id = @box_id AND r.agent_id = @agent_id AND r.inbox_seq = ANY(@inbox_seqs::bigint[])
+  AND r.inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND r.inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
+  AND r.session_id = @session_id;
 
 -- name: AckRows :exec
 -- ACK means read: sets the first ACK's session and time (never changed after) and ends the

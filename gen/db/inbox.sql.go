@@ -12,6 +12,55 @@ import (
 	"github.com/google/uuid"
 )
 
+const ackReceipts = `-- name: AckReceipts :many
+SELECT r.inbox_seq, r.lease_replaced FROM receipts r
+WHERE r.box_id = $1 AND r.agent_id = $2 AND r.inbox_seq = ANY($3::bigint[])
+  AND r.inbox_seq >= (SELECT min(k) FROM unnest($3::bigint[]) AS k) AND r.inbox_seq <= (SELECT max(k) FROM unnest($3::bigint[]) AS k)
+  AND r.session_id = $4
+`
+
+type AckReceiptsParams struct {
+	BoxID     uuid.UUID
+	AgentID   uuid.UUID
+	InboxSeqs []int64
+	SessionID uuid.UUID
+}
+
+type AckReceiptsRow struct {
+	InboxSeq      int64
+	LeaseReplaced bool
+}
+
+// The session's receipts among the given rows, with their lease_replaced marks. Sent right
+// after LockAckRows, in the same round trip, as a statement of its own: when LockAckRows
+// waited for a row, the transaction it waited for may have written receipts as it committed
+// (a claim taking over an expired lease, MarkLeasesReplaced; an ACK ending one,
+// KeepLeaseReceipts), which only a statement started after the wait sees.
+func (q *Queries) AckReceipts(ctx context.Context, arg AckReceiptsParams) ([]AckReceiptsRow, error) {
+	rows, err := q.db.Query(ctx, ackReceipts,
+		arg.BoxID,
+		arg.AgentID,
+		arg.InboxSeqs,
+		arg.SessionID,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AckReceiptsRow
+	for rows.Next() {
+		var i AckReceiptsRow
+		if err := rows.Scan(&i.InboxSeq, &i.LeaseReplaced); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const ackRows = `-- name: AckRows :exec
 UPDATE attention SET acked_at = $1::timestamptz, acked_by_session_id = $2::uuid, lease_session_id = NULL, lease_expires_at = NULL
 WHERE box_id = $3 AND agent_id = $4 AND inbox_seq = ANY($5::bigint[]) AND acked_at IS NULL
@@ -686,25 +735,15 @@ const lockAckRows = `-- name: LockAckRows :many
 SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible,
-       -- A lease is its session's receipt, and so is the row's first ACK (LeaseRows); the
-       -- session's receipt marks a lease replaced only while another session holds the row.
-       (r.returned IS NOT NULL OR a.lease_session_id IS NOT DISTINCT FROM $1::uuid
-        OR a.acked_by_session_id IS NOT DISTINCT FROM $1::uuid)::boolean AS returned,
-       (COALESCE(r.lease_replaced, false) AND a.lease_session_id IS DISTINCT FROM $1::uuid)::boolean AS lease_replaced
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible
 FROM attention a
-LEFT JOIN LATERAL (SELECT true AS returned, receipts.lease_replaced FROM receipts
-                   WHERE receipts.box_id = a.box_id AND receipts.agent_id = a.agent_id AND receipts.inbox_seq = a.inbox_seq
-                     AND receipts.session_id = $1
-                   OFFSET 0) AS r ON true
-WHERE a.box_id = $2 AND a.agent_id = $3 AND a.inbox_seq = ANY($4::bigint[])
-  AND a.inbox_seq >= (SELECT min(k) FROM unnest($4::bigint[]) AS k) AND a.inbox_seq <= (SELECT max(k) FROM unnest($4::bigint[]) AS k)
+WHERE a.box_id = $1 AND a.agent_id = $2 AND a.inbox_seq = ANY($3::bigint[])
+  AND a.inbox_seq >= (SELECT min(k) FROM unnest($3::bigint[]) AS k) AND a.inbox_seq <= (SELECT max(k) FROM unnest($3::bigint[]) AS k)
 ORDER BY a.inbox_seq
 FOR UPDATE OF a
 `
 
 type LockAckRowsParams struct {
-	SessionID uuid.UUID
 	BoxID     uuid.UUID
 	AgentID   uuid.UUID
 	InboxSeqs []int64
@@ -717,24 +756,15 @@ type LockAckRowsRow struct {
 	LeaseSessionID   *uuid.UUID
 	LeaseExpiresAt   *time.Time
 	Accessible       bool
-	Returned         bool
-	LeaseReplaced    bool
 }
 
 // The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
-// concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
-// to this session (its receipt, its lease or its ACK) and whether that session's lease was
-// replaced. Accessibility is accessible_attention's condition on the row itself (see
-// LockClaimCandidatesOldest).
-// The session's receipt by its full key, once per row (a join could read every receipt of
-// the session).
+// concurrent ACKs cannot deadlock), with what the ACK rules read of the row itself: still
+// accessible, its first ACK and its lease. Accessibility is accessible_attention's condition
+// on the row itself (see LockClaimCandidatesOldest). The session's receipts are read by
+// AckReceipts, the next statement of the same round trip.
 func (q *Queries) LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]LockAckRowsRow, error) {
-	rows, err := q.db.Query(ctx, lockAckRows,
-		arg.SessionID,
-		arg.BoxID,
-		arg.AgentID,
-		arg.InboxSeqs,
-	)
+	rows, err := q.db.Query(ctx, lockAckRows, arg.BoxID, arg.AgentID, arg.InboxSeqs)
 	if err != nil {
 		return nil, err
 	}
@@ -749,8 +779,6 @@ func (q *Queries) LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]Loc
 			&i.LeaseSessionID,
 			&i.LeaseExpiresAt,
 			&i.Accessible,
-			&i.Returned,
-			&i.LeaseReplaced,
 		); err != nil {
 			return nil, err
 		}

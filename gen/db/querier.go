@@ -11,6 +11,12 @@ import (
 )
 
 type Querier interface {
+	// The session's receipts among the given rows, with their lease_replaced marks. Sent right
+	// after LockAckRows, in the same round trip, as a statement of its own: when LockAckRows
+	// waited for a row, the transaction it waited for may have written receipts as it committed
+	// (a claim taking over an expired lease, MarkLeasesReplaced; an ACK ending one,
+	// KeepLeaseReceipts), which only a statement started after the wait sees.
+	AckReceipts(ctx context.Context, arg AckReceiptsParams) ([]AckReceiptsRow, error)
 	// ACK means read: sets the first ACK's session and time (never changed after) and ends the
 	// row's lease. Nothing else changes (no retention extension, no request status).
 	AckRows(ctx context.Context, arg AckRowsParams) error
@@ -235,12 +241,10 @@ type Querier interface {
 	ListBoxes(ctx context.Context) ([]Box, error)
 	ListHosts(ctx context.Context, boxID uuid.UUID) ([]Host, error)
 	// The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
-	// concurrent ACKs cannot deadlock), with what the ACK rules need: still accessible, returned
-	// to this session (its receipt, its lease or its ACK) and whether that session's lease was
-	// replaced. Accessibility is accessible_attention's condition on the row itself (see
-	// LockClaimCandidatesOldest).
-	// The session's receipt by its full key, once per row (a join could read every receipt of
-	// the session).
+	// concurrent ACKs cannot deadlock), with what the ACK rules read of the row itself: still
+	// accessible, its first ACK and its lease. Accessibility is accessible_attention's condition
+	// on the row itself (see LockClaimCandidatesOldest). The session's receipts are read by
+	// AckReceipts, the next statement of the same round trip.
 	LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]LockAckRowsRow, error)
 	// The next @max_rows channels of the box after @after_channel_id, locked until commit in
 	// channel_id order (the order sends lock them in), for the retroactive cleanup.

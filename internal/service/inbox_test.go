@@ -693,6 +693,74 @@ func TestInboxLeaseIsTheSessionsReceipt(t *testing.T) {
 	}
 }
 
+// An ACK that waits for another session's transaction on the same row judges the row by
+// what that transaction committed, receipts included: S's lease expired and T took the row
+// over (T's claim marks S's receipt replaced), or T acked it (T's ACK leaves S a receipt).
+// The takeover is written by hand in an open transaction so that S's ACK is sure to wait.
+func TestInboxAckAfterWaitingSeesTheCommittedReceipts(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	ibSend(t, sender, dmTo(reader), "dm 1", nil) // seq 1
+	ibSend(t, sender, dmTo(reader), "dm 2", nil) // seq 2
+	s, tt := reader.WithSession("S"), reader.WithSession("T")
+	sessS, sessT := ibSessionID(t, s), ibSessionID(t, tt)
+	if got := ibClaim(t, s, map[string]any{"limit": 2}); len(got) != 2 {
+		t.Fatalf("S claims: %+v", got)
+	}
+	e.Clock.Advance(61 * time.Second)
+	ctx := context.Background()
+	for _, c := range []struct {
+		seq, takeover, wantStatus, wantReason string
+	}{
+		// T's claim: a live lease for T, S's receipt marked replaced (MarkLeasesReplaced).
+		{"1", `WITH leased AS (UPDATE attention SET lease_session_id = $3, lease_expires_at = $4
+		                       WHERE agent_id = $1 AND inbox_seq = $2 RETURNING box_id)
+		       INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id, lease_replaced)
+		       SELECT box_id, $1, $2, $5, true FROM leased`, "", "lease_replaced"},
+		// T's ACK of S's expired lease: acked by T, S keeps a receipt (KeepLeaseReceipts).
+		{"2", `WITH acked AS (UPDATE attention SET acked_at = $4, acked_by_session_id = $3, lease_session_id = NULL, lease_expires_at = NULL
+		                      WHERE agent_id = $1 AND inbox_seq = $2 RETURNING box_id)
+		       INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
+		       SELECT box_id, $1, $2, $5 FROM acked`, "already_acked", ""},
+	} {
+		tx, err := e.Store.Pool().Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, _ := strconv.Atoi(c.seq)
+		if _, err := tx.Exec(ctx, c.takeover, reader.ID, seq, uuid.MustParse(sessT), e.Clock.Now().Add(10*time.Minute), uuid.MustParse(sessS)); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan testenv.Response, 1)
+		go func() { done <- ibAck(s, newKey(), c.seq) }()
+		// Wait (with a deadline) until S's ACK is blocked on the row T's transaction holds.
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			if dbInt(t, e, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+			                AND wait_event_type = 'Lock' AND query LIKE '%LockAckRows%'`) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("seq %s: S's ACK never waited for T's transaction", c.seq)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := <-done
+		if c.wantReason != "" {
+			expectErr(t, "S acks row "+c.seq, r, "INVALID_ARGUMENT", c.wantReason, "inbox_seqs[0]")
+			continue
+		}
+		var res ibAckResult
+		if r.Status != http.StatusOK || json.Unmarshal(r.Raw, &res) != nil || len(res.Results) != 1 ||
+			res.Results[0].Status != c.wantStatus || res.Results[0].AckedBySessionID != sessT {
+			t.Fatalf("S acks row %s: %d %s, want %s by T", c.seq, r.Status, r.Raw, c.wantStatus)
+		}
+	}
+}
+
 // Concurrent claims from 8 sessions on two server processes never lease one row twice, and
 // together lease every row.
 func TestInboxConcurrentClaims(t *testing.T) {

@@ -100,20 +100,44 @@ type AckCandidate struct {
 	LeaseSession   *uuid.UUID
 	LeaseExpiresAt *time.Time
 	Accessible     bool // the agent may still act on the row
-	Returned       bool // the session has a receipt for it
+	Returned       bool // returned to the session: its receipt, its lease or its first ACK
 	LeaseReplaced  bool // the session's lease expired and another session claimed the row
 }
 
 // LockAckCandidates locks the agent's rows with these seqs until commit and returns them by
-// seq (missing seqs are absent).
+// seq (missing seqs are absent). A row was returned to the session if the session has a
+// receipt of it, holds its lease, or made its first ACK (a lease is its session's receipt:
+// LeaseRows); a receipt's lease_replaced mark counts only while another session holds the
+// row. The receipts are read in the same round trip after the lock (AckReceipts says why).
 func (t *Tx) LockAckCandidates(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64) (map[int64]AckCandidate, error) {
-	rows, err := t.q.LockAckRows(ctx, db.LockAckRowsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs})
+	var rows []db.LockAckRowsRow
+	var receipts []db.AckReceiptsRow
+	err := t.pipeline(ctx,
+		func(q *db.Queries) (err error) {
+			rows, err = q.LockAckRows(ctx, db.LockAckRowsParams{BoxID: boxID, AgentID: agentID, InboxSeqs: seqs})
+			return err
+		},
+		func(q *db.Queries) (err error) {
+			receipts, err = q.AckReceipts(ctx, db.AckReceiptsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs})
+			return err
+		})
+	if err != nil {
+		return nil, err
+	}
+	replaced := make(map[int64]bool, len(receipts)) // seq -> the receipt's lease_replaced mark
+	for _, r := range receipts {
+		replaced[r.InboxSeq] = r.LeaseReplaced
+	}
 	out := make(map[int64]AckCandidate, len(rows))
 	for _, r := range rows {
+		mark, receipt := replaced[r.InboxSeq]
+		leasedHere := r.LeaseSessionID != nil && *r.LeaseSessionID == sessionID
+		ackedHere := r.AckedBySessionID != nil && *r.AckedBySessionID == sessionID
 		out[r.InboxSeq] = AckCandidate{AckedAt: r.AckedAt, AckedBy: r.AckedBySessionID, LeaseSession: r.LeaseSessionID,
-			LeaseExpiresAt: r.LeaseExpiresAt, Accessible: r.Accessible, Returned: r.Returned, LeaseReplaced: r.LeaseReplaced}
+			LeaseExpiresAt: r.LeaseExpiresAt, Accessible: r.Accessible, Returned: receipt || leasedHere || ackedHere,
+			LeaseReplaced: mark && !leasedHere}
 	}
-	return out, err
+	return out, nil
 }
 
 // LeaseHolder is a session that held (or holds) the lease on an attention row.

@@ -402,7 +402,11 @@ func TestPlansForNewBox(t *testing.T) {
 		},
 		// inbox_ack
 		"LockAckRows": func(q *db.Queries) error {
-			_, err := q.LockAckRows(ctx, db.LockAckRowsParams{BoxID: newBox, AgentID: reader, SessionID: session, InboxSeqs: seqs})
+			_, err := q.LockAckRows(ctx, db.LockAckRowsParams{BoxID: newBox, AgentID: reader, InboxSeqs: seqs})
+			return err
+		},
+		"AckReceipts": func(q *db.Queries) error {
+			_, err := q.AckReceipts(ctx, db.AckReceiptsParams{BoxID: newBox, AgentID: reader, SessionID: session, InboxSeqs: seqs})
 			return err
 		},
 		"AckRows": func(q *db.Queries) error {
