@@ -139,7 +139,8 @@ SELECT @box_id, agent_id, nextval('inbox_seq_seq'), message_id, channel_id, reas
 -- exactly the excess size. Deletes cascade to attachments, requests and file reports; the
 -- attention rows (with their leases), their receipts and the duplicate reference have no
 -- foreign key to what they belong to and are deleted explicitly (dropped_attention,
--- dropped_receipts, dropped_references); the counts are decreased by what was deleted. The caller holds the channels' locks.
+-- dropped_receipts, dropped_references); the counts are decreased by what was deleted. The
+-- caller holds the channels' locks.
 WITH over AS MATERIALIZED (
     SELECT c.channel_id, GREATEST(c.message_count - @message_cap::bigint, 0) AS message_excess,
            GREATEST(c.attachment_message_count - @attachment_cap::bigint, 0) AS attachment_excess

@@ -218,7 +218,8 @@ type EnforceRetentionParams struct {
 // exactly the excess size. Deletes cascade to attachments, requests and file reports; the
 // attention rows (with their leases), their receipts and the duplicate reference have no
 // foreign key to what they belong to and are deleted explicitly (dropped_attention,
-// dropped_receipts, dropped_references); the counts are decreased by what was deleted. The caller holds the channels' locks.
+// dropped_receipts, dropped_references); the counts are decreased by what was deleted. The
+// caller holds the channels' locks.
 func (q *Queries) EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error) {
 	row := q.db.QueryRow(ctx, enforceRetention,
 		arg.MessageCap,

@@ -87,7 +87,8 @@ type Querier interface {
 	// exactly the excess size. Deletes cascade to attachments, requests and file reports; the
 	// attention rows (with their leases), their receipts and the duplicate reference have no
 	// foreign key to what they belong to and are deleted explicitly (dropped_attention,
-	// dropped_receipts, dropped_references); the counts are decreased by what was deleted. The caller holds the channels' locks.
+	// dropped_receipts, dropped_references); the counts are decreased by what was deleted. The
+	// caller holds the channels' locks.
 	EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error)
 	// Creates the DM channels of the given pairs that do not exist yet (first message of a pair).
 	// Pairs are inserted in pair order so concurrent creators wait on each other in one order.

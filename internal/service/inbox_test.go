@@ -436,11 +436,22 @@ func TestInboxListStreamAndFilters(t *testing.T) {
 	if rejoined.UnreadCount != 7 || len(rejoined.Items) != 7 {
 		t.Fatalf("unread after rejoining: %d (%d items), want 7", rejoined.UnreadCount, len(rejoined.Items))
 	}
-	if got := ibAll(t, reader, "", inRoom(room)); len(got) != 1 || got[0].Message.MessageID != newRoomMsg {
+	got := ibAll(t, reader, "", inRoom(room))
+	if len(got) != 1 || got[0].Message.MessageID != newRoomMsg {
 		t.Fatalf("room rows after rejoining: %+v", got)
 	}
 	if p := reader.Prime(); p["counts"].(map[string]any)["unread"] != float64(7) {
 		t.Fatalf("prime counts after rejoining: %v", p["counts"])
+	}
+	// Acked, the new row is the room's only row under filter all and acked too: the unread
+	// row of the first membership stays hidden in both of the channel's ranges.
+	if r := ibAck(reader, newKey(), got[0].InboxSeq); r.Status != http.StatusOK {
+		t.Fatalf("ack after rejoining: %d %s", r.Status, r.Raw)
+	}
+	for _, filter := range []string{"all", "acked"} {
+		if got := ibAll(t, reader, filter, inRoom(room)); len(got) != 1 || got[0].Message.MessageID != newRoomMsg || got[0].AckedAt == nil {
+			t.Fatalf("room filter %s after rejoining: %+v", filter, got)
+		}
 	}
 }
 
