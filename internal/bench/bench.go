@@ -92,7 +92,7 @@ type Config struct {
 	W4Backlog    int // items the W4 drain pre-fills (Agentbox and River alike)
 	W5Clients    int
 
-	// Pprof fetches server CPU profiles during W1 and W4 into OutDir (the server must
+	// Pprof fetches server CPU profiles during W1, W4 and W5 into OutDir (the server must
 	// serve /debug/pprof: Spawn starts it with --pprof).
 	Pprof bool
 	// OutDir receives latest.md, latest.json and profiles ("" = write nothing).

@@ -247,13 +247,18 @@ func (rep *Report) ComputeTargets() {
 			ts = append(ts, newTarget(c.target, c.desc, ">=", c.threshold, "×", 0, false, missing(w4, river)))
 		}
 	}
-	for _, kind := range []string{"read", "write"} {
-		httpR, mcpR := rep.result("W5.http."+kind), rep.result("W5.mcp_http."+kind)
-		desc := fmt.Sprintf("W5 MCP streamable HTTP %s p50 ≤ 1.5 × direct HTTP", kind)
-		if ok(httpR) && ok(mcpR) {
-			ts = append(ts, newTarget("w5_mcp_http_"+kind, desc, "<=", targetW5MCPHTTP, "×", ratio(mcpR.P50Ms, httpR.P50Ms), true, ""))
-		} else {
-			ts = append(ts, newTarget("w5_mcp_http_"+kind, desc, "<=", targetW5MCPHTTP, "×", 0, false, missing(httpR, mcpR)))
+	// The target is judged on the JSON-RPC client (like with like, see w5); the Go SDK
+	// client's figure, which carries that client's CPU on the shared cores, is listed too.
+	for _, c := range []struct{ transport, label string }{{"mcp_http", "MCP streamable HTTP"}, {"mcp_http_sdk", "MCP streamable HTTP with the Go SDK client"}} {
+		for _, kind := range []string{"read", "write"} {
+			httpR, mcpR := rep.result("W5.http."+kind), rep.result("W5."+c.transport+"."+kind)
+			desc := fmt.Sprintf("W5 %s %s p50 ≤ 1.5 × direct HTTP", c.label, kind)
+			id := "w5_" + c.transport + "_" + kind
+			if ok(httpR) && ok(mcpR) {
+				ts = append(ts, newTarget(id, desc, "<=", targetW5MCPHTTP, "×", ratio(mcpR.P50Ms, httpR.P50Ms), true, ""))
+			} else {
+				ts = append(ts, newTarget(id, desc, "<=", targetW5MCPHTTP, "×", 0, false, missing(httpR, mcpR)))
+			}
 		}
 	}
 	for _, op := range []string{"claim", "ack", "inbox_list"} {

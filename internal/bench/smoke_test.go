@@ -68,3 +68,36 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("machine/PostgreSQL facts missing: %+v %+v", rep.Machine, rep.Postgres)
 	}
 }
+
+// TestSmokeW5 runs W5 briefly: the direct HTTP client, the JSON-RPC client that replays the
+// Go SDK client's requests, and the SDK client itself all complete their calls without an
+// error (MCP stdio needs the agentbox binary, which a test binary is not: not available).
+func TestSmokeW5(t *testing.T) {
+	e := testenv.New(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	rep, err := bench.Run(ctx, bench.Config{
+		ServerURL: e.URL, AdminToken: testenv.AdminToken, DatabaseURL: e.DBURL,
+		Clients: 2, W5Clients: 2, Duration: 500 * time.Millisecond, Warmup: 100 * time.Millisecond,
+		Workloads: []string{"w5"},
+	})
+	if err != nil {
+		t.Fatalf("bench.Run: %v", err)
+	}
+	byID := map[string]bench.Result{}
+	for _, r := range rep.Results {
+		byID[r.ID] = r
+	}
+	for _, transport := range []string{"http", "mcp_http", "mcp_http_sdk"} {
+		for _, kind := range []string{"read", "write"} {
+			id := "W5." + transport + "." + kind
+			if r, ok := byID[id]; !ok || r.Status != bench.StatusOK || r.Ops == 0 || r.Errors != 0 {
+				t.Errorf("%s = %+v", id, r)
+			}
+		}
+	}
+	if md := rep.Markdown(); !strings.Contains(md, "W5 MCP streamable HTTP read p50 ≤ 1.5 × direct HTTP") ||
+		!strings.Contains(md, "W5 MCP streamable HTTP with the Go SDK client write p50 ≤ 1.5 × direct HTTP") {
+		t.Errorf("Markdown without both W5 targets:\n%s", md)
+	}
+}

@@ -44,7 +44,7 @@ func (e *env) bench(args []string) error {
 	fs.IntVar(&cfg.W4ClaimLimit, "w4-claim", 50, "W4: rows per inbox_claim")
 	fs.IntVar(&cfg.W4Backlog, "w4-backlog", bench.DefaultW4Backlog, "W4 drain: items pre-filled before the sessions (and River's workers) empty them (the full run drains for well over 10 s)")
 	fs.IntVar(&cfg.W5Clients, "w5-clients", 8, "W5: clients per transport")
-	fs.BoolVar(&cfg.Pprof, "pprof", false, "fetch server CPU profiles during W1 and W4 into --out (--spawn starts the server with --pprof)")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "fetch server CPU profiles during W1, W4 and W5 into --out (--spawn starts the server with --pprof)")
 	fs.BoolVar(&cfg.Pprof, "cpuprofile", false, "same as --pprof")
 	fs.StringVar(&cfg.OutDir, "out", filepath.Join("bench", "results"), "directory for latest.md, latest.json and profiles (\"\" writes nothing)")
 	if err := parse(fs, args); err != nil {
