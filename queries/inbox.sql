@@ -171,30 +171,40 @@ FROM (SELECT count(*) AS leased, count(*) FILTER (WHERE a.lease_session_id = @se
 
 -- name: LockAckRows :many
 -- The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
--- concurrent ACKs cannot deadlock), with what the ACK rules read of the row itself: still
--- accessible, its first ACK and its lease. Accessibility is accessible_attention's condition
--- on the row itself (see LockClaimCandidatesOldest). The session's receipts are read by
--- AckReceipts, the next statement of the same round trip.
-SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
-       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible
+-- concurrent ACKs cannot deadlock), with their first ACK and their lease. Whether each is
+-- still accessible and the session's receipts are read by AckRowStates, the next statement
+-- of the same round trip (it says why).
+SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at
 FROM attention a
 WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.inbox_seq = ANY(@inbox_seqs::bigint[])
   AND a.inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND a.inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
 ORDER BY a.inbox_seq
 FOR UPDATE OF a;
 
--- name: AckReceipts :many
--- The session's receipts among the given rows, with their lease_replaced marks. Sent right
--- after LockAckRows, in the same round trip, as a statement of its own: when LockAckRows
--- waited for a row, the transaction it waited for may have written receipts as it committed
--- (a claim taking over an expired lease, MarkLeasesReplaced; an ACK ending one,
--- KeepLeaseReceipts), which only a statement started after the wait sees.
-SELECT r.inbox_seq, r.lease_replaced FROM receipts r
-WHERE r.box_id = @box_id AND r.agent_id = @agent_id AND r.inbox_seq = ANY(@inbox_seqs::bigint[])
-  AND r.inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND r.inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
-  AND r.session_id = @session_id;
+-- name: AckRowStates :many
+-- For each of the given rows: whether it is still accessible (accessible_attention's
+-- condition on the row itself, see LockClaimCandidatesOldest) and the session's receipt with
+-- its lease_replaced mark. Sent right after LockAckRows, in the same round trip, as a
+-- statement of its own: when LockAckRows waited for a row, the transaction it waited for
+-- may have changed what the ACK rules read, and only a statement started after the wait sees
+-- it. A room leave ends the agent's leases in the room (it locks those rows) as it ends the
+-- membership; a claim taking over an expired lease marks the former holder's receipt
+-- replaced (MarkLeasesReplaced); an ACK ending one leaves the holder a receipt
+-- (KeepLeaseReceipts). Read in LockAckRows, whose snapshot predates the wait, the leave's
+-- row would still be accessible and the receipts would be missing. The rows are read again
+-- by key (one index probe each, the rows just locked): that is the price of a fresh look.
+SELECT a.inbox_seq,
+       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible,
+       (r.session_id IS NOT NULL)::boolean AS has_receipt, COALESCE(r.lease_replaced, false)::boolean AS lease_replaced
+FROM attention a
+-- OFFSET 0: the receipt is one probe of its key per row, never a walk of the agent's receipts.
+LEFT JOIN LATERAL (SELECT r.session_id, r.lease_replaced FROM receipts r
+                   WHERE r.box_id = a.box_id AND r.agent_id = a.agent_id AND r.inbox_seq = a.inbox_seq AND r.session_id = @session_id
+                   OFFSET 0) r ON true
+WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.inbox_seq = ANY(@inbox_seqs::bigint[])
+  AND a.inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND a.inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k);
 
 -- name: AckRows :exec
 -- ACK means read: sets the first ACK's session and time (never changed after) and ends the

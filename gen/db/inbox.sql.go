@@ -12,45 +12,66 @@ import (
 	"github.com/google/uuid"
 )
 
-const ackReceipts = `-- name: AckReceipts :many
-SELECT r.inbox_seq, r.lease_replaced FROM receipts r
-WHERE r.box_id = $1 AND r.agent_id = $2 AND r.inbox_seq = ANY($3::bigint[])
-  AND r.inbox_seq >= (SELECT min(k) FROM unnest($3::bigint[]) AS k) AND r.inbox_seq <= (SELECT max(k) FROM unnest($3::bigint[]) AS k)
-  AND r.session_id = $4
+const ackRowStates = `-- name: AckRowStates :many
+SELECT a.inbox_seq,
+       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
+               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
+               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible,
+       (r.session_id IS NOT NULL)::boolean AS has_receipt, COALESCE(r.lease_replaced, false)::boolean AS lease_replaced
+FROM attention a
+LEFT JOIN LATERAL (SELECT r.session_id, r.lease_replaced FROM receipts r
+                   WHERE r.box_id = a.box_id AND r.agent_id = a.agent_id AND r.inbox_seq = a.inbox_seq AND r.session_id = $1
+                   OFFSET 0) r ON true
+WHERE a.box_id = $2 AND a.agent_id = $3 AND a.inbox_seq = ANY($4::bigint[])
+  AND a.inbox_seq >= (SELECT min(k) FROM unnest($4::bigint[]) AS k) AND a.inbox_seq <= (SELECT max(k) FROM unnest($4::bigint[]) AS k)
 `
 
-type AckReceiptsParams struct {
+type AckRowStatesParams struct {
+	SessionID uuid.UUID
 	BoxID     uuid.UUID
 	AgentID   uuid.UUID
 	InboxSeqs []int64
-	SessionID uuid.UUID
 }
 
-type AckReceiptsRow struct {
+type AckRowStatesRow struct {
 	InboxSeq      int64
+	Accessible    bool
+	HasReceipt    bool
 	LeaseReplaced bool
 }
 
-// The session's receipts among the given rows, with their lease_replaced marks. Sent right
-// after LockAckRows, in the same round trip, as a statement of its own: when LockAckRows
-// waited for a row, the transaction it waited for may have written receipts as it committed
-// (a claim taking over an expired lease, MarkLeasesReplaced; an ACK ending one,
-// KeepLeaseReceipts), which only a statement started after the wait sees.
-func (q *Queries) AckReceipts(ctx context.Context, arg AckReceiptsParams) ([]AckReceiptsRow, error) {
-	rows, err := q.db.Query(ctx, ackReceipts,
+// For each of the given rows: whether it is still accessible (accessible_attention's
+// condition on the row itself, see LockClaimCandidatesOldest) and the session's receipt with
+// its lease_replaced mark. Sent right after LockAckRows, in the same round trip, as a
+// statement of its own: when LockAckRows waited for a row, the transaction it waited for
+// may have changed what the ACK rules read, and only a statement started after the wait sees
+// it. A room leave ends the agent's leases in the room (it locks those rows) as it ends the
+// membership; a claim taking over an expired lease marks the former holder's receipt
+// replaced (MarkLeasesReplaced); an ACK ending one leaves the holder a receipt
+// (KeepLeaseReceipts). Read in LockAckRows, whose snapshot predates the wait, the leave's
+// row would still be accessible and the receipts would be missing. The rows are read again
+// by key (one index probe each, the rows just locked): that is the price of a fresh look.
+// OFFSET 0: the receipt is one probe of its key per row, never a walk of the agent's receipts.
+func (q *Queries) AckRowStates(ctx context.Context, arg AckRowStatesParams) ([]AckRowStatesRow, error) {
+	rows, err := q.db.Query(ctx, ackRowStates,
+		arg.SessionID,
 		arg.BoxID,
 		arg.AgentID,
 		arg.InboxSeqs,
-		arg.SessionID,
 	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []AckReceiptsRow
+	var items []AckRowStatesRow
 	for rows.Next() {
-		var i AckReceiptsRow
-		if err := rows.Scan(&i.InboxSeq, &i.LeaseReplaced); err != nil {
+		var i AckRowStatesRow
+		if err := rows.Scan(
+			&i.InboxSeq,
+			&i.Accessible,
+			&i.HasReceipt,
+			&i.LeaseReplaced,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)
@@ -732,10 +753,7 @@ func (q *Queries) LeaseRows(ctx context.Context, arg LeaseRowsParams) error {
 }
 
 const lockAckRows = `-- name: LockAckRows :many
-SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at,
-       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible
+SELECT a.inbox_seq, a.acked_at, a.acked_by_session_id, a.lease_session_id, a.lease_expires_at
 FROM attention a
 WHERE a.box_id = $1 AND a.agent_id = $2 AND a.inbox_seq = ANY($3::bigint[])
   AND a.inbox_seq >= (SELECT min(k) FROM unnest($3::bigint[]) AS k) AND a.inbox_seq <= (SELECT max(k) FROM unnest($3::bigint[]) AS k)
@@ -755,14 +773,12 @@ type LockAckRowsRow struct {
 	AckedBySessionID *uuid.UUID
 	LeaseSessionID   *uuid.UUID
 	LeaseExpiresAt   *time.Time
-	Accessible       bool
 }
 
 // The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
-// concurrent ACKs cannot deadlock), with what the ACK rules read of the row itself: still
-// accessible, its first ACK and its lease. Accessibility is accessible_attention's condition
-// on the row itself (see LockClaimCandidatesOldest). The session's receipts are read by
-// AckReceipts, the next statement of the same round trip.
+// concurrent ACKs cannot deadlock), with their first ACK and their lease. Whether each is
+// still accessible and the session's receipts are read by AckRowStates, the next statement
+// of the same round trip (it says why).
 func (q *Queries) LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]LockAckRowsRow, error) {
 	rows, err := q.db.Query(ctx, lockAckRows, arg.BoxID, arg.AgentID, arg.InboxSeqs)
 	if err != nil {
@@ -778,7 +794,6 @@ func (q *Queries) LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]Loc
 			&i.AckedBySessionID,
 			&i.LeaseSessionID,
 			&i.LeaseExpiresAt,
-			&i.Accessible,
 		); err != nil {
 			return nil, err
 		}

@@ -11,12 +11,19 @@ import (
 )
 
 type Querier interface {
-	// The session's receipts among the given rows, with their lease_replaced marks. Sent right
-	// after LockAckRows, in the same round trip, as a statement of its own: when LockAckRows
-	// waited for a row, the transaction it waited for may have written receipts as it committed
-	// (a claim taking over an expired lease, MarkLeasesReplaced; an ACK ending one,
-	// KeepLeaseReceipts), which only a statement started after the wait sees.
-	AckReceipts(ctx context.Context, arg AckReceiptsParams) ([]AckReceiptsRow, error)
+	// For each of the given rows: whether it is still accessible (accessible_attention's
+	// condition on the row itself, see LockClaimCandidatesOldest) and the session's receipt with
+	// its lease_replaced mark. Sent right after LockAckRows, in the same round trip, as a
+	// statement of its own: when LockAckRows waited for a row, the transaction it waited for
+	// may have changed what the ACK rules read, and only a statement started after the wait sees
+	// it. A room leave ends the agent's leases in the room (it locks those rows) as it ends the
+	// membership; a claim taking over an expired lease marks the former holder's receipt
+	// replaced (MarkLeasesReplaced); an ACK ending one leaves the holder a receipt
+	// (KeepLeaseReceipts). Read in LockAckRows, whose snapshot predates the wait, the leave's
+	// row would still be accessible and the receipts would be missing. The rows are read again
+	// by key (one index probe each, the rows just locked): that is the price of a fresh look.
+	// OFFSET 0: the receipt is one probe of its key per row, never a walk of the agent's receipts.
+	AckRowStates(ctx context.Context, arg AckRowStatesParams) ([]AckRowStatesRow, error)
 	// ACK means read: sets the first ACK's session and time (never changed after) and ends the
 	// row's lease. Nothing else changes (no retention extension, no request status).
 	AckRows(ctx context.Context, arg AckRowsParams) error
@@ -242,10 +249,9 @@ type Querier interface {
 	ListBoxes(ctx context.Context) ([]Box, error)
 	ListHosts(ctx context.Context, boxID uuid.UUID) ([]Host, error)
 	// The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
-	// concurrent ACKs cannot deadlock), with what the ACK rules read of the row itself: still
-	// accessible, its first ACK and its lease. Accessibility is accessible_attention's condition
-	// on the row itself (see LockClaimCandidatesOldest). The session's receipts are read by
-	// AckReceipts, the next statement of the same round trip.
+	// concurrent ACKs cannot deadlock), with their first ACK and their lease. Whether each is
+	// still accessible and the session's receipts are read by AckRowStates, the next statement
+	// of the same round trip (it says why).
 	LockAckRows(ctx context.Context, arg LockAckRowsParams) ([]LockAckRowsRow, error)
 	// The next @max_rows channels of the box after @after_channel_id, locked until commit in
 	// channel_id order (the order sends lock them in), for the retroactive cleanup.

@@ -772,6 +772,59 @@ func TestInboxAckAfterWaitingSeesTheCommittedReceipts(t *testing.T) {
 	}
 }
 
+// An ACK that waits for a room leave judges the row by the membership the leave committed:
+// S listed a room row (its receipt) that T leases; the leave ends T's lease, so it holds the
+// row S's ACK locks, and once it commits the row is no longer accessible, so S's ACK is
+// refused as for a row it never saw (and nothing is acked). The leave is written by hand
+// (LeaveRoom and EndRoomLeases) in an open transaction so that S's ACK is sure to wait.
+func TestInboxAckAfterWaitingSeesTheRoomLeave(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	room := w.roomWith(t, sender, reader)
+	ibSend(t, sender, inRoom(room), "room 1", nil)
+	s, tt := reader.WithSession("S"), reader.WithSession("T")
+	s.Prime()
+	tt.Prime()
+	if p := ibList(t, s, "/inbox"); len(p.Items) != 1 {
+		t.Fatalf("S lists: %+v", p.Items)
+	}
+	if got := ibSeqs(ibClaim(t, tt, map[string]any{"limit": 1})); fmt.Sprint(got) != "[1]" {
+		t.Fatalf("T claims: %v", got)
+	}
+	ctx := context.Background()
+	tx, err := e.Store.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `UPDATE room_members SET state = 'left', left_at = now() WHERE room_id = $1 AND agent_id = $2 AND state = 'active'`, room, reader.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE attention SET lease_session_id = NULL, lease_expires_at = NULL WHERE agent_id = $1 AND channel_id = $2 AND lease_session_id IS NOT NULL`, reader.ID, room); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan testenv.Response, 1)
+	go func() { done <- ibAck(s, newKey(), "1") }()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if dbInt(t, e, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+		                AND wait_event_type = 'Lock' AND query LIKE '%LockAckRows%'`) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("S's ACK never waited for the leave")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expectErr(t, "S acks the row of the room left", <-done, "INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[0]")
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND acked_at IS NOT NULL`, reader.ID); n != 0 {
+		t.Fatalf("%d rows acked", n)
+	}
+}
+
 // Concurrent claims from 8 sessions on two server processes never lease one row twice, and
 // together lease every row.
 func TestInboxConcurrentClaims(t *testing.T) {

@@ -108,34 +108,35 @@ type AckCandidate struct {
 // seq (missing seqs are absent). A row was returned to the session if the session has a
 // receipt of it, holds its lease, or made its first ACK (a lease is its session's receipt:
 // LeaseRows); a receipt's lease_replaced mark counts only while another session holds the
-// row. The receipts are read in the same round trip after the lock (AckReceipts says why).
+// row. Accessibility and the receipts are read in the same round trip after the lock
+// (AckRowStates says why).
 func (t *Tx) LockAckCandidates(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64) (map[int64]AckCandidate, error) {
 	var rows []db.LockAckRowsRow
-	var receipts []db.AckReceiptsRow
+	var states []db.AckRowStatesRow
 	err := t.pipeline(ctx,
 		func(q *db.Queries) (err error) {
 			rows, err = q.LockAckRows(ctx, db.LockAckRowsParams{BoxID: boxID, AgentID: agentID, InboxSeqs: seqs})
 			return err
 		},
 		func(q *db.Queries) (err error) {
-			receipts, err = q.AckReceipts(ctx, db.AckReceiptsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs})
+			states, err = q.AckRowStates(ctx, db.AckRowStatesParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs})
 			return err
 		})
 	if err != nil {
 		return nil, err
 	}
-	replaced := make(map[int64]bool, len(receipts)) // seq -> the receipt's lease_replaced mark
-	for _, r := range receipts {
-		replaced[r.InboxSeq] = r.LeaseReplaced
+	byseq := make(map[int64]db.AckRowStatesRow, len(states))
+	for _, st := range states {
+		byseq[st.InboxSeq] = st
 	}
 	out := make(map[int64]AckCandidate, len(rows))
 	for _, r := range rows {
-		mark, receipt := replaced[r.InboxSeq]
+		st, found := byseq[r.InboxSeq] // always, for a locked row: nothing deletes it before commit
 		leasedHere := r.LeaseSessionID != nil && *r.LeaseSessionID == sessionID
 		ackedHere := r.AckedBySessionID != nil && *r.AckedBySessionID == sessionID
 		out[r.InboxSeq] = AckCandidate{AckedAt: r.AckedAt, AckedBy: r.AckedBySessionID, LeaseSession: r.LeaseSessionID,
-			LeaseExpiresAt: r.LeaseExpiresAt, Accessible: r.Accessible, Returned: receipt || leasedHere || ackedHere,
-			LeaseReplaced: mark && !leasedHere}
+			LeaseExpiresAt: r.LeaseExpiresAt, Accessible: found && st.Accessible, Returned: st.HasReceipt || leasedHere || ackedHere,
+			LeaseReplaced: st.LeaseReplaced && !leasedHere}
 	}
 	return out, nil
 }

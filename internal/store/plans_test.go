@@ -405,8 +405,8 @@ func TestPlansForNewBox(t *testing.T) {
 			_, err := q.LockAckRows(ctx, db.LockAckRowsParams{BoxID: newBox, AgentID: reader, InboxSeqs: seqs})
 			return err
 		},
-		"AckReceipts": func(q *db.Queries) error {
-			_, err := q.AckReceipts(ctx, db.AckReceiptsParams{BoxID: newBox, AgentID: reader, SessionID: session, InboxSeqs: seqs})
+		"AckRowStates": func(q *db.Queries) error {
+			_, err := q.AckRowStates(ctx, db.AckRowStatesParams{BoxID: newBox, AgentID: reader, SessionID: session, InboxSeqs: seqs})
 			return err
 		},
 		"AckRows": func(q *db.Queries) error {
