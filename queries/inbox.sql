@@ -137,12 +137,12 @@ ON CONFLICT DO NOTHING;
 -- unread: accessible unread rows; leased: live leases of the agent (leaving a room and
 -- purging a message end leases, so every lease is on an accessible row); leased_by_session:
 -- those held by this session (both counted in one range of attention_lease_expiry).
--- unread is accessible_attention's rule applied per channel rather than per row (which cost a
--- message lookup per unread row: 57 ms for 4,000 unread rows). The unread rows are counted by
--- channel from the agent's unread index; a DM channel's rows all count; a room's count only
--- while the agent is an active member, all of them in its first membership epoch (every row
--- was delivered during it); only after a rejoin are the room's rows checked one by one
--- against the epoch's start.
+-- unread is accessible_attention's rule applied per channel rather than per row. A channel's
+-- unread rows are its delivered counter less its acked counter (0015_inbox_counts.sql), one
+-- row of each per channel the agent has rows in, however many rows; a DM channel's rows all
+-- count; a room's count only while the agent is an active member, all of them in its first
+-- membership epoch (every row was delivered during it); only after a rejoin are the room's
+-- unread rows checked one by one against the epoch's start.
 SELECT (SELECT COALESCE(sum(CASE
                  WHEN c.kind = 'dm' THEN u.n
                  WHEN rm.state IS DISTINCT FROM 'active' THEN 0
@@ -152,17 +152,18 @@ SELECT (SELECT COALESCE(sum(CASE
                        WHERE a.box_id = @box_id AND a.channel_id = u.channel_id AND a.agent_id = @agent_id
                          AND a.acked_at IS NULL AND m.message_seq > rm.epoch_start_seq)
                END), 0)
-        -- The unread rows are the claimable ones and the leased ones (0012_unread_split.sql).
-        FROM (SELECT r.channel_id, count(*) AS n
-              FROM (SELECT a.channel_id FROM attention a
-                    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
-                    UNION ALL
-                    SELECT a.channel_id FROM attention a
-                    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NOT NULL) AS r
-              GROUP BY r.channel_id) AS u
-        JOIN channels c ON c.box_id = @box_id AND c.channel_id = u.channel_id
-        LEFT JOIN room_members rm ON c.kind = 'room' AND rm.box_id = @box_id AND rm.room_id = u.channel_id
-                                 AND rm.agent_id = @agent_id)::bigint AS unread,
+        -- Each lookup is by key, once per channel with unread rows (OFFSET 0 keeps it one:
+        -- as a join, a generic plan read every channel of the box).
+        FROM (SELECT d.channel_id, d.n - COALESCE(k.n, 0) AS n
+              FROM inbox_delivered d
+              LEFT JOIN LATERAL (SELECT k.n FROM inbox_acked k
+                                 WHERE k.box_id = d.box_id AND k.agent_id = d.agent_id AND k.channel_id = d.channel_id OFFSET 0) AS k ON true
+              WHERE d.box_id = @box_id AND d.agent_id = @agent_id OFFSET 0) AS u
+        CROSS JOIN LATERAL (SELECT c.kind FROM channels c WHERE c.box_id = @box_id AND c.channel_id = u.channel_id OFFSET 0) AS c
+        LEFT JOIN LATERAL (SELECT rm.state, rm.epoch, rm.epoch_start_seq FROM room_members rm
+                           WHERE rm.box_id = @box_id AND rm.room_id = u.channel_id AND rm.agent_id = @agent_id OFFSET 0) AS rm
+               ON c.kind = 'room'
+        WHERE u.n > 0)::bigint AS unread,
        l.leased::bigint AS leased, l.leased_by_session::bigint AS leased_by_session
 FROM (SELECT count(*) AS leased, count(*) FILTER (WHERE a.lease_session_id = @session_id::uuid) AS leased_by_session
       FROM attention a
@@ -208,10 +209,20 @@ WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.inbox_seq = ANY(@inbox
 
 -- name: AckRows :exec
 -- ACK means read: sets the first ACK's session and time (never changed after) and ends the
--- row's lease. Nothing else changes (no retention extension, no request status).
-UPDATE attention SET acked_at = @now::timestamptz, acked_by_session_id = @session_id::uuid, lease_session_id = NULL, lease_expires_at = NULL
-WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[]) AND acked_at IS NULL
-  AND inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k);
+-- row's lease. Nothing else changes (no retention extension, no request status). Each
+-- channel's acked counter (0015_inbox_counts.sql) grows by its rows acked here; the counter
+-- rows are written in channel order (the sorted INSERT), so concurrent ACKs of one agent
+-- take them in one order, and in the ACK's COMMIT round trip, after every other lock it
+-- waits for (internal/store AckRows), so a counter row is held only while the ACK commits.
+WITH acked AS (
+    UPDATE attention SET acked_at = @now::timestamptz, acked_by_session_id = @session_id::uuid, lease_session_id = NULL, lease_expires_at = NULL
+    WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[]) AND acked_at IS NULL
+      AND inbox_seq >= (SELECT min(k) FROM unnest(@inbox_seqs::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest(@inbox_seqs::bigint[]) AS k)
+    RETURNING channel_id
+)
+INSERT INTO inbox_acked AS k (box_id, agent_id, channel_id, n)
+SELECT @box_id, @agent_id, channel_id, count(*) FROM acked GROUP BY channel_id ORDER BY channel_id
+ON CONFLICT (box_id, agent_id, channel_id) DO UPDATE SET n = k.n + EXCLUDED.n;
 
 -- name: LockClaimCandidatesOldest :many
 -- inbox_claim's first step: up to @max_rows unread rows that no live lease holds, oldest

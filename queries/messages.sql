@@ -92,7 +92,7 @@ FROM inserted
 CROSS JOIN LATERAL (SELECT heads.message_count, heads.attachment_message_count FROM heads
                     WHERE heads.channel_id = inserted.channel_id OFFSET 0) AS h;
 
--- name: InsertAttention :execrows
+-- name: InsertAttention :one
 -- One attention row per (recipient, message) with the OR of the reason bits of SPEC §7, for
 -- every copy of a send in one statement. DM copies (arrays; empty for a room post): the
 -- recipient, preferences ignored (1, +4 mention, +8 reply to their message, +16 request). A
@@ -103,7 +103,9 @@ CROSS JOIN LATERAL (SELECT heads.message_count, heads.attachment_message_count F
 -- planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq is drawn from the global sequence only after the
 -- shared advisory lock on the recipient's inbox, taken in agent_id order (0006_inbox_seq.sql:
 -- inbox_upper then never returns a bound below an uncommitted row, and concurrent sends to
--- one inbox do not wait for each other).
+-- one inbox do not wait for each other). Each recipient's delivered counter of the channel
+-- (0015_inbox_counts.sql) grows by its rows, in the same statement; the caller holds the
+-- channel's lock, which is what serializes the counter's writers. Returns the rows inserted.
 WITH candidates AS (
     SELECT d.message_id, d.channel_id, d.agent_id, 'dm'::text AS follow
     FROM (SELECT unnest(@dm_message_ids::uuid[]) AS message_id, unnest(@dm_channel_ids::uuid[]) AS channel_id,
@@ -127,9 +129,16 @@ WITH candidates AS (
     SELECT r.message_id, r.channel_id, r.agent_id, r.reasons,
            pg_advisory_xact_lock_shared(inbox_lock_key(@box_id, r.agent_id)) AS locked
     FROM (SELECT * FROM reasoned WHERE reasons > 0 ORDER BY agent_id, message_id) AS r
+), inserted AS (
+    INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons)
+    SELECT @box_id, agent_id, nextval('inbox_seq_seq'), message_id, channel_id, reasons FROM locked
+    RETURNING agent_id, channel_id
+), counted AS (
+    INSERT INTO inbox_delivered AS d (box_id, agent_id, channel_id, n)
+    SELECT @box_id, agent_id, channel_id, count(*) FROM inserted GROUP BY agent_id, channel_id
+    ON CONFLICT (box_id, agent_id, channel_id) DO UPDATE SET n = d.n + EXCLUDED.n
 )
-INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons)
-SELECT @box_id, agent_id, nextval('inbox_seq_seq'), message_id, channel_id, reasons FROM locked;
+SELECT count(*)::bigint FROM inserted;
 
 -- name: EnforceRetention :one
 -- SPEC §11: each given channel keeps its newest @message_cap messages and at most
@@ -139,8 +148,8 @@ SELECT @box_id, agent_id, nextval('inbox_seq_seq'), message_id, channel_id, reas
 -- exactly the excess size. Deletes cascade to attachments, requests and file reports; the
 -- attention rows (with their leases), their receipts and the duplicate reference have no
 -- foreign key to what they belong to and are deleted explicitly (dropped_attention,
--- dropped_receipts, dropped_references); the counts are decreased by what was deleted. The
--- caller holds the channels' locks.
+-- dropped_receipts, dropped_references); the channels' counts and the recipients' delivered
+-- counters are decreased by what was deleted. The caller holds the channels' locks.
 WITH over AS MATERIALIZED (
     SELECT c.channel_id, GREATEST(c.message_count - @message_cap::bigint, 0) AS message_excess,
            GREATEST(c.attachment_message_count - @attachment_cap::bigint, 0) AS attachment_excess
@@ -166,11 +175,17 @@ WITH over AS MATERIALIZED (
     -- columns of the rows), and so do their receipts, which have none to the rows (0013).
     DELETE FROM attention a
     WHERE a.box_id = @box_id AND a.message_id IN (SELECT message_id FROM victims)
-    RETURNING a.agent_id, a.inbox_seq
+    RETURNING a.agent_id, a.inbox_seq, a.channel_id, a.acked_at
 ), dropped_receipts AS (
     DELETE FROM receipts r
     USING dropped_attention d
     WHERE r.box_id = @box_id AND r.agent_id = d.agent_id AND r.inbox_seq = d.inbox_seq
+), uncounted AS (
+    -- An unread row deleted leaves its delivered counter (0015_inbox_counts.sql).
+    UPDATE inbox_delivered SET n = inbox_delivered.n - d.n
+    FROM (SELECT agent_id, channel_id, count(*) AS n FROM dropped_attention WHERE acked_at IS NULL
+          GROUP BY agent_id, channel_id) AS d
+    WHERE inbox_delivered.box_id = @box_id AND inbox_delivered.agent_id = d.agent_id AND inbox_delivered.channel_id = d.channel_id
 ), dropped_references AS (
     -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
     DELETE FROM channel_sender_latest l

@@ -110,11 +110,17 @@ WITH victims AS MATERIALIZED (
     -- columns of the rows), and so do their receipts, which have none to the rows (0013).
     DELETE FROM attention a
     WHERE a.box_id = $1 AND a.message_id IN (SELECT message_id FROM victims)
-    RETURNING a.agent_id, a.inbox_seq
+    RETURNING a.agent_id, a.inbox_seq, a.channel_id, a.acked_at
 ), dropped_receipts AS (
     DELETE FROM receipts r
     USING dropped_attention d
     WHERE r.box_id = $1 AND r.agent_id = d.agent_id AND r.inbox_seq = d.inbox_seq
+), uncounted AS (
+    -- An unread row deleted leaves its delivered counter (0015_inbox_counts.sql).
+    UPDATE inbox_delivered SET n = inbox_delivered.n - d.n
+    FROM (SELECT agent_id, channel_id, count(*) AS n FROM dropped_attention WHERE acked_at IS NULL
+          GROUP BY agent_id, channel_id) AS d
+    WHERE inbox_delivered.box_id = $1 AND inbox_delivered.agent_id = d.agent_id AND inbox_delivered.channel_id = d.channel_id
 ), dropped_references AS (
     -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
     DELETE FROM channel_sender_latest l
@@ -139,7 +145,8 @@ type DeleteOversizedAttachmentMessagesParams struct {
 // Retroactive attachment_max_bytes (SPEC §11): in the given channels (locked by the caller),
 // every message whose attachment is larger than @max_bytes is deleted whole (cascading to its
 // attachment, requests and file reports; its attention rows, with their receipts and leases,
-// and the duplicate reference are deleted explicitly), and the channels' counts are decreased
+// and the duplicate reference are deleted explicitly), and the channels' counts and the
+// recipients' delivered counters (0015_inbox_counts.sql) are decreased
 // by what was deleted.
 func (q *Queries) DeleteOversizedAttachmentMessages(ctx context.Context, arg DeleteOversizedAttachmentMessagesParams) (int64, error) {
 	row := q.db.QueryRow(ctx, deleteOversizedAttachmentMessages, arg.BoxID, arg.ChannelIds, arg.MaxBytes)

@@ -184,11 +184,17 @@ WITH over AS MATERIALIZED (
     -- columns of the rows), and so do their receipts, which have none to the rows (0013).
     DELETE FROM attention a
     WHERE a.box_id = $3 AND a.message_id IN (SELECT message_id FROM victims)
-    RETURNING a.agent_id, a.inbox_seq
+    RETURNING a.agent_id, a.inbox_seq, a.channel_id, a.acked_at
 ), dropped_receipts AS (
     DELETE FROM receipts r
     USING dropped_attention d
     WHERE r.box_id = $3 AND r.agent_id = d.agent_id AND r.inbox_seq = d.inbox_seq
+), uncounted AS (
+    -- An unread row deleted leaves its delivered counter (0015_inbox_counts.sql).
+    UPDATE inbox_delivered SET n = inbox_delivered.n - d.n
+    FROM (SELECT agent_id, channel_id, count(*) AS n FROM dropped_attention WHERE acked_at IS NULL
+          GROUP BY agent_id, channel_id) AS d
+    WHERE inbox_delivered.box_id = $3 AND inbox_delivered.agent_id = d.agent_id AND inbox_delivered.channel_id = d.channel_id
 ), dropped_references AS (
     -- The duplicate reference has no foreign key (the inbox_paths migration): it goes here.
     DELETE FROM channel_sender_latest l
@@ -218,8 +224,8 @@ type EnforceRetentionParams struct {
 // exactly the excess size. Deletes cascade to attachments, requests and file reports; the
 // attention rows (with their leases), their receipts and the duplicate reference have no
 // foreign key to what they belong to and are deleted explicitly (dropped_attention,
-// dropped_receipts, dropped_references); the counts are decreased by what was deleted. The
-// caller holds the channels' locks.
+// dropped_receipts, dropped_references); the channels' counts and the recipients' delivered
+// counters are decreased by what was deleted. The caller holds the channels' locks.
 func (q *Queries) EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error) {
 	row := q.db.QueryRow(ctx, enforceRetention,
 		arg.MessageCap,
@@ -291,15 +297,15 @@ func (q *Queries) GetMessage(ctx context.Context, arg GetMessageParams) (GetMess
 	return i, err
 }
 
-const insertAttention = `-- name: InsertAttention :execrows
+const insertAttention = `-- name: InsertAttention :one
 WITH candidates AS (
     SELECT d.message_id, d.channel_id, d.agent_id, 'dm'::text AS follow
-    FROM (SELECT unnest($2::uuid[]) AS message_id, unnest($3::uuid[]) AS channel_id,
-                 unnest($4::uuid[]) AS agent_id) AS d
+    FROM (SELECT unnest($1::uuid[]) AS message_id, unnest($2::uuid[]) AS channel_id,
+                 unnest($3::uuid[]) AS agent_id) AS d
     UNION ALL
-    SELECT $5::uuid, rm.room_id, rm.agent_id, rm.follow
+    SELECT $4::uuid, rm.room_id, rm.agent_id, rm.follow
     FROM room_members rm
-    WHERE rm.box_id = $1 AND rm.room_id = $6::uuid AND rm.state = 'active'
+    WHERE rm.box_id = $5 AND rm.room_id = $6::uuid AND rm.state = 'active'
       AND rm.agent_id <> $7::uuid
 ), reasoned AS (
     SELECT message_id, channel_id, agent_id,
@@ -313,19 +319,26 @@ WITH candidates AS (
     -- A row leaves this CTE only after its recipient's lock is held, so the nextval below
     -- always follows the lock; the sorted subquery fixes the order the locks are taken in.
     SELECT r.message_id, r.channel_id, r.agent_id, r.reasons,
-           pg_advisory_xact_lock_shared(inbox_lock_key($1, r.agent_id)) AS locked
+           pg_advisory_xact_lock_shared(inbox_lock_key($5, r.agent_id)) AS locked
     FROM (SELECT message_id, channel_id, agent_id, reasons FROM reasoned WHERE reasons > 0 ORDER BY agent_id, message_id) AS r
+), inserted AS (
+    INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons)
+    SELECT $5, agent_id, nextval('inbox_seq_seq'), message_id, channel_id, reasons FROM locked
+    RETURNING agent_id, channel_id
+), counted AS (
+    INSERT INTO inbox_delivered AS d (box_id, agent_id, channel_id, n)
+    SELECT $5, agent_id, channel_id, count(*) FROM inserted GROUP BY agent_id, channel_id
+    ON CONFLICT (box_id, agent_id, channel_id) DO UPDATE SET n = d.n + EXCLUDED.n
 )
-INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons)
-SELECT $1, agent_id, nextval('inbox_seq_seq'), message_id, channel_id, reasons FROM locked
+SELECT count(*)::bigint FROM inserted
 `
 
 type InsertAttentionParams struct {
-	BoxID           uuid.UUID
 	DmMessageIds    []uuid.UUID
 	DmChannelIds    []uuid.UUID
 	DmRecipientIds  []uuid.UUID
 	RoomMessageID   uuid.UUID
+	BoxID           uuid.UUID
 	RoomID          uuid.UUID
 	SenderAgentID   uuid.UUID
 	MentionAgentIds []uuid.UUID
@@ -343,24 +356,25 @@ type InsertAttentionParams struct {
 // planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq is drawn from the global sequence only after the
 // shared advisory lock on the recipient's inbox, taken in agent_id order (0006_inbox_seq.sql:
 // inbox_upper then never returns a bound below an uncommitted row, and concurrent sends to
-// one inbox do not wait for each other).
+// one inbox do not wait for each other). Each recipient's delivered counter of the channel
+// (0015_inbox_counts.sql) grows by its rows, in the same statement; the caller holds the
+// channel's lock, which is what serializes the counter's writers. Returns the rows inserted.
 func (q *Queries) InsertAttention(ctx context.Context, arg InsertAttentionParams) (int64, error) {
-	result, err := q.db.Exec(ctx, insertAttention,
-		arg.BoxID,
+	row := q.db.QueryRow(ctx, insertAttention,
 		arg.DmMessageIds,
 		arg.DmChannelIds,
 		arg.DmRecipientIds,
 		arg.RoomMessageID,
+		arg.BoxID,
 		arg.RoomID,
 		arg.SenderAgentID,
 		arg.MentionAgentIds,
 		arg.ReplyToAuthorID,
 		arg.RequestAgentIds,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }
 
 const insertMessages = `-- name: InsertMessages :many

@@ -176,6 +176,20 @@ type IdempotencyRecord struct {
 	ExpiresAt   time.Time
 }
 
+type InboxAcked struct {
+	BoxID     uuid.UUID
+	AgentID   uuid.UUID
+	ChannelID uuid.UUID
+	N         int64
+}
+
+type InboxDelivered struct {
+	BoxID     uuid.UUID
+	AgentID   uuid.UUID
+	ChannelID uuid.UUID
+	N         int64
+}
+
 type Message struct {
 	BoxID            uuid.UUID
 	MessageID        uuid.UUID

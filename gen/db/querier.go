@@ -25,7 +25,11 @@ type Querier interface {
 	// OFFSET 0: the receipt is one probe of its key per row, never a walk of the agent's receipts.
 	AckRowStates(ctx context.Context, arg AckRowStatesParams) ([]AckRowStatesRow, error)
 	// ACK means read: sets the first ACK's session and time (never changed after) and ends the
-	// row's lease. Nothing else changes (no retention extension, no request status).
+	// row's lease. Nothing else changes (no retention extension, no request status). Each
+	// channel's acked counter (0015_inbox_counts.sql) grows by its rows acked here; the counter
+	// rows are written in channel order (the sorted INSERT), so concurrent ACKs of one agent
+	// take them in one order, and in the ACK's COMMIT round trip, after every other lock it
+	// waits for (internal/store AckRows), so a counter row is held only while the ACK commits.
 	AckRows(ctx context.Context, arg AckRowsParams) error
 	AdminTokenLive(ctx context.Context, tokenHash []byte) (bool, error)
 	// Whether one ID is an enabled agent of the box (EnabledAgentIDs for a single target, with a
@@ -79,7 +83,8 @@ type Querier interface {
 	// Retroactive attachment_max_bytes (SPEC §11): in the given channels (locked by the caller),
 	// every message whose attachment is larger than @max_bytes is deleted whole (cascading to its
 	// attachment, requests and file reports; its attention rows, with their receipts and leases,
-	// and the duplicate reference are deleted explicitly), and the channels' counts are decreased
+	// and the duplicate reference are deleted explicitly), and the channels' counts and the
+	// recipients' delivered counters (0015_inbox_counts.sql) are decreased
 	// by what was deleted.
 	DeleteOversizedAttachmentMessages(ctx context.Context, arg DeleteOversizedAttachmentMessagesParams) (int64, error)
 	// Which of the given IDs are enabled agents of the box (one round trip for any number of targets).
@@ -94,8 +99,8 @@ type Querier interface {
 	// exactly the excess size. Deletes cascade to attachments, requests and file reports; the
 	// attention rows (with their leases), their receipts and the duplicate reference have no
 	// foreign key to what they belong to and are deleted explicitly (dropped_attention,
-	// dropped_receipts, dropped_references); the counts are decreased by what was deleted. The
-	// caller holds the channels' locks.
+	// dropped_receipts, dropped_references); the channels' counts and the recipients' delivered
+	// counters are decreased by what was deleted. The caller holds the channels' locks.
 	EnforceRetention(ctx context.Context, arg EnforceRetentionParams) (int64, error)
 	// Creates the DM channels of the given pairs that do not exist yet (first message of a pair).
 	// Pairs are inserted in pair order so concurrent creators wait on each other in one order.
@@ -146,12 +151,12 @@ type Querier interface {
 	// unread: accessible unread rows; leased: live leases of the agent (leaving a room and
 	// purging a message end leases, so every lease is on an accessible row); leased_by_session:
 	// those held by this session (both counted in one range of attention_lease_expiry).
-	// unread is accessible_attention's rule applied per channel rather than per row (which cost a
-	// message lookup per unread row: 57 ms for 4,000 unread rows). The unread rows are counted by
-	// channel from the agent's unread index; a DM channel's rows all count; a room's count only
-	// while the agent is an active member, all of them in its first membership epoch (every row
-	// was delivered during it); only after a rejoin are the room's rows checked one by one
-	// against the epoch's start.
+	// unread is accessible_attention's rule applied per channel rather than per row. A channel's
+	// unread rows are its delivered counter less its acked counter (0015_inbox_counts.sql), one
+	// row of each per channel the agent has rows in, however many rows; a DM channel's rows all
+	// count; a room's count only while the agent is an active member, all of them in its first
+	// membership epoch (every row was delivered during it); only after a rejoin are the room's
+	// unread rows checked one by one against the epoch's start.
 	InboxCounts(ctx context.Context, arg InboxCountsParams) (InboxCountsRow, error)
 	// The given attention rows of the agent with their messages (as GetMessage), in inbox_seq
 	// order. parent_visible: the reply parent still exists above the agent's read floor of the
@@ -204,7 +209,9 @@ type Querier interface {
 	// planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq is drawn from the global sequence only after the
 	// shared advisory lock on the recipient's inbox, taken in agent_id order (0006_inbox_seq.sql:
 	// inbox_upper then never returns a bound below an uncommitted row, and concurrent sends to
-	// one inbox do not wait for each other).
+	// one inbox do not wait for each other). Each recipient's delivered counter of the channel
+	// (0015_inbox_counts.sql) grows by its rows, in the same statement; the caller holds the
+	// channel's lock, which is what serializes the counter's writers. Returns the rows inserted.
 	InsertAttention(ctx context.Context, arg InsertAttentionParams) (int64, error)
 	// CAS from revision "0": only one concurrent first save can insert.
 	InsertFirstCheckpoint(ctx context.Context, arg InsertFirstCheckpointParams) (InsertFirstCheckpointRow, error)

@@ -178,6 +178,11 @@ func (s *seeder) grow(ctx context.Context, total, unread int) error {
 			WHERE box_id = $1 AND agent_id = $2 AND inbox_seq >= (
 				SELECT min(inbox_seq) FROM (SELECT inbox_seq FROM attention WHERE box_id = $1 AND agent_id = $2 ORDER BY inbox_seq DESC LIMIT $3) AS newest)`,
 			s.boxID, s.reader, unread)
+		if err != nil {
+			return err
+		}
+		// The unread counters (0015_inbox_counts.sql) from the rows just written.
+		_, err = tx.Exec(ctx, `SELECT inbox_recount($1)`, s.boxID)
 		return err
 	})
 	if err != nil {

@@ -86,7 +86,13 @@ SELECT $1, seed_id($1, 'agent', 1 + g % $2), 'message_send', 'key-' || g, '\x00'
 FROM generate_series(1, $4) g;
 UPDATE channels c SET last_message_seq = x.top, message_count = x.n
 FROM (SELECT channel_id, max(message_seq) AS top, count(*) AS n FROM messages WHERE box_id = $1 GROUP BY channel_id) x
-WHERE c.box_id = $1 AND c.channel_id = x.channel_id;`
+WHERE c.box_id = $1 AND c.channel_id = x.channel_id;
+SELECT inbox_recount($1);
+-- Every room member has rows in its rooms (only agent 1's are seeded): their counters.
+INSERT INTO inbox_delivered (box_id, agent_id, channel_id, n)
+SELECT box_id, agent_id, room_id, 2 FROM room_members WHERE box_id = $1 ON CONFLICT DO NOTHING;
+INSERT INTO inbox_acked (box_id, agent_id, channel_id, n)
+SELECT box_id, agent_id, room_id, 1 FROM room_members WHERE box_id = $1 ON CONFLICT DO NOTHING;`
 
 func seedBox(t *testing.T, conn *pgx.Conn, box uuid.UUID, agents, rooms, messages int) {
 	t.Helper()
@@ -110,7 +116,7 @@ var boxTables = map[string]bool{
 	"boxes": true, "hosts": true, "agents": true, "api_keys": true, "sessions": true, "checkpoints": true,
 	"idempotency_records": true, "channels": true, "rooms": true, "room_members": true, "messages": true,
 	"channel_sender_latest": true, "attachments": true, "attention": true, "receipts": true, "requests": true,
-	"file_reports": true, "cleanup_status": true,
+	"file_reports": true, "cleanup_status": true, "inbox_delivered": true, "inbox_acked": true,
 }
 
 // historyTables grow with a box's history.
