@@ -84,36 +84,36 @@ func (q *Queries) AckRowStates(ctx context.Context, arg AckRowStatesParams) ([]A
 
 const ackRows = `-- name: AckRows :exec
 WITH acked AS (
-    UPDATE attention SET acked_at = $3::timestamptz, acked_by_session_id = $4::uuid, lease_session_id = NULL, lease_expires_at = NULL
+    UPDATE attention SET acked_at = $4::timestamptz, acked_by_session_id = $3::uuid, lease_session_id = NULL, lease_expires_at = NULL
     WHERE box_id = $1 AND agent_id = $2 AND inbox_seq = ANY($5::bigint[]) AND acked_at IS NULL
       AND inbox_seq >= (SELECT min(k) FROM unnest($5::bigint[]) AS k) AND inbox_seq <= (SELECT max(k) FROM unnest($5::bigint[]) AS k)
     RETURNING channel_id
 )
-INSERT INTO inbox_acked AS k (box_id, agent_id, channel_id, n)
-SELECT $1, $2, channel_id, count(*) FROM acked GROUP BY channel_id ORDER BY channel_id
-ON CONFLICT (box_id, agent_id, channel_id) DO UPDATE SET n = k.n + EXCLUDED.n
+INSERT INTO inbox_acked AS k (box_id, agent_id, channel_id, shard, n)
+SELECT $1, $2, channel_id, inbox_ack_shard($3::uuid), count(*) FROM acked GROUP BY channel_id ORDER BY channel_id
+ON CONFLICT (box_id, agent_id, channel_id, shard) DO UPDATE SET n = k.n + EXCLUDED.n
 `
 
 type AckRowsParams struct {
 	BoxID     uuid.UUID
 	AgentID   uuid.UUID
-	Now       time.Time
 	SessionID uuid.UUID
+	Now       time.Time
 	InboxSeqs []int64
 }
 
 // ACK means read: sets the first ACK's session and time (never changed after) and ends the
 // row's lease. Nothing else changes (no retention extension, no request status). Each
-// channel's acked counter (0015_inbox_counts.sql) grows by its rows acked here; the counter
-// rows are written in channel order (the sorted INSERT), so concurrent ACKs of one agent
+// channel's acked counter (0015_inbox_counts.sql: the session's shard of it) grows by its
+// rows acked here; the counter rows are written in channel order (the sorted INSERT), so concurrent ACKs of one agent
 // take them in one order, and in the ACK's COMMIT round trip, after every other lock it
 // waits for (internal/store AckRows), so a counter row is held only while the ACK commits.
 func (q *Queries) AckRows(ctx context.Context, arg AckRowsParams) error {
 	_, err := q.db.Exec(ctx, ackRows,
 		arg.BoxID,
 		arg.AgentID,
-		arg.Now,
 		arg.SessionID,
+		arg.Now,
 		arg.InboxSeqs,
 	)
 	return err
@@ -413,7 +413,7 @@ SELECT (SELECT COALESCE(sum(CASE
         -- as a join, a generic plan read every channel of the box).
         FROM (SELECT d.channel_id, d.n - COALESCE(k.n, 0) AS n
               FROM inbox_delivered d
-              LEFT JOIN LATERAL (SELECT k.n FROM inbox_acked k
+              LEFT JOIN LATERAL (SELECT sum(k.n) AS n FROM inbox_acked k
                                  WHERE k.box_id = d.box_id AND k.agent_id = d.agent_id AND k.channel_id = d.channel_id OFFSET 0) AS k ON true
               WHERE d.box_id = $1 AND d.agent_id = $2 OFFSET 0) AS u
         CROSS JOIN LATERAL (SELECT c.kind FROM channels c WHERE c.box_id = $1 AND c.channel_id = u.channel_id OFFSET 0) AS c
@@ -445,8 +445,8 @@ type InboxCountsRow struct {
 // purging a message end leases, so every lease is on an accessible row); leased_by_session:
 // those held by this session (both counted in one range of attention_lease_expiry).
 // unread is accessible_attention's rule applied per channel rather than per row. A channel's
-// unread rows are its delivered counter less its acked counter (0015_inbox_counts.sql), one
-// row of each per channel the agent has rows in, however many rows; a DM channel's rows all
+// unread rows are its delivered counter less its acked counter (0015_inbox_counts.sql): a
+// row, and a shard or a few, per channel the agent has rows in, however many rows; a DM channel's rows all
 // count; a room's count only while the agent is an active member, all of them in its first
 // membership epoch (every row was delivered during it); only after a rejoin are the room's
 // unread rows checked one by one against the epoch's start.

@@ -180,6 +180,7 @@ type InboxAcked struct {
 	BoxID     uuid.UUID
 	AgentID   uuid.UUID
 	ChannelID uuid.UUID
+	Shard     int16
 	N         int64
 }
 

@@ -1341,8 +1341,9 @@ func unreadCounterMismatches(t *testing.T, e *testenv.Env) int64 {
 		    SELECT box_id, agent_id, channel_id, count(*) FILTER (WHERE acked_at IS NULL) AS unread
 		    FROM attention GROUP BY box_id, agent_id, channel_id) AS rows
 		FULL JOIN (
-		    SELECT d.box_id, d.agent_id, d.channel_id, d.n - COALESCE(k.n, 0) AS unread
-		    FROM inbox_delivered d LEFT JOIN inbox_acked k USING (box_id, agent_id, channel_id)) AS counters
+		    SELECT d.box_id, d.agent_id, d.channel_id, d.n - COALESCE(sum(k.n), 0) AS unread
+		    FROM inbox_delivered d LEFT JOIN inbox_acked k USING (box_id, agent_id, channel_id)
+		    GROUP BY d.box_id, d.agent_id, d.channel_id, d.n) AS counters
 		USING (box_id, agent_id, channel_id)
 		WHERE COALESCE(rows.unread, 0) <> COALESCE(counters.unread, 0)`)
 }

@@ -91,8 +91,8 @@ SELECT inbox_recount($1);
 -- Every room member has rows in its rooms (only agent 1's are seeded): their counters.
 INSERT INTO inbox_delivered (box_id, agent_id, channel_id, n)
 SELECT box_id, agent_id, room_id, 2 FROM room_members WHERE box_id = $1 ON CONFLICT DO NOTHING;
-INSERT INTO inbox_acked (box_id, agent_id, channel_id, n)
-SELECT box_id, agent_id, room_id, 1 FROM room_members WHERE box_id = $1 ON CONFLICT DO NOTHING;`
+INSERT INTO inbox_acked (box_id, agent_id, channel_id, shard, n)
+SELECT box_id, agent_id, room_id, 0, 1 FROM room_members WHERE box_id = $1 ON CONFLICT DO NOTHING;`
 
 func seedBox(t *testing.T, conn *pgx.Conn, box uuid.UUID, agents, rooms, messages int) {
 	t.Helper()
