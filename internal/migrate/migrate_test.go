@@ -77,3 +77,58 @@ func TestMigrationFilesAreContiguous(t *testing.T) {
 		}
 	}
 }
+
+// An existing installation upgraded to the unread counters (0015_inbox_counts.sql) gets them
+// from the attention rows it holds: delivered is every row, acked the acknowledged ones.
+func TestInboxCountersBackfill(t *testing.T) {
+	url := testdb.NewEmpty(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	ms, err := migrate.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Version >= 15 {
+			break
+		}
+		if _, err := pool.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Agent 1: 3 rows in channel A (1 acked), 2 in channel B (both acked); agent 2: 1 in A.
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO boxes (box_id, box_key, created_at) VALUES ('00000000-0000-0000-0000-00000000000b', 'b', now());
+		INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons, acked_at)
+		SELECT '00000000-0000-0000-0000-00000000000b', ('00000000-0000-0000-0000-00000000000' || agent)::uuid, seq,
+		       gen_random_uuid(), ('00000000-0000-0000-0000-0000000000' || channel)::uuid, 1, CASE WHEN acked THEN now() END
+		FROM (VALUES (1, 1, 'aa', false), (1, 2, 'aa', true), (1, 3, 'aa', false), (1, 4, 'bb', true), (1, 5, 'bb', true),
+		             (2, 6, 'aa', false)) AS v(agent, seq, channel, acked)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := pool.QueryRow(ctx, `
+		SELECT string_agg(right(d.agent_id::text, 1) || ':' || right(d.channel_id::text, 2) || '=' || d.n || '/' || COALESCE(k.n, 0), ' '
+		                  ORDER BY d.agent_id, d.channel_id)
+		FROM inbox_delivered d LEFT JOIN (SELECT box_id, agent_id, channel_id, sum(n) AS n FROM inbox_acked GROUP BY 1, 2, 3) k
+		USING (box_id, agent_id, channel_id)`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "1:aa=3/1 1:bb=2/2 2:aa=1/0"; got != want {
+		t.Fatalf("counters (delivered/acked) %q, want %q", got, want)
+	}
+}
