@@ -139,7 +139,7 @@ ON CONFLICT DO NOTHING;
 -- those held by this session (both counted in one range of attention_lease_expiry).
 -- unread is accessible_attention's rule applied per channel rather than per row. A channel's
 -- unread rows are its delivered counter less its acked counter (0015_inbox_counts.sql): a
--- row, and a shard or a few, per channel the agent has rows in, however many rows; a DM channel's rows all
+-- few rows per channel the agent has rows in, however many rows. A DM channel's rows all
 -- count; a room's count only while the agent is an active member, all of them in its first
 -- membership epoch (every row was delivered during it); only after a rejoin are the room's
 -- unread rows checked one by one against the epoch's start.
@@ -211,9 +211,10 @@ WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.inbox_seq = ANY(@inbox
 -- ACK means read: sets the first ACK's session and time (never changed after) and ends the
 -- row's lease. Nothing else changes (no retention extension, no request status). Each
 -- channel's acked counter (0015_inbox_counts.sql: the session's shard of it) grows by its
--- rows acked here; the counter rows are written in channel order (the sorted INSERT), so concurrent ACKs of one agent
--- take them in one order, and in the ACK's COMMIT round trip, after every other lock it
--- waits for (internal/store AckRows), so a counter row is held only while the ACK commits.
+-- rows acked here. The counter rows are written in channel order (the sorted INSERT), so
+-- concurrent ACKs of one agent take them in one order, and in the ACK's COMMIT round trip,
+-- after every other lock it waits for (internal/store AckRows), so one is held only while
+-- the ACK commits.
 WITH acked AS (
     UPDATE attention SET acked_at = @now::timestamptz, acked_by_session_id = @session_id::uuid, lease_session_id = NULL, lease_expires_at = NULL
     WHERE box_id = @box_id AND agent_id = @agent_id AND inbox_seq = ANY(@inbox_seqs::bigint[]) AND acked_at IS NULL

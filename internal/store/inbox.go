@@ -152,7 +152,8 @@ type LeaseHolder struct {
 // receipt (its lease was one: LeaseRows). The rows are locked (LockAckCandidates) and the
 // ACK's result does not depend on these statements, so they are sent with the COMMIT, in the
 // same round trip (as PutIdempotencyRecord): call it once everything else the ACK reads is
-// read. A failure fails the commit.
+// read. A failure fails the commit. Sent last, the acked counters AckRows writes are held
+// only while the ACK commits (0015_inbox_counts.sql).
 func (t *Tx) AckRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64, ended []LeaseHolder, now time.Time) error {
 	if len(seqs) == 0 {
 		return nil
