@@ -271,6 +271,15 @@ func (rep *Report) ComputeTargets() {
 			ts = append(ts, newTarget("w6_"+op+"_growth", desc, "<=", targetW6Growth, "×", 0, false, missing(small, large)))
 		}
 	}
+	{ // the same rule for an inbox of unread rows (its page reports their count)
+		small, large := rep.result(fmt.Sprintf("W6.inbox_list_unread.%d", w6Sizes[0])), rep.result(fmt.Sprintf("W6.inbox_list_unread.%d", w6Sizes[len(w6Sizes)-1]))
+		desc := fmt.Sprintf("W6 inbox_list p50 at %s unread rows ≤ 1.3 × at %s unread rows", countLabel(w6Sizes[len(w6Sizes)-1]), countLabel(w6Sizes[0]))
+		if ok(small) && ok(large) {
+			ts = append(ts, newTarget("w6_inbox_list_unread_growth", desc, "<=", targetW6Growth, "×", ratio(large.P50Ms, small.P50Ms), true, ""))
+		} else {
+			ts = append(ts, newTarget("w6_inbox_list_unread_growth", desc, "<=", targetW6Growth, "×", 0, false, missing(small, large)))
+		}
+	}
 	{
 		fresh, large := rep.result("W6.send.new_box"), rep.result("W6.send.large_box")
 		desc := "W6 send p50 in a new box and in a box of " + countLabel(w6Sizes[len(w6Sizes)-1]) + " messages within 1.2× (larger over smaller)"

@@ -16,7 +16,8 @@ import (
 // unread rows for every claim. One client measures inbox_list, claim and ACK on each inbox
 // in turn, round by round (latency without queueing; noise shared alike); then message_send
 // alternates between the largest inbox's room and a room of a box created after the last
-// ANALYZE.
+// ANALYZE. Three more inboxes hold only unread rows, 300 to 30,000: inbox_list there reports
+// an unread count that must not cost more with more rows.
 var w6Sizes = []int{300, 3_000, 30_000}
 
 const (
@@ -46,6 +47,9 @@ func (h *harness) w6(ctx context.Context) []Result {
 			lines = append(lines, Result{ID: fmt.Sprintf("W6.%s.%d", op, n), Workload: fmt.Sprintf("W6 %s @%s rows", op, countLabel(n)), Unit: "ms p50", API: false})
 		}
 	}
+	for _, n := range w6Sizes {
+		lines = append(lines, Result{ID: fmt.Sprintf("W6.inbox_list_unread.%d", n), Workload: fmt.Sprintf("W6 inbox_list @%s unread rows", countLabel(n)), Unit: "ms p50"})
+	}
 	lines = append(lines,
 		Result{ID: "W6.send.new_box", Workload: "W6 send in a new box", Unit: "ms p50"},
 		Result{ID: "W6.send.large_box", Workload: fmt.Sprintf("W6 send in a box of %s messages", countLabel(slices.Max(w6Sizes))), Unit: "ms p50"})
@@ -68,7 +72,7 @@ func (h *harness) w6(ctx context.Context) []Result {
 		map[string]any{"settings": map[string]any{"channel_message_cap": 4 * slices.Max(w6Sizes)}}, nil); err != nil {
 		return failAll(err)
 	}
-	agents, err := h.createAgents(ctx, box, "w6", 1+len(w6Sizes))
+	agents, err := h.createAgents(ctx, box, "w6", 1+2*len(w6Sizes))
 	if err != nil {
 		return failAll(err)
 	}
@@ -126,6 +130,29 @@ func (h *harness) w6(ctx context.Context) []Result {
 		}
 		h.prog.logf("bench: W6 inbox with %d rows of history (+%d leased, %d claimable)", n, w6Leases, work-w6Leases)
 		inboxes = append(inboxes, inbox{n: n, measurer: measurer, sd: sd})
+	}
+	// One more inbox per size whose rows are all unread (an inbox_list reports the unread
+	// count: it must not count them).
+	unread := make([]*agent, len(w6Sizes))
+	for i, n := range w6Sizes {
+		reader := agents[1+len(w6Sizes)+i]
+		roomID, err := h.createRoom(ctx, fmt.Sprintf("w6-unread-%d", n), sender, []*agent{reader})
+		if err != nil {
+			return failAll(err)
+		}
+		sessionID, err := h.c.prime(ctx, reader)
+		if err != nil {
+			return failAll(err)
+		}
+		sd := &seeder{pool: h.pool, box: box, room: roomID, sender: sender.ID, reader: reader.ID, prog: h.prog}
+		if err := sd.init(ctx); err != nil {
+			return failAll(err)
+		}
+		sd.sessionID = sessionID
+		if err := sd.grow(ctx, n, n); err != nil {
+			return failAll(fmt.Errorf("seeding: %w", err))
+		}
+		unread[i] = reader
 	}
 	if _, err := h.pool.Exec(ctx, "ANALYZE"); err != nil {
 		return failAll(err)
@@ -193,6 +220,28 @@ func (h *harness) w6(ctx context.Context) []Result {
 		set(fmt.Sprintf("W6.inbox_list.%d", ib.n), lists[k], inboxMeasured, extra)
 		set(fmt.Sprintf("W6.claim.%d", ib.n), claims[k], inboxMeasured, extra)
 		set(fmt.Sprintf("W6.ack.%d", ib.n), acks[k], inboxMeasured, extra)
+	}
+	// The unread inboxes, in turn, round by round; a page lists the same oldest rows each
+	// time (its receipts are written once).
+	unreadLists := make([][]time.Duration, len(unread))
+	for i := range warm + samples {
+		if i == warm {
+			measuring = time.Now()
+		}
+		if i >= warm+w6MinSamples && time.Since(measuring) >= h.cfg.Duration {
+			break
+		}
+		for k, reader := range unread {
+			t0 := time.Now()
+			if err := h.c.call(ctx, reader, "inbox_list", "GET", "/inbox?filter=unread&limit=50", nil, nil); err != nil {
+				return failAll(err)
+			}
+			keep(&unreadLists[k], i, time.Since(t0))
+		}
+	}
+	unreadMeasured := time.Since(measuring)
+	for k, n := range w6Sizes {
+		set(fmt.Sprintf("W6.inbox_list_unread.%d", n), unreadLists[k], unreadMeasured, map[string]float64{"unread_rows": float64(n)})
 	}
 	largest := inboxes[len(inboxes)-1]
 	roomID, sd := largest.sd.room, largest.sd
