@@ -1453,6 +1453,13 @@ func TestInboxUnreadCountersUnderConcurrency(t *testing.T) {
 	for _, s := range sessions {
 		workers.Go(func() {
 			for {
+				// Only a claim that started after the last send can find the inbox empty for good.
+				var drained bool
+				select {
+				case <-sendsDone:
+					drained = true
+				default:
+				}
 				r := call(s, "/inbox/claim", map[string]any{"limit": 4, "idempotency_key": newKey()})
 				if r.Status != http.StatusOK {
 					errs <- fmt.Sprintf("claim: %d %s", r.Status, r.Raw)
@@ -1463,12 +1470,11 @@ func TestInboxUnreadCountersUnderConcurrency(t *testing.T) {
 				}
 				json.Unmarshal(r.Raw, &res) //nolint:errcheck
 				if len(res.Items) == 0 {
-					select {
-					case <-sendsDone:
+					if drained {
 						return
-					default:
-						continue
 					}
+					time.Sleep(time.Millisecond) // poll again, gently
+					continue
 				}
 				var seqs []string
 				for _, it := range res.Items {
