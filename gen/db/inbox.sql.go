@@ -410,12 +410,14 @@ SELECT (SELECT COALESCE(sum(CASE
                        WHERE a.box_id = $1 AND a.channel_id = u.channel_id AND a.agent_id = $2
                          AND a.acked_at IS NULL AND m.message_seq > rm.epoch_start_seq)
                END), 0)
-        -- Each lookup is by key, once per channel with unread rows (OFFSET 0 keeps it one:
-        -- as a join, a generic plan read every channel of the box).
+        -- The agent's two counter ranges are joined whole (their acked shards summed): per
+        -- channel lookups read 8,091 buffers for an agent of 2,000 rooms in the plans-test
+        -- world, the join 152. Only channels with unread rows are then looked up, by key
+        -- (OFFSET 0 keeps it one: as a join, a generic plan read every channel of the box).
         FROM (SELECT d.channel_id, d.n - COALESCE(k.n, 0) AS n
               FROM inbox_delivered d
-              LEFT JOIN LATERAL (SELECT sum(k.n) AS n FROM inbox_acked k
-                                 WHERE k.box_id = d.box_id AND k.agent_id = d.agent_id AND k.channel_id = d.channel_id OFFSET 0) AS k ON true
+              LEFT JOIN (SELECT k.channel_id, sum(k.n) AS n FROM inbox_acked k
+                         WHERE k.box_id = $1 AND k.agent_id = $2 GROUP BY k.channel_id) AS k ON k.channel_id = d.channel_id
               WHERE d.box_id = $1 AND d.agent_id = $2 OFFSET 0) AS u
         CROSS JOIN LATERAL (SELECT c.kind FROM channels c WHERE c.box_id = $1 AND c.channel_id = u.channel_id OFFSET 0) AS c
         LEFT JOIN LATERAL (SELECT rm.state, rm.epoch, rm.epoch_start_seq FROM room_members rm

@@ -88,11 +88,11 @@ UPDATE channels c SET last_message_seq = x.top, message_count = x.n
 FROM (SELECT channel_id, max(message_seq) AS top, count(*) AS n FROM messages WHERE box_id = $1 GROUP BY channel_id) x
 WHERE c.box_id = $1 AND c.channel_id = x.channel_id;
 SELECT inbox_recount($1);
--- Every room member has rows in its rooms (only agent 1's are seeded): their counters.
+-- Every room member has rows in its rooms, all read (only agent 1's are seeded): their counters.
 INSERT INTO inbox_delivered (box_id, agent_id, channel_id, n)
 SELECT box_id, agent_id, room_id, 2 FROM room_members WHERE box_id = $1 ON CONFLICT DO NOTHING;
 INSERT INTO inbox_acked (box_id, agent_id, channel_id, shard, n)
-SELECT box_id, agent_id, room_id, 0, 1 FROM room_members WHERE box_id = $1 ON CONFLICT DO NOTHING;`
+SELECT box_id, agent_id, room_id, 0, 2 FROM room_members WHERE box_id = $1 ON CONFLICT DO NOTHING;`
 
 func seedBox(t *testing.T, conn *pgx.Conn, box uuid.UUID, agents, rooms, messages int) {
 	t.Helper()

@@ -41,8 +41,8 @@ CREATE TABLE inbox_acked (
 CREATE FUNCTION inbox_ack_shard(session uuid) RETURNS smallint LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$ SELECT (hashtextextended(session::text, 0) & 15)::smallint $$;
 
--- InboxCounts reads one agent's counter rows and looks each one's channel up by key: the
--- right plan for an agent with two channels or two thousand. Planned generically (a
+-- InboxCounts reads one agent's counter rows and looks each channel with unread rows up by
+-- key: the right plan for an agent with two channels or two thousand. Planned generically (a
 -- prepared statement), the estimate of an agent's rows is the table's rows over its distinct
 -- agents, and one box whose agents are each in thousands of rooms made that estimate large
 -- enough that PostgreSQL planned the statement again at every call (TestPlansForNewBox).
