@@ -1423,9 +1423,6 @@ func TestInboxUnreadCountersUnderConcurrency(t *testing.T) {
 		sessions = append(sessions, s)
 	}
 	errs := make(chan string, 200)
-	call := func(a *testenv.Agent, path string, body map[string]any) testenv.Response {
-		return a.Env.Do("POST", "/api/v1/boxes/"+a.BoxKey+path, a.Key, body, map[string]string{"Agentbox-Session": a.Session})
-	}
 	var senders sync.WaitGroup
 	for i, name := range []string{"s1", "s2"} {
 		s := w.agents[name]
@@ -1440,7 +1437,7 @@ func TestInboxUnreadCountersUnderConcurrency(t *testing.T) {
 				if j%2 == 1 {
 					dest = inRoom(room)
 				}
-				if r := call(s, "/messages", map[string]any{"destination": dest, "body_md": fmt.Sprintf("%s %d", name, j), "idempotency_key": newKey()}); r.Status != http.StatusOK {
+				if r := s.Call("POST", "/messages", map[string]any{"destination": dest, "body_md": fmt.Sprintf("%s %d", name, j), "idempotency_key": newKey()}); r.Status != http.StatusOK {
 					errs <- fmt.Sprintf("send: %d %s", r.Status, r.Raw)
 					return
 				}
@@ -1460,7 +1457,7 @@ func TestInboxUnreadCountersUnderConcurrency(t *testing.T) {
 					drained = true
 				default:
 				}
-				r := call(s, "/inbox/claim", map[string]any{"limit": 4, "idempotency_key": newKey()})
+				r := s.Call("POST", "/inbox/claim", map[string]any{"limit": 4, "idempotency_key": newKey()})
 				if r.Status != http.StatusOK {
 					errs <- fmt.Sprintf("claim: %d %s", r.Status, r.Raw)
 					return
@@ -1480,12 +1477,12 @@ func TestInboxUnreadCountersUnderConcurrency(t *testing.T) {
 				for _, it := range res.Items {
 					seqs = append(seqs, it.InboxSeq)
 				}
-				if r := call(s, "/inbox/ack", map[string]any{"inbox_seqs": seqs, "idempotency_key": newKey()}); r.Status == http.StatusOK {
+				if r := s.Call("POST", "/inbox/ack", map[string]any{"inbox_seqs": seqs, "idempotency_key": newKey()}); r.Status == http.StatusOK {
 					continue
 				}
 				// A row purged by retention since the claim fails the batch: one by one.
 				for _, seq := range seqs {
-					r := call(s, "/inbox/ack", map[string]any{"inbox_seqs": []string{seq}, "idempotency_key": newKey()})
+					r := s.Call("POST", "/inbox/ack", map[string]any{"inbox_seqs": []string{seq}, "idempotency_key": newKey()})
 					if r.Status != http.StatusOK && r.ErrorField("reason") != "not_returned_to_session" {
 						errs <- fmt.Sprintf("ack %s: %d %s", seq, r.Status, r.Raw)
 						return
