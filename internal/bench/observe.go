@@ -147,6 +147,51 @@ type counters struct {
 	wal     float64 // WAL position in bytes (pg_current_wal_lsn), when walOK
 	walOK   bool
 	stmts   map[int64]stmtRow // pg_stat_statements by queryid; nil when not available
+	cpu     cpuTimes
+}
+
+// cpuTimes is CPU time used so far: by the whole machine (every core's busy time, from
+// /proc/stat), by the server process and by this load generator, each with whether it
+// could be read. On a machine whose cores the database, the server and the load generator
+// share, CPU per operation is the efficiency figure that throughput only shows through
+// noise: another tenant's load lowers throughput but not the CPU an operation costs here.
+type cpuTimes struct {
+	machine, server, client       time.Duration
+	machineOK, serverOK, clientOK bool
+}
+
+// readCPU reads the CPU times now (the server's only when its process ID is known).
+func (h *harness) readCPU() cpuTimes {
+	var t cpuTimes
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		t.machine, err = parseMachineBusy(b)
+		t.machineOK = err == nil
+	}
+	if h.serverPID > 0 {
+		t.server, t.serverOK = procCPUOK(h.serverPID)
+	}
+	t.client, t.clientOK = procCPUOK(os.Getpid())
+	return t
+}
+
+// parseMachineBusy sums the busy fields of /proc/stat's "cpu" line (user, nice, system,
+// irq, softirq: idle, iowait and steal are not this machine's work), in clock ticks of
+// 10 ms (USER_HZ).
+func parseMachineBusy(b []byte) (time.Duration, error) {
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("bench: unexpected /proc/stat")
+	}
+	var ticks int64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }
 
 var pgCounterColumns = []string{"xact_commit", "xact_rollback", "tup_inserted", "tup_updated", "tup_deleted", "tup_returned", "tup_fetched", "blks_read", "blks_hit"}

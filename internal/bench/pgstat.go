@@ -21,6 +21,38 @@ type DBProfile struct {
 	StatementsPerOp *float64 `json:"statements_per_op,omitempty"`
 	// Top lists the statements of the window by total execution time.
 	Top []TopStatement `json:"top_statements,omitempty"`
+	// CPU is the CPU time per operation in the window (nil where /proc could not be read).
+	CPU *CPUPerOp `json:"cpu_ms_per_op,omitempty"`
+}
+
+// CPUPerOp is CPU time per operation, in milliseconds, over a measurement window. Machine
+// counts every process of the machine (with --spawn and a local PostgreSQL: the database,
+// the server and this load generator, plus whatever else runs there); Server and Client
+// (this load generator, River's workers excluded: they run as their own process) are
+// nil where they could not be read.
+type CPUPerOp struct {
+	Machine float64  `json:"machine"`
+	Server  *float64 `json:"server,omitempty"`
+	Client  *float64 `json:"client,omitempty"`
+}
+
+// cpuPerOp is the per-operation difference of two CPU readings.
+func cpuPerOp(before, after cpuTimes, ops int64) *CPUPerOp {
+	if ops <= 0 || !before.machineOK || !after.machineOK {
+		return nil
+	}
+	ms := func(d time.Duration) *float64 {
+		v := float64(d) / float64(time.Millisecond) / float64(ops)
+		return &v
+	}
+	c := &CPUPerOp{Machine: *ms(after.machine - before.machine)}
+	if before.serverOK && after.serverOK {
+		c.Server = ms(after.server - before.server)
+	}
+	if before.clientOK && after.clientOK {
+		c.Client = ms(after.client - before.client)
+	}
+	return c
 }
 
 // TopStatement is one pg_stat_statements entry over a window.
@@ -80,6 +112,7 @@ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AN
 
 // snapshotDB reads the WAL position and, when enabled, pg_stat_statements into c.
 func (h *harness) snapshotDB(ctx context.Context, c *counters) {
+	c.cpu = h.readCPU() // first: the queries below cost CPU of their own
 	if h.pool == nil {
 		return
 	}
@@ -115,7 +148,7 @@ func dbProfile(before, after counters, ops int64) *DBProfile {
 		return nil
 	}
 	n := float64(ops)
-	p := &DBProfile{WALBytesPerOp: (after.wal - before.wal) / n}
+	p := &DBProfile{WALBytesPerOp: (after.wal - before.wal) / n, CPU: cpuPerOp(before.cpu, after.cpu, ops)}
 	if before.stmts == nil || after.stmts == nil {
 		return p
 	}
@@ -201,7 +234,7 @@ func (rep *Report) markdownDBProfiles(b *strings.Builder) {
 		if r.DB.StatementsPerOp != nil {
 			stmts = fmt.Sprintf("%.2f statements/op", *r.DB.StatementsPerOp)
 		}
-		fmt.Fprintf(b, "**%s** (%s): %.0f WAL bytes/op, %s\n\n", r.ID, r.Workload, r.DB.WALBytesPerOp, stmts)
+		fmt.Fprintf(b, "**%s** (%s): %.0f WAL bytes/op, %s%s\n\n", r.ID, r.Workload, r.DB.WALBytesPerOp, stmts, r.DB.CPU.markdown())
 		if len(r.DB.Top) == 0 {
 			continue
 		}
@@ -211,4 +244,26 @@ func (rep *Report) markdownDBProfiles(b *strings.Builder) {
 		}
 		b.WriteString("\n")
 	}
+}
+
+// markdown renders the CPU figures for a profile's heading line ("" when not measured).
+func (c *CPUPerOp) markdown() string {
+	if c == nil {
+		return ""
+	}
+	s := fmt.Sprintf("; CPU per op: machine %.3f ms", c.Machine)
+	var parts []string
+	if c.Server != nil {
+		parts = append(parts, fmt.Sprintf("server %.3f", *c.Server))
+	}
+	if c.Client != nil {
+		parts = append(parts, fmt.Sprintf("load generator %.3f", *c.Client))
+	}
+	if c.Server != nil && c.Client != nil {
+		parts = append(parts, fmt.Sprintf("the rest (PostgreSQL and anything else running) %.3f", c.Machine-*c.Server-*c.Client))
+	}
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return s
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDBProfileIsTheWindowsDifference(t *testing.T) {
@@ -50,5 +51,32 @@ func TestMarkdownDBProfiles(t *testing.T) {
 	rep.StatementsNote = "pg_stat_statements not available: the PostgreSQL server does not preload it"
 	if md := rep.Markdown(); !strings.Contains(md, "pg_stat_statements not available: the PostgreSQL server does not preload it.") {
 		t.Errorf("the note is missing:\n%s", md)
+	}
+}
+
+func TestCPUPerOpIsTheWindowsDifference(t *testing.T) {
+	stat := []byte("cpu  100 5 40 9000 30 2 3 50 0 0\ncpu0 50 2 20 4500 15 1 1 25 0 0\n")
+	busy, err := parseMachineBusy(stat)
+	if err != nil || busy != 150*10*time.Millisecond { // user+nice+system+irq+softirq; not idle, iowait, steal
+		t.Fatalf("parseMachineBusy = %v, %v; want 1.5s", busy, err)
+	}
+	if _, err := parseMachineBusy([]byte("intr 1 2 3\n")); err == nil {
+		t.Error("parseMachineBusy accepted a file without the cpu line")
+	}
+	before := cpuTimes{machine: time.Second, server: 200 * time.Millisecond, client: 100 * time.Millisecond, machineOK: true, serverOK: true, clientOK: true}
+	after := cpuTimes{machine: 3 * time.Second, server: 700 * time.Millisecond, client: 300 * time.Millisecond, machineOK: true, serverOK: true, clientOK: true}
+	c := cpuPerOp(before, after, 1000)
+	if c == nil || c.Machine != 2 || c.Server == nil || *c.Server != 0.5 || c.Client == nil || *c.Client != 0.2 {
+		t.Fatalf("cpuPerOp = %+v", c)
+	}
+	if md := c.markdown(); !strings.Contains(md, "machine 2.000 ms (server 0.500, load generator 0.200, the rest (PostgreSQL and anything else running) 1.300)") {
+		t.Errorf("markdown %q", md)
+	}
+	after.serverOK = false
+	if c := cpuPerOp(before, after, 1000); c == nil || c.Server != nil || strings.Contains(c.markdown(), "the rest") {
+		t.Errorf("without the server's reading: %+v", c)
+	}
+	if cpuPerOp(before, cpuTimes{}, 1000) != nil || cpuPerOp(before, after, 0) != nil {
+		t.Error("CPU per op without the machine's readings or operations")
 	}
 }

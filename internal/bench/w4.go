@@ -80,6 +80,12 @@ func (h *harness) w4Drain(ctx context.Context) Result {
 	rounds := make([][]time.Duration, len(sessions))
 	done := h.prog.untilDone(base.Workload)
 	start := time.Now()
+	// With --pprof: a server profile of the drain's first --duration (the drain has no
+	// fixed window; a shorter drain leaves idle time in it, which adds no samples).
+	onProfile, waitProfile := h.profileDuring("w4.drain.cpu.pprof")
+	if onProfile != nil {
+		go onProfile(ctx, window{from: start, to: start.Add(h.cfg.Duration)})
+	}
 	var lastMu sync.Mutex
 	last := start
 	var wg sync.WaitGroup
@@ -137,6 +143,7 @@ func (h *harness) w4Drain(ctx context.Context) Result {
 	}
 	wg.Wait()
 	peak := sampler.Stop()
+	waitProfile()
 	if stop.err != nil {
 		done("stopped")
 		return fail(stop.err)
