@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -22,6 +23,7 @@ import (
 type Validator struct {
 	name string
 	sch  *jsonschema.Schema
+	fast *fastNode // nil when the schema uses keywords the fast path lacks (fast.go)
 }
 
 // assertedFormats are the only `format` values that are asserted. Every other
@@ -61,7 +63,11 @@ func Compile(name string, doc []byte) (*Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema %s: %w", name, err)
 	}
-	return &Validator{name: name, sch: sch}, nil
+	v := &Validator{name: name, sch: sch}
+	if fast, ok := compileFast(sch); ok && fast != nil {
+		v.fast = fast
+	}
+	return v, nil
 }
 
 // MustCompile is Compile that panics on error; for package initialization.
@@ -96,6 +102,27 @@ func (v *Violation) Error() string {
 // validates it. A document that cannot be decoded yields a Violation with
 // Keyword "json" at the root.
 func (v *Validator) ValidateJSON(doc []byte) *Violation {
+	if v.fast != nil && v.fast.accepts(doc) {
+		if crossCheck.Load() {
+			if viol := v.validateJSON(doc); viol != nil {
+				panic(fmt.Sprintf("schema %s: the fast path accepted a document the validator rejects (%s: %s)", v.name, viol.Field, viol.Keyword))
+			}
+		}
+		return nil
+	}
+	return v.validateJSON(doc)
+}
+
+// crossCheck makes ValidateJSON run the general validator after every fast-path success
+// and panic when they disagree (SetCrossCheck).
+var crossCheck atomic.Bool
+
+// SetCrossCheck turns the cross-check of the fast path on or off; the test harness
+// (testdb.Main) turns it on, so every document a test validates checks the fast path too.
+func SetCrossCheck(on bool) { crossCheck.Store(on) }
+
+// validateJSON is ValidateJSON without the fast path.
+func (v *Validator) validateJSON(doc []byte) *Violation {
 	inst, err := DecodeStrict(doc)
 	if err != nil {
 		return &Violation{Keyword: "json", Message: DecodeMessage(err)}
@@ -433,3 +460,7 @@ func ratString(r interface{ RatString() string }) string {
 	}
 	return r.RatString()
 }
+
+// HasFastPath reports whether ValidateJSON can accept a valid document without the general
+// validator (fast.go).
+func (v *Validator) HasFastPath() bool { return v.fast != nil }

@@ -43,6 +43,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/agentbox/agentbox/internal/schema"
 )
 
 const (
@@ -114,6 +116,7 @@ func Main(m *testing.M) { MainWith(m) }
 
 // MainWith is Main with clean-ups run after the tests, before the exit.
 func MainWith(m *testing.M, cleanups ...func()) {
+	schema.SetCrossCheck(true) // every document a test validates also checks the fast path
 	code := m.Run()
 	for _, c := range cleanups {
 		c()

@@ -1,0 +1,189 @@
+package schema
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// fastTestSchema uses every keyword the fast path implements, the way the output schemas do.
+const fastTestSchema = `{
+  "type": "object", "additionalProperties": false, "required": ["items", "status"],
+  "properties": {
+    "status": {"type": "string", "enum": ["sent", "duplicate"]},
+    "note": {"type": ["string", "null"], "maxLength": 5},
+    "items": {"type": "array", "maxItems": 3, "items": {
+      "type": "object", "additionalProperties": false, "required": ["id", "seq", "at", "reasons"],
+      "properties": {
+        "id": {"type": "string", "format": "uuid"},
+        "seq": {"type": "string", "pattern": "^[0-9]{1,19}$"},
+        "at": {"type": "string", "format": "date-time"},
+        "reasons": {"type": "integer"},
+        "score": {"type": "number"},
+        "done": {"type": "boolean"},
+        "kind": {"type": ["string", "null"], "enum": ["a", "b", null]},
+        "payload": {"description": "any JSON value"},
+        "meta": {"type": "object", "additionalProperties": {"type": "string"}},
+        "tags": {"type": "object", "additionalProperties": true}
+      }}}
+  }
+}`
+
+const fastValidItem = `{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"42","at":"2026-12-02T06:00:00.123456Z","reasons":3}`
+
+var fastValidDocs = []string{
+	`{"status":"sent","items":[]}`,
+	`{"status":"duplicate","note":null,"items":[` + fastValidItem + `]}`,
+	` { "status" : "sent" , "note" : "a\né" , "items" : [ ` + fastValidItem + ` ] } `,
+	`{"status":"sent","items":[{"id":"0192F0C4-7A9E-7C3D-8F00-0123456789AB","seq":"1","at":"2026-12-02T06:00:00+01:00","reasons":-7,` +
+		`"score":1.5e3,"done":false,"kind":null,"payload":{"x":[1,"\ud83d\ude00",{"y":null}]},"meta":{"k":"v"},"tags":{"t":1}}]}`,
+	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"9","at":"2026-12-02T06:00:00Z","reasons":0,"kind":"b","\u0073core":2}]}`,
+}
+
+var fastInvalidDocs = []string{
+	``, `null`, `[]`, `{"items":[]}`, `{"status":"sent"}`, `{"status":"lost","items":[]}`, `{"status":"sent","items":[],"x":1}`,
+	`{"status":"sent","note":"abcdef","items":[]}`, `{"status":"sent","note":7,"items":[]}`,
+	`{"status":"sent","items":[` + fastValidItem + `,` + fastValidItem + `,` + fastValidItem + `,` + fastValidItem + `]}`,
+	`{"status":"sent","items":[{"id":"not-a-uuid","seq":"1","at":"2026-12-02T06:00:00Z","reasons":1}]}`,
+	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"x1","at":"2026-12-02T06:00:00Z","reasons":1}]}`,
+	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"1","at":"yesterday","reasons":1}]}`,
+	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"1","at":"2026-12-02T06:00:00Z","reasons":1.5}]}`,
+	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"1","at":"2026-12-02T06:00:00Z"}]}`,
+	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"1","at":"2026-12-02T06:00:00Z","reasons":1,"kind":"c"}]}`,
+	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"1","at":"2026-12-02T06:00:00Z","reasons":1,"meta":{"k":1}}]}`,
+	`{"status":"sent","items":[],"note":"\u0000"}`, `{"status":"sent","items":[],"note":"\ud800"}`, "{\"status\":\"sent\",\"items\":[],\"note\":\"\xff\"}",
+	`{"status":"sent","items":[]} x`, `{"status":"sent","items":[],}`, `{"status":"sent" "items":[]}`, `{"status":"sent","items":[01]}`,
+}
+
+func compileFastTest(t testing.TB) *Validator {
+	t.Helper()
+	v, err := Compile("fast-test", []byte(fastTestSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.fast == nil {
+		t.Fatal("the test schema has no fast path")
+	}
+	return v
+}
+
+// The fast path accepts valid documents (so it is what runs) and never accepts an invalid
+// one; every verdict agrees with the general validator's.
+func TestFastPathAgreesWithTheValidator(t *testing.T) {
+	v := compileFastTest(t)
+	for _, doc := range fastValidDocs {
+		if viol := v.validateJSON([]byte(doc)); viol != nil {
+			t.Fatalf("the validator rejects test document %s: %v", doc, viol)
+		}
+		if !v.fast.accepts([]byte(doc)) {
+			t.Errorf("the fast path does not accept %s", doc)
+		}
+		if viol := v.ValidateJSON([]byte(doc)); viol != nil {
+			t.Errorf("ValidateJSON(%s) = %v", doc, viol)
+		}
+	}
+	for _, doc := range fastInvalidDocs {
+		if v.validateJSON([]byte(doc)) == nil {
+			t.Fatalf("the validator accepts test document %q", doc)
+		}
+		if v.fast.accepts([]byte(doc)) {
+			t.Errorf("the fast path accepts %q", doc)
+		}
+		if v.ValidateJSON([]byte(doc)) == nil {
+			t.Errorf("ValidateJSON accepts %q", doc)
+		}
+	}
+}
+
+// A schema with a keyword the fast path does not implement gets none: only the general
+// validator runs, and its verdicts stand.
+func TestFastPathOnlyForItsKeywords(t *testing.T) {
+	for _, s := range []string{
+		`{"type":"object","properties":{"n":{"type":"integer","minimum":1}}}`,
+		`{"type":"string","minLength":1}`,
+		`{"oneOf":[{"type":"string"},{"type":"integer"}]}`,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/a"}},"$defs":{"a":{"type":"string"}}}`,
+		`{"enum":[1,2]}`,
+		`{"type":"array","uniqueItems":true}`,
+	} {
+		v, err := Compile("unsupported", []byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.fast != nil {
+			t.Errorf("schema %s got a fast path", s)
+		}
+	}
+}
+
+// FuzzFastPathNeverAcceptsWhatTheValidatorRejects: whatever the bytes, a document the fast
+// path accepts is one the general validator accepts.
+func FuzzFastPathNeverAcceptsWhatTheValidatorRejects(f *testing.F) {
+	for _, doc := range append(append([]string{}, fastValidDocs...), fastInvalidDocs...) {
+		f.Add([]byte(doc))
+	}
+	v := compileFastTest(f)
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		if v.fast.accepts(doc) {
+			if viol := v.validateJSON(doc); viol != nil {
+				t.Fatalf("the fast path accepts %q, which the validator rejects: %v", doc, viol)
+			}
+		}
+	})
+}
+
+// BenchmarkValidateJSON compares the fast path with the general validator on a document
+// shaped like a 50-item inbox page (run with -bench ValidateJSON -benchmem).
+func BenchmarkValidateJSON(b *testing.B) {
+	v, err := Compile("bench", []byte(strings.Replace(fastTestSchema, `"maxItems": 3`, `"maxItems": 100`, 1)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	items := make([]string, 50)
+	for i := range items {
+		items[i] = fmt.Sprintf(`{"id":"0192f0c4-7a9e-7c3d-8f00-%012d","seq":"%d","at":"2026-12-02T06:00:00.123456Z","reasons":3,`+
+			`"kind":"a","payload":{"body":"%s"},"meta":{"sender":"agent-%d","channel":"room-1"}}`, i, 1000+i, strings.Repeat("x", 200), i)
+	}
+	doc := []byte(`{"status":"sent","items":[` + strings.Join(items, ",") + `]}`)
+	if !v.fast.accepts(doc) || v.validateJSON(doc) != nil {
+		b.Fatal("the benchmark document is not valid")
+	}
+	b.Run("fast", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v.fast.accepts(doc)
+		}
+	})
+	b.Run("general", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			v.validateJSON(doc)
+		}
+	})
+}
+
+// FuzzFastFormatsAcceptASubset: the fast path's own uuid and date-time checks accept only
+// strings the compiled schema's format checks accept.
+func FuzzFastFormatsAcceptASubset(f *testing.F) {
+	for _, s := range []string{"0192f0c4-7a9e-7c3d-8f00-0123456789ab", "0192F0C4-7A9E-7C3D-8F00-0123456789AB", "0192f0c4-7a9e-7c3d-8f000123456789ab",
+		"2026-12-02T06:00:00Z", "2026-12-02t06:00:00.5z", "2024-02-29T23:59:59+23:59", "2023-02-29T00:00:00Z", "2026-12-02T06:00:60Z",
+		"2026-12-02T06:00:00,5Z", "0000-01-01T00:00:00-00:00", "2026-13-01T00:00:00Z", "2026-12-02T24:00:00Z"} {
+		f.Add(s)
+	}
+	formats := map[string]func([]byte) bool{"uuid": fastUUID, "date-time": fastDateTime}
+	general := map[string]*Validator{}
+	for name := range formats {
+		v, err := Compile(name, []byte(`{"type":"string","format":"`+name+`"}`))
+		if err != nil {
+			f.Fatal(err)
+		}
+		general[name] = v
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		for name, fast := range formats {
+			if fast([]byte(s)) && general[name].Validate(s) != nil {
+				t.Fatalf("the fast %s check accepts %q, which the format check rejects", name, s)
+			}
+		}
+	})
+}
