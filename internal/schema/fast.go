@@ -573,3 +573,59 @@ func (sc *fastScanner) number() (integer, ok bool) {
 	}
 	return integer, true
 }
+
+// ObjectMembers calls fn with each member of the JSON object doc, in document order: its
+// key's raw bytes (nil when the key holds an escape sequence) and its value's bytes. It
+// reports false when fn does, or when doc is not one object well-formed by DecodeStrict's
+// rules with nothing but white space around it. For a caller that needs a few members of
+// a small document without decoding it into a map.
+func ObjectMembers(doc []byte, fn func(key, value []byte) bool) bool {
+	sc := fastScanner{b: doc}
+	sc.space()
+	if sc.i >= len(sc.b) || sc.b[sc.i] != '{' {
+		return false
+	}
+	sc.i++
+	sc.space()
+	if sc.i < len(sc.b) && sc.b[sc.i] == '}' {
+		sc.i++
+	} else {
+		for {
+			sc.space()
+			if sc.i >= len(sc.b) || sc.b[sc.i] != '"' {
+				return false
+			}
+			key, escaped, ok := sc.span()
+			if !ok {
+				return false
+			}
+			if escaped {
+				key = nil
+			}
+			sc.space()
+			if sc.i >= len(sc.b) || sc.b[sc.i] != ':' {
+				return false
+			}
+			sc.i++
+			sc.space()
+			start := sc.i
+			if !sc.value(nil, 1) || !fn(key, sc.b[start:sc.i]) {
+				return false
+			}
+			sc.space()
+			if sc.i >= len(sc.b) {
+				return false
+			}
+			if sc.b[sc.i] == '}' {
+				sc.i++
+				break
+			}
+			if sc.b[sc.i] != ',' {
+				return false
+			}
+			sc.i++
+		}
+	}
+	sc.space()
+	return sc.i == len(sc.b)
+}

@@ -187,3 +187,25 @@ func FuzzFastFormatsAcceptASubset(f *testing.F) {
 		}
 	})
 }
+
+func TestObjectMembers(t *testing.T) {
+	var got []string
+	ok := ObjectMembers([]byte(` {"a":1, "b" : {"c":[1,"}"]}, "\u0064":null,"e":"x"} `), func(k, v []byte) bool {
+		got = append(got, fmt.Sprintf("%s=%s", k, v))
+		return true
+	})
+	if want := `a=1 b={"c":[1,"}"]} =null e="x"`; !ok || strings.Join(got, " ") != want {
+		t.Errorf("ObjectMembers = %v %q, want %q", ok, strings.Join(got, " "), want)
+	}
+	for _, doc := range []string{``, `[]`, `{"a":1}x`, `{"a":1,}`, `{"a" 1}`, `{"a":"\ud800"}`, "{\"a\":\"\xff\"}", `{"a":1`} {
+		if ObjectMembers([]byte(doc), func(k, v []byte) bool { return true }) {
+			t.Errorf("ObjectMembers accepts %q", doc)
+		}
+	}
+	if ObjectMembers([]byte(`{"a":1,"b":2}`), func(k, v []byte) bool { return string(k) != "b" }) {
+		t.Error("ObjectMembers ignores fn's false")
+	}
+	if !ObjectMembers([]byte(`{}`), func(k, v []byte) bool { t.Error("a member of {}"); return true }) {
+		t.Error("ObjectMembers refuses {}")
+	}
+}

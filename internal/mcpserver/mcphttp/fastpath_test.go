@@ -237,6 +237,11 @@ func TestFastPathLeavesOtherRequestsToTheSDK(t *testing.T) {
 		{"extra key", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"checkpoint_get"},"x":1}`},
 		{"wrong version tag", nil, `{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"checkpoint_get"}}`},
 		{"not JSON", nil, `{"jsonrpc":`},
+		{"repeated key", nil, `{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"escaped key", nil, `{"jsonrpc":"2.0","\u0069d":1,"method":"tools/call","params":{"name":"checkpoint_get"}}`},
+		{"escaped method", nil, `{"jsonrpc":"2.0","id":1,"method":"tools\/call","params":{"name":"checkpoint_get"}}`},
+		{"null params", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":null}`},
+		{"lone surrogate", nil, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"checkpoint_get","arguments":{"box_key":"\ud800"}}}`},
 	}
 	for _, c := range cases {
 		req, err := http.NewRequest("POST", "http://127.0.0.1/mcp", strings.NewReader(c.body))
