@@ -2,6 +2,8 @@ package schema
 
 import (
 	"encoding/json"
+	"math/big"
+	"math/bits"
 	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -26,19 +28,25 @@ type fastNode struct {
 	format    func([]byte) bool // nil without format
 	pattern   jsonschema.Regexp
 	maxLength int // -1 without maxLength
+	minLength int // 0 without minLength
+	// integers: bounds as int64 (ok only when the schema's bounds are integers that fit)
+	min, max       int64
+	hasMin, hasMax bool
 	// objects: properties by name, the required ones by index into a bit set
-	props      map[string]*fastProp
-	required   uint64
-	additional *fastNode // with additionalAny false: nil denies other properties
-	addAny     bool      // other properties may hold anything
+	props         map[string]*fastProp
+	required      uint64
+	minProperties int       // 0 without minProperties
+	additional    *fastNode // with additionalAny false: nil denies other properties
+	addAny        bool      // other properties may hold anything
 	// arrays
 	items    *fastNode // nil: any items
 	maxItems int       // -1 without maxItems
+	minItems int       // 0 without minItems
 }
 
 type fastProp struct {
 	node *fastNode // nil: anything
-	bit  uint64    // its bit in required, 0 when not required
+	bit  uint64    // its own bit in a set of the object's properties
 }
 
 const (
@@ -59,13 +67,12 @@ func compileFast(s *jsonschema.Schema) (n *fastNode, ok bool) {
 	}
 	if s.Bool != nil || s.Ref != nil || s.RecursiveRef != nil || s.DynamicRef != nil || s.Const != nil ||
 		s.Not != nil || s.AllOf != nil || s.AnyOf != nil || s.OneOf != nil || s.If != nil || s.Then != nil || s.Else != nil ||
-		s.MaxProperties != nil || s.MinProperties != nil || s.PropertyNames != nil || s.PatternProperties != nil ||
+		s.MaxProperties != nil || s.PropertyNames != nil || s.PatternProperties != nil ||
 		s.Dependencies != nil || s.DependentRequired != nil || s.DependentSchemas != nil || s.UnevaluatedProperties != nil ||
-		s.MinItems != nil || s.UniqueItems || s.Contains != nil || s.MinContains != nil || s.MaxContains != nil ||
+		s.UniqueItems || s.Contains != nil || s.MinContains != nil || s.MaxContains != nil ||
 		s.Items != nil || s.AdditionalItems != nil || s.PrefixItems != nil || s.UnevaluatedItems != nil ||
-		s.MinLength != nil || s.ContentEncoding != nil || s.ContentMediaType != nil || s.ContentSchema != nil ||
-		s.Maximum != nil || s.Minimum != nil || s.ExclusiveMaximum != nil || s.ExclusiveMinimum != nil ||
-		s.MultipleOf != nil || s.Extensions != nil {
+		s.ContentEncoding != nil || s.ContentMediaType != nil || s.ContentSchema != nil ||
+		s.ExclusiveMaximum != nil || s.ExclusiveMinimum != nil || s.MultipleOf != nil || s.Extensions != nil {
 		return nil, false
 	}
 	n = &fastNode{maxLength: -1, maxItems: -1, addAny: true}
@@ -114,29 +121,47 @@ func compileFast(s *jsonschema.Schema) (n *fastNode, ok bool) {
 	if s.MaxItems != nil {
 		n.maxItems = *s.MaxItems
 	}
-	if len(s.Properties) > 0 || len(s.Required) > 0 {
-		if len(s.Required) > 64 {
+	if s.MinItems != nil {
+		n.minItems = *s.MinItems
+	}
+	if s.MinLength != nil {
+		n.minLength = *s.MinLength
+	}
+	if s.MinProperties != nil {
+		n.minProperties = *s.MinProperties
+	}
+	if s.Minimum != nil {
+		if n.min, ok = ratInt64(s.Minimum); !ok {
 			return nil, false
 		}
+		n.hasMin = true
+	}
+	if s.Maximum != nil {
+		if n.max, ok = ratInt64(s.Maximum); !ok {
+			return nil, false
+		}
+		n.hasMax = true
+	}
+	if len(s.Properties) > 0 || len(s.Required) > 0 {
 		n.props = make(map[string]*fastProp, len(s.Properties))
-		for name, ps := range s.Properties {
+		add := func(name string, ps *jsonschema.Schema) bool {
+			if len(n.props) == 64 { // one bit each
+				return false
+			}
 			pn, ok := compileFast(ps)
-			if !ok {
+			n.props[name] = &fastProp{node: pn, bit: 1 << len(n.props)}
+			return ok
+		}
+		for name, ps := range s.Properties {
+			if !add(name, ps) {
 				return nil, false
 			}
-			n.props[name] = &fastProp{node: pn}
 		}
-		for i, name := range s.Required {
-			p := n.props[name]
-			if p == nil { // required without a property schema: anything
-				p = &fastProp{}
-				n.props[name] = p
+		for _, name := range s.Required {
+			if n.props[name] == nil && !add(name, nil) { // required without a property schema: anything
+				return nil, false
 			}
-			if p.bit != 0 {
-				return nil, false // listed twice
-			}
-			p.bit = 1 << i
-			n.required |= p.bit
+			n.required |= n.props[name].bit
 		}
 	}
 	switch a := s.AdditionalProperties.(type) {
@@ -205,9 +230,17 @@ func (sc *fastScanner) value(n *fastNode, depth int) bool {
 	case c == '"':
 		return allows(fastString) && sc.str(n)
 	case c == '-' || (c >= '0' && c <= '9'):
+		start := sc.i
 		integer, ok := sc.number()
 		if !ok || (n != nil && n.enum != nil) {
 			return false
+		}
+		if n != nil && (n.hasMin || n.hasMax) {
+			// Bounds are checked on integers that fit an int64 only; anything else is not known.
+			v, ok := parseInt64(sc.b[start:sc.i])
+			if !integer || !ok || (n.hasMin && v < n.min) || (n.hasMax && v > n.max) {
+				return false
+			}
 		}
 		// A number with a fraction or an exponent may still be an integer for JSON Schema
 		// (1.0): not known here.
@@ -238,10 +271,11 @@ func (n *fastNode) enumHas(s *string) bool {
 func (sc *fastScanner) object(n *fastNode, depth int) bool {
 	sc.i++ // {
 	var seen uint64
+	other := false // a member without a property schema: the distinct count is not known
 	sc.space()
 	if sc.i < len(sc.b) && sc.b[sc.i] == '}' {
 		sc.i++
-		return n == nil || n.required == 0
+		return n == nil || (n.required == 0 && n.minProperties == 0)
 	}
 	for {
 		sc.space()
@@ -257,9 +291,11 @@ func (sc *fastScanner) object(n *fastNode, depth int) bool {
 			if p != nil {
 				vn, seen = p.node, seen|p.bit
 			} else if n.additional != nil {
-				vn = n.additional
+				vn, other = n.additional, true
 			} else if !n.addAny {
 				return false
+			} else {
+				other = true
 			}
 		}
 		sc.space()
@@ -280,7 +316,13 @@ func (sc *fastScanner) object(n *fastNode, depth int) bool {
 			sc.i++
 		case '}':
 			sc.i++
-			return n == nil || seen&n.required == n.required
+			if n == nil {
+				return true
+			}
+			if n.minProperties > 0 && (other || bits.OnesCount64(seen) < n.minProperties) {
+				return false
+			}
+			return seen&n.required == n.required
 		default:
 			return false
 		}
@@ -290,14 +332,14 @@ func (sc *fastScanner) object(n *fastNode, depth int) bool {
 func (sc *fastScanner) array(n *fastNode, depth int) bool {
 	sc.i++ // [
 	var items *fastNode
-	maxItems := -1
+	maxItems, minItems := -1, 0
 	if n != nil {
-		items, maxItems = n.items, n.maxItems
+		items, maxItems, minItems = n.items, n.maxItems, n.minItems
 	}
 	sc.space()
 	if sc.i < len(sc.b) && sc.b[sc.i] == ']' {
 		sc.i++
-		return true
+		return minItems == 0
 	}
 	for count := 1; ; count++ {
 		if maxItems >= 0 && count > maxItems {
@@ -316,7 +358,7 @@ func (sc *fastScanner) array(n *fastNode, depth int) bool {
 			sc.i++
 		case ']':
 			sc.i++
-			return true
+			return count >= minItems
 		default:
 			return false
 		}
@@ -402,7 +444,7 @@ func (sc *fastScanner) str(n *fastNode) bool {
 	if !ok {
 		return false
 	}
-	if n == nil || (n.enum == nil && n.format == nil && n.pattern == nil && n.maxLength < 0) {
+	if n == nil || (n.enum == nil && n.format == nil && n.pattern == nil && n.maxLength < 0 && n.minLength == 0) {
 		return true
 	}
 	if escaped {
@@ -415,8 +457,10 @@ func (sc *fastScanner) str(n *fastNode) bool {
 	if n.enum != nil && !n.enumHasBytes(raw) {
 		return false
 	}
-	if n.maxLength >= 0 && utf8.RuneCount(raw) > n.maxLength {
-		return false
+	if n.maxLength >= 0 || n.minLength > 0 {
+		if k := utf8.RuneCount(raw); (n.maxLength >= 0 && k > n.maxLength) || k < n.minLength {
+			return false
+		}
 	}
 	if n.pattern != nil {
 		if m, ok := n.pattern.(interface{ Match([]byte) bool }); ok { // *regexp.Regexp, the default engine
@@ -628,4 +672,34 @@ func ObjectMembers(doc []byte, fn func(key, value []byte) bool) bool {
 	}
 	sc.space()
 	return sc.i == len(sc.b)
+}
+
+// ratInt64 is r as an int64 when it is an integer that fits one.
+func ratInt64(r *big.Rat) (int64, bool) {
+	if !r.IsInt() || !r.Num().IsInt64() {
+		return 0, false
+	}
+	return r.Num().Int64(), true
+}
+
+// parseInt64 reads an integer literal (-?digits) that fits an int64.
+func parseInt64(b []byte) (int64, bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	if len(b) == 0 || len(b) > 18 { // up to 18 digits cannot overflow
+		return 0, false
+	}
+	var v int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if neg {
+		v = -v
+	}
+	return v, true
 }

@@ -12,6 +12,11 @@ const fastTestSchema = `{
   "properties": {
     "status": {"type": "string", "enum": ["sent", "duplicate"]},
     "note": {"type": ["string", "null"], "maxLength": 5},
+    "count": {"type": "integer", "minimum": 1, "maximum": 100},
+    "name": {"type": "string", "minLength": 2},
+    "list": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+    "opts": {"type": "object", "minProperties": 1, "additionalProperties": false,
+             "properties": {"a": {"type": "boolean"}, "b": {"type": "boolean"}}},
     "items": {"type": "array", "maxItems": 3, "items": {
       "type": "object", "additionalProperties": false, "required": ["id", "seq", "at", "reasons"],
       "properties": {
@@ -33,6 +38,8 @@ const fastValidItem = `{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"42","
 
 var fastValidDocs = []string{
 	`{"status":"sent","items":[]}`,
+	`{"status":"sent","items":[],"count":1,"name":"ab","list":["x"],"opts":{"a":true}}`,
+	`{"status":"sent","items":[],"count":100,"name":"\u00e9\u00e9","list":["x","y"],"opts":{"a":true,"b":false}}`,
 	`{"status":"duplicate","note":null,"items":[` + fastValidItem + `]}`,
 	` { "status" : "sent" , "note" : "a\né" , "items" : [ ` + fastValidItem + ` ] } `,
 	`{"status":"sent","items":[{"id":"0192F0C4-7A9E-7C3D-8F00-0123456789AB","seq":"1","at":"2026-12-02T06:00:00+01:00","reasons":-7,` +
@@ -52,7 +59,10 @@ var fastInvalidDocs = []string{
 	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"1","at":"2026-12-02T06:00:00Z","reasons":1,"kind":"c"}]}`,
 	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"1","at":"2026-12-02T06:00:00Z","reasons":1,"meta":{"k":1}}]}`,
 	`{"status":"sent","items":[],"note":"\u0000"}`, `{"status":"sent","items":[],"note":"\ud800"}`, "{\"status\":\"sent\",\"items\":[],\"note\":\"\xff\"}",
-	`{"status":"sent","items":[]} x`, `{"status":"sent","items":[],}`, `{"status":"sent" "items":[]}`, `{"status":"sent","items":[01]}`,
+	`{"status":"sent","items":[]} x`, `{"status":"sent","items":[],"count":0}`, `{"status":"sent","items":[],"count":101}`,
+	`{"status":"sent","items":[],"count":-5}`, `{"status":"sent","items":[],"count":2.5}`, `{"status":"sent","items":[],"name":"a"}`,
+	`{"status":"sent","items":[],"name":"\u00e9"}`, `{"status":"sent","items":[],"list":[]}`, `{"status":"sent","items":[],"opts":{}}`,
+	`{"status":"sent","items":[],"opts":{"c":true}}`, `{"status":"sent","items":[],}`, `{"status":"sent" "items":[]}`, `{"status":"sent","items":[01]}`,
 }
 
 func compileFastTest(t testing.TB) *Validator {
@@ -99,8 +109,9 @@ func TestFastPathAgreesWithTheValidator(t *testing.T) {
 // validator runs, and its verdicts stand.
 func TestFastPathOnlyForItsKeywords(t *testing.T) {
 	for _, s := range []string{
-		`{"type":"object","properties":{"n":{"type":"integer","minimum":1}}}`,
-		`{"type":"string","minLength":1}`,
+		`{"type":"object","properties":{"n":{"type":"number","minimum":1.5}}}`,
+		`{"type":"integer","exclusiveMinimum":0}`,
+		`{"type":"object","maxProperties":2}`,
 		`{"oneOf":[{"type":"string"},{"type":"integer"}]}`,
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/a"}},"$defs":{"a":{"type":"string"}}}`,
 		`{"enum":[1,2]}`,

@@ -102,15 +102,24 @@ func (v *Violation) Error() string {
 // validates it. A document that cannot be decoded yields a Violation with
 // Keyword "json" at the root.
 func (v *Validator) ValidateJSON(doc []byte) *Violation {
-	if v.fast != nil && v.fast.accepts(doc) {
-		if crossCheck.Load() {
-			if viol := v.validateJSON(doc); viol != nil {
-				panic(fmt.Sprintf("schema %s: the fast path accepted a document the validator rejects (%s: %s)", v.name, viol.Field, viol.Keyword))
-			}
-		}
+	if v.Accepts(doc) {
 		return nil
 	}
 	return v.validateJSON(doc)
+}
+
+// Accepts reports whether the fast path (fast.go) finds doc valid: true means ValidateJSON
+// would return nil; false means only that the general validator has to decide.
+func (v *Validator) Accepts(doc []byte) bool {
+	if v.fast == nil || !v.fast.accepts(doc) {
+		return false
+	}
+	if crossCheck.Load() {
+		if viol := v.validateJSON(doc); viol != nil {
+			panic(fmt.Sprintf("schema %s: the fast path accepted a document the validator rejects (%s: %s)", v.name, viol.Field, viol.Keyword))
+		}
+	}
+	return true
 }
 
 // crossCheck makes ValidateJSON run the general validator after every fast-path success
