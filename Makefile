@@ -161,7 +161,9 @@ redocly-lint:
 .PHONY: reliability reliability-fuzz
 FUZZTIME ?= 20s
 FUZZ_TARGETS := ./internal/schema:FuzzDecodeStrict ./internal/schema:FuzzCheckText ./internal/cursor:FuzzDecode \
-	./internal/service:FuzzFileURL ./internal/service:FuzzPayload
+	./internal/service:FuzzFileURL ./internal/service:FuzzPayload \
+	./internal/schema:FuzzFastPathNeverAcceptsWhatTheValidatorRejects ./internal/schema:FuzzFastFormatsAcceptASubset \
+	./internal/service:FuzzCanonicalJSONIsDecodeMarshal
 
 ## reliability: the fault suite at full size — kill -9 of the server under 5,600 sends from 8
 ## clients, PostgreSQL restarts (-m fast / -m immediate, 6×) under load on a cluster of its

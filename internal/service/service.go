@@ -269,13 +269,7 @@ func hashArgs(args any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	canon, err := json.Marshal(v) // maps marshal with sorted keys
+	canon, err := canonicalJSON(raw) // what decoding raw into `any` and marshalling it gives
 	if err != nil {
 		return nil, err
 	}
