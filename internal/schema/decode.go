@@ -350,39 +350,55 @@ func (d *decoder) str(path []pathElem, isKey bool) (any, error) {
 
 // number scans a JSON number (RFC 8259 grammar) and returns it as json.Number.
 func (d *decoder) number() (any, error) {
+	end, _, ok := scanNumber(d.data, d.i)
+	if !ok {
+		d.i = end
+		return nil, d.malformed()
+	}
 	start := d.i
+	d.i = end
+	return json.Number(d.data[start:end]), nil
+}
+
+// scanNumber scans the JSON number (RFC 8259 grammar) that starts at b[i] and returns where
+// it ends (where it stops being one when !ok) and whether it has neither a fraction nor an
+// exponent.
+func scanNumber(b []byte, i int) (end int, integer, ok bool) {
 	digits := func() int {
 		n := 0
-		for d.i < len(d.data) && d.data[d.i] >= '0' && d.data[d.i] <= '9' {
-			d.i++
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
 			n++
 		}
 		return n
 	}
-	if d.data[d.i] == '-' {
-		d.i++
+	if i < len(b) && b[i] == '-' {
+		i++
 	}
-	if d.i < len(d.data) && d.data[d.i] == '0' {
-		d.i++
+	if i < len(b) && b[i] == '0' {
+		i++
 	} else if digits() == 0 {
-		return nil, d.malformed()
+		return i, false, false
 	}
-	if d.i < len(d.data) && d.data[d.i] == '.' {
-		d.i++
+	integer = true
+	if i < len(b) && b[i] == '.' {
+		i++
+		integer = false
 		if digits() == 0 {
-			return nil, d.malformed()
+			return i, false, false
 		}
 	}
-	if d.i < len(d.data) && (d.data[d.i] == 'e' || d.data[d.i] == 'E') {
-		d.i++
-		if d.i < len(d.data) && (d.data[d.i] == '+' || d.data[d.i] == '-') {
-			d.i++
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		integer = false
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
 		}
 		if digits() == 0 {
-			return nil, d.malformed()
+			return i, false, false
 		}
 	}
-	return json.Number(d.data[start:d.i]), nil
+	return i, integer, true
 }
 
 func hex4(data []byte, at int) (rune, bool) {

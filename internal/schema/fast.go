@@ -581,41 +581,8 @@ func fastDateTime(b []byte) bool {
 
 // number scans a JSON number; integer: it has neither a fraction nor an exponent.
 func (sc *fastScanner) number() (integer, ok bool) {
-	digits := func() int {
-		k := 0
-		for sc.i < len(sc.b) && sc.b[sc.i] >= '0' && sc.b[sc.i] <= '9' {
-			sc.i++
-			k++
-		}
-		return k
-	}
-	if sc.b[sc.i] == '-' {
-		sc.i++
-	}
-	if sc.i < len(sc.b) && sc.b[sc.i] == '0' {
-		sc.i++
-	} else if digits() == 0 {
-		return false, false
-	}
-	integer = true
-	if sc.i < len(sc.b) && sc.b[sc.i] == '.' {
-		sc.i++
-		integer = false
-		if digits() == 0 {
-			return false, false
-		}
-	}
-	if sc.i < len(sc.b) && (sc.b[sc.i] == 'e' || sc.b[sc.i] == 'E') {
-		sc.i++
-		integer = false
-		if sc.i < len(sc.b) && (sc.b[sc.i] == '+' || sc.b[sc.i] == '-') {
-			sc.i++
-		}
-		if digits() == 0 {
-			return false, false
-		}
-	}
-	return integer, true
+	sc.i, integer, ok = scanNumber(sc.b, sc.i)
+	return integer, ok
 }
 
 // ObjectMembers calls fn with each member of the JSON object doc, in document order: its
