@@ -130,15 +130,14 @@ func (d *decoder) malformed() error {
 	return fmt.Errorf("%w at byte offset %d", ErrMalformedJSON, d.i)
 }
 
-func (d *decoder) space() {
-	for d.i < len(d.data) {
-		switch d.data[d.i] {
-		case ' ', '\t', '\n', '\r':
-			d.i++
-		default:
-			return
-		}
+func (d *decoder) space() { d.i = skipSpace(d.data, d.i) }
+
+// skipSpace returns the position of the first byte at or after i that is not JSON white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
 	}
+	return i
 }
 
 func (d *decoder) value(depth int, path []pathElem) (any, error) {

@@ -205,16 +205,7 @@ type fastScanner struct {
 	i int
 }
 
-func (sc *fastScanner) space() {
-	for sc.i < len(sc.b) {
-		switch sc.b[sc.i] {
-		case ' ', '\t', '\n', '\r':
-			sc.i++
-		default:
-			return
-		}
-	}
-}
+func (sc *fastScanner) space() { sc.i = skipSpace(sc.b, sc.i) }
 
 // value checks the value at sc.i against n (nil: any value).
 func (sc *fastScanner) value(n *fastNode, depth int) bool {
