@@ -23,10 +23,13 @@ SELECT inbox_upper(@box_id, @agent_id)::bigint;
 -- The unread rows are the claimable ones and the leased ones, each kind an index range of
 -- its own (0012_unread_split.sql): each branch reads at most @max_rows accessible rows in
 -- inbox_seq order, and the merged list is cut to @max_rows. Accessibility is
--- accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
+-- accessible_attention's condition on the row itself (see LockClaimCandidatesOldest). The
+-- unleased rows start at the agent's claim floor (0017_claim_floor.sql): below it no row is
+-- unleased and accessible.
 SELECT u.inbox_seq::bigint AS inbox_seq FROM (
     (SELECT a.inbox_seq FROM attention a
      WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+       AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = @box_id AND f.agent_id = @agent_id)
        AND a.inbox_seq > @after AND a.inbox_seq <= @upper
        AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                    JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
@@ -248,9 +251,13 @@ ON CONFLICT (box_id, agent_id, channel_id, shard) DO UPDATE SET n = k.n + EXCLUD
 -- second lookup of the row: with a new agent estimated at a row or two, that lookup may pick
 -- an index whose unbound channel column makes it walk the inbox. OFFSET 0 keeps it a per-row lookup on the row's keys, so a claim costs
 -- O(rows it returns) whatever the inbox size, the number of live leases or the statistics.
+-- "fresh" starts at the agent's claim floor (0017_claim_floor.sql): below it every row is
+-- leased, acked or inaccessible, and the index entries the leased and acked rows left behind
+-- until VACUUM are not walked again by every claim.
 WITH fresh AS (
     SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+      AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = @box_id AND f.agent_id = @agent_id)
     ORDER BY a.inbox_seq
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
@@ -275,6 +282,7 @@ LIMIT @max_rows;
 WITH fresh AS (
     SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+      AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = @box_id AND f.agent_id = @agent_id)
     ORDER BY a.inbox_seq DESC
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
@@ -303,6 +311,7 @@ LIMIT @max_rows;
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+      AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = @box_id AND f.agent_id = @agent_id)
       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
@@ -329,6 +338,7 @@ LIMIT @max_rows;
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+      AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = @box_id AND f.agent_id = @agent_id)
       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
@@ -349,6 +359,11 @@ WITH fresh AS (
 SELECT c.inbox_seq::bigint AS inbox_seq FROM (SELECT inbox_seq FROM fresh UNION ALL SELECT inbox_seq FROM expired) AS c
 ORDER BY c.inbox_seq DESC
 LIMIT @max_rows;
+
+-- name: AdvanceClaimFloor :exec
+-- Raises the agent's claim floor past the rows this claim leased and those leased or acked
+-- before it (0017_claim_floor.sql). Sent after LeaseRows, in the COMMIT's round trip.
+SELECT inbox_advance_claim_floor(@box_id, @agent_id);
 
 -- name: LeaseRows :exec
 -- Leases rows (locked by LockClaimCandidates* or ClaimAccessible*) to this session until

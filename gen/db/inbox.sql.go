@@ -120,10 +120,27 @@ func (q *Queries) AckRows(ctx context.Context, arg AckRowsParams) error {
 	return err
 }
 
+const advanceClaimFloor = `-- name: AdvanceClaimFloor :exec
+SELECT inbox_advance_claim_floor($1, $2)
+`
+
+type AdvanceClaimFloorParams struct {
+	BoxID   uuid.UUID
+	AgentID uuid.UUID
+}
+
+// Raises the agent's claim floor past the rows this claim leased and those leased or acked
+// before it (0017_claim_floor.sql). Sent after LeaseRows, in the COMMIT's round trip.
+func (q *Queries) AdvanceClaimFloor(ctx context.Context, arg AdvanceClaimFloorParams) error {
+	_, err := q.db.Exec(ctx, advanceClaimFloor, arg.BoxID, arg.AgentID)
+	return err
+}
+
 const claimAccessibleNewest = `-- name: ClaimAccessibleNewest :many
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+      AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = $2 AND f.agent_id = $3)
       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
@@ -183,6 +200,7 @@ const claimAccessibleOldest = `-- name: ClaimAccessibleOldest :many
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+      AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = $2 AND f.agent_id = $3)
       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
@@ -616,6 +634,7 @@ const inboxUnreadSeqs = `-- name: InboxUnreadSeqs :many
 SELECT u.inbox_seq::bigint AS inbox_seq FROM (
     (SELECT a.inbox_seq FROM attention a
      WHERE a.box_id = $1 AND a.agent_id = $2 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+       AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = $1 AND f.agent_id = $2)
        AND a.inbox_seq > $3 AND a.inbox_seq <= $4
        AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                    JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
@@ -647,7 +666,9 @@ type InboxUnreadSeqsParams struct {
 // The unread rows are the claimable ones and the leased ones, each kind an index range of
 // its own (0012_unread_split.sql): each branch reads at most @max_rows accessible rows in
 // inbox_seq order, and the merged list is cut to @max_rows. Accessibility is
-// accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
+// accessible_attention's condition on the row itself (see LockClaimCandidatesOldest). The
+// unleased rows start at the agent's claim floor (0017_claim_floor.sql): below it no row is
+// unleased and accessible.
 func (q *Queries) InboxUnreadSeqs(ctx context.Context, arg InboxUnreadSeqsParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, inboxUnreadSeqs,
 		arg.BoxID,
@@ -823,6 +844,7 @@ const lockClaimCandidatesNewest = `-- name: LockClaimCandidatesNewest :many
 WITH fresh AS (
     SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+      AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = $2 AND f.agent_id = $3)
     ORDER BY a.inbox_seq DESC
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
@@ -885,6 +907,7 @@ const lockClaimCandidatesOldest = `-- name: LockClaimCandidatesOldest :many
 WITH fresh AS (
     SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_at IS NULL AND a.lease_session_id IS NULL
+      AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = $2 AND f.agent_id = $3)
     ORDER BY a.inbox_seq
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
@@ -937,6 +960,9 @@ type LockClaimCandidatesOldestRow struct {
 // second lookup of the row: with a new agent estimated at a row or two, that lookup may pick
 // an index whose unbound channel column makes it walk the inbox. OFFSET 0 keeps it a per-row lookup on the row's keys, so a claim costs
 // O(rows it returns) whatever the inbox size, the number of live leases or the statistics.
+// "fresh" starts at the agent's claim floor (0017_claim_floor.sql): below it every row is
+// leased, acked or inaccessible, and the index entries the leased and acked rows left behind
+// until VACUUM are not walked again by every claim.
 func (q *Queries) LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error) {
 	rows, err := q.db.Query(ctx, lockClaimCandidatesOldest,
 		arg.MaxRows,

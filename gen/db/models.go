@@ -184,6 +184,12 @@ type InboxAcked struct {
 	N         int64
 }
 
+type InboxClaimFloor struct {
+	BoxID    uuid.UUID
+	AgentID  uuid.UUID
+	FloorSeq int64
+}
+
 type InboxDelivered struct {
 	BoxID     uuid.UUID
 	AgentID   uuid.UUID

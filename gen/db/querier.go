@@ -33,6 +33,9 @@ type Querier interface {
 	// the ACK commits.
 	AckRows(ctx context.Context, arg AckRowsParams) error
 	AdminTokenLive(ctx context.Context, tokenHash []byte) (bool, error)
+	// Raises the agent's claim floor past the rows this claim leased and those leased or acked
+	// before it (0017_claim_floor.sql). Sent after LeaseRows, in the COMMIT's round trip.
+	AdvanceClaimFloor(ctx context.Context, arg AdvanceClaimFloorParams) error
 	// Whether one ID is an enabled agent of the box (EnabledAgentIDs for a single target, with a
 	// plan PostgreSQL can cache: an array's length makes it re-plan at every call).
 	AgentEnabled(ctx context.Context, arg AgentEnabledParams) (bool, error)
@@ -171,7 +174,9 @@ type Querier interface {
 	// The unread rows are the claimable ones and the leased ones, each kind an index range of
 	// its own (0012_unread_split.sql): each branch reads at most @max_rows accessible rows in
 	// inbox_seq order, and the merged list is cut to @max_rows. Accessibility is
-	// accessible_attention's condition on the row itself (see LockClaimCandidatesOldest).
+	// accessible_attention's condition on the row itself (see LockClaimCandidatesOldest). The
+	// unleased rows start at the agent's claim floor (0017_claim_floor.sql): below it no row is
+	// unleased and accessible.
 	InboxUnreadSeqs(ctx context.Context, arg InboxUnreadSeqsParams) ([]int64, error)
 	// Inbox (SPEC §7, §9): pages of an agent's attention rows, receipts, ACK and work leases.
 	// Statements about given rows (@inbox_seqs) also bound inbox_seq by the array's least and
@@ -289,6 +294,9 @@ type Querier interface {
 	// second lookup of the row: with a new agent estimated at a row or two, that lookup may pick
 	// an index whose unbound channel column makes it walk the inbox. OFFSET 0 keeps it a per-row lookup on the row's keys, so a claim costs
 	// O(rows it returns) whatever the inbox size, the number of live leases or the statistics.
+	// "fresh" starts at the agent's claim floor (0017_claim_floor.sql): below it every row is
+	// leased, acked or inaccessible, and the index entries the leased and acked rows left behind
+	// until VACUUM are not walked again by every claim.
 	LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error)
 	// Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
 	// channel_id order: a batch locks several channels, always in this order, and before any

@@ -217,7 +217,8 @@ func (t *Tx) LockClaimable(ctx context.Context, boxID, agentID uuid.UUID, newest
 // session's receipt of each row); replaced are the rows among them whose expired lease
 // another session held, which keeps a receipt marked lease_replaced. The claim's result does
 // not depend on these statements, so they are sent with the COMMIT, in the same round trip
-// (see AckRows): call it last. A failure fails the commit.
+// (see AckRows): call it last. A failure fails the commit. The last of them raises the
+// agent's claim floor past the rows just leased (0017_claim_floor.sql).
 func (t *Tx) LeaseRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64, replaced []LeaseHolder, expiresAt time.Time) error {
 	if len(seqs) == 0 {
 		return nil
@@ -230,6 +231,9 @@ func (t *Tx) LeaseRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID,
 	}
 	t.c.atCommit = append(t.c.atCommit, func(q *db.Queries) error {
 		return q.LeaseRows(ctx, db.LeaseRowsParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs, ExpiresAt: expiresAt})
+	}, func(q *db.Queries) error {
+		// After the leases, so the floor can pass them (0017_claim_floor.sql).
+		return q.AdvanceClaimFloor(ctx, db.AdvanceClaimFloorParams{BoxID: boxID, AgentID: agentID})
 	})
 	return nil
 }
