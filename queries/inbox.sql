@@ -254,6 +254,12 @@ ON CONFLICT (box_id, agent_id, channel_id, shard) DO UPDATE SET n = k.n + EXCLUD
 -- "fresh" starts at the agent's claim floor (0017_claim_floor.sql): below it every row is
 -- leased, acked or inaccessible, and the index entries the leased and acked rows left behind
 -- until VACUUM are not walked again by every claim.
+-- "expired" says "not acked" as acked_by_session_id IS NULL (set with acked_at by every
+-- ACK), not acked_at IS NULL: written with acked_at, the condition also matches
+-- attention_leased_unread's predicate, and the generic plan of a busy inbox chose that index
+-- (box and agent only, the expiry as a filter): a walk of every live lease and of the entries
+-- ACKs left behind (1,212 buffers, 12 ms per claim late in the benchmark's drain, rising as
+-- it went). The expiry range is the only index left that the branch can use.
 WITH fresh AS (
     SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
@@ -263,7 +269,7 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
     SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
-    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_by_session_id IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
     ORDER BY a.inbox_seq + 0
     LIMIT @max_rows
@@ -288,7 +294,7 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
     SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
-    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_by_session_id IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
     ORDER BY a.inbox_seq + 0 DESC
     LIMIT @max_rows
@@ -320,7 +326,7 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
     SELECT a.inbox_seq FROM attention a
-    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_by_session_id IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
@@ -347,7 +353,7 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
     SELECT a.inbox_seq FROM attention a
-    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_by_session_id IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id

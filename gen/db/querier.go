@@ -297,6 +297,12 @@ type Querier interface {
 	// "fresh" starts at the agent's claim floor (0017_claim_floor.sql): below it every row is
 	// leased, acked or inaccessible, and the index entries the leased and acked rows left behind
 	// until VACUUM are not walked again by every claim.
+	// "expired" says "not acked" as acked_by_session_id IS NULL (set with acked_at by every
+	// ACK), not acked_at IS NULL: written with acked_at, the condition also matches
+	// attention_leased_unread's predicate, and the generic plan of a busy inbox chose that index
+	// (box and agent only, the expiry as a filter): a walk of every live lease and of the entries
+	// ACKs left behind (1,212 buffers, 12 ms per claim late in the benchmark's drain, rising as
+	// it went). The expiry range is the only index left that the branch can use.
 	LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error)
 	// Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
 	// channel_id order: a batch locks several channels, always in this order, and before any

@@ -107,3 +107,61 @@ func TestClaimScanStartsAtTheFloor(t *testing.T) {
 		t.Errorf("without the floor the claim read %d buffers, with it %d: the test no longer sees the walk it guards against", withoutFloor, withFloor)
 	}
 }
+
+// The expired-lease branch of every claim statement reads the expiry range
+// (attention_lease_expiry) in its generic plan, never attention_leased_unread: that index
+// covers every live lease of the agent (and the entries ACKs left until VACUUM), with the
+// expiry only a filter, and a busy inbox's generic plan chose it (queries/inbox.sql says
+// how the statements rule it out).
+func TestClaimExpiredBranchReadsTheExpiryRange(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	registerUUID(conn.TypeMap())
+	if err := prepareConn(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	box, agent, now := uuid.New(), uuid.New(), time.Now()
+	statements := map[string]func(q *db.Queries){
+		"LockClaimCandidatesOldest": func(q *db.Queries) {
+			q.LockClaimCandidatesOldest(ctx, db.LockClaimCandidatesOldestParams{BoxID: box, AgentID: agent, Now: now, MaxRows: 50}) //nolint:errcheck
+		},
+		"LockClaimCandidatesNewest": func(q *db.Queries) {
+			q.LockClaimCandidatesNewest(ctx, db.LockClaimCandidatesNewestParams{BoxID: box, AgentID: agent, Now: now, MaxRows: 50}) //nolint:errcheck
+		},
+		"ClaimAccessibleOldest": func(q *db.Queries) {
+			q.ClaimAccessibleOldest(ctx, db.ClaimAccessibleOldestParams{BoxID: box, AgentID: agent, Now: now, MaxRows: 50}) //nolint:errcheck
+		},
+		"ClaimAccessibleNewest": func(q *db.Queries) {
+			q.ClaimAccessibleNewest(ctx, db.ClaimAccessibleNewestParams{BoxID: box, AgentID: agent, Now: now, MaxRows: 50}) //nolint:errcheck
+		},
+	}
+	var indexes func(n planNode, out map[string]bool)
+	indexes = func(n planNode, out map[string]bool) {
+		if n.IndexName != "" {
+			out[n.IndexName] = true
+		}
+		for _, c := range n.Plans {
+			indexes(c, out)
+		}
+	}
+	for name, call := range statements {
+		rec := &recorder{}
+		call(db.New(rec))
+		for _, generic := range []bool{false, true} {
+			plan, err := explain(ctx, conn, rec.sql, rec.args, generic)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			used := map[string]bool{}
+			indexes(plan, used)
+			if used["attention_leased_unread"] || !used["attention_lease_expiry"] {
+				t.Errorf("%s (generic %v): indexes %v, want attention_lease_expiry and never attention_leased_unread", name, generic, used)
+			}
+		}
+	}
+}
