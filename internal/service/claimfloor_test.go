@@ -65,7 +65,7 @@ func TestClaimFloorWaitsOutInFlightSends(t *testing.T) {
 		ibSend(t, slow, dmTo(reader), "in flight", nil)
 	}()
 	waitFor(t, "the slow send to wait on the counter row", func() bool {
-		return dbInt(t, w.e, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%InsertAttention%'`) > 0
+		return dbInt(t, w.e, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%InsertAttention%'`) > 0
 	})
 	ibSend(t, fast, dmTo(reader), "committed", nil)
 
