@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/agentbox/agentbox/gen/db"
-	"github.com/agentbox/agentbox/internal/testdb"
 )
 
 // A claim's scan of unleased rows starts at the agent's claim floor (0017_claim_floor.sql):
@@ -20,15 +18,7 @@ import (
 func TestClaimScanStartsAtTheFloor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	registerUUID(conn.TypeMap())
-	if err := prepareConn(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	conn := testConn(t)
 	// No VACUUM removes the worked rows' entries while the test looks at them.
 	if _, err := conn.Exec(ctx, `ALTER TABLE attention SET (autovacuum_enabled = false)`); err != nil {
 		t.Fatal(err)
@@ -116,15 +106,7 @@ func TestClaimScanStartsAtTheFloor(t *testing.T) {
 func TestClaimExpiredBranchReadsTheExpiryRange(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	registerUUID(conn.TypeMap())
-	if err := prepareConn(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	conn := testConn(t)
 	box, agent, now := uuid.New(), uuid.New(), time.Now()
 	statements := map[string]func(q *db.Queries){
 		"LockClaimCandidatesOldest": func(q *db.Queries) {

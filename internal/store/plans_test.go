@@ -242,15 +242,7 @@ func planProblems(n planNode, indexCols map[string][]string, unique map[string]b
 func TestPlansForNewBox(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	registerUUID(conn.TypeMap())
-	if err := prepareConn(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
+	conn := testConn(t)
 	if _, err := conn.Exec(ctx, `CREATE FUNCTION seed_id(box uuid, kind text, n int) RETURNS uuid LANGUAGE sql IMMUTABLE
 		AS $$ SELECT md5(box::text || kind || n)::uuid $$`); err != nil {
 		t.Fatal(err)
@@ -498,6 +490,23 @@ func TestPlansForNewBox(t *testing.T) {
 			t.Errorf("%s: %d custom plans and no generic plan in 10 executions: PostgreSQL re-plans it at every call", name, custom)
 		}
 	}
+}
+
+// testConn connects to a fresh test database as the store's pool would (UUID codec and the
+// session settings of prepareConn); closed when the test ends.
+func testConn(t *testing.T) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) }) //nolint:errcheck
+	registerUUID(conn.TypeMap())
+	if err := prepareConn(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	return conn
 }
 
 // explain returns the plan PostgreSQL chooses for sql with args: planned for the arguments,
