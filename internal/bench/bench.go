@@ -46,6 +46,13 @@ import (
 // drain, the faster one, runs over 10 s too (60k took it 7.8 s on the 2-core machine, 120k 8.9 s on a quieter day).
 const DefaultW4Backlog = 250_000
 
+// DefaultW4ClaimLimit is the rows per inbox_claim (and so per inbox_ack) in W4: River's
+// producer fetches up to MaxWorkers (100) jobs at a time, and 100 is the product's default
+// ack_batch_max, so a worker round moves the batch River's fetch does. (It was 50 until
+// 2026-12-03: half River's batch, with every per-call cost, authentication, idempotency
+// record, round trips, paid twice as often per item.)
+const DefaultW4ClaimLimit = 100
+
 // Workload names accepted by Config.Workloads.
 var AllWorkloads = []string{"w0", "w1", "w2", "w3", "w4", "w5", "w6"}
 
@@ -142,7 +149,7 @@ func (c *Config) Defaults() {
 		c.W4Sessions = 8
 	}
 	if c.W4ClaimLimit <= 0 {
-		c.W4ClaimLimit = 50
+		c.W4ClaimLimit = DefaultW4ClaimLimit
 	}
 	if c.W4Backlog <= 0 {
 		c.W4Backlog = DefaultW4Backlog

@@ -275,59 +275,7 @@ func parseProcCPU(b []byte) (time.Duration, error) {
 	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }
 
-// cpuWindow records the CPU time of the server and of this load generator over a
-// measurement window (phase.OnMeasure), for CPU per operation.
-type cpuWindow struct {
-	serverPID          int
-	mu                 sync.Mutex
-	server, client     [2]time.Duration
-	serverOK, clientOK [2]bool
-	done               sync.WaitGroup
-}
-
-func newCPUWindow(serverPID int) *cpuWindow {
-	c := &cpuWindow{serverPID: serverPID}
-	c.done.Add(2)
-	return c
-}
-
-// onMeasure snapshots at the window's start and end.
-func (c *cpuWindow) onMeasure(_ context.Context, w window) {
-	c.snap(0)
-	time.AfterFunc(time.Until(w.to), func() { c.snap(1) })
-}
-
-func (c *cpuWindow) snap(i int) {
-	defer c.done.Done()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.serverPID > 0 {
-		c.server[i], c.serverOK[i] = procCPUOK(c.serverPID)
-	}
-	c.client[i], c.clientOK[i] = procCPUOK(os.Getpid())
-}
-
 func procCPUOK(pid int) (time.Duration, bool) {
 	d, err := procCPU(pid)
 	return d, err == nil
-}
-
-// perOp adds server_cpu_ms_per_op and client_cpu_ms_per_op to extra (what can be read).
-func (c *cpuWindow) perOp(ops int64, extra map[string]float64) map[string]float64 {
-	c.done.Wait()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ops <= 0 {
-		return extra
-	}
-	if extra == nil {
-		extra = map[string]float64{}
-	}
-	if c.serverOK[0] && c.serverOK[1] {
-		extra["server_cpu_ms_per_op"] = float64(c.server[1]-c.server[0]) / float64(time.Millisecond) / float64(ops)
-	}
-	if c.clientOK[0] && c.clientOK[1] {
-		extra["client_cpu_ms_per_op"] = float64(c.client[1]-c.client[0]) / float64(time.Millisecond) / float64(ops)
-	}
-	return extra
 }

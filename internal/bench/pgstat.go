@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -172,9 +173,17 @@ func dbProfile(before, after counters, ops int64) *DBProfile {
 }
 
 // profiled runs p and sets the result's DB profile from snapshots at the window's ends,
-// for phases that need no other per-op diagnostics (W3, W5; observed does both).
+// for phases that need no other per-op diagnostics (W3; observed does both).
 func (h *harness) profiled(ctx context.Context, p phase, op opFunc) (*phaseResult, error) {
-	var before, after counters
+	res, before, after, err := h.profiledCounters(ctx, p, op)
+	if err == nil {
+		res.DB = dbProfile(before, after, res.Ops)
+	}
+	return res, err
+}
+
+// profiledCounters runs p and returns the snapshots taken at its window's ends.
+func (h *harness) profiledCounters(ctx context.Context, p phase, op opFunc) (res *phaseResult, before, after counters, err error) {
 	var snapped sync.WaitGroup
 	snapped.Add(2)
 	measure := p.OnMeasure
@@ -187,16 +196,73 @@ func (h *harness) profiled(ctx context.Context, p phase, op opFunc) (*phaseResul
 			measure(ctx, w)
 		}
 	}
-	res, err := p.run(ctx, h.prog, op)
+	res, err = p.run(ctx, h.prog, op)
 	if err != nil {
-		return res, err
+		return res, before, after, err
 	}
 	if ctx.Err() != nil { // a cancelled run may end before the window opened
-		return res, ctx.Err()
+		return res, before, after, ctx.Err()
 	}
 	snapped.Wait()
-	res.DB = dbProfile(before, after, res.Ops)
-	return res, nil
+	return res, before, after, nil
+}
+
+// pooledPhase is one line measured in several windows (W5's rounds): its operations,
+// latency samples and the sum of each window's database and CPU differences.
+type pooledPhase struct {
+	res phaseResult
+	sum counters // the windows' differences added up: dbProfile(zero, sum, ops)
+}
+
+func newPooledPhase() *pooledPhase {
+	return &pooledPhase{sum: counters{walOK: true, stmts: map[int64]stmtRow{},
+		cpu: cpuTimes{machineOK: true, serverOK: true, clientOK: true}}}
+}
+
+// add pools one window's result and the snapshots at its ends.
+func (p *pooledPhase) add(res *phaseResult, before, after counters) {
+	p.res.Ops += res.Ops
+	p.res.Requests += res.Requests
+	p.res.Errors += res.Errors
+	p.res.Elapsed += res.Elapsed
+	p.res.Abandoned += res.Abandoned
+	p.res.Samples = append(p.res.Samples, res.Samples...)
+	for _, e := range res.FirstErrors {
+		if len(p.res.FirstErrors) < 3 && !slices.Contains(p.res.FirstErrors, e) {
+			p.res.FirstErrors = append(p.res.FirstErrors, e)
+		}
+	}
+	s := &p.sum
+	s.wal += after.wal - before.wal
+	s.walOK = s.walOK && before.walOK && after.walOK
+	if s.stmts != nil && before.stmts != nil && after.stmts != nil {
+		for id, a := range after.stmts {
+			b, acc := before.stmts[id], s.stmts[id]
+			s.stmts[id] = stmtRow{query: a.query, calls: acc.calls + a.calls - b.calls, totalMs: acc.totalMs + a.totalMs - b.totalMs}
+		}
+	} else {
+		s.stmts = nil
+	}
+	c, bc, ac := &s.cpu, before.cpu, after.cpu
+	c.machine += ac.machine - bc.machine
+	c.server += ac.server - bc.server
+	c.client += ac.client - bc.client
+	c.machineOK = c.machineOK && bc.machineOK && ac.machineOK
+	c.serverOK = c.serverOK && bc.serverOK && ac.serverOK
+	c.clientOK = c.clientOK && bc.clientOK && ac.clientOK
+}
+
+// result is the pooled phase, with its latency over every window's samples and its DB
+// profile over the windows' summed differences.
+func (p *pooledPhase) result() *phaseResult {
+	res := p.res
+	res.Latency = summarize(res.Samples)
+	zero := counters{walOK: true, stmts: map[int64]stmtRow{}, cpu: cpuTimes{machineOK: true, serverOK: true, clientOK: true}}
+	if p.sum.stmts == nil {
+		zero.stmts = nil
+	}
+	res.DB = dbProfile(zero, p.sum, res.Ops)
+	return &res
 }
 
 // oneLine collapses a statement's whitespace and shortens it for the report.

@@ -41,7 +41,7 @@ func (e *env) bench(args []string) error {
 	fs.IntVar(&cfg.W3Clients, "w3-clients", 0, "W3: concurrent readers (default: --clients; a few show the read's own latency without queueing)")
 	fs.IntVar(&cfg.W4Producers, "w4-producers", 8, "W4: producers (the same number for River)")
 	fs.IntVar(&cfg.W4Sessions, "w4-sessions", 8, "W4: sessions of the worker agent claiming and ACKing")
-	fs.IntVar(&cfg.W4ClaimLimit, "w4-claim", 50, "W4: rows per inbox_claim")
+	fs.IntVar(&cfg.W4ClaimLimit, "w4-claim", bench.DefaultW4ClaimLimit, "W4: rows per inbox_claim and inbox_ack (River fetches up to its MaxWorkers, 100)")
 	fs.IntVar(&cfg.W4Backlog, "w4-backlog", bench.DefaultW4Backlog, "W4 drain: items pre-filled before the sessions (and River's workers) empty them (the full run drains for well over 10 s)")
 	fs.IntVar(&cfg.W5Clients, "w5-clients", 8, "W5: clients per transport")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "fetch server CPU profiles during W1, W4 and W5 into --out (--spawn starts the server with --pprof)")
