@@ -205,6 +205,24 @@ func (sf *surface) arguments(ctx context.Context, req *mcp.CallToolRequest, inpu
 	if t := bytes.TrimSpace(raw); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 		raw = []byte("{}")
 	}
+	if input.Accepts(raw) {
+		// Valid as they stand (so one JSON object that DecodeStrict takes, box_key a string
+		// where present): decoded once, into the members the dispatch reads, as HTTP bodies
+		// are (httpserver.ValidateBody). Anything else goes the general way below, which
+		// alone reports errors, in the same order.
+		var args map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &args); err == nil {
+			if rawKey, ok := args["box_key"]; ok {
+				var boxKey string
+				if err := json.Unmarshal(rawKey, &boxKey); err == nil {
+					if err := sf.backend.CheckBox(ctx, req, boxKey); err != nil {
+						return nil, err
+					}
+				}
+			}
+			return args, nil
+		}
+	}
 	doc, err := schema.DecodeStrict(raw)
 	if err != nil {
 		return nil, apierr.FromDecode(err)

@@ -565,3 +565,21 @@ func TestRouterMode(t *testing.T) {
 		t.Error("the full mode accepted tool_execute")
 	}
 }
+
+// BenchmarkCall is one tools/call's own work around the Backend (argument checks, the
+// result's shape; the fake backend answers {}): a message_send's arguments, valid as they
+// stand.
+func BenchmarkCall(b *testing.B) {
+	f := newFake()
+	f.body["message_send"] = json.RawMessage(`{}`)
+	args := json.RawMessage(`{"box_key":"alpha","destination":{"kind":"dm","recipient_agent_id":"0195f2a4-3c1e-7b7c-9a55-2f1d2b3c4d5e"},"body_md":"` +
+		strings.Repeat("A status line for the benchmark. ", 30) + `","idempotency_key":"bench-1"}`)
+	_, calls := mcpserver.Build(f, mcpserver.Options{Version: "bench"})
+	b.ReportAllocs()
+	for b.Loop() {
+		req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "message_send", Arguments: args}}
+		if res, err := calls.Call(context.Background(), req); err != nil || res.IsError {
+			b.Fatal(err, res)
+		}
+	}
+}
