@@ -12,10 +12,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // startPgBouncer runs Debian's pgbouncer in transaction pooling mode in front of dbURL's
-// server (TCP) and returns the URL of the same database through it. Behind a transaction
+// server (TCP or a unix socket) and returns the URL of the same database through it. Behind a transaction
 // pooler without prepared-statement support (PgBouncer < 1.21; Debian 12 ships 1.18) pgx
 // needs default_query_exec_mode=cache_describe: statements are unnamed (re-parsed on
 // whichever server connection runs them, in the same round trip) and their parameter and
@@ -25,18 +27,30 @@ func startPgBouncer(t *testing.T, dbURL string) string {
 	t.Helper()
 	bin, err := exec.LookPath("pgbouncer")
 	if err != nil {
-		bin = "/usr/sbin/pgbouncer"
-		if _, err := os.Stat(bin); err != nil {
-			t.Fatal("pgbouncer is not installed (Debian: apt-get install pgbouncer; .ci/run installs it)")
-		}
+		bin = "/usr/sbin/pgbouncer" // Debian's package does not put it on a user's PATH
+		_, err = os.Stat(bin)
 	}
+	// Outside CI a missing pgbouncer skips, as the README says; in CI it fails.
+	testenv.Need(t, err == nil, "pgbouncer is not installed", "apt-get install -y pgbouncer; .ci/run installs it")
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, port, err := net.SplitHostPort(u.Host)
-	if err != nil {
-		t.Fatalf("pgbouncer needs a TCP database URL: %v", err)
+	// The server: host and port of a TCP URL, or the unix socket directory and port of the
+	// harness's throwaway cluster (?host=/dir&port=N), which has no PostgreSQL on TCP.
+	host, port := u.Hostname(), u.Port()
+	if host == "" {
+		host, port = u.Query().Get("host"), u.Query().Get("port")
+	}
+	if port == "" {
+		port = "5432"
+	}
+	if host == "" {
+		t.Fatal("pgbouncer: the database URL names no host or socket directory")
+	}
+	role := u.User.Username()
+	if role == "" {
+		role = "postgres"
 	}
 	dir, err := os.MkdirTemp("", "agentbox-pgbouncer-")
 	if err != nil {
@@ -66,17 +80,25 @@ pidfile = %s
 	if err := os.WriteFile(filepath.Join(dir, "pgbouncer.ini"), []byte(ini), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "users.txt"), []byte(`"postgres" ""`+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "users.txt"), []byte(fmt.Sprintf("%q \"\"\n", role)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, filepath.Join(dir, "pgbouncer.ini"))
 	if os.Geteuid() == 0 { // pgbouncer refuses to run as root
-		pu, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatal("running as root without a postgres user for pgbouncer")
+		// It runs as the postgres user, or as the owner of the cluster's private (0700)
+		// socket directory, the one user who can reach that server.
+		var uid, gid int
+		if fi, err := os.Stat(host); err == nil && fi.IsDir() {
+			st := fi.Sys().(*syscall.Stat_t)
+			uid, gid = int(st.Uid), int(st.Gid)
+		} else {
+			pu, err := user.Lookup("postgres")
+			if err != nil {
+				t.Fatal("running as root without a postgres user for pgbouncer")
+			}
+			uid, _ = strconv.Atoi(pu.Uid)
+			gid, _ = strconv.Atoi(pu.Gid)
 		}
-		uid, _ := strconv.Atoi(pu.Uid)
-		gid, _ := strconv.Atoi(pu.Gid)
 		if err := os.Chown(dir, uid, gid); err != nil {
 			t.Fatal(err)
 		}
@@ -114,6 +136,8 @@ pidfile = %s
 	via := *u
 	via.Host = fmt.Sprintf("127.0.0.1:%d", listen)
 	q := via.Query()
+	q.Del("host") // a socket directory: the pooler is on TCP
+	q.Del("port")
 	q.Set("default_query_exec_mode", "cache_describe")
 	via.RawQuery = q.Encode()
 	return via.String()
