@@ -269,7 +269,13 @@ func (h *harness) w4Agentbox(ctx context.Context, base Result) Result {
 					requests.Add(1)
 				}
 				if len(claimed.Items) == 0 {
-					time.Sleep(time.Millisecond) // the same idle back-off as River's FetchCooldown
+					// At most one empty claim a millisecond per session, as River's FetchCooldown
+					// (1 ms here) bounds its fetches. River's idle producer fetches only when an
+					// insert notifies it (LISTEN/NOTIFY; FetchPollInterval, 1 s, as a fallback);
+					// an Agentbox worker has nothing to wait on (SPEC §13.3: polling only), so its
+					// empty claims, each a mutation with an idempotency record, are part of the
+					// live mix's cost.
+					time.Sleep(time.Millisecond)
 					continue
 				}
 				seqs := make([]string, len(claimed.Items))
