@@ -17,12 +17,12 @@ import (
 )
 
 // startPgBouncer runs Debian's pgbouncer in transaction pooling mode in front of dbURL's
-// server (TCP or a unix socket) and returns the URL of the same database through it. Behind a transaction
-// pooler without prepared-statement support (PgBouncer < 1.21; Debian 12 ships 1.18) pgx
-// needs default_query_exec_mode=cache_describe: statements are unnamed (re-parsed on
-// whichever server connection runs them, in the same round trip) and their parameter and
-// result types are described once and cached by the client, so json, uuid[] and every other
-// parameter keeps its server-side type.
+// server (on TCP or a unix socket) and returns the URL of the same database through it.
+// Behind a transaction pooler without prepared-statement support (PgBouncer < 1.21; Debian 12
+// ships 1.18) pgx needs default_query_exec_mode=cache_describe: statements are unnamed
+// (re-parsed on whichever server connection runs them, in the same round trip) and their
+// parameter and result types are described once and cached by the client, so json, uuid[] and
+// every other parameter keeps its server-side type.
 func startPgBouncer(t *testing.T, dbURL string) string {
 	t.Helper()
 	bin, err := exec.LookPath("pgbouncer")
