@@ -214,9 +214,11 @@ type pooledPhase struct {
 	sum counters // the windows' differences added up: dbProfile(zero, sum, ops)
 }
 
-func newPooledPhase() *pooledPhase {
-	return &pooledPhase{sum: counters{walOK: true, stmts: map[int64]stmtRow{},
-		cpu: cpuTimes{machineOK: true, serverOK: true, clientOK: true}}}
+func newPooledPhase() *pooledPhase { return &pooledPhase{sum: zeroCounters()} }
+
+// zeroCounters is a snapshot of nothing yet counted, every figure readable.
+func zeroCounters() counters {
+	return counters{walOK: true, stmts: map[int64]stmtRow{}, cpu: cpuTimes{machineOK: true, serverOK: true, clientOK: true}}
 }
 
 // add pools one window's result and the snapshots at its ends.
@@ -257,7 +259,7 @@ func (p *pooledPhase) add(res *phaseResult, before, after counters) {
 func (p *pooledPhase) result() *phaseResult {
 	res := p.res
 	res.Latency = summarize(res.Samples)
-	zero := counters{walOK: true, stmts: map[int64]stmtRow{}, cpu: cpuTimes{machineOK: true, serverOK: true, clientOK: true}}
+	zero := zeroCounters()
 	if p.sum.stmts == nil {
 		zero.stmts = nil
 	}

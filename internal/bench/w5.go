@@ -90,9 +90,8 @@ func (h *harness) w5(ctx context.Context) []Result {
 	}()
 	steps := make([]int, n) // each client's saves, over every transport and round: its keys
 	totals := map[string]*pooledPhase{}
-	rounds := w5Rounds
-	warmup, duration := max(h.cfg.Warmup/time.Duration(rounds), 100*time.Millisecond), h.cfg.Duration/time.Duration(rounds)
-	for round := range rounds {
+	warmup, duration := max(h.cfg.Warmup/w5Rounds, 100*time.Millisecond), h.cfg.Duration/w5Rounds
+	for round := range w5Rounds {
 		for i := range transports {
 			ti := (i + round) % len(transports)
 			t := transports[ti]
@@ -103,11 +102,12 @@ func (h *harness) w5(ctx context.Context) []Result {
 				}
 				// With --pprof, a server CPU profile of the line's first window
 				// (w5.<transport>.<kind>.cpu.pprof).
-				onProfile, waitProfile := func(context.Context, window) {}, func() {}
+				var onProfile func(context.Context, window)
+				waitProfile := func() {}
 				if round == 0 {
 					onProfile, waitProfile = h.profileDuring("w5." + t.id + "." + kind + ".cpu.pprof")
 				}
-				label := fmt.Sprintf("%s, round %d/%d", r.Workload, round+1, rounds)
+				label := fmt.Sprintf("%s, round %d/%d", r.Workload, round+1, w5Rounds)
 				p := phase{Label: label, Clients: n, Warmup: warmup, Duration: duration, OnMeasure: func(ctx context.Context, w window) {
 					if onProfile != nil {
 						go onProfile(ctx, w)
@@ -160,7 +160,7 @@ func (h *harness) w5(ctx context.Context) []Result {
 			res := totals[r.ID].result()
 			r = r.fromPhase(res, n)
 			r.Throughput = r.RequestsPerS
-			r.Extra = map[string]float64{"rounds": float64(rounds)}
+			r.Extra = map[string]float64{"rounds": w5Rounds}
 			// CPU per call of the server and of this process (the clients; for stdio the
 			// `agentbox mcp` forwarders are processes of their own and not counted).
 			if res.DB != nil && res.DB.CPU != nil {

@@ -200,48 +200,42 @@ func (e *entry) call(ctx context.Context, req *mcp.CallToolRequest, raw json.Raw
 
 // arguments decodes raw tool arguments strictly (valid UTF-8, no lone surrogates, one JSON
 // object), checks the box (AUTH_FAILED before anything else, as the HTTP path does), then
-// validates them against the tool's closed input schema.
+// validates them against the tool's closed input schema. Arguments valid as they stand (the
+// schema's fast path, as for HTTP bodies: httpserver.ValidateBody) are decoded only into the
+// members the dispatch reads; any others are decoded strictly and validated by the general
+// validator, which alone reports what is wrong.
 func (sf *surface) arguments(ctx context.Context, req *mcp.CallToolRequest, input *schema.Validator, raw json.RawMessage) (map[string]json.RawMessage, error) {
 	if t := bytes.TrimSpace(raw); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 		raw = []byte("{}")
 	}
-	if input.Accepts(raw) {
-		// Valid as they stand (so one JSON object that DecodeStrict takes, box_key a string
-		// where present): decoded once, into the members the dispatch reads, as HTTP bodies
-		// are (httpserver.ValidateBody). Anything else goes the general way below, which
-		// alone reports errors, in the same order.
-		var args map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &args); err == nil {
-			if rawKey, ok := args["box_key"]; ok {
-				var boxKey string
-				if err := json.Unmarshal(rawKey, &boxKey); err == nil {
-					if err := sf.backend.CheckBox(ctx, req, boxKey); err != nil {
-						return nil, err
-					}
-				}
-			}
-			return args, nil
+	valid := input.Accepts(raw)
+	var doc any
+	if !valid {
+		var err error
+		if doc, err = schema.DecodeStrict(raw); err != nil {
+			return nil, apierr.FromDecode(err)
 		}
-	}
-	doc, err := schema.DecodeStrict(raw)
-	if err != nil {
-		return nil, apierr.FromDecode(err)
-	}
-	obj, ok := doc.(map[string]any)
-	if !ok {
-		return nil, apierr.Invalid("", "the arguments must be a JSON object")
-	}
-	if boxKey, ok := obj["box_key"].(string); ok {
-		if err := sf.backend.CheckBox(ctx, req, boxKey); err != nil {
-			return nil, err
+		if _, ok := doc.(map[string]any); !ok {
+			return nil, apierr.Invalid("", "the arguments must be a JSON object")
 		}
-	}
-	if v := input.Validate(doc); v != nil {
-		return nil, apierr.FromViolation(v)
 	}
 	var args map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return nil, apierr.Invalid("", "the arguments must be a JSON object")
+	}
+	// A box_key of another type is the schema's to refuse, not an authentication failure.
+	if k := args["box_key"]; len(k) > 0 && k[0] == '"' {
+		var boxKey string
+		if err := json.Unmarshal(k, &boxKey); err == nil {
+			if err := sf.backend.CheckBox(ctx, req, boxKey); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !valid {
+		if v := input.Validate(doc); v != nil {
+			return nil, apierr.FromViolation(v)
+		}
 	}
 	return args, nil
 }

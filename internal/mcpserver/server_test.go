@@ -309,6 +309,8 @@ func TestArgumentsAreCheckedByOurCode(t *testing.T) {
 		{"no arguments", nil, "INVALID_ARGUMENT", "box_key", ""},
 		{"another box", map[string]any{"box_key": "beta"}, "AUTH_FAILED", "", ""},
 		{"another box and an unknown field", map[string]any{"box_key": "beta", "extra": 1}, "AUTH_FAILED", "", ""},
+		{"box_key not a string", map[string]any{"box_key": 7}, "INVALID_ARGUMENT", "box_key", ""},
+		{"box_key null", map[string]any{"box_key": nil}, "INVALID_ARGUMENT", "box_key", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
