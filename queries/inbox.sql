@@ -9,7 +9,13 @@
 -- that check it row by row spell it as the row's own condition: a DM row
 -- (reasons bit 1, SPEC §7) is always accessible (its message is deleted with it, in the same
 -- statement: EnforceRetention, DeleteOversizedAttachmentMessages), so only a room row looks
--- up its message and the agent's current membership (room_readers). A page is two
+-- up the agent's active membership, and its message only after a rejoin: every row of a
+-- room is delivered while its agent is an active member (InsertAttention), each after its
+-- epoch's start, so in the first epoch (epoch 1) every one of them is the epoch's (as
+-- InboxCounts counts them). The room's own row (room_readers joins it for the read floor)
+-- is not needed here. A room row then costs one probe of room_members rather than three
+-- (message, membership, room): in the benchmark's drain of room rows the check was a
+-- tenth of PostgreSQL's CPU time (issue 10). A page is two
 -- steps: the inbox_seqs of the page (one query per filter shape, each on its own index, so a
 -- page costs O(page)), then InboxRows for those seqs with their canonical message data.
 
@@ -31,18 +37,20 @@ SELECT u.inbox_seq::bigint AS inbox_seq FROM (
      WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
        AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = @box_id AND f.agent_id = @agent_id)
        AND a.inbox_seq > @after AND a.inbox_seq <= @upper
-       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+                   WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                     AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
      ORDER BY a.inbox_seq
      LIMIT @max_rows)
     UNION ALL
     (SELECT a.inbox_seq FROM attention a
      WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NOT NULL
        AND a.inbox_seq > @after AND a.inbox_seq <= @upper
-       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+                   WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                     AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
      ORDER BY a.inbox_seq
      LIMIT @max_rows)
 ) AS u
@@ -62,9 +70,10 @@ LIMIT @max_rows;
 SELECT a.inbox_seq FROM attention a
 WHERE a.box_id = @box_id AND a.channel_id = @channel_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
   AND a.inbox_seq > @after AND a.inbox_seq <= @upper
-  AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-              JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-              WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+  AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+              WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                             WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
 ORDER BY a.inbox_seq
 LIMIT @max_rows;
 
@@ -75,18 +84,20 @@ SELECT u.inbox_seq::bigint AS inbox_seq FROM (
     (SELECT a.inbox_seq FROM attention a
      WHERE a.box_id = @box_id AND a.channel_id = @channel_id AND a.agent_id = @agent_id AND a.acked_at IS NULL
        AND a.inbox_seq > @after AND a.inbox_seq <= @upper
-       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+                   WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                     AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
      ORDER BY a.inbox_seq
      LIMIT @max_rows)
     UNION ALL
     (SELECT a.inbox_seq FROM attention a
      WHERE a.box_id = @box_id AND a.channel_id = @channel_id AND a.agent_id = @agent_id AND a.acked_at IS NOT NULL
        AND a.inbox_seq > @after AND a.inbox_seq <= @upper
-       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-                   JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-                   WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+       AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+                   WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                     AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
      ORDER BY a.inbox_seq
      LIMIT @max_rows)
 ) AS u
@@ -98,9 +109,10 @@ LIMIT @max_rows;
 SELECT a.inbox_seq FROM attention a
 WHERE a.box_id = @box_id AND a.channel_id = @channel_id AND a.agent_id = @agent_id AND a.acked_at IS NOT NULL
   AND a.inbox_seq > @after AND a.inbox_seq <= @upper
-  AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-              JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-              WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+  AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+              WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                             WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
 ORDER BY a.inbox_seq
 LIMIT @max_rows;
 
@@ -200,9 +212,10 @@ FOR UPDATE OF a;
 -- row would still be accessible and the receipts would be missing. The rows are read again
 -- by key (one index probe each, the rows just locked): that is the price of a fresh look.
 SELECT a.inbox_seq,
-       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible,
+       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+               WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                 AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                              WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))::boolean AS accessible,
        (r.session_id IS NOT NULL)::boolean AS has_receipt, COALESCE(r.lease_replaced, false)::boolean AS lease_replaced
 FROM attention a
 -- OFFSET 0: the receipt is one probe of its key per row, never a walk of the agent's receipts.
@@ -276,9 +289,10 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
-       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible
+       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+               WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                 AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                              WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))::boolean AS accessible
 FROM (SELECT * FROM fresh UNION ALL SELECT * FROM expired) AS a
 ORDER BY a.inbox_seq
 LIMIT @max_rows;
@@ -301,9 +315,10 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
-       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-               JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-               WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))::boolean AS accessible
+       ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+               WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                 AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                              WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))::boolean AS accessible
 FROM (SELECT * FROM fresh UNION ALL SELECT * FROM expired) AS a
 ORDER BY a.inbox_seq DESC
 LIMIT @max_rows;
@@ -318,9 +333,10 @@ WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
       AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = @box_id AND f.agent_id = @agent_id)
-      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-                  JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+                  WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                    AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                                 WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
     ORDER BY a.inbox_seq
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
@@ -328,9 +344,10 @@ WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_by_session_id IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
-      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-                  JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+                  WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                    AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                                 WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
     ORDER BY a.inbox_seq + 0
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
@@ -345,9 +362,10 @@ WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
       AND a.inbox_seq >= (SELECT COALESCE(max(f.floor_seq), 0) FROM inbox_claim_floors f WHERE f.box_id = @box_id AND f.agent_id = @agent_id)
-      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-                  JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+                  WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                    AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                                 WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
     ORDER BY a.inbox_seq DESC
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
@@ -355,9 +373,10 @@ WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_by_session_id IS NULL
       AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
-      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM messages m
-                  JOIN room_readers rr ON rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id
-                  WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rr.epoch_start_seq OFFSET 0))
+      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
+                  WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
+                    AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
+                                                 WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
     ORDER BY a.inbox_seq + 0 DESC
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED

@@ -1332,6 +1332,42 @@ func TestInboxClaimPassesRowsOfARoomLeft(t *testing.T) {
 	}
 }
 
+// After a rejoin (epoch 2) the room's rows of the first membership stay out of reach of
+// claims and ACKs, while the new epoch's rows are claimed: a room row's check reads the
+// membership alone in epoch 1 and also the message's seq after a rejoin
+// (queries/inbox.sql, top).
+func TestInboxClaimAndAckAfterRejoiningReachTheNewEpochOnly(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	room := w.roomWith(t, sender, reader)
+	ibSend(t, sender, inRoom(room), "room 1", nil)
+	ibSend(t, sender, inRoom(room), "room 2", nil)
+	if got := ibSeqs(ibList(t, reader, ibPath("", nil, "", 0)).Items); fmt.Sprint(got) != "[1 2]" { // receipts of both
+		t.Fatalf("first epoch's rows: %v", got)
+	}
+	ibLeave(t, reader, room)
+	invite(t, sender, room, reader)
+	if r := reader.Call("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": newKey()}); r.Status != http.StatusOK {
+		t.Fatalf("rejoin: %s", r.Raw)
+	}
+	ibSend(t, sender, inRoom(room), "room 3", nil)
+	ibSend(t, sender, dmTo(reader), "dm 4", nil)
+	rejects(t, e, "ACK of a first-epoch row after the rejoin", func() testenv.Response { return ibAck(reader, newKey(), "1") },
+		"INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[0]")
+	if got := ibSeqs(ibClaim(t, reader, map[string]any{"limit": 10, "order": "newest"})); fmt.Sprint(got) != "[4 3]" {
+		t.Fatalf("newest claim after the rejoin: %v, want [4 3]", got)
+	}
+	b := reader.WithSession("B")
+	b.Prime()
+	if got := ibSeqs(ibClaim(t, b, map[string]any{"limit": 10})); len(got) != 0 {
+		t.Fatalf("oldest claim with only first-epoch rows unleased: %v, want none", got)
+	}
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND inbox_seq IN (1, 2) AND (lease_session_id IS NOT NULL OR acked_at IS NOT NULL)`, reader.ID); n != 0 {
+		t.Fatalf("%d first-epoch rows leased or acked", n)
+	}
+}
+
 // unreadCounterMismatches counts the (agent, channel) pairs whose unread counters
 // (0015_inbox_counts.sql: delivered less acked) differ from the unread attention rows.
 func unreadCounterMismatches(t *testing.T, e *testenv.Env) int64 {
