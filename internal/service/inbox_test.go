@@ -47,6 +47,7 @@ type ibItem struct {
 		MessageID        string  `json:"message_id"`
 		BodyMd           string  `json:"body_md"`
 		ReplyToMessageID *string `json:"reply_to_message_id"`
+		ReplyToRedacted  *bool   `json:"reply_to_redacted"`
 		Sender           struct {
 			AgentID string `json:"agent_id"`
 		} `json:"sender"`
@@ -1366,6 +1367,46 @@ func TestInboxClaimAndAckAfterRejoiningReachTheNewEpochOnly(t *testing.T) {
 	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND inbox_seq IN (1, 2) AND (lease_session_id IS NOT NULL OR acked_at IS NOT NULL)`, reader.ID); n != 0 {
 		t.Fatalf("%d first-epoch rows leased or acked", n)
 	}
+}
+
+// An inbox item's message follows the reply redaction rule of the canonical Message: in a
+// room whose history is visible from joining on, a reply to a message from before the
+// reader's epoch shows reply_to_redacted instead of the parent (inbox_list and inbox_claim
+// alike); a reply to a visible message shows its parent, in a room and in a DM.
+func TestInboxItemsRedactAReplyParentBeforeTheReadersEpoch(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "owner", "late")
+	owner, late := w.agents["owner"], w.agents["late"]
+	room := w.room(t, owner, nil, map[string]any{"history_visibility": "joined"})
+	root := ibSend(t, owner, inRoom(room), "root, before late joins", nil)
+	invite(t, owner, room, late)
+	join(t, late, room)
+	r1 := ibSend(t, owner, inRoom(room), "reply 1 to the hidden root", map[string]any{"reply_to_message_id": root})
+	r2 := ibSend(t, owner, inRoom(room), "reply 2 to reply 1", map[string]any{"reply_to_message_id": r1})
+	dm := ibSend(t, owner, dmTo(late), "a DM", nil)
+	dmReply := ibSend(t, owner, dmTo(late), "a reply in the DM", map[string]any{"reply_to_message_id": dm})
+	check := func(what string, items []ibItem) {
+		t.Helper()
+		if len(items) != 4 {
+			t.Fatalf("%s: %d items, want 4", what, len(items))
+		}
+		byID := map[string]ibItem{}
+		for _, it := range items {
+			byID[it.Message.MessageID] = it
+		}
+		if m := byID[r1].Message; m.ReplyToMessageID != nil || m.ReplyToRedacted == nil || !*m.ReplyToRedacted {
+			t.Fatalf("%s: the reply to a message before late's epoch is not redacted: %+v", what, m)
+		}
+		for _, c := range []struct{ id, parent string }{{r2, r1}, {dmReply, dm}} {
+			if m := byID[c.id].Message; m.ReplyToMessageID == nil || *m.ReplyToMessageID != c.parent || m.ReplyToRedacted != nil {
+				t.Fatalf("%s: a visible parent is not shown: %+v", what, m)
+			}
+		}
+	}
+	check("inbox_list", ibList(t, late, ibPath("", nil, "", 0)).Items)
+	claimer := late.WithSession("claimer")
+	claimer.Prime()
+	check("inbox_claim", ibClaim(t, claimer, map[string]any{"limit": 10}))
 }
 
 // unreadCounterMismatches counts the (agent, channel) pairs whose unread counters
