@@ -65,7 +65,7 @@ type TopStatement struct {
 }
 
 // topStatements is how many statements a profile lists.
-const topStatements = 5
+const topStatements = 8
 
 // stmtRow is one pg_stat_statements entry at a snapshot.
 type stmtRow struct {
