@@ -1,7 +1,9 @@
 package service
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -167,22 +169,51 @@ func utc(t *time.Time) *time.Time {
 	return &u
 }
 
-// fitBudget is how many leading items fit in a response of budget bytes (SPEC §9), counting
-// each item's JSON and the page's envelope; the first item is always returned, even above the
-// budget, so that a stream always advances.
+// fitBudget is how many leading items fit in a response of budget bytes (SPEC §9): see
+// itemsWithinBudget.
 func fitBudget[T any](items []T, budget int64) (int, error) {
+	n, _, err := itemsWithinBudget(items, budget)
+	return n, err
+}
+
+// itemsWithinBudget encodes the leading items that fit in a response of budget bytes (SPEC
+// §9) as a JSON array, counting each item's JSON and the page's envelope; the first item is
+// always included, even above the budget, so that a stream always advances. Each item is
+// encoded as compactJSON encodes it inside the page, so a page whose only field is this array
+// needs no second encoding (claimPage).
+func itemsWithinBudget[T any](items []T, budget int64) (int, []byte, error) {
 	used := int64(pageOverheadBytes)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // as compactJSON
+	buf.WriteByte('[')
 	for i, it := range items {
-		raw, err := compactJSON(it) // the bytes the response carries
-		if err != nil {
-			return 0, err
+		start := buf.Len()
+		if i > 0 {
+			buf.WriteByte(',')
 		}
-		used += int64(len(raw)) + 1
+		if err := enc.Encode(it); err != nil {
+			return 0, nil, err
+		}
+		buf.Truncate(buf.Len() - 1) // Encode's newline
+		if i == 0 {
+			buf.Grow(buf.Len() * (len(items) - 1)) // room for as many more of about its size
+		}
+		used += int64(buf.Len()-start-min(i, 1)) + 1
 		if i > 0 && used > budget {
-			return i, nil
+			buf.Truncate(start)
+			buf.WriteByte(']')
+			return i, buf.Bytes(), nil
 		}
 	}
-	return len(items), nil
+	buf.WriteByte(']')
+	return len(items), buf.Bytes(), nil
+}
+
+// claimPage is the InboxClaimResult whose items are the encoded array (itemsWithinBudget),
+// byte for byte what compactJSON(api.InboxClaimResult{Items: items}) is.
+func claimPage(items []byte) encodedResult {
+	return encodedResult(append(append([]byte(`{"items":`), items...), '}'))
 }
 
 // InboxAck marks explicit rows read (SPEC §7). Every row must be the caller's, still
@@ -268,13 +299,13 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 	args := in
 	args.IdempotencyKey = ""
 	m := mutation{op: "inbox_claim", idempotencyKey: in.IdempotencyKey, args: args}
-	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.InboxClaimResult, error) {
+	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (encodedResult, error) {
 		order := defaultClaimOrder
 		if in.Order != nil {
 			order = *in.Order
 		}
 		if !order.Valid() {
-			return api.InboxClaimResult{}, apierr.Invalid("order", "must be oldest or newest")
+			return nil, apierr.Invalid("order", "must be oldest or newest")
 		}
 		lease := c.settings.LeaseDefaultSeconds
 		if in.LeaseSeconds != nil {
@@ -284,11 +315,11 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 		limit := clampLimit(in.Limit, c.settings)
 		seqs, err := tx.LockClaimable(ctx, c.p.BoxID, c.p.AgentID, order == api.ClaimOrderNewest, int32(min(limit, 1<<30)), c.now)
 		if err != nil {
-			return api.InboxClaimResult{}, err
+			return nil, err
 		}
 		rows, err := tx.InboxRows(ctx, c.p.BoxID, c.p.AgentID, seqs)
 		if err != nil {
-			return api.InboxClaimResult{}, err
+			return nil, err
 		}
 		if order == api.ClaimOrderNewest { // InboxRows returns ascending
 			for i, j := 0, len(rows)-1; i < j; i, j = i+1, j-1 {
@@ -306,20 +337,20 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 		}
 		items, err := inboxItems(c, rows)
 		if err != nil {
-			return api.InboxClaimResult{}, err
+			return nil, err
 		}
-		n, err := fitBudget(items, c.settings.ResponseBudgetBytes)
+		n, encoded, err := itemsWithinBudget(items, c.settings.ResponseBudgetBytes)
 		if err != nil {
-			return api.InboxClaimResult{}, err
+			return nil, err
 		}
-		items, rows = items[:n], rows[:n]
+		rows = rows[:n]
 		var replaced []store.LeaseHolder
 		for i, h := range formerHolders[:n] {
 			if h != nil {
 				replaced = append(replaced, store.LeaseHolder{Seq: rows[i].Seq, Session: *h})
 			}
 		}
-		return api.InboxClaimResult{Items: items}, tx.LeaseRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, rowSeqs(rows), replaced, expires)
+		return claimPage(encoded), tx.LeaseRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, rowSeqs(rows), replaced, expires)
 	})
 	if err != nil {
 		return nil, err

@@ -228,14 +228,23 @@ func runAdmin[T any](ctx context.Context, s *Service, op string, fn func(context
 	return out, s.wireError(ctx, op, err)
 }
 
+// encodedResult is a response already encoded as compactJSON encodes it (claimPage): outputBytes
+// validates it as it stands rather than encoding it again.
+type encodedResult []byte
+
 // outputBytes serializes a response and validates it against the operation's strict output
 // schema. A violation is a server bug: it becomes STORAGE_FAILURE and the transaction rolls back.
 func outputBytes(s *Service, op string, res any) (mcp.Encoded, error) {
 	// Without HTML escaping, as MCP messages are written: a body's "<", ">" and "&" read the
 	// same over HTTP and in the MCP text mirror an agent reads.
-	body, err := compactJSON(res)
-	if err != nil {
-		return nil, err
+	var body []byte
+	if e, ok := res.(encodedResult); ok {
+		body = e
+	} else {
+		var err error
+		if body, err = compactJSON(res); err != nil {
+			return nil, err
+		}
 	}
 	if s.tamper != nil {
 		body = s.tamper(op, body)
