@@ -196,7 +196,8 @@ func itemsWithinBudget[T any](items []T, budget int64) (int, []byte, error) {
 			return 0, nil, err
 		}
 		buf.Truncate(buf.Len() - 1) // Encode's newline
-		if i == 0 { // room for as many more of about its size, up to the budget
+		if i == 0 {
+			// Room for as many more of about its size, up to the budget.
 			buf.Grow(int(min(int64(buf.Len())*int64(len(items)-1), max(budget, 0))))
 		}
 		used += int64(buf.Len()-start-min(i, 1)) + 1
