@@ -138,16 +138,12 @@ func budgetPage(ctx context.Context, tx *store.Tx, c *call, v channelView, rows 
 	if err != nil {
 		return nil, false, err
 	}
-	used := int64(pageOverheadBytes)
-	for i, d := range dtos {
-		raw, err := compactJSON(d) // the bytes the response carries
-		if err != nil {
-			return nil, false, err
-		}
-		used += int64(len(raw)) + 1
-		if i > 0 && used > c.settings.ResponseBudgetBytes {
-			return dtos[:i], false, nil
-		}
+	n, err := fitBudget(dtos, c.settings.ResponseBudgetBytes)
+	if err != nil {
+		return nil, false, err
+	}
+	if n < len(dtos) {
+		return dtos[:n], false, nil
 	}
 	return dtos, complete, nil
 }

@@ -188,21 +188,23 @@ func itemsWithinBudget[T any](items []T, budget int64) (int, []byte, error) {
 	enc.SetEscapeHTML(false) // as compactJSON
 	buf.WriteByte('[')
 	for i, it := range items {
-		start := buf.Len()
+		end := buf.Len() // of the array so far
 		if i > 0 {
 			buf.WriteByte(',')
 		}
+		start := buf.Len()
 		if err := enc.Encode(it); err != nil {
 			return 0, nil, err
 		}
 		buf.Truncate(buf.Len() - 1) // Encode's newline
+		size := buf.Len() - start
 		if i == 0 {
 			// Room for as many more of about its size, up to the budget.
-			buf.Grow(int(min(int64(buf.Len())*int64(len(items)-1), max(budget, 0))))
+			buf.Grow(int(min(int64(size)*int64(len(items)-1), max(budget, 0))))
 		}
-		used += int64(buf.Len()-start-min(i, 1)) + 1
+		used += int64(size) + 1
 		if i > 0 && used > budget {
-			buf.Truncate(start)
+			buf.Truncate(end)
 			buf.WriteByte(']')
 			return i, buf.Bytes(), nil
 		}
