@@ -61,6 +61,7 @@ func Run(cfg RunConfig) (err error) {
 	defer signal.Stop(pipes)
 	ctx, stop := signal.NotifyContext(context.Background(), shutdownSignals...)
 	defer stop()
+	tuneGC(os.Getenv)
 	log := slog.New(slog.NewTextHandler(cfg.Stderr, nil))
 
 	dir, err := filepath.Abs(cfg.DataDir)
