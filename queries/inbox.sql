@@ -278,7 +278,10 @@ ON CONFLICT (box_id, agent_id, channel_id, shard) DO UPDATE SET n = k.n + EXCLUD
 -- attention_leased_unread's predicate, and the generic plan of a busy inbox chose that index
 -- (box and agent only, the expiry as a filter): a walk of every live lease and of the entries
 -- ACKs left behind (1,212 buffers, 12 ms per claim late in the benchmark's drain, rising as
--- it went). The expiry range is the only index left that the branch can use.
+-- it went). The expiry range is the only partial index left that the branch can use; a
+-- generic plan could still take attention_pkey on (box_id, agent_id) with every condition a
+-- filter, so the claim statements are planned with their parameters at every call
+-- (internal/store/percall.go).
 WITH fresh AS (
     SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL

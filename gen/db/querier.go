@@ -313,7 +313,10 @@ type Querier interface {
 	// attention_leased_unread's predicate, and the generic plan of a busy inbox chose that index
 	// (box and agent only, the expiry as a filter): a walk of every live lease and of the entries
 	// ACKs left behind (1,212 buffers, 12 ms per claim late in the benchmark's drain, rising as
-	// it went). The expiry range is the only index left that the branch can use.
+	// it went). The expiry range is the only partial index left that the branch can use; a
+	// generic plan could still take attention_pkey on (box_id, agent_id) with every condition a
+	// filter, so the claim statements are planned with their parameters at every call
+	// (internal/store/percall.go).
 	LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error)
 	// Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
 	// channel_id order: a batch locks several channels, always in this order, and before any
