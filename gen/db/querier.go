@@ -160,7 +160,9 @@ type Querier interface {
 	// few rows per channel the agent has rows in, however many rows. A DM channel's rows all
 	// count; a room's count only while the agent is an active member, all of them in its first
 	// membership epoch (every row was delivered during it); only after a rejoin are the room's
-	// unread rows checked one by one against the epoch's start.
+	// unread rows checked one by one against the epoch's start. Planned with its parameters at
+	// every call, as the claim statements are (internal/store/percall.go): a generic plan could
+	// count the live leases by walking the agent's inbox.
 	InboxCounts(ctx context.Context, arg InboxCountsParams) (InboxCountsRow, error)
 	// The given attention rows of the agent with their messages (as GetMessage), in inbox_seq
 	// order. parent_visible: the reply parent still exists above the agent's read floor of the

@@ -13,10 +13,10 @@ import (
 	"github.com/agentbox/agentbox/internal/testdb"
 )
 
-// The claim statements are never prepared, so PostgreSQL plans them with their parameters at
-// every call and never settles on a generic plan (percall.go says why); the other statements
-// stay prepared.
-func TestClaimStatementsArePlannedPerCall(t *testing.T) {
+// The claim statements and InboxCounts are never prepared, so PostgreSQL plans them with their
+// parameters at every call and never settles on a generic plan (percall.go says why); the other
+// statements stay prepared.
+func TestLeaseStatementsArePlannedPerCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	u, err := url.Parse(testdb.New(t))
@@ -55,6 +55,9 @@ func TestClaimStatementsArePlannedPerCall(t *testing.T) {
 					return err
 				}
 			}
+			if _, err := tx.InboxCounts(ctx, box, agent, uuid.New(), time.Now()); err != nil {
+				return err
+			}
 			if _, err := tx.InboxRows(ctx, box, agent, []int64{1, 2}); err != nil {
 				return err
 			}
@@ -76,7 +79,7 @@ func TestClaimStatementsArePlannedPerCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name := range plannedPerCall {
+	for _, name := range []string{"LockClaimCandidatesOldest", "LockClaimCandidatesNewest", "ClaimAccessibleOldest", "ClaimAccessibleNewest", "InboxCounts"} {
 		if prepared[name] {
 			t.Errorf("%s is a prepared statement: a generic plan may replace its per-call plans", name)
 		}
