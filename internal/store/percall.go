@@ -16,8 +16,8 @@ import (
 // at a row or two whatever its inbox holds (0010_inbox_paths.sql keeps no statistics on
 // box_id and agent_id). A bitmap scan of attention_pkey on (box_id, agent_id), with every
 // lease condition a filter, can then cost less on paper than the expiry range: a walk of the
-// agent's whole inbox at every claim. Seen in the benchmark's W4 drain, in about one run in
-// eight, once the store's own ANALYZE (statistics.go) re-planned the statement halfway: 255 ms
+// agent's whole inbox at every claim. Seen in the benchmark's W4 drain, in 4 of 22 runs at a
+// 250k backlog, once the store's own ANALYZE (statistics.go) re-planned the statement halfway: 255 ms
 // and 15,000 buffers per claim on a 250,000-row inbox, where the custom plan of the same call
 // read 310 buffers in 0.3 ms. The drain ran at a third of its rate, and the connections kept
 // the plan for the rest of the run (issue 10). With the bound a value, the expiry range is
