@@ -292,7 +292,7 @@ func (rep *Report) markdownDBProfiles(b *strings.Builder) {
 	if rep.StatementsNote != "" {
 		fmt.Fprintf(b, "%s.\n\n", rep.StatementsNote)
 	} else {
-		b.WriteString("From pg_stat_statements (reset before each workload) and pg_current_wal_lsn, read at both ends of each measurement window. Statements per op count top-level statements including BEGIN/COMMIT: round trips when none are pipelined.\n\n")
+		b.WriteString("From pg_stat_statements (reset before each workload) and pg_current_wal_lsn, read at both ends of each measurement window. Statements per op count top-level statements including BEGIN/COMMIT: round trips when none are pipelined. W6's lines, measured one call at a time in turn, are read between consecutive calls and pooled per line over its measured calls (no CPU figures there).\n\n")
 	}
 	for _, r := range rep.Results {
 		if r.Status != StatusOK || r.DB == nil {

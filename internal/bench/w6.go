@@ -175,6 +175,16 @@ func (h *harness) w6(ctx context.Context) []Result {
 			*into = append(*into, d)
 		}
 	}
+	// profiled attributes what the database did for the call just made to line id (the
+	// unmeasured rounds to none).
+	prof := h.newCallProfiles(ctx)
+	profiled := func(id string, i int) {
+		if i >= warm {
+			prof.done(ctx, id)
+		} else {
+			prof.skip(ctx)
+		}
+	}
 	var measuring time.Time
 	for i := range warm + samples {
 		if i == warm {
@@ -190,6 +200,7 @@ func (h *harness) w6(ctx context.Context) []Result {
 				return failAll(err)
 			}
 			keep(&lists[k], i, time.Since(t0))
+			profiled(fmt.Sprintf("W6.inbox_list.%d", n), i)
 			var claimed struct {
 				Items []inboxItem `json:"items"`
 			}
@@ -200,6 +211,7 @@ func (h *harness) w6(ctx context.Context) []Result {
 				return failAll(err)
 			}
 			keep(&claims[k], i, time.Since(t0))
+			profiled(fmt.Sprintf("W6.claim.%d", n), i)
 			if len(claimed.Items) != w6ClaimLimit {
 				return failAll(fmt.Errorf("W6 claim at %d rows returned %d rows, want %d", n, len(claimed.Items), w6ClaimLimit))
 			}
@@ -213,6 +225,7 @@ func (h *harness) w6(ctx context.Context) []Result {
 				return failAll(err)
 			}
 			keep(&acks[k], i, time.Since(t0))
+			profiled(fmt.Sprintf("W6.ack.%d", n), i)
 		}
 	}
 	inboxMeasured := time.Since(measuring)
@@ -239,6 +252,7 @@ func (h *harness) w6(ctx context.Context) []Result {
 				return failAll(err)
 			}
 			keep(&unreadLists[k], i, time.Since(t0))
+			profiled(fmt.Sprintf("W6.inbox_list_unread.%d", w6Sizes[k]), i)
 		}
 	}
 	unreadMeasured := time.Since(measuring)
@@ -273,18 +287,21 @@ func (h *harness) w6(ctx context.Context) []Result {
 			from *agent
 			room string
 			into *[]time.Duration
-		}{{sender, roomID, &inLarge}, {freshAgents[0], freshRoom, &inNew}} {
+			id   string
+		}{{sender, roomID, &inLarge, "W6.send.large_box"}, {freshAgents[0], freshRoom, &inNew, "W6.send.new_box"}} {
 			tag := fmt.Sprintf("w6 send %d %s %s", i, s.room, h.runID)
 			t0 := time.Now()
 			if err := h.c.call(ctx, s.from, "message_send", "POST", "/messages", sendBody("room", s.room, tag, tag), nil); err != nil {
 				return failAll(err)
 			}
 			keep(s.into, i, time.Since(t0))
+			profiled(s.id, i)
 		}
 	}
 	sendMeasured := time.Since(sending)
 	set("W6.send.new_box", inNew, sendMeasured, nil)
 	set("W6.send.large_box", inLarge, sendMeasured, map[string]float64{"history_messages": float64(sd.count)})
+	prof.profiles(ctx, lines)
 	return lines
 }
 

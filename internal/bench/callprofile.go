@@ -1,0 +1,136 @@
+package bench
+
+import (
+	"context"
+	"strings"
+)
+
+// callProfiles gives lines measured one call at a time (W6) the same per-operation database
+// profile the throughput workloads get from their windows: pg_stat_statements and the WAL
+// position are read between consecutive calls of the one client, and each call's difference
+// is added to its line. A window per line would not do: W6 measures its lines in turn,
+// round by round, so that the machine's noise falls on all of them alike. The reads run
+// between calls, outside the measured latency; statement texts are read once at the end
+// (pg_stat_statements without texts is cheap to read). No CPU figures: per call, the
+// reads' own CPU would be most of them. Nil (every method a no-op) without
+// pg_stat_statements.
+type callProfiles struct {
+	h    *harness
+	prev counters
+	sums map[string]*counters
+	ops  map[string]int64
+}
+
+func (h *harness) newCallProfiles(ctx context.Context) *callProfiles {
+	if !h.statements || h.pool == nil {
+		return nil
+	}
+	p := &callProfiles{h: h, sums: map[string]*counters{}, ops: map[string]int64{}}
+	p.prev = p.read(ctx)
+	return p
+}
+
+// read is a snapshot of the WAL position and the statements' calls and times (no texts).
+func (p *callProfiles) read(ctx context.Context) counters {
+	var c counters
+	if err := p.h.pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8").Scan(&c.wal); err == nil {
+		c.walOK = true
+	}
+	rows, err := p.h.pool.Query(ctx, `SELECT queryid, calls, total_exec_time FROM pg_stat_statements(false)
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND queryid IS NOT NULL`)
+	if err != nil {
+		return c
+	}
+	defer rows.Close()
+	stmts := map[int64]stmtRow{}
+	for rows.Next() {
+		var id int64
+		var r stmtRow
+		if rows.Scan(&id, &r.calls, &r.totalMs) == nil {
+			stmts[id] = r
+		}
+	}
+	if rows.Err() == nil {
+		c.stmts = stmts
+	}
+	return c
+}
+
+// done adds what the database did since the previous mark to line id, as one operation.
+func (p *callProfiles) done(ctx context.Context, id string) {
+	if p == nil {
+		return
+	}
+	now := p.read(ctx)
+	sum := p.sums[id]
+	if sum == nil {
+		z := zeroCounters()
+		sum = &z
+		p.sums[id] = sum
+	}
+	sum.wal += now.wal - p.prev.wal
+	sum.walOK = sum.walOK && now.walOK && p.prev.walOK
+	if sum.stmts != nil && now.stmts != nil && p.prev.stmts != nil {
+		for q, a := range now.stmts {
+			b, acc := p.prev.stmts[q], sum.stmts[q]
+			if d := a.calls - b.calls; d > 0 {
+				sum.stmts[q] = stmtRow{calls: acc.calls + d, totalMs: acc.totalMs + a.totalMs - b.totalMs}
+			}
+		}
+	} else {
+		sum.stmts = nil
+	}
+	p.ops[id]++
+	p.prev = now
+}
+
+// skip starts the next mark from now, counting what ran since the last one nowhere
+// (unmeasured rounds).
+func (p *callProfiles) skip(ctx context.Context) {
+	if p != nil {
+		p.prev = p.read(ctx)
+	}
+}
+
+// profiles sets each line's DB profile from its pooled calls, leaving out the profiler's own
+// reads (as statsQuery does).
+func (p *callProfiles) profiles(ctx context.Context, lines []Result) {
+	if p == nil {
+		return
+	}
+	texts := map[int64]string{}
+	if rows, err := p.h.pool.Query(ctx, statsQuery); err == nil {
+		for rows.Next() {
+			var id int64
+			var r stmtRow
+			if rows.Scan(&id, &r.query, &r.calls, &r.totalMs) == nil {
+				texts[id] = r.query
+			}
+		}
+		rows.Close()
+	}
+	for i := range lines {
+		sum, ok := p.sums[lines[i].ID]
+		if !ok || lines[i].Status != StatusOK {
+			continue
+		}
+		pooled := *sum
+		if sum.stmts != nil {
+			pooled.stmts = map[int64]stmtRow{}
+			for q, r := range sum.stmts {
+				text, known := texts[q]
+				if !known || strings.Contains(text, "pg_stat") || strings.Contains(text, "pg_current_wal_lsn") {
+					continue // the profiler's reads (texts of statements gone since are lost too)
+				}
+				r.query = text
+				pooled.stmts[q] = r
+			}
+		}
+		zero := zeroCounters()
+		zero.cpu, pooled.cpu = cpuTimes{}, cpuTimes{} // not measured per call
+		if pooled.stmts == nil {
+			zero.stmts = nil
+		}
+		lines[i].DB = dbProfile(zero, pooled, p.ops[lines[i].ID])
+	}
+}
