@@ -163,9 +163,9 @@ ON CONFLICT DO NOTHING;
 -- few rows per channel the agent has rows in, however many rows. A DM channel's rows all
 -- count; a room's count only while the agent is an active member, all of them in its first
 -- membership epoch (every row was delivered during it); only after a rejoin are the room's
--- unread rows checked one by one against the epoch's start. Planned with its parameters at
--- every call, as the claim statements are (internal/store/percall.go): a generic plan could
--- count the live leases by walking the agent's inbox.
+-- unread rows checked one by one against the epoch's start. The live leases are counted by
+-- inbox_live_leases (0019_expired_lease_lookups.sql), planned with its values at every call:
+-- a generic plan could count them by walking the agent's inbox (internal/store/percall.go).
 SELECT (SELECT COALESCE(sum(CASE
                  WHEN c.kind = 'dm' THEN u.n
                  WHEN rm.state IS DISTINCT FROM 'active' THEN 0
@@ -190,10 +190,7 @@ SELECT (SELECT COALESCE(sum(CASE
                ON c.kind = 'room'
         WHERE u.n > 0)::bigint AS unread,
        l.leased::bigint AS leased, l.leased_by_session::bigint AS leased_by_session
-FROM (SELECT count(*) AS leased, count(*) FILTER (WHERE a.lease_session_id = @session_id::uuid) AS leased_by_session
-      FROM attention a
-      WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.lease_session_id IS NOT NULL
-        AND a.lease_expires_at > @now::timestamptz) AS l;
+FROM inbox_live_leases(@box_id, @agent_id, @session_id::uuid, @now::timestamptz) AS l;
 
 -- name: LockAckRows :many
 -- The agent's rows among the given seqs, locked until commit (in inbox_seq order, so
@@ -255,9 +252,8 @@ ON CONFLICT (box_id, agent_id, channel_id, shard) DO UPDATE SET n = k.n + EXCLUD
 -- inbox_claim's first step: up to @max_rows unread rows that no live lease holds, oldest
 -- first, locked until commit, each with whether it is accessible to the agent. Two index
 -- ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
--- rows nobody leases in inbox_seq order, "expired" the leases that have run out (sorted by
--- `inbox_seq + 0`, so no index order tempts the planner to walk the unread rows instead of the
--- lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are
+-- rows nobody leases in inbox_seq order, "expired" the leases that have run out
+-- (inbox_lock_expired_leases, 0019_expired_lease_lookups.sql); the union is cut to @max_rows. Rows another claim has locked are
 -- skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
 -- version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
 -- row the cut drops stays locked, unleased, until this claim commits.)
@@ -280,10 +276,11 @@ ON CONFLICT (box_id, agent_id, channel_id, shard) DO UPDATE SET n = k.n + EXCLUD
 -- attention_leased_unread's predicate, and the generic plan of a busy inbox chose that index
 -- (box and agent only, the expiry as a filter): a walk of every live lease and of the entries
 -- ACKs left behind (1,212 buffers, 12 ms per claim late in the benchmark's drain, rising as
--- it went). The expiry range is the only partial index left that the branch can use; a
--- generic plan could still take attention_pkey on (box_id, agent_id) with every condition a
--- filter, so the claim statements are planned with their parameters at every call
--- (internal/store/percall.go).
+-- it went). It is sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
+-- unread rows instead of the lease-expiry range. A generic plan could still take
+-- attention_pkey on (box_id, agent_id) with every condition a filter, so the function plans
+-- the lookup with its values at every call (internal/store/percall.go says why), and this
+-- statement keeps its cached plan.
 WITH fresh AS (
     SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
@@ -292,12 +289,8 @@ WITH fresh AS (
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
-    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
-    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_by_session_id IS NULL
-      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
-    ORDER BY a.inbox_seq + 0
-    LIMIT @max_rows
-    FOR UPDATE OF a SKIP LOCKED
+    SELECT e.inbox_seq, e.box_id, e.agent_id, e.channel_id, e.message_id, e.reasons
+    FROM inbox_lock_expired_leases(@box_id, @agent_id, @now::timestamptz, @max_rows::integer, false) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
@@ -318,12 +311,8 @@ WITH fresh AS (
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
-    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
-    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_by_session_id IS NULL
-      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
-    ORDER BY a.inbox_seq + 0 DESC
-    LIMIT @max_rows
-    FOR UPDATE OF a SKIP LOCKED
+    SELECT e.inbox_seq, e.box_id, e.agent_id, e.channel_id, e.message_id, e.reasons
+    FROM inbox_lock_expired_leases(@box_id, @agent_id, @now::timestamptz, @max_rows::integer, true) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm

@@ -452,10 +452,7 @@ SELECT (SELECT COALESCE(sum(CASE
                ON c.kind = 'room'
         WHERE u.n > 0)::bigint AS unread,
        l.leased::bigint AS leased, l.leased_by_session::bigint AS leased_by_session
-FROM (SELECT count(*) AS leased, count(*) FILTER (WHERE a.lease_session_id = $3::uuid) AS leased_by_session
-      FROM attention a
-      WHERE a.box_id = $1 AND a.agent_id = $2 AND a.lease_session_id IS NOT NULL
-        AND a.lease_expires_at > $4::timestamptz) AS l
+FROM inbox_live_leases($1, $2, $3::uuid, $4::timestamptz) AS l
 `
 
 type InboxCountsParams struct {
@@ -479,9 +476,9 @@ type InboxCountsRow struct {
 // few rows per channel the agent has rows in, however many rows. A DM channel's rows all
 // count; a room's count only while the agent is an active member, all of them in its first
 // membership epoch (every row was delivered during it); only after a rejoin are the room's
-// unread rows checked one by one against the epoch's start. Planned with its parameters at
-// every call, as the claim statements are (internal/store/percall.go): a generic plan could
-// count the live leases by walking the agent's inbox.
+// unread rows checked one by one against the epoch's start. The live leases are counted by
+// inbox_live_leases (0019_expired_lease_lookups.sql), planned with its values at every call:
+// a generic plan could count them by walking the agent's inbox (internal/store/percall.go).
 func (q *Queries) InboxCounts(ctx context.Context, arg InboxCountsParams) (InboxCountsRow, error) {
 	row := q.db.QueryRow(ctx, inboxCounts,
 		arg.BoxID,
@@ -874,12 +871,8 @@ WITH fresh AS (
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
-    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
-    WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_by_session_id IS NULL
-      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
-    ORDER BY a.inbox_seq + 0 DESC
-    LIMIT $1
-    FOR UPDATE OF a SKIP LOCKED
+    SELECT e.inbox_seq, e.box_id, e.agent_id, e.channel_id, e.message_id, e.reasons
+    FROM inbox_lock_expired_leases($2, $3, $4::timestamptz, $1::integer, true) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
@@ -938,12 +931,8 @@ WITH fresh AS (
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
-    SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
-    WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_by_session_id IS NULL
-      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
-    ORDER BY a.inbox_seq + 0
-    LIMIT $1
-    FOR UPDATE OF a SKIP LOCKED
+    SELECT e.inbox_seq, e.box_id, e.agent_id, e.channel_id, e.message_id, e.reasons
+    FROM inbox_lock_expired_leases($2, $3, $4::timestamptz, $1::integer, false) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
@@ -970,9 +959,8 @@ type LockClaimCandidatesOldestRow struct {
 // inbox_claim's first step: up to @max_rows unread rows that no live lease holds, oldest
 // first, locked until commit, each with whether it is accessible to the agent. Two index
 // ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
-// rows nobody leases in inbox_seq order, "expired" the leases that have run out (sorted by
-// `inbox_seq + 0`, so no index order tempts the planner to walk the unread rows instead of the
-// lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are
+// rows nobody leases in inbox_seq order, "expired" the leases that have run out
+// (inbox_lock_expired_leases, 0019_expired_lease_lookups.sql); the union is cut to @max_rows. Rows another claim has locked are
 // skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
 // version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
 // row the cut drops stays locked, unleased, until this claim commits.)
@@ -995,10 +983,11 @@ type LockClaimCandidatesOldestRow struct {
 // attention_leased_unread's predicate, and the generic plan of a busy inbox chose that index
 // (box and agent only, the expiry as a filter): a walk of every live lease and of the entries
 // ACKs left behind (1,212 buffers, 12 ms per claim late in the benchmark's drain, rising as
-// it went). The expiry range is the only partial index left that the branch can use; a
-// generic plan could still take attention_pkey on (box_id, agent_id) with every condition a
-// filter, so the claim statements are planned with their parameters at every call
-// (internal/store/percall.go).
+// it went). It is sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
+// unread rows instead of the lease-expiry range. A generic plan could still take
+// attention_pkey on (box_id, agent_id) with every condition a filter, so the function plans
+// the lookup with its values at every call (internal/store/percall.go says why), and this
+// statement keeps its cached plan.
 func (q *Queries) LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error) {
 	rows, err := q.db.Query(ctx, lockClaimCandidatesOldest,
 		arg.MaxRows,

@@ -160,9 +160,9 @@ type Querier interface {
 	// few rows per channel the agent has rows in, however many rows. A DM channel's rows all
 	// count; a room's count only while the agent is an active member, all of them in its first
 	// membership epoch (every row was delivered during it); only after a rejoin are the room's
-	// unread rows checked one by one against the epoch's start. Planned with its parameters at
-	// every call, as the claim statements are (internal/store/percall.go): a generic plan could
-	// count the live leases by walking the agent's inbox.
+	// unread rows checked one by one against the epoch's start. The live leases are counted by
+	// inbox_live_leases (0019_expired_lease_lookups.sql), planned with its values at every call:
+	// a generic plan could count them by walking the agent's inbox (internal/store/percall.go).
 	InboxCounts(ctx context.Context, arg InboxCountsParams) (InboxCountsRow, error)
 	// The given attention rows of the agent with their messages (as GetMessage), in inbox_seq
 	// order. parent_visible: the reply parent still exists above the agent's read floor of the
@@ -290,9 +290,8 @@ type Querier interface {
 	// inbox_claim's first step: up to @max_rows unread rows that no live lease holds, oldest
 	// first, locked until commit, each with whether it is accessible to the agent. Two index
 	// ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
-	// rows nobody leases in inbox_seq order, "expired" the leases that have run out (sorted by
-	// `inbox_seq + 0`, so no index order tempts the planner to walk the unread rows instead of the
-	// lease-expiry range); the union is cut to @max_rows. Rows another claim has locked are
+	// rows nobody leases in inbox_seq order, "expired" the leases that have run out
+	// (inbox_lock_expired_leases, 0019_expired_lease_lookups.sql); the union is cut to @max_rows. Rows another claim has locked are
 	// skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
 	// version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
 	// row the cut drops stays locked, unleased, until this claim commits.)
@@ -315,10 +314,11 @@ type Querier interface {
 	// attention_leased_unread's predicate, and the generic plan of a busy inbox chose that index
 	// (box and agent only, the expiry as a filter): a walk of every live lease and of the entries
 	// ACKs left behind (1,212 buffers, 12 ms per claim late in the benchmark's drain, rising as
-	// it went). The expiry range is the only partial index left that the branch can use; a
-	// generic plan could still take attention_pkey on (box_id, agent_id) with every condition a
-	// filter, so the claim statements are planned with their parameters at every call
-	// (internal/store/percall.go).
+	// it went). It is sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
+	// unread rows instead of the lease-expiry range. A generic plan could still take
+	// attention_pkey on (box_id, agent_id) with every condition a filter, so the function plans
+	// the lookup with its values at every call (internal/store/percall.go says why), and this
+	// statement keeps its cached plan.
 	LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error)
 	// Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
 	// channel_id order: a batch locks several channels, always in this order, and before any

@@ -98,23 +98,18 @@ func TestClaimScanStartsAtTheFloor(t *testing.T) {
 	}
 }
 
-// The expired-lease branch of every claim statement reads the expiry range
-// (attention_lease_expiry) in its generic plan, never attention_leased_unread: that index
-// covers every live lease of the agent (and the entries ACKs left until VACUUM), with the
-// expiry only a filter, and a busy inbox's generic plan chose it (queries/inbox.sql says
-// how the statements rule it out).
+// The expired-lease branch of the claim's fallback statements reads the expiry range
+// (attention_lease_expiry), never attention_leased_unread: that index covers every live lease
+// of the agent (and the entries ACKs left until VACUUM), with the expiry only a filter, and a
+// busy inbox's generic plan chose it (queries/inbox.sql says how the statements rule it out).
+// LockClaimCandidatesOldest/Newest read it through inbox_lock_expired_leases:
+// TestExpiredLeaseLookupsArePlannedWithTheirValues.
 func TestClaimExpiredBranchReadsTheExpiryRange(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	conn := testConn(t)
 	box, agent, now := uuid.New(), uuid.New(), time.Now()
 	statements := map[string]func(q *db.Queries){
-		"LockClaimCandidatesOldest": func(q *db.Queries) {
-			q.LockClaimCandidatesOldest(ctx, db.LockClaimCandidatesOldestParams{BoxID: box, AgentID: agent, Now: now, MaxRows: 50}) //nolint:errcheck
-		},
-		"LockClaimCandidatesNewest": func(q *db.Queries) {
-			q.LockClaimCandidatesNewest(ctx, db.LockClaimCandidatesNewestParams{BoxID: box, AgentID: agent, Now: now, MaxRows: 50}) //nolint:errcheck
-		},
 		"ClaimAccessibleOldest": func(q *db.Queries) {
 			q.ClaimAccessibleOldest(ctx, db.ClaimAccessibleOldestParams{BoxID: box, AgentID: agent, Now: now, MaxRows: 50}) //nolint:errcheck
 		},

@@ -2,21 +2,25 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentbox/agentbox/gen/db"
 	"github.com/agentbox/agentbox/internal/testdb"
 )
 
-// The claim statements and InboxCounts are never prepared, so PostgreSQL plans them with their
-// parameters at every call and never settles on a generic plan (percall.go says why); the other
-// statements stay prepared.
-func TestLeaseStatementsArePlannedPerCall(t *testing.T) {
+// The statements listed in percall.go are never prepared, so PostgreSQL plans them with their
+// parameters at every call and never settles on a generic plan; the other statements stay
+// prepared.
+func TestStatementsPlannedPerCallAreNeverPrepared(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	u, err := url.Parse(testdb.New(t))
@@ -36,11 +40,6 @@ func TestLeaseStatementsArePlannedPerCall(t *testing.T) {
 	err = s.InTx(ctx, func(tx *Tx) error {
 		// More calls than PostgreSQL's five custom plans before it considers a generic one.
 		for range 7 {
-			for _, newest := range []bool{false, true} {
-				if _, err := tx.LockClaimable(ctx, box, agent, newest, 20, time.Now()); err != nil {
-					return err
-				}
-			}
 			for _, q := range []func() error{
 				func() error {
 					_, err := tx.q.ClaimAccessibleOldest(ctx, db.ClaimAccessibleOldestParams{BoxID: box, AgentID: agent, Now: time.Now(), MaxRows: 20})
@@ -54,9 +53,6 @@ func TestLeaseStatementsArePlannedPerCall(t *testing.T) {
 				if err := q(); err != nil {
 					return err
 				}
-			}
-			if _, err := tx.InboxCounts(ctx, box, agent, uuid.New(), time.Now()); err != nil {
-				return err
 			}
 			if _, err := tx.InboxRows(ctx, box, agent, []int64{1, 2}); err != nil {
 				return err
@@ -79,7 +75,10 @@ func TestLeaseStatementsArePlannedPerCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"LockClaimCandidatesOldest", "LockClaimCandidatesNewest", "ClaimAccessibleOldest", "ClaimAccessibleNewest", "InboxCounts"} {
+	if len(plannedPerCall) == 0 {
+		t.Fatal("nothing is planned per call: drop this test with the mechanism")
+	}
+	for name := range plannedPerCall {
 		if prepared[name] {
 			t.Errorf("%s is a prepared statement: a generic plan may replace its per-call plans", name)
 		}
@@ -100,11 +99,147 @@ func TestPipelineRefusesAStatementPlannedPerCall(t *testing.T) {
 	defer s.Close()
 	err = s.InTx(ctx, func(tx *Tx) error {
 		return tx.pipeline(ctx, func(q *db.Queries) error {
-			_, err := q.LockClaimCandidatesOldest(ctx, db.LockClaimCandidatesOldestParams{BoxID: uuid.New(), AgentID: uuid.New(), Now: time.Now(), MaxRows: 1})
+			_, err := q.ClaimAccessibleOldest(ctx, db.ClaimAccessibleOldestParams{BoxID: uuid.New(), AgentID: uuid.New(), Now: time.Now(), MaxRows: 1})
 			return err
 		})
 	})
 	if err == nil || !strings.Contains(err.Error(), "planned per call") {
-		t.Fatalf("pipelined LockClaimCandidatesOldest: err %v, want a refusal", err)
+		t.Fatalf("pipelined ClaimAccessibleOldest: err %v, want a refusal", err)
 	}
+}
+
+// The hot statements that look up an agent's leases by expiry (the claim's candidates and
+// InboxCounts) stay prepared, and the lookup inside them (0019_expired_lease_lookups.sql) is
+// planned with the call's values at every call, also once PostgreSQL has settled on the
+// statement's generic plan: its plan reads the expiry range of attention_lease_expiry with
+// the bound a constant, never a parameter the planner could not see (percall.go says why).
+// The nested plans are PostgreSQL's own, reported by auto_explain.
+func TestExpiredLeaseLookupsArePlannedWithTheirValues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nested := &nestedPlans{}
+	conn := explainingConn(t, nested)
+	box, agent, session := uuid.New(), uuid.New(), uuid.New()
+	at := time.Date(2031, 7, 9, 10, 11, 12, 0, time.UTC)
+	const bound = "2031-07-09 10:11:12+00" // at, as the plan spells a constant of it
+	q := db.New(conn)
+	lookups := map[string]struct {
+		call   func() error
+		lookup string // the nested statement, by a fragment of its text
+	}{
+		"LockClaimCandidatesOldest": {func() error {
+			_, err := q.LockClaimCandidatesOldest(ctx, db.LockClaimCandidatesOldestParams{BoxID: box, AgentID: agent, Now: at, MaxRows: 20})
+			return err
+		}, "lease_expires_at <= $3"},
+		"LockClaimCandidatesNewest": {func() error {
+			_, err := q.LockClaimCandidatesNewest(ctx, db.LockClaimCandidatesNewestParams{BoxID: box, AgentID: agent, Now: at, MaxRows: 20})
+			return err
+		}, "lease_expires_at <= $3"},
+		"InboxCounts": {func() error {
+			_, err := q.InboxCounts(ctx, db.InboxCountsParams{BoxID: box, AgentID: agent, SessionID: session, Now: at})
+			return err
+		}, "lease_expires_at > $4"},
+	}
+	for name, l := range lookups {
+		// More calls than PostgreSQL's five custom plans before it considers a generic one.
+		for i := range 8 {
+			nested.reset()
+			if err := l.call(); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			var found bool
+			for _, p := range nested.get() {
+				if !strings.Contains(p.QueryText, l.lookup) {
+					continue
+				}
+				found = true
+				var conds []string
+				var walk func(n planNode)
+				walk = func(n planNode) {
+					if n.IndexName == "attention_lease_expiry" {
+						conds = append(conds, n.IndexCond)
+					}
+					for _, c := range n.Plans {
+						walk(c)
+					}
+				}
+				walk(p.Plan)
+				if len(conds) != 1 || !strings.Contains(conds[0], bound) || strings.Contains(conds[0], "$") {
+					raw, _ := json.Marshal(p.Plan)
+					t.Errorf("%s, call %d: the lease lookup's plan %s: want one range of attention_lease_expiry bounded by the value %s", name, i+1, raw, bound)
+				}
+			}
+			if !found {
+				t.Fatalf("%s, call %d: no nested statement containing %q was planned (%d nested plans)", name, i+1, l.lookup, len(nested.get()))
+			}
+		}
+	}
+	var generic int64
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE generic_plans > 0
+		AND statement ~ '^-- name: (LockClaimCandidatesOldest|LockClaimCandidatesNewest|InboxCounts) '`).Scan(&generic); err != nil {
+		t.Fatal(err)
+	}
+	if generic != 3 {
+		t.Errorf("%d of the 3 statements ran a generic plan in 8 calls: the test no longer covers a cached plan around the lookup", generic)
+	}
+}
+
+// nestedPlans collects the plans auto_explain reports (explainingConn).
+type nestedPlans struct {
+	mu    sync.Mutex
+	plans []explained
+}
+
+type explained struct {
+	QueryText string   `json:"Query Text"`
+	Plan      planNode `json:"Plan"`
+}
+
+func (n *nestedPlans) reset() { n.mu.Lock(); n.plans = nil; n.mu.Unlock() }
+
+func (n *nestedPlans) get() []explained {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.plans
+}
+
+func (n *nestedPlans) add(msg string) {
+	_, js, ok := strings.Cut(msg, "plan:\n")
+	if !ok {
+		return
+	}
+	var e explained
+	if json.Unmarshal([]byte(js), &e) == nil {
+		n.mu.Lock()
+		n.plans = append(n.plans, e)
+		n.mu.Unlock()
+	}
+}
+
+// explainingConn connects to a fresh test database as the store's pool would, with
+// auto_explain sending the plan of every statement, nested ones included, to into.
+func explainingConn(t *testing.T, into *nestedPlans) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { into.add(n.Message) }
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) }) //nolint:errcheck
+	registerUUID(conn.TypeMap())
+	if err := prepareConn(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0", "SET auto_explain.log_nested_statements = on",
+		"SET auto_explain.log_format = json", "SET auto_explain.log_level = notice"} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v (auto_explain ships with the PostgreSQL server; LOAD needs a superuser)", s, err)
+		}
+	}
+	return conn
 }
