@@ -220,6 +220,15 @@ func (n *nestedPlans) add(msg string) {
 // auto_explain sending the plan of every statement, nested ones included, to into.
 func explainingConn(t *testing.T, into *nestedPlans) *pgx.Conn {
 	t.Helper()
+	conn := noticeConn(t, into)
+	enableAutoExplain(t, conn)
+	return conn
+}
+
+// noticeConn is testConn with the connection's notices (auto_explain's plans, once
+// enableAutoExplain has run) collected into into.
+func noticeConn(t *testing.T, into *nestedPlans) *pgx.Conn {
+	t.Helper()
 	ctx := context.Background()
 	cfg, err := pgx.ParseConfig(testdb.New(t))
 	if err != nil {
@@ -235,11 +244,17 @@ func explainingConn(t *testing.T, into *nestedPlans) *pgx.Conn {
 	if err := prepareConn(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
+	return conn
+}
+
+// enableAutoExplain has PostgreSQL send the plan of every statement conn runs from now on,
+// those run inside functions included, as a notice.
+func enableAutoExplain(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
 	for _, s := range []string{"LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0", "SET auto_explain.log_nested_statements = on",
 		"SET auto_explain.log_format = json", "SET auto_explain.log_level = notice"} {
-		if _, err := conn.Exec(ctx, s); err != nil {
+		if _, err := conn.Exec(context.Background(), s); err != nil {
 			t.Fatalf("%s: %v (auto_explain ships with the PostgreSQL server; LOAD needs a superuser)", s, err)
 		}
 	}
-	return conn
 }
