@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentbox/agentbox/gen/db"
 	"github.com/agentbox/agentbox/internal/testdb"
@@ -222,28 +221,6 @@ func explainingConn(t *testing.T, into *nestedPlans) *pgx.Conn {
 	t.Helper()
 	conn := noticeConn(t, into)
 	enableAutoExplain(t, conn)
-	return conn
-}
-
-// noticeConn is testConn with the connection's notices (auto_explain's plans, once
-// enableAutoExplain has run) collected into into.
-func noticeConn(t *testing.T, into *nestedPlans) *pgx.Conn {
-	t.Helper()
-	ctx := context.Background()
-	cfg, err := pgx.ParseConfig(testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { into.add(n.Message) }
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(ctx) }) //nolint:errcheck
-	registerUUID(conn.TypeMap())
-	if err := prepareConn(ctx, conn); err != nil {
-		t.Fatal(err)
-	}
 	return conn
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentbox/agentbox/gen/db"
 	"github.com/agentbox/agentbox/internal/testdb"
@@ -518,10 +519,21 @@ func TestPlansForNewBox(t *testing.T) {
 
 // testConn connects to a fresh test database as the store's pool would (UUID codec and the
 // session settings of prepareConn); closed when the test ends.
-func testConn(t *testing.T) *pgx.Conn {
+func testConn(t *testing.T) *pgx.Conn { return noticeConn(t, nil) }
+
+// noticeConn is testConn with the connection's notices (auto_explain's plans, once
+// enableAutoExplain has run) collected into into, when it is not nil.
+func noticeConn(t *testing.T, into *nestedPlans) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, testdb.New(t))
+	cfg, err := pgx.ParseConfig(testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if into != nil {
+		cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { into.add(n.Message) }
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
