@@ -253,8 +253,8 @@ ON CONFLICT (box_id, agent_id, channel_id, shard) DO UPDATE SET n = k.n + EXCLUD
 -- first, locked until commit, each with whether it is accessible to the agent. Two index
 -- ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
 -- rows nobody leases in inbox_seq order, "expired" the leases that have run out
--- (inbox_lock_expired_leases, 0019_expired_lease_lookups.sql); the union is cut to @max_rows. Rows another claim has locked are
--- skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
+-- (inbox_lock_expired_leases, 0019_expired_lease_lookups.sql); the union is cut to
+-- @max_rows. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
 -- version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
 -- row the cut drops stays locked, unleased, until this claim commits.)
 -- Rows are locked before their accessibility is checked: concurrent claims of one agent all
@@ -276,11 +276,11 @@ ON CONFLICT (box_id, agent_id, channel_id, shard) DO UPDATE SET n = k.n + EXCLUD
 -- attention_leased_unread's predicate, and the generic plan of a busy inbox chose that index
 -- (box and agent only, the expiry as a filter): a walk of every live lease and of the entries
 -- ACKs left behind (1,212 buffers, 12 ms per claim late in the benchmark's drain, rising as
--- it went). It is sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
--- unread rows instead of the lease-expiry range. A generic plan could still take
--- attention_pkey on (box_id, agent_id) with every condition a filter, so the function plans
--- the lookup with its values at every call (internal/store/percall.go says why), and this
--- statement keeps its cached plan.
+-- it went). The function sorts the branch by `inbox_seq + 0`, so no index order tempts the
+-- planner to walk the unread rows instead of the lease-expiry range. A generic plan could
+-- still take attention_pkey on (box_id, agent_id) with every condition a filter, so the
+-- function plans the lookup with its values at every call (internal/store/percall.go says
+-- why), and this statement keeps its cached plan.
 WITH fresh AS (
     SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL

@@ -960,8 +960,8 @@ type LockClaimCandidatesOldestRow struct {
 // first, locked until commit, each with whether it is accessible to the agent. Two index
 // ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
 // rows nobody leases in inbox_seq order, "expired" the leases that have run out
-// (inbox_lock_expired_leases, 0019_expired_lease_lookups.sql); the union is cut to @max_rows. Rows another claim has locked are
-// skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
+// (inbox_lock_expired_leases, 0019_expired_lease_lookups.sql); the union is cut to
+// @max_rows. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
 // version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
 // row the cut drops stays locked, unleased, until this claim commits.)
 // Rows are locked before their accessibility is checked: concurrent claims of one agent all
@@ -983,11 +983,11 @@ type LockClaimCandidatesOldestRow struct {
 // attention_leased_unread's predicate, and the generic plan of a busy inbox chose that index
 // (box and agent only, the expiry as a filter): a walk of every live lease and of the entries
 // ACKs left behind (1,212 buffers, 12 ms per claim late in the benchmark's drain, rising as
-// it went). It is sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
-// unread rows instead of the lease-expiry range. A generic plan could still take
-// attention_pkey on (box_id, agent_id) with every condition a filter, so the function plans
-// the lookup with its values at every call (internal/store/percall.go says why), and this
-// statement keeps its cached plan.
+// it went). The function sorts the branch by `inbox_seq + 0`, so no index order tempts the
+// planner to walk the unread rows instead of the lease-expiry range. A generic plan could
+// still take attention_pkey on (box_id, agent_id) with every condition a filter, so the
+// function plans the lookup with its values at every call (internal/store/percall.go says
+// why), and this statement keeps its cached plan.
 func (q *Queries) LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error) {
 	rows, err := q.db.Query(ctx, lockClaimCandidatesOldest,
 		arg.MaxRows,

@@ -291,8 +291,8 @@ type Querier interface {
 	// first, locked until commit, each with whether it is accessible to the agent. Two index
 	// ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
 	// rows nobody leases in inbox_seq order, "expired" the leases that have run out
-	// (inbox_lock_expired_leases, 0019_expired_lease_lookups.sql); the union is cut to @max_rows. Rows another claim has locked are
-	// skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
+	// (inbox_lock_expired_leases, 0019_expired_lease_lookups.sql); the union is cut to
+	// @max_rows. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
 	// version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
 	// row the cut drops stays locked, unleased, until this claim commits.)
 	// Rows are locked before their accessibility is checked: concurrent claims of one agent all
@@ -314,11 +314,11 @@ type Querier interface {
 	// attention_leased_unread's predicate, and the generic plan of a busy inbox chose that index
 	// (box and agent only, the expiry as a filter): a walk of every live lease and of the entries
 	// ACKs left behind (1,212 buffers, 12 ms per claim late in the benchmark's drain, rising as
-	// it went). It is sorted by `inbox_seq + 0`, so no index order tempts the planner to walk the
-	// unread rows instead of the lease-expiry range. A generic plan could still take
-	// attention_pkey on (box_id, agent_id) with every condition a filter, so the function plans
-	// the lookup with its values at every call (internal/store/percall.go says why), and this
-	// statement keeps its cached plan.
+	// it went). The function sorts the branch by `inbox_seq + 0`, so no index order tempts the
+	// planner to walk the unread rows instead of the lease-expiry range. A generic plan could
+	// still take attention_pkey on (box_id, agent_id) with every condition a filter, so the
+	// function plans the lookup with its values at every call (internal/store/percall.go says
+	// why), and this statement keeps its cached plan.
 	LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error)
 	// Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
 	// channel_id order: a batch locks several channels, always in this order, and before any
