@@ -167,6 +167,7 @@ type planNode struct {
 	IndexName string     `json:"Index Name"`
 	IndexCond string     `json:"Index Cond"`
 	Filter    string     `json:"Filter"`
+	Loops     float64    `json:"Actual Loops"` // EXPLAIN ANALYZE only
 	Plans     []planNode `json:"Plans"`
 }
 
@@ -632,4 +633,99 @@ func oneLineSQL(q string) string {
 		q = q[:120] + "…"
 	}
 	return q
+}
+
+// InboxCounts reads the agent's two counter ranges (inbox_delivered, inbox_acked) once each,
+// in its custom and in its generic plan, for an agent with a counter row in each of hundreds
+// of channels: a join of the two ranges, planned for a row or two each, was a nested loop
+// that read the whole acked range again for every delivered row (quadratic in the agent's
+// channels; queries/inbox.sql).
+func TestInboxCountsReadsEachCounterRangeOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn := testConn(t)
+	if _, err := conn.Exec(ctx, `CREATE FUNCTION seed_id(box uuid, kind text, n int) RETURNS uuid LANGUAGE sql IMMUTABLE
+		AS $$ SELECT md5(box::text || kind || n)::uuid $$`); err != nil {
+		t.Fatal(err)
+	}
+	box := uuid.New()
+	seedBox(t, conn, box, 60, 400, 2000) // agent 1 is a member of all 400 rooms
+	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
+		t.Fatal(err)
+	}
+	var agent, session uuid.UUID
+	if err := conn.QueryRow(ctx, "SELECT seed_id($1, 'agent', 1), seed_id($1, 'session', 1)", box).Scan(&agent, &session); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	db.New(rec).InboxCounts(ctx, db.InboxCountsParams{BoxID: box, AgentID: agent, SessionID: session, Now: time.Now()}) //nolint:errcheck // only recorded
+	for _, generic := range []bool{false, true} {
+		plan, err := explainAnalyze(ctx, conn, rec.sql, rec.args, generic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var scans int
+		var walk func(n planNode)
+		walk = func(n planNode) {
+			if n.Relation == "inbox_delivered" || n.Relation == "inbox_acked" || strings.HasPrefix(n.IndexName, "inbox_delivered") || strings.HasPrefix(n.IndexName, "inbox_acked") {
+				scans++
+				if n.Loops > 1 {
+					t.Errorf("generic %v: %s %s%s ran %v times", generic, n.NodeType, n.Relation, n.IndexName, n.Loops)
+				}
+			}
+			for _, c := range n.Plans {
+				walk(c)
+			}
+		}
+		walk(plan)
+		if scans == 0 {
+			t.Errorf("generic %v: no scan of the counters in the plan", generic)
+		}
+	}
+}
+
+// explainAnalyze runs sql with args under EXPLAIN ANALYZE in a transaction it rolls back:
+// planned for the arguments, or (generic) as the generic plan of a prepared statement, whose
+// parameters EXECUTE passes as literals.
+func explainAnalyze(ctx context.Context, conn *pgx.Conn, sql string, args []any, generic bool) (planNode, error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return planNode{}, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	var raw []byte
+	if generic {
+		lits := make([]string, len(args))
+		for i, a := range args {
+			switch v := a.(type) {
+			case time.Time:
+				lits[i] = "'" + v.Format(time.RFC3339Nano) + "'"
+			case uuid.UUID:
+				lits[i] = "'" + v.String() + "'"
+			case int32, int64, int:
+				lits[i] = fmt.Sprint(v)
+			default:
+				return planNode{}, fmt.Errorf("explainAnalyze: no literal for %T", a)
+			}
+		}
+		if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = force_generic_plan"); err != nil {
+			return planNode{}, err
+		}
+		if _, err := tx.Exec(ctx, "PREPARE plan_analyze AS "+sql); err != nil {
+			return planNode{}, err
+		}
+		defer tx.Exec(ctx, "DEALLOCATE plan_analyze") //nolint:errcheck
+		if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE plan_analyze("+strings.Join(lits, ", ")+")").Scan(&raw); err != nil {
+			return planNode{}, err
+		}
+	} else if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+sql, args...).Scan(&raw); err != nil {
+		return planNode{}, err
+	}
+	var out []struct {
+		Plan planNode `json:"Plan"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil || len(out) != 1 {
+		return planNode{}, fmt.Errorf("plan: %v", err)
+	}
+	return out[0].Plan, nil
 }
