@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"strings"
 )
 
 // callProfiles gives lines measured one call at a time (W6) the same per-operation database
@@ -15,22 +14,22 @@ import (
 // reads' own CPU would be most of them. Nil (every method a no-op) without
 // pg_stat_statements.
 type callProfiles struct {
-	h    *harness
-	prev counters
-	sums map[string]*counters
-	ops  map[string]int64
+	h     *harness
+	prev  counters
+	lines map[string]*pooledPhase // each line's calls, pooled as W5 pools its rounds
 }
 
 func (h *harness) newCallProfiles(ctx context.Context) *callProfiles {
 	if !h.statements || h.pool == nil {
 		return nil
 	}
-	p := &callProfiles{h: h, sums: map[string]*counters{}, ops: map[string]int64{}}
+	p := &callProfiles{h: h, lines: map[string]*pooledPhase{}}
 	p.prev = p.read(ctx)
 	return p
 }
 
-// read is a snapshot of the WAL position and the statements' calls and times (no texts).
+// read is a snapshot of the WAL position and the statements' calls and times (no texts, no
+// CPU).
 func (p *callProfiles) read(ctx context.Context) counters {
 	var c counters
 	if err := p.h.pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8").Scan(&c.wal); err == nil {
@@ -62,25 +61,12 @@ func (p *callProfiles) done(ctx context.Context, id string) {
 		return
 	}
 	now := p.read(ctx)
-	sum := p.sums[id]
-	if sum == nil {
-		z := zeroCounters()
-		sum = &z
-		p.sums[id] = sum
+	line := p.lines[id]
+	if line == nil {
+		line = newPooledPhase()
+		p.lines[id] = line
 	}
-	sum.wal += now.wal - p.prev.wal
-	sum.walOK = sum.walOK && now.walOK && p.prev.walOK
-	if sum.stmts != nil && now.stmts != nil && p.prev.stmts != nil {
-		for q, a := range now.stmts {
-			b, acc := p.prev.stmts[q], sum.stmts[q]
-			if d := a.calls - b.calls; d > 0 {
-				sum.stmts[q] = stmtRow{calls: acc.calls + d, totalMs: acc.totalMs + a.totalMs - b.totalMs}
-			}
-		}
-	} else {
-		sum.stmts = nil
-	}
-	p.ops[id]++
+	line.add(&phaseResult{Ops: 1}, p.prev, now)
 	p.prev = now
 }
 
@@ -92,8 +78,8 @@ func (p *callProfiles) skip(ctx context.Context) {
 	}
 }
 
-// profiles sets each line's DB profile from its pooled calls, leaving out the profiler's own
-// reads (as statsQuery does).
+// profiles sets each line's DB profile from its pooled calls, with the statements' texts,
+// leaving out the profiler's own reads (as statsQuery does).
 func (p *callProfiles) profiles(ctx context.Context, lines []Result) {
 	if p == nil {
 		return
@@ -110,27 +96,19 @@ func (p *callProfiles) profiles(ctx context.Context, lines []Result) {
 		rows.Close()
 	}
 	for i := range lines {
-		sum, ok := p.sums[lines[i].ID]
+		line, ok := p.lines[lines[i].ID]
 		if !ok || lines[i].Status != StatusOK {
 			continue
 		}
-		pooled := *sum
-		if sum.stmts != nil {
-			pooled.stmts = map[int64]stmtRow{}
-			for q, r := range sum.stmts {
-				text, known := texts[q]
-				if !known || strings.Contains(text, "pg_stat") || strings.Contains(text, "pg_current_wal_lsn") {
-					continue // the profiler's reads (texts of statements gone since are lost too)
-				}
-				r.query = text
-				pooled.stmts[q] = r
+		for q, r := range line.sum.stmts {
+			text, known := texts[q]
+			if !known { // the profiler's reads (and statements whose entries are gone since)
+				delete(line.sum.stmts, q)
+				continue
 			}
+			r.query = text
+			line.sum.stmts[q] = r
 		}
-		zero := zeroCounters()
-		zero.cpu, pooled.cpu = cpuTimes{}, cpuTimes{} // not measured per call
-		if pooled.stmts == nil {
-			zero.stmts = nil
-		}
-		lines[i].DB = dbProfile(zero, pooled, p.ops[lines[i].ID])
+		lines[i].DB = line.result().DB
 	}
 }
