@@ -165,7 +165,8 @@ ON CONFLICT DO NOTHING;
 -- membership epoch (every row was delivered during it); only after a rejoin are the room's
 -- unread rows checked one by one against the epoch's start. The live leases are counted by
 -- inbox_live_leases (0019_expired_lease_lookups.sql), planned with its values at every call:
--- a generic plan could count them by walking the agent's inbox (internal/store/percall.go).
+-- a generic plan could count them by walking the agent's inbox (0020_accessible_expired_leases.sql
+-- says why).
 SELECT (SELECT COALESCE(sum(CASE
                  WHEN c.kind = 'dm' THEN u.n
                  WHEN rm.state IS DISTINCT FROM 'active' THEN 0
@@ -257,7 +258,7 @@ ON CONFLICT (box_id, agent_id, channel_id, shard) DO UPDATE SET n = k.n + EXCLUD
 -- first, locked until commit, each with whether it is accessible to the agent. Two index
 -- ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
 -- rows nobody leases in inbox_seq order, "expired" the leases that have run out
--- (inbox_lock_expired_leases, 0019_expired_lease_lookups.sql); the union is cut to
+-- (inbox_lock_expired_leases, 0020_accessible_expired_leases.sql); the union is cut to
 -- @max_rows. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
 -- version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
 -- row the cut drops stays locked, unleased, until this claim commits.)
@@ -283,8 +284,8 @@ ON CONFLICT (box_id, agent_id, channel_id, shard) DO UPDATE SET n = k.n + EXCLUD
 -- it went). The function sorts the branch by `inbox_seq + 0`, so no index order tempts the
 -- planner to walk the unread rows instead of the lease-expiry range. A generic plan could
 -- still take attention_pkey on (box_id, agent_id) with every condition a filter, so the
--- function plans the lookup with its values at every call (internal/store/percall.go says
--- why), and this statement keeps its cached plan.
+-- function plans the lookup with its values at every call (0020_accessible_expired_leases.sql
+-- says why), and this statement keeps its cached plan.
 WITH fresh AS (
     SELECT a.inbox_seq, a.box_id, a.agent_id, a.channel_id, a.message_id, a.reasons FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
@@ -294,7 +295,7 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
     SELECT e.inbox_seq, e.box_id, e.agent_id, e.channel_id, e.message_id, e.reasons
-    FROM inbox_lock_expired_leases(@box_id, @agent_id, @now::timestamptz, @max_rows::integer, false) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
+    FROM inbox_lock_expired_leases(@box_id, @agent_id, @now::timestamptz, @max_rows::integer, false, false) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
@@ -316,7 +317,7 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
     SELECT e.inbox_seq, e.box_id, e.agent_id, e.channel_id, e.message_id, e.reasons
-    FROM inbox_lock_expired_leases(@box_id, @agent_id, @now::timestamptz, @max_rows::integer, true) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
+    FROM inbox_lock_expired_leases(@box_id, @agent_id, @now::timestamptz, @max_rows::integer, true, false) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
@@ -331,8 +332,9 @@ LIMIT @max_rows;
 -- inbox_claim's fallback, when a full batch of LockClaimCandidatesOldest held a row the agent
 -- can no longer read: up to @max_rows accessible unread rows that no live lease holds, oldest
 -- first, locked until commit, with the accessibility check in the scan, so rows the agent
--- cannot read never fill the batch. The rows LockClaimCandidatesOldest locked are this
--- transaction's and are found again. Same ranges and locking as LockClaimCandidatesOldest.
+-- cannot read never fill the batch (in "expired", inbox_lock_expired_leases filters them).
+-- The rows LockClaimCandidatesOldest locked are this transaction's and are found again. Same
+-- ranges and locking as LockClaimCandidatesOldest.
 WITH fresh AS (
     SELECT a.inbox_seq FROM attention a
     WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_at IS NULL AND a.lease_session_id IS NULL
@@ -345,16 +347,8 @@ WITH fresh AS (
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
-    SELECT a.inbox_seq FROM attention a
-    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_by_session_id IS NULL
-      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
-      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
-                  WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
-                    AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
-                                                 WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
-    ORDER BY a.inbox_seq + 0
-    LIMIT @max_rows
-    FOR UPDATE OF a SKIP LOCKED
+    SELECT e.inbox_seq
+    FROM inbox_lock_expired_leases(@box_id, @agent_id, @now::timestamptz, @max_rows::integer, false, true) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
 )
 SELECT c.inbox_seq::bigint AS inbox_seq FROM (SELECT inbox_seq FROM fresh UNION ALL SELECT inbox_seq FROM expired) AS c
 ORDER BY c.inbox_seq
@@ -374,16 +368,8 @@ WITH fresh AS (
     LIMIT @max_rows
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
-    SELECT a.inbox_seq FROM attention a
-    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.acked_by_session_id IS NULL
-      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= @now::timestamptz
-      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
-                  WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
-                    AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
-                                                 WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
-    ORDER BY a.inbox_seq + 0 DESC
-    LIMIT @max_rows
-    FOR UPDATE OF a SKIP LOCKED
+    SELECT e.inbox_seq
+    FROM inbox_lock_expired_leases(@box_id, @agent_id, @now::timestamptz, @max_rows::integer, true, true) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
 )
 SELECT c.inbox_seq::bigint AS inbox_seq FROM (SELECT inbox_seq FROM fresh UNION ALL SELECT inbox_seq FROM expired) AS c
 ORDER BY c.inbox_seq DESC

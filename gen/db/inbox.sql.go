@@ -150,16 +150,8 @@ WITH fresh AS (
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
-    SELECT a.inbox_seq FROM attention a
-    WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_by_session_id IS NULL
-      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
-      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
-                  WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
-                    AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
-                                                 WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
-    ORDER BY a.inbox_seq + 0 DESC
-    LIMIT $1
-    FOR UPDATE OF a SKIP LOCKED
+    SELECT e.inbox_seq
+    FROM inbox_lock_expired_leases($2, $3, $4::timestamptz, $1::integer, true, true) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
 )
 SELECT c.inbox_seq::bigint AS inbox_seq FROM (SELECT inbox_seq FROM fresh UNION ALL SELECT inbox_seq FROM expired) AS c
 ORDER BY c.inbox_seq DESC
@@ -212,16 +204,8 @@ WITH fresh AS (
     LIMIT $1
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
-    SELECT a.inbox_seq FROM attention a
-    WHERE a.box_id = $2 AND a.agent_id = $3 AND a.acked_by_session_id IS NULL
-      AND a.lease_session_id IS NOT NULL AND a.lease_expires_at <= $4::timestamptz
-      AND ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
-                  WHERE rm.box_id = a.box_id AND rm.room_id = a.channel_id AND rm.agent_id = a.agent_id AND rm.state = 'active'
-                    AND (rm.epoch = 1 OR EXISTS (SELECT 1 FROM messages m
-                                                 WHERE m.box_id = a.box_id AND m.message_id = a.message_id AND m.message_seq > rm.epoch_start_seq)) OFFSET 0))
-    ORDER BY a.inbox_seq + 0
-    LIMIT $1
-    FOR UPDATE OF a SKIP LOCKED
+    SELECT e.inbox_seq
+    FROM inbox_lock_expired_leases($2, $3, $4::timestamptz, $1::integer, false, true) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
 )
 SELECT c.inbox_seq::bigint AS inbox_seq FROM (SELECT inbox_seq FROM fresh UNION ALL SELECT inbox_seq FROM expired) AS c
 ORDER BY c.inbox_seq
@@ -238,8 +222,9 @@ type ClaimAccessibleOldestParams struct {
 // inbox_claim's fallback, when a full batch of LockClaimCandidatesOldest held a row the agent
 // can no longer read: up to @max_rows accessible unread rows that no live lease holds, oldest
 // first, locked until commit, with the accessibility check in the scan, so rows the agent
-// cannot read never fill the batch. The rows LockClaimCandidatesOldest locked are this
-// transaction's and are found again. Same ranges and locking as LockClaimCandidatesOldest.
+// cannot read never fill the batch (in "expired", inbox_lock_expired_leases filters them).
+// The rows LockClaimCandidatesOldest locked are this transaction's and are found again. Same
+// ranges and locking as LockClaimCandidatesOldest.
 func (q *Queries) ClaimAccessibleOldest(ctx context.Context, arg ClaimAccessibleOldestParams) ([]int64, error) {
 	rows, err := q.db.Query(ctx, claimAccessibleOldest,
 		arg.MaxRows,
@@ -482,7 +467,8 @@ type InboxCountsRow struct {
 // membership epoch (every row was delivered during it); only after a rejoin are the room's
 // unread rows checked one by one against the epoch's start. The live leases are counted by
 // inbox_live_leases (0019_expired_lease_lookups.sql), planned with its values at every call:
-// a generic plan could count them by walking the agent's inbox (internal/store/percall.go).
+// a generic plan could count them by walking the agent's inbox (0020_accessible_expired_leases.sql
+// says why).
 func (q *Queries) InboxCounts(ctx context.Context, arg InboxCountsParams) (InboxCountsRow, error) {
 	row := q.db.QueryRow(ctx, inboxCounts,
 		arg.BoxID,
@@ -876,7 +862,7 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
     SELECT e.inbox_seq, e.box_id, e.agent_id, e.channel_id, e.message_id, e.reasons
-    FROM inbox_lock_expired_leases($2, $3, $4::timestamptz, $1::integer, true) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
+    FROM inbox_lock_expired_leases($2, $3, $4::timestamptz, $1::integer, true, false) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
@@ -936,7 +922,7 @@ WITH fresh AS (
     FOR UPDATE OF a SKIP LOCKED
 ), expired AS (
     SELECT e.inbox_seq, e.box_id, e.agent_id, e.channel_id, e.message_id, e.reasons
-    FROM inbox_lock_expired_leases($2, $3, $4::timestamptz, $1::integer, false) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
+    FROM inbox_lock_expired_leases($2, $3, $4::timestamptz, $1::integer, false, false) AS e (inbox_seq, box_id, agent_id, channel_id, message_id, reasons)
 )
 SELECT a.inbox_seq::bigint AS inbox_seq,
        ((a.reasons & 1) <> 0 OR EXISTS (SELECT 1 FROM room_members rm
@@ -964,7 +950,7 @@ type LockClaimCandidatesOldestRow struct {
 // first, locked until commit, each with whether it is accessible to the agent. Two index
 // ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
 // rows nobody leases in inbox_seq order, "expired" the leases that have run out
-// (inbox_lock_expired_leases, 0019_expired_lease_lookups.sql); the union is cut to
+// (inbox_lock_expired_leases, 0020_accessible_expired_leases.sql); the union is cut to
 // @max_rows. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
 // version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
 // row the cut drops stays locked, unleased, until this claim commits.)
@@ -990,8 +976,8 @@ type LockClaimCandidatesOldestRow struct {
 // it went). The function sorts the branch by `inbox_seq + 0`, so no index order tempts the
 // planner to walk the unread rows instead of the lease-expiry range. A generic plan could
 // still take attention_pkey on (box_id, agent_id) with every condition a filter, so the
-// function plans the lookup with its values at every call (internal/store/percall.go says
-// why), and this statement keeps its cached plan.
+// function plans the lookup with its values at every call (0020_accessible_expired_leases.sql
+// says why), and this statement keeps its cached plan.
 func (q *Queries) LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error) {
 	rows, err := q.db.Query(ctx, lockClaimCandidatesOldest,
 		arg.MaxRows,

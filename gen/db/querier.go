@@ -66,8 +66,9 @@ type Querier interface {
 	// inbox_claim's fallback, when a full batch of LockClaimCandidatesOldest held a row the agent
 	// can no longer read: up to @max_rows accessible unread rows that no live lease holds, oldest
 	// first, locked until commit, with the accessibility check in the scan, so rows the agent
-	// cannot read never fill the batch. The rows LockClaimCandidatesOldest locked are this
-	// transaction's and are found again. Same ranges and locking as LockClaimCandidatesOldest.
+	// cannot read never fill the batch (in "expired", inbox_lock_expired_leases filters them).
+	// The rows LockClaimCandidatesOldest locked are this transaction's and are found again. Same
+	// ranges and locking as LockClaimCandidatesOldest.
 	ClaimAccessibleOldest(ctx context.Context, arg ClaimAccessibleOldestParams) ([]int64, error)
 	// Gives each target attachment its own copy of the source attachment's chunks.
 	CopyAttachmentChunks(ctx context.Context, arg CopyAttachmentChunksParams) error
@@ -162,7 +163,8 @@ type Querier interface {
 	// membership epoch (every row was delivered during it); only after a rejoin are the room's
 	// unread rows checked one by one against the epoch's start. The live leases are counted by
 	// inbox_live_leases (0019_expired_lease_lookups.sql), planned with its values at every call:
-	// a generic plan could count them by walking the agent's inbox (internal/store/percall.go).
+	// a generic plan could count them by walking the agent's inbox (0020_accessible_expired_leases.sql
+	// says why).
 	InboxCounts(ctx context.Context, arg InboxCountsParams) (InboxCountsRow, error)
 	// The given attention rows of the agent with their messages (as GetMessage), in inbox_seq
 	// order. parent_visible: the reply parent still exists above the agent's read floor of the
@@ -291,7 +293,7 @@ type Querier interface {
 	// first, locked until commit, each with whether it is accessible to the agent. Two index
 	// ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
 	// rows nobody leases in inbox_seq order, "expired" the leases that have run out
-	// (inbox_lock_expired_leases, 0019_expired_lease_lookups.sql); the union is cut to
+	// (inbox_lock_expired_leases, 0020_accessible_expired_leases.sql); the union is cut to
 	// @max_rows. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
 	// version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
 	// row the cut drops stays locked, unleased, until this claim commits.)
@@ -317,8 +319,8 @@ type Querier interface {
 	// it went). The function sorts the branch by `inbox_seq + 0`, so no index order tempts the
 	// planner to walk the unread rows instead of the lease-expiry range. A generic plan could
 	// still take attention_pkey on (box_id, agent_id) with every condition a filter, so the
-	// function plans the lookup with its values at every call (internal/store/percall.go says
-	// why), and this statement keeps its cached plan.
+	// function plans the lookup with its values at every call (0020_accessible_expired_leases.sql
+	// says why), and this statement keeps its cached plan.
 	LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error)
 	// Locks the DM channels of the given pairs (dm_agent_lo < dm_agent_hi) until commit, in
 	// channel_id order: a batch locks several channels, always in this order, and before any

@@ -117,9 +117,6 @@ func (c *txConn) sendSteps(ctx context.Context, steps []step, commit bool) (pgco
 		if rec.sql == "" {
 			return pgconn.CommandTag{}, fmt.Errorf("store: pipeline step %d ran no query", i)
 		}
-		if perCall(rec.sql) {
-			return pgconn.CommandTag{}, fmt.Errorf("store: pipeline step %d is planned per call and cannot be pipelined (percall.go)", i)
-		}
 		batch.Queue(rec.sql, rec.args...)
 	}
 	c.begun = true

@@ -136,11 +136,8 @@ type txConn struct {
 // same round trip.
 
 func (c *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	if err := c.beginAlone(ctx, sql); err != nil {
-		return pgconn.CommandTag{}, err
-	}
 	if c.begun {
-		return c.conn.Exec(ctx, sql, execArgs(sql, args)...)
+		return c.conn.Exec(ctx, sql, args...)
 	}
 	res, err := c.beginWith(ctx, sql, args)
 	if err != nil {
@@ -154,11 +151,8 @@ func (c *txConn) Exec(ctx context.Context, sql string, args ...any) (pgconn.Comm
 }
 
 func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	if err := c.beginAlone(ctx, sql); err != nil {
-		return nil, err
-	}
 	if c.begun {
-		return c.conn.Query(ctx, sql, execArgs(sql, args)...)
+		return c.conn.Query(ctx, sql, args...)
 	}
 	res, err := c.beginWith(ctx, sql, args)
 	if err != nil {
@@ -173,27 +167,14 @@ func (c *txConn) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 }
 
 func (c *txConn) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if err := c.beginAlone(ctx, sql); err != nil {
-		return errRow{err}
-	}
 	if c.begun {
-		return c.conn.QueryRow(ctx, sql, execArgs(sql, args)...)
+		return c.conn.QueryRow(ctx, sql, args...)
 	}
 	res, err := c.beginWith(ctx, sql, args)
 	if err != nil {
 		return errRow{err}
 	}
 	return batchRow{row: res.QueryRow(), res: res}
-}
-
-// beginAlone begins the transaction in a round trip of its own when its first statement is
-// planned per call (percall.go): that statement cannot ride behind BEGIN in a batch.
-func (c *txConn) beginAlone(ctx context.Context, sql string) error {
-	if c.begun || !perCall(sql) {
-		return nil
-	}
-	_, err := c.send(ctx, nil, false)
-	return err
 }
 
 // beginWith sends BEGIN and one statement, and reads BEGIN's result. A pending credential

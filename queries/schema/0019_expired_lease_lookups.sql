@@ -1,5 +1,5 @@
 -- The two lookups of an agent's leases by expiry, planned with their values at every call
--- (issue 10; internal/store/percall.go says why they must be).
+-- (issue 10; 0020_accessible_expired_leases.sql says why they must be).
 --
 -- Condition on lease_expires_at against a bound (@now) that a generic plan does not know: the
 -- planner then takes a third of the agent's rows for a match and, with no statistics on

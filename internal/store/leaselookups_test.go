@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"encoding/json"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -13,105 +12,14 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/agentbox/agentbox/gen/db"
-	"github.com/agentbox/agentbox/internal/testdb"
 )
 
-// The statements listed in percall.go are never prepared, so PostgreSQL plans them with their
-// parameters at every call and never settles on a generic plan; the other statements stay
-// prepared.
-func TestStatementsPlannedPerCallAreNeverPrepared(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	u, err := url.Parse(testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("pool_max_conns", "1")
-	u.RawQuery = q.Encode()
-	s, err := Open(ctx, u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	box, agent := uuid.New(), uuid.New()
-	prepared := map[string]bool{}
-	err = s.InTx(ctx, func(tx *Tx) error {
-		// More calls than PostgreSQL's five custom plans before it considers a generic one.
-		for range 7 {
-			for _, q := range []func() error{
-				func() error {
-					_, err := tx.q.ClaimAccessibleOldest(ctx, db.ClaimAccessibleOldestParams{BoxID: box, AgentID: agent, Now: time.Now(), MaxRows: 20})
-					return err
-				},
-				func() error {
-					_, err := tx.q.ClaimAccessibleNewest(ctx, db.ClaimAccessibleNewestParams{BoxID: box, AgentID: agent, Now: time.Now(), MaxRows: 20})
-					return err
-				},
-			} {
-				if err := q(); err != nil {
-					return err
-				}
-			}
-			if _, err := tx.InboxRows(ctx, box, agent, []int64{1, 2}); err != nil {
-				return err
-			}
-		}
-		rows, err := tx.c.conn.Query(ctx, `SELECT substring(statement from '^-- name: (\w+)') FROM pg_prepared_statements WHERE statement LIKE '-- name: %'`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var name string
-			if err := rows.Scan(&name); err != nil {
-				return err
-			}
-			prepared[name] = true
-		}
-		return rows.Err()
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(plannedPerCall) == 0 {
-		t.Fatal("nothing is planned per call: drop this test with the mechanism")
-	}
-	for name := range plannedPerCall {
-		if prepared[name] {
-			t.Errorf("%s is a prepared statement: a generic plan may replace its per-call plans", name)
-		}
-	}
-	if !prepared["InboxRows"] {
-		t.Errorf("InboxRows is not prepared (prepared: %v): the test no longer sees prepared statements", prepared)
-	}
-}
-
-// A statement planned per call cannot ride in a pipeline, which would send it prepared.
-func TestPipelineRefusesAStatementPlannedPerCall(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, err := Open(ctx, testdb.New(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	err = s.InTx(ctx, func(tx *Tx) error {
-		return tx.pipeline(ctx, func(q *db.Queries) error {
-			_, err := q.ClaimAccessibleOldest(ctx, db.ClaimAccessibleOldestParams{BoxID: uuid.New(), AgentID: uuid.New(), Now: time.Now(), MaxRows: 1})
-			return err
-		})
-	})
-	if err == nil || !strings.Contains(err.Error(), "planned per call") {
-		t.Fatalf("pipelined ClaimAccessibleOldest: err %v, want a refusal", err)
-	}
-}
-
-// The hot statements that look up an agent's leases by expiry (the claim's candidates and
-// InboxCounts) stay prepared, and the lookup inside them (0019_expired_lease_lookups.sql) is
-// planned with the call's values at every call, also once PostgreSQL has settled on the
-// statement's generic plan: its plan reads the expiry range of attention_lease_expiry with
-// the bound a constant, never a parameter the planner could not see (percall.go says why).
+// The statements that look up an agent's leases by expiry (the claim's candidates, its
+// fallback and InboxCounts) stay prepared, and the lookup inside them
+// (0019_expired_lease_lookups.sql, 0020_accessible_expired_leases.sql) is planned with the
+// call's values at every call, also once PostgreSQL has settled on the statement's generic
+// plan: its plan reads the expiry range of attention_lease_expiry with the bound a constant,
+// never a parameter the planner could not see (0020 says why).
 // The nested plans are PostgreSQL's own, reported by auto_explain.
 func TestExpiredLeaseLookupsArePlannedWithTheirValues(t *testing.T) {
 	t.Parallel()
@@ -132,6 +40,14 @@ func TestExpiredLeaseLookupsArePlannedWithTheirValues(t *testing.T) {
 		}, "lease_expires_at <= $3"},
 		"LockClaimCandidatesNewest": {func() error {
 			_, err := q.LockClaimCandidatesNewest(ctx, db.LockClaimCandidatesNewestParams{BoxID: box, AgentID: agent, Now: at, MaxRows: 20})
+			return err
+		}, "lease_expires_at <= $3"},
+		"ClaimAccessibleOldest": {func() error {
+			_, err := q.ClaimAccessibleOldest(ctx, db.ClaimAccessibleOldestParams{BoxID: box, AgentID: agent, Now: at, MaxRows: 20})
+			return err
+		}, "lease_expires_at <= $3"},
+		"ClaimAccessibleNewest": {func() error {
+			_, err := q.ClaimAccessibleNewest(ctx, db.ClaimAccessibleNewestParams{BoxID: box, AgentID: agent, Now: at, MaxRows: 20})
 			return err
 		}, "lease_expires_at <= $3"},
 		"InboxCounts": {func() error {
@@ -175,11 +91,11 @@ func TestExpiredLeaseLookupsArePlannedWithTheirValues(t *testing.T) {
 	}
 	var generic int64
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_prepared_statements WHERE generic_plans > 0
-		AND statement ~ '^-- name: (LockClaimCandidatesOldest|LockClaimCandidatesNewest|InboxCounts) '`).Scan(&generic); err != nil {
+		AND statement ~ '^-- name: (LockClaimCandidatesOldest|LockClaimCandidatesNewest|ClaimAccessibleOldest|ClaimAccessibleNewest|InboxCounts) '`).Scan(&generic); err != nil {
 		t.Fatal(err)
 	}
-	if generic != 3 {
-		t.Errorf("%d of the 3 statements ran a generic plan in 8 calls: the test no longer covers a cached plan around the lookup", generic)
+	if generic != int64(len(lookups)) {
+		t.Errorf("%d of the %d statements ran a generic plan in 8 calls: the test no longer covers a cached plan around the lookup", generic, len(lookups))
 	}
 }
 
