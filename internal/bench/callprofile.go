@@ -32,26 +32,8 @@ func (h *harness) newCallProfiles(ctx context.Context) *callProfiles {
 // CPU).
 func (p *callProfiles) read(ctx context.Context) counters {
 	var c counters
-	if err := p.h.pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8").Scan(&c.wal); err == nil {
-		c.walOK = true
-	}
-	rows, err := p.h.pool.Query(ctx, `SELECT queryid, calls, total_exec_time FROM pg_stat_statements(false)
-		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND queryid IS NOT NULL`)
-	if err != nil {
-		return c
-	}
-	defer rows.Close()
-	stmts := map[int64]stmtRow{}
-	for rows.Next() {
-		var id int64
-		var r stmtRow
-		if rows.Scan(&id, &r.calls, &r.totalMs) == nil {
-			stmts[id] = r
-		}
-	}
-	if rows.Err() == nil {
-		c.stmts = stmts
-	}
+	p.h.readWAL(ctx, &c)
+	c.stmts = p.h.readStatements(ctx, statsCountsQuery)
 	return c
 }
 
@@ -84,17 +66,7 @@ func (p *callProfiles) profiles(ctx context.Context, lines []Result) {
 	if p == nil {
 		return
 	}
-	texts := map[int64]string{}
-	if rows, err := p.h.pool.Query(ctx, statsQuery); err == nil {
-		for rows.Next() {
-			var id int64
-			var r stmtRow
-			if rows.Scan(&id, &r.query, &r.calls, &r.totalMs) == nil {
-				texts[id] = r.query
-			}
-		}
-		rows.Close()
-	}
+	texts := p.h.readStatements(ctx, statsQuery)
 	for i := range lines {
 		line, ok := p.lines[lines[i].ID]
 		if !ok || lines[i].Status != StatusOK {
@@ -106,7 +78,7 @@ func (p *callProfiles) profiles(ctx context.Context, lines []Result) {
 				delete(line.sum.stmts, q)
 				continue
 			}
-			r.query = text
+			r.query = text.query
 			line.sum.stmts[q] = r
 		}
 		lines[i].DB = line.result().DB

@@ -111,22 +111,36 @@ const statsQuery = `SELECT queryid, query, calls, total_exec_time FROM pg_stat_s
 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND queryid IS NOT NULL
   AND query NOT LIKE '%pg_stat%' AND query NOT LIKE '%pg_current_wal_lsn%'`
 
+// statsCountsQuery is statsQuery without the texts (cheap enough to read between two calls),
+// so the harness's own queries are among its rows.
+const statsCountsQuery = `SELECT queryid, '', calls, total_exec_time FROM pg_stat_statements(false)
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND queryid IS NOT NULL`
+
 // snapshotDB reads the WAL position and, when enabled, pg_stat_statements into c.
 func (h *harness) snapshotDB(ctx context.Context, c *counters) {
 	c.cpu = h.readCPU() // first: the queries below cost CPU of their own
 	if h.pool == nil {
 		return
 	}
-	var wal float64
-	if err := h.pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8").Scan(&wal); err == nil {
-		c.wal, c.walOK = wal, true
+	h.readWAL(ctx, c)
+	if h.statements {
+		c.stmts = h.readStatements(ctx, statsQuery)
 	}
-	if !h.statements {
-		return
+}
+
+// readWAL reads the WAL position into c.
+func (h *harness) readWAL(ctx context.Context, c *counters) {
+	if err := h.pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8").Scan(&c.wal); err == nil {
+		c.walOK = true
 	}
-	rows, err := h.pool.Query(ctx, statsQuery)
+}
+
+// readStatements runs statsQuery or statsCountsQuery: the statements by queryid, nil when
+// they could not be read.
+func (h *harness) readStatements(ctx context.Context, query string) map[int64]stmtRow {
+	rows, err := h.pool.Query(ctx, query)
 	if err != nil {
-		return
+		return nil
 	}
 	defer rows.Close()
 	stmts := map[int64]stmtRow{}
@@ -137,9 +151,10 @@ func (h *harness) snapshotDB(ctx context.Context, c *counters) {
 			stmts[id] = r
 		}
 	}
-	if rows.Err() == nil {
-		c.stmts = stmts
+	if rows.Err() != nil {
+		return nil
 	}
+	return stmts
 }
 
 // dbProfile is the per-operation difference of two snapshots (nil when neither the WAL

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -149,5 +150,42 @@ func enableAutoExplain(t *testing.T, conn *pgx.Conn) {
 		if _, err := conn.Exec(context.Background(), s); err != nil {
 			t.Fatalf("%s: %v (auto_explain ships with the PostgreSQL server; LOAD needs a superuser)", s, err)
 		}
+	}
+}
+
+// The claim's fallback (ClaimAccessibleOldest/Newest) never returns a row the agent can no
+// longer read, in its expired-lease branch too (inbox_lock_expired_leases with
+// accessible_only), where the claim's candidates return such a row flagged inaccessible. Row
+// 1 is a room row with no active membership behind it, row 2 a DM row; both hold leases of
+// another session that have run out.
+func TestClaimFallbackPassesExpiredLeasesTheAgentCannotRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn := testConn(t)
+	box, agent, holder := uuid.New(), uuid.New(), uuid.New()
+	now := time.Date(2031, 7, 9, 10, 11, 12, 0, time.UTC)
+	if _, err := conn.Exec(ctx, `INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons, lease_session_id, lease_expires_at)
+		VALUES ($1, $2, 1, gen_random_uuid(), gen_random_uuid(), 2, $3, $4), ($1, $2, 2, gen_random_uuid(), gen_random_uuid(), 1, $3, $4)`,
+		box, agent, holder, now.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	q := db.New(conn)
+	candidates, err := q.LockClaimCandidatesOldest(ctx, db.LockClaimCandidatesOldestParams{BoxID: box, AgentID: agent, Now: now, MaxRows: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(candidates) != 2 || candidates[0].Accessible || !candidates[1].Accessible {
+		t.Fatalf("candidates %+v: want row 1 inaccessible and row 2 accessible (the test no longer sets up what it checks)", candidates)
+	}
+	oldest, err := q.ClaimAccessibleOldest(ctx, db.ClaimAccessibleOldestParams{BoxID: box, AgentID: agent, Now: now, MaxRows: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest, err := q.ClaimAccessibleNewest(ctx, db.ClaimAccessibleNewestParams{BoxID: box, AgentID: agent, Now: now, MaxRows: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(oldest) != "[2]" || fmt.Sprint(newest) != "[2]" {
+		t.Fatalf("fallback oldest %v, newest %v: want [2] (row 1 cannot be read)", oldest, newest)
 	}
 }
