@@ -123,9 +123,9 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 		return writeIndented(e.stdout, outputSchema)
 	}
 	stdin := *input == "-"
-	for _, a := range fs.Args() {
+	for i, a := range fs.Args() {
 		if a != "-" {
-			return usagef("unexpected argument %q (use --input, - for stdin, or field flags; agentbox %s --help)", a, t.CLI)
+			return usagef("unexpected argument: the %s argument after the flags is neither a flag nor - (use --input, - for stdin, or field flags; agentbox %s --help)", ordinal(i+1), t.CLI)
 		}
 		stdin = true
 	}
@@ -217,6 +217,8 @@ type field struct {
 	name, description string
 	kind              fieldKind
 	typ               string // scalar type, or the item type of a list
+	allowed           []any  // the schema's enum, if any
+	def               any    // the schema's default, if any
 }
 
 type fieldKind int
@@ -239,6 +241,13 @@ func (f field) help() string {
 	if i := strings.IndexAny(d, "\n"); i >= 0 {
 		d = d[:i]
 	}
+	if len(f.allowed) > 0 {
+		vals := make([]string, len(f.allowed))
+		for i, v := range f.allowed {
+			vals[i] = fmt.Sprint(v)
+		}
+		d = strings.TrimSpace(d + " One of: " + strings.Join(vals, ", ") + ".")
+	}
 	return d
 }
 
@@ -254,6 +263,9 @@ func (f field) note() string {
 	if f.name == "idempotency_key" {
 		parts = append(parts, "generated and printed on stderr when omitted")
 	}
+	if f.def != nil {
+		parts = append(parts, fmt.Sprintf("default %v", f.def))
+	}
 	return strings.Join(parts, "; ")
 }
 
@@ -265,6 +277,8 @@ func inputFields(inputSchema json.RawMessage) ([]field, map[string]bool, error) 
 		Properties map[string]struct {
 			Type        any    `json:"type"`
 			Description string `json:"description"`
+			Enum        []any  `json:"enum"`
+			Default     any    `json:"default"`
 			Items       struct {
 				Type any `json:"type"`
 			} `json:"items"`
@@ -284,7 +298,7 @@ func inputFields(inputSchema json.RawMessage) ([]field, map[string]bool, error) 
 		}
 		typ, _ := p.Type.(string)
 		item, _ := p.Items.Type.(string)
-		f := field{name: name, description: p.Description, typ: typ}
+		f := field{name: name, description: p.Description, typ: typ, allowed: p.Enum, def: p.Default}
 		switch {
 		case isScalar(typ):
 		case typ == "array" && isScalar(item):

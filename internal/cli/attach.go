@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -41,8 +40,14 @@ var attachOps = map[string]bool{"message_send": true, "message_send_batch": true
 
 // attachmentCommand runs the commands above; ok is false when args name none of them.
 func (e *env) attachmentCommand(args []string) (ok bool, err error) {
-	if len(args) >= 2 && args[0] == "attachment" && args[1] == "download" {
-		return true, e.attachmentDownload(args[2:])
+	if len(args) > 0 && args[0] == "attachment" {
+		if len(args) >= 2 && args[1] == "download" {
+			return true, e.attachmentDownload(args[2:])
+		}
+		if len(args) >= 2 && (args[1] == "-h" || args[1] == "--help" || args[1] == "help") {
+			return true, e.attachmentDownload([]string{"--help"})
+		}
+		return true, usagef("attachment needs a verb: attachment download (agentbox attachment download --help)")
 	}
 	path, rest, found, err := cutAttach(args)
 	if !found {
@@ -156,25 +161,27 @@ func (e *env) sendWithAttachment(t *genmcp.Tool, argsJSON json.RawMessage) error
 	return writeIndented(e.stdout, body)
 }
 
+const attachmentUsage = `usage: agentbox attachment download --attachment-id ID --out PATH [--box K]
+
+Download an uploaded attachment to a local file (HTTP only; not an ACK) and print its metadata.
+`
+
 // attachmentDownload writes an attachment to --out and prints its metadata.
 func (e *env) attachmentDownload(args []string) error {
 	fs := flag.NewFlagSet("agentbox attachment download", flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
 	id := fs.String("attachment-id", "", "the attachment_id (from a message's attachment)")
-	out := fs.String("out", "", "the local file to write (required; replaced if it exists)")
-	box := fs.String("box", os.Getenv("AGENTBOX_BOX"), "box_key (default AGENTBOX_BOX)")
-	fs.Usage = func() {
-		fmt.Fprint(e.stderr, "usage: agentbox attachment download --attachment-id ID --out PATH [--box K]\n\nDownload an uploaded attachment to a local file (HTTP only; not an ACK) and print its metadata.\n\nflags:\n")
-		fs.PrintDefaults()
+	out := fs.String("out", "", "the local file to write (replaced if it exists)")
+	box := fs.String("box", os.Getenv("AGENTBOX_BOX"), "box_key")
+	if err := parseArgs(fs, args, attachmentUsage, []string{"attachment-id", "out"}, map[string]string{"box": "or AGENTBOX_BOX"}); err != nil {
+		return err
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return nil
-		}
-		return usageError{err.Error()}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument: the %s argument after the flags is not a flag (%s --help lists the flags)", ordinal(1), fs.Name())
 	}
 	attID, err := uuid.Parse(*id)
 	switch {
+	case *id == "":
+		return usagef("%s: missing required --attachment-id (%s --help lists the flags)", fs.Name(), fs.Name())
 	case err != nil:
 		return usagef("--attachment-id must be a UUID")
 	case *out == "":

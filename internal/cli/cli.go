@@ -74,6 +74,8 @@ commands:
   mcp        serve the MCP tools over stdio (env AGENTBOX_SERVER, AGENTBOX_API_KEY or AGENTBOX_CREDENTIALS,
              AGENTBOX_SESSION; docs/mcp-clients.md)
   tools      list the agent commands: agentbox <domain> <verb>, one per registry tool (e.g. prime, inbox list)
+  attachment download
+             download an uploaded attachment to a local file (HTTP only; agentbox attachment download --help)
   contract   lint, diff and eval the contract (spec/openapi.json, spec/tool-contracts.json)
   bench      measure throughput, latency and memory (make bench; see README "Performance")
   version    print this build's version (also --version)

@@ -61,7 +61,10 @@ func printFlags(w io.Writer, fs *flag.FlagSet, required map[string]bool, notes m
 // off: help goes to stdout, errors through finish to stderr.
 func parseArgs(fs *flag.FlagSet, args []string, usage string, required []string, notes map[string]string) error {
 	fs.SetOutput(io.Discard)
+	var rejected rejectedFlag
+	restore := recordRejections(fs, &rejected)
 	err := fs.Parse(args)
+	restore()
 	if errors.Is(err, flag.ErrHelp) {
 		req := map[string]bool{}
 		for _, r := range required {
@@ -70,9 +73,115 @@ func parseArgs(fs *flag.FlagSet, args []string, usage string, required []string,
 		return helpRequest{fs: fs, usage: usage, required: req, notes: notes}
 	}
 	if err != nil {
-		return usagef("%v (%s --help lists the flags)", err, fs.Name())
+		return usagef("%s (%s --help lists the flags)", flagError(err, rejected), fs.Name())
 	}
 	return nil
+}
+
+// ordinal names a stray argument by position, not by its text (it may be a misplaced
+// secret).
+func ordinal(n int) string {
+	switch n {
+	case 1:
+		return "1st"
+	case 2:
+		return "2nd"
+	case 3:
+		return "3rd"
+	}
+	return fmt.Sprintf("%dth", n)
+}
+
+// rejectedFlag is the flag whose value failed to parse, and why.
+type rejectedFlag struct {
+	name string
+	err  error
+}
+
+// flagError states a parse failure without the rejected value: the flag package's own
+// messages quote it ("invalid value "…" for flag -limit: …"; bad flag syntax: the whole
+// argument), and a value typed on a command line may be a secret. Flags are named as --help
+// lists them.
+func flagError(err error, rejected rejectedFlag) string {
+	msg := err.Error()
+	if rejected.name != "" {
+		return fmt.Sprintf("--%s: %v", rejected.name, rejected.err)
+	}
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		return "unknown flag --" + strings.TrimPrefix(name, "-")
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return "--" + strings.TrimPrefix(name, "-") + " needs a value"
+	}
+	if strings.HasPrefix(msg, "bad flag syntax") {
+		return "bad flag syntax: a flag is --name, --name=value or --name value"
+	}
+	return "the flags could not be parsed"
+}
+
+// recordRejections makes every flag of fs note in rejected which one refused its value
+// (the flag package reports it only in a message that quotes the value); restore puts the
+// original values back, so help still names their types.
+func recordRejections(fs *flag.FlagSet, rejected *rejectedFlag) (restore func()) {
+	var originals []*flag.Flag
+	var values []flag.Value
+	fs.VisitAll(func(f *flag.Flag) {
+		originals, values = append(originals, f), append(values, f.Value)
+		typ, _ := flag.UnquoteUsage(f)
+		rec := recordingValue{Value: f.Value, name: f.Name, typ: typ, rejected: rejected}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			f.Value = recordingBool{rec}
+		} else {
+			f.Value = rec
+		}
+	})
+	return func() {
+		for i, f := range originals {
+			f.Value = values[i]
+		}
+	}
+}
+
+type recordingValue struct {
+	flag.Value
+	name     string
+	typ      string // as flag.UnquoteUsage names it: int, duration, "" for a boolean…
+	rejected *rejectedFlag
+}
+
+func (v recordingValue) Set(s string) error {
+	err := v.Value.Set(s)
+	if err != nil && v.rejected.name == "" {
+		*v.rejected = rejectedFlag{name: v.name, err: valueError(err, v.typ)}
+	}
+	return err
+}
+
+// recordingBool keeps a boolean flag valueless on the command line (--flag alone).
+type recordingBool struct{ recordingValue }
+
+func (recordingBool) IsBoolFlag() bool { return true }
+
+// valueError is a value's parse error in words: the standard flag types return bare
+// sentinels ("parse error", "value out of range"); ours already say what was expected.
+func valueError(err error, typ string) error {
+	switch err.Error() {
+	case "parse error":
+		switch typ {
+		case "":
+			return errors.New("not true or false")
+		case "duration":
+			return errors.New("not a duration (e.g. 20s, 1m30s)")
+		case "int", "uint", "int64", "uint64":
+			return errors.New("not an integer")
+		case "float":
+			return errors.New("not a number")
+		}
+		return errors.New("not a " + typ)
+	case "value out of range":
+		return errors.New("out of range")
+	}
+	return err
 }
 
 // parse parses flags and checks that the named ones were given and nothing else was.
@@ -81,7 +190,7 @@ func parse(fs *flag.FlagSet, args []string, required ...string) error {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q (%s --help lists the flags)", fs.Arg(0), fs.Name())
+		return usagef("unexpected argument: the %s argument after the flags is not a flag (%s --help lists the flags)", ordinal(1), fs.Name())
 	}
 	seen := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { seen[f.Name] = true })

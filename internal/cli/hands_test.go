@@ -70,6 +70,44 @@ func TestUnknownCommandSuggests(t *testing.T) {
 	}
 }
 
+// TestFlagErrorsNeverEchoTheValue: a value the command line refuses (a flag's or a stray
+// argument) may be a misplaced secret, so the message names the flag, or the argument's
+// position, and what was expected; flags are written as --help lists them (--name).
+func TestFlagErrorsNeverEchoTheValue(t *testing.T) {
+	const secret = "s3cretVALUE"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"inbox", "list", "--limit", secret}, "--limit: not an integer"},
+		{[]string{"inbox", "list", "--destination", secret}, "--destination: not valid JSON"},
+		{[]string{"inbox", "list", "--" + secret + "=x"}, "unknown flag --" + secret}, // a flag's name is not its value
+		{[]string{"inbox", "list", "--cursor=x", secret}, "the 1st argument after the flags is neither a flag nor -"},
+		{[]string{"inbox", "list", "---x=" + secret}, "bad flag syntax"},
+		{[]string{"inbox", "list", "--box"}, "--box needs a value"},
+		{[]string{"serve", "--pprof=" + secret}, "--pprof: not true or false"},
+		{[]string{"bench", "--clients", secret}, "--clients: not an integer"},
+		{[]string{"bench", "--duration", secret}, "--duration: not a duration"},
+		{[]string{"admin", "box", "create", "--key", "k", secret}, "the 1st argument after the flags is not a flag"},
+		{[]string{"attachment", "download", "--attachment-id", secret, "--out", "x"}, "--attachment-id must be a UUID"},
+		{[]string{"attachment"}, "attachment needs a verb: attachment download"},
+	} {
+		out, errOut, code := runText(c.args...)
+		leaked := strings.Contains(errOut, secret) && !strings.Contains(c.want, secret)
+		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, c.want) || leaked {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q without the value", c.args, code, out, errOut, c.want)
+		}
+	}
+	// attachment download is listed and has its own help.
+	out, errOut, code := runText("attachment", "--help")
+	if code != cli.ExitOK || errOut != "" || !strings.Contains(out, "* --attachment-id string") {
+		t.Fatalf("attachment --help: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out, _, _ := runText("help"); !strings.Contains(out, "attachment download") {
+		t.Fatalf("help does not list attachment download:\n%s", out)
+	}
+}
+
 // TestCLIForHands: writes without --idempotency-key get a key printed on stderr that
 // retries the same write; --to and agent-ID flags take listed names (unknown, unlisted or
 // ambiguous names are usage errors that write nothing); ID arrays are repeatable flags;
@@ -124,13 +162,13 @@ func TestCLIForHands(t *testing.T) {
 	}
 
 	for _, c := range []struct{ to, want string }{
-		{"nobody", `no listed agent is named "nobody" in box demo`},
-		{"hidden", `no listed agent is named "hidden"`},
-		{"TWIN", `agent name "TWIN" is ambiguous in box demo`},
+		{"nobody", `no listed agent in box demo has an agent name given`},
+		{"hidden", `no listed agent in box demo has an agent name given`},
+		{"TWIN", `an agent name given is ambiguous in box demo`},
 	} {
 		out, errOut, code := runText("message", "send", "--to", c.to, "--body-md", "x")
-		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, c.want) {
-			t.Fatalf("--to %s: exit %d, stdout %q, stderr %q; want %q", c.to, code, out, errOut, c.want)
+		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, `"`+c.to+`"`) {
+			t.Fatalf("--to %s: exit %d, stdout %q, stderr %q; want %q, without the name typed", c.to, code, out, errOut, c.want)
 		}
 	}
 	if n := messages(); n != 1 {
@@ -152,6 +190,11 @@ func TestCLIForHands(t *testing.T) {
 	}
 	if body := row["message"].(map[string]any)["body_md"]; body != "hello <coder>" {
 		t.Fatalf("body_md %q", body)
+	}
+	// An enum the schema refuses is named with its allowed values, never the value typed.
+	if out, errOut, code := runText("inbox", "list", "--filter", "bogusVALUE"); code != cli.ExitUsage ||
+		!strings.Contains(errOut, "unread, all, acked") || strings.Contains(out+errOut, "bogusVALUE") {
+		t.Fatalf("--filter bogus: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	seq := row["inbox_seq"].(string)
 	acked, _ := mustRun("inbox", "ack", "--inbox-seqs", seq)

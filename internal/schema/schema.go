@@ -6,6 +6,7 @@ package schema
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -436,6 +437,9 @@ func message(k jsonschema.ErrorKind) string {
 	case *kind.MultipleOf:
 		return "is not a multiple of " + ratString(k.Want)
 	case *kind.Enum:
+		if list := allowedList(k.Want); list != "" {
+			return "is not one of the allowed values: " + list
+		}
 		return "is not one of the allowed values"
 	case *kind.Const:
 		return "is not the allowed value"
@@ -461,6 +465,27 @@ func message(k jsonschema.ErrorKind) string {
 	default:
 		return "invalid value"
 	}
+}
+
+// allowedList is an enum's values as a reader types them (strings bare, others as JSON),
+// or "" for a list too long to print in a message.
+func allowedList(want []any) string {
+	if len(want) == 0 || len(want) > 12 {
+		return ""
+	}
+	parts := make([]string, len(want))
+	for i, w := range want {
+		if str, ok := w.(string); ok {
+			parts[i] = str
+			continue
+		}
+		b, err := json.Marshal(w)
+		if err != nil {
+			return ""
+		}
+		parts[i] = string(b)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func ratString(r interface{ RatString() string }) string {
