@@ -92,12 +92,15 @@ type Forwarder struct {
 	session string // Agentbox-Session; "" uses the key's session lane
 }
 
+// callTimeout bounds each HTTP call of a Forwarder built without its own client.
+const callTimeout = time.Minute
+
 // NewForwarder calls the server at serverURL (AGENTBOX_SERVER).
 func NewForwarder(serverURL string, creds Credentials, session string, httpClient *http.Client) (*Forwarder, error) {
 	if httpClient == nil {
 		// Every operation answers promptly (polling never blocks); a silent server is an
 		// outage the caller should hear about, not a hang.
-		httpClient = &http.Client{Timeout: time.Minute}
+		httpClient = &http.Client{Timeout: callTimeout}
 	}
 	c, err := client.NewClient(strings.TrimRight(serverURL, "/"), client.WithHTTPClient(httpClient))
 	if err != nil {

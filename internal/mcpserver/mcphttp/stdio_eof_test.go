@@ -1,0 +1,110 @@
+package mcphttp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentbox/agentbox/internal/mcpserver"
+	"github.com/agentbox/agentbox/internal/testenv"
+)
+
+// A client that writes its whole exchange and closes stdin at once
+// (printf '%s\n' "$INIT" "$INITIALIZED" "$TOOLS_LIST" … | agentbox mcp) gets an answer to
+// every request read before EOF, forwarded tool calls included, and RunStdio then returns
+// nil. Before the fix the SDK refused every reply written after the read EOF and cancelled
+// the calls in flight: most runs lost the tool calls' answers, some lost all of them.
+func TestStdioAnswersEveryRequestReadBeforeEOF(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	creds, err := mcpserver.CredentialsFromEnv(func(k string) string {
+		if k == "AGENTBOX_API_KEY" {
+			return a.Key
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"agent_prime","arguments":{"box_key":"alpha"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"checkpoint_get","arguments":{"box_key":"alpha"}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"ping"}`,
+	}, "\n") + "\n"
+	var out lockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = mcpserver.RunStdio(ctx, mcpserver.StdioConfig{
+		Server: e.URL, Credentials: creds, Session: mcpserver.NewSessionKey("stdio-test-"), Box: "alpha", Version: "test",
+	}, io.NopCloser(strings.NewReader(in)), &out)
+	if err != nil {
+		t.Errorf("RunStdio = %v, want nil after stdin EOF", err)
+	}
+	answers := map[float64]map[string]any{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m map[string]any
+		if line == "" || json.Unmarshal([]byte(line), &m) != nil {
+			continue
+		}
+		if id, ok := m["id"].(float64); ok {
+			answers[id] = m
+		}
+	}
+	for id := 1.0; id <= 5; id++ {
+		m, ok := answers[id]
+		if !ok {
+			t.Errorf("no answer to request %v; stdout:\n%s", id, out.String())
+			continue
+		}
+		if m["error"] != nil {
+			t.Errorf("request %v: JSON-RPC error %v", id, m["error"])
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	if tools, _ := answers[2]["result"].(map[string]any)["tools"].([]any); len(tools) == 0 {
+		t.Errorf("tools/list: %v", answers[2])
+	}
+	// Calls run concurrently, so checkpoint_get may run before agent_prime and answer
+	// NOT_PRIMED: any answer of the server will do, but not the TEMPORARILY_UNAVAILABLE of
+	// a forward cancelled by the end of input.
+	for _, id := range []float64{3, 4} {
+		res, _ := answers[id]["result"].(map[string]any)
+		sc, _ := res["structuredContent"].(map[string]any)
+		e, _ := sc["error"].(map[string]any)
+		if sc == nil || (id == 3 && res["isError"] == true) || e["code"] == "TEMPORARILY_UNAVAILABLE" {
+			t.Errorf("tools/call %v: want the server's answer, got %v", id, answers[id])
+		}
+	}
+}
+
+// lockedBuffer is RunStdio's stdout: written by the SDK's goroutines, read by the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Close() error { return nil }
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
