@@ -130,6 +130,13 @@ func New(cfg Config) http.Handler {
 			WriteError(w, apierr.PathNotFound())
 			return
 		}
+		if r.Method == http.MethodHead && !headReadable[r.URL.Path] {
+			// ServeMux answers a HEAD with a route's GET handler, and an agent's GET is not
+			// free of effects (inbox_list records receipts, which make rows ACKable): HEAD is
+			// answered as any method no operation declares.
+			WriteError(w, apierr.NotFound())
+			return
+		}
 		if headerBytes(r) > maxHeaderBytes {
 			WriteError(w, apierr.TooLarge("", "headers_too_large", maxHeaderBytes).WithStatus(http.StatusRequestHeaderFieldsTooLarge))
 			return
@@ -137,6 +144,10 @@ func New(cfg Config) http.Handler {
 		routes.ServeHTTP(w, r)
 	})
 }
+
+// headReadable are the paths whose GET reads nothing an agent owns and changes nothing, so a
+// HEAD may run it (monitors probe /healthz and /readyz with HEAD).
+var headReadable = map[string]bool{"/healthz": true, "/readyz": true, "/openapi.json": true, "/docs": true, docsInitJS: true, redocPath: true}
 
 // maxHeaderBytes bounds the request line and headers a handler sees. The listener admits
 // more (MaxListenerHeaderBytes) so that this server, not net/http, answers with the error body.

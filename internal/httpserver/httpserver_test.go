@@ -90,3 +90,47 @@ func TestMetricsTokenWhenConfigured(t *testing.T) {
 		t.Fatalf("with the token: %d", got)
 	}
 }
+
+// A HEAD runs no operation: ServeMux would answer it with the route's GET handler, and
+// inbox_list's GET records receipts, which would make a row never shown ACKable. HEAD is
+// answered as an undeclared method (404, nothing recorded); the probes of /healthz and
+// /readyz still answer it.
+func TestHeadRunsNoOperation(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", map[string]any{"listed": true})
+	b := e.NewAgent("alpha", "b", nil)
+	a.Prime()
+	b.Prime()
+	a.MustCall("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "dm", "recipient_agent_id": b.ID.String()}, "body_md": "hi", "idempotency_key": "k1"})
+	var receipts int
+	count := func() int {
+		if err := e.Store.Pool().QueryRow(t.Context(), `SELECT count(*) FROM receipts`).Scan(&receipts); err != nil {
+			t.Fatal(err)
+		}
+		return receipts
+	}
+	for _, path := range []string{"/inbox", "/inbox?filter=all", "/checkpoint", "/me", "/limits"} {
+		r := e.Do("HEAD", "/api/v1/boxes/alpha"+path, b.Key, nil, nil)
+		if r.Status != http.StatusNotFound {
+			t.Fatalf("HEAD %s: %d", path, r.Status)
+		}
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("HEAD recorded %d receipts", n)
+	}
+	var seq string
+	if err := e.Store.Pool().QueryRow(t.Context(), `SELECT inbox_seq::text FROM attention`).Scan(&seq); err != nil {
+		t.Fatal(err)
+	}
+	r := b.Call("POST", "/inbox/ack", map[string]any{"inbox_seqs": []string{seq}, "idempotency_key": "a1"})
+	if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Raw), "not_returned_to_session") {
+		t.Fatalf("ack after HEAD: %d %s", r.Status, r.Raw)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/openapi.json"} {
+		if r := e.Do("HEAD", path, "", nil, nil); r.Status != http.StatusOK {
+			t.Fatalf("HEAD %s: %d", path, r.Status)
+		}
+	}
+}
