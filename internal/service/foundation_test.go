@@ -241,6 +241,15 @@ func TestPrimeResumesTheSameSession(t *testing.T) {
 	if same["checkpoint_changed"] != false {
 		t.Fatalf("checkpoint unchanged: %v", same)
 	}
+	// The revision is a number: "01" is revision 1; one outside the signed 64-bit range is
+	// refused as every other decimal string is.
+	if padded := a.MustCall("POST", "/prime", map[string]any{"known_checkpoint_revision": "01"})["checkpoint"].(map[string]any); padded["checkpoint_changed"] != false {
+		t.Fatalf("known_checkpoint_revision 01: %v", padded)
+	}
+	r := a.Call("POST", "/prime", map[string]any{"known_checkpoint_revision": "9999999999999999999"})
+	if r.Status != 400 || r.Code() != "INVALID_ARGUMENT" || r.ErrorField("field") != "known_checkpoint_revision" {
+		t.Fatalf("out-of-range known_checkpoint_revision: %d %s", r.Status, r.Raw)
+	}
 }
 
 func TestProfileOutdatedBlocksMutationsUntilProfileGet(t *testing.T) {

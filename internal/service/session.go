@@ -15,11 +15,15 @@ import (
 // AgentPrime opens or resumes the session the transport names (SPEC §3). Priming again
 // returns the same session; priming observes the current profile. It never ACKs.
 func (s *Service) AgentPrime(ctx context.Context, req api.AgentPrimeRequestObject) (api.AgentPrimeResponseObject, error) {
-	known := ""
-	if req.Body != nil && req.Body.KnownCheckpointRevision != nil {
-		known = *req.Body.KnownCheckpointRevision
-	}
 	out, err := runUnprimed(ctx, s, "agent_prime", func(ctx context.Context, tx *store.Tx, p auth.Principal) (api.AgentPrimeResult, error) {
+		known := int64(-1) // none given
+		if req.Body != nil && req.Body.KnownCheckpointRevision != nil {
+			v, err := parseDec("known_checkpoint_revision", *req.Body.KnownCheckpointRevision)
+			if err != nil {
+				return api.AgentPrimeResult{}, err
+			}
+			known = v
+		}
 		now := s.clock.Now()
 		text, version, err := tx.AgentProfile(ctx, p.BoxID, p.AgentID)
 		if err != nil {
@@ -51,7 +55,7 @@ func (s *Service) AgentPrime(ctx context.Context, req api.AgentPrimeRequestObjec
 			Agent:          api.PrimeAgent{AgentId: p.AgentID, Name: p.AgentName, BoxKey: p.BoxKey},
 			Session:        api.SessionInfo{SessionId: sess.ID, Created: sess.Created},
 			Profile:        api.Profile{Text: text, ProfileVersion: dec(version)},
-			Checkpoint:     api.CheckpointStatus{Revision: dec(rev), CheckpointChanged: known != "" && known != dec(rev)},
+			Checkpoint:     api.CheckpointStatus{Revision: dec(rev), CheckpointChanged: known >= 0 && known != rev},
 			Rooms:          rooms,
 			RoomsTruncated: roomsTruncated,
 			Counts:         counts,
