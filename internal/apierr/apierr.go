@@ -128,6 +128,13 @@ func Invalid(field, message string) *Error {
 	return New(InvalidArgument, message).WithField(field)
 }
 
+// Undecodable is INVALID_ARGUMENT for a value the schema admits but the operation's type
+// cannot hold (JSON Schema counts 1e3 and 2^70 as integers; a 64-bit field does not), on
+// every surface alike.
+func Undecodable(field string) *Error {
+	return Invalid(field, "cannot be decoded: an integer is written without a fraction or exponent and fits in 64 bits")
+}
+
 // TooLarge is LIMIT_EXCEEDED naming the field and the limit.
 func TooLarge(field, reason string, limit int64) *Error {
 	return New(LimitExceeded, "the value exceeds a published limit").WithField(field).WithReason(reason).WithLimit(limit)

@@ -53,7 +53,7 @@ func New(cfg Config) http.Handler {
 	}
 	strict := api.NewStrictHandlerWithOptions(cfg.Service, nil, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			WriteError(w, apierr.Invalid("", "the request body is not valid JSON for this operation"))
+			WriteError(w, decodeError(err))
 		},
 		ResponseErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
 			if sw, ok := w.(*statusWriter); ok && sw.wrote {
@@ -148,6 +148,17 @@ func New(cfg Config) http.Handler {
 // headReadable are the paths whose GET reads nothing an agent owns and changes nothing, so a
 // HEAD may run it (monitors probe /healthz and /readyz with HEAD).
 var headReadable = map[string]bool{"/healthz": true, "/readyz": true, "/openapi.json": true, "/docs": true, docsInitJS: true, redocPath: true}
+
+// decodeError is the answer to a body the contract's schema admitted but its Go type cannot
+// hold (a JSON integer written 1e3, or beyond 64 bits): it names the field (SPEC §12), never
+// the value.
+func decodeError(err error) *apierr.Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return apierr.Undecodable(te.Field)
+	}
+	return apierr.Invalid("", "the request body is not valid JSON for this operation")
+}
 
 // maxHeaderBytes bounds the request line and headers a handler sees. The listener admits
 // more (MaxListenerHeaderBytes) so that this server, not net/http, answers with the error body.

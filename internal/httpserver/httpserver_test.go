@@ -134,3 +134,29 @@ func TestHeadRunsNoOperation(t *testing.T) {
 		}
 	}
 }
+
+// A JSON integer the schema admits but an int64 cannot hold (1e3, 2^70) is INVALID_ARGUMENT
+// naming its field, never the value, and nothing is leased.
+func TestUndecodableIntegerNamesItsField(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	for i, body := range []string{
+		`{"lease_seconds":1e3,"idempotency_key":"k1"}`,
+		`{"lease_seconds":99999999999999999999,"idempotency_key":"k2"}`,
+		`{"limit":12e1,"idempotency_key":"k3"}`,
+	} {
+		r := e.Do("POST", "/api/v1/boxes/alpha/inbox/claim", a.Key, body, nil)
+		want := []string{"lease_seconds", "lease_seconds", "limit"}[i]
+		if r.Status != http.StatusBadRequest || r.Code() != "INVALID_ARGUMENT" || r.ErrorField("field") != want ||
+			strings.Contains(string(r.Raw), "9999") || strings.Contains(string(r.Raw), "1e3") {
+			t.Fatalf("%s: %d %s", body, r.Status, r.Raw)
+		}
+	}
+	var records int
+	if err := e.Store.Pool().QueryRow(t.Context(), `SELECT count(*) FROM idempotency_records`).Scan(&records); err != nil || records != 0 {
+		t.Fatalf("refused claims recorded %d idempotency records (%v)", records, err)
+	}
+}

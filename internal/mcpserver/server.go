@@ -248,7 +248,7 @@ func (sf *surface) wireError(ctx context.Context, tool string, err error) *apier
 	}
 	var ae *genmcp.ArgumentError
 	if errors.As(err, &ae) {
-		return apierr.Invalid(ae.Field, "the argument cannot be decoded")
+		return apierr.Undecodable(ae.Field)
 	}
 	sf.log.ErrorContext(ctx, "tool call failed", slog.String("tool", tool), slog.Any("err", err))
 	return apierr.Storage()
