@@ -191,6 +191,7 @@ func cleanPath(p string) string {
 // (unknown fields, bad UTF-8 and lone surrogates are INVALID_ARGUMENT), then hands the
 // request to the generated strict handler.
 func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
+	uuidParams := pathUUIDs(op)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w := &statusWriter{ResponseWriter: rw, status: http.StatusOK}
 		defer func(start time.Time) { cfg.Metrics.Observe(op.OperationID, "http", w.status, time.Since(start)) }(time.Now())
@@ -231,7 +232,7 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 			ctx = auth.WithPrincipal(ctx, p)
 			ctx = auth.WithSessionKey(ctx, auth.SessionKey(header, "", p.KeyID))
 		}
-		if err := checkParams(op, r); err != nil {
+		if err := checkParams(op, uuidParams, r); err != nil {
 			WriteError(w, err)
 			return
 		}
@@ -291,13 +292,37 @@ func bodyMediaType(op *mcp.Operation, r *http.Request) (json bool, err error) {
 	return isJSON, nil
 }
 
+// pathUUIDs are op's path parameters whose input schema has the uuid format.
+func pathUUIDs(op *mcp.Operation) []string {
+	var in struct {
+		Properties map[string]struct {
+			Format string `json:"format"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(op.InputSchema, &in); err != nil {
+		panic("httpserver: the input schema of " + op.OperationID + ": " + err.Error()) // generated; cannot happen
+	}
+	var out []string
+	for _, name := range op.PathParams {
+		if in.Properties[name].Format == "uuid" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // checkParams applies the text rule (SPEC §12: valid UTF-8, no U+0000) to every value bound
 // from the path, the query string and header parameters, before anything reaches the
-// service. A value is named by its parameter; a query key outside the contract is not echoed.
-func checkParams(op *mcp.Operation, r *http.Request) error {
+// service, checks path UUIDs as strictly as the uuid format checks them in a body (SPEC §9)
+// and refuses a query key outside the contract, as an unknown body field is. A value is
+// named by its parameter; a query key outside the contract is not echoed.
+func checkParams(op *mcp.Operation, uuidParams []string, r *http.Request) error {
 	for _, name := range op.PathParams {
 		if err := schema.CheckText(name, r.PathValue(name)); err != nil {
 			return apierr.FromDecode(err)
+		}
+		if slices.Contains(uuidParams, name) && !schema.IsUUID(r.PathValue(name)) {
+			return apierr.Invalid(name, "is not a valid uuid") // as the uuid format says it in a body
 		}
 	}
 	for key, values := range r.URL.Query() {
@@ -307,6 +332,9 @@ func checkParams(op *mcp.Operation, r *http.Request) error {
 		}
 		if err := schema.CheckText(field, key); err != nil {
 			return apierr.FromDecode(err)
+		}
+		if field == "" { // as an unknown body field is (SPEC §12), without echoing the key
+			return apierr.Invalid("", "unknown query parameter; the operation's parameters are in /openapi.json").WithReason("unknown_field")
 		}
 		for _, v := range values {
 			if err := schema.CheckText(field, v); err != nil {

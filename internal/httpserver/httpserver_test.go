@@ -160,3 +160,34 @@ func TestUndecodableIntegerNamesItsField(t *testing.T) {
 		t.Fatalf("refused claims recorded %d idempotency records (%v)", records, err)
 	}
 }
+
+// A path UUID is checked as strictly as the uuid format checks one in a body (SPEC §9): the
+// other spellings a parser takes ({…}, urn:uuid:, bare hex) are INVALID_ARGUMENT with the
+// parameter's name. A query key the operation does not declare is refused as an unknown body
+// field is, without echoing it.
+func TestPathUUIDsStrictAndUnknownQueryKeysRefused(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", map[string]any{"listed": true})
+	b := e.NewAgent("alpha", "b", nil)
+	a.Prime()
+	sent := a.MustCall("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "dm", "recipient_agent_id": b.ID.String()}, "body_md": "hi", "idempotency_key": "k1"})
+	id := sent["message_id"].(string)
+	if r := a.Call("GET", "/messages/"+id, nil); r.Status != http.StatusOK {
+		t.Fatalf("canonical id: %d %s", r.Status, r.Raw)
+	}
+	for _, spelling := range []string{"urn:uuid:" + id, "%7B" + id + "%7D", strings.ReplaceAll(id, "-", ""), strings.ToUpper(id[:8]) + id[8:] + "0"} {
+		r := a.Call("GET", "/messages/"+spelling, nil)
+		if r.Status != http.StatusBadRequest || r.Code() != "INVALID_ARGUMENT" || r.ErrorField("field") != "message_id" {
+			t.Fatalf("GET /messages/%s: %d %s", spelling, r.Status, r.Raw)
+		}
+	}
+	r := a.Call("GET", "/inbox?ZZMARKERZZ=1", nil)
+	if r.Status != http.StatusBadRequest || r.ErrorField("reason") != "unknown_field" || strings.Contains(string(r.Raw), "ZZMARKERZZ") {
+		t.Fatalf("unknown query key: %d %s", r.Status, r.Raw)
+	}
+	if r := a.Call("GET", "/inbox?filter=all&limit=5", nil); r.Status != http.StatusOK {
+		t.Fatalf("declared query keys: %d %s", r.Status, r.Raw)
+	}
+}

@@ -487,6 +487,11 @@ func fastFormat(f *jsonschema.Format) func([]byte) bool {
 	return func(b []byte) bool { return f.Validate(string(b)) == nil }
 }
 
+// IsUUID reports whether s is a UUID in the form the uuid format accepts (what a path
+// parameter of that format must be too: parsers that also take {…}, urn:uuid: or bare hex
+// would let one ID have several spellings).
+func IsUUID(s string) bool { return fastUUID([]byte(s)) }
+
 // fastUUID: five groups of 8-4-4-4-12 hexadecimal digits joined by hyphens (RFC 4122), what
 // the uuid format accepts.
 func fastUUID(b []byte) bool {
