@@ -4782,6 +4782,20 @@ func (response AdminBoxList200JSONResponse) VisitAdminBoxListResponse(w http.Res
 	return err
 }
 
+type AdminBoxList400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminBoxList400JSONResponse) VisitAdminBoxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminBoxList401JSONResponse struct{ UnauthorizedJSONResponse }
 
 func (response AdminBoxList401JSONResponse) VisitAdminBoxListResponse(w http.ResponseWriter) error {
@@ -4890,6 +4904,20 @@ func (response AdminBoxCreate415JSONResponse) VisitAdminBoxCreateResponse(w http
 	return err
 }
 
+type AdminBoxCreate422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AdminBoxCreate422JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminBoxCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminBoxCreate500JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
@@ -4985,6 +5013,20 @@ func (response AdminBoxUpdate415JSONResponse) VisitAdminBoxUpdateResponse(w http
 	return err
 }
 
+type AdminBoxUpdate422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AdminBoxUpdate422JSONResponse) VisitAdminBoxUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminBoxUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminBoxUpdate500JSONResponse) VisitAdminBoxUpdateResponse(w http.ResponseWriter) error {
@@ -5017,6 +5059,20 @@ func (response AdminAgentList200JSONResponse) VisitAdminAgentListResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentList400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminAgentList400JSONResponse) VisitAdminAgentListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5158,6 +5214,20 @@ func (response AdminAgentCreate415JSONResponse) VisitAdminAgentCreateResponse(w 
 	return err
 }
 
+type AdminAgentCreate422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AdminAgentCreate422JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminAgentCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminAgentCreate500JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
@@ -5254,6 +5324,20 @@ func (response AdminAgentUpdate415JSONResponse) VisitAdminAgentUpdateResponse(w 
 	return err
 }
 
+type AdminAgentUpdate422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AdminAgentUpdate422JSONResponse) VisitAdminAgentUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminAgentUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminAgentUpdate500JSONResponse) VisitAdminAgentUpdateResponse(w http.ResponseWriter) error {
@@ -5287,6 +5371,20 @@ func (response AdminKeyList200JSONResponse) VisitAdminKeyListResponse(w http.Res
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminKeyList400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminKeyList400JSONResponse) VisitAdminKeyListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5411,6 +5509,20 @@ func (response AdminKeyCreate415JSONResponse) VisitAdminKeyCreateResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminKeyCreate422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AdminKeyCreate422JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5561,6 +5673,20 @@ func (response AdminCleanupStatus200JSONResponse) VisitAdminCleanupStatusRespons
 	return err
 }
 
+type AdminCleanupStatus400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminCleanupStatus400JSONResponse) VisitAdminCleanupStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminCleanupStatus401JSONResponse struct{ UnauthorizedJSONResponse }
 
 func (response AdminCleanupStatus401JSONResponse) VisitAdminCleanupStatusResponse(w http.ResponseWriter) error {
@@ -5621,6 +5747,20 @@ func (response AdminHostList200JSONResponse) VisitAdminHostListResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminHostList400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminHostList400JSONResponse) VisitAdminHostListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5762,6 +5902,20 @@ func (response AdminHostCreate415JSONResponse) VisitAdminHostCreateResponse(w ht
 	return err
 }
 
+type AdminHostCreate422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AdminHostCreate422JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminHostCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminHostCreate500JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
@@ -5854,6 +6008,20 @@ func (response AdminHostUpdate415JSONResponse) VisitAdminHostUpdateResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminHostUpdate422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AdminHostUpdate422JSONResponse) VisitAdminHostUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5969,6 +6137,20 @@ func (response AdminRoomList200JSONResponse) VisitAdminRoomListResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomList400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminRoomList400JSONResponse) VisitAdminRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6204,6 +6386,20 @@ func (response AdminRoomSetOwner415JSONResponse) VisitAdminRoomSetOwnerResponse(
 	return err
 }
 
+type AdminRoomSetOwner422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AdminRoomSetOwner422JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminRoomSetOwner500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminRoomSetOwner500JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
@@ -6236,6 +6432,20 @@ func (response AdminSettingsGet200JSONResponse) VisitAdminSettingsGetResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminSettingsGet400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminSettingsGet400JSONResponse) VisitAdminSettingsGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6377,6 +6587,20 @@ func (response AdminSettingsUpdate415JSONResponse) VisitAdminSettingsUpdateRespo
 	return err
 }
 
+type AdminSettingsUpdate422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AdminSettingsUpdate422JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminSettingsUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminSettingsUpdate500JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
@@ -6453,6 +6677,20 @@ func (response AdminTokenCreate415JSONResponse) VisitAdminTokenCreateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenCreate422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AdminTokenCreate422JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7906,6 +8144,20 @@ func (response LimitsGet200JSONResponse) VisitLimitsGetResponse(w http.ResponseW
 	return err
 }
 
+type LimitsGet400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response LimitsGet400JSONResponse) VisitLimitsGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type LimitsGet401JSONResponse struct{ UnauthorizedJSONResponse }
 
 func (response LimitsGet401JSONResponse) VisitLimitsGetResponse(w http.ResponseWriter) error {
@@ -7980,6 +8232,20 @@ func (response MeGet200JSONResponse) VisitMeGetResponse(w http.ResponseWriter) e
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MeGet400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response MeGet400JSONResponse) VisitMeGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8808,6 +9074,20 @@ func (response AgentPrime415JSONResponse) VisitAgentPrimeResponse(w http.Respons
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(415)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AgentPrime422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AgentPrime422JSONResponse) VisitAgentPrimeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12598,243 +12878,244 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37cuM2kyj+Kij99ldjf4eSL3PJxK6vTnl8+aLNeOy1Pdndk8xRILJlISYBBoBsK1Ou2qfZB9snOYUG",
-	"eCclSvJt5vM/iUckgUaju9Hd6MvXji+iWHDgWnV2vnZiKmkEGiT+a+8SuO4Hp1SPzT8Z7+x0YvMPr8Np",
-	"BJ2dDjVvDFjQ8ToS/pwwCUFnR8sJeB3ljyGi5ruRkBHVnZ3OZIJv6mlsvlVaMn7Zubvz7ERnMDJvB6B8",
-	"yWLNhJluj5NkDo8ISaj7NzEAED2mmjBFJpz9OQHCONFjIENx2+t4zeBKGM2EN6K3H4FfmkW/e+N1IsaT",
-	"f27VAq819cdRAVXFRVyMgdD0rVeK9A/I2kiKiFASgVL0El6p3BvrTeCnb6yO8g/i9meYNmzrUNwOrmA6",
-	"c4p/MWjc6fx/GxkFbdinasMNbubZn0glZBUnHG71wMeHZl8lqEkE6Q8josdMEaUl0CjFxp8TkNMMSvty",
-	"p2HrtjffvJ+/eQegNOPUAHXEQg3y33COCrgnPJwSKW5UCpsUIjKQHxyTmDJpgITbOBQBJLiqgznI5uu0",
-	"xWYOxs6d11F6GtqhID4Z/gG+7hQX0rAEQ4W+4NcgFb62Q75eMR7s4Eo8/O+ABXdmTe5BYH4Gn8XMkFzC",
-	"h3dLLXU5Qmq19CMWQp8HcFvPfZvdIVUQEGZeIYxrgVIiY7wRC0E1sJx5NsAv54kMFk2izs6PSHL2782U",
-	"4BjXcAkSKe4nofQnHLwMqHmCcs1rLdDGQukB/r0shhEUA9fPMO0H9VRzBVMUWg1AXMF0dXn0kUVMV6c/",
-	"pZdAFPsLyFpML2EQmtcGAYzoJNQe8UMaxRAQLUjucURv15uEBr7RqYWNcf3uTad2044tscw8Cx1BrY6K",
-	"M/hzAkpX5qxuTP/AiqOUmu2J6FMpmcHKGIi0gzVsnXs6uD/YhYhmYsmJmRWnOQelmOA/AQ2g5nC5kJSr",
-	"WEhNlH3RkPAuuWF6LCaaMI2o2Tvtp6SNfKfwZ/dJirGxnSRdASorQ3HbdUA0HUBb23PPnzuDBRULrgAV",
-	"rg80cJtv/uULroHjnzSOQ+ajHNz4Q5k1fm3J34dSCmmnKuKo/+mXvY/9g8He2T8+Hx9+ujByf//z2fnJ",
-	"2cA96hnhui/4KGT+IwD06eRicHrWPz488Mjp2clR/+Ph4OTzxcHehfnl7OTkeLB3tv9T/xf85+Ev/fP+",
-	"yafB/smno4/9fQS/f3B4fHpycfhp/z/T33ERKFwOb32AAIKHX8nH/nH/YnD4H/uHhweHFo2fhD4SEx48",
-	"DhqPTj5/OhicnA2OTs4+9A8ODj8hEGdUA6LiMZBwtndxOEBMHB6QNQlaTukwhHWE5FwLSS/hiLJwIuHh",
-	"gTm/ODnb+8fh4Giv//Hz2eEO4UKPGb8kN1SRG8m0Bo6AfeZ0osdCsr8eA0d7ny9+QpgMSd+MqYZrkCiE",
-	"fDpRkEB0TVlocPfwAF0YBjrbO+t//M/B5097v+z1P+59+HhY2b/PXE1iI2AhOIaA0QsUbA8OXXaevVJk",
-	"387VNXMbI5ALTQQHq52LGCTOTQLwQypBkbWyxDPKLVWCk0m2mkFkljMwgtqs9C6R7dYe9q9OJtoXVnmj",
-	"QcDMDDQ8lWY6zYwQH9FQgdeJcz997VD/CoIB1fNWfsEiUJpGscGx/Wg4HbgDyZya8w9Hc2gZ803Bn/OV",
-	"a59FNDxPv1Sa6oma99mef3VuX7TnV3KK/5qbOR3Ly9Zev6Iv6QpEqtBnM+x87QA3uvSv9mMzSCiBBtOB",
-	"/feXGgTsBRHjeEovuk2JN6MNmn0qg4GEa4Y6wKKo9iVQvThNFPjhaxUo4IZHg9yzoRAhULSeMmOh7tOQ",
-	"Kj1QAHxRmEKmdNOUjbPFUqBpZazRZfAnRVg3cIkgc+4pZyTlDaYEWekS3LBFNFdhLe99YTdr6TklyH18",
-	"sc/jyaK0Wdr5WcjapzI4yL1e3vr55mB+U52tlYLVvMltxk1wqeF2LpWd2ncvzKu5LZ+39DPzXpkS8vuO",
-	"/2uzT2egcOWLC5G5MjQTUUbSxwzdbRU75nwsbjgR3IddIng4JUwrMqZqTNA5JiQEvTrZ5CzyVqZUhV86",
-	"XmbRJ5DNxtZHphbFEtMQFf9ojy4HCZWSTqtnEI43G97PcdCaCyPG879ulRcyU+I2i8a7JgA/iNsFUWnO",
-	"3JZnVuLXrZPIS55IM9ffKP4VaM34pVr2AC1tukOBl3NcV2R8dcp2cvuDuF1eaucQ3sZfnmGs4MjenMe3",
-	"yTSzFvE4TGrId0UW/SBuH41B26O7HtZ9M9AkzrTV5Wijwh8BhGCtEfTLqVZ+Sq8zsvZ029dR5QO0tho1",
-	"QjlZWCGUE94WAmMlzD/UMyRDI+knY7npa1CYQ08j7f0kFmaSJeUmKiRtLbq4yIWVF4rs1ih363SivHJs",
-	"5mknFA2elpeKbj1FXefwlvqaKDGRPpD+KaFBIEEpNNxPr9+gf+/0+t36LuGC7PcPzoik/BIU3sF9OrcO",
-	"XHTaJmhqvsfdrkFyRG/79svX2/iy+9dWM3pb3avkMZ7D80zUPo6sRmJfUVibMRaR1rWE8NA7Vl7SLPS7",
-	"S/EH8xosJy1aK/RmpddiCW+TFBMNskFVzWMvsw1ysR/243ay42eYLi86MjDn2aV3c+dfzrx7MlttqT1y",
-	"0KbfztqVx5E6TtFdReg4x8A56GVIaGHXQwk4/L4RtjMhooW9w5pdwyCCaOgCr1poTsuqHcyQ4nRgTKAh",
-	"C5mea5v8ZL/4JftglmEnbjjIwUIiMbkRbvNuOw+12YMGF3V2/ezO4hLAOcd1Daq88l61k3gGnsdhLqS+",
-	"FbkLsQf6xCBmGf7KguwqMjJBs9HZhuK268JcMJZPjDC4D/FLLH6NvFwwGK/q/TWANK713DkF7tF0U7kh",
-	"Z+1XMvUvNJyAeiCniLOMalwfKZhzcbO8ege3MfiGOZa+JlkUmadU++MKJuav9UJcAX8cwy+kQwhrKWdJ",
-	"zU0b2Jdy96ZfJlC1E2eIrOVVuBQBRdnw72Nqw3IQKqM0jURZAizkm8mBuZSmd+/7qxMiux/F8V723cLU",
-	"fv+NSE2iFx/KRmrnvSjf7TWCeypZtBShXnFxwwf+GPyrWDA8SpaVyzMge7hLJhw+vTXJ1jHX35a+mShR",
-	"XscXE5ciMHfGffsqXn9EbP5HH+1b2eVgS+U80R1rfEl7mkRC6VJMKIY4K0J5QBi/ZhrjQ5RHhtMk+Lng",
-	"Ppq70HplywE10HLCfZpeohbDEydAbsbAXahPGII0HE8iIaEeSqLHlBN7n7RrwTX/wBWah1JMLseEhqEL",
-	"CI1yIiPn73aBF/OPU3ytz0ei8Y5QpdGPybYVaCzZmyo6UmJKCaSWddNch7msUckYmcShoAEExaSLCDQN",
-	"qKZkjWOYlRGzw6kGtb5DAnHDzTeEaYwSzX05SJ8J89VPFxenvU6FHwuZGZUNP0iGwLH/cXhBNmjMNq63",
-	"NobiFtTGV6er3W1kA6mNr4VR73aJEUiMXxogLyXlWiVhbAaguWI1i2yqDybG58Q8J1SlOOzNktDVQQwh",
-	"WH1+3hhqTLffvquO8lHcgPSpAjKGW3L+0153++27JMwZ98sjhmQnGgLDujZkV5q9uRmb2c0PdmaXP9IE",
-	"APsLBjhgzZnM/sLoe3xcwO6MIPECl5RSdZy1mduDAgApOupY4YNRapcLPEsvd+bG2x2Apiy0dJLGgrc5",
-	"rZPXHy7gDNd/DjzIjiNN5SXoRfwMZRWoNEAKS+MG5ADIRaUpKwyDiQ12tHkYf6DVUxublqVdxVRrkIbY",
-	"/u+vtPvXZvfHL+7/3S9ft7x323f/UofufSqDRSUiiSfDkPkkYBJ8LeSU+FQGPZIP+TLKJuVEDA0v4Znj",
-	"YURlLIUYGfYL2TVwUKpG+D1e2Ny8+LcHCnFrHHHZMLTaOLMM+DoiLEd1VVNl3CZnP1atp80Gijqll/Cg",
-	"3ikk27qbyiwNcK7ORS/BZRO292ilAWFN6DI70cLK9Dr7Bf15ETuyteL9r0rwLK1teacJvV7cbLUfLRpt",
-	"XPau5kJrslXX7ktmY9DrpayzZdG6ulOKBRDFQgP3p22Ce/rZ60lSbB5nVXhKenR5uvnoXMqkfExyayab",
-	"dLA5q1wm4CZnyftjyi9nm2aN1j/mjFya0xCNtICNRiBVvb11P57cWspI11CLqZCy6EQGpavSjggDUBrj",
-	"4qz+kv7A4cb8UaezFOJvcroPC0IXb8PNmza+pkHvKS6wpP4Y3efrlrf1Y73Kk08CXkzzwZiScDonnzmX",
-	"8VxMha6qOuatBXKWfzav42aWJ73nm7Hy/a+Zt44uyrDldjOInK1ev3+J6mhvA84hHD3NjcCKwtczhOeP",
-	"F6SjIwZhoIgWxDLdLqGahEAVZhxVyWS1YP2FA91L29zigLFIaHe2HCY25IPanWWgcYBGcPax9kBGvLlE",
-	"uo6XyyTteJ1yKql7Xk2R7HidQpJpx6vkyHa8Um6n+aaciWq+q0lE7XidYnqt+TaXI9nxmrLvOl45f7GW",
-	"RfPoXPBgdNicu1mIdmPETaSE5R3iXmdkGKregyRGI+ABurmMgCH4qkegd9kjaYKZ+vX1l1qnTlhfRsAM",
-	"jI9sgrw5wcGlA7fy7qRujrrKIEDGk4jyrgQa0GFoZuKwS6yXEfyxcInliWOAXNNwAr364C2q6mw7xekV",
-	"DNArJmHEOETAtbHKzdb1LEPnvQmJK2Hw5W//Uj+PltMBHWmQAwW+4EE+sDS37DTvs0FVwgurkZCkkO5r",
-	"9KIGYt4lOKT1hKLvjkZASnKoyXm92v2411GTy0tQeL/lN/gQSnIIWSPb/TxCaoXTbSykPnLklMknTIA1",
-	"Rqa8CsQNr+XfIxbCnu+DUmdgRlkqoHLV05ELDbVXlFIT86xkKr+tNZXbufWy9TbE6qSROG1OqcpohdRR",
-	"8zsbOp8LZ3gLwYUejDAn36scN8VdcZWpFpKokZND1dB+puKQTpu9VEU//Qy/eeXRhLsUxfmXThJGIIH7",
-	"gPdOXBD35QAvgj1iZzGasV1KPUdOZP1Nd2Gw+UxmhikhpriYpg0/g5ZaaNkhitcUIeNXu2klgBFofwyK",
-	"2LU2bWfJbKHd0ZevP3jv3tRbLuW9nhm9tMDO10HRBIPboyIGxlrHamdjg3w++5iWRfElBMA1o6HyCJbN",
-	"MfsfS3ZNNZCxsFVk5qxh9a2ft9ntnY4FEikEjG9tVl2R9m0jeRdk9lyNqNozdMELlUQE1xzaWKNgwfDK",
-	"ZYWx15mgqbeaa6dQWKhUTKu8mlzsZW7qZnIw3z+44zpHFU/gvj4SYShuCmdZGKI+wjEswOIxZHiFGE00",
-	"1J5h1RDeglNIjanEE7Gkc+LPOy4WUxGj3mKEgTQ2BoeAuAjZXfKHMP/ecdqgFJHV7DSV2t3cMkmc0ZCM",
-	"N2ZxL+eISoGwY9Wuo6SuVKTaZxtOGoMkVr8zyuZEARZ8ElbxLCkwNUWa8sL1t99utze7v/12+8Phl/9V",
-	"K15TmJ5CXyvTUQs9qW9MqD3/6km0y8x+q27eVq9H/avBkGp/7KJ1bgzR6YnktsKbLQmZq87Vhn8rNsDs",
-	"0OgMQG8hdC7pcjcfLRDindWfmbeQZOhGmNFD/CREEAJVkLc6S/Ef5jEJkR8LBf7sdxG9Tb7dJU6GuUfu",
-	"X8njloZ9g8fgzFBfMuuMQoMtZxGJL352omvqtV+atXGMpahxsXMRJzPa1ArpBjiGLbtaPJEm3Bw2udMh",
-	"/cEef821fzKwvssKTZbQ4TZmEtTCkcnm42AAoYKbMUioT4nPObpmjeyqU2ZOqxpW/sB0RNXVDtkiB8ce",
-	"2SYjVGeU0SI88oY4LcYj74nRYqaGu8QNT4pZemTrHUnqI+YLWS4ajJWvS5UAm/fpVBDTSKwPrm7OYKsU",
-	"TgyfbJkmtqSCinUps4LMi31qmXUBMGsFRmmc0urrdih3z19TR3xK/vX85BOxr+fcGe57r3PbvRRd9+Mf",
-	"SvDeGb3JUfnHNJh5gc1XEFGumT/ju9rqD2UHc8g4ZkhFQDnjl6jiWn825QH+S4K23GRs9jQcjchJCNXF",
-	"3osz9domLi2Y5tSQmpO/nHIDezns1W338YMmIcyuzrFKFNoCCb9LlVZriEnzCrnTNSWeMQKQ2Je6kQjs",
-	"jyMhyfH+aZ3/b26UW5aBli+/lZWLTrLG3TLrN9kYi5XQA5smiBV6r1lTrOVxamhafah5lBBGumGI9DBc",
-	"wL+IldYpF5z5NExOsx5xgylCJRAWRRNNhyHMCiafaxBkbyLJBtNBFNxndaegGHqxQKl2LKq+qKeu7tBz",
-	"SkLqJioOOpeFqsM9WnRzTKehoPn9aHvWoDY00GIwG1o+CV1dWFtBu85jaMeREFC/UZQkVcDvCcUKeAtj",
-	"J0slM0OM8aiXQiwXzl1wM+b3zCt3XLCwZcxSR2B1GKnflArkCeHPzaRzu/3gCmWOqu7JebmCbtjaMnRQ",
-	"L37x9mjs3ZYAZ6zuHHiAqQXLVZZLhX1J01Ukm5/Xp74EcjqQE96uvGcqydtetah7itNKpWfbBbYXr+Vw",
-	"vHp/pE0SUdYbmXyjdo2xClTbc9wXYUhjBcXcwQVlZsV5V4UvL7HaOIPKNLaUSyhHJ3WnxmLey0Ia0yr+",
-	"y/LSPscJoSx0B4yeZnJwbENRBIe6vEGyFk1CzWIq9YbZ1G5ANfUwCxBNr/2Pfbz1WN8h5h1Ffseopd/J",
-	"Wrn+uUdq2X6XuH0lEZ2SIRCIYj1dx8F/N6z3e49cZBltmBJOLyFwCeNwDXJKlIHUUisxFIu5jeKGE1/E",
-	"U/OHTZVLfk000k7dTea89lU7iCq8QDcrdumS+APm/a1t9Xrbb98mqXpckJjqsV0QzScZrhUKuLsEPzPk",
-	"LsnjTvgadNdm8tn4BTpU2CSLJGm+uWS7iN7alLrdfGKgyxe0eElSCm22oB24nEM5ZJxi15ga352T1S0O",
-	"3ZKAr7qlzK9WwM4j9Hs9Io5dGBKSntki3kWqI2v2f3iNNwTFAiC0Np3WcsDG/sf+ukeo2wY7X7IB5PPF",
-	"Ufc9cZth6xgQcAHZVCHN1h9OS9scM461IgJ+oSELqLbha/WhLU906tVaO6VgLC0nvp4YdCbXwGQtYAYT",
-	"vs52I3d42Uw+BeFofZVTasaZnHOtoUBgnLh3cwSBrqrcrwHEeozlHLPIk27IrtDxgHUdrSdoqRO+lQFV",
-	"YzDVWEKlg8M8UoSqK3sdZB3UwZwt2CWMu8x+oP6YRBMjt0IljMh32wjB+j0qEUW7Z2nloaXeUD5clW3w",
-	"YtQmYLHGhiuEEj+kLDKyPoCQXbsII8MYISQJixVfiOOIRbzey3o7Zqk7j+g4SKhwkSW3C/PJZ1E3RVuW",
-	"UV6GZw7BLKmNGVX+vjSx5JTRN8JqZd4stSwNQi4ft+aUMg9RuJkpPSOQ8ODIKg+YD82u+5oE4IsAZFuN",
-	"LmnZhpU+dL7/JxoW7sRk3Da1kZQrG9TyorY9gtq2pMaWlEbKxxDtdf9Pkt+f/tkbdL983fTeva6P2cz5",
-	"TKr5BjH9cwLEOl92SUyVwQ8ZUv+KTLhLCqxVrHL1gJ7o4mS5yk7ezPr2+ZpDCxYisxeK2f19S1Eb2/yU",
-	"gROLbSt2uhiGJS5E0+iHysxezSIakbREadKhZDBaIc0nDV+cqUXbt2bfaS1WI7RF+EJ2r/QgdUUtFPV7",
-	"kVa5WmAnVm2YlFS9nVMWxbxV7Xg0YxkXbtxScQUXNO4GImtShPakU5om2V0KDRljv6yXK32+ffv6Xc3W",
-	"5ppjLuETXk4VWy5zF+2PJY2P5T5buOzu0klU7XjFQnW/0eS17WqL1z012KjdxVyweS70YE7cuVuUTYZ2",
-	"uEuz4bkvIpsHLyb6Upg/vzTT8INf/CS88gRR627qM2sZ36vryraAjMOp813R+77tWD1D/Yk8R23Z0obT",
-	"NRxjdbniKZ8s5kMoEsFDXD/E4bSlRu9CC2R2fLTinHrpM2u11dxDp7Jh0KoPsS2AyAECNcBmqXjeBuCH",
-	"mPWQ3KoMsMdlg/wo7GApzfE+JhAi+mD0vqV0Rcu0Lc7ypflrEV3wXg6dVLVLV5iDvpYYEgwuXzqbxoZw",
-	"6kUg3GI6i33FGsw3Y6NfIXyEKeKbZwHRQpC1BOiyjvV+68ftudl8z61YUoYWr1ZWtRJMQkSr9OG0SQaZ",
-	"aUPD8GTU2fm1nZHzxcvFudMwvO97i3tq8HAPqT7XTAO08KRrYQvdAlmrvbvI/Opc6FzF3BXvMuprmBri",
-	"wPqldTXhFmk+kLR6WoggH7NOeZWQ29noMw/l+6I+G9U5i3hO0yIhSGfqfojhm+tnkuxGcz+T2jYmpc3P",
-	"KXlV1DeRrC01oxYtpTQJQxLYTzG4uNz0wxXBd1j0kBk9t83ZwpJfDNknfgUNdkASF2mj6jBf0a31yBwH",
-	"sbAVqx7U92bfXx4p9836i+G2TB+tuM+mGt9bMdgHlhVSqNrw/T3LPWnBeIwLwMj3XWK/yYqvE0WnKq0C",
-	"IgFvmiIhoXU+7RmOeMi1nBZLKuSrpuZK4Rfnrz81nrvH1oxiGeVpat4tysr3q3OnZ8QqCrcFbin9ZtHV",
-	"P4Jh2UhKKa7m2od9ZNUnysJfQjUvhsPeZ6BKFZz2ZGWxuFy683wd8xPclHWJFfXMeyCx9graR6b0EqnQ",
-	"j3znt6re8ZgKw3d3Pzmz7YEZrpxDt6gba7FNWU7TfSDklxMHm1Ga4NKC73Wabo+EiB7+2ifP+E9x95PR",
-	"YF2mJZX+mF03JGzmdcvH7y+2DGfOjVxpVipb9hOpw1O+PdNSvqLZ1QHRgRyGRMSAlXcwICututPYVGqp",
-	"cy33bWpXN6Ar3+Fx3qptk+D0162ach9ZpaHakJyIcRaZPdmqi+WpC12bPcxm3TDFiPkl4PDHlHMIBzl4",
-	"fBovAUkyUHKZOneUWnCAX0MoYlhpTXndL61qkK8X1Dzeu9q11VYHWgKwSgGiJcbIFQ9KXf2rDLIc+VZi",
-	"82ePsT1vDIzkXwIOSXWykOFEKr0E4eaGiNNixsuM465VB8NJcAm6FfVubr+pGypnJy2BExv6PPAFtwXz",
-	"/On8gTZnDKQhilcQUnczZPEvaQWQBYsjwGgE1msVg+wOxS1J6oDs2vQIJ62nr1Ra44vZYGxMCSGUmI/G",
-	"VJEJ1yxEJ3IQMY49+iQLGuq4VsR+yoNbm5vz6wp5nduuoDHr+iKAS+BduNWSdjW1DYqT4PDOTudSw9+3",
-	"EHlNJ0Vu5jfv3/7wbrNVGbHqgZGN8+71+zcPs4bmUyadfXuz3QIazpn8PjzUTuRap9Rj8PX2D+/eV1s/",
-	"3GbR/rEUwcTXZI3plDDXd11uiyPhlgXh6o/KFBYXNfEQeJh7vqZAvH/35qE2o/FMzjBwrzOHGrCRwN+x",
-	"vOAxvT23U3plkErHe0Yc7x4KFfUqQfrn24fBgzHusKTVMb31aoEpi8jth0NAjTaSESHGqTz0vKkGk837",
-	"MJPWqTzpnO1kaKPKs+g4TSpPtuXvtrfePNChUtKScmT2MPM161WLbPksvSqHtvdvXr998/bd4qUKSwd8",
-	"HXPUEW7teVLEsVfSfmoFT0UANFFJkwSvE6P1p36jWtGgMzUhvnFn5510TYxUw6MNykOdn+IC6wHZPiAL",
-	"N43AxLqqc+YPJfgOoTYRET15thagLSe2S5K2IjtEYnkjCIiG2/rs+lHam2Rmt598H5M7e+PxOHUnYyo1",
-	"o2FzyZH7KDzkFuClKC+sMAOieYNPF68Kt4dp7WB7tpsNpMQWjyJrHNPIJ1GS1rfjaqfTS8o40YIoABJS",
-	"jXUesdz7etW4eeq6UK1dxJnLP09LRmB3NUOvadVnqMCfSKan52bixOaMGL8QV1DTL2nvH4efLj6c/Mdg",
-	"7+C4/2lwcfLz4Sfigo3QTtTmO4NDXAmSGVCJR4ubfKy1LfJ7CVzXlpvf4wQfkr3Tvtlbm9brosRzGf6+",
-	"iMBWxRc8zZjFL18pbKtB+qeqBSyovDufbxGSfSFk4JL9SURZaKzjkZBkr28nUj2CV7q2vKPCZs5kYmRF",
-	"Yyd6DCjR9ApLgBTWuetwWDeWeZCMWBwhh3ZyiKn/2HQnK/DrUymZa5WF3cYwxWOXvHvTHTLtakFgwEpg",
-	"b4CIpQ9bH4LpEJKLa7P6vdN+J+1GguWcNnubGKUTA6cx6+x0Xvc2e69t76wxUlQRfESI+fkSUOoZXkMM",
-	"9wMzkXn1g7j9yJTOnZL4wfbmZkmel7POsTYs8tDcMnn5eZAESkQYhgQh7ZnFvdncahowhXDjM6cTPRaS",
-	"/QXYnfKtBXf2R+e2oMMRZeFEQoEnMfY5z42/frn74nXUJIqonHZ2OgZ2CyTqJEZJ+9V+0PliRL5QMxBs",
-	"I2OzzK4PIpi2wC7c0ii2WZZpRnJHA426NIzHNLmh2elcAI3IHv525y24Kfkw8ruiANRyAnePQBd1NGHE",
-	"EIcbg3JHFS02+AMNciljSxHSm80f53+0L/goZPYkeLP1ts0sahJjr5jgGAJGL4xMfAyytbtrfY01hHvn",
-	"1QmMTIK6OgD2tqqetm1+iFU4aAQapGpMJMhe2fggbjGU58sKTAGcDkNDqKirLEz5+cyWZ0b5RvpjZ0Ob",
-	"K4AFER6ZDd7M/+iT0EfYfO7Zs8EZ2BBsSzFYXpwp/HNZztiwOsnssxVPcne6rsAeD0mEGYgNpOh0r8ej",
-	"pMc5ylP9VVkzpp4KsoO9ihinSWI5w7G44VjNkDAXfZCqhDawH+vgYFIAVYSSMVVjo/I10UyqMDy+UM0V",
-	"fu8MJywMultZeXNXpNk9jkPKOer4SbEFW6Gh859iQsxDm9cn5FWvk9R0Tz9aTFznsPJ0AjsHhIskm8Uz",
-	"aVGkxLR63vL7+9R7eGkvRkyq1AhcXuxvfLVhUhJGRR2pSAvpS9iXwMEyYAGa8ZgVZHs5M0Umtu8bszyD",
-	"Wm+zeFhR5/LmvomzYMb5U+lnuXU+McPPYfIXLe3emPYQ6cVLdDOPmFPH8MqE418JB90P325cwXSO/vYz",
-	"TFfS3hZmtIck5mQxDeRssPHdaXkJxbxKT2FF1mxTexsS6kvQan0Bze/cfExDO5Qrjojew5GQRAqN22O9",
-	"qBXlsOc60/zdCC8S0StQ5Hj/lNDgGqRmyrWix97W+CLRQrgUU1QqXVv5ekpdUWd8rEMh6eCzxJmQLvLp",
-	"ToQUhNkKIIebb0Dl+zY0OKHHIFNrK0m3vsdzIM6K2blMtuKG9rkvIUJTsVRULqtdjxHghXsR8xe3lexP",
-	"z06O+h8PByefLw72Lg4PiOAkmlhRkUT/MY3NiVUSo2WmmaUCutJ156CfPcfnjEIJ1wxuSDzBFsy2AGSP",
-	"fHBlX3oLGoUZDp5EICRFEGfIgKR2oKOX71gevNnenv8xBmsd3voAwSNd25xBHFIf8opAXKzruIwQ8UOg",
-	"fBLnlMdyeXuqwSN4Fa88MrKQ2+rxIVXaXRs6cZG1PXTjkj/EMPVKNQiBffvqeVLz4pm6F4tg1nCKe4HY",
-	"HL7vSQE9q2zrGGiIgU4LE9xYqHm+5p+Eeuau5hTCBoGJi/wuHc24snZ+5oadfUKHMIsR1K3tH3qbvc3e",
-	"VudL6gBO/MOLHdvZep5OjzcwzDq4zY69OGwf9Ybukilj8lIbToS1/ZlWthECUWIifSD9U7W0+Nz4ml5t",
-	"zL3XNuTx4E5WM4ltHnmv7Ol1tjbxz7coWBZkiqd2uc5iTCSMF4frA2jHiNpXakU2u4Kp2vhqeyPfbUi4",
-	"FlfWqq71pJ3BtbB0QpgiLML+HBqSbuARNSvdJTgM45dE3zAfyBVAbI1ke5VjZwkGVDd7xs4sJA/HyT/D",
-	"tB88jgu3iTccHp6/1+kRiNpgwlh8K1zzYZurRvvuDJtg2U4/N9wcWq5630TtEuteTjrjDEXAbMWdGtpM",
-	"Cl08X509hbCG7BAL352+bhuczdDV29HOxldXW+Vuw9ULaZaEe66giJubSkBfYBdvA9bOTk6OB3tn+z/1",
-	"fzk8QP+nAh4oz5VKtuWhVVJM0joZ/hDMdaRooDo35QPKRCxtFZxSPX4kMm2UjEJE35kq/+Cc4MiDUMTe",
-	"fTAByslGF3tidllpimkHQ6iUVZ1Bz+egT25cLNJjEfSSCnt687B0MFR+wU+nqf+T8dxz1+SpUuySO459",
-	"pSwrLcO5SRmL2e7GpH7GP+AZay8JkE1kmiz1+3I708DqLsaeSxBQ63KsD1o7BnnpUpgu2TVwG+pgS/Om",
-	"F6HJwGnNwx75d6MOV+qreoQazThECwV/Mdbe2eEv/fP+yafB/smno4/9/YsG0Z5s4BMmGeTZoaHiw9b2",
-	"5t1iEry4rqeT4W0ZJOd1iQx5vMj2R5TtyJCoHrn8Qca1aMPiFVGPqYuq2RDpK4X5iS7mIpfvSNayMCav",
-	"Pp59vUf2sg8UiSi3BvCtsU7QBeu5kHsPZYqXXMEqL0do3JlB2BRmSnzKsTSNj61sk2SEWmGB6Fs91S6k",
-	"Qwg7Ox0RKxLSWIt4QfUsB8fTcXYOiPmhSi6T+DF5+llzHPJBKeO3PX9tfMX/r+IE3SW12d9MKwhtdyTB",
-	"R+xyYlkAmcYxyjBzBY5BwixWaXKLVmkE1/NKkf4Blo42P8cUb7LdRWCy4E6ZzvOMM6+q5pdH4Yl5DtQn",
-	"4IVn7EJtwQANcXZp/RO18TVXDIUFdzPCZiTQyKqeWJ2EiFFzK/WfLi5ON5KO6bsYSGtdr0kSPg6x3iP7",
-	"Y/CvVK7r0itFbJUVTZKdsHykhY3fS2d5lbZmJIK7YL+kOMLawTH2DGc+iynXu4mvwpxezmGBLmLG8R4T",
-	"e4qEQLDA8vqOQe6EX3FzqPYPvPTMxUPdc2ZcDmbD9Ia/hSRckFDwS6j2nSFi5NnckngiL7GJhuvPHoao",
-	"zGf93j+dXAyOTj5/OhicnA2OTs4+9A8ODj/1yIG44QbZWC/eTkk52dv/2Z7M4AsZmJ/Nn8DiuluXFHvJ",
-	"WA/olHFlhH8CGqAbZX5IYwpde+fk3zb+VpQ0c5u1N2SM5OnKtYovdKJntk18rlM9VSnxG0yPcZ0IZlIl",
-	"oputqHs+pttv31UZ66O4AelTBWQMt2kXehd+ZjltTeG3SQJSQjgHFyfraVkPWt98OVnCAVOxUCxpKltK",
-	"hUqh3E0b9v/9t87//Nd//9bJfvnb3z9fHHXfv3r1P//132TNAJKyvnncGpSkxVlFwrC/MMcqWTP7CwZO",
-	"THRqj6oZJa/+o5vfu+4JzlHXhyK8oVPDMoqz0Wj2Cu6+L7Nqu8UHZ1TbIn4rRISaz163wsA1ZSEdhnXn",
-	"YVojp3waJmIMRXb1JMqdi0k5q9lHY1aHq/mCEfREcndmpa8TNabSVvI0At1FnSvLyMxZR7t4KgyVOd1y",
-	"n9rgcqoyN8xvnc3fOvYSk3ICUaynxBY4qsr0/XSgfzxowHlJnD+kRpgtqUlcZ9h75hVIvg82Q8dlRsdG",
-	"Scu2KOMxR/XWg1l3l7QvophK6FIedBXoHaLoNbiGYRX3JIE/JzR0jOZ0wvTZmmMR8yU3eijcMqXVukdQ",
-	"V7thCqqeTMtRbqyce/STcK4zsuc6hNbV4zO8bJBKfY2l8max4jl90AvcOl5c0qVSlHhKQ2wLslN1ZYxH",
-	"yVwVt5o2Y53NmlZKOx2zp4sEnhax9iRumSIIs50yZnlBSojfcQGk5dJGvhuJZ8PvSqc8G6EVkL8vmXAb",
-	"7BjUCsJZuobg1yAVTZTyWm1jT/muQ1hS3FTBn0ShNW4jYdAYXXPWbMGQzojHWbZEyOIbaCYz6cKlOCRq",
-	"iuI0VmOhiYKIcs18F1GVK924USiWuZvYnMp6njHjFhUlCAiWauyRT+gB2Nv/ucZJvJ/DhTlsnpNZegBK",
-	"u+KH/zYB2WoSJO42LybVLR9SnXK1OLGmaI1Qc4/V93Zx9B2pXo7LhTQcW5Abixo4AZPga2E7YNVKnH2q",
-	"oMu4Aq4Y+q/UZGiNYBJR7Rs5YcujYFJ9CGTt//fIAF1Qv/2GAXIh0yBpuI7dMogtT5TU9wpylZ1QoRyK",
-	"210ipC0rPJySNVsNLCnHsr6blLW1gqYqOg6SFZ0Dldgf7fEkR6mfo+Bda6tpuNVECzJieDVfwFfqpv8T",
-	"hUnqp0/+2eykn9Mf/tsSSvtUBo0SydCZIbh4MgyZT3wqgxfx9CzFk2U6x+QJbw+nBYrPCalM/LSTUhsK",
-	"wtGMKk4lg9LIJkMsmQ2JIgjFlBFQuY/d1YTMe3OckWlG6JF9e2lnlbtUiiXrmlkKIBVJNobk3KzhmzAG",
-	"64y8rVojz+AIq8+lG+NqyNkyAs4P204U1KDraaxAKoNGhxOVwbeW3/RiLT6WFLSES8QNzx9Zq8i9r4kC",
-	"1Hwle8KhXrl6pfJQ9MhnnrzmqncFzkuGrdGMXMxuO1W7u8hmkfeoTuiWZVIeI9dhlvDI78aLFvNcjSzB",
-	"YTXuZXwobps9OTqpOSHFjfOn+JQLznwapt1WvLQh4YiF5rSZcAk02E2v92niaUEfSxL24DwtUtwkSW71",
-	"fpa+AfGB6+ZVebTO3LHL67TVERDwI/vN3WJOG/vVt+m6wWU3mUn4EKnpRao8R6mCOYsoFAgtMH9OtFiZ",
-	"MV+sbFD/qjlU8ZjKK0W2er1CDy4raIz4SFqiSHFjM7jG9BrIEIBnsgMDrJhKC6YZvcBFLWJsvb3btqFQ",
-	"uygsGcdOaEmAk4Q/wNfWlLoZG5MLIWkQQnv+1bdhE1VtH+pfoemDGzNQ8Ket8vBDx+tsvV+gsEOChycx",
-	"dpLJmy+7TkF2DcGIifZF9P35h1+snSXl2p5vrIUQgktw4m1ZoeaHlEXNYg2bqSoyiY1wwoZ5Th3yyIQ7",
-	"oYQyriy7jGpkE4JcIhBZ80MaxVbMVVoIrhcCKJObrAbBtY8wf6OiCxFuuwbk0YN5Ul4HUdzZeet10CHf",
-	"2emIMHBcvIBUQQw9nVDD6ZvF2seMbl4k2otEs5qaoQknW2olymLCDfmouUSJa0/HR0L6EDjBlhbVqqRv",
-	"onAS6Oyx/f2yS3mg/rhHPgGgYWi1sSuYkuFEEy5ILFkEQbKGqjzDTXm2acIWuiafisXxCtnB3wflHo5G",
-	"YNMMLELSyPFCfZQINJ1NshE0kuu/j23qhS8hMEYMDTGyxPzpU6xqolagwWN4rvR3DM2XAS5+hiFC9PSf",
-	"ngz7DhEJ+RkMMX5ZqQXehhBdGENzSR4tIuYTxfhlCN0gc/Rg8Z0dkrTnVtY7pseMX3q25Dcmx6p8FoWH",
-	"MrdonqcdaZJ0IvyRcRTCWlKuqG9bCexhtkLXkoFPQyIhBqoTLChsl/xKYW9dpdPMjSRQyzaoTu8gbZUq",
-	"EkwsxUKP7IVKEOr7EGtFokmoWUyl3hgJGXUDqmkWuIW9m81D8jszmtfv6amBRa7tE/Pn72StIW3LI6W0",
-	"LcpzT23Fo2QFEZ1aH0Ianm47iwfrdRyO35wDD74NtdktBWNhOJlmtdFPz8ib7f/dQZGQEJ354Ipx87ar",
-	"x+Pq6nR2Oj8Ot4N3/hZ0t7a2trpv6Paw+95/HXS34c3oHX0/3PS3kKGrenqkLlFLj1xT8eQ2CJno9WjL",
-	"36ZvoPt++GPQfWMm+HG0udndotvD1/6b4C28G3UyBCzzcWuFP7e5icbvdWoo1fYc8kXA+CVm8biq/m5X",
-	"Lmwwy982/ob44C56vPi0sm13GJec7psds7NWyFHEOri9UFx6lglsmtYOqcmM2iEpuLvEJUGZMfNZUH//",
-	"rZOO+FvHK+SI7WDcz0YcUsbXO7llZASFDSTN9yQUl71GSgqQjsBnMTNbl2xgZ6fd9jWS1PYCt/K5nf2M",
-	"wuKxjbkcAHMisu1Rl16MrGFmJAkgZKhpo9G7/mLsvRh7LmSJB4SSg2Mbn4QZwbZZ/aLBlMlbG8MkCKap",
-	"MRF33UPwTt1xB6FGqQggNloC1+TgGM1O6+3SVF6CVtaNnwgCtZv63JMxqk53J/U9czQnb9vRCPa+/AMj",
-	"fAgNBX8gDWMnbb3CdTI1NltB++Qmr1UQX8TTmSrDB0TtN6Y3nGvKg0lsFL23JGJ8om2d0apURsrBo74q",
-	"7h/4vEbMPs9DW4IRWr04GN3bqZ0NWT228zDGwajh7J6xf9sr79/SG/jkZzNCMfsWycmAl4ukl5O4ehKb",
-	"E+Tg2Jx5yvXvc+27lz6NvyapUrOi56wfpxR+Q9goX9fDWLnoEmaacHHTFIRTuHrCjNTcGGOqnCGdeRjw",
-	"K6Znp0Q5Fntm8XQOqseIqHNTNWn9bsteQl+edUDdyqp1npk3zHnetSe5msnZdtuIgsQL6FQKIrgr44KD",
-	"7hLKpzYWNuFX/AR9XU5brXLmEQvhDId79Ei6xbjzGwt2y/DaFPFmn76Euz3fcDe0BY09qRRJGDXjfawo",
-	"uSzjq42v2ODT2My3dxt29May5XuEC951ciDVzROYMlPUgqpFZslKGIEE7oPNr05FxSRWIDWJQZK19PbA",
-	"fOG5UUGu1wuLPZzEEu83LS7MYvoG/auXWq+aUhJiNITtNQjG2Rm0MSRDbwEZkkf3k4ShZIKsuaIhWqMv",
-	"htCLITRNz7WcMKIlUbSYDMU792Z35D4NQ9uiqUdOYuAKHaFYzsF5KZ0t44+FAk6Gtu853nwinGtpgTsn",
-	"cpx/xiMQKsByj24I94v53HX8SWLt7JWnS6H0CpW0kP89W2rYsx3cbbtW26TVBn4424lmsYjmsb3trSl8",
-	"aPsyG7R8E65ETMca5KoQ5RIyXy9Q8zhd9tNUO06nn3OBkws5z+7sCUc2N+xgiZPcCHn17ZRC/k5kk5EQ",
-	"mYAoVgELJtIMVxMl16oCTq67+9xSew0toguRu3pMddEbM6aKiKECeQ02pMN1+/bIzZj5Y2z/K6td4KsC",
-	"xDUU/25K7M1pkJ6kwpew/VJs7/GK7UESNdTcFL0VkyW9/Bu5rM99ERl5u0bVFQT5EC6QWDNKTPSlyL3h",
-	"FILkjWQGe1eox8BkSkAB+CG1fKTSUi6CpxbUQMGfHqnendRYUo6enkX2os0ItSKvuWDLLAZ0qzlIB7qr",
-	"FpQ54eHUyrMcGpvqx6ik3fxC86fd378xX5EDv9lRZEnyxVP0bD1FySip+MgJtvSnVpJt42sS6ZZ3Gdnx",
-	"g2YzyNrh+CEWdExcRJbXjDmRRGTaXO1qqRmdjUAK0foxNpXH9tjhFD1L2VWThDicJiGgGA+SDyltknpn",
-	"bjXPyHvkIKu7EVo5gOKEE4a1jttXpDH7XfUfxY4LFpIqDtlPYjMVQZhtN+VOhVzMchxOXxxLL44lp0si",
-	"GVmXkuPLxeXszIbLhYSIQssLNWaxcj3DbQ1T7INrlUErVEciDMUNiTOfu3ndds9NOD5VG4dT4mKra8Tk",
-	"qu2aH0BAPi+FSYioUVuyvY2xVmG6QS+q07NVncQNT/pRF/csz9rItFiJvd4JjP3HVFpa9IaXDTuyVuDm",
-	"9WyyNCc7H6Xqav+tOV5f7xEb9spFFqpRx7VpV7hvwC2btJe0YsuoGGHY8TpjprSQ0wH2EWIh7mLHNoSo",
-	"V1WEiFwFCYNNWC69w9l9EjCVu/tmewE9J8X70+g46fTz+99l5a1JIKcDOeE7NthZTMKgO3Q9ncxzMdGk",
-	"f6BeAv1flB8rKy2JVRulJ6JxnsqTtUhvVH4OQFMWWjlMydBsMtYWUNrITwVgo43obV9DpNYx8K/cGWyX",
-	"0KKCBJCLQnIg2MqjnntBphIj+SUYUI1QGOunQdI+s1DCStP2B5Q2bp/+mXqif0fOcBTxQY7VLIOtxNIb",
-	"aGTMtmqcD9uaI5mBXdOCBnNg13cxWhhvxIbTki1EbsZU45W1Ob2cxkAyjaGeZT+Yqf+J+RbX38S1uC8v",
-	"bPus77CQdS2rtbdN9uLYZszBrSZrFP81iAJkwVx1OcuWEpJzd8ccm+7+KaK3tlb++kzvbdnTwG0ZC55v",
-	"GLrr3LnzDBmk1RW74T8Guy5p+6Tb0Nnp/Ma75EgC/AVG35BakSPJAjpt8thu1+dOGYQt0imqhOUns13m",
-	"S6VcqXCLtxej5MUoscXzkBySdsYzxeMCykzikPjaqu9e8Yofg2pS/6tNTcq6MGPnqF0SS6FiV2kI7ZI1",
-	"LsiQ+lcjFoaebTociWsamrGxFx+Wf0myntbrReaRBfs7lJZN91ap58hV9lC1ktG+tahotNh8Mqlop5/t",
-	"0ckI7UUgvghElwRqHdqVq6DVJKJ1izTf/p/ccJAoynqk75zazoWNYYRGr8T+L1YOhqk9J2TqrXGmXb1s",
-	"s4N+j7KtKq8Yv17Vn72QpLO4fTJJZ6efLenyV50RDV7k3Yu8c6XykHhSWSPuwz+98YdgvFnWnZa8y7a8",
-	"2xCwGkMi16gxit0FvDPqKN7AZJf5VhmsF3f/aiD4pxB2BteLqGb9ZAT9ZALrON3C2UIr2+oXcfUirlyx",
-	"dx9inYQJZKfaavIqBHo9QznbsyKJC94VOT3tDK7FFdiWFvYiQEy00tRKt9BWi3eRlQiuk2m7RILh2iSp",
-	"KJFs2WoaAorgUdu4P6VQww15kWovUu2fpuD79XKRAXqM0qddkaEjaYQQJ5T740LvdeJTjrcVXNzYeBY7",
-	"rgFIu5y2OGQuHzdXjkgBBgEUusFjs4ZdMmZBADgXKC2kQhNWQkB9DTURkxc44XNrtv5tVzCxOD1trFqE",
-	"Wxy99Ft//v3WLTsuXLaoTjpswG1SqaS+MSAn2V55tqJ4Eknkjyf8ytYhcQKCKmJokggjD+RVIG74LtZI",
-	"ZDS0V53UtUonN2MWAmHcoCeEuqggS5GHt8+/MEltC0EhI6qXzsCzyz6yg9w9KwnidqRGhuxZkniRHc+y",
-	"GcetLeOR8CpuVYMMwVHldcJrExl2djpjreOdjY2t7R96m73N3tbO+833m0hwbohqZWGb5z4UQistaezV",
-	"JshnhSR6uYRRlz1czTtNuzlgQYaGDiOFFg+5YbHFQ3XMvSBinBkYbdFWlJweGQullee8YR5mengJ6NbE",
-	"S/rh9AgOoVx/0/xRSoYiYLbCrgOCmldroDjN+rviQgp963vl/F7hOobWZEvs5KwKr3p3obI8lvywVr+s",
-	"Dnlw7Oqd5PrA+oIb6nAuZBv6godLAdeOoGrwXWhp4aVdzTwsN2krqaDBnBvOtjaqjnV4a8QZq8nZTEJy",
-	"mCxkeueXnKQYVYc9KpS4cUG0hdJhvUK/WLPOL3f/LwAA//8=",
+	"7L35cuM2lyj+Kij95ldtf5eSl16+jl1f3XJ7+aJJu+2x3ZmZm/RVIPLIQkwCDADZVrpcNU8zDzZPcgsH",
+	"4E5KlOStO/4ncYskloOz4yxfO76IYsGBa9XZ+dqJqaQRaJD4r71L4LofnFI9Nv9kvLPTic0/vA6nEXR2",
+	"OtS8MWBBx+tI+GPCJASdHS0n4HWUP4aImu9GQkZUd3Y6kwm+qaex+VZpyfhl5+7OsxOdwci8HYDyJYs1",
+	"E2a6PU6SOTwiJKHu38QsgOgx1YQpMuHsjwkQxokeAxmK217Ha16uhNHM9Ub09iPwS7Ppd2+8TsR48s+t",
+	"2sVrTf1xVABVcRMXYyA0feuVIv0DsjaSIiKURKAUvYRXKvfGetPy0zdWB/kHcfsTTBuOdShuB1cwnTnF",
+	"vxgw7nT+v40MgzbsU7XhBjfz7E+kErIKEw63euDjQ3OuEtQkgvSHEdFjpojSEmiUQuOPCchptkr7cqfh",
+	"6LY337yff3gHoDTj1CzqiIUa5L/hHJXlnvBwSqS4UenapBCRWfnBMYkpk2aRcBuHIoAEVnVrDrL5Om2h",
+	"mVtj587rKD0N7VAQnwx/B193ihtp2ILBQl/wa5AKX9shX68YD3ZwJx7+d8CCO7Mn9yAwP4PPYmZQLqHD",
+	"u6W2uhwitdr6EQuhzwO4rae+ze6QKggIM68QxrVALpER3oiFoBpIzjwb4JfzWAaLJlFn5wdEOfv3Zopw",
+	"jGu4BIkY96NQ+hMOXl6oeYJ8zWvN0MZC6QH+vSyEcSlmXT/BtB/UY80VTJFpNSziCqar86OPLGK6Ov0p",
+	"vQSi2J9A1mJ6CYPQvDYIYEQnofaIH9IohoBoQXKPI3q73sQ08I1O7doY1+/edGoP7dgiy0xZ6BBqdVCc",
+	"wR8TULoyZ/Vg+geWHaXYbCWiT6VkBipjINIO1nB07ung/tYuRDQTSo7NrDjNOSjFBP8RaAA1wuVCUq5i",
+	"ITVR9kWDwrvkhumxmGjCNIJm77SfojbSncKf3ScpxMZ2knQHqKwMxW3XLaJJAG1tz5U/dwYKKhZcASpc",
+	"H2jgDt/8yxdcA8c/aRyHzEc+uPG7Mnv82pK+D6UU0k5VhFH/0897H/sHg72zf34+Pvx0Yfj+/uez85Oz",
+	"gXvUM8x1X/BRyPxHWNCnk4vB6Vn/+PDAI6dnJ0f9j4eDk88XB3sX5pezk5Pjwd7Z/o/9n/Gfhz/3z/sn",
+	"nwb7J5+OPvb3cfn9g8Pj05OLw0/7/5n+jptA5nJ46wMEEDz8Tj72j/sXg8P/2D88PDi0YPwk9JGY8OBx",
+	"wHh08vnTweDkbHB0cvahf3Bw+AkXcUY1ICgeAwhnexeHA4TE4QFZk6DllA5DWMeVnGsh6SUcURZOJDz8",
+	"Ys4vTs72/nk4ONrrf/x8drhDuNBjxi/JDVXkRjKtgePCPnM60WMh2Z+PAaO9zxc/4poMSt+MqYZrkMiE",
+	"fDpRkKzomrLQwO7hF3RhCOhs76z/8T8Hnz/t/bzX/7j34eNh5fw+czWJDYOF4BgCRi+QsT346jJ59kqR",
+	"fTtX18xtjEAuNBEcrHYuYpA4NwnAD6kERdbKHM8ot1QJTibZbgaR2c7AMGqz07uEt1t72L86mWhfWOWN",
+	"BgEzM9DwVJrpNDNMfERDBV4nzv30tUP9KwgGVM/b+QWLQGkaxQbG9qPhdOAEkpGa84WjEVrGfFPwx3zl",
+	"2mcRDc/TL5WmeqLmfbbnX53bF638SqT4L7mZ07G8bO/1O/qS7kCkCn02w87XDnCjS/9iPzaDhBJoMB3Y",
+	"f3+pAcBeEDGOUnrRY0q8GW3A7FMZDCRcM9QBFgW1L4HqxXGiQA9fq4sCbmg0yD0bChECRespMxbqPg2p",
+	"0gMFwBddU8iUbpqycbZYCjStjDW6DPykCOsGLiFkzj3ljKS8wZQAK92CG7YI5upay2dfOM1afE4Rch9f",
+	"7PN4sihulk5+FrD2qQwOcq+Xj36+OZg/VGdrpctqPuQ24yaw1HA7F8tO7bsX5tXckc/b+pl5r4wJ+XPH",
+	"/7U5pzNQuPPFmchcHpqxKMPpY4butoodcz4WN5wI7sMuETycEqYVGVM1JugcExKCXh1vchZ5K1OqQi8d",
+	"L7Pok5XNhtZHphaFEtMQFf9oDy63EiolnVZlEI43e72f46A1FUaM53/dKm9kJsdtZo13TQv8IG4XBKWR",
+	"uS1lVuLXrePIS0qkmftvZP8KtGb8Ui0rQEuH7kDg5RzXFR5fnbId3/4gbpfn2jmAt/GXZxArOLI359Ft",
+	"Ms2sTTwOkRr0XZFEP4jbRyPQ9uCuX+u+GWgSZ9rqcrhRoY8AQrDWCPrlVCs/pdcZWXu67euo8gFaW40a",
+	"oZwsrBDKCW+7AmMlzBfqGZChEfWTsdz0NSDMgacR934UCxPJknwTFZK2Fl1cpMLKC0Vya+S7dTpRXjk2",
+	"87RjigZOy3NFt5+irnN4S31NlJhIH0j/lNAgkKAUGu6n12/Qv3d6/W59l3BB9vsHZ0RSfgkK7+A+nVsH",
+	"LjptEzA13+Nu1wA5ord9++XrbXzZ/WurGbyt7lXyEM/BeSZoH4dXI7KvyKzNGItw61pEeOgTK29pFvjd",
+	"pfiDeQ2W4xatFXqz02uxhLdJiokG2aCq5qGX2Qa52A/7cTve8RNMl2cd2TLn2aV3c+dfzrx7MlttqTNy",
+	"q02/nXUqj8N1nKK7CtNxjoFz0Mug0MKuh9Li8PvGtZ0JES3sHdbsGgYRREMXeNVCc1pW7WAGFacDYwIN",
+	"Wcj0XNvkR/vFz9kHsww7ccNBDhZiicmNcJt323mozRk0uKiz62cni0sLzjmua0Dllc+qHccz63kc4kLs",
+	"W5G6EHqgTwxglqGvLMiuwiMTMBudbShuuy7MBWP5xAiD+xC+xMLX8MsFg/Gq3l+zkMa9njunwD2abio3",
+	"5KzzSqb+mYYTUA/kFHGWUY3rI13mXNgsr97BbQy+IY6lr0kWBeYp1f64Aon5e70QV8Afx/AL6RDCWsxZ",
+	"UnPTZu1LuXvTL5NVtWNnCKzlVbgUAEXe8O9jasNycFVGaRqJMgdYyDeTW+ZSmt69n69OkOx+FMd7OXe7",
+	"pvbnb1hqEr34UDZSO+9F+W6vcbmnkkVLIeoVFzd84I/Bv4oFQ1GyLF+esbKHu2TC4dNbk2wfc/1t6ZuJ",
+	"EuV1fDFxKQJzZ9y3r+L1R8Tmf/TRvpVdDrZUzhPdscaXtKdJJJQuxYRiiLMilAeE8WumMT5EeWQ4TYKf",
+	"C+6juRutV7bcogZaTrhP00vUYnjiBMjNGLgL9QlDkIbiSSQk1K+S6DHlxN4n7drlmn/gDs1DKSaXY0LD",
+	"0AWERjmWkfN3u8CL+eIUX+vzkWi8I1Rp9GNybAUcS86mCo4UmVIEqSXdNNdhLmlUMkYmcShoAEEx6SIC",
+	"TQOqKVnjGGZl2OxwqkGt75BA3HDzDWEao0RzXw7SZ8J89ePFxWmvU6HHQmZG5cAPkiFw7H8eXpANGrON",
+	"662NobgFtfHV6Wp3G9lAauNrYdS7XWIYEuOXZpGXknKtkjA2s6C5bDWLbKoPJsbnxDwnVKUw7M3i0NVB",
+	"DCJYfX7eGGpMt9++q47yUdyA9KkCMoZbcv7jXnf77bskzBnPyyMGZScaAkO6NmRXmrO5GZvZzQ92Zpc/",
+	"0rQA9icMcMAamcz+xOh7fFyA7owg8QKVlFJ1nLWZO4PCAlJw1JHCB6PULhd4ll7uzI23OwBNWWjxJI0F",
+	"byOtk9cfLuAM938OPMjEkabyEvQifoayClQaIF1L4wHkFpCLSlOWGQYTG+xo8zB+R6unNjYtS7uKqdYg",
+	"DbL9319o98/N7g9f3P+7X75uee+27/6lDtz7VAaLckQST4Yh80nAJPhayCnxqQx6JB/yZZRNyokYGlpC",
+	"meNhRGUshRgZ8gvZNXBQqob5PV7Y3Lz4twcKcWsccdkwtNo4s2zxdUhYjuqqpsq4Q85+rFpPmw0YdUov",
+	"4UG9U4i2dTeVWRrgXJ2LXoLLJmzv0UoDwprAZU6ihZXpdfYL+vMidmRrxftfleBZWtvyThN6vbjZaj9a",
+	"NNq47F3NhdZku649l8zGoNdLWWfLgnV1pxQLIIqFBu5P2wT39LPXk6TYPMyq6ynp0eXp5oNzKZPyMdGt",
+	"GW3SwebscpmAm5wl748pv5xtmjVa/5gzcmmkIRppARuNQKp6e+t+PLm1mJHuoRZSIWXRiQxKV6UdEQag",
+	"NMbFWf0l/YHDjfmjTmcpxN/kdB8WhC7ehps3bXxNg95T3GBJ/TG6z9ctb+uHepUnnwS8mOaDMSXhdE4+",
+	"cy7juZgKXVV1zFsL5Cz/ZF7HwyxPes83Y+X7XzNvHV6U15Y7zSBytnr9+SWqo70NOIdw9DQ3AisyX88g",
+	"nj9eEI+OGISBIloQS3S7hGoSAlWYcVRFk9WC9RcOdC8dcwsBY4HQTrYcJjbkg9qd5UXjAI3L2cfaAxny",
+	"5hLpOl4uk7TjdcqppO55NUWy43UKSaYdr5Ij2/FKuZ3mm3ImqvmuJhG143WK6bXm21yOZMdryr7reOX8",
+	"xVoSzYNzQcHooDn3sBDsxoibSAnLO8S9zsgQVL0HSYxGwAN0cxkGQ/BVj0DvskfSBDP1y+svtU6dsL6M",
+	"gBkYH9kEeSPBwaUDt/LupG6OusogQMaTiPKuBBrQYWhm4rBLrJcR/LFwieWJY4Bc03ACvfrgLarqbDvF",
+	"6RUM0CsmYcQ4RMC1scrN0fUsQee9CYkrYfDlb/9SP4+W0wEdaZADBb7gQT6wNLftNO+zQVXCC6uRkKSQ",
+	"7mv0ogZk3iU4pPWEou+ORkBKfKjJeb3a/bjXUZPLS1B4v+U3+BBKfAhJIzv9PEBqmdNtLKQ+cuiU8SdM",
+	"gDVGprwKxA2vpd8jFsKe74NSZ2BGWSqgclXpyIWG2itKqYl5VjKV39aayu3cetl+G2J10kicNlKqMloh",
+	"ddT8zobO58IZ3kJwoQcjzMn3KuKmeCquMtVCHDVyfKga2s9UHNJps5eq6Kef4TevPJpwl6I4/9JJwggk",
+	"cB/w3okL4r4c4EWwR+wsRjO2W6mnyImsv+kuDDafyMwwJcAUN9N04GfQUgstO0TxmiJk/Go3rQQwAu2P",
+	"QRG716bjLJkttDv68vXv3rs39ZZL+axnRi8tcPJ1q2hagzujIgTGWsdqZ2ODfD77mJZF8SUEwDWjofII",
+	"ls0x5x9Ldk01kLGwVWTm7GH1o5932O2djgUUKQSMb21WXZH2bcN5FyT2XI2oWhm64IVKwoJrhDbWKFgw",
+	"vHJZZux1JmjqrebaKRQWKhXTKu8mF3uZm7oZHcz3D+64zmHFE7ivj0QYipuCLAtD1Ec4hgVYOIYMrxCj",
+	"iYZaGVYN4S04hdSYSpSIJZ0Tf95xsZiKGPUWIwyksTE4BMRFyO6S34X5947TBqWIrGanqdTu5pZJ4oyG",
+	"ZLwxi3s5R1S6CDtW7T5K6kqFq3224aQxSGL1O6NsThRgwSdhFc+SAlNTpCnPXH/99XZ7s/vrr7d/P/zy",
+	"v2rZa7qmp9DXynjUQk/qGxNqz796Eu0ys9+qh7fV61H/ajCk2h+7aJ0bg3R6Irmt8GZLQuaqc7Wh34oN",
+	"MDs0OlugtxA4l3S5m48WCPHO6s/M20gydOOa0UP8JEgQAlWQtzpL8R/mMQmRHgsF/ux3Eb1Nvt0ljoe5",
+	"R+5fyeOWhn2Dx+DMYF8y64xCgy1nEYkvfnaia+q1X5q0cYylsHExuYiTGW1qhXQDHMOWXS1KpAk3wiYn",
+	"HdIfrPhrrv2TLeu7rNBkER1uYyZBLRyZbD4OBhAquBmDhPqU+Jyja9bIrjpl5rSqIeUPTEdUXe2QLXJw",
+	"7JFtMkJ1RhktwiNviNNiPPKeGC1maqhL3PCkmKVHtt6RpD5ivpDlosFY+bpUyWLzPp0KYBqR9cHVzRlk",
+	"la4TwydbpoktqaBiXcqsIPNin1piXWCZtQyjNE5p93UnlLvnr6kjPiX/en7yidjXc+4M973Xue1eiq77",
+	"8XcleO+M3uSw/GMazLzA4SuIKNfMn/FdbfWHsoM5ZBwzpCKgnPFLVHGtP5vyAP8lQVtqMjZ7Go5G5CSE",
+	"6mbvxZl6bROXFkxzakjNyV9OuYG9HPTqjvv4QZMQZlfnWCUKbYGE36VKqzXEpHmF3OmaEs8YAUjsS91I",
+	"BPbHkZDkeP+0zv83N8oty0DLl9/KykUnWeNum/WHbIzFSuiBTRPECr3XrCnW8jg1NK0+1DxKCCPdMEQq",
+	"DBfwL2KldcoFZz4NE2nWI24wRagEwqJooukwhFnB5HMNguxNRNlgOoiC+6zuFBRDLxYo1Y5F1Rf11NUJ",
+	"PackpG6i4qBzSag63KNFN8d0GgqaP4+2sga1oYEWg9mr5ZPQ1YW1FbTrPIZ2HAkB9RtZSVIF/J5ArIC3",
+	"MHayVDIzxBhFvRRiuXDugpsxf2ZeueOCXVtGLHUIVgeR+kOprDxB/LmZdO60H1yhzGHVPTkvV9ANW1uG",
+	"btWLX7w9Gnm3RcAZuzsHHmBqwXKV5VJmX9J0Fcnm5/WpL4GcDuSEtyvvmXLytlct6p7itFLu2XaD7dlr",
+	"ORyv3h9pk0SU9UYm36hdY6wC1VaO+yIMaaygmDu4IM+sOO+q68tzrDbOoDKOLeUSyuFJndRYzHtZSGNa",
+	"xX9Z3trnOEGUhe6A0dNMDo5tKIrgUJc3SNaiSahZTKXeMIfaDaimHmYBoum1/7GPtx7rO8S8o8hvGLX0",
+	"G1kr1z/3SC3Z7xJ3riSiUzIEAlGsp+s4+G+G9H7rkYssow1TwuklBC5hHK5BTokyK7XYSgzGYm6juOHE",
+	"F/HU/GFT5ZJfE420U3eTOa991Q6CCi/QzY5duiT+gHl/a1u93vbbt0mqHhckpnpsN0TzSYZrhQLuLsHP",
+	"DLlL8rATvgbdtZl8Nn6BDhU2ySJJmm8u2S6itzalbjefGOjyBS1ckpRCmy1oBy7nUA4Zp9g1psZ353h1",
+	"C6FbYvBVt5T51TLYeYh+ryLi2IUhIeqZI+JdxDqyZv+H13hDUCwAQmvTaS0FbOx/7K97hLpjsPMlB0A+",
+	"Xxx13xN3GLaOAQEXkE0V4my9cFra5pgh1ooA+JmGLKDahq/Vh7Y8kdSrtXZKwVhaTnw9MeBMroHJWsAM",
+	"JHydnUZOeNlMPgXhaH0VKTVDJudca8gQGCfu3RxCoKsq92sAsR5jOccs8qQbsit0PGBdR+sJWkrCtzKg",
+	"agymGkuoJDjMI0WourLXQdZBHcw5gl3CuMvsB+qPSTQxfCtUwrB8d4wQrN+jElG0e5ZWHlrqDWXhqmyD",
+	"F6M2AYs1NlwhlPghZZHh9QGE7NpFGBnCCCFJWKz4QhxFLOL1XtbbMUvdeUTHQYKFi2y5XZhPPou6Kdqy",
+	"DPLyeuYgzJLamFHl70sTS6SMvhFWK/NmqWVpEHJZ3BopZR4iczNTeoYhoeDIKg+YD82p+5oE4IsAZFuN",
+	"LmnZhpU+dL7/JxoWTmIybpvaSMqVDWp5UdseQW1bUmNLSiPlY4j2uv8nye9P/+wNul++bnrvXtfHbOZ8",
+	"JtV8g5j+MQFinS+7JKbKwIcMqX9FJtwlBdYqVrl6QE90cbJcZSdvZn37fM2hBQuR2QvF7P6+JauNbX7K",
+	"wLHFthU7XQzDEheiafRDZWavZhONQFqiNOlQMhitkOaThi/O1KLtW7PvtBarEdoifCG7V3qQuqJ2FfVn",
+	"kVa5WuAkVm2YlFS9nVMWxbxV7Xg0YxsXbtxScQUXNO4GImtShFbSKU2T7C6FhoyxX9bLlT7fvn39ruZo",
+	"c80xl/AJL6eKLZe5i/bHksbHcp8tXHZ36SSqdrRiV3W/0eS17WqL1z010Kg9xVyweS70YE7cuduUTYZ2",
+	"sEuz4bkvIpsHLyb6Upg/vzTj8INf/CS08gRR627qM2sZ36vryraAjMOp813R+77tWD1D/Yk8R23J0obT",
+	"NYixulzxlE4W8yEUkeAhrh/icNpSo3ehBTITH60op577zNptNffQqWwYtOpDbAsgcoBADbBZKsrbAPwQ",
+	"sx6SW5UB9rhs4B+FEyylOd7HBEJEH4zet5SuaIm2hSxfmr4W0QXvReikql26w9zqa5EhgeDypbNpbBCn",
+	"ngXCLaaz2FeswXwzNvoVro8wRXzzLCBaCLKWLLqsY73f+mF7bjbfcyuWlIHFq+VVrRiTENEqfThtkkFm",
+	"2tAwPBl1dn5pZ+R88XJx7jQM7/ve4p4aPNxDqs810wAtPOla2EK3QNZq7y4yvzoXOlcxd8W7jPoapgY5",
+	"sH5pXU24RZoPJK2eFkLIx6xTXkXkdjb6TKF8X9hnozpnIc9pWiQE8UzdDzJ8c/1MktNo7mdS28akdPg5",
+	"Ja8K+iaUtaVm1KKllCZhSAL7KQYXl5t+uCL4DooeEqPnjjnbWPKLQfvEr6DBDkjiIm5UHeYrurUemeIg",
+	"FrZi1YP63uz7ywPlvkl/MdiW8aMV9dlU43srBvvAvEIKVRu+v2epJy0Yj3EBGPm+S+w3WfF1ouhUpVVA",
+	"JOBNUyQktM6nPcMRD7mW02JJhXzV1Fwp/OL89VLjuXtszSiWUJ6m5t2ipHy/OncqI1ZRuO3iltJvFt39",
+	"IxiWjaiUwmqufdhHUn2iLPwlVPNiOOx9BqpUl9MerSwUl0t3nq9jfoKbsi6xop55DyjWXkH7yJReIhX6",
+	"ke/8VtU7HlNh+O7uJ2e2PTDDlXPoFnVjLXYoy2m6DwT8cuJgM0gTWNrle52m2yMhooe/9skT/lPc/WQ4",
+	"WJdpSaU/ZtcNCZt53fLx+4stQ5lzI1ealcqW/UTq4JRvz7SUr2h2dUB0IIchETFg5R0MyEqr7jQ2lVpK",
+	"ruW+Te3qBnDlOzzO27VtEpz+ulVT7iOrNFQbkhMxziJzJlt1sTx1oWuzh9msG6YYMb/EOvwx5RzCQW49",
+	"Po2XWEkyUHKZOneU2uUAv4ZQxLDSnvK6X1rVIF8vqHm8d7V7q60OtMTCKgWIlhgjVzwodfWvMshy6FuJ",
+	"zZ89xva8MTCSf4l1SKqTjQwnUuklEDc3RJwWM15mHHetOhhOgkvQrbB3c/tN3VA5O2kJmNjQ54EvuC2Y",
+	"50/nD7Q5YyANUbwCk7qbwYt/TiuALFgcAUYjsF6rGGR3KG5JUgdk16ZHOG49faXSGl/MBmNjSgihxHw0",
+	"popMuGYhOpGDiHHs0SdZ0FDHtcL2Uxrc2tycX1fI69x2BY1Z1xcBXALvwq2WtKupbVCcBId3djqXGv6x",
+	"hcBrkhS5md+8f/v3d5utyohVBUY2zrvX7988zB6apUw6+/Zmuw00yJn8OTzUSeRap9RD8PX239+9r7Z+",
+	"uM2i/WMpgomvyRrTKWKu77rcFofCLQvC1YvKdC0uauIh4DBXvqaLeP/uzUMdRqNMziBwrzOHGrCRwD+w",
+	"vOAxvT23U3rlJZXEe4Yc7x4KFPUqQfrn24eBgzHusKTVMb31ahdTZpHbDweAGm0kQ0KMU3noeVMNJpv3",
+	"YSatU3nSOdvx0EaVZ9FxmlSe7MjfbW+9eSChUtKScmj2MPM161WLHPksvSoHtvdvXr998/bd4qUKSwK+",
+	"jjjqELdWnhRh7JW0n1rGU2EATVjSxMHr2Gi91G9UKxp0pibAN57sPEnXREg1NNqgPNT5KS6wHpDtA7Jw",
+	"0whMrKs6Z35Xgu8QahMR0ZNnawHacmK7JGkrskMkljeCgGi4rc+uH6W9SWZ2+8n3MbmzNx6PU3cyplIz",
+	"GjaXHLmPwkNuA14K8sIOs0U0H/Dp4lXh9jCtHWzPdnOAlNjiUWSNYxr5JErS+nZc7XR6SRknWhAFQEKq",
+	"sc4jlntfrxo3T10XqrWLOHP553HJMOyuZug1rfoMFfgTyfT03Eyc2JwR4xfiCmr6Je398/DTxYeT/xjs",
+	"HRz3Pw0uTn46/ERcsBHaidp8Z2CIO0E0AypRtLjJx1rbIr+XwHVtufk9TvAh2Tvtm7O1ab0uSjyX4e+L",
+	"CGxVfMHTjFn88pXCthqkf6parAWVd+fzLa5kXwgZuGR/ElEWGut4JCTZ69uJVI/gla4t76iwmTOZGF7R",
+	"2IkeA0o0vcISIIV97joY1o1lHiQjFkfIgZ0cYuo/Nt3JCvz6VErmWmVhtzFM8dgl7950h0y7WhAYsBLY",
+	"GyBi8cPWh2A6hOTi2ux+77TfSbuRYDmnzd4mRunEwGnMOjud173N3mvbO2uMGFVcPgLE/HwJyPUMrSGE",
+	"+4GZyLz6Qdx+ZErnpCR+sL25WeLn5axzrA2LNDS3TF5+HkSBEhKGIcGV9szm3tiZ6wZMV7jxgQa55KA3",
+	"m1vzP/nM6USPhWR/Aja0fNtmnnNbA+KIsnAioUDGGC6dJ+Bfvtx98TpqEkVUTjs7HbNduy9UY4xe94v9",
+	"oPPFSAmhZpyJDabNksE+iGDa4kDglkaxTcxMk5g7GmjUpWE8psmlzk7nAmhE9vC3O2/Bc8xHnt8VeaaW",
+	"E7h7BFSqQyPDuTjcGJA/KiK92fxh/kf7go9CZoXHm623bWZRkxjbywTHEDB6Ydio+Xh7e/7HaBUfuu6A",
+	"j4LsFiesU7MG3e+8Os6UsWpXcMBei9VThE1EsZoNjUCDVI0ZC9krGx/ELcYMfVmBlIDTYWjQG5Wihekl",
+	"n0LzzOjFiBlsoWiTErDywiMTz5v5H30S+gi73H2nxHMGNkLc4hlWP2cK/1yWnjasyjRb9KOi4YT/CkT1",
+	"kKibLbEBgZ1q+KxR9nE0jVQjV9Ywq0ecTO+owtLpxligcSxuONZnJMzFU6RKrk1VwMo+mOZAFaFkTNXY",
+	"KLFNaJbqM4/PvXOl7DvDCQuD7lZWsN2VnXaP45ByjlZLUj7C1pzo/KeYEPPQZioKedXrJFXq048Wkws5",
+	"qDydZMgtwsXGzSKztMxTYiw+b0HxopZlahkvneCISZUaw8vLl42vNlxMwqiowhUxKH0J+zO4tQxYgO4M",
+	"zI6yPa2ZIhPb/45ZSkNVvpmprKgSenPfxFkw8/6p1MfcPp+YTcxhDS9K5BOT+iFimZeojh4xEs5Q2ITj",
+	"Xwnd3Q+1b1zBdI56+RNMV1IuFybPhySBZDMNRGCg8aKEZkj2KlUSFFnjcO14gwJfglbrCyim5+ZjGtqh",
+	"XDVKdNeOhCRSaDxR67au6K491wroH4ZLkohegSLH+6eEBtcgNVOu9z82E8cXiRbC5fSizuv6+Ncj94oq",
+	"7WNJn6Rl0hLCJ93k04medAmz9VMON9+ARvo9K5hCj0GmJmSSFX+PAifOag66hMMiGvS5LyFC+7dU+y9r",
+	"MYCB+oXrK/MXtw0HTs9OjvofDwcnny8O9i4OD4jgJJpYBpMEaTKNPaRVEkpnppmloboKg+egnz2fyFm6",
+	"Eq4Z3JB4gp2ybZ3OHvngqvP0FrR0Mxg8CRtJalXO4BxJiUeHLy9c5PEdoHFIfcirD3Gx/OYyTMQPgfJJ",
+	"nNNSy10IqAaPYMSE8sjIrtwW+Q+p0u5217GLrDulG5f8Loapq62BCezbV8+T0iTP1M1aXGYNpbgXiE21",
+	"/ItrumcVTBgDDTGEbWEcHQs1z03/o1DP3EufrrCBx+ImX8wj66NHYLRz0TcgwxP60lmMS93a/ntvs7fZ",
+	"2+p8SX3niWt9MeUg28/T2RhmDbPUA3NiL77ub0CJuGTKGPHURqRhewimle2lQZSYSB9I/1Qtzac3vqZ3",
+	"SXMjFgxSPbh/2kxi+4/eK1F7na1N/PMtsqMFSempvdWzyBkR48VX/Wz0fTyQV2pF4ryCqdr4apty321I",
+	"uBZX1k9Q61E8g2thsYswRViEjWE0JG3oI2p2uktwGMYvib5hPpArgNia/fbuzM4SDKhu9hCe2ZU8HP3/",
+	"BNN+8Dje7yaKcnB4/t63R0BqAwljw65wr4r91Rot1jPsvmZbTN1wI+pc2ciJ2iXWzZ60ZBqKgNlSTzW4",
+	"mVRYeb4mRbrCGrRDKLyYE9o145thSrRDt42vrg7Q3YarbdPMPPdc8Rs3N5WADtEuXqSsnZ2cHA/2zvZ/",
+	"7P98eIBOYAU8UJ4r621Lmauk8Kn1tPwumOue0oCobsoHZKNYhi04pXr8SJjdyEyFiL4zS+PBKcGhB6EI",
+	"vfsgAmStjfcMiVVoGTCmyAyhUgJ4Bj6fgz65cVFmj4XQS1oG6fXL0mFu+Q0/nUnwF6O579NkoEqxS+7o",
+	"/JWyBLgMvSeFWma7XZMKMf+EZ6wmJYtsQu5kq3951ZwGVkkytmYCs1rXa30E4zHIS5fXd8mugdtwFFuv",
+	"Or12TgZOC4H2yL8bVb1SdNgj1GjtIVpP+IuxRM8Of+6f908+DfZPPh197O9fNMiQ5MyfMCEmT0ENZVC2",
+	"tjfvFhMVxX09nbBoS1M5P1Jk0ONFiDx7IYJkjNqbS8VlXIs2jKEiUzALWDXbSX2lMNXXxcXkUofJWhag",
+	"5tUnUqz3yF72gSIR5dakvzXGE7qiPZfr4SEn8pJrcuXl0JM7Kw37K02JTzlWefKxK3SSOFPLYhB8q6eg",
+	"hnQIYWenI2JFQhprES+oPebW8XT8ILeI+UFoLin/MTnBd0inSD2llPv2VLnxFf+/ijN4l9SWX2BaQWjb",
+	"kwk+YpcTSzhIao68hplLdAwSZhFYk3u4ilm4n1eK9A+wdrv5OaYYcOAuX5MNd8rUkSe3eWVtvzwKJc1z",
+	"JD8BBT1jV3ILAmiIoEwLEKmNr7lqRCy4mxEQJYFGVs3F8kBEjLDghy1PBEG+wf/ajxcXpxv7H/sovHYx",
+	"sNq6oJMqGDjEeo/sj8G/Urm2Z68UsWWONElOwtKRFjYyM53lVdoblQjuwjiT6iRrB8fYtJ/5LKZc7yYO",
+	"GCPznBcGXeWM4y0wNvUJgWCF8/UdA9wJv+JGFPcPvFRSoyrgOSszt2ZD9Ia+hSRckFDwS6g2fiJi5Nmk",
+	"pngiL7GLjV08DUM0HGwUPI2AfDq5GBydfP50MDg5GxydnH3oHxwcfuqRA3HDDbCxYYOdknKyt/+Tlefg",
+	"CxmYn82fwOK626cUeslYD+hpcnW8fwQaoG9ofrBqurr2Hte/bfytyGlSTjZk3FBMlZfVpyrl8Qqxc5fs",
+	"22m6RiKiCNAG5QJGiRnSaEoJ8htIj3GfuMykTEs321H3fEy3376rEtZHcQPSpwrIGG7J+Y973e2375LA",
+	"Qktpawq/TTLfEsQ5uDhZT+vq0Pru58kWDpiKhWJJV+dSDl66yl1iNEUjOP7xa+d//uu/f+1kv/ztH58v",
+	"jrrvX736n//6b7JmFpKSvnnceilJj8EKh2F/YnJfsmf2Jwwcm+jUiqoZNef+o5s/u+4JzlHXCCa8oVND",
+	"Moqz0Wj2Du6+LxNuu8UHZ1TbKpor6Hbms9etIHBNWUiHYZ08TItUlaVhwsaQZVclUU4uJvXkZovGrBBe",
+	"80Ur6InkTmalrxM1ptKW0jUM3eUTKEvIzNlUuygVhspIt9ynNm2Aqszl82tn89eOvcylnEAU6ymxFcaq",
+	"PH0/HeifD5pKUGLnD6kRZltqYtcZ9J55PZ/vg8zQSZrhsVHSsiPKaMxhvfWW1l2Q7YsophK6lAddBXqH",
+	"KHoNrmNfxRVK4I8JDR2hOZ0wfbbmSMR8yY0eCrdMabXuEdTVbpiCqtfUUpQbK+eK/SScm47suRa9dQUx",
+	"DS0boFJfY63KWaR4Th/0VrqOFpd0xBQ5ntIQ244IVF0Z41EyV0axps9fZ7Oml9lOx5zpIsG+Rag9iTOn",
+	"uITZrhyzvSBFxJdyYiUH0HfD8WwYYknKsxFaAfm7mQm3oaJBLSOcpWsIfg1S0UQpr9U29pTvWvQl1YUV",
+	"/EEUWuM2vAeN0TVnzRYM6Qx5nGVLhCy+gWYyky5sjEOipihOYzUWmiiIKNfMd5FludqpG4VqtbuJzams",
+	"vxozsFFRgoBgrdQe+YQegL39n2pcy/s5WBhh85zM0gNQ2lUf/bcJyFaTIHK3eTEpL/uQ6pQrhotFfWuY",
+	"mnusvrdLqu9I9XJULqSh2ALfWNTACZgEXwvbgq6W4+xTBV3GFXDF0H+lJkNrBJOIat/wCVuXB4sshEDW",
+	"/n+PDNAF9euvGPUXMg2ShuvYrobYalpJBbsgV4gMFcqhuN0lQtq63sMpWbP17pI6QOu7SV1py2iqrOMg",
+	"2dE5UIkNCh+Pc5QaqgretbaahltNtCAjhmEABXilbvo/kJmkfvrkn81O+ojxxHmyVVNF+ttiSvtUBo0c",
+	"yeCZQbh4MgyZT3wqgxf29CzZkyU6R+QJbQ+nBYzPMamM/bTjUhsKwtGM8mElg9LwJoMsmQ2JLAjZlGFQ",
+	"uY/d1YTMe3OckWlG6JF9e2lnlbuUiyX7mlnkIWVJNl7l3OzhmzAG64y8rVojz8AIiyWmB+NKHtoCEc4P",
+	"244V1IDraaxAKoNGhxOVwbeWHfZiLT4WF7SIS8QNz4usVfje10QBar6SPeFQr1y9UvlV9MhnnrzmCsAF",
+	"zkuGvQkNX8xuO1W7u8hmlveoTuiWBXAeI4FjFvPIn8aLFvNcjSzBYTXqZXwobps9OTopDSLFjfOn+JQL",
+	"znwapu2OvLQj6IiFRtpMuAQa7KbX+zTxtKCPJQl7cJ4WKW6SZL96P0vfLPGBSy9WabTO3LHb67TVEXDh",
+	"R/abu8WcNvarb9N1g9tuMpPwIWLTC1d5jlwFEzGRKRBaIP4ca7E8Yz5b2aD+VXOo4jGVV4ps9XqFJniW",
+	"0Rj2kfQkkuLGpqWN6TWQIQDPeAcGWDGVlsIzeoGLWsQ4fnu3bUOhdpFZMo6tCJMAJwm/g6+tKXUzNiYX",
+	"rqSBCe35V9+GTVS1fah/haYPHsxAwR+2RsbfO15n6/0CZTESODyJsZNM3nzZdQqyaxBGTLQvou/PP/xi",
+	"7SzJ1/Z8Yy2EEFyCY2/LMjU/pCxqZmvYzViRSWyYE3asdOqQRybcMSXkcWXeZVQjm3zkko7Imh/SKLZs",
+	"rtLDc70QQJncZDUwrn1c8zfKuhDgtslFHjyYk+V1EMSdnbdeBx3ynZ2OCANHxQtwFYTQ0zE1nL6ZrX3M",
+	"8OaFo71wNKupGZxwvKWWoyzG3JCOmku1uP6QfCSkD4FjbGlJskqqKDIngc4e22Azu5QH6o975BMAGoZW",
+	"G7uCKRlONOGCxJJFECR7qPIzPJRnm8VsV9fkU7EwflwK/j6Q/XA0ApuZYGGYBpsX6sREoOlsLI+gEcP/",
+	"fWyzNXwJgbF7aIjBKOZPn2J1F7UC2h7Dc0XZY2i+P3AhNwwBoqcvmLs45vYd7BKMNUBl/LJSS74N7rpg",
+	"ieZqRlpEzCeK8csQukHmTsK6RTsk6cKvrA9Ojxm/9GzJeEzcVflcDQ85e9EJkDZcSpKW8EfGkdVrSbmi",
+	"vm1gsYc5EV2LOT4NiYQYqE6goLAr+iuFLbSVTvNDknAw24c+vem0NcFIMLFIDj2yFypBqO9DrBWJJqFm",
+	"MZV6YyRk1A2opll4GLZoNw/Jb8zod7+lsgmLpNsn5s/fyFpDcphHSslhlOee2mJRyQ4iOrWeijQIfiiC",
+	"6SAK1uuYAn5zDjz4NpRztxWMuOFkmtXWPz0jb7b/dwe5SIJ05oMrxs3brpSRK0nU2en8MNwO3vlb0N3a",
+	"2trqvqHbw+57/3XQ3YY3o3f0/XDT30KCrloDkbpEWyCyaDlI7pyQiF6Ptvxt+ga674c/BN03ZoIfRpub",
+	"3S26PXztvwnewrtRJwPAMh+3Nityh5vYFV6nBlNtSy1fBIxfYq6Q6wrhTuXChsz8beNvCA/uYtSLTyvH",
+	"dofRz+m52TE7a4VMSKxw3AvFpWeJwCaD7ZCa/Ksdki53l7hUKzNmPtfqH7920hF/7XiFTLQdjC7aiEPK",
+	"+Hont40MobB9q/mehOKy14hJAeIR+Cxm5uiSA+zstDu+RpTaXuDuP3eyn5FZPLbJmFvAnLhvK+rS65c1",
+	"zL8kAYQM9Xk0rddfTMoXk9IFRvGAUHJwbKOgMO8YMW3hkM3krY1hEmrT1A6Lu+4zeHPvqINQo1QEEBst",
+	"gWtycIzGrfWpaSovQSt7WZAwArWbevaTMaqufcf1PSOak7ftaAQbwv6OcUSEhoI/kIaxk7bu4TqZGpv1",
+	"oElzk9cqiC/i6UyV4QOC9hvTG8415cEkNoreWxIxPtG2qmuVKyPmoKivsvsHltcI2ecptCUYptWLg9G9",
+	"Se1syKrYzq8xDkYNsnvG+W2vfH5LH+CTy2Zcxey7KscDXq6rXiRxVRIbCXJwbGSecl0jXRv8paXx1yQh",
+	"a1aMnnX9lIJ8CBvlq4cYKxcdz0wTLm6aQn0KF1yY95obY0yVM6QzDwN+xfTsxCtHYs8sas+t6jHi9txU",
+	"TVq/O7KXAJtnHba3smqdJ+YNI8+7VpKrmZRtj40oSLyATqUggrtiMTjoLqF8aiNuE3rFT9DX5bTVKmUe",
+	"sRDOcLhHj9dbjDq/sZC6DK5NcXX26UtQ3fMNqkNb0NiTSpGEUDPax2qXyxK+2viKDWKNzXx7t2FHb6z4",
+	"vke44F3HB1LdPFlTZorapWqRWbISRiCB+2CzuFNWMYkVSE1ikGQtvT0wX3huVJDr9cxiDyexyPtNswuz",
+	"mb4B/+pV6qumlIQYDWF7DYLRfAZsDNHQW4CH5MH9JMEuGSNrrpuI1uiLIfRiCE1TuZZjRrTEihbjoXhN",
+	"3+yO3KdhaBti9chJDFyhIxSLRjgvpbNl/LFQwMnQdtvHm09c51paRs+xHOef8QiECrCopBvC/WI+d/2V",
+	"kog+e+XpEjW9Qr0upH/PlkH2SMiuwbX7tU1+bXiJs51oFvFoHtvb3pryiravtwHLN+FKxKSvQa7WUS7t",
+	"8/UC9ZjTbT9NJeZ0+jkXOLnA9uzOnnAkc0MOFjnJjZBX33uZ5u+Eoxm+krGVYoWyYCLNcDURfK2q8yTN",
+	"xduUAWxoTF6IKtZjqos+nDFVRAwVyGuwgSCux7xHbsbMH2MHaanI6dnJUf/j4eDk88XB3sXhQZXtuDb2",
+	"3035vzlt+ZM0/RK0XwoBPl4hQEhijZpb8bciMie5mr0sfe6LyHDpNaquIMgHfoHEelZioi9F7g2nRiRv",
+	"JDPYG0Y9BiZTBArAD6mlI5WWmRE8tbsGCv7wSPXGpcb+cvj0LDIrbbaqZXnNxWRmEaDbzUE60F212M0J",
+	"D6eWn+XA2FTbxhlbC85/br/65krbuOU3u5csSr74l56tfykZJWUfOcaW/tSKs218TeLj8o4mO37QbDxZ",
+	"6x0/xGKTiWPJ0poxQpI4TptHXi2Do7MRSCGTwEzoGp+HU/RHZRdUEuJwmgSOYhRJPhC1ieudud08I5+T",
+	"W1ndPdLKYRcnnDCsw9y+Wo4576rXKXZUsBBXccB+EkuruITZ1lZOKuQineNw+uKOejHenC6JaGQdUY4u",
+	"F+ezM5tiFzIvCu041JjFyvV1t/VVsfGwVQYtUx2JMBQ3JM489eZ12644ofhUbRxOiYvIrmGTq7bUfgAG",
+	"+bwUJiGiRm3JNpPGOorpAb2oTs9WdRI3PGkAXjyzPGkj0WKV+HrXMXZUU2nZ0xteNuzIWoGa17PJ0nzx",
+	"fGyrq0u45mh9vUdssCwXWYBHHdWmfe6+AWdu0mbTsi2jYoRhx+uMmdJCTgfY44iFeIod26yiXlURInLV",
+	"LQw0YbmkEGf3ScA08+6b7QX0nBTuT6PjpNPP7+iXld4mgZwO5ITv2BBpMQmD7tD1mzLPxUST/oF6SQ94",
+	"UX4sr7QoVu1Mn7DGeSpP1pO+Ufk5AE1ZaPkwJUNzyFj3QGnDPxWAjVGit30NkVrHcMFy17JdQosKEkAu",
+	"dsktwVZF9dwLMuUYyS/BgGpchbF+GjjtMwtArHTJf0Bu487pr9SE/jtyhiOLD3KkZglsJZLeQCNjtlXj",
+	"fNjWHMkM7Jr2OJg5u76LMcZ4IzaclmwhcjOmGi+6jfRyGgPJNIZ6kv1gpv4L0y3uv4lq8VxeyPZZ32Eh",
+	"6VpSa2+b7MWxzbODW03WKP5rEAVIgrnKd5YsJSRyd8eITXf/FNFbW8d/fab3tuxp4LZeBs83M9117tx5",
+	"hgziqq1S/KzJdUnbJz2Gzk7nV94lRxLgTzD6htSKHEkW0GmTx3a7PuPKAGyRLlYlKD+Z7TKfK+XKmFu4",
+	"vRglL0aJLeyH6JC0Wp7JHhdQZhKHxNdWPQGLV/wYVJP6X21CU9YhGrta7ZJYChW7kkZol6xxQYbUvxqx",
+	"MPRsQ+RIXNPQjI19ArFoTJIrtV7PMo/ssr9Dbtl0b5V6jlw9EFXLGe1bi7JGC80n44p2+tkenQzRXhji",
+	"C0N0qaPWoV25ClqNI1q3SPPt/8kNB4msrEf6zqntXNgYRmj0SuxNY/lgmNpzQqbeGmfa1fM2O+j3yNuq",
+	"/Irx61X92QtxOgvbJ+N0dvrZnC5/1RnR4IXfvfA7V2APkSflNeI+/NMbvwvGm3ndacm7bIvCDQFrOCR8",
+	"jRqj2F3AO6OO4g1MdplvlcF6dvevZgV/CWZnYL2IatZPRtBPxrCO0yOczbSyo35hVy/syhWi9yHWSZhA",
+	"JtVW41ch0OsZytmeZUlc8K7I6WlncC2uwLbbsBcBYqKVppa7hbaSvYusxOU6nrZLJBiqTVKREs6W7aYh",
+	"oAgetcX8UzI1PJAXrvbC1f4yxeivl4sM0GPkPu1KEx1Jw4Q4odwfF/rCE59yvK3g4sbGs9hxzYK0y2mL",
+	"Q+ayeHNFjBRgEEChUz02ktglYxYEgHOB0kIqNGElBNTXUBMxeYETPrdG8N923RML09PGWkd4xNFLL/jn",
+	"3wvekuPCxY7quMMG3Cb1TeqbFnKSnZVn65AnkUT+eMKvbPUSxyCoIgYniTD8QF4F4obvYmVFRkN71Uld",
+	"G3dyM2YhEMYNeEKoiwqyGHl4+/zLmdS2NxQyonrpDDy77SM7yN2z4iDuRGp4yJ5FiRfe8Sy7ftza4h8J",
+	"reJRNfAQHFVeJ7Q2kWFnpzPWOt7Z2Nja/ntvs7fZ29p5v/l+ExHODVGtR2zz3IdCaKUljb3aBPms/EQv",
+	"lzDqsoereadpDwgs49DQyqTQGCI3LDaGqI65F0SMM7NGW+oVOadHxkJp5TlvmIeZHl6ydGviJb16egSH",
+	"UK73al6UkqEImK3L6xZBzas1qzjNes/iRgo99Xvl/F7hupnWZEvs5KwKr3p3obI8lvywVr+sDnlw7Kqk",
+	"5HrU+oIb7HAuZBv6gsKlAGuHUDXwLjTC8NKOax4WqbT1V9Bgzg1n2y5Vxzq8NeyM1eRsJiE5TBYyvfNb",
+	"TlKMqsMeFQrjuCDaQsGxXqGXrdnnl7v/FwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -27,9 +27,6 @@ import (
 	"github.com/agentbox/agentbox/spec"
 )
 
-// maxJSONBody bounds any JSON request body; product limits are smaller and enforced by the service.
-const maxJSONBody = 1 << 20
-
 // Config wires the server.
 type Config struct {
 	Service api.StrictServerInterface
@@ -246,13 +243,13 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 			return
 		}
 		if json && op.Body != nil { // other declared media types (uploads) are read by their handler
-			raw, err := io.ReadAll(io.LimitReader(r.Body, maxJSONBody+1))
+			raw, err := io.ReadAll(io.LimitReader(r.Body, schema.MaxRequestBytes+1))
 			if err != nil {
 				WriteError(w, apierr.Invalid("", "the request body could not be read"))
 				return
 			}
-			if len(raw) > maxJSONBody {
-				WriteError(w, apierr.TooLarge("", "request_too_large", maxJSONBody))
+			if len(raw) > schema.MaxRequestBytes {
+				WriteError(w, apierr.TooLarge("", "request_too_large", schema.MaxRequestBytes))
 				return
 			}
 			if len(bytes.TrimSpace(raw)) == 0 {

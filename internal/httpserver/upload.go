@@ -13,6 +13,7 @@ import (
 	"github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/schema"
 	"github.com/agentbox/agentbox/internal/upload"
 )
 
@@ -124,12 +125,12 @@ func readParts(r *http.Request, op *mcp.Operation, slot *upload.Slot, lim upload
 					return nil, nil, apierr.Invalid(inputPart, "the input part must be application/json")
 				}
 			}
-			raw, err := io.ReadAll(io.LimitReader(part, maxJSONBody+1))
+			raw, err := io.ReadAll(io.LimitReader(part, schema.MaxRequestBytes+1))
 			if err != nil {
 				return nil, nil, err
 			}
-			if len(raw) > maxJSONBody {
-				return nil, nil, apierr.TooLarge(inputPart, "request_too_large", maxJSONBody)
+			if len(raw) > schema.MaxRequestBytes {
+				return nil, nil, apierr.TooLarge(inputPart, "request_too_large", schema.MaxRequestBytes)
 			}
 			if len(bytes.TrimSpace(raw)) == 0 {
 				raw = []byte("{}")

@@ -10,6 +10,11 @@ import (
 	"unicode/utf8"
 )
 
+// MaxRequestBytes bounds any JSON request body the server decodes over HTTP (fixed, not a
+// setting; published in limits.semantics): product limits are smaller and enforced by the
+// service, this bound keeps a body from being read without end.
+const MaxRequestBytes = 1 << 20
+
 // Errors returned (wrapped) by DecodeStrict and CheckText. Test with errors.Is. None of
 // them carries any part of the input; at most a byte offset and a field path.
 var (

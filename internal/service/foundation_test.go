@@ -501,8 +501,13 @@ func TestSettingsAndLimits(t *testing.T) {
 	if lim["settings_revision"] != "2" || lim["values"].(map[string]any)["lease_default_seconds"] != float64(120) {
 		t.Fatalf("limits: %v", lim)
 	}
-	if sem := lim["semantics"].(map[string]any); sem["duplicate_rule"] == nil || sem["retention_rule"] == nil {
+	if sem := lim["semantics"].(map[string]any); sem["duplicate_rule"] == nil || sem["retention_rule"] == nil ||
+		!strings.Contains(fmt.Sprint(sem["request_max_bytes"]), "1048576 bytes") { // the fixed request bound is published too
 		t.Fatalf("semantics: %v", sem)
+	}
+	over := `{"idempotency_key":"big","checkpoint":{"x":"` + strings.Repeat("a", 1<<20) + `"},"expected_revision":"0"}`
+	if r := a.Call("PUT", "/checkpoint", over); r.Status != 422 || r.ErrorField("reason") != "request_too_large" || !strings.Contains(string(r.Raw), `"limit":1048576`) {
+		t.Fatalf("a body over the published request bound: %d %.300s", r.Status, r.Raw)
 	}
 	r := e.Do("PATCH", "/admin/api/v1/boxes/alpha/settings", testenv.AdminToken, map[string]any{"expected_revision": "1", "settings": map[string]any{"ack_batch_max": 10}}, nil)
 	if r.Code() != "REVISION_CONFLICT" || r.ErrorField("current_revision") != "2" {
