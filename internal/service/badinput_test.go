@@ -97,6 +97,9 @@ func fillPath(op *genmcp.Operation, box, target, value string) string {
 	p := op.Path
 	for _, name := range op.PathParams {
 		v := "x"
+		if strings.HasSuffix(name, "_id") { // a path UUID is checked first (SPEC §9): the others must be well formed
+			v = "00000000-0000-4000-8000-000000000000"
+		}
 		switch {
 		case name == target:
 			v = value
