@@ -97,13 +97,8 @@ func TestMetricsTokenWhenConfigured(t *testing.T) {
 // /readyz still answer it.
 func TestHeadRunsNoOperation(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t)
-	e.Box("alpha")
-	a := e.NewAgent("alpha", "a", map[string]any{"listed": true})
-	b := e.NewAgent("alpha", "b", nil)
-	a.Prime()
+	e, _, b, _ := dmWorld(t)
 	b.Prime()
-	a.MustCall("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "dm", "recipient_agent_id": b.ID.String()}, "body_md": "hi", "idempotency_key": "k1"})
 	var receipts int
 	count := func() int {
 		if err := e.Store.Pool().QueryRow(t.Context(), `SELECT count(*) FROM receipts`).Scan(&receipts); err != nil {
@@ -167,13 +162,7 @@ func TestUndecodableIntegerNamesItsField(t *testing.T) {
 // field is, without echoing it.
 func TestPathUUIDsStrictAndUnknownQueryKeysRefused(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t)
-	e.Box("alpha")
-	a := e.NewAgent("alpha", "a", map[string]any{"listed": true})
-	b := e.NewAgent("alpha", "b", nil)
-	a.Prime()
-	sent := a.MustCall("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "dm", "recipient_agent_id": b.ID.String()}, "body_md": "hi", "idempotency_key": "k1"})
-	id := sent["message_id"].(string)
+	_, a, _, id := dmWorld(t)
 	if r := a.Call("GET", "/messages/"+id, nil); r.Status != http.StatusOK {
 		t.Fatalf("canonical id: %d %s", r.Status, r.Raw)
 	}
@@ -190,4 +179,15 @@ func TestPathUUIDsStrictAndUnknownQueryKeysRefused(t *testing.T) {
 	if r := a.Call("GET", "/inbox?filter=all&limit=5", nil); r.Status != http.StatusOK {
 		t.Fatalf("declared query keys: %d %s", r.Status, r.Raw)
 	}
+}
+
+// dmWorld is a box whose primed agent a has sent one DM (message id) to agent b.
+func dmWorld(t *testing.T) (e *testenv.Env, a, b *testenv.Agent, id string) {
+	e = testenv.New(t)
+	e.Box("alpha")
+	a = e.NewAgent("alpha", "a", map[string]any{"listed": true})
+	b = e.NewAgent("alpha", "b", nil)
+	a.Prime()
+	sent := a.MustCall("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "dm", "recipient_agent_id": b.ID.String()}, "body_md": "hi", "idempotency_key": "k1"})
+	return e, a, b, sent["message_id"].(string)
 }
