@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/agentbox/agentbox/gen/api"
 )
@@ -183,10 +184,14 @@ func Unavailable() *Error {
 }
 
 // UnsupportedMediaType refuses a request body whose Content-Type the operation does not
-// declare in the contract: 415, INVALID_ARGUMENT with reason unsupported_media_type.
-func UnsupportedMediaType() *Error {
+// declare in the contract: 415, INVALID_ARGUMENT with reason unsupported_media_type; the
+// suggestion names the media types it does declare (accepted; JSON when none is given).
+func UnsupportedMediaType(accepted ...string) *Error {
+	if len(accepted) == 0 {
+		accepted = []string{"application/json"}
+	}
 	e := New(InvalidArgument, "the request's Content-Type is not one this operation accepts").
-		WithReason("unsupported_media_type").WithSuggestion("send the body as application/json")
+		WithReason("unsupported_media_type").WithSuggestion("send the body as " + strings.Join(accepted, " or "))
 	e.status = http.StatusUnsupportedMediaType
 	return e
 }

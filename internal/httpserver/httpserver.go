@@ -280,11 +280,11 @@ func bodyMediaType(op *mcp.Operation, r *http.Request) (json bool, err error) {
 	}
 	mt, params, perr := mime.ParseMediaType(ct)
 	if perr != nil || !slices.Contains(op.MediaTypes, mt) {
-		return false, apierr.UnsupportedMediaType()
+		return false, apierr.UnsupportedMediaType(op.MediaTypes...)
 	}
 	isJSON := mt == "application/json" || strings.HasSuffix(mt, "+json")
 	if cs, ok := params["charset"]; ok && isJSON && !strings.EqualFold(cs, "utf-8") {
-		return false, apierr.UnsupportedMediaType() // JSON is UTF-8 (RFC 8259)
+		return false, apierr.UnsupportedMediaType(op.MediaTypes...) // JSON is UTF-8 (RFC 8259)
 	}
 	return isJSON, nil
 }

@@ -221,6 +221,11 @@ func TestBadInputTable(t *testing.T) {
 		check(fmt.Sprintf("HTTP %s malformed JSON", op.OperationID), r, 400, "INVALID_ARGUMENT", "", "")
 		r = raw(t, e, op.Method, fillPath(op, "alpha", "", ""), bearer, "text/plain", []byte(`{"a":"`+marker+`"}`), nil)
 		check(fmt.Sprintf("HTTP %s text/plain", op.OperationID), r, 415, "INVALID_ARGUMENT", "unsupported_media_type", "")
+		for _, mt := range op.MediaTypes { // the suggestion names every media type the operation declares
+			if !strings.Contains(r.ErrorField("suggested_action"), mt) {
+				t.Errorf("HTTP %s text/plain: the suggestion %q does not name %s", op.OperationID, r.ErrorField("suggested_action"), mt)
+			}
+		}
 	}
 
 	// Nested values and keys, where payloads and documents keep their own rules.
