@@ -912,10 +912,10 @@ type InboxClaimInput struct {
 	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// LeaseSeconds Lease length, clamped to lease_max_seconds; default lease_default_seconds.
+	// LeaseSeconds Lease length, clamped to 1..lease_max_seconds; default lease_default_seconds.
 	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
 
-	// Limit Rows to lease, clamped to page_limit_max.
+	// Limit Rows to lease, clamped to 1..page_limit_max.
 	Limit *int64      `json:"limit,omitempty"`
 	Order *ClaimOrder `json:"order,omitempty"`
 }
@@ -1518,7 +1518,7 @@ type ConversationReadParams struct {
 	// Destination The conversation: {kind: room, room_id} or {kind: dm, recipient_agent_id}.
 	Destination DestinationQuery `json:"destination"`
 
-	// Limit Page size (page_limit_default, clamped to page_limit_max).
+	// Limit Page size (page_limit_default, clamped to 1..page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor or resume_cursor of this stream.
@@ -1533,7 +1533,7 @@ type DirectorySearchParams struct {
 	// Query Non-empty text to find in name or role.
 	Query string `form:"query" json:"query"`
 
-	// Limit Page size (page_limit_default, clamped to page_limit_max).
+	// Limit Page size (page_limit_default, clamped to 1..page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor or resume_cursor of this stream.
@@ -1562,7 +1562,7 @@ type InboxListParams struct {
 	// Destination Only rows of this room or DM pair.
 	Destination *DestinationFilterQuery `json:"destination,omitempty"`
 
-	// Limit Page size (page_limit_default, clamped to page_limit_max).
+	// Limit Page size (page_limit_default, clamped to 1..page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor or resume_cursor of this stream.
@@ -1604,7 +1604,7 @@ type MessageGetParams struct {
 
 // FileReportListParams defines parameters for FileReportList.
 type FileReportListParams struct {
-	// Limit Page size (page_limit_default, clamped to page_limit_max).
+	// Limit Page size (page_limit_default, clamped to 1..page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor or resume_cursor of this stream.
@@ -1639,7 +1639,7 @@ type RequestListParams struct {
 	// Status Only this declaration.
 	Status *RequestStatus `form:"status,omitempty" json:"status,omitempty"`
 
-	// Limit Page size (page_limit_default, clamped to page_limit_max).
+	// Limit Page size (page_limit_default, clamped to 1..page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor or resume_cursor of this stream.
@@ -1657,7 +1657,7 @@ type RequestRespondParams struct {
 
 // RoomListParams defines parameters for RoomList.
 type RoomListParams struct {
-	// Limit Page size (page_limit_default, clamped to page_limit_max).
+	// Limit Page size (page_limit_default, clamped to 1..page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor or resume_cursor of this stream.
@@ -1717,7 +1717,7 @@ type RoomLeaveParams struct {
 
 // ThreadReadParams defines parameters for ThreadRead.
 type ThreadReadParams struct {
-	// Limit Page size (page_limit_default, clamped to page_limit_max).
+	// Limit Page size (page_limit_default, clamped to 1..page_limit_max).
 	Limit *Limit `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Cursor next_cursor or resume_cursor of this stream.
