@@ -394,6 +394,20 @@ func TestFullFlow(t *testing.T) {
 		t.Fatalf("the router key does not work: %d %s", r.Status, r.Raw)
 	}
 	expect(t, "revoke unknown", b.post(agentPage+"/keys/"+uuid.NewString()+"/revoke", url.Values{}), http.StatusNotFound, "Not found")
+	// A key is revoked only through the page of the agent it belongs to: another agent's key
+	// in this URL, or an agent the box does not have, is not found and stays valid.
+	other := e.NewAgent("demo", "other", map[string]any{"host_name": "laptop"})
+	b.get(agentPage)
+	expect(t, "revoke another agent's key", b.post(agentPage+"/keys/"+other.KeyID+"/revoke", url.Values{}), http.StatusNotFound, "Not found")
+	b.get(agentPage)
+	p = b.post("/admin/boxes/demo/agents/"+uuid.NewString()+"/keys/"+other.KeyID+"/revoke", url.Values{})
+	expect(t, "revoke through an unknown agent", p, http.StatusNotFound)
+	if p.Header.Get("Location") != "" {
+		t.Fatalf("an unknown agent's URL is sent back: %q", p.Header.Get("Location"))
+	}
+	if r := e.Do("GET", "/api/v1/boxes/demo/me", other.Key, nil, nil); r.Status == http.StatusUnauthorized {
+		t.Fatal("a key revoked through another agent's page")
+	}
 
 	// Rooms: archive one, reassign the owner of another to an active member.
 	owner := &testenv.Agent{Env: e, BoxKey: "demo", Name: "planner", Key: routerKey}

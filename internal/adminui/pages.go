@@ -314,8 +314,19 @@ func (u *UI) keyCreate(c *call) {
 }
 
 func (u *UI) keyRevoke(c *call) {
-	key := c.path("box")
+	key, ref := c.path("box"), c.path("agent")
 	id, e := c.pathID("key", "key_id")
+	if e == nil {
+		// The key is revoked through the agent page that lists it: a key of another agent (or
+		// an agent the box does not have) in this URL is not found, and nothing is revoked.
+		var keys api.AdminKeyList200JSONResponse
+		keys, e = run[api.AdminKeyList200JSONResponse](c.r.Context(), u, "admin_key_list", input(map[string]any{"box_key": key, "agent_ref": ref}, nil), func(ctx context.Context) (any, error) {
+			return u.svc.AdminKeyList(ctx, api.AdminKeyListRequestObject{BoxKey: key, AgentRef: ref})
+		})
+		if e == nil && !slices.ContainsFunc(keys.Items, func(k api.AdminKey) bool { return k.KeyId == id }) {
+			e = apierr.NotFound().WithField("key_id")
+		}
+	}
 	if e == nil {
 		_, e = run[api.AdminKeyRevoke200JSONResponse](c.r.Context(), u, "admin_key_revoke", input(map[string]any{"box_key": key, "key_id": id}, nil), func(ctx context.Context) (any, error) {
 			return u.svc.AdminKeyRevoke(ctx, api.AdminKeyRevokeRequestObject{BoxKey: key, KeyId: id})

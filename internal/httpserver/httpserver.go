@@ -127,10 +127,10 @@ func New(cfg Config) http.Handler {
 			WriteError(w, apierr.PathNotFound())
 			return
 		}
-		if r.Method == http.MethodHead && !headReadable[r.URL.Path] {
+		if r.Method == http.MethodHead && !headReadable(r.URL.Path) {
 			// ServeMux answers a HEAD with a route's GET handler, and an agent's GET is not
-			// free of effects (inbox_list records receipts, which make rows ACKable): HEAD is
-			// answered as any method no operation declares.
+			// free of effects (inbox_list records receipts, which make rows ACKable): on the
+			// API, HEAD is answered as any method no operation declares.
 			WriteError(w, apierr.NotFound())
 			return
 		}
@@ -142,9 +142,17 @@ func New(cfg Config) http.Handler {
 	})
 }
 
-// headReadable are the paths whose GET reads nothing an agent owns and changes nothing, so a
-// HEAD may run it (monitors probe /healthz and /readyz with HEAD).
-var headReadable = map[string]bool{"/healthz": true, "/readyz": true, "/openapi.json": true, "/docs": true, docsInitJS: true, redocPath: true}
+// headReadable reports whether a HEAD may run path's GET: everything outside the agent and
+// admin JSON APIs and /mcp (monitors probe /healthz with HEAD; the admin UI's pages, /docs
+// and /openapi.json read and change nothing an agent owns).
+func headReadable(path string) bool {
+	for _, api := range []string{"/api/", "/admin/api/", "/mcp"} {
+		if strings.HasPrefix(path, api) {
+			return false
+		}
+	}
+	return true
+}
 
 // decodeError is the answer to a body the contract's schema admitted but its Go type cannot
 // hold (a JSON integer written 1e3, or beyond 64 bits): it names the field (SPEC §12), never

@@ -92,9 +92,9 @@ func TestMetricsTokenWhenConfigured(t *testing.T) {
 }
 
 // A HEAD runs no operation: ServeMux would answer it with the route's GET handler, and
-// inbox_list's GET records receipts, which would make a row never shown ACKable. HEAD is
-// answered as an undeclared method (404, nothing recorded); the probes of /healthz and
-// /readyz still answer it.
+// inbox_list's GET records receipts, which would make a row never shown ACKable. On the APIs
+// and /mcp HEAD is answered as an undeclared method (404, nothing recorded); /healthz,
+// /readyz, the docs and the admin UI's pages still answer it.
 func TestHeadRunsNoOperation(t *testing.T) {
 	t.Parallel()
 	e, _, b, _ := dmWorld(t)
@@ -123,8 +123,13 @@ func TestHeadRunsNoOperation(t *testing.T) {
 	if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Raw), "not_returned_to_session") {
 		t.Fatalf("ack after HEAD: %d %s", r.Status, r.Raw)
 	}
-	for _, path := range []string{"/healthz", "/readyz", "/openapi.json"} {
+	for _, path := range []string{"/healthz", "/readyz", "/openapi.json", "/docs", "/admin/signin"} {
 		if r := e.Do("HEAD", path, "", nil, nil); r.Status != http.StatusOK {
+			t.Fatalf("HEAD %s: %d", path, r.Status)
+		}
+	}
+	for _, path := range []string{"/admin/api/v1/boxes", "/mcp"} {
+		if r := e.Do("HEAD", path, testenv.AdminToken, nil, nil); r.Status != http.StatusNotFound {
 			t.Fatalf("HEAD %s: %d", path, r.Status)
 		}
 	}
