@@ -1,6 +1,8 @@
 package mcpserver
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -34,8 +36,114 @@ func RunStdio(ctx context.Context, cfg StdioConfig, in io.ReadCloser, out io.Wri
 		return err
 	}
 	s := New(f, Options{Router: routerKeys(ctx, f, cfg.Credentials, cfg.Box, cfg.Log), Version: cfg.Version, Log: cfg.Log})
-	return s.Run(ctx, fixedErrorTransport{drainTransport{&mcp.IOTransport{Reader: in, Writer: out}, cfg.Log}})
+	w := &lockedWriter{w: out}
+	lines := &messageLines{in: bufio.NewReaderSize(in, 64<<10), src: in, out: w}
+	return s.Run(ctx, fixedErrorTransport{drainTransport{&mcp.IOTransport{Reader: lines, Writer: w, MaxLineLength: maxStdioLine}, cfg.Log}})
 }
+
+// maxStdioLine bounds one message line, as the SDK's own reader bounds a frame.
+const maxStdioLine = mcp.DefaultMaxLineLength
+
+// messageLines hands the SDK only lines that are JSON-RPC messages (or batches of them) and
+// answers any other line itself: -32700 for a line that is not JSON, -32600 for JSON that is
+// not a message (an id that is an object, a method that is not a string…), with a null id
+// (JSON-RPC 2.0 §5.1: the id could not be read). The SDK's reader treats such a line as the
+// end of the connection, so one bad line used to end the process and lose every request
+// after it. Stdio messages are newline-delimited and contain no newline (MCP, stdio
+// transport), so a line is a message.
+type messageLines struct {
+	in      *bufio.Reader
+	src     io.Closer
+	out     *lockedWriter
+	pending []byte
+	err     error
+}
+
+func (l *messageLines) Read(p []byte) (int, error) {
+	for len(l.pending) == 0 {
+		if l.err != nil {
+			return 0, l.err
+		}
+		line, tooLong, err := l.readLine()
+		l.err = err
+		if tooLong { // the SDK refuses such a frame too; here it costs the line, not the process
+			l.out.Write(protocolErrorLine(jsonrpc.CodeParseError)) //nolint:errcheck // a broken stdout ends the process anyway
+			continue
+		}
+		msg := bytes.TrimSpace(line)
+		if len(msg) == 0 {
+			continue
+		}
+		if code := lineError(msg); code != 0 {
+			l.out.Write(protocolErrorLine(code)) //nolint:errcheck // a broken stdout ends the process anyway
+			continue
+		}
+		l.pending = append(msg, '\n')
+	}
+	n := copy(p, l.pending)
+	l.pending = l.pending[n:]
+	return n, nil
+}
+
+// readLine reads up to and including the next newline, keeping at most maxStdioLine bytes:
+// the rest of a longer line is read and dropped (tooLong).
+func (l *messageLines) readLine() (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := l.in.ReadSlice('\n')
+		if !tooLong && len(line)+len(chunk) <= maxStdioLine {
+			line = append(line, chunk...)
+		} else {
+			tooLong, line = true, nil
+		}
+		if err != bufio.ErrBufferFull {
+			return line, tooLong, err
+		}
+	}
+}
+
+func (l *messageLines) Close() error { return l.src.Close() }
+
+// lineError is the JSON-RPC error code a line earns before the SDK sees it (0: none).
+func lineError(msg []byte) int64 {
+	if !json.Valid(msg) {
+		return jsonrpc.CodeParseError
+	}
+	if msg[0] != '[' {
+		if _, err := jsonrpc.DecodeMessage(msg); err != nil {
+			return jsonrpc.CodeInvalidRequest
+		}
+		return 0
+	}
+	var batch []json.RawMessage
+	if json.Unmarshal(msg, &batch) != nil || len(batch) == 0 {
+		return jsonrpc.CodeInvalidRequest
+	}
+	for _, m := range batch {
+		if _, err := jsonrpc.DecodeMessage(m); err != nil {
+			return jsonrpc.CodeInvalidRequest
+		}
+	}
+	return 0
+}
+
+func protocolErrorLine(code int64) []byte {
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": ProtocolErrorMessage(code)}})
+	return append(b, '\n')
+}
+
+// lockedWriter is stdout, shared by the SDK (one Write per message) and messageLines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.WriteCloser
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
+
+func (w *lockedWriter) Close() error { return w.w.Close() }
 
 // drainBound is how long the end of input waits for the answers still owed: a forwarded
 // call ends within the Forwarder's HTTP timeout (callTimeout) and calls run concurrently,

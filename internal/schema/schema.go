@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -250,7 +251,11 @@ func pick(e *jsonschema.ValidationError, inst any) *candidate {
 				props = append(props, p)
 			}
 			sort.Strings(props)
-			return &candidate{loc: e.InstanceLocation, prop: props[0], keyword: "additionalProperties",
+			prop := "" // as leaf names it: a name-like key, else the object that holds it
+			if i := slices.IndexFunc(props, nameLike); i >= 0 {
+				prop = props[i]
+			}
+			return &candidate{loc: e.InstanceLocation, prop: prop, keyword: "additionalProperties",
 				kind: &kind.AdditionalProperties{}}
 		}
 		if best == nil || best.depth() <= depth {
@@ -309,16 +314,33 @@ func shapeMismatch(e *jsonschema.ValidationError, depth int) bool {
 	return false
 }
 
+// nameLike: an unknown key that reads as a name (at most 64 bytes of ASCII letters, digits,
+// "_" and "-") is named in the error, which is how a caller finds a misspelt field; any
+// other key — markup, spaces, control or non-ASCII characters, or longer — is the caller's
+// text, never sent back (SPEC §12), and the error names the object that holds it instead.
+func nameLike(key string) bool {
+	if key == "" || len(key) > 64 {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 func leaf(e *jsonschema.ValidationError) *candidate {
 	c := &candidate{loc: e.InstanceLocation, kind: e.ErrorKind}
 	switch k := e.ErrorKind.(type) {
 	case *kind.AdditionalProperties:
 		c.keyword = "additionalProperties"
-		if len(k.Properties) > 0 {
-			p := append([]string(nil), k.Properties...)
-			sort.Strings(p)
-			c.prop = p[0]
-		}
+		p := append([]string(nil), k.Properties...)
+		sort.Strings(p)
+		if i := slices.IndexFunc(p, nameLike); i >= 0 {
+			c.prop = p[i]
+		} // else the field is the object that holds the unknown keys
+
 	case *kind.Required:
 		c.keyword = "required"
 		if len(k.Missing) > 0 {

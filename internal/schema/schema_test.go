@@ -73,6 +73,12 @@ func TestViolations(t *testing.T) {
 	check(t, `{`+base+`,"bogus":1}`, "bogus", "additionalProperties")
 	check(t, `{`+base+`,"zeta":1,"bogus":2}`, "bogus", "additionalProperties")
 	check(t, `{"box_key":"team-a","patch":{"bogus":"`+marker+`"}}`, "patch.bogus", "additionalProperties")
+	// An unknown key that does not read as a name is the caller's text: the field is the
+	// object holding it (check fails on any echo of the marker).
+	check(t, `{`+base+`,"<b>`+marker+`</b>":1}`, "", "additionalProperties")
+	check(t, `{"box_key":"team-a","patch":{"a `+marker+`":1}}`, "patch", "additionalProperties")
+	check(t, `{"box_key":"team-a","patch":{"`+strings.Repeat("a", 65)+`":1}}`, "patch", "additionalProperties")
+	check(t, `{`+base+`,"destination":{"room_id":"0b6c3c1e-9a4b-4f7e-8d2a-1c2b3d4e5f60","`+marker+`\n":1}}`, "destination", "additionalProperties")
 	check(t, `{"box_key":"team-a"}`, "patch", "required")
 	check(t, `{"box_key":"team-a","patch":{}}`, "patch", "minProperties")
 	v := check(t, `{"box_key":"`+marker+`","patch":{"role":"x"}}`, "box_key", "pattern")

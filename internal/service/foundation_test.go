@@ -412,6 +412,9 @@ func TestStrictInput(t *testing.T) {
 		field string
 	}{
 		{"unknown field", `{"expected_revision":"0","checkpoint":{},"idempotency_key":"k","` + marker + `":1}`, "INVALID_ARGUMENT", marker},
+		// A key that does not read as a name (markup, spaces, 65+ bytes) is not sent back.
+		{"unknown markup key", `{"expected_revision":"0","checkpoint":{},"idempotency_key":"k","<img src=x> ` + marker + `":1}`, "INVALID_ARGUMENT", ""},
+		{"unknown long key", `{"expected_revision":"0","checkpoint":{},"idempotency_key":"k","` + strings.Repeat("k", 10000) + marker + `":1}`, "INVALID_ARGUMENT", ""},
 		{"wrong type", `{"expected_revision":"0","checkpoint":"` + marker + `","idempotency_key":"k"}`, "INVALID_ARGUMENT", "checkpoint"},
 		{"bad revision", `{"expected_revision":"` + marker + `","checkpoint":{},"idempotency_key":"k"}`, "INVALID_ARGUMENT", "expected_revision"},
 		{"missing key", `{"expected_revision":"0","checkpoint":{}}`, "INVALID_ARGUMENT", "idempotency_key"},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -85,6 +86,83 @@ func TestStdioAnswersEveryRequestReadBeforeEOF(t *testing.T) {
 		e, _ := sc["error"].(map[string]any)
 		if sc == nil || (id == 3 && res["isError"] == true) || e["code"] == "TEMPORARILY_UNAVAILABLE" {
 			t.Errorf("tools/call %v: want the server's answer, got %v", id, answers[id])
+		}
+	}
+}
+
+// A line that is not a JSON-RPC message is answered with a JSON-RPC error and a null id
+// (-32700 for text that is not JSON, -32600 for JSON that is not a message) and the process
+// goes on: the requests after it are answered. The SDK's reader used to end the connection
+// at such a line, and `agentbox mcp` exited 1 with the parser's message on stderr.
+func TestStdioAnswersABadLineAndGoesOn(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	creds, err := mcpserver.CredentialsFromEnv(func(k string) string {
+		if k == "AGENTBOX_API_KEY" {
+			return a.Key
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`ZZMARKERZZ not json`,
+		`{"jsonrpc":"2.0","id":{"a":"ZZMARKERZZ"},"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":7,"method":`,
+		`[]`,
+		``,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"ping"}`,
+	}, "\n") + "\n"
+	var out lockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = mcpserver.RunStdio(ctx, mcpserver.StdioConfig{
+		Server: e.URL, Credentials: creds, Session: mcpserver.NewSessionKey("stdio-test-"), Box: "alpha", Version: "test",
+	}, io.NopCloser(strings.NewReader(in)), &out)
+	if err != nil {
+		t.Errorf("RunStdio = %v, want nil", err)
+	}
+	if strings.Contains(out.String(), "ZZMARKERZZ") {
+		t.Errorf("a refused line is echoed:\n%s", out.String())
+	}
+	var codes []float64
+	answered := map[float64]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m struct {
+			ID    any `json:"id"`
+			Error *struct {
+				Code float64 `json:"code"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("stdout line %q: %v", line, err)
+		}
+		switch id := m.ID.(type) {
+		case nil:
+			if m.Error == nil {
+				t.Errorf("a null-id line without an error: %s", line)
+				continue
+			}
+			codes = append(codes, m.Error.Code)
+		case float64:
+			if m.Error != nil {
+				t.Errorf("request %v: %s", id, line)
+			}
+			answered[id] = true
+		}
+	}
+	if want := []float64{-32700, -32600, -32700, -32600}; fmt.Sprint(codes) != fmt.Sprint(want) {
+		t.Errorf("errors for the bad lines: %v, want %v; stdout:\n%s", codes, want, out.String())
+	}
+	for _, id := range []float64{1, 2, 3} {
+		if !answered[id] {
+			t.Errorf("request %v after the bad lines was not answered; stdout:\n%s", id, out.String())
 		}
 	}
 }
