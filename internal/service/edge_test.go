@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -114,6 +115,16 @@ func TestMCPProtocolErrorsDoNotEcho(t *testing.T) {
 	status, _, rawBody := mcpCall(t, w.e, key, []byte(`{"jsonrpc":"2.0","id":2,"method":"`+marker+`/go","params":{}}`))
 	if status != http.StatusOK {
 		t.Errorf("unknown method: want a JSON-RPC answer with 200, got %d %s", status, rawBody)
+	}
+	// GET and DELETE of /mcp (no body, no stream: the server is stateless) are refused as
+	// invalid requests, not as malformed JSON.
+	for _, method := range []string{"GET", "DELETE"} {
+		r := raw(t, w.e, method, "/mcp", key, "", nil, map[string]string{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"})
+		var m map[string]any
+		json.Unmarshal(r.Raw, &m) //nolint:errcheck
+		if e, _ := m["error"].(map[string]any); r.Status != http.StatusMethodNotAllowed || e == nil || e["code"] != float64(-32600) {
+			t.Errorf("%s /mcp: %d %s", method, r.Status, r.Raw)
+		}
 	}
 }
 

@@ -74,7 +74,7 @@ func (w *protocolErrorWriter) WriteHeader(status int) {
 
 // writeRPCError is the JSON-RPC error for a request the SDK refused: -32700 for a body that
 // is not JSON, -32601 for a method the server does not have (HTTP 200: a JSON-RPC answer),
-// -32600 otherwise. The message is fixed; only the request's own id is returned.
+// -32600 otherwise (a GET or DELETE of /mcp too, with the SDK's 405). The message is fixed; only the request's own id is returned.
 func (w *protocolErrorWriter) writeRPCError(status int) {
 	var req struct {
 		ID     json.RawMessage `json:"id"`
@@ -82,7 +82,7 @@ func (w *protocolErrorWriter) writeRPCError(status int) {
 	}
 	code := -32600
 	if err := json.Unmarshal(w.body, &req); err != nil {
-		if !json.Valid(w.body) {
+		if len(w.body) > 0 && !json.Valid(w.body) { // a GET or DELETE has no body to be malformed
 			code = -32700
 		}
 	} else if req.Method != nil && !knownMethod(*req.Method) {
