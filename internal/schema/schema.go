@@ -445,7 +445,9 @@ func message(k jsonschema.ErrorKind) string {
 	case *kind.MaxItems:
 		return fmt.Sprintf("more than the maximum %d items", k.Want)
 	case *kind.MinProperties:
-		return fmt.Sprintf("fewer than the minimum %d fields", k.Want)
+		// Every minProperties of the contract is an update's "change at least one field"; a
+		// tool's input counts its box and path fields too, so the number would mislead.
+		return "needs at least one field to change"
 	case *kind.MaxProperties:
 		return fmt.Sprintf("more than the maximum %d fields", k.Want)
 	case *kind.Minimum:
