@@ -22,18 +22,6 @@ import (
 // the calls in flight: most runs lost the tool calls' answers, some lost all of them.
 func TestStdioAnswersEveryRequestReadBeforeEOF(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t)
-	e.Box("alpha")
-	a := e.NewAgent("alpha", "a", nil)
-	creds, err := mcpserver.CredentialsFromEnv(func(k string) string {
-		if k == "AGENTBOX_API_KEY" {
-			return a.Key
-		}
-		return ""
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	in := strings.Join([]string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -42,17 +30,12 @@ func TestStdioAnswersEveryRequestReadBeforeEOF(t *testing.T) {
 		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"checkpoint_get","arguments":{"box_key":"alpha"}}}`,
 		`{"jsonrpc":"2.0","id":5,"method":"ping"}`,
 	}, "\n") + "\n"
-	var out lockedBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = mcpserver.RunStdio(ctx, mcpserver.StdioConfig{
-		Server: e.URL, Credentials: creds, Session: mcpserver.NewSessionKey("stdio-test-"), Box: "alpha", Version: "test",
-	}, io.NopCloser(strings.NewReader(in)), &out)
+	out, err := runStdioOnce(t, in)
 	if err != nil {
 		t.Errorf("RunStdio = %v, want nil after stdin EOF", err)
 	}
 	answers := map[float64]map[string]any{}
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var m map[string]any
 		if line == "" || json.Unmarshal([]byte(line), &m) != nil {
 			continue
@@ -64,7 +47,7 @@ func TestStdioAnswersEveryRequestReadBeforeEOF(t *testing.T) {
 	for id := 1.0; id <= 5; id++ {
 		m, ok := answers[id]
 		if !ok {
-			t.Errorf("no answer to request %v; stdout:\n%s", id, out.String())
+			t.Errorf("no answer to request %v; stdout:\n%s", id, out)
 			continue
 		}
 		if m["error"] != nil {
@@ -96,18 +79,6 @@ func TestStdioAnswersEveryRequestReadBeforeEOF(t *testing.T) {
 // at such a line, and `agentbox mcp` exited 1 with the parser's message on stderr.
 func TestStdioAnswersABadLineAndGoesOn(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t)
-	e.Box("alpha")
-	a := e.NewAgent("alpha", "a", nil)
-	creds, err := mcpserver.CredentialsFromEnv(func(k string) string {
-		if k == "AGENTBOX_API_KEY" {
-			return a.Key
-		}
-		return ""
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	in := strings.Join([]string{
 		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -119,21 +90,16 @@ func TestStdioAnswersABadLineAndGoesOn(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":3,"method":"ping"}`,
 	}, "\n") + "\n"
-	var out lockedBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err = mcpserver.RunStdio(ctx, mcpserver.StdioConfig{
-		Server: e.URL, Credentials: creds, Session: mcpserver.NewSessionKey("stdio-test-"), Box: "alpha", Version: "test",
-	}, io.NopCloser(strings.NewReader(in)), &out)
+	out, err := runStdioOnce(t, in)
 	if err != nil {
 		t.Errorf("RunStdio = %v, want nil", err)
 	}
-	if strings.Contains(out.String(), "ZZMARKERZZ") {
-		t.Errorf("a refused line is echoed:\n%s", out.String())
+	if strings.Contains(out, "ZZMARKERZZ") {
+		t.Errorf("a refused line is echoed:\n%s", out)
 	}
 	var codes []float64
 	answered := map[float64]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var m struct {
 			ID    any `json:"id"`
 			Error *struct {
@@ -158,13 +124,38 @@ func TestStdioAnswersABadLineAndGoesOn(t *testing.T) {
 		}
 	}
 	if want := []float64{-32700, -32600, -32700, -32600}; fmt.Sprint(codes) != fmt.Sprint(want) {
-		t.Errorf("errors for the bad lines: %v, want %v; stdout:\n%s", codes, want, out.String())
+		t.Errorf("errors for the bad lines: %v, want %v; stdout:\n%s", codes, want, out)
 	}
 	for _, id := range []float64{1, 2, 3} {
 		if !answered[id] {
-			t.Errorf("request %v after the bad lines was not answered; stdout:\n%s", id, out.String())
+			t.Errorf("request %v after the bad lines was not answered; stdout:\n%s", id, out)
 		}
 	}
+}
+
+// runStdioOnce runs `agentbox mcp` in process for an agent of box alpha, with in as its
+// whole input, and returns what it wrote once RunStdio returned.
+func runStdioOnce(t *testing.T, in string) (string, error) {
+	t.Helper()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	creds, err := mcpserver.CredentialsFromEnv(func(k string) string {
+		if k == "AGENTBOX_API_KEY" {
+			return a.Key
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out lockedBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = mcpserver.RunStdio(ctx, mcpserver.StdioConfig{
+		Server: e.URL, Credentials: creds, Session: mcpserver.NewSessionKey("stdio-test-"), Box: "alpha", Version: "test",
+	}, io.NopCloser(strings.NewReader(in)), &out)
+	return out.String(), err
 }
 
 // lockedBuffer is RunStdio's stdout: written by the SDK's goroutines, read by the test.
