@@ -340,7 +340,6 @@ func leaf(e *jsonschema.ValidationError) *candidate {
 		if i := slices.IndexFunc(p, nameLike); i >= 0 {
 			c.prop = p[i]
 		} // else the field is the object that holds the unknown keys
-
 	case *kind.Required:
 		c.keyword = "required"
 		if len(k.Missing) > 0 {
