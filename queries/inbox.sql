@@ -332,7 +332,8 @@ LIMIT @max_rows;
 -- inbox_claim's fallback, when a full batch of LockClaimCandidatesOldest held a row the agent
 -- can no longer read: up to @max_rows accessible unread rows that no live lease holds, oldest
 -- first, locked until commit, with the accessibility check in the scan, so rows the agent
--- cannot read never fill the batch (in "expired", inbox_lock_expired_leases filters them).
+-- cannot read never fill the batch (in "expired", inbox_lock_expired_leases filters them,
+-- checking only the rows it takes: 0021_expired_leases_checked_in_order.sql).
 -- The rows LockClaimCandidatesOldest locked are this transaction's and are found again. Same
 -- ranges and locking as LockClaimCandidatesOldest.
 WITH fresh AS (

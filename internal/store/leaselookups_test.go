@@ -189,3 +189,85 @@ func TestClaimFallbackPassesExpiredLeasesTheAgentCannotRead(t *testing.T) {
 		t.Fatalf("fallback oldest %v, newest %v: want [2] (row 1 cannot be read)", oldest, newest)
 	}
 }
+
+// The fallback's expired-lease lookup checks accessibility only for the rows it takes, not
+// for every expired lease of the agent (0021_expired_leases_checked_in_order.sql): with 400
+// expired leases on rows of a room the agent reads, a claim of 20 probes the membership 20
+// times, oldest first and newest first. Before, it probed once per expired lease.
+func TestClaimFallbackChecksOnlyTheExpiredLeasesItTakes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	nested := &nestedPlans{}
+	conn := explainingConn(t, nested)
+	if _, err := conn.Exec(ctx, "SET auto_explain.log_analyze = on"); err != nil {
+		t.Fatal(err)
+	}
+	box, agent, room, holder := uuid.New(), uuid.New(), uuid.New(), uuid.New()
+	now := time.Date(2031, 7, 9, 10, 11, 12, 0, time.UTC)
+	const expired, take = 400, 20
+	setup := []string{
+		// The rows stand alone: no box, agent or room rows behind them.
+		"SET session_replication_role = replica",
+		`INSERT INTO room_members (box_id, room_id, agent_id, state, epoch) VALUES ($1, $3, $2, 'active', 1)`,
+		`INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons, lease_session_id, lease_expires_at)
+		 SELECT $1, $2, s, gen_random_uuid(), $3, 2, $4, $5 FROM generate_series(1, 400) AS s`,
+		"RESET session_replication_role",
+		"ANALYZE attention",
+	}
+	for _, s := range setup {
+		args := []any{box, agent, room, holder, now.Add(-time.Minute)}[:strings.Count(s, "$")]
+		if _, err := conn.Exec(ctx, s, args...); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	for _, order := range []string{"oldest", "newest"} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nested.reset()
+		var got []int64
+		if order == "oldest" {
+			got, err = db.New(tx).ClaimAccessibleOldest(ctx, db.ClaimAccessibleOldestParams{BoxID: box, AgentID: agent, Now: now, MaxRows: take})
+		} else {
+			got, err = db.New(tx).ClaimAccessibleNewest(ctx, db.ClaimAccessibleNewestParams{BoxID: box, AgentID: agent, Now: now, MaxRows: take})
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", order, err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		first, last := int64(1), int64(take)
+		if order == "newest" {
+			first, last = expired-take+1, expired
+		}
+		if len(got) != take || min(got[0], got[len(got)-1]) != first || max(got[0], got[len(got)-1]) != last {
+			t.Fatalf("%s: claimed %v: want rows %d..%d", order, got, first, last)
+		}
+		var probes float64
+		var found bool
+		for _, p := range nested.get() {
+			if !strings.Contains(p.QueryText, "lease_expires_at <= $3") {
+				continue
+			}
+			found = true
+			var walk func(n planNode)
+			walk = func(n planNode) {
+				if n.Relation == "room_members" {
+					probes += n.Loops
+				}
+				for _, c := range n.Plans {
+					walk(c)
+				}
+			}
+			walk(p.Plan)
+		}
+		if !found {
+			t.Fatalf("%s: the expired-lease lookup was not reported", order)
+		}
+		if probes != take {
+			t.Errorf("%s: the lookup probed room_members %v times for %d rows out of %d expired leases: want one probe per row taken", order, probes, take, expired)
+		}
+	}
+}
