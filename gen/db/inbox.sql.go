@@ -223,7 +223,7 @@ type ClaimAccessibleOldestParams struct {
 // can no longer read: up to @max_rows accessible unread rows that no live lease holds, oldest
 // first, locked until commit, with the accessibility check in the scan, so rows the agent
 // cannot read never fill the batch (in "expired", inbox_lock_expired_leases filters them,
-// checking only the rows it takes: 0021_expired_leases_checked_in_order.sql).
+// checking only the rows it takes: 0021_lease_lookups_by_expiry_only.sql).
 // The rows LockClaimCandidatesOldest locked are this transaction's and are found again. Same
 // ranges and locking as LockClaimCandidatesOldest.
 func (q *Queries) ClaimAccessibleOldest(ctx context.Context, arg ClaimAccessibleOldestParams) ([]int64, error) {
@@ -467,9 +467,9 @@ type InboxCountsRow struct {
 // count; a room's count only while the agent is an active member, all of them in its first
 // membership epoch (every row was delivered during it); only after a rejoin are the room's
 // unread rows checked one by one against the epoch's start. The live leases are counted by
-// inbox_live_leases (0019_expired_lease_lookups.sql), planned with its values at every call:
-// a generic plan could count them by walking the agent's inbox (0020_accessible_expired_leases.sql
-// says why).
+// inbox_live_leases, which reads only the lease-expiry range: with every agent estimated at a
+// row or two, a plain count could walk the agent's inbox instead
+// (0021_lease_lookups_by_expiry_only.sql says why and how).
 func (q *Queries) InboxCounts(ctx context.Context, arg InboxCountsParams) (InboxCountsRow, error) {
 	row := q.db.QueryRow(ctx, inboxCounts,
 		arg.BoxID,
@@ -951,7 +951,7 @@ type LockClaimCandidatesOldestRow struct {
 // first, locked until commit, each with whether it is accessible to the agent. Two index
 // ranges, never the inbox's live leases (the inbox_paths migration): "fresh" walks the unread
 // rows nobody leases in inbox_seq order, "expired" the leases that have run out
-// (inbox_lock_expired_leases, 0020_accessible_expired_leases.sql); the union is cut to
+// (inbox_lock_expired_leases, 0021_lease_lookups_by_expiry_only.sql); the union is cut to
 // @max_rows. Rows another claim has locked are skipped (SKIP LOCKED) and a row claimed and committed meanwhile is re-checked on its new
 // version, so two claims never lease the same row. (Each branch locks at most @max_rows; a
 // row the cut drops stays locked, unleased, until this claim commits.)
@@ -974,11 +974,10 @@ type LockClaimCandidatesOldestRow struct {
 // attention_leased_unread's predicate, and the generic plan of a busy inbox chose that index
 // (box and agent only, the expiry as a filter): a walk of every live lease and of the entries
 // ACKs left behind (1,212 buffers, 12 ms per claim late in the benchmark's drain, rising as
-// it went). The function sorts the branch by `inbox_seq + 0`, so no index order tempts the
-// planner to walk the unread rows instead of the lease-expiry range. A generic plan could
-// still take attention_pkey on (box_id, agent_id) with every condition a filter, so the
-// function plans the lookup with its values at every call (0020_accessible_expired_leases.sql
-// says why), and this statement keeps its cached plan.
+// it went). Any plan could also take attention_pkey on (box_id, agent_id) with every
+// condition a filter, a walk of the whole inbox, and one did in the benchmark's live mix; the
+// function reads the lease-expiry range by construction and locks the rows it takes by
+// position (0021_lease_lookups_by_expiry_only.sql says how).
 func (q *Queries) LockClaimCandidatesOldest(ctx context.Context, arg LockClaimCandidatesOldestParams) ([]LockClaimCandidatesOldestRow, error) {
 	rows, err := q.db.Query(ctx, lockClaimCandidatesOldest,
 		arg.MaxRows,
