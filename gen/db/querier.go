@@ -173,11 +173,14 @@ type Querier interface {
 	// the canonical Message.
 	// The parent by its key alone (LATERAL, OFFSET 0): with the channel and a read floor in the
 	// lookup, a new channel estimated at a row or two could be searched by walking its stream.
-	// The attachment and the read floor are looked up only for a message that has an attachment
-	// (has_attachment, set with it) or a reply parent in a room: otherwise the lookup's key is
-	// NULL, which an index scan answers without reading a page. A plain message costs neither
-	// probe (the read floor's view is two: the membership and the room): in the benchmark's
-	// drain of room rows they were three of InboxRows' six index probes per row (issue 10).
+	// The attachment is looked up only for a message that has one (has_attachment, set with it):
+	// otherwise the lookup's key is NULL, which an index scan answers without reading a page.
+	// The read floor (parent_visible, above) only for a reply whose parent is in the same room:
+	// a CASE evaluates its subquery only in that branch. A plain message costs neither probe (the
+	// read floor's view is two: the membership and the room). As a join keyed by a CASE, the
+	// read floor was still read for every row: the generic plan joined the agent's memberships
+	// to the box's rooms once per row and applied the key as a join filter (400 of 1,108 buffers
+	// of a drain round's 100 rows, issue 10).
 	InboxRows(ctx context.Context, arg InboxRowsParams) ([]InboxRowsRow, error)
 	// Filter all (acked_only false) or acked.
 	InboxSeqs(ctx context.Context, arg InboxSeqsParams) ([]int64, error)
