@@ -520,9 +520,9 @@ type AdminHost struct {
 
 // AdminHostCreateInput defines model for AdminHostCreateInput.
 type AdminHostCreateInput struct {
-	// Ips Exact source IP addresses (IPv4 or IPv6); no CIDR ranges or DNS names.
-	Ips  []string `json:"ips"`
-	Name Name     `json:"name"`
+	// Ips Exact source IP addresses (IPv4 or IPv6), each named once; no CIDR ranges or DNS names. An IPv4-mapped IPv6 address is its IPv4 address (stored so), so naming both is a duplicate.
+	Ips  HostIPs `json:"ips"`
+	Name Name    `json:"name"`
 }
 
 // AdminHostList defines model for AdminHostList.
@@ -532,7 +532,8 @@ type AdminHostList struct {
 
 // AdminHostUpdateInput defines model for AdminHostUpdateInput.
 type AdminHostUpdateInput struct {
-	Ips []string `json:"ips"`
+	// Ips Exact source IP addresses (IPv4 or IPv6), each named once; no CIDR ranges or DNS names. An IPv4-mapped IPv6 address is its IPv4 address (stored so), so naming both is a duplicate.
+	Ips HostIPs `json:"ips"`
 }
 
 // AdminKey defines model for AdminKey.
@@ -883,6 +884,9 @@ type Follow string
 
 // HistoryVisibility shared: members read all retained history; joined: only from the start of their current membership.
 type HistoryVisibility string
+
+// HostIPs Exact source IP addresses (IPv4 or IPv6), each named once; no CIDR ranges or DNS names. An IPv4-mapped IPv6 address is its IPv4 address (stored so), so naming both is a duplicate.
+type HostIPs = []string
 
 // IdempotencyKey Unique per action; reuse it to retry.
 type IdempotencyKey = string

@@ -68,13 +68,21 @@ func agentByRef(ctx context.Context, tx *store.Tx, boxID uuid.UUID, ref string) 
 	return a, err
 }
 
+// normalizeIPs returns a host's IPs as stored and compared (auth.NormalizeIP), in the order
+// given. Each may be named once, after normalization: ::ffff:10.0.0.1 is 10.0.0.1, so a list
+// naming both would store one address twice.
 func normalizeIPs(ips []string) ([]string, error) {
 	out := make([]string, 0, len(ips))
+	seen := make(map[string]bool, len(ips))
 	for i, ip := range ips {
 		n, ok := auth.NormalizeIP(ip)
 		if !ok {
 			return nil, apierr.Invalid(fieldIndex("ips", i), "must be an exact IPv4 or IPv6 address (no CIDR range, no DNS name)")
 		}
+		if seen[n] {
+			return nil, apierr.Invalid(fieldIndex("ips", i), "each IP may be named once (an IPv4-mapped IPv6 address is its IPv4 address)").WithReason("duplicate_ip")
+		}
+		seen[n] = true
 		out = append(out, n)
 	}
 	return out, nil

@@ -181,6 +181,44 @@ func TestSourceAddressRules(t *testing.T) {
 	}
 }
 
+// TestHostIPsNamedOnce: a host's IPs are distinct after normalization (an IPv4-mapped IPv6
+// address is its IPv4 address); a list naming one twice is refused with the second's index,
+// on create and on update, and nothing is written.
+func TestHostIPsNamedOnce(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	for _, ips := range [][]string{{"10.0.0.1", "10.0.0.1"}, {"10.0.0.1", "::ffff:10.0.0.1"}, {"2001:db8::1", "10.0.0.2", "2001:DB8:0::1"}} {
+		r := e.Do("POST", "/admin/api/v1/boxes/alpha/hosts", testenv.AdminToken, map[string]any{"name": "dup", "ips": ips}, nil)
+		want := fmt.Sprintf("ips[%d]", len(ips)-1)
+		if r.Status != http.StatusBadRequest && r.Status != http.StatusUnprocessableEntity || r.Code() != "INVALID_ARGUMENT" ||
+			r.ErrorField("field") != want || r.ErrorField("reason") != "duplicate_ip" {
+			t.Fatalf("create with %v: %d %s", ips, r.Status, r.Raw)
+		}
+		if raw := strings.ToLower(string(r.Raw)); strings.Contains(raw, "10.0.0.1") || strings.Contains(raw, "2001:db8") {
+			t.Fatalf("error echoes the rejected value: %s", r.Raw)
+		}
+	}
+	hosts := e.Admin("GET", "/boxes/alpha/hosts", nil)["items"].([]any)
+	for _, h := range hosts {
+		if h.(map[string]any)["name"] == "dup" {
+			t.Fatalf("a refused host was created: %v", hosts)
+		}
+	}
+	e.Admin("POST", "/boxes/alpha/hosts", map[string]any{"name": "edit", "ips": []string{"10.0.0.3"}})
+	r := e.Do("PATCH", "/admin/api/v1/boxes/alpha/hosts/edit", testenv.AdminToken, map[string]any{"ips": []string{"::ffff:10.0.0.4", "10.0.0.4"}}, nil)
+	if r.Code() != "INVALID_ARGUMENT" || r.ErrorField("field") != "ips[1]" || r.ErrorField("reason") != "duplicate_ip" {
+		t.Fatalf("update with a duplicate: %d %s", r.Status, r.Raw)
+	}
+	for _, h := range e.Admin("GET", "/boxes/alpha/hosts", nil)["items"].([]any) {
+		if h := h.(map[string]any); h["name"] == "edit" {
+			if ips := h["ips"].([]any); len(ips) != 1 || ips[0] != "10.0.0.3" {
+				t.Fatalf("a refused update changed the host's IPs: %v", ips)
+			}
+		}
+	}
+}
+
 func TestNotPrimed(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)
