@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/boxkey"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -76,19 +77,8 @@ func (a *Authenticator) agent(ctx context.Context, hash []byte, boxKey string, s
 	return p, err
 }
 
-// ValidBoxKey reports whether s matches the box_key pattern ^[a-z0-9][a-z0-9-]{1,62}$ (SPEC §2).
-func ValidBoxKey(s string) bool {
-	if len(s) < 2 || len(s) > 63 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0) {
-			return false
-		}
-	}
-	return true
-}
+// ValidBoxKey reports whether s matches the box_key pattern (internal/boxkey).
+func ValidBoxKey(s string) bool { return boxkey.Valid(s) }
 
 // AgentCall is Agent for a call of the agent API that will run in one transaction. The
 // identity of a key — its box, agent, host and kind — never changes, so once a key has acted

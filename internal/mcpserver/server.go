@@ -24,6 +24,7 @@ import (
 
 	genmcp "github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/boxkey"
 	"github.com/agentbox/agentbox/internal/schema"
 )
 
@@ -223,10 +224,16 @@ func (sf *surface) arguments(ctx context.Context, req *mcp.CallToolRequest, inpu
 	if err := json.Unmarshal(raw, &args); err != nil {
 		return nil, apierr.Invalid("", "the arguments must be a JSON object")
 	}
-	// A box_key of another type is the schema's to refuse, not an authentication failure.
+	// A box_key of another type is the schema's to refuse, not an authentication failure; a
+	// string that does not match the box_key pattern is one, on every transport (SPEC §12),
+	// before any backend sees it (with a single key, stdio's backend leaves the box to the
+	// server, and the schema would call it INVALID_ARGUMENT).
 	if k := args["box_key"]; len(k) > 0 && k[0] == '"' {
 		var boxKey string
 		if err := json.Unmarshal(k, &boxKey); err == nil {
+			if !boxkey.Valid(boxKey) {
+				return nil, apierr.Auth()
+			}
 			if err := sf.backend.CheckBox(ctx, req, boxKey); err != nil {
 				return nil, err
 			}

@@ -31,13 +31,7 @@ type surface interface {
 // mention and a request, the recipient lists its inbox, ACKs and responds to the request.
 func TestScenario(t *testing.T) {
 	t.Parallel()
-	bin := buildAgentbox(t)
-	for name, mk := range map[string]func(*testing.T, *testenv.Env) surface{
-		"raw HTTP":            func(*testing.T, *testenv.Env) surface { return rawHTTP{} },
-		"MCP streamable HTTP": func(t *testing.T, e *testenv.Env) surface { return &mcpHTTP{e: e} },
-		"MCP stdio":           func(t *testing.T, e *testenv.Env) surface { return &mcpStdio{bin: bin, e: e} },
-		"CLI":                 func(t *testing.T, e *testenv.Env) surface { return cliSurface{bin: bin, e: e} },
-	} {
+	for name, mk := range everySurface(buildAgentbox(t)) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			e := testenv.New(t)
@@ -45,6 +39,42 @@ func TestScenario(t *testing.T) {
 			a := e.NewAgent("alpha", "ann", map[string]any{"listed": true})
 			b := e.NewAgent("alpha", "bob", map[string]any{"listed": true})
 			runScenario(t, mk(t, e), a, b)
+		})
+	}
+}
+
+// everySurface makes each surface for an environment; bin is the agentbox binary.
+func everySurface(bin string) map[string]func(*testing.T, *testenv.Env) surface {
+	return map[string]func(*testing.T, *testenv.Env) surface{
+		"raw HTTP":            func(*testing.T, *testenv.Env) surface { return rawHTTP{} },
+		"MCP streamable HTTP": func(t *testing.T, e *testenv.Env) surface { return &mcpHTTP{e: e} },
+		"MCP stdio":           func(t *testing.T, e *testenv.Env) surface { return &mcpStdio{bin: bin, e: e} },
+		"CLI":                 func(t *testing.T, e *testenv.Env) surface { return cliSurface{bin: bin, e: e} },
+	}
+}
+
+// TestMalformedBoxKeyIsAuthFailed: a box_key that does not match its pattern is AUTH_FAILED
+// like any other credential failure (SPEC §12), on every surface; with one API key, stdio
+// leaves the box to the server, and its schema check must not answer INVALID_ARGUMENT first.
+func TestMalformedBoxKeyIsAuthFailed(t *testing.T) {
+	t.Parallel()
+	for name, mk := range everySurface(buildAgentbox(t)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := testenv.New(t)
+			e.Box("alpha")
+			a := e.NewAgent("alpha", "ann", nil)
+			s := mk(t, e)
+			s.call(t, a, "agent_prime", map[string]any{"box_key": "alpha"}).must(t, "agent_prime")
+			for _, bad := range []string{"BAD!", "Alpha", "a", "-alpha"} {
+				r := s.call(t, a, "checkpoint_get", map[string]any{"box_key": bad})
+				if r.code() != "AUTH_FAILED" {
+					t.Errorf("box_key %q: %v %v, want AUTH_FAILED", bad, r.Error, r.OK)
+				}
+				if len(bad) > 3 && strings.Contains(r.Text, bad) {
+					t.Errorf("box_key %q is echoed: %s", bad, r.Text)
+				}
+			}
 		})
 	}
 }
