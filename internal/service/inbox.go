@@ -243,9 +243,12 @@ func (s *Service) InboxAck(ctx context.Context, req api.InboxAckRequestObject) (
 			field := fieldIndex("inbox_seqs", i)
 			r, ok := rows[seq]
 			switch {
-			case !ok || !r.Accessible || !r.Returned: // unknown rows look the same
-				return api.InboxAckResult{}, apierr.Invalid(field, "the row was not returned to this session by inbox_list, inbox_claim or a history read").
+			case !ok || !r.Returned: // unknown rows look the same
+				return api.InboxAckResult{}, apierr.Invalid(field, "the row was not returned to this session by inbox_list, inbox_claim or a history read, or is no longer in the inbox").
 					WithReason("not_returned_to_session")
+			case !r.Accessible: // shown to this session, so saying so tells it nothing new
+				return api.InboxAckResult{}, apierr.Invalid(field, "the agent can no longer read this row: it left the room, or the row predates its current membership").
+					WithReason("not_accessible").WithSuggestion("drop the row; inbox_list shows the rows left to acknowledge")
 			case r.AckedAt != nil:
 				results[i] = api.AckOutcome{InboxSeq: dec(seq), Status: api.AckStatusAlreadyAcked, AckedAt: r.AckedAt.UTC(), AckedBySessionId: *r.AckedBy}
 				continue

@@ -604,7 +604,7 @@ func TestInboxLeases(t *testing.T) {
 		t.Fatalf("after leaving: %+v", p)
 	}
 	rejects(t, e, "ACK of a left room's row", func() testenv.Response { return ibAck(b, newKey(), "2") },
-		"INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[0]")
+		"INVALID_ARGUMENT", "not_accessible", "inbox_seqs[0]")
 
 	// Clamps, default and order.
 	for i := range 3 {
@@ -821,7 +821,7 @@ func TestInboxAckAfterWaitingSeesTheRoomLeave(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	expectErr(t, "S acks the row of the room left", <-done, "INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[0]")
+	expectErr(t, "S acks the row of the room left", <-done, "INVALID_ARGUMENT", "not_accessible", "inbox_seqs[0]")
 	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND acked_at IS NOT NULL`, reader.ID); n != 0 {
 		t.Fatalf("%d rows acked", n)
 	}
@@ -1355,7 +1355,7 @@ func TestInboxClaimAndAckAfterRejoiningReachTheNewEpochOnly(t *testing.T) {
 	ibSend(t, sender, inRoom(room), "room 3", nil)
 	ibSend(t, sender, dmTo(reader), "dm 4", nil)
 	rejects(t, e, "ACK of a first-epoch row after the rejoin", func() testenv.Response { return ibAck(reader, newKey(), "1") },
-		"INVALID_ARGUMENT", "not_returned_to_session", "inbox_seqs[0]")
+		"INVALID_ARGUMENT", "not_accessible", "inbox_seqs[0]")
 	if got := ibSeqs(ibClaim(t, reader, map[string]any{"limit": 10, "order": "newest"})); fmt.Sprint(got) != "[4 3]" {
 		t.Fatalf("newest claim after the rejoin: %v, want [4 3]", got)
 	}
@@ -1560,7 +1560,7 @@ func TestInboxUnreadCountersUnderConcurrency(t *testing.T) {
 				// A row purged by retention since the claim fails the batch: one by one.
 				for _, seq := range seqs {
 					r := s.Call("POST", "/inbox/ack", map[string]any{"inbox_seqs": []string{seq}, "idempotency_key": newKey()})
-					if r.Status != http.StatusOK && r.ErrorField("reason") != "not_returned_to_session" {
+					if r.Status != http.StatusOK && r.ErrorField("reason") != "not_returned_to_session" && r.ErrorField("reason") != "not_accessible" {
 						errs <- fmt.Sprintf("ack %s: %d %s", seq, r.Status, r.Raw)
 						return
 					}
