@@ -119,8 +119,9 @@ LIMIT @max_rows;
 -- name: InboxRows :many
 -- The given attention rows of the agent with their messages (as GetMessage), in inbox_seq
 -- order. parent_visible: the reply parent still exists above the agent's read floor of the
--- channel (replies stay in their channel; DMs have floor 0) — the reply redaction rule of
--- the canonical Message.
+-- channel (replies stay in their channel; DMs have floor 0); root_visible: likewise the
+-- thread root, for a message that does not start its thread — the redaction rules of the
+-- canonical Message (reply_to_message_id, thread_root_id).
 SELECT sqlc.embed(m), ag.name AS sender_name,
        att.attachment_id, att.name AS attachment_name, att.media_type AS attachment_media_type,
        att.size_bytes AS attachment_size_bytes, att.sha256 AS attachment_sha256,
@@ -129,7 +130,13 @@ SELECT sqlc.embed(m), ag.name AS sender_name,
              WHEN m.dest_kind <> 'room' THEN true
              ELSE p.message_seq > COALESCE((SELECT rr.read_floor FROM room_readers rr
                                             WHERE rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id), 0)
-        END)::boolean AS parent_visible
+        END)::boolean AS parent_visible,
+       (CASE WHEN m.thread_root_id = m.message_id THEN true
+             WHEN rt.channel_id IS DISTINCT FROM m.channel_id THEN false
+             WHEN m.dest_kind <> 'room' THEN true
+             ELSE rt.message_seq > COALESCE((SELECT rr.read_floor FROM room_readers rr
+                                             WHERE rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id), 0)
+        END)::boolean AS root_visible
 FROM attention a
 JOIN messages m ON m.box_id = a.box_id AND m.message_id = a.message_id
 -- The parent by its key alone (LATERAL, OFFSET 0): with the channel and a read floor in the
@@ -137,6 +144,12 @@ JOIN messages m ON m.box_id = a.box_id AND m.message_id = a.message_id
 LEFT JOIN LATERAL (SELECT parent.channel_id, parent.message_seq FROM messages parent
                    WHERE parent.box_id = m.box_id AND parent.message_id = m.reply_to_message_id
                    OFFSET 0) AS p ON true
+-- The thread root the same way, looked up only for a message that does not start its thread
+-- (a NULL key reads no page, as the attachment's below).
+LEFT JOIN LATERAL (SELECT root.channel_id, root.message_seq FROM messages root
+                   WHERE root.box_id = m.box_id
+                     AND root.message_id = CASE WHEN m.thread_root_id <> m.message_id THEN m.thread_root_id END
+                   OFFSET 0) AS rt ON true
 JOIN agents ag ON ag.box_id = m.box_id AND ag.agent_id = m.sender_agent_id
 -- The attachment is looked up only for a message that has one (has_attachment, set with it):
 -- otherwise the lookup's key is NULL, which an index scan answers without reading a page.

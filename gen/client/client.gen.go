@@ -1012,7 +1012,9 @@ type Message struct {
 	ReplyToRedacted  *bool                `json:"reply_to_redacted,omitempty"`
 	RequestAgentIds  []openapi_types.UUID `json:"request_agent_ids"`
 	Sender           AgentName            `json:"sender"`
-	ThreadRootId     openapi_types.UUID   `json:"thread_root_id"`
+
+	// ThreadRootId The thread's first message; null when the caller cannot see it (before its read floor, or purged), like a redacted reply_to_message_id.
+	ThreadRootId *openapi_types.UUID `json:"thread_root_id"`
 }
 
 // MessagePage defines model for MessagePage.

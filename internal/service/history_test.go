@@ -37,6 +37,7 @@ type msPage struct {
 		BodyMd           string  `json:"body_md"`
 		ReplyToMessageID *string `json:"reply_to_message_id"`
 		ReplyToRedacted  *bool   `json:"reply_to_redacted"`
+		ThreadRootID     *string `json:"thread_root_id"`
 	} `json:"items"`
 	NextCursor   string `json:"next_cursor"`
 	ResumeCursor string `json:"resume_cursor"`
@@ -363,14 +364,33 @@ func TestThreadReadRedactsHiddenAncestors(t *testing.T) {
 	if p.Items[1].ReplyToMessageID == nil || *p.Items[1].ReplyToMessageID != r1 || p.Items[1].ReplyToRedacted != nil {
 		t.Fatalf("visible parent redacted: %+v", p.Items[1])
 	}
+	// The thread root is a reference to the hidden ancestor too: redacted (SPEC §6).
+	for _, it := range p.Items {
+		if it.ThreadRootID != nil {
+			t.Fatalf("hidden thread root shown: %+v", it)
+		}
+	}
+	for _, path := range []string{convPath(inRoom(room), "", 50), "/threads/" + r2 + "/export?format=json"} {
+		if raw := late.MustCall("GET", path, nil); strings.Contains(fmt.Sprint(raw), root) {
+			t.Fatalf("%s shows the hidden root: %v", path, raw)
+		}
+	}
 	// message_get shows the same redaction.
-	if m := late.MustCall("GET", "/messages/"+r1, nil); m["reply_to_message_id"] != nil || m["reply_to_redacted"] != true {
+	if m := late.MustCall("GET", "/messages/"+r1, nil); m["reply_to_message_id"] != nil || m["reply_to_redacted"] != true || m["thread_root_id"] != nil {
 		t.Fatalf("message_get: %v", m)
+	}
+	if m := late.MustCall("GET", "/messages/"+r1, nil); !strings.Contains(fmt.Sprint(m), "thread_root_id") {
+		t.Fatalf("message_get omits thread_root_id (it is required, null when redacted): %v", m)
 	}
 	expectErr(t, "hidden anchor", late.Call("GET", "/threads/"+root, nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
 	full := readPage(t, owner, "/threads/"+r2)
 	if len(full.Items) != 3 || full.Items[0].MessageID != root || full.Items[1].ReplyToRedacted != nil {
 		t.Fatalf("owner's thread: %+v", full)
+	}
+	for _, it := range full.Items {
+		if it.ThreadRootID == nil || *it.ThreadRootID != root {
+			t.Fatalf("owner sees the thread root: %+v", it)
+		}
 	}
 	// Keyset paging.
 	var ids []string
@@ -412,6 +432,9 @@ func TestThreadReadToleratesGaps(t *testing.T) {
 	}
 	if p.Items[0].ReplyToMessageID != nil || p.Items[0].ReplyToRedacted == nil || *p.Items[1].ReplyToMessageID != r2 {
 		t.Fatalf("references: %+v", p.Items)
+	}
+	if p.Items[0].ThreadRootID != nil || p.Items[1].ThreadRootID != nil {
+		t.Fatalf("the purged thread root is still referred to: %+v", p.Items)
 	}
 	expectErr(t, "purged anchor", b.Call("GET", "/threads/"+root, nil), "NOT_FOUND_OR_FORBIDDEN", "", "-")
 }

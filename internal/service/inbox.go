@@ -139,6 +139,9 @@ func inboxItems(c *call, rows []store.InboxRow) ([]api.InboxItem, error) {
 		if r.Message.ReplyTo != nil {
 			visible[*r.Message.ReplyTo] = r.ParentVisible
 		}
+		if r.Message.ThreadRoot != r.Message.ID {
+			visible[r.Message.ThreadRoot] = r.RootVisible // the parent's answer too, when it is the root
+		}
 		m, err := messageDTO(r.Message, visible)
 		if err != nil {
 			return nil, err

@@ -19,7 +19,7 @@ func TestClaimPageIsTheEncodedResult(t *testing.T) {
 	payload := json.RawMessage(`{ "k": [1, 2], "html": "<a href=\"x\">&</a>" }`)
 	item := func(i int, body string) api.InboxItem {
 		return api.InboxItem{InboxSeq: dec(int64(i)), Reasons: 2, Message: api.Message{
-			BodyMd: body, MessageId: uuid.New(), MessageSeq: dec(int64(i)), ThreadRootId: uuid.New(),
+			BodyMd: body, MessageId: uuid.New(), MessageSeq: dec(int64(i)), ThreadRootId: new(uuid.New()),
 			Files: []api.FileRef{}, MentionAgentIds: []uuid.UUID{}, RequestAgentIds: []uuid.UUID{}, Payload: &payload}}
 	}
 	var items []api.InboxItem
@@ -77,7 +77,7 @@ func BenchmarkClaimPage(b *testing.B) {
 	items := make([]api.InboxItem, 100)
 	for i := range items {
 		items[i] = api.InboxItem{InboxSeq: dec(int64(i + 1)), Reasons: 2, Message: api.Message{
-			BodyMd: strings.Repeat("w4 body ", 128), MessageId: uuid.New(), MessageSeq: dec(int64(i + 1)), ThreadRootId: uuid.New(),
+			BodyMd: strings.Repeat("w4 body ", 128), MessageId: uuid.New(), MessageSeq: dec(int64(i + 1)), ThreadRootId: new(uuid.New()),
 			Files: []api.FileRef{}, MentionAgentIds: []uuid.UUID{}, RequestAgentIds: []uuid.UUID{}}}
 	}
 	b.Run("encoded once", func(b *testing.B) {

@@ -48,6 +48,7 @@ type ibItem struct {
 		BodyMd           string  `json:"body_md"`
 		ReplyToMessageID *string `json:"reply_to_message_id"`
 		ReplyToRedacted  *bool   `json:"reply_to_redacted"`
+		ThreadRootID     *string `json:"thread_root_id"`
 		Sender           struct {
 			AgentID string `json:"agent_id"`
 		} `json:"sender"`
@@ -1400,6 +1401,18 @@ func TestInboxItemsRedactAReplyParentBeforeTheReadersEpoch(t *testing.T) {
 		for _, c := range []struct{ id, parent string }{{r2, r1}, {dmReply, dm}} {
 			if m := byID[c.id].Message; m.ReplyToMessageID == nil || *m.ReplyToMessageID != c.parent || m.ReplyToRedacted != nil {
 				t.Fatalf("%s: a visible parent is not shown: %+v", what, m)
+			}
+		}
+		// The thread root before late's epoch is redacted too, behind a visible parent as well;
+		// a visible root is shown (the DM's; a message that starts its thread is its own root).
+		for _, id := range []string{r1, r2} {
+			if m := byID[id].Message; m.ThreadRootID != nil {
+				t.Fatalf("%s: the thread root before late's epoch is shown: %+v", what, m)
+			}
+		}
+		for _, c := range []struct{ id, root string }{{dm, dm}, {dmReply, dm}} {
+			if m := byID[c.id].Message; m.ThreadRootID == nil || *m.ThreadRootID != c.root {
+				t.Fatalf("%s: a visible thread root is not shown: %+v", what, m)
 			}
 		}
 	}

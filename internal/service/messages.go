@@ -87,15 +87,18 @@ func messageView(ctx context.Context, tx *store.Tx, c *call, m store.Message) (c
 
 // messageDTOs turns messages of one channel into canonical DTOs. A reply whose parent the
 // reader cannot see now (below its floor, or purged) shows reply_to_message_id null and
-// reply_to_redacted true.
+// reply_to_redacted true; a thread root it cannot see, thread_root_id null.
 func messageDTOs(ctx context.Context, tx *store.Tx, c *call, v channelView, ms []store.Message) ([]api.Message, error) {
-	var parents []uuid.UUID
+	var refs []uuid.UUID // the reply parents and thread roots the DTOs refer to
 	for _, m := range ms {
 		if m.ReplyTo != nil {
-			parents = append(parents, *m.ReplyTo)
+			refs = append(refs, *m.ReplyTo)
+		}
+		if m.ThreadRoot != m.ID {
+			refs = append(refs, m.ThreadRoot)
 		}
 	}
-	visible, err := tx.VisibleChannelMessages(ctx, c.p.BoxID, v.channelID, v.floor, parents)
+	visible, err := tx.VisibleChannelMessages(ctx, c.p.BoxID, v.channelID, v.floor, refs)
 	if err != nil {
 		return nil, err
 	}
@@ -110,8 +113,9 @@ func messageDTOs(ctx context.Context, tx *store.Tx, c *call, v channelView, ms [
 	return out, nil
 }
 
-// messageDTO is the canonical Message; visibleParents says which reply parents may be shown.
-func messageDTO(m store.Message, visibleParents map[uuid.UUID]bool) (api.Message, error) {
+// messageDTO is the canonical Message; visible says which of the messages it refers to (its
+// reply parent, its thread root) the reader may see: the others are redacted (SPEC §6).
+func messageDTO(m store.Message, visible map[uuid.UUID]bool) (api.Message, error) {
 	files := []api.FileRef{}
 	if len(m.Files) > 0 {
 		if err := json.Unmarshal(m.Files, &files); err != nil {
@@ -125,7 +129,6 @@ func messageDTO(m store.Message, visibleParents map[uuid.UUID]bool) (api.Message
 		BodyMd:          m.Body,
 		MentionAgentIds: nonNilIDs(m.Mentions),
 		RequestAgentIds: nonNilIDs(m.Requests),
-		ThreadRootId:    m.ThreadRoot,
 		Files:           files,
 		CreatedAt:       m.CreatedAt.UTC(),
 	}
@@ -138,8 +141,11 @@ func messageDTO(m store.Message, visibleParents map[uuid.UUID]bool) (api.Message
 		p := m.Payload
 		out.Payload = &p
 	}
+	if root := m.ThreadRoot; root == m.ID || visible[root] {
+		out.ThreadRootId = &root
+	}
 	if m.ReplyTo != nil {
-		if visibleParents[*m.ReplyTo] {
+		if visible[*m.ReplyTo] {
 			out.ReplyToMessageId = m.ReplyTo
 		} else {
 			redacted := true

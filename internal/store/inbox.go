@@ -54,6 +54,8 @@ type InboxRow struct {
 	LeaseExpiresAt *time.Time
 	// ParentVisible: the message's reply parent still exists above the agent's read floor.
 	ParentVisible bool
+	// RootVisible: likewise its thread root (true for a message that starts its thread).
+	RootVisible bool
 }
 
 // InboxRows loads the agent's attention rows with these seqs, ascending.
@@ -67,7 +69,7 @@ func (t *Tx) InboxRows(ctx context.Context, boxID, agentID uuid.UUID, seqs []int
 		out = append(out, InboxRow{Seq: r.InboxSeq, Reasons: int64(r.Reasons),
 			Message: messageFrom(r.Message, r.SenderName, r.AttachmentID, r.AttachmentName, r.AttachmentMediaType, r.AttachmentSizeBytes, r.AttachmentSha256),
 			AckedAt: r.AckedAt, AckedBy: r.AckedBySessionID, LeaseSession: r.LeaseSessionID, LeaseExpiresAt: r.LeaseExpiresAt,
-			ParentVisible: r.ParentVisible})
+			ParentVisible: r.ParentVisible, RootVisible: r.RootVisible})
 	}
 	return out, err
 }
