@@ -439,16 +439,16 @@ type AdminAgent struct {
 
 // AdminAgentCreateInput defines model for AdminAgentCreateInput.
 type AdminAgentCreateInput struct {
-	// Description Public description.
+	// Description Public description; maxLength counts UTF-8 bytes.
 	Description *CardDescription `json:"description,omitempty"`
 	HostName    Name             `json:"host_name"`
 	Listed      *bool            `json:"listed,omitempty"`
 	Name        Name             `json:"name"`
 
-	// ProfileText Private profile (role and standing instructions).
+	// ProfileText Private profile (role and standing instructions); maxLength counts UTF-8 bytes.
 	ProfileText *ProfileText `json:"profile_text,omitempty"`
 
-	// Role Public role.
+	// Role Public role; maxLength counts UTF-8 bytes.
 	Role *CardRole `json:"role,omitempty"`
 }
 
@@ -565,7 +565,7 @@ type AdminKeyList struct {
 
 // AdminProfileSetInput defines model for AdminProfileSetInput.
 type AdminProfileSetInput struct {
-	// Text Private profile (role and standing instructions).
+	// Text Private profile (role and standing instructions); maxLength counts UTF-8 bytes.
 	Text ProfileText `json:"text"`
 }
 
@@ -703,7 +703,7 @@ type Card struct {
 	Role         string             `json:"role"`
 }
 
-// CardDescription Public description.
+// CardDescription Public description; maxLength counts UTF-8 bytes.
 type CardDescription = string
 
 // CardPage defines model for CardPage.
@@ -714,7 +714,7 @@ type CardPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
-// CardRole Public role.
+// CardRole Public role; maxLength counts UTF-8 bytes.
 type CardRole = string
 
 // Checkpoint defines model for Checkpoint.
@@ -777,10 +777,10 @@ type DirectoryUpdateSelfInput struct {
 
 	// Patch Fields to change; at least one.
 	Patch struct {
-		// Description Public description.
+		// Description Public description; maxLength counts UTF-8 bytes.
 		Description *CardDescription `json:"description,omitempty"`
 
-		// Role Public role.
+		// Role Public role; maxLength counts UTF-8 bytes.
 		Role *CardRole `json:"role,omitempty"`
 	} `json:"patch"`
 }
@@ -825,7 +825,7 @@ type FileAccessReportInput struct {
 	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// Note Short note.
+	// Note Short note; maxLength counts UTF-8 bytes.
 	Note   *string          `json:"note,omitempty"`
 	Status FileAccessStatus `json:"status"`
 }
@@ -1144,7 +1144,7 @@ type Profile struct {
 	Text           string        `json:"text"`
 }
 
-// ProfileText Private profile (role and standing instructions).
+// ProfileText Private profile (role and standing instructions); maxLength counts UTF-8 bytes.
 type ProfileText = string
 
 // Request defines model for Request.
@@ -1206,7 +1206,7 @@ type RoomBrief struct {
 
 // RoomBriefUpdateInput defines model for RoomBriefUpdateInput.
 type RoomBriefUpdateInput struct {
-	// AppendMd Text to append; the whole brief is capped too (brief_md).
+	// AppendMd Text to append (maxLength counts UTF-8 bytes); the whole brief is capped too (brief_md).
 	AppendMd         string        `json:"append_md"`
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
@@ -1230,7 +1230,7 @@ type RoomCreateInput struct {
 	// InviteeAgentIds Agents to invite (at most targets_max, distinct, not the caller).
 	InviteeAgentIds *[]openapi_types.UUID `json:"invitee_agent_ids,omitempty"`
 
-	// Name Room name.
+	// Name Room name; maxLength counts UTF-8 bytes.
 	Name string `json:"name"`
 }
 
