@@ -108,16 +108,27 @@ func (sf *surface) toolExecute(ctx context.Context, req *mcp.CallToolRequest, ar
 	// The same checks as a direct call: strict decoding, the box, the closed input schema.
 	innerArgs, err := sf.arguments(ctx, req, op.Input, raw)
 	if err != nil {
-		if e, ok := apierr.As(err); ok && e.Code == apierr.InvalidArgument {
-			e.Field = strings.TrimSuffix("arguments."+e.Field, ".")
-		}
-		return nil, err
+		return nil, underArguments(err)
 	}
 	body, err := sf.backend.Call(ctx, req, op, innerArgs)
 	if err != nil {
-		return nil, err
+		return nil, underArguments(err)
 	}
 	return map[string]json.RawMessage{"result": body}, nil
+}
+
+// underArguments names the field of an executed tool's error as a field of tool_execute's
+// own input ("body_md" → "arguments.body_md"), whichever check found it (the schema's, the
+// service's limits, idempotency), so a model correcting its call sees one naming scheme. An
+// INVALID_ARGUMENT about the arguments as a whole names "arguments".
+func underArguments(err error) error {
+	e, ok := apierr.As(err)
+	if !ok || e.Field == "" && e.Code != apierr.InvalidArgument {
+		return err
+	}
+	renamed := *e // a copy: the error may be shared
+	renamed.Field = strings.TrimSuffix("arguments."+e.Field, ".")
+	return &renamed
 }
 
 // toolSummary is one tool_search hit.

@@ -513,6 +513,7 @@ func TestRouterMode(t *testing.T) {
 		{"admin operation", map[string]any{"box_key": "alpha", "name": "admin_box_list", "arguments": map[string]any{}}, "INVALID_ARGUMENT", "name"},
 		{"unknown tool", map[string]any{"box_key": "alpha", "name": "no_such_tool", "arguments": map[string]any{}}, "INVALID_ARGUMENT", "name"},
 		{"invalid inner arguments", map[string]any{"box_key": "alpha", "name": "checkpoint_get", "arguments": map[string]any{"extra": 1}}, "INVALID_ARGUMENT", "arguments.extra"},
+		{"inner argument over its maxLength", map[string]any{"box_key": "alpha", "name": "room_create", "arguments": map[string]any{"name": strings.Repeat("n", 201), "idempotency_key": "k"}}, "LIMIT_EXCEEDED", "arguments.name"},
 		{"inner box of another tenant", map[string]any{"box_key": "alpha", "name": "checkpoint_get", "arguments": map[string]any{"box_key": "beta"}}, "AUTH_FAILED", ""},
 		{"outer box of another tenant", map[string]any{"box_key": "beta", "name": "checkpoint_get", "arguments": map[string]any{}}, "AUTH_FAILED", ""},
 	} {
@@ -523,6 +524,20 @@ func TestRouterMode(t *testing.T) {
 	}
 	if calls := f.called(); len(calls) != before {
 		t.Errorf("refused executions reached the backend: %v", calls[before:])
+	}
+	// The executed tool's own errors (its limits, idempotency) name its fields under
+	// "arguments" too, and the backend's error is not changed for anyone else.
+	shared := apierr.TooLarge("body_md", "body_too_large", 16384)
+	f.fail["message_send"] = shared
+	send := map[string]any{"box_key": "alpha", "name": "message_send", "arguments": map[string]any{
+		"destination": map[string]any{"kind": "dm", "recipient_agent_id": "00000000-0000-4000-8000-000000000001"}, "body_md": "x", "idempotency_key": "k"}}
+	for range 2 {
+		if e := toolError(t, call(t, cs, "tool_execute", send)); e["code"] != "LIMIT_EXCEEDED" || e["field"] != "arguments.body_md" {
+			t.Errorf("an executed tool's limit: %v, want field arguments.body_md", e)
+		}
+	}
+	if shared.Field != "body_md" {
+		t.Errorf("the backend's error was changed: field %q", shared.Field)
 	}
 
 	// Only the four are callable directly.
