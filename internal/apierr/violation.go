@@ -58,5 +58,8 @@ func FromDecode(err error) *Error {
 	if f, ok := schema.TextField(err); ok {
 		return Invalid(f, "the text is not storable: "+schema.DecodeMessage(err)).WithReason("invalid_text")
 	}
+	if f, ok := schema.DuplicateKeyField(err); ok {
+		return Invalid(f, "a member name appears twice in one object; name each once").WithReason("duplicate_key")
+	}
 	return Invalid("", "the input is not valid JSON: "+schema.DecodeMessage(err))
 }

@@ -30,6 +30,32 @@ var (
 // maxNesting bounds recursion (encoding/json's own limit); product depth limits are smaller.
 const maxNesting = 10000
 
+// DuplicateKeyError is an object naming one member twice (RFC 8259 leaves the meaning to
+// the reader; a strict reader refuses it rather than keep one of the two silently). Field is
+// the member's path when its name reads as a name (nameLike), else the enclosing object's:
+// other names are the caller's text, never echoed.
+type DuplicateKeyError struct {
+	Field  string
+	Offset int // byte offset of the second occurrence
+}
+
+func (e *DuplicateKeyError) Error() string {
+	s := fmt.Sprintf("a member name appears twice in one object at byte offset %d", e.Offset)
+	if e.Field != "" {
+		s = e.Field + ": " + s
+	}
+	return s
+}
+
+// DuplicateKeyField returns the field of a DuplicateKeyError in err's chain.
+func DuplicateKeyField(err error) (string, bool) {
+	var de *DuplicateKeyError
+	if errors.As(err, &de) {
+		return de.Field, true
+	}
+	return "", false
+}
+
 // TextError is text PostgreSQL cannot store — invalid UTF-8, a lone surrogate escape, or
 // U+0000 — found in a string. Field is the path of the value ("payload.note", "files[0].url";
 // the enclosing object's path when the text is an object key, which is never echoed).
@@ -191,11 +217,19 @@ func (d *decoder) object(depth int, path []pathElem) (any, error) {
 		if d.i >= len(d.data) || d.data[d.i] != '"' {
 			return nil, d.malformed()
 		}
+		at := d.i
 		k, err := d.str(path, true)
 		if err != nil {
 			return nil, err
 		}
 		key := k.(string)
+		if _, dup := m[key]; dup {
+			f := path
+			if nameLike(key) {
+				f = append(path[:len(path):len(path)], pathElem{key: key, isKey: true})
+			}
+			return nil, &DuplicateKeyError{Field: field(f), Offset: at}
+		}
 		d.space()
 		if d.i >= len(d.data) || d.data[d.i] != ':' {
 			return nil, d.malformed()
@@ -206,7 +240,7 @@ func (d *decoder) object(depth int, path []pathElem) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		m[key] = v // a repeated key keeps its last value, as encoding/json does
+		m[key] = v
 		d.space()
 		if d.i >= len(d.data) {
 			return nil, d.malformed()
@@ -442,6 +476,8 @@ func DecodeMessage(err error) string {
 		return "empty JSON document"
 	case errors.Is(err, ErrTooDeep):
 		return "nesting too deep"
+	case errors.As(err, new(*DuplicateKeyError)):
+		return "a member name appears twice in one object"
 	default:
 		return "malformed JSON"
 	}

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/json"
 	"math/big"
 	"math/bits"
@@ -263,6 +264,12 @@ func (sc *fastScanner) object(n *fastNode, depth int) bool {
 	sc.i++ // {
 	var seen uint64
 	other := false // a member without a property schema: the distinct count is not known
+	// The names of members without a property schema, to refuse a name given twice (the
+	// slow path says so: DuplicateKeyError); the declared ones are told apart by seen. An
+	// object with more such names than fit here, or one written with escapes, takes the
+	// slow path.
+	var names [16][]byte
+	nNames := 0
 	sc.space()
 	if sc.i < len(sc.b) && sc.b[sc.i] == '}' {
 		sc.i++
@@ -273,9 +280,25 @@ func (sc *fastScanner) object(n *fastNode, depth int) bool {
 		if sc.i >= len(sc.b) || sc.b[sc.i] != '"' {
 			return false
 		}
-		p, ok := sc.key(n)
+		p, raw, escaped, ok := sc.key(n)
 		if !ok {
 			return false
+		}
+		if p != nil {
+			if seen&p.bit != 0 {
+				return false
+			}
+		} else {
+			if escaped || nNames == len(names) {
+				return false
+			}
+			for _, name := range names[:nNames] {
+				if bytes.Equal(name, raw) {
+					return false
+				}
+			}
+			names[nNames] = raw
+			nNames++
 		}
 		var vn *fastNode
 		if n != nil {
@@ -410,22 +433,24 @@ func (sc *fastScanner) span() (raw []byte, escaped, ok bool) {
 }
 
 // key scans an object key and returns its property (nil when it has none) in n, and ok.
-func (sc *fastScanner) key(n *fastNode) (*fastProp, bool) {
-	raw, escaped, ok := sc.span()
+// key reads a member name: its property schema in n (nil when it has none) and its raw
+// bytes between the quotes (escaped: written with a backslash escape).
+func (sc *fastScanner) key(n *fastNode) (p *fastProp, raw []byte, escaped, ok bool) {
+	raw, escaped, ok = sc.span()
 	if !ok {
-		return nil, false
+		return nil, nil, false, false
 	}
 	if n == nil {
-		return nil, true
+		return nil, raw, escaped, true
 	}
 	if !escaped {
-		return n.props[string(raw)], true // indexing with string(raw) does not allocate
+		return n.props[string(raw)], raw, false, true // indexing with string(raw) does not allocate
 	}
 	var s string
 	if json.Unmarshal(sc.b[sc.i-len(raw)-2:sc.i], &s) != nil {
-		return nil, false
+		return nil, nil, false, false
 	}
-	return n.props[s], true
+	return n.props[s], raw, true, true
 }
 
 // str checks the string at sc.i against n's string keywords.

@@ -63,6 +63,13 @@ var fastInvalidDocs = []string{
 	`{"status":"sent","items":[],"count":-5}`, `{"status":"sent","items":[],"count":2.5}`, `{"status":"sent","items":[],"name":"a"}`,
 	`{"status":"sent","items":[],"name":"\u00e9"}`, `{"status":"sent","items":[],"list":[]}`, `{"status":"sent","items":[],"opts":{}}`,
 	`{"status":"sent","items":[],"opts":{"c":true}}`, `{"status":"sent","items":[],}`, `{"status":"sent" "items":[]}`, `{"status":"sent","items":[01]}`,
+	// A member named twice: declared, escaped, in a map, in a value of no schema.
+	`{"status":"sent","status":"duplicate","items":[]}`, `{"status":"sent","\u0073tatus":"sent","items":[]}`,
+	`{"status":"sent","items":[],"opts":{"a":true,"a":true}}`,
+	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"1","at":"2026-12-02T06:00:00Z","reasons":1,"tags":{"t":1,"t":1}}]}`,
+	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"1","at":"2026-12-02T06:00:00Z","reasons":1,"tags":{"t":1,"\u0074":2}}]}`,
+	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"1","at":"2026-12-02T06:00:00Z","reasons":1,"meta":{"k":"a","k":"b"}}]}`,
+	`{"status":"sent","items":[{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"1","at":"2026-12-02T06:00:00Z","reasons":1,"payload":[{"x":{"y":1,"y":1}}]}]}`,
 }
 
 func compileFastTest(t testing.TB) *Validator {
@@ -102,6 +109,29 @@ func TestFastPathAgreesWithTheValidator(t *testing.T) {
 		if v.ValidateJSON([]byte(doc)) == nil {
 			t.Errorf("ValidateJSON accepts %q", doc)
 		}
+	}
+}
+
+// An object with more distinct member names of no property schema than the fast path keeps
+// (or names it cannot compare without unescaping) is still valid: the general validator
+// decides it, and refuses the same object with a name given twice.
+func TestManyMemberNamesTakeTheSlowPath(t *testing.T) {
+	v := compileFastTest(t)
+	var b strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+	}
+	tags := strings.TrimSuffix(b.String(), ",")
+	item := `{"id":"0192f0c4-7a9e-7c3d-8f00-0123456789ab","seq":"1","at":"2026-12-02T06:00:00Z","reasons":1,"tags":{%s}}`
+	for _, doc := range []string{fmt.Sprintf(item, tags), fmt.Sprintf(item, `"\u0061":1,"b":2`)} {
+		doc = `{"status":"sent","items":[` + doc + `]}`
+		if viol := v.ValidateJSON([]byte(doc)); viol != nil {
+			t.Errorf("ValidateJSON refuses a valid document: %v", viol)
+		}
+	}
+	doc := `{"status":"sent","items":[` + fmt.Sprintf(item, tags+`,"k7":0`) + `]}`
+	if v.fast.accepts([]byte(doc)) || v.ValidateJSON([]byte(doc)) == nil {
+		t.Error("a name given twice among many is accepted")
 	}
 }
 

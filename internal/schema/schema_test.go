@@ -158,6 +158,25 @@ func TestDecodeStrict(t *testing.T) {
 			t.Errorf("%q: error echoes the input: %v", b.in, err)
 		}
 	}
+	// A member named twice is refused, naming the member when its name reads as a name and
+	// the object that holds it otherwise (never the caller's text).
+	for _, c := range []struct{ in, field string }{
+		{`{"a":1,"a":1}`, "a"},
+		{`{"o":{"b":1,"c":2,"b":3}}`, "o.b"},
+		{`{"o":[{"x":1},{"x":1,"\u0078":2}]}`, "o[1].x"},
+		{`{"o":{"` + marker + ` y":1,"` + marker + ` y":2}}`, "o"},
+		{`{"` + marker + `!":1,"` + marker + `!":2}`, ""},
+	} {
+		_, err := DecodeStrict([]byte(c.in))
+		f, ok := DuplicateKeyField(err)
+		if !ok || f != c.field {
+			t.Errorf("%s: %v (field %q), want a duplicate key at %q", c.in, err, f, c.field)
+			continue
+		}
+		if strings.Contains(err.Error(), marker) || strings.Contains(DecodeMessage(err), marker) {
+			t.Errorf("%q: error echoes the input: %v", c.in, err)
+		}
+	}
 	v := MustCompile("test", []byte(testSchema))
 	viol := v.ValidateJSON([]byte(`{"box_key":"\ud800"}`))
 	if viol == nil || viol.Keyword != "json" {

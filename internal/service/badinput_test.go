@@ -306,3 +306,41 @@ func TestBadInputTable(t *testing.T) {
 	}
 	t.Logf("bad-input table: %d cases (%d over MCP), none 5xx, none echoed, nothing written", cases, mcpCases)
 }
+
+// A body naming a member twice is refused, not read as its last value (SPEC §1: bodies are
+// parsed strictly), over HTTP and MCP alike: INVALID_ARGUMENT reason duplicate_key naming
+// the member (a declared one; a free-form object's member only when its name reads as a
+// name), and nothing is written.
+func TestDuplicateMemberNamesAreRefused(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "ann", nil)
+	a.Prime()
+	state := func() int64 {
+		return dbInt(t, e, `SELECT (SELECT count(*) FROM checkpoints WHERE revision > 0) + (SELECT count(*) FROM idempotency_records)`)
+	}
+	before := state()
+	for _, c := range []struct{ body, field string }{
+		{`{"expected_revision":"0","checkpoint":{},"checkpoint":{"x":1},"idempotency_key":"k1"}`, "checkpoint"},
+		{`{"expected_revision":"0","checkpoint":{"step":1,"step":2},"idempotency_key":"k2"}`, "checkpoint.step"},
+		{`{"expected_revision":"0","checkpoint":{"a b":1,"a b":2},"idempotency_key":"k3"}`, "checkpoint"},
+	} {
+		r := raw(t, e, "PUT", "/api/v1/boxes/alpha/checkpoint", a.Key, "application/json", []byte(c.body), nil)
+		if r.Status != http.StatusBadRequest || r.Code() != "INVALID_ARGUMENT" || r.ErrorField("reason") != "duplicate_key" || r.ErrorField("field") != c.field {
+			t.Errorf("HTTP %s: %d %s, want INVALID_ARGUMENT duplicate_key at %q", c.body, r.Status, r.Raw, c.field)
+		}
+		call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"checkpoint_save","arguments":` +
+			strings.Replace(c.body, `{`, `{"box_key":"alpha",`, 1) + `}}`
+		_, m, rawResp := mcpCall(t, e, a.Key, []byte(call))
+		res, _ := m["result"].(map[string]any)
+		sc, _ := res["structuredContent"].(map[string]any)
+		ee, _ := sc["error"].(map[string]any)
+		if res["isError"] != true || ee["reason"] != "duplicate_key" || ee["field"] != c.field {
+			t.Errorf("MCP %s: %s, want a tool error duplicate_key at %q", c.body, rawResp, c.field)
+		}
+	}
+	if after := state(); after != before {
+		t.Fatalf("a refused body was written: %d rows before, %d after", before, after)
+	}
+}
