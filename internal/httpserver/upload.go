@@ -58,26 +58,24 @@ func serveUpload(cfg Config, op *mcp.Operation, w http.ResponseWriter, r *http.R
 		refuseUpload(w, err)
 		return
 	}
-	// The most one upload may write: its whole request, and never past the size cap.
-	reserve := lim.MaxBytes + 1
-	if r.ContentLength >= 0 && r.ContentLength < reserve {
-		reserve = r.ContentLength
-	}
-	slot, err := up.Stager.Admit(p.BoxID, lim, reserve)
+	// Admission reserves the most this upload may stage (its whole request when declared,
+	// never past the file cap); a box that can never admit it refuses it here, before a byte
+	// of the body is read.
+	slot, err := up.Stager.Admit(p.BoxID, lim, r.ContentLength)
 	if err != nil {
 		refuseUpload(w, err)
 		return
 	}
 	defer slot.Release()
-	input, file, err := readParts(r, op, slot, lim)
+	input, file, err := readParts(r, op, slot)
 	if err != nil {
 		e, ok := apierr.As(err)
 		switch {
 		case !ok: // the client went away or sent a broken body: nothing is kept
 			up.Stager.Reject(upload.ReasonAborted)
 			e = apierr.Invalid("", "the multipart body could not be read")
-		case e.Reason == upload.ReasonTooLarge:
-			up.Stager.Reject(upload.ReasonTooLarge)
+		case e.Reason == upload.ReasonTooLarge || e.Reason == upload.ReasonTooLargeForBox:
+			up.Stager.Reject(e.Reason)
 		default:
 			up.Stager.Reject(upload.ReasonInvalid)
 		}
@@ -100,7 +98,7 @@ func refuseUpload(w http.ResponseWriter, err error) {
 
 // readParts reads exactly one `input` part (validated like the JSON body) and one `file`
 // part (staged). Any other part, a repeated part or a missing one is INVALID_ARGUMENT.
-func readParts(r *http.Request, op *mcp.Operation, slot *upload.Slot, lim upload.Limits) ([]byte, *upload.File, error) {
+func readParts(r *http.Request, op *mcp.Operation, slot *upload.Slot) ([]byte, *upload.File, error) {
 	mr, err := r.MultipartReader()
 	if err != nil {
 		return nil, nil, apierr.Invalid("", "the multipart body is malformed")
@@ -156,7 +154,7 @@ func readParts(r *http.Request, op *mcp.Operation, slot *upload.Slot, lim upload
 				}
 				mediaType = mime.FormatMediaType(mt, params)
 			}
-			if file, err = slot.Stage(part, name, mediaType, lim.MaxBytes); err != nil {
+			if file, err = slot.Stage(part, name, mediaType); err != nil {
 				return nil, nil, err
 			}
 		default:

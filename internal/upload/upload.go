@@ -1,10 +1,18 @@
 // Package upload stages uploaded attachments (SPEC §6): it admits an upload under the box's
 // published limits (upload_concurrency_max uploads and upload_temp_max_bytes temporary bytes
 // at once, counted by each server process), streams the file to a temporary file in a
-// directory of its own while computing its SHA-256, stops at attachment_max_bytes, and removes
-// the file when the request ends — stored, rejected, cancelled or failed alike. Temporary
-// files a crashed process left behind are removed when the next process starts. The bytes
-// become permanent only in PostgreSQL, in the send's own transaction.
+// directory of its own while computing its SHA-256, stops at attachment_max_bytes (or at
+// upload_temp_max_bytes when that is smaller: no file larger than the box's whole temporary
+// space is ever staged), and removes the file when the request ends — stored, rejected,
+// cancelled or failed alike. Temporary files a crashed process left behind are removed when
+// the next process starts. The bytes become permanent only in PostgreSQL, in the send's own
+// transaction.
+//
+// Refusals (SPEC §12): RATE_LIMITED (retryable) only when the upload would be admitted once
+// the box's other uploads finish; an upload its box can never admit is LIMIT_EXCEEDED on the
+// file part — uploads_disabled when upload_concurrency_max is 0, upload_too_large_for_box
+// when the file alone is larger than upload_temp_max_bytes, attachment_too_large past
+// attachment_max_bytes.
 package upload
 
 import (
@@ -39,14 +47,25 @@ type Limits struct {
 	ConcurrencyMax int64 // upload_concurrency_max
 }
 
+// fileCap is the most one upload may stage: attachment_max_bytes, and never more than the
+// box's whole temporary space (a larger file could never be admitted).
+func (l Limits) fileCap() int64 { return max(0, min(l.MaxBytes, l.TempMaxBytes)) }
+
 // Rejection reasons (the error's reason and the metrics label).
 const (
+	// RATE_LIMITED: the box's other uploads in flight hold the slots or the bytes.
 	ReasonConcurrency = "upload_concurrency_exceeded"
 	ReasonTempBytes   = "upload_temp_bytes_exceeded"
-	ReasonTooLarge    = "attachment_too_large"
-	ReasonInvalid     = "invalid_upload"
-	ReasonAborted     = "upload_aborted"
+	// LIMIT_EXCEEDED: the upload can never be admitted as it is.
+	ReasonTooLarge       = "attachment_too_large"     // past attachment_max_bytes
+	ReasonTooLargeForBox = "upload_too_large_for_box" // past upload_temp_max_bytes, alone
+	ReasonDisabled       = "uploads_disabled"         // upload_concurrency_max is 0
+	ReasonInvalid        = "invalid_upload"
+	ReasonAborted        = "upload_aborted"
 )
+
+// filePart is the multipart part a size or admission refusal names as its field.
+const filePart = "file"
 
 // Stager owns this process's staging directory and the admission counters.
 type Stager struct {
@@ -143,14 +162,30 @@ type Slot struct {
 	s        *Stager
 	box      uuid.UUID
 	reserved int64
+	limits   Limits // the limits it was admitted under; Stage enforces them
 	file     *File
 	released bool
 }
 
-// Admit admits one upload for the box if it stays within the box's limits, reserving
-// reserve temporary bytes (the most it may write). Over either limit it is RATE_LIMITED with
-// retry_after_seconds, and nothing is staged.
-func (s *Stager) Admit(box uuid.UUID, lim Limits, reserve int64) (*Slot, error) {
+// Admit admits one upload for the box if it stays within the box's limits, reserving the
+// most it may stage: its declared request size (declared, -1 when unknown), never more than
+// the most one file may be (fileCap). Nothing is staged when it is refused.
+//
+// An upload the box can never admit (upload_concurrency_max 0) is LIMIT_EXCEEDED
+// uploads_disabled. Since a reservation never exceeds upload_temp_max_bytes and the
+// concurrency cap is at least 1 past that check, the RATE_LIMITED refusals below happen only
+// while other uploads of the box are in flight: they clear when those finish.
+func (s *Stager) Admit(box uuid.UUID, lim Limits, declared int64) (*Slot, error) {
+	if lim.ConcurrencyMax < 1 {
+		s.Reject(ReasonDisabled)
+		return nil, apierr.New(apierr.LimitExceeded, "this box accepts no uploads: its upload_concurrency_max is 0").
+			WithField(filePart).WithReason(ReasonDisabled).WithLimit(0).
+			WithSuggestion("send without the file, or ask an admin to raise upload_concurrency_max")
+	}
+	reserve := lim.fileCap()
+	if declared >= 0 && declared < reserve {
+		reserve = declared
+	}
 	s.mu.Lock()
 	u := s.boxes[box]
 	if u == nil {
@@ -167,18 +202,21 @@ func (s *Stager) Admit(box uuid.UUID, lim Limits, reserve int64) (*Slot, error) 
 		u.uploads++
 		u.reserved += reserve
 	}
+	if u.uploads == 0 {
+		delete(s.boxes, box)
+	}
 	s.mu.Unlock()
 	if reason != "" {
 		s.Reject(reason)
-		what := "upload_concurrency_max uploads are in progress"
+		what := "other uploads of this box are in progress (upload_concurrency_max)"
 		if reason == ReasonTempBytes {
-			what = "upload_temp_max_bytes temporary bytes are in use"
+			what = "other uploads of this box hold its temporary space (upload_temp_max_bytes)"
 		}
-		return nil, apierr.New(apierr.RateLimited, what+" for this box; retry shortly").
+		return nil, apierr.New(apierr.RateLimited, what+"; retry shortly").
 			WithReason(reason).WithRetryAfter(RetryAfterSeconds)
 	}
 	s.inProgress.Add(1)
-	return &Slot{s: s, box: box, reserved: reserve}, nil
+	return &Slot{s: s, box: box, reserved: reserve, limits: lim}, nil
 }
 
 // Reject counts a refused or abandoned upload by reason (Admit counts its own refusals).
@@ -222,9 +260,13 @@ type File struct {
 	path string
 }
 
-// Stage streams r into a new temporary file, hashing it, and stops with LIMIT_EXCEEDED
-// (reason attachment_too_large) past maxBytes. On any failure the file is already removed.
-func (sl *Slot) Stage(r io.Reader, name, mediaType string, maxBytes int64) (*File, error) {
+// Stage streams r into a new temporary file, hashing it, and stops with LIMIT_EXCEEDED past
+// the slot's file cap: attachment_too_large past attachment_max_bytes, or
+// upload_too_large_for_box past upload_temp_max_bytes when that is the smaller limit (the
+// file alone could never fit the box's temporary space). The byte that shows a file is too
+// large is never written, so the staged bytes stay within the reservation. On any failure
+// the file is already removed.
+func (sl *Slot) Stage(r io.Reader, name, mediaType string) (*File, error) {
 	if sl.file != nil {
 		return nil, errors.New("upload: a slot stages one file")
 	}
@@ -235,12 +277,15 @@ func (sl *Slot) Stage(r io.Reader, name, mediaType string, maxBytes int64) (*Fil
 	sf := &File{Name: name, MediaType: mediaType, s: sl.s, f: f, path: f.Name()}
 	sl.file = sf
 	h := sha256.New()
-	w := &countingWriter{f: f, h: h, s: sl.s}
-	n, err := io.CopyBuffer(w, io.LimitReader(r, maxBytes+1), make([]byte, 32<<10))
+	// Within the reservation too: a declared request (the reservation when smaller) never
+	// carries a file larger than itself.
+	limit := sl.limits.fileCap()
+	w := &countingWriter{f: f, h: h, s: sl.s, limit: limit}
+	_, err = io.CopyBuffer(w, io.LimitReader(r, limit+1), make([]byte, 32<<10))
 	sf.SizeBytes = w.n
-	if err == nil && n > maxBytes {
+	if errors.Is(err, errOverCap) {
 		sf.remove()
-		return nil, apierr.TooLarge("file", ReasonTooLarge, maxBytes)
+		return nil, sl.tooLarge()
 	}
 	if err != nil {
 		sf.remove()
@@ -248,6 +293,17 @@ func (sl *Slot) Stage(r io.Reader, name, mediaType string, maxBytes int64) (*Fil
 	}
 	sf.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return sf, nil
+}
+
+// tooLarge is the refusal of a file past the slot's cap, naming the limit it broke.
+func (sl *Slot) tooLarge() error {
+	lim := sl.limits
+	if lim.MaxBytes <= lim.TempMaxBytes {
+		return apierr.TooLarge(filePart, ReasonTooLarge, lim.MaxBytes)
+	}
+	return apierr.New(apierr.LimitExceeded, "the file is larger than upload_temp_max_bytes, all the temporary space this box's uploads may use at once, so this box can never admit it").
+		WithField(filePart).WithReason(ReasonTooLargeForBox).WithLimit(lim.TempMaxBytes).
+		WithSuggestion("send a smaller file, or ask an admin to raise upload_temp_max_bytes")
 }
 
 // Reader reads the staged bytes from the start.
@@ -268,18 +324,29 @@ func (f *File) remove() {
 	f.s.tempBytes.Add(-f.SizeBytes)
 }
 
+// errOverCap stops a copy at the first byte past the writer's limit (that byte unwritten).
+var errOverCap = errors.New("upload: over the file cap")
+
 type countingWriter struct {
-	f *os.File
-	h hash.Hash
-	s *Stager
-	n int64
+	f     *os.File
+	h     hash.Hash
+	s     *Stager
+	n     int64
+	limit int64
 }
 
 func (w *countingWriter) Write(p []byte) (int, error) {
+	over := int64(len(p)) > w.limit-w.n
+	if over {
+		p = p[:w.limit-w.n]
+	}
 	n, err := w.f.Write(p)
 	w.h.Write(p[:n])
 	w.n += int64(n)
 	w.s.tempBytes.Add(int64(n))
+	if err == nil && over {
+		err = errOverCap
+	}
 	return n, err
 }
 

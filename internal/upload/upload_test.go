@@ -1,9 +1,14 @@
 package upload
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/agentbox/agentbox/internal/apierr"
 )
 
 // Temporary files a crashed process left behind are removed when the next process starts;
@@ -61,5 +66,168 @@ func TestValidName(t *testing.T) {
 		if ValidName(name) != ok {
 			t.Errorf("ValidName(%q) = %v", name, !ok)
 		}
+	}
+}
+
+// stager is a fresh Stager for a test.
+func stager(t *testing.T) *Stager {
+	t.Helper()
+	s, err := NewStager(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// wantErr asserts an *apierr.Error's code, reason, retryability, field and limit (-1: none).
+func wantErr(t *testing.T, what string, err error, code apierr.Code, reason string, limit int64) {
+	t.Helper()
+	e, ok := apierr.As(err)
+	if !ok || e.Code != code || e.Reason != reason || e.Retryable != code.Retryable() {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if code == apierr.LimitExceeded && (e.Field != "file" || e.Limit == nil || *e.Limit != limit || e.RetryAfterSeconds != nil) {
+		t.Fatalf("%s: field %q limit %v retry %v", what, e.Field, e.Limit, e.RetryAfterSeconds)
+	}
+	if code == apierr.RateLimited && (e.RetryAfterSeconds == nil || *e.RetryAfterSeconds != RetryAfterSeconds) {
+		t.Fatalf("%s: no retry hint", what)
+	}
+}
+
+// staged lists the staging directory besides the lock.
+func staged(t *testing.T, s *Stager) []string {
+	t.Helper()
+	entries, err := os.ReadDir(s.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Name() != lockName {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// upload_concurrency_max 0 admits nothing: LIMIT_EXCEEDED uploads_disabled (never the
+// retryable RATE_LIMITED), counted, nothing reserved.
+func TestAdmitUploadsDisabled(t *testing.T) {
+	s := stager(t)
+	box := uuid.New()
+	_, err := s.Admit(box, Limits{MaxBytes: 1000, TempMaxBytes: 1000, ConcurrencyMax: 0}, 10)
+	wantErr(t, "concurrency 0", err, apierr.LimitExceeded, ReasonDisabled, 0)
+	if len(s.boxes) != 0 || s.inProgress.Load() != 0 || s.rejected[ReasonDisabled] != 1 {
+		t.Fatalf("state after refusal: %v %d %v", s.boxes, s.inProgress.Load(), s.rejected)
+	}
+}
+
+// A file larger than upload_temp_max_bytes (within attachment_max_bytes) is admitted with a
+// reservation capped at the box's temporary space, declared or not, and refused while it
+// streams as LIMIT_EXCEEDED upload_too_large_for_box, never staging more than its
+// reservation; the file is removed and the reservation returned.
+func TestStageTooLargeForBox(t *testing.T) {
+	s := stager(t)
+	box := uuid.New()
+	lim := Limits{MaxBytes: 10 << 20, TempMaxBytes: 1000, ConcurrencyMax: 4}
+	for _, declared := range []int64{2200, -1} {
+		slot, err := s.Admit(box, lim, declared)
+		if err != nil {
+			t.Fatalf("declared %d: a lone upload is refused at admission: %v", declared, err)
+		}
+		if slot.reserved != 1000 {
+			t.Fatalf("declared %d: reserved %d", declared, slot.reserved)
+		}
+		_, err = slot.Stage(bytes.NewReader(make([]byte, 2000)), "big.bin", "application/octet-stream")
+		wantErr(t, "2000 bytes", err, apierr.LimitExceeded, ReasonTooLargeForBox, 1000)
+		if n := slot.file.SizeBytes; n > 1000 {
+			t.Fatalf("staged %d bytes, past the reservation", n)
+		}
+		if files := staged(t, s); len(files) != 0 || s.tempBytes.Load() != 0 {
+			t.Fatalf("after the refusal: %v, %d temporary bytes", files, s.tempBytes.Load())
+		}
+		slot.Release()
+	}
+	if len(s.boxes) != 0 || s.inProgress.Load() != 0 {
+		t.Fatalf("reservations left: %v", s.boxes)
+	}
+	// Exactly the box's temporary space fits.
+	slot, err := s.Admit(box, lim, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slot.Release()
+	if f, err := slot.Stage(bytes.NewReader(make([]byte, 1000)), "fits.bin", "application/octet-stream"); err != nil || f.SizeBytes != 1000 {
+		t.Fatalf("exactly upload_temp_max_bytes: %v", err)
+	}
+}
+
+// Both caps equal: a file at the cap is staged within a reservation of the cap (its
+// detection byte is never written); one byte more names attachment_max_bytes, the cap that
+// applies wherever the file is sent. The smaller attachment_max_bytes is named likewise.
+func TestStageNamesTheSmallerCap(t *testing.T) {
+	s := stager(t)
+	box := uuid.New()
+	for _, tc := range []struct {
+		lim   Limits
+		size  int
+		limit int64
+	}{
+		{Limits{MaxBytes: 1000, TempMaxBytes: 1000, ConcurrencyMax: 1}, 1000, -1},
+		{Limits{MaxBytes: 1000, TempMaxBytes: 1000, ConcurrencyMax: 1}, 1001, 1000},
+		{Limits{MaxBytes: 500, TempMaxBytes: 1000, ConcurrencyMax: 1}, 2000, 500},
+	} {
+		slot, err := s.Admit(box, tc.lim, -1)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.lim, err)
+		}
+		_, err = slot.Stage(bytes.NewReader(make([]byte, tc.size)), "f.bin", "application/octet-stream")
+		if tc.limit < 0 {
+			if err != nil {
+				t.Fatalf("%+v, %d bytes: %v", tc.lim, tc.size, err)
+			}
+		} else {
+			wantErr(t, "over the attachment cap", err, apierr.LimitExceeded, ReasonTooLarge, tc.limit)
+		}
+		if n := slot.file.SizeBytes; n > slot.reserved || slot.reserved > tc.lim.MaxBytes {
+			t.Fatalf("staged %d bytes, reservation %d", n, slot.reserved)
+		}
+		slot.Release()
+	}
+}
+
+// Refused only because the box's other uploads hold the slot or the bytes: RATE_LIMITED with
+// retry_after_seconds, and admitted once they finish.
+func TestAdmitBusyIsRetryable(t *testing.T) {
+	s := stager(t)
+	box := uuid.New()
+	for _, tc := range []struct {
+		lim    Limits
+		reason string
+	}{
+		{Limits{MaxBytes: 1000, TempMaxBytes: 10000, ConcurrencyMax: 1}, ReasonConcurrency},
+		{Limits{MaxBytes: 1000, TempMaxBytes: 1500, ConcurrencyMax: 5}, ReasonTempBytes},
+		// Undeclared sizes reserve the whole (smaller) temporary space.
+		{Limits{MaxBytes: 10 << 20, TempMaxBytes: 1000, ConcurrencyMax: 5}, ReasonTempBytes},
+	} {
+		first, err := s.Admit(box, tc.lim, -1)
+		if err != nil {
+			t.Fatalf("%+v: first: %v", tc.lim, err)
+		}
+		_, err = s.Admit(box, tc.lim, 900)
+		wantErr(t, tc.reason, err, apierr.RateLimited, tc.reason, 0)
+		// Another box is not affected.
+		other, err := s.Admit(uuid.New(), tc.lim, 900)
+		if err != nil {
+			t.Fatalf("another box: %v", err)
+		}
+		other.Release()
+		first.Release()
+		again, err := s.Admit(box, tc.lim, 900)
+		if err != nil {
+			t.Fatalf("%+v: after the first finished: %v", tc.lim, err)
+		}
+		again.Release()
 	}
 }
