@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbox/agentbox/gen/client"
+	"github.com/agentbox/agentbox/internal/apierr"
 )
 
 const adminUsage = `usage: agentbox admin <resource> <verb> [flags]   (env AGENTBOX_SERVER, AGENTBOX_ADMIN_TOKEN)
@@ -67,10 +68,19 @@ func (e *env) admin(args []string) error {
 		}
 		return usagef("unknown admin command %q (agentbox admin --help lists them)", name)
 	}
-	// The token is checked when a request is made, so --help and flag mistakes come first.
+	// AGENTBOX_SERVER and the token are checked when a request is made, so --help and flag
+	// mistakes come first.
 	token := os.Getenv("AGENTBOX_ADMIN_TOKEN")
-	c, err := client.NewClient(serverURL(), client.WithRequestEditorFn(func(ctx context.Context, r *http.Request) error {
-		if token == "" {
+	base, shown, badServer := serverBase()
+	if badServer != nil {
+		base = "http://agentbox.invalid" // never asked: the editor refuses every request first
+	}
+	l := newLink(shown)
+	c, err := client.NewClient(base, client.WithHTTPClient(l.httpClient(0)), client.WithRequestEditorFn(func(ctx context.Context, r *http.Request) error {
+		switch {
+		case badServer != nil:
+			return badServer
+		case token == "":
 			return errNoAdminToken
 		}
 		r.Header.Set("Authorization", "Bearer "+token)
@@ -83,14 +93,27 @@ func (e *env) admin(args []string) error {
 	resp, err := cmd(context.Background(), c, fs, args[2:])
 	var help helpRequest
 	var bad usageError
+	var refused *apierr.Error
 	var keyFile keyFileError
 	switch {
-	case errors.As(err, &help) || errors.As(err, &bad):
-		return err // the command line, not the server
+	case errors.As(err, &help) || errors.As(err, &bad) || errors.As(err, &refused):
+		return err // the command line (refused: checked locally, as the server would), not the server
 	case errors.As(err, &keyFile):
-		return errors.Join(e.respond(resp, nil), keyFile)
+		return errors.Join(e.respond(resp), keyFile)
 	}
-	return e.respond(resp, err)
+	if err != nil {
+		if l.failure() == nil {
+			err = fmt.Errorf("the request to the agentbox server at %s (AGENTBOX_SERVER) failed: %w", shown, err)
+		}
+	} else {
+		err = e.respond(resp)
+	}
+	// No answer, or not Agentbox's: the failure below the API is the error.
+	after := "the change may or may not have been applied; look (admin … list) before repeating it"
+	if te := (*transportError)(nil); errors.As(l.failure(), &te) && te.method == http.MethodGet {
+		after = "nothing was changed; repeat the command"
+	}
+	return l.explain(err, after)
 }
 
 // saveKey writes the api_key of a successful answer to path (when set), so a script can
@@ -127,16 +150,28 @@ func (e keyFileError) Error() string { return e.err.Error() }
 
 var errNoAdminToken = usageError{"AGENTBOX_ADMIN_TOKEN is not set"}
 
-func readFile(path string) (string, error) {
-	if path == "-" {
-		b, err := io.ReadAll(os.Stdin)
-		return string(b), err
+// parseAdmin parses an admin command's flags; text the server cannot store is refused as
+// the server refuses it, before any request (text.go).
+func parseAdmin(fs *flag.FlagSet, args []string, required ...string) error {
+	if err := parse(fs, args, required...); err != nil {
+		return err
 	}
-	b, err := os.ReadFile(path)
-	if err != nil {
+	return checkAdminText(fs)
+}
+
+// readFile reads the text of field from path (- for stdin), refused as the server would
+// refuse it if it cannot be stored.
+func readFile(path, field string) (string, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		if b, err = io.ReadAll(os.Stdin); err != nil {
+			return "", err
+		}
+	} else if b, err = os.ReadFile(path); err != nil {
 		return "", usagef("cannot read %s: %v", path, err)
 	}
-	return string(b), nil
+	return string(b), checkValue(field, string(b))
 }
 
 // setAgentFlags builds enable/disable (enabled set) and set-listed (withListed) commands.
@@ -149,7 +184,7 @@ func setAgentFlags(enabled *bool, withListed bool) adminCommand {
 		if withListed {
 			required = append(required, "listed")
 		}
-		if err := parse(fs, args, required...); err != nil {
+		if err := parseAdmin(fs, args, required...); err != nil {
 			return nil, err
 		}
 		body := client.AdminAgentUpdateInput{Enabled: enabled}
@@ -167,7 +202,7 @@ func setAgentFlags(enabled *bool, withListed bool) adminCommand {
 func setBoxEnabled(enabled bool) adminCommand {
 	return func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		key := fs.String("key", "", "box key")
-		if err := parse(fs, args, "key"); err != nil {
+		if err := parseAdmin(fs, args, "key"); err != nil {
 			return nil, err
 		}
 		return c.AdminBoxUpdate(ctx, *key, client.AdminBoxUpdateInput{Enabled: &enabled})
@@ -183,13 +218,13 @@ var adminCommands = map[string]adminCommand{
 	"box create": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		key := fs.String("key", "", "box key")
 		name := fs.String("name", "", "display name")
-		if err := parse(fs, args, "key"); err != nil {
+		if err := parseAdmin(fs, args, "key"); err != nil {
 			return nil, err
 		}
 		return c.AdminBoxCreate(ctx, client.AdminBoxCreateInput{BoxKey: *key, Name: name})
 	},
 	"box list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
-		if err := parse(fs, args); err != nil {
+		if err := parseAdmin(fs, args); err != nil {
 			return nil, err
 		}
 		return c.AdminBoxList(ctx)
@@ -201,7 +236,7 @@ var adminCommands = map[string]adminCommand{
 		name := fs.String("name", "", "host name")
 		var ips stringList
 		fs.Var(&ips, "ip", "exact source IP (repeatable)")
-		if err := parse(fs, args, "box", "name", "ip"); err != nil {
+		if err := parseAdmin(fs, args, "box", "name", "ip"); err != nil {
 			return nil, err
 		}
 		return c.AdminHostCreate(ctx, *box, client.AdminHostCreateInput{Name: *name, Ips: ips})
@@ -211,14 +246,14 @@ var adminCommands = map[string]adminCommand{
 		name := fs.String("name", "", "host name")
 		var ips stringList
 		fs.Var(&ips, "ip", "exact source IP (repeatable)")
-		if err := parse(fs, args, "box", "name", "ip"); err != nil {
+		if err := parseAdmin(fs, args, "box", "name", "ip"); err != nil {
 			return nil, err
 		}
 		return c.AdminHostUpdate(ctx, *box, *name, client.AdminHostUpdateInput{Ips: ips})
 	},
 	"host list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
-		if err := parse(fs, args, "box"); err != nil {
+		if err := parseAdmin(fs, args, "box"); err != nil {
 			return nil, err
 		}
 		return c.AdminHostList(ctx, *box)
@@ -232,12 +267,12 @@ var adminCommands = map[string]adminCommand{
 		role := fs.String("role", "", "public role")
 		description := fs.String("description", "", "public description")
 		keyFile := fs.String("key-file", "", "also write the new API key to this file (mode 0600), e.g. .agentbox/NAME.key")
-		if err := parse(fs, args, "box", "host", "name"); err != nil {
+		if err := parseAdmin(fs, args, "box", "host", "name"); err != nil {
 			return nil, err
 		}
 		body := client.AdminAgentCreateInput{HostName: *host, Name: *name, Listed: listed, Role: role, Description: description}
 		if *profileFile != "" {
-			text, err := readFile(*profileFile)
+			text, err := readFile(*profileFile, "profile_text")
 			if err != nil {
 				return nil, err
 			}
@@ -247,7 +282,7 @@ var adminCommands = map[string]adminCommand{
 	},
 	"agent list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
-		if err := parse(fs, args, "box"); err != nil {
+		if err := parseAdmin(fs, args, "box"); err != nil {
 			return nil, err
 		}
 		return c.AdminAgentList(ctx, *box)
@@ -259,10 +294,10 @@ var adminCommands = map[string]adminCommand{
 		box := fs.String("box", "", "box key")
 		agent := fs.String("agent", "", "agent name or ID")
 		file := fs.String("file", "", "file with the private profile (- for stdin)")
-		if err := parse(fs, args, "box", "agent", "file"); err != nil {
+		if err := parseAdmin(fs, args, "box", "agent", "file"); err != nil {
 			return nil, err
 		}
-		text, err := readFile(*file)
+		text, err := readFile(*file, "text")
 		if err != nil {
 			return nil, err
 		}
@@ -273,7 +308,7 @@ var adminCommands = map[string]adminCommand{
 		agent := fs.String("agent", "", "agent name or ID")
 		router := fs.Bool("router", false, "router-mode key for MCP")
 		keyFile := fs.String("key-file", "", "also write the new API key to this file (mode 0600)")
-		if err := parse(fs, args, "box", "agent"); err != nil {
+		if err := parseAdmin(fs, args, "box", "agent"); err != nil {
 			return nil, err
 		}
 		return saveKey(*keyFile)(c.AdminKeyCreate(ctx, *box, *agent, client.AdminKeyCreateInput{Router: router}))
@@ -281,7 +316,7 @@ var adminCommands = map[string]adminCommand{
 	"key list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		agent := fs.String("agent", "", "agent name or ID")
-		if err := parse(fs, args, "box", "agent"); err != nil {
+		if err := parseAdmin(fs, args, "box", "agent"); err != nil {
 			return nil, err
 		}
 		return c.AdminKeyList(ctx, *box, *agent)
@@ -289,7 +324,7 @@ var adminCommands = map[string]adminCommand{
 	"key revoke": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		keyID := fs.String("key-id", "", "key ID")
-		if err := parse(fs, args, "box", "key-id"); err != nil {
+		if err := parseAdmin(fs, args, "box", "key-id"); err != nil {
 			return nil, err
 		}
 		id, err := uuid.Parse(*keyID)
@@ -300,7 +335,7 @@ var adminCommands = map[string]adminCommand{
 	},
 	"settings get": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
-		if err := parse(fs, args, "box"); err != nil {
+		if err := parseAdmin(fs, args, "box"); err != nil {
 			return nil, err
 		}
 		return c.AdminSettingsGet(ctx, *box)
@@ -309,7 +344,7 @@ var adminCommands = map[string]adminCommand{
 		box := fs.String("box", "", "box key")
 		raw := fs.String("json", "", "settings to merge, as a JSON object")
 		expected := fs.String("expected-revision", "", "fail unless settings_revision is this")
-		if err := parse(fs, args, "box", "json"); err != nil {
+		if err := parseAdmin(fs, args, "box", "json"); err != nil {
 			return nil, err
 		}
 		var patch client.SettingsPatch
@@ -326,7 +361,7 @@ var adminCommands = map[string]adminCommand{
 	},
 	"room list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
-		if err := parse(fs, args, "box"); err != nil {
+		if err := parseAdmin(fs, args, "box"); err != nil {
 			return nil, err
 		}
 		return c.AdminRoomList(ctx, *box)
@@ -334,7 +369,7 @@ var adminCommands = map[string]adminCommand{
 	"room archive": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		room := fs.String("room", "", "room ID")
-		if err := parse(fs, args, "box", "room"); err != nil {
+		if err := parseAdmin(fs, args, "box", "room"); err != nil {
 			return nil, err
 		}
 		id, err := uuid.Parse(*room)
@@ -347,7 +382,7 @@ var adminCommands = map[string]adminCommand{
 		box := fs.String("box", "", "box key")
 		room := fs.String("room", "", "room ID")
 		agent := fs.String("agent", "", "agent name or ID of an active member")
-		if err := parse(fs, args, "box", "room", "agent"); err != nil {
+		if err := parseAdmin(fs, args, "box", "room", "agent"); err != nil {
 			return nil, err
 		}
 		id, err := uuid.Parse(*room)
@@ -358,7 +393,7 @@ var adminCommands = map[string]adminCommand{
 	},
 	"cleanup status": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
-		if err := parse(fs, args, "box"); err != nil {
+		if err := parseAdmin(fs, args, "box"); err != nil {
 			return nil, err
 		}
 		return c.AdminCleanupStatus(ctx, *box)

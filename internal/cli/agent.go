@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	genmcp "github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/mcpserver"
@@ -111,6 +112,10 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 	for _, add := range toolFlags[t.Name] {
 		extras = append(extras, add(fs, notes))
 	}
+	if attachOps[t.Name] { // taken off the command line before (attachmentCommand); listed here
+		fs.Func("attach", "upload the local file `PATH` as the message's attachment (multipart over HTTP; the media type from its extension, "+
+			"application/octet-stream when unknown; the body may then be empty)", func(path string) error { e.attach = path; return nil })
+	}
 	usage := fmt.Sprintf("usage: agentbox %s [flags] [-]\n\n%s: %s\n\nThe arguments come from --input (a JSON object; - or a lone - reads stdin) and the flags below, which win.",
 		t.CLI, t.Title, t.Description)
 	if err := parseArgs(fs, args, usage, requiredFlags, notes); err != nil {
@@ -135,6 +140,9 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 			return err
 		}
 	}
+	if err := checkText(raw); err != nil { // named as in the input (text.go)
+		return err
+	}
 	given := map[string]json.RawMessage{}
 	if len(bytes.TrimSpace(raw)) > 0 {
 		// Decoded loosely only to merge; the strict check (UTF-8, unknown fields, types)
@@ -149,52 +157,109 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 	if b, ok := given["box_key"]; ok && !explicitBox {
 		json.Unmarshal(b, &boxKey) //nolint:errcheck // the strict check reports a wrong type
 	}
+	generatedKey := ""
+	if ff, hasKey := flags["idempotency_key"]; hasKey && given["idempotency_key"] == nil && len(ff.values) == 0 {
+		generatedKey = mcpserver.NewSessionKey("cli-")[:20]
+	}
+	// arguments builds the call's arguments from the input and the flags (flags win); agent
+	// names are resolved through c's directory lookups, or kept as typed without a forwarder.
+	arguments := func(c *toolCall) (json.RawMessage, error) {
+		set := map[string]json.RawMessage{}
+		for name, ff := range flags {
+			if len(ff.values) == 0 {
+				continue
+			}
+			var err error
+			if set[name], err = ff.value(c); err != nil {
+				return nil, err
+			}
+		}
+		for _, apply := range extras {
+			if err := apply(set, c); err != nil {
+				return nil, err
+			}
+		}
+		if generatedKey != "" {
+			set["idempotency_key"] = jsonString(generatedKey)
+		}
+		return mergeArguments(raw, given, set, *box, explicitBox)
+	}
+	// The arguments as typed carry text the server cannot store exactly where the server
+	// would find it: refused here, before anything is sent (name lookups included).
+	typed, err := arguments(&toolCall{box: boxKey})
+	if err != nil {
+		return err
+	}
+	if err := checkText(typed); err != nil {
+		return err
+	}
+	if e.attach != "" {
+		if _, err := attachName(e.attach); err != nil {
+			return err
+		}
+	}
 	creds, err := mcpserver.CredentialsFromEnv(os.Getenv)
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	f, err := mcpserver.NewForwarder(serverURL(), creds, os.Getenv("AGENTBOX_SESSION"), nil)
+	server, shown, err := serverBase()
+	if err != nil {
+		return err
+	}
+	l := newLink(shown)
+	f, err := mcpserver.NewForwarder(server, creds, os.Getenv("AGENTBOX_SESSION"), l.httpClient(callTimeout))
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
 	call := &toolCall{ctx: ctx, f: f, box: boxKey, stderr: e.stderr}
-	set := map[string]json.RawMessage{}
-	for name, ff := range flags {
-		if len(ff.values) == 0 {
-			continue
-		}
-		if set[name], err = ff.value(call); err != nil {
-			return err
-		}
-	}
-	for _, apply := range extras {
-		if err := apply(set, call); err != nil {
-			return err
-		}
-	}
-	if _, hasKey := flags["idempotency_key"]; hasKey && given["idempotency_key"] == nil && set["idempotency_key"] == nil {
-		key := mcpserver.NewSessionKey("cli-")[:20]
-		set["idempotency_key"] = jsonString(key)
-		fmt.Fprintf(e.stderr, "agentbox: idempotency key %s (generated); to retry this write safely, repeat it with --idempotency-key %s\n", key, key)
-	}
-	argsJSON, err := mergeArguments(raw, given, set, *box, explicitBox)
+	argsJSON, err := arguments(call)
 	if err != nil {
-		return err
+		return l.explain(err, "nothing was changed (an agent name was being looked up); repeat the command")
+	}
+	if generatedKey != "" {
+		fmt.Fprintf(e.stderr, "agentbox: idempotency key %s (generated); to retry this write safely, repeat it with --idempotency-key %s\n", generatedKey, generatedKey)
 	}
 	if e.attach != "" { // a send with a local file: multipart over HTTP, checked by the server (attach.go)
 		return e.sendWithAttachment(t, argsJSON)
 	}
 	body, err := mcpserver.Invoke(ctx, f, t.Name, argsJSON, nil)
 	if err != nil {
-		return err
+		return l.explain(err, afterLostCall(t, argsJSON))
 	}
 	return writeIndented(e.stdout, withReasonNames(body))
 }
 
+// callTimeout bounds each HTTP call of an agent command (as mcpserver's forwarder does):
+// every operation answers promptly.
+const callTimeout = time.Minute
+
+// afterLostCall says what repeating a call does when its request went out but no answer
+// came back (SPEC §12: a write's outcome is then unknown; its idempotency key makes the
+// repeat safe and returns the original result).
+func afterLostCall(t *genmcp.Tool, args json.RawMessage) string {
+	var in struct {
+		Key string `json:"idempotency_key"`
+	}
+	json.Unmarshal(args, &in) //nolint:errcheck // checked before the call
+	switch {
+	case t.Annotations.ReadOnlyHint:
+		return "nothing was changed; repeat the command"
+	case in.Key != "":
+		return fmt.Sprintf("the write may or may not have been applied: repeat it with --idempotency-key %s, which applies it at most once and answers with its result", in.Key)
+	case t.Annotations.IdempotentHint:
+		return "the call may or may not have taken effect; repeating it is safe"
+	}
+	return "the call may or may not have taken effect"
+}
+
 // mergeArguments combines the JSON input with field flags and the box: flags win; the
 // default box (AGENTBOX_BOX) only fills a missing box_key, an explicit --box replaces it.
-func mergeArguments(raw []byte, args, set map[string]json.RawMessage, box string, explicitBox bool) (json.RawMessage, error) {
+func mergeArguments(raw []byte, given, set map[string]json.RawMessage, box string, explicitBox bool) (json.RawMessage, error) {
+	args := make(map[string]json.RawMessage, len(given)+len(set)+1)
+	for k, v := range given {
+		args[k] = v
+	}
 	for k, v := range set {
 		args[k] = v
 	}
@@ -400,11 +465,6 @@ func scalarJSON(typ, v string) (json.RawMessage, error) {
 	default:
 		return jsonString(v), nil
 	}
-}
-
-func jsonString(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
-	return b
 }
 
 // writeIndented prints a JSON document indented, with a final newline.

@@ -42,16 +42,17 @@ func destinationFlags(fs *flag.FlagSet, notes map[string]string) applyFlags {
 			if err != nil {
 				return err
 			}
-			set["destination"], _ = json.Marshal(map[string]string{"kind": "dm", "recipient_agent_id": id})
+			set["destination"], _ = json.Marshal(map[string]json.RawMessage{"kind": jsonString("dm"), "recipient_agent_id": jsonString(id)})
 		case *room != "":
-			set["destination"], _ = json.Marshal(map[string]string{"kind": "room", "room_id": *room})
+			set["destination"], _ = json.Marshal(map[string]json.RawMessage{"kind": jsonString("room"), "room_id": jsonString(*room)})
 		}
 		return nil
 	}
 }
 
 // toolCall is one agent command's call: the forwarder to the server (with the key and
-// session), the box, and the agent names resolved so far.
+// session), the box, and the agent names resolved so far. Without a forwarder, agent names
+// stay as typed (the arguments checked before anything is sent).
 type toolCall struct {
 	ctx    context.Context
 	f      *mcpserver.Forwarder
@@ -75,6 +76,9 @@ func (l *toolCall) agentID(ref string) (string, error) {
 	}
 	if ref == "" {
 		return "", usagef("an empty agent name")
+	}
+	if l.f == nil {
+		return ref, nil
 	}
 	var exact, folded []string // agent IDs
 	var similar []string       // names, for the not-found message

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -22,6 +23,7 @@ import (
 	genmcp "github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/mcpserver"
+	"github.com/agentbox/agentbox/internal/upload"
 )
 
 // Uploaded attachments on the command line (SPEC §6, §13.4), HTTP only — `agentbox mcp`
@@ -111,7 +113,10 @@ func (e *env) sendWithAttachment(t *genmcp.Tool, argsJSON json.RawMessage) error
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		return usagef("--attach must name a regular file")
 	}
-	name := filepath.Base(e.attach)
+	name, err := attachName(e.attach)
+	if err != nil {
+		return err
+	}
 	mediaType := mime.TypeByExtension(filepath.Ext(name))
 	if mediaType == "" {
 		mediaType = "application/octet-stream"
@@ -139,7 +144,7 @@ func (e *env) sendWithAttachment(t *genmcp.Tool, argsJSON json.RawMessage) error
 		}
 		pw.CloseWithError(err)
 	}()
-	c, key, err := agentClient(boxKey)
+	c, l, key, err := agentClient(boxKey, 0) // no time bound: the upload may be large
 	if err != nil {
 		return err
 	}
@@ -151,14 +156,26 @@ func (e *env) sendWithAttachment(t *genmcp.Tool, argsJSON json.RawMessage) error
 		resp, err = c.MessageSendBatchWithBody(ctx, boxKey, &client.MessageSendBatchParams{}, mw.FormDataContentType(), pr, agentHeaders(key))
 	}
 	pr.Close()
+	after := afterLostCall(t, argsJSON)
 	if err != nil {
-		return apierr.New(apierr.TemporarilyUnavailable, "the agentbox server cannot be reached; retry with the same idempotency_key")
+		return l.explain(err, after)
 	}
 	body, err := mcpserver.ReadResponse(resp)
 	if err != nil {
-		return err
+		return l.explain(err, after)
 	}
 	return writeIndented(e.stdout, body)
+}
+
+// attachName is the file name an upload of path carries, refused as the server refuses it
+// (before anything is sent).
+func attachName(path string) (string, error) {
+	name := filepath.Base(path)
+	if !upload.ValidName(name) {
+		return "", apierr.Invalid("file", "the file part needs a filename of 1..255 bytes without path separators or control characters").
+			WithReason(upload.ReasonInvalid)
+	}
+	return name, nil
 }
 
 const attachmentUsage = `usage: agentbox attachment download --attachment-id ID --out PATH [--box K]
@@ -189,17 +206,21 @@ func (e *env) attachmentDownload(args []string) error {
 	case *box == "":
 		return usagef("set --box or AGENTBOX_BOX")
 	}
-	c, key, err := agentClient(*box)
+	if err := checkValue("box_key", *box); err != nil {
+		return err
+	}
+	c, l, key, err := agentClient(*box, 0) // no time bound: the file may be large
 	if err != nil {
 		return err
 	}
+	const again = "nothing was changed; repeat the command"
 	resp, err := c.AttachmentDownload(context.Background(), *box, attID, &client.AttachmentDownloadParams{}, agentHeaders(key))
 	if err != nil {
-		return apierr.New(apierr.TemporarilyUnavailable, "the agentbox server cannot be reached; retry")
+		return l.explain(err, again)
 	}
 	if resp.StatusCode != http.StatusOK {
 		_, err := mcpserver.ReadResponse(resp)
-		return err
+		return l.explain(err, again)
 	}
 	defer resp.Body.Close()
 	// Written beside the destination and renamed into place only when complete and verified.
@@ -217,7 +238,7 @@ func (e *env) attachmentDownload(args []string) error {
 	got := hex.EncodeToString(h.Sum(nil))
 	switch {
 	case err != nil:
-		return apierr.New(apierr.TemporarilyUnavailable, "the download was cut off; nothing was written to --out; retry")
+		return l.explain(err, "nothing was written to --out; repeat the command")
 	case resp.ContentLength >= 0 && n != resp.ContentLength, got != want:
 		return errors.New("the downloaded bytes do not match the server's size and SHA-256; nothing was written to --out")
 	}
@@ -233,19 +254,24 @@ func (e *env) attachmentDownload(args []string) error {
 	return writeIndented(e.stdout, meta)
 }
 
-// agentClient is the generated HTTP client with the box's key (AGENTBOX_API_KEY or the
-// AGENTBOX_CREDENTIALS entry).
-func agentClient(boxKey string) (*client.Client, string, error) {
+// agentClient is the generated HTTP client (over a link, timeout 0: none) with the box's key
+// (AGENTBOX_API_KEY or the AGENTBOX_CREDENTIALS entry).
+func agentClient(boxKey string, timeout time.Duration) (*client.Client, *link, string, error) {
 	creds, err := mcpserver.CredentialsFromEnv(os.Getenv)
 	if err != nil {
-		return nil, "", usageError{err.Error()}
+		return nil, nil, "", usageError{err.Error()}
 	}
 	key, ok := creds.Key(boxKey)
 	if !ok {
-		return nil, "", apierr.Auth()
+		return nil, nil, "", apierr.Auth()
 	}
-	c, err := client.NewClient(strings.TrimRight(serverURL(), "/"))
-	return c, key, err
+	server, shown, err := serverBase()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	l := newLink(shown)
+	c, err := client.NewClient(strings.TrimRight(server, "/"), client.WithHTTPClient(l.httpClient(timeout)))
+	return c, l, key, err
 }
 
 // agentHeaders sets the key and, when AGENTBOX_SESSION is set, the session header.

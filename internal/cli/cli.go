@@ -22,8 +22,8 @@ import (
 // Exit codes, one per error class.
 const (
 	ExitOK        = 0
-	ExitFailure   = 1 // transport failure or unexpected response
-	ExitUsage     = 2 // bad command line, INVALID_ARGUMENT, CURSOR_INVALID
+	ExitFailure   = 1 // no answer (unreachable, connection lost) or not Agentbox's (link.go)
+	ExitUsage     = 2 // bad command line or environment, INVALID_ARGUMENT, CURSOR_INVALID
 	ExitAuth      = 3 // AUTH_FAILED
 	ExitNotFound  = 4 // NOT_FOUND_OR_FORBIDDEN
 	ExitConflict  = 5 // NOT_PRIMED, PROFILE_OUTDATED, ROOM_ARCHIVED, REVISION_CONFLICT, IDEMPOTENCY_CONFLICT
@@ -85,13 +85,15 @@ AGENTBOX_API_KEY or AGENTBOX_CREDENTIALS, AGENTBOX_BOX, AGENTBOX_SESSION (agent 
 
 exit codes:
   0  ok
-  1  failure: server unreachable, unexpected answer, server start failed
-  2  usage: bad command line, INVALID_ARGUMENT, CURSOR_INVALID
+  1  failure: server unreachable or connection lost (stderr says whether and how to repeat a write),
+     unexpected answer (not Agentbox's), server start failed
+  2  usage: bad command line or environment (e.g. AGENTBOX_SERVER not an http(s) URL),
+     INVALID_ARGUMENT, CURSOR_INVALID
   3  AUTH_FAILED
   4  NOT_FOUND_OR_FORBIDDEN
   5  NOT_PRIMED, PROFILE_OUTDATED, ROOM_ARCHIVED, REVISION_CONFLICT, IDEMPOTENCY_CONFLICT
   6  LIMIT_EXCEEDED
-  7  RATE_LIMITED, TEMPORARILY_UNAVAILABLE (retry)
+  7  RATE_LIMITED, TEMPORARILY_UNAVAILABLE (answered by the server: retry)
   8  STORAGE_FAILURE
 `
 
@@ -201,11 +203,8 @@ func (e *env) finish(err error) int {
 	return ExitFailure
 }
 
-// respond turns an HTTP response into stdout JSON (success) or an *apierr.Error.
-func (e *env) respond(resp *http.Response, err error) error {
-	if err != nil {
-		return fmt.Errorf("cannot reach the agentbox server at %s (AGENTBOX_SERVER): %w", serverURL(), err)
-	}
+// respond turns an admin answer into stdout JSON (success) or an *apierr.Error.
+func (e *env) respond(resp *http.Response) error {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {

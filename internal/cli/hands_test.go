@@ -33,6 +33,9 @@ func TestHelpOnStdout(t *testing.T) {
 		{[]string{"admin", "box", "create", "--help"}, []string{"* --key string", "   --name string"}},
 		{[]string{"admin", "--help"}, []string{"box create --key K"}},
 		{[]string{"message", "send", "-h"}, []string{"* --body-md string", "* --idempotency-key string", "generated and printed on stderr when omitted", "   --to string", "* --box string", "--mention-agent-ids string", "repeatable; agent ID or listed agent name"}},
+		// --attach is taken before the flags are parsed, and listed with them.
+		{[]string{"message", "send", "--help"}, []string{"   --attach PATH\n      upload the local file PATH as the message's attachment"}},
+		{[]string{"message", "send-batch", "--help"}, []string{"   --attach PATH\n      upload the local file PATH as the message's attachment"}},
 		{[]string{"help"}, []string{"exit codes:", "5  NOT_PRIMED"}},
 	} {
 		out, errOut, code := runText(c.args...)
@@ -203,7 +206,7 @@ func TestCLIForHands(t *testing.T) {
 	}
 
 	t.Setenv("AGENTBOX_SERVER", "http://127.0.0.1:1")
-	if _, errOut, code := runText("inbox", "list"); code != cli.ExitRetryable || !strings.Contains(errOut, "http://127.0.0.1:1") {
+	if _, errOut, code := runText("inbox", "list"); code != cli.ExitFailure || !strings.Contains(errOut, "cannot reach the agentbox server at http://127.0.0.1:1") {
 		t.Fatalf("unreachable server: exit %d, stderr %q", code, errOut)
 	}
 	t.Setenv("AGENTBOX_ADMIN_TOKEN", "x")

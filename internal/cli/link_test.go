@@ -1,0 +1,117 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentbox/agentbox/internal/cli"
+)
+
+// TestServerProblemsAreNotServerErrors: what goes wrong below the API is reported as what it
+// is, alike for agent and admin commands, and never as a made-up TEMPORARILY_UNAVAILABLE:
+// a malformed AGENTBOX_SERVER is a configuration error (exit 2, the variable named, not its
+// value); an unreachable server (refused, https to a plain server) is exit 1 saying nothing
+// was sent; an answer that is not Agentbox's is exit 1, an unexpected answer; a connection
+// lost after the request went out is exit 1 saying how to repeat the command (a write with
+// its idempotency key). The server's own TEMPORARILY_UNAVAILABLE still exits 7.
+func TestServerProblemsAreNotServerErrors(t *testing.T) {
+	t.Setenv("AGENTBOX_BOX", "demo")
+	t.Setenv("AGENTBOX_API_KEY", "abk_test")
+	t.Setenv("AGENTBOX_CREDENTIALS", "")
+	t.Setenv("AGENTBOX_SESSION", "")
+	t.Setenv("AGENTBOX_ADMIN_TOKEN", "admin-token")
+
+	notFound := httptest.NewServer(http.NotFoundHandler()) // another web server: 404 text/plain
+	defer notFound.Close()
+	notImplemented := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotImplemented) // no body at all
+	}))
+	defer notImplemented.Close()
+	dropped := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) //nolint:errcheck
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close() // the request arrived; no answer
+		}
+	}))
+	defer dropped.Close()
+	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":{"code":"TEMPORARILY_UNAVAILABLE","message":"the database is unreachable","retryable":true}}`) //nolint:errcheck
+	}))
+	defer busy.Close()
+
+	const peer = "00000000-0000-4000-8000-000000000001"
+	commands := map[string][]string{
+		"agent read":  {"inbox", "list"},
+		"agent write": {"message", "send", "--to", peer, "--body-md", "hi", "--idempotency-key", "key-1"},
+		"upload":      {"message", "send", "--attach", "link_test.go", "--to", peer, "--body-md", "", "--idempotency-key", "key-2"},
+		"download":    {"attachment", "download", "--attachment-id", peer, "--out", filepath.Join(t.TempDir(), "out")},
+		"admin read":  {"admin", "box", "list"},
+		"admin write": {"admin", "box", "create", "--key", "demo"},
+	}
+	const secret = "s3cretPW"
+	for _, c := range []struct {
+		server string
+		code   int
+		want   []string
+		per    map[string]string // an extra expectation per command
+	}{
+		{server: "http://127.0.0.1:1", code: cli.ExitFailure,
+			want: []string{"cannot reach the agentbox server at http://127.0.0.1:1 (AGENTBOX_SERVER)", "connection refused", "nothing was sent"}},
+		{server: "notaurl", code: cli.ExitUsage, want: []string{"AGENTBOX_SERVER must be the agentbox server's URL: http:// or https://"}},
+		{server: "127.0.0.1:8112", code: cli.ExitUsage, want: []string{"AGENTBOX_SERVER must be"}},
+		{server: "http://admin:" + secret + "@", code: cli.ExitUsage, want: []string{"AGENTBOX_SERVER must be"}},
+		{server: strings.Replace(notFound.URL, "http:", "https:", 1), code: cli.ExitFailure,
+			want: []string{"cannot reach the agentbox server at https://", "is the server plain http://?", "nothing was sent"}},
+		{server: notFound.URL, code: cli.ExitFailure,
+			want: []string{"unexpected answer from " + notFound.URL + " (AGENTBOX_SERVER): status 404 (text/plain) without an Agentbox error body"}},
+		{server: notImplemented.URL, code: cli.ExitFailure,
+			want: []string{"unexpected answer from " + notImplemented.URL + " (AGENTBOX_SERVER): status 501"}},
+		{server: dropped.URL, code: cli.ExitFailure,
+			want: []string{"the connection to the agentbox server at " + dropped.URL + " (AGENTBOX_SERVER) failed before its answer arrived"},
+			per: map[string]string{
+				"agent read":  "nothing was changed; repeat the command",
+				"agent write": "the write may or may not have been applied: repeat it with --idempotency-key key-1",
+				"upload":      "repeat it with --idempotency-key key-2",
+				"download":    "nothing was changed; repeat the command",
+				"admin read":  "nothing was changed; repeat the command",
+				"admin write": "the change may or may not have been applied",
+			}},
+	} {
+		t.Setenv("AGENTBOX_SERVER", c.server)
+		for name, args := range commands {
+			out, errOut, code := runText(args...)
+			bad := code != c.code || out != "" || strings.Contains(errOut, "TEMPORARILY_UNAVAILABLE") || strings.Contains(errOut, secret)
+			for _, w := range append(c.want, c.per[name]) {
+				bad = bad || !strings.Contains(errOut, w)
+			}
+			if c.per == nil && strings.Contains(errOut, "retry") {
+				bad = true // nothing to retry: the server never answered, or is not Agentbox
+			}
+			if bad {
+				t.Errorf("AGENTBOX_SERVER=%s, %s: exit %d, stdout %q, stderr %q; want exit %d and %q %q", c.server, name, code, out, errOut, c.code, c.want, c.per[name])
+			}
+		}
+	}
+
+	// The server's own TEMPORARILY_UNAVAILABLE is its answer: on stdout, exit 7.
+	t.Setenv("AGENTBOX_SERVER", busy.URL)
+	for name, args := range commands {
+		out, errOut, code := runText(args...)
+		var got struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if code != cli.ExitRetryable || json.Unmarshal([]byte(out), &got) != nil || got.Error.Code != "TEMPORARILY_UNAVAILABLE" {
+			t.Errorf("%s against the server's TEMPORARILY_UNAVAILABLE: exit %d, stdout %q, stderr %q", name, code, out, errOut)
+		}
+	}
+}
