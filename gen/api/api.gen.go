@@ -4757,13 +4757,27 @@ type LimitExceededJSONResponse Error
 
 type NotFoundJSONResponse Error
 
-type RateLimitedJSONResponse Error
+type RateLimitedResponseHeaders struct {
+	RetryAfter *int
+}
+type RateLimitedJSONResponse struct {
+	Body Error
+
+	Headers RateLimitedResponseHeaders
+}
 
 type StorageFailureJSONResponse Error
 
 type UnauthorizedJSONResponse Error
 
-type UnavailableJSONResponse Error
+type UnavailableResponseHeaders struct {
+	RetryAfter *int
+}
+type UnavailableJSONResponse struct {
+	Body Error
+
+	Headers UnavailableResponseHeaders
+}
 
 type UnsupportedMediaTypeJSONResponse Error
 
@@ -6905,10 +6919,13 @@ type AttachmentDownload429JSONResponse struct{ RateLimitedJSONResponse }
 func (response AttachmentDownload429JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6933,10 +6950,13 @@ type AttachmentDownload503JSONResponse struct{ UnavailableJSONResponse }
 func (response AttachmentDownload503JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7012,10 +7032,13 @@ type CheckpointGet429JSONResponse struct{ RateLimitedJSONResponse }
 func (response CheckpointGet429JSONResponse) VisitCheckpointGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7040,10 +7063,13 @@ type CheckpointGet503JSONResponse struct{ UnavailableJSONResponse }
 func (response CheckpointGet503JSONResponse) VisitCheckpointGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7150,10 +7176,13 @@ type CheckpointSave429JSONResponse struct{ RateLimitedJSONResponse }
 func (response CheckpointSave429JSONResponse) VisitCheckpointSaveResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7178,10 +7207,13 @@ type CheckpointSave503JSONResponse struct{ UnavailableJSONResponse }
 func (response CheckpointSave503JSONResponse) VisitCheckpointSaveResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7271,10 +7303,13 @@ type ConversationRead429JSONResponse struct{ RateLimitedJSONResponse }
 func (response ConversationRead429JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7299,10 +7334,13 @@ type ConversationRead503JSONResponse struct{ UnavailableJSONResponse }
 func (response ConversationRead503JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7392,10 +7430,13 @@ type DirectorySearch429JSONResponse struct{ RateLimitedJSONResponse }
 func (response DirectorySearch429JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7420,10 +7461,13 @@ type DirectorySearch503JSONResponse struct{ UnavailableJSONResponse }
 func (response DirectorySearch503JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7544,10 +7588,13 @@ type DirectoryUpdateSelf429JSONResponse struct{ RateLimitedJSONResponse }
 func (response DirectoryUpdateSelf429JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7572,10 +7619,13 @@ type DirectoryUpdateSelf503JSONResponse struct{ UnavailableJSONResponse }
 func (response DirectoryUpdateSelf503JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7666,10 +7716,13 @@ type DirectoryGet429JSONResponse struct{ RateLimitedJSONResponse }
 func (response DirectoryGet429JSONResponse) VisitDirectoryGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7694,10 +7747,13 @@ type DirectoryGet503JSONResponse struct{ UnavailableJSONResponse }
 func (response DirectoryGet503JSONResponse) VisitDirectoryGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7787,10 +7843,13 @@ type InboxList429JSONResponse struct{ RateLimitedJSONResponse }
 func (response InboxList429JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7815,10 +7874,13 @@ type InboxList503JSONResponse struct{ UnavailableJSONResponse }
 func (response InboxList503JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7939,10 +8001,13 @@ type InboxAck429JSONResponse struct{ RateLimitedJSONResponse }
 func (response InboxAck429JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7967,10 +8032,13 @@ type InboxAck503JSONResponse struct{ UnavailableJSONResponse }
 func (response InboxAck503JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8091,10 +8159,13 @@ type InboxClaim429JSONResponse struct{ RateLimitedJSONResponse }
 func (response InboxClaim429JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8119,10 +8190,13 @@ type InboxClaim503JSONResponse struct{ UnavailableJSONResponse }
 func (response InboxClaim503JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8183,10 +8257,13 @@ type LimitsGet429JSONResponse struct{ RateLimitedJSONResponse }
 func (response LimitsGet429JSONResponse) VisitLimitsGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8211,10 +8288,13 @@ type LimitsGet503JSONResponse struct{ UnavailableJSONResponse }
 func (response LimitsGet503JSONResponse) VisitLimitsGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8275,10 +8355,13 @@ type MeGet429JSONResponse struct{ RateLimitedJSONResponse }
 func (response MeGet429JSONResponse) VisitMeGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8303,10 +8386,13 @@ type MeGet503JSONResponse struct{ UnavailableJSONResponse }
 func (response MeGet503JSONResponse) VisitMeGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8428,10 +8514,13 @@ type MessageSend429JSONResponse struct{ RateLimitedJSONResponse }
 func (response MessageSend429JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8456,10 +8545,13 @@ type MessageSend503JSONResponse struct{ UnavailableJSONResponse }
 func (response MessageSend503JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8581,10 +8673,13 @@ type MessageSendBatch429JSONResponse struct{ RateLimitedJSONResponse }
 func (response MessageSendBatch429JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8609,10 +8704,13 @@ type MessageSendBatch503JSONResponse struct{ UnavailableJSONResponse }
 func (response MessageSendBatch503JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8703,10 +8801,13 @@ type MessageGet429JSONResponse struct{ RateLimitedJSONResponse }
 func (response MessageGet429JSONResponse) VisitMessageGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8731,10 +8832,13 @@ type MessageGet503JSONResponse struct{ UnavailableJSONResponse }
 func (response MessageGet503JSONResponse) VisitMessageGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8825,10 +8929,13 @@ type FileReportList429JSONResponse struct{ RateLimitedJSONResponse }
 func (response FileReportList429JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8853,10 +8960,13 @@ type FileReportList503JSONResponse struct{ UnavailableJSONResponse }
 func (response FileReportList503JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8979,10 +9089,13 @@ type FileAccessReport429JSONResponse struct{ RateLimitedJSONResponse }
 func (response FileAccessReport429JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9007,10 +9120,13 @@ type FileAccessReport503JSONResponse struct{ UnavailableJSONResponse }
 func (response FileAccessReport503JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9103,10 +9219,13 @@ type AgentPrime429JSONResponse struct{ RateLimitedJSONResponse }
 func (response AgentPrime429JSONResponse) VisitAgentPrimeResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9131,10 +9250,13 @@ type AgentPrime503JSONResponse struct{ UnavailableJSONResponse }
 func (response AgentPrime503JSONResponse) VisitAgentPrimeResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9210,10 +9332,13 @@ type ProfileGet429JSONResponse struct{ RateLimitedJSONResponse }
 func (response ProfileGet429JSONResponse) VisitProfileGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9238,10 +9363,13 @@ type ProfileGet503JSONResponse struct{ UnavailableJSONResponse }
 func (response ProfileGet503JSONResponse) VisitProfileGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9331,10 +9459,13 @@ type RequestList429JSONResponse struct{ RateLimitedJSONResponse }
 func (response RequestList429JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9359,10 +9490,13 @@ type RequestList503JSONResponse struct{ UnavailableJSONResponse }
 func (response RequestList503JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9484,10 +9618,13 @@ type RequestRespond429JSONResponse struct{ RateLimitedJSONResponse }
 func (response RequestRespond429JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9512,10 +9649,13 @@ type RequestRespond503JSONResponse struct{ UnavailableJSONResponse }
 func (response RequestRespond503JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9605,10 +9745,13 @@ type RoomList429JSONResponse struct{ RateLimitedJSONResponse }
 func (response RoomList429JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9633,10 +9776,13 @@ type RoomList503JSONResponse struct{ UnavailableJSONResponse }
 func (response RoomList503JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9757,10 +9903,13 @@ type RoomCreate429JSONResponse struct{ RateLimitedJSONResponse }
 func (response RoomCreate429JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9785,10 +9934,13 @@ type RoomCreate503JSONResponse struct{ UnavailableJSONResponse }
 func (response RoomCreate503JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9879,10 +10031,13 @@ type RoomGet429JSONResponse struct{ RateLimitedJSONResponse }
 func (response RoomGet429JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9907,10 +10062,13 @@ type RoomGet503JSONResponse struct{ UnavailableJSONResponse }
 func (response RoomGet503JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10001,10 +10159,13 @@ type RoomBriefGet429JSONResponse struct{ RateLimitedJSONResponse }
 func (response RoomBriefGet429JSONResponse) VisitRoomBriefGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10029,10 +10190,13 @@ type RoomBriefGet503JSONResponse struct{ UnavailableJSONResponse }
 func (response RoomBriefGet503JSONResponse) VisitRoomBriefGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10154,10 +10318,13 @@ type RoomBriefUpdate429JSONResponse struct{ RateLimitedJSONResponse }
 func (response RoomBriefUpdate429JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10182,10 +10349,13 @@ type RoomBriefUpdate503JSONResponse struct{ UnavailableJSONResponse }
 func (response RoomBriefUpdate503JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10307,10 +10477,13 @@ type RoomFollow429JSONResponse struct{ RateLimitedJSONResponse }
 func (response RoomFollow429JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10335,10 +10508,13 @@ type RoomFollow503JSONResponse struct{ UnavailableJSONResponse }
 func (response RoomFollow503JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10460,10 +10636,13 @@ type RoomInvite429JSONResponse struct{ RateLimitedJSONResponse }
 func (response RoomInvite429JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10488,10 +10667,13 @@ type RoomInvite503JSONResponse struct{ UnavailableJSONResponse }
 func (response RoomInvite503JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10613,10 +10795,13 @@ type RoomJoin429JSONResponse struct{ RateLimitedJSONResponse }
 func (response RoomJoin429JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10641,10 +10826,13 @@ type RoomJoin503JSONResponse struct{ UnavailableJSONResponse }
 func (response RoomJoin503JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10766,10 +10954,13 @@ type RoomLeave429JSONResponse struct{ RateLimitedJSONResponse }
 func (response RoomLeave429JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10794,10 +10985,13 @@ type RoomLeave503JSONResponse struct{ UnavailableJSONResponse }
 func (response RoomLeave503JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10888,10 +11082,13 @@ type ThreadRead429JSONResponse struct{ RateLimitedJSONResponse }
 func (response ThreadRead429JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10916,10 +11113,13 @@ type ThreadRead503JSONResponse struct{ UnavailableJSONResponse }
 func (response ThreadRead503JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11010,10 +11210,13 @@ type ThreadExport429JSONResponse struct{ RateLimitedJSONResponse }
 func (response ThreadExport429JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11038,10 +11241,13 @@ type ThreadExport503JSONResponse struct{ UnavailableJSONResponse }
 func (response ThreadExport503JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -12900,231 +13106,232 @@ var swaggerSpec = []string{
 	"V4A61wcauMM3//IF18DxTxrHIfORFW78rswevzYk8UMphbRTFWHU//Tz3sf+wWDv7J+fjw8/XRjWv//5",
 	"7PzkbOAe9Qx/3Rd8FDL/ERb06eRicHrWPz488Mjp2clR/+Ph4OTzxcHehfnl7OTkeLB3tv9j/2f85+HP",
 	"/fP+yafB/smno4/9fVx+/+Dw+PTk4vDT/n+mv+MmkL8c3voAAQQPv5OP/eP+xeDwP/YPDw8OLRg/CX0k",
-	"Jjx4HDAenXz+dDA4ORscnZx96B8cHH7CRZxRDQiKxwDC2d7F4QAhcXhA1iRoOaXDENZxJedaSHoJR5SF",
-	"EwkPv5jzi5OzvX8eDo72+h8/nx3uEC70mPFLckMVuZFMa+C4sM+cTvRYSPbnY8Bo7/PFj7gmg9I3Y6rh",
-	"GiQyIZ9OFCQruqYsNLB7+AVdGAI62zvrf/zPwedPez/v9T/uffh4WDq/z1xNYsNgITiGgNELZGwPvrpM",
-	"nr1SZN/O1TVzGzuQC00EB6ugixgkzk0C8EMqQZG1WY5n9FuqBCeTbDeDyGxnYBi12eldwtutSexfnUy0",
-	"L6z+RoOAmRloeCrNdJoZJj6ioQKvE+d++tqh/hUEA6oX7fyCRaA0jWIDY/vRcDpwAslIzcXC0QgtY8Ep",
-	"+GOxfu2ziIbn6ZdKUz1Riz7b86/O7YtWfiVS/JfczOlYXrb36h19SXcgUp0+m2Hnawe4Uad/sR+bQUIJ",
-	"NJgO7L+/VABgL4gYRynd9pgSh0YTMPtUBgMJ1wx1gLag9iVQ3R4nCvTwtbwo4IZGg9yzoRAhUDSgMnuh",
-	"6tOQKj1QALztmkKmdN2UtbPFUqB1ZQzSZeAnRVg18AxC5jxUzk7K20wJsNItuGGLYC6vdfbsC6dZic8p",
-	"Qu7ji30eT9ri5szJzwPWPpXBQe712aNfbBHmD9WZW+my6g+5ybgJLDXcLsSyU/vuhXk1d+SLtn5m3pvF",
-	"hPy54/+anNMZKNx5eyaykIdmLMpw+pihx61kx5yPxQ0ngvuwSwQPp4RpRcZUjQn6x4SEoFfFm5xR3siU",
-	"KtFLx8uM+mRl86H1kam2UGIaouIfzcHlVkKlpNOyDMLx5q/3cxw0psKI8fyvW7Mbmctx61njXd0CP4jb",
-	"lqA0MrehzEpcu1UceUmJNHf/texfgdaMX6plBejMoTsQeDnfdYnHl6dsxrc/iNvluXYO4E1c5hnECr7s",
-	"zUV0m0wzbxOPQ6QGfVck0Q/i9tEItDm4q9e6bwaaxJm2uhxulOgjgBCsNYJ+OdXIT+l1Rtaebvo6qnyA",
-	"1latRignrRVCOeFNV2CshMVCPQMy1KJ+MpabvgKEOfDU4t6PojWRLMk3USFpatHFRSosvVAkt1q+W6UT",
-	"5ZVjM08zpmjgtDxXdPuZByszQf9UtVMvZ/aX29XcjTwOZ0TUWpE1mjHa8MblwT67rnkwdFfJD2ZoL0dg",
-	"jXVgs9NrsYSDRoqJBlmj3eWhl6nTuYgJ+3EzcvsJpstTW7bMRabc3cL5l7OInsy8WeqM3GrTb+edyuOw",
-	"DqcbrsI5nC19DnoZFGptrc8sDr+vXduZEFFrh6pm1zCIIBq6cKUGysaykpoZVJwOjNUwZCHTC9X5H+0X",
-	"P2cfzLOFxA0HOWjFEpNL1CbvNnPqmjOo8epmN7ZOoM4sOOfrrQCVN3tWzTieWc/jEBdi34rUhdADfWIA",
-	"swx9ZaFpJR6ZgJkISYbituuCQzACTowwJA7hSyx8Db9sGcJWdpiahdTu9dzZ0fdo7ajckPPOK5n6ZxpO",
-	"QD2QH8EZExXegnSZC2GzvI4GtzH4hjiWvlloC8xTqv1xCRKL93ohroA/jq0U0iGElZizpOamzdqX8pCm",
-	"XyarasbOEFjLq3ApAIq84d/H1Eay4KqM0jQSsxyglTsjt8ylNL17P1+dINn9KI73cu52Tc3P37DUJObv",
-	"oWykZgb/7HVY7XJPJYuWQtQrLm74wB+DfxULhqJkWb48Z2UPdy+Dw6cXDdk+Frqo0jcTJcrr+GLiAusX",
-	"zrhvX8Ubg4gt/uijfSu7T2uonCe6o6qItdckEkqTYhglBgYrQnlAGL9mGkMqlEeG0yRkGMPkmihb9uQq",
-	"lS23qIGWE+7T9N6xGNE3AXIzBu6iY8IQpKF4EgkJ1askekw5sVcwu3a55h+4Q/NQisnlmNAwdDGUUY5l",
-	"5FzELlZhsTjF1/p8JGqv1VQaMJgcWwHHkrMpgyNFphRBKkk3zRBYSBqlPItJHAoaQFBMVYhA04BqStY4",
-	"RiYZNjucalDrOyQQN9x8Q5jGwMrcl4P0mTBf/XhxcdrrlOixkM9QOvCDZAgc+5+HF2SDxmzjemtjKG5B",
-	"bXx1utrdRjaQ2vhaGPVulxiGxPilWeSlpFyrJPLLLGghW82Cgarjb/E5Mc8JVSkMe/M4dHkQgwhWn180",
-	"hhrT7bfvyqN8FDcgfaqAjOGWnP+4191++y6JDMbz8ohB2YmGwJCujXKV5mxuxmZ284Od2WVd1C2A/QkD",
-	"HLBCJrM/MWYdHxegOyeuukAlMwkuztrMnUFhASk4qkjhg1Fql4vVSu9DFoaoHYCmLLR4koZPN5HWyesP",
-	"F6OF+z8HHmTiSFN5CbqNn2FWBZoZIF1L7QHkFpAL5FKWGQYTGx9osxd+R6unMpwrS1aKqdYgDbL9319o",
-	"98/N7g9f3P+7X75uee+27/6lCtz7VAZtOSKJJ8OQ+SRgEnwt5JT4VAY9ko+SMsom5UQMDS2hzPEwCDGW",
-	"QowM+YXsGjgoVcH8Hi/SbFHI2ANFhdWOuGzkVmVoVrb4KiScDYQqJ5i4Q85+3CWp7USszCWfL4667zO2",
-	"VrStNmvw7ZRewoP6rhCpq67+stS6hRoZvQSXodfc35VGWNUB05xTWyhWAbGge7exQRsr7f+qBM8SyZZ3",
-	"uNDr9iav/ahtcO+sZzYXyZLtuvLUMvuEXi9l2S0L1tUdWiyAKBYauD9tEkvTz15P0lDzMCuvZ0YHn51u",
-	"MTiXMkcfE93q0SYdbMEul4lvyXkB/DHll/PNulrPAaZoXBpJigZewEYjkKraVrsfL3AlZqR7qIRUSFl0",
-	"IoOZa9aOCANQGsPQrO6T/sDhxvxRpe8Uwl1yehMLQhfews2bNpylRmcqbnBGdTJ609ctb+uHanUpn3bb",
-	"Tms6vKW+DqcLMohzOcbF5OOymmTeapEl/JN5HQ9zdtJ7vlWbvTs281bhxezacqcZRM7Orz6/RO20Nwnn",
-	"EI6e5jZhRebrGcTzxy3x6IhBGCiiBbFEt0uoJiFQhQk+ZTRZLTa+dVz5zDE3EDAWCM1ky2Fifz6ozTq7",
-	"aBygdjn7mO2fIW8ub63j5RI3O15nNnPTPS9nJHa8TiGns+OVUlI73kwqpflmNvHTfFeR99nxOsVsVvNt",
-	"LiWx49Ulu3W82XTBShLNg7OlYHTQXHhYCHZjAE6khOWd6V5nZAiq2vskRiPgAbrIDIMh+KpHoHfZI2k+",
-	"l/rl9ZdKh1BYnbhvBsZHNh/dSHBw2beNPEOpi6SqFgeQ8SSivCuBBnQYmpk47BLroQR/LFwed+JUINc0",
-	"nECvOvCLqiq7UHF6BQP0qEkYMQ4RcG0senN0PUvQeU9E4oYYfPnbv1TPo+V0QEca5ECBL3iQj+PMbTtN",
-	"s6xRlfCyayQkKWTXGr2oBpl3CQ5pvajo96MRkBk+VOf4Xu1u3euoyeUlKLwb82v8DzN8CEkjO/08QCqZ",
-	"020spD5y6JTxJ8w3NUamvArEDa+k3yMWwp7vg1JnYEZZKqJyVenIhYbK602piXnWypB+W2lIN3MYZtCo",
-	"iQJKY3yayLDSaIU8TvM7GzpvDmd4v8GFHowwQd4rCaPimblKUa34beS4VDnOnqk4pNN6/1fxBmCOR770",
-	"aMJdvuDi6ywJI5DAfcAbLS6I+3KAV8wesbMYvdlupZpeJ7L6Dr0w2GISNMPMAKa4mboDP4OGOuqsqxUv",
-	"QELGr3bTtPwRaH8Miti91h3njFFDu6MvX//uvXtTbdfMnvXcuKgWJ1+1iro1uDMqQmCsdax2NjbI57OP",
-	"aY0SX0IAXDMaKo9gDRtz/rFk11QDGQtb0mXBHlY/+kWH3dxhWUCRO2Rcffvd1mbZjWnfNny5JbHnajZV",
-	"StiWVzUJg64Q6VgwoGXg5rLM2OtM0BBczfFTqPIzU9xqdje5qM7c1PXoYL5/cKd3DiuewPV9JMJQ3BRk",
-	"WRiitsIx4MDCMWR4ORlNNFTKsHJwcMFlpMZUokSc0Ujx5x0X5amIUX4xdkEaC4RDQFzs7S75XZh/7zhd",
-	"UYrI6n2aSu3uhJkkzqRIxhuzuJdzU6WLsGNV78OlipTYGXqBiBIT6QPpnxIaBBKUwgocp9dvsFDP6fW7",
-	"dY8A9cd48x24WC4uyH7/4IxIY/UrLLD36dyWZuqRPW6+e9ONaBxDgGMkYxOmMDYBx09+W7OBYESJdY8o",
-	"YYYxomUoNIaJUZLeQBZiWOqjZ7erpETKxV5v48sJTyuj54z2V4LbZxvZG4MkVl02uvtEAZarElaPn9H4",
-	"KkpM5aXRr7/ebm92f/319u+HX/5XpTxK1/QU6u8s4TVQLPvGIt3zr55EWc/M4fLhbfV61L8aDKn2xy5w",
-	"6sZQqZ5IbkvU2ZqWudpiTRheyaSaH6WeLdBrBc4lbzDMRy2i7bPqOYs2kgxdu2Z0uD8JEoRAFeSN+JlQ",
-	"HPOYhEiPsxUK7acRvU0+3yWO7xP7yP0redzQVVLjgzkzCKiFHXp+scSGE4nkgmN+sm56FbI0geMYS+Fk",
-	"O3UCJzMMe4X8DxzDVo8tCvIJNzI6J1TTH6zWUF+/KFvWd1llyuI63MZMgmodKm4+DgYQKrgZg4TqtP6c",
-	"93DeyK7CZuYJrCDoD0xHVF3tkC1ycOyRbTJCLVAZ5csjb4hT/jzynhjlb2oITNzwpCCnR7bekaTGY74Y",
-	"Z9vouHxtrWSxeUdZCTC1yPrgWvocskrXic6shnl7S+r1WFszqyvd7lNLrC2WWckwZsaZ2X3VCeWCJyrK",
-	"oU/Jv56ffCL29ZwXyH3vdW67l6LrfvxdCd47ozc5LP+YRpe3OHwFEeWa+XO+q6xgMeu1DxnHlLUIKDeK",
-	"uFF07SUB5QH+S4K21GQ0/1Q7J3ISQnmz9+KhvraZZC3zzmpypfI3fm5gLwe9quM+ftCskPkVRlYJC2yR",
-	"gb1UebiaIEGvkMxeUanaGnb2pW4kAvvjSEhyvH9a5TZdGHaYpQTmS4hlVa+TNH63zepDNjZ2KZ7D5m1i",
-	"leFrVhf8epza51Yfqh8lhJGuGSIVhi3cslgwnnLBmU/DRJr1iBtMESqBsCiaaDoMYV50/0KzIHsTUTaY",
-	"DqLgPitUBcV4lhYV57E2fFsHZ5XQc0pC6l0rDrqQhMrDPVq4eUynoaD582gqa1AbGmgxmL9aPgldbVtb",
-	"BbzK0WrHkRBQv5aVJJXM7wnECngDYyfL7TNDjFHUSyGqM1oMRdl3sO2AVDohq11ioFBKb/Ip50ITBegC",
-	"WhvCSBii0877NwqFkNgXJZ7ISwjWPRKyKzD8z0GKVJxBVd7LgjOY50XO45Y32+DCwjAj6ipCqDq5auQp",
-	"QTgh0IUpmA4rH1zxzWH/PfmmV9BhG1uwbtXt71UfjQ01RcA5uzsHHmBOynJV/FKhNKORK5LNz6tzpgI5",
-	"HcgJb1ZKNZU4TW/S1D0F6aVcvukGm4uB2VjMau+pzS5S1neafKN2DQsDqq2+4YswpLGCYtJpS95ecjWW",
-	"15fnWE2cVrM4tpTrKocnVdKtna+1kP+2ird1dmuf4wRRWl3xo1+cHBzbOCTBoSrhlKxFk1CzmEq9YQ61",
-	"G1BNPUwfRRNx/2MfL7XWd4h5R5HfMGTtN7I2W2veI5Vkv0vcuZKITskQCESxnq7j4L8Z0vutRy6yVEis",
-	"JUAv09spuAY5Jcqs1GIrMRiLAlnccOKLeGr+sDmWya+J5typuqhe1C1sB0GF8RFmxy7PFn/AhNG1rV5v",
-	"++3bJMeTCxJTPbYbovns1LVCsXyXGWqG3CV52Alfg+7aFFCrjtChwp5kJMkPz2VpRvTW5mLu5jNKXaKp",
-	"hUuSi2rTTO3As8m3Q8Ypduip8DE6Xt1A6M4w+LL7zPxqGewiRL9XEXHsYtAQ9cwR8S5iHVmz/8Nb2iEo",
-	"FgChlXnYlgI29j/21z1C3THY+ZIDyAeF7boCGARcND5ViLPVwmlp22iOWCsC4GcasoBqG7tYHbn0RFKv",
-	"0iqbicTTcuLriQFncstP1gJmIOHr7DRywsumgCoIR+urSKk5MjnnAkSGwDhx7+YQAl1quV8DiPUYL9iz",
-	"wKIumgtXMMWbduuxWkrCNzL0Kgy7CottRnCYR4pQdWVvrqwjPVhwBLuEcVcSAiMMoonhW6EShuW7Y4Rg",
-	"/R6ViKLds7Ty0FBvmBWuyjbTMWoTsFhjcxtCiR9SFhleH0DIrl0AmSGMELS7gy75bBxFtPHOL+uVmafu",
-	"PKKDI8HCNltuFsWVT7+vC6adBfnsehYgzJLamFHl70sTS6SMvhFWK/PmqWVpBPqsuDVSyjxE5mam9AxD",
-	"QsGRlawwH5pT9zUJwBcByKYaXdIeD0vE6Hy7VTQsnMRk3DYQkpQrG4LzorY9gtq2pMaW1NTKRzztdf9P",
-	"Uhgi/bM36H75uum9e10dkpvzmZSTTWL6xwSIdb7skpgqAx8ypP4VmXCXEVqpWOUKST3RBc9yJcG8ub0E",
-	"8sWqWlawsxefWZxBQ1Yb2+SkgWOLTUu9uliLJS5u0yiN0sxexSZqgbRETduhZDBaIccrjU6dq0Xbt+bf",
-	"vbUrLtsgzCK7/3qQgrR2FdVnkZZHa3ESqzanSsolL6inY94qd5eas40LN+5M3Q2XE+AGImtShFbSKU2T",
-	"1D6FhoyxX9Zb5RS9e/v29buKg8+1KV3CY7ycorZcUjdaJ0uaJst91rqa89L5dc0oya7qflMJKhsHFy+D",
-	"KqBReYq5TINcAMWCpAO3KZsn72CXFkrgvohsiQQx0ZfC/PmlHocf/FoooZUnSFlwU59Zu/leHVu2GWcc",
-	"Tp1ni973XcjqxQueyK/UlCxtUGCNkKsqI5DSSTsPQxEJHuJyIg6nDfV9FyAhM/HRiHKquc+83ZYTT51C",
-	"h6G3PsS2riYHCNQA29aiNA7ADzHlJblzGWC30Rr+UTjBmRzX+5hAiOiD0QqX0iQt0TaQ5UvTVxtN8V6E",
-	"Tqr4pTvMrb4SGRIILl+RncYGcapZINxiao59hazN06vWrbV9MzbKGS6fMEV8m8ukhSBryZ7WZ1Sw91s/",
-	"bC/M9HxuZbYyqHmVrKwR3xIiWqVhqk2myOwiGoYno87OL80spC9eLpifhuF9X3rcU1uRe8hqumYaoIEb",
-	"XgtbXhnIWuXFR+aU50LnAplWvAiprpxrkAMzA9vXGmzTECPpIdYKXR+zdn4ZzZuZ/3Ml+n3hpg1snYda",
-	"p2nxGcRCdT+o8s312ElOo77HTmVrnZnDz2mIZdDXoawtYaTaluiahCEJ7KcYXz3biMY1ZnBQ9JBUPXfM",
-	"2caSXwzaJy4LDXZAEhdxo+yLX9Fj9sgUB7GwldAe1K1n318eKPdN+u1gO4sfjajPJqnfW4HiB+YVUqjK",
-	"DIY9Sz1pEwMMOcDg/11iv8kaAhBFpyqNF5aAl1iRkNA4sfgMRzzkWk6Laez5ary59gzF+aulxnN3BptR",
-	"LKE8TS3FtqR8vxp5KiNWUcft4pbSb9ru/hGs0lpUSmG10LjsI6k+UTmCJRT3YqTtfcbAlJfTHK0sFJfL",
-	"+F6sY36Cm1ldYkU98x5QrLmC9pEpvUQ2+CNfJ66qdzymwvDdXX3ObcVhhptNI2zrA2t3KMtpug8E/Nnc",
-	"yXqQJrC0y/c6dVdPQkQPf2eUJ/ynuDjKcLAq2ZRKf8yua3JW87rl4/e8W4YyFwbF1CuVDXvcVMEp3zJs",
-	"KV/R/LqS6F4OQyJiwBJEGOuVlh+qbXS2lFzLfZva1TXgyncdXbRr27g6/XWrouJJVnKpMtonYpxF5ky2",
-	"qsKEqqLi5g+zWTVMMRh/iXX4Y8o5hIPcenwaL7GSZKDkJnbhKJXLAX4NoYhhpT3ldb+0sEO+cFL9eO8q",
-	"91ZZI2mJhZXKMC0xRq5+UnoRsMogy6FvKex//hjbi8bAJIEl1iGpTjYynEill0Dc3BBxWiR7mXHcnexg",
-	"OAkuQTfC3s3tN1VD5eykJWBio6oHvuC21KI/XTzQ5pyBNETxCkzqbg4v/jktgtKyPgSMRmC9VjHI7lDc",
-	"kqQUyq7NvHDcevpKpZXOmI3zxmwTQon5aEwVmXDNQnQiBxHj2DdSsqCmAnCJ7ac0uLW5ubi0kte57Qoa",
-	"s64vArgE3oVbLWlXU9s0O4k77+x0LjX8YwuBVycpcjO/ef/27+82G1VSKwuMbJx3r9+/eZg91EuZdPbt",
-	"zWYbqJEz+XN4qJPIteSphuDr7b+/e19uKXKbJRLEUgQTX5M1plPEXN91aTMOhRvWxKsWlelaXMjFQ8Bh",
-	"oXxNF/H+3ZuHOoxamZxB4F5nDjVgg4p/YJ3FY3p7bqf0Zpc0I94z5Hj3UKCoVgnSP98+DByMcYdVvY7p",
-	"rVe5mFkWuf1wAKjQRjIkxCiWh5431WCyeR9m0iqVJ52zGQ+tVXnajlOn8mRH/m57680DCZUZLSmHZg8z",
-	"X71e1ebI5+lVObC9f/P67Zu379pXa5wR8FXEUYW4lfKkCGNvRvupZDwlBlCHJXUcvIqNVkv9WrWiRmeq",
-	"A3ztyS6SdHWEVEGjNcpDlZ/iAksN2f4yrduNYM5e2TnzuxJ8h1Cb44iePFsO0VZU2yVJu5odIrFyEgRE",
-	"w2114v4o7Xkzt4tUvj/Onb3xeJzSmzGVmtGwvprJfdQ0chvwUpAXdpgtov6AT9sXxtvDjHnQxJCYOUDq",
-	"qnqRNY4Z6pMoyRjccVX36SVlnGiBpbxCqrHUJTYKWC8bN09dcqqxizhz+edxyTDsrmboNS37DBX4E8n0",
-	"9NxMnNicEeMX4goq+nDt/fPw08WHk/8Y7B0c9z8NLk5+OvxEXLAR2onafGdgiDtBNAMqUbS4ycda2zrH",
-	"l8B1Zd39PU7wIdk77ZuztRnDLsQ8VzzAFxHYfgqCp8m4+OUrhQ1ZSP9UNVgLKu/O51tcyb4QMnB1BEhE",
-	"WWis45GQZK9vJ1I9gle6tsKlwgbjZGJ4BdmgMdu43toYiltQG19dFufdBgaUaHqF1UUK+9x1MKwayzxI",
-	"RiyOkAM7OcSqAtiuKatx7FMpmWvBhl3sMD9kl7x70x0y7cpMYMBKYG+AiMUPW3qC6RCSi2uz+73Tfift",
-	"Y4OVojZ7mxilEwOnMevsdF73NnuvbU+2MWJUcfkIEPPzJSDXM7SGEO4HZiLz6gdx+5EpnZOS+MH25uYM",
-	"P59NaMfyuEhDCysF5udBFJhBwjAkuNKe2dwbO3PVgOkKNz7QIJdZ9GZza/Ennzmd6LGQ7E/ARqlvm8xz",
-	"bstLHFEWTiQUyBiDqfME/MuXuy9eR02iiMppZ6djtmv3hWqM0et+sR90vhgpIdScM7HBtFkm2QcRTBsc",
-	"CNzSKLY5n2l+dEcDjbo0jMc0udTZ6VwAjcge/nbntTzHfFz6XZFnajmBu0dApSo0MpyLw40B+aMi0pvN",
-	"HxZ/tC/4KGRWeLzZettkFjWJsTFRcAwBoxeGjZqPt7cXf4xW8aHrOvkoyG5xwjo1K9D9zqviTBmrdrUM",
-	"7LVYNUXYLBar2dAINEhVm8+QvbLxQdxizNCXFUgJOB2GBr1RKWpNL/n8m2dGL0bMYGtOm7KARR0emXje",
-	"LP7ok9BH2B/xOyWeM7AR4hbPsAA8U/jnsvS0YVWm+aIfFQ0n/FcgqodE3WyJNQjsVMNnjbKPo2mkGrmy",
-	"hlk14mR6RxmWTjfG2o9jccOx9CNhLp4iVXJtqgIWDcI0B6oIJWOqxkaJrUOzVJ95fO6dq+bfGU5YGHS3",
-	"spr1ruqzexyHlHO0WpLKFLacRec/xYSYhzaPUcirXicp1J9+1E4u5KDydJIhtwgXGzePzNIKUomx+LwF",
-	"xYtalqllfOYEbQl2d47Ly5eNrzZcTMKoqMIVMSh9CVtUuLUMWIDuDMyOsr3SmSIT2wiQWUpDVb6eqayo",
-	"EnoL38RZMG3/qdTH3D6fmE0sYA0vSuQTk/ohYpmXqI4eMRLOUNiE418J3d0PtW9cwXSBevkTTFdSLluT",
-	"50OSQLKZGiIw0HhRQjMke5UqCYqscbh2vEGBL0Gr9RaK6bn5mIZ2KFfoEt21IyGJFBpP1LqtS7prz3VD",
-	"+ofhkiSiV6DI8f4pocE1SM2ULVFg29Dji0QL4XJ6UedFJcerQe4VVdrHkj5J16glhE+6yacTPekS5uun",
-	"HG6+AY30e1YwhR6DTE3IJCv+HgVOnJUzdAmHRTToc19ChPbvTFnBrHsBBuoXrq/MX9z2Mjg9Oznqfzwc",
-	"nHy+ONi7ODwggpNoYhlMEqTJNPYfUkkonZlmnobqiheeg372fCJn6Uq4ZnBD4gn2WLclQHvkg6vd02tp",
-	"6WYweBI2kpTBnMM5kuqRDl9euMjjO0DjkPqQVx/iYmXPZZiIHwLlkzinpc42OKAaPFc4xyMju3LbPyCk",
-	"SrvbXccusgadblzyuximrrYaJrBvXz1PSpM8UzdrcZkVlOJeIDbV8i+u6Z6VMGEMNMQQttY4OhZqkZv+",
-	"R6GeuZc+XWENj8VNvphH1kePwGjmoq9Bhif0pbMYl7q1/ffeZm+zt9X5kvrOE9d6O+Ug28/T2RhmDfPU",
-	"A3NiL77ub0CJuGTKGPHURqRh5wmmlW3TQZSYSB9I/1Qtzac3vqZ3SQsjFgxSPbh/2kxiW7DeK1F7na1N",
-	"/PMtsqOWpPTU3up55IyI8eKrfjb6Ph7IK7UicV7BVG18tX3J7zYkXIsr6yeo9CiewbWw2EWYIizCnjMa",
-	"kk78ETU73SU4DOOXRN8wH8gVQGzNfnt3ZmcJBlTXewjP7Eoejv5/gmk/eBzvdx1FOTg8f+/bIyC1gYSx",
-	"YVe4V8XWbbUW6xk2drPdq264EXWubORE7RLrZk+6PQ1FwGyppwrcTCqsPF+TIl1hBdohFF7MCe36/M0x",
-	"JZqh28ZXVwfobsPVtqlnnnuu+I2bm0pAh2gXL1LWzk5Ojgd7Z/s/9n8+PEAnsAIeKM8V/bZ10FVS+NR6",
-	"Wn4XjNtckBpEdVM+IBvFMmzBKdXjR8LsWmYqRPSdWRoPTgkOPQhF6N0HESBrrb1nSKxCy4AxRWYIpRLA",
-	"c/D5HPTJjYsyeyyEXtIySK9flg5zy2/46UyCvxjNfZ8mA1WKXXJH56+UJcBl6D0p1DLf7ZpUiPknPGM1",
-	"KVlkHXInW/3Lq+Y0sEqSsTUTmFW6XqsjGI9BXrq8vkt2DdyGo9h61em1czJwWgi0R/7dqOqlosMeoUZr",
-	"D9F6wl+MJXp2+HP/vH/yabB/8unoY3//okaGJGf+hAkxeQqqKYOytb15105UFPf1dMKiKU3l/EiRQY8X",
-	"IfLshQiSMWpvLhWXcS2aMIaSTMEsYFVvJ/WVwlRfFxeTSx0ma1mAmledSLHeI3vZB4pElFuT/tYYT+iK",
-	"9lyuh4ecyEuuyZWXQ0/urDTsvjQlPuVY5cnHhtNJ4kwli0HwrZ6CGtIhhJ2djogVCWmsRdxSe8yt4+n4",
-	"QW4Ri4PQXFL+Y3KC75BOkXpmUu6bU+XGV/z/Ks7gXVJZfoFpBaFtXib4iF1OLOEgqTnyGmYu0TFImEdg",
-	"de7hMmbhfl4p0j/A2u3m55hiwIG7fE023Jmljjy5LSpr++VRKGmRI/kJKOgZu5IbEEBNBGVagEhtfM1V",
-	"I2LB3ZyAKAk0smoulgciYoQFP2x5IghyrfTJ2o8XF6cb+x/7KLx2MbDauqCTKhi291+P7I/Bv1K5pmiv",
-	"FLFljjRJTsLSkRY2MjOd5VXaWJUI7sI4k+okawfHBKvc+CymXO8mDhgj85wXBl3ljOMtMDb1CYFghfP1",
-	"HQPcCb/iRhT3D7xUUqMq4DkrM7dmQ/SGvoUkXJBQ8EsoN34iYuTZpKZ4Ii+xi41dPA1DNBxsFDyNgHw6",
-	"uRgcnXz+dDA4ORscnZx96B8cHH7qkQNxww2wsWGDnZJysrf/k5Xn4AsZmJ/Nn8DiqtunFHrJWA/oaXJ1",
-	"vH8EGqBvaHGwarq65h7Xv238rchpUk42ZNxQTJmXVacq5fEKsXOX7NtpukYiogjQBuUCRokZ0mhKCfIb",
-	"SI9xn7jMpExLN9tR93xMt9++KxPWR3ED0qcKyBhuyfmPe93tt++SwEJLaWsKv00y3xLEObg4WU/r6tDq",
-	"xurJFg6YioViSUvomRy8dJW7xGiKRnD849fO//zXf//ayX752z+wf+CrV//zX/9N1sxCUtI3jxsvJekx",
-	"WOIw7E9M7kv2zP6EgWMTnUpRNafm3H9082fXPcE5qhrBhDd0akhGcTYazd/B3fdlwm03+OCMaltFcwXd",
-	"znz2uhEErikL6TCskodpkapZaZiwMWTZZUmUk4tJPbn5ojErhFd/0Qp6IrmTWenrRI2ptKV0DUN3+QTK",
-	"EjJzNtUuSoWhMtIt96lNG6Aqc/n82tn8tWMvcyknEMV6SmyFsTJP308H+ueDphLMsPOH1AizLdWx6wx6",
-	"z7yez/dBZugkzfDYKGnZEWU05rDeekurLsj2RRRTCV3Kg64CvUMUvQbXsa/kCiXwx4SGjtCcTpg+W3Mk",
-	"Yr7kRg+FW6a0WvcI6mo3TEHZa2opyo2Vc8V+Es5NR/ZcA9+qgpiGlg1Qqa+xVuU8UjynD3orXUWLSzpi",
-	"ihxPaYhtRwSqrozxKJkro1jR56+zWdHLbKdjzrRNsG8Rak/izCkuYb4rx2wvSBHxpZzYjAPou+F4Ngxx",
-	"RsqzEVoB+buZCbehokElI5ynawh+DVLRRCmv1Db2lO9a9CXVhRX8QRRa4za8B43RNWfNFgzpDHmcZUuE",
-	"LL6BZjKTLmyMQ6KmKE5jNRaaKIgo18x3kWW52qkbhWq1u4nNqay/GjOwUVGCgGCt1B75hB6Avf2fKlzL",
-	"+zlYGGHznMzSA1DaVR/9twnIRpMgcjd5MSkv+5DqlCuGi0V9K5iae6y+t0uq70j1clQupKHYAt9oa+AE",
-	"TIKvhW1BV8lx9qmCLuMKuGLov1KToTWCSUS1b/iErcuDRRZCIGv/v0cG6IL69VeM+guZBknDdWxXQ2w1",
-	"raSCXZArRIYK5VDc7hIhbV3v4ZSs2Xp3SR2g9d2krrRlNGXWcZDs6ByoxAaFj8c5ZhqqCt61tpqGW020",
-	"ICOGYQAFeKVu+j+QmaR++uSf9U76iPHEebJVUUX622JK+1QGtRzJ4JlBuHgyDJlPfCqDF/b0LNmTJTpH",
-	"5AltD6cFjM8xqYz9NONSGwrC0ZzyYTMGpeFNBlkyGxJZELIpw6ByH7urCZn35jgj04zQI/v20s4qdykX",
-	"S/Y1t8hDypJsvMq52cM3YQxWGXlblUaegREWS0wPxpU8tAUinB+2GSuoANfTWIFUBrUOJyqDby077MVa",
-	"fCwuaBGXiBueF1mr8L2viQJUfyV7wqFauXql8qvokc88ec0VgAuclwx7Exq+mN12qmZ3kfUs71Gd0A0L",
-	"4DxGAsc85pE/jRct5rkaWYLDatTL+FDc1ntydFIaRIob50/xKRec+TRM2x15aUfQEQuNtJlwCTTYTa/3",
-	"aeJpQR9LEvbgPC1S3CTJftV+lr5Z4gOXXizTaJW5Y7fXaaoj4MKP7Dd37Zw29qtv03WD264zk/AhYtML",
-	"V3mOXAUTMZEpEFog/hxrsTxjMVvZoP5VfajiMZVXimz1eoUmeJbRGPaR9CSS4sampY3pNZAhAM94BwZY",
-	"MZWWwjN6gYtaxDh+e7dtQ6F2kVkyjq0IkwAnCb+Dr60pdTM2JheupIYJ7flX34ZNVLZ9qH+Fpg8ezEDB",
-	"H7ZGxt87XmfrfYuyGAkcnsTYSSavv+w6Bdk1CCMm2hfR9+cffrF2luRre76xFkIILsGxt2WZmh9SFtWz",
-	"NexmrMgkNswJO1Y6dcgjE+6YEvK4Wd5lVCObfOSSjsiaH9Iotmyu1MNzvRBAmdxk1TCufVzzN8q6EOC2",
-	"yUUePJiT5XUQxJ2dt14HHfKdnY4IA0fFLbgKQujpmBpOX8/WPmZ488LRXjia1dQMTjjeUslR2jE3pKP6",
-	"Ui2uPyQfCelD4BhbWpKslCqKzEmgs8c22Mwu5YH64x75BICGodXGrmBKhhNNuCCxZBEEyR7K/AwP5dlm",
-	"MdvV1flULIwfl4K/D2Q/HI3AZiZYGKbB5oU6MRFoOh/LI6jF8H8f22wNX0Jg7B4aYjCK+dOnWN1FrYC2",
-	"x/BcUfYY6u8PXMgNQ4Do6QvmtsfcvoNdgrEGqIxflmrJN8FdFyxRX81Ii4j5RDF+GUI3yNxJWLdohyRd",
-	"+JX1wekx45eeLRmPibsqn6vhIWcvOgHShktJ0hL+yDiyei0pV9S3DSz2MCeiazHHpyGREAPVCRQUdkV/",
-	"pbCFttJpfkgSDmb70Kc3nbYmGAkmFsmhR/ZCJQj1fYi1ItEk1CymUm+MhIy6AdU0Cw/DFu3mIfmNGf3u",
-	"t1Q2YZF0+8T8+RtZq0kO88hMchjluae2WFSyg4hOraciDYIfimA6iIL1KqaA35wDD74N5dxtBSNuOJlm",
-	"tfVPz8ib7f/dQS6SIJ354Ipx87YrZeRKEnV2Oj8Mt4N3/hZ0t7a2trpv6Paw+95/HXS34c3oHX0/3PS3",
-	"kKDL1kCkLtEWiCxaDpI7JySi16Mtf5u+ge774Q9B942Z4IfR5mZ3i24PX/tvgrfwbtTJALDMx43Nitzh",
-	"JnaF16nAVNtSyxcB45eYK+S6QrhTubAhM3/b+BvCg7sY9eLT0rHdYfRzem52zM5aIRMSKxz3QnHpWSKw",
-	"yWA7pCL/aoeky90lLtXKjJnPtfrHr510xF87XiETbQejizbikDK+3sltI0MobN9qviehuOzVYlKAeAQ+",
-	"i5k5uuQAOzvNjq8WpbZb3P3nTvYzMovHNhlzC1gQ921FXXr9sob5lySAkKE+j6b1+otJ+WJSusAoHhBK",
-	"Do5tFBTmHSOmtQ7ZTN7aGCahNnXtsLjrPoM39446CDVKRQCx0RK4JgfHaNxan5qm8hK0spcFCSNQu6ln",
-	"Pxmj7Np3XN8zojl5245GsCHs7xhHRGgo+ANpGDtp6x6uk6mxWQ+aNDd5rYL4Ip7OVRk+IGi/Mb3hXFMe",
-	"TGKj6L0lEeMTbau6lrkyYg6K+jK7f2B5jZB9nkJbgmFavTgY3ZvUzoYsi+38GuNgVCO755zf9srnt/QB",
-	"PrlsxlXMv6tyPODluupFEpclsZEgB8dG5inXNdK1wV9aGn9NErLmxehZ189MkA9ho3z1EGPlouOZacLF",
-	"TV2oT+GCC/Nec2OMqXKGdOZhwK+Ynp945UjsmUXtuVU9Rtyem6pO63dH9hJg86zD9lZWrfPEvGHkeddK",
-	"cjWXsu2xEQWJF9CpFERwVywGB90llE9txG1Cr/gJ+rqctlqmzCMWwhkO9+jxeu2o8xsLqcvgWhdXZ5++",
-	"BNU936A6tAWNPakUSQg1o32sdrks4auNr9gg1tjMt3cbdvTaiu97hAvedXwg1c2TNWWmqF2qFpklK2EE",
-	"ErgPNos7ZRWTWIHUJAZJ1tLbA/OF50YFuV7NLPZwEou83zS7MJvpG/CvXqW+bEpJiNEQttcgGM1nwMYQ",
-	"Db0WPCQP7icJdskYWX3dRLRGXwyhF0Nomsq1HDOiM6yoHQ/Fa/p6d+Q+DUPbEKtHTmLgCh2hWDTCeSmd",
-	"LeOPhQJOhrbbPt584jrX0jJ6juU4/4xHIFSARSXdEO4X87nrr5RE9NkrT5eo6RXqdSH9e7YMskdCdg2u",
-	"3a9t8mvDS5ztRLOIR/PY3vZWlFe0fb0NWL4JVyImfQ1ytY5yaZ+vW9RjTrf9NJWY0+kXXODkAtuzO3vC",
-	"kcwNOVjkJDdCXn3vZZq/E45m+ErGVooVyoKJNMNVRPA1qs6TNBdvUgawpjF5IapYj6ku+nDGVBExVCCv",
-	"wQaCuB7zHrkZM3+MHaSlIqdnJ0f9j4eDk88XB3sXhwdltuPa2H835f8WtOVP0vRnoP1SCPDxCgFCEmtU",
-	"34q/EZE5yVXvZelzX0SGS69RdQVBPvALJNazEhN9KXJvODUieSOZwd4w6jEwmSJQAH5ILR2ptMyM4Knd",
-	"NVDwh0fKNy4V9pfDp2eRWWmzVS3Lqy8mM48A3W4O0oHuysVuTng4tfwsB8a62jbO2Go5/7n96psrbeOW",
-	"X+9esij54l96tv6lZJSUfeQYW/pTI8628TWJj8s7muz4Qb3xZK13/BCLTSaOJUtrxghJ4jhtHnm5DI7O",
-	"RiCFTAIzoWt8Hk7RH5VdUEmIw2kSOIpRJPlA1Dqud+Z284x8Tm5lVfdIK4ddnHDCsA5z82o55rzLXqfY",
-	"UUErruKA/SSWVnEJ862tnFTIRTrH4fTFHfVivDldEtHIOqIcXbbns3ObYhcyLwrtONSYxcr1dbf1VbHx",
-	"sFUGLVMdiTAUNyTOPPXmdduuOKH4VG0cTomLyK5gk6u21H4ABvm8FCYholptyTaTxjqK6QG9qE7PVnUS",
-	"NzxpAF48szxpI9Filfhq1zF2VFNp2dMbPmvYkbUCNa9nk6X54vnYVleXcM3R+nqP2GBZLrIAjyqqTfvc",
-	"fQPO3KTNpmVbRsUIw47XGTOlhZwOsMcRC/EUO7ZZRbWqIkTkqlsYaMJySSHO7pOAaebdN9st9JwU7k+j",
-	"46TTL+7ol5XeJoGcDuSE79gQaTEJg+7Q9Zsyz8VEk/6BekkPeFF+LK+0KFbuTJ+wxkUqT9aTvlb5OQBN",
-	"WWj5MCVDc8hY90Bpwz8VgI1Rord9DZFax3DB2a5lu4QWFSSAXOySW4Ktiuq5F2TKMZJfggHVuApj/dRw",
-	"2mcWgFjqkv+A3Mad01+pCf135AxHFh/kSM0S2EokvYFGxnyrxvmwrTmSGdgV7XEwc3Z9F2OM8UZsOJ2x",
-	"hcjNmGq86DbSy2kMJNMYqkn2g5n6L0y3uP86qsVzeSHbZ32HhaRrSa25bbIXxzbPDm41WaP4r0EUIAnm",
-	"Kt9ZspSQyN0dIzbd/VNEb20d//W53ttZTwO39TJ4vpnprnPnLjJkEFdtleJnTa5L2j7pMXR2Or/yLjmS",
-	"AH+C0TekVuRIsoBO6zy229UZVwZgbbpYzUD5yWyXxVwpV8bcwu3FKHkxSmxhP0SHpNXyXPbYQplJHBJf",
-	"G/UELF7xY1BN6n+1CU1Zh2jsarVLYilU7EoaoV2yxgUZUv9qxMLQsw2RI3FNQzM29gnEojFJrtR6Ncs8",
-	"ssv+Drll3b1V6jly9UBUJWe0b7VljRaaT8YV7fTzPToZor0wxBeG6FJHrUO7dBW0Gke0bpH62/+TGw4S",
-	"WVmP9J1T27mwMYzQ6JXYm8bywTC154RMvTXOtKvmbXbQ75G3lfkV49er+rNbcToL2yfjdHb6+Zwuf9UZ",
-	"0eCF373wO1dgD5En5TXiPvzTG78Lxut53emMd9kWhRsC1nBI+Bo1RrG7gHdGHcUbmOwy3yqD1ezuX80K",
-	"/hLMzsC6jWrWT0bQT8awjtMjnM+0sqN+YVcv7MoVovch1kmYQCbVVuNXIdDrOcrZnmVJXPCuyOlpZ3At",
-	"rsC227AXAWKilaaWu4W2kr2LrMTlOp62SyQYqk1SkRLOlu2mJqAIHrXF/FMyNTyQF672wtX+MsXor5eL",
-	"DNBj5D7NShMdScOEOKHcHxf6whOfcryt4OLGxrPYcc2CtMtpi0PmsnhzRYwUYBBAoVM9NpLYJWMWBIBz",
-	"gdJCKjRhJQTU11ARMXmBEz63RvDfdt0TC9PT2lpHeMTRSy/4598L3pJj62JHVdxhA26T+ibVTQs5yc7K",
-	"s3XIk0gifzzhV7Z6iWMQVBGDk0QYfiCvAnHDd7GyIqOhveqkro07uRmzEAjjBjwhVEUFWYw8vH3+5Uwq",
-	"2xsKGVG9dAae3faRHeTuWXEQdyIVPGTPosQL73iWXT9ubfGPhFbxqGp4CI4qrxNam8iws9MZax3vbGxs",
-	"bf+9t9nb7G3tvN98v4kI54Yo1yO2ee5DIbTSksZeZYJ8Vn6il0sYddnD5bzTtAcElnGoaWVSaAyRGxYb",
-	"Q5TH3AsixplZoy31ipzTI2OhtPKcN8zDTA8vWbo18ZJePT2CQyjXezUvSslQBMzW5XWLoObVilWcZr1n",
-	"cSOFnvq92fxe4bqZVmRL7OSsCq98d6GyPJb8sFa/LA95cOyqpOR61PqCG+xwLmQb+oLCpQBrh1AV8C40",
-	"wvDSjmseFqm09VfQYM4NZ9sulcc6vDXsjFXkbCYhOUwWMr3zW05SjMrDHhUK47gg2kLBsV6hl63Z55e7",
-	"/xcAAP//",
+	"Jjx4HDAenXz+dDA4ORscnZx96B8cHH7CRZxRDQiKxwDC2d7F4QAhcXhA1iRoOaXDEJAxW5JClD8zD7p7",
+	"I11Fx+fgCx4ow+FvKNNkCCMhDU/Tcsr4pRt2QM3XA+VedhxxKILpukduxsAdWctrkOSKixuU99n2Svwe",
+	"OYwWkl7CEWXhRMLDg+v84uRs75+Hg6O9/sfPZ4c7hAs9Nnu8oYrcSKY1cDzEz5xO9FhI9udjnOLe54sf",
+	"cU2G6G7GVIMBooGnTycKkhVdUxaa0334BV0YEj/bO+t//M/B5097P+/1P+59+Hj4DWLYZ64msRFSEBxD",
+	"wOgFvvTg8Mt0gleK7Nu5umZuY0tzoYngYI0cEYPEuUkAfkglKLI2KzWMjUCV4GSS7WYQme0MzKbXeyiu",
+	"3arQreBfnUy0L6wOTIOAmRloeCrNdJoZQTiioQKvE+d++tqh/hUEA6oX7fyCRaA0jWKDmvaj4XTghLrR",
+	"PBYrGEbwGytYwR+LbRSfRTQ8T79UmuqJWvTZnn91bl+0OkCiCf2Smzkdy8v2Xr2jL+kORGoXZTPsfO0A",
+	"NybJL/ZjM0gogQbTgf33lwoA7AUR46jptD2mxCnUBMw+lcFAwjVDPaotqH0JVLfHiQI9fC0vCrjhIkHu",
+	"2VCIECgaoZnNVfVpSJUeKADedk0hU7puytrZYinQQjVG/TLwkyKsGngGIXNePmdr5u3OBFjpFtywRTCX",
+	"1zp79oXTrMTnFCH38cU+jydtcXPm5OcBa5/K4CD3+uzRL7aq84fqTNZ0WfWH3GTcBJYabhdi2al998K8",
+	"mjvyRVs/M+/NYkL+3PF/Tc7pDBTuvD0TWchDMxZlOH3M0GtZlvBjccOJ4D7sEsHDKWFakTFVY4I+RiEh",
+	"6FXxJufYaGSOluil42WOkWRl86H1kam2UGIaouIfzcHlVkKlpNOyDMLx5q/3cxw0psKI8fyvW7Mbmctx",
+	"61njXd0CP4jblqA0MrehzErc41UceUmJNHf/texfgdaMX6plBejMoTsQeDn/f4nHl6dsxrc/iNvluXYO",
+	"4E2uHTKIFe4DNhfRbTLNvE08DpEa9F2RRD+I20cj0Obgrl7rvhloEmfa6nK4UaKPAEKw1gj6NlUjX6/X",
+	"GVmLv+nrqPIBWlu1GqGctFYI5YQ3XYGxEhYL9QzIUIv6yVhu+goQ5sBTi3s/itZEsiTfRIWkqUUXF6mw",
+	"9EKR3Gr5bpVOlFeOzTzNmKKB0/Jc0e1nHqzMBP1T1U69nNlfbldzN/I4nBFRa0XWaMZowxuXB/vsuubB",
+	"0F3HP5ihvRyBNdaBzU6vxRIOGikmzi9Xod3loZep07moE/txM3L7CabLU1u2zEWm3N3C+ZeziJ7MvFnq",
+	"jNxq02/nncrjsA6nG67COZwtfQ56GRRqba3PLA6/r13bmRBRa4eqZtcwiCAaOk95A2VjWUnNDCpOB8Zq",
+	"GLKQ6YXq/I/2i5+zD+bZQuKGgxy0YonJRXSTd5s5dc0Z1Hh1s1tvJ1BnFpzz9VaAyps9q2Ycz6zncYgL",
+	"sW9F6kLogT4xgFmGvrLwvhKPTMBMhCRDcdt1ATYYRShGGFaI8CUWvoZftgwDLDtMzUJq93ru7Oh7tHZU",
+	"bsh555VM/TMNJ6AeyI/gjIkKb0G6zIWwWV5Hg9sYfEMcS98stAXmKdX+uASJxXu9EFfAH8dWCukQwkrM",
+	"WVJz02btS3lI0y+TVTVjZwis5VW4FABF3vDvY2qjgXBVRmkaiVkO0MqdkVvmUprevZ+vTpDsfhTHezl3",
+	"u6bm529YahI3+VA2UjODf/Y6rHa5p5JFSyHqFRc3fOCPwb+KBUNRsixfnrOyh7uXweHTi4ZsHwtdVOmb",
+	"iRLldXwxcckJC2fct6/ijUHEFn/00b6V3ac1VM4T3VFV5CtoEgmlSTEUFYOrFaE8IIxfM40hFcojw2kS",
+	"do2hhk2ULXtylcqWW9RAywn3aXrvWIyKnEAWreLTMARpKJ5EGPJStUqix5QTewWza5dr/oE7NA+lmFyO",
+	"CQ1DFxMT5VhGzkXsYhUWi1N8rc9HovZaTaVBl8mxFXAsOZsyOFJkShGkknTTLIuFpFHKVZnEoaABBMV0",
+	"jwg0DaimZI1j7JRhs8OpBrW+QwJxw803hGkMTs19OUifCfPVjxcXp71OiR4LOSGlAz9IhsCx/3l4QTZo",
+	"zDautzaG4hbUxlenq91tZAOpja+FUe92MaCJ8UuzyEtJuVZJbJpZ0EK2mgUDVccw43NinhOqUhj25nHo",
+	"8iAGEaw+v2gMNabbb9+VR/kobkD6VAEZwy05/3Gvu/32XRrpZc7LIwZlJxoCQ7q5gK+bsZnd/GBndpkr",
+	"dQtgf8IAB6yQyexPjPvHxwXozolNL1DJTJKQszZzZ1BYQAqOKlL4YJTa5WK10vuQhSFqB6ApCy2epCHo",
+	"TaR18vrDxWjh/s+BB5k40lRegm7jZ5hVgWYGSNdSewC5BeQCuZRlhsHExgfaDJDf0eqpDOfKEr5iqjVI",
+	"g2z/9xfa/XOz+8MX9//ul69b3rvtu3+pAvc+lUFbjkjiyTBkPgmYBF8LOSU+lUGP5KOkjLJJORFDQ0so",
+	"czwMQoylECNDfiG7Bg5KVTC/x4s0WxQy9kBRYbUjLhu5VRmalS2+CglnA6HKSTrukLMfd0lqOxErc8nn",
+	"i6Pu+4ytFW2rzRp8O6WX8KC+K0Tqqqu/LD1xoUZGL8FlOTb3d6URVnXANOfUFopVQCzo3m1s0MZK+78q",
+	"wbNkvOUdLvS6vclrP2ob3Dvrmc1FsmS7rjy1zD6h10tZdsuCdXWHFgsgioUG7k+bxNL0s9eTVN48zMrr",
+	"mdHBZ6dbDM6lzNHHRLd6tEkHW7DLZeJbcl4Af0z55XyzrtZzgEkkl0aSooEXsNEIpKq21e7HC1yJGeke",
+	"KiEVUhadyGDmmrUjwgCUxjA0q/ukP3C4MX9U6TuFcJec3sSC0IW3cPOmDWep0ZmKG5xRnYze9HXL2/qh",
+	"Wl3Kpy6305oOb6mvw+mCLOxcnnYxgbusJpm3WmRa/2Rex8OcnfSeb9Vm747NvFV4Mbu23GkGkbPzq88v",
+	"UTvtTcI5hKOnuU1Ykfl6BvH8cUs8OmIQ2rwmS3S7hGoSAlWY4FNGk9Vi41vHlc8ccwMBY4HQTLYcJvbn",
+	"g9qss4vGAWqXs48VEzLkzWXWdbxc8mvH68xmv7rn5azOjtcp5MV2vFJab8ebSUc138wmz5rvKnJnO16n",
+	"mBFsvs2ldXa8unS8jjeb0FhJonlwthSMDpoLDwvBbgzAiZSwvDPd64wMQVV7n8RoBDxAF5lhMARf9Qj0",
+	"LnskzedSv7z+UukQCquLH5iB8ZHN6TcSHFwGcyPPUOoiqapnAmQ8iSjvSqABHYZmJg67xHoowR8Llwuf",
+	"OBXINQ0n0KsO/KKqyi5UnF7BAD1qEkaMQwRcG4veHF3PEnTeE5G4IQZf/vYv1fOUEjGrUivdi0kyaoWq",
+	"hJddIyFJIUPZ6EU1yLxr00GtFxX9fjQCMsOH6hzfq92tex01ubwEhXdjfo3/YYYPIWlkp58HSCVzuo2F",
+	"1EcOnTL+hPmmxsiUV4G44ZX0e8RC2PN9UOoMzChLRVSuKh250FB5vSk1Mc9aGdJvKw3pZg7DDBo1UUBp",
+	"jE8TGVYarZDHaX5nQ+fN4QzvN7jQgxEWGfBKwqh4Zq7aVit+GzkuVY6zZyoO6bTe/1W8AZjjkS89mnCX",
+	"L7j4OkvCCCRwH/BGiwvivhzgFbNH7CxGb7ZbqabXiay+Qy8MtpgEzTAzgClupu7Az6ChjjrrasULkJDx",
+	"q920cMAItD8GRexe645zxqih3dGXr3/33r2ptmtmz3puXFSLk69aRd0a3BkVITDWOlY7Gxvk89nHtM6L",
+	"LyEArhkNlUewDpA5/1iya6qBjIUti7NgD6sf/aLDbu6wLKDIHTKuvv1ua7PsxrRvG77ckthzda8qJWzL",
+	"q5qEQVeIdCwY0DJwc1lm7HUmaAiu5vgpVEqaKRA2u5tcVGdu6np0MN8/uNM7hxVP4Po+EmEobgqyLAxR",
+	"W+EYcGDhGDK8nIwmGiplWDk4uOAyUmMqUSLOaKT4846L8lTEKL8YuyCNBcIhIC72dpf8Lsy/d5yuKEVk",
+	"9T5NpXZ3wkwSZ1Ik441Z3Mu5qdJF2LGq9+FSRUrsDL1ARImJ9IH0TwkNAglKYQWO0+s3WOzo9PrdukeA",
+	"+mO8+Q5cLBcXZL9/cEaksfoVFin8dG7LW/XIHjffvelGNI4hwDGSsQlTGJuA4ye/rdlAMKLEukeUMMMY",
+	"0TIUGsPEKElvIAsxLPXRs9tVUiLlYq+38eWEp5XRc0b7K8Hts43sjUESqy4b3X2iAEt+CavHz2h8FWW6",
+	"8tLo119vtze7v/56+/fDL/+rUh6la3oK9XeW8Booln1jke75V0+irGfmcPnwtno96l8NhlT7Yxc4dWOo",
+	"VE8kt2X+bF3QXH22JgyvZFLNj1LPFui1AueSNxjmoxbR9ln1nEUbSYauXTM63J8ECUKgCvJG/EwojnlM",
+	"QqTH2SqP9tOI3iaf7xLH94l95P6VPG7oKqnxwZwZBNTCDj2/4GTDiURywTE/WTe9ClmawHGMpXCynTqB",
+	"kxmGvUL+B45hK/AWBfmEGxmdE6rpD1ZrqK9flC3ru6wyZXEdbmMmQbUOFTcfBwMIFdyMQUJ1Wn/Oezhv",
+	"ZFelNPMEVhD0B6Yjqq52yBY5OPbINhmhFqiM8uWRN8Qpfx55T4zyNzUEJm54UtTUI1vvSFInM1/QtG10",
+	"XL62VrLYvKOsBJhaZH1wLX0OWaXrRGdWw7y9JfV6rE+a1eZu96kl1hbLrGQYM+PM7L7qhHLBExUl5afk",
+	"X89PPhH7es4L5L73OrfdS9F1P/6uBO+d0Zscln9Mo8tbHL6CiHLN/DnfVVawmPXah4xjyloElBtF3Ci6",
+	"9pKA8gD/JUFbajKaf6qdEzkJobzZe/FQX9tMspZ5ZzW5UvkbPzewl4Ne1XEfP2hWyPwKI6uEBbbIwF6q",
+	"PFxNkKBXSGavqPZtDTv7UjcSgf1xJCQ53j+tcpsuDDvMUgLzJcSyyuFJGr/bZvUhGxu7FM9h8zaxUvM1",
+	"qwt+PU7tc6sP1Y8SwkjXDJEKwxZuWSy6T7ngzKdhIs16xA2mCJVAWBRNNB2GMC+6f6FZkL2JKBtMB1Fw",
+	"nxWqgmI8S4uq/Vhfv62Ds0roOSUh9a4VB11IQuXhHi3cPKbTUND8eTSVNagNDbQYzF8tn4Su+q6tpF7l",
+	"aLXjSAioX8tKkmrw9wRiBbyBsZPl9pkhxijqpRDVGS2Gouw72LpBKp2Q1S4xUCilN/mUc6GJAnQBrbny",
+	"vkw7798oFEJib5l4Ii8hWPdIyK7A8D8HKVJxBlV5LwvOYJ4XOY9b3myTEAvDjKirCKHq5KqRpwThhEAX",
+	"pmA6rHxwxTeH/ffkm15Bh21swbpVt79XfTQ21BQB5+zuHHiAOSnLVfFLhdKMRq5INj+vzpkK5HQgJ7xZ",
+	"KdVU4jS9SVP3FKSXcvmmG2wuBmZjMau9pza7SFnfafKN2jUsDKi2+oYvwpDGCopJpy15e8nVWF5fnmM1",
+	"cVrN4thSrqscnlRJt3a+1kL+2yre1tmtfY4TRGl1xY9+cXJwbOOQBIeqhFOyFk1CzWIq9YY51G5ANfUw",
+	"fRRNxP2PfbzUWt8h5h1FfsOQtd/I2myteY9Ukv0ucedKIjolQyAQxXq6joP/Zkjvtx65yFIhsZYAvUxv",
+	"p+Aa5JQos1KLrcRgLApkccOJL+Kp+cPmWCa/Jppzp+qielHHtR0EFcZHmB27PFv8ARNG17Z6ve23b5Mc",
+	"Ty5ITPXYbojms1PXCsXyXWaoGXKX5GEnfA26a1NArTpChwr7upEkPzyXpRnRW5uLuZvPKHWJphYuSS6q",
+	"TTO1A88m3w4Zp9jlqMLH6Hh1A6E7w+DL7jPzq2WwixD9XkXEsYtBQ9QzR8S7iHVkzf4Pb2mHoFgAhFbm",
+	"YVsK2Nj/2F/3CHXHYOdLDiAfFLbrCmAQcNH4VCHOVgunpW2jOWKtCICfacgCqm3sYnXk0hNJvUqrbCYS",
+	"T8uJrycGnMktP1kLmIGEr7PTyAkvmwKqIBytryKl5sjknAsQGQLjxL2bQwh0qeV+DSDWY7xgzwKLumgu",
+	"XMEUb9qtx2opCd/I0Ksw7CosthnBYR4pQtWVvbmyjvRgwRHsEsZdSQiMMIgmhm+FShiW744RgvV7VCKK",
+	"ds/SykNDvWFWuCrb7seoTcBije13CCV+SFlkeH0AIbt2AWSGMELQ7g665LNxFNHGO7+sV2aeuvOIDo4E",
+	"C9tsuVkUVz79vi6Ydhbks+tZgDBLamNGlb8vTSyRMvpGWK3Mm6eWpRHos+LWSCnzEJmbmdIzDAkFR1ay",
+	"wnxoTt3XJABfBCCbanRJi0EsEaPzLWvRsHASk3HbQEhSrmwIzova9ghq25IaW1JTKx/xtNf9P0lhiPTP",
+	"3qD75eum9+51dUhuzmdSTjaJ6R8TINb5sktiqgx8yJD6V2TCXUZopWKVKyT1RBc8y5UE8+b2EsgXq2pZ",
+	"wc5efGZxBg1ZbWyTkwaOLTYt9epiLZa4uE2jNEozexWbqAXSEjVth5LBaIUcrzQ6da4Wbd+af/fWrrhs",
+	"gzCL7P7rQQrS2lVUn0VaHq3FSazanCopl7ygno55q9xdas42Lty4M3U3XE6AG4isSRFaSac0TVL7FBoy",
+	"xn5Zb5VT9O7t29fvKg4+1+p1CY/xcorackndaJ0saZos91nras5L59c1oyS7qvtNJahsvly8DKqARuUp",
+	"5jINcgEUC5IO3KZsnryDXVoogfsisiUSxERfCvPnl3ocfvBroYRWniBlwU19Zu3me3Vs2WaccTh1ni16",
+	"33chqxcveCK/UlOytEGBNUKuqoxASiftPAxFJHiIy4k4nDbU912AhMzERyPKqeY+83ZbTjx1Ch2G3voQ",
+	"27qaHCBQA2xbi9I4AD/ElJfkzmWA3UZr+EfhBGdyXO9jAiGiD0YrXEqTtETbQJYvTV9tNMV7ETqp4pfu",
+	"MLf6SmRIILh8RXYaG8SpZoFwi6k59hWyNk+vWrfW9s3YKGe4fMIU8W0ukxaCrCV7Wp9Rwd5v/bC9MNPz",
+	"uZXZyqDmVbKyRnxLiGiVhqk2mSKzi2gYnow6O780s5C+eLlgfhqG933pcU9tRe4hq+maaYAGbngtbHll",
+	"IGuVFx+ZU54LnQtkWvEipLpyrkEOzAxsX2uwTUOMpIdYK3R9zNr5ZTRvZv7Plej3hZs2sHUeap2mxWcQ",
+	"C9X9oMo312MnOY36HjuVrXVmDj+nIZZBX4eytoSRaluiaxKGJLCfYnz1bCMa15jBQdFDUvXcMWcbS34x",
+	"aJ+4LDTYAUlcxI2yL35Fj9kjUxzEwlZCe1C3nn1/eaDcN+m3g+0sfjSiPpukfm8Fih+YV0ihKjMY9iz1",
+	"pE0MMOQAg/93if0mawhAFJ2qNF5YAl5iRUJC48TiMxzxkGs5Laax56vx5tozFOevlhrP3RlsRrGE8jS1",
+	"FNuS8v1q5KmMWEUdt4tbSr9pu/tHsEprUSmF1ULjso+k+kTlCJZQ3IuRtvcZA1NeTnO0slBcLuN7sY75",
+	"CW5mdYkV9cx7QLHmCtpHpvQS2eCPfJ24qt7xmArDd3f1ObcVhxluNo2wrQ+s3aEsp+k+EPBncyfrQZrA",
+	"0i7f69RdPQkRPfydUZ7wn+LiKMPBqmRTKv0xu67JWc3rlo/f824ZylwYFFOvVDbscVMFp3zLsKV8RfPr",
+	"SqJ7OQyJiAFLEGGsV1p+qLbR2VJyLfdtalfXgCvfdXTRrm3j6vTXrYqKJ1nJpcpon4hxFpkz2aoKE6qK",
+	"ips/zGbVMMVg/CXW4Y8p5xAOcuvxabzESpKBkpvYhaNULgf4NYQihpX2lNf90sIO+cJJ9eO9q9xbZY2k",
+	"JRZWKsO0xBi5+knpRcAqgyyHvqWw//ljbC8aA5MElliHpDrZyHAilV4CcXNDxGmR7GXGcXeyg+EkuATd",
+	"CHs3t99UDZWzk5aAiY2qHviC21KL/nTxQJtzBtIQxSswqbs5vPjntAhKy/oQMBqB9VrFILtDcUuSUii7",
+	"NvPCcevpK5VWOmM2zhuzTQgl5qMxVWTCNQvRiRxEjGPfSMmCmgrAJbaf0uDW5ubi0kpe57YraMy6vgjg",
+	"EngXbrWkXU1t0+wk7ryz07nU8I8tBF6dpMjN/Ob927+/22xUSa0sMLJx3r1+/+Zh9lAvZdLZtzebbaBG",
+	"zuTP4aFOIteSpxqCr7f//u59uaXIbZZIEEsRTHxN1phOEXN916XNOBRuWBOvWlSma3EhFw8Bh4XyNV3E",
+	"+3dvHuowamVyBoF7nTnUgA0q/oF1Fo/p7bmd0ptd0ox4z5Dj3UOBololSP98+zBwMMYdVvU6prde5WJm",
+	"WeT2wwGgQhvJkBCjWB563lSDyeZ9mEmrVJ50zmY8tFblaTtOncqTHfm77a03DyRUZrSkHJo9zHz1elWb",
+	"I5+nV+XA9v7N67dv3r5rX61xRsBXEUcV4lbKkyKMvRntp5LxlBhAHZbUcfAqNlot9WvVihqdqQ7wtSe7",
+	"SNLVEVIFjdYoD1V+igssNWT7y7RuN4I5e2XnzO9K8B1CbY4jevJsOURbUW2XJO1qdojEykkQEA231Yn7",
+	"o7TnzdwuUvn+OHf2xuNxSm/GVGpGw/pqJvdR08htwEtBXthhtoj6Az5tXxhvDzPmQRNDYuYAqavqRdY4",
+	"ZqhPoiRjcMdV3aeXlHGiBZbyCqnGUpfYKGC9bNw8dcmpxi7izOWfxyXDsLuaode07DNU4E8k09NzM3Fi",
+	"c0aMX4grqOjDtffPw08XH07+Y7B3cNz/NLg4+enwE3HBRmgnavOdgSHuBNEMqETR4iYfa23rHF8C15V1",
+	"9/c4wYdk77RvztZmDLsQ81zxAF9EYPspCJ4m4+KXrxQ2ZCH9U9VgLai8O59vcSX7QsjA1REgEWWhsY5H",
+	"QpK9vp1I9Qhe6doKlwobjJOJ4RVkg8Zs43prYyhuQW18dVmcdxsYUKLpFVYXKexz18GwaizzIBmxOEIO",
+	"7OQQqwpgu6asxrFPpWSuBRt2scP8kF3y7k13yLQrM4EBK4G9ASIWP2zpCaZDSC6uze73TvudtI8NVora",
+	"7G1ilE4MnMass9N53dvsvbY92caIUcXlI0DMz5eAXM/QGkK4H5iJzKsfxO1HpnROSuIH25ubM/x8NqEd",
+	"y+MiDS2sFJifB1FgBgnDkOBKe2Zzb+zMVQOmK9z4QINcZtGbza3Fn3zmdKLHQrI/ARulvm0yz7ktL3FE",
+	"WTiRUCBjDKbOE/AvX+6+eB01iSIqp52djtmu3ReqMUav+8V+0PlipIRQc87EBtNmmWQfRDBtcCBwS6PY",
+	"5nym+dEdDTTq0jAe0+RSZ6dzATQie/jbndfyHPNx6XdFnqnlBO4eAZWq0MhwLg43BuSPikhvNn9Y/NG+",
+	"4KOQWeHxZuttk1nUJMbGRMExBIxeGDZqPt7eXvwxWsWHruvkoyC7xQnr1KxA9zuvijNlrNrVMrDXYtUU",
+	"YbNYrGZDI9AgVW0+Q/bKxgdxizFDX1YgJeB0GBr0RqWoNb3k82+eGb0YMYOtOW3KAhZ1eGTiebP4o09C",
+	"H2F/xO+UeM7ARohbPMMC8Ezhn8vS04ZVmeaLflQ0nPBfgageEnWzJdYgsFMNnzXKPo6mkWrkyhpm1YiT",
+	"6R1lWDrdGGs/jsUNx9KPhLl4ilTJtakKWDQI0xyoIpSMqRobJbYOzVJ95vG5d66af2c4YWHQ3cpq1ruq",
+	"z+5xHFLO0WpJKlPYchad/xQTYh7aPEYhr3qdpFB/+lE7uZCDytNJhtwiXGzcPDJLK0glxuLzFhQvalmm",
+	"lvGZE7Ql2N05Li9fNr7acDEJo6IKV8Sg9CVsUeHWMmABujMwO8r2SmeKTGwjQGYpDVX5eqayokroLXwT",
+	"Z8G0/adSH3P7fGI2sYA1vCiRT0zqh4hlXqI6esRIOENhE45/JXR3P9S+cQXTBerlTzBdSblsTZ4PSQLJ",
+	"ZmqIwEDjRQnNkOxVqiQossbh2vEGBb4ErdZbKKbn5mMa2qFcoUt0146EJFJoPFHrti7prj3XDekfhkuS",
+	"iF6BIsf7p4QG1yA1U7ZEgW1Djy8SLYTL6UWdF5Ucrwa5V1RpH0v6JF2jlhA+6SafTvSkS5ivn3K4+QY0",
+	"0u9ZwRR6DDI1IZOs+HsUOHFWztAlHBbRoM99CRHavzNlBbPuBRioX7i+Mn9x28vg9OzkqP/xcHDy+eJg",
+	"7+LwgAhOoollMEmQJtPYf0gloXRmmnkaqiteeA762fOJnKUr4ZrBDYkn2GPdlgDtkQ+udk+vpaWbweBJ",
+	"2EhSBnMO50iqRzp8eeEij+8AjUPqQ159iIuVPZdhIn4IlE/inJY62+CAavBc4RyPjOzKbf+AkCrtbncd",
+	"u8gadLpxye9imLraapjAvn31PClN8kzdrMVlVlCKe4HYVMu/uKZ7VsKEMdAQQ9ha4+hYqEVu+h+FeuZe",
+	"+nSFNTwWN/liHlkfPQKjmYu+Bhme0JfOYlzq1vbfe5u9zd5W50vqO09c6+2Ug2w/T2djmDXMUw/Mib34",
+	"ur8BJeKSKWPEUxuRhp0nmFa2TQdRYiJ9IP1TtTSf3via3iUtjFgwSPXg/mkziW3Beq9E7XW2NvHPt8iO",
+	"WpLSU3ur55EzIsaLr/rZ6Pt4IK/UisR5BVO18dX2Jb/bkHAtrqyfoNKjeAbXwmIXYYqwCHvOaEg68UfU",
+	"7HSX4DCMXxJ9w3wgVwCxNfvt3ZmdJRhQXe8hPLMreTj6/wmm/eBxvN91FOXg8Py9b4+A1AYSxoZd4V4V",
+	"W7fVWqxn2NjNdq+64UbUubKRE7VLrJs96fY0FAGzpZ4qcDOpsPJ8TYp0hRVoh1B4MSe06/M3x5Rohm4b",
+	"X10doLsNV9umnnnuueI3bm4qAR2iXbxIWTs7OTke7J3t/9j/+fAAncAKeKA8V/Tb1kFXSeFT62n5XTBu",
+	"c0FqENVN+YBsFMuwBadUjx8Js2uZqRDRd2ZpPDglOPQgFKF3H0SArLX2niGxCi0DxhSZIZRKAM/B53PQ",
+	"JzcuyuyxEHpJyyC9flk6zC2/4aczCf5iNPd9mgxUKXbJHZ2/UpYAl6H3pFDLfLdrUiHmn/CM1aRkkXXI",
+	"nWz1L6+a08AqScbWTGBW6XqtjmA8Bnnp8vou2TVwG45i61Wn187JwGkh0B75d6Oql4oOe4QarT1E6wl/",
+	"MZbo2eHP/fP+yafB/smno4/9/YsaGZKc+RMmxOQpqKYMytb25l07UVHc19MJi6Y0lfMjRQY9XoTIsxci",
+	"SMaovblUXMa1aMIYSjIFs4BVvZ3UVwpTfV1cTC51mKxlAWpedSLFeo/sZR8oElFuTfpbYzyhK9pzuR4e",
+	"ciIvuSZXXg49ubPSsPvSlPiUY5UnHxtOJ4kzlSwGwbd6CmpIhxB2djoiViSksRZxS+0xt46n4we5RSwO",
+	"QnNJ+Y/JCb5DOkXqmUm5b06VG1/x/6s4g3dJZfkFphWEtnmZ4CN2ObGEg6TmyGuYuUTHIGEegdW5h8uY",
+	"hft5pUj/AGu3m59jigEH7vI12XBnljry5LaorO2XR6GkRY7kJ6CgZ+xKbkAANRGUaQEitfE1V42IBXdz",
+	"AqIk0MiquVgeiIgRFvyw5YkgyLXSJ2s/Xlycbux/7KPw2sXAauuCTqpg2N5/PbI/Bv9K5ZqivVLEljnS",
+	"JDkJS0da2MjMdJZXaWNVIrgL40yqk6wdHBOscuOzmHK9mzhgjMxzXhh0lTOOt8DY1CcEghXO13cMcCf8",
+	"ihtR3D/wUkmNqoDnrMzcmg3RG/oWknBBQsEvodz4iYiRZ5Oa4om8xC42dvE0DNFwsFHwNALy6eRicHTy",
+	"+dPB4ORscHRy9qF/cHD4qUcOxA03wMaGDXZKysne/k9WnoMvZGB+Nn8Ci6tun1LoJWM9oKfJ1fH+EWiA",
+	"vqHFwarp6pp7XP+28bcip0k52ZBxQzFlXladqpTHK8TOXbJvp+kaiYgiQBuUCxglZkijKSXIbyA9xn3i",
+	"MpMyLd1sR93zMd1++65MWB/FDUifKiBjuCXnP+51t9++SwILLaWtKfw2yXxLEOfg4mQ9ratDqxurJ1s4",
+	"YCoWiiUtoWdy8NJV7hKjKRrB8Y9fO//zX//9ayf75W//wP6Br179z3/9N1kzC0lJ3zxuvJSkx2CJw7A/",
+	"Mbkv2TP7EwaOTXQqRdWcmnP/0c2fXfcE56hqBBPe0KkhGcXZaDR/B3fflwm33eCDM6ptFc0VdDvz2etG",
+	"ELimLKTDsEoepkWqZqVhwsaQZZclUU4uJvXk5ovGrBBe/UUr6InkTmalrxM1ptKW0jUM3eUTKEvIzNlU",
+	"uygVhspIt9ynNm2Aqszl82tn89eOvcylnEAU6ymxFcbKPH0/HeifD5pKMMPOH1IjzLZUx64z6D3zej7f",
+	"B5mhkzTDY6OkZUeU0ZjDeustrbog2xdRTCV0KQ+6CvQOUfQaXMe+kiuUwB8TGjpCczph+mzNkYj5khs9",
+	"FG6Z0mrdI6ir3TAFZa+ppSg3Vs4V+0k4Nx3Zcw18qwpiGlo2QKW+xlqV80jxnD7orXQVLS7piClyPKUh",
+	"th0RqLoyxqNkroxiRZ+/zmZFL7OdjjnTNsG+Rag9iTOnuIT5rhyzvSBFxJdyYjMOoO+G49kwxBkpz0Zo",
+	"BeTvZibchooGlYxwnq4h+DVIRROlvFLb2FO+a9GXVBdW8AdRaI3b8B40RtecNVswpDPkcZYtEbL4BprJ",
+	"TLqwMQ6JmqI4jdVYaKIgolwz30WW5WqnbhSq1e4mNqey/mrMwEZFCQKCtVJ75BN6APb2f6pwLe/nYGGE",
+	"zXMySw9AaVd99N8mIBtNgsjd5MWkvOxDqlOuGC4W9a1gau6x+t4uqb4j1ctRuZCGYgt8o62BEzAJvha2",
+	"BV0lx9mnCrqMK+CKof9KTYbWCCYR1b7hE7YuDxZZCIGs/f8eGaAL6tdfMeovZBokDdexXQ2x1bSSCnZB",
+	"rhAZKpRDcbtLhLR1vYdTsmbr3SV1gNZ3k7rSltGUWcdBsqNzoBIbFD4e55hpqCp419pqGm410YKMGIYB",
+	"FOCVuun/QGaS+umTf9Y76SPGE+fJVkUV6W+LKe1TGdRyJINnBuHiyTBkPvGpDF7Y07NkT5boHJEntD2c",
+	"FjA+x6Qy9tOMS20oCEdzyofNGJSGNxlkyWxIZEHIpgyDyn3sriZk3pvjjEwzQo/s20s7q9ylXCzZ19wi",
+	"DylLsvEq52YP34QxWGXkbVUaeQZGWCwxPRhX8tAWiHB+2GasoAJcT2MFUhnUOpyoDL617LAXa/GxuKBF",
+	"XCJueF5krcL3viYKUP2V7AmHauXqlcqvokc+8+Q1VwAucF4y7E1o+GJ226ma3UXWs7xHdUI3LIDzGAkc",
+	"85hH/jRetJjnamQJDqtRL+NDcVvvydFJaRApbpw/xadccObTMG135KUdQUcsNNJmwiXQYDe93qeJpwV9",
+	"LEnYg/O0SHGTJPtV+1n6ZokPXHqxTKNV5o7dXqepjoALP7Lf3LVz2tivvk3XDW67zkzCh4hNL1zlOXIV",
+	"TMREpkBogfhzrMXyjMVsZYP6V/WhisdUXimy1esVmuBZRmPYR9KTSIobm5Y2ptdAhgA84x0YYMVUWgrP",
+	"6AUuahHj+O3dtg2F2kVmyTi2IkwCnCT8Dr62ptTN2JhcuJIaJrTnX30bNlHZ9qH+FZo+eDADBX/YGhl/",
+	"73idrfctymIkcHgSYyeZvP6y6xRk1yCMmGhfRN+ff/jF2lmSr+35xloIIbgEx96WZWp+SFlUz9awm7Ei",
+	"k9gwJ+xY6dQhj0y4Y0rI42Z5l1GNbPKRSzoia35Io9iyuVIPz/VCAGVyk1XDuPZxzd8o60KA2yYXefBg",
+	"TpbXQRB3dt56HXTId3Y6IgwcFbfgKgihp2NqOH09W/uY4c0LR3vhaFZTMzjheEslR2nH3JCO6ku1uP6Q",
+	"fCSkD4FjbGlJslKqKDIngc4e22Azu5QH6o975BMAGoZWG7uCKRlONOGCxJJFECR7KPMzPJRnm8VsV1fn",
+	"U7EwflwK/j6Q/XA0ApuZYGGYBpsX6sREoOl8LI+gFsP/fWyzNXwJgbF7aIjBKOZPn2J1F7UC2h7Dc0XZ",
+	"Y6i/P3AhNwwBoqcvmNsec/sOdgnGGqAyflmqJd8Ed12wRH01Iy0i5hPF+GUI3SBzJ2Hdoh2SdOFX1gen",
+	"x4xferZkPCbuqnyuhoecvegESBsuJUlL+CPjyOq1pFxR3zaw2MOciK7FHJ+GREIMVCdQUNgV/ZXCFtpK",
+	"p/khSTiY7UOf3nTammAkmFgkhx7ZC5Ug1Pch1opEk1CzmEq9MRIy6gZU0yw8DFu0m4fkN2b0u99S2YRF",
+	"0u0T8+dvZK0mOcwjM8lhlOee2mJRyQ4iOrWeijQIfiiC6SAK1quYAn5zDjz4NpRztxWMuOFkmtXWPz0j",
+	"b7b/dwe5SIJ05oMrxs3brpSRK0nU2en8MNwO3vlb0N3a2trqvqHbw+57/3XQ3YY3o3f0/XDT30KCLlsD",
+	"kbpEWyCyaDlI7pyQiF6Ptvxt+ga674c/BN03ZoIfRpub3S26PXztvwnewrtRJwPAMh83Nityh5vYFV6n",
+	"AlNtSy1fBIxfYq6Q6wrhTuXChsz8beNvCA/uYtSLT0vHdofRz+m52TE7a4VMSKxw3AvFpWeJwCaD7ZCK",
+	"/Ksdki53l7hUKzNmPtfqH7920hF/7XiFTLQdjC7aiEPK+Hont40MobB9q/mehOKyV4tJAeIR+Cxm5uiS",
+	"A+zsNDu+WpTabnH3nzvZz8gsHttkzC1gQdy3FXXp9csa5l+SAEKG+jya1usvJuWLSekCo3hAKDk4tlFQ",
+	"mHeMmNY6ZDN5a2OYhNrUtcPirvsM3tw76iDUKBUBxEZL4JocHKNxa31qmspL0MpeFiSMQO2mnv1kjLJr",
+	"33F9z4jm5G07GsGGsL9jHBGhoeAPpGHspK17uE6mxmY9aNLc5LUK4ot4Oldl+ICg/cb0hnNNeTCJjaL3",
+	"lkSMT7St6lrmyog5KOrL7P6B5TVC9nkKbQmGafXiYHRvUjsbsiy282uMg1GN7J5zftsrn9/SB/jkshlX",
+	"Mf+uyvGAl+uqF0lclsRGghwcG5mnXNdI1wZ/aWn8NUnImhejZ10/M0E+hI3y1UOMlYuOZ6YJFzd1oT6F",
+	"Cy7Me82NMabKGdKZhwG/Ynp+4pUjsWcWtedW9Rhxe26qOq3fHdlLgM2zDttbWbXOE/OGkeddK8nVXMq2",
+	"x0YUJF5Ap1IQwV2xGBx0l1A+tRG3Cb3iJ+jrctpqmTKPWAhnONyjx+u1o85vLKQug2tdXJ19+hJU93yD",
+	"6tAWNPakUiQh1Iz2sdrlsoSvNr5ig1hjM9/ebdjRayu+7xEueNfxgVQ3T9aUmaJ2qVpklqyEEUjgPtgs",
+	"7pRVTGIFUpMYJFlLbw/MF54bFeR6NbPYw0ks8n7T7MJspm/Av3qV+rIpJSFGQ9heg2A0nwEbQzT0WvCQ",
+	"PLifJNglY2T1dRPRGn0xhF4MoWkq13LMiM6wonY8FK/p692R+zQMbUOsHjmJgSt0hGLRCOeldLaMPxYK",
+	"OBnabvt484nrXEvL6DmW4/wzHoFQARaVdEO4X8znrr9SEtFnrzxdoqZXqNeF9O/ZMsgeCdk1uHa/tsmv",
+	"DS9xthPNIh7NY3vbW1Fe0fb1NmD5JlyJmPQ1yNU6yqV9vm5Rjznd9tNUYk6nX3CBkwtsz+7sCUcyN+Rg",
+	"kZPcCHn1vZdp/k44muErGVspVigLJtIMVxHB16g6T9JcvEkZwJrG5IWoYj2muujDGVNFxFCBvAYbCOJ6",
+	"zHvkZsz8MXaQloqcnp0c9T8eDk4+XxzsXRwelNmOa2P/3ZT/W9CWP0nTn4H2SyHAxysECEmsUX0r/kZE",
+	"5iRXvZelz30RGS69RtUVBPnAL5BYz0pM9KXIveHUiOSNZAZ7w6jHwGSKQAH4IbV0pNIyM4KndtdAwR8e",
+	"Kd+4VNhfDp+eRWalzVa1LK++mMw8AnS7OUgHuisXuznh4dTysxwY62rbOGOr5fzn9qtvrrSNW369e8mi",
+	"5It/6dn6l5JRUvaRY2zpT40428bXJD4u72iy4wf1xpO13vFDLDaZOJYsrRkjJInjtHnk5TI4OhuBFDIJ",
+	"zISu8Xk4RX9UdkElIQ6nSeAoRpHkA1HruN6Z280z8jm5lVXdI60cdnHCCcM6zM2r5ZjzLnudYkcFrbiK",
+	"A/aTWFrFJcy3tnJSIRfpHIfTF3fUi/HmdElEI+uIcnTZns/ObYpdyLwotONQYxYr19fd1lfFxsNWGbRM",
+	"dSTCUNyQOPPUm9dtu+KE4lO1cTglLiK7gk2u2lL7ARjk81KYhIhqtSXbTBrrKKYH9KI6PVvVSdzwpAF4",
+	"8czypI1Ei1Xiq13H2FFNpWVPb/isYUfWCtS8nk2W5ovnY1tdXcI1R+vrPWKDZbnIAjyqqDbtc/cNOHOT",
+	"NpuWbRkVIww7XmfMlBZyOsAeRyzEU+zYZhXVqooQkatuYaAJyyWFOLtPAqaZd99st9BzUrg/jY6TTr+4",
+	"o19WepsEcjqQE75jQ6TFJAy6Q9dvyjwXE036B+olPeBF+bG80qJYuTN9whoXqTxZT/pa5ecANGWh5cOU",
+	"DM0hY90DpQ3/VAA2Rone9jVEah3DBWe7lu0SWlSQAHKxS24Jtiqq516QKcdIfgkGVOMqjPVTw2mfWQBi",
+	"qUv+A3Ibd05/pSb035EzHFl8kCM1S2ArkfQGGhnzrRrnw7bmSGZgV7THwczZ9V2MMcYbseF0xhYiN2Oq",
+	"8aLbSC+nMZBMY6gm2Q9m6r8w3eL+66gWz+WFbJ/1HRaSriW15rbJXhzbPDu41WSN4r8GUYAkmKt8Z8lS",
+	"QiJ3d4zYdPdPEb21dfzX53pvZz0N3NbL4PlmprvOnbvIkEFctVWKnzW5Lmn7pMfQ2en8yrvkSAL8CUbf",
+	"kFqRI8kCOq3z2G5XZ1wZgLXpYjUD5SezXRZzpVwZcwu3F6PkxSixhf0QHZJWy3PZYwtlJnFIfG3UE7B4",
+	"xY9BNan/1SY0ZR2isavVLomlULEraYR2yRoXZEj9qxELQ882RI7ENQ3N2NgnEIvGJLlS69Us88gu+zvk",
+	"lnX3VqnnyNUDUZWc0b7VljVaaD4ZV7TTz/foZIj2whBfGKJLHbUO7dJV0Goc0bpF6m//T244SGRlPdJ3",
+	"Tm3nwsYwQqNXYm8aywfD1J4TMvXWONOumrfZQb9H3lbmV4xfr+rPbsXpLGyfjNPZ6edzuvxVZ0SDF373",
+	"wu9cgT1EnpTXiPvwT2/8Lhiv53WnM95lWxRuCFjDIeFr1BjF7gLeGXUUb2Cyy3yrDFazu381K/hLMDsD",
+	"6zaqWT8ZQT8ZwzpOj3A+08qO+oVdvbArV4jeh1gnYQKZVFuNX4VAr+coZ3uWJXHBuyKnp53BtbgC227D",
+	"XgSIiVaaWu4W2kr2LrISl+t42i6RYKg2SUVKOFu2m5qAInjUFvNPydTwQF642gtX+8sUo79eLjJAj5H7",
+	"NCtNdCQNE+KEcn9c6AtPfMrxtoKLGxvPYsc1C9Iupy0OmcvizRUxUoBBAIVO9dhIYpeMWRAAzgVKC6nQ",
+	"hJUQUF9DRcTkBU743BrBf9t1TyxMT2trHeERRy+94J9/L3hLjq2LHVVxhw24TeqbVDct5CQ7K8/WIU8i",
+	"ifzxhF/Z6iWOQVBFDE4SYfiBvArEDd/FyoqMhvaqk7o27uRmzEIgjBvwhFAVFWQx8vD2+ZczqWxvKGRE",
+	"9dIZeHbbR3aQu2fFQdyJVPCQPYsSL7zjWXb9uLXFPxJaxaOq4SE4qrxOaG0iw85OZ6x1vLOxsbX9995m",
+	"b7O3tfN+8/0mIpwbolyP2Oa5D4XQSksae5UJ8ln5iV4uYdRlD5fzTtMeEFjGoaaVSaExRG5YbAxRHnMv",
+	"iBhnZo221CtyTo+MhdLKc94wDzM9vGTp1sRLevX0CA6hXO/VvCglQxEwW5fXLYKaVytWcZr1nsWNFHrq",
+	"92bze4XrZlqRLbGTsyq88t2FyvJY8sNa/bI85MGxq5KS61HrC26ww7mQbegLCpcCrB1CVcC70AjDSzuu",
+	"eVik0tZfQYM5N5xtu1Qe6/DWsDNWkbOZhOQwWcj0zm85STEqD3tUKIzjgmgLBcd6hV62Zp9f7v5fAAAA",
+	"//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -9422,6 +9422,16 @@ type AttachmentDownloadResponse200Headers struct {
 	XContentTypeOptions      *string
 }
 
+// AttachmentDownloadResponse429Headers the declared response headers of an HTTP 429 response for AttachmentDownload
+type AttachmentDownloadResponse429Headers struct {
+	RetryAfter *int
+}
+
+// AttachmentDownloadResponse503Headers the declared response headers of an HTTP 503 response for AttachmentDownload
+type AttachmentDownloadResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AttachmentDownloadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9441,6 +9451,10 @@ type AttachmentDownloadResponse struct {
 	JSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *AttachmentDownloadResponse200Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AttachmentDownloadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AttachmentDownloadResponse503Headers
 }
 
 // GetJSON400 returns the response for an HTTP 400 `application/json` response
@@ -9507,6 +9521,16 @@ func (r AttachmentDownloadResponse) ContentType() string {
 	return ""
 }
 
+// CheckpointGetResponse429Headers the declared response headers of an HTTP 429 response for CheckpointGet
+type CheckpointGetResponse429Headers struct {
+	RetryAfter *int
+}
+
+// CheckpointGetResponse503Headers the declared response headers of an HTTP 503 response for CheckpointGet
+type CheckpointGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CheckpointGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9524,6 +9548,10 @@ type CheckpointGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CheckpointGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CheckpointGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9590,6 +9618,16 @@ func (r CheckpointGetResponse) ContentType() string {
 	return ""
 }
 
+// CheckpointSaveResponse429Headers the declared response headers of an HTTP 429 response for CheckpointSave
+type CheckpointSaveResponse429Headers struct {
+	RetryAfter *int
+}
+
+// CheckpointSaveResponse503Headers the declared response headers of an HTTP 503 response for CheckpointSave
+type CheckpointSaveResponse503Headers struct {
+	RetryAfter *int
+}
+
 type CheckpointSaveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9611,6 +9649,10 @@ type CheckpointSaveResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CheckpointSaveResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CheckpointSaveResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9687,6 +9729,16 @@ func (r CheckpointSaveResponse) ContentType() string {
 	return ""
 }
 
+// ConversationReadResponse429Headers the declared response headers of an HTTP 429 response for ConversationRead
+type ConversationReadResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ConversationReadResponse503Headers the declared response headers of an HTTP 503 response for ConversationRead
+type ConversationReadResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ConversationReadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9706,6 +9758,10 @@ type ConversationReadResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConversationReadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ConversationReadResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9777,6 +9833,16 @@ func (r ConversationReadResponse) ContentType() string {
 	return ""
 }
 
+// DirectorySearchResponse429Headers the declared response headers of an HTTP 429 response for DirectorySearch
+type DirectorySearchResponse429Headers struct {
+	RetryAfter *int
+}
+
+// DirectorySearchResponse503Headers the declared response headers of an HTTP 503 response for DirectorySearch
+type DirectorySearchResponse503Headers struct {
+	RetryAfter *int
+}
+
 type DirectorySearchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9796,6 +9862,10 @@ type DirectorySearchResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DirectorySearchResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DirectorySearchResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9867,6 +9937,16 @@ func (r DirectorySearchResponse) ContentType() string {
 	return ""
 }
 
+// DirectoryUpdateSelfResponse429Headers the declared response headers of an HTTP 429 response for DirectoryUpdateSelf
+type DirectoryUpdateSelfResponse429Headers struct {
+	RetryAfter *int
+}
+
+// DirectoryUpdateSelfResponse503Headers the declared response headers of an HTTP 503 response for DirectoryUpdateSelf
+type DirectoryUpdateSelfResponse503Headers struct {
+	RetryAfter *int
+}
+
 type DirectoryUpdateSelfResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9890,6 +9970,10 @@ type DirectoryUpdateSelfResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DirectoryUpdateSelfResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DirectoryUpdateSelfResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9971,6 +10055,16 @@ func (r DirectoryUpdateSelfResponse) ContentType() string {
 	return ""
 }
 
+// DirectoryGetResponse429Headers the declared response headers of an HTTP 429 response for DirectoryGet
+type DirectoryGetResponse429Headers struct {
+	RetryAfter *int
+}
+
+// DirectoryGetResponse503Headers the declared response headers of an HTTP 503 response for DirectoryGet
+type DirectoryGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type DirectoryGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9990,6 +10084,10 @@ type DirectoryGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DirectoryGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DirectoryGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10061,6 +10159,16 @@ func (r DirectoryGetResponse) ContentType() string {
 	return ""
 }
 
+// InboxListResponse429Headers the declared response headers of an HTTP 429 response for InboxList
+type InboxListResponse429Headers struct {
+	RetryAfter *int
+}
+
+// InboxListResponse503Headers the declared response headers of an HTTP 503 response for InboxList
+type InboxListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type InboxListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10080,6 +10188,10 @@ type InboxListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *InboxListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *InboxListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10151,6 +10263,16 @@ func (r InboxListResponse) ContentType() string {
 	return ""
 }
 
+// InboxAckResponse429Headers the declared response headers of an HTTP 429 response for InboxAck
+type InboxAckResponse429Headers struct {
+	RetryAfter *int
+}
+
+// InboxAckResponse503Headers the declared response headers of an HTTP 503 response for InboxAck
+type InboxAckResponse503Headers struct {
+	RetryAfter *int
+}
+
 type InboxAckResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10174,6 +10296,10 @@ type InboxAckResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *InboxAckResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *InboxAckResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10255,6 +10381,16 @@ func (r InboxAckResponse) ContentType() string {
 	return ""
 }
 
+// InboxClaimResponse429Headers the declared response headers of an HTTP 429 response for InboxClaim
+type InboxClaimResponse429Headers struct {
+	RetryAfter *int
+}
+
+// InboxClaimResponse503Headers the declared response headers of an HTTP 503 response for InboxClaim
+type InboxClaimResponse503Headers struct {
+	RetryAfter *int
+}
+
 type InboxClaimResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10278,6 +10414,10 @@ type InboxClaimResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *InboxClaimResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *InboxClaimResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10359,6 +10499,16 @@ func (r InboxClaimResponse) ContentType() string {
 	return ""
 }
 
+// LimitsGetResponse429Headers the declared response headers of an HTTP 429 response for LimitsGet
+type LimitsGetResponse429Headers struct {
+	RetryAfter *int
+}
+
+// LimitsGetResponse503Headers the declared response headers of an HTTP 503 response for LimitsGet
+type LimitsGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type LimitsGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10374,6 +10524,10 @@ type LimitsGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *LimitsGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *LimitsGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10435,6 +10589,16 @@ func (r LimitsGetResponse) ContentType() string {
 	return ""
 }
 
+// MeGetResponse429Headers the declared response headers of an HTTP 429 response for MeGet
+type MeGetResponse429Headers struct {
+	RetryAfter *int
+}
+
+// MeGetResponse503Headers the declared response headers of an HTTP 503 response for MeGet
+type MeGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type MeGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10450,6 +10614,10 @@ type MeGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MeGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MeGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10511,6 +10679,16 @@ func (r MeGetResponse) ContentType() string {
 	return ""
 }
 
+// MessageSendResponse429Headers the declared response headers of an HTTP 429 response for MessageSend
+type MessageSendResponse429Headers struct {
+	RetryAfter *int
+}
+
+// MessageSendResponse503Headers the declared response headers of an HTTP 503 response for MessageSend
+type MessageSendResponse503Headers struct {
+	RetryAfter *int
+}
+
 type MessageSendResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10534,6 +10712,10 @@ type MessageSendResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MessageSendResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MessageSendResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10615,6 +10797,16 @@ func (r MessageSendResponse) ContentType() string {
 	return ""
 }
 
+// MessageSendBatchResponse429Headers the declared response headers of an HTTP 429 response for MessageSendBatch
+type MessageSendBatchResponse429Headers struct {
+	RetryAfter *int
+}
+
+// MessageSendBatchResponse503Headers the declared response headers of an HTTP 503 response for MessageSendBatch
+type MessageSendBatchResponse503Headers struct {
+	RetryAfter *int
+}
+
 type MessageSendBatchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10638,6 +10830,10 @@ type MessageSendBatchResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MessageSendBatchResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MessageSendBatchResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10719,6 +10915,16 @@ func (r MessageSendBatchResponse) ContentType() string {
 	return ""
 }
 
+// MessageGetResponse429Headers the declared response headers of an HTTP 429 response for MessageGet
+type MessageGetResponse429Headers struct {
+	RetryAfter *int
+}
+
+// MessageGetResponse503Headers the declared response headers of an HTTP 503 response for MessageGet
+type MessageGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type MessageGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10738,6 +10944,10 @@ type MessageGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *MessageGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *MessageGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10809,6 +11019,16 @@ func (r MessageGetResponse) ContentType() string {
 	return ""
 }
 
+// FileReportListResponse429Headers the declared response headers of an HTTP 429 response for FileReportList
+type FileReportListResponse429Headers struct {
+	RetryAfter *int
+}
+
+// FileReportListResponse503Headers the declared response headers of an HTTP 503 response for FileReportList
+type FileReportListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type FileReportListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10828,6 +11048,10 @@ type FileReportListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *FileReportListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *FileReportListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -10899,6 +11123,16 @@ func (r FileReportListResponse) ContentType() string {
 	return ""
 }
 
+// FileAccessReportResponse429Headers the declared response headers of an HTTP 429 response for FileAccessReport
+type FileAccessReportResponse429Headers struct {
+	RetryAfter *int
+}
+
+// FileAccessReportResponse503Headers the declared response headers of an HTTP 503 response for FileAccessReport
+type FileAccessReportResponse503Headers struct {
+	RetryAfter *int
+}
+
 type FileAccessReportResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10922,6 +11156,10 @@ type FileAccessReportResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *FileAccessReportResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *FileAccessReportResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11003,6 +11241,16 @@ func (r FileAccessReportResponse) ContentType() string {
 	return ""
 }
 
+// AgentPrimeResponse429Headers the declared response headers of an HTTP 429 response for AgentPrime
+type AgentPrimeResponse429Headers struct {
+	RetryAfter *int
+}
+
+// AgentPrimeResponse503Headers the declared response headers of an HTTP 503 response for AgentPrime
+type AgentPrimeResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AgentPrimeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11022,6 +11270,10 @@ type AgentPrimeResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AgentPrimeResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AgentPrimeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11093,6 +11345,16 @@ func (r AgentPrimeResponse) ContentType() string {
 	return ""
 }
 
+// ProfileGetResponse429Headers the declared response headers of an HTTP 429 response for ProfileGet
+type ProfileGetResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ProfileGetResponse503Headers the declared response headers of an HTTP 503 response for ProfileGet
+type ProfileGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ProfileGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11110,6 +11372,10 @@ type ProfileGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ProfileGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ProfileGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11176,6 +11442,16 @@ func (r ProfileGetResponse) ContentType() string {
 	return ""
 }
 
+// RequestListResponse429Headers the declared response headers of an HTTP 429 response for RequestList
+type RequestListResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RequestListResponse503Headers the declared response headers of an HTTP 503 response for RequestList
+type RequestListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RequestListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11195,6 +11471,10 @@ type RequestListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RequestListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RequestListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11266,6 +11546,16 @@ func (r RequestListResponse) ContentType() string {
 	return ""
 }
 
+// RequestRespondResponse429Headers the declared response headers of an HTTP 429 response for RequestRespond
+type RequestRespondResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RequestRespondResponse503Headers the declared response headers of an HTTP 503 response for RequestRespond
+type RequestRespondResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RequestRespondResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11289,6 +11579,10 @@ type RequestRespondResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RequestRespondResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RequestRespondResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11370,6 +11664,16 @@ func (r RequestRespondResponse) ContentType() string {
 	return ""
 }
 
+// RoomListResponse429Headers the declared response headers of an HTTP 429 response for RoomList
+type RoomListResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RoomListResponse503Headers the declared response headers of an HTTP 503 response for RoomList
+type RoomListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11389,6 +11693,10 @@ type RoomListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RoomListResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11460,6 +11768,16 @@ func (r RoomListResponse) ContentType() string {
 	return ""
 }
 
+// RoomCreateResponse429Headers the declared response headers of an HTTP 429 response for RoomCreate
+type RoomCreateResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RoomCreateResponse503Headers the declared response headers of an HTTP 503 response for RoomCreate
+type RoomCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11483,6 +11801,10 @@ type RoomCreateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RoomCreateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomCreateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11564,6 +11886,16 @@ func (r RoomCreateResponse) ContentType() string {
 	return ""
 }
 
+// RoomGetResponse429Headers the declared response headers of an HTTP 429 response for RoomGet
+type RoomGetResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RoomGetResponse503Headers the declared response headers of an HTTP 503 response for RoomGet
+type RoomGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11583,6 +11915,10 @@ type RoomGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RoomGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11654,6 +11990,16 @@ func (r RoomGetResponse) ContentType() string {
 	return ""
 }
 
+// RoomBriefGetResponse429Headers the declared response headers of an HTTP 429 response for RoomBriefGet
+type RoomBriefGetResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RoomBriefGetResponse503Headers the declared response headers of an HTTP 503 response for RoomBriefGet
+type RoomBriefGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomBriefGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11673,6 +12019,10 @@ type RoomBriefGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RoomBriefGetResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomBriefGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11744,6 +12094,16 @@ func (r RoomBriefGetResponse) ContentType() string {
 	return ""
 }
 
+// RoomBriefUpdateResponse429Headers the declared response headers of an HTTP 429 response for RoomBriefUpdate
+type RoomBriefUpdateResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RoomBriefUpdateResponse503Headers the declared response headers of an HTTP 503 response for RoomBriefUpdate
+type RoomBriefUpdateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomBriefUpdateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11767,6 +12127,10 @@ type RoomBriefUpdateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RoomBriefUpdateResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomBriefUpdateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11848,6 +12212,16 @@ func (r RoomBriefUpdateResponse) ContentType() string {
 	return ""
 }
 
+// RoomFollowResponse429Headers the declared response headers of an HTTP 429 response for RoomFollow
+type RoomFollowResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RoomFollowResponse503Headers the declared response headers of an HTTP 503 response for RoomFollow
+type RoomFollowResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomFollowResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11871,6 +12245,10 @@ type RoomFollowResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RoomFollowResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomFollowResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -11952,6 +12330,16 @@ func (r RoomFollowResponse) ContentType() string {
 	return ""
 }
 
+// RoomInviteResponse429Headers the declared response headers of an HTTP 429 response for RoomInvite
+type RoomInviteResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RoomInviteResponse503Headers the declared response headers of an HTTP 503 response for RoomInvite
+type RoomInviteResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomInviteResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11975,6 +12363,10 @@ type RoomInviteResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RoomInviteResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomInviteResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12056,6 +12448,16 @@ func (r RoomInviteResponse) ContentType() string {
 	return ""
 }
 
+// RoomJoinResponse429Headers the declared response headers of an HTTP 429 response for RoomJoin
+type RoomJoinResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RoomJoinResponse503Headers the declared response headers of an HTTP 503 response for RoomJoin
+type RoomJoinResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomJoinResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12079,6 +12481,10 @@ type RoomJoinResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RoomJoinResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomJoinResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12160,6 +12566,16 @@ func (r RoomJoinResponse) ContentType() string {
 	return ""
 }
 
+// RoomLeaveResponse429Headers the declared response headers of an HTTP 429 response for RoomLeave
+type RoomLeaveResponse429Headers struct {
+	RetryAfter *int
+}
+
+// RoomLeaveResponse503Headers the declared response headers of an HTTP 503 response for RoomLeave
+type RoomLeaveResponse503Headers struct {
+	RetryAfter *int
+}
+
 type RoomLeaveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12183,6 +12599,10 @@ type RoomLeaveResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RoomLeaveResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RoomLeaveResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12264,6 +12684,16 @@ func (r RoomLeaveResponse) ContentType() string {
 	return ""
 }
 
+// ThreadReadResponse429Headers the declared response headers of an HTTP 429 response for ThreadRead
+type ThreadReadResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ThreadReadResponse503Headers the declared response headers of an HTTP 503 response for ThreadRead
+type ThreadReadResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ThreadReadResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12283,6 +12713,10 @@ type ThreadReadResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ThreadReadResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ThreadReadResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -12354,6 +12788,16 @@ func (r ThreadReadResponse) ContentType() string {
 	return ""
 }
 
+// ThreadExportResponse429Headers the declared response headers of an HTTP 429 response for ThreadExport
+type ThreadExportResponse429Headers struct {
+	RetryAfter *int
+}
+
+// ThreadExportResponse503Headers the declared response headers of an HTTP 503 response for ThreadExport
+type ThreadExportResponse503Headers struct {
+	RetryAfter *int
+}
+
 type ThreadExportResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -12373,6 +12817,10 @@ type ThreadExportResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ThreadExportResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ThreadExportResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -15009,6 +15457,26 @@ func ParseAttachmentDownloadResponse(rsp *http.Response) (*AttachmentDownloadRes
 			headers.XContentTypeOptions = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 429:
+		var headers AttachmentDownloadResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AttachmentDownloadResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15077,6 +15545,29 @@ func ParseCheckpointGetResponse(rsp *http.Response) (*CheckpointGetResponse, err
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CheckpointGetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CheckpointGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15161,6 +15652,29 @@ func ParseCheckpointSaveResponse(rsp *http.Response) (*CheckpointSaveResponse, e
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers CheckpointSaveResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CheckpointSaveResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -15236,6 +15750,29 @@ func ParseConversationReadResponse(rsp *http.Response) (*ConversationReadRespons
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ConversationReadResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ConversationReadResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -15309,6 +15846,29 @@ func ParseDirectorySearchResponse(rsp *http.Response) (*DirectorySearchResponse,
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DirectorySearchResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DirectorySearchResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15400,6 +15960,29 @@ func ParseDirectoryUpdateSelfResponse(rsp *http.Response) (*DirectoryUpdateSelfR
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DirectoryUpdateSelfResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DirectoryUpdateSelfResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -15475,6 +16058,29 @@ func ParseDirectoryGetResponse(rsp *http.Response) (*DirectoryGetResponse, error
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers DirectoryGetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DirectoryGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -15548,6 +16154,29 @@ func ParseInboxListResponse(rsp *http.Response) (*InboxListResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers InboxListResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers InboxListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15639,6 +16268,29 @@ func ParseInboxAckResponse(rsp *http.Response) (*InboxAckResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers InboxAckResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers InboxAckResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -15728,6 +16380,29 @@ func ParseInboxClaimResponse(rsp *http.Response) (*InboxClaimResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers InboxClaimResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers InboxClaimResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -15789,6 +16464,29 @@ func ParseLimitsGetResponse(rsp *http.Response) (*LimitsGetResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers LimitsGetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers LimitsGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -15848,6 +16546,29 @@ func ParseMeGetResponse(rsp *http.Response) (*MeGetResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers MeGetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MeGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15939,6 +16660,29 @@ func ParseMessageSendResponse(rsp *http.Response) (*MessageSendResponse, error) 
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers MessageSendResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MessageSendResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -16028,6 +16772,29 @@ func ParseMessageSendBatchResponse(rsp *http.Response) (*MessageSendBatchRespons
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers MessageSendBatchResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MessageSendBatchResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -16103,6 +16870,29 @@ func ParseMessageGetResponse(rsp *http.Response) (*MessageGetResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers MessageGetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers MessageGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -16176,6 +16966,29 @@ func ParseFileReportListResponse(rsp *http.Response) (*FileReportListResponse, e
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers FileReportListResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers FileReportListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16267,6 +17080,29 @@ func ParseFileAccessReportResponse(rsp *http.Response) (*FileAccessReportRespons
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers FileAccessReportResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers FileAccessReportResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -16342,6 +17178,29 @@ func ParseAgentPrimeResponse(rsp *http.Response) (*AgentPrimeResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers AgentPrimeResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AgentPrimeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -16408,6 +17267,29 @@ func ParseProfileGetResponse(rsp *http.Response) (*ProfileGetResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ProfileGetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ProfileGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16483,6 +17365,29 @@ func ParseRequestListResponse(rsp *http.Response) (*RequestListResponse, error) 
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RequestListResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RequestListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16574,6 +17479,29 @@ func ParseRequestRespondResponse(rsp *http.Response) (*RequestRespondResponse, e
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RequestRespondResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RequestRespondResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -16647,6 +17575,29 @@ func ParseRoomListResponse(rsp *http.Response) (*RoomListResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RoomListResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16738,6 +17689,29 @@ func ParseRoomCreateResponse(rsp *http.Response) (*RoomCreateResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RoomCreateResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -16813,6 +17787,29 @@ func ParseRoomGetResponse(rsp *http.Response) (*RoomGetResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RoomGetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -16886,6 +17883,29 @@ func ParseRoomBriefGetResponse(rsp *http.Response) (*RoomBriefGetResponse, error
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RoomBriefGetResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomBriefGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -16977,6 +17997,29 @@ func ParseRoomBriefUpdateResponse(rsp *http.Response) (*RoomBriefUpdateResponse,
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RoomBriefUpdateResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomBriefUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -17064,6 +18107,29 @@ func ParseRoomFollowResponse(rsp *http.Response) (*RoomFollowResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RoomFollowResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomFollowResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17155,6 +18221,29 @@ func ParseRoomInviteResponse(rsp *http.Response) (*RoomInviteResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RoomInviteResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomInviteResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -17242,6 +18331,29 @@ func ParseRoomJoinResponse(rsp *http.Response) (*RoomJoinResponse, error) {
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RoomJoinResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomJoinResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -17333,6 +18445,29 @@ func ParseRoomLeaveResponse(rsp *http.Response) (*RoomLeaveResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers RoomLeaveResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RoomLeaveResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -17408,6 +18543,29 @@ func ParseThreadReadResponse(rsp *http.Response) (*ThreadReadResponse, error) {
 
 	}
 
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ThreadReadResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ThreadReadResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
 	return response, nil
 }
 
@@ -17481,6 +18639,29 @@ func ParseThreadExportResponse(rsp *http.Response) (*ThreadExportResponse, error
 		}
 		response.JSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 429:
+		var headers ThreadExportResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ThreadExportResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

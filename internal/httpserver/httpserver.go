@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -449,6 +450,11 @@ func WriteError(w http.ResponseWriter, err error) {
 	e, ok := apierr.As(err)
 	if !ok {
 		e = apierr.Storage()
+	}
+	if e.RetryAfterSeconds != nil && *e.RetryAfterSeconds > 0 {
+		// The body's retry_after_seconds as HTTP says it (the contract's RateLimited and
+		// Unavailable responses), for clients and proxies that read only the header.
+		w.Header().Set("Retry-After", strconv.Itoa(*e.RetryAfterSeconds))
 	}
 	writeJSON(w, e.HTTPStatus(), apierr.Body{Error: e})
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -626,6 +627,10 @@ func TestPerKeyRateLimit(t *testing.T) {
 	json.Unmarshal(limited.Raw, &body) //nolint:errcheck
 	if body.Error.Code != "RATE_LIMITED" || !body.Error.Retryable || body.Error.RetryAfter < 1 {
 		t.Fatalf("expected RATE_LIMITED within 10 fast calls at 1/s burst 3: %d %s", limited.Status, limited.Raw)
+	}
+	// HTTP's Retry-After says the same (the contract's RateLimited response).
+	if got := limited.Header.Get("Retry-After"); got != strconv.Itoa(body.Error.RetryAfter) {
+		t.Fatalf("Retry-After %q, want %d as in the body", got, body.Error.RetryAfter)
 	}
 	if r := b.Call("GET", "/me", nil); r.Status != http.StatusOK {
 		t.Fatalf("another key is not limited: %d %s", r.Status, r.Raw)

@@ -76,6 +76,7 @@ func New(t testing.TB, opts ...Options) *Env {
 type Response struct {
 	Status int
 	Raw    []byte
+	Header http.Header
 }
 
 // JSON decodes the body into a generic map.
@@ -142,7 +143,7 @@ func (e *Env) Do(method, path, bearer string, body any, headers map[string]strin
 	if err != nil {
 		e.T.Fatalf("read: %v", err)
 	}
-	return Response{Status: resp.StatusCode, Raw: raw}
+	return Response{Status: resp.StatusCode, Raw: raw, Header: resp.Header}
 }
 
 // Admin calls an admin route and fails the test unless it succeeds.
