@@ -116,11 +116,31 @@ func (e *env) admin(args []string) error {
 	return l.explain(err, after)
 }
 
-// saveKey writes the api_key of a successful answer to path (when set), so a script can
-// read the key without a JSON tool; the answer is printed as always.
-func saveKey(path string) func(*http.Response, error) (*http.Response, error) {
+// keyFileFor reserves path for the api_key of the answer to come (when set): it creates the
+// file, empty and mode 0600, before anything is asked of the server, and refuses a path that
+// exists — it may hold another agent's key, which would be lost. The returned save writes the
+// key of a successful answer (the answer is printed as always) and removes the reserved file
+// when there is no key to write.
+func keyFileFor(path string) (save func(*http.Response, error) (*http.Response, error), err error) {
+	if path == "" {
+		return func(resp *http.Response, err error) (*http.Response, error) { return resp, err }, nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return nil, usagef("--key-file: %s already exists (it may hold another key); choose a new path or remove it first", path)
+	}
+	if err != nil {
+		return nil, usagef("--key-file: cannot create %s: %v", path, err)
+	}
 	return func(resp *http.Response, err error) (*http.Response, error) {
-		if path == "" || err != nil || resp.StatusCode/100 != 2 {
+		written := false
+		defer func() {
+			f.Close()
+			if !written {
+				os.Remove(path) //nolint:errcheck // the empty file reserved for a key that never came
+			}
+		}()
+		if err != nil || resp.StatusCode/100 != 2 {
 			return resp, err
 		}
 		body, err := io.ReadAll(resp.Body)
@@ -135,11 +155,15 @@ func saveKey(path string) func(*http.Response, error) (*http.Response, error) {
 			return nil, fmt.Errorf("the server's answer has no api_key to write to %s", path)
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
-		if err := os.WriteFile(path, []byte(created.APIKey+"\n"), 0o600); err != nil {
+		if _, err := f.WriteString(created.APIKey + "\n"); err != nil {
 			return resp, keyFileError{fmt.Errorf("the key is in the answer above, but writing it to a file failed: %w", err)}
 		}
+		if err := f.Close(); err != nil {
+			return resp, keyFileError{fmt.Errorf("the key is in the answer above, but writing it to a file failed: %w", err)}
+		}
+		written = true
 		return resp, nil
-	}
+	}, nil
 }
 
 // keyFileError: the answer is still printed (it holds the only copy of the key), then the
@@ -266,7 +290,7 @@ var adminCommands = map[string]adminCommand{
 		profileFile := fs.String("profile-file", "", "file with the private profile (- for stdin)")
 		role := fs.String("role", "", "public role")
 		description := fs.String("description", "", "public description")
-		keyFile := fs.String("key-file", "", "also write the new API key to this file (mode 0600), e.g. .agentbox/NAME.key")
+		keyFile := fs.String("key-file", "", "also write the new API key to this new file (mode 0600; an existing file is refused), e.g. .agentbox/NAME.key")
 		if err := parseAdmin(fs, args, "box", "host", "name"); err != nil {
 			return nil, err
 		}
@@ -278,7 +302,11 @@ var adminCommands = map[string]adminCommand{
 			}
 			body.ProfileText = &text
 		}
-		return saveKey(*keyFile)(c.AdminAgentCreate(ctx, *box, body))
+		save, err := keyFileFor(*keyFile)
+		if err != nil {
+			return nil, err
+		}
+		return save(c.AdminAgentCreate(ctx, *box, body))
 	},
 	"agent list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
@@ -307,11 +335,15 @@ var adminCommands = map[string]adminCommand{
 		box := fs.String("box", "", "box key")
 		agent := fs.String("agent", "", "agent name or ID")
 		router := fs.Bool("router", false, "router-mode key for MCP")
-		keyFile := fs.String("key-file", "", "also write the new API key to this file (mode 0600)")
+		keyFile := fs.String("key-file", "", "also write the new API key to this new file (mode 0600; an existing file is refused)")
 		if err := parseAdmin(fs, args, "box", "agent"); err != nil {
 			return nil, err
 		}
-		return saveKey(*keyFile)(c.AdminKeyCreate(ctx, *box, *agent, client.AdminKeyCreateInput{Router: router}))
+		save, err := keyFileFor(*keyFile)
+		if err != nil {
+			return nil, err
+		}
+		return save(c.AdminKeyCreate(ctx, *box, *agent, client.AdminKeyCreateInput{Router: router}))
 	},
 	"key list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")

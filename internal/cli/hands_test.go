@@ -240,4 +240,33 @@ func TestAdminKeyFile(t *testing.T) {
 	if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file mode %v", fi.Mode().Perm())
 	}
+	// An existing file is never overwritten (it may hold another agent's key): usage error,
+	// and nothing is created on the server.
+	for _, cmd := range [][]string{
+		{"admin", "agent", "create", "--box", "demo", "--host", "local", "--name", "coder", "--key-file", file},
+		{"admin", "key", "create", "--box", "demo", "--agent", "planner", "--key-file", file},
+	} {
+		out, errOut, code := runText(cmd...)
+		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, "already exists") {
+			t.Fatalf("%v over an existing key file: exit %d, stdout %q, stderr %q", cmd[1:3], code, out, errOut)
+		}
+	}
+	if b, _ := os.ReadFile(file); string(b) != created.APIKey+"\n" {
+		t.Fatalf("the existing key file was changed: %q", b)
+	}
+	if agents := e.Admin("GET", "/boxes/demo/agents", nil)["items"].([]any); len(agents) != 1 {
+		t.Fatalf("a refused create made an agent: %v", agents)
+	}
+	var keys int64
+	if err := e.Store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM api_keys`).Scan(&keys); err != nil || keys != 1 {
+		t.Fatalf("api keys: %d (%v), want the one created", keys, err)
+	}
+	// A refused create leaves no empty file behind.
+	other := filepath.Join(t.TempDir(), "ghost.key")
+	if _, _, code := runText("admin", "agent", "create", "--box", "demo", "--host", "nowhere", "--name", "ghost", "--key-file", other); code == cli.ExitOK {
+		t.Fatal("an agent on an unknown host was created")
+	}
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Fatalf("a failed create left %s behind: %v", other, err)
+	}
 }
