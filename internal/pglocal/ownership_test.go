@@ -161,3 +161,66 @@ func execSQL(t *testing.T, ctx context.Context, url, sql string) {
 		t.Fatalf("%s: %v", sql, err)
 	}
 }
+
+// TestClusterUserOwnsOnlyPGData: as root the cluster runs as an unprivileged user, which
+// gets pgdata and nothing else of the data directory: the server's files there (the admin
+// token, key files, uploads) stay root's and unreadable by it, at the first start and the
+// next, and what an earlier version handed over whole is taken back.
+func TestClusterUserOwnsOnlyPGData(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root switches to an unprivileged cluster user")
+	}
+	u, err := clusterUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := dataDir(t)
+	if err := os.MkdirAll(filepath.Join(dir, "uploads"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(dir, "admin-token")
+	if err := os.WriteFile(secret, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	owner := func(path string) uint32 {
+		t.Helper()
+		fi, err := os.Lstat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Sys().(*syscall.Stat_t).Uid
+	}
+	check := func(when string, c *Cluster) {
+		t.Helper()
+		for _, p := range []string{dir, secret, filepath.Join(dir, "uploads")} {
+			if got := owner(p); got == u.uid {
+				t.Errorf("%s: %s belongs to the cluster user %s", when, p, u.name)
+			}
+		}
+		if got := owner(c.PGData()); got != u.uid {
+			t.Errorf("%s: pgdata belongs to uid %d, want the cluster user's %d", when, got, u.uid)
+		}
+		// The cluster user cannot read the secret (run as that user, as PostgreSQL runs).
+		cat := exec.Command("cat", secret)
+		u.applyTo(cat)
+		if out, err := cat.CombinedOutput(); err == nil || strings.Contains(string(out), "secret") {
+			t.Errorf("%s: the cluster user reads %s: %q", when, secret, out)
+		}
+		if got := queryString(t, ctx, c.URL("agentbox"), `SELECT 1::text`); got != "1" {
+			t.Errorf("%s: SELECT 1 = %q", when, got)
+		}
+	}
+	c := startCluster(t, ctx, Options{DataDir: dir, Fast: true})
+	check("first start", c)
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// As an earlier version left it: everything the cluster user's.
+	if err := u.chownTree(dir); err != nil {
+		t.Fatal(err)
+	}
+	c2 := startCluster(t, ctx, Options{DataDir: dir, Fast: true})
+	check("after an earlier version's start", c2)
+}

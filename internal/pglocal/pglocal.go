@@ -173,7 +173,7 @@ func (c *Cluster) startup(ctx context.Context, fast bool, createdRoot *bool) err
 	if err := c.configure(fast); err != nil {
 		return err
 	}
-	if err := c.user.chownTree(c.clusterRoot); err != nil {
+	if err := c.giveClusterUserPGData(); err != nil {
 		return err
 	}
 	if err := c.launch(ctx); err != nil {
@@ -468,8 +468,8 @@ func (c *Cluster) initIfNeeded(ctx context.Context, fast bool) error {
 	if len(entries) > 0 {
 		return fmt.Errorf("pglocal: %s is not empty but holds no PostgreSQL cluster (no PG_VERSION; an interrupted initdb?); to start afresh, remove it: rm -rf %s", c.pgData, shellQuote(c.pgData))
 	}
-	// initdb runs as the cluster user and must be able to create pgdata.
-	if err := c.user.chownTree(c.clusterRoot); err != nil {
+	// initdb runs as the cluster user, in an empty pgdata of its own.
+	if err := c.giveClusterUserPGData(); err != nil {
 		return err
 	}
 	args := []string{"-D", c.pgData, "--auth=trust", "-U", superuser, "--encoding=UTF8", "--locale=C"}
@@ -477,6 +477,38 @@ func (c *Cluster) initIfNeeded(ctx context.Context, fast bool) error {
 		args = append(args, "--no-sync")
 	}
 	return c.run(c.command(ctx, "initdb", args...), "initdb")
+}
+
+// giveClusterUserPGData hands pgdata, and nothing else, to the cluster user (when the
+// cluster runs as another user than ours): it creates pgdata (0700) if missing and gives it
+// and everything in it to that user, and lets that user traverse clusterRoot without owning
+// it (group search, the group being the cluster user's). The rest of the data directory —
+// the admin token, key files, uploads, the server's log — stays ours, unreadable by the
+// cluster user; what an earlier version handed over with pgdata (it gave the cluster user
+// the whole data directory) is taken back.
+func (c *Cluster) giveClusterUserPGData() error {
+	if c.user == nil {
+		return nil
+	}
+	if err := c.user.reclaimTree(c.clusterRoot, c.pgData); err != nil {
+		return err
+	}
+	fi, err := os.Stat(c.clusterRoot)
+	if err != nil {
+		return fmt.Errorf("pglocal: %w", err)
+	}
+	if !c.user.canSearch(fi) {
+		if err := os.Chown(c.clusterRoot, os.Geteuid(), int(c.user.gid)); err != nil {
+			return fmt.Errorf("pglocal: %w", err)
+		}
+		if err := os.Chmod(c.clusterRoot, fi.Mode().Perm()|0o010); err != nil {
+			return fmt.Errorf("pglocal: %w", err)
+		}
+	}
+	if err := os.Mkdir(c.pgData, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("pglocal: %w", err)
+	}
+	return c.user.chownTree(c.pgData)
 }
 
 // configure writes the settings Start owns and makes postgresql.conf include

@@ -149,6 +149,34 @@ func (u *osUser) chownTree(dir string) error {
 	})
 }
 
+// reclaimTree gives back to the current process's user and group what u owns in dir,
+// outside skip: a data directory that an earlier version handed to u whole. Files of other
+// accounts are left as they are. Symlinks are changed themselves, never followed.
+func (u *osUser) reclaimTree(dir, skip string) error {
+	if u == nil {
+		return nil
+	}
+	uid, gid := os.Geteuid(), os.Getegid()
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if path == skip {
+			return filepath.SkipDir
+		}
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return err
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == u.uid {
+			if err := os.Lchown(path, uid, gid); err != nil {
+				return fmt.Errorf("pglocal: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
 // describe names the account for messages ("the current user" when nil).
 func (u *osUser) describe() string {
 	if u == nil {
