@@ -192,6 +192,13 @@ func (c *Cluster) URL(database string) string {
 		superuser, url.PathEscape(database), queryEscape(c.socketDir), port)
 }
 
+// Exited is closed when the running postmaster exits, for whatever reason (Stop, a crash, a
+// signal from outside); ExitErr then says how. After Restart, the new postmaster's.
+func (c *Cluster) Exited() <-chan struct{} { return c.exited }
+
+// ExitErr is the postmaster's exit status; call it only after Exited is closed.
+func (c *Cluster) ExitErr() error { return c.exitErr }
+
 // PGData is the cluster's directory (DataDir/pgdata, or the state directory's).
 func (c *Cluster) PGData() string { return c.pgData }
 

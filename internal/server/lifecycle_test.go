@@ -302,3 +302,31 @@ func TestFailedStartLeavesNoDataDir(t *testing.T) {
 		t.Fatalf("failed start left %s (stat: %v)\n%s", dir, err, out)
 	}
 }
+
+// TestDeadClusterStopsServer: when the embedded PostgreSQL dies under a running server (here:
+// its postmaster is killed), the server does not stay up answering TEMPORARILY_UNAVAILABLE
+// for ever: it stops with an error that says so, and the next start recovers the cluster.
+func TestDeadClusterStopsServer(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	p := startServe(t, dir, nil)
+	p.waitListening(t)
+	p.ready(t)
+	pm := postmasterPID(t, dir)
+	if err := syscall.Kill(pm, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	err := p.wait(t, time.Minute)
+	if exitCode(err) != 1 || !strings.Contains(p.stderr.String(), "embedded PostgreSQL") || !strings.Contains(p.stderr.String(), "exited unexpectedly") {
+		t.Fatalf("serve after its postmaster died: %v, want exit 1 saying why\n%s", err, p.stderr)
+	}
+	next := startServe(t, dir, nil)
+	next.waitListening(t)
+	next.ready(t)
+	if err := next.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := next.wait(t, time.Minute); err != nil {
+		t.Fatalf("next serve: %v\n%s", err, next.stderr)
+	}
+}

@@ -80,11 +80,14 @@ func Run(cfg RunConfig) (err error) {
 		}
 	}()
 	url := cfg.DatabaseURL
+	var clusterExited <-chan struct{} // nil (never ready) with an external database
+	var clusterExitErr func() error
 	if url == "" {
 		cluster, err := startCluster(ctx, dir, log)
 		if err != nil {
 			return err
 		}
+		clusterExited, clusterExitErr = cluster.Exited(), cluster.ExitErr
 		defer func() {
 			if err := cluster.Stop(); err != nil {
 				log.Error("stopping embedded PostgreSQL", slog.Any("err", err))
@@ -149,18 +152,27 @@ func Run(cfg RunConfig) (err error) {
 	fmt.Fprintf(cfg.Stderr, "agentbox: listening on %s\n", where)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	var died error
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+	case <-clusterExited:
+		// The server owns its embedded database: without it every call would fail as
+		// TEMPORARILY_UNAVAILABLE for ever while /healthz said all is well. It stops instead,
+		// with an error, so that a supervisor (or the user) starts it again, which recovers
+		// the cluster.
+		died = fmt.Errorf("the embedded PostgreSQL in --data-dir %s exited unexpectedly (%v); stopping: start agentbox serve again to recover it (its log: %s)",
+			dir, clusterExitErr(), filepath.Join(dir, "postgres.log"))
+		log.Error("embedded PostgreSQL exited", slog.Any("err", clusterExitErr()))
 	}
 	log.Info("shutting down")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+		return errors.Join(died, err)
 	}
-	return nil
+	return died
 }
 
 // startCluster starts the embedded cluster; its errors name the --data-dir they concern.
