@@ -193,9 +193,14 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 	if err := checkText(typed); err != nil {
 		return err
 	}
-	if e.attach != "" {
+	if e.attach != "" { // a file that cannot be sent fails before any key is printed or anything is sent
 		if _, err := attachName(e.attach); err != nil {
 			return err
+		}
+		if st, err := os.Stat(e.attach); err != nil {
+			return usagef("--attach: %v", err)
+		} else if !st.Mode().IsRegular() {
+			return usagef("--attach must name a regular file")
 		}
 	}
 	creds, err := mcpserver.CredentialsFromEnv(os.Getenv)

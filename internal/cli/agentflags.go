@@ -129,14 +129,14 @@ func (l *toolCall) agentID(ref string) (string, error) {
 		l.agents[ref] = matches[0]
 		return matches[0], nil
 	case len(matches) > 1:
-		return "", usagef("an agent name given is ambiguous in box %s: listed agents %s have it; pass an agent ID", l.box, strings.Join(matches, ", "))
+		return "", usagef("the agent name you gave is ambiguous in box %s: listed agents %s have it; pass an agent ID", l.box, strings.Join(matches, ", "))
 	case len(similar) > 0:
 		if len(similar) > 5 {
 			similar = append(similar[:5], "…")
 		}
-		return "", usagef("no listed agent in box %s has an agent name given (similar: %s); agentbox directory search --query TEXT lists them", l.box, strings.Join(similar, ", "))
+		return "", usagef("no listed agent in box %s has the agent name you gave (similar: %s); agentbox directory search --query TEXT lists them", l.box, strings.Join(similar, ", "))
 	default:
-		return "", usagef("no listed agent in box %s has an agent name given; agentbox directory search --query TEXT lists them (unlisted agents are addressed by ID)", l.box)
+		return "", usagef("no listed agent in box %s has the agent name you gave; agentbox directory search --query TEXT lists them (unlisted agents are addressed by ID)", l.box)
 	}
 }
 

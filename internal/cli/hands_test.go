@@ -165,13 +165,21 @@ func TestCLIForHands(t *testing.T) {
 	}
 
 	for _, c := range []struct{ to, want string }{
-		{"nobody", `no listed agent in box demo has an agent name given`},
-		{"hidden", `no listed agent in box demo has an agent name given`},
-		{"TWIN", `an agent name given is ambiguous in box demo`},
+		{"nobody", `no listed agent in box demo has the agent name you gave`},
+		{"hidden", `no listed agent in box demo has the agent name you gave`},
+		{"TWIN", `the agent name you gave is ambiguous in box demo`},
 	} {
 		out, errOut, code := runText("message", "send", "--to", c.to, "--body-md", "x")
 		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, `"`+c.to+`"`) {
 			t.Fatalf("--to %s: exit %d, stdout %q, stderr %q; want %q, without the name typed", c.to, code, out, errOut, c.want)
+		}
+	}
+	// A local file that cannot be sent fails first: no generated key is offered for a write
+	// that never started.
+	for _, path := range []string{filepath.Join(t.TempDir(), "missing.bin"), t.TempDir()} {
+		out, errOut, code := runText("message", "send", "--to", "coder", "--body-md", "x", "--attach", path)
+		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, "--attach") || strings.Contains(errOut, "idempotency key") {
+			t.Fatalf("--attach %s: exit %d, stdout %q, stderr %q", path, code, out, errOut)
 		}
 	}
 	if n := messages(); n != 1 {
