@@ -858,7 +858,7 @@ type FileRefInput struct {
 	VersionLabel *string `json:"version_label,omitempty"`
 }
 
-// FileRefInputs defines model for FileRefInputs.
+// FileRefInputs Links to files (https; metadata only, nothing fetches them).
 type FileRefInputs = []FileRefInput
 
 // FileReport defines model for FileReport.
@@ -1037,9 +1037,11 @@ type MessageRef struct {
 // MessageSendBatchInput defines model for MessageSendBatchInput.
 type MessageSendBatchInput struct {
 	// BodyMd As message_send.
-	BodyMd string         `json:"body_md"`
-	DryRun *bool          `json:"dry_run,omitempty"`
-	Files  *FileRefInputs `json:"files,omitempty"`
+	BodyMd string `json:"body_md"`
+	DryRun *bool  `json:"dry_run,omitempty"`
+
+	// Files Links to files (https; metadata only, nothing fetches them).
+	Files *FileRefInputs `json:"files,omitempty"`
 
 	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
@@ -1073,8 +1075,10 @@ type MessageSendInput struct {
 	Destination Destination `json:"destination"`
 
 	// DryRun Validate only.
-	DryRun *bool          `json:"dry_run,omitempty"`
-	Files  *FileRefInputs `json:"files,omitempty"`
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// Files Links to files (https; metadata only, nothing fetches them).
+	Files *FileRefInputs `json:"files,omitempty"`
 
 	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
@@ -1083,7 +1087,9 @@ type MessageSendInput struct {
 	MentionAgentIds *[]openapi_types.UUID `json:"mention_agent_ids,omitempty"`
 
 	// Payload JSON object within payload_max_bytes and payload_max_depth; no credential-like keys or values.
-	Payload          *json.RawMessage    `json:"payload,omitempty"`
+	Payload *json.RawMessage `json:"payload,omitempty"`
+
+	// ReplyToMessageId Reply to this message: one you can see, in the same room or DM pair.
 	ReplyToMessageId *openapi_types.UUID `json:"reply_to_message_id,omitempty"`
 
 	// RequestAgentIds Agents asked to respond (distinct, at most targets_max; in rooms each must also be mentioned).
@@ -1173,10 +1179,12 @@ type RequestPage struct {
 // RequestRespondInput defines model for RequestRespondInput.
 type RequestRespondInput struct {
 	// BodyMd The reply body, as message_send.
-	BodyMd           string         `json:"body_md"`
-	DryRun           *bool          `json:"dry_run,omitempty"`
-	ExpectedRevision DecimalString  `json:"expected_revision"`
-	Files            *FileRefInputs `json:"files,omitempty"`
+	BodyMd           string        `json:"body_md"`
+	DryRun           *bool         `json:"dry_run,omitempty"`
+	ExpectedRevision DecimalString `json:"expected_revision"`
+
+	// Files Links to files (https; metadata only, nothing fetches them).
+	Files *FileRefInputs `json:"files,omitempty"`
 
 	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
