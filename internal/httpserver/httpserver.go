@@ -242,6 +242,7 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 			WriteError(w, err)
 			return
 		}
+		clampQuery(op, r)
 		json, err := bodyMediaType(op, r)
 		if err != nil {
 			WriteError(w, err)
@@ -268,6 +269,7 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 				WriteError(w, err)
 				return
 			}
+			raw = clampBody(raw)
 			r.Body = io.NopCloser(bytes.NewReader(raw))
 			r.ContentLength = int64(len(raw))
 		}
@@ -354,6 +356,43 @@ func checkParams(op *mcp.Operation, uuidParams []string, r *http.Request) error 
 		}
 	}
 	return nil
+}
+
+// clampQuery rewrites the query parameters the service clamps (schema.ClampedIntegers) when
+// they are integers written in a form the operation's int64 cannot parse (10.0, 1e2, beyond
+// 64 bits): "limit is clamped, never rejected" (SPEC §9).
+func clampQuery(op *mcp.Operation, r *http.Request) {
+	q := r.URL.Query()
+	changed := false
+	for _, name := range schema.ClampedIntegers {
+		vs, ok := q[name]
+		if !ok || !slices.Contains(op.QueryParams, name) {
+			continue
+		}
+		for i, v := range vs {
+			if n, ok := schema.IntegerText(v); ok && n != v {
+				vs[i], changed = n, true
+			}
+		}
+	}
+	if changed {
+		r.URL.RawQuery = q.Encode()
+	}
+}
+
+// clampBody is clampQuery for a JSON body's members (the body has passed ValidateBody).
+func clampBody(raw []byte) []byte {
+	if !slices.ContainsFunc(schema.ClampedIntegers, func(name string) bool { return bytes.Contains(raw, []byte(`"`+name+`"`)) }) {
+		return raw
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil || !schema.ClampIntegerMembers(members) {
+		return raw
+	}
+	if out, err := json.Marshal(members); err == nil {
+		return out
+	}
+	return raw
 }
 
 // statusWriter remembers the status code for metrics and holds the answer for a pending

@@ -244,6 +244,7 @@ func (sf *surface) arguments(ctx context.Context, req *mcp.CallToolRequest, inpu
 			return nil, apierr.FromViolation(v)
 		}
 	}
+	schema.ClampIntegerMembers(args) // limit 10.0 or 1e30 is clamped, never refused (SPEC §9)
 	return args, nil
 }
 

@@ -344,3 +344,52 @@ func TestDuplicateMemberNamesAreRefused(t *testing.T) {
 		t.Fatalf("a refused body was written: %d rows before, %d after", before, after)
 	}
 }
+
+// limit is clamped, never rejected (SPEC §9), and so is lease_seconds (§7), whatever way an
+// integer is written: with a fraction or an exponent (10.0, 1e2) or beyond 64 bits — in a
+// query string, a JSON body and MCP arguments alike. A value that is not an integer
+// (10.5) is still INVALID_ARGUMENT.
+func TestClampedIntegersAreNeverRejected(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "ann", nil)
+	b := e.NewAgent("alpha", "bob", nil)
+	a.Prime()
+	b.Prime()
+	for i := range 3 {
+		ibSend(t, a, dmTo(b), fmt.Sprintf("m%d", i), nil)
+	}
+	items := func(r testenv.Response) int {
+		t.Helper()
+		its, ok := r.JSON()["items"].([]any)
+		if r.Status != http.StatusOK || !ok {
+			t.Fatalf("%d %s", r.Status, r.Raw)
+		}
+		return len(its)
+	}
+	for q, want := range map[string]int{"1e0": 1, "2.0": 2, "99999999999999999999": 3, "-99999999999999999999": 1, "1e400": 3} {
+		if n := items(b.Call("GET", "/inbox?limit="+url.QueryEscape(q), nil)); n != want {
+			t.Errorf("GET /inbox?limit=%s: %d items, want %d", q, n, want)
+		}
+	}
+	if r := b.Call("GET", "/inbox?limit=1.5", nil); r.Status != http.StatusBadRequest || r.Code() != "INVALID_ARGUMENT" {
+		t.Errorf("limit=1.5: %d %s, want INVALID_ARGUMENT", r.Status, r.Raw)
+	}
+	claim := func(body string) testenv.Response {
+		return raw(t, e, "POST", "/api/v1/boxes/alpha/inbox/claim", b.Key, "application/json", []byte(body), nil)
+	}
+	if n := items(claim(`{"limit":1.0e0,"lease_seconds":1e30,"idempotency_key":"c1"}`)); n != 1 {
+		t.Errorf("claim limit 1.0e0: %d items, want 1", n)
+	}
+	if r := claim(`{"limit":1.5,"idempotency_key":"c2"}`); r.Code() != "INVALID_ARGUMENT" {
+		t.Errorf("claim limit 1.5: %d %s, want INVALID_ARGUMENT", r.Status, r.Raw)
+	}
+	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"inbox_list","arguments":{"box_key":"alpha","limit":99999999999999999999}}}`
+	_, m, rawResp := mcpCall(t, e, b.Key, []byte(call))
+	res, _ := m["result"].(map[string]any)
+	sc, _ := res["structuredContent"].(map[string]any)
+	if its, ok := sc["items"].([]any); res["isError"] == true || !ok || len(its) != 3 {
+		t.Errorf("MCP inbox_list limit 99999999999999999999: %s", rawResp)
+	}
+}
