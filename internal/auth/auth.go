@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/boxkey"
+	"github.com/agentbox/agentbox/internal/secretlike"
 	"github.com/agentbox/agentbox/internal/store"
 )
 
@@ -348,11 +349,12 @@ func HashSecret(secret string) []byte {
 	return sum[:]
 }
 
-// The prefixes of the credentials this product issues. The service's credential rules
-// reject anything shaped like them (prefix + base64url) in payloads and file URLs.
+// The prefixes of the credentials this product issues (defined with the rule that
+// recognizes them, internal/secretlike). The service's credential rules reject anything
+// shaped like them (prefix + base64url) in payloads and file URLs.
 const (
-	AgentKeyPrefix   = "abk_"
-	AdminTokenPrefix = "abadm_"
+	AgentKeyPrefix   = secretlike.AgentKeyPrefix
+	AdminTokenPrefix = secretlike.AdminTokenPrefix
 )
 
 // NewSecret returns a fresh random credential with a recognizable prefix ("abk_" for agent keys).

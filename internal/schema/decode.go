@@ -142,9 +142,15 @@ type pathElem struct {
 	isKey bool
 }
 
+// field is the path's text, up to its first key that does not read as a name (nameLike):
+// any other key is the caller's text, never sent back, so the path names the object that
+// holds it.
 func field(path []pathElem) string {
 	var b strings.Builder
 	for _, p := range path {
+		if p.isKey && !nameLike(p.key) {
+			break
+		}
 		if p.isKey {
 			if b.Len() > 0 {
 				b.WriteByte('.')

@@ -18,6 +18,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+
+	"github.com/agentbox/agentbox/internal/secretlike"
 )
 
 // Validator is a compiled JSON Schema 2020-12 (santhosh-tekuri/jsonschema/v6).
@@ -319,7 +321,7 @@ func shapeMismatch(e *jsonschema.ValidationError, depth int) bool {
 // other key — markup, spaces, control or non-ASCII characters, or longer — is the caller's
 // text, never sent back (SPEC §12), and the error names the object that holds it instead.
 func nameLike(key string) bool {
-	if key == "" || len(key) > 64 {
+	if key == "" || len(key) > 64 || secretlike.Token(key) { // a token is shaped like a name, too
 		return false
 	}
 	for i := 0; i < len(key); i++ {

@@ -177,6 +177,18 @@ func TestDecodeStrict(t *testing.T) {
 			t.Errorf("%q: error echoes the input: %v", c.in, err)
 		}
 	}
+	// Text refused below a key that does not read as a name (markup, a token) is named by the
+	// object that holds the key: the key is the caller's text too.
+	for _, c := range []struct{ in, field string }{
+		{`{"o":{"ok":{"y":"\u0000"}}}`, "o.ok.y"},
+		{`{"o":{"<b> ` + marker + `":{"y":"\u0000"}}}`, "o"},
+		{`{"o":[{"ghp_` + strings.Repeat("A", 20) + `":"\ud800"}]}`, "o[0]"},
+	} {
+		_, err := DecodeStrict([]byte(c.in))
+		if f, ok := TextField(err); !ok || f != c.field {
+			t.Errorf("%s: %v (field %q), want invalid text at %q", c.in, err, f, c.field)
+		}
+	}
 	v := MustCompile("test", []byte(testSchema))
 	viol := v.ValidateJSON([]byte(`{"box_key":"\ud800"}`))
 	if viol == nil || viol.Keyword != "json" {

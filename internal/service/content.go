@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +15,7 @@ import (
 
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/internal/apierr"
-	"github.com/agentbox/agentbox/internal/auth"
+	"github.com/agentbox/agentbox/internal/secretlike"
 	"github.com/agentbox/agentbox/internal/upload"
 )
 
@@ -282,28 +281,8 @@ func equalWords(a, b []string) bool {
 	return true
 }
 
-// tokenPatterns are common secret formats; a match anywhere in a payload string, key or file
-// URL rejects it.
-var tokenPatterns = regexp.MustCompile(strings.Join([]string{
-	`gh[pousr]_[A-Za-z0-9]{16,}`,                                    // GitHub tokens
-	`github_pat_[A-Za-z0-9_]{16,}`,                                  // GitHub fine-grained tokens
-	`xox[abposr]-[A-Za-z0-9-]{8,}`,                                  // Slack tokens
-	`xapp-[A-Za-z0-9-]{8,}`,                                         // Slack app tokens
-	`(?:^|[^A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?:$|[^A-Za-z0-9])`, // AWS access key IDs
-	`(?:^|[^A-Za-z0-9])sk-[A-Za-z0-9_-]{16,}`,                       // OpenAI/Anthropic-style secret keys
-	`(?:^|[^A-Za-z0-9])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}`,        // Stripe keys
-	`glpat-[A-Za-z0-9_-]{16,}`,                                      // GitLab tokens
-	`AIza[0-9A-Za-z_-]{35}`,                                         // Google API keys
-	`eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}`,    // JWTs
-	`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`,                         // PEM private keys
-	`(?i:bearer)\s+[A-Za-z0-9._~+/-]{16,}`,                          // Authorization header values
-	// Our own credentials: agent keys and admin tokens (and anything shaped like them).
-	regexp.QuoteMeta(auth.AgentKeyPrefix) + `[A-Za-z0-9_-]{16,}`,
-	regexp.QuoteMeta(auth.AdminTokenPrefix) + `[A-Za-z0-9_-]{16,}`,
-}, "|"))
-
 // looksLikeToken reports whether s contains a common token pattern.
-func looksLikeToken(s string) bool { return tokenPatterns.MatchString(s) }
+func looksLikeToken(s string) bool { return secretlike.Token(s) }
 
 // sendTargets are the validated mention and request IDs of a send.
 type sendTargets struct {

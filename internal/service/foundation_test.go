@@ -479,6 +479,19 @@ func TestStrictInput(t *testing.T) {
 			t.Errorf("%s: unknown field not named: %s", c.name, r.Raw)
 		}
 	}
+	// A key shaped like a credential reads as a name too, but is never sent back (SPEC §12):
+	// an unknown field, or a member named twice, is then named by the object that holds it.
+	for _, token := range []string{"ghp_" + strings.Repeat("A1", 18), "abk_" + strings.Repeat("x", 24), "sk-" + strings.Repeat("q", 20)} {
+		for _, body := range []string{
+			`{"expected_revision":"0","checkpoint":{},"idempotency_key":"k","` + token + `":1}`,
+			`{"expected_revision":"0","checkpoint":{"` + token + `":1,"` + token + `":2},"idempotency_key":"k"}`,
+		} {
+			r := a.Call("PUT", "/checkpoint", []byte(body))
+			if r.Code() != "INVALID_ARGUMENT" || bytes.Contains(r.Raw, []byte(token)) {
+				t.Errorf("a token-shaped key: %d %s, want INVALID_ARGUMENT without the key", r.Status, r.Raw)
+			}
+		}
+	}
 	// Nothing was written by any rejected call.
 	if cp := a.MustCall("GET", "/checkpoint", nil); cp["revision"] != "0" {
 		t.Fatalf("a rejected call wrote: %v", cp)
