@@ -320,6 +320,9 @@ func shapeMismatch(e *jsonschema.ValidationError, depth int) bool {
 // "_" and "-") is named in the error, which is how a caller finds a misspelt field; any
 // other key — markup, spaces, control or non-ASCII characters, or longer — is the caller's
 // text, never sent back (SPEC §12), and the error names the object that holds it instead.
+// NameLike is nameLike for the service's own field paths (a payload's credential check).
+func NameLike(key string) bool { return nameLike(key) }
+
 func nameLike(key string) bool {
 	if key == "" || len(key) > 64 || secretlike.Token(key) { // a token is shaped like a name, too
 		return false

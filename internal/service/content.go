@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/schema"
 	"github.com/agentbox/agentbox/internal/secretlike"
 	"github.com/agentbox/agentbox/internal/upload"
 )
@@ -195,6 +196,12 @@ func credentialIn(v any, path string) (string, bool) {
 		for _, k := range keys {
 			if looksLikeToken(k) {
 				return path, true // the key itself is secret: do not echo it
+			}
+			if !schema.NameLike(k) { // the caller's text, not a name: the path names its object
+				if _, ok := credentialIn(x[k], path); ok || credentialKey(k) {
+					return path, true
+				}
+				continue
 			}
 			child := path + "." + k
 			if credentialKey(k) {

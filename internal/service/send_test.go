@@ -78,6 +78,8 @@ func TestSendValidationRulesWriteNothing(t *testing.T) {
 		{"credential key", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"db": map[string]any{"Password": "hunter2"}}}, "INVALID_ARGUMENT", "credential_in_payload", "payload.db.Password"},
 		{"credential key variant", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"X-Api-Key": "k"}}, "INVALID_ARGUMENT", "credential_in_payload", "payload.X-Api-Key"},
 		{"credential key camel", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"githubAccessToken": "k"}}, "INVALID_ARGUMENT", "credential_in_payload", "payload.githubAccessToken"},
+		{"credential key not name-shaped", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"cfg": map[string]any{"<b> db password": "k"}}}, "INVALID_ARGUMENT", "credential_in_payload", "payload.cfg"},
+		{"token value below a key not name-shaped", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"my notes!": map[string]any{"t": "ghp_abcdefghijklmnopqrstuvwxyz0123456789"}}}, "INVALID_ARGUMENT", "credential_in_payload", "payload"},
 		{"token value", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"note": "use ghp_abcdefghijklmnopqrstuvwxyz0123456789"}}, "INVALID_ARGUMENT", "credential_in_payload", "payload.note"},
 		{"token value in array", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"list": []any{"fine", "AKIAABCDEFGHIJKLMNOP"}}}, "INVALID_ARGUMENT", "credential_in_payload", "payload.list[1]"},
 		{"jwt value", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"t": map[string]any{"v": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"}}}, "INVALID_ARGUMENT", "credential_in_payload", "payload.t.v"},
