@@ -120,7 +120,8 @@ LIMIT @max_rows;
 -- The given attention rows of the agent with their messages (as GetMessage), in inbox_seq
 -- order. parent_visible: the reply parent still exists above the agent's read floor of the
 -- channel (replies stay in their channel; DMs have floor 0); root_visible: likewise the
--- thread root, for a message that does not start its thread — the redaction rules of the
+-- thread root, for a reply whose root is not its parent (a message that starts its thread
+-- is its own root, and a reply to the root has parent_visible) — the redaction rules of the
 -- canonical Message (reply_to_message_id, thread_root_id).
 SELECT sqlc.embed(m), ag.name AS sender_name,
        att.attachment_id, att.name AS attachment_name, att.media_type AS attachment_media_type,
@@ -131,8 +132,7 @@ SELECT sqlc.embed(m), ag.name AS sender_name,
              ELSE p.message_seq > COALESCE((SELECT rr.read_floor FROM room_readers rr
                                             WHERE rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id), 0)
         END)::boolean AS parent_visible,
-       (CASE WHEN m.thread_root_id = m.message_id THEN true
-             WHEN rt.channel_id IS DISTINCT FROM m.channel_id THEN false
+       (CASE WHEN rt.channel_id IS DISTINCT FROM m.channel_id THEN false
              WHEN m.dest_kind <> 'room' THEN true
              ELSE rt.message_seq > COALESCE((SELECT rr.read_floor FROM room_readers rr
                                              WHERE rr.box_id = a.box_id AND rr.room_id = a.channel_id AND rr.agent_id = a.agent_id), 0)
@@ -144,11 +144,12 @@ JOIN messages m ON m.box_id = a.box_id AND m.message_id = a.message_id
 LEFT JOIN LATERAL (SELECT parent.channel_id, parent.message_seq FROM messages parent
                    WHERE parent.box_id = m.box_id AND parent.message_id = m.reply_to_message_id
                    OFFSET 0) AS p ON true
--- The thread root the same way, looked up only for a message that does not start its thread
--- (a NULL key reads no page, as the attachment's below).
+-- The thread root the same way, looked up only for a reply whose root is not its parent (a
+-- NULL key reads no page, as the attachment's below; a message that is no reply has a NULL
+-- parent and is its own root).
 LEFT JOIN LATERAL (SELECT root.channel_id, root.message_seq FROM messages root
                    WHERE root.box_id = m.box_id
-                     AND root.message_id = CASE WHEN m.thread_root_id <> m.message_id THEN m.thread_root_id END
+                     AND root.message_id = CASE WHEN m.thread_root_id <> m.reply_to_message_id THEN m.thread_root_id END
                    OFFSET 0) AS rt ON true
 JOIN agents ag ON ag.box_id = m.box_id AND ag.agent_id = m.sender_agent_id
 -- The attachment is looked up only for a message that has one (has_attachment, set with it):

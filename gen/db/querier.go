@@ -170,12 +170,14 @@ type Querier interface {
 	// The given attention rows of the agent with their messages (as GetMessage), in inbox_seq
 	// order. parent_visible: the reply parent still exists above the agent's read floor of the
 	// channel (replies stay in their channel; DMs have floor 0); root_visible: likewise the
-	// thread root, for a message that does not start its thread — the redaction rules of the
+	// thread root, for a reply whose root is not its parent (a message that starts its thread
+	// is its own root, and a reply to the root has parent_visible) — the redaction rules of the
 	// canonical Message (reply_to_message_id, thread_root_id).
 	// The parent by its key alone (LATERAL, OFFSET 0): with the channel and a read floor in the
 	// lookup, a new channel estimated at a row or two could be searched by walking its stream.
-	// The thread root the same way, looked up only for a message that does not start its thread
-	// (a NULL key reads no page, as the attachment's below).
+	// The thread root the same way, looked up only for a reply whose root is not its parent (a
+	// NULL key reads no page, as the attachment's below; a message that is no reply has a NULL
+	// parent and is its own root).
 	// The attachment is looked up only for a message that has one (has_attachment, set with it):
 	// otherwise the lookup's key is NULL, which an index scan answers without reading a page.
 	// The read floor (parent_visible, above) only for a reply whose parent is in the same room:

@@ -62,7 +62,7 @@ func (a *Authenticator) Agent(ctx context.Context, bearer, boxKey string, source
 	if bearer == "" {
 		return a.admit(ctx, store.KeyCredential{}, store.ErrNotFound, source, "missing bearer key")
 	}
-	if !ValidBoxKey(boxKey) {
+	if !boxkey.Valid(boxKey) {
 		// Permanent, like any credential failure, and never sent to the database.
 		return a.admit(ctx, store.KeyCredential{}, store.ErrNotFound, source, "malformed box_key")
 	}
@@ -78,9 +78,6 @@ func (a *Authenticator) agent(ctx context.Context, hash []byte, boxKey string, s
 	return p, err
 }
 
-// ValidBoxKey reports whether s matches the box_key pattern (internal/boxkey).
-func ValidBoxKey(s string) bool { return boxkey.Valid(s) }
-
 // AgentCall is Agent for a call of the agent API that will run in one transaction. The
 // identity of a key — its box, agent, host and kind — never changes, so once a key has acted
 // on this process its identity is known without asking the database, and the check of what
@@ -90,7 +87,7 @@ func ValidBoxKey(s string) bool { return boxkey.Valid(s) }
 // (Confirm). The check is never cached: revocation takes effect at the next call. Keys of
 // boxes with a rate limit, and keys not seen yet, are checked now, as Agent does.
 func (a *Authenticator) AgentCall(ctx context.Context, bearer, boxKey string, source netip.Addr) (Principal, *store.KeyCheck, error) {
-	if bearer == "" || !ValidBoxKey(boxKey) {
+	if bearer == "" || !boxkey.Valid(boxKey) {
 		p, err := a.Agent(ctx, bearer, boxKey, source)
 		return p, nil, err
 	}

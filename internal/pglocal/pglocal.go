@@ -164,6 +164,9 @@ func (c *Cluster) startup(ctx context.Context, fast bool, createdRoot *bool) err
 	if err := c.stopLeftover(); err != nil {
 		return err
 	}
+	if err := c.giveClusterUserPGData(); err != nil {
+		return err
+	}
 	if err := c.initIfNeeded(ctx, fast); err != nil {
 		return err
 	}
@@ -173,7 +176,8 @@ func (c *Cluster) startup(ctx context.Context, fast bool, createdRoot *bool) err
 	if err := c.configure(fast); err != nil {
 		return err
 	}
-	if err := c.giveClusterUserPGData(); err != nil {
+	// configure wrote its file as us.
+	if err := c.user.chownTree(c.pgData); err != nil {
 		return err
 	}
 	if err := c.launch(ctx); err != nil {
@@ -475,10 +479,7 @@ func (c *Cluster) initIfNeeded(ctx context.Context, fast bool) error {
 	if len(entries) > 0 {
 		return fmt.Errorf("pglocal: %s is not empty but holds no PostgreSQL cluster (no PG_VERSION; an interrupted initdb?); to start afresh, remove it: rm -rf %s", c.pgData, shellQuote(c.pgData))
 	}
-	// initdb runs as the cluster user, in an empty pgdata of its own.
-	if err := c.giveClusterUserPGData(); err != nil {
-		return err
-	}
+	// initdb runs as the cluster user, in the empty pgdata giveClusterUserPGData made its own.
 	args := []string{"-D", c.pgData, "--auth=trust", "-U", superuser, "--encoding=UTF8", "--locale=C"}
 	if fast {
 		args = append(args, "--no-sync")

@@ -32,7 +32,7 @@ const maxNesting = 10000
 
 // DuplicateKeyError is an object naming one member twice (RFC 8259 leaves the meaning to
 // the reader; a strict reader refuses it rather than keep one of the two silently). Field is
-// the member's path when its name reads as a name (nameLike), else the enclosing object's:
+// the member's path when its name reads as a name (NameLike), else the enclosing object's:
 // other names are the caller's text, never echoed.
 type DuplicateKeyError struct {
 	Field  string
@@ -142,13 +142,13 @@ type pathElem struct {
 	isKey bool
 }
 
-// field is the path's text, up to its first key that does not read as a name (nameLike):
+// field is the path's text, up to its first key that does not read as a name (NameLike):
 // any other key is the caller's text, never sent back, so the path names the object that
 // holds it.
 func field(path []pathElem) string {
 	var b strings.Builder
 	for _, p := range path {
-		if p.isKey && !nameLike(p.key) {
+		if p.isKey && !NameLike(p.key) {
 			break
 		}
 		if p.isKey {
@@ -231,7 +231,7 @@ func (d *decoder) object(depth int, path []pathElem) (any, error) {
 		key := k.(string)
 		if _, dup := m[key]; dup {
 			f := path
-			if nameLike(key) {
+			if NameLike(key) {
 				f = append(path[:len(path):len(path)], pathElem{key: key, isKey: true})
 			}
 			return nil, &DuplicateKeyError{Field: field(f), Offset: at}

@@ -254,7 +254,7 @@ func pick(e *jsonschema.ValidationError, inst any) *candidate {
 			}
 			sort.Strings(props)
 			prop := "" // as leaf names it: a name-like key, else the object that holds it
-			if i := slices.IndexFunc(props, nameLike); i >= 0 {
+			if i := slices.IndexFunc(props, NameLike); i >= 0 {
 				prop = props[i]
 			}
 			return &candidate{loc: e.InstanceLocation, prop: prop, keyword: "additionalProperties",
@@ -316,14 +316,11 @@ func shapeMismatch(e *jsonschema.ValidationError, depth int) bool {
 	return false
 }
 
-// nameLike: an unknown key that reads as a name (at most 64 bytes of ASCII letters, digits,
+// NameLike: an unknown key that reads as a name (at most 64 bytes of ASCII letters, digits,
 // "_" and "-") is named in the error, which is how a caller finds a misspelt field; any
 // other key — markup, spaces, control or non-ASCII characters, or longer — is the caller's
 // text, never sent back (SPEC §12), and the error names the object that holds it instead.
-// NameLike is nameLike for the service's own field paths (a payload's credential check).
-func NameLike(key string) bool { return nameLike(key) }
-
-func nameLike(key string) bool {
+func NameLike(key string) bool {
 	if key == "" || len(key) > 64 || secretlike.Token(key) { // a token is shaped like a name, too
 		return false
 	}
@@ -342,7 +339,7 @@ func leaf(e *jsonschema.ValidationError) *candidate {
 		c.keyword = "additionalProperties"
 		p := append([]string(nil), k.Properties...)
 		sort.Strings(p)
-		if i := slices.IndexFunc(p, nameLike); i >= 0 {
+		if i := slices.IndexFunc(p, NameLike); i >= 0 {
 			c.prop = p[i]
 		} // else the field is the object that holds the unknown keys
 	case *kind.Required:

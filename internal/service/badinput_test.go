@@ -93,6 +93,16 @@ func mcpCall(t *testing.T, e *testenv.Env, key string, body []byte) (int, map[st
 	return r.Status, m, r.Raw
 }
 
+// mcpToolCall sends tools/call of tool with raw JSON arguments and returns whether the
+// result is a tool error, its structuredContent and the raw answer.
+func mcpToolCall(t *testing.T, e *testenv.Env, key, tool, arguments string) (isError bool, content map[string]any, rawResp []byte) {
+	t.Helper()
+	_, m, rawResp := mcpCall(t, e, key, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"`+tool+`","arguments":`+arguments+`}}`))
+	res, _ := m["result"].(map[string]any)
+	content, _ = res["structuredContent"].(map[string]any)
+	return res["isError"] == true, content, rawResp
+}
+
 func fillPath(op *genmcp.Operation, box, target, value string) string {
 	p := op.Path
 	for _, name := range op.PathParams {
@@ -330,13 +340,9 @@ func TestDuplicateMemberNamesAreRefused(t *testing.T) {
 		if r.Status != http.StatusBadRequest || r.Code() != "INVALID_ARGUMENT" || r.ErrorField("reason") != "duplicate_key" || r.ErrorField("field") != c.field {
 			t.Errorf("HTTP %s: %d %s, want INVALID_ARGUMENT duplicate_key at %q", c.body, r.Status, r.Raw, c.field)
 		}
-		call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"checkpoint_save","arguments":` +
-			strings.Replace(c.body, `{`, `{"box_key":"alpha",`, 1) + `}}`
-		_, m, rawResp := mcpCall(t, e, a.Key, []byte(call))
-		res, _ := m["result"].(map[string]any)
-		sc, _ := res["structuredContent"].(map[string]any)
+		isError, sc, rawResp := mcpToolCall(t, e, a.Key, "checkpoint_save", strings.Replace(c.body, `{`, `{"box_key":"alpha",`, 1))
 		ee, _ := sc["error"].(map[string]any)
-		if res["isError"] != true || ee["reason"] != "duplicate_key" || ee["field"] != c.field {
+		if !isError || ee["reason"] != "duplicate_key" || ee["field"] != c.field {
 			t.Errorf("MCP %s: %s, want a tool error duplicate_key at %q", c.body, rawResp, c.field)
 		}
 	}
@@ -385,11 +391,8 @@ func TestClampedIntegersAreNeverRejected(t *testing.T) {
 	if r := claim(`{"limit":1.5,"idempotency_key":"c2"}`); r.Code() != "INVALID_ARGUMENT" {
 		t.Errorf("claim limit 1.5: %d %s, want INVALID_ARGUMENT", r.Status, r.Raw)
 	}
-	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"inbox_list","arguments":{"box_key":"alpha","limit":99999999999999999999}}}`
-	_, m, rawResp := mcpCall(t, e, b.Key, []byte(call))
-	res, _ := m["result"].(map[string]any)
-	sc, _ := res["structuredContent"].(map[string]any)
-	if its, ok := sc["items"].([]any); res["isError"] == true || !ok || len(its) != 3 {
+	isError, sc, rawResp := mcpToolCall(t, e, b.Key, "inbox_list", `{"box_key":"alpha","limit":99999999999999999999}`)
+	if its, ok := sc["items"].([]any); isError || !ok || len(its) != 3 {
 		t.Errorf("MCP inbox_list limit 99999999999999999999: %s", rawResp)
 	}
 }

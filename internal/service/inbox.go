@@ -136,11 +136,11 @@ func inboxItems(c *call, rows []store.InboxRow) ([]api.InboxItem, error) {
 	items := make([]api.InboxItem, 0, len(rows))
 	for _, r := range rows {
 		visible := map[uuid.UUID]bool{}
-		if r.Message.ReplyTo != nil {
-			visible[*r.Message.ReplyTo] = r.ParentVisible
-		}
-		if r.Message.ThreadRoot != r.Message.ID {
-			visible[r.Message.ThreadRoot] = r.RootVisible // the parent's answer too, when it is the root
+		if parent := r.Message.ReplyTo; parent != nil {
+			visible[*parent] = r.ParentVisible
+			if root := r.Message.ThreadRoot; root != *parent {
+				visible[root] = r.RootVisible
+			}
 		}
 		m, err := messageDTO(r.Message, visible)
 		if err != nil {

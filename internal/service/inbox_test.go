@@ -1386,10 +1386,11 @@ func TestInboxItemsRedactAReplyParentBeforeTheReadersEpoch(t *testing.T) {
 	r2 := ibSend(t, owner, inRoom(room), "reply 2 to reply 1", map[string]any{"reply_to_message_id": r1})
 	dm := ibSend(t, owner, dmTo(late), "a DM", nil)
 	dmReply := ibSend(t, owner, dmTo(late), "a reply in the DM", map[string]any{"reply_to_message_id": dm})
+	dmReply2 := ibSend(t, owner, dmTo(late), "a reply to the reply", map[string]any{"reply_to_message_id": dmReply})
 	check := func(what string, items []ibItem) {
 		t.Helper()
-		if len(items) != 4 {
-			t.Fatalf("%s: %d items, want 4", what, len(items))
+		if len(items) != 5 {
+			t.Fatalf("%s: %d items, want 5", what, len(items))
 		}
 		byID := map[string]ibItem{}
 		for _, it := range items {
@@ -1398,7 +1399,7 @@ func TestInboxItemsRedactAReplyParentBeforeTheReadersEpoch(t *testing.T) {
 		if m := byID[r1].Message; m.ReplyToMessageID != nil || m.ReplyToRedacted == nil || !*m.ReplyToRedacted {
 			t.Fatalf("%s: the reply to a message before late's epoch is not redacted: %+v", what, m)
 		}
-		for _, c := range []struct{ id, parent string }{{r2, r1}, {dmReply, dm}} {
+		for _, c := range []struct{ id, parent string }{{r2, r1}, {dmReply, dm}, {dmReply2, dmReply}} {
 			if m := byID[c.id].Message; m.ReplyToMessageID == nil || *m.ReplyToMessageID != c.parent || m.ReplyToRedacted != nil {
 				t.Fatalf("%s: a visible parent is not shown: %+v", what, m)
 			}
@@ -1410,7 +1411,7 @@ func TestInboxItemsRedactAReplyParentBeforeTheReadersEpoch(t *testing.T) {
 				t.Fatalf("%s: the thread root before late's epoch is shown: %+v", what, m)
 			}
 		}
-		for _, c := range []struct{ id, root string }{{dm, dm}, {dmReply, dm}} {
+		for _, c := range []struct{ id, root string }{{dm, dm}, {dmReply, dm}, {dmReply2, dm}} {
 			if m := byID[c.id].Message; m.ThreadRootID == nil || *m.ThreadRootID != c.root {
 				t.Fatalf("%s: a visible thread root is not shown: %+v", what, m)
 			}

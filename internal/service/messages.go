@@ -91,11 +91,11 @@ func messageView(ctx context.Context, tx *store.Tx, c *call, m store.Message) (c
 func messageDTOs(ctx context.Context, tx *store.Tx, c *call, v channelView, ms []store.Message) ([]api.Message, error) {
 	var refs []uuid.UUID // the reply parents and thread roots the DTOs refer to
 	for _, m := range ms {
-		if m.ReplyTo != nil {
+		if m.ReplyTo != nil { // a message that is no reply is its own root
 			refs = append(refs, *m.ReplyTo)
-		}
-		if m.ThreadRoot != m.ID {
-			refs = append(refs, m.ThreadRoot)
+			if m.ThreadRoot != *m.ReplyTo {
+				refs = append(refs, m.ThreadRoot)
+			}
 		}
 	}
 	visible, err := tx.VisibleChannelMessages(ctx, c.p.BoxID, v.channelID, v.floor, refs)

@@ -54,7 +54,8 @@ type InboxRow struct {
 	LeaseExpiresAt *time.Time
 	// ParentVisible: the message's reply parent still exists above the agent's read floor.
 	ParentVisible bool
-	// RootVisible: likewise its thread root (true for a message that starts its thread).
+	// RootVisible: likewise its thread root, for a reply whose root is not its parent (a
+	// message that is no reply is its own root; a reply to the root has ParentVisible).
 	RootVisible bool
 }
 
