@@ -206,6 +206,13 @@ func PathNotFound() *Error {
 	return e
 }
 
+// MethodNotAllowed is the 405 for a path served under other methods only (the transport sets
+// the Allow header listing them).
+func MethodNotAllowed() *Error {
+	return New(InvalidArgument, "this path does not take this HTTP method; the Allow header lists the methods it takes").
+		WithReason("method_not_allowed").WithStatus(http.StatusMethodNotAllowed)
+}
+
 // StatusOf is the HTTP status an error is reported with (500 for anything unexpected).
 func StatusOf(err error) int {
 	if e, ok := As(err); ok {

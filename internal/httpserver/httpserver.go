@@ -118,9 +118,18 @@ func New(cfg Config) http.Handler {
 	for pattern, h := range cfg.Extra {
 		routes.Handle(pattern, h)
 	}
-	routes.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	// notServed answers a request no route takes: 405 with Allow when the path is served
+	// under other methods (ServeMux says so itself only when no pattern matches the path, and
+	// the catch-all below matches every path), else 404.
+	notServed := func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(routes, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			WriteError(w, apierr.MethodNotAllowed())
+			return
+		}
 		WriteError(w, apierr.NotFound())
-	})
+	}
+	routes.HandleFunc("/", notServed)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// ServeMux would redirect a path with "..", "." or "//" to its cleaned form (echoing
 		// the query in Location); the server serves paths only as written.
@@ -132,7 +141,7 @@ func New(cfg Config) http.Handler {
 			// ServeMux answers a HEAD with a route's GET handler, and an agent's GET is not
 			// free of effects (inbox_list records receipts, which make rows ACKable): on the
 			// API, HEAD is answered as any method no operation declares.
-			WriteError(w, apierr.NotFound())
+			notServed(w, r)
 			return
 		}
 		if headerBytes(r) > maxHeaderBytes {
@@ -141,6 +150,21 @@ func New(cfg Config) http.Handler {
 		}
 		routes.ServeHTTP(w, r)
 	})
+}
+
+// allowedMethods lists the methods a route declaring its method serves r's path with. HEAD is
+// never listed (on the APIs it is refused like any undeclared method, see New), nor are
+// routes that take every method and answer for themselves (/mcp, the admin UI).
+func allowedMethods(routes *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := *r
+		probe.Method = m
+		if _, pattern := routes.Handler(&probe); strings.HasPrefix(pattern, m+" ") {
+			allow = append(allow, m)
+		}
+	}
+	return allow
 }
 
 // headReadable reports whether a HEAD may run path's GET: everything outside the agent and

@@ -54,6 +54,42 @@ func TestUnknownRouteIsStructured(t *testing.T) {
 	}
 }
 
+// A path served under other methods answers 405 with the Allow header and the error
+// envelope (ServeMux's own 405 is masked by the catch-all route), before authentication and
+// writing nothing; a path nobody serves stays 404.
+func TestWrongMethodIs405WithAllow(t *testing.T) {
+	t.Parallel()
+	e, _, b, _ := dmWorld(t)
+	b.Prime()
+	messages := func() (n int) {
+		if err := e.Store.Pool().QueryRow(t.Context(), `SELECT count(*) FROM messages`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := messages()
+	for _, c := range []struct{ method, path, key, allow string }{
+		{"DELETE", "/api/v1/boxes/alpha/messages", b.Key, "POST"},
+		{"PUT", "/api/v1/boxes/alpha/messages", "", "POST"},
+		{"POST", "/api/v1/boxes/alpha/inbox", b.Key, "GET"},
+		{"DELETE", "/api/v1/boxes/alpha/checkpoint", b.Key, "GET, PUT"},
+		{"OPTIONS", "/api/v1/boxes/no-such-box/limits", "", "GET"},
+		{"POST", "/healthz", "", "GET"},
+	} {
+		r := e.Do(c.method, c.path, c.key, map[string]any{"idempotency_key": "k1"}, nil)
+		if r.Status != http.StatusMethodNotAllowed || r.Code() != "INVALID_ARGUMENT" || r.Header.Get("Allow") != c.allow ||
+			!strings.Contains(string(r.Raw), `"reason":"method_not_allowed"`) {
+			t.Errorf("%s %s: %d Allow %q %s", c.method, c.path, r.Status, r.Header.Get("Allow"), r.Raw)
+		}
+	}
+	if n := messages(); n != before {
+		t.Fatalf("a refused method wrote %d messages", n-before)
+	}
+	if r := e.Do("DELETE", "/api/v1/boxes/alpha/nothing-here", b.Key, nil, nil); r.Status != http.StatusNotFound || r.Header.Get("Allow") != "" {
+		t.Fatalf("unknown path: %d Allow %q", r.Status, r.Header.Get("Allow"))
+	}
+}
+
 // /readyz reports unavailable when the database is not at the binary's schema version.
 func TestReadyzFailsWhenSchemaIsBehind(t *testing.T) {
 	t.Parallel()
@@ -94,7 +130,8 @@ func TestMetricsTokenWhenConfigured(t *testing.T) {
 
 // A HEAD runs no operation: ServeMux would answer it with the route's GET handler, and
 // inbox_list's GET records receipts, which would make a row never shown ACKable. On the APIs
-// and /mcp HEAD is answered as an undeclared method (404, nothing recorded); /healthz,
+// and /mcp HEAD is answered as an undeclared method (405 naming GET, or 404 on /mcp, which
+// declares no method of its own; nothing recorded); /healthz,
 // /readyz, the docs and the admin UI's pages still answer it.
 func TestHeadRunsNoOperation(t *testing.T) {
 	t.Parallel()
@@ -109,8 +146,8 @@ func TestHeadRunsNoOperation(t *testing.T) {
 	}
 	for _, path := range []string{"/inbox", "/inbox?filter=all", "/checkpoint", "/me", "/limits"} {
 		r := e.Do("HEAD", "/api/v1/boxes/alpha"+path, b.Key, nil, nil)
-		if r.Status != http.StatusNotFound {
-			t.Fatalf("HEAD %s: %d", path, r.Status)
+		if r.Status != http.StatusMethodNotAllowed || !strings.HasPrefix(r.Header.Get("Allow"), "GET") {
+			t.Fatalf("HEAD %s: %d, Allow %q", path, r.Status, r.Header.Get("Allow"))
 		}
 	}
 	if n := count(); n != 0 {
@@ -129,10 +166,11 @@ func TestHeadRunsNoOperation(t *testing.T) {
 			t.Fatalf("HEAD %s: %d", path, r.Status)
 		}
 	}
-	for _, path := range []string{"/admin/api/v1/boxes", "/mcp"} {
-		if r := e.Do("HEAD", path, testenv.AdminToken, nil, nil); r.Status != http.StatusNotFound {
-			t.Fatalf("HEAD %s: %d", path, r.Status)
-		}
+	if r := e.Do("HEAD", "/admin/api/v1/boxes", testenv.AdminToken, nil, nil); r.Status != http.StatusMethodNotAllowed {
+		t.Fatalf("HEAD /admin/api/v1/boxes: %d", r.Status)
+	}
+	if r := e.Do("HEAD", "/mcp", testenv.AdminToken, nil, nil); r.Status != http.StatusNotFound {
+		t.Fatalf("HEAD /mcp: %d", r.Status)
 	}
 }
 
