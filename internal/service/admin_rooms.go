@@ -95,6 +95,9 @@ func (s *Service) AdminRoomSetOwner(ctx context.Context, req api.AdminRoomSetOwn
 		if states[a.ID] != "active" {
 			return api.AdminRoom{}, apierr.Invalid("agent_ref", "the new owner must be an active member of the room").WithReason("not_a_member")
 		}
+		if !a.Enabled { // a disabled owner could neither invite nor be reached: the room would have no one to run it
+			return api.AdminRoom{}, apierr.Invalid("agent_ref", "the new owner must be an enabled agent").WithReason("agent_disabled")
+		}
 		r.OwnerAgentID = a.ID
 		return adminRoom(r), tx.SetRoomOwner(ctx, b.ID, r.ID, a.ID)
 	})

@@ -855,6 +855,12 @@ func TestAdminRoomOwnershipAndList(t *testing.T) {
 		"INVALID_ARGUMENT", "not_a_member", "agent_ref")
 	rmUnchanged(t, e, "non-member as owner", admin("PUT", "/rooms/"+room+"/owner", map[string]any{"agent_ref": w.outsider.ID.String()}),
 		"INVALID_ARGUMENT", "not_a_member", "agent_ref")
+	if r := rmJoin(w.c, room); r.Status != http.StatusOK {
+		t.Fatalf("join: %s", r.Raw)
+	}
+	e.Admin("PATCH", "/boxes/alpha/agents/cee", map[string]any{"enabled": false})
+	rmUnchanged(t, e, "disabled member as owner", admin("PUT", "/rooms/"+room+"/owner", map[string]any{"agent_ref": "cee"}),
+		"INVALID_ARGUMENT", "agent_disabled", "agent_ref")
 	rmUnchanged(t, e, "unknown agent", admin("PUT", "/rooms/"+room+"/owner", map[string]any{"agent_ref": "nobody"}), "NOT_FOUND_OR_FORBIDDEN", "", "agent_ref")
 	rmUnchanged(t, e, "unknown room", admin("PUT", "/rooms/"+uuid.NewString()+"/owner", map[string]any{"agent_ref": "bee"}), "NOT_FOUND_OR_FORBIDDEN", "", "room_id")
 	rmUnchanged(t, e, "archive unknown room", admin("POST", "/rooms/"+uuid.NewString()+"/archive", nil), "NOT_FOUND_OR_FORBIDDEN", "", "room_id")
