@@ -38,7 +38,8 @@ func (s *Service) UploadLimits(ctx context.Context) (upload.Limits, error) {
 		return upload.Limits{}, s.wireError(ctx, "upload_limits", err)
 	}
 	v := bs.values
-	return upload.Limits{MaxBytes: v.AttachmentMaxBytes, TempMaxBytes: v.UploadTempMaxBytes, ConcurrencyMax: v.UploadConcurrencyMax}, nil
+	return upload.Limits{MaxBytes: v.AttachmentMaxBytes, TempMaxBytes: v.UploadTempMaxBytes, ConcurrencyMax: v.UploadConcurrencyMax,
+		KeepsNoAttachments: v.ChannelAttachmentCap < 1}, nil
 }
 
 // downloadChunks is how many chunks one read of a download fetches (1 MiB): the bytes a

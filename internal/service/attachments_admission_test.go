@@ -196,6 +196,27 @@ func TestAttachmentUploadsDisabled(t *testing.T) {
 	}
 	w.settings(map[string]any{"upload_concurrency_max": 1})
 	sendFile(t, a, dmTo(b), "enabled again", "f.txt", []byte("f"))
+
+	// channel_attachment_cap 0: retention would delete the message in the send that stored it
+	// (it answered "sent" with a message that no longer existed); refused the same way, and
+	// nothing is written.
+	w.settings(map[string]any{"channel_attachment_cap": 0})
+	var messages int
+	count := func() int {
+		if err := e.Store.Pool().QueryRow(t.Context(), `SELECT count(*) FROM messages`).Scan(&messages); err != nil {
+			t.Fatal(err)
+		}
+		return messages
+	}
+	before := count()
+	r := rejects(t, e, "channel_attachment_cap 0", func() testenv.Response {
+		return upload(t, a, "/messages", in(), "f.txt", "text/plain", []byte("f"))
+	}, "LIMIT_EXCEEDED", "uploads_disabled", "file")
+	final(t, "channel_attachment_cap 0", r, "uploads_disabled", 0, 0)
+	noStaging(t, e, "channel_attachment_cap 0")
+	if n := count(); n != before {
+		t.Fatalf("a refused upload wrote %d messages", n-before)
+	}
 }
 
 // waitStaging waits until n uploads are staging; a slow upload that answers first fails.

@@ -33,7 +33,7 @@ var settingSemantics = map[string]string{
 	"lease_default_seconds":         "inbox_claim lease length when lease_seconds is omitted",
 	"lease_max_seconds":             "longest inbox_claim lease; longer requests are clamped",
 	"channel_message_cap":           "each room or DM pair keeps its newest N messages; older ones are deleted oldest first, unread or leased included",
-	"channel_attachment_cap":        "each channel keeps at most F messages with attachments; the oldest such messages are deleted whole",
+	"channel_attachment_cap":        "each channel keeps at most F messages with attachments; the oldest such messages are deleted whole; 0 = no attachments (LIMIT_EXCEEDED uploads_disabled)",
 	"attachment_max_bytes":          "size cap of one uploaded attachment, enforced while it streams (LIMIT_EXCEEDED, nothing stored); lowering it deletes the messages whose attachment is larger, whole",
 	"upload_temp_max_bytes":         "temporary bytes this box's uploads in progress may reserve at once, counted by each server process (each reserves its request size, at most the smaller of attachment_max_bytes and this); over it while others are in progress: RATE_LIMITED with retry_after_seconds; a file larger than this alone: LIMIT_EXCEEDED upload_too_large_for_box",
 	"upload_concurrency_max":        "uploads of this box in progress at once, counted by each server process; over it: RATE_LIMITED with retry_after_seconds; 0 = uploads disabled (LIMIT_EXCEEDED uploads_disabled)",

@@ -10,7 +10,8 @@
 //
 // Refusals (SPEC §12): RATE_LIMITED (retryable) only when the upload would be admitted once
 // the box's other uploads finish; an upload its box can never admit is LIMIT_EXCEEDED on the
-// file part — uploads_disabled when upload_concurrency_max is 0, upload_too_large_for_box
+// file part — uploads_disabled when upload_concurrency_max or channel_attachment_cap is 0
+// (the message would be deleted by retention as it is stored), upload_too_large_for_box
 // when the file alone is larger than upload_temp_max_bytes, attachment_too_large past
 // attachment_max_bytes.
 package upload
@@ -45,6 +46,9 @@ type Limits struct {
 	MaxBytes       int64 // attachment_max_bytes
 	TempMaxBytes   int64 // upload_temp_max_bytes
 	ConcurrencyMax int64 // upload_concurrency_max
+	// KeepsNoAttachments: channel_attachment_cap is 0, so no channel keeps a message with an
+	// attachment (retention would delete it in the send that stored it).
+	KeepsNoAttachments bool
 }
 
 // fileCap is the most one upload may stage: attachment_max_bytes, and never more than the
@@ -59,7 +63,7 @@ const (
 	// LIMIT_EXCEEDED: the upload can never be admitted as it is.
 	ReasonTooLarge       = "attachment_too_large"     // past attachment_max_bytes
 	ReasonTooLargeForBox = "upload_too_large_for_box" // past upload_temp_max_bytes, alone
-	ReasonDisabled       = "uploads_disabled"         // upload_concurrency_max is 0
+	ReasonDisabled       = "uploads_disabled"         // upload_concurrency_max or channel_attachment_cap is 0
 	ReasonInvalid        = "invalid_upload"
 	ReasonAborted        = "upload_aborted"
 )
@@ -171,8 +175,8 @@ type Slot struct {
 // most it may stage: its declared request size (declared, -1 when unknown), never more than
 // the most one file may be (fileCap). Nothing is staged when it is refused.
 //
-// An upload the box can never admit (upload_concurrency_max 0) is LIMIT_EXCEEDED
-// uploads_disabled. Since a reservation never exceeds upload_temp_max_bytes and the
+// An upload the box can never admit (upload_concurrency_max 0) or never keep
+// (channel_attachment_cap 0) is LIMIT_EXCEEDED uploads_disabled. Since a reservation never exceeds upload_temp_max_bytes and the
 // concurrency cap is at least 1 past that check, the RATE_LIMITED refusals below happen only
 // while other uploads of the box are in flight: they clear when those finish.
 func (s *Stager) Admit(box uuid.UUID, lim Limits, declared int64) (*Slot, error) {
@@ -181,6 +185,12 @@ func (s *Stager) Admit(box uuid.UUID, lim Limits, declared int64) (*Slot, error)
 		return nil, apierr.New(apierr.LimitExceeded, "this box accepts no uploads: its upload_concurrency_max is 0").
 			WithField(filePart).WithReason(ReasonDisabled).WithLimit(0).
 			WithSuggestion("send without the file, or ask an admin to raise upload_concurrency_max")
+	}
+	if lim.KeepsNoAttachments {
+		s.Reject(ReasonDisabled)
+		return nil, apierr.New(apierr.LimitExceeded, "this box keeps no messages with attachments: its channel_attachment_cap is 0").
+			WithField(filePart).WithReason(ReasonDisabled).WithLimit(0).
+			WithSuggestion("send without the file, or ask an admin to raise channel_attachment_cap")
 	}
 	reserve := lim.fileCap()
 	if declared >= 0 && declared < reserve {

@@ -111,7 +111,7 @@ func staged(t *testing.T, s *Stager) []string {
 	return out
 }
 
-// upload_concurrency_max 0 admits nothing: LIMIT_EXCEEDED uploads_disabled (never the
+// upload_concurrency_max 0 (or channel_attachment_cap 0) admits nothing: LIMIT_EXCEEDED uploads_disabled (never the
 // retryable RATE_LIMITED), counted, nothing reserved.
 func TestAdmitUploadsDisabled(t *testing.T) {
 	s := stager(t)
@@ -119,6 +119,12 @@ func TestAdmitUploadsDisabled(t *testing.T) {
 	_, err := s.Admit(box, Limits{MaxBytes: 1000, TempMaxBytes: 1000, ConcurrencyMax: 0}, 10)
 	wantErr(t, "concurrency 0", err, apierr.LimitExceeded, ReasonDisabled, 0)
 	if len(s.boxes) != 0 || s.inProgress.Load() != 0 || s.rejected[ReasonDisabled] != 1 {
+		t.Fatalf("state after refusal: %v %d %v", s.boxes, s.inProgress.Load(), s.rejected)
+	}
+	// channel_attachment_cap 0: the box keeps no attachment, so none is staged.
+	_, err = s.Admit(box, Limits{MaxBytes: 1000, TempMaxBytes: 1000, ConcurrencyMax: 4, KeepsNoAttachments: true}, 10)
+	wantErr(t, "channel_attachment_cap 0", err, apierr.LimitExceeded, ReasonDisabled, 0)
+	if len(s.boxes) != 0 || s.inProgress.Load() != 0 || s.rejected[ReasonDisabled] != 2 {
 		t.Fatalf("state after refusal: %v %d %v", s.boxes, s.inProgress.Load(), s.rejected)
 	}
 }
