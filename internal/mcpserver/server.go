@@ -390,7 +390,47 @@ func mustMarshal(v any) json.RawMessage {
 // (as in tools/list). The CLI prints them for --input-schema and --output-schema.
 func Contract(t *genmcp.Tool) (inputSchema, outputSchema json.RawMessage) {
 	e := (&surface{}).entry(t)
-	return e.inputSchema, e.outputSchema
+	strict := t.OutputSchema
+	if !isRouterTool(t) {
+		strict = genmcp.Operations[t.OperationID].OutputSchema
+	}
+	return e.inputSchema, advertisedOutput(openSchema(strict))
+}
+
+// openSchema is a strict output schema opened at every object node (SPEC §1: advertised
+// output schemas are open, so additive changes do not break cached clients) and otherwise
+// whole: tools/list advertises only the top level of each result (its byte budget), and
+// this is where a model or a client finds the shape of an inbox row or a request.
+func openSchema(strict json.RawMessage) json.RawMessage {
+	var doc any
+	if err := json.Unmarshal(strict, &doc); err != nil {
+		panic("mcpserver: an output schema in the registry is not JSON: " + err.Error())
+	}
+	var open func(node any)
+	open = func(node any) {
+		switch n := node.(type) {
+		case map[string]any:
+			if n["additionalProperties"] == false {
+				n["additionalProperties"] = true
+			}
+			if alts, ok := n["oneOf"]; ok { // opened branches may overlap: any one admits the value
+				delete(n, "oneOf")
+				n["anyOf"] = alts
+			}
+			for k, v := range n {
+				if k == "enum" || k == "const" || k == "required" || k == "default" || k == "examples" {
+					continue // values, not schemas
+				}
+				open(v)
+			}
+		case []any:
+			for _, v := range n {
+				open(v)
+			}
+		}
+	}
+	open(doc)
+	return mustMarshal(doc)
 }
 
 // Invoke runs one registry tool (canonical name or alias) outside MCP, exactly as a

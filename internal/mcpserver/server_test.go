@@ -20,6 +20,7 @@ import (
 	genmcp "github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/mcpserver"
+	"github.com/agentbox/agentbox/internal/schema"
 )
 
 var update = flag.Bool("update", false, "rewrite the committed tools/list snapshots in testdata/")
@@ -545,7 +546,9 @@ func TestRouterMode(t *testing.T) {
 		t.Error("router mode accepted a direct call of an unlisted tool")
 	}
 
-	// tool_describe gives the contract tools/list gives in the full mode.
+	// tool_describe gives the contract tools/list gives in the full mode, with the output
+	// schema whole (tools/list advertises its top level only): the same top-level fields,
+	// nested shapes present, open at every object node.
 	full := connect(t, newFake(), false, "")
 	fl, err := full.ListTools(context.Background(), nil)
 	if err != nil {
@@ -562,10 +565,41 @@ func TestRouterMode(t *testing.T) {
 		if err := json.Unmarshal([]byte(text(t, d)), &got); err != nil || got.Name != tl.Name {
 			t.Fatalf("tool_describe %s: %s", tl.Name, text(t, d))
 		}
-		if !bytes.Equal(mustJSON(got.InputSchema), mustJSON(tl.InputSchema)) || !bytes.Equal(mustJSON(got.OutputSchema), mustJSON(tl.OutputSchema)) ||
-			got.Annotations["readOnlyHint"] != tl.Annotations.ReadOnlyHint {
+		if !bytes.Equal(mustJSON(got.InputSchema), mustJSON(tl.InputSchema)) || got.Annotations["readOnlyHint"] != tl.Annotations.ReadOnlyHint {
 			t.Errorf("tool_describe %s differs from tools/list", tl.Name)
 		}
+		described, advertised := mustJSON(got.OutputSchema), mustJSON(tl.OutputSchema)
+		if !bytes.Equal(topLevel(t, described), topLevel(t, advertised)) {
+			t.Errorf("tool_describe %s: top-level output fields differ from tools/list:\n%s\n%s", tl.Name, described, advertised)
+		}
+		if bytes.Contains(described, []byte(`"additionalProperties":false`)) {
+			t.Errorf("tool_describe %s: a closed object node in the output schema", tl.Name)
+		}
+		if _, err := schema.Compile(tl.Name+".described", described); err != nil {
+			t.Errorf("tool_describe %s: the output schema does not compile: %v", tl.Name, err)
+		}
+	}
+	// The shape of an inbox row is there, down to its message's fields.
+	d := call(t, cs, "tool_describe", map[string]any{"box_key": "alpha", "name": "inbox_list"})
+	var described struct {
+		OutputSchema struct {
+			Properties struct {
+				Items struct {
+					Items struct {
+						Properties map[string]struct {
+							Properties map[string]any `json:"properties"`
+						} `json:"properties"`
+					} `json:"items"`
+				} `json:"items"`
+			} `json:"properties"`
+		} `json:"output_schema"`
+	}
+	if err := json.Unmarshal([]byte(text(t, d)), &described); err != nil {
+		t.Fatal(err)
+	}
+	row := described.OutputSchema.Properties.Items.Items.Properties
+	if _, ok := row["inbox_seq"]; !ok || row["message"].Properties["body_md"] == nil {
+		t.Errorf("tool_describe inbox_list: no inbox row shape: %s", text(t, d))
 	}
 
 	// tool_search ranks by the registry text.
@@ -599,4 +633,19 @@ func BenchmarkCall(b *testing.B) {
 			b.Fatal(err, res)
 		}
 	}
+}
+
+// topLevel is an output schema's top-level field names and types, for comparing a described
+// schema with the advertised one.
+func topLevel(t *testing.T, doc []byte) []byte {
+	t.Helper()
+	var s struct {
+		Properties map[string]struct {
+			Type any `json:"type"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(doc, &s); err != nil {
+		t.Fatal(err)
+	}
+	return mustJSON(s.Properties)
 }

@@ -812,8 +812,9 @@ func (s *spec) flattenObject(op *operation, in *conv, m map[string]any, input ma
 // shallow trims an advertised output schema to its top-level fields, each with its type
 // (and enum): nested objects and arrays keep only their type (open, so any content
 // conforms). Clients use the advertised schema only to accept structuredContent; the
-// server validates every output against the full strict schema (which tool_describe and
-// the CLI's --output-schema show), and tools/list stays small.
+// server validates every output against the full strict schema (tool_describe and the
+// CLI's --output-schema show it whole, opened: mcpserver.Contract), and tools/list stays
+// small.
 func shallow(node any, depth int) any {
 	m, ok := node.(map[string]any)
 	if !ok {
