@@ -709,3 +709,63 @@ func TestPerKeyRateLimitAcrossInstances(t *testing.T) {
 		t.Fatalf("%d of %d calls admitted over three instances; the shared bucket admits %d..%d", ok, calls, burst, allowed)
 	}
 }
+
+// Arguments that say the same thing two ways are the same arguments (SPEC §10): an empty
+// optional list and an absent one, a default named and left out, a batch recipient named
+// twice (it collapses, SPEC §6). The replay is the original body and nothing more is
+// written; arguments that differ still conflict.
+func TestReplayOfSemanticallyIdenticalArguments(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a, b := e.NewAgent("alpha", "a", nil), e.NewAgent("alpha", "b", nil)
+	a.Prime()
+	b.Prime()
+	messages := func() (n int) {
+		if err := e.Store.Pool().QueryRow(t.Context(), `SELECT count(*) FROM messages`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	same := func(name string, first, again testenv.Response) {
+		t.Helper()
+		if first.Status != http.StatusOK || again.Status != http.StatusOK || !bytes.Equal(first.Raw, again.Raw) {
+			t.Fatalf("%s: not replayed:\n%d %s\n%d %s", name, first.Status, first.Raw, again.Status, again.Raw)
+		}
+	}
+	dm := map[string]any{"kind": "dm", "recipient_agent_id": b.ID}
+
+	first := a.Call("POST", "/messages", map[string]any{"destination": dm, "body_md": "x", "idempotency_key": "send-1"})
+	same("empty lists", first, a.Call("POST", "/messages", map[string]any{"destination": dm, "body_md": "x", "idempotency_key": "send-1",
+		"mention_agent_ids": []any{}, "request_agent_ids": []any{}, "files": []any{}, "dry_run": false}))
+	if n := messages(); n != 1 {
+		t.Fatalf("%d messages after a replay", n)
+	}
+	if r := a.Call("POST", "/messages", map[string]any{"destination": dm, "body_md": "x", "idempotency_key": "send-1",
+		"mention_agent_ids": []any{b.ID}}); r.Code() != "IDEMPOTENCY_CONFLICT" {
+		t.Fatalf("other mentions under the same key: %d %s", r.Status, r.Raw)
+	}
+
+	asked := a.MustCall("POST", "/messages", map[string]any{"destination": dm, "body_md": "please", "mention_agent_ids": []any{b.ID},
+		"request_agent_ids": []any{b.ID}, "idempotency_key": "ask-1"})
+	respond := "/requests/" + asked["message_id"].(string) + "/respond"
+	first = b.Call("POST", respond, map[string]any{"expected_revision": "1", "status": "accepted", "body_md": "ok", "idempotency_key": "respond-1"})
+	same("empty files in a reply", first, b.Call("POST", respond, map[string]any{"expected_revision": "1", "status": "accepted", "body_md": "ok",
+		"files": []any{}, "idempotency_key": "respond-1"}))
+	if n := messages(); n != 3 {
+		t.Fatalf("%d messages after a reply's replay", n)
+	}
+
+	first = a.Call("POST", "/messages/batch", map[string]any{"recipient_agent_ids": []any{b.ID, b.ID}, "body_md": "y", "idempotency_key": "batch-1"})
+	same("repeated recipient", first, a.Call("POST", "/messages/batch", map[string]any{"recipient_agent_ids": []any{b.ID}, "body_md": "y",
+		"idempotency_key": "batch-1", "files": []any{}}))
+	if n := messages(); n != 4 {
+		t.Fatalf("%d messages after a batch replay", n)
+	}
+
+	first = b.Call("POST", "/inbox/claim", map[string]any{"limit": 1, "idempotency_key": "claim-1"})
+	same("default order named", first, b.Call("POST", "/inbox/claim", map[string]any{"limit": 1, "order": "oldest", "idempotency_key": "claim-1"}))
+	if r := b.Call("POST", "/inbox/claim", map[string]any{"limit": 1, "order": "newest", "idempotency_key": "claim-1"}); r.Code() != "IDEMPOTENCY_CONFLICT" {
+		t.Fatalf("other order under the same key: %d %s", r.Status, r.Raw)
+	}
+}

@@ -307,6 +307,9 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 	in := *req.Body
 	args := in
 	args.IdempotencyKey = ""
+	if args.Order != nil && *args.Order == defaultClaimOrder { // the default, named, is the default
+		args.Order = nil
+	}
 	m := mutation{op: "inbox_claim", idempotencyKey: in.IdempotencyKey, args: args}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (encodedResult, error) {
 		order := defaultClaimOrder

@@ -89,6 +89,7 @@ func (s *Service) RequestRespond(ctx context.Context, req api.RequestRespondRequ
 	dryRun := deref(in.DryRun)
 	args := in
 	args.IdempotencyKey, args.DryRun = "", nil
+	args.Files = emptyAsAbsent(args.Files)
 	m := mutation{op: "request_respond", idempotencyKey: in.IdempotencyKey, dryRun: dryRun,
 		args: map[string]any{"request_message_id": req.RequestMessageId, "input": args}}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.RequestRespondResult, error) {

@@ -35,6 +35,7 @@ func (s *Service) MessageSend(ctx context.Context, req api.MessageSendRequestObj
 	dryRun := deref(in.DryRun)
 	args := in
 	args.IdempotencyKey, args.DryRun = "", nil
+	args.Files, args.MentionAgentIds, args.RequestAgentIds = emptyAsAbsent(args.Files), emptyAsAbsent(args.MentionAgentIds), emptyAsAbsent(args.RequestAgentIds)
 	m := mutation{op: "message_send", idempotencyKey: in.IdempotencyKey, args: withAttachment(args, att), dryRun: dryRun}
 	var locks queuedLocks
 	m.queue = func(ctx context.Context, tx *store.Tx, p auth.Principal, now time.Time) {
@@ -303,6 +304,8 @@ func (s *Service) MessageSendBatch(ctx context.Context, req api.MessageSendBatch
 	dryRun := deref(in.DryRun)
 	args := in
 	args.IdempotencyKey, args.DryRun = "", nil
+	// A recipient named twice is one recipient (SPEC §6): the batch is the same either way.
+	args.Files, args.RecipientAgentIds = emptyAsAbsent(args.Files), firstOccurrences(args.RecipientAgentIds)
 	m := mutation{op: "message_send_batch", idempotencyKey: in.IdempotencyKey, args: withAttachment(args, att), dryRun: dryRun}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.MessageSendBatchResult, error) {
 		res, err := s.sendBatch(ctx, tx, c, in, att)

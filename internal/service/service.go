@@ -272,7 +272,10 @@ func checkOutput[T any](s *Service, op string, res T) (T, error) {
 }
 
 // hashArgs is the identity of a mutation's arguments: SHA-256 of their canonical JSON
-// (object keys sorted, idempotency_key excluded by the caller).
+// (object keys sorted, idempotency_key excluded by the caller). Semantically identical
+// arguments must hash alike (SPEC §10), so each caller first writes what is said two ways
+// one way: an empty optional list as absent (emptyAsAbsent), a default as absent, a
+// collapsed repetition once.
 func hashArgs(args any) ([]byte, error) {
 	raw, err := json.Marshal(args)
 	if err != nil {
@@ -332,3 +335,25 @@ func parseDec(field, s string) (int64, error) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// emptyAsAbsent is an optional list as hashArgs sees it: an empty list says what an absent one
+// says (no mentions, no files).
+func emptyAsAbsent[T any](list *[]T) *[]T {
+	if list != nil && len(*list) == 0 {
+		return nil
+	}
+	return list
+}
+
+// firstOccurrences is a list with each repeated element collapsed onto its first occurrence.
+func firstOccurrences[T comparable](list []T) []T {
+	seen := make(map[T]bool, len(list))
+	out := make([]T, 0, len(list))
+	for _, v := range list {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
