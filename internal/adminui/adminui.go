@@ -26,7 +26,6 @@ import (
 	"github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/auth"
-	"github.com/agentbox/agentbox/internal/httpserver"
 	"github.com/agentbox/agentbox/internal/metrics"
 	"github.com/agentbox/agentbox/internal/schema"
 )
@@ -104,9 +103,6 @@ func New(cfg Config) *UI {
 	m.Handle("POST /admin/boxes/{box}/rooms/{room}/archive", u.authed(u.roomArchive))
 	m.Handle("POST /admin/boxes/{box}/rooms/{room}/owner", u.authed(u.roomOwner))
 	m.Handle("GET /admin/boxes/{box}/cleanup", u.authed(u.cleanupPage))
-	m.HandleFunc("/admin/api/", func(w http.ResponseWriter, r *http.Request) {
-		httpserver.WriteError(w, apierr.NotFound()) // exactly what the API answers for an unknown route
-	})
 	m.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
 		u.render(w, http.StatusNotFound, "message", page{Title: "Not found", Error: &banner{Title: "There is no such page."}})
 	})
@@ -115,14 +111,12 @@ func New(cfg Config) *UI {
 
 // ServeHTTP sets the security headers on every UI response, then routes.
 func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !strings.HasPrefix(r.URL.Path, "/admin/api/") {
-		h := w.Header()
-		h.Set("Content-Security-Policy", CSP)
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
-		h.Set("Cache-Control", "no-store")
-		h.Set("X-Frame-Options", "DENY")
-	}
+	h := w.Header()
+	h.Set("Content-Security-Policy", CSP)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Frame-Options", "DENY")
 	u.mux.ServeHTTP(w, r)
 }
 

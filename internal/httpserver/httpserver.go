@@ -130,6 +130,9 @@ func New(cfg Config) http.Handler {
 		WriteError(w, apierr.NotFound())
 	}
 	routes.HandleFunc("/", notServed)
+	// The admin API's own catch-all, more specific than the admin UI's "/admin/" (Extra), so
+	// its unknown routes and methods are answered as the agent API's are.
+	routes.HandleFunc("/admin/api/", notServed)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// ServeMux would redirect a path with "..", "." or "//" to its cleaned form (echoing
 		// the query in Location); the server serves paths only as written.

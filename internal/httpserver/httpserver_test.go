@@ -75,6 +75,8 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 		{"DELETE", "/api/v1/boxes/alpha/checkpoint", b.Key, "GET, PUT"},
 		{"OPTIONS", "/api/v1/boxes/no-such-box/limits", "", "GET"},
 		{"POST", "/healthz", "", "GET"},
+		{"DELETE", "/admin/api/v1/boxes", testenv.AdminToken, "GET, POST"},
+		{"PUT", "/admin/api/v1/boxes/alpha/settings", "", "GET, PATCH"},
 	} {
 		r := e.Do(c.method, c.path, c.key, map[string]any{"idempotency_key": "k1"}, nil)
 		if r.Status != http.StatusMethodNotAllowed || r.Code() != "INVALID_ARGUMENT" || r.Header.Get("Allow") != c.allow ||
@@ -85,8 +87,10 @@ func TestWrongMethodIs405WithAllow(t *testing.T) {
 	if n := messages(); n != before {
 		t.Fatalf("a refused method wrote %d messages", n-before)
 	}
-	if r := e.Do("DELETE", "/api/v1/boxes/alpha/nothing-here", b.Key, nil, nil); r.Status != http.StatusNotFound || r.Header.Get("Allow") != "" {
-		t.Fatalf("unknown path: %d Allow %q", r.Status, r.Header.Get("Allow"))
+	for _, path := range []string{"/api/v1/boxes/alpha/nothing-here", "/admin/api/v1/nothing-here"} {
+		if r := e.Do("DELETE", path, b.Key, nil, nil); r.Status != http.StatusNotFound || r.Code() != "NOT_FOUND_OR_FORBIDDEN" || r.Header.Get("Allow") != "" {
+			t.Fatalf("unknown path %s: %d Allow %q", path, r.Status, r.Header.Get("Allow"))
+		}
 	}
 }
 
