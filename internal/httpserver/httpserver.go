@@ -368,8 +368,12 @@ func checkParams(op *mcp.Operation, uuidParams []string, r *http.Request) error 
 		if err := schema.CheckText(field, key); err != nil {
 			return apierr.FromDecode(err)
 		}
-		if field == "" { // as an unknown body field is (SPEC §12), without echoing the key
-			return apierr.Invalid("", "unknown query parameter; the operation's parameters are in /openapi.json").WithReason("unknown_field")
+		if field == "" { // as an unknown body field is (SPEC §12): named when the key reads as a name, never echoed otherwise
+			unknown := ""
+			if schema.NameLike(key) {
+				unknown = key
+			}
+			return apierr.Invalid(unknown, "unknown query parameter; the operation's parameters are in /openapi.json").WithReason("unknown_field")
 		}
 		for _, v := range values {
 			if err := schema.CheckText(field, v); err != nil {
