@@ -4852,6 +4852,23 @@ func (response AdminBoxList500JSONResponse) VisitAdminBoxListResponse(w http.Res
 	return err
 }
 
+type AdminBoxList503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminBoxList503JSONResponse) VisitAdminBoxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminBoxCreateRequestObject struct {
 	Body *AdminBoxCreateJSONRequestBody
 }
@@ -4956,6 +4973,23 @@ func (response AdminBoxCreate500JSONResponse) VisitAdminBoxCreateResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminBoxCreate503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminBoxCreate503JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5069,6 +5103,23 @@ func (response AdminBoxUpdate500JSONResponse) VisitAdminBoxUpdateResponse(w http
 	return err
 }
 
+type AdminBoxUpdate503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminBoxUpdate503JSONResponse) VisitAdminBoxUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminAgentListRequestObject struct {
 	BoxKey BoxKey `json:"box_key"`
 }
@@ -5143,6 +5194,23 @@ func (response AdminAgentList500JSONResponse) VisitAdminAgentListResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentList503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminAgentList503JSONResponse) VisitAdminAgentListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5270,6 +5338,23 @@ func (response AdminAgentCreate500JSONResponse) VisitAdminAgentCreateResponse(w 
 	return err
 }
 
+type AdminAgentCreate503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminAgentCreate503JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminAgentUpdateRequestObject struct {
 	BoxKey   BoxKey   `json:"box_key"`
 	AgentRef AgentRef `json:"agent_ref"`
@@ -5380,6 +5465,23 @@ func (response AdminAgentUpdate500JSONResponse) VisitAdminAgentUpdateResponse(w 
 	return err
 }
 
+type AdminAgentUpdate503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminAgentUpdate503JSONResponse) VisitAdminAgentUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminKeyListRequestObject struct {
 	BoxKey   BoxKey   `json:"box_key"`
 	AgentRef AgentRef `json:"agent_ref"`
@@ -5455,6 +5557,23 @@ func (response AdminKeyList500JSONResponse) VisitAdminKeyListResponse(w http.Res
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminKeyList503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminKeyList503JSONResponse) VisitAdminKeyListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5569,6 +5688,23 @@ func (response AdminKeyCreate500JSONResponse) VisitAdminKeyCreateResponse(w http
 	return err
 }
 
+type AdminKeyCreate503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminKeyCreate503JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminAgentProfileSetRequestObject struct {
 	BoxKey   BoxKey   `json:"box_key"`
 	AgentRef AgentRef `json:"agent_ref"`
@@ -5679,6 +5815,23 @@ func (response AdminAgentProfileSet500JSONResponse) VisitAdminAgentProfileSetRes
 	return err
 }
 
+type AdminAgentProfileSet503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminAgentProfileSet503JSONResponse) VisitAdminAgentProfileSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminCleanupStatusRequestObject struct {
 	BoxKey BoxKey `json:"box_key"`
 }
@@ -5757,6 +5910,23 @@ func (response AdminCleanupStatus500JSONResponse) VisitAdminCleanupStatusRespons
 	return err
 }
 
+type AdminCleanupStatus503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminCleanupStatus503JSONResponse) VisitAdminCleanupStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminHostListRequestObject struct {
 	BoxKey BoxKey `json:"box_key"`
 }
@@ -5831,6 +6001,23 @@ func (response AdminHostList500JSONResponse) VisitAdminHostListResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminHostList503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminHostList503JSONResponse) VisitAdminHostListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5958,6 +6145,23 @@ func (response AdminHostCreate500JSONResponse) VisitAdminHostCreateResponse(w ht
 	return err
 }
 
+type AdminHostCreate503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminHostCreate503JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminHostUpdateRequestObject struct {
 	BoxKey   BoxKey   `json:"box_key"`
 	HostName HostName `json:"host_name"`
@@ -6068,6 +6272,23 @@ func (response AdminHostUpdate500JSONResponse) VisitAdminHostUpdateResponse(w ht
 	return err
 }
 
+type AdminHostUpdate503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminHostUpdate503JSONResponse) VisitAdminHostUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminKeyRevokeRequestObject struct {
 	BoxKey BoxKey `json:"box_key"`
 	KeyId  KeyId  `json:"key_id"`
@@ -6147,6 +6368,23 @@ func (response AdminKeyRevoke500JSONResponse) VisitAdminKeyRevokeResponse(w http
 	return err
 }
 
+type AdminKeyRevoke503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminKeyRevoke503JSONResponse) VisitAdminKeyRevokeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminRoomListRequestObject struct {
 	BoxKey BoxKey `json:"box_key"`
 }
@@ -6221,6 +6459,23 @@ func (response AdminRoomList500JSONResponse) VisitAdminRoomListResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomList503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminRoomList503JSONResponse) VisitAdminRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6314,6 +6569,23 @@ func (response AdminRoomArchive500JSONResponse) VisitAdminRoomArchiveResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomArchive503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminRoomArchive503JSONResponse) VisitAdminRoomArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6442,6 +6714,23 @@ func (response AdminRoomSetOwner500JSONResponse) VisitAdminRoomSetOwnerResponse(
 	return err
 }
 
+type AdminRoomSetOwner503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminRoomSetOwner503JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminSettingsGetRequestObject struct {
 	BoxKey BoxKey `json:"box_key"`
 }
@@ -6516,6 +6805,23 @@ func (response AdminSettingsGet500JSONResponse) VisitAdminSettingsGetResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminSettingsGet503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminSettingsGet503JSONResponse) VisitAdminSettingsGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6643,6 +6949,23 @@ func (response AdminSettingsUpdate500JSONResponse) VisitAdminSettingsUpdateRespo
 	return err
 }
 
+type AdminSettingsUpdate503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminSettingsUpdate503JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminTokenCreateRequestObject struct {
 	Body *AdminTokenCreateJSONRequestBody
 }
@@ -6737,6 +7060,23 @@ func (response AdminTokenCreate500JSONResponse) VisitAdminTokenCreateResponse(w 
 	return err
 }
 
+type AdminTokenCreate503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminTokenCreate503JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminTokenRevokeRequestObject struct {
 	TokenId openapi_types.UUID `json:"token_id"`
 }
@@ -6811,6 +7151,23 @@ func (response AdminTokenRevoke500JSONResponse) VisitAdminTokenRevokeResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenRevoke503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminTokenRevoke503JSONResponse) VisitAdminTokenRevokeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -13098,249 +13455,249 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L35cuM2lyj+Kij95ldtf5eSl16+jl1f3XJ7+aJJu+2x3ZmZm/RVIPLIQkwCDADZVrpcNU8zDzZPcgsH",
-	"4CaSEil5647/SdwiieXg7DjL144volhw4Fp1dr52YippBBok/mvvErjuB6dUj80/Ge/sdGLzD6/DaQSd",
-	"nQ41bwxY0PE6Ev6YMAlBZ0fLCXgd5Y8houa7kZAR1Z2dzmSCb+ppbL5VWjJ+2bm78+xEZzAybwegfMli",
-	"zYSZbo+TZA6PCEmo+zcxCyB6TDVhikw4+2MChHGix0CG4rbX8eqXK2E0d70Rvf0I/NJs+t0brxMxnvxz",
-	"q3LxWlN/HBVAVdzExRgITd96pUj/gKyNpIgIJREoRS/hlcq9sV63/PSN1UH+Qdz+BNOaYx2K28EVTOdO",
-	"8S8GjDud/28jw6AN+1RtuMHNPPsTqYQsw4TDrR74+NCcqwQ1iSD9YUT0mCmitAQapdD4YwJymq3Svtyp",
-	"ObrtzTfvFx/eASjNODWLOmKhBvlvOEdpuSc8nBIpblS6NilEZFZ+cExiyqRZJNzGoQgggVXVmoNsvk5T",
-	"aObW2LnzOkpPQzsUxCfD38HXneJGarZgsNAX/Bqkwtd2yNcrxoMd3ImH/x2w4M7syT0IzM/gs5gZlEvo",
-	"8G6prS6HSI22fsRC6PMAbqupb7M7pAoCwswrhHEtkEtkhDdiIagakjPPBvjlIpbBoknU2fkBUc7+vZki",
-	"HOMaLkEixv0olP6Eg88u1DxBvuY1ZmhjofQA/14WwrgUs66fYNoPqrHmCqbItGoWcQXT1fnRRxYxXZ7+",
-	"lF4CUexPIGsxvYRBaF4bBDCik1B7xA9pFENAtCBbvV7ujYjertfxDXyjU7k8xvW7N53Kczu2+DJXHDqc",
-	"Wh0aZ/DHBJQuzVk+m/6B5UgpQluh6FMpmQHMGIi0g9Wcnns6uL+1CxHNhZLjNCtOcw5KMcF/BBpAhXy5",
-	"kJSrWEhNlH3RYPEuuWF6LCaaMI2g2Tvtp9iNpKfwZ/dJCrGxnSTdAeorQ3HbdYuok0Fb2wtF0J2BgooF",
-	"V4A61wcauMM3//IF18DxTxrHIfORFW78rswevzYk8UMphbRTFWHU//Tz3sf+wWDv7J+fjw8/XRjWv//5",
-	"7PzkbOAe9Qx/3Rd8FDL/ERb06eRicHrWPz488Mjp2clR/+Ph4OTzxcHehfnl7OTkeLB3tv9j/2f85+HP",
-	"/fP+yafB/smno4/9fVx+/+Dw+PTk4vDT/n+mv+MmkL8c3voAAQQPv5OP/eP+xeDwP/YPDw8OLRg/CX0k",
-	"Jjx4HDAenXz+dDA4ORscnZx96B8cHH7CRZxRDQiKxwDC2d7F4QAhcXhA1iRoOaXDEJAxW5JClD8zD7p7",
-	"I11Fx+fgCx4ow+FvKNNkCCMhDU/Tcsr4pRt2QM3XA+VedhxxKILpukduxsAdWctrkOSKixuU99n2Svwe",
-	"OYwWkl7CEWXhRMLDg+v84uRs75+Hg6O9/sfPZ4c7hAs9Nnu8oYrcSKY1cDzEz5xO9FhI9udjnOLe54sf",
-	"cU2G6G7GVIMBooGnTycKkhVdUxaa0334BV0YEj/bO+t//M/B5097P+/1P+59+Hj4DWLYZ64msRFSEBxD",
-	"wOgFvvTg8Mt0gleK7Nu5umZuY0tzoYngYI0cEYPEuUkAfkglKLI2KzWMjUCV4GSS7WYQme0MzKbXeyiu",
-	"3arQreBfnUy0L6wOTIOAmRloeCrNdJoZQTiioQKvE+d++tqh/hUEA6oX7fyCRaA0jWKDmvaj4XTghLrR",
-	"PBYrGEbwGytYwR+LbRSfRTQ8T79UmuqJWvTZnn91bl+0OkCiCf2Smzkdy8v2Xr2jL+kORGoXZTPsfO0A",
-	"NybJL/ZjM0gogQbTgf33lwoA7AUR46jptD2mxCnUBMw+lcFAwjVDPaotqH0JVLfHiQI9fC0vCrjhIkHu",
-	"2VCIECgaoZnNVfVpSJUeKADedk0hU7puytrZYinQQjVG/TLwkyKsGngGIXNePmdr5u3OBFjpFtywRTCX",
-	"1zp79oXTrMTnFCH38cU+jydtcXPm5OcBa5/K4CD3+uzRL7aq84fqTNZ0WfWH3GTcBJYabhdi2al998K8",
-	"mjvyRVs/M+/NYkL+3PF/Tc7pDBTuvD0TWchDMxZlOH3M0GtZlvBjccOJ4D7sEsHDKWFakTFVY4I+RiEh",
-	"6FXxJufYaGSOluil42WOkWRl86H1kam2UGIaouIfzcHlVkKlpNOyDMLx5q/3cxw0psKI8fyvW7Mbmctx",
-	"61njXd0CP4jblqA0MrehzErc41UceUmJNHf/texfgdaMX6plBejMoTsQeDn/f4nHl6dsxrc/iNvluXYO",
-	"4E2uHTKIFe4DNhfRbTLNvE08DpEa9F2RRD+I20cj0Obgrl7rvhloEmfa6nK4UaKPAEKw1gj6NlUjX6/X",
-	"GVmLv+nrqPIBWlu1GqGctFYI5YQ3XYGxEhYL9QzIUIv6yVhu+goQ5sBTi3s/itZEsiTfRIWkqUUXF6mw",
-	"9EKR3Gr5bpVOlFeOzTzNmKKB0/Jc0e1nHqzMBP1T1U69nNlfbldzN/I4nBFRa0XWaMZowxuXB/vsuubB",
-	"0F3HP5ihvRyBNdaBzU6vxRIOGikmzi9Xod3loZep07moE/txM3L7CabLU1u2zEWm3N3C+ZeziJ7MvFnq",
-	"jNxq02/nncrjsA6nG67COZwtfQ56GRRqba3PLA6/r13bmRBRa4eqZtcwiCAaOk95A2VjWUnNDCpOB8Zq",
-	"GLKQ6YXq/I/2i5+zD+bZQuKGgxy0YonJRXSTd5s5dc0Z1Hh1s1tvJ1BnFpzz9VaAyps9q2Ycz6zncYgL",
-	"sW9F6kLogT4xgFmGvrLwvhKPTMBMhCRDcdt1ATYYRShGGFaI8CUWvoZftgwDLDtMzUJq93ru7Oh7tHZU",
-	"bsh555VM/TMNJ6AeyI/gjIkKb0G6zIWwWV5Hg9sYfEMcS98stAXmKdX+uASJxXu9EFfAH8dWCukQwkrM",
-	"WVJz02btS3lI0y+TVTVjZwis5VW4FABF3vDvY2qjgXBVRmkaiVkO0MqdkVvmUprevZ+vTpDsfhTHezl3",
-	"u6bm529YahI3+VA2UjODf/Y6rHa5p5JFSyHqFRc3fOCPwb+KBUNRsixfnrOyh7uXweHTi4ZsHwtdVOmb",
-	"iRLldXwxcckJC2fct6/ijUHEFn/00b6V3ac1VM4T3VFV5CtoEgmlSTEUFYOrFaE8IIxfM40hFcojw2kS",
-	"do2hhk2ULXtylcqWW9RAywn3aXrvWIyKnEAWreLTMARpKJ5EGPJStUqix5QTewWza5dr/oE7NA+lmFyO",
-	"CQ1DFxMT5VhGzkXsYhUWi1N8rc9HovZaTaVBl8mxFXAsOZsyOFJkShGkknTTLIuFpFHKVZnEoaABBMV0",
-	"jwg0DaimZI1j7JRhs8OpBrW+QwJxw803hGkMTs19OUifCfPVjxcXp71OiR4LOSGlAz9IhsCx/3l4QTZo",
-	"zDautzaG4hbUxlenq91tZAOpja+FUe92MaCJ8UuzyEtJuVZJbJpZ0EK2mgUDVccw43NinhOqUhj25nHo",
-	"8iAGEaw+v2gMNabbb9+VR/kobkD6VAEZwy05/3Gvu/32XRrpZc7LIwZlJxoCQ7q5gK+bsZnd/GBndpkr",
-	"dQtgf8IAB6yQyexPjPvHxwXozolNL1DJTJKQszZzZ1BYQAqOKlL4YJTa5WK10vuQhSFqB6ApCy2epCHo",
-	"TaR18vrDxWjh/s+BB5k40lRegm7jZ5hVgWYGSNdSewC5BeQCuZRlhsHExgfaDJDf0eqpDOfKEr5iqjVI",
-	"g2z/9xfa/XOz+8MX9//ul69b3rvtu3+pAvc+lUFbjkjiyTBkPgmYBF8LOSU+lUGP5KOkjLJJORFDQ0so",
-	"czwMQoylECNDfiG7Bg5KVTC/x4s0WxQy9kBRYbUjLhu5VRmalS2+CglnA6HKSTrukLMfd0lqOxErc8nn",
-	"i6Pu+4ytFW2rzRp8O6WX8KC+K0Tqqqu/LD1xoUZGL8FlOTb3d6URVnXANOfUFopVQCzo3m1s0MZK+78q",
-	"wbNkvOUdLvS6vclrP2ob3Dvrmc1FsmS7rjy1zD6h10tZdsuCdXWHFgsgioUG7k+bxNL0s9eTVN48zMrr",
-	"mdHBZ6dbDM6lzNHHRLd6tEkHW7DLZeJbcl4Af0z55XyzrtZzgEkkl0aSooEXsNEIpKq21e7HC1yJGeke",
-	"KiEVUhadyGDmmrUjwgCUxjA0q/ukP3C4MX9U6TuFcJec3sSC0IW3cPOmDWep0ZmKG5xRnYze9HXL2/qh",
-	"Wl3Kpy6305oOb6mvw+mCLOxcnnYxgbusJpm3WmRa/2Rex8OcnfSeb9Vm747NvFV4Mbu23GkGkbPzq88v",
-	"UTvtTcI5hKOnuU1Ykfl6BvH8cUs8OmIQ2rwmS3S7hGoSAlWY4FNGk9Vi41vHlc8ccwMBY4HQTLYcJvbn",
-	"g9qss4vGAWqXs48VEzLkzWXWdbxc8mvH68xmv7rn5azOjtcp5MV2vFJab8ebSUc138wmz5rvKnJnO16n",
-	"mBFsvs2ldXa8unS8jjeb0FhJonlwthSMDpoLDwvBbgzAiZSwvDPd64wMQVV7n8RoBDxAF5lhMARf9Qj0",
-	"LnskzedSv7z+UukQCquLH5iB8ZHN6TcSHFwGcyPPUOoiqapnAmQ8iSjvSqABHYZmJg67xHoowR8Llwuf",
-	"OBXINQ0n0KsO/KKqyi5UnF7BAD1qEkaMQwRcG4veHF3PEnTeE5G4IQZf/vYv1fOUEjGrUivdi0kyaoWq",
-	"hJddIyFJIUPZ6EU1yLxr00GtFxX9fjQCMsOH6hzfq92tex01ubwEhXdjfo3/YYYPIWlkp58HSCVzuo2F",
-	"1EcOnTL+hPmmxsiUV4G44ZX0e8RC2PN9UOoMzChLRVSuKh250FB5vSk1Mc9aGdJvKw3pZg7DDBo1UUBp",
-	"jE8TGVYarZDHaX5nQ+fN4QzvN7jQgxEWGfBKwqh4Zq7aVit+GzkuVY6zZyoO6bTe/1W8AZjjkS89mnCX",
-	"L7j4OkvCCCRwH/BGiwvivhzgFbNH7CxGb7ZbqabXiay+Qy8MtpgEzTAzgClupu7Az6ChjjrrasULkJDx",
-	"q920cMAItD8GRexe645zxqih3dGXr3/33r2ptmtmz3puXFSLk69aRd0a3BkVITDWOlY7Gxvk89nHtM6L",
-	"LyEArhkNlUewDpA5/1iya6qBjIUti7NgD6sf/aLDrrgI+sj4FSrvWJ6KrOH2drO7RCPDvNJJ6zFE640v",
-	"kwv4dodcsG+/29os+0Tt24bJt+QcuSJaleK65b1Pwu0r9AOsPtAyCnRZzu51JmhVruZFKpRdmqk2Nrub",
-	"XIhobup63DLfP7gHPYcVT+BHPxJhKG4KgjEMUfXhGL1g4RgyvOmMJhoqBWI50rjgf1JjKlG8zqi3+POO",
-	"CxlVxGjSGAghjTnDISAukHeX/C7Mv3ec4ilFZJVITaV2F8xMEmefJOONWdzL+bzSRdixqvfh8k5KzARd",
-	"SkSJifSB9E8JDQIJSmE5j9PrN1g56fT63bpHgPpjvEYPXGAYF2S/f3BGJOWXoLDi4adzWyurR/a4+e5N",
-	"N6JxDAGOkYxNmMJABxw/+W3NRpURJdY9ooQZxnCvodAYc0ZJep1Z4GH1objbVSIn5WKvt/HlhKeV0XNG",
-	"lSzB7bMNE45BEqt7G0NgogDrhwlrFMyojxU1v/Ki7ddfb7c3u7/+evv3wy//q1K4pWt6Cl16lvAaaKl9",
-	"Y97u+VdPovlntnX58LZ6PepfDYZU+2MXhXVjqFRPJLc1A22R0VyxtyYMr2SfzQ95zxbotQLnktch5qMW",
-	"oftZKZ5FG0mGrl0zeu+fBAlCoAryHoEZTco8JiHS42zJSPtpRG+Tz3eJ4/vEPnL/Sh439LvUOHTODAJq",
-	"YYeeX72y4UQiuS2Zn/mb3qssTeA4xlI42U6dwMkMw14hmQTHsOV8i4J8wo2MzgnV9AerNdQXQ8qW9V2W",
-	"rLK4Drcxk6Bax52bj4MBhApuxiChukZAzhU5b2RX8jRzK1YQ9AemI6qudsgWOTj2yDYZoRaojPLlkTfE",
-	"KX8eeU+M8jc1BCZueFIh1SNb70hSdDNfHbVtqF2+UFey2LzXrQSYWmR9cC19Dlml60TPWMMkwCX1eix2",
-	"mhX6bvepJdYWy6xkGDPjzOy+6oRykRgV9emn5F/PTz4R+3rOpeS+9zq33UvRdT/+rgTvndGbHJZ/TEPV",
-	"Wxy+gohyzfw531WWw5i9AggZx/y3CCg3irhRdO2NA+UB/kuCttRkNP9UOydyEkJ5s/fi7r62aWktk9hq",
-	"Eq/y14duYC8HvarjPn7QFJP55UpWiTFskc69VK25mohDr5AZX1E63Bp29qVuJAL740hIcrx/WuWDXRjD",
-	"mOUX5uuRZWXIk5oAbpvVh2xs7FJwiE0CxbLP16wukvY4tc+tPlQ/SggjXTNEKgxb+Hixgj/lgjOfhok0",
-	"6xE3mCJUAmFRNNF0GMK8VIGFZkH2JqJsMB1EwX2WuwqKwTEtWgCgN7Slc2pUJfSckpB614qDLiSh8nCP",
-	"Frse02koaP48msoa1IYGWgzmr5ZPQlfK15Zlr3K02nEkBNSvZSVJafl7ArEC3sDYyRIFzRBjFPVSiOr0",
-	"GENR9h3sAyGVTshqlxgolHKlfMq50EQBuoDWXK1gpp33bxQKIbFRTTyRlxCseyRkV2D4n4MUqTiDqiSa",
-	"BWcwz4ucxy1vtuOIhWFG1FWEUHVy1chTgnBCoAvzOR1WPrjim8P+e/JNr6DDNrZg3arbX9I+GhtqioBz",
-	"dncOPMAEl+VKAqZCaUYjVySbn1cnYAVyOpAT3qwuaypxmt6kqXuK+Eu5fNMNNhcDs4Gd1d5Tm6qkrO80",
-	"+UbtGhYGVFt9wxdhSGMFxQzWlry95Gosry/PsZo4rWZxbCnXVQ5PqqRbO19rIZluFW/r7NY+xwmitIoX",
-	"QL84OTi2QU2CQ1X2KlmLJqFmMZV6wxxqN6CaepiLiibi/sc+Xmqt7xDzjiK/Yfzbb2RttnC9RyrJfpe4",
-	"cyURnZIhEIhiPV3HwX8zpPdbj1xkeZVYmIBeprdTcA1ySpRZqcVWYjAWBbK44cQX8dT8YRM2k18TzblT",
-	"dVG9qH3bDoIKgy3Mjl3SLv6A2adrW73e9tu3ScIoFySmemw3RPOprmuFyvsuzdQMuUvysBO+Bt21+aRW",
-	"HaFDhU3iSJJsnkv5jOitTezczaenuqxVC5cksdXmrNqBZzN5h4xTbJlU4WN0vLqB0J1h8GX3mfnVMthF",
-	"iH6vIuLYBbQh6pkj4l3EOrJm/4e3tENQLABCK5O6LQVs7H/sr3uEumOw8yUHkI8w23XVNAi40H6qEGer",
-	"hdPSttEcsVYEwM80ZAHVNhCyOgzqiaRepVU2E9an5cTXEwPO5JafrAXMQMLX2WnkhJfNJ1UQjtZXkVJz",
-	"ZHLOBYgMgXHi3s0hBLrUcr8GEOsxXrBnUUpdNBeuYIo37dZjtZSErzT0Zm6jEt84XoO6Ny17m4qJMXWM",
-	"neMlXegw5LWi62GDupAVZuCMNDKPFKHqyl6HWe98sOBcd83SbNEKDFuIJoYZhkoYOeJwA4L1e9RMisbU",
-	"0hpJQ2VkVmIr25DI6GLAYo0NggglfkhZZARIACG7diFuhtpC0O5iu+QIcmTWxuW/rKtnng71iF6TBAvb",
-	"bLlZaFi+QEBduO8syGfXswBhllTxjH1wX+pdIrr0jbCqnjdP10sZxqwMN6LPPESOaab0DJdDaZQV1TAf",
-	"mlP3NQnAFwHIpmpi0gQRi9jofFNdtFacGGbctjiSlCsb1/OiCz6CLrikGphU/cqHUe11/09SuiL9szfo",
-	"fvm66b17XR00nHPElNNhYvrHBIj16OySmCoDHzKk/hWZcJezWqmt5UpdPdGt0XJFy7y53Q7y5bRa1tiz",
-	"t6lZ8EJDVhvb9KmBY4tNi9G6AI4lboPT0I/SzF7FJmqBtETV3aFkMFohCy0NeZ2rmtu35l/otSt/2yB2",
-	"I7tUe5CSuXYV1WeRFnBrcRKrts9KCjovqPhj3ir3v5qzjQs37kxlEJe14AYia1KEVtIpTZPkQ4XWkTGK",
-	"1ltlPb17+/b1u4qDzzWjXcINvZyitlzaOZo8LRXKiubHLT5rXW966QzAZpRkV3W/+QmV7aGLN0wV0Kg8",
-	"xVz6Qi4qY0Emg9uUzeR3sEtLOXBfRLaIg5joS2H+/FKPww9+15TQyhPkQbipz6zdfK/eMtsuNA6nzl1G",
-	"7/uCZfXyCk/krGpKljbSsEbIVRU6SOmknYehiAQPceMRh9OG+r6LupCZ+GhEOdXcZ95uy6mxTqHDeF4f",
-	"Ylv5kwMEaoCNdVEaB+CHmEeTXOQMsB9qDf8onOBMFu59TCBE9MFohUtpkpZoG8jypemrjaZ4L0InVfzS",
-	"HeZWX4kMCQSXrxlPY4M41SwQbjHfx75C1ubpVevW2r4ZG+UMl0+YIr5NkNJCkLVkT+szKtj7rR+2F+ai",
-	"PrdCYBnUvEpW1ohvCRGt0tLVZmhkdhENw5NRZ+eXZhbSFy+XIUDD8L5vUu6p8ck9pEpdMw3QwA2vhS0A",
-	"DWSt8jYlc8pzoXPRUSverlTX9jXIgemG7ashtmnZkXQ5a4Wuj1ndv4zmzcz/uRL9vnDTRsvOQ63TtDwO",
-	"YqG6H1T55roAJadR3wWosvnPzOHnNMQy6OtQ1hZZUm2LiE3CkAT2Uwzanm2V41pHOCh6SKqeO+ZsY8kv",
-	"Bu0Tl4UGOyCJi7hR9sWv6DF7ZIqDWNhabQ/q1rPvLw+U+yb9drCdxY9G1Gcz3++thPID8wopVGVaxJ6l",
-	"nrTNAsYxYEbBLrHfZC0LiKJTlQYhS8BLrEhIaJytfIYjHnItp8Xc+Hy94FwDieL81VLjuTuDzSiWUJ6m",
-	"2mNbUr5fjTyVEauo43ZxS+k3bXf/CFZpLSqlsFpoXPaRVJ+oxsESinsxfPc+Y2DKy2mOVhaKy6WRL9Yx",
-	"P8HNrC6xop55DyjWXEH7yJReIsX8ka8TV9U7HlNh+O6uPuc2CzHDzeYmtvWBtTuU5TTdBwL+bEJmPUgT",
-	"WNrle526qychooe/M8oT/lNcHGU4WJXBSqU/Ztc1ibB53fLxu/ItQ5kLg2LqlcqGXXiq4JRvaraUr2h+",
-	"5Ut0L4chETFgXSOM9UprGtW2YltKruW+Te3qGnDl+6Iu2rVtrZ3+ulVRRiWr41QZ7RMxziJzJltVYUJV",
-	"UXHzh9msGqYY4b/EOvwx5RzCQW49Po2XWEkyUHITu3CUyuUAv4ZQxLDSnvK6X1otIl+NqX68d5V7qyy8",
-	"tMTCSrWdlhgjV5QpvQhYZZDl0LeUSzB/jO1FY2DmwRLrkFQnGxlOpNJLIG5uiDgt473MOO5OdjCcBJeg",
-	"G2Hv5vabqqFydtISMLFR1QNfcFu/0Z8uHmhzzkAaongFJnU3hxf/nFZWaVl0AkYjsF6rGGR3KG5JUl9l",
-	"12ZeOG49faXS8mnMxnljCguhxHw0popMuGYhOpGDiHHsbClZUFOjuMT2Uxrc2txcXK/J69x2BY1Z1xcB",
-	"XALvwq2WtKupbeudxJ13djqXGv6xhcCrkxS5md+8f/v3d5uNyrOVBUY2zrvX7988zB7qpUw6+/Zmsw3U",
-	"yJn8OTzUSeSaBlVD8PX239+9Lzc9uc0SCWIpgomvyRrTKWKu77q0GYfCDQvtVYvKdC0u5OIh4LBQvqaL",
-	"eP/uzUMdRq1MziBwrzOHGrCFxj+weOMxvT23U3qzS5oR7xlyvHsoUFSrBOmfbx8GDsa4w1Jhx/TWq1zM",
-	"LIvcfjgAVGgjGRJiFMtDz5tqMNm8DzNplcqTztmMh9aqPG3HqVN5siN/t7315oGEyoyWlEOzh5mvXq9q",
-	"c+Tz9Koc2N6/ef32zdt37UtAzgj4KuKoQtxKeVKEsTej/VQynhIDqMOSOg5exUarpX6tWlGjM9UBvvZk",
-	"F0m6OkKqoNEa5aHKT3GB9YtsB5zWDVEwZ6/snPldCb5DqM1xRE+erbFoy7TtkqShzg6RWI4JAqLhtroa",
-	"wCjtyjO3z1W+g8+dvfF4nHqeMZWa0bC+RMp9FEpyG/BSkBd2mC2i/oBP21fb28M0fNDEkJg5QOpKhZE1",
-	"jhnqkyjJGNxxpfzpJWWcaIH1wUKqsX4mdh9YLxs3T13HqrGLOHP553HJMOyuZug1LfsMFfgTyfT03Eyc",
-	"2JwR4xfiCio6he398/DTxYeT/xjsHRz3Pw0uTn46/ERcsBHaidp8Z2CIO0E0AypRtLjJx1rb4smXwHVl",
-	"Mf89TvAh2Tvtm7O1GcMuxDxXPMAXEdgmDYKnybj45SuFLWNI/1Q1WAsq787nW1zJvhAycHUESERZaKzj",
-	"kZBkr28nUj2CV7q2bKbCFuhkYngF2aAx27je2hiKW1AbX10W590GBpRoeoUlSwr73HUwrBrLPEhGLI6Q",
-	"Azs5xKoC2FAqK5zsUymZaxKHffYwP2SXvHvTHTLtaldgwEpgb4CIxQ9bz4LpEJKLa7P7vdN+J+20g+Wn",
-	"NnubGKUTA6cx6+x0Xvc2e69t17gxYlRx+QgQ8/MlINcztIYQ7gdmIvPqB3H7kSmdk5L4wfbm5gw/n01o",
-	"x5q7SEMLyw/m50EUmEHCMCS40p7Z3Bs7c9WA6Qo3PtAgl1n0ZnNr8SefOZ3osZDsT8BWrm+bzHNuy0sc",
-	"URZOJBTIGIOp8wT8y5e7L15HTaKIyil2K8ICOLdOjTF63S/2g84XIyWEmnMmNpg2yyT7IIJpgwOBWxrF",
-	"NuczzY/uaKBRl4bxmCaXOjudC6AR2cPf7ryW55iPS78r8kwtJ3D3CKhUhUaGc3G4MSB/VER6s/nD4o/2",
-	"BR+FzAqPN1tvm8yiJjF2OwqOIWD0wrBR8/H29uKP0So+dH0xHwXZLU5Yp2YFut95VZwpY9WuloG9Fqum",
-	"CJvFYjUbGoEGqWrzGbJXNj6IW4wZ+rICKQGnw9CgNypFrekln3/zzOjFiBlsHmpTFrCowyMTz5vFH30S",
-	"+gg7OH6nxHMGNkLc4hlWlWcK/1yWnjasyjRf9KOi4YT/CkT1kKibLbEGgZ1q+KxR9nE0jVQjV9Ywq0ac",
-	"TO8ow9LpxlhQcixuONaTtKXOmMqUXJuqgEWDMM2BKkLJmKqxUWLr0CzVZx6fe+daBHSGExYG3a2sEL4r",
-	"Je0exyHlHK2WpDKFLWfR+U8xIeahzWMU8qrXSar/px+1kws5qDydZMgtwsXGzSOztIJUYiw+b0HxopZl",
-	"ahmfOUFb192d4/LyZeOrDReTMCqqcEUMSl/CvhduLQMWoDsDs6NsN3emyMR2F3T1FVGVr2cqK6qE3sI3",
-	"cRZM238q9TG3zydmEwtYw4sS+cSkfohY5iWqo0eMhDMUNuH4V0J390PtG1cwXaBe/gTTlZTL1uT5kCSQ",
-	"bKaGCAw0XpTQDMlepUqCImscrh1vUOBL0Gq9hWJ6bj6moR3KFbpEd+1ISCKFxhO1buuS7tpzLZb+Ybgk",
-	"iegVKHK8f0pocA1SM2VLFNhG+fgi0UK4nF7UeVHJ8WqQe0WV9rGkT9KKagnhk27y6URPuoT5+imHm29A",
-	"I/2eFUyhxyBTEzLJir9HgRNn5QxdwmERDfrclxCh/TtTVjBriYCB+oXrK/MXtw0STs9OjvofDwcnny8O",
-	"9i4OD4jgJJpYBpMEaTKNTY1UEkpnppmnobriheegnz2fyFm6Eq4Z3JB4go3bbQnQHvngavf0Wlq6GQye",
-	"hI0kZTDncI6keqTDlxcu8vgO0DikPuTVh7hY2XMZJuKHQPkkzmmps10TqAbPFc7xyMiu3DYlCKnS7nbX",
-	"sYus66cbl/wuhqmrrYYJ7NtXz5PSJM/UzVpcZgWluBeITbX8i2u6ZyVMGAMNMYStNY6OhVrkpv9RqGfu",
-	"pU9XWMNjcZMv5pH10SMwmrnoa5DhCX3pLMalbm3/vbfZ2+xtdb6kvvPEtd5OOcj283Q2hlnDPPXAnNiL",
-	"r/sbUCIumTJGPLURadh5gmll23QQJSbSB9I/VUvz6Y2v6V3SwogFg1QP7p82k9i+rvdK1F5naxP/fIvs",
-	"qCUpPbW3eh45I2K8+Kqfjb6PB/JKrUicVzBVG19ts/O7DQnX4sr6CSo9imdwLSx2EaYIi7DnjIakvX9E",
-	"zU53CQ7D+CXRN8wHcgUQW7Pf3p3ZWYIB1fUewjO7koej/59g2g8ex/tdR1EODs/f+/YISG0gYWzYFe5V",
-	"sXVbrcV6ho3dbPeqG25EnSsbOVG7xLrZk25PQxEwW+qpAjeTCivP16RIV1iBdgiFF3NCuz5/c0yJZui2",
-	"8dXVAbrbcLVt6pnnnit+4+amEtAh2sWLlLWzk5Pjwd7Z/o/9nw8P0AmsgAfKc0W/bR10lRQ+tZ6W3wXj",
-	"NhekBlHdlA/IRrEMW3BK9fiRMLuWmQoRfWeWxoNTgkMPQhF690EEyFpr7xkSq9AyYEyRGUKpBPAcfD4H",
-	"fXLjosweC6GXtAzS65elw9zyG346k+AvRnPfp8lAlWKX3NH5K2UJcBl6Twq1zHe7JhVi/gnPWE1KFlmH",
-	"3MlW//KqOQ2skmRszQRmla7X6gjGY5CXLq/vkl0Dt+Eotl51eu2cDJwWAu2RfzeqeqnosEeo0dpDtJ7w",
-	"F2OJnh3+3D/vn3wa7J98OvrY37+okSHJmT9hQkyegmrKoGxtb961ExXFfT2dsGhKUzk/UmTQ40WIPHsh",
-	"gmSM2ptLxWVciyaMoSRTMAtY1dtJfaUw1dfFxeRSh8laFqDmVSdSrPfIXvaBIhHl1qS/NcYTuqI9l+vh",
-	"ISfykmty5eXQkzsrDbsvTYlPOVZ58rHhdJI4U8liEHyrp6CGdAhhZ6cjYkVCGmsRt9Qec+t4On6QW8Ti",
-	"IDSXlP+YnOA7pFOknpmU++ZUufEV/7+KM3iXVJZfYFpBaJuXCT5ilxNLOEhqjryGmUt0DBLmEVide7iM",
-	"WbifV4r0D7B2u/k5phhw4C5fkw13ZqkjT26Lytp+eRRKWuRIfgIKesau5AYEUBNBmRYgUhtfc9WIWHA3",
-	"JyBKAo2smovlgYgYYcEPW54IglwrfbL248XF6cb+xz4Kr10MrLYu6KQKhu391yP7Y/CvVK4p2itFbJkj",
-	"TZKTsHSkhY3MTGd5lTZWJYK7MM6kOsnawTHBKjc+iynXu4kDxsg854VBVznjeAuMTX1CIFjhfH3HAHfC",
-	"r7gRxf0DL5XUqAp4zsrMrdkQvaFvIQkXJBT8EsqNn4gYeTapKZ7IS+xiYxdPwxANBxsFTyMgn04uBkcn",
-	"nz8dDE7OBkcnZx/6BweHn3rkQNxwA2xs2GCnpJzs7f9k5Tn4QgbmZ/MnsLjq9imFXjLWA3qaXB3vH4EG",
-	"6BtaHKyarq65x/VvG38rcpqUkw0ZNxRT5mXVqUp5vELs3CX7dpqukYgoArRBuYBRYoY0mlKC/AbSY9wn",
-	"LjMp09LNdtQ9H9Ptt+/KhPVR3ID0qQIyhlty/uNed/vtuySw0FLamsJvk8y3BHEOLk7W07o6tLqxerKF",
-	"A6ZioVjSEnomBy9d5S4xmqIRHP/4tfM///Xfv3ayX/72D+wf+OrV//zXf5M1s5CU9M3jxktJegyWOAz7",
-	"E5P7kj2zP2Hg2ESnUlTNqTn3H9382XVPcI6qRjDhDZ0aklGcjUbzd3D3fZlw2w0+OKPaVtFcQbczn71u",
-	"BIFrykI6DKvkYVqkalYaJmwMWXZZEuXkYlJPbr5ozArh1V+0gp5I7mRW+jpRYyptKV3D0F0+gbKEzJxN",
-	"tYtSYaiMdMt9atMGqMpcPr92Nn/t2MtcyglEsZ4SW2GszNP304H++aCpBDPs/CE1wmxLdew6g94zr+fz",
-	"fZAZOkkzPDZKWnZEGY05rLfe0qoLsn0RxVRCl/Kgq0DvEEWvwXXsK7lCCfwxoaEjNKcTps/WHImYL7nR",
-	"Q+GWKa3WPYK62g1TUPaaWopyY+VcsZ+Ec9ORPdfAt6ogpqFlA1Tqa6xVOY8Uz+mD3kpX0eKSjpgix1Ma",
-	"YtsRgaorYzxK5sooVvT562xW9DLb6ZgzbRPsW4TakzhzikuY78ox2wtSRHwpJzbjAPpuOJ4NQ5yR8myE",
-	"VkD+bmbCbahoUMkI5+kagl+DVDRRyiu1jT3luxZ9SXVhBX8Qhda4De9BY3TNWbMFQzpDHmfZEiGLb6CZ",
-	"zKQLG+OQqCmK01iNhSYKIso1811kWa526kahWu1uYnMq66/GDGxUlCAgWCu1Rz6hB2Bv/6cK1/J+DhZG",
-	"2Dwns/QAlHbVR/9tArLRJIjcTV5Myss+pDrliuFiUd8KpuYeq+/tkuo7Ur0clQtpKLbAN9oaOAGT4Gth",
-	"W9BVcpx9qqDLuAKuGPqv1GRojWASUe0bPmHr8mCRhRDI2v/vkQG6oH79FaP+QqZB0nAd29UQW00rqWAX",
-	"5AqRoUI5FLe7REhb13s4JWu23l1SB2h9N6krbRlNmXUcJDs6ByqxQeHjcY6ZhqqCd62tpuFWEy3IiGEY",
-	"QAFeqZv+D2QmqZ8++We9kz5iPHGebFVUkf62mNI+lUEtRzJ4ZhAungxD5hOfyuCFPT1L9mSJzhF5QtvD",
-	"aQHjc0wqYz/NuNSGgnA0p3zYjEFpeJNBlsyGRBaEbMowqNzH7mpC5r05zsg0I/TIvr20s8pdysWSfc0t",
-	"8pCyJBuvcm728E0Yg1VG3lalkWdghMUS04NxJQ9tgQjnh23GCirA9TRWIJVBrcOJyuBbyw57sRYfiwta",
-	"xCXihudF1ip872uiANVfyZ5wqFauXqn8KnrkM09ecwXgAuclw96Ehi9mt52q2V1kPct7VCd0wwI4j5HA",
-	"MY955E/jRYt5rkaW4LAa9TI+FLf1nhydlAaR4sb5U3zKBWc+DdN2R17aEXTEQiNtJlwCDXbT632aeFrQ",
-	"x5KEPThPixQ3SbJftZ+lb5b4wKUXyzRaZe7Y7XWa6gi48CP7zV07p4396tt03eC268wkfIjY9MJVniNX",
-	"wURMZAqEFog/x1osz1jMVjaof1UfqnhM5ZUiW71eoQmeZTSGfSQ9iaS4sWlpY3oNZAjAM96BAVZMpaXw",
-	"jF7gohYxjt/ebdtQqF1kloxjK8IkwEnC7+Bra0rdjI3JhSupYUJ7/tW3YROVbR/qX6HpgwczUPCHrZHx",
-	"947X2XrfoixGAocnMXaSyesvu05Bdg3CiIn2RfT9+YdfrJ0l+dqeb6yFEIJLcOxtWabmh5RF9WwNuxkr",
-	"MokNc8KOlU4d8siEO6aEPG6WdxnVyCYfuaQjsuaHNIotmyv18FwvBFAmN1k1jGsf1/yNsi4EuG1ykQcP",
-	"5mR5HQRxZ+et10GHfGenI8LAUXELroIQejqmhtPXs7WPGd68cLQXjmY1NYMTjrdUcpR2zA3pqL5Ui+sP",
-	"yUdC+hA4xpaWJCuliiJzEujssQ02s0t5oP64Rz4BoGFotbErmJLhRBMuSCxZBEGyhzI/w0N5tlnMdnV1",
-	"PhUL48el4O8D2Q9HI7CZCRaGabB5oU5MBJrOx/IIajH838c2W8OXEBi7h4YYjGL+9ClWd1EroO0xPFeU",
-	"PYb6+wMXcsMQIHr6grntMbfvYJdgrAEq45elWvJNcNcFS9RXM9IiYj5RjF+G0A0ydxLWLdohSRd+ZX1w",
-	"esz4pWdLxmPirsrnanjI2YtOgLThUpK0hD8yjqxeS8oV9W0Diz3MiehazPFpSCTEQHUCBYVd0V8pbKGt",
-	"dJofkoSD2T706U2nrQlGgolFcuiRvVAJQn0fYq1INAk1i6nUGyMho25ANc3Cw7BFu3lIfmNGv/stlU1Y",
-	"JN0+MX/+RtZqksM8MpMcRnnuqS0WlewgolPrqUiD4IcimA6iYL2KKeA358CDb0M5d1vBiBtOpllt/dMz",
-	"8mb7f3eQiyRIZz64Yty87UoZuZJEnZ3OD8Pt4J2/Bd2tra2t7hu6Pey+918H3W14M3pH3w83/S0k6LI1",
-	"EKlLtAUii5aD5M4Jiej1aMvfpm+g+374Q9B9Yyb4YbS52d2i28PX/pvgLbwbdTIALPNxY7Mid7iJXeF1",
-	"KjDVttTyRcD4JeYKua4Q7lQubMjM3zb+hvDgLka9+LR0bHcY/Zyemx2zs1bIhMQKx71QXHqWCGwy2A6p",
-	"yL/aIelyd4lLtTJj5nOt/vFrJx3x145XyETbweiijTikjK93ctvIEArbt5rvSSgue7WYFCAegc9iZo4u",
-	"OcDOTrPjq0Wp7RZ3/7mT/YzM4rFNxtwCFsR9W1GXXr+sYf4lCSBkqM+jab3+YlK+mJQuMIoHhJKDYxsF",
-	"hXnHiGmtQzaTtzaGSahNXTss7rrP4M29ow5CjVIRQGy0BK7JwTEat9anpqm8BK3sZUHCCNRu6tlPxii7",
-	"9h3X94xoTt62oxFsCPs7xhERGgr+QBrGTtq6h+tkamzWgybNTV6rIL6Ip3NVhg8I2m9MbzjXlAeT2Ch6",
-	"b0nE+ETbqq5lroyYg6K+zO4fWF4jZJ+n0JZgmFYvDkb3JrWzIctiO7/GOBjVyO4557e98vktfYBPLptx",
-	"FfPvqhwPeLmuepHEZUlsJMjBsZF5ynWNdG3wl5bGX5OErHkxetb1MxPkQ9goXz3EWLnoeGaacHFTF+pT",
-	"uODCvNfcGGOqnCGdeRjwK6bnJ145EntmUXtuVY8Rt+emqtP63ZG9BNg867C9lVXrPDFvGHnetZJczaVs",
-	"e2xEQeIFdCoFEdwVi8FBdwnlUxtxm9ArfoK+LqetlinziIVwhsM9erxeO+r8xkLqMrjWxdXZpy9Bdc83",
-	"qA5tQWNPKkUSQs1oH6tdLkv4auMrNog1NvPt3YYdvbbi+x7hgncdH0h182RNmSlql6pFZslKGIEE7oPN",
-	"4k5ZxSRWIDWJQZK19PbAfOG5UUGuVzOLPZzEIu83zS7MZvoG/KtXqS+bUhJiNITtNQhG8xmwMURDrwUP",
-	"yYP7SYJdMkZWXzcRrdEXQ+jFEJqmci3HjOgMK2rHQ/Gavt4duU/D0DbE6pGTGLhCRygWjXBeSmfL+GOh",
-	"gJOh7baPN5+4zrW0jJ5jOc4/4xEIFWBRSTeE+8V87vorJRF99srTJWp6hXpdSP+eLYPskZBdg2v3a5v8",
-	"2vASZzvRLOLRPLa3vRXlFW1fbwOWb8KViElfg1yto1za5+sW9ZjTbT9NJeZ0+gUXOLnA9uzOnnAkc0MO",
-	"FjnJjZBX33uZ5u+Eoxm+krGVYoWyYCLNcBURfI2q8yTNxZuUAaxpTF6IKtZjqos+nDFVRAwVyGuwgSCu",
-	"x7xHbsbMH2MHaanI6dnJUf/j4eDk88XB3sXhQZntuDb23035vwVt+ZM0/RlovxQCfLxCgJDEGtW34m9E",
-	"ZE5y1XtZ+twXkeHSa1RdQZAP/AKJ9azERF+K3BtOjUjeSGawN4x6DEymCBSAH1JLRyotMyN4ancNFPzh",
-	"kfKNS4X95fDpWWRW2mxVy/Lqi8nMI0C3m4N0oLtysZsTHk4tP8uBsa62jTO2Ws5/br/65krbuOXXu5cs",
-	"Sr74l56tfykZJWUfOcaW/tSIs218TeLj8o4mO35QbzxZ6x0/xGKTiWPJ0poxQpI4TptHXi6Do7MRSCGT",
-	"wEzoGp+HU/RHZRdUEuJwmgSOYhRJPhC1juudud08I5+TW1nVPdLKYRcnnDCsw9y8Wo4577LXKXZU0Iqr",
-	"OGA/iaVVXMJ8aysnFXKRznE4fXFHvRhvTpdENLKOKEeX7fns3KbYhcyLQjsONWaxcn3dbX1VbDxslUHL",
-	"VEciDMUNiTNPvXndtitOKD5VG4dT4iKyK9jkqi21H4BBPi+FSYioVluyzaSxjmJ6QC+q07NVncQNTxqA",
-	"F88sT9pItFglvtp1jB3VVFr29IbPGnZkrUDN69lkab54PrbV1SVcc7S+3iM2WJaLLMCjimrTPnffgDM3",
-	"abNp2ZZRMcKw43XGTGkhpwPsccRCPMWObVZRraoIEbnqFgaasFxSiLP7JGCaeffNdgs9J4X70+g46fSL",
-	"O/plpbdJIKcDOeE7NkRaTMKgO3T9psxzMdGkf6Be0gNelB/LKy2KlTvTJ6xxkcqT9aSvVX4OQFMWWj5M",
-	"ydAcMtY9UNrwTwVgY5TobV9DpNYxXHC2a9kuoUUFCSAXu+SWYKuieu4FmXKM5JdgQDWuwlg/NZz2mQUg",
-	"lrrkPyC3cef0V2pC/x05w5HFBzlSswS2EklvoJEx36pxPmxrjmQGdkV7HMycXd/FGGO8ERtOZ2whcjOm",
-	"Gi+6jfRyGgPJNIZqkv1gpv4L0y3uv45q8VxeyPZZ32Eh6VpSa26b7MWxzbODW03WKP5rEAVIgrnKd5Ys",
-	"JSRyd8eITXf/FNFbW8d/fa73dtbTwG29DJ5vZrrr3LmLDBnEVVul+FmT65K2T3oMnZ3Or7xLjiTAn2D0",
-	"DakVOZIsoNM6j+12dcaVAVibLlYzUH4y22UxV8qVMbdwezFKXowSW9gP0SFptTyXPbZQZhKHxNdGPQGL",
-	"V/wYVJP6X21CU9YhGrta7ZJYChW7kkZol6xxQYbUvxqxMPRsQ+RIXNPQjI19ArFoTJIrtV7NMo/ssr9D",
-	"bll3b5V6jlw9EFXJGe1bbVmjheaTcUU7/XyPToZoLwzxhSG61FHr0C5dBa3GEa1bpP72/+SGg0RW1iN9",
-	"59R2LmwMIzR6JfamsXwwTO05IVNvjTPtqnmbHfR75G1lfsX49ar+7FaczsL2yTidnX4+p8tfdUY0eOF3",
-	"L/zOFdhD5El5jbgP//TG74Lxel53OuNdtkXhhoA1HBK+Ro1R7C7gnVFH8QYmu8y3ymA1u/tXs4K/BLMz",
-	"sG6jmvWTEfSTMazj9AjnM63sqF/Y1Qu7coXofYh1EiaQSbXV+FUI9HqOcrZnWRIXvCtyetoZXIsrsO02",
-	"7EWAmGilqeVuoa1k7yIrcbmOp+0SCYZqk1SkhLNlu6kJKIJHbTH/lEwND+SFq71wtb9MMfrr5SID9Bi5",
-	"T7PSREfSMCFOKPfHhb7wxKccbyu4uLHxLHZcsyDtctrikLks3lwRIwUYBFDoVI+NJHbJmAUB4FygtJAK",
-	"TVgJAfU1VERMXuCEz60R/Ldd98TC9LS21hEecfTSC/7594K35Ni62FEVd9iA26S+SXXTQk6ys/JsHfIk",
-	"ksgfT/iVrV7iGARVxOAkEYYfyKtA3PBdrKzIaGivOqlr405uxiwEwrgBTwhVUUEWIw9vn385k8r2hkJG",
-	"VC+dgWe3fWQHuXtWHMSdSAUP2bMo8cI7nmXXj1tb/COhVTyqGh6Co8rrhNYmMuzsdMZaxzsbG1vbf+9t",
-	"9jZ7WzvvN99vIsK5Icr1iG2e+1AIrbSksVeZIJ+Vn+jlEkZd9nA57zTtAYFlHGpamRQaQ+SGxcYQ5TH3",
-	"gohxZtZoS70i5/TIWCitPOcN8zDTw0uWbk28pFdPj+AQyvVezYtSMhQBs3V53SKoebViFadZ71ncSKGn",
-	"fm82v1e4bqYV2RI7OavCK99dqCyPJT+s1S/LQx4cuyopuR61vuAGO5wL2Ya+oHApwNohVAW8C40wvLTj",
-	"modFKm39FTSYc8PZtkvlsQ5vDTtjFTmbSUgOk4VM7/yWkxSj8rBHhcI4Loi2UHCsV+hla/b55e7/BQAA",
-	"//8=",
+	"7L3pcuM40ij6Kgjd70bbcyl56aqaajsmbri8TGu6XPaxXf19352uq4HIlIU2CbAByLa6whHnac6DnSc5",
+	"gQS4kxIpr1XjP90ukcSSyEzknl97vohiwYFr1dv52ouppBFokPivvUvgehicUj01/2S8t9OLzT+8HqcR",
+	"9HZ61LwxYkHP60n4Y8YkBL0dLWfg9ZQ/hYia7yZCRlT3dnqzGb6p57H5VmnJ+GXv7s6zE53BxLwdgPIl",
+	"izUTZro9TpI5PCIkoe7fxCyA6CnVhCky4+yPGRDGiZ4CGYvbQc9rXq6EycL1RvT2I/BLs+l3b7xexHjy",
+	"z63axWtN/WlUAFVxExdTIDR96wdFhgdkbSJFRCiJQCl6CT+o3BvrTctP37g/yD+I219g3nCsY3E7uoL5",
+	"win+w4Bxp/d/bWQYtGGfqg03uJlnfyaVkFWYcLjVIx8fmnOVoGYRpD9MiJ4yRZSWQKMUGn/MQM6zVdqX",
+	"ew1Ht7355v3ywzsApRmnZlFHLNQg/wfOUVnuCQ/nRIobla5NChGZlR8ck5gyaRYJt3EoAkhgVbfmIJuv",
+	"1xaauTX27rye0vPQDgXxyfh38HWvuJGGLRgs9AW/BqnwtR3y9YrxYAd34uF/Ryy4M3tyDwLzM/gsZgbl",
+	"Ejq8W2mrqyFSq60fsRCGPIDbeurb7I+pgoAw8wphXAvkEhnhTVgIqoHkzLMRfrmMZbBoFvV2fkKUs39v",
+	"pgjHuIZLkIhxPwulP+Hg5YWaJ8jXvNYMbSqUHuHfq0IYl2LW9QvMh0E91lzBHJlWwyKuYH5/fvSRRUxX",
+	"pz+ll0AU+xPIWkwvYRSa10YBTOgs1B7xQxrFEBAtyNZgkHsjorfrTXwD3+jVLo9x/e5Nr/bcji2+LLwO",
+	"HU7dHxpn8McMlK7MWT2b4YHlSClC20vRp1IyA5gpEGkHazg993T0cGsXIloIJcdp7jnNOSjFBP8ZaAA1",
+	"98uFpFzFQmqi7IsGi3fJDdNTMdOEaQTN3ukwxW4kPYU/u09SiE3tJOkOUF4Zi9u+W0TTHbS1vfQKujNQ",
+	"ULHgClDm+kADd/jmX77gGjj+SeM4ZD6ywo3fldnj15YkfiilkHaqIoyGn37d+zg8GO2d/f3z8eGnC8P6",
+	"9z+fnZ+cjdyjgeGv+4JPQuY/wYI+nVyMTs+Gx4cHHjk9OzkafjwcnXy+ONi7ML+cnZwcj/bO9n8e/or/",
+	"PPx1eD48+TTaP/l09HG4j8sfHhwen55cHH7a/+/0d9wE8pfDWx8ggODxd/JxeDy8GB3+1/7h4cGhBeMn",
+	"oY/EjAdPA8ajk8+fDkYnZ6Ojk7MPw4ODw0+4iDOqAUHxFEA427s4HCEkDg/ImgQt53QcAjJmS1KI8mfm",
+	"QX9vouvo+Bx8wQNlOPwNZZqMYSKk4Wlazhm/dMOOqPl6pNzLjiOORTBf98jNFLgja3kNklxxcYP3fba9",
+	"Cr9HDqOFpJdwRFk4k/D44Dq/ODnb+/vh6Ghv+PHz2eEO4UJPzR5vqCI3kmkNHA/xM6czPRWS/fkUp7j3",
+	"+eJnXJMhupsp1WCAaODp05mCZEXXlIXmdB9/QReGxM/2zoYf/3v0+dPer3vDj3sfPh5+gxj2matZbC4p",
+	"CI4hYPQCX3p0+GUywQ+K7Nu5+mZuo0tzoYngYJUcEYPEuUkAfkglKLJWvjWMjkCV4GSW7WYUme2MzKbX",
+	"B3hdu1WhWcG/OplpX1gZmAYBMzPQ8FSa6TQzF+GEhgq8Xpz76WuP+lcQjKhetvMLFoHSNIoNatqPxvOR",
+	"u9SN5LFcwDAXv9GCFfyxXEfxWUTD8/RLpameqWWf7flX5/ZFKwMkktA/czOnY3nZ3ut39CXdgUj1omyG",
+	"na894EYl+af92AwSSqDBfGT//aUGAHtBxDhKOl2PKTEKtQGzT2UwknDNUI7qCmpfAtXdcaJAD1+riwJu",
+	"uEiQezYWIgSKSmimc9V9GlKlRwqAd11TyJRumrJxtlgK1FCNUr8K/KQI6wYuIWTOyud0zbzemQAr3YIb",
+	"tgjm6lrLZ184zVp8ThFyH18c8njWFTdLJ78IWPtUBge518tHv1yrzh+qU1nTZTUfcptxE1hquF2KZaf2",
+	"3Qvzau7Il239zLxXxoT8ueP/2pzTGSjceXcmspSHZizKcPqYodWyesNPxQ0ngvuwSwQP54RpRaZUTQna",
+	"GIWEYFDHm5xho5U6WqGXnpcZRpKVLYbWR6a6QolpiIp/tAeXWwmVks6rdxCOt3i9n+OgNRVGjOd/3Spv",
+	"ZCHHbWaNd00L/CBuO4LS3Lkt76zEPF7HkVe8kRbuv5H9K9Ca8Uu16gVaOnQHAi9n/6/w+OqU7fj2B3G7",
+	"OtfOAbyN2yGDWMEfsLmMbpNpFm3iaYjUoO89SfSDuH0yAm0P7vq17puBZnEmra6GGxX6CCAEq42gbVO1",
+	"svV6vYnV+Nu+jiIfoLbVKBHKWWeBUM542xUYLWH5pZ4BGRpRPxnLTV8Dwhx4GnHvZ9GZSFbkmyiQtNXo",
+	"4iIVVl4oklsj362TifLCsZmnHVM0cFqdK7r9LIKVmWB4qrqJl6X95Xa1cCNPwxkRte7JGs0YXXjj6mAv",
+	"r2sRDJ07/tEU7dUIrLUMbHZ6LVYw0Egxc3a5GukuD71MnM5FndiP25HbLzBfndqyZS5T5e6Wzr+aRvRs",
+	"6s1KZ+RWm3676FSehnU42fA+nMPp0uegV0Ghztp6aXH4fePazoSIOhtUNbuGUQTR2FnKWwgbq97UzKDi",
+	"fGS0hjELmV4qzv9sv/g1+2CRLiRuOMhRJ5aYOKLbvNvOqGvOoMGqm3m93YVaWnDO1lsDKq98Vu04nlnP",
+	"0xAXYt89qQuhB/rEAGYV+srC+yo8MgEzEZKMxW3fBdhgFKGYYFghwpdY+Bp+2TEMsGowNQtp3Ou506Mf",
+	"UNtRuSEXnVcy9a80nIF6JDuCUyZqrAXpMpfCZnUZDW5j8A1xrOxZ6ArMU6r9aQUSy/d6Ia6AP42uFNIx",
+	"hLWYs6Lkps3aV7KQpl8mq2rHzhBYq4twKQCKvOE/p9RGA+GqjNA0EWUO0MmckVvmSpLeg5+vTpDsYQTH",
+	"Bzl3u6b2529YahI3+Vg6UjuFv+wOa1zuqWTRSoh6xcUNH/lT8K9iwfAqWZUvL1jZ4/llcPjU0ZDtY6mJ",
+	"Kn0zEaK8ni9mLjlh6Yz79lX0GERs+Ucf7VuZP62lcJ7IjqomX0GTSChNiqGoGFytCOUBYfyaaQypUB4Z",
+	"z5Owaww1bCNs2ZOrFbbcokZazrhPU79jMSpyBlm0ik/DEKSheBJhyEvdKomeUk6sC2bXLtf8A3doHkox",
+	"u5wSGoYuJibKsYycidjFKiy/TvG1IZ+IRreaSoMuk2Mr4FhyNlVwpMiUIkgt6aZZFktJo5KrMotDQQMI",
+	"iukeEWgaUE3JGsfYKcNmx3MNan2HBOKGm28I0xicmvtylD4T5qufLy5OB70KPRZyQioHfpAMgWP//fCC",
+	"bNCYbVxvbYzFLaiNr05Wu9vIBlIbXwuj3u1iQBPjl2aRl5JyrZLYNLOgpWw1Cwaqj2HG58Q8J1SlMBws",
+	"4tDVQQwiWHl+2RhqSrffvquO8lHcgPSpAjKFW3L+815/++27NNLLnJdHDMrONASGdHMBXzdTM7v5wc7s",
+	"MleaFsD+hBEOWHMnsz8x7h8fF6C7IDa9QCWlJCGnbebOoLCAFBx1pPDBCLWrxWql/pClIWoHoCkLLZ6k",
+	"Iehtbuvk9ceL0cL9nwMPsutIU3kJuoudoSwClQZI19J4ALkF5AK5lGWGwczGB9oMkN9R66kN58oSvmKq",
+	"NUiDbP//P2n/z83+T1/c//tfvm5577bv/qMO3PtUBl05Ioln45D5JGASfC3knPhUBgOSj5IywiblRIwN",
+	"LeGd42EQYiyFmBjyC9k1cFCqhvk9XaTZspCxR4oKaxxx1cit2tCsbPF1SFgOhKom6bhDzn7cJanuROyd",
+	"Sz5fHPXfZ2ytqFttNuDbKb2ER7VdIVLXuf6y9MSlEhm9BJfl2N7elUZYNQHTnFNXKNYBsSB7d9FBWwvt",
+	"/1CCZ8l4qxtc6HV3ldd+1DW4t2yZzUWyZLuuPbVMP6HXK2l2q4L1/gYtFkAUCw3cn7eJpRlmryepvHmY",
+	"VddTksHL0y0H50rq6FOiWzPapIMt2eUq8S05K4A/pfxysVrXaDnAJJJLc5OighewyQSkqtfVHsYKXIsZ",
+	"6R5qIRVSFp3IoORm7YkwAKUxDM3KPukPHG7MH3XyTiHcJSc3sSB04S3cvGnDWRpkpuIGS6KTkZu+bnlb",
+	"P9WLS/nU5W5S0+Et9XU4X5KFncvTLiZwV8Uk81aHTOtfzOt4mOVJH9irVvYdm3nr8KK8ttxpBpHT8+vP",
+	"LxE7rSfhHMLJ83gT7sl8PYN4/rQjHh0xCG1ekyW6XUI1CYEqTPCposn9YuM7x5WXjrnFBWOB0O5uOUz0",
+	"z0fVWcuLxgEal7OPFRMy5M1l1vW8XPJrz+uVs1/d82pWZ8/rFfJie14lrbfnldJRzTfl5FnzXU3ubM/r",
+	"FTOCzbe5tM6e15SO1/PKCY21JJoHZ8eL0UFz6WEh2I0COJMSVjeme72JIah665OYTIAHaCIzDIbgqx6B",
+	"weWApPlc6p8/fqk1CIX1xQ/MwPjI5vSbGxxcBnMry1BqIqmrZwJkOoso70ugAR2HZiYOu8RaKMGfCpcL",
+	"nxgVyDUNZzCoD/yiqk4vVJxewQgtahImjEMEXBuN3hzdwBJ03hKRmCFGX/7yH/XzVBIx61Ir3YtJMmqN",
+	"qITOromQpJChbOSiBmTetemg1oqKdj8aASnxoSbD9/18615PzS4vQaFvzG+wP5T4EJJGdvp5gNQyp9tY",
+	"SH3k0CnjT5hvapRMeRWIG15Lv0cshD3fB6XOwIyyUkTlfW9HLjTUujelJuZZJ0X6ba0i3c5gmEGjIQoo",
+	"jfFpc4dVRivkcZrf2dhZczhD/wYXejTBIgNe5TIqnpmrttWJ30aOS1Xj7JmKQzpvtn8VPQALLPKVRzPu",
+	"8gWXu7MkTEAC9wE9WlwQ9+UIXcwesbMYudlupZ5eZ7Leh14YbDkJmmFKgClupunAz6CljFo2taIDJGT8",
+	"ajctHDAB7U9BEbvXpuMsKTW0P/ny9a/euzf1ek35rBfGRXU4+bpVNK3BnVERAlOtY7WzsUE+n31M67z4",
+	"EgLgmtFQeQTrAJnzjyW7phrIVNiyOEv2cP+jX3bYNY6gj4xfofCO5anIGm5vN/MlmjvMq5y0nkK03tqZ",
+	"XMC3O+SCQ/vd1mbVJmrfNky+I+fIFdGqva47+n0Sbl8jH2D1gY5RoKtydq83Q63yflakQtmlUrWx8m5y",
+	"IaK5qZtxy3z/6Bb0HFY8gx39SIShuClcjGGIog/H6AULx5ChpzOaaai9EKuRxgX7k5pSiddrSbzFn3dc",
+	"yKgiRpLGQAhp1BkOAXGBvLvkd2H+veMETykiK0RqKrVzMDNJnH6SjDdl8SBn80oXYceq34fLO6kwEzQp",
+	"ESVm0gcyPCU0CCQoheU8Tq/fYOWk0+t36x4B6k/RjR64wDAuyP7w4IxIyi9BYcXDT+e2VtaA7HHz3Zt+",
+	"ROMYAhwjGZswhYEOOH7y25qNKiNKrHtECTOM4V5joTHmjJLUnVngYc2huNt1V07KxX7cxpcTnlZFz5Io",
+	"WYHbZxsmHIMkVvY2isBMAdYPE1YpKImPNTW/8lfbb7/dbm/2f/vt9q+HX/6f2sstXdNzyNJlwmshpQ6N",
+	"ervnXz2L5J/p1tXD2xoMqH81GlPtT10U1o2hUj2T3NYMtEVGc8Xe2jC8in62OOQ9W6DXCZwrukPMRx1C",
+	"97NSPMs2kgzduGa03j8LEoRAFeQtAiVJyjwmIdJjuWSk/TSit8nnu8TxfWIfuX8lj1vaXRoMOmcGAbWw",
+	"Qy+uXtlyIpF4SxZn/qZ+lZUJHMdYCSe7iRM4mWHY90gmwTFsOd/iRT7j5o7OXarpD1ZqaC6GlC3ruyxZ",
+	"ZXEdbmMmQXWOOzcfByMIFdxMQUJ9jYCcKXLRyK7kaWZWrCHoD0xHVF3tkC1ycOyRbTJBKVAZ4csjb4gT",
+	"/jzynhjhb24ITNzwpEKqR7bekaToZr46atdQu3yhrmSxeatbBTCNyProUvoCskrXiZaxlkmAK8r1WOw0",
+	"K/Td7VNLrB2WWcswSuOUdl93QrlIjMYjsvVry/HAc/KP85NPxA6VMze5sb3ebf9S9N2PvyvBB2f0JkcB",
+	"H9Mw9g6IoSCiXDN/wXe1pTLK7oGQccyNi4ByI6QbIdh6IygP8F8StKU0oxWkkjuRsxCqm30QU/i1TVnr",
+	"mODWkJSVdy26gb0c9OpQ4fhR008WlzK5T/xhh1TvlerQNUQjeoWs+Zqy4lbpsy/1IxHYHydCkuP90zr7",
+	"7NL4xiz3MF+rLCtRntQLcNusP2Sjf1cCR2yCKJaEvmZNUbbHqe5uZaXmUUKY6IYh0ouyg/0Xq/tTLjjz",
+	"aZjcdAPiBlOESiAsimaajkNYlEawVGXI3kSUDeajKHjIUlhBMXCmQ3sAtJR2NFxN6i5EJ0CklrfioEtJ",
+	"qDrck8W1x3QeChosu6g63kMoRY20GC3eCZ+FrgRwYZaCgdaOIyGgfiObSUrSPxD4FfAWSlKWYGiGmKKI",
+	"IIWoT6sx1Gbfwf4RUumE5HaJgUIlx8qnnAtNFKDpaM3VGGbaWQ0noRASG9zEM3kJwbpHQnYFhjc6SJGa",
+	"M6hLvllyBousz3m888qdSiwMM4KvI5K6k6tHngqEE+JdmgfqsPLRBeYc9j+QTfsesm9rzdeturtz98lY",
+	"VFsEXLC7c+ABJsasVkowvbBK0roi2fy8PnErkPORnPF29VzT26itB049UKRgqxug7ebbXxHlYNF6i6xN",
+	"f1LWHpt8o3YNewOqrZziizCksYJiVmxHvl8xX1bXl+dmbQxhZfxbyRyWw6G6m6+b/baQoHcfC255a5/j",
+	"xUjUEIOAtnZycGwDpQSHuoxYshbNQs1iKvWGOdR+QDX1ML8VVcv9j0N0lK3vEPOOIv/CmLp/kbVyMXyP",
+	"1LKEXeLOlUR0TsZAIIr1fB0H/5chy38NyEWWq4nFDuhl6vGCa5BzosxKLbYSg7F4WYsbTnwRz80fNgk0",
+	"+TWRuHt1zu9lLeF2EFQYwGF27BKB8QfMaF3bGgy2375NklC5IDHVU7shmk+fXStU83epq2bIXZKHnfA1",
+	"6L7NUbWiCh0rbDxHkgT2XBppRG9tsuhuPuXVZcJauCTJsjYP1g5czg4eM06xDVON3dLx8RYXcon5V01y",
+	"5lfLfJch+oNeH8cuSA5RzxwR7yPWkTX7P/T8jkGxAAitTRS3FLCx/3G47hHqjsHOlxxAPmpt11XoIODS",
+	"BahCnK2/uFbWqRZceUUA/EpDFlBtgyvrQ6ue6Uas1eZKoYJaznw9M+BMIgfIWsAMJHydnUbu8rI5qgrC",
+	"yfp9bqkV7+ucWRGZBePEjZNDFjTT5X4NINZTdOhnUVF9VDOuYI6efWsFW+n2r1UQS96vxBaPblf3pmV9",
+	"czEzKpLRj7yk6x2G2NZ0WWxRh7JGfSzdVOaRIlRdWfeb9QYES8581yzNFsnAMIloZhhlqIS5YxzeQLD+",
+	"gFJLUQlbWVppKaiUb3NlGyAZOQ1YrLEhEaHEDymLzOUSQMiuXUidocQQtHOkV4xLjgS7uBhWNR8tkq+e",
+	"0BKTYGGXLbcLRcsXJGgKLy6DvLyeJQizovhndIeHEv2Sa03fCCsGeovkwJRhlO93cy2ah8gxzZSe4XJ4",
+	"U2VFPMyH5tR9TQLwRQCyrQiZNF3Eojk638QXNRl3RTNuWypJypWNI3qVE59ATlxRREyqjOXDtvb6/19S",
+	"KiP9czDqf/m66b37sT5IOWfAqabfxPSPGRBrCdolMVUGPmRM/Ssy4y5HtlaSy5XWeiZP1GpF0ryF3RXy",
+	"5bs61vSz3tssWKIlq41tutbIscW2xW9dwMgK3uc01KQys1eziUYgrVDldywZTO6R9ZaG2C4U2+1bi52E",
+	"3crttogVyRx1j1Ki166i/izSgnEdTuK+7bqSAtJLKgyZt6r9thZs48KNW6pE4rIk3EBkTYrQ3nRK0yTZ",
+	"UaHmZBSm9U5ZVu/evv3xXc3B55rfrmC+Xk1QWy3NHVWejgJlTbPlDp91rm+9csZhO0qyq3rYfIjadtRF",
+	"z1QNNGpPMZcukYv0WJI54TZlKwc42KWlI7gvIls0Qsz0pTB/fmnG4Uf3USW08gx5F27qM6s3P6glzbYn",
+	"jcO5M6XRh3bM3L+cwzMZstqSpY1sbLjk6gorpHTSzcJQRILH8IbE4bylvO8iOWR2fbSinHrus2i31VRc",
+	"J9Bh/LAPsa00ygECNcJGvngbB+CHmLeTOHlG2H+1gX8UTrCU9fsQEwgRfTBS4UqSpCXaFnf5yvTVRVJ8",
+	"kEsnFfzSHeZWX4sMCQRXr1FPY4M49SwQbjG/yL5C1hbJVetW276ZGuEMl0+YIr5NyNJCkLVkT+slEez9",
+	"1k/bS3NfX1rhsQxqXi0ra8W3hIju00LWZoRkehENw5NJb+ef7TSkL14uI4GG4UN7WR6o0coDpGZdMw3Q",
+	"wgyvhS04DWSt1tOSGeW50Lmoqnt6XuprCRvkwPTG7tUXu7QISbqqdULXp+wmUEXzdur/whv9oXDTRuAu",
+	"Qq3TtBwPYqF6GFT55roOJafR3HWottlQ6fBzEmIV9E0oa4s6qa5Fy2ZhSAL7KQaCl1vzuFYVDooekqrn",
+	"jjnbWPKLQfvEZKHBDkjiIm5UbfH3tJg9McVBLGxtuEc169n3VwfKQ5N+N9iW8aMV9dlM+wcr2fzIvEIK",
+	"VZtqsWepJ23rgDEOmKWwS+w3WYsEouhcpcHLEtCJFQkJrbOjz3DEQ67lvJiLn69PnGtYUZy//tZ46cZg",
+	"M4ollOepLtmVlB9WIk/viPuI43ZxK8k3XXf/BFppIyqlsFqqXA6RVJ+ppsIKgnsxtPchY2Cqy2mPVhaK",
+	"q6WtL5cxP8FNWZa4p5z5ACjWXkD7yJReIaX9id2J95U7nlJg+O5cnwubk5jhyvmOXW1g3Q5lNUn3kYBf",
+	"TvJsBmkCS7t8r9fkehIienyfUZ7wn8NxlOFgXVYslf6UXTck1+Zly6fvArgKZS4NimkWKlt2/amDU76J",
+	"2kq2osWVNtG8HIZExIB1lDDWK62h1Nj6baV7Lfdtqlc3gCvfh3XZrm0r7/TXrZqyLVndqNpon4hxFpkz",
+	"2aoLE6qLils8zGbdMMXo/xXW4U8p5xCOcuvxabzCSpKBEk/s0lFqlwP8GkIRw732lJf90goU+epPzeO9",
+	"q91bbaGnFRZWqSW1whi5IlCpI+A+g6yGvpVcgsVjbC8bAzMPVliHpDrZyHgmlV4BcXNDxGnZ8FXGcT7Z",
+	"0XgWXIJuhb2b22/qhsrpSSvAxEZVj3zBbb1If758oM0FA2mI4nswqbsFvPjXtFpLx0IWMJmAtVrFIPtj",
+	"cUuSmi27NvPCcev5Dyot18ZsnDemsBBKzEdTqsiMaxaiETmIGMdOmpIFDTWRK2w/pcGtzc3l9aG83m1f",
+	"0Jj1fRHAJfA+3GpJ+5raNuJJ3Hlvp3ep4W9bCLymmyI385v3b//6brNVObjqhZGN8+7H928eZw/Nt0w6",
+	"+/Zmuw003DP5c3isk8g1KaqH4I/bf333vtpk5TZLJIilCGa+JmtMp4i5vuvSZhwKtyzsV39VpmtxIReP",
+	"AYel92u6iPfv3jzWYTTeyRkEHnTmUAO27PgbFos8prfndkqvvKTS9Z4hx7vHAkW9SJD++fZx4GCUOyw/",
+	"dkxvvdrFlFnk9uMBoEYayZAQo1gee95UgsnmfZxJ60SedM52PLRR5Ok6TpPIkx35u+2tN490qZSkpBya",
+	"Pc58zXJVlyNfJFflwPb+zY9v37x9173kZOmCryOOOsStvU+KMPZK0k8t46kwgCYsaeLgdWy0/tZvFCsa",
+	"ZKYmwDee7LKbromQami0QXios1NcYN0j23GncwMWzNmrGmd+V4LvEGpzHNGSZ+s22tJvuyRp4LNDJJZx",
+	"goBouK2vFDBJuwAt7KuV7xh0Zz0eT1M/NKZSMxo2l095iAJLbgNeCvLCDrNFNB/wafcKfnuYhg+aGBIz",
+	"B0hdiTGyxjFDfRYlGYM7rnUAvaSMEy2wrlhINdbkxG4H61Xl5rnrX7U2EWcm/zwuGYbd1wytplWboQJ/",
+	"Jpmen5uJE50zYvxCXEFNZ7K9vx9+uvhw8l+jvYPj4afRxckvh5+ICzZCPVGb7wwMcSeIZkAlXi1u8qnW",
+	"tljzJXBd2zxgjxN8SPZOh+ZsbcawCzHPFQ/wRQS2KYTgaTIufvmDwhY1ZHiqWqwFhXdn8y2uZF8IGbg6",
+	"AiSiLDTa8URIsje0E6kBQZeuLcWpsOU6mRleQTZozDautzbG4hbUxleXxXm3gQElml5hOZPCPncdDOvG",
+	"Mg+SEYsj5MBODrGqADawygo1+1RK5prSYV8/zA/ZJe/e9MdMu9oVGLASWA8Qsfhh61kwHULiuDa73zsd",
+	"9tLOPliaanOwiVE6MXAas95O78fB5uBH26VuihhVXD4CxPx8Ccj1DK0hhIeBmci8+kHcfmRK525J/GB7",
+	"c7PEz8sJ7VjHF2loadnC/DyIAiUkDEOCKx2Yzb2xM9cNmK5w4wMNcplFbza3ln/ymdOZngrJ/gRsHfu2",
+	"zTzntrzEEWXhTIL97MdWc11TZosc5kkfA7DzRP/PL3dfvJ6aRRGVc+yohAV1bp3oY2TBf9oPel/MzSLU",
+	"gnO0AbhZ9tkHEcxbHCLc0ii2eaJpTnVPA436NIynNHEE7fQugEZkD3+78zqefT6W/a7IZ7Wcwd0ToF8d",
+	"6hlux+HGgPxJke/N5k/LP9oXfBIye+G82XrbZhY1i7EjU3AMAaMXhvWaj7e3l3+MmvSh6935YgnE4pE1",
+	"ntaQyJ1XxwGzK8HVTLDut3oqstkyVoKiEWiQqjFvIntl44O4xdikL/cgP+AGIIETvjrTWD7P54XRmLnO",
+	"sCmqTY3A4hFPTHBvln/0Segj7Ez5SnApwZ2BjV63uIlV9JnCP1elwQ0rzi0WS1AIcoLJPQjxMdE9W2ID",
+	"0jux9UWj+cuVglINQ1lFsx7ZMpmoCn8n62PxzKm44Vg705ZuYyoT2m3qBRZBwrQNqgglU6qmRihvQs1U",
+	"1nr6WyLXRqE3nrEw6G9lzQJcKT73OA4p56iFJZU2bHmO3n+LGTEPbV6mkFeDXtIhIf2o2/2Tg8rz3UC5",
+	"RbhYv0WkmVbESpTfl30hvYqM9xMZeenUbU18d/ar32MbX23InIRJUbwsYl36EvYTcWsZsQBNOpghZjvo",
+	"M0VmtqOjqzGJqkkzI7qnuOotfRNnwdIFzyXa5vb5zKxlCTt5FXC/QfZwiJjpJWKtR8xNaqhyxvGvhFYf",
+	"hkNsXMF8iej7C8zvJfh2JunHJJtkMw2EY6DxKiCvJiAniPlDKsAossbh2vEgBb4ErdY7CM3n5mMa2qFc",
+	"UVE0jU+EJFJoxALrIqjI1QPXIutvhhuTiF6BIsf7p4QG1yA1U7YcBK7Mvki0EC5/GuVxFMC8BoK4p7j9",
+	"VLdc0kpshUsu3eTzXXHpEhbLzhxuvgFp+fV2Kwq/Qk9BpipxUrXgAS+2OCs36RJCi6gz5L6ECPX5UtnH",
+	"rJ0FJlIU3IvmL26bW5yenRwNPx6OTj5fHOxdHB4QwUk0s0wpCaJlGptVqSTU0UyzSHp2xSXPQb943pLT",
+	"3CVcM7gh8Qwb+dsSrQPywdVWGnTU3DMYPAvrScqULuA2SXVPhy+vnOfbMBzHIfUhL6bExWqtqzAePwTK",
+	"Z3FOgi53yaAaPFcMySMTu1vbaCKkSjuPvWMxWXdYNy75XYxTc2MD49i3r54n5WZeqHm6uMwa6nIvEJs+",
+	"+yqFr4DhZeyZAg0xlLEzXk+FWuYS+VmoF+4RSVfYwMtxk6+Itro/BAHYzh3SgEDP6LdgMS51a/uvg83B",
+	"5mCr9yX1UyRujG6CS7af59OZzBoWiS7mxF79Ct+pgHPJlAZJqI2AxE4nTCvbFoYoMZM+kOGpWvk+2Pia",
+	"+vqWRq4YRHx0X4CZxPYfflBG4PW2NvHPt8jCOpLfc3sGFrEARIxXv8A3rb/gIf6g7knQVzBXG19tk/+7",
+	"DQnX4sraSmotsWdwLSxGEqYIi7AvkraxCjHIiJpt7hIchvFLom+YD+QKILamD+vbtLMEI6qbLatndiWP",
+	"xzN+gfkweBpPQxMVOji8fKvlCyUEAz2jx9/DV44tCRu19jNsWGi7st1wc6W6cqgztUusSyPpYjYWAbMl",
+	"zGrwOakc9HJVpHSFNaiKUHhF0NXUI9vzcoFq1A5FN766mlh3G67OUzOT3nOFoNzcVAIan/vo6Fo7Ozk5",
+	"Hu2d7f88/PXwAA3uCnigPFcA3/YEUEkRYGuh+l0wbvOiGpDbTfmI7BpLEganVE+fiBoambYQ0XemOb1I",
+	"6nEoRShC/CEIB1l4ox8o0Ywto8cUszFUSmgvoIFz0Cc3LqrxqYhgRU0ndY+tHFaZ3/DzqTj/ZnT6qgIl",
+	"kh9Vil1yxxt+UJZoV+ERSXGkxSbupCrT3+EFi3DJIpsIItnqqyS3CsIFVoAz+nYC51ozd32U7THIS5d/",
+	"e8mugdtQJltXPg0/SAZOC/YOyH8a1aNSHNwj1GghIWqQ+IvRxs8Ofx2eD08+jfZPPh19HO5fNNxVCZ48",
+	"Y0JZnuoayhVtbW/edbuSivt6vkupLR3m7G+RQY/Xy+q7vKyQ9FGydGn2jGvRhplU7i7M8FfNet9QKUzj",
+	"dzFVubIAZC0LiPTqk4rWB2Qv+0CRiHJr1rg1yiCa/T2X9+Qh9/KScAnl5VCaO60TO6vNiU85VnDzsZl8",
+	"knhWy5YQfPdPFQ/pGMLeTk/EioQ01iLuKNnm1vF8PCS3iOVBj67gxlNyj1faRtpGiiuV4GhPyRtf8f/3",
+	"MbzvktpyLEwrCG0zQ8En7HJmiQ3J05HkODM/T0HCIqJsMsVXsRH384MiwwPs5WB+jikGnjiHerLhXpmi",
+	"8iS6rMz1lyehvmVG+2eguu/MbN+CaBqifNMiZmrja66iGQvuFgTgSaCRFcGxxBgREywaZEucQUCygcja",
+	"zxcXpxv7H4d4Se5iwoA19yeVdGz/0AHZn4J/pXKNFX9QxJZK0yQ5PUt7Wtjo4XSWH9LmzERwF2qcVDha",
+	"OzgmWCnLZzHlejcxQpm71Vmi0C3BOHr2sTFYCAS7JKzvGODO+BU3V/7wwEslAhQ5PKc159ZsGIXhCUIS",
+	"Lkgo+CVUm8cRMfFsUmA8k5fYCcsunoYhKjU2u4NGQD6dXIyOTj5/OhidnI2OTs4+DA8ODj8NyIG44QbY",
+	"2PTFTkk52dv/xcoN4AsZmJ/Nn8DiOu9gCr1krEe0trleAD8DDdA+tjygOl1de0v1Xzb+UuROKfcbM24o",
+	"psr/6lP98niF2LlL9u00fXPz4rWhDcoFjBIzpJHIEuQ3kJ7iPnGZSamnfraj/vmUbr99VyWsj+IGpE8V",
+	"kCnckvOf9/rbb98lgayW0tYUfptkjiaIc3Bxsp7W5qI1bSPuvF6yhQOmYqFY0la+lMOarnKXGInUXDZ/",
+	"+633v//n//qtl/3yl79hD9Iffvjf//N/kTWzkJT0zePWS0n6lFY4DPsTk2OTPbM/YeTYRK/2eltQt/K/",
+	"+vmz65/gHHXNpMIbOjckozibTBbv4O77Ui+3W3xwRrWtxPvcMmRa6K58GyZsDFl29SbK3YtJTcrFV2NW",
+	"TLPZqQ16Jrm7s9LXiZpSactxG4bucl6UJWTmdLddvBXGytxuuU9tagtVmTnqt97mbz3rOKecQBTrObFV",
+	"Cqs8fT8d6O+Pmu5SYuePKUVmW2pi1xn0Xnh9r++DzNCAm+GxEdKyI8pozGG9teTWOQn3RRRTCX3Kg74C",
+	"vUMUvQbX9bNipiXwx4yGjtCcTJg+W3MkYr7kRg6FW6a0WvcIymo3TEHVomspyo2VMxN/Es6ESPZcE/C6",
+	"orqGlg1Qqa+x3u0iUjynj+rNr6PFFQ0+RY6nNMS2qwpVV0bhlMyVYq3pFdrbrOmHuNMzZ9ol6LsItWcx",
+	"GhWXsNhkZLYXpIj4Wl6wZGj6bjieDRMt3fJsglpA3m804zb8N6hlhItkDcGvQSqaCOW10sae8l2bz6RC",
+	"uYI/iEJt3IZFoTK65rTZgiKdIY/TbImQxTdQTWbShehxSMQUxWmspkITBRHlmvkuii9Xf3mjUPF6N9E5",
+	"lbWLY2UBFJQgIFhveUA+oQVgb/+XGhP2fg4W5rJ5SWrpASjtKhj/jxnIVpMgcrd5MSlR/ZjilCuojYXB",
+	"a5iae6y+NwfadyR6OSoX0lBsgW90VXACJsHXwraxrOU4+1RBn3EFXDG0X6nZ2CrBJKLaN3zC1rXC4iEh",
+	"kLX/2yMjNEH99htGS4ZMg6ThOra8IraCXVJpMsgV/0OBcixud4mQtjfAeE7WbF3KpI7W+m5Sm94ymirr",
+	"OEh2dA5UYpPTp+McpabMgvetrqbhVhMtyIRhiEIBXqlp/w9kJqltP/lns2E/YjwxnmzVVKL/tpjSPpVB",
+	"I0cyeGYQLp6NQ+YTn8rglT29SPZkic4ReULb43kB43NMKmM/7bjUhoJwsqD8XkmhNLzJIEumQyILQjZl",
+	"GFTuY+eakHlrjlMyzQgDsm8dfVa4S7lYsq+FhUhSlmRjac7NHr4JZbBOyduqVfIMjLBAaXowrsyoLWLi",
+	"7LDtWEENuJ5HC6QyaDQ4URl8axl/r9riU3FBi7hE3PD8lXUfvvc1EYCaXbInHOqFqx9UfhUD8pknr7li",
+	"iIGzkmF/U8MXM2+naueLbGZ5T2qEblmk6SkSXxYxj/xpvEoxL1XJEhzuR72Mj8VtsyVHJ2VlpLhx9hSf",
+	"csGZT8O0ZZqXdhWesNDcNjMugQa7qXufJpYWtLEkYQ/O0iLFTZJYWW9nGZolPnIZ0iqN1qk7dnu9tjIC",
+	"LvzIfnPXzWhjv/o2TTe47SY1CR8iNr1ylZfIVTCBFZkCoQXiz7EWyzOWs5UN6l81hzceU3mlyNZgUGik",
+	"aRmNYR9JXzMpbmxq3pReAxkD8Ix3YIAVU2m5RiMXuEhHzDGwvm0bCrWLzJJxbGeaBDhJ+B18bVWpm6lR",
+	"uXAlDUxoz7/6NnSiqu5D/StUffBgRgr+sHVP/trzelvvO5Q6SeDwLMpOMnmzs+sUZN8gjJhpX0Tfn334",
+	"VdtZka/t+UZbCCG4BMfeVmVqfkhZ1MzWsCO6IrPYMCfseuvEIY/MuGNKyOPKvMuIRjYxyiVEkTU/pFFs",
+	"2VylD/B6IYAy8WQ1MK59XPM3yroQ4LaxTB48mC/m9RDEvZ23Xg8N8r2dnggDR8UduApC6PmYGk7fzNY+",
+	"ZnjzytFeOZqV1AxOON5Sy1G6MTeko+ayOK7HLJ8I6UPgGFtaZq6SxorMSaCxxzbpzZzyQP3pgHwCQMXQ",
+	"SmNXMCfjmSZckFiyCIJkD1V+hofyYrOy7eqabCoWxk9Lwd8Hsh9OJmAzEywM02DzQn2dCDRdjOURNGL4",
+	"f05ttoYvITB6Dw0xGMX86VOsiqPugbbH8FJR9hia/Qcu5IYhQPT8FXO7Y+7QwS7BWANUxi8r/Q7a4K4L",
+	"lmiuAqVFxHyiGL8MoR9k5iSs97RjsRZxGW1wesr4pWfbGmCCsMrnanjI2YtGgLRhWZK0hD8yjqxeS8oV",
+	"9W1jlj3MiehbzPFpSCTEQHUCBbMeRK3QLEen+SFJONiUcg5h6um09ddIMLNIDgOyFypBqO9DrBWJZqFm",
+	"MZV6YyJk1A+opll42D/OTz5hYhX5FzPy3b/SuwkL+dsn5s9/kbWG5DCPlJLDKM89tUW2kh1EdG4tFWkQ",
+	"/FgE81EUrNcxBfzmHHjwbQjnbisYccPJPOv/cHpG3mz/vz3kIgnSmQ+uGDdvu3JOrixTb6f303g7eOdv",
+	"QX9ra2ur/4Zuj/vv/R+D/ja8mbyj78eb/hYSdFUbiNQl6gKRRctR4nNCIvpxsuVv0zfQfz/+Kei/MRP8",
+	"NNnc7G/R7fGP/pvgLbyb9DIArPJxa7Uid7iJXuH1ajDVtqTzRcD4JeYKuc4l7lQubMjMXzb+gvDgLka9",
+	"+LRybHcY/Zyemx2zt1bIhMRK14NQXHqWCGwy2A6pyb/aIelyd4lLtTJj5nOt/vZbLx3xt55XyETbweii",
+	"jTikjK/3ctvIEApbM5vvSSguB42YFCAegc9iZo4uOcDeTrvja0Sp7Q6+/9zJfkZm8dQqY24BS+K+7VWX",
+	"ul/WMP+SBBAylOdRtV5/VSlfVUoXGMUDQsnBsY2CwrxjxLTOIZvJWxvjJNSmqc0bdx2S0HPvqINQI1QE",
+	"EBspgWtycIzKrbWpaSovQSvrLEgYgdpNLfvJGFXTvuP6nrmak7ftaASbMP+OcUSEhoI/koSxk7aX4jqZ",
+	"GhtKoUpzk5cqiC/i+UKR4QOC9huTG8415cEsNoLeWxIxPtO2gm6VKyPm4FVfZfePfF8jZF/mpS3BMK1B",
+	"HEwe7NbOhqxe2/k1xsGk4e5ecH7b9z6/lQ/w2e9mXMViX5XjAa/uqtebuHoTmxvk4Njcecp1Q7Wxyqvf",
+	"xl+ThKxFMXrW9FMK8iFskq8eYrRcNDwzTbi4aQr1KTi4MO81N8aUKqdIZxYG/IrpxYlXjsReWNSeW9VT",
+	"xO25qZqkfndkrwE2Lzps796idZ6YN8x93rc3uVpI2fbYiILECuhECiK4KxaDg+4Syuc24jahV/wEbV1O",
+	"Wq1S5hEL4QyHe/J4vW7U+Y2F1GVwbYqrs09fg+peblAd6oJGn1SKJISa0T5W1VyV8NXGV2xibHTm27sN",
+	"O3pj1fs9wgXvOz6QyubJmjJV1C5Vi0yTlTABCdwHm8WdsopZrEBqEoMka6n3wHzhuVFBrtcziz2cxCLv",
+	"N80uzGaGBvz3r9RfVaUkxKgIWzcIRvMZsDFEQ68DD8mD+1mCXTJG1lxrEbXRV0XoVRGap/dajhnREivq",
+	"xkPRTd9sjtynYWgblg3ISQxcoSEUi0Y4K6XTZfypUMDJeI6/oucT17mWltFzLMfZZzwCoQIsKumGcL+Y",
+	"z10vqySiz7o8XaKmV6jXhfTv2XLLHgnZNbj20raptA0vcboTzSIezWPr7a0pr2h7zxuwfBOmREz6GuVq",
+	"HeXSPn/sUPc53fbzVHxOp1/iwMkFtmc+e8KRzA05WOQkN0Jefe/loL8Tjmb4SsZWihXKgpk0w9VE8LWq",
+	"zpM0s29TBrChEX4hqlhPqS7acKZUETFWIK/BBoJcg7Tc7GbK/Cl2H5eKnJ6dHA0/Ho5OPl8c7F0cHlTZ",
+	"zqmd7rsp/+f20xhK5dL0S9B+LQT4dIUAIYk1Kp1BVyJzN1ezlWXIfREZLr1G1RUE+cAvkFjPSsz0pci9",
+	"4cSI5I1kButh1FNgMkWgAPyQWjpSaZkZwVO9a6TgD49UPS41+pfDpxeRWWmzVS3Lay4ms4gA3W4O0oHu",
+	"qsVuTng4t/wsB8am2jZO2eo4/7n96psrbeOW32xesij5al96sfalZJSUfeQYW/pTK8628TWJj8sbmuz4",
+	"QbPyZLV3/BCLTSaGJUtrRglJ4jhtHnm1DI7ORiCFTAIzoWtmH87RHpU5qCTE4TwJHMUoknwgahPXO3O7",
+	"eUE2J7eyOj/SvcMuTjhhWIe5fbUcc95Vq1PsqKATV3HAfhZNq7iExdpW7lbIRTrH4fzVHPWqvDlZEtHI",
+	"GqIcXXbnswsbkBcyLwrtONSUxcr13bf1VbFhsxUGLVOdiDAUNyTOLPXmddvmOaH4VGwcz4mLyK5hk/dt",
+	"X/4IDPJlCUxCRI3Skm3CjXUU0wN6FZ1erOgkbnjSOL14ZnnSRqLFKvH1pmPs3KbSsqc3vKzYkbUCNa9n",
+	"k6X54vnYVleXcM3R+vqA2GBZLrIAjzqqTfvpfQPG3KQFqGVbRsQIw57XmzKlhZyPsMcRC/EUe7ZZRb2o",
+	"IkTkqlsYaMJqSSFO75OAaeb9N9sd5JwU7s8j46TTL+8cmJXeJoGcj+SM79gQaTELg/7Y9Zsyz8VMk+GB",
+	"ek0PeBV+LK+0KFbtzp+wxmUiT9aXv1H4OQBNWWj5MCVjc8hY90Bpwz8VgI1RordDDZFax3DBcteyXUKL",
+	"AhJALnbJLcFWRfXcCzLlGMkvwYhqXIXRfho47QsLQDRLeoroQzOPO6d/p0b835ExHFl8kCM1S2D3IukN",
+	"VDIWazXOhm3VkUzBrmmPg5mz67sYY4wesfG8pAuRmynV6Og2t5eTGEgmMdST7Acz9b8x3eL+m6gWz+WV",
+	"bF+0DwtJ15Jae91kL45tnh3carJG8V+jKEASzFW+s2QpIbl3d8y16fxPEb21dfzXF1pvy5YGbutl8Hwz",
+	"011nzl2myCCu2irFL5pcV9R90mPo7fR+431yJAH+BCNvSK3IkWQBnTdZbLfrM64MwLp0sSpB+dl0l+Vc",
+	"KVfG3MLtVSl5VUpsYT9Eh6TV8kL22EGYSQwSX1v1BCy6+DGoJrW/2oSmrEM0drXaJbEUKnYljVAvWeOC",
+	"jKl/NWFh6NmGyJG4pqEZG/sEYtGYJFdqvZ5lHtllf4fcsslvlVqOXD0QVcsZ7VtdWaOF5rNxRTv9YotO",
+	"hmivDPGVIbrUUWvQrriC7scRrVmk2ft/csNBIisbkKEzajsTNoYRGrkSe9NYPhim+pyQqbXGqXb1vM0O",
+	"+j3ytiq/Yvz6vvbsTpzOwvbZOJ2dfjGny7s6Ixq88rtXfucK7CHypLxGPIR9euN3wXgzrzstWZdtUbgx",
+	"YA2HhK9RoxQ7B7xT6ih6YDJnvhUG69ndP8wK/i2YnYF1F9FsmIygn41hHadHuJhpZUf9yq5e2ZUrRO9D",
+	"rJMwgexWux+/CoFeLxDO9ixL4oL3RU5OO4NrcQW23YZ1BIiZVppa7hbaSvYushKX63jaLpFgqDZJRUo4",
+	"W7abhoAieNIW88/J1PBAXrnaK1f7tylGf71aZICeIvdpV5roSBomxAnl/rTQF574lKO3gosbG89ixzUL",
+	"0i6nLQ6Zy+LNFTFSgEEAhU712Ehil0xZEADOBUoLqVCFlRBQX0NNxOQFTvjSGsF/23VPLExPG2sd4RFH",
+	"r73gX34veEuOnYsd1XGHDbhN6pvUNy3kJDsrz9YhTyKJ/OmMX9nqJY5BUEUMThJh+IG8CsQN38XKioyG",
+	"1tVJXRt3cjNlIRDGDXhCqIsKshh5ePvyy5nUtjcUMqJ65Qw8u+0jO8jdi+Ig7kRqeMieRYlX3vEiu37c",
+	"2uIfCa3iUTXwEBxVXie0NpNhb6c31Tre2djY2v7rYHOwOdjaeb/5fhMRzg1RrUds89zHQmilJY292gT5",
+	"rPzEIJcw6rKHq3mnaQ8ILOPQ0Mqk0BgiNyw2hqiOuRdEjDOzRlvqFTmnR6ZCaeU5a5iHmR5esnSr4iW9",
+	"egYEh1Cu92r+KiVjETBbl9ctgppXa1ZxmvWexY0UeuoPyvm9wnUzrcmW2MlpFV7Vd6GyPJb8sFa+rA55",
+	"cOyqpOR61PqCG+xwJmQb+oKXSwHWDqFq4F1ohOGlHdc8LFJp66+gwpwbzrZdqo51eGvYGavJ2UxCcpgs",
+	"ZHrnt5ykGFWHPSoUxnFBtIWCY4NCL1uzzy93/ycAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -7798,6 +7798,11 @@ type ClientWithResponsesInterface interface {
 	ThreadExportWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *ThreadExportParams, reqEditors ...RequestEditorFn) (*ThreadExportResponse, error)
 }
 
+// AdminBoxListResponse503Headers the declared response headers of an HTTP 503 response for AdminBoxList
+type AdminBoxListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminBoxListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7809,6 +7814,10 @@ type AdminBoxListResponse struct {
 	JSON401 *Unauthorized
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminBoxListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7829,6 +7838,11 @@ func (r AdminBoxListResponse) GetJSON401() *Unauthorized {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r AdminBoxListResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminBoxListResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -7860,6 +7874,11 @@ func (r AdminBoxListResponse) ContentType() string {
 	return ""
 }
 
+// AdminBoxCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminBoxCreate
+type AdminBoxCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminBoxCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7877,6 +7896,10 @@ type AdminBoxCreateResponse struct {
 	JSON422 *LimitExceeded
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminBoxCreateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7914,6 +7937,11 @@ func (r AdminBoxCreateResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminBoxCreateResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminBoxCreateResponse) GetBody() []byte {
 	return r.Body
@@ -7943,6 +7971,11 @@ func (r AdminBoxCreateResponse) ContentType() string {
 	return ""
 }
 
+// AdminBoxUpdateResponse503Headers the declared response headers of an HTTP 503 response for AdminBoxUpdate
+type AdminBoxUpdateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminBoxUpdateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -7960,6 +7993,10 @@ type AdminBoxUpdateResponse struct {
 	JSON422 *LimitExceeded
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminBoxUpdateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -7997,6 +8034,11 @@ func (r AdminBoxUpdateResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminBoxUpdateResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminBoxUpdateResponse) GetBody() []byte {
 	return r.Body
@@ -8026,6 +8068,11 @@ func (r AdminBoxUpdateResponse) ContentType() string {
 	return ""
 }
 
+// AdminAgentListResponse503Headers the declared response headers of an HTTP 503 response for AdminAgentList
+type AdminAgentListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminAgentListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8039,6 +8086,10 @@ type AdminAgentListResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminAgentListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8064,6 +8115,11 @@ func (r AdminAgentListResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r AdminAgentListResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminAgentListResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8095,6 +8151,11 @@ func (r AdminAgentListResponse) ContentType() string {
 	return ""
 }
 
+// AdminAgentCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminAgentCreate
+type AdminAgentCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminAgentCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8114,6 +8175,10 @@ type AdminAgentCreateResponse struct {
 	JSON422 *LimitExceeded
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminAgentCreateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8156,6 +8221,11 @@ func (r AdminAgentCreateResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminAgentCreateResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminAgentCreateResponse) GetBody() []byte {
 	return r.Body
@@ -8185,6 +8255,11 @@ func (r AdminAgentCreateResponse) ContentType() string {
 	return ""
 }
 
+// AdminAgentUpdateResponse503Headers the declared response headers of an HTTP 503 response for AdminAgentUpdate
+type AdminAgentUpdateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminAgentUpdateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8202,6 +8277,10 @@ type AdminAgentUpdateResponse struct {
 	JSON422 *LimitExceeded
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminAgentUpdateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8239,6 +8318,11 @@ func (r AdminAgentUpdateResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminAgentUpdateResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminAgentUpdateResponse) GetBody() []byte {
 	return r.Body
@@ -8268,6 +8352,11 @@ func (r AdminAgentUpdateResponse) ContentType() string {
 	return ""
 }
 
+// AdminKeyListResponse503Headers the declared response headers of an HTTP 503 response for AdminKeyList
+type AdminKeyListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminKeyListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8281,6 +8370,10 @@ type AdminKeyListResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminKeyListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8306,6 +8399,11 @@ func (r AdminKeyListResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r AdminKeyListResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminKeyListResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8337,6 +8435,11 @@ func (r AdminKeyListResponse) ContentType() string {
 	return ""
 }
 
+// AdminKeyCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminKeyCreate
+type AdminKeyCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminKeyCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8354,6 +8457,10 @@ type AdminKeyCreateResponse struct {
 	JSON422 *LimitExceeded
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminKeyCreateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8391,6 +8498,11 @@ func (r AdminKeyCreateResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminKeyCreateResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminKeyCreateResponse) GetBody() []byte {
 	return r.Body
@@ -8420,6 +8532,11 @@ func (r AdminKeyCreateResponse) ContentType() string {
 	return ""
 }
 
+// AdminAgentProfileSetResponse503Headers the declared response headers of an HTTP 503 response for AdminAgentProfileSet
+type AdminAgentProfileSetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminAgentProfileSetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8437,6 +8554,10 @@ type AdminAgentProfileSetResponse struct {
 	JSON422 *LimitExceeded
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminAgentProfileSetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8474,6 +8595,11 @@ func (r AdminAgentProfileSetResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminAgentProfileSetResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminAgentProfileSetResponse) GetBody() []byte {
 	return r.Body
@@ -8503,6 +8629,11 @@ func (r AdminAgentProfileSetResponse) ContentType() string {
 	return ""
 }
 
+// AdminCleanupStatusResponse503Headers the declared response headers of an HTTP 503 response for AdminCleanupStatus
+type AdminCleanupStatusResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminCleanupStatusResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8516,6 +8647,10 @@ type AdminCleanupStatusResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminCleanupStatusResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8541,6 +8676,11 @@ func (r AdminCleanupStatusResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r AdminCleanupStatusResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminCleanupStatusResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8572,6 +8712,11 @@ func (r AdminCleanupStatusResponse) ContentType() string {
 	return ""
 }
 
+// AdminHostListResponse503Headers the declared response headers of an HTTP 503 response for AdminHostList
+type AdminHostListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminHostListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8585,6 +8730,10 @@ type AdminHostListResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminHostListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8610,6 +8759,11 @@ func (r AdminHostListResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r AdminHostListResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminHostListResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8641,6 +8795,11 @@ func (r AdminHostListResponse) ContentType() string {
 	return ""
 }
 
+// AdminHostCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminHostCreate
+type AdminHostCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminHostCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8660,6 +8819,10 @@ type AdminHostCreateResponse struct {
 	JSON422 *LimitExceeded
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminHostCreateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8702,6 +8865,11 @@ func (r AdminHostCreateResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminHostCreateResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminHostCreateResponse) GetBody() []byte {
 	return r.Body
@@ -8731,6 +8899,11 @@ func (r AdminHostCreateResponse) ContentType() string {
 	return ""
 }
 
+// AdminHostUpdateResponse503Headers the declared response headers of an HTTP 503 response for AdminHostUpdate
+type AdminHostUpdateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminHostUpdateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8748,6 +8921,10 @@ type AdminHostUpdateResponse struct {
 	JSON422 *LimitExceeded
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminHostUpdateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8785,6 +8962,11 @@ func (r AdminHostUpdateResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminHostUpdateResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminHostUpdateResponse) GetBody() []byte {
 	return r.Body
@@ -8814,6 +8996,11 @@ func (r AdminHostUpdateResponse) ContentType() string {
 	return ""
 }
 
+// AdminKeyRevokeResponse503Headers the declared response headers of an HTTP 503 response for AdminKeyRevoke
+type AdminKeyRevokeResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminKeyRevokeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8827,6 +9014,10 @@ type AdminKeyRevokeResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminKeyRevokeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8852,6 +9043,11 @@ func (r AdminKeyRevokeResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r AdminKeyRevokeResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminKeyRevokeResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8883,6 +9079,11 @@ func (r AdminKeyRevokeResponse) ContentType() string {
 	return ""
 }
 
+// AdminRoomListResponse503Headers the declared response headers of an HTTP 503 response for AdminRoomList
+type AdminRoomListResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminRoomListResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8896,6 +9097,10 @@ type AdminRoomListResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminRoomListResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8921,6 +9126,11 @@ func (r AdminRoomListResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r AdminRoomListResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminRoomListResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -8952,6 +9162,11 @@ func (r AdminRoomListResponse) ContentType() string {
 	return ""
 }
 
+// AdminRoomArchiveResponse503Headers the declared response headers of an HTTP 503 response for AdminRoomArchive
+type AdminRoomArchiveResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminRoomArchiveResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8967,6 +9182,10 @@ type AdminRoomArchiveResponse struct {
 	JSON409 *Conflict
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminRoomArchiveResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8999,6 +9218,11 @@ func (r AdminRoomArchiveResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminRoomArchiveResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminRoomArchiveResponse) GetBody() []byte {
 	return r.Body
@@ -9028,6 +9252,11 @@ func (r AdminRoomArchiveResponse) ContentType() string {
 	return ""
 }
 
+// AdminRoomSetOwnerResponse503Headers the declared response headers of an HTTP 503 response for AdminRoomSetOwner
+type AdminRoomSetOwnerResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminRoomSetOwnerResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9047,6 +9276,10 @@ type AdminRoomSetOwnerResponse struct {
 	JSON422 *LimitExceeded
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminRoomSetOwnerResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9089,6 +9322,11 @@ func (r AdminRoomSetOwnerResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminRoomSetOwnerResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminRoomSetOwnerResponse) GetBody() []byte {
 	return r.Body
@@ -9118,6 +9356,11 @@ func (r AdminRoomSetOwnerResponse) ContentType() string {
 	return ""
 }
 
+// AdminSettingsGetResponse503Headers the declared response headers of an HTTP 503 response for AdminSettingsGet
+type AdminSettingsGetResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminSettingsGetResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9131,6 +9374,10 @@ type AdminSettingsGetResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminSettingsGetResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9156,6 +9403,11 @@ func (r AdminSettingsGetResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r AdminSettingsGetResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminSettingsGetResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -9187,6 +9439,11 @@ func (r AdminSettingsGetResponse) ContentType() string {
 	return ""
 }
 
+// AdminSettingsUpdateResponse503Headers the declared response headers of an HTTP 503 response for AdminSettingsUpdate
+type AdminSettingsUpdateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminSettingsUpdateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9206,6 +9463,10 @@ type AdminSettingsUpdateResponse struct {
 	JSON422 *LimitExceeded
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminSettingsUpdateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9248,6 +9509,11 @@ func (r AdminSettingsUpdateResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminSettingsUpdateResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminSettingsUpdateResponse) GetBody() []byte {
 	return r.Body
@@ -9277,6 +9543,11 @@ func (r AdminSettingsUpdateResponse) ContentType() string {
 	return ""
 }
 
+// AdminTokenCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminTokenCreate
+type AdminTokenCreateResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminTokenCreateResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9292,6 +9563,10 @@ type AdminTokenCreateResponse struct {
 	JSON422 *LimitExceeded
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminTokenCreateResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9324,6 +9599,11 @@ func (r AdminTokenCreateResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
 }
 
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminTokenCreateResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
 // GetBody returns the raw response body bytes
 func (r AdminTokenCreateResponse) GetBody() []byte {
 	return r.Body
@@ -9353,6 +9633,11 @@ func (r AdminTokenCreateResponse) ContentType() string {
 	return ""
 }
 
+// AdminTokenRevokeResponse503Headers the declared response headers of an HTTP 503 response for AdminTokenRevoke
+type AdminTokenRevokeResponse503Headers struct {
+	RetryAfter *int
+}
+
 type AdminTokenRevokeResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9366,6 +9651,10 @@ type AdminTokenRevokeResponse struct {
 	JSON404 *NotFound
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminTokenRevokeResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -9391,6 +9680,11 @@ func (r AdminTokenRevokeResponse) GetJSON404() *NotFound {
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
 func (r AdminTokenRevokeResponse) GetJSON500() *StorageFailure {
 	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminTokenRevokeResponse) GetJSON503() *Unavailable {
+	return r.JSON503
 }
 
 // GetBody returns the raw response body bytes
@@ -14101,6 +14395,26 @@ func ParseAdminBoxListResponse(rsp *http.Response) (*AdminBoxListResponse, error
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminBoxListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14169,6 +14483,26 @@ func ParseAdminBoxCreateResponse(rsp *http.Response) (*AdminBoxCreateResponse, e
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminBoxCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14237,6 +14571,26 @@ func ParseAdminBoxUpdateResponse(rsp *http.Response) (*AdminBoxUpdateResponse, e
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminBoxUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14291,6 +14645,26 @@ func ParseAdminAgentListResponse(rsp *http.Response) (*AdminAgentListResponse, e
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminAgentListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14366,6 +14740,26 @@ func ParseAdminAgentCreateResponse(rsp *http.Response) (*AdminAgentCreateRespons
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminAgentCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14434,6 +14828,26 @@ func ParseAdminAgentUpdateResponse(rsp *http.Response) (*AdminAgentUpdateRespons
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminAgentUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14488,6 +14902,26 @@ func ParseAdminKeyListResponse(rsp *http.Response) (*AdminKeyListResponse, error
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminKeyListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14556,6 +14990,26 @@ func ParseAdminKeyCreateResponse(rsp *http.Response) (*AdminKeyCreateResponse, e
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminKeyCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14624,6 +15078,26 @@ func ParseAdminAgentProfileSetResponse(rsp *http.Response) (*AdminAgentProfileSe
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminAgentProfileSetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14678,6 +15152,26 @@ func ParseAdminCleanupStatusResponse(rsp *http.Response) (*AdminCleanupStatusRes
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminCleanupStatusResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14732,6 +15226,26 @@ func ParseAdminHostListResponse(rsp *http.Response) (*AdminHostListResponse, err
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminHostListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14807,6 +15321,26 @@ func ParseAdminHostCreateResponse(rsp *http.Response) (*AdminHostCreateResponse,
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminHostCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14875,6 +15409,26 @@ func ParseAdminHostUpdateResponse(rsp *http.Response) (*AdminHostUpdateResponse,
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminHostUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14929,6 +15483,26 @@ func ParseAdminKeyRevokeResponse(rsp *http.Response) (*AdminKeyRevokeResponse, e
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminKeyRevokeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -14983,6 +15557,26 @@ func ParseAdminRoomListResponse(rsp *http.Response) (*AdminRoomListResponse, err
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminRoomListResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15044,6 +15638,26 @@ func ParseAdminRoomArchiveResponse(rsp *http.Response) (*AdminRoomArchiveRespons
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminRoomArchiveResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15119,6 +15733,26 @@ func ParseAdminRoomSetOwnerResponse(rsp *http.Response) (*AdminRoomSetOwnerRespo
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminRoomSetOwnerResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15173,6 +15807,26 @@ func ParseAdminSettingsGetResponse(rsp *http.Response) (*AdminSettingsGetRespons
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminSettingsGetResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15248,6 +15902,26 @@ func ParseAdminSettingsUpdateResponse(rsp *http.Response) (*AdminSettingsUpdateR
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminSettingsUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15309,6 +15983,26 @@ func ParseAdminTokenCreateResponse(rsp *http.Response) (*AdminTokenCreateRespons
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminTokenCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -15363,6 +16057,26 @@ func ParseAdminTokenRevokeResponse(rsp *http.Response) (*AdminTokenRevokeRespons
 		}
 		response.JSON500 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers AdminTokenRevokeResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

@@ -57,7 +57,7 @@ var (
 	ruleDescription   = Rule{"TC011", "description-budget", "titles, descriptions, field descriptions and server instructions stay within their byte budgets"}
 	ruleBoxKey        = Rule{"TC012", "box-key-input", "every tool takes a required string box_key"}
 	ruleOperationID   = Rule{"TC013", "openapi-operation-id", "every OpenAPI operation has a unique snake_case operationId"}
-	ruleErrors        = Rule{"TC014", "openapi-error-responses", "every operation documents a success response and its errors (400 for every operation: any parameter, query key or header can be refused; 422 for every request body: the request bound), and every 4xx/5xx response uses the Error schema"}
+	ruleErrors        = Rule{"TC014", "openapi-error-responses", "every operation documents a success response and its errors (400 for every operation: any parameter, query key or header can be refused; 503 for every operation: each reads the database; 422 for every request body: the request bound), and every 4xx/5xx response uses the Error schema"}
 	ruleExamples      = Rule{"TC015", "openapi-request-example", "every JSON request body has an example"}
 	ruleSecurity      = Rule{"TC016", "openapi-security", "security schemes are declared and every operation requires one of them"}
 )
@@ -781,6 +781,9 @@ func (l *linter) operationHygiene(op *Operation) {
 	}
 	if responses["400"] == nil {
 		l.add(ruleErrors, f, op.Ptr+"/responses", "%s does not document 400 (a malformed parameter, an unknown query key or a bad header is refused on every operation)", opName(op))
+	}
+	if responses["503"] == nil {
+		l.add(ruleErrors, f, op.Ptr+"/responses", "%s does not document 503 (every operation reads the database: TEMPORARILY_UNAVAILABLE, retryable, when it cannot)", opName(op))
 	}
 	if _, body := op.Node["requestBody"]; body && responses["422"] == nil {
 		l.add(ruleErrors, f, op.Ptr+"/responses", "%s takes a request body but does not document 422 (the request bound, request_too_large)", opName(op))

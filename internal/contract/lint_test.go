@@ -117,11 +117,13 @@ func TestLintRouterToolShape(t *testing.T) {
 }
 
 // TC014 asks every operation for 400 (a parameter, query key or header can be refused on
-// any of them) and every operation with a request body for 422 (the request bound).
+// any of them) and 503 (each reads the database), and every operation with a request body
+// for 422 (the request bound).
 func TestLintAsksForTheRefusalsEveryOperationCanGive(t *testing.T) {
 	dir := materialize(t, []patch{
 		{File: "openapi.json", Op: "remove", Path: "/paths/~1api~1v1~1boxes~1{box_key}~1prime/post/responses/422"},
 		{File: "openapi.json", Op: "remove", Path: "/paths/~1api~1v1~1boxes~1{box_key}~1me/get/responses/400"},
+		{File: "openapi.json", Op: "remove", Path: "/paths/~1api~1v1~1boxes~1{box_key}~1checkpoint/get/responses/503"},
 	})
 	var got []string
 	for _, f := range contract.Lint(loadDir(t, dir)) {
@@ -131,7 +133,8 @@ func TestLintAsksForTheRefusalsEveryOperationCanGive(t *testing.T) {
 		got = append(got, f.Message)
 	}
 	all := strings.Join(got, "\n")
-	if len(got) != 2 || !strings.Contains(all, "agent_prime takes a request body but does not document 422") || !strings.Contains(all, "me_get does not document 400") {
+	if len(got) != 3 || !strings.Contains(all, "agent_prime takes a request body but does not document 422") || !strings.Contains(all, "me_get does not document 400") ||
+		!strings.Contains(all, "checkpoint_get does not document 503") {
 		t.Fatalf("findings:\n%s", all)
 	}
 }
