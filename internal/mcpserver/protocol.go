@@ -22,7 +22,8 @@ func ProtocolErrorMessage(code int64) string {
 	case jsonrpc.CodeMethodNotFound:
 		return "method not found"
 	case jsonrpc.CodeInvalidParams:
-		return "invalid params"
+		// Most often a tools/call of a tool this key does not list: say so, without its name.
+		return "invalid params: no such tool for this key (tools/list names them), or malformed params"
 	default:
 		return "request failed"
 	}

@@ -104,7 +104,7 @@ func Build(b Backend, o Options) (*mcp.Server, *Calls) {
 				if !ok {
 					// The SDK's own error would quote the name: protocol errors never echo
 					// caller-supplied values (SPEC §13.2).
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown tool"}
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: ProtocolErrorMessage(jsonrpc.CodeInvalidParams)}
 				}
 				r.Params.Name = name
 			}

@@ -331,7 +331,7 @@ func str(v any) string { s, _ := v.(string); return s }
 func TestUnknownToolIsAProtocolError(t *testing.T) {
 	cs := connect(t, newFake(), false, "")
 	_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{}})
-	if err == nil || !strings.Contains(err.Error(), "unknown tool") {
+	if err == nil || !strings.Contains(err.Error(), "no such tool") || strings.Contains(err.Error(), "no_such_tool") {
 		t.Fatalf("err = %v, want a JSON-RPC unknown tool error", err)
 	}
 }
@@ -427,10 +427,14 @@ func TestRawArguments(t *testing.T) {
 		}
 	})
 	t.Run("unknown tool", func(t *testing.T) {
-		_, m := post(t, url, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope","arguments":{}}}`))
+		_, m := post(t, url, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope_zzmarker","arguments":{}}}`))
 		e, _ := m["error"].(map[string]any)
 		if e == nil || e["code"] != float64(-32602) {
 			t.Fatalf("answer %v: want JSON-RPC error -32602", m)
+		}
+		// A model reads that the tool does not exist (not that its arguments are wrong), never its name.
+		if msg, _ := e["message"].(string); !strings.Contains(msg, "no such tool") || strings.Contains(msg, "zzmarker") {
+			t.Errorf("message %q", msg)
 		}
 	})
 	if calls := f.called(); len(calls) != 0 {
