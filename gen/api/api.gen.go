@@ -4776,7 +4776,14 @@ type RateLimitedJSONResponse struct {
 
 type StorageFailureJSONResponse Error
 
-type UnauthorizedJSONResponse Error
+type UnauthorizedResponseHeaders struct {
+	WWWAuthenticate *string
+}
+type UnauthorizedJSONResponse struct {
+	Body Error
+
+	Headers UnauthorizedResponseHeaders
+}
 
 type UnavailableResponseHeaders struct {
 	RetryAfter *int
@@ -4829,10 +4836,13 @@ type AdminBoxList401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminBoxList401JSONResponse) VisitAdminBoxListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -4910,10 +4920,13 @@ type AdminBoxCreate401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminBoxCreate401JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5036,10 +5049,13 @@ type AdminBoxUpdate401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminBoxUpdate401JSONResponse) VisitAdminBoxUpdateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5161,10 +5177,13 @@ type AdminAgentList401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminAgentList401JSONResponse) VisitAdminAgentListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5257,10 +5276,13 @@ type AdminAgentCreate401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminAgentCreate401JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5398,10 +5420,13 @@ type AdminAgentUpdate401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminAgentUpdate401JSONResponse) VisitAdminAgentUpdateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5524,10 +5549,13 @@ type AdminKeyList401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminKeyList401JSONResponse) VisitAdminKeyListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5621,10 +5649,13 @@ type AdminKeyCreate401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminKeyCreate401JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5748,10 +5779,13 @@ type AdminAgentProfileSet401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminAgentProfileSet401JSONResponse) VisitAdminAgentProfileSetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5873,10 +5907,13 @@ type AdminCleanupStatus401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminCleanupStatus401JSONResponse) VisitAdminCleanupStatusResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5968,10 +6005,13 @@ type AdminHostList401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminHostList401JSONResponse) VisitAdminHostListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6064,10 +6104,13 @@ type AdminHostCreate401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminHostCreate401JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6205,10 +6248,13 @@ type AdminHostUpdate401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminHostUpdate401JSONResponse) VisitAdminHostUpdateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6331,10 +6377,13 @@ type AdminKeyRevoke401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminKeyRevoke401JSONResponse) VisitAdminKeyRevokeResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6426,10 +6475,13 @@ type AdminRoomList401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminRoomList401JSONResponse) VisitAdminRoomListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6522,10 +6574,13 @@ type AdminRoomArchive401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminRoomArchive401JSONResponse) VisitAdminRoomArchiveResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6633,10 +6688,13 @@ type AdminRoomSetOwner401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminRoomSetOwner401JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6772,10 +6830,13 @@ type AdminSettingsGet401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminSettingsGet401JSONResponse) VisitAdminSettingsGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6868,10 +6929,13 @@ type AdminSettingsUpdate401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminSettingsUpdate401JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7007,10 +7071,13 @@ type AdminTokenCreate401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminTokenCreate401JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7118,10 +7185,13 @@ type AdminTokenRevoke401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AdminTokenRevoke401JSONResponse) VisitAdminTokenRevokeResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7242,10 +7312,13 @@ type AttachmentDownload401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AttachmentDownload401JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7369,10 +7442,13 @@ type CheckpointGet401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response CheckpointGet401JSONResponse) VisitCheckpointGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7483,10 +7559,13 @@ type CheckpointSave401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response CheckpointSave401JSONResponse) VisitCheckpointSaveResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7626,10 +7705,13 @@ type ConversationRead401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response ConversationRead401JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7753,10 +7835,13 @@ type DirectorySearch401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response DirectorySearch401JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7881,10 +7966,13 @@ type DirectoryUpdateSelf401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response DirectoryUpdateSelf401JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8039,10 +8127,13 @@ type DirectoryGet401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response DirectoryGet401JSONResponse) VisitDirectoryGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8166,10 +8257,13 @@ type InboxList401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response InboxList401JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8294,10 +8388,13 @@ type InboxAck401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response InboxAck401JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8452,10 +8549,13 @@ type InboxClaim401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response InboxClaim401JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8608,10 +8708,13 @@ type LimitsGet401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response LimitsGet401JSONResponse) VisitLimitsGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8706,10 +8809,13 @@ type MeGet401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response MeGet401JSONResponse) VisitMeGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8807,10 +8913,13 @@ type MessageSend401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response MessageSend401JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8966,10 +9075,13 @@ type MessageSendBatch401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response MessageSendBatch401JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9124,10 +9236,13 @@ type MessageGet401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response MessageGet401JSONResponse) VisitMessageGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9252,10 +9367,13 @@ type FileReportList401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response FileReportList401JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9382,10 +9500,13 @@ type FileAccessReport401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response FileAccessReport401JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9540,10 +9661,13 @@ type AgentPrime401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response AgentPrime401JSONResponse) VisitAgentPrimeResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9669,10 +9793,13 @@ type ProfileGet401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response ProfileGet401JSONResponse) VisitProfileGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9782,10 +9909,13 @@ type RequestList401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response RequestList401JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9911,10 +10041,13 @@ type RequestRespond401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response RequestRespond401JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10068,10 +10201,13 @@ type RoomList401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response RoomList401JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10196,10 +10332,13 @@ type RoomCreate401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response RoomCreate401JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10354,10 +10493,13 @@ type RoomGet401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response RoomGet401JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10482,10 +10624,13 @@ type RoomBriefGet401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response RoomBriefGet401JSONResponse) VisitRoomBriefGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10611,10 +10756,13 @@ type RoomBriefUpdate401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response RoomBriefUpdate401JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10770,10 +10918,13 @@ type RoomFollow401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response RoomFollow401JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10929,10 +11080,13 @@ type RoomInvite401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response RoomInvite401JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11088,10 +11242,13 @@ type RoomJoin401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response RoomJoin401JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11247,10 +11404,13 @@ type RoomLeave401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response RoomLeave401JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11405,10 +11565,13 @@ type ThreadRead401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response ThreadRead401JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11533,10 +11696,13 @@ type ThreadExport401JSONResponse struct{ UnauthorizedJSONResponse }
 func (response ThreadExport401JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
 	w.WriteHeader(401)
 	_, err := buf.WriteTo(w)
 	return err
@@ -13455,249 +13621,250 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3pcuM40ij6Kgjd70bbcyl56aqaajsmbri8TGu6XPaxXf19352uq4HIlIU2CbAByLa6whHnac6DnSc5",
-	"gQS4kxIpr1XjP90ukcSSyEzknl97vohiwYFr1dv52ouppBFokPivvUvgehicUj01/2S8t9OLzT+8HqcR",
-	"9HZ61LwxYkHP60n4Y8YkBL0dLWfg9ZQ/hYia7yZCRlT3dnqzGb6p57H5VmnJ+GXv7s6zE53BxLwdgPIl",
-	"izUTZro9TpI5PCIkoe7fxCyA6CnVhCky4+yPGRDGiZ4CGYvbQc9rXq6EycL1RvT2I/BLs+l3b7xexHjy",
-	"z63axWtN/WlUAFVxExdTIDR96wdFhgdkbSJFRCiJQCl6CT+o3BvrTctP37g/yD+I219g3nCsY3E7uoL5",
-	"win+w4Bxp/d/bWQYtGGfqg03uJlnfyaVkFWYcLjVIx8fmnOVoGYRpD9MiJ4yRZSWQKMUGn/MQM6zVdqX",
-	"ew1Ht7355v3ywzsApRmnZlFHLNQg/wfOUVnuCQ/nRIobla5NChGZlR8ck5gyaRYJt3EoAkhgVbfmIJuv",
-	"1xaauTX27rye0vPQDgXxyfh38HWvuJGGLRgs9AW/BqnwtR3y9YrxYAd34uF/Ryy4M3tyDwLzM/gsZgbl",
-	"Ejq8W2mrqyFSq60fsRCGPIDbeurb7I+pgoAw8wphXAvkEhnhTVgIqoHkzLMRfrmMZbBoFvV2fkKUs39v",
-	"pgjHuIZLkIhxPwulP+Hg5YWaJ8jXvNYMbSqUHuHfq0IYl2LW9QvMh0E91lzBHJlWwyKuYH5/fvSRRUxX",
-	"pz+ll0AU+xPIWkwvYRSa10YBTOgs1B7xQxrFEBAtyNZgkHsjorfrTXwD3+jVLo9x/e5Nr/bcji2+LLwO",
-	"HU7dHxpn8McMlK7MWT2b4YHlSClC20vRp1IyA5gpEGkHazg993T0cGsXIloIJcdp7jnNOSjFBP8ZaAA1",
-	"98uFpFzFQmqi7IsGi3fJDdNTMdOEaQTN3ukwxW4kPYU/u09SiE3tJOkOUF4Zi9u+W0TTHbS1vfQKujNQ",
-	"ULHgClDm+kADd/jmX77gGjj+SeM4ZD6ywo3fldnj15YkfiilkHaqIoyGn37d+zg8GO2d/f3z8eGnC8P6",
-	"9z+fnZ+cjdyjgeGv+4JPQuY/wYI+nVyMTs+Gx4cHHjk9OzkafjwcnXy+ONi7ML+cnZwcj/bO9n8e/or/",
-	"PPx1eD48+TTaP/l09HG4j8sfHhwen55cHH7a/+/0d9wE8pfDWx8ggODxd/JxeDy8GB3+1/7h4cGhBeMn",
-	"oY/EjAdPA8ajk8+fDkYnZ6Ojk7MPw4ODw0+4iDOqAUHxFEA427s4HCEkDg/ImgQt53QcAjJmS1KI8mfm",
-	"QX9vouvo+Bx8wQNlOPwNZZqMYSKk4Wlazhm/dMOOqPl6pNzLjiOORTBf98jNFLgja3kNklxxcYP3fba9",
-	"Cr9HDqOFpJdwRFk4k/D44Dq/ODnb+/vh6Ghv+PHz2eEO4UJPzR5vqCI3kmkNHA/xM6czPRWS/fkUp7j3",
-	"+eJnXJMhupsp1WCAaODp05mCZEXXlIXmdB9/QReGxM/2zoYf/3v0+dPer3vDj3sfPh5+gxj2matZbC4p",
-	"CI4hYPQCX3p0+GUywQ+K7Nu5+mZuo0tzoYngYJUcEYPEuUkAfkglKLJWvjWMjkCV4GSW7WYUme2MzKbX",
-	"B3hdu1WhWcG/OplpX1gZmAYBMzPQ8FSa6TQzF+GEhgq8Xpz76WuP+lcQjKhetvMLFoHSNIoNatqPxvOR",
-	"u9SN5LFcwDAXv9GCFfyxXEfxWUTD8/RLpameqWWf7flX5/ZFKwMkktA/czOnY3nZ3ut39CXdgUj1omyG",
-	"na894EYl+af92AwSSqDBfGT//aUGAHtBxDhKOl2PKTEKtQGzT2UwknDNUI7qCmpfAtXdcaJAD1+riwJu",
-	"uEiQezYWIgSKSmimc9V9GlKlRwqAd11TyJRumrJxtlgK1FCNUr8K/KQI6wYuIWTOyud0zbzemQAr3YIb",
-	"tgjm6lrLZ184zVp8ThFyH18c8njWFTdLJ78IWPtUBge518tHv1yrzh+qU1nTZTUfcptxE1hquF2KZaf2",
-	"3Qvzau7Il239zLxXxoT8ueP/2pzTGSjceXcmspSHZizKcPqYodWyesNPxQ0ngvuwSwQP54RpRaZUTQna",
-	"GIWEYFDHm5xho5U6WqGXnpcZRpKVLYbWR6a6QolpiIp/tAeXWwmVks6rdxCOt3i9n+OgNRVGjOd/3Spv",
-	"ZCHHbWaNd00L/CBuO4LS3Lkt76zEPF7HkVe8kRbuv5H9K9Ca8Uu16gVaOnQHAi9n/6/w+OqU7fj2B3G7",
-	"OtfOAbyN2yGDWMEfsLmMbpNpFm3iaYjUoO89SfSDuH0yAm0P7vq17puBZnEmra6GGxX6CCAEq42gbVO1",
-	"svV6vYnV+Nu+jiIfoLbVKBHKWWeBUM542xUYLWH5pZ4BGRpRPxnLTV8Dwhx4GnHvZ9GZSFbkmyiQtNXo",
-	"4iIVVl4oklsj362TifLCsZmnHVM0cFqdK7r9LIKVmWB4qrqJl6X95Xa1cCNPwxkRte7JGs0YXXjj6mAv",
-	"r2sRDJ07/tEU7dUIrLUMbHZ6LVYw0Egxc3a5GukuD71MnM5FndiP25HbLzBfndqyZS5T5e6Wzr+aRvRs",
-	"6s1KZ+RWm3676FSehnU42fA+nMPp0uegV0Ghztp6aXH4fePazoSIOhtUNbuGUQTR2FnKWwgbq97UzKDi",
-	"fGS0hjELmV4qzv9sv/g1+2CRLiRuOMhRJ5aYOKLbvNvOqGvOoMGqm3m93YVaWnDO1lsDKq98Vu04nlnP",
-	"0xAXYt89qQuhB/rEAGYV+srC+yo8MgEzEZKMxW3fBdhgFKGYYFghwpdY+Bp+2TEMsGowNQtp3Ou506Mf",
-	"UNtRuSEXnVcy9a80nIF6JDuCUyZqrAXpMpfCZnUZDW5j8A1xrOxZ6ArMU6r9aQUSy/d6Ia6AP42uFNIx",
-	"hLWYs6Lkps3aV7KQpl8mq2rHzhBYq4twKQCKvOE/p9RGA+GqjNA0EWUO0MmckVvmSpLeg5+vTpDsYQTH",
-	"Bzl3u6b2529YahI3+Vg6UjuFv+wOa1zuqWTRSoh6xcUNH/lT8K9iwfAqWZUvL1jZ4/llcPjU0ZDtY6mJ",
-	"Kn0zEaK8ni9mLjlh6Yz79lX0GERs+Ucf7VuZP62lcJ7IjqomX0GTSChNiqGoGFytCOUBYfyaaQypUB4Z",
-	"z5Owaww1bCNs2ZOrFbbcokZazrhPU79jMSpyBlm0ik/DEKSheBJhyEvdKomeUk6sC2bXLtf8A3doHkox",
-	"u5wSGoYuJibKsYycidjFKiy/TvG1IZ+IRreaSoMuk2Mr4FhyNlVwpMiUIkgt6aZZFktJo5KrMotDQQMI",
-	"iukeEWgaUE3JGsfYKcNmx3MNan2HBOKGm28I0xicmvtylD4T5qufLy5OB70KPRZyQioHfpAMgWP//fCC",
-	"bNCYbVxvbYzFLaiNr05Wu9vIBlIbXwuj3u1iQBPjl2aRl5JyrZLYNLOgpWw1Cwaqj2HG58Q8J1SlMBws",
-	"4tDVQQwiWHl+2RhqSrffvquO8lHcgPSpAjKFW3L+815/++27NNLLnJdHDMrONASGdHMBXzdTM7v5wc7s",
-	"MleaFsD+hBEOWHMnsz8x7h8fF6C7IDa9QCWlJCGnbebOoLCAFBx1pPDBCLWrxWql/pClIWoHoCkLLZ6k",
-	"Iehtbuvk9ceL0cL9nwMPsutIU3kJuoudoSwClQZI19J4ALkF5AK5lGWGwczGB9oMkN9R66kN58oSvmKq",
-	"NUiDbP//P2n/z83+T1/c//tfvm5577bv/qMO3PtUBl05Ioln45D5JGASfC3knPhUBgOSj5IywiblRIwN",
-	"LeGd42EQYiyFmBjyC9k1cFCqhvk9XaTZspCxR4oKaxxx1cit2tCsbPF1SFgOhKom6bhDzn7cJanuROyd",
-	"Sz5fHPXfZ2ytqFttNuDbKb2ER7VdIVLXuf6y9MSlEhm9BJfl2N7elUZYNQHTnFNXKNYBsSB7d9FBWwvt",
-	"/1CCZ8l4qxtc6HV3ldd+1DW4t2yZzUWyZLuuPbVMP6HXK2l2q4L1/gYtFkAUCw3cn7eJpRlmryepvHmY",
-	"VddTksHL0y0H50rq6FOiWzPapIMt2eUq8S05K4A/pfxysVrXaDnAJJJLc5OighewyQSkqtfVHsYKXIsZ",
-	"6R5qIRVSFp3IoORm7YkwAKUxDM3KPukPHG7MH3XyTiHcJSc3sSB04S3cvGnDWRpkpuIGS6KTkZu+bnlb",
-	"P9WLS/nU5W5S0+Et9XU4X5KFncvTLiZwV8Uk81aHTOtfzOt4mOVJH9irVvYdm3nr8KK8ttxpBpHT8+vP",
-	"LxE7rSfhHMLJ83gT7sl8PYN4/rQjHh0xCG1ekyW6XUI1CYEqTPCposn9YuM7x5WXjrnFBWOB0O5uOUz0",
-	"z0fVWcuLxgEal7OPFRMy5M1l1vW8XPJrz+uVs1/d82pWZ8/rFfJie14lrbfnldJRzTfl5FnzXU3ubM/r",
-	"FTOCzbe5tM6e15SO1/PKCY21JJoHZ8eL0UFz6WEh2I0COJMSVjeme72JIah665OYTIAHaCIzDIbgqx6B",
-	"weWApPlc6p8/fqk1CIX1xQ/MwPjI5vSbGxxcBnMry1BqIqmrZwJkOoso70ugAR2HZiYOu8RaKMGfCpcL",
-	"nxgVyDUNZzCoD/yiqk4vVJxewQgtahImjEMEXBuN3hzdwBJ03hKRmCFGX/7yH/XzVBIx61Ir3YtJMmqN",
-	"qITOromQpJChbOSiBmTetemg1oqKdj8aASnxoSbD9/18615PzS4vQaFvzG+wP5T4EJJGdvp5gNQyp9tY",
-	"SH3k0CnjT5hvapRMeRWIG15Lv0cshD3fB6XOwIyyUkTlfW9HLjTUujelJuZZJ0X6ba0i3c5gmEGjIQoo",
-	"jfFpc4dVRivkcZrf2dhZczhD/wYXejTBIgNe5TIqnpmrttWJ30aOS1Xj7JmKQzpvtn8VPQALLPKVRzPu",
-	"8gWXu7MkTEAC9wE9WlwQ9+UIXcwesbMYudlupZ5eZ7Leh14YbDkJmmFKgClupunAz6CljFo2taIDJGT8",
-	"ajctHDAB7U9BEbvXpuMsKTW0P/ny9a/euzf1ek35rBfGRXU4+bpVNK3BnVERAlOtY7WzsUE+n31M67z4",
-	"EgLgmtFQeQTrAJnzjyW7phrIVNiyOEv2cP+jX3bYNY6gj4xfofCO5anIGm5vN/MlmjvMq5y0nkK03tqZ",
-	"XMC3O+SCQ/vd1mbVJmrfNky+I+fIFdGqva47+n0Sbl8jH2D1gY5RoKtydq83Q63yflakQtmlUrWx8m5y",
-	"IaK5qZtxy3z/6Bb0HFY8gx39SIShuClcjGGIog/H6AULx5ChpzOaaai9EKuRxgX7k5pSiddrSbzFn3dc",
-	"yKgiRpLGQAhp1BkOAXGBvLvkd2H+veMETykiK0RqKrVzMDNJnH6SjDdl8SBn80oXYceq34fLO6kwEzQp",
-	"ESVm0gcyPCU0CCQoheU8Tq/fYOWk0+t36x4B6k/RjR64wDAuyP7w4IxIyi9BYcXDT+e2VtaA7HHz3Zt+",
-	"ROMYAhwjGZswhYEOOH7y25qNKiNKrHtECTOM4V5joTHmjJLUnVngYc2huNt1V07KxX7cxpcTnlZFz5Io",
-	"WYHbZxsmHIMkVvY2isBMAdYPE1YpKImPNTW/8lfbb7/dbm/2f/vt9q+HX/6f2sstXdNzyNJlwmshpQ6N",
-	"ervnXz2L5J/p1tXD2xoMqH81GlPtT10U1o2hUj2T3NYMtEVGc8Xe2jC8in62OOQ9W6DXCZwrukPMRx1C",
-	"97NSPMs2kgzduGa03j8LEoRAFeQtAiVJyjwmIdJjuWSk/TSit8nnu8TxfWIfuX8lj1vaXRoMOmcGAbWw",
-	"Qy+uXtlyIpF4SxZn/qZ+lZUJHMdYCSe7iRM4mWHY90gmwTFsOd/iRT7j5o7OXarpD1ZqaC6GlC3ruyxZ",
-	"ZXEdbmMmQXWOOzcfByMIFdxMQUJ9jYCcKXLRyK7kaWZWrCHoD0xHVF3tkC1ycOyRbTJBKVAZ4csjb4gT",
-	"/jzynhjhb24ITNzwpEKqR7bekaToZr46atdQu3yhrmSxeatbBTCNyProUvoCskrXiZaxlkmAK8r1WOw0",
-	"K/Td7VNLrB2WWcswSuOUdl93QrlIjMYjsvVry/HAc/KP85NPxA6VMze5sb3ebf9S9N2PvyvBB2f0JkcB",
-	"H9Mw9g6IoSCiXDN/wXe1pTLK7oGQccyNi4ByI6QbIdh6IygP8F8StKU0oxWkkjuRsxCqm30QU/i1TVnr",
-	"mODWkJSVdy26gb0c9OpQ4fhR008WlzK5T/xhh1TvlerQNUQjeoWs+Zqy4lbpsy/1IxHYHydCkuP90zr7",
-	"7NL4xiz3MF+rLCtRntQLcNusP2Sjf1cCR2yCKJaEvmZNUbbHqe5uZaXmUUKY6IYh0ouyg/0Xq/tTLjjz",
-	"aZjcdAPiBlOESiAsimaajkNYlEawVGXI3kSUDeajKHjIUlhBMXCmQ3sAtJR2NFxN6i5EJ0CklrfioEtJ",
-	"qDrck8W1x3QeChosu6g63kMoRY20GC3eCZ+FrgRwYZaCgdaOIyGgfiObSUrSPxD4FfAWSlKWYGiGmKKI",
-	"IIWoT6sx1Gbfwf4RUumE5HaJgUIlx8qnnAtNFKDpaM3VGGbaWQ0noRASG9zEM3kJwbpHQnYFhjc6SJGa",
-	"M6hLvllyBousz3m888qdSiwMM4KvI5K6k6tHngqEE+JdmgfqsPLRBeYc9j+QTfsesm9rzdeturtz98lY",
-	"VFsEXLC7c+ABJsasVkowvbBK0roi2fy8PnErkPORnPF29VzT26itB049UKRgqxug7ebbXxHlYNF6i6xN",
-	"f1LWHpt8o3YNewOqrZziizCksYJiVmxHvl8xX1bXl+dmbQxhZfxbyRyWw6G6m6+b/baQoHcfC255a5/j",
-	"xUjUEIOAtnZycGwDpQSHuoxYshbNQs1iKvWGOdR+QDX1ML8VVcv9j0N0lK3vEPOOIv/CmLp/kbVyMXyP",
-	"1LKEXeLOlUR0TsZAIIr1fB0H/5chy38NyEWWq4nFDuhl6vGCa5BzosxKLbYSg7F4WYsbTnwRz80fNgk0",
-	"+TWRuHt1zu9lLeF2EFQYwGF27BKB8QfMaF3bGgy2375NklC5IDHVU7shmk+fXStU83epq2bIXZKHnfA1",
-	"6L7NUbWiCh0rbDxHkgT2XBppRG9tsuhuPuXVZcJauCTJsjYP1g5czg4eM06xDVON3dLx8RYXcon5V01y",
-	"5lfLfJch+oNeH8cuSA5RzxwR7yPWkTX7P/T8jkGxAAitTRS3FLCx/3G47hHqjsHOlxxAPmpt11XoIODS",
-	"BahCnK2/uFbWqRZceUUA/EpDFlBtgyvrQ6ue6Uas1eZKoYJaznw9M+BMIgfIWsAMJHydnUbu8rI5qgrC",
-	"yfp9bqkV7+ucWRGZBePEjZNDFjTT5X4NINZTdOhnUVF9VDOuYI6efWsFW+n2r1UQS96vxBaPblf3pmV9",
-	"czEzKpLRj7yk6x2G2NZ0WWxRh7JGfSzdVOaRIlRdWfeb9QYES8581yzNFsnAMIloZhhlqIS5YxzeQLD+",
-	"gFJLUQlbWVppKaiUb3NlGyAZOQ1YrLEhEaHEDymLzOUSQMiuXUidocQQtHOkV4xLjgS7uBhWNR8tkq+e",
-	"0BKTYGGXLbcLRcsXJGgKLy6DvLyeJQizovhndIeHEv2Sa03fCCsGeovkwJRhlO93cy2ah8gxzZSe4XJ4",
-	"U2VFPMyH5tR9TQLwRQCyrQiZNF3Eojk638QXNRl3RTNuWypJypWNI3qVE59ATlxRREyqjOXDtvb6/19S",
-	"KiP9czDqf/m66b37sT5IOWfAqabfxPSPGRBrCdolMVUGPmRM/Ssy4y5HtlaSy5XWeiZP1GpF0ryF3RXy",
-	"5bs61vSz3tssWKIlq41tutbIscW2xW9dwMgK3uc01KQys1eziUYgrVDldywZTO6R9ZaG2C4U2+1bi52E",
-	"3crttogVyRx1j1Ki166i/izSgnEdTuK+7bqSAtJLKgyZt6r9thZs48KNW6pE4rIk3EBkTYrQ3nRK0yTZ",
-	"UaHmZBSm9U5ZVu/evv3xXc3B55rfrmC+Xk1QWy3NHVWejgJlTbPlDp91rm+9csZhO0qyq3rYfIjadtRF",
-	"z1QNNGpPMZcukYv0WJI54TZlKwc42KWlI7gvIls0Qsz0pTB/fmnG4Uf3USW08gx5F27qM6s3P6glzbYn",
-	"jcO5M6XRh3bM3L+cwzMZstqSpY1sbLjk6gorpHTSzcJQRILH8IbE4bylvO8iOWR2fbSinHrus2i31VRc",
-	"J9Bh/LAPsa00ygECNcJGvngbB+CHmLeTOHlG2H+1gX8UTrCU9fsQEwgRfTBS4UqSpCXaFnf5yvTVRVJ8",
-	"kEsnFfzSHeZWX4sMCQRXr1FPY4M49SwQbjG/yL5C1hbJVetW276ZGuEMl0+YIr5NyNJCkLVkT+slEez9",
-	"1k/bS3NfX1rhsQxqXi0ra8W3hIju00LWZoRkehENw5NJb+ef7TSkL14uI4GG4UN7WR6o0coDpGZdMw3Q",
-	"wgyvhS04DWSt1tOSGeW50Lmoqnt6XuprCRvkwPTG7tUXu7QISbqqdULXp+wmUEXzdur/whv9oXDTRuAu",
-	"Qq3TtBwPYqF6GFT55roOJafR3HWottlQ6fBzEmIV9E0oa4s6qa5Fy2ZhSAL7KQaCl1vzuFYVDooekqrn",
-	"jjnbWPKLQfvEZKHBDkjiIm5UbfH3tJg9McVBLGxtuEc169n3VwfKQ5N+N9iW8aMV9dlM+wcr2fzIvEIK",
-	"VZtqsWepJ23rgDEOmKWwS+w3WYsEouhcpcHLEtCJFQkJrbOjz3DEQ67lvJiLn69PnGtYUZy//tZ46cZg",
-	"M4ollOepLtmVlB9WIk/viPuI43ZxK8k3XXf/BFppIyqlsFqqXA6RVJ+ppsIKgnsxtPchY2Cqy2mPVhaK",
-	"q6WtL5cxP8FNWZa4p5z5ACjWXkD7yJReIaX9id2J95U7nlJg+O5cnwubk5jhyvmOXW1g3Q5lNUn3kYBf",
-	"TvJsBmkCS7t8r9fkehIienyfUZ7wn8NxlOFgXVYslf6UXTck1+Zly6fvArgKZS4NimkWKlt2/amDU76J",
-	"2kq2osWVNtG8HIZExIB1lDDWK62h1Nj6baV7Lfdtqlc3gCvfh3XZrm0r7/TXrZqyLVndqNpon4hxFpkz",
-	"2aoLE6qLils8zGbdMMXo/xXW4U8p5xCOcuvxabzCSpKBEk/s0lFqlwP8GkIRw732lJf90goU+epPzeO9",
-	"q91bbaGnFRZWqSW1whi5IlCpI+A+g6yGvpVcgsVjbC8bAzMPVliHpDrZyHgmlV4BcXNDxGnZ8FXGcT7Z",
-	"0XgWXIJuhb2b22/qhsrpSSvAxEZVj3zBbb1If758oM0FA2mI4nswqbsFvPjXtFpLx0IWMJmAtVrFIPtj",
-	"cUuSmi27NvPCcev5Dyot18ZsnDemsBBKzEdTqsiMaxaiETmIGMdOmpIFDTWRK2w/pcGtzc3l9aG83m1f",
-	"0Jj1fRHAJfA+3GpJ+5raNuJJ3Hlvp3ep4W9bCLymmyI385v3b//6brNVObjqhZGN8+7H928eZw/Nt0w6",
-	"+/Zmuw003DP5c3isk8g1KaqH4I/bf333vtpk5TZLJIilCGa+JmtMp4i5vuvSZhwKtyzsV39VpmtxIReP",
-	"AYel92u6iPfv3jzWYTTeyRkEHnTmUAO27PgbFos8prfndkqvvKTS9Z4hx7vHAkW9SJD++fZx4GCUOyw/",
-	"dkxvvdrFlFnk9uMBoEYayZAQo1gee95UgsnmfZxJ60SedM52PLRR5Ok6TpPIkx35u+2tN490qZSkpBya",
-	"Pc58zXJVlyNfJFflwPb+zY9v37x9173kZOmCryOOOsStvU+KMPZK0k8t46kwgCYsaeLgdWy0/tZvFCsa",
-	"ZKYmwDee7LKbromQami0QXios1NcYN0j23GncwMWzNmrGmd+V4LvEGpzHNGSZ+s22tJvuyRp4LNDJJZx",
-	"goBouK2vFDBJuwAt7KuV7xh0Zz0eT1M/NKZSMxo2l095iAJLbgNeCvLCDrNFNB/wafcKfnuYhg+aGBIz",
-	"B0hdiTGyxjFDfRYlGYM7rnUAvaSMEy2wrlhINdbkxG4H61Xl5rnrX7U2EWcm/zwuGYbd1wytplWboQJ/",
-	"Jpmen5uJE50zYvxCXEFNZ7K9vx9+uvhw8l+jvYPj4afRxckvh5+ICzZCPVGb7wwMcSeIZkAlXi1u8qnW",
-	"tljzJXBd2zxgjxN8SPZOh+ZsbcawCzHPFQ/wRQS2KYTgaTIufvmDwhY1ZHiqWqwFhXdn8y2uZF8IGbg6",
-	"AiSiLDTa8URIsje0E6kBQZeuLcWpsOU6mRleQTZozDautzbG4hbUxleXxXm3gQElml5hOZPCPncdDOvG",
-	"Mg+SEYsj5MBODrGqADawygo1+1RK5prSYV8/zA/ZJe/e9MdMu9oVGLASWA8Qsfhh61kwHULiuDa73zsd",
-	"9tLOPliaanOwiVE6MXAas95O78fB5uBH26VuihhVXD4CxPx8Ccj1DK0hhIeBmci8+kHcfmRK525J/GB7",
-	"c7PEz8sJ7VjHF2loadnC/DyIAiUkDEOCKx2Yzb2xM9cNmK5w4wMNcplFbza3ln/ymdOZngrJ/gRsHfu2",
-	"zTzntrzEEWXhTIL97MdWc11TZosc5kkfA7DzRP/PL3dfvJ6aRRGVc+yohAV1bp3oY2TBf9oPel/MzSLU",
-	"gnO0AbhZ9tkHEcxbHCLc0ii2eaJpTnVPA436NIynNHEE7fQugEZkD3+78zqefT6W/a7IZ7Wcwd0ToF8d",
-	"6hlux+HGgPxJke/N5k/LP9oXfBIye+G82XrbZhY1i7EjU3AMAaMXhvWaj7e3l3+MmvSh6935YgnE4pE1",
-	"ntaQyJ1XxwGzK8HVTLDut3oqstkyVoKiEWiQqjFvIntl44O4xdikL/cgP+AGIIETvjrTWD7P54XRmLnO",
-	"sCmqTY3A4hFPTHBvln/0Segj7Ez5SnApwZ2BjV63uIlV9JnCP1elwQ0rzi0WS1AIcoLJPQjxMdE9W2ID",
-	"0jux9UWj+cuVglINQ1lFsx7ZMpmoCn8n62PxzKm44Vg705ZuYyoT2m3qBRZBwrQNqgglU6qmRihvQs1U",
-	"1nr6WyLXRqE3nrEw6G9lzQJcKT73OA4p56iFJZU2bHmO3n+LGTEPbV6mkFeDXtIhIf2o2/2Tg8rz3UC5",
-	"RbhYv0WkmVbESpTfl30hvYqM9xMZeenUbU18d/ar32MbX23InIRJUbwsYl36EvYTcWsZsQBNOpghZjvo",
-	"M0VmtqOjqzGJqkkzI7qnuOotfRNnwdIFzyXa5vb5zKxlCTt5FXC/QfZwiJjpJWKtR8xNaqhyxvGvhFYf",
-	"hkNsXMF8iej7C8zvJfh2JunHJJtkMw2EY6DxKiCvJiAniPlDKsAossbh2vEgBb4ErdY7CM3n5mMa2qFc",
-	"UVE0jU+EJFJoxALrIqjI1QPXIutvhhuTiF6BIsf7p4QG1yA1U7YcBK7Mvki0EC5/GuVxFMC8BoK4p7j9",
-	"VLdc0kpshUsu3eTzXXHpEhbLzhxuvgFp+fV2Kwq/Qk9BpipxUrXgAS+2OCs36RJCi6gz5L6ECPX5UtnH",
-	"rJ0FJlIU3IvmL26bW5yenRwNPx6OTj5fHOxdHB4QwUk0s0wpCaJlGptVqSTU0UyzSHp2xSXPQb943pLT",
-	"3CVcM7gh8Qwb+dsSrQPywdVWGnTU3DMYPAvrScqULuA2SXVPhy+vnOfbMBzHIfUhL6bExWqtqzAePwTK",
-	"Z3FOgi53yaAaPFcMySMTu1vbaCKkSjuPvWMxWXdYNy75XYxTc2MD49i3r54n5WZeqHm6uMwa6nIvEJs+",
-	"+yqFr4DhZeyZAg0xlLEzXk+FWuYS+VmoF+4RSVfYwMtxk6+Itro/BAHYzh3SgEDP6LdgMS51a/uvg83B",
-	"5mCr9yX1UyRujG6CS7af59OZzBoWiS7mxF79Ct+pgHPJlAZJqI2AxE4nTCvbFoYoMZM+kOGpWvk+2Pia",
-	"+vqWRq4YRHx0X4CZxPYfflBG4PW2NvHPt8jCOpLfc3sGFrEARIxXv8A3rb/gIf6g7knQVzBXG19tk/+7",
-	"DQnX4sraSmotsWdwLSxGEqYIi7AvkraxCjHIiJpt7hIchvFLom+YD+QKILamD+vbtLMEI6qbLatndiWP",
-	"xzN+gfkweBpPQxMVOji8fKvlCyUEAz2jx9/DV44tCRu19jNsWGi7st1wc6W6cqgztUusSyPpYjYWAbMl",
-	"zGrwOakc9HJVpHSFNaiKUHhF0NXUI9vzcoFq1A5FN766mlh3G67OUzOT3nOFoNzcVAIan/vo6Fo7Ozk5",
-	"Hu2d7f88/PXwAA3uCnigPFcA3/YEUEkRYGuh+l0wbvOiGpDbTfmI7BpLEganVE+fiBoambYQ0XemOb1I",
-	"6nEoRShC/CEIB1l4ox8o0Ywto8cUszFUSmgvoIFz0Cc3LqrxqYhgRU0ndY+tHFaZ3/DzqTj/ZnT6qgIl",
-	"kh9Vil1yxxt+UJZoV+ERSXGkxSbupCrT3+EFi3DJIpsIItnqqyS3CsIFVoAz+nYC51ozd32U7THIS5d/",
-	"e8mugdtQJltXPg0/SAZOC/YOyH8a1aNSHNwj1GghIWqQ+IvRxs8Ofx2eD08+jfZPPh19HO5fNNxVCZ48",
-	"Y0JZnuoayhVtbW/edbuSivt6vkupLR3m7G+RQY/Xy+q7vKyQ9FGydGn2jGvRhplU7i7M8FfNet9QKUzj",
-	"dzFVubIAZC0LiPTqk4rWB2Qv+0CRiHJr1rg1yiCa/T2X9+Qh9/KScAnl5VCaO60TO6vNiU85VnDzsZl8",
-	"knhWy5YQfPdPFQ/pGMLeTk/EioQ01iLuKNnm1vF8PCS3iOVBj67gxlNyj1faRtpGiiuV4GhPyRtf8f/3",
-	"MbzvktpyLEwrCG0zQ8En7HJmiQ3J05HkODM/T0HCIqJsMsVXsRH384MiwwPs5WB+jikGnjiHerLhXpmi",
-	"8iS6rMz1lyehvmVG+2eguu/MbN+CaBqifNMiZmrja66iGQvuFgTgSaCRFcGxxBgREywaZEucQUCygcja",
-	"zxcXpxv7H4d4Se5iwoA19yeVdGz/0AHZn4J/pXKNFX9QxJZK0yQ5PUt7Wtjo4XSWH9LmzERwF2qcVDha",
-	"OzgmWCnLZzHlejcxQpm71Vmi0C3BOHr2sTFYCAS7JKzvGODO+BU3V/7wwEslAhQ5PKc159ZsGIXhCUIS",
-	"Lkgo+CVUm8cRMfFsUmA8k5fYCcsunoYhKjU2u4NGQD6dXIyOTj5/OhidnI2OTs4+DA8ODj8NyIG44QbY",
-	"2PTFTkk52dv/xcoN4AsZmJ/Nn8DiOu9gCr1krEe0trleAD8DDdA+tjygOl1de0v1Xzb+UuROKfcbM24o",
-	"psr/6lP98niF2LlL9u00fXPz4rWhDcoFjBIzpJHIEuQ3kJ7iPnGZSamnfraj/vmUbr99VyWsj+IGpE8V",
-	"kCnckvOf9/rbb98lgayW0tYUfptkjiaIc3Bxsp7W5qI1bSPuvF6yhQOmYqFY0la+lMOarnKXGInUXDZ/",
-	"+633v//n//qtl/3yl79hD9Iffvjf//N/kTWzkJT0zePWS0n6lFY4DPsTk2OTPbM/YeTYRK/2eltQt/K/",
-	"+vmz65/gHHXNpMIbOjckozibTBbv4O77Ui+3W3xwRrWtxPvcMmRa6K58GyZsDFl29SbK3YtJTcrFV2NW",
-	"TLPZqQ16Jrm7s9LXiZpSactxG4bucl6UJWTmdLddvBXGytxuuU9tagtVmTnqt97mbz3rOKecQBTrObFV",
-	"Cqs8fT8d6O+Pmu5SYuePKUVmW2pi1xn0Xnh9r++DzNCAm+GxEdKyI8pozGG9teTWOQn3RRRTCX3Kg74C",
-	"vUMUvQbX9bNipiXwx4yGjtCcTJg+W3MkYr7kRg6FW6a0WvcIymo3TEHVomspyo2VMxN/Es6ESPZcE/C6",
-	"orqGlg1Qqa+x3u0iUjynj+rNr6PFFQ0+RY6nNMS2qwpVV0bhlMyVYq3pFdrbrOmHuNMzZ9ol6LsItWcx",
-	"GhWXsNhkZLYXpIj4Wl6wZGj6bjieDRMt3fJsglpA3m804zb8N6hlhItkDcGvQSqaCOW10sae8l2bz6RC",
-	"uYI/iEJt3IZFoTK65rTZgiKdIY/TbImQxTdQTWbShehxSMQUxWmspkITBRHlmvkuii9Xf3mjUPF6N9E5",
-	"lbWLY2UBFJQgIFhveUA+oQVgb/+XGhP2fg4W5rJ5SWrpASjtKhj/jxnIVpMgcrd5MSlR/ZjilCuojYXB",
-	"a5iae6y+NwfadyR6OSoX0lBsgW90VXACJsHXwraxrOU4+1RBn3EFXDG0X6nZ2CrBJKLaN3zC1rXC4iEh",
-	"kLX/2yMjNEH99htGS4ZMg6ThOra8IraCXVJpMsgV/0OBcixud4mQtjfAeE7WbF3KpI7W+m5Sm94ymirr",
-	"OEh2dA5UYpPTp+McpabMgvetrqbhVhMtyIRhiEIBXqlp/w9kJqltP/lns2E/YjwxnmzVVKL/tpjSPpVB",
-	"I0cyeGYQLp6NQ+YTn8rglT29SPZkic4ReULb43kB43NMKmM/7bjUhoJwsqD8XkmhNLzJIEumQyILQjZl",
-	"GFTuY+eakHlrjlMyzQgDsm8dfVa4S7lYsq+FhUhSlmRjac7NHr4JZbBOyduqVfIMjLBAaXowrsyoLWLi",
-	"7LDtWEENuJ5HC6QyaDQ4URl8axl/r9riU3FBi7hE3PD8lXUfvvc1EYCaXbInHOqFqx9UfhUD8pknr7li",
-	"iIGzkmF/U8MXM2+naueLbGZ5T2qEblmk6SkSXxYxj/xpvEoxL1XJEhzuR72Mj8VtsyVHJ2VlpLhx9hSf",
-	"csGZT8O0ZZqXdhWesNDcNjMugQa7qXufJpYWtLEkYQ/O0iLFTZJYWW9nGZolPnIZ0iqN1qk7dnu9tjIC",
-	"LvzIfnPXzWhjv/o2TTe47SY1CR8iNr1ylZfIVTCBFZkCoQXiz7EWyzOWs5UN6l81hzceU3mlyNZgUGik",
-	"aRmNYR9JXzMpbmxq3pReAxkD8Ix3YIAVU2m5RiMXuEhHzDGwvm0bCrWLzJJxbGeaBDhJ+B18bVWpm6lR",
-	"uXAlDUxoz7/6NnSiqu5D/StUffBgRgr+sHVP/trzelvvO5Q6SeDwLMpOMnmzs+sUZN8gjJhpX0Tfn334",
-	"VdtZka/t+UZbCCG4BMfeVmVqfkhZ1MzWsCO6IrPYMCfseuvEIY/MuGNKyOPKvMuIRjYxyiVEkTU/pFFs",
-	"2VylD/B6IYAy8WQ1MK59XPM3yroQ4LaxTB48mC/m9RDEvZ23Xg8N8r2dnggDR8UduApC6PmYGk7fzNY+",
-	"ZnjzytFeOZqV1AxOON5Sy1G6MTeko+ayOK7HLJ8I6UPgGFtaZq6SxorMSaCxxzbpzZzyQP3pgHwCQMXQ",
-	"SmNXMCfjmSZckFiyCIJkD1V+hofyYrOy7eqabCoWxk9Lwd8Hsh9OJmAzEywM02DzQn2dCDRdjOURNGL4",
-	"f05ttoYvITB6Dw0xGMX86VOsiqPugbbH8FJR9hia/Qcu5IYhQPT8FXO7Y+7QwS7BWANUxi8r/Q7a4K4L",
-	"lmiuAqVFxHyiGL8MoR9k5iSs97RjsRZxGW1wesr4pWfbGmCCsMrnanjI2YtGgLRhWZK0hD8yjqxeS8oV",
-	"9W1jlj3MiehbzPFpSCTEQHUCBbMeRK3QLEen+SFJONiUcg5h6um09ddIMLNIDgOyFypBqO9DrBWJZqFm",
-	"MZV6YyJk1A+opll42D/OTz5hYhX5FzPy3b/SuwkL+dsn5s9/kbWG5DCPlJLDKM89tUW2kh1EdG4tFWkQ",
-	"/FgE81EUrNcxBfzmHHjwbQjnbisYccPJPOv/cHpG3mz/vz3kIgnSmQ+uGDdvu3JOrixTb6f303g7eOdv",
-	"QX9ra2ur/4Zuj/vv/R+D/ja8mbyj78eb/hYSdFUbiNQl6gKRRctR4nNCIvpxsuVv0zfQfz/+Kei/MRP8",
-	"NNnc7G/R7fGP/pvgLbyb9DIArPJxa7Uid7iJXuH1ajDVtqTzRcD4JeYKuc4l7lQubMjMXzb+gvDgLka9",
-	"+LRybHcY/Zyemx2zt1bIhMRK14NQXHqWCGwy2A6pyb/aIelyd4lLtTJj5nOt/vZbLx3xt55XyETbweii",
-	"jTikjK/3ctvIEApbM5vvSSguB42YFCAegc9iZo4uOcDeTrvja0Sp7Q6+/9zJfkZm8dQqY24BS+K+7VWX",
-	"ul/WMP+SBBAylOdRtV5/VSlfVUoXGMUDQsnBsY2CwrxjxLTOIZvJWxvjJNSmqc0bdx2S0HPvqINQI1QE",
-	"EBspgWtycIzKrbWpaSovQSvrLEgYgdpNLfvJGFXTvuP6nrmak7ftaASbMP+OcUSEhoI/koSxk7aX4jqZ",
-	"GhtKoUpzk5cqiC/i+UKR4QOC9huTG8415cEsNoLeWxIxPtO2gm6VKyPm4FVfZfePfF8jZF/mpS3BMK1B",
-	"HEwe7NbOhqxe2/k1xsGk4e5ecH7b9z6/lQ/w2e9mXMViX5XjAa/uqtebuHoTmxvk4Njcecp1Q7Wxyqvf",
-	"xl+ThKxFMXrW9FMK8iFskq8eYrRcNDwzTbi4aQr1KTi4MO81N8aUKqdIZxYG/IrpxYlXjsReWNSeW9VT",
-	"xO25qZqkfndkrwE2Lzps796idZ6YN8x93rc3uVpI2fbYiILECuhECiK4KxaDg+4Syuc24jahV/wEbV1O",
-	"Wq1S5hEL4QyHe/J4vW7U+Y2F1GVwbYqrs09fg+peblAd6oJGn1SKJISa0T5W1VyV8NXGV2xibHTm27sN",
-	"O3pj1fs9wgXvOz6QyubJmjJV1C5Vi0yTlTABCdwHm8WdsopZrEBqEoMka6n3wHzhuVFBrtcziz2cxCLv",
-	"N80uzGaGBvz3r9RfVaUkxKgIWzcIRvMZsDFEQ68DD8mD+1mCXTJG1lxrEbXRV0XoVRGap/dajhnREivq",
-	"xkPRTd9sjtynYWgblg3ISQxcoSEUi0Y4K6XTZfypUMDJeI6/oucT17mWltFzLMfZZzwCoQIsKumGcL+Y",
-	"z10vqySiz7o8XaKmV6jXhfTv2XLLHgnZNbj20raptA0vcboTzSIezWPr7a0pr2h7zxuwfBOmREz6GuVq",
-	"HeXSPn/sUPc53fbzVHxOp1/iwMkFtmc+e8KRzA05WOQkN0Jefe/loL8Tjmb4SsZWihXKgpk0w9VE8LWq",
-	"zpM0s29TBrChEX4hqlhPqS7acKZUETFWIK/BBoJcg7Tc7GbK/Cl2H5eKnJ6dHA0/Ho5OPl8c7F0cHlTZ",
-	"zqmd7rsp/+f20xhK5dL0S9B+LQT4dIUAIYk1Kp1BVyJzN1ezlWXIfREZLr1G1RUE+cAvkFjPSsz0pci9",
-	"4cSI5I1kButh1FNgMkWgAPyQWjpSaZkZwVO9a6TgD49UPS41+pfDpxeRWWmzVS3Lay4ms4gA3W4O0oHu",
-	"qsVuTng4t/wsB8am2jZO2eo4/7n96psrbeOW32xesij5al96sfalZJSUfeQYW/pTK8628TWJj8sbmuz4",
-	"QbPyZLV3/BCLTSaGJUtrRglJ4jhtHnm1DI7ORiCFTAIzoWtmH87RHpU5qCTE4TwJHMUoknwgahPXO3O7",
-	"eUE2J7eyOj/SvcMuTjhhWIe5fbUcc95Vq1PsqKATV3HAfhZNq7iExdpW7lbIRTrH4fzVHPWqvDlZEtHI",
-	"GqIcXXbnswsbkBcyLwrtONSUxcr13bf1VbFhsxUGLVOdiDAUNyTOLPXmddvmOaH4VGwcz4mLyK5hk/dt",
-	"X/4IDPJlCUxCRI3Skm3CjXUU0wN6FZ1erOgkbnjSOL14ZnnSRqLFKvH1pmPs3KbSsqc3vKzYkbUCNa9n",
-	"k6X54vnYVleXcM3R+vqA2GBZLrIAjzqqTfvpfQPG3KQFqGVbRsQIw57XmzKlhZyPsMcRC/EUe7ZZRb2o",
-	"IkTkqlsYaMJqSSFO75OAaeb9N9sd5JwU7s8j46TTL+8cmJXeJoGcj+SM79gQaTELg/7Y9Zsyz8VMk+GB",
-	"ek0PeBV+LK+0KFbtzp+wxmUiT9aXv1H4OQBNWWj5MCVjc8hY90Bpwz8VgI1RordDDZFax3DBcteyXUKL",
-	"AhJALnbJLcFWRfXcCzLlGMkvwYhqXIXRfho47QsLQDRLeoroQzOPO6d/p0b835ExHFl8kCM1S2D3IukN",
-	"VDIWazXOhm3VkUzBrmmPg5mz67sYY4wesfG8pAuRmynV6Og2t5eTGEgmMdST7Acz9b8x3eL+m6gWz+WV",
-	"bF+0DwtJ15Jae91kL45tnh3carJG8V+jKEASzFW+s2QpIbl3d8y16fxPEb21dfzXF1pvy5YGbutl8Hwz",
-	"011nzl2myCCu2irFL5pcV9R90mPo7fR+431yJAH+BCNvSK3IkWQBnTdZbLfrM64MwLp0sSpB+dl0l+Vc",
-	"KVfG3MLtVSl5VUpsYT9Eh6TV8kL22EGYSQwSX1v1BCy6+DGoJrW/2oSmrEM0drXaJbEUKnYljVAvWeOC",
-	"jKl/NWFh6NmGyJG4pqEZG/sEYtGYJFdqvZ5lHtllf4fcsslvlVqOXD0QVcsZ7VtdWaOF5rNxRTv9YotO",
-	"hmivDPGVIbrUUWvQrriC7scRrVmk2ft/csNBIisbkKEzajsTNoYRGrkSe9NYPhim+pyQqbXGqXb1vM0O",
-	"+j3ytiq/Yvz6vvbsTpzOwvbZOJ2dfjGny7s6Ixq88rtXfucK7CHypLxGPIR9euN3wXgzrzstWZdtUbgx",
-	"YA2HhK9RoxQ7B7xT6ih6YDJnvhUG69ndP8wK/i2YnYF1F9FsmIygn41hHadHuJhpZUf9yq5e2ZUrRO9D",
-	"rJMwgexWux+/CoFeLxDO9ixL4oL3RU5OO4NrcQW23YZ1BIiZVppa7hbaSvYushKX63jaLpFgqDZJRUo4",
-	"W7abhoAieNIW88/J1PBAXrnaK1f7tylGf71aZICeIvdpV5roSBomxAnl/rTQF574lKO3gosbG89ixzUL",
-	"0i6nLQ6Zy+LNFTFSgEEAhU712Ehil0xZEADOBUoLqVCFlRBQX0NNxOQFTvjSGsF/23VPLExPG2sd4RFH",
-	"r73gX34veEuOnYsd1XGHDbhN6pvUNy3kJDsrz9YhTyKJ/OmMX9nqJY5BUEUMThJh+IG8CsQN38XKioyG",
-	"1tVJXRt3cjNlIRDGDXhCqIsKshh5ePvyy5nUtjcUMqJ65Qw8u+0jO8jdi+Ig7kRqeMieRYlX3vEiu37c",
-	"2uIfCa3iUTXwEBxVXie0NpNhb6c31Tre2djY2v7rYHOwOdjaeb/5fhMRzg1RrUds89zHQmilJY292gT5",
-	"rPzEIJcw6rKHq3mnaQ8ILOPQ0Mqk0BgiNyw2hqiOuRdEjDOzRlvqFTmnR6ZCaeU5a5iHmR5esnSr4iW9",
-	"egYEh1Cu92r+KiVjETBbl9ctgppXa1ZxmvWexY0UeuoPyvm9wnUzrcmW2MlpFV7Vd6GyPJb8sFa+rA55",
-	"cOyqpOR61PqCG+xwJmQb+oKXSwHWDqFq4F1ohOGlHdc8LFJp66+gwpwbzrZdqo51eGvYGavJ2UxCcpgs",
-	"ZHrnt5ykGFWHPSoUxnFBtIWCY4NCL1uzzy93/ycAAP//",
+	"7L17c9s4sij+VVD6nV+NvZeSH5NkM3Zt3XJsZ0c7cexjO7Pn3E2uFiJbFsYkwAEg25qUq86nOR/sfJJb",
+	"aIBvUiLlZ7L+Z8YRSTwa3Y1+99eeL6JYcOBa9Xa+9mIqaQQaJP5r7wK4HgYnVE/NPxnv7fRi8w+vx2kE",
+	"vZ0eNW+MWNDzehJ+nzEJQW9Hyxl4PeVPIaLmu4mQEdW9nd5shm/qeWy+VVoyftG7vfXsRKcwMW8HoHzJ",
+	"Ys2EmW6Pk2QOjwhJqPs3MQsgeko1YYrMOPt9BoRxoqdAxuJm0POalythsnC9Eb35APzCbPrNK68XMZ78",
+	"c6t28VpTfxoVQFXcxPkUCE3f+kGR4QFZm0gREUoiUIpewA8q98Z60/LTN+4O8nfi5heYNxzrWNyMLmG+",
+	"cIp/M2Dc6f1/GxkGbdinasMNbubZn0klZBUmHG70yMeH5lwlqFkE6Q8ToqdMEaUl0CiFxu8zkPNslfbl",
+	"XsPRbW++erv88A5AacapWdR7FmqQ/45zVJZ7zMM5keJapWuTQkRm5QdHJKZMmkXCTRyKABJY1a05yObr",
+	"tYVmbo29W6+n9Dy0Q0F8PP4NfN0rbqRhCwYLfcGvQCp8bYd8vWQ82MGdePjfEQtuzZ7cg8D8DD6LmUG5",
+	"hA5vV9rqaojUauvvWQhDHsBNPfVt9sdUQUCYeYUwrgVyiYzwJiwE1UBy5tkIv1zGMlg0i3o7PyHK2b83",
+	"U4RjXMMFSMS4n4XSH3Hw8kLNE+RrXmuGNhVKj/DvVSGMSzHr+gXmw6Aeay5hjkyrYRGXML87P/rAIqar",
+	"05/QCyCK/QFkLaYXMArNa6MAJnQWao/4IY1iCIgWZGswyL0R0Zv1Jr6Bb/Rql8e4fvOqV3tuRxZfFl6H",
+	"DqfuDo1T+H0GSlfmrJ7N8MBypBSh7aXoUymZAcwUiLSDNZyeezq6v7ULES2EkuM0d5zmDJRigv8MNICa",
+	"++VcUq5iITVR9kWDxbvkmumpmGnCNIJm72SYYjeSnsKf3ScpxKZ2knQHKK+MxU3fLaLpDtraXnoF3Roo",
+	"qFhwBShzvaOBO3zzL19wDRz/pHEcMh9Z4cZvyuzxa0sSP5RSSDtVEUbDj7/ufRgejPZO//rp6PDjuWH9",
+	"+59Oz45PR+7RwPDXfcEnIfMfYUEfj89HJ6fDo8MDj5ycHr8ffjgcHX86P9g7N7+cHh8fjfZO938e/or/",
+	"PPx1eDY8/jjaP/74/sNwH5c/PDg8Ojk+P/y4/5/p77gJ5C+HNz5AAMHD7+TD8Gh4Pjr8j/3Dw4NDC8aP",
+	"Qr8XMx48DhjfH3/6eDA6Ph29Pz59Nzw4OPyIizilGhAUjwGE073zwxFC4vCArEnQck7HISBjtiSFKH9q",
+	"HvT3JrqOjs/AFzxQhsNfU6bJGCZCGp6m5ZzxCzfsiJqvR8q97DjiWATzdY9cT4E7spZXIMklF9d432fb",
+	"q/B75DBaSHoB7ykLZxIeHlxn58ene389HL3fG374dHq4Q7jQU7PHa6rItWRaA8dD/MTpTE+FZH88xinu",
+	"fTr/GddkiO56SjUYIBp4+nSmoHSYf//73/t7Mz0Frs06oP7WwknBHCrNvYvceYe8AyrBqAQ0jP7y2Spt",
+	"Y3HzuVd7ZhkntZC5oiw0WPbwgDk3rOZ073T44T9Hnz7u/bo3/LD37sPhN4jpn7iaxeayhOAIAkbP8aUH",
+	"h18mm/ygyL6dq2/mNjo9F5oIDlbZEjFInJsE4IdUgiJr5dvL6CpUCU5m2W5GkdnOyGx6fYBig1sVmjf8",
+	"y+OZ9oWVxWkQMDMDDU+kmU4zcyFPaKjA68W5n772qH8JwYjqZTs/ZxEoTaPYEK39aDwfOeHCSEDLBR0j",
+	"gBhtXMHvy3Uln0U0PEu/VJrqmVr22Z5/eWZftLJIIpH9IzdzOpaX7b1+R1/SHYhUP8tm2PnaA25Uo3/Y",
+	"j80goQQazEf2319qALAXRIyjxNX1mBLjVBsw+1QGIwlXDOW5rqD2JVDdHScK9PC1uijghosEuWdjIUKg",
+	"qAxnul/dpyFVeqQAeNc1hUzppikbZ4ulQE35CuRK8JMirBu4hJA5a6PTefP6bwKsdAtu2CKYq2stn33h",
+	"NGvxOUXIfXxxyONZV9wsnfwiYO1TGRzkXi8f/XLtPn+oTnVOl9V8yG3GTWCp4WYplp3Yd8/Nq7kjX7b1",
+	"U/NeGRPy547/a3NOp6Bw592ZyFIemrEow+ljhtbT6g0/FdecCO7DLhE8nBOmFZlSNSVo6xQSgkEdb3IG",
+	"llZqcYVeel5moElWthhaH5jqCiWmISr+0R5cbiVUSjqv3kE43uL1foqD1lQYMZ7/dau8kYUct5k13jYt",
+	"8J246QhKc+e2vLMSM30dR17xRlq4/0b2r0Brxi/Uqhdo6dAdCLycH6LC46tTtuPb78TN6lw7B/A27o8M",
+	"YgW/xOYyuk2mWbSJxyFSg753JNF34ubRCLQ9uOvXum8GmsWZtLoablToI4AQrDaCNlbVyubs9SbW8tD2",
+	"dRT5ALWtRolQzjoLhHLG267AaAnLL/UMyNCI+slYbvoaEObA04h7P4vORLIi30SBpK1GFxepsPJCkdwa",
+	"+W6dTJQXjs087ZiigdPqXNHtZxGszATDE9VNvCztL7erhRt5HM6IqHVH1mjG6MIbVwd7eV2LYOjCAh5M",
+	"0V6NwFrLwGanV2IFA40UM2eXq5Hu8tDLxOlc9Iv9uB25/QLz1aktW+YyVe526fyraURPpt6sdEZutem3",
+	"i07lcViHkw3vwjmcLn0GehUU6qytlxaH3zeu7VSIqLNBVbMrGEUQjZ2lvIWwsepNzQwqzkdGaxizkOml",
+	"4vzP9otfsw8W6ULimoMcdWKJiUO8zbvtjLrmDBqsupn33V2opQXnbL01oPLKZ9WO45n1PA5xIfbdkboQ",
+	"eqCPDWBWoa8szLDCIxMwEyHJWNz0XaAPRjOKCYY3InyJha/hlx3DEasGU7OQxr2eOT36HrUdlRty0Xkl",
+	"U/9KwxmoB7IjOGWixlqQLnMpbFaX0eAmBt8Qx8qeha7APKHan1YgsXyv5+IS+OPoSiEdQ1iLOStKbtqs",
+	"fSULafplsqp27AyBtboIlwKgyBv+PqU2KglXZYSmiShzgE7mjNwyV5L07v18dYJk9yM43su52zW1P3/D",
+	"UpP4zYfSkdop/GV3WONyTySLVkLUSy6u+cifgn8ZC4ZXyap8ecHKHs4vg8OnjoZsH0tNVOmbiRDl9Xwx",
+	"c0kSS2fct6+ixyBiyz/6YN/K/GkthfNEdlQ1eROaREJpUgyJxSBvRSgPCONXTGNIhfLIeJ6Ef2PIYxth",
+	"y55crbDlFjXScsZ9mvodi9GZM8iiVXwahiANxZMIQ17qVkn0lHJiXTC7drnmH7hD81CK2cWU0DB0MTFR",
+	"jmXkTMQuVmH5dYqvDflENLrVVBr8mRxbAceSs6mCI0WmFEFqSTfN9lhKGpWcmVkcChpAUEw7iUDTgGpK",
+	"1jjGcBk2O55rUOs7JBDX3HxDmMYwrNyXo/SZMF/9fH5+MuhV6LGQm1I58INkCBz7r4fnZIPGbONqa2Ms",
+	"bkBtfHWy2u1GNpDa+FoY9XYXA5oYvzCLvJCUa5XEyJkFLWWrWTBQfVQaPifmOaEqheFgEYeuDmIQwcrz",
+	"y8ZQU7r9+k11lA/iGqRPFZAp3JCzn/f626/fpJFe5rw8YlB2piEwpJsL+LqemtnND3Zml0HTtAD2B4xw",
+	"wJo7mf2B+Qf4uADdBTHyBSopJSs5bTN3BoUFpOCoI4V3RqhdLVYr9YcsDVE7AE1ZaPEkDYVvc1snrz9c",
+	"jBbu/wx4kF1HmsoL0F3sDGURqDRAupbGA8gtIBfIpSwzDGY2PtBmovyGWk9tOFeWeBZTrUEaZPu//6D9",
+	"Pzb7P31x/+9/+brlvdm+/bc6cO9TGXTliCSejUPmk4BJ8LWQc+JTGQxIPkrKCJuUEzE2tIR3jodBiLEU",
+	"YmLIL2RXwEGpGub3eJFmy0LGHigqrHHEVSO3akOzssXXIWE5EKqaLOQOOftxl6S6E7F3Lvl0/r7/NmNr",
+	"Rd1qswHfTugFPKjtCpG6zvWXpUkulcjoBbhsy/b2rjTCqgmY5py6QrEOiAXZu4sO2lpo/5sSPEsKXN3g",
+	"Qq+6q7z2o67BvWXLbC6SJdt17all+gm9WkmzWxWsdzdosQCiWGjg/rxNLM0wez1JKc7DrLqekgxenm45",
+	"OFdSRx8T3ZrRJh1syS5XiW/JWQH8KeUXi9W6RssBJrNcmJsUFbyATSYgVb2udj9W4FrMSPdQC6mQsuhY",
+	"BiU3a0+EASiNYWhW9kl/4HBt/qiTdwrhLjm5iQWhC2/h5k0bztIgMxU3WBKdjNz0dcvb+qleXMqnUHeT",
+	"mg5vqK/D+ZJs8Fy+eDGRvCommbc6ZHz/Yl7HwyxPes9etbLv2MxbhxflteVOM4icnl9/fonYaT0JZxBO",
+	"nsabcEfm6xnE86cd8eg9g9DmNVmi2yVUkxCowgSfKprcLTa+c1x56ZhbXDAWCO3ulsNE/3xQnbW8aByg",
+	"cTn7WLkhQ95chl/PyyXh9rxeOQvXPa9ml/a8XiE/t+dV0ot7Xikt1nxTTuI139Xk8Pa8XjEz2XybSy/t",
+	"eU3peD2vnFhZS6J5cHa8GB00lx4Wgt0ogDMpYXVjutebGIKqtz6JyQR4gCYyw2AIvuoRGFwMSJrPpf7x",
+	"45dag1BYX4TBDIyPbG0Bc4ODy6RuZRlKTSR1dVWATGcR5X0JNKDj0MzEYZdYCyX4U+Fy8hOjArmi4QwG",
+	"9YFfVNXphYrTSxihRU3ChHGIgGuj0ZujG1iCzlsiEjPE6Muf/q1+nkoiZl1qpXsxSUatEZXQ2TURkhQy",
+	"pY1c1IDMuzYd1FpR0e5HIyAlPtRk+L6bb93rqdnFBSj0jfkN9ocSH0LSyE4/D5Ba5nQTC6nfO3TK+BPm",
+	"mxolU14G4prX0u97FsKe74NSp2BGWSmi8q63Ixd1Cc9nUyE1Mc86KdKvaxXpdgbDDBoNUUBpjE+bO6wy",
+	"WiGP0/zOxs6awxn6N7jQowkWO/Aql1HxzFzVr078NnJcqhpnz1Qc0nmz/avoAVhgka88mnGXL7jcnSVh",
+	"AhK4D+jR4oK4L0foYvaIncXIzXYr9fQ6k/U+9MJgy0nQDFMCTHEzTQd+Ci1l1LKpFR0gIeOXu2kBgwlo",
+	"fwqK2L02HWdJqaH9yZevf/bevKrXa8pnvTAuqsPJ162iaQ3ujIoQmGodq52NDfLp9ENab8aXEADXjIbK",
+	"I1iPyJx/LNkV1UCmwpbnWbKHux/9ssOucQR9YPwShXcsk0XWcHu7mS/R3GFe5aT1FKL11s7kAr7dIhcc",
+	"2u+2Nqs2Ufu2YfIdOUeumFftdd3R75Nw+xr5AKsPdIwCXZWze70ZapV3syIVyj+Vqp6Vd5MLEc1N3Yxb",
+	"5vsHt6DnsOIJ7OjvRRiK68LFGIYo+nCMXrBwDBl6OqOZhtoLsRppXLA/qSmVeL2WxFv8eceFjCpiJGkM",
+	"hJBGneEQEBfIu0t+E+bfO07wlCKyQqSmUjsHM5PE6SfJeFMWD3I2r3QRdqz6fbi8kwozQZMSUWImfSDD",
+	"E0KDQIJSWM7j5OoVVnA6uXqz7hGg/hTd6IELDOOC7A8PTomk/AIUVl78eGZrdg3IHjffvepHNI4hwDGS",
+	"sQlTGOiA4ye/rdmoMqLEukeUMMMY7jUWGmPOKEndmQUe1hyKu1135aRc7MdtfDnhaVX0LImSFbh9smHC",
+	"MUhiZW+jCMwUYB0zYZWCkvhYU3ssf7V9/nyzvdn//Pnmz4df/lft5Zau6Slk6TLhtZBSh0a93fMvn0Ty",
+	"z3Tr6uFtDQbUvxyNqfanLgrr2lCpnkluaxfaYqe5onNtGF5FP1sc8p4t0OsEzhXdIeajDqH7WSmeZRtJ",
+	"hm5cM1rvnwQJQqAK8haBkiRlHpMQ6bFcutJ+GtGb5PNd4vg+sY/cv5LHLe0uDQadU4OAWtihF1fRbDmR",
+	"SLwlizN/U7/KygSOY6yEk93ECZzMMOw7JJPgGLascPEin3FzR+cu1fQHKzU0F0PKlvVdlqyyuA43MZOg",
+	"Osedm4+DEYQKrqcgob5GQM4UuWhkV3o1MyvWEPQ7piOqLnfIFjk48sg2maAUqIzw5ZFXxAl/HnlLjPA3",
+	"NwQmrnlSqdUjW29IUvwzX6W1a6hdvlBXsti81a0CmEZkfXApfQFZpetEy1jLJMAV5XosupoVHO/2qSXW",
+	"DsusZRilcUq7rzuhXCRG4xHZOrrleOA5+dvZ8Udih8qZm9zYXu+mfyH67sfflOCDU3qdo4APaRh7B8RQ",
+	"EFGumb/gu9pSGWX3QMg45sZFQLkR0o0QbL0RlAf4LwnaUprRClLJnchZCNXN3osp/MqmrHVMcGtIysq7",
+	"Ft3AXg56dahw9KDpJ4tLmdwl/rBDqvdKdegaohG9QtZ8TXlzq/TZl/qRCOyPEyHJ0f5JnX12aXxjlnuY",
+	"r1WWlUpP6gW4bdYfstG/K4EjNkEUS1NfsaYo26NUd7eyUvMoIUx0wxDpRdnB/otdBigXnPk0TG66AXGD",
+	"KUIlEBZFM03HISxKI1iqMmRvIsoG81EU3GcprKAYONOhTQFaSjsariZ1F6ITIFLLW3HQpSRUHe7R4tpj",
+	"Og8FDZZdVB3vIZSiRlqMFu+Ez0JXArgwS8FAa8eREFC/kc0kpfHvCfwKeAslKUswNENMUUSQQtSn1Rhq",
+	"s+9gHwupdEJyu8RAoZJj5VPOhSYK0HS05moMM+2shpNQCImNduKZvIBg3SMhuwTDGx2kSM0Z1CXfLDmD",
+	"RdbnPN555Y4pFoYZwdcRSd3J1SNPBcIJ8S7NA3VY+eACcw7778mmfQfZt7Xm61bd3bn7aCyqLQIu2N0Z",
+	"8AATY1YrJZheWCVpXZFsfl6fuBXI+UjOeLt6rult1NYDp+4pUrDVDdB28+2viHKwaL1F1qY/KWuPTb5R",
+	"u4a9AdVWTvFFGNJYQTErtiPfr5gvq+vLc7M2hrAy/q1kDsvhUN3N181+W0jQu4sFt7y1T/FiJGqIQUBb",
+	"Ozk4soFSgkNdRixZi2ahZjGVesMcaj+gmnqY34qq5f6HITrK1neIeUeRf2JM3T/JWrkYvkdqWcIucedK",
+	"IjonYyAQxXq+joP/05DlPwfkPMvVxGIH9CL1eMEVyDlRZqUWW4nBWLysxTUnvojn5g+bBJr8mkjcvTrn",
+	"97LWdDsIKgzgMDt2icD4A2a0rm0NBtuvXydJqFyQmOqp3RDNp8+uFar5u9RVM+QuycNO+Bp03+aoWlGF",
+	"jhU2wCNJAnsujTSiNzZZdDef8uoyYS1ckmRZmwdrBy5nB48Zp9gOqsZu6fh4iwu5xPyrJjnzq2W+yxD9",
+	"Xq+PIxckh6hnjoj3EevImv0fen7HoFgAhNYmilsK2Nj/MFz3CHXHYOdLDiAftbbrKnQQcOkCVCHO1l9c",
+	"K+tUC668IgB+pSELqLbBlfWhVU90I9Zqc6VQQS1nvp4ZcCaRA2QtYAYSvs5OI3d52RxVBeFk/S631Ir3",
+	"dc6siMyCceLGySELmulyvwYQ6yk69LOoqD6qGZcwR8++tYKtdPvXKogl71dii0e3q3vTsr65mBkVyehH",
+	"XtJ9D0Nsa7o9tqhDWaM+lm4q80gRqi6t+816A4IlZ75rlmaLZGCYRDQzjDJUwtwxDm8gWL9HqaWohK0s",
+	"rbQUVMq3ubKNmIycBizW2BiJUOKHlEXmcgkgZFcupM5QYgjaOdIrxiVHgl1cDKuajxbJV49oiUmwsMuW",
+	"24Wi5QsSNIUXl0FeXs8ShFlR/DO6w32Jfsm1pq+FFQO9RXJgyjDK97u5Fs1D5JhmSs9wObypsiIe5kNz",
+	"6r4mAfgiANlWhEyaP2LRHJ1vJoyajLuiGbctlSTlysYRvciJjyAnrigiJlXG8mFbe/3/k5TKSP8cjPpf",
+	"vm56b36sD1LOGXCq6Tcx/X0GxFqCdklMlYEPGVP/ksy4y5GtleRypbWeyBO1WpE0b2F3hXz5ro41/az3",
+	"NguWaMlqY5uuNXJssW3xWxcwsoL3OQ01qczs1WyiEUgrVPkdSwaTO2S9pSG2C8V2+9ZiJ2G3crstYkUy",
+	"R92DlOi1q6g/i7RgXIeTuGu7rqSA9JIKQ+atar+tBds4d+OWKpG4LAk3EFmTIrQ3ndI0SXZUqDkZhWm9",
+	"U5bVm9evf3xTc/C5JrwrmK9XE9RWS3NHlaejQFnT9LnDZ53rW6+ccdiOkuyq7jcforYtdtEzVQON2lPM",
+	"pUvkIj2WZE64TdnKAQ52aekI7ovIFo0QM30hzJ9fmnH4wX1UCa08Qd6Fm/rU6s33akmz7UnjcO5MafS+",
+	"HTN3L+fwRIastmRpIxsbLrm6wgopnXSzMBSR4CG8IXE4bynvu0gOmV0frSinnvss2m01FdcJdBg/7ENs",
+	"K41ygECNsJEv3sYB+CHm7SROnhH2X23gH4UTLGX93scEQkTvjFS4kiRpibbFXb4yfXWRFO/l0kkFv3SH",
+	"udXXIkMCwdVr1NPYIE49C4QbzC+yr5C1RXLVutW2r6dGOMPlE6aIbxOytBBkLdnTekkEe7v10/bS3Nfn",
+	"Vngsg5pXy8pa8S0horu0kLUZIZleRMPweNLb+Uc7DemLl8tIoGF4316We2q0cg+pWVdMA7Qww2thC04D",
+	"Wav1tGRGeS50Lqrqjp6X+lrCBjkwvbF79cUuLUKSrmqd0PUxuwlU0byd+r/wRr8v3LQRuItQ6yQtx4NY",
+	"qO4HVb65rkPJaTR3HaptNlQ6/JyEWAV9E8raok6qa9GyWRiSwH6KgeDl1jyuVYWDooek6rljzjaW/GLQ",
+	"PjFZaLADkriIG1Vb/B0tZo9McRALWxvuQc169v3VgXLfpN8NtmX8aEV9NtP+3ko2PzCvkELVplrsWepJ",
+	"2zpgjANmKewS+03WIoEoOldp8LIEdGJFQkLr7OhTHPGQazkv5uLn6xPnGlYU56+/NZ67MdiMYgnlaapL",
+	"diXl+5XI0zviLuK4XdxK8k3X3T+CVtqISimsliqXQyTVJ6qpsILgXgztvc8YmOpy2qOVheJqaevLZcyP",
+	"cF2WJe4oZ94DirUX0D4wpVdIaX9kd+Jd5Y7HFBi+O9fnwuYkZrhyvmNXG1i3Q1lN0n0g4JeTPJtBmsDS",
+	"Lt/rNbmehIge3meUJ/yncBxlOFiXFUulP2VXDcm1edny8bsArkKZS4NimoXKll1/6uCUb6K2kq1ocaVN",
+	"NC+HIRExYB0ljPVKayg1tn5b6V7LfZvq1Q3gyvdhXbZr28o7/XWrpmxLVjeqNtonYpxF5ky26sKE6qLi",
+	"Fg+zWTdMMfp/hXX4U8o5hKPcenwar7CSZKDEE7t0lNrlAL+CUMRwpz3lZb+0AkW++lPzeG9q91Zb6GmF",
+	"hVVqSa0wRq4IVOoIuMsgq6FvJZdg8Rjby8bAzIMV1iGpTjYynkmlV0Dc3BBxWjZ8lXGcT3Y0ngUXoFth",
+	"7+b2q7qhcnrSCjCxUdUjX3BbL9KfLx9oc8FAGqL4DkzqdgEv/jWt1tKxkAVMJmCtVjHI/ljckKRmy67N",
+	"vHDcev6DSsu1MRvnjSkshBLz0ZQqMuOahWhEDiLGsZOmZEFDTeQK209pcGtzc3l9KK930xc0Zn1fBHAB",
+	"vA83WtK+praNeBJ33tvpXWj4yxYCr+mmyM386u3rP7/ZbFUOrnphZOO8+fHtq4fZQ/Mtk86+vdluAw33",
+	"TP4cHuokck2K6iH44/af37ytNlm5yRIJYimCma/JGtMpYq7vurQZh8ItC/vVX5XpWlzIxUPAYen9mi7i",
+	"7ZtXD3UYjXdyBoF7nTnUgC07/oLFIo/ozZmd0isvqXS9Z8jx5qFAUS8SpH++fhg4GOUOy48d0RuvdjFl",
+	"Frn9cACokUYyJMQoloeeN5VgsnkfZtI6kSedsx0PbRR5uo7TJPJkR/5me+vVA10qJSkph2YPM1+zXNXl",
+	"yBfJVTmwvX314+tXr990LzlZuuDriKMOcWvvkyKMvZL0U8t4KgygCUuaOHgdG62/9RvFigaZqQnwjSe7",
+	"7KZrIqQaGm0QHursFOdY98h23OncgAVz9qrGmd+U4DuE2hxHtOTZuo229NsuSRr47BCJZZwgIBpu6isF",
+	"TNIuQAv7auU7Bt1aj8fj1A+NqdSMhs3lU+6jwJLbgJeCvLDDbBHNB3zSvYLfHqbhgyaGxMwBUldijKxx",
+	"zFCfRUnG4I5rHUAvKONEC6wrFlKNNTmx28F6Vbl56vpXrU3Emck/j0uGYfc1Q6tp1WaowJ9JpudnZuJE",
+	"54wYPxeXUNOZbO+vhx/P3x3/x2jv4Gj4cXR+/MvhR+KCjVBP1OY7A0PcCaIZUIlXi5t8qrUt1nwBXNc2",
+	"D9jjBB+SvZOhOVubMexCzHPFA3wRgW0KIXiajItf/qCwRQ0ZnqgWa0Hh3dl8iyvZF0IGro4AiSgLjXY8",
+	"EZLsDe1EakDQpWtLcSpsuU5mhleQDRqzjautjbG4AbXx1WVx3m5gQImml1jOpLDPXQfDurHMg2TE4gg5",
+	"sJNDrCqADayyQs0+lZK5pnTY1w/zQ3bJm1f9MdOudgUGrATWA0Qsfth6FkyHkDiuze73Toa9tLMPlqba",
+	"HGxilE4MnMast9P7cbA5+NF2qZsiRhWXjwAxP18Acj1DawjhYWAmMq++EzcfmNK5WxI/2N7cLPHzckI7",
+	"1vFFGlpatjA/D6JACQnDkOBKB2Zzr+zMdQOmK9x4R4NcZtGrza3ln3zidKanQrI/AFvHvm4zz5ktL/Ge",
+	"snAmwX72Y6u5riizRQ7zpI8B2Hmi/8eX2y9eT82iiMo5dlTCgjo3TvQxsuA/7Ae9L+ZmEWrBOdoA3Cz7",
+	"7J0I5i0OEW5oFNs80TSnuqeBRn0axlOaOIJ2eudAI7KHv916Hc8+H8t+W+SzWs7g9hHQrw71DLfjcG1A",
+	"/qjI92rzp+Uf7Qs+CZm9cF5tvW4zi5rF2JEpOIKA0XPDes3H29vLP0ZN+tD17ny2BGLxyBpPa0jk1qvj",
+	"gNmV4GomWPdbPRXZbBkrQdEINEjVmDeRvbLxTtxgbNKXO5AfcAOQwAlfnWksn+fzzGjMXGfYFNWmRmDx",
+	"iEcmuFfLP/oo9HvsTPlCcCnBnYKNXre4iVX0mcI/V6XBDSvOLRZLUAhygskdCPEh0T1bYgPSO7H1WaP5",
+	"85WCUg1DWUWzHtkymagKfyfrY/HMqbjmWDvTlm5jKhPabeoFFkHCtA2qCCVTqqZGKG9CzVTWevxbItdG",
+	"oTeesTDob2XNAlwpPvc4DinnqIUllTZseY7ef4oZMQ9tXqaQl4Ne0iEh/ajb/ZODytPdQLlFuFi/RaSZ",
+	"VsRKlN/nfSG9iIx3Exl56dRtTXx39qvfYxtfbcichElRvCxiXfoS9hNxaxmxAE06mCFmO+gzRWa2o6Or",
+	"MYmqSTMjuqO46i19E2fB0gVPJdrm9vnErGUJO3kRcL9B9nCImOklYq1HzE1qqHLG8a+EVu+HQ2xcwnyJ",
+	"6PsLzO8k+HYm6Yckm2QzDYRjoPEiIK8mICeI+UMqwCiyxuHK8SAFvgSt1jsIzWfmYxraoVxRUTSNT4Qk",
+	"UmjEAusiqMjVA9ci6y+GG5OIXoIiR/snhAZXIDVTthwErsy+SLQQLn8a5XEUwLwGgrijuP1Yt1zSSmyF",
+	"Sy7d5NNdcekSFsvOHK6/AWn55XYrCr9CT0GmKnFSteAeL7Y4KzfpEkKLqDPkvoQI9flS2cesnQUmUhTc",
+	"i+YvbptbnJwevx9+OBwdfzo/2Ds/PCCCk2hmmVISRMs0NqtSSaijmWaR9OyKS56Bfva8Jae5S7hicE3i",
+	"GTbytyVaB+Sdq6006Ki5ZzB4EtaTlCldwG2S6p4OX144z7dhOI5D6kNeTImL1VpXYTx+CJTP4pwEXe6S",
+	"QTV4rhiSRyZ2t7bRREiVdh57x2Ky7rBuXPKbGKfmxgbGsW9fPUvKzTxT83RxmTXU5V4gNn32RQpfAcPL",
+	"2DMFGmIoY2e8ngq1zCXys1DP3COSrrCBl+MmXxBtdX8IArCdO6QBgZ7Qb8FiXOrW9p8Hm4PNwVbvS+qn",
+	"SNwY3QSXbD9PpzOZNSwSXcyJvfgVvlMB54IpDZJQGwGJnU6YVrYtDFFiJn0gwxO18n2w8TX19S2NXDGI",
+	"+OC+ADOJ7T98r4zA621t4p+vkYV1JL+n9gwsYgGIGC9+gW9af8FD/EHdkaAvYa42vtom/7cbEq7EpbWV",
+	"1FpiT+FKWIwkTBEWYV8kbWMVYpARNdvcJTgM4xdEXzMfyCVAbE0f1rdpZwlGVDdbVk/tSh6OZ/wC82Hw",
+	"OJ6GJip0cHj+VstnSggGekaPv4OvHFsSNmrtp9iw0HZlu+bmSnXlUGdql1iXRtLFbCwCZkuY1eBzUjno",
+	"+apI6QprUBWh8IKgq6lHtuflAtWoHYpufHU1sW43XJ2nZia95wpBubmpBDQ+99HRtXZ6fHw02jvd/3n4",
+	"6+EBGtwV8EB5rgC+7QmgkiLA1kL1m2Dc5kU1ILeb8gHZNZYkDE6onj4SNTQybSGi70xzepbU41CKUIT4",
+	"fRAOsvBGP1CiGVtGjylmY6iU0F5AA2egj69dVONjEcGKmk7qHls5rDK/4adTcf7F6PRFBUokP6oUu+CO",
+	"N/ygLNGuwiOS4kiLTdxJVaa/wjMW4ZJFNhFEstUXSW4VhAusAGf07QTOtWbu+ijbI5AXLv/2gl0Bt6FM",
+	"tq58Gn6QDJwW7B2QvxvVo1Ic3CPUaCEhapD4i9HGTw9/HZ4Njz+O9o8/vv8w3D9vuKsSPHnChLI81TWU",
+	"K9ra3rztdiUV9/V0l1JbOszZ3yKDHi+X1Xd5WSHpo2Tp0uwZ16INM6ncXZjhr5r1vqFSmMbvYqpyZQHI",
+	"WhYQ6dUnFa0PyF72gSIR5dascWOUQTT7ey7vyUPu5SXhEsrLoTR3Wid2VpsTn3Ks4OZjM/kk8ayWLSH4",
+	"7p4qHtIxhL2dnogVCWmsRdxRss2t4+l4SG4Ry4MeXcGNx+QeL7SNtI0UVyrB0Z6SN77i/+9ieN8lteVY",
+	"mFYQ2maGgk/YxcwSG5KnI8lxZn6egoRFRNlkiq9iI+7nB0WGB9jLwfwcUww8cQ71ZMO9MkXlSXRZmesv",
+	"j0J9y4z2T0B135nZvgXRNET5pkXM1MbXXEUzFtwuCMCTQCMrgmOJMSImWDTIljiDgGQDkbWfz89PNvY/",
+	"DPGS3MWEAWvuTyrp2P6hA7I/Bf9S5Ror/qCILZWmSXJ6lva0sNHD6Sw/pM2ZieAu1DipcLR2cESwUpbP",
+	"Ysr1bmKEMners0ShW4Jx9OxjY7AQCHZJWN8xwJ3xS26u/OGBl0oEKHJ4TmvOrdkwCsMThCRckFDwC6g2",
+	"jyNi4tmkwHgmL7ATll08DUNUamx2B42AfDw+H70//vTxYHR8Onp/fPpueHBw+HFADsQ1N8DGpi92SsrJ",
+	"3v4vVm4AX8jA/Gz+BBbXeQdT6CVjPaC1zfUC+BlogPax5QHV6eraW6r/tPGnIndKud+YcUMxVf5Xn+qX",
+	"xyvEzl2yb6fpm5sXrw1tUC5glJghjUSWIL+B9BT3ictMSj31sx31z6Z0+/WbKmF9ENcgfaqATOGGnP28",
+	"199+/SYJZLWUtqbw2yRzNEGcg/Pj9bQ2F61pG3Hr9ZItHDAVC8WStvKlHNZ0lbvESKTmsvnL597//Nd/",
+	"f+5lv/zpL9iD9Icf/ue//pusmYWkpG8et15K0qe0wmHYH5gcm+yZ/QEjxyZ6tdfbgrqV/9HPn13/GOeo",
+	"ayYVXtO5IRnF2WSyeAe335d6ud3ig1OqbSXep5Yh00J35dswYWPIsqs3Ue5eTGpSLr4as2KazU5t0DPJ",
+	"3Z2Vvk7UlEpbjtswdJfzoiwhM6e77eKtMFbmdst9alNbqMrMUZ97m5971nFOOYEo1nNiqxRWefp+OtBf",
+	"HzTdpcTOH1KKzLbUxK4z6D3z+l7fB5mhATfDYyOkZUeU0ZjDemvJrXMS7osophL6lAd9BXqHKHoFrutn",
+	"xUxL4PcZDR2hOZkwfbbmSMR8yY0cCjdMabXuEZTVrpmCqkXXUpQbK2cm/iicCZHsuSbgdUV1DS0boFJf",
+	"Y73bRaR4Rh/Um19HiysafIocT2mIbVcVqi6NwimZK8Va0yu0t1nTD3GnZ860S9B3EWpPYjQqLmGxychs",
+	"L0gR8aW8YMnQ9N1wPBsmWrrl2QS1gLzfaMZt+G9QywgXyRqCX4FUNBHKa6WNPeW7Np9JhXIFvxOF2rgN",
+	"i0JldM1pswVFOkMep9kSIYtvoJrMpAvR45CIKYrTWE2FJgoiyjXzXRRfrv7yRqHi9W6icyprF8fKAigo",
+	"QUCw3vKAfEQLwN7+LzUm7P0cLMxl85zU0gNQ2lUw/vcZyFaTIHK3eTEpUf2Q4pQrqI2FwWuYmnusvjcH",
+	"2nckejkqF9JQbIFvdFVwAibB18K2sazlOPtUQZ9xBVwxtF+p2dgqwSSi2jd8wta1wuIhIZC1/98jIzRB",
+	"ff6M0ZIh0yBpuI4tr4itYJdUmgxyxf9QoByLm10ipO0NMJ6TNVuXMqmjtb6b1Ka3jKbKOg6SHZ0Bldjk",
+	"9PE4R6kps+B9q6tpuNFECzJhGKJQgFdq2v8dmUlq20/+2WzYjxhPjCdbNZXovy2mtE9l0MiRDJ4ZhItn",
+	"45D5xKcyeGFPz5I9WaJzRJ7Q9nhewPgck8rYTzsutaEgnCwov1dSKA1vMsiS6ZDIgpBNGQaV+9i5JmTe",
+	"muOUTDPCgOxbR58V7lIuluxrYSGSlCXZWJozs4dvQhmsU/K2apU8AyMsUJoejCszaouYODtsO1ZQA66n",
+	"0QKpDBoNTlQG31rG34u2+Fhc0CIuEdc8f2Xdhe99TQSgZpfsMYd64eoHlV/FgHziyWuuGGLgrGTY39Tw",
+	"xczbqdr5IptZ3qMaoVsWaXqMxJdFzCN/Gi9SzHNVsgSHu1Ev42Nx02zJ0UlZGSmunT3Fp1xw5tMwbZnm",
+	"pV2FJyw0t82MS6DBburep4mlBW0sSdiDs7RIcZ0kVtbbWYZmiQ9chrRKo3Xqjt1er62MgAt/b7+57Wa0",
+	"sV99m6Yb3HaTmoQPEZteuMpz5CqYwIpMgdAC8edYi+UZy9nKBvUvm8Mbj6i8VGRrMCg00rSMxrCPpK+Z",
+	"FNc2NW9Kr4CMAXjGOzDAiqm0XKORC1ykI+YYWN+2DYXaRWbJOLYzTQKcJPwGvraq1PXUqFy4kgYmtOdf",
+	"fhs6UVX3of4lqj54MCMFv9u6J3/ueb2ttx1KnSRweBJlJ5m82dl1ArJvEEbMtC+i788+/KLtrMjX9nyj",
+	"LYQQXIBjb6syNT+kLGpma9gRXZFZbJgTdr114pBHZtwxJeRxZd5lRCObGOUSosiaH9Iotmyu0gd4vRBA",
+	"mXiyGhjXPq75G2VdCHDbWCYPHswX83oI4t7Oa6+HBvneTk+EgaPiDlwFIfR0TA2nb2ZrHzK8eeFoLxzN",
+	"SmoGJxxvqeUo3Zgb0lFzWRzXY5ZPhPQhcIwtLTNXSWNF5iTQ2GOb9GZOeaD+dEA+AqBiaKWxS5iT8UwT",
+	"LkgsWQRBsocqP8NDebZZ2XZ1TTYVC+PHpeDvA9kPJxOwmQkWhmmweaG+TgSaLsbyCBox/O9Tm63hSwiM",
+	"3kNDDEYxf/oUq+KoO6DtETxXlD2CZv+BC7lhCBA9f8Hc7pg7dLBLMNYAlfGLSr+DNrjrgiWaq0BpETGf",
+	"KMYvQugHmTkJ6z3tWKxFXEYbnJ4yfuHZtgaYIKzyuRoecvaiESBtWJYkLeGPjCOr15JyRX3bmGUPcyL6",
+	"FnN8GhIJMVCdQMGsB1ErNMvRaX5IEg42pZxDmHo6bf01EswsksOA7IVKEOr7EGtFolmoWUyl3pgIGfUD",
+	"qmkWHva3s+OPmFhF/smMfPfP9G7CQv72ifnzn2StITnMI6XkMMpzT22RrWQHEZ1bS0UaBD8WwXwUBet1",
+	"TAG/OQMefBvCudsKRtxwMs/6P5ycklfb/7uHXCRBOvPBJePmbVfOyZVl6u30fhpvB2/8LehvbW1t9V/R",
+	"7XH/rf9j0N+GV5M39O14099Cgq5qA5G6QF0gsmg5SnxOSEQ/Trb8bfoK+m/HPwX9V2aCnyabm/0tuj3+",
+	"0X8VvIY3k14GgFU+bq1W5A430Su8Xg2m2pZ0vggYv8BcIde5xJ3KuQ2Z+dPGnxAe3MWoF59Wju0Wo5/T",
+	"c7Nj9tYKmZBY6XoQigvPEoFNBtshNflXOyRd7i5xqVZmzHyu1V8+99IRP/e8QibaDkYXbcQhZXy9l9tG",
+	"hlDYmtl8T0JxMWjEpADxCHwWM3N0yQH2dtodXyNKbXfw/edO9hMyi8dWGXMLWBL3ba+61P2yhvmXJICQ",
+	"oTyPqvX6i0r5olK6wCgeEEoOjmwUFOYdI6Z1DtlM3toYJ6E2TW3euOuQhJ57Rx2EGqEigNhICVyTgyNU",
+	"bq1NTVN5AVpZZ0HCCNRuatlPxqia9h3X98zVnLxtRyPYhPk3jCMiNBT8gSSMnbS9FNfJ1NhQClWa67xU",
+	"QXwRzxeKDO8QtN+Y3HCmKQ9msRH0XpOI8Zm2FXSrXBkxB6/6Krt/4PsaIfs8L20JhmkN4mByb7d2NmT1",
+	"2s6vMQ4mDXf3gvPbvvP5rXyAT3434yoW+6ocD3hxV73cxNWb2NwgB0fmzlOuG6qNVV79Nv6aJGQtitGz",
+	"pp9SkA9hk3z1EKPlouGZacLFdVOoT8HBhXmvuTGmVDlFOrMw4FdML068ciT2zKL23KoeI27PTdUk9bsj",
+	"ewmwedZhe3cWrfPEvGHu8769ydVCyrbHRhQkVkAnUhDBXbEYHHSXUD63EbcJveInaOty0mqVMt+zEE5x",
+	"uEeP1+tGnd9YSF0G16a4Ovv0Jaju+QbVoS5o9EmlSEKoGe1jVc1VCV9tfMUmxkZnvrndsKM3Vr3fI1zw",
+	"vuMDqWyerClTRe1Stcg0WQkTkMB9sFncKauYxQqkJjFIspZ6D8wXnhsV5Ho9s9jDSSzyftPswmxmaMB/",
+	"90r9VVVKQoyKsHWDYDSfARtDNPQ68JA8uJ8k2CVjZM21FlEbfVGEXhSheXqv5ZgRLbGibjwU3fTN5sh9",
+	"Goa2YdmAHMfAFRpCsWiEs1I6XcafCgWcjOf4K3o+cZ1raRk9x3KcfcYjECrAopJuCPeL+dz1skoi+qzL",
+	"0yVqeoV6XUj/ni237JGQXYFrL22bStvwEqc70Szi0Ty23t6a8oq297wByzdhSsSkr1Gu1lEu7fPHDnWf",
+	"020/TcXndPolDpxcYHvmsyccydyQg0VOci3k5fdeDvo74WiGr2RspVihLJhJM1xNBF+r6jxJM/s2ZQAb",
+	"GuEXoor1lOqiDWdKFRFjBfIKbCDIFUjLza6nzJ9i93GpyMnp8fvhh8PR8afzg73zw4Mq2zmx03035f/c",
+	"fhpDqVyafgnaL4UAH68QICSxRqUz6Epk7uZqtrIMuS8iw6XXqLqEIB/4BRLrWYmZvhC5N5wYkbyRzGA9",
+	"jHoKTKYIFIAfUktHKi0zI3iqd40U/O6RqselRv9y+PQsMitttqplec3FZBYRoNvNQTrQbbXYzTEP55af",
+	"5cDYVNvGKVsd5z+zX31zpW3c8pvNSxYlX+xLz9a+lIySso8cY0t/asXZNr4m8XF5Q5MdP2hWnqz2jh9i",
+	"scnEsGRpzSghSRynzSOvlsHR2QikkElgJnTN7MM52qMyB5WEOJwngaMYRZIPRG3ieqduN8/I5uRWVudH",
+	"unPYxTEnDOswt6+WY867anWKHRV04ioO2E+iaRWXsFjbyt0KuUjnOJy/mKNelDcnSyIaWUOUo8vufHZh",
+	"A/JC5kWhHYeasli5vvu2vio2bLbCoGWqExGG4prEmaXevG7bPCcUn4qN4zlxEdk1bPKu7csfgEE+L4FJ",
+	"iKhRWrJNuLGOYnpAL6LTsxWdxDVPGqcXzyxP2ki0WCW+3nSMndtUWvb0mpcVO7JWoOb1bLI0Xzwf2+rq",
+	"Eq45Wl8fEBssy0UW4FFHtWk/vW/AmJu0ALVsy4gYYdjzelOmtJDzEfY4YiGeYs82q6gXVYSIXHULA01Y",
+	"LSnE6X0SMM28/2q7g5yTwv1pZJx0+uWdA7PS2ySQ85Gc8R0bIi1mYdAfu35T5rmYaTI8UC/pAS/Cj+WV",
+	"FsWq3fkT1rhM5Mn68jcKPwegKQstH6ZkbA4Z6x4obfinArAxSvRmqCFS6xguWO5atktoUUACyMUuuSXY",
+	"qqiee0GmHCP5JRhRjasw2k8Dp31mAYhmSY8RfWjmcef0r9SI/zsyhiOLD3KkZgnsTiS9gUrGYq3G2bCt",
+	"OpIp2DXtcTBzdn0XY4zRIzael3Qhcj2lGh3d5vZyEgPJJIZ6kn1npv4XplvcfxPV4rm8kO2z9mEh6VpS",
+	"a6+b7MWxzbODG03WKP5rFAVIgrnKd5YsJST37o65Np3/KaI3to7/+kLrbdnSwG29DJ5vZrrrzLnLFBnE",
+	"VVul+FmT64q6T3oMvZ3eZ94n7yXAH2DkDakVeS9ZQOdNFtvt+owrA7AuXaxKUH4y3WU5V8qVMbdwe1FK",
+	"XpQSW9gP0SFptbyQPXYQZhKDxNdWPQGLLn4MqkntrzahKesQjV2tdkkshYpdSSPUS9a4IGPqX05YGHq2",
+	"IXIkrmhoxsY+gVg0JsmVWq9nme/tsr9Dbtnkt0otR64eiKrljPatrqzRQvPJuKKdfrFFJ0O0F4b4whBd",
+	"6qg1aFdcQXfjiNYs0uz9P77mIJGVDcjQGbWdCRvDCI1cib1pLB8MU31OyNRa41S7et5mB/0eeVuVXzF+",
+	"dVd7didOZ2H7ZJzOTr+Y0+VdnRENXvjdC79zBfYQeVJeI+7DPr3xm2C8mdedlKzLtijcGLCGQ8LXqFGK",
+	"nQPeKXUUPTCZM98Kg/Xs7m9mBf8SzM7AuotoNkxG0E/GsI7SI1zMtLKjfmFXL+zKFaL3IdZJmEB2q92N",
+	"X4VArxYIZ3uWJXHB+yInp53ClbgE227DOgLETCtNLXcLbSV7F1mJy3U8bZdIMFSbpCIlnC3bTUNAETxq",
+	"i/mnZGp4IC9c7YWr/csUo79aLTJAT5H7tCtN9F4aJsQJ5f600Bee+JSjt4KLaxvPYsc1C9Iupy0Omcvi",
+	"zRUxUoBBAIVO9dhIYpdMWRAAzgVKC6lQhZUQUF9DTcTkOU743BrBf9t1TyxMTxprHeERRy+94J9/L3hL",
+	"jp2LHdVxhw24Seqb1Dct5CQ7K8/WIU8iifzpjF/a6iWOQVBFDE4SYfiBvAzENd/FyoqMhtbVSV0bd3I9",
+	"ZSEQxg14QqiLCrIYeXjz/MuZ1LY3FDKieuUMPLvt93aQ22fFQdyJ1PCQPYsSL7zjWXb9uLHFPxJaxaNq",
+	"4CE4qrxKaG0mw95Ob6p1vLOxsbX958HmYHOwtfN28+0mIpwbolqP2Oa5j4XQSksae7UJ8ln5iUEuYdRl",
+	"D1fzTtMeEFjGoaGVSaExRG5YbAxRHXMviBhnZo221CtyTo9MhdLKc9YwDzM9vGTpVsVLevUMCA6hXO/V",
+	"/FVKxiJgti6vWwQ1r9as4iTrPYsbKfTUH5Tze4XrZlqTLbGT0yq8qu9CZXks+WGtfFkd8uDIVUnJ9aj1",
+	"BTfY4UzINvQFL5cCrB1C1cC70AjDSzuueVik0tZfQYU5N5xtu1Qd6/DGsDNWk7OZhOQwWcj0zm85STGq",
+	"Dvu+UBjHBdEWCo4NCr1szT6/3P6/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -7798,6 +7798,11 @@ type ClientWithResponsesInterface interface {
 	ThreadExportWithResponse(ctx context.Context, boxKey BoxKey, messageId MessageIdPath, params *ThreadExportParams, reqEditors ...RequestEditorFn) (*ThreadExportResponse, error)
 }
 
+// AdminBoxListResponse401Headers the declared response headers of an HTTP 401 response for AdminBoxList
+type AdminBoxListResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminBoxListResponse503Headers the declared response headers of an HTTP 503 response for AdminBoxList
 type AdminBoxListResponse503Headers struct {
 	RetryAfter *int
@@ -7816,6 +7821,8 @@ type AdminBoxListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminBoxListResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminBoxListResponse503Headers
 }
@@ -7874,6 +7881,11 @@ func (r AdminBoxListResponse) ContentType() string {
 	return ""
 }
 
+// AdminBoxCreateResponse401Headers the declared response headers of an HTTP 401 response for AdminBoxCreate
+type AdminBoxCreateResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminBoxCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminBoxCreate
 type AdminBoxCreateResponse503Headers struct {
 	RetryAfter *int
@@ -7898,6 +7910,8 @@ type AdminBoxCreateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminBoxCreateResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminBoxCreateResponse503Headers
 }
@@ -7971,6 +7985,11 @@ func (r AdminBoxCreateResponse) ContentType() string {
 	return ""
 }
 
+// AdminBoxUpdateResponse401Headers the declared response headers of an HTTP 401 response for AdminBoxUpdate
+type AdminBoxUpdateResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminBoxUpdateResponse503Headers the declared response headers of an HTTP 503 response for AdminBoxUpdate
 type AdminBoxUpdateResponse503Headers struct {
 	RetryAfter *int
@@ -7995,6 +8014,8 @@ type AdminBoxUpdateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminBoxUpdateResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminBoxUpdateResponse503Headers
 }
@@ -8068,6 +8089,11 @@ func (r AdminBoxUpdateResponse) ContentType() string {
 	return ""
 }
 
+// AdminAgentListResponse401Headers the declared response headers of an HTTP 401 response for AdminAgentList
+type AdminAgentListResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminAgentListResponse503Headers the declared response headers of an HTTP 503 response for AdminAgentList
 type AdminAgentListResponse503Headers struct {
 	RetryAfter *int
@@ -8088,6 +8114,8 @@ type AdminAgentListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminAgentListResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminAgentListResponse503Headers
 }
@@ -8151,6 +8179,11 @@ func (r AdminAgentListResponse) ContentType() string {
 	return ""
 }
 
+// AdminAgentCreateResponse401Headers the declared response headers of an HTTP 401 response for AdminAgentCreate
+type AdminAgentCreateResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminAgentCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminAgentCreate
 type AdminAgentCreateResponse503Headers struct {
 	RetryAfter *int
@@ -8177,6 +8210,8 @@ type AdminAgentCreateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminAgentCreateResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminAgentCreateResponse503Headers
 }
@@ -8255,6 +8290,11 @@ func (r AdminAgentCreateResponse) ContentType() string {
 	return ""
 }
 
+// AdminAgentUpdateResponse401Headers the declared response headers of an HTTP 401 response for AdminAgentUpdate
+type AdminAgentUpdateResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminAgentUpdateResponse503Headers the declared response headers of an HTTP 503 response for AdminAgentUpdate
 type AdminAgentUpdateResponse503Headers struct {
 	RetryAfter *int
@@ -8279,6 +8319,8 @@ type AdminAgentUpdateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminAgentUpdateResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminAgentUpdateResponse503Headers
 }
@@ -8352,6 +8394,11 @@ func (r AdminAgentUpdateResponse) ContentType() string {
 	return ""
 }
 
+// AdminKeyListResponse401Headers the declared response headers of an HTTP 401 response for AdminKeyList
+type AdminKeyListResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminKeyListResponse503Headers the declared response headers of an HTTP 503 response for AdminKeyList
 type AdminKeyListResponse503Headers struct {
 	RetryAfter *int
@@ -8372,6 +8419,8 @@ type AdminKeyListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminKeyListResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminKeyListResponse503Headers
 }
@@ -8435,6 +8484,11 @@ func (r AdminKeyListResponse) ContentType() string {
 	return ""
 }
 
+// AdminKeyCreateResponse401Headers the declared response headers of an HTTP 401 response for AdminKeyCreate
+type AdminKeyCreateResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminKeyCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminKeyCreate
 type AdminKeyCreateResponse503Headers struct {
 	RetryAfter *int
@@ -8459,6 +8513,8 @@ type AdminKeyCreateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminKeyCreateResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminKeyCreateResponse503Headers
 }
@@ -8532,6 +8588,11 @@ func (r AdminKeyCreateResponse) ContentType() string {
 	return ""
 }
 
+// AdminAgentProfileSetResponse401Headers the declared response headers of an HTTP 401 response for AdminAgentProfileSet
+type AdminAgentProfileSetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminAgentProfileSetResponse503Headers the declared response headers of an HTTP 503 response for AdminAgentProfileSet
 type AdminAgentProfileSetResponse503Headers struct {
 	RetryAfter *int
@@ -8556,6 +8617,8 @@ type AdminAgentProfileSetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminAgentProfileSetResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminAgentProfileSetResponse503Headers
 }
@@ -8629,6 +8692,11 @@ func (r AdminAgentProfileSetResponse) ContentType() string {
 	return ""
 }
 
+// AdminCleanupStatusResponse401Headers the declared response headers of an HTTP 401 response for AdminCleanupStatus
+type AdminCleanupStatusResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminCleanupStatusResponse503Headers the declared response headers of an HTTP 503 response for AdminCleanupStatus
 type AdminCleanupStatusResponse503Headers struct {
 	RetryAfter *int
@@ -8649,6 +8717,8 @@ type AdminCleanupStatusResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminCleanupStatusResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminCleanupStatusResponse503Headers
 }
@@ -8712,6 +8782,11 @@ func (r AdminCleanupStatusResponse) ContentType() string {
 	return ""
 }
 
+// AdminHostListResponse401Headers the declared response headers of an HTTP 401 response for AdminHostList
+type AdminHostListResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminHostListResponse503Headers the declared response headers of an HTTP 503 response for AdminHostList
 type AdminHostListResponse503Headers struct {
 	RetryAfter *int
@@ -8732,6 +8807,8 @@ type AdminHostListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminHostListResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminHostListResponse503Headers
 }
@@ -8795,6 +8872,11 @@ func (r AdminHostListResponse) ContentType() string {
 	return ""
 }
 
+// AdminHostCreateResponse401Headers the declared response headers of an HTTP 401 response for AdminHostCreate
+type AdminHostCreateResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminHostCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminHostCreate
 type AdminHostCreateResponse503Headers struct {
 	RetryAfter *int
@@ -8821,6 +8903,8 @@ type AdminHostCreateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminHostCreateResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminHostCreateResponse503Headers
 }
@@ -8899,6 +8983,11 @@ func (r AdminHostCreateResponse) ContentType() string {
 	return ""
 }
 
+// AdminHostUpdateResponse401Headers the declared response headers of an HTTP 401 response for AdminHostUpdate
+type AdminHostUpdateResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminHostUpdateResponse503Headers the declared response headers of an HTTP 503 response for AdminHostUpdate
 type AdminHostUpdateResponse503Headers struct {
 	RetryAfter *int
@@ -8923,6 +9012,8 @@ type AdminHostUpdateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminHostUpdateResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminHostUpdateResponse503Headers
 }
@@ -8996,6 +9087,11 @@ func (r AdminHostUpdateResponse) ContentType() string {
 	return ""
 }
 
+// AdminKeyRevokeResponse401Headers the declared response headers of an HTTP 401 response for AdminKeyRevoke
+type AdminKeyRevokeResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminKeyRevokeResponse503Headers the declared response headers of an HTTP 503 response for AdminKeyRevoke
 type AdminKeyRevokeResponse503Headers struct {
 	RetryAfter *int
@@ -9016,6 +9112,8 @@ type AdminKeyRevokeResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminKeyRevokeResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminKeyRevokeResponse503Headers
 }
@@ -9079,6 +9177,11 @@ func (r AdminKeyRevokeResponse) ContentType() string {
 	return ""
 }
 
+// AdminRoomListResponse401Headers the declared response headers of an HTTP 401 response for AdminRoomList
+type AdminRoomListResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminRoomListResponse503Headers the declared response headers of an HTTP 503 response for AdminRoomList
 type AdminRoomListResponse503Headers struct {
 	RetryAfter *int
@@ -9099,6 +9202,8 @@ type AdminRoomListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminRoomListResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminRoomListResponse503Headers
 }
@@ -9162,6 +9267,11 @@ func (r AdminRoomListResponse) ContentType() string {
 	return ""
 }
 
+// AdminRoomArchiveResponse401Headers the declared response headers of an HTTP 401 response for AdminRoomArchive
+type AdminRoomArchiveResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminRoomArchiveResponse503Headers the declared response headers of an HTTP 503 response for AdminRoomArchive
 type AdminRoomArchiveResponse503Headers struct {
 	RetryAfter *int
@@ -9184,6 +9294,8 @@ type AdminRoomArchiveResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminRoomArchiveResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminRoomArchiveResponse503Headers
 }
@@ -9252,6 +9364,11 @@ func (r AdminRoomArchiveResponse) ContentType() string {
 	return ""
 }
 
+// AdminRoomSetOwnerResponse401Headers the declared response headers of an HTTP 401 response for AdminRoomSetOwner
+type AdminRoomSetOwnerResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminRoomSetOwnerResponse503Headers the declared response headers of an HTTP 503 response for AdminRoomSetOwner
 type AdminRoomSetOwnerResponse503Headers struct {
 	RetryAfter *int
@@ -9278,6 +9395,8 @@ type AdminRoomSetOwnerResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminRoomSetOwnerResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminRoomSetOwnerResponse503Headers
 }
@@ -9356,6 +9475,11 @@ func (r AdminRoomSetOwnerResponse) ContentType() string {
 	return ""
 }
 
+// AdminSettingsGetResponse401Headers the declared response headers of an HTTP 401 response for AdminSettingsGet
+type AdminSettingsGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminSettingsGetResponse503Headers the declared response headers of an HTTP 503 response for AdminSettingsGet
 type AdminSettingsGetResponse503Headers struct {
 	RetryAfter *int
@@ -9376,6 +9500,8 @@ type AdminSettingsGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminSettingsGetResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminSettingsGetResponse503Headers
 }
@@ -9439,6 +9565,11 @@ func (r AdminSettingsGetResponse) ContentType() string {
 	return ""
 }
 
+// AdminSettingsUpdateResponse401Headers the declared response headers of an HTTP 401 response for AdminSettingsUpdate
+type AdminSettingsUpdateResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminSettingsUpdateResponse503Headers the declared response headers of an HTTP 503 response for AdminSettingsUpdate
 type AdminSettingsUpdateResponse503Headers struct {
 	RetryAfter *int
@@ -9465,6 +9596,8 @@ type AdminSettingsUpdateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminSettingsUpdateResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminSettingsUpdateResponse503Headers
 }
@@ -9543,6 +9676,11 @@ func (r AdminSettingsUpdateResponse) ContentType() string {
 	return ""
 }
 
+// AdminTokenCreateResponse401Headers the declared response headers of an HTTP 401 response for AdminTokenCreate
+type AdminTokenCreateResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminTokenCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminTokenCreate
 type AdminTokenCreateResponse503Headers struct {
 	RetryAfter *int
@@ -9565,6 +9703,8 @@ type AdminTokenCreateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminTokenCreateResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminTokenCreateResponse503Headers
 }
@@ -9633,6 +9773,11 @@ func (r AdminTokenCreateResponse) ContentType() string {
 	return ""
 }
 
+// AdminTokenRevokeResponse401Headers the declared response headers of an HTTP 401 response for AdminTokenRevoke
+type AdminTokenRevokeResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AdminTokenRevokeResponse503Headers the declared response headers of an HTTP 503 response for AdminTokenRevoke
 type AdminTokenRevokeResponse503Headers struct {
 	RetryAfter *int
@@ -9653,6 +9798,8 @@ type AdminTokenRevokeResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminTokenRevokeResponse401Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminTokenRevokeResponse503Headers
 }
@@ -9724,6 +9871,11 @@ type AttachmentDownloadResponse200Headers struct {
 	XContentTypeOptions      *string
 }
 
+// AttachmentDownloadResponse401Headers the declared response headers of an HTTP 401 response for AttachmentDownload
+type AttachmentDownloadResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AttachmentDownloadResponse429Headers the declared response headers of an HTTP 429 response for AttachmentDownload
 type AttachmentDownloadResponse429Headers struct {
 	RetryAfter *int
@@ -9753,6 +9905,8 @@ type AttachmentDownloadResponse struct {
 	JSON503 *Unavailable
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *AttachmentDownloadResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AttachmentDownloadResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AttachmentDownloadResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -9823,6 +9977,11 @@ func (r AttachmentDownloadResponse) ContentType() string {
 	return ""
 }
 
+// CheckpointGetResponse401Headers the declared response headers of an HTTP 401 response for CheckpointGet
+type CheckpointGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // CheckpointGetResponse429Headers the declared response headers of an HTTP 429 response for CheckpointGet
 type CheckpointGetResponse429Headers struct {
 	RetryAfter *int
@@ -9850,6 +10009,8 @@ type CheckpointGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CheckpointGetResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CheckpointGetResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -9920,6 +10081,11 @@ func (r CheckpointGetResponse) ContentType() string {
 	return ""
 }
 
+// CheckpointSaveResponse401Headers the declared response headers of an HTTP 401 response for CheckpointSave
+type CheckpointSaveResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // CheckpointSaveResponse429Headers the declared response headers of an HTTP 429 response for CheckpointSave
 type CheckpointSaveResponse429Headers struct {
 	RetryAfter *int
@@ -9951,6 +10117,8 @@ type CheckpointSaveResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CheckpointSaveResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CheckpointSaveResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10031,6 +10199,11 @@ func (r CheckpointSaveResponse) ContentType() string {
 	return ""
 }
 
+// ConversationReadResponse401Headers the declared response headers of an HTTP 401 response for ConversationRead
+type ConversationReadResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ConversationReadResponse429Headers the declared response headers of an HTTP 429 response for ConversationRead
 type ConversationReadResponse429Headers struct {
 	RetryAfter *int
@@ -10060,6 +10233,8 @@ type ConversationReadResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ConversationReadResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ConversationReadResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10135,6 +10310,11 @@ func (r ConversationReadResponse) ContentType() string {
 	return ""
 }
 
+// DirectorySearchResponse401Headers the declared response headers of an HTTP 401 response for DirectorySearch
+type DirectorySearchResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // DirectorySearchResponse429Headers the declared response headers of an HTTP 429 response for DirectorySearch
 type DirectorySearchResponse429Headers struct {
 	RetryAfter *int
@@ -10164,6 +10344,8 @@ type DirectorySearchResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DirectorySearchResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DirectorySearchResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10239,6 +10421,11 @@ func (r DirectorySearchResponse) ContentType() string {
 	return ""
 }
 
+// DirectoryUpdateSelfResponse401Headers the declared response headers of an HTTP 401 response for DirectoryUpdateSelf
+type DirectoryUpdateSelfResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // DirectoryUpdateSelfResponse429Headers the declared response headers of an HTTP 429 response for DirectoryUpdateSelf
 type DirectoryUpdateSelfResponse429Headers struct {
 	RetryAfter *int
@@ -10272,6 +10459,8 @@ type DirectoryUpdateSelfResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DirectoryUpdateSelfResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DirectoryUpdateSelfResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10357,6 +10546,11 @@ func (r DirectoryUpdateSelfResponse) ContentType() string {
 	return ""
 }
 
+// DirectoryGetResponse401Headers the declared response headers of an HTTP 401 response for DirectoryGet
+type DirectoryGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // DirectoryGetResponse429Headers the declared response headers of an HTTP 429 response for DirectoryGet
 type DirectoryGetResponse429Headers struct {
 	RetryAfter *int
@@ -10386,6 +10580,8 @@ type DirectoryGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DirectoryGetResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DirectoryGetResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10461,6 +10657,11 @@ func (r DirectoryGetResponse) ContentType() string {
 	return ""
 }
 
+// InboxListResponse401Headers the declared response headers of an HTTP 401 response for InboxList
+type InboxListResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // InboxListResponse429Headers the declared response headers of an HTTP 429 response for InboxList
 type InboxListResponse429Headers struct {
 	RetryAfter *int
@@ -10490,6 +10691,8 @@ type InboxListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *InboxListResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *InboxListResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10565,6 +10768,11 @@ func (r InboxListResponse) ContentType() string {
 	return ""
 }
 
+// InboxAckResponse401Headers the declared response headers of an HTTP 401 response for InboxAck
+type InboxAckResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // InboxAckResponse429Headers the declared response headers of an HTTP 429 response for InboxAck
 type InboxAckResponse429Headers struct {
 	RetryAfter *int
@@ -10598,6 +10806,8 @@ type InboxAckResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *InboxAckResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *InboxAckResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10683,6 +10893,11 @@ func (r InboxAckResponse) ContentType() string {
 	return ""
 }
 
+// InboxClaimResponse401Headers the declared response headers of an HTTP 401 response for InboxClaim
+type InboxClaimResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // InboxClaimResponse429Headers the declared response headers of an HTTP 429 response for InboxClaim
 type InboxClaimResponse429Headers struct {
 	RetryAfter *int
@@ -10716,6 +10931,8 @@ type InboxClaimResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *InboxClaimResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *InboxClaimResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10801,6 +11018,11 @@ func (r InboxClaimResponse) ContentType() string {
 	return ""
 }
 
+// LimitsGetResponse401Headers the declared response headers of an HTTP 401 response for LimitsGet
+type LimitsGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // LimitsGetResponse429Headers the declared response headers of an HTTP 429 response for LimitsGet
 type LimitsGetResponse429Headers struct {
 	RetryAfter *int
@@ -10826,6 +11048,8 @@ type LimitsGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *LimitsGetResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *LimitsGetResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10891,6 +11115,11 @@ func (r LimitsGetResponse) ContentType() string {
 	return ""
 }
 
+// MeGetResponse401Headers the declared response headers of an HTTP 401 response for MeGet
+type MeGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // MeGetResponse429Headers the declared response headers of an HTTP 429 response for MeGet
 type MeGetResponse429Headers struct {
 	RetryAfter *int
@@ -10916,6 +11145,8 @@ type MeGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MeGetResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *MeGetResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10981,6 +11212,11 @@ func (r MeGetResponse) ContentType() string {
 	return ""
 }
 
+// MessageSendResponse401Headers the declared response headers of an HTTP 401 response for MessageSend
+type MessageSendResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // MessageSendResponse429Headers the declared response headers of an HTTP 429 response for MessageSend
 type MessageSendResponse429Headers struct {
 	RetryAfter *int
@@ -11014,6 +11250,8 @@ type MessageSendResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MessageSendResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *MessageSendResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11099,6 +11337,11 @@ func (r MessageSendResponse) ContentType() string {
 	return ""
 }
 
+// MessageSendBatchResponse401Headers the declared response headers of an HTTP 401 response for MessageSendBatch
+type MessageSendBatchResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // MessageSendBatchResponse429Headers the declared response headers of an HTTP 429 response for MessageSendBatch
 type MessageSendBatchResponse429Headers struct {
 	RetryAfter *int
@@ -11132,6 +11375,8 @@ type MessageSendBatchResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MessageSendBatchResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *MessageSendBatchResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11217,6 +11462,11 @@ func (r MessageSendBatchResponse) ContentType() string {
 	return ""
 }
 
+// MessageGetResponse401Headers the declared response headers of an HTTP 401 response for MessageGet
+type MessageGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // MessageGetResponse429Headers the declared response headers of an HTTP 429 response for MessageGet
 type MessageGetResponse429Headers struct {
 	RetryAfter *int
@@ -11246,6 +11496,8 @@ type MessageGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *MessageGetResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *MessageGetResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11321,6 +11573,11 @@ func (r MessageGetResponse) ContentType() string {
 	return ""
 }
 
+// FileReportListResponse401Headers the declared response headers of an HTTP 401 response for FileReportList
+type FileReportListResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // FileReportListResponse429Headers the declared response headers of an HTTP 429 response for FileReportList
 type FileReportListResponse429Headers struct {
 	RetryAfter *int
@@ -11350,6 +11607,8 @@ type FileReportListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *FileReportListResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *FileReportListResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11425,6 +11684,11 @@ func (r FileReportListResponse) ContentType() string {
 	return ""
 }
 
+// FileAccessReportResponse401Headers the declared response headers of an HTTP 401 response for FileAccessReport
+type FileAccessReportResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // FileAccessReportResponse429Headers the declared response headers of an HTTP 429 response for FileAccessReport
 type FileAccessReportResponse429Headers struct {
 	RetryAfter *int
@@ -11458,6 +11722,8 @@ type FileAccessReportResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *FileAccessReportResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *FileAccessReportResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11543,6 +11809,11 @@ func (r FileAccessReportResponse) ContentType() string {
 	return ""
 }
 
+// AgentPrimeResponse401Headers the declared response headers of an HTTP 401 response for AgentPrime
+type AgentPrimeResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // AgentPrimeResponse429Headers the declared response headers of an HTTP 429 response for AgentPrime
 type AgentPrimeResponse429Headers struct {
 	RetryAfter *int
@@ -11572,6 +11843,8 @@ type AgentPrimeResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AgentPrimeResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AgentPrimeResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11647,6 +11920,11 @@ func (r AgentPrimeResponse) ContentType() string {
 	return ""
 }
 
+// ProfileGetResponse401Headers the declared response headers of an HTTP 401 response for ProfileGet
+type ProfileGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ProfileGetResponse429Headers the declared response headers of an HTTP 429 response for ProfileGet
 type ProfileGetResponse429Headers struct {
 	RetryAfter *int
@@ -11674,6 +11952,8 @@ type ProfileGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ProfileGetResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ProfileGetResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11744,6 +12024,11 @@ func (r ProfileGetResponse) ContentType() string {
 	return ""
 }
 
+// RequestListResponse401Headers the declared response headers of an HTTP 401 response for RequestList
+type RequestListResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RequestListResponse429Headers the declared response headers of an HTTP 429 response for RequestList
 type RequestListResponse429Headers struct {
 	RetryAfter *int
@@ -11773,6 +12058,8 @@ type RequestListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RequestListResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RequestListResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11848,6 +12135,11 @@ func (r RequestListResponse) ContentType() string {
 	return ""
 }
 
+// RequestRespondResponse401Headers the declared response headers of an HTTP 401 response for RequestRespond
+type RequestRespondResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RequestRespondResponse429Headers the declared response headers of an HTTP 429 response for RequestRespond
 type RequestRespondResponse429Headers struct {
 	RetryAfter *int
@@ -11881,6 +12173,8 @@ type RequestRespondResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RequestRespondResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RequestRespondResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11966,6 +12260,11 @@ func (r RequestRespondResponse) ContentType() string {
 	return ""
 }
 
+// RoomListResponse401Headers the declared response headers of an HTTP 401 response for RoomList
+type RoomListResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RoomListResponse429Headers the declared response headers of an HTTP 429 response for RoomList
 type RoomListResponse429Headers struct {
 	RetryAfter *int
@@ -11995,6 +12294,8 @@ type RoomListResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RoomListResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomListResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12070,6 +12371,11 @@ func (r RoomListResponse) ContentType() string {
 	return ""
 }
 
+// RoomCreateResponse401Headers the declared response headers of an HTTP 401 response for RoomCreate
+type RoomCreateResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RoomCreateResponse429Headers the declared response headers of an HTTP 429 response for RoomCreate
 type RoomCreateResponse429Headers struct {
 	RetryAfter *int
@@ -12103,6 +12409,8 @@ type RoomCreateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RoomCreateResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomCreateResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12188,6 +12496,11 @@ func (r RoomCreateResponse) ContentType() string {
 	return ""
 }
 
+// RoomGetResponse401Headers the declared response headers of an HTTP 401 response for RoomGet
+type RoomGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RoomGetResponse429Headers the declared response headers of an HTTP 429 response for RoomGet
 type RoomGetResponse429Headers struct {
 	RetryAfter *int
@@ -12217,6 +12530,8 @@ type RoomGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RoomGetResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomGetResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12292,6 +12607,11 @@ func (r RoomGetResponse) ContentType() string {
 	return ""
 }
 
+// RoomBriefGetResponse401Headers the declared response headers of an HTTP 401 response for RoomBriefGet
+type RoomBriefGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RoomBriefGetResponse429Headers the declared response headers of an HTTP 429 response for RoomBriefGet
 type RoomBriefGetResponse429Headers struct {
 	RetryAfter *int
@@ -12321,6 +12641,8 @@ type RoomBriefGetResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RoomBriefGetResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomBriefGetResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12396,6 +12718,11 @@ func (r RoomBriefGetResponse) ContentType() string {
 	return ""
 }
 
+// RoomBriefUpdateResponse401Headers the declared response headers of an HTTP 401 response for RoomBriefUpdate
+type RoomBriefUpdateResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RoomBriefUpdateResponse429Headers the declared response headers of an HTTP 429 response for RoomBriefUpdate
 type RoomBriefUpdateResponse429Headers struct {
 	RetryAfter *int
@@ -12429,6 +12756,8 @@ type RoomBriefUpdateResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RoomBriefUpdateResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomBriefUpdateResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12514,6 +12843,11 @@ func (r RoomBriefUpdateResponse) ContentType() string {
 	return ""
 }
 
+// RoomFollowResponse401Headers the declared response headers of an HTTP 401 response for RoomFollow
+type RoomFollowResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RoomFollowResponse429Headers the declared response headers of an HTTP 429 response for RoomFollow
 type RoomFollowResponse429Headers struct {
 	RetryAfter *int
@@ -12547,6 +12881,8 @@ type RoomFollowResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RoomFollowResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomFollowResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12632,6 +12968,11 @@ func (r RoomFollowResponse) ContentType() string {
 	return ""
 }
 
+// RoomInviteResponse401Headers the declared response headers of an HTTP 401 response for RoomInvite
+type RoomInviteResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RoomInviteResponse429Headers the declared response headers of an HTTP 429 response for RoomInvite
 type RoomInviteResponse429Headers struct {
 	RetryAfter *int
@@ -12665,6 +13006,8 @@ type RoomInviteResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RoomInviteResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomInviteResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12750,6 +13093,11 @@ func (r RoomInviteResponse) ContentType() string {
 	return ""
 }
 
+// RoomJoinResponse401Headers the declared response headers of an HTTP 401 response for RoomJoin
+type RoomJoinResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RoomJoinResponse429Headers the declared response headers of an HTTP 429 response for RoomJoin
 type RoomJoinResponse429Headers struct {
 	RetryAfter *int
@@ -12783,6 +13131,8 @@ type RoomJoinResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RoomJoinResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomJoinResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12868,6 +13218,11 @@ func (r RoomJoinResponse) ContentType() string {
 	return ""
 }
 
+// RoomLeaveResponse401Headers the declared response headers of an HTTP 401 response for RoomLeave
+type RoomLeaveResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // RoomLeaveResponse429Headers the declared response headers of an HTTP 429 response for RoomLeave
 type RoomLeaveResponse429Headers struct {
 	RetryAfter *int
@@ -12901,6 +13256,8 @@ type RoomLeaveResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RoomLeaveResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomLeaveResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12986,6 +13343,11 @@ func (r RoomLeaveResponse) ContentType() string {
 	return ""
 }
 
+// ThreadReadResponse401Headers the declared response headers of an HTTP 401 response for ThreadRead
+type ThreadReadResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ThreadReadResponse429Headers the declared response headers of an HTTP 429 response for ThreadRead
 type ThreadReadResponse429Headers struct {
 	RetryAfter *int
@@ -13015,6 +13377,8 @@ type ThreadReadResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ThreadReadResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ThreadReadResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -13090,6 +13454,11 @@ func (r ThreadReadResponse) ContentType() string {
 	return ""
 }
 
+// ThreadExportResponse401Headers the declared response headers of an HTTP 401 response for ThreadExport
+type ThreadExportResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
 // ThreadExportResponse429Headers the declared response headers of an HTTP 429 response for ThreadExport
 type ThreadExportResponse429Headers struct {
 	RetryAfter *int
@@ -13119,6 +13488,8 @@ type ThreadExportResponse struct {
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ThreadExportResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ThreadExportResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -14405,6 +14776,16 @@ func ParseAdminBoxListResponse(rsp *http.Response) (*AdminBoxListResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminBoxListResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminBoxListResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14493,6 +14874,16 @@ func ParseAdminBoxCreateResponse(rsp *http.Response) (*AdminBoxCreateResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminBoxCreateResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminBoxCreateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14581,6 +14972,16 @@ func ParseAdminBoxUpdateResponse(rsp *http.Response) (*AdminBoxUpdateResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminBoxUpdateResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminBoxUpdateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14655,6 +15056,16 @@ func ParseAdminAgentListResponse(rsp *http.Response) (*AdminAgentListResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminAgentListResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminAgentListResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14750,6 +15161,16 @@ func ParseAdminAgentCreateResponse(rsp *http.Response) (*AdminAgentCreateRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminAgentCreateResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminAgentCreateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14838,6 +15259,16 @@ func ParseAdminAgentUpdateResponse(rsp *http.Response) (*AdminAgentUpdateRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminAgentUpdateResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminAgentUpdateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14912,6 +15343,16 @@ func ParseAdminKeyListResponse(rsp *http.Response) (*AdminKeyListResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminKeyListResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminKeyListResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15000,6 +15441,16 @@ func ParseAdminKeyCreateResponse(rsp *http.Response) (*AdminKeyCreateResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminKeyCreateResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminKeyCreateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15088,6 +15539,16 @@ func ParseAdminAgentProfileSetResponse(rsp *http.Response) (*AdminAgentProfileSe
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminAgentProfileSetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminAgentProfileSetResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15162,6 +15623,16 @@ func ParseAdminCleanupStatusResponse(rsp *http.Response) (*AdminCleanupStatusRes
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminCleanupStatusResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminCleanupStatusResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15236,6 +15707,16 @@ func ParseAdminHostListResponse(rsp *http.Response) (*AdminHostListResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminHostListResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminHostListResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15331,6 +15812,16 @@ func ParseAdminHostCreateResponse(rsp *http.Response) (*AdminHostCreateResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminHostCreateResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminHostCreateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15419,6 +15910,16 @@ func ParseAdminHostUpdateResponse(rsp *http.Response) (*AdminHostUpdateResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminHostUpdateResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminHostUpdateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15493,6 +15994,16 @@ func ParseAdminKeyRevokeResponse(rsp *http.Response) (*AdminKeyRevokeResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminKeyRevokeResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminKeyRevokeResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15567,6 +16078,16 @@ func ParseAdminRoomListResponse(rsp *http.Response) (*AdminRoomListResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminRoomListResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminRoomListResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15648,6 +16169,16 @@ func ParseAdminRoomArchiveResponse(rsp *http.Response) (*AdminRoomArchiveRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminRoomArchiveResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminRoomArchiveResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15743,6 +16274,16 @@ func ParseAdminRoomSetOwnerResponse(rsp *http.Response) (*AdminRoomSetOwnerRespo
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminRoomSetOwnerResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminRoomSetOwnerResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15817,6 +16358,16 @@ func ParseAdminSettingsGetResponse(rsp *http.Response) (*AdminSettingsGetRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminSettingsGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminSettingsGetResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15912,6 +16463,16 @@ func ParseAdminSettingsUpdateResponse(rsp *http.Response) (*AdminSettingsUpdateR
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminSettingsUpdateResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminSettingsUpdateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15993,6 +16554,16 @@ func ParseAdminTokenCreateResponse(rsp *http.Response) (*AdminTokenCreateRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminTokenCreateResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminTokenCreateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16067,6 +16638,16 @@ func ParseAdminTokenRevokeResponse(rsp *http.Response) (*AdminTokenRevokeRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminTokenRevokeResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminTokenRevokeResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16179,6 +16760,16 @@ func ParseAttachmentDownloadResponse(rsp *http.Response) (*AttachmentDownloadRes
 			headers.XContentTypeOptions = &value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers AttachmentDownloadResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers AttachmentDownloadResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16270,6 +16861,16 @@ func ParseCheckpointGetResponse(rsp *http.Response) (*CheckpointGetResponse, err
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers CheckpointGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers CheckpointGetResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16375,6 +16976,16 @@ func ParseCheckpointSaveResponse(rsp *http.Response) (*CheckpointSaveResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers CheckpointSaveResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers CheckpointSaveResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16473,6 +17084,16 @@ func ParseConversationReadResponse(rsp *http.Response) (*ConversationReadRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ConversationReadResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ConversationReadResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16571,6 +17192,16 @@ func ParseDirectorySearchResponse(rsp *http.Response) (*DirectorySearchResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers DirectorySearchResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers DirectorySearchResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16683,6 +17314,16 @@ func ParseDirectoryUpdateSelfResponse(rsp *http.Response) (*DirectoryUpdateSelfR
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers DirectoryUpdateSelfResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers DirectoryUpdateSelfResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16781,6 +17422,16 @@ func ParseDirectoryGetResponse(rsp *http.Response) (*DirectoryGetResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers DirectoryGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers DirectoryGetResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16879,6 +17530,16 @@ func ParseInboxListResponse(rsp *http.Response) (*InboxListResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers InboxListResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers InboxListResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16991,6 +17652,16 @@ func ParseInboxAckResponse(rsp *http.Response) (*InboxAckResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers InboxAckResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers InboxAckResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17103,6 +17774,16 @@ func ParseInboxClaimResponse(rsp *http.Response) (*InboxClaimResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers InboxClaimResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers InboxClaimResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17187,6 +17868,16 @@ func ParseLimitsGetResponse(rsp *http.Response) (*LimitsGetResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers LimitsGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers LimitsGetResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17271,6 +17962,16 @@ func ParseMeGetResponse(rsp *http.Response) (*MeGetResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers MeGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers MeGetResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17383,6 +18084,16 @@ func ParseMessageSendResponse(rsp *http.Response) (*MessageSendResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers MessageSendResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers MessageSendResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17495,6 +18206,16 @@ func ParseMessageSendBatchResponse(rsp *http.Response) (*MessageSendBatchRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers MessageSendBatchResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers MessageSendBatchResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17593,6 +18314,16 @@ func ParseMessageGetResponse(rsp *http.Response) (*MessageGetResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers MessageGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers MessageGetResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17691,6 +18422,16 @@ func ParseFileReportListResponse(rsp *http.Response) (*FileReportListResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers FileReportListResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers FileReportListResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17803,6 +18544,16 @@ func ParseFileAccessReportResponse(rsp *http.Response) (*FileAccessReportRespons
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers FileAccessReportResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers FileAccessReportResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17901,6 +18652,16 @@ func ParseAgentPrimeResponse(rsp *http.Response) (*AgentPrimeResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers AgentPrimeResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers AgentPrimeResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17992,6 +18753,16 @@ func ParseProfileGetResponse(rsp *http.Response) (*ProfileGetResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ProfileGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ProfileGetResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18090,6 +18861,16 @@ func ParseRequestListResponse(rsp *http.Response) (*RequestListResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers RequestListResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RequestListResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18202,6 +18983,16 @@ func ParseRequestRespondResponse(rsp *http.Response) (*RequestRespondResponse, e
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers RequestRespondResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RequestRespondResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18300,6 +19091,16 @@ func ParseRoomListResponse(rsp *http.Response) (*RoomListResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers RoomListResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomListResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18412,6 +19213,16 @@ func ParseRoomCreateResponse(rsp *http.Response) (*RoomCreateResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers RoomCreateResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomCreateResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18510,6 +19321,16 @@ func ParseRoomGetResponse(rsp *http.Response) (*RoomGetResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers RoomGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomGetResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18608,6 +19429,16 @@ func ParseRoomBriefGetResponse(rsp *http.Response) (*RoomBriefGetResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers RoomBriefGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomBriefGetResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18720,6 +19551,16 @@ func ParseRoomBriefUpdateResponse(rsp *http.Response) (*RoomBriefUpdateResponse,
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers RoomBriefUpdateResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomBriefUpdateResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18832,6 +19673,16 @@ func ParseRoomFollowResponse(rsp *http.Response) (*RoomFollowResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers RoomFollowResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomFollowResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18944,6 +19795,16 @@ func ParseRoomInviteResponse(rsp *http.Response) (*RoomInviteResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers RoomInviteResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomInviteResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19056,6 +19917,16 @@ func ParseRoomJoinResponse(rsp *http.Response) (*RoomJoinResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers RoomJoinResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomJoinResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19168,6 +20039,16 @@ func ParseRoomLeaveResponse(rsp *http.Response) (*RoomLeaveResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers RoomLeaveResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomLeaveResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19266,6 +20147,16 @@ func ParseThreadReadResponse(rsp *http.Response) (*ThreadReadResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ThreadReadResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ThreadReadResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19364,6 +20255,16 @@ func ParseThreadExportResponse(rsp *http.Response) (*ThreadExportResponse, error
 	}
 
 	switch {
+	case rsp.StatusCode == 401:
+		var headers ThreadExportResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 429:
 		var headers ThreadExportResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {

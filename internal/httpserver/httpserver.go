@@ -521,6 +521,11 @@ func WriteError(w http.ResponseWriter, err error) {
 	if !ok {
 		e = apierr.Storage()
 	}
+	if e.HTTPStatus() == http.StatusUnauthorized {
+		// RFC 9110 §15.5.2: a 401 names its scheme. On /mcp it also makes clients report a
+		// bad key instead of starting OAuth (SPEC §13.2).
+		w.Header().Set("WWW-Authenticate", `Bearer realm="agentbox"`)
+	}
 	if e.RetryAfterSeconds != nil && *e.RetryAfterSeconds > 0 {
 		// The body's retry_after_seconds as HTTP says it (the contract's RateLimited and
 		// Unavailable responses), for clients and proxies that read only the header.

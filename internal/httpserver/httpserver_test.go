@@ -260,3 +260,21 @@ func dmWorld(t *testing.T) (e *testenv.Env, a, b *testenv.Agent, id string) {
 	sent := a.MustCall("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "dm", "recipient_agent_id": b.ID.String()}, "body_md": "hi", "idempotency_key": "k1"})
 	return e, a, b, sent["message_id"].(string)
 }
+
+// Every 401 names its scheme (RFC 9110 §15.5.2): the agent API, the admin API and /mcp
+// (where it also makes MCP clients report a bad key instead of starting OAuth, SPEC §13.2).
+func TestUnauthorizedNamesBearer(t *testing.T) {
+	t.Parallel()
+	e, _, b, _ := dmWorld(t)
+	for _, c := range []struct{ method, path, token string }{
+		{"GET", "/api/v1/boxes/alpha/inbox", ""},
+		{"GET", "/api/v1/boxes/alpha/inbox", b.Key[:len(b.Key)-1] + "x"},
+		{"GET", "/admin/api/v1/boxes", "abadm_wrong"},
+		{"POST", "/mcp", "abk_wrong"},
+	} {
+		r := e.Do(c.method, c.path, c.token, map[string]any{}, nil)
+		if r.Status != http.StatusUnauthorized || r.Header.Get("WWW-Authenticate") != `Bearer realm="agentbox"` {
+			t.Errorf("%s %s: %d WWW-Authenticate %q", c.method, c.path, r.Status, r.Header.Get("WWW-Authenticate"))
+		}
+	}
+}

@@ -93,23 +93,16 @@ func New(cfg Config) http.Handler {
 			return
 		}
 		ctx := r.Context()
-		refuse := func(w http.ResponseWriter, err error) {
-			if apierr.StatusOf(err) == http.StatusUnauthorized {
-				// SPEC §13.2: MCP clients then report a bad key instead of starting OAuth.
-				w.Header().Set("WWW-Authenticate", `Bearer realm="agentbox"`)
-			}
-			httpserver.WriteError(w, err)
-		}
 		p, check, err := cfg.Auth.AgentKeyCall(ctx, auth.BearerToken(r), auth.SourceAddr(r))
 		if err != nil {
-			refuse(w, err)
+			httpserver.WriteError(w, err) // a 401 carries WWW-Authenticate: Bearer (SPEC §13.2)
 			return
 		}
 		if check != nil {
 			// A known key's check rides in the tool call's transaction (auth.AgentKeyCall);
 			// the answer waits for it, and a refused key is the HTTP 401 it always was.
 			ctx = store.WithKeyCheck(ctx, check)
-			w = httpserver.HoldForCheck(w, func() error { return cfg.Auth.Confirm(ctx, check) }, refuse)
+			w = httpserver.HoldForCheck(w, func() error { return cfg.Auth.Confirm(ctx, check) }, httpserver.WriteError)
 		}
 		ctx = auth.WithPrincipal(ctx, p)
 		// SPEC §3: the Agentbox-Session header, else the MCP session ID (the stateless
