@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"path"
 	"slices"
 	"strconv"
@@ -42,12 +43,22 @@ type Config struct {
 	MetricsToken string
 	// Uploads enables multipart uploads on the operations that declare them (upload.go).
 	Uploads *UploadConfig
+	// BodyIdleTimeout bounds how long a request body may send nothing (0: DefaultBodyIdleTimeout).
+	BodyIdleTimeout time.Duration
 }
+
+// DefaultBodyIdleTimeout is how long a request body may pause before the server stops waiting
+// for it. It bounds a stalled or trickling body (which would otherwise hold its connection and
+// handler for ever) without bounding an upload that keeps arriving, however slowly.
+const DefaultBodyIdleTimeout = 30 * time.Second
 
 // New returns the root handler.
 func New(cfg Config) http.Handler {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.BodyIdleTimeout <= 0 {
+		cfg.BodyIdleTimeout = DefaultBodyIdleTimeout
 	}
 	strict := api.NewStrictHandlerWithOptions(cfg.Service, nil, api.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -151,6 +162,9 @@ func New(cfg Config) http.Handler {
 			WriteError(w, apierr.TooLarge("", "headers_too_large", maxHeaderBytes).WithStatus(http.StatusRequestHeaderFieldsTooLarge))
 			return
 		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &idleBody{ReadCloser: r.Body, conn: http.NewResponseController(w), idle: cfg.BodyIdleTimeout}
+		}
 		routes.ServeHTTP(w, r)
 	})
 }
@@ -168,6 +182,40 @@ func allowedMethods(routes *http.ServeMux, r *http.Request) []string {
 		}
 	}
 	return allow
+}
+
+// idleBody is a request body that gives up when nothing arrives for idle: each read may wait
+// that long (the connection's read deadline, moved forward by every read). Once the body has
+// been read to its end the deadline is cleared, so the rest of the exchange (net/http's
+// watch for a closed connection while the handler works) is not cut short; after a timeout
+// it stays passed, so net/http does not wait on the rest of that body either.
+type idleBody struct {
+	io.ReadCloser
+	conn *http.ResponseController
+	idle time.Duration
+	done bool
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	if b.done {
+		return b.ReadCloser.Read(p)
+	}
+	b.conn.SetReadDeadline(time.Now().Add(b.idle)) //nolint:errcheck // unsupported (a test recorder): no bound
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.done = true
+		b.conn.SetReadDeadline(time.Time{}) //nolint:errcheck
+	}
+	return n, err
+}
+
+// UnreadableBody is the answer to a body that could not be read: a stalled one is told
+// apart (reason body_timeout) from one the client broke off or garbled.
+func UnreadableBody(err error, message string) *apierr.Error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return apierr.Invalid("", "the request body stopped arriving (nothing came for a while); send it again").WithReason("body_timeout")
+	}
+	return apierr.Invalid("", message)
 }
 
 // headReadable reports whether a HEAD may run path's GET: everything outside the agent and
@@ -282,7 +330,7 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 		if json && op.Body != nil { // other declared media types (uploads) are read by their handler
 			raw, err := io.ReadAll(io.LimitReader(r.Body, schema.MaxRequestBytes+1))
 			if err != nil {
-				WriteError(w, apierr.Invalid("", "the request body could not be read"))
+				WriteError(w, UnreadableBody(err, "the request body could not be read"))
 				return
 			}
 			if len(raw) > schema.MaxRequestBytes {

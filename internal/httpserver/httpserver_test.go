@@ -1,13 +1,17 @@
 package httpserver_test
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/server"
 	"github.com/agentbox/agentbox/internal/testenv"
@@ -276,5 +280,65 @@ func TestUnauthorizedNamesBearer(t *testing.T) {
 		if r.Status != http.StatusUnauthorized || r.Header.Get("WWW-Authenticate") != `Bearer realm="agentbox"` {
 			t.Errorf("%s %s: %d WWW-Authenticate %q", c.method, c.path, r.Status, r.Header.Get("WWW-Authenticate"))
 		}
+	}
+}
+
+// A body that stops arriving is given up after the idle timeout: INVALID_ARGUMENT
+// body_timeout, nothing written, the connection closed; a body that keeps arriving, however
+// slowly and however long in all, is read. (A stalled body held its connection and handler
+// for ever: the server set only ReadHeaderTimeout.)
+func TestStalledBodyTimesOut(t *testing.T) {
+	t.Parallel()
+	e, a, _, _ := dmWorld(t)
+	const idle = 300 * time.Millisecond
+	srv := httptest.NewServer(server.Handler(server.Config{Store: e.Store, Service: e.Service, AdminToken: testenv.AdminToken,
+		Log: slog.New(slog.DiscardHandler), BodyIdleTimeout: idle}))
+	t.Cleanup(srv.Close)
+	// send writes the request head (declaring declared bytes) and then body in pieces, pause
+	// apart, and reads the answer.
+	send := func(declared int, body string, pieces int, pause time.Duration) (int, string) {
+		t.Helper()
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(20 * time.Second)) //nolint:errcheck
+		fmt.Fprintf(conn, "PUT /api/v1/boxes/alpha/checkpoint HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+			a.Key, declared)
+		step := (len(body) + pieces - 1) / pieces
+		for i := 0; i < len(body); i += step {
+			if _, err := conn.Write([]byte(body[i:min(i+step, len(body))])); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(pause)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	revision := func() (rev int) {
+		e.Store.Pool().QueryRow(t.Context(), `SELECT COALESCE(max(revision), 0) FROM checkpoints`).Scan(&rev) //nolint:errcheck
+		return rev
+	}
+	body := `{"expected_revision":"0","checkpoint":{"step":1},"idempotency_key":"slow-1"}`
+	// Half the body, then nothing (the rest never comes).
+	status, raw := send(len(body), body[:len(body)/2], 1, 0)
+	if status != http.StatusBadRequest || !strings.Contains(raw, `"reason":"body_timeout"`) {
+		t.Fatalf("stalled body: %d %s", status, raw)
+	}
+	if rev := revision(); rev != 0 {
+		t.Fatalf("a stalled body wrote revision %d", rev)
+	}
+	// The whole body in 8 pieces, each within the idle timeout, over twice its length in all.
+	if status, raw := send(len(body), body, 8, idle/4); status != http.StatusOK {
+		t.Fatalf("slow but steady body: %d %s", status, raw)
+	}
+	if rev := revision(); rev != 1 {
+		t.Fatalf("revision %d after the steady body", rev)
 	}
 }

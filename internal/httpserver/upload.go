@@ -71,9 +71,9 @@ func serveUpload(cfg Config, op *mcp.Operation, w http.ResponseWriter, r *http.R
 	if err != nil {
 		e, ok := apierr.As(err)
 		switch {
-		case !ok: // the client went away or sent a broken body: nothing is kept
+		case !ok: // the client went away, stalled or sent a broken body: nothing is kept
 			up.Stager.Reject(upload.ReasonAborted)
-			e = apierr.Invalid("", "the multipart body could not be read")
+			e = UnreadableBody(err, "the multipart body could not be read")
 		case e.Reason == upload.ReasonTooLarge || e.Reason == upload.ReasonTooLargeForBox:
 			up.Stager.Reject(e.Reason)
 		default:

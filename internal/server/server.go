@@ -6,6 +6,7 @@ package server
 import (
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/adminui"
 	"github.com/agentbox/agentbox/internal/auth"
@@ -31,6 +32,8 @@ type Config struct {
 	Uploads *upload.Stager
 	// Version is reported to MCP clients at initialization.
 	Version string
+	// BodyIdleTimeout bounds a request body's pauses (0: httpserver.DefaultBodyIdleTimeout).
+	BodyIdleTimeout time.Duration
 }
 
 // Handler returns the root handler.
@@ -53,8 +56,9 @@ func Handler(cfg Config) http.Handler {
 			"/admin":  ui,
 			"/admin/": ui,
 		},
-		Metrics:      reg,
-		MetricsToken: cfg.MetricsToken,
-		Uploads:      uploads,
+		Metrics:         reg,
+		MetricsToken:    cfg.MetricsToken,
+		BodyIdleTimeout: cfg.BodyIdleTimeout,
+		Uploads:         uploads,
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/httpserver"
 	"github.com/agentbox/agentbox/internal/mcpserver"
 )
 
@@ -25,7 +26,7 @@ func withProtocolErrors(next http.Handler, fast *fastCalls) http.Handler {
 			var err error
 			body, err = io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
 			if err != nil {
-				writeStatus(w, http.StatusBadRequest, apierr.Invalid("", "the request body could not be read"))
+				writeStatus(w, http.StatusBadRequest, httpserver.UnreadableBody(err, "the request body could not be read"))
 				return
 			}
 			if len(body) > maxRequestBytes {
