@@ -151,6 +151,10 @@ func New(cfg Config) http.Handler {
 			WriteError(w, apierr.PathNotFound())
 			return
 		}
+		if isAPI(r.URL.Path) {
+			// An answer is one caller's data (an inbox, a key shown once): no cache keeps it.
+			w.Header().Set("Cache-Control", "no-store")
+		}
 		if r.Method == http.MethodHead && !headReadable(r.URL.Path) {
 			// ServeMux answers a HEAD with a route's GET handler, and an agent's GET is not
 			// free of effects (inbox_list records receipts, which make rows ACKable): on the
@@ -221,13 +225,17 @@ func UnreadableBody(err error, message string) *apierr.Error {
 // headReadable reports whether a HEAD may run path's GET: everything outside the agent and
 // admin JSON APIs and /mcp (monitors probe /healthz with HEAD; the admin UI's pages, /docs
 // and /openapi.json read and change nothing an agent owns).
-func headReadable(path string) bool {
+func headReadable(path string) bool { return !isAPI(path) }
+
+// isAPI reports whether path is on the agent or admin JSON API or /mcp, whose answers are a
+// caller's own data.
+func isAPI(path string) bool {
 	for _, api := range []string{"/api/", "/admin/api/", "/mcp"} {
 		if strings.HasPrefix(path, api) {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // decodeError is the answer to a body the contract's schema admitted but its Go type cannot

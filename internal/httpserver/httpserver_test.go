@@ -283,6 +283,26 @@ func TestUnauthorizedNamesBearer(t *testing.T) {
 	}
 }
 
+// The APIs' answers are one caller's data: no cache may keep them (Cache-Control: no-store),
+// successes and errors alike; the public documents may be cached.
+func TestAPIAnswersAreNotCached(t *testing.T) {
+	t.Parallel()
+	e, a, _, id := dmWorld(t)
+	for _, r := range []testenv.Response{
+		a.Call("GET", "/messages/"+id, nil),
+		a.Call("GET", "/inbox?bogus_key=1", nil),
+		e.Do("GET", "/admin/api/v1/boxes", testenv.AdminToken, nil, nil),
+		e.Do("POST", "/mcp", "abk_wrong", map[string]any{}, nil),
+	} {
+		if r.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("%d %s: Cache-Control %q", r.Status, r.Raw, r.Header.Get("Cache-Control"))
+		}
+	}
+	if r := e.Do("GET", "/openapi.json", "", nil, nil); r.Header.Get("Cache-Control") == "no-store" {
+		t.Error("/openapi.json is no-store")
+	}
+}
+
 // A body that stops arriving is given up after the idle timeout: INVALID_ARGUMENT
 // body_timeout, nothing written, the connection closed; a body that keeps arriving, however
 // slowly and however long in all, is read. (A stalled body held its connection and handler
