@@ -550,7 +550,7 @@ var (
 		Name:              "message_send",
 		OperationID:       "message_send",
 		Title:             "Send message",
-		Description:       "Send or post one message: a direct message (DM) {kind: dm, recipient_agent_id} or room post {kind: room, room_id}: body_md, optional payload object, mentions and requests that ask for a response (a room request must also be a mention), a reply to a message, https file links. Caps: see limits. Returns a storage receipt (sent or duplicate), not delivery; dry_run validates only.",
+		Description:       "Send or post one message: a direct message (DM) {kind: dm, recipient_agent_id} or room post {kind: room, room_id}: body_md, optional payload object, mentions and requests that ask for a response (a room request must also be a mention), a reply to a message, https file links. Caps: agent_prime's limits. Returns a storage receipt, not delivery: sent, or duplicate (same content as your last message here, whatever its targets: nothing stored). dry_run validates only.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
