@@ -4794,7 +4794,14 @@ type UnavailableJSONResponse struct {
 	Headers UnavailableResponseHeaders
 }
 
-type UnsupportedMediaTypeJSONResponse Error
+type UnsupportedMediaTypeResponseHeaders struct {
+	AcceptEncoding *string
+}
+type UnsupportedMediaTypeJSONResponse struct {
+	Body Error
+
+	Headers UnsupportedMediaTypeResponseHeaders
+}
 
 type AdminBoxListRequestObject struct {
 }
@@ -4953,10 +4960,13 @@ type AdminBoxCreate415JSONResponse struct {
 func (response AdminBoxCreate415JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5082,10 +5092,13 @@ type AdminBoxUpdate415JSONResponse struct {
 func (response AdminBoxUpdate415JSONResponse) VisitAdminBoxUpdateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5323,10 +5336,13 @@ type AdminAgentCreate415JSONResponse struct {
 func (response AdminAgentCreate415JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5453,10 +5469,13 @@ type AdminAgentUpdate415JSONResponse struct {
 func (response AdminAgentUpdate415JSONResponse) VisitAdminAgentUpdateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5682,10 +5701,13 @@ type AdminKeyCreate415JSONResponse struct {
 func (response AdminKeyCreate415JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5812,10 +5834,13 @@ type AdminAgentProfileSet415JSONResponse struct {
 func (response AdminAgentProfileSet415JSONResponse) VisitAdminAgentProfileSetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6151,10 +6176,13 @@ type AdminHostCreate415JSONResponse struct {
 func (response AdminHostCreate415JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6281,10 +6309,13 @@ type AdminHostUpdate415JSONResponse struct {
 func (response AdminHostUpdate415JSONResponse) VisitAdminHostUpdateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6735,10 +6766,13 @@ type AdminRoomSetOwner415JSONResponse struct {
 func (response AdminRoomSetOwner415JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -6976,10 +7010,13 @@ type AdminSettingsUpdate415JSONResponse struct {
 func (response AdminSettingsUpdate415JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7090,10 +7127,13 @@ type AdminTokenCreate415JSONResponse struct {
 func (response AdminTokenCreate415JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7592,10 +7632,13 @@ type CheckpointSave415JSONResponse struct {
 func (response CheckpointSave415JSONResponse) VisitCheckpointSaveResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8013,10 +8056,13 @@ type DirectoryUpdateSelf415JSONResponse struct {
 func (response DirectoryUpdateSelf415JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8435,10 +8481,13 @@ type InboxAck415JSONResponse struct {
 func (response InboxAck415JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8596,10 +8645,13 @@ type InboxClaim415JSONResponse struct {
 func (response InboxClaim415JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -8960,10 +9012,13 @@ type MessageSend415JSONResponse struct {
 func (response MessageSend415JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9122,10 +9177,13 @@ type MessageSendBatch415JSONResponse struct {
 func (response MessageSendBatch415JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9547,10 +9605,13 @@ type FileAccessReport415JSONResponse struct {
 func (response FileAccessReport415JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9680,10 +9741,13 @@ type AgentPrime415JSONResponse struct {
 func (response AgentPrime415JSONResponse) VisitAgentPrimeResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10088,10 +10152,13 @@ type RequestRespond415JSONResponse struct {
 func (response RequestRespond415JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10379,10 +10446,13 @@ type RoomCreate415JSONResponse struct {
 func (response RoomCreate415JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10803,10 +10873,13 @@ type RoomBriefUpdate415JSONResponse struct {
 func (response RoomBriefUpdate415JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10965,10 +11038,13 @@ type RoomFollow415JSONResponse struct {
 func (response RoomFollow415JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11127,10 +11203,13 @@ type RoomInvite415JSONResponse struct {
 func (response RoomInvite415JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11289,10 +11368,13 @@ type RoomJoin415JSONResponse struct {
 func (response RoomJoin415JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11451,10 +11533,13 @@ type RoomLeave415JSONResponse struct {
 func (response RoomLeave415JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.AcceptEncoding != nil {
+		w.Header().Set("Accept-Encoding", fmt.Sprint(*response.Headers.AcceptEncoding))
+	}
 	w.WriteHeader(415)
 	_, err := buf.WriteTo(w)
 	return err
@@ -13621,250 +13706,253 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L17c9s4sij+VVD6nV+NvZeSH5NkM3Zt3XJsZ0c7cexjO7Pn3E2uFiJbFsYkwAEg25qUq86nOR/sfJJb",
-	"aIBvUiLlZ7L+Z8YRSTwa3Y1+99eeL6JYcOBa9Xa+9mIqaQQaJP5r7wK4HgYnVE/NPxnv7fRi8w+vx2kE",
-	"vZ0eNW+MWNDzehJ+nzEJQW9Hyxl4PeVPIaLmu4mQEdW9nd5shm/qeWy+VVoyftG7vfXsRKcwMW8HoHzJ",
-	"Ys2EmW6Pk2QOjwhJqPs3MQsgeko1YYrMOPt9BoRxoqdAxuJm0POalythsnC9Eb35APzCbPrNK68XMZ78",
-	"c6t28VpTfxoVQFXcxPkUCE3f+kGR4QFZm0gREUoiUIpewA8q98Z60/LTN+4O8nfi5heYNxzrWNyMLmG+",
-	"cIp/M2Dc6f1/GxkGbdinasMNbubZn0klZBUmHG70yMeH5lwlqFkE6Q8ToqdMEaUl0CiFxu8zkPNslfbl",
-	"XsPRbW++erv88A5AacapWdR7FmqQ/45zVJZ7zMM5keJapWuTQkRm5QdHJKZMmkXCTRyKABJY1a05yObr",
-	"tYVmbo29W6+n9Dy0Q0F8PP4NfN0rbqRhCwYLfcGvQCp8bYd8vWQ82MGdePjfEQtuzZ7cg8D8DD6LmUG5",
-	"hA5vV9rqaojUauvvWQhDHsBNPfVt9sdUQUCYeYUwrgVyiYzwJiwE1UBy5tkIv1zGMlg0i3o7PyHK2b83",
-	"U4RjXMMFSMS4n4XSH3Hw8kLNE+RrXmuGNhVKj/DvVSGMSzHr+gXmw6Aeay5hjkyrYRGXML87P/rAIqar",
-	"05/QCyCK/QFkLaYXMArNa6MAJnQWao/4IY1iCIgWZGswyL0R0Zv1Jr6Bb/Rql8e4fvOqV3tuRxZfFl6H",
-	"DqfuDo1T+H0GSlfmrJ7N8MBypBSh7aXoUymZAcwUiLSDNZyeezq6v7ULES2EkuM0d5zmDJRigv8MNICa",
-	"++VcUq5iITVR9kWDxbvkmumpmGnCNIJm72SYYjeSnsKf3ScpxKZ2knQHKK+MxU3fLaLpDtraXnoF3Roo",
-	"qFhwBShzvaOBO3zzL19wDRz/pHEcMh9Z4cZvyuzxa0sSP5RSSDtVEUbDj7/ufRgejPZO//rp6PDjuWH9",
-	"+59Oz45PR+7RwPDXfcEnIfMfYUEfj89HJ6fDo8MDj5ycHr8ffjgcHX86P9g7N7+cHh8fjfZO938e/or/",
-	"PPx1eDY8/jjaP/74/sNwH5c/PDg8Ojk+P/y4/5/p77gJ5C+HNz5AAMHD7+TD8Gh4Pjr8j/3Dw4NDC8aP",
-	"Qr8XMx48DhjfH3/6eDA6Ph29Pz59Nzw4OPyIizilGhAUjwGE073zwxFC4vCArEnQck7HISBjtiSFKH9q",
-	"HvT3JrqOjs/AFzxQhsNfU6bJGCZCGp6m5ZzxCzfsiJqvR8q97DjiWATzdY9cT4E7spZXIMklF9d432fb",
-	"q/B75DBaSHoB7ykLZxIeHlxn58ene389HL3fG374dHq4Q7jQU7PHa6rItWRaA8dD/MTpTE+FZH88xinu",
-	"fTr/GddkiO56SjUYIBp4+nSmoHSYf//73/t7Mz0Frs06oP7WwknBHCrNvYvceYe8AyrBqAQ0jP7y2Spt",
-	"Y3HzuVd7ZhkntZC5oiw0WPbwgDk3rOZ073T44T9Hnz7u/bo3/LD37sPhN4jpn7iaxeayhOAIAkbP8aUH",
-	"h18mm/ygyL6dq2/mNjo9F5oIDlbZEjFInJsE4IdUgiJr5dvL6CpUCU5m2W5GkdnOyGx6fYBig1sVmjf8",
-	"y+OZ9oWVxWkQMDMDDU+kmU4zcyFPaKjA68W5n772qH8JwYjqZTs/ZxEoTaPYEK39aDwfOeHCSEDLBR0j",
-	"gBhtXMHvy3Uln0U0PEu/VJrqmVr22Z5/eWZftLJIIpH9IzdzOpaX7b1+R1/SHYhUP8tm2PnaA25Uo3/Y",
-	"j80goQQazEf2319qALAXRIyjxNX1mBLjVBsw+1QGIwlXDOW5rqD2JVDdHScK9PC1uijghosEuWdjIUKg",
-	"qAxnul/dpyFVeqQAeNc1hUzppikbZ4ulQE35CuRK8JMirBu4hJA5a6PTefP6bwKsdAtu2CKYq2stn33h",
-	"NGvxOUXIfXxxyONZV9wsnfwiYO1TGRzkXi8f/XLtPn+oTnVOl9V8yG3GTWCp4WYplp3Yd8/Nq7kjX7b1",
-	"U/NeGRPy547/a3NOp6Bw592ZyFIemrEow+ljhtbT6g0/FdecCO7DLhE8nBOmFZlSNSVo6xQSgkEdb3IG",
-	"llZqcYVeel5moElWthhaH5jqCiWmISr+0R5cbiVUSjqv3kE43uL1foqD1lQYMZ7/dau8kYUct5k13jYt",
-	"8J246QhKc+e2vLMSM30dR17xRlq4/0b2r0Brxi/Uqhdo6dAdCLycH6LC46tTtuPb78TN6lw7B/A27o8M",
-	"YgW/xOYyuk2mWbSJxyFSg753JNF34ubRCLQ9uOvXum8GmsWZtLoablToI4AQrDaCNlbVyubs9SbW8tD2",
-	"dRT5ALWtRolQzjoLhHLG267AaAnLL/UMyNCI+slYbvoaEObA04h7P4vORLIi30SBpK1GFxepsPJCkdwa",
-	"+W6dTJQXjs087ZiigdPqXNHtZxGszATDE9VNvCztL7erhRt5HM6IqHVH1mjG6MIbVwd7eV2LYOjCAh5M",
-	"0V6NwFrLwGanV2IFA40UM2eXq5Hu8tDLxOlc9Iv9uB25/QLz1aktW+YyVe526fyraURPpt6sdEZutem3",
-	"i07lcViHkw3vwjmcLn0GehUU6qytlxaH3zeu7VSIqLNBVbMrGEUQjZ2lvIWwsepNzQwqzkdGaxizkOml",
-	"4vzP9otfsw8W6ULimoMcdWKJiUO8zbvtjLrmDBqsupn33V2opQXnbL01oPLKZ9WO45n1PA5xIfbdkboQ",
-	"eqCPDWBWoa8szLDCIxMwEyHJWNz0XaAPRjOKCYY3InyJha/hlx3DEasGU7OQxr2eOT36HrUdlRty0Xkl",
-	"U/9KwxmoB7IjOGWixlqQLnMpbFaX0eAmBt8Qx8qeha7APKHan1YgsXyv5+IS+OPoSiEdQ1iLOStKbtqs",
-	"fSULafplsqp27AyBtboIlwKgyBv+PqU2KglXZYSmiShzgE7mjNwyV5L07v18dYJk9yM43su52zW1P3/D",
-	"UpP4zYfSkdop/GV3WONyTySLVkLUSy6u+cifgn8ZC4ZXyap8ecHKHs4vg8OnjoZsH0tNVOmbiRDl9Xwx",
-	"c0kSS2fct6+ixyBiyz/6YN/K/GkthfNEdlQ1eROaREJpUgyJxSBvRSgPCONXTGNIhfLIeJ6Ef2PIYxth",
-	"y55crbDlFjXScsZ9mvodi9GZM8iiVXwahiANxZMIQ17qVkn0lHJiXTC7drnmH7hD81CK2cWU0DB0MTFR",
-	"jmXkTMQuVmH5dYqvDflENLrVVBr8mRxbAceSs6mCI0WmFEFqSTfN9lhKGpWcmVkcChpAUEw7iUDTgGpK",
-	"1jjGcBk2O55rUOs7JBDX3HxDmMYwrNyXo/SZMF/9fH5+MuhV6LGQm1I58INkCBz7r4fnZIPGbONqa2Ms",
-	"bkBtfHWy2u1GNpDa+FoY9XYXA5oYvzCLvJCUa5XEyJkFLWWrWTBQfVQaPifmOaEqheFgEYeuDmIQwcrz",
-	"y8ZQU7r9+k11lA/iGqRPFZAp3JCzn/f626/fpJFe5rw8YlB2piEwpJsL+LqemtnND3Zml0HTtAD2B4xw",
-	"wJo7mf2B+Qf4uADdBTHyBSopJSs5bTN3BoUFpOCoI4V3RqhdLVYr9YcsDVE7AE1ZaPEkDYVvc1snrz9c",
-	"jBbu/wx4kF1HmsoL0F3sDGURqDRAupbGA8gtIBfIpSwzDGY2PtBmovyGWk9tOFeWeBZTrUEaZPu//6D9",
-	"Pzb7P31x/+9/+brlvdm+/bc6cO9TGXTliCSejUPmk4BJ8LWQc+JTGQxIPkrKCJuUEzE2tIR3jodBiLEU",
-	"YmLIL2RXwEGpGub3eJFmy0LGHigqrHHEVSO3akOzssXXIWE5EKqaLOQOOftxl6S6E7F3Lvl0/r7/NmNr",
-	"Rd1qswHfTugFPKjtCpG6zvWXpUkulcjoBbhsy/b2rjTCqgmY5py6QrEOiAXZu4sO2lpo/5sSPEsKXN3g",
-	"Qq+6q7z2o67BvWXLbC6SJdt17all+gm9WkmzWxWsdzdosQCiWGjg/rxNLM0wez1JKc7DrLqekgxenm45",
-	"OFdSRx8T3ZrRJh1syS5XiW/JWQH8KeUXi9W6RssBJrNcmJsUFbyATSYgVb2udj9W4FrMSPdQC6mQsuhY",
-	"BiU3a0+EASiNYWhW9kl/4HBt/qiTdwrhLjm5iQWhC2/h5k0bztIgMxU3WBKdjNz0dcvb+qleXMqnUHeT",
-	"mg5vqK/D+ZJs8Fy+eDGRvCommbc6ZHz/Yl7HwyxPes9etbLv2MxbhxflteVOM4icnl9/fonYaT0JZxBO",
-	"nsabcEfm6xnE86cd8eg9g9DmNVmi2yVUkxCowgSfKprcLTa+c1x56ZhbXDAWCO3ulsNE/3xQnbW8aByg",
-	"cTn7WLkhQ95chl/PyyXh9rxeOQvXPa9ml/a8XiE/t+dV0ot7Xikt1nxTTuI139Xk8Pa8XjEz2XybSy/t",
-	"eU3peD2vnFhZS6J5cHa8GB00lx4Wgt0ogDMpYXVjutebGIKqtz6JyQR4gCYyw2AIvuoRGFwMSJrPpf7x",
-	"45dag1BYX4TBDIyPbG0Bc4ODy6RuZRlKTSR1dVWATGcR5X0JNKDj0MzEYZdYCyX4U+Fy8hOjArmi4QwG",
-	"9YFfVNXphYrTSxihRU3ChHGIgGuj0ZujG1iCzlsiEjPE6Muf/q1+nkoiZl1qpXsxSUatEZXQ2TURkhQy",
-	"pY1c1IDMuzYd1FpR0e5HIyAlPtRk+L6bb93rqdnFBSj0jfkN9ocSH0LSyE4/D5Ba5nQTC6nfO3TK+BPm",
-	"mxolU14G4prX0u97FsKe74NSp2BGWSmi8q63Ixd1Cc9nUyE1Mc86KdKvaxXpdgbDDBoNUUBpjE+bO6wy",
-	"WiGP0/zOxs6awxn6N7jQowkWO/Aql1HxzFzVr078NnJcqhpnz1Qc0nmz/avoAVhgka88mnGXL7jcnSVh",
-	"AhK4D+jR4oK4L0foYvaIncXIzXYr9fQ6k/U+9MJgy0nQDFMCTHEzTQd+Ci1l1LKpFR0gIeOXu2kBgwlo",
-	"fwqK2L02HWdJqaH9yZevf/bevKrXa8pnvTAuqsPJ162iaQ3ujIoQmGodq52NDfLp9ENab8aXEADXjIbK",
-	"I1iPyJx/LNkV1UCmwpbnWbKHux/9ssOucQR9YPwShXcsk0XWcHu7mS/R3GFe5aT1FKL11s7kAr7dIhcc",
-	"2u+2Nqs2Ufu2YfIdOUeumFftdd3R75Nw+xr5AKsPdIwCXZWze70ZapV3syIVyj+Vqp6Vd5MLEc1N3Yxb",
-	"5vsHt6DnsOIJ7OjvRRiK68LFGIYo+nCMXrBwDBl6OqOZhtoLsRppXLA/qSmVeL2WxFv8eceFjCpiJGkM",
-	"hJBGneEQEBfIu0t+E+bfO07wlCKyQqSmUjsHM5PE6SfJeFMWD3I2r3QRdqz6fbi8kwozQZMSUWImfSDD",
-	"E0KDQIJSWM7j5OoVVnA6uXqz7hGg/hTd6IELDOOC7A8PTomk/AIUVl78eGZrdg3IHjffvepHNI4hwDGS",
-	"sQlTGOiA4ye/rdmoMqLEukeUMMMY7jUWGmPOKEndmQUe1hyKu1135aRc7MdtfDnhaVX0LImSFbh9smHC",
-	"MUhiZW+jCMwUYB0zYZWCkvhYU3ssf7V9/nyzvdn//Pnmz4df/lft5Zau6Slk6TLhtZBSh0a93fMvn0Ty",
-	"z3Tr6uFtDQbUvxyNqfanLgrr2lCpnkluaxfaYqe5onNtGF5FP1sc8p4t0OsEzhXdIeajDqH7WSmeZRtJ",
-	"hm5cM1rvnwQJQqAK8haBkiRlHpMQ6bFcutJ+GtGb5PNd4vg+sY/cv5LHLe0uDQadU4OAWtihF1fRbDmR",
-	"SLwlizN/U7/KygSOY6yEk93ECZzMMOw7JJPgGLascPEin3FzR+cu1fQHKzU0F0PKlvVdlqyyuA43MZOg",
-	"Osedm4+DEYQKrqcgob5GQM4UuWhkV3o1MyvWEPQ7piOqLnfIFjk48sg2maAUqIzw5ZFXxAl/HnlLjPA3",
-	"NwQmrnlSqdUjW29IUvwzX6W1a6hdvlBXsti81a0CmEZkfXApfQFZpetEy1jLJMAV5XosupoVHO/2qSXW",
-	"DsusZRilcUq7rzuhXCRG4xHZOrrleOA5+dvZ8Udih8qZm9zYXu+mfyH67sfflOCDU3qdo4APaRh7B8RQ",
-	"EFGumb/gu9pSGWX3QMg45sZFQLkR0o0QbL0RlAf4LwnaUprRClLJnchZCNXN3osp/MqmrHVMcGtIysq7",
-	"Ft3AXg56dahw9KDpJ4tLmdwl/rBDqvdKdegaohG9QtZ8TXlzq/TZl/qRCOyPEyHJ0f5JnX12aXxjlnuY",
-	"r1WWlUpP6gW4bdYfstG/K4EjNkEUS1NfsaYo26NUd7eyUvMoIUx0wxDpRdnB/otdBigXnPk0TG66AXGD",
-	"KUIlEBZFM03HISxKI1iqMmRvIsoG81EU3GcprKAYONOhTQFaSjsariZ1F6ITIFLLW3HQpSRUHe7R4tpj",
-	"Og8FDZZdVB3vIZSiRlqMFu+Ez0JXArgwS8FAa8eREFC/kc0kpfHvCfwKeAslKUswNENMUUSQQtSn1Rhq",
-	"s+9gHwupdEJyu8RAoZJj5VPOhSYK0HS05moMM+2shpNQCImNduKZvIBg3SMhuwTDGx2kSM0Z1CXfLDmD",
-	"RdbnPN555Y4pFoYZwdcRSd3J1SNPBcIJ8S7NA3VY+eACcw7778mmfQfZt7Xm61bd3bn7aCyqLQIu2N0Z",
-	"8AATY1YrJZheWCVpXZFsfl6fuBXI+UjOeLt6rult1NYDp+4pUrDVDdB28+2viHKwaL1F1qY/KWuPTb5R",
-	"u4a9AdVWTvFFGNJYQTErtiPfr5gvq+vLc7M2hrAy/q1kDsvhUN3N181+W0jQu4sFt7y1T/FiJGqIQUBb",
-	"Ozk4soFSgkNdRixZi2ahZjGVesMcaj+gmnqY34qq5f6HITrK1neIeUeRf2JM3T/JWrkYvkdqWcIucedK",
-	"IjonYyAQxXq+joP/05DlPwfkPMvVxGIH9CL1eMEVyDlRZqUWW4nBWLysxTUnvojn5g+bBJr8mkjcvTrn",
-	"97LWdDsIKgzgMDt2icD4A2a0rm0NBtuvXydJqFyQmOqp3RDNp8+uFar5u9RVM+QuycNO+Bp03+aoWlGF",
-	"jhU2wCNJAnsujTSiNzZZdDef8uoyYS1ckmRZmwdrBy5nB48Zp9gOqsZu6fh4iwu5xPyrJjnzq2W+yxD9",
-	"Xq+PIxckh6hnjoj3EevImv0fen7HoFgAhNYmilsK2Nj/MFz3CHXHYOdLDiAftbbrKnQQcOkCVCHO1l9c",
-	"K+tUC668IgB+pSELqLbBlfWhVU90I9Zqc6VQQS1nvp4ZcCaRA2QtYAYSvs5OI3d52RxVBeFk/S631Ir3",
-	"dc6siMyCceLGySELmulyvwYQ6yk69LOoqD6qGZcwR8++tYKtdPvXKogl71dii0e3q3vTsr65mBkVyehH",
-	"XtJ9D0Nsa7o9tqhDWaM+lm4q80gRqi6t+816A4IlZ75rlmaLZGCYRDQzjDJUwtwxDm8gWL9HqaWohK0s",
-	"rbQUVMq3ubKNmIycBizW2BiJUOKHlEXmcgkgZFcupM5QYgjaOdIrxiVHgl1cDKuajxbJV49oiUmwsMuW",
-	"24Wi5QsSNIUXl0FeXs8ShFlR/DO6w32Jfsm1pq+FFQO9RXJgyjDK97u5Fs1D5JhmSs9wObypsiIe5kNz",
-	"6r4mAfgiANlWhEyaP2LRHJ1vJoyajLuiGbctlSTlysYRvciJjyAnrigiJlXG8mFbe/3/k5TKSP8cjPpf",
-	"vm56b36sD1LOGXCq6Tcx/X0GxFqCdklMlYEPGVP/ksy4y5GtleRypbWeyBO1WpE0b2F3hXz5ro41/az3",
-	"NguWaMlqY5uuNXJssW3xWxcwsoL3OQ01qczs1WyiEUgrVPkdSwaTO2S9pSG2C8V2+9ZiJ2G3crstYkUy",
-	"R92DlOi1q6g/i7RgXIeTuGu7rqSA9JIKQ+atar+tBds4d+OWKpG4LAk3EFmTIrQ3ndI0SXZUqDkZhWm9",
-	"U5bVm9evf3xTc/C5JrwrmK9XE9RWS3NHlaejQFnT9LnDZ53rW6+ccdiOkuyq7jcforYtdtEzVQON2lPM",
-	"pUvkIj2WZE64TdnKAQ52aekI7ovIFo0QM30hzJ9fmnH4wX1UCa08Qd6Fm/rU6s33akmz7UnjcO5MafS+",
-	"HTN3L+fwRIastmRpIxsbLrm6wgopnXSzMBSR4CG8IXE4bynvu0gOmV0frSinnvss2m01FdcJdBg/7ENs",
-	"K41ygECNsJEv3sYB+CHm7SROnhH2X23gH4UTLGX93scEQkTvjFS4kiRpibbFXb4yfXWRFO/l0kkFv3SH",
-	"udXXIkMCwdVr1NPYIE49C4QbzC+yr5C1RXLVutW2r6dGOMPlE6aIbxOytBBkLdnTekkEe7v10/bS3Nfn",
-	"Vngsg5pXy8pa8S0horu0kLUZIZleRMPweNLb+Uc7DemLl8tIoGF4316We2q0cg+pWVdMA7Qww2thC04D",
-	"Wav1tGRGeS50Lqrqjp6X+lrCBjkwvbF79cUuLUKSrmqd0PUxuwlU0byd+r/wRr8v3LQRuItQ6yQtx4NY",
-	"qO4HVb65rkPJaTR3HaptNlQ6/JyEWAV9E8raok6qa9GyWRiSwH6KgeDl1jyuVYWDooek6rljzjaW/GLQ",
-	"PjFZaLADkriIG1Vb/B0tZo9McRALWxvuQc169v3VgXLfpN8NtmX8aEV9NtP+3ko2PzCvkELVplrsWepJ",
-	"2zpgjANmKewS+03WIoEoOldp8LIEdGJFQkLr7OhTHPGQazkv5uLn6xPnGlYU56+/NZ67MdiMYgnlaapL",
-	"diXl+5XI0zviLuK4XdxK8k3X3T+CVtqISimsliqXQyTVJ6qpsILgXgztvc8YmOpy2qOVheJqaevLZcyP",
-	"cF2WJe4oZ94DirUX0D4wpVdIaX9kd+Jd5Y7HFBi+O9fnwuYkZrhyvmNXG1i3Q1lN0n0g4JeTPJtBmsDS",
-	"Lt/rNbmehIge3meUJ/yncBxlOFiXFUulP2VXDcm1edny8bsArkKZS4NimoXKll1/6uCUb6K2kq1ocaVN",
-	"NC+HIRExYB0ljPVKayg1tn5b6V7LfZvq1Q3gyvdhXbZr28o7/XWrpmxLVjeqNtonYpxF5ky26sKE6qLi",
-	"Fg+zWTdMMfp/hXX4U8o5hKPcenwar7CSZKDEE7t0lNrlAL+CUMRwpz3lZb+0AkW++lPzeG9q91Zb6GmF",
-	"hVVqSa0wRq4IVOoIuMsgq6FvJZdg8Rjby8bAzIMV1iGpTjYynkmlV0Dc3BBxWjZ8lXGcT3Y0ngUXoFth",
-	"7+b2q7qhcnrSCjCxUdUjX3BbL9KfLx9oc8FAGqL4DkzqdgEv/jWt1tKxkAVMJmCtVjHI/ljckKRmy67N",
-	"vHDcev6DSsu1MRvnjSkshBLz0ZQqMuOahWhEDiLGsZOmZEFDTeQK209pcGtzc3l9KK930xc0Zn1fBHAB",
-	"vA83WtK+praNeBJ33tvpXWj4yxYCr+mmyM386u3rP7/ZbFUOrnphZOO8+fHtq4fZQ/Mtk86+vdluAw33",
-	"TP4cHuokck2K6iH44/af37ytNlm5yRIJYimCma/JGtMpYq7vurQZh8ItC/vVX5XpWlzIxUPAYen9mi7i",
-	"7ZtXD3UYjXdyBoF7nTnUgC07/oLFIo/ozZmd0isvqXS9Z8jx5qFAUS8SpH++fhg4GOUOy48d0RuvdjFl",
-	"Frn9cACokUYyJMQoloeeN5VgsnkfZtI6kSedsx0PbRR5uo7TJPJkR/5me+vVA10qJSkph2YPM1+zXNXl",
-	"yBfJVTmwvX314+tXr990LzlZuuDriKMOcWvvkyKMvZL0U8t4KgygCUuaOHgdG62/9RvFigaZqQnwjSe7",
-	"7KZrIqQaGm0QHursFOdY98h23OncgAVz9qrGmd+U4DuE2hxHtOTZuo229NsuSRr47BCJZZwgIBpu6isF",
-	"TNIuQAv7auU7Bt1aj8fj1A+NqdSMhs3lU+6jwJLbgJeCvLDDbBHNB3zSvYLfHqbhgyaGxMwBUldijKxx",
-	"zFCfRUnG4I5rHUAvKONEC6wrFlKNNTmx28F6Vbl56vpXrU3Emck/j0uGYfc1Q6tp1WaowJ9JpudnZuJE",
-	"54wYPxeXUNOZbO+vhx/P3x3/x2jv4Gj4cXR+/MvhR+KCjVBP1OY7A0PcCaIZUIlXi5t8qrUt1nwBXNc2",
-	"D9jjBB+SvZOhOVubMexCzHPFA3wRgW0KIXiajItf/qCwRQ0ZnqgWa0Hh3dl8iyvZF0IGro4AiSgLjXY8",
-	"EZLsDe1EakDQpWtLcSpsuU5mhleQDRqzjautjbG4AbXx1WVx3m5gQImml1jOpLDPXQfDurHMg2TE4gg5",
-	"sJNDrCqADayyQs0+lZK5pnTY1w/zQ3bJm1f9MdOudgUGrATWA0Qsfth6FkyHkDiuze73Toa9tLMPlqba",
-	"HGxilE4MnMast9P7cbA5+NF2qZsiRhWXjwAxP18Acj1DawjhYWAmMq++EzcfmNK5WxI/2N7cLPHzckI7",
-	"1vFFGlpatjA/D6JACQnDkOBKB2Zzr+zMdQOmK9x4R4NcZtGrza3ln3zidKanQrI/AFvHvm4zz5ktL/Ge",
-	"snAmwX72Y6u5riizRQ7zpI8B2Hmi/8eX2y9eT82iiMo5dlTCgjo3TvQxsuA/7Ae9L+ZmEWrBOdoA3Cz7",
-	"7J0I5i0OEW5oFNs80TSnuqeBRn0axlOaOIJ2eudAI7KHv916Hc8+H8t+W+SzWs7g9hHQrw71DLfjcG1A",
-	"/qjI92rzp+Uf7Qs+CZm9cF5tvW4zi5rF2JEpOIKA0XPDes3H29vLP0ZN+tD17ny2BGLxyBpPa0jk1qvj",
-	"gNmV4GomWPdbPRXZbBkrQdEINEjVmDeRvbLxTtxgbNKXO5AfcAOQwAlfnWksn+fzzGjMXGfYFNWmRmDx",
-	"iEcmuFfLP/oo9HvsTPlCcCnBnYKNXre4iVX0mcI/V6XBDSvOLRZLUAhygskdCPEh0T1bYgPSO7H1WaP5",
-	"85WCUg1DWUWzHtkymagKfyfrY/HMqbjmWDvTlm5jKhPabeoFFkHCtA2qCCVTqqZGKG9CzVTWevxbItdG",
-	"oTeesTDob2XNAlwpPvc4DinnqIUllTZseY7ef4oZMQ9tXqaQl4Ne0iEh/ajb/ZODytPdQLlFuFi/RaSZ",
-	"VsRKlN/nfSG9iIx3Exl56dRtTXx39qvfYxtfbcichElRvCxiXfoS9hNxaxmxAE06mCFmO+gzRWa2o6Or",
-	"MYmqSTMjuqO46i19E2fB0gVPJdrm9vnErGUJO3kRcL9B9nCImOklYq1HzE1qqHLG8a+EVu+HQ2xcwnyJ",
-	"6PsLzO8k+HYm6Yckm2QzDYRjoPEiIK8mICeI+UMqwCiyxuHK8SAFvgSt1jsIzWfmYxraoVxRUTSNT4Qk",
-	"UmjEAusiqMjVA9ci6y+GG5OIXoIiR/snhAZXIDVTthwErsy+SLQQLn8a5XEUwLwGgrijuP1Yt1zSSmyF",
-	"Sy7d5NNdcekSFsvOHK6/AWn55XYrCr9CT0GmKnFSteAeL7Y4KzfpEkKLqDPkvoQI9flS2cesnQUmUhTc",
-	"i+YvbptbnJwevx9+OBwdfzo/2Ds/PCCCk2hmmVISRMs0NqtSSaijmWaR9OyKS56Bfva8Jae5S7hicE3i",
-	"GTbytyVaB+Sdq6006Ki5ZzB4EtaTlCldwG2S6p4OX144z7dhOI5D6kNeTImL1VpXYTx+CJTP4pwEXe6S",
-	"QTV4rhiSRyZ2t7bRREiVdh57x2Ky7rBuXPKbGKfmxgbGsW9fPUvKzTxT83RxmTXU5V4gNn32RQpfAcPL",
-	"2DMFGmIoY2e8ngq1zCXys1DP3COSrrCBl+MmXxBtdX8IArCdO6QBgZ7Qb8FiXOrW9p8Hm4PNwVbvS+qn",
-	"SNwY3QSXbD9PpzOZNSwSXcyJvfgVvlMB54IpDZJQGwGJnU6YVrYtDFFiJn0gwxO18n2w8TX19S2NXDGI",
-	"+OC+ADOJ7T98r4zA621t4p+vkYV1JL+n9gwsYgGIGC9+gW9af8FD/EHdkaAvYa42vtom/7cbEq7EpbWV",
-	"1FpiT+FKWIwkTBEWYV8kbWMVYpARNdvcJTgM4xdEXzMfyCVAbE0f1rdpZwlGVDdbVk/tSh6OZ/wC82Hw",
-	"OJ6GJip0cHj+VstnSggGekaPv4OvHFsSNmrtp9iw0HZlu+bmSnXlUGdql1iXRtLFbCwCZkuY1eBzUjno",
-	"+apI6QprUBWh8IKgq6lHtuflAtWoHYpufHU1sW43XJ2nZia95wpBubmpBDQ+99HRtXZ6fHw02jvd/3n4",
-	"6+EBGtwV8EB5rgC+7QmgkiLA1kL1m2Dc5kU1ILeb8gHZNZYkDE6onj4SNTQybSGi70xzepbU41CKUIT4",
-	"fRAOsvBGP1CiGVtGjylmY6iU0F5AA2egj69dVONjEcGKmk7qHls5rDK/4adTcf7F6PRFBUokP6oUu+CO",
-	"N/ygLNGuwiOS4kiLTdxJVaa/wjMW4ZJFNhFEstUXSW4VhAusAGf07QTOtWbu+ijbI5AXLv/2gl0Bt6FM",
-	"tq58Gn6QDJwW7B2QvxvVo1Ic3CPUaCEhapD4i9HGTw9/HZ4Njz+O9o8/vv8w3D9vuKsSPHnChLI81TWU",
-	"K9ra3rztdiUV9/V0l1JbOszZ3yKDHi+X1Xd5WSHpo2Tp0uwZ16INM6ncXZjhr5r1vqFSmMbvYqpyZQHI",
-	"WhYQ6dUnFa0PyF72gSIR5dascWOUQTT7ey7vyUPu5SXhEsrLoTR3Wid2VpsTn3Ks4OZjM/kk8ayWLSH4",
-	"7p4qHtIxhL2dnogVCWmsRdxRss2t4+l4SG4Ry4MeXcGNx+QeL7SNtI0UVyrB0Z6SN77i/+9ieN8lteVY",
-	"mFYQ2maGgk/YxcwSG5KnI8lxZn6egoRFRNlkiq9iI+7nB0WGB9jLwfwcUww8cQ71ZMO9MkXlSXRZmesv",
-	"j0J9y4z2T0B135nZvgXRNET5pkXM1MbXXEUzFtwuCMCTQCMrgmOJMSImWDTIljiDgGQDkbWfz89PNvY/",
-	"DPGS3MWEAWvuTyrp2P6hA7I/Bf9S5Ror/qCILZWmSXJ6lva0sNHD6Sw/pM2ZieAu1DipcLR2cESwUpbP",
-	"Ysr1bmKEMners0ShW4Jx9OxjY7AQCHZJWN8xwJ3xS26u/OGBl0oEKHJ4TmvOrdkwCsMThCRckFDwC6g2",
-	"jyNi4tmkwHgmL7ATll08DUNUamx2B42AfDw+H70//vTxYHR8Onp/fPpueHBw+HFADsQ1N8DGpi92SsrJ",
-	"3v4vVm4AX8jA/Gz+BBbXeQdT6CVjPaC1zfUC+BlogPax5QHV6eraW6r/tPGnIndKud+YcUMxVf5Xn+qX",
-	"xyvEzl2yb6fpm5sXrw1tUC5glJghjUSWIL+B9BT3ictMSj31sx31z6Z0+/WbKmF9ENcgfaqATOGGnP28",
-	"199+/SYJZLWUtqbw2yRzNEGcg/Pj9bQ2F61pG3Hr9ZItHDAVC8WStvKlHNZ0lbvESKTmsvnL597//Nd/",
-	"f+5lv/zpL9iD9Icf/ue//pusmYWkpG8et15K0qe0wmHYH5gcm+yZ/QEjxyZ6tdfbgrqV/9HPn13/GOeo",
-	"ayYVXtO5IRnF2WSyeAe335d6ud3ig1OqbSXep5Yh00J35dswYWPIsqs3Ue5eTGpSLr4as2KazU5t0DPJ",
-	"3Z2Vvk7UlEpbjtswdJfzoiwhM6e77eKtMFbmdst9alNbqMrMUZ97m5971nFOOYEo1nNiqxRWefp+OtBf",
-	"HzTdpcTOH1KKzLbUxK4z6D3z+l7fB5mhATfDYyOkZUeU0ZjDemvJrXMS7osophL6lAd9BXqHKHoFrutn",
-	"xUxL4PcZDR2hOZkwfbbmSMR8yY0cCjdMabXuEZTVrpmCqkXXUpQbK2cm/iicCZHsuSbgdUV1DS0boFJf",
-	"Y73bRaR4Rh/Um19HiysafIocT2mIbVcVqi6NwimZK8Va0yu0t1nTD3GnZ860S9B3EWpPYjQqLmGxychs",
-	"L0gR8aW8YMnQ9N1wPBsmWrrl2QS1gLzfaMZt+G9QywgXyRqCX4FUNBHKa6WNPeW7Np9JhXIFvxOF2rgN",
-	"i0JldM1pswVFOkMep9kSIYtvoJrMpAvR45CIKYrTWE2FJgoiyjXzXRRfrv7yRqHi9W6icyprF8fKAigo",
-	"QUCw3vKAfEQLwN7+LzUm7P0cLMxl85zU0gNQ2lUw/vcZyFaTIHK3eTEpUf2Q4pQrqI2FwWuYmnusvjcH",
-	"2nckejkqF9JQbIFvdFVwAibB18K2sazlOPtUQZ9xBVwxtF+p2dgqwSSi2jd8wta1wuIhIZC1/98jIzRB",
-	"ff6M0ZIh0yBpuI4tr4itYJdUmgxyxf9QoByLm10ipO0NMJ6TNVuXMqmjtb6b1Ka3jKbKOg6SHZ0Bldjk",
-	"9PE4R6kps+B9q6tpuNFECzJhGKJQgFdq2v8dmUlq20/+2WzYjxhPjCdbNZXovy2mtE9l0MiRDJ4ZhItn",
-	"45D5xKcyeGFPz5I9WaJzRJ7Q9nhewPgck8rYTzsutaEgnCwov1dSKA1vMsiS6ZDIgpBNGQaV+9i5JmTe",
-	"muOUTDPCgOxbR58V7lIuluxrYSGSlCXZWJozs4dvQhmsU/K2apU8AyMsUJoejCszaouYODtsO1ZQA66n",
-	"0QKpDBoNTlQG31rG34u2+Fhc0CIuEdc8f2Xdhe99TQSgZpfsMYd64eoHlV/FgHziyWuuGGLgrGTY39Tw",
-	"xczbqdr5IptZ3qMaoVsWaXqMxJdFzCN/Gi9SzHNVsgSHu1Ev42Nx02zJ0UlZGSmunT3Fp1xw5tMwbZnm",
-	"pV2FJyw0t82MS6DBburep4mlBW0sSdiDs7RIcZ0kVtbbWYZmiQ9chrRKo3Xqjt1er62MgAt/b7+57Wa0",
-	"sV99m6Yb3HaTmoQPEZteuMpz5CqYwIpMgdAC8edYi+UZy9nKBvUvm8Mbj6i8VGRrMCg00rSMxrCPpK+Z",
-	"FNc2NW9Kr4CMAXjGOzDAiqm0XKORC1ykI+YYWN+2DYXaRWbJOLYzTQKcJPwGvraq1PXUqFy4kgYmtOdf",
-	"fhs6UVX3of4lqj54MCMFv9u6J3/ueb2ttx1KnSRweBJlJ5m82dl1ArJvEEbMtC+i788+/KLtrMjX9nyj",
-	"LYQQXIBjb6syNT+kLGpma9gRXZFZbJgTdr114pBHZtwxJeRxZd5lRCObGOUSosiaH9Iotmyu0gd4vRBA",
-	"mXiyGhjXPq75G2VdCHDbWCYPHswX83oI4t7Oa6+HBvneTk+EgaPiDlwFIfR0TA2nb2ZrHzK8eeFoLxzN",
-	"SmoGJxxvqeUo3Zgb0lFzWRzXY5ZPhPQhcIwtLTNXSWNF5iTQ2GOb9GZOeaD+dEA+AqBiaKWxS5iT8UwT",
-	"LkgsWQRBsocqP8NDebZZ2XZ1TTYVC+PHpeDvA9kPJxOwmQkWhmmweaG+TgSaLsbyCBox/O9Tm63hSwiM",
-	"3kNDDEYxf/oUq+KoO6DtETxXlD2CZv+BC7lhCBA9f8Hc7pg7dLBLMNYAlfGLSr+DNrjrgiWaq0BpETGf",
-	"KMYvQugHmTkJ6z3tWKxFXEYbnJ4yfuHZtgaYIKzyuRoecvaiESBtWJYkLeGPjCOr15JyRX3bmGUPcyL6",
-	"FnN8GhIJMVCdQMGsB1ErNMvRaX5IEg42pZxDmHo6bf01EswsksOA7IVKEOr7EGtFolmoWUyl3pgIGfUD",
-	"qmkWHva3s+OPmFhF/smMfPfP9G7CQv72ifnzn2StITnMI6XkMMpzT22RrWQHEZ1bS0UaBD8WwXwUBet1",
-	"TAG/OQMefBvCudsKRtxwMs/6P5ycklfb/7uHXCRBOvPBJePmbVfOyZVl6u30fhpvB2/8LehvbW1t9V/R",
-	"7XH/rf9j0N+GV5M39O14099Cgq5qA5G6QF0gsmg5SnxOSEQ/Trb8bfoK+m/HPwX9V2aCnyabm/0tuj3+",
-	"0X8VvIY3k14GgFU+bq1W5A430Su8Xg2m2pZ0vggYv8BcIde5xJ3KuQ2Z+dPGnxAe3MWoF59Wju0Wo5/T",
-	"c7Nj9tYKmZBY6XoQigvPEoFNBtshNflXOyRd7i5xqVZmzHyu1V8+99IRP/e8QibaDkYXbcQhZXy9l9tG",
-	"hlDYmtl8T0JxMWjEpADxCHwWM3N0yQH2dtodXyNKbXfw/edO9hMyi8dWGXMLWBL3ba+61P2yhvmXJICQ",
-	"oTyPqvX6i0r5olK6wCgeEEoOjmwUFOYdI6Z1DtlM3toYJ6E2TW3euOuQhJ57Rx2EGqEigNhICVyTgyNU",
-	"bq1NTVN5AVpZZ0HCCNRuatlPxqia9h3X98zVnLxtRyPYhPk3jCMiNBT8gSSMnbS9FNfJ1NhQClWa67xU",
-	"QXwRzxeKDO8QtN+Y3HCmKQ9msRH0XpOI8Zm2FXSrXBkxB6/6Krt/4PsaIfs8L20JhmkN4mByb7d2NmT1",
-	"2s6vMQ4mDXf3gvPbvvP5rXyAT3434yoW+6ocD3hxV73cxNWb2NwgB0fmzlOuG6qNVV79Nv6aJGQtitGz",
-	"pp9SkA9hk3z1EKPlouGZacLFdVOoT8HBhXmvuTGmVDlFOrMw4FdML068ciT2zKL23KoeI27PTdUk9bsj",
-	"ewmwedZhe3cWrfPEvGHu8769ydVCyrbHRhQkVkAnUhDBXbEYHHSXUD63EbcJveInaOty0mqVMt+zEE5x",
-	"uEeP1+tGnd9YSF0G16a4Ovv0Jaju+QbVoS5o9EmlSEKoGe1jVc1VCV9tfMUmxkZnvrndsKM3Vr3fI1zw",
-	"vuMDqWyerClTRe1Stcg0WQkTkMB9sFncKauYxQqkJjFIspZ6D8wXnhsV5Ho9s9jDSSzyftPswmxmaMB/",
-	"90r9VVVKQoyKsHWDYDSfARtDNPQ68JA8uJ8k2CVjZM21FlEbfVGEXhSheXqv5ZgRLbGibjwU3fTN5sh9",
-	"Goa2YdmAHMfAFRpCsWiEs1I6XcafCgWcjOf4K3o+cZ1raRk9x3KcfcYjECrAopJuCPeL+dz1skoi+qzL",
-	"0yVqeoV6XUj/ni237JGQXYFrL22bStvwEqc70Szi0Ty23t6a8oq297wByzdhSsSkr1Gu1lEu7fPHDnWf",
-	"020/TcXndPolDpxcYHvmsyccydyQg0VOci3k5fdeDvo74WiGr2RspVihLJhJM1xNBF+r6jxJM/s2ZQAb",
-	"GuEXoor1lOqiDWdKFRFjBfIKbCDIFUjLza6nzJ9i93GpyMnp8fvhh8PR8afzg73zw4Mq2zmx03035f/c",
-	"fhpDqVyafgnaL4UAH68QICSxRqUz6Epk7uZqtrIMuS8iw6XXqLqEIB/4BRLrWYmZvhC5N5wYkbyRzGA9",
-	"jHoKTKYIFIAfUktHKi0zI3iqd40U/O6RqselRv9y+PQsMitttqplec3FZBYRoNvNQTrQbbXYzTEP55af",
-	"5cDYVNvGKVsd5z+zX31zpW3c8pvNSxYlX+xLz9a+lIySso8cY0t/asXZNr4m8XF5Q5MdP2hWnqz2jh9i",
-	"scnEsGRpzSghSRynzSOvlsHR2QikkElgJnTN7MM52qMyB5WEOJwngaMYRZIPRG3ieqduN8/I5uRWVudH",
-	"unPYxTEnDOswt6+WY867anWKHRV04ioO2E+iaRWXsFjbyt0KuUjnOJy/mKNelDcnSyIaWUOUo8vufHZh",
-	"A/JC5kWhHYeasli5vvu2vio2bLbCoGWqExGG4prEmaXevG7bPCcUn4qN4zlxEdk1bPKu7csfgEE+L4FJ",
-	"iKhRWrJNuLGOYnpAL6LTsxWdxDVPGqcXzyxP2ki0WCW+3nSMndtUWvb0mpcVO7JWoOb1bLI0Xzwf2+rq",
-	"Eq45Wl8fEBssy0UW4FFHtWk/vW/AmJu0ALVsy4gYYdjzelOmtJDzEfY4YiGeYs82q6gXVYSIXHULA01Y",
-	"LSnE6X0SMM28/2q7g5yTwv1pZJx0+uWdA7PS2ySQ85Gc8R0bIi1mYdAfu35T5rmYaTI8UC/pAS/Cj+WV",
-	"FsWq3fkT1rhM5Mn68jcKPwegKQstH6ZkbA4Z6x4obfinArAxSvRmqCFS6xguWO5atktoUUACyMUuuSXY",
-	"qqiee0GmHCP5JRhRjasw2k8Dp31mAYhmSY8RfWjmcef0r9SI/zsyhiOLD3KkZgnsTiS9gUrGYq3G2bCt",
-	"OpIp2DXtcTBzdn0XY4zRIzael3Qhcj2lGh3d5vZyEgPJJIZ6kn1npv4XplvcfxPV4rm8kO2z9mEh6VpS",
-	"a6+b7MWxzbODG03WKP5rFAVIgrnKd5YsJST37o65Np3/KaI3to7/+kLrbdnSwG29DJ5vZrrrzLnLFBnE",
-	"VVul+FmT64q6T3oMvZ3eZ94n7yXAH2DkDakVeS9ZQOdNFtvt+owrA7AuXaxKUH4y3WU5V8qVMbdwe1FK",
-	"XpQSW9gP0SFptbyQPXYQZhKDxNdWPQGLLn4MqkntrzahKesQjV2tdkkshYpdSSPUS9a4IGPqX05YGHq2",
-	"IXIkrmhoxsY+gVg0JsmVWq9nme/tsr9Dbtnkt0otR64eiKrljPatrqzRQvPJuKKdfrFFJ0O0F4b4whBd",
-	"6qg1aFdcQXfjiNYs0uz9P77mIJGVDcjQGbWdCRvDCI1cib1pLB8MU31OyNRa41S7et5mB/0eeVuVXzF+",
-	"dVd7didOZ2H7ZJzOTr+Y0+VdnRENXvjdC79zBfYQeVJeI+7DPr3xm2C8mdedlKzLtijcGLCGQ8LXqFGK",
-	"nQPeKXUUPTCZM98Kg/Xs7m9mBf8SzM7AuotoNkxG0E/GsI7SI1zMtLKjfmFXL+zKFaL3IdZJmEB2q92N",
-	"X4VArxYIZ3uWJXHB+yInp53ClbgE227DOgLETCtNLXcLbSV7F1mJy3U8bZdIMFSbpCIlnC3bTUNAETxq",
-	"i/mnZGp4IC9c7YWr/csUo79aLTJAT5H7tCtN9F4aJsQJ5f600Bee+JSjt4KLaxvPYsc1C9Iupy0Omcvi",
-	"zRUxUoBBAIVO9dhIYpdMWRAAzgVKC6lQhZUQUF9DTcTkOU743BrBf9t1TyxMTxprHeERRy+94J9/L3hL",
-	"jp2LHdVxhw24Seqb1Dct5CQ7K8/WIU8iifzpjF/a6iWOQVBFDE4SYfiBvAzENd/FyoqMhtbVSV0bd3I9",
-	"ZSEQxg14QqiLCrIYeXjz/MuZ1LY3FDKieuUMPLvt93aQ22fFQdyJ1PCQPYsSL7zjWXb9uLHFPxJaxaNq",
-	"4CE4qrxKaG0mw95Ob6p1vLOxsbX958HmYHOwtfN28+0mIpwbolqP2Oa5j4XQSksae7UJ8ln5iUEuYdRl",
-	"D1fzTtMeEFjGoaGVSaExRG5YbAxRHXMviBhnZo221CtyTo9MhdLKc9YwDzM9vGTpVsVLevUMCA6hXO/V",
-	"/FVKxiJgti6vWwQ1r9as4iTrPYsbKfTUH5Tze4XrZlqTLbGT0yq8qu9CZXks+WGtfFkd8uDIVUnJ9aj1",
-	"BTfY4UzINvQFL5cCrB1C1cC70AjDSzuueVik0tZfQYU5N5xtu1Qd6/DGsDNWk7OZhOQwWcj0zm85STGq",
-	"Dvu+UBjHBdEWCo4NCr1szT6/3P6/AAAA//8=",
+	"7L3pcuQ2lij8Koj85gtLfZnaXCWXpei4odLSznappJFU7pnbrptGkieVsEiABkBJ6QpFzNPMg82T3MAB",
+	"uJOZzNRa1fpjq5IkloOz4yxfer6IYsGBa9Xb+dKLqaQRaJD4r71L4HoQnFI9Mf9kvLfTi80/vB6nEfR2",
+	"etS8MWRBz+tJ+CNhEoLejpYJeD3lTyCi5ruxkBHVvZ1ekuCbehqbb5WWjF/27u48O9EZjM3bAShfslgz",
+	"Yabb4ySdwyNCEur+TcwCiJ5QTZgiCWd/JEAYJ3oCZCRu13pe+3IljGeuN6K3H4Bfmk1vv/F6EePpPzcb",
+	"F6819SdRCVTlTVxMgNDsre8UGRyQlbEUEaEkAqXoJXynCm+sti0/e+P+IH8vbn+GacuxjsTt8AqmM6f4",
+	"NwPGnd7/t55j0Lp9qtbd4Gae/UQqIesw4XCrhz4+NOcqQSURZD+MiZ4wRZSWQKMMGn8kIKf5Ku3LvZaj",
+	"29p4827+4R2A0oxTs6gjFmqQ/45z1JZ7wsMpkeJGZWuTQkRm5QfHJKZMmkXCbRyKAFJYNa05yOfrdYVm",
+	"YY29O6+n9DS0Q0F8MvodfN0rb6RlCwYLfcGvQSp8bYd8uWI82MGdePjfIQvuzJ7cg8D8DD6LmUG5lA7v",
+	"ltrqcojUaetHLIQBD+C2mfo2+iOqICDMvEIY1wK5RE54YxaCaiE582yIX85jGSxKot7Oj4hy9u+NDOEY",
+	"13AJEjHuJ6H0Rxy8ulDzBPma15mhTYTSQ/x7WQjjUsy6fobpIGjGmiuYItNqWcQVTO/Pjz6wiOn69Kf0",
+	"EohifwJZieklDEPz2jCAMU1C7RE/pFEMAdGCbK6tFd6I6O1qG9/AN3qNy2Ncb7/pNZ7bscWXmeLQ4dT9",
+	"oXEGfySgdG3O+tkMDixHyhDaCkWfSskMYCZApB2s5fTc0+HDrV2IaCaUHKe55zTnoBQT/CegATTIlwtJ",
+	"uYqF1ETZFw0W75Ibpici0YRpBM3e6SDDbiQ9hT+7TzKITewk2Q5QXxmJ275bRJsM2tyaK4LuDBRULLgC",
+	"1Lne08AdvvmXL7gGjn/SOA6Zj6xw/Xdl9vilI4kfSimknaoMo8HHX/Y+DA6Ge2d/+3R8+PHCsP79T2fn",
+	"J2dD92jN8Nd9wcch859gQR9PLoanZ4PjwwOPnJ6dHA0+HA5PPl0c7F2YX85OTo6He2f7Pw1+wX8e/jI4",
+	"H5x8HO6ffDz6MNjH5Q8ODo9PTy4OP+7/Z/Y7bgL5y+GtDxBA8Pg7+TA4HlwMD/9j//Dw4NCC8aPQRyLh",
+	"wdOA8ejk08eD4cnZ8Ojk7P3g4ODwIy7ijGpAUDwFEM72Lg6HCInDA7IiQcspHYWAjNmSFKL8mXnQ3xvr",
+	"Jjo+B1/wQBkOf0OZJiMYC2l4mpZTxi/dsENqvh4q97LjiCMRTFc9cjMB7shaXoMkV1zcoLzPt1fj98hh",
+	"tJD0Eo4oCxMJjw+u84uTs72/HQ6P9gYfPp0d7hAu9MTs8YYqciOZ1sDxED9xmuiJkOzPpzjFvU8XP+Ga",
+	"DNHdTKgGA0QDT58mCiqH+Y9//KO/l+gJcG3WAc1SCycFc6i08C5y5x3yHqgEYxLQMPrrr9ZoG4nbX3uN",
+	"Z5ZzUguZa8pCg2WPD5gLw2rO9s4GH/5z+Onj3i97gw977z8cfoWY/omrJDbCEoJjCBi9wJceHX65bvKd",
+	"Ivt2rr6Z29j0XGgiOFhjS8QgcW4SgB9SCYqsVKWXsVWoEpwk+W6GkdnO0Gx6Ff0HTCsElpkBuC8CCMgK",
+	"zSY/ND8ZYAs9QSSnnLDA4Kee7jSN7yA0BPfhLlHAg+xMSMINRCQoBUEVG/Z8H+J8zjpG/IPpSZdJd7I1",
+	"ejizMMYqTp++UUQKCTRQZOXsaJ/8sP3jm9V5VHWXPnaLvjpJtC+sAUODgJnF0vBUmjPSzGgxYxoq8Hpx",
+	"4acvPepfQTCkeh66XLAIlKZRbDid/Wg0HTqNzKiN87VDo7WNxO1QwR/zDUyfRTQ8z75UmupEzftsz786",
+	"ty9aBS5VY/9ZmDkby8v33ryjz9kORGbU5jPsfOkBN/bkP+3HZpDQHOJ0aP/9uQEAe0HEOKqpix5T6tHr",
+	"AmafymAo4ZqhErwoqH0JVC+OEyUa+VJfFHDDeoPCs5EQIVD0IOQGc9OnIVV6qAD4omsKmdJtU7bOFkuB",
+	"7oVrkEvBT4qwaeAKQhZctM5RUHQapMDKtuCGLYO5vtbq2ZdOsxGfM4TcxxcHPE4Wxc3Kyc8C1j6VwUHh",
+	"9erRz3eJFA/V+RuyZbUfcpdxU1hquJ2LZaf23QvzauHI5239zLxXxYTiueP/upzTGSjc+eJMZC4PzVmU",
+	"4fQxQ5dzXS2aiBtOBPdh1wo2I8InVE0IOoiFhGCtiTc5r1QnX0KNXnpe7tVKVzYbWh+YWhRKTENU/qM7",
+	"uNxKqJR0WpdBON7s9X6Kg85UGDFe/HWzupGZHLedNd61LfC9uF0QlEbmdpRZ6d1GE0deUiLN3H8r+1eg",
+	"NeOXalkBWjl0BwKvcHlT4/H1Kbvx7ffidnmuXQB4lzujHGKly5yNeXSbTjNrE09DpAZ970mi78XtkxFo",
+	"d3A3r3XfDJTEuba6HG7U6COAEKwJh45p1clR7/XG1l3T9XVU+QBN1FaNUCYLK4Qy4V1XYKyE+UI9BzK0",
+	"on46lpu+AYQF8LTi3k9iYSJZkm+iQtLVoovLVFh7oUxurXy3SScqKsdmnm5M0cBpea7o9jMLVmaCwala",
+	"TL2s7K+wq5kbeRrOiKh1T9ZoxliENy4P9uq6ZsHQxVI8mqG9HIF11oHNTq/FEg4aKRLnzGzQ7orQy9Xp",
+	"QsiQ/bgbuf0M0+WpLV/mPFPubu78y1lEz2beLHVGbrXZt7NO5WlYh9MN78M5nC19DnoZFFrYWq8sDr9v",
+	"XduZENHCDlXNrmEYQTRyDuUOysaykpoZVJwOjdUwYiHTc9X5n+wXv+QfzLKFxA0HOVyIJaZRBF3e7ebU",
+	"NWfQ4tXNQxacQK0suODrbQCVVz2rbhzPrOdpiAux757UhdADfWIAswx95bGZNR6ZgpkISUbitu+iozAE",
+	"VIwxJhThSyx8Db9cMIaz7jA1C2nd67mzox/Q2lGFIWedVzr1LzRMQD2SH8EZEw3egmyZc2GzvI4GtzH4",
+	"hjiWvllYFJinVPuTGiTm7/VCXAF/GlsppCMIGzFnSc1Nm7Uv5SHNvkxX1Y2dIbCWV+EyAFTuSCfUhnLh",
+	"qozSNBZVDrCQO6OwzKU0vQc/X50i2cMojg9y7nZN3c/fsNQ06PWxbKRuBn/1Oqx1uaeSRUsh6hUXN3zo",
+	"T8C/igVDUbIsX56xsse7l8Hhs4uGfB9zXVTZm6kS5fV8kbjMkrkz7ttX8cYgYvM/+mDfyu/TOirnqe6o",
+	"GpJNNImE0qQcR4yR8YpQHhDGr5nGOBTlkdE0jZnHONEuypY9uUZlyy1qqGXCfZrdO5ZDWhPIQ3x8GoYg",
+	"DcWTCOOEmlZpI1jsFcyuXa75B+7QPJQiuZwQGoYukCgqsIyCi9jFKswXp/jagI9F67WayiJm02Mr4Vh6",
+	"NnVwZMiUIUgj6WYpMnNJo5ZolMShoAEE5VydCDQNqKZkhWPgG0YQTTWo1R0SiBtuviFMY+xa4cth9kyY",
+	"r366uDhd69XosZTQUzvwg3QIHPtvhxdkncZs/XpzfSRuQa1/cbra3Xo+kFr/Uhr1bhejwBi/NIu8lJRr",
+	"lQYWmgXNZat5BFVzKB8+J+Y5oSqD4dosDl0fxCCC1efnjaEmdOvtdn2UD+IGpE8VkAnckvOf9vpbb7ez",
+	"8DhzXh4xKJtoCAzpFgKibiZmdvODndmlHbUtgP0JQxywQSazPzFpAx+XoDsjsaBEJZUML2dtFs6gtIAM",
+	"HE2k8N4otcvFamX3IXPj+g5AUxZaPMnyB7pI6/T1x4vRwv2fAw9ycaSpvAS9iJ+hqgJVBsjW0noAhQUU",
+	"ArmUZYZBYoMqbfrO72j1NIZz5dl6MdUapEG2//tP2v9zo//jZ/f//ucvm9721t2/NYF7n8pgUY5I4mQU",
+	"Mp8ETIKvhZwSn8pgjRSjpIyySTkRI0NLKHM8jNyMpRBjQ34huwYOSjUwv6eLNJsXMvZIUWGtIy4budUY",
+	"mpUvvgkJq4FQ9Qwrd8j5j7sks52Ilbnk08VR/13O1sq21UYLvp3SS3hU3xUiddPVX55bOlcjo5fgUlS7",
+	"+7uyCKs2YJpzWhSKTUAs6d6L2KCdlfa/K8HzTMrlHS70enGT1360aHBv1TNbiGTJd914arl9Qq+XsuyW",
+	"Bev9HVosgCgWGrg/7RJLM8hfT/OwizCrr6eig1enmw/OpczRp0S3drTJBpuzy2XiWwpeAH9C+eVss67V",
+	"c4AZQJdGkqKBF7DxGKRqttUexgvciBnZHhohFVIWncigcs3aE2EASmMYmtV9sh843Jg/mvSdUrhLQW9i",
+	"QejCW7h504aztOhM5Q1WVCejN33Z9DZ/bFaXinnni2lNh7fU1+F0Tgp9Icm+nH1fV5PMWwukyf9sXsfD",
+	"rE76wLdq1btjM28TXlTXVjjNIHJ2fvP5pWqnvUk4h3D8PLcJ92S+nkE8f7IgHh0xCG0ymCW6XUI1CYEq",
+	"zIqqo8n9YuMXjiuvHHMHAWOB0E22HKb256ParNVF4wCty9nHchc58hbSInteIXO55/WqqcvueT0lt+f1",
+	"SknNPa+Wk93zKrnE5ptq5rP5riHxuef1yunc5ttCTm7Pa8th7HnVbNRGEi2Cc0HB6KA597AQ7MYATKSE",
+	"5Z3pXm9sCKrZ+yTGY+CYJscMgyH4qkdg7XKNZPlc6p/ff250CIXNlSvMwPjIFmQwEhxc+nknz1DmImkq",
+	"RgNkkkSU9yXQgI5CMxOHXWI9lOBPhCtkkDoVyDUNE1hrDvyiqskuVJxewRA9ahLGjEMEXBuL3hzdmiXo",
+	"oicidUMMP//l35rnqWWvNuWjuhfTDN4GVQkvu8ZCklJ6udGLWpB51+bQWi8q+v1oBKTCh9oc3/e7W/d6",
+	"Krm8BIV3Y36L/6HCh5A08tMvAqSROd3GQuojh045f8IkXWNkyqtA3PBG+j1iIez5Pih1BmaUpSIq7ysd",
+	"uWjKEj+fCKmJebaQIf220ZDu5jDModESBZTF+HSRYbXRSnmc5nc2ct4czvB+gws9HGOFCK8mjMpn5kql",
+	"LcRvI8el6nH2TMUhnbb7v8o3ADM88rVHCXf5gvOvsySMQQL3AW+0uCDuyyFeMXvEzmL0ZruVZnpNZPMd",
+	"emmw+SRohqkApryZtgM/g446atXVihcgIeNXu1nVhzFofwKK2L22HWfFqKH98ecvP3jbb5rtmupZz4yL",
+	"WuDkm1bRtgZ3RmUITLSO1c76Ovl09iEr0uNLwLx2GiqPYBEnc/6xZNdUA5kIW9Nozh7uf/TzDrvhIugD",
+	"41eovGNtMbKC29vN7xKNDPNqJ60nEK12vkwu4dsdcsGB/W5zo+4TtW8bJr8g5yhUQGsU1wve+6TcvkE/",
+	"wOoGC0aBLsvZvV6CVuX9vEilmlmVUnHV3RRCRAtTt+OW+f7RPegFrHgGP/qRCENxUxKMYYiqD8foBQvH",
+	"kOFNZ5RoaBSI9Ujjkv9JTahE8VpRb/HnHRcyqrAqBgZCSGPOcAiIC+TdJb8L8+8dp3hKEVklUlOp3QUz",
+	"k8TZJ+l4ExavFXxe2SLsWM37cHknNWaCLiWiRCJ9IINTQoMAC4oosjI4vX6DZa9Or7dXPQLUn+A1euAC",
+	"w7gg+4ODMyIpvwSF5So/nttCZ2tkj5vv3vQjGscQ4Bjp2IQpDHTA8dPfVmxUGVFi1SNKmGEM9xoJjTFn",
+	"lGTXmSUe1h6Ku9UkcjIu9v0WvpzytDp6VlTJGtw+2TDhGCSxurcxBBIFWPxNWKOgoj42FGwrirZff73d",
+	"2uj/+uvtD4ef/1ejcMvW9By6dJXwOmipA2Pe7vlXz6L557Z1/fA219aofzUcUe1PXBTWjaFSnUhuCz7a",
+	"CrGFSn1dGF7NPpsd8p4v0FsInEteh5iPFgjdz0vxzNtIOnTrmtF7/yxIEAJVUPQIVDQp85iESI/Vep/2",
+	"04jepp/vEsf3iX3k/pU+7uh3aXHonBkE1MIOPbv0aMeJRHpbMjvzN7tXWZrAcYylcHIxdQInMwz7Hskk",
+	"OIatxVwW5Ak3MrogVLMfrNbQXgwpX9Y3WbLK4jrcxkyCWjju3HwcDCFUcDMBCc01AgquyFkju3q1uVux",
+	"gaDfMx1RdbVDNsnBsUe2yBi1QGWUL4+8IU7588g7YpS/qSEwccPT8rYe2dwmacXUYmnbRUPtioW60sUW",
+	"vW41wLQi66Nr6TPIKlsnesY6JgEuqddjpdq8Svtin1piXWCZjQyjMk5l900nVIjEaD0iW3y4Gg88JX8/",
+	"P/lI7FAFd5Mb2+vd9i9F3/34uxJ87YzeFCjgQxbGvgBiKIgo18yf8V1jqYzq9UDIOObGRUC5UdKNEmxv",
+	"IygP8F8StKU0YxVkmjuRSQj1zT6IK/zapqwtmODWkpRVvFp0A3sF6DWhwvGjpp/MLmVyn/jDBVK9l6pD",
+	"1xKN6JWy5htqwlujz77Uj0RgfxwLSY73T5v8s3PjG/Pcw2Ktsry+fFovwG2z+ZCN/V0LHLEJoljP+5q1",
+	"RdkeZ7a71ZXaRwlhrFuGyATlAv5fbM1AueDMp2Eq6daIG0wRKoGwKEo0HYUwK41grsmQv4koG0yHUfCQ",
+	"pbCCcuDMAr0d0FO6oONq3CQQnQKRed7Kg84lofpwTxbXHtNpKGgwT1AtKIdQixpqMZy9E56Erm5yaZaS",
+	"g9aOIyGgfiubSfsJPBD4FfAORlKeYGiGmKCKIIVoTqsx1GbfweYfUumU5HaJgUItx8qnnAtNFKDraMUV",
+	"ZmbaeQ3HoRASqwvHibyEYNUjIbsCwxsdpEjDGTQl38w5g1ne5yLeedU2MxaGOcE3EUnTyTUjTw3CKfHO",
+	"zQN1WPnoCnMB+x/Ip30P3bez5etWvfjl7pOxqK4IOGN358ADTIxZrpRgJrAq2roi+fy8OXErkNOhTHi3",
+	"eq6ZNOp6A6ceKFKwkwTouvnuIqIaLNrskbXpT8r6Y9Nv1K5hb0C11VN8EYY0VlDOil2Q79fcl/X1FblZ",
+	"F0dYFf+WcocVcKhJ8i3mvy0l6N3Hg1vd2qd4NhK1xCCgr50cHNtAKcGhKSOWrERJqFlMpV43h9oPqKYe",
+	"5reiabn/YYAXZas7xLyjyG8YU/cbWal2EPBII0vYJe5cSUSnZAQEolhPV3Hw3wxZ/rZGLvJcTSx2QC+z",
+	"Gy+4BjklyqzUYisxGIvCWtxw4ot4av6wSaDpr6nG3Wu6/J7Xz28HQYUBHGbHLhEYf8CM1pXNtbWtt2/T",
+	"JFQuSEz1xG6IFtNnV0otEFzqqhlylxRhJ3wNum9zVK2qQkcKuwaSNIG9kEYa0VubLLpbTHl1mbAWLmmy",
+	"rM2DtQNXs4NHjFPsodXgt3R8vINArjD/ukvO/GqZ7zxEf1DxceyC5BD1zBHxPmIdWbH/sw0VQLEACG1M",
+	"FLcUsL7/YbDqEeqOwc6XHkAxam3XVegg4NIFqEKcbRZcS9tUM0ReGQC/0JAFVNvgyubQqmeSiI3WXCVU",
+	"UMvE14kBZxo5QFYCZiDh6/w0CsLL5qgqCMer95FSS8rrglsRmQXjxI1TQBZ00xV+DSDWE7zQz6Oi+mhm",
+	"XMEUb/atF2wp6d9oIFZuv1JfPF67ujct65uKxJhIxj7y0paFGGLb0CKzQx3KBvOxIqnMI0WourLXb/Y2",
+	"IJhz5rtmabZIBoZJRIlhlKESRsY4vHE9Wh5IaykbYUtrKx0Vlao0V7Z7ldHTgMUau0kRSvyQssgIlwBC",
+	"du1C6gwlhqDdRXrNueRIcJErhmXdR7P0qyf0xKRYuMiWu4WiFQsStIUXV0FeXc8chFlS/cPGRQ+k+qVi",
+	"Td8IqwZ6s/TAjGFU5bsRi+YhckwzpWe4HEqqvIiH+dCcuq9JAL4IQHZVIdOOmVg0Rxc7MKMl40Q047YP",
+	"laRc2TiiVz3xCfTEJVXEtMpYMWxrr/9/0lIZ2Z9rw/7nLxve9vfNQcoFB049/SamfyRArCdol8RUGfiQ",
+	"EfWvSMJdjmyjJlcorfVMN1HLFUnzZnZXKJbvWrCmn729zYMlOrLa2KZrDR1b7Fr81gWMLHH7nIWa1Gb2",
+	"GjbRCqQlqvyOJIPxPbLeshDbmWq7fWv2JeFi5XY7xIrkF3WPUqLXrqL5LLKCcQucxH3bdaUFpOdUGDJv",
+	"1fttzdjGhRu3UonEZUm4gciKFKGVdErTNNlRoeVkDKbVhbKstt++/X674eALnYuXcF8vp6gtl+aOJs+C",
+	"CmVDp+wFPlu4vvXSGYfdKMmu6mHzIRp7iZdvphqg0XiKhXSJQqTHnMwJtylbOcDBLisdwX0R2aIRItGX",
+	"wvz5uR2HH/2OKqWVZ8i7cFOfWbv5QT1ptqdr7PqPekaBf9iLmfuXc3gmR1ZXsrSRjS1CrqmwQkYni3kY",
+	"ykjwGLchcTjtqO+7SA6Zi49OlNPMfWbttp6K6xQ6jB/2IbaVRjlAoGybXZTGAfgh5u2klzxD7L/awj9K",
+	"J1jJ+n2ICYSI3hutcClN0hJtB1m+NH0toik+iNDJFL9sh4XVNyJDCsHla9TT2CBOMwuEW8wvsq+QlVl6",
+	"1aq1tm8mRjnD5ROmiG8TsrQQZCXd02pFBXu3+ePW3NzXl1Z4LIea18jKOvEtIaL7tJC1GSG5XUTD8GTc",
+	"2/lnNwvps1fISKBh+NC3LA/UaOUBUrOumQbo4IbXwhacBrLSeNOSO+W50IWoqnvevDTXEjbIgemNi1df",
+	"XKRFSNpVbSF0fcpuAnU072b+z5ToD4WbNgJ3FmqdZuV4EAvVw6DKV9d1KD2N9q5Djc2GKodf0BDroG9D",
+	"WVvUSS1atCwJQxLYTzEQvNqax7WqcFD0kFQ9d8z5xtJfDNqnLgsNdkASl3Gj7ou/p8fsiSkOYmFrwz2q",
+	"W8++vzxQHpr0F4NtFT86UZ/NtH+wks2PzCukUI2pFnuWerK2DhjjgFkKu8R+k7dIIIpOVRa8LAEvsSIh",
+	"oXN29BmOeMi1nJZz8Yv1iQsNK8rzN0uNl+4MNqNYQnme6pKLkvLDauSZjLiPOm4Xt5R+s+jun8AqbUWl",
+	"DFZzjcsBkuoz1VRYQnEvh/Y+ZAxMfTnd0cpCcbm09fk65ke4qeoS99QzHwDFuitoH5jSS6S0P/F14n31",
+	"jqdUGL65q8+ZzUnMcNV8x0V9YIsdynKa7iMBv5rk2Q7SFJZ2+V6v7epJiOjx74yKhP8cF0c5DjZlxVLp",
+	"T9h1S3JtUbd8+i6Ay1Dm3KCYdqWyY9efJjgVm6gt5SuaXWkT3cthSEQMWEcJY72yGkqtrd+WkmuFbzO7",
+	"ugVcxT6s83ZtW3lnv242lG3J60Y1RvtEjLPInMlmU5hQU1Tc7GE2moYpR/8vsQ5/QjmHcFhYj0/jJVaS",
+	"DpTexM4dpXE5wK8hFDHca09F3S+rQFGs/tQ+3nbj3hoLPS2xsFotqSXGKBSByi4C7jPIcuhbyyWYPcbW",
+	"vDEw82CJdUiq042MEqn0EohbGCLOyoYvM467kx2OkuASdCfs3dh60zRUwU5aAiY2qnroC27rRfrT+QNt",
+	"zBhIQxTfg0ndzeDFv2TVWhYsZAHjMVivVQyyPxK3JK3ZsmszLxy3nn6nsnJtzMZ5YwoLocR8NKGKJFyz",
+	"EJ3IQcQ4dtKULGipiVxj+xkNbm5szK8P5fVu+4LGrO+LAC6B9+FWS9rX1LYRT+POezu9Sw1/3UTgtUmK",
+	"wsxv3r39YXujUzm4usDIx9n+/t2bx9lDu5TJZt/a6LaBFjlTPIfHOolCk6JmCH6/9cP2u3qTlds8kSCW",
+	"Ikh8TVaYzhBzddelzTgU7ljYr1lUZmtxIRePAYe58jVbxLvtN491GK0yOYfAg84casCWHX/FYpHH9Pbc",
+	"TulVl1QR7zlybD8WKJpVguzPt48DB2PcYfmxY3rrNS6myiK3Hg8ADdpIjoQYxfLY82YaTD7v40zapPJk",
+	"c3bjoa0qz6LjtKk8+ZFvb22+eSShUtGSCmj2OPO161WLHPksvaoAtndvvn/75u324iUnKwK+iTiaELdR",
+	"npRh7FW0n0bGU2MAbVjSxsGb2Giz1G9VK1p0pjbAt57sPEnXRkgNNNqiPDT5KS6w7pHtuLNwAxbM2as7",
+	"Z35Xgu8QanMc0ZNn6zba0m+7JG3gs0MklnGCgGi4ba4UMM66AM3sq1XsGHRnbzyepn5oTKVmNGwvn/IQ",
+	"BZbcBrwM5KUd5otoP+DTxSv47WEaPmhiSMwcIHUlxsgKxwz1JEozBndc6wB6SRknWmBdsZBqrMmJ3Q5W",
+	"68bNc9e/6uwizl3+RVwyDLuvGXpN6z5DBX4imZ6em4lTmzNi/EJcQUNnsr2/HX68eH/yH8O9g+PBx+HF",
+	"yc+HH4kLNkI7UZvvDAxxJ4hmQCWKFjf5RGtbrPkSuG5sHrDHCT4ke6cDc7Y2Y9iFmBeKB/giAtsUQvAs",
+	"GRe//E5hixoyOFUd1oLKu/P5lleyL4QMXB0BElEWGut4LCTZG9iJ1BrBK11bilNhy3WSGF5B1mnM1q83",
+	"10fiFtT6F5fFebeOASWaXmE5k9I+dx0Mm8YyD9IRyyMUwE4OsaoANrDKCzX7VErmmtJhXz/MD9kl22/6",
+	"I6Zd7QoMWAnsDRCx+GHrWTAdQnpxbXa/dzroZZ19sDTVxtoGRunEwGnMeju979c21r63XeomiFHl5SNA",
+	"zM+XgFzP0BpCeBCYicyr78XtB6Z0QUriB1sbGxV+Xk1oxzq+SENzyxYW50EUqCBhGBJc6ZrZ3Bs7c9OA",
+	"2QrX39OgkFn0ZmNz/iefOE30REj2J2Dr2Ldd5jm35SWOKAsTCfaz7zvNdU2ZLXJYJH0MwC4S/T8/3332",
+	"eiqJIiqn2FEJC+rcOtXH6IL/tB/0PhvJItSMc7QBuHn22XsRTDscItzSKLZ5ollOdU8Djfo0jCc0vQja",
+	"6V0Ajcge/nbnLXj2xVj2uzKf1TKBuydAvybUM9yOw40B+ZMi35uNH+d/tC/4OGRW4LzZfNtlFpXE2JEp",
+	"OIaA0QvDes3HW1vzP0ZL+tD17nyxBGLxyDpPG0jkzmvigLlIcDUT7PVbMxXZbBmrQdEINEjVmjeRv7L+",
+	"XtxibNLne5AfcAOQwClfC9NYMc/nhdGYEWfYFNWmRmDxiCcmuDfzP/oo9BF2pnwluIzgzsBGr1vcxCr6",
+	"TOGfy9LgulXnZqslqAQ5xeQehPiY6J4vsQXpndr6otH85WpBmYWhrKHZjGy5TlSHv9P1sXjmRNxwrJ1p",
+	"S7cxlSvtNvUCiyBh2gZVhJIJVROjlLehZqZrPb2UKLRR6I0SFgb9zbxZgCvF5x7HIeUcrbC00oYtz9H7",
+	"T5EQ89DmZQp5tdZLOyRkHy0mfwpQeT4JVFiEi/WbRZpZRazU+H3ZAulVZbyfysgrp25r4ruzX16OrX+x",
+	"IXMSxmX1sox12UvYT8StZcgCdOlghpjtoM8USWxHR1djEk2TdkZ0T3XVm/smzoKlC55LtS3s85lZyxx2",
+	"8qrgfoXs4RAx00vVWo8YSWqoMuH4V0qrD8Mh1q9gOkf1/Rmm91J8FybpxySbdDMthGOg8aogL6cgp4j5",
+	"XabAKLLC4drxIAW+BK1WF1Caz83HNLRDuaKi6BofC0mk0IgF9oqgplevuRZZfzXcmET0ChQ53j8lNLgG",
+	"qZmy5SBwZfZFooVw+dOoj6MC5rUQxD3V7aeScmkrsSWEXLbJ5xNx2RJm684cbr4CbflVupWVX6EnIDOT",
+	"OK1a8ICCLc7LTbqE0DLqDLgvIUJ7vlL2MW9ngYkUpetF8xe3zS1Oz06OBh8OhyefLg72Lg4PiOAkSixT",
+	"SoNomcZmVSoNdTTTzNKeXXHJc9AvnrcULHcJ1wxuSJxgI39bonWNvHe1ldYWtNxzGDwL60nLlM7gNml1",
+	"T4cvr5zn63AcxyH1oaimxOVqrcswHj8EypO4oEFXu2RQDZ4rhuSRsd2tbTQRUqXdjb1jMXl3WDcu+V2M",
+	"MndjC+PYt6+ep+VmXqh7urzMBupyLxCbPvuqhS+B4VXsmQANMZRxYbyeCDXvSuQnoV74jUi2whZejpt8",
+	"RbTl70MQgN2uQ1oQ6BnvLViMS93c+mFtY21jbbP3ObunSK8xFlNc8v08n81k1jBLdTEn9nqv8I0qOJdM",
+	"aZCE2ghI7HTCtLJtYYgSifSBDE7V0vJg/Ut21zc3csUg4qPfBZhJbP/hB2UEXm9zA/98iyxsQfJ77puB",
+	"WSwAEeP1XuCrtl/wEL9T9yToK5iq9S+2yf/duoRrcWV9JY2e2DO4FhYjCVOERdgXSdtYhRhkRM02dwkO",
+	"w/gl0TfMB3IFEFvXh73btLMEQ6rbPatndiWPxzN+hukgeJqbhjYqdHB4+V7LF0oIBnrGjr/HXTm2JGy1",
+	"2s+wYaHtynbDjUh15VATtUvslUbaxWwkAmZLmDXgc1o56OWaSNkKG1AVofCKoMuZR7bn5QzTqBuKrn9x",
+	"NbHu1l2dp3YmvecKQbm5qQR0Pvfxomvl7OTkeLh3tv/T4JfDA3S4K+CB8lwBfNsTQKVFgK2H6nfBuM2L",
+	"akFuN+UjsmssSRicUj15ImpoZdpCRN+Y5fQiqcehFKEI8YcgHGThrfdAqWVsGT2mmI2gVkJ7Bg2cgz65",
+	"cVGNT0UES1o62fXY0mGVxQ0/n4nzL0anryZQqvlRpdgld7zhO2WJdhkekRZHmu3iTqsy/Q1esAqXLrKN",
+	"INKtvmpyyyBcYBU4Y2+ncG50czdH2R6DvHT5t5fsGrgNZbJ15bPwg3TgrGDvGvmHMT1qxcE9Qo0VEqIF",
+	"ib8Ya/zs8JfB+eDk43D/5OPRh8H+RYusSvHkGRPKilTXUq5oc2vjbjGRVN7X8wmlrnRY8L9FBj1ehdU3",
+	"KayQ9FGzdGn2jGvRhZnUZBdm+Kt2u2+gFKbxu5iqQlkAspIHRHrNSUWra2Qv/0CRiHLr1rg1xiC6/T2X",
+	"9+Qh9/LScAnlFVCaO6sTO6tNiU85VnDzsZl8mnjWyJYQfPdPFQ/pCMLeTk/EioQ01iJeULMtrOP5eEhh",
+	"EfODHl3BjafkHq+0jbSNFFcpwdGdkte/4P/v43jfJY3lWJhWENpmhoKP2WViiQ3J05HkKHc/T0DCLKJs",
+	"c8XXsRH3850igwPs5WB+jikGnrgL9XTDvSpFFUl0Xpnrz09CffOc9s9Add+Y274D0bRE+WZFzNT6l0JF",
+	"MxbczQjAk0Ajq4JjiTEixlg0yJY4g4DkA5GVny4uTtf3PwxQSO5iwoB196eVdGz/0DWyPwH/ShUaK36n",
+	"iC2Vpkl6epb2tLDRw9ks32XNmYngLtQ4rXC0cnBMsFKWz2LK9W7qhDKy1Xmi8FqCcbzZx8ZgIRDskrC6",
+	"Y4Cb8CtuRP7gwMs0AlQ5PGc1F9ZsGIXhCUISLkgo+CXUm8cRMfZsUmCcyEvshGUXT8MQjRqb3UEjIB9P",
+	"LoZHJ58+HgxPzoZHJ2fvBwcHhx/XyIG44QbY2PTFTkk52dv/2eoN4AsZmJ/Nn8DiptvBDHrpWI/obXO9",
+	"AH4CGqB/bH5Adba67p7qv6z/pcydMu43YtxQTJ3/Naf6FfEKsXOX7Ntp+kbyotjQBuUCRokZ0mhkKfIb",
+	"SE9wn7jMtNRTP99R/3xCt95u1wnrg7gB6VMFZAK35Pynvf7W2+00kNVS2orCb9PM0RRxDi5OVrPaXLSh",
+	"bcSd10u3cMBULBRL28pXclizVe4So5EaYfPX//mv/yYrZrqMwG1n0j8SoSGwDRmYzvCQxCFNuZHRhW3q",
+	"q0i0YgGQWDKusbrE3vn+YIApRpgFcMN82Mkn/bX3P//137/27JUhlttWiT8h/oRK6mNMjiJDzyYPpB/9",
+	"5a/YG/W778yK8UOzahusg4tYOTvaJ9tb29udoZW2Uq0xQfYn5u+mx8L+hKHjZL1GCTyjtOZ/9Ivo1T/B",
+	"OZr6XYU3dGqArDgbj2fv4O7bsoC3OnxwRrUtFvzcam5Wi68qsFNOi1KlLiwLojstmzlbeuf1Ptvv3UEn",
+	"kjuxmr1O1IRKWzHcyByXlqMsr2HOvNxFwTVC6ix8arNvqMo9Zr/2NlJCpZxAFOspsYUU62JnPxvob4+a",
+	"kVOROI+p6OZbapMoOfReeAmyb4PM0Mec47HRI/MjymnMYb11NjfdY+6LKKYS+pQHfQV6hyh6Da4xac2T",
+	"TOCPhIaO0Jzamj1bcSRivuRGVYZbprRa9QiqkzdMQd3pbCnKjVXwZH8UzstJ9lyf8qa6v4aWDVCN7Pv7",
+	"+cnHWaR4Th814KCJFpf0SZU5ntIQ28YvVF0Zm1gyVy22oZ1pb6OhZeNOz5zpInHpZag9i1+rvITZXi2z",
+	"vSBDxNcKiBVf2DfD8Wwka0XKszEaKsWrrYTbCOWgkRHO0jUEvwapaGo3NGobe8p3nUjTIuoK/iAKHQY2",
+	"cgvt5RVncJds/Rx5nPFNhCy/gZY8ky6KkEOqpihOYzURmiiIKNfMd4GGhRLR66Wi3LupWays6x6LH6Ci",
+	"BAHBktBr5CM6Kfb2f27wsu8XYGGEzUuynA9AaVdk+d8TkJ0mQeTu8mJaRfsx1SlX8xtrlzcwNfdYfWt3",
+	"fN+Q6uWoXEhDsSW+saiBEzAJvha202Yjx9mnCvqMK+CKoYtNJSNrBJOIat/wCed/kESKEMjK/++RIXrJ",
+	"fv0VAzpDpkHScBW7chFbZC8thhkU6hOiQjkSt7tESNu+YDQlK7Z0Zlrqa3U3LZ9vGU2ddRykOzoHKrEP",
+	"69NxjkrfaMH71lbTcKuJFmTMMIqiBK/s9uEPZCbZ9UP6z/a7h4jx1Hmy2VAs/+tiSvtUBq0cyeCZQbg4",
+	"GYXMJz6VwSt7epHsyRKdI/KUtkfTEsYXmFTOfrpxqXUF4XhGhcCKQWl4k0GW3IZEFoRsyjCowsfu9kQW",
+	"vTnOyDQjrJF9exdplbuMi6X7mlkrJWNJNtzn3OzhqzAGm4y8zUYjz8AIa6hmB+Mqodo6K84P240VNIDr",
+	"eaxAKoNWhxOVwdeWlPhqLT4VF7SIS8QNL4qs+/C9L6kC1H5rfMKhWbn6ThVXsUY+8fQ1V68xcF4ybMFq",
+	"+GJ+Iau6XZe2s7wndUJ3rCP1FLk5s5hH8TRetZiXamQJDvejXsZH4rbdk6PTyjdS3Dh/ik+54MynYdbV",
+	"zcsaH49ZaKRNwiXQYDeLQKCppwV9LGlkhvO0SHGT5n42+1kGZomPXCm1TqNN5o7dXq+rjoALP7Lf3C3m",
+	"tLFffZ2uG9x2m5mEDxGbXrnKS+QqmGOLTIHQEvEXWIvlGfPZyjr1r9ojMI+pvFJkc22t1OvTMhrDPtLW",
+	"a1Lc2OzBCb0GMgLgOe/AGDCMHbEVJY1e4IIxMQ3C3m3baK1dZJaMY8fVNAZLwu/ga2tK3UyMyYUraWFC",
+	"e/7V12ET1W0f6l+h6YMHM1Twhy3N8kPP622+W6AaSwqHZzF20snbL7tOQfYNwohE+yL69vzDr9bOknxt",
+	"zzfWQgjBJTj2tixT80PKona2hk3bFUliw5ywMa9ThzyScMeUkMdVeZdRjWzulsvZIit+SKPYsrlaq+LV",
+	"UoxnepPVwrj2cc1fKetCgNveN0XwYEqb10MQ93beej10yPd2eiIMHBUvwFUQQs/H1HD6drb2IcebV472",
+	"ytGspmZwwvGWRo6yGHNDOmqv3OPa4PKxkD4EjrFllfBqmbbInAQ6e2wf4fxSHqg/WSMfAdAwtNrYFUzJ",
+	"KNGECxJLFkGQ7qHOz/BQXmziuF1dm0/FwvhpKfjbQPbD8Rhs8oSFYRYPXyoBFIGms7E8glYM/8fEJpT4",
+	"EgJj99AQg1HMnz7Fwj3qHmh7DC8VZY+h/f7AhdwwBIievmLu4pg7cLBLMdYAlfHLWkuGLrjrgiXaC1Vp",
+	"ETGfKMYvQ+gHuTsJS1LtWKxFXEYfnJ4wfumSJzCHWRXTSTzk7GUnQNZTLc2rwh8ZR1avJeWK+rZ3zB7m",
+	"RPQt5vg0JBJioDqFglkPolZolqOzFJY0HGxCOYcwu+m0JeJIkFgkhzWyFypBqO9DrBWJklCzmEq9PhYy",
+	"6gdU0zw87O/nJx8x94v8xox+91smm7DXgH1i/vyNrLTkr3mkkr9GeeGprQOW7iCiU+upyILgRyKYDqNg",
+	"tYkp4DfnwIOvQzl3W8GIG06meYuK0zPyZut/95CLpEhnPrhi3LztKk65ylG9nd6Po61g29+E/ubm5mb/",
+	"Dd0a9d/53wf9LXgz3qbvRhv+JhJ03RqI1CXaApFFy2F654RE9P1409+ib6D/bvRj0H9jJvhxvLHR36Rb",
+	"o+/9N8Fb2B73cgAs83Fns6JwuKld4fUaMNV2zfNFwPgl5gq55iruVC5syMxf1v+C8OAuRr38tHZsdxj9",
+	"nJ2bHbO3UkrWxGLca6G49CwR2Hy1HdKQIrZDsuXuEpeYZcb8tbdbzNXKRvy155WS5XYwumgdU8JWe4Vt",
+	"5AiF3aPN9yQUl2utmBQgHoHPYmaOLj3A3k6342tFqa0F7v4LJ/sJmcVTm4yFBcyJ+7aiLrt+WbGpeQGE",
+	"DPV5NK1XX03KV5PSBUbxgFBycGyjoDA1GjFt4ZDN9K31URpq09aJjrsmTnhz76iDUKNUBBAbLYFrcnCM",
+	"xq31qWkqL0Ere1mQMgK1m3n20zHqrn3H9T0jmtO37WgE+0T/jnFEhIaCP5KGsZN1wOI6nRp7XqFJc1PU",
+	"Kogv4ulMleE9gvYr0xvONeVBEhtF7y2JGE+0LfJb58qIOSjq6+z+keU1QvZlCm0JhmmtxcH4waR2PmRd",
+	"bBfXGAfjFtk94/y27n1+Sx/gs8tmXMXsuyrHA16vq14lcV0SGwlycGxknnINW22s8vLS+EuakDUrRs+6",
+	"fipBPoSNiwVOjJWLjmemCRc3baE+pQsuzHstjDGhyhnSuYcBv2J6duKVI7EXFrXnVvUUcXtuqjat3x3Z",
+	"a4DNiw7bu7dqXSTmdSPP+1aSq5mUbY+NKEi9gE6lIIK7ejY46C6hfGojblN6xU/Q1+W01TplHrEQznC4",
+	"J4/XW4w6v7KQuhyubXF19ulrUN3LDapDW9DYk0qRlFBz2sfCn8sSvlr/gn2Wjc18e7duR28tzL9HuOB9",
+	"xwcy3TxdU26K2qVqkVuyEsYggftgs7gzVpHECqQmMUiykt0emC88NyrI1WZmsYeTWOT9qtmF2czAgP/+",
+	"zQTqppSEGA1hew2C0XwGbAzR0FuAhxTB/SzBLjkjay8HidboqyH0aghNM7lWYEa0wooW46F4Td/ujtyn",
+	"YWh7qq2Rkxi4QkcoFo1wXkpny/gToYCT0RR/xZtPXOdKVunPsRznn/EIhAqw7qUbwv1iPnftttKIPnvl",
+	"6RI1vVK9LqR/z1aE9kjIrsF1wLZ9r214ibOdaB7xaB7b296GCpC2Pb4By1fhSsSkr2Gh1lEh7fP7BUpT",
+	"Z9t+nqLU2fRzLnAKge35nT3hSOaGHCxykhshr771itXfCEczfCVnK+UKZUEisShmPYKvU3WetN9+lzKA",
+	"Lb36S1HFekJ12YczoYqIkQJ5DTYQ5Bqk5WY3E+ZPsEG6VOT07ORo8OFwePLp4mDv4vCgznZO7XTfTPk/",
+	"t5/WUCqXpl+B9mshwKcrBAhprFHlDBYlMie52r0sA+6LyHDpFaquICgGfoHEelYi0Zei8IZTI9I30hmy",
+	"4rVMZggUgB9SS0cqKzMjeGZ3DRX84ZH6jUuD/eXw6UVkVtpsVcvy2ovJzCJAt5uDbKC7erGbEx5OLT8r",
+	"gLGtto0zthac/9x+9dWVtnHLb3cvWZR89S+9WP9SOkrGPgqMLfupE2db/5LGxxUdTXb8oN14stY7fojF",
+	"JlPHkqU1Y4SkcZw2j7xeBkfnI5BSJoGZ0PXbD6foj8ovqCTE4TQNHMUokmIgahvXO3O7eUE+J7eypnuk",
+	"e4ddnHDCsA5z92o55rzrXqfYUcFCXMUB+1ksrfISZltbBalQiHSOw+mrO+rVeHO6JKKRdUQ5ulycz87s",
+	"kV7KvCh1DFETFltPT+zqq2JPaasMWqY6FmEobkice+rN67YTdUrxmdo4mhIXkd3AJu/bYf0RGOTLUpiE",
+	"iFq1JdsnHOsoZgf0qjq9WNVJ3PC0t3v5zIqkjUSLVeKbXcfYXE5lZU9veNWwIyslal7NJ8vyxYuxra4u",
+	"4Yqj9dU1YoNlucgDPJqoNmv59xU4c9MupZZtGRUjDHteb8KUFnI6xDZMLMRT7NlmFc2qihCRq25hoAnL",
+	"JYU4u08Cppn332wtoOdkcH8eHSebfn5zw7z0NgnkdCgTvmNDpEUSBv2Ra4llnotEk8GBek0PeFV+LK+0",
+	"KOY4XANrnKfyrH9x6kZ77OEBaMpCy4cpGZlDxroHShv+qQBsjBK9HWiI1CqGC1Ybq+0SWlaQAAqxS24J",
+	"tiqq516QGcdIfwmGVOMqjPXTwmlfWACiWdJTRB+aedw5tV7iCxG96jsv1hmOLD4okJolsHuR9DoaGbOt",
+	"GufDtuZIbmA3tMfBzNnVXYwxxhux0bRiC5GbCdV40W2kl9MYSK4xNJPsezP1vzDd4v7bqBbP5ZVsX/Qd",
+	"FpKuJbXutsleHNs8O7jVZIXiv4ZRgCRYqHxnyVJCKnd3jNh0908RvbV1/Fdnem+rngZu62XwYr/VXefO",
+	"nWfIIK7aKsUvmlyXtH2yY+jt9H7lfXIkAf4Eo29IrciRZAGdtnlst5ozrgzAFuliVYHys9ku87lSoYy5",
+	"hdurUfJqlNjCfogOaTfomexxAWUmdUh86dQTsHzFj0E1mf/VJjTlTayxq9UuiaVQsStphHbJChdkRP2r",
+	"MQtDz/ZsjsQ1Dc3Y2CcQi8akuVKrzSzzyC77G+SWbfdWmefI1QNRjZzRvrUoa7TQfDauaKef7dHJEe2V",
+	"Ib4yRJc6ah3ataug+3FE6xZpv/0/ueEgkZWtkYFzajsXNoYRGr0Se9NYPhhm9pyQmbfGmXbNvM0O+i3y",
+	"tjq/Yvz6vv7shTidhe2zcTo7/WxOV7zqjGjwyu9e+Z0rsIfIk/Ea8RD+6fXfBePtvO604l22ReFGgDUc",
+	"Ur5GjVHsLuCdUUfxBia/zLfKYDO7+7tZwb8EszOwXkQ1G6Qj6GdjWMfZEc5mWvlRv7KrV3blCtH7EOs0",
+	"TCCXavfjVyHQ6xnK2Z5lSVzwvijoaWdwLa7AttuwFwEi0UpTy91CW8neRVbich1P2yUSDNWmqUgpZ8t3",
+	"0xJQBE/aYv45mRoeyCtXe+Vq/zLF6K+XiwzQE+Q+3UoTHUnDhDih3J+U+sITn3K8reDixsaz2HHNgrTL",
+	"aYtD5rJ4C0WMFGAQQKlTPTaS2CUTFgSAc4HSQio0YSUE1NfQEDF5gRO+tEbwX3fdEwvT09ZaR3jE0Wsv",
+	"+JffC96S48LFjpq4wzrcpvVNmpsWcpKflWfrkKeRRP4k4Ve2eoljEFQRg5NEGH4grwJxw3exsiKjob3q",
+	"pK6NO7mZsBAI4wY8ITRFBVmMPLx9+eVMGtsbChlRvXQGnt32kR3k7kVxEHciDTxkz6LEK+94kV0/bm3x",
+	"j5RW8ahaeAiOKq9TWktk2NvpTbSOd9bXN7d+WNtY21jb3Hm38W4DEc4NUa9HbPPcR0JopSWNvcYE+bz8",
+	"xFohYdRlD9fzTrMeEFjGoaWVSakxRGFYbAxRH3MviBhnZo221CtyTo9MhNLKc94wDzM9vHTp1sRLe/Ws",
+	"ERxCud6rRVFKRiJgti6vWwQ1rzas4jTvPYsbKfXUX6vm9wrXzbQhW2KnYFV49bsLleexFIe1+mV9yINj",
+	"VyWl0KPWF9xgh3Mh29AXFC4lWDuEaoB3qRGGl3Vc87BIpa2/ggZzYTjbdqk+1uGtYWesIWczDclhspTp",
+	"XdxymmJUH/aoVBjHBdGWCo6tlXrZmn1+vvt/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -7886,6 +7886,11 @@ type AdminBoxCreateResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// AdminBoxCreateResponse415Headers the declared response headers of an HTTP 415 response for AdminBoxCreate
+type AdminBoxCreateResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // AdminBoxCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminBoxCreate
 type AdminBoxCreateResponse503Headers struct {
 	RetryAfter *int
@@ -7912,6 +7917,8 @@ type AdminBoxCreateResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AdminBoxCreateResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AdminBoxCreateResponse415Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminBoxCreateResponse503Headers
 }
@@ -7990,6 +7997,11 @@ type AdminBoxUpdateResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// AdminBoxUpdateResponse415Headers the declared response headers of an HTTP 415 response for AdminBoxUpdate
+type AdminBoxUpdateResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // AdminBoxUpdateResponse503Headers the declared response headers of an HTTP 503 response for AdminBoxUpdate
 type AdminBoxUpdateResponse503Headers struct {
 	RetryAfter *int
@@ -8016,6 +8028,8 @@ type AdminBoxUpdateResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AdminBoxUpdateResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AdminBoxUpdateResponse415Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminBoxUpdateResponse503Headers
 }
@@ -8184,6 +8198,11 @@ type AdminAgentCreateResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// AdminAgentCreateResponse415Headers the declared response headers of an HTTP 415 response for AdminAgentCreate
+type AdminAgentCreateResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // AdminAgentCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminAgentCreate
 type AdminAgentCreateResponse503Headers struct {
 	RetryAfter *int
@@ -8212,6 +8231,8 @@ type AdminAgentCreateResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AdminAgentCreateResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AdminAgentCreateResponse415Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminAgentCreateResponse503Headers
 }
@@ -8295,6 +8316,11 @@ type AdminAgentUpdateResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// AdminAgentUpdateResponse415Headers the declared response headers of an HTTP 415 response for AdminAgentUpdate
+type AdminAgentUpdateResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // AdminAgentUpdateResponse503Headers the declared response headers of an HTTP 503 response for AdminAgentUpdate
 type AdminAgentUpdateResponse503Headers struct {
 	RetryAfter *int
@@ -8321,6 +8347,8 @@ type AdminAgentUpdateResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AdminAgentUpdateResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AdminAgentUpdateResponse415Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminAgentUpdateResponse503Headers
 }
@@ -8489,6 +8517,11 @@ type AdminKeyCreateResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// AdminKeyCreateResponse415Headers the declared response headers of an HTTP 415 response for AdminKeyCreate
+type AdminKeyCreateResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // AdminKeyCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminKeyCreate
 type AdminKeyCreateResponse503Headers struct {
 	RetryAfter *int
@@ -8515,6 +8548,8 @@ type AdminKeyCreateResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AdminKeyCreateResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AdminKeyCreateResponse415Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminKeyCreateResponse503Headers
 }
@@ -8593,6 +8628,11 @@ type AdminAgentProfileSetResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// AdminAgentProfileSetResponse415Headers the declared response headers of an HTTP 415 response for AdminAgentProfileSet
+type AdminAgentProfileSetResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // AdminAgentProfileSetResponse503Headers the declared response headers of an HTTP 503 response for AdminAgentProfileSet
 type AdminAgentProfileSetResponse503Headers struct {
 	RetryAfter *int
@@ -8619,6 +8659,8 @@ type AdminAgentProfileSetResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AdminAgentProfileSetResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AdminAgentProfileSetResponse415Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminAgentProfileSetResponse503Headers
 }
@@ -8877,6 +8919,11 @@ type AdminHostCreateResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// AdminHostCreateResponse415Headers the declared response headers of an HTTP 415 response for AdminHostCreate
+type AdminHostCreateResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // AdminHostCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminHostCreate
 type AdminHostCreateResponse503Headers struct {
 	RetryAfter *int
@@ -8905,6 +8952,8 @@ type AdminHostCreateResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AdminHostCreateResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AdminHostCreateResponse415Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminHostCreateResponse503Headers
 }
@@ -8988,6 +9037,11 @@ type AdminHostUpdateResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// AdminHostUpdateResponse415Headers the declared response headers of an HTTP 415 response for AdminHostUpdate
+type AdminHostUpdateResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // AdminHostUpdateResponse503Headers the declared response headers of an HTTP 503 response for AdminHostUpdate
 type AdminHostUpdateResponse503Headers struct {
 	RetryAfter *int
@@ -9014,6 +9068,8 @@ type AdminHostUpdateResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AdminHostUpdateResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AdminHostUpdateResponse415Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminHostUpdateResponse503Headers
 }
@@ -9369,6 +9425,11 @@ type AdminRoomSetOwnerResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// AdminRoomSetOwnerResponse415Headers the declared response headers of an HTTP 415 response for AdminRoomSetOwner
+type AdminRoomSetOwnerResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // AdminRoomSetOwnerResponse503Headers the declared response headers of an HTTP 503 response for AdminRoomSetOwner
 type AdminRoomSetOwnerResponse503Headers struct {
 	RetryAfter *int
@@ -9397,6 +9458,8 @@ type AdminRoomSetOwnerResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AdminRoomSetOwnerResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AdminRoomSetOwnerResponse415Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminRoomSetOwnerResponse503Headers
 }
@@ -9570,6 +9633,11 @@ type AdminSettingsUpdateResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// AdminSettingsUpdateResponse415Headers the declared response headers of an HTTP 415 response for AdminSettingsUpdate
+type AdminSettingsUpdateResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // AdminSettingsUpdateResponse503Headers the declared response headers of an HTTP 503 response for AdminSettingsUpdate
 type AdminSettingsUpdateResponse503Headers struct {
 	RetryAfter *int
@@ -9598,6 +9666,8 @@ type AdminSettingsUpdateResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AdminSettingsUpdateResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AdminSettingsUpdateResponse415Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminSettingsUpdateResponse503Headers
 }
@@ -9681,6 +9751,11 @@ type AdminTokenCreateResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// AdminTokenCreateResponse415Headers the declared response headers of an HTTP 415 response for AdminTokenCreate
+type AdminTokenCreateResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // AdminTokenCreateResponse503Headers the declared response headers of an HTTP 503 response for AdminTokenCreate
 type AdminTokenCreateResponse503Headers struct {
 	RetryAfter *int
@@ -9705,6 +9780,8 @@ type AdminTokenCreateResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AdminTokenCreateResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AdminTokenCreateResponse415Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
 	Headers503 *AdminTokenCreateResponse503Headers
 }
@@ -10086,6 +10163,11 @@ type CheckpointSaveResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// CheckpointSaveResponse415Headers the declared response headers of an HTTP 415 response for CheckpointSave
+type CheckpointSaveResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // CheckpointSaveResponse429Headers the declared response headers of an HTTP 429 response for CheckpointSave
 type CheckpointSaveResponse429Headers struct {
 	RetryAfter *int
@@ -10119,6 +10201,8 @@ type CheckpointSaveResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CheckpointSaveResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *CheckpointSaveResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *CheckpointSaveResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10426,6 +10510,11 @@ type DirectoryUpdateSelfResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// DirectoryUpdateSelfResponse415Headers the declared response headers of an HTTP 415 response for DirectoryUpdateSelf
+type DirectoryUpdateSelfResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // DirectoryUpdateSelfResponse429Headers the declared response headers of an HTTP 429 response for DirectoryUpdateSelf
 type DirectoryUpdateSelfResponse429Headers struct {
 	RetryAfter *int
@@ -10461,6 +10550,8 @@ type DirectoryUpdateSelfResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *DirectoryUpdateSelfResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *DirectoryUpdateSelfResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *DirectoryUpdateSelfResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10773,6 +10864,11 @@ type InboxAckResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// InboxAckResponse415Headers the declared response headers of an HTTP 415 response for InboxAck
+type InboxAckResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // InboxAckResponse429Headers the declared response headers of an HTTP 429 response for InboxAck
 type InboxAckResponse429Headers struct {
 	RetryAfter *int
@@ -10808,6 +10904,8 @@ type InboxAckResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *InboxAckResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *InboxAckResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *InboxAckResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10898,6 +10996,11 @@ type InboxClaimResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// InboxClaimResponse415Headers the declared response headers of an HTTP 415 response for InboxClaim
+type InboxClaimResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // InboxClaimResponse429Headers the declared response headers of an HTTP 429 response for InboxClaim
 type InboxClaimResponse429Headers struct {
 	RetryAfter *int
@@ -10933,6 +11036,8 @@ type InboxClaimResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *InboxClaimResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *InboxClaimResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *InboxClaimResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11217,6 +11322,11 @@ type MessageSendResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// MessageSendResponse415Headers the declared response headers of an HTTP 415 response for MessageSend
+type MessageSendResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // MessageSendResponse429Headers the declared response headers of an HTTP 429 response for MessageSend
 type MessageSendResponse429Headers struct {
 	RetryAfter *int
@@ -11252,6 +11362,8 @@ type MessageSendResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *MessageSendResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *MessageSendResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *MessageSendResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11342,6 +11454,11 @@ type MessageSendBatchResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// MessageSendBatchResponse415Headers the declared response headers of an HTTP 415 response for MessageSendBatch
+type MessageSendBatchResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // MessageSendBatchResponse429Headers the declared response headers of an HTTP 429 response for MessageSendBatch
 type MessageSendBatchResponse429Headers struct {
 	RetryAfter *int
@@ -11377,6 +11494,8 @@ type MessageSendBatchResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *MessageSendBatchResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *MessageSendBatchResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *MessageSendBatchResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11689,6 +11808,11 @@ type FileAccessReportResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// FileAccessReportResponse415Headers the declared response headers of an HTTP 415 response for FileAccessReport
+type FileAccessReportResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // FileAccessReportResponse429Headers the declared response headers of an HTTP 429 response for FileAccessReport
 type FileAccessReportResponse429Headers struct {
 	RetryAfter *int
@@ -11724,6 +11848,8 @@ type FileAccessReportResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *FileAccessReportResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *FileAccessReportResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *FileAccessReportResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11814,6 +11940,11 @@ type AgentPrimeResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// AgentPrimeResponse415Headers the declared response headers of an HTTP 415 response for AgentPrime
+type AgentPrimeResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // AgentPrimeResponse429Headers the declared response headers of an HTTP 429 response for AgentPrime
 type AgentPrimeResponse429Headers struct {
 	RetryAfter *int
@@ -11845,6 +11976,8 @@ type AgentPrimeResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *AgentPrimeResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *AgentPrimeResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AgentPrimeResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12140,6 +12273,11 @@ type RequestRespondResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// RequestRespondResponse415Headers the declared response headers of an HTTP 415 response for RequestRespond
+type RequestRespondResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // RequestRespondResponse429Headers the declared response headers of an HTTP 429 response for RequestRespond
 type RequestRespondResponse429Headers struct {
 	RetryAfter *int
@@ -12175,6 +12313,8 @@ type RequestRespondResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RequestRespondResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RequestRespondResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RequestRespondResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12376,6 +12516,11 @@ type RoomCreateResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// RoomCreateResponse415Headers the declared response headers of an HTTP 415 response for RoomCreate
+type RoomCreateResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // RoomCreateResponse429Headers the declared response headers of an HTTP 429 response for RoomCreate
 type RoomCreateResponse429Headers struct {
 	RetryAfter *int
@@ -12411,6 +12556,8 @@ type RoomCreateResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RoomCreateResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RoomCreateResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomCreateResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12723,6 +12870,11 @@ type RoomBriefUpdateResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// RoomBriefUpdateResponse415Headers the declared response headers of an HTTP 415 response for RoomBriefUpdate
+type RoomBriefUpdateResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // RoomBriefUpdateResponse429Headers the declared response headers of an HTTP 429 response for RoomBriefUpdate
 type RoomBriefUpdateResponse429Headers struct {
 	RetryAfter *int
@@ -12758,6 +12910,8 @@ type RoomBriefUpdateResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RoomBriefUpdateResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RoomBriefUpdateResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomBriefUpdateResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12848,6 +13002,11 @@ type RoomFollowResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// RoomFollowResponse415Headers the declared response headers of an HTTP 415 response for RoomFollow
+type RoomFollowResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // RoomFollowResponse429Headers the declared response headers of an HTTP 429 response for RoomFollow
 type RoomFollowResponse429Headers struct {
 	RetryAfter *int
@@ -12883,6 +13042,8 @@ type RoomFollowResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RoomFollowResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RoomFollowResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomFollowResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12973,6 +13134,11 @@ type RoomInviteResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// RoomInviteResponse415Headers the declared response headers of an HTTP 415 response for RoomInvite
+type RoomInviteResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // RoomInviteResponse429Headers the declared response headers of an HTTP 429 response for RoomInvite
 type RoomInviteResponse429Headers struct {
 	RetryAfter *int
@@ -13008,6 +13174,8 @@ type RoomInviteResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RoomInviteResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RoomInviteResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomInviteResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -13098,6 +13266,11 @@ type RoomJoinResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// RoomJoinResponse415Headers the declared response headers of an HTTP 415 response for RoomJoin
+type RoomJoinResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // RoomJoinResponse429Headers the declared response headers of an HTTP 429 response for RoomJoin
 type RoomJoinResponse429Headers struct {
 	RetryAfter *int
@@ -13133,6 +13306,8 @@ type RoomJoinResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RoomJoinResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RoomJoinResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomJoinResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -13223,6 +13398,11 @@ type RoomLeaveResponse401Headers struct {
 	WWWAuthenticate *string
 }
 
+// RoomLeaveResponse415Headers the declared response headers of an HTTP 415 response for RoomLeave
+type RoomLeaveResponse415Headers struct {
+	AcceptEncoding *string
+}
+
 // RoomLeaveResponse429Headers the declared response headers of an HTTP 429 response for RoomLeave
 type RoomLeaveResponse429Headers struct {
 	RetryAfter *int
@@ -13258,6 +13438,8 @@ type RoomLeaveResponse struct {
 	JSON503 *Unavailable
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RoomLeaveResponse401Headers
+	// Headers415 the parsed response headers for an HTTP 415 response
+	Headers415 *RoomLeaveResponse415Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RoomLeaveResponse429Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -14884,6 +15066,16 @@ func ParseAdminBoxCreateResponse(rsp *http.Response) (*AdminBoxCreateResponse, e
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers AdminBoxCreateResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminBoxCreateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -14982,6 +15174,16 @@ func ParseAdminBoxUpdateResponse(rsp *http.Response) (*AdminBoxUpdateResponse, e
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers AdminBoxUpdateResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminBoxUpdateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15171,6 +15373,16 @@ func ParseAdminAgentCreateResponse(rsp *http.Response) (*AdminAgentCreateRespons
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers AdminAgentCreateResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminAgentCreateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15269,6 +15481,16 @@ func ParseAdminAgentUpdateResponse(rsp *http.Response) (*AdminAgentUpdateRespons
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers AdminAgentUpdateResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminAgentUpdateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15451,6 +15673,16 @@ func ParseAdminKeyCreateResponse(rsp *http.Response) (*AdminKeyCreateResponse, e
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers AdminKeyCreateResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminKeyCreateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15549,6 +15781,16 @@ func ParseAdminAgentProfileSetResponse(rsp *http.Response) (*AdminAgentProfileSe
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers AdminAgentProfileSetResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminAgentProfileSetResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15822,6 +16064,16 @@ func ParseAdminHostCreateResponse(rsp *http.Response) (*AdminHostCreateResponse,
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers AdminHostCreateResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminHostCreateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -15920,6 +16172,16 @@ func ParseAdminHostUpdateResponse(rsp *http.Response) (*AdminHostUpdateResponse,
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers AdminHostUpdateResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminHostUpdateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16284,6 +16546,16 @@ func ParseAdminRoomSetOwnerResponse(rsp *http.Response) (*AdminRoomSetOwnerRespo
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers AdminRoomSetOwnerResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminRoomSetOwnerResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16473,6 +16745,16 @@ func ParseAdminSettingsUpdateResponse(rsp *http.Response) (*AdminSettingsUpdateR
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers AdminSettingsUpdateResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminSettingsUpdateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16564,6 +16846,16 @@ func ParseAdminTokenCreateResponse(rsp *http.Response) (*AdminTokenCreateRespons
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers AdminTokenCreateResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminTokenCreateResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -16986,6 +17278,16 @@ func ParseCheckpointSaveResponse(rsp *http.Response) (*CheckpointSaveResponse, e
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers CheckpointSaveResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers CheckpointSaveResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17324,6 +17626,16 @@ func ParseDirectoryUpdateSelfResponse(rsp *http.Response) (*DirectoryUpdateSelfR
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers DirectoryUpdateSelfResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers DirectoryUpdateSelfResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17662,6 +17974,16 @@ func ParseInboxAckResponse(rsp *http.Response) (*InboxAckResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers InboxAckResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers InboxAckResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -17784,6 +18106,16 @@ func ParseInboxClaimResponse(rsp *http.Response) (*InboxClaimResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers InboxClaimResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers InboxClaimResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18094,6 +18426,16 @@ func ParseMessageSendResponse(rsp *http.Response) (*MessageSendResponse, error) 
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers MessageSendResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers MessageSendResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18216,6 +18558,16 @@ func ParseMessageSendBatchResponse(rsp *http.Response) (*MessageSendBatchRespons
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers MessageSendBatchResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers MessageSendBatchResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18554,6 +18906,16 @@ func ParseFileAccessReportResponse(rsp *http.Response) (*FileAccessReportRespons
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers FileAccessReportResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers FileAccessReportResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18662,6 +19024,16 @@ func ParseAgentPrimeResponse(rsp *http.Response) (*AgentPrimeResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers AgentPrimeResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers AgentPrimeResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -18993,6 +19365,16 @@ func ParseRequestRespondResponse(rsp *http.Response) (*RequestRespondResponse, e
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers RequestRespondResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers RequestRespondResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19223,6 +19605,16 @@ func ParseRoomCreateResponse(rsp *http.Response) (*RoomCreateResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers RoomCreateResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomCreateResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19561,6 +19953,16 @@ func ParseRoomBriefUpdateResponse(rsp *http.Response) (*RoomBriefUpdateResponse,
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers RoomBriefUpdateResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomBriefUpdateResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19683,6 +20085,16 @@ func ParseRoomFollowResponse(rsp *http.Response) (*RoomFollowResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers RoomFollowResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomFollowResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19805,6 +20217,16 @@ func ParseRoomInviteResponse(rsp *http.Response) (*RoomInviteResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers RoomInviteResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomInviteResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -19927,6 +20349,16 @@ func ParseRoomJoinResponse(rsp *http.Response) (*RoomJoinResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers RoomJoinResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomJoinResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -20049,6 +20481,16 @@ func ParseRoomLeaveResponse(rsp *http.Response) (*RoomLeaveResponse, error) {
 			headers.WWWAuthenticate = &value
 		}
 		response.Headers401 = &headers
+	case rsp.StatusCode == 415:
+		var headers RoomLeaveResponse415Headers
+		if values := rsp.Header.Values("Accept-Encoding"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Accept-Encoding", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.AcceptEncoding = &value
+		}
+		response.Headers415 = &headers
 	case rsp.StatusCode == 429:
 		var headers RoomLeaveResponse429Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {

@@ -196,6 +196,17 @@ func UnsupportedMediaType(accepted ...string) *Error {
 	return e
 }
 
+// UnsupportedContentEncoding is the 415 for an encoded (compressed) request body: the
+// server reads bodies as sent, so a gzip body would otherwise fail as malformed JSON and
+// send its client looking for a syntax error (RFC 7694: the transport names identity in
+// Accept-Encoding).
+func UnsupportedContentEncoding() *Error {
+	e := New(InvalidArgument, "the request body is encoded (Content-Encoding); the server reads bodies only as sent").
+		WithReason("unsupported_content_encoding").WithSuggestion("send the body uncompressed, without a Content-Encoding header")
+	e.status = http.StatusUnsupportedMediaType
+	return e
+}
+
 // WithStatus overrides the HTTP status (transport-level limits such as 413 and 431).
 func (e *Error) WithStatus(status int) *Error { e.status = status; return e }
 

@@ -363,10 +363,14 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 // bodyMediaType checks the request's Content-Type against the media types the operation's
 // requestBody declares in the contract (op.MediaTypes): anything else is 415. It reports
 // whether the body is JSON. A request without a body may omit Content-Type (an empty body is
-// the empty object); operations without a requestBody ignore it.
+// the empty object); operations without a requestBody ignore it. An encoded body
+// (Content-Encoding other than identity) is 415 too, whatever its type.
 func bodyMediaType(op *mcp.Operation, r *http.Request) (json bool, err error) {
 	if len(op.MediaTypes) == 0 {
 		return false, nil
+	}
+	if EncodedBody(r) {
+		return false, apierr.UnsupportedContentEncoding()
 	}
 	ct := r.Header.Get("Content-Type")
 	if ct == "" && r.ContentLength == 0 {
@@ -381,6 +385,19 @@ func bodyMediaType(op *mcp.Operation, r *http.Request) (json bool, err error) {
 		return false, apierr.UnsupportedMediaType(op.MediaTypes...) // JSON is UTF-8 (RFC 8259)
 	}
 	return isJSON, nil
+}
+
+// EncodedBody reports whether the request declares a body encoding other than identity
+// (Content-Encoding: gzip, br, ...): the server reads bodies only as sent.
+func EncodedBody(r *http.Request) bool {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for coding := range strings.SplitSeq(v, ",") {
+			if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pathUUIDs are op's path parameters whose input schema has the uuid format.
@@ -581,6 +598,9 @@ func WriteError(w http.ResponseWriter, err error) {
 		// RFC 9110 §15.5.2: a 401 names its scheme. On /mcp it also makes clients report a
 		// bad key instead of starting OAuth (SPEC §13.2).
 		w.Header().Set("WWW-Authenticate", `Bearer realm="agentbox"`)
+	}
+	if e.Reason == "unsupported_content_encoding" {
+		w.Header().Set("Accept-Encoding", "identity") // RFC 7694 §3: the encodings the server reads
 	}
 	if e.RetryAfterSeconds != nil && *e.RetryAfterSeconds > 0 {
 		// The body's retry_after_seconds as HTTP says it (the contract's RateLimited and

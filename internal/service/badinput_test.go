@@ -80,7 +80,7 @@ func raw(t *testing.T, e *testenv.Env, method, rawPath, bearer, contentType stri
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return testenv.Response{Status: resp.StatusCode, Raw: b}
+	return testenv.Response{Status: resp.StatusCode, Raw: b, Header: resp.Header}
 }
 
 // mcpCall posts one raw JSON-RPC request to /mcp.

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -52,6 +53,45 @@ func TestUndeclaredMediaTypeIs415(t *testing.T) {
 	}
 	if r := raw(t, w.e, "POST", "/api/v1/boxes/alpha/prime", a.Key, "", nil, nil); r.Status != http.StatusOK {
 		t.Fatalf("prime without a body: %d %s", r.Status, r.Raw)
+	}
+}
+
+// A compressed body is 415 unsupported_content_encoding with Accept-Encoding: identity,
+// and writes nothing: read as sent it would be "malformed JSON", and its client would hunt for
+// a syntax error that is not there. An explicit identity encoding is the plain body.
+func TestEncodedBodyIs415(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a", "b")
+	a, b := w.agents["a"], w.agents["b"]
+	body := []byte(`{"destination":{"kind":"dm","recipient_agent_id":"` + b.ID.String() + `"},"body_md":"hi","idempotency_key":"k1"}`)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(body) //nolint:errcheck // a bytes.Buffer
+	zw.Close()     //nolint:errcheck
+	for _, enc := range []string{"gzip", "GZIP", "br", "identity, gzip", "deflate"} {
+		r := rejects(t, w.e, enc, func() testenv.Response {
+			return raw(t, w.e, "POST", "/api/v1/boxes/alpha/messages", a.Key, "application/json", gz.Bytes(), map[string]string{"Content-Encoding": enc})
+		}, "INVALID_ARGUMENT", "unsupported_content_encoding", "")
+		if r.Status != http.StatusUnsupportedMediaType || r.Header.Get("Accept-Encoding") != "identity" {
+			t.Errorf("%s: want 415 with Accept-Encoding: identity, got %d %q", enc, r.Status, r.Header.Get("Accept-Encoding"))
+		}
+	}
+	// Checked after the key, like every body error (SPEC §12: AUTH_FAILED first).
+	if r := raw(t, w.e, "POST", "/api/v1/boxes/alpha/messages", "abk_bogus", "application/json", gz.Bytes(), map[string]string{"Content-Encoding": "gzip"}); r.Status != http.StatusUnauthorized {
+		t.Errorf("bad key and gzip body: want 401, got %d %s", r.Status, r.Raw)
+	}
+	if r := raw(t, w.e, "POST", "/api/v1/boxes/alpha/messages", a.Key, "application/json", body, map[string]string{"Content-Encoding": "identity"}); r.Status != http.StatusOK {
+		t.Fatalf("identity: %d %s", r.Status, r.Raw)
+	}
+	// /mcp: the same 415 and error body, not the SDK's parse error.
+	var call bytes.Buffer
+	zw = gzip.NewWriter(&call)
+	zw.Write([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"checkpoint_get","arguments":{"box_key":"alpha"}}}`)) //nolint:errcheck
+	zw.Close()                                                                                                                            //nolint:errcheck
+	r := raw(t, w.e, "POST", "/mcp", a.Key, "application/json", call.Bytes(), map[string]string{"Content-Encoding": "gzip",
+		"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"})
+	if r.Status != http.StatusUnsupportedMediaType || r.ErrorField("reason") != "unsupported_content_encoding" || r.Header.Get("Accept-Encoding") != "identity" {
+		t.Errorf("gzip /mcp body: want 415 unsupported_content_encoding, got %d %q %s", r.Status, r.Header.Get("Accept-Encoding"), r.Raw)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // The SDK answers transport-level failures itself, in plain text that can quote the request
 // (the unknown method's name, a JSON decoding error). SPEC §12/§13.2: protocol errors never
 // echo caller-supplied values, an unknown method is JSON-RPC -32601 in a JSON response, and
-// oversize bodies get the error body. withProtocolErrors buffers the request body (the SDK
+// oversize and compressed bodies get the error body. withProtocolErrors buffers the request body (the SDK
 // reads all of it anyway) and replaces every such answer with a fixed one; successful
 // exchanges pass through untouched. A tools/call the fast path answers (fastpath.go) never
 // reaches the SDK.
@@ -23,6 +23,10 @@ func withProtocolErrors(next http.Handler, fast *fastCalls) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body []byte
 		if r.Body != nil && r.Method == http.MethodPost {
+			if httpserver.EncodedBody(r) { // the SDK would answer a compressed body as a parse error
+				httpserver.WriteError(w, apierr.UnsupportedContentEncoding())
+				return
+			}
 			var err error
 			body, err = io.ReadAll(io.LimitReader(r.Body, maxRequestBytes+1))
 			if err != nil {
