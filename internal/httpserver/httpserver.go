@@ -154,13 +154,15 @@ func New(cfg Config) http.Handler {
 		if isAPI(r.URL.Path) {
 			// An answer is one caller's data (an inbox, a key shown once): no cache keeps it.
 			w.Header().Set("Cache-Control", "no-store")
-		}
-		if r.Method == http.MethodHead && !headReadable(r.URL.Path) {
-			// ServeMux answers a HEAD with a route's GET handler, and an agent's GET is not
-			// free of effects (inbox_list records receipts, which make rows ACKable): on the
-			// API, HEAD is answered as any method no operation declares.
-			notServed(w, r)
-			return
+			if r.Method == http.MethodHead {
+				// ServeMux answers a HEAD with a route's GET handler, and an agent's GET is not
+				// free of effects (inbox_list records receipts, which make rows ACKable): on the
+				// APIs, HEAD is answered as any method no operation declares. Elsewhere it runs
+				// the GET: monitors probe /healthz with HEAD; the admin UI's pages, /docs and
+				// /openapi.json change nothing.
+				notServed(w, r)
+				return
+			}
 		}
 		if headerBytes(r) > maxHeaderBytes {
 			WriteError(w, apierr.TooLarge("", "headers_too_large", maxHeaderBytes).WithStatus(http.StatusRequestHeaderFieldsTooLarge))
@@ -221,11 +223,6 @@ func UnreadableBody(err error, message string) *apierr.Error {
 	}
 	return apierr.Invalid("", message)
 }
-
-// headReadable reports whether a HEAD may run path's GET: everything outside the agent and
-// admin JSON APIs and /mcp (monitors probe /healthz with HEAD; the admin UI's pages, /docs
-// and /openapi.json read and change nothing an agent owns).
-func headReadable(path string) bool { return !isAPI(path) }
 
 // isAPI reports whether path is on the agent or admin JSON API or /mcp, whose answers are a
 // caller's own data.
