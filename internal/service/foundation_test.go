@@ -300,8 +300,9 @@ func TestProfileOutdatedBlocksMutationsUntilProfileGet(t *testing.T) {
 	save := func(key, expected string) testenv.Response {
 		return a.Call("PUT", "/checkpoint", map[string]any{"expected_revision": expected, "checkpoint": map[string]any{"k": key}, "idempotency_key": key})
 	}
-	if r := save("k1", "0"); r.Status != http.StatusOK {
-		t.Fatalf("save: %s", r.Raw)
+	first := save("k1", "0")
+	if first.Status != http.StatusOK {
+		t.Fatalf("save: %s", first.Raw)
 	}
 	e.Admin("PUT", "/boxes/alpha/agents/a/profile", map[string]any{"text": "v2: new instructions"})
 
@@ -320,6 +321,11 @@ func TestProfileOutdatedBlocksMutationsUntilProfileGet(t *testing.T) {
 	}
 	if r := save("k2", "1"); r.Status != http.StatusOK {
 		t.Fatalf("after profile_get: %s", r.Raw)
+	}
+	// The suggestion's promise: a call retried under its key after the refresh gets its
+	// original result, whether it was refused while outdated or had succeeded before.
+	if r := save("k1", "0"); r.Status != http.StatusOK || !bytes.Equal(r.Raw, first.Raw) {
+		t.Fatalf("replay after profile_get: %d %s, want the original %s", r.Status, r.Raw, first.Raw)
 	}
 }
 

@@ -90,7 +90,7 @@ func newCall(p auth.Principal, now time.Time, sess store.Session, bs store.BoxSe
 	}
 	if mutation && sess.ObservedProfileVersion < sess.CurrentProfileVersion {
 		return nil, apierr.New(apierr.ProfileOutdated, "the private profile changed since this session read it").
-			WithSuggestion("call profile_get, follow the new profile, then retry")
+			WithSuggestion("nothing was done: call profile_get, follow the new profile, then retry with the same idempotency_key (a call that already succeeded under it returns its original result)")
 	}
 	c := &call{p: p, now: now, session: sess, settingsRevision: bs.Revision}
 	var err error
