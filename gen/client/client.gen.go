@@ -439,16 +439,16 @@ type AdminAgent struct {
 
 // AdminAgentCreateInput defines model for AdminAgentCreateInput.
 type AdminAgentCreateInput struct {
-	// Description Public description; maxLength counts UTF-8 bytes.
+	// Description Public description: at most 2000 UTF-8 bytes (LIMIT_EXCEEDED beyond).
 	Description *CardDescription `json:"description,omitempty"`
 	HostName    Name             `json:"host_name"`
 	Listed      *bool            `json:"listed,omitempty"`
 	Name        Name             `json:"name"`
 
-	// ProfileText Private profile (role and standing instructions); maxLength counts UTF-8 bytes.
+	// ProfileText Private profile (role and standing instructions): at most 65536 UTF-8 bytes (LIMIT_EXCEEDED beyond).
 	ProfileText *ProfileText `json:"profile_text,omitempty"`
 
-	// Role Public role; maxLength counts UTF-8 bytes.
+	// Role Public role: at most 200 UTF-8 bytes (LIMIT_EXCEEDED beyond).
 	Role *CardRole `json:"role,omitempty"`
 }
 
@@ -565,7 +565,7 @@ type AdminKeyList struct {
 
 // AdminProfileSetInput defines model for AdminProfileSetInput.
 type AdminProfileSetInput struct {
-	// Text Private profile (role and standing instructions); maxLength counts UTF-8 bytes.
+	// Text Private profile (role and standing instructions): at most 65536 UTF-8 bytes (LIMIT_EXCEEDED beyond).
 	Text ProfileText `json:"text"`
 }
 
@@ -703,7 +703,7 @@ type Card struct {
 	Role         string             `json:"role"`
 }
 
-// CardDescription Public description; maxLength counts UTF-8 bytes.
+// CardDescription Public description: at most 2000 UTF-8 bytes (LIMIT_EXCEEDED beyond).
 type CardDescription = string
 
 // CardPage defines model for CardPage.
@@ -714,7 +714,7 @@ type CardPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
-// CardRole Public role; maxLength counts UTF-8 bytes.
+// CardRole Public role: at most 200 UTF-8 bytes (LIMIT_EXCEEDED beyond).
 type CardRole = string
 
 // Checkpoint defines model for Checkpoint.
@@ -777,10 +777,10 @@ type DirectoryUpdateSelfInput struct {
 
 	// Patch Fields to change; at least one.
 	Patch struct {
-		// Description Public description; maxLength counts UTF-8 bytes.
+		// Description Public description: at most 2000 UTF-8 bytes (LIMIT_EXCEEDED beyond).
 		Description *CardDescription `json:"description,omitempty"`
 
-		// Role Public role; maxLength counts UTF-8 bytes.
+		// Role Public role: at most 200 UTF-8 bytes (LIMIT_EXCEEDED beyond).
 		Role *CardRole `json:"role,omitempty"`
 	} `json:"patch"`
 }
@@ -825,7 +825,7 @@ type FileAccessReportInput struct {
 	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// Note Short note; maxLength counts UTF-8 bytes.
+	// Note Short note: at most 500 UTF-8 bytes (LIMIT_EXCEEDED beyond).
 	Note   *string          `json:"note,omitempty"`
 	Status FileAccessStatus `json:"status"`
 }
@@ -1150,7 +1150,7 @@ type Profile struct {
 	Text           string        `json:"text"`
 }
 
-// ProfileText Private profile (role and standing instructions); maxLength counts UTF-8 bytes.
+// ProfileText Private profile (role and standing instructions): at most 65536 UTF-8 bytes (LIMIT_EXCEEDED beyond).
 type ProfileText = string
 
 // Request defines model for Request.
@@ -1206,6 +1206,7 @@ type ResponseStatus string
 
 // RoomBrief defines model for RoomBrief.
 type RoomBrief struct {
+	// BriefMd The whole brief: at most 65536 UTF-8 bytes.
 	BriefMd   string             `json:"brief_md"`
 	Revision  DecimalString      `json:"revision"`
 	RoomId    openapi_types.UUID `json:"room_id"`
@@ -1214,7 +1215,7 @@ type RoomBrief struct {
 
 // RoomBriefUpdateInput defines model for RoomBriefUpdateInput.
 type RoomBriefUpdateInput struct {
-	// AppendMd Text to append (maxLength counts UTF-8 bytes); the whole brief is capped too (brief_md).
+	// AppendMd Text to append: at most 8192 UTF-8 bytes, and the whole brief at most 65536 (brief_md); LIMIT_EXCEEDED beyond either.
 	AppendMd         string        `json:"append_md"`
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
@@ -1238,7 +1239,7 @@ type RoomCreateInput struct {
 	// InviteeAgentIds Agents to invite (at most targets_max, distinct, not the caller).
 	InviteeAgentIds *[]openapi_types.UUID `json:"invitee_agent_ids,omitempty"`
 
-	// Name Room name; maxLength counts UTF-8 bytes.
+	// Name Room name: at most 200 UTF-8 bytes (LIMIT_EXCEEDED beyond).
 	Name string `json:"name"`
 }
 

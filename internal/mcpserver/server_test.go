@@ -518,7 +518,7 @@ func TestRouterMode(t *testing.T) {
 		{"admin operation", map[string]any{"box_key": "alpha", "name": "admin_box_list", "arguments": map[string]any{}}, "INVALID_ARGUMENT", "name"},
 		{"unknown tool", map[string]any{"box_key": "alpha", "name": "no_such_tool", "arguments": map[string]any{}}, "INVALID_ARGUMENT", "name"},
 		{"invalid inner arguments", map[string]any{"box_key": "alpha", "name": "checkpoint_get", "arguments": map[string]any{"extra": 1}}, "INVALID_ARGUMENT", "arguments.extra"},
-		{"inner argument over its maxLength", map[string]any{"box_key": "alpha", "name": "room_create", "arguments": map[string]any{"name": strings.Repeat("n", 201), "idempotency_key": "k"}}, "LIMIT_EXCEEDED", "arguments.name"},
+		{"inner argument over its maxLength", map[string]any{"box_key": "alpha", "name": "room_create", "arguments": map[string]any{"name": "n", "idempotency_key": strings.Repeat("k", 129)}}, "LIMIT_EXCEEDED", "arguments.idempotency_key"},
 		{"inner box of another tenant", map[string]any{"box_key": "alpha", "name": "checkpoint_get", "arguments": map[string]any{"box_key": "beta"}}, "AUTH_FAILED", ""},
 		{"outer box of another tenant", map[string]any{"box_key": "beta", "name": "checkpoint_get", "arguments": map[string]any{}}, "AUTH_FAILED", ""},
 	} {

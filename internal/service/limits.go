@@ -9,22 +9,26 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
-// The product's fixed bounds (not per-box settings). Each is written once, as a schema
-// keyword of spec/openapi.json (maxLength, maxItems), and read here from the contract
-// embedded in gen/api, so SDKs, the contract diff and this code see the same number. A
-// string's maxLength is also its cap in UTF-8 bytes, which the service enforces (the
-// schema validator counts characters, so only the byte form reaches the service).
+// The product's fixed bounds (not per-box settings). Each is written once in
+// spec/openapi.json and read here from the contract embedded in gen/api, so SDKs, the
+// contract diff and this code see the same number. Counts of items are maxItems. Caps in
+// UTF-8 bytes are the extension x-max-bytes, not maxLength (SPEC §15: JSON Schema's maxLength
+// counts characters, so an SDK checking it would pass a name the service refuses); the
+// service enforces them (LIMIT_EXCEEDED) and each schema's description states its number.
 var (
-	RoomNameMaxBytes        = fixedLimit("maxLength", "RoomCreateInput", "name")
-	CardRoleMaxBytes        = fixedLimit("maxLength", "CardRole")
-	CardDescriptionMaxBytes = fixedLimit("maxLength", "CardDescription")
+	RoomNameMaxBytes        = fixedLimit(maxBytes, "RoomCreateInput", "name")
+	CardRoleMaxBytes        = fixedLimit(maxBytes, "CardRole")
+	CardDescriptionMaxBytes = fixedLimit(maxBytes, "CardDescription")
 	FilesMax                = fixedLimit("maxItems", "FileRefInputs")
-	FileNoteMaxBytes        = fixedLimit("maxLength", "FileAccessReportInput", "note")
-	BriefAppendMaxBytes     = fixedLimit("maxLength", "RoomBriefUpdateInput", "append_md")
-	BriefMaxBytes           = fixedLimit("maxLength", "RoomBrief", "brief_md")
+	FileNoteMaxBytes        = fixedLimit(maxBytes, "FileAccessReportInput", "note")
+	BriefAppendMaxBytes     = fixedLimit(maxBytes, "RoomBriefUpdateInput", "append_md")
+	BriefMaxBytes           = fixedLimit(maxBytes, "RoomBrief", "brief_md")
 	RosterMax               = fixedLimit("maxItems", "RoomDetails", "roster")
-	ProfileMaxBytes         = fixedLimit("maxLength", "ProfileText")
+	ProfileMaxBytes         = fixedLimit(maxBytes, "ProfileText")
 )
+
+// maxBytes is the schema extension that states a string's cap in UTF-8 bytes.
+const maxBytes = "x-max-bytes"
 
 var contractDoc = func() *openapi3.T {
 	doc, err := api.GetSwagger()
@@ -34,14 +38,17 @@ var contractDoc = func() *openapi3.T {
 	return doc
 }()
 
-// fixedLimit reads keyword (maxLength or maxItems) of a component schema, or of a
+// fixedLimit reads keyword (maxItems or x-max-bytes) of a component schema, or of a
 // property path inside it.
 func fixedLimit(keyword, component string, props ...string) int {
 	sch := schemaAt(component, props...)
 	var v *uint64
 	switch keyword {
-	case "maxLength":
-		v = sch.MaxLength
+	case maxBytes:
+		if f, ok := sch.Extensions[maxBytes].(float64); ok && f > 0 && f == float64(uint64(f)) {
+			n := uint64(f)
+			v = &n
+		}
 	case "maxItems":
 		v = sch.MaxItems
 	}
