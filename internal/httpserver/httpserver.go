@@ -84,12 +84,28 @@ func New(cfg Config) http.Handler {
 	generated := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{
 		BaseRouter: http.NewServeMux(),
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			var pe *api.InvalidParamFormatError
-			if errors.As(err, &pe) {
-				WriteError(w, apierr.Invalid(pe.ParamName, "the parameter has the wrong format"))
-				return
+			// Every binding error names its parameter (SPEC §12: field), never its value.
+			var (
+				format   *api.InvalidParamFormatError
+				missing  *api.RequiredParamError
+				header   *api.RequiredHeaderError
+				unparsed *api.UnmarshalingParamError
+				repeated *api.TooManyValuesForParamError
+			)
+			switch {
+			case errors.As(err, &format):
+				WriteError(w, apierr.Invalid(format.ParamName, "the parameter has the wrong format"))
+			case errors.As(err, &missing):
+				WriteError(w, apierr.Invalid(missing.ParamName, "required field missing"))
+			case errors.As(err, &header):
+				WriteError(w, apierr.Invalid(header.ParamName, "required field missing"))
+			case errors.As(err, &unparsed):
+				WriteError(w, apierr.Invalid(unparsed.ParamName, "the parameter has the wrong format"))
+			case errors.As(err, &repeated):
+				WriteError(w, apierr.Invalid(repeated.ParamName, "the parameter is given more than once; send it once"))
+			default:
+				WriteError(w, apierr.Invalid("", "a request parameter is missing or malformed"))
 			}
-			WriteError(w, apierr.Invalid("", "a request parameter is missing or malformed"))
 		},
 	})
 	for _, op := range mcp.Operations {

@@ -95,6 +95,27 @@ func TestEncodedBodyIs415(t *testing.T) {
 	}
 }
 
+// A missing or repeated query parameter is INVALID_ARGUMENT naming it (SPEC §12: every schema
+// violation has a field), as a malformed one is; nothing is written.
+func TestQueryParameterErrorsNameTheParameter(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a")
+	a := w.agents["a"]
+	someID := "0190f5e4-0000-7000-8000-000000000001"
+	for _, c := range []struct{ path, field string }{
+		{"/requests", "direction"},
+		{"/requests?status=pending", "direction"},
+		{"/directory", "query"},
+		{"/threads/" + someID + "/export", "format"},
+		{"/requests?direction=incoming&direction=outgoing", "direction"},
+		{"/requests?direction=sideways", "direction"},
+	} {
+		rejects(t, w.e, c.path, func() testenv.Response {
+			return raw(t, w.e, "GET", "/api/v1/boxes/alpha"+c.path, a.Key, "", nil, nil)
+		}, "INVALID_ARGUMENT", "", c.field)
+	}
+}
+
 // Finding 6: paths the mux would clean are 404 with the error body, never a redirect that
 // echoes the request.
 func TestUncleanPathsAre404WithoutRedirect(t *testing.T) {
