@@ -65,8 +65,9 @@ type toolCall struct {
 const maxDirectoryPages = 20
 
 // agentID resolves an agent reference through the directory (listed agents only, SPEC §4):
-// an agent ID passes as is; a name must match exactly one listed agent's name (exactly, else
-// ignoring case).
+// an agent ID passes as is; a name must be exactly one listed agent's name. Never ignoring
+// case: names are case-sensitive ("Coder" and "coder" are two agents, perhaps one unlisted),
+// so a near miss is named in the not-found message, not written to.
 func (l *toolCall) agentID(ref string) (string, error) {
 	if _, err := uuid.Parse(ref); err == nil {
 		return ref, nil
@@ -80,8 +81,8 @@ func (l *toolCall) agentID(ref string) (string, error) {
 	if l.f == nil {
 		return ref, nil
 	}
-	var exact, folded []string // agent IDs
-	var similar []string       // names, for the not-found message
+	var matches []string // agent IDs
+	var similar []string // names, for the not-found message
 	cursor := ""
 	for page := 0; page < maxDirectoryPages; page++ {
 		in := map[string]any{"box_key": l.box, "query": ref, "limit": 200}
@@ -104,22 +105,15 @@ func (l *toolCall) agentID(ref string) (string, error) {
 			return "", fmt.Errorf("directory_search answered unexpectedly: %w", err)
 		}
 		for _, it := range res.Items {
-			switch {
-			case it.Name == ref:
-				exact = append(exact, it.AgentID)
-			case strings.EqualFold(it.Name, ref):
-				folded = append(folded, it.AgentID)
-			default:
+			if it.Name == ref {
+				matches = append(matches, it.AgentID)
+			} else {
 				similar = append(similar, it.Name)
 			}
 		}
 		if cursor = res.NextCursor; cursor == "" {
 			break
 		}
-	}
-	matches := exact
-	if len(matches) == 0 {
-		matches = folded
 	}
 	switch {
 	case len(matches) == 1:

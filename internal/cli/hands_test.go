@@ -167,7 +167,9 @@ func TestCLIForHands(t *testing.T) {
 	for _, c := range []struct{ to, want string }{
 		{"nobody", `no listed agent in box demo has the agent name you gave`},
 		{"hidden", `no listed agent in box demo has the agent name you gave`},
-		{"TWIN", `the agent name you gave is ambiguous in box demo`},
+		// Names are case-sensitive: a near miss is named, never written to.
+		{"TWIN", `no listed agent in box demo has the agent name you gave (similar: Twin, twin)`},
+		{"Coder", `(similar: coder)`},
 	} {
 		out, errOut, code := runText("message", "send", "--to", c.to, "--body-md", "x")
 		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, `"`+c.to+`"`) {
@@ -185,7 +187,7 @@ func TestCLIForHands(t *testing.T) {
 	if n := messages(); n != 1 {
 		t.Fatalf("refused sends wrote messages: %d", n)
 	}
-	// An exact name wins over case-folded ones; a repeatable ID array takes names and IDs.
+	// A repeatable ID array takes names and IDs; Twin is Twin, not twin.
 	room, _ := mustRun("room", "create", "--name", "ops", "--invitee-agent-ids", "coder", "--invitee-agent-ids", "Twin")
 	invited, _ := json.Marshal(room["invited_agent_ids"])
 	if !strings.Contains(string(invited), coder.ID.String()) || !strings.Contains(string(invited), twinA.ID.String()) {
