@@ -447,16 +447,16 @@ type AdminAgent struct {
 
 // AdminAgentCreateInput defines model for AdminAgentCreateInput.
 type AdminAgentCreateInput struct {
-	// Description Public description: at most 2000 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+	// Description Public description: at most 2000 UTF-8 bytes.
 	Description *CardDescription `json:"description,omitempty"`
 	HostName    Name             `json:"host_name"`
 	Listed      *bool            `json:"listed,omitempty"`
 	Name        Name             `json:"name"`
 
-	// ProfileText Private profile (role and standing instructions): at most 65536 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+	// ProfileText Private profile (role and standing instructions): at most 65536 UTF-8 bytes.
 	ProfileText *ProfileText `json:"profile_text,omitempty"`
 
-	// Role Public role: at most 200 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+	// Role Public role: at most 200 UTF-8 bytes.
 	Role *CardRole `json:"role,omitempty"`
 }
 
@@ -573,7 +573,7 @@ type AdminKeyList struct {
 
 // AdminProfileSetInput defines model for AdminProfileSetInput.
 type AdminProfileSetInput struct {
-	// Text Private profile (role and standing instructions): at most 65536 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+	// Text Private profile (role and standing instructions): at most 65536 UTF-8 bytes.
 	Text ProfileText `json:"text"`
 }
 
@@ -648,6 +648,7 @@ type AgentName struct {
 
 // AgentPrimeInput defines model for AgentPrimeInput.
 type AgentPrimeInput struct {
+	// KnownCheckpointRevision The checkpoint revision you hold; checkpoint_changed says whether it moved.
 	KnownCheckpointRevision *DecimalString `json:"known_checkpoint_revision,omitempty"`
 }
 
@@ -711,7 +712,7 @@ type Card struct {
 	Role         string             `json:"role"`
 }
 
-// CardDescription Public description: at most 2000 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+// CardDescription Public description: at most 2000 UTF-8 bytes.
 type CardDescription = string
 
 // CardPage defines model for CardPage.
@@ -722,7 +723,7 @@ type CardPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
-// CardRole Public role: at most 200 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+// CardRole Public role: at most 200 UTF-8 bytes.
 type CardRole = string
 
 // Checkpoint defines model for Checkpoint.
@@ -737,7 +738,9 @@ type Checkpoint struct {
 // CheckpointSaveInput defines model for CheckpointSaveInput.
 type CheckpointSaveInput struct {
 	// Checkpoint Any JSON object.
-	Checkpoint       JsonObject    `json:"checkpoint"`
+	Checkpoint JsonObject `json:"checkpoint"`
+
+	// ExpectedRevision The revision you last read ("0" when none).
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
 	// IdempotencyKey Unique per action; reuse it to retry.
@@ -778,6 +781,7 @@ type DestinationKind string
 
 // DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
 type DirectoryUpdateSelfInput struct {
+	// ExpectedRevision The revision you last read ("0" when none).
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
 	// IdempotencyKey Unique per action; reuse it to retry.
@@ -785,10 +789,10 @@ type DirectoryUpdateSelfInput struct {
 
 	// Patch Fields to change; at least one.
 	Patch struct {
-		// Description Public description: at most 2000 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+		// Description Public description: at most 2000 UTF-8 bytes.
 		Description *CardDescription `json:"description,omitempty"`
 
-		// Role Public role: at most 200 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+		// Role Public role: at most 200 UTF-8 bytes.
 		Role *CardRole `json:"role,omitempty"`
 	} `json:"patch"`
 }
@@ -833,7 +837,7 @@ type FileAccessReportInput struct {
 	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// Note Short note: at most 500 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+	// Note Short note: at most 500 UTF-8 bytes.
 	Note   *string          `json:"note,omitempty"`
 	Status FileAccessStatus `json:"status"`
 }
@@ -1046,7 +1050,9 @@ type MessageRef struct {
 type MessageSendBatchInput struct {
 	// BodyMd As message_send.
 	BodyMd string `json:"body_md"`
-	DryRun *bool  `json:"dry_run,omitempty"`
+
+	// DryRun Validate only.
+	DryRun *bool `json:"dry_run,omitempty"`
 
 	// Files Links to files (https; metadata only, nothing fetches them).
 	Files *FileRefInputs `json:"files,omitempty"`
@@ -1158,7 +1164,7 @@ type Profile struct {
 	Text           string        `json:"text"`
 }
 
-// ProfileText Private profile (role and standing instructions): at most 65536 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+// ProfileText Private profile (role and standing instructions): at most 65536 UTF-8 bytes.
 type ProfileText = string
 
 // Request defines model for Request.
@@ -1187,8 +1193,12 @@ type RequestPage struct {
 // RequestRespondInput defines model for RequestRespondInput.
 type RequestRespondInput struct {
 	// BodyMd The reply body, as message_send.
-	BodyMd           string        `json:"body_md"`
-	DryRun           *bool         `json:"dry_run,omitempty"`
+	BodyMd string `json:"body_md"`
+
+	// DryRun Validate only.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// ExpectedRevision The revision you last read ("0" when none).
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
 	// Files Links to files (https; metadata only, nothing fetches them).
@@ -1223,8 +1233,10 @@ type RoomBrief struct {
 
 // RoomBriefUpdateInput defines model for RoomBriefUpdateInput.
 type RoomBriefUpdateInput struct {
-	// AppendMd Text to append: at most 8192 UTF-8 bytes, and the whole brief at most 65536 (brief_md); LIMIT_EXCEEDED beyond either.
-	AppendMd         string        `json:"append_md"`
+	// AppendMd Text to append: at most 8192 UTF-8 bytes, and the whole brief at most 65536 (brief_md).
+	AppendMd string `json:"append_md"`
+
+	// ExpectedRevision The revision you last read ("0" when none).
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
 	// IdempotencyKey Unique per action; reuse it to retry.
@@ -1247,7 +1259,7 @@ type RoomCreateInput struct {
 	// InviteeAgentIds Agents to invite (at most targets_max, distinct, not the caller).
 	InviteeAgentIds *[]openapi_types.UUID `json:"invitee_agent_ids,omitempty"`
 
-	// Name Room name: at most 200 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+	// Name Room name: at most 200 UTF-8 bytes.
 	Name string `json:"name"`
 }
 
@@ -1295,6 +1307,7 @@ type RoomDetails struct {
 
 // RoomFollowInput defines model for RoomFollowInput.
 type RoomFollowInput struct {
+	// ExpectedRevision The revision you last read ("0" when none).
 	ExpectedRevision DecimalString `json:"expected_revision"`
 	Follow           Follow        `json:"follow"`
 
@@ -13707,254 +13720,254 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3rciM3kij8Kgh++4WlOUXq4m65LcXECbUuY45bLa2k9uyecR8arEqKsKqAMgBKpDsUsU+zD7ZPcgIJ",
-	"1L2KLFLX7tEfW82qwiWRmch7fun4IooFB65VZ/dLJ6aSRqBB4r/2r4DrfnBG9dj8k/HObic2//A6nEbQ",
-	"2e1Q88aABR2vI+GPCZMQdHa1nIDXUf4YImq+GwkZUd3Z7Uwm+KaexeZbpSXjV527O89OdA4j83YAypcs",
-	"1kyY6fY5SebwiJCEun8TswCix1QTpsiEsz8mQBgnegxkKKa9jte8XAmjueuN6PQD8Cuz6Z03XidiPPnn",
-	"Vu3itab+OCqAqriJyzEQmr71nSL9Q7I2kiIilESgFL2C71TujfWm5adv3B/k78X0Z5g1HOtQTAfXMJs7",
-	"xb8ZMO52/r+NDIM27FO14QY38xxMpBKyChMOUz3w8aE5VwlqEkH6w4joMVNEaQk0SqHxxwTkLFulfbnT",
-	"cHTbm2/eLT68Q1CacWoWdcxCDfLfcY7Kck95OCNS3Kp0bVKIyKz88ITElEmzSJjGoQgggVXdmoNsvk5b",
-	"aObW2LnzOkrPQjsUxKfD38HXneJGGrZgsNAX/Aakwtd2yZdrxoNd3ImH/x2w4M7syT0IzM/gs5gZlEvo",
-	"8G6lra6GSK22fsxC6PMApvXUt9kdUgUBYeYVwrgWyCUywhuxEFQDyZlnA/xyEctg0STq7P6IKGf/3kwR",
-	"jnENVyAR434SSn/EwcsLNU+Qr3mtGdpYKD3Av1eFMC7FrOtnmPWDeqy5hhkyrYZFXMPs/vzoA4uYrk5/",
-	"Rq+AKPYnkLWYXsEgNK8NAhjRSag94oc0iiEgWpCtXi/3RkSn6018A9/o1C6Pcb3zplN7bicWX+Zehw6n",
-	"7g+Nc/hjAkpX5qyeTf/QcqQUoe2l6FMpmQHMGIi0gzWcnns6eLi1CxHNhZLjNPec5gKUYoL/BDSAmvvl",
-	"UlKuYiE1UfZFg8V75JbpsZhowjSCZv+sn2I3kp7Cn90nKcTGdpJ0ByivDMW06xbRdAdtbS+8gu4MFFQs",
-	"uAKUud7TwB2++ZcvuAaOf9I4DpmPrHDjd2X2+KUliR9JKaSdqgij/sdf9j/0Dwf753/7dHL08dKw/oNP",
-	"5xen5wP3qGf464Hgo5D5T7Cgj6eXg7Pz/snRoUfOzk+P+x+OBqefLg/3L80v56enJ4P984Of+r/gP49+",
-	"6V/0Tz8ODk4/Hn/oH+Dy+4dHJ2enl0cfD/4z/R03gfzlaOoDBBA8/k4+9E/6l4Oj/zg4Ojo8smD8KPSx",
-	"mPDgacB4fPrp4+Hg9HxwfHr+vn94ePQRF3FONSAongII5/uXRwOExNEhWZOg5YwOQ0DGbEkKUf7cPOju",
-	"j3QdHV+AL3igDIe/pUyTIYyENDxNyxnjV27YATVfD5R72XHEoQhm6x65HQN3ZC1vQJJrLm7xvs+2V+H3",
-	"yGG0kPQKjikLJxIeH1wXl6fn+387Ghzv9z98Oj/aJVzosdnjLVXkVjKtgeMhfuJ0osdCsj+f4hT3P13+",
-	"hGsyRHc7phoMEA08fTpRUDrMf/zjH939iR4D12YdUH9r4aRgDpXm3kXuvEveA5VgVAIaRn/91SptQzH9",
-	"tVN7ZhkntZC5oSw0WPb4gLk0rOZ8/7z/4T8Hnz7u/7Lf/7D//sPRV4jpn7iaxOayhOAEAkYv8aVHh18m",
-	"m3ynyIGdq2vmNjo9F5oIDlbZEjFInJsE4IdUgiJr5dvL6CpUCU4m2W4GkdnOwGx6He0HTCsElpkBuC8C",
-	"CMgaTSc/Mj8ZYAs9RiSnnLDA4Kee7daN7yA0APfhHlHAg/RMyIQbiEhQCoIyNuz7PsTZnFWM+AfT4zaT",
-	"7qZr9HBmYZRVnD55I48UEmigyNr58QH5YefHN+uLqOoueewWfX060b6wCgwNAmYWS8Mzac5IMyPFjGio",
-	"wOvEuZ++dKh/DcGA6kXocskiUJpGseF09qPhbOAkMiM2LpYOjdQ2FNOBgj8WK5g+i2h4kX6pNNUTteiz",
-	"ff/6wr5oBbhEjP1nbuZ0LC/be/2OPqc7EKlSm82w+6UD3OiT/7Qfm0FCc4izgf335xoA7AcR4yimLntM",
-	"iUWvDZh9KoOBhBuGQvCyoPYlUL08ThRo5Et1UcAN6w1yz4ZChEDRgpApzHWfhlTpgQLgy64pZEo3Tdk4",
-	"WywFmhduQK4EPynCuoFLCJkz0TpDQd5okAAr3YIbtgjm6lrLZ184zVp8ThHyAF/s83iyLG6WTn4esA6o",
-	"DA5zr5ePfrFJJH+ozt6QLqv5kNuMm8BSw3Qhlp3Zdy/Nq7kjX7T1c/NeGRPy547/a3NO56Bw58szkYU8",
-	"NGNRhtPHDE3OVbFoLG45EdyHPXuxmSt8TNWYoIFYSAh6dbzJWaVa2RIq9NLxMqtWsrL50PrA1LJQYhqi",
-	"4h/tweVWQqWks+odhOPNX++nOGhNhRHj+V+3yhuZy3GbWeNd0wLfi+mSoDR3bss7K/Ft1HHkFW+kuftv",
-	"ZP8KtGb8Sq16gZYO3YHAyzlvKjy+OmU7vv1eTFfn2jmAt/EZZRArOHM2F9FtMs28TTwNkRr0vSeJvhfT",
-	"JyPQ9uCuX+uBGWgSZ9LqarhRoY8AQrAqHBqmVStDvdcZWXNN29dR5ANUURslQjlZWiCUE952BUZLWHyp",
-	"Z0CGRtRPxnLT14AwB55G3PtJLE0kK/JNFEjaanRxkQorLxTJrZHv1slEeeHYzNOOKRo4rc4V3X7mwcpM",
-	"0D9Ty4mXpf3ldjV3I0/DGRG17skazRjL8MbVwV5e1zwYuliKR1O0VyOw1jKw2emNWMFAI8XEGTNrpLs8",
-	"9DJxOhcyZD9uR24/w2x1asuWuUiVu1s4/2oa0bOpNyudkVtt+u28U3ka1uFkw/twDqdLX4BeBYWW1tZL",
-	"i8PvG9d2LkS0tEFVsxsYRBANnUG5hbCx6k3NDCrOBkZrGLKQ6YXi/E/2i1+yD+bpQuKWgxwsxRKTKII2",
-	"77Yz6pozaLDqZiEL7kItLThn660BlVc+q3Ycz6znaYgLse+e1IXQA31qALMKfWWxmRUemYCZCEmGYtp1",
-	"0VEYAipGGBOK8CUWvoZfLhnDWTWYmoU07vXC6dEPqO2o3JDzziuZ+hcaTkA9kh3BKRM11oJ0mQths7qM",
-	"BtMYfEMcK3sWlgXmGdX+uAKJxXu9FNfAn0ZXCukQwlrMWVFy02btK1lI0y+TVbVjZwis1UW4FAAlH+mY",
-	"2lAuXJURmkaizAGWMmfklrmSpPfg56sTJHsYwfFBzt2uqf35G5aaBL0+lo7UTuEvu8Mal3smWbQSol5z",
-	"ccsH/hj861gwvEpW5ctzVvZ4fhkcPnU0ZPtYaKJK30yEKK/ji4nLLFk444F9FT0GEVv80Qf7VuZPaymc",
-	"J7Kjqkk20SQSSpNiHDFGxitCeUAYv2Ea41CUR4azJGYe40TbCFv25GqFLbeogZYT7tPU71gMaZ1AFuLj",
-	"0zAEaSieRBgnVLdKG8FiXTB7drnmH7hD81CKydWY0DB0gURRjmXkTMQuVmHxdYqv9flINLrVVBoxmxxb",
-	"AceSs6mCI0WmFEFqSTdNkVlIGpVEo0kcChpAUMzViUDTgGpK1jgGvmEE0UyDWt8lgbjl5hvCNMau5b4c",
-	"pM+E+eqny8uzXqdCj4WEnsqBHyZD4Nh/O7okGzRmGzdbG0MxBbXxxclqdxvZQGrjS2HUuz2MAmP8yizy",
-	"SlKuVRJYaBa0kK1mEVT1oXz4nJjnhKoUhr15HLo6iEEEK88vGkON6fbbneooH8QtSJ8qIGOYkouf9rvb",
-	"b3fS8DhzXh4xKDvREBjSzQVE3Y7N7OYHO7NLO2paAPsTBjhgzZ3M/sSkDXxcgO6cxIIClZQyvJy2mTuD",
-	"wgJScNSRwnsj1K4Wq5X6QxbG9R2Cpiy0eJLmD7S5rZPXHy9GC/d/ATzIriNN5RXoZewMZRGoNEC6lsYD",
-	"yC0gF8ilLDMMJjao0qbv/I5aT204V5atF1OtQRpk+7//pN0/N7s/fnb/737+suXtbN/9Wx24D6gMluWI",
-	"JJ4MQ+aTgEnwtZAz4lMZ9Eg+SsoIm5QTMTS0hHeOh5GbsRRiZMgvZDfAQaka5vd0kWaLQsYeKSqsccRV",
-	"I7dqQ7OyxdchYTkQqpph5Q45+3GXUCcIbW9ubpJPl8fdd5alkbViXgMZwkxwG9ha3IvXmXYjOu06RmkG",
-	"cos5o1fwqBYtRPU6h2CWcbpQTqNX4BJX21vB0rirJhCb0yvA9qFAayYviOnLqKut5fu/K8GzpMvVbTP0",
-	"Znnt2H60bBxw2YibC3rJdl17lJkqQ29WUgJXBev9bV8sgCgWGrg/axN2089eT1K28zCrrqckrpenWwzO",
-	"lTTXp0S3ZrRJB1uwy1VCYXIGA39M+dV8DbDRyIDJQlfm0kVdMGCjEUhVr9Y9jMG4FjPSPdRCKqQsOpVB",
-	"ySPbEWEASmPEmhWT0h843Jo/6kSjQmRMTsRiQegiYbjlmiPKwgbxqrjBkpRlRKwvW97Wj/WSVT5FfTkB",
-	"62hKfR3OFmTb5/Lxi4n6VYnKvLVERv3P5nU8zPKkD+yAK7uZzbx1eFFeW+40g8iZBOrPL5FQrdPhAsLR",
-	"8zge7sl8PYN4/nhJPDpmENq8MUt0e0bGCIEqTKCqosn9wuiXDkEvHXOLC8YCod3dcpSoqo+q3pYXjQM0",
-	"LucAK2NkyJvLoOx4uSTnjtcpZzm759Xs3Y7XKeQ/d7xK+nbHK6Udm2/KSdLmu5oc6Y7XKWZ+m29z6bsd",
-	"ryndseOVE1drSTQPziUvRgfNhYeFYDe64kRKWN3u7nVGhqDqDVViNAKOGXXMMBiCr3oEelc9kqZ+qX9+",
-	"/7nWdhTWF7kwA+MjW7vB3ODgMtVbGZFSa0pd3Rog40lEeVcCDegwNDNx2CPWmAn+WLiaB4n9gdzQcAK9",
-	"+hgxqupUSMXpNQzQ+CZhxDhEwLVR/s3R9SxB540WicVi8Pkv/1Y/TyXRtS511b2YJPvWiEroFxsJSQqZ",
-	"6EYuakDmPZtuaw2uaCKkEZASH2qykd/PDe911OTqChS60fwGU0WJDyFpZKefB0gtc5rGQupjh04Zf8J8",
-	"Xq8TUXkdiFteS7/HLIR93welzsGMslLw5X1vRy7qEsovxkJqYp5l2vXbB9Ku36J23c7gmIGoIYoojRFq",
-	"c7FVRivkgZrf2dBZgzhD/wgXejDCChNe5YYqHqQrtbYUE44c66rG6TMVh3TWbD8rehDmWPQrjybc5Rsu",
-	"dodJGIEE7gN6xLgg7ssBuqg9YmcxwrTdSj0RT2S9D74w2GK6NMOUAFPcTNOBn0NLwbVsqkUHSsj49V5a",
-	"NWIE2h+DInavTcdZ0nRod/T5yw/ezpt6Zad81nPjqpY4+bpVNK3BnVERAmOtY7W7sUE+nX9Ii/z4EjAv",
-	"nobKI1gEypx/LNkN1UDGwtZEWrCH+x/9osOucSR9YPwaJXqsTUbWcHt7mS/SXGxe5aT1GKL11s7oAr7d",
-	"YcBM3363tVm1ntq3DedfknPkKqjV3uFL+o2SK6BGaMDqCEtGka7K2b3OBFXN+5mWCjW3SqXmyrvJhZjm",
-	"pm7GLfP9o9vac1jxDBb3YxGG4rZwMYYhykMcox8sHEOGntJooqH2QqxGKheMUmpMJV6vJZkXf951IacK",
-	"q2pgIIU0Og6HgLhA4D3yuzD/3nXSqBSRlSw1ldo5qJkkTmlJxhuzuJczhKWLsGPV78PlrVSYCdqZiBIT",
-	"6QPpnxEaBFiQRJG1/tnNGyybdXazs+4RoP4Y3fCBCyzjghz0D8+JpPwKFJa7/HhhC6X1yD43373pRjSO",
-	"IcAxkrEJUxgogeMnv63ZqDSixLpHlDDDGO41FBpj1ihJ3aEFHtYcyrtdd+WkXOz7bXw54WlV9CzJlxW4",
-	"fbJhxjFIYgVyox1MFGDxOGE1hVKkYU3Bt/zV9uuv0+3N7q+/Tn84+vy/ai+3dE3PIWCXCa+FlNo3Ou++",
-	"f/0s6kCmcFcPb6vXo/71YEi1P3ZRXLeGSvVEclsw0laYzVX6a8PwKkrb/JD5bIHeUuBc0UdiPloi9D8r",
-	"5bNoI8nQjWtGk/6zIEEIVEHeTFCSpMxjEiI9luuF2k8jOk0+3yOO7xP7yP0redzSGNNg5Tk3CKiFHXp+",
-	"6dKWE4nEhTI/czh1tqxM4DjGSji5nDiBkxmGfY9kFBzD1nIuXuQTbu7o3KWa/mClhuZiStmyvsmSVxbX",
-	"YRozCWrpuHXzcTCAUMHtGCTU1xjI2Sfnjezq3Wa2xhqCfs90RNX1Ltkihyce2SYjlAKVEb488oY44c8j",
-	"74gR/maGwMQtT8rjemRrhyQVV/OlcZcN1csX+koWmzfFVQDTiKyPLqXPIat0nRhc2zKJcEW5HivdZlXe",
-	"l/vUEusSy6xlGKVxSruvO6FceEbjEdnixeV44hn5+8XpR2KHypmb3NheZ9q9El334+9K8N45vc1RwIc0",
-	"DH4JxFAQUa6ZP+e72lIbZZ9ByDjm1kVAuRHSjRBsXRSUB/gvCdpSmtEKUsmdyEkI1c0+iH38xqa8LZkg",
-	"15DUlfc3uoG9HPTqUOHkUdNX5pdCuU/84hKp4ivVsWuIZvQKWfc1NeWt0mdf6kYisD+OhCQnB2d19tmF",
-	"8ZFZ7mK+1llWnz6pN+C2WX/IRv+uRJPYBFOsB37DmqJ0T1Ld3cpKzaOEMNINQ6QX5RL2X2ztQLngzKdh",
-	"ctP1iBtMESqBsCiaaDoMYV4awkKVIXsTUTaYDaLgIUtpBcVomiV6Q6CldEnD1ajuQnQCRGp5Kw66kISq",
-	"wz1ZXHxMZ6GgwaKLasl7CKWogRaD+Tvhk9DVXS7MUjDQ2nEkBNRvZDNJP4IHAr8C3kJJyhIUzRBjFBGk",
-	"EPVpOYba7DvYPEQqnZDcHjFQqORo+ZRzoYkCNB2tucLOTDur4SgUQmJ14ngiryBY90jIrsHwRgcpUnMG",
-	"dck7C85gnvU5j3deuU2NhWFG8HVEUndy9chTgXBCvAvzSB1WPrrAnMP+B7Jp30P2ba35ulUv79x9MhbV",
-	"FgHn7O4CeICJNauVIkwvrJK0rkg2P69P/ArkbCAnvF092PQ2auuBUw8UPtjqBmi7+fZXRDmCtN4ia9On",
-	"lLXHJt+oPcPegGorp/giDGmsoJhVuyTfr5gvq+vLc7M2hrAy/q1kDsvhUN3Nt5z9tpDgdx8Lbnlrn+L5",
-	"SNQQg4C2dnJ4YqOnBIe6jFqyFk1CzWIq9YY51G5ANfUwPxZVy4MPfXSUre8S844iv2Gg3W9krdyBwCO1",
-	"LGGPuHMlEZ2RIRCIYj1bx8F/M2T5W49cZrmeWCyBXqUeL7gBOSPKrNRiKzEYi5e1uOXEF/HM/GGTSJNf",
-	"E4m7U+f8XtQPcBdBhQEcZscukRh/wIzYta1eb/vt2ySJlQsSUz22G6L59Nu1QgsFl/pqhtwjedgJX4Pu",
-	"2hxXK6rQocKugyRJgM+loUZ0apNN9/Ipsy6T1sIlSba1ebR24HJ28ZBxij24auyWjo+3uJBLzL9qkjO/",
-	"Wua7CNEf9Po4cZFziHrmiHgXsY6s2f/ZhgygWACE1iaaWwrYOPjQX/fSIDY7X3IA+Xi2PVfhg4DLIaAK",
-	"cbb+4lpZp5pz5RUB8AsNWUC1jbisD616phuxVpsrxQ9qOfH1xIAziRwgawEzkPB1dhq5y8vmuCoIR+v3",
-	"uaVWvK9zZkVkFowTN04OWdBMl/s1gFiP0aGfRUV1Uc24hhl69q0VbKXbv1ZBLHm/Els8ul3dm5b1zcTE",
-	"qEhGP/KSlocYd1vTYrNFHcsa9bF0U5lHilB1bd1v1hsQLDjzPbM0W2QDwySiiWGUoRLmjnF443q8PJDU",
-	"UlTCVpZWWgoq5dtc2e5XRk4DFmvsRkUo8UPKInO5BBCyGxdSZygxBO0c6RXjkiPBZVwMq5qP5slXT2iJ",
-	"SbBwmS23C0XLFzRoCi8ug7y8ngUIs6L4h42PHkj0S641fSusGOjNkwNThlG+3821aB4ixzRTeobL4U2V",
-	"FQExH5pT9zUJwBcByLYiZNJxE4vu6HwHZ9Rk3BXNuO1jJSlXNo7oVU58AjlxRRExqVKWD9va7/6fpNRG",
-	"+mdv0P38ZdPb+b4+SDlnwKnm5MT0jwkQawnaIzFVBj5kSP1rMuEucbZWksuV5nomT9RqRda8ud0Z8uW/",
-	"lqwJaL23WbBES1Yb2xyugWOLbYvnuoCRFbzPaahJZWavZhONQFqhSvBQMhjdIxUuDbGdK7bbt+Y7CZcr",
-	"19siViRz1D1KiV+7ivqzSAvOLXES9233lRSgXlChyLxV7dc1ZxuXbtxSzRKXJeEGImtShPamU5omGZAK",
-	"NSejMK1nqVc7b99+v/MgyVc4UtYNe0Wr9mry22op8agJLSln1jTgXuKzpctmr5yd2I7A7KoeNk2itkV5",
-	"0WFVA43aU8xlUeQCQBYkVLhN2SoDDnZpmQnui8jirpjoK2H+rHPsuzEe3XWV0MozpGO4qc+tOv2gBjbb",
-	"KjZ2bU09I9c/rL/m/qUfnsm+1ZYsbcBjw91XV4QhpZPlDA9FJHgMJ0kczlqqAS7AQ2bXRyvKqec+83Zb",
-	"zdB1ch6GFfsQ2wKmHCBQtnsvXtIB+CGm8yS+nwG2dW3gH4UTLCUDP8QEQkTvjbC4koDZRLS3YyM24Dtz",
-	"JITWksDK1LmM+PkgV1YqTabwya2+FpUS+K9eOJ/GBu3qzwKmmLRkX8mO4t3Wj9v5k/BQxNPFkysd3Fqy",
-	"pfU9UivZEWB67PowzEmuLZ2xWcoLrICWAdWr5ZOtmKIQ0X3a3toslEwXo2F4Ours/rOdVvbZy2VB0DB8",
-	"aM/OAzWHeYB0sBumAVqY/rWwRbKBrNV6dzJHABc6F8l1T29Pff1jgxyYUrlSbcglCGx7c7OpPdxSOPyU",
-	"bRGquN/ODjFXhngohLWhwPPw7SwtFoSoqR4Gf7669knJaTS3T6rtmlQ6/JxMWgV9E8raklNq2ZJqkzAk",
-	"gf0UI9LLPYZczw0HRQ/p13PHnG0s+cWgfWI70WAHJHERN6pOgXua7p6Y4iAWtnLdo9oX7furA+WhSX85",
-	"2JbxoxX12ZT/B6s9/ci8QgpVm/Oxb6kn7U+BwRaYLrFH7DdZrwei6EylUdQS0JsWCQmt07TPccQjruWs",
-	"WBQg3woo13mjOH/9rfHSrdJmFEsoz1P7cllSflgxPb0j7iOj28WtJN8su/sn0GQbUSmF1UKFtI+k+kzF",
-	"HVaQ5osxxg8ZjFNdTnu0slBcLX9+sYz5EW7LssQ95cwHQLH2AtoHpvQKufVP7Ne8r9zxlALDN+eDndtl",
-	"xQxXTrxc1m623KGsJuk+EvDL2abNIE1gaZfvdZqcXUJEj++lyhP+c7iqMhysS8+l0h+zm4Ys37xs+fTt",
-	"DFehzIXROc1CZcv2RXVwyneDW8lWNL/kJ1NolCMiBizohEFnaTGnxh52K91ruW9TvboBXPmGsot2bXuS",
-	"p79u1dSPyQpY1YYdRYyzyJzJVl28Ul143vxhNuuGKaYhrLAOf0w5h3CQW49P4xVWkgyU+H4XjlK7HOA3",
-	"EIoY7rWnvOyXlsLIl6FqHm+ndm+1FadWWFilqNUKY+SqUaXegfsMshr6VpIa5o+xvWgMTIFYYR2S6mQj",
-	"w4lUegXEzQ0Rp0XNVxnHeYEHw0lwBboV9m5uv6kbKqcnrQATG9498AW3hSv92eKBNucMpCGK78Gk7ubw",
-	"4l/SsjFLVtSA0Qis1SoG2R2KKUmKx+zZFBDHrWffqbRuHLMB55hLQygxH42pIhOuWYhG5CBiHFuCShY0",
-	"FGeusP2UBrc2NxcXqvI6066gMev6IoAr4F2Yakm7mtp+6EkAfGe3c6Xhr1sIvKabIjfzm3dvf9jZbFWX",
-	"rnphZOPsfP/uzePsofmWSWff3my3gYZ7Jn8Oj3USuRZK9RD8fvuHnXfVFjDTLKMhliKY+JqsMZ0i5vqe",
-	"y99xKNyywmD9VZmuBeMBHgcOC+/XdBHvdt481mE03skZBB505lADNhT5K1atPKHTCzulV15S6XrPkGPn",
-	"sUBRLxKkf759HDgY5Q7roJ3QqVe7mDKL3H48ANRIIxkSbv24/fjzphJMNu/jTFon8qRztuOhjSLPsuM0",
-	"iTzZke9sb715pEulJCXl0Oxx5muWq5Y58nlyVQ5s7958//bN253la1+WLvg64qhD3Nr7pAhjryT91DKe",
-	"CgNowpImDl7HRutv/UaxokFmagJ848kuuumaCKmGRhuEhzo7xSUWYLL9gJbuBIPJg1XjzO8KWwfbZEu0",
-	"5NkCkrYG3R5J2gvtEon1pCAgGqb1JQtGaY+iuV2/8v2M7qzH42kKmcZUakbD5jouD1HpyW3AS0Fe2GG2",
-	"iOYDPlu+lOA+1gMATQyJmQOkrtYZWeOYKj+JktTFXdfDgF5RxokWWOAspBqLg2LbhfWqcvPchbham4gz",
-	"k38elwzD7mqGVtOqzVCBP5FMzy7MxInOGTF+Ka6hpm/a/t+OPl6+P/2Pwf7hSf/j4PL056OPxAUboZ6o",
-	"zXcGhrgTRDOgEq8WN/lYa1s1+gq4ru1isM8JPiT7Z31ztjZ12QW156oY+CIC251C8DQrGL/8TmGvHNI/",
-	"Uy3WgsK7s/kWV3IghAxcQQMSURYa7XgkJNnv24lUj6BL19YEVdg7nkwMryAbNGYbN1sbQzEFtfHFpZPe",
-	"bdhwZXqNdVUK+9xzMKwbyzxIRiyOkAM7OcLyBthJK6sY7VMpmWuZh10HMSNlj+y86Q6ZdkU0MGAlsB4g",
-	"YvHDxrgzHULiuDa73z/rd9IWQ1gja7O3iVE6MXAas85u5/veZu9720NvjBhVXD4CxPx8Bcj1DK0hhPuB",
-	"mci8+l5MPzClc7ckfrC9uVni5+XMeiwojDS0sH5ifh5EgRIShiHBlfbM5t7YmesGTFe48Z4GuVymN5tb",
-	"iz/5xOlEj4VkfwI2tn3bZp4LW+fimLJwIsF+9n2ruW4os9UW86SPUdl5ov/n57vPXkdNoojKGbZ2wso+",
-	"Uyf6GFnwn/aDzmdzswg15xxtAG6W7/ZeBLMWhwhTGsU2YTVN7u5ooFGXhvGYJo6g3c4l0Ijs42933pJn",
-	"nw9wvyvyWS0ncPcE6FeHeobbcbg1IH9S5Huz+ePijw4EH4XMXjhvtt62mUVNYmwNFZxAwOilYb3m4+3t",
-	"xR+jJn3kOou+WAKxeGSNpzUkcufVccDsSnDFG6z7rZ6KbIaNlaBoBBqkakymyF7ZeC+mGJv0+R7kB9wA",
-	"JHDC19I0ls8NemE0Zq4zbNlq8yWwisUTE9ybxR99FPoYW2S+ElxKcOdgo9ctbmI5f6bwz1VpcMOKc/PF",
-	"EhSCnGByD0J8THTPltiA9E5sfdFo/nKloFTDUFbRrEe2TCaqwt/J+ljFcyxuORbxtDXkmMqEdpt6gdWY",
-	"MG2DKkLJmKqxEcqbUDOVtZ7+lsj1c+gMJywMultZ1wJXE9A9jkPKOWphSckPWyek859iQsxDm8wp5HWv",
-	"k7RqSD9a7v7JQeX5bqDcIlys3zzSTEtzJcrvy76QXkXG+4mMvHTqtji/O/vV77GNLzZkTsKoKF4WsS59",
-	"CRubuLUMWIAmHcwQs/39mSIT21rSFbtE1aSZEd1TXPUWvomzYLGE5xJtc/t8ZtaygJ28CrhfIXs4Qsz0",
-	"ErHWI+YmNVQ54fhXQqsPwyE2rmG2QPT9GWb3EnyXJunHJJtkMw2EY6DxKiCvJiAniPldKsAossbhxvEg",
-	"Bb4ErdaXEJovzMc0tEO56qZoGh8JSaTQiAXWRVCRq3uuV9dfDTcmEb0GRU4OzggNbkBqpmyNCFyZfZFo",
-	"IVz+NMrjKIB5DQRxT3H7qW65pKfZCpdcusnnu+LSJcyXnTncfgXS8uvtVhR+hR6DTFXipGrBA15scVb3",
-	"0iWEFlGnz30JEerzpfqTWV8NTKQouBfNX9x22Tg7Pz3ufzganH66PNy/PDokgpNoYplSEkTLNHbNUkmo",
-	"o5lmnvTsqlxegH7xvCWnuUu4YXBL4kkYJr5a1SPvXUGm3pKaewaDZ2E9Sb3UOdwmKTPq8OWV83wdhuM4",
-	"pD7kxZS4WDZ2Fcbjh0D5JM5J0OV2HVSDRzAKRnlkZHdrO16EVGnnsXcsJmtT68Ylv4tham5sYBwH9tWL",
-	"pNzMCzVPF5dZQ13uBWLTZ1+l8BUwvIw9Y6AhhjIujddjoRa5RH4S6oV7RNIVNvBy3OQroq3uD0EAtnOH",
-	"NCDQM/otWIxL3dr+obfZ2+xtdT6nforEjbGc4JLt5/l0JrOGeaKLObFXv8I3KuBcMaVBEmojILHlCtPK",
-	"9qchSkykD6R/pla+Dza+pL6+hZErBhEf3RdgJrGNkB+UEXidrU388y2ysCXJ77k9A/NYACLGq1/gq9Zf",
-	"8BC/U/ck6GuYqY0v1zAbsOBuQ8KNuLa2klpL7DncCIuRhCnCImzQpG2sQgwyomabewSHYfyK6FvmA7kG",
-	"iK3pw/o27SzBgOpmy+q5Xcnj8YyfYdYPnsbT0ESFDg4v32r5QgnBQM/o8ffwlWNvxEat/Rw7J9r2cLfc",
-	"XKmuHOpE7RHr0kjaqQ1FwGwJsxp8TioHvVwVKV1hDaoiFF4RdDX1yDbfnKMatUPRjS+uJtbdhqvz1Myk",
-	"910hKDc3lYDG5y46utbOT09PBvvnBz/1fzk6RIO7Ah4oz1XNt30EVFIE2FqofheM27yoBuR2Uz4iu8aS",
-	"hMEZ1eMnooZGpi1E9I1pTi+SehxKEYoQfwjCQRbe6AdKNGPL6DHFbAiVEtpzaOAC9Omti2p8KiJYUdNJ",
-	"3WMrh1XmN/x8Ks6/GJ2+qkCJ5EeVYlfc8YbvlCXaVXhEUhxpvok7qcr0N3jBIlyyyCaCSLb6KsmtgnCB",
-	"FeCMvp3AudbMXR9lewLyyuXfXrEb4DaUydaVT8MPkoHTgr098g+jelSKg3uEGi0kRA0SfzHa+PnRL/2L",
-	"/unHwcHpx+MP/YPLhrsqwZNnTCjLU11DuaKtbez7sgL+P7fdrS0d5uxvkUGP18vqm7yskPRRsnRp9oxr",
-	"0YaZVO4uzPBXzXpfXylM43cxVbmyAGQtC4j06pOK1ntkP/tAkYhya9aYGmUQzf6ey3vykHt5SbiE8nIo",
-	"zZ3WiQ3VZ8SnHCu4+djVPkk8q2VLCL77p4qHdAhhZ7cjYkVCGmsRLynZ5tbxfDwkt4jFQY+u4MZTco9X",
-	"2kbaRoorleBoT8kbX/D/9zG875HacixMKwgxo8cXfMSuJpbYkDwdSQ4z8/MYJMwjyiZTfBUbcT/fKdI/",
-	"xF4O5ueYYuCJc6gnG+6UKSpPoovKXH9+EupbZLR/Bqr7xsz2LYimIco3LWKmNr7kKpqx4G5OAJ4EGlkR",
-	"3PYnFCMsGmRLnEFAsoHI2k+Xl2cbBx/6eEnuYcKANfcnlXRwiPUeORiDf61y3Ra/U8SWStMkOT1Le1rY",
-	"6OF0lu/SdtBEcBdqnFQ4Wjs8IVgpy2cx5XovMUKZu9VZotAtwTh69rExWAgEuySs7xrgTvg1N1d+/9BL",
-	"JQIUOTynNefWbBiF4QlCEi5IKPgVVJvHETHybFJgPJFX2AnLLp6GISo1NruDRkA+nl4Ojk8/fTwcnJ4P",
-	"jk/P3/cPD48+9sihuOUG2Nj0xU5JOdk/+NnKDeALGZifzZ/A4jrvYAq9ZKxHtLa5XgA/AQ3QPrY4oDpd",
-	"XXtL9V82/lLkTin3GzJuKKbK/+pT/fJ4hdi5Rw7sNF1z8+K1oQ3KBYwSM6SRyBLkN5Ae4z5xmUmpp262",
-	"o+7FmG6/3akS1gdxC9KnCsgYpuTip/3u9tudJJDVdQJV+G2SOZogzuHl6Xpam4vWtI248zrJFg6ZioVi",
-	"SSP7Ug5ruso9YiRSc9n89X/+67/JmpkuJXDz8x75YyI0BLYhA9MpHpI4pAk3MrKwTX0VE61YACSWjGus",
-	"LrF/cdDvY4oRZgHcMh92s0l/7fzPf/33rx3rMsRy22rij4k/ppL6GJOjyMCzyQPJR3/5K3ZN/e47s2L8",
-	"0KzaBuvgItbOjw/IzvbOTmtoJc1VK0yQ/Yn5u8mxsD9h4DhZp/YGnlNa8z+6efTqnuIcdf2uwls6M0BW",
-	"nI1G83dw921pwNstPjin2hYLfm4xN63FV76wE06Lt0r1ssxd3UnZzPm3d1bvs9nvDnoiubtW09eJGlNp",
-	"K4abO8el5SjLa5hTL/fw4hoideY+tdk3VGUWs187mwmhUk4givWM2EKK1WvnIB3ob4+akVO6cR5T0M22",
-	"1HSjZNB74SXIvg0yQxtzhsdGjsyOKKMxh/XW2FznxzwQUUwldCkPugr0LlH0Blxj0oolmcAfExo6QnNi",
-	"a/pszZGI+ZIbURmmTGm17hEUJ2+ZgqrR2VKUGytnyf4onJWT7Lt+4XV1fw0tG6Cau+/vF6cf55HiBX3U",
-	"gIM6WlzRJlXkeEpDbBu/UHVtdGLJXLXYmnamnc2alo27HXOmy8SlF6H2LHat4hLmW7XM9oIUEV8rIJZs",
-	"Yd8Mx7ORrKVbno1QUcm7tibcRigHtYxwnqwh+A1IRRO9oVba2Fe+60SaFFFX8AdRaDCwkVuoL685hbug",
-	"62fI45RvImTxDdTkmXRRhBwSMUVxGqux0ERBRLlmvgs0zJWI3igU5d5L1GJlTfdY/AAFJQgIloTukY9o",
-	"pNg/+LnGyn6Qg4W5bF6S5nwISrsiy/8+AdlqEkTuNi8mVbQfU5xyNb+xdnkNU3OP1bfm4/uGRC9H5UIa",
-	"ii3wjWUVnIBJ8LWwnTZrOc4BVdBlXAFXDE1sajK0SjCJqPYNn3D2B0mkCIGs/f8eGaCV7NdfMaAzZBok",
-	"DdexKxexRfaSYphBrj4hCpRDMd0jQtr2BcMZWbOlM5NSX+t7Sfl8y2iqrOMw2dEFUIl9WJ+Oc5T6Rgve",
-	"tbqahqkmWpARwyiKArxS78MfyExS90Pyz2bfQ8R4YjzZqimW/3UxpQMqg0aOZPDMIFw8GYbMJz6VwSt7",
-	"epHsyRKdI/KEtoezAsbnmFTGftpxqQ0F4WhOhcCSQml4k0GWTIdEFoRsyjCo3MfOeyLz1hynZJoReuTA",
-	"+iKtcJdysWRfc2ulpCzJhvtcmD18FcpgnZK3VavkGRhhDdX0YFwlVFtnxdlh27GCGnA9jxZIZdBocKIy",
-	"+NqSEl+1xafighZxibjl+SvrPnzvSyIANXuNTznUC1ffqfwqeuQTT15z9RoDZyXDFqyGL2YOWdXOXdrM",
-	"8p7UCN2yjtRT5ObMYx7503iVYl6qkiU43I96GR+KabMlRyeVb6S4dfYUn3LBmU/DtKublzY+HrHQ3DYT",
-	"LoEGe2kEAk0sLWhjSSIznKVFitsk97PeztI3S3zkSqlVGq1Td+z2Om1lBFz4sf3mbjmjjf3q6zTd4Lab",
-	"1CR8iNj0ylVeIlfBHFtkCoQWiD/HWizPWMxWNqh/3RyBeULltSJbvV6h16dlNIZ9JK3XpLi12YNjegNk",
-	"CMAz3oExYBg7YitKGrnABWNiGoT1bdtorT1kloxjx9UkBkvC7+Brq0rdjo3KhStpYEL7/vXXoRNVdR/q",
-	"X6PqgwczUPCHLc3yQ8frbL1bohpLAodnUXaSyZudXWcguwZhxET7Ivr27MOv2s6KfG3fN9pCCMEVOPa2",
-	"KlPzQ8qiZraGTdsVmcSGOWFjXicOeWTCHVNCHlfmXUY0srlbLmeLrPkhjWLL5iqtitcLMZ6JJ6uBcR3g",
-	"mr9S1oUAt71v8uDBlDavgyDu7L71OmiQ7+x2RBg4Kl6CqyCEno+p4fTNbO1DhjevHO2Vo1lJzeCE4y21",
-	"HGU55oZ01Fy5x7XB5SMhfQgcY0sr4VUybZE5CTT22D7CmVMeqD/ukY8AqBhaaewaZmQ40YQLEksWQZDs",
-	"ocrP8FBebOK4XV2TTcXC+Gkp+NtA9qPRCGzyhIVhGg9fKAEUgabzsTyCRgz/x9gmlPgSAqP30BCDUcyf",
-	"PsXCPeoeaHsCLxVlT6DZf+BCbhgCRM9eMXd5zO072CUYa4DK+FWlJUMb3HXBEs2FqrSImE8U41chdIPM",
-	"nIQlqXYt1iIuow1Ojxm/cskTmMOs8ukkHnL2ohEg7amW5FXhj4wjq9eSckV92ztmH3MiuhZzfBoSCTFQ",
-	"nUDBrAdRKzTL0WkKSxIONqacQ5h6Om2JOBJMLJJDj+yHShDq+xBrRaJJqFlMpd4YCRl1A6ppFh7294vT",
-	"j5j7RX5jRr77Lb2bsNeAfWL+/I2sNeSveaSUv0Z57qmtA5bsIKIza6lIg+CHIpgNomC9jingNxfAg69D",
-	"OHdbwYgbTmZZi4qzc/Jm+393kIskSGc+uGbcvO0qTrnKUZ3dzo/D7WDH34Lu1tbWVvcN3R523/nfB91t",
-	"eDPaoe+Gm/4WEnRVG4jUFeoCkUXLQeJzQiL6frTlb9M30H03/DHovjET/Dja3Oxu0e3h9/6b4C3sjDoZ",
-	"AFb5uLVakTvcRK/wOjWYarvm+SJg/ApzhVxzFXcqlzZk5i8bf0F4cBejXnxaObY7jH5Oz82O2VkrJGti",
-	"Me5eKK48SwQ2X22X1KSI7ZJ0uXvEJWaZMX/t7OVztdIRf+14hWS5XYwu2sCUsPVObhsZQmH3aPM9CcVV",
-	"rxGTAsQj8FnMzNElB9jZbXd8jSi1vYTvP3eyn5BZPLXKmFvAgrhve9Wl7pc1m5oXQMhQnkfVev1VpXxV",
-	"KV1gFA8IJYcnNgoKU6MR05YO2Uze2hgmoTZNnei4a+KEnntHHYQaoSKA2EgJXJPDE1RurU1NU3kFWlln",
-	"QcII1F5q2U/GqJr2Hdf3zNWcvG1HI9gn+neMIyI0FPyRJIzdtAMW18nU2PMKVZrbvFRBfBHP5ooM7xG0",
-	"X5nccKEpDyaxEfTekojxibZFfqtcGTEHr/oqu3/k+xoh+zIvbQmGafXiYPRgt3Y2ZPXazq8xDkYNd/ec",
-	"89u+9/mtfIDPfjfjKub7qhwPeHVXvd7E1ZvY3CCHJ+bOU65hq41VXv02/pIkZM2L0bOmn1KQD2GjfIET",
-	"o+Wi4ZlpwsVtU6hPwcGFea+5McZUOUU6szDgV0zPT7xyJPbCovbcqp4ibs9N1ST1uyN7DbB50WF79xat",
-	"88S8Ye7zrr3J1VzKtsdGFCRWQCdSEMFdPRscdI9QPrMRtwm94ido63LSapUyj1kI5zjck8frLUedX1lI",
-	"XQbXprg6+/Q1qO7lBtWhLmj0SaVIQqgZ7WPhz1UJX218wT7LRmee3m3Y0RsL8+8TLnjX8YFUNk/WlKmi",
-	"dqlaZJqshBFI4D7YLO6UVUxiBVKTGCRZS70H5gvPjQpyvZ5Z7OMkFnm/anZhNtM34L9/M4GqKiUhRkXY",
-	"ukEwms+AjSEaekvwkDy4nyXYJWNkzeUgURt9VYReFaFZeq/lmBEtsaLleCi66ZvNkQc0DG1PtR45jYEr",
-	"NIRi0QhnpXS6jD8WCjgZzvBX9HziOtfSSn+O5Tj7jEcgVIB1L90Q7hfzuWu3lUT0WZenS9T0CvW6kP49",
-	"WxHaIyG7AdcB2/a9tuElTneiWcSjeWy9vTUVIG17fAOWr8KUiElfg1yto1za5/dLlKZOt/08RanT6Rc4",
-	"cHKB7ZnPnnAkc0MOFjnJrZDX33rF6m+Eoxm+krGVYoWyYCKxKGY1gq9VdZ6k336bMoANvfoLUcV6THXR",
-	"hjOmioihAnkDNhDkBqTlZrdj5o+xQbpU5Oz89Lj/4Whw+unycP/y6LDKds7sdN9M+T+3n8ZQKpemX4L2",
-	"ayHApysECEmsUekMliUyd3M1W1n63BeR4dJrVF1DkA/8Aon1rMREX4ncG06MSN5IZkiL1zKZIlAAfkgt",
-	"Ham0zIzgqd41UPCHR6oelxr9y+HTi8istNmqluU1F5OZR4BuN4fpQHfVYjenPJxZfpYDY1NtG6dsLTn/",
-	"hf3qqytt45bfbF6yKPlqX3qx9qVklJR95Bhb+lMrzrbxJYmPyxua7PhBs/JktXf8EItNJoYlS2tGCUni",
-	"OG0eebUMjs5GIIVMAjOh67cfztAelTmoJMThLAkcxSiSfCBqE9c7d7t5QTYnt7I6P9K9wy5OOWFYh7l9",
-	"tRxz3lWrU+yoYCmu4oD9LJpWcQnzta3crZCLdI7D2as56lV5c7IkopE1RDm6XJ7Pzu2RXsi8KHQMUWMW",
-	"W0tP7OqrYk9pKwxapjoSYShuSZxZ6s3rthN1QvGp2DicEReRXcMm79th/REY5MsSmISIGqUl2ycc6yim",
-	"B/QqOr1Y0Unc8qS3e/HM8qSNRItV4utNx9hcTqVlT295WbEjawVqXs8mS/PF87Gtri7hmqP19R6xwbJc",
-	"ZAEedVSbtvz7Coy5SZdSy7aMiBGGHa8zZkoLORtgGyYW4il2bLOKelFFiMhVtzDQhNWSQpzeJwHTzLtv",
-	"tpeQc1K4P4+Mk06/uLlhVnqbBHI2kBO+a0OkxSQMukPXEss8FxNN+ofqNT3gVfixvNKimONwNaxxkciz",
-	"8cWJG82xh4egKQstH6ZkaA4Z6x4obfinArAxSnTa1xCpdQwXLDdW2yO0KCAB5GKX3BJsVVTPvSBTjpH8",
-	"EgyoxlUY7aeB076wAESzpKeIPjTzuHNqdOILEb3KOy/WGI4sPsiRmiWwe5H0BioZ87UaZ8O26kimYNe0",
-	"x8HM2fU9jDFGj9hwVtKFyO2YanR0m9vLSQwkkxjqSfa9mfpfmG5x/01Ui+fySrYv2oeFpGtJrb1ush/H",
-	"Ns8OppqsUfzXIAqQBHOV7yxZSkju3V1zbTr/U0Snto7/+lzrbdnSwG29DJ7vt7rnzLmLFBnEVVul+EWT",
-	"64q6T3oMnd3Or7xLjiXAn2DkDakVOZYsoLMmi+12fcaVAdgyXaxKUH423WUxV8qVMbdwe1VKXpUSW9gP",
-	"0SHpBj2XPS4hzCQGiS+tegIWXfwYVJPaX21CU9bEGrta7ZFYChW7kkaol6xxQYbUvx6xMPRsz+ZI3NDQ",
-	"jI19ArFoTJIrtV7PMo/tsr9Bbtnkt0otR64eiKrljPatZVmjheazcUU7/XyLToZorwzxlSG61FFr0K64",
-	"gu7HEa1ZpNn7f3rLQSIr65G+M2o7EzaGERq5EnvTWD4YpvqckKm1xql29bzNDvot8rYqv2L85r727KU4",
-	"nYXts3E6O/18Tpd3dUY0eOV3r/zOFdhD5El5jXgI+/TG74LxZl53VrIu26JwQ8AaDglfo0Ypdg54p9RR",
-	"9MBkznwrDNazu7+bFfxLMDsD62VEs34ygn42hnWSHuF8ppUd9Su7emVXrhC9D7FOwgSyW+1+/CoEejNH",
-	"ONu3LIkL3hU5Oe0cbsQ12HYb1hEgJlpparlbaCvZu8hKXK7jaXtEgqHaJBUp4WzZbhoCiuBJW8w/J1PD",
-	"A3nlaq9c7V+mGP3NapEBeozcp11pomNpmBAnlPvjQl944lOO3goubm08ix3XLEi7nLY4ZC6LN1fESAEG",
-	"ARQ61WMjiT0yZkEAOBcoLaRCFVZCQH0NNRGTlzjhS2sE/3XXPbEwPWusdYRHHL32gn/5veAtOS5d7KiO",
-	"O2zANKlvUt+0kJPsrDxbhzyJJPLHE35tq5c4BkEVMThJhOEH8joQt3wPKysyGlpXJ3Vt3MntmIVAGDfg",
-	"CaEuKshi5NH05ZczqW1vKGRE9coZeHbbx3aQuxfFQdyJ1PCQfYsSr7zjRXb9mNriHwmt4lE18BAcVd4k",
-	"tDaRYWe3M9Y63t3Y2Nr+obfZ2+xt7b7bfLeJCOeGqNYjtnnuQyG00pLGXm2CfFZ+opdLGHXZw9W807QH",
-	"BJZxaGhlUmgMkRsWG0NUx9wPIsaZWaMt9Yqc0yNjobTynDXMw0wPL1m6VfGSXj09gkMo13s1f5WSoQiY",
-	"rcvrFkHNqzWrOMt6z+JGCj31e+X8XuG6mdZkS+zmtAqv6rtQWR5LflgrX1aHPDxxVVJyPWp9wQ12OBOy",
-	"DX3By6UAa4dQNfAuNMLw0o5rHhaptPVXUGHODWfbLlXHOpoadsZqcjaTkBwmC5ne+S0nKUbVYY8LhXFc",
-	"EG2h4Fiv0MvW7PPz3f8LAAD//w==",
+	"7L3pctw4sjD6Koi650ZLc1mlpW21W4qJG7KW6Zq2LH2S3HPOHfvWoMgsFVokwAZAqaodivie5jzYeZIv",
+	"kAB3sjat9uhPt1wksSQyE7nn144volhw4Fp1dr92YippBBok/mv/CrjuB2dUj80/Ge/sdmLzD6/DaQSd",
+	"3Q41bwxY0PE6Ev5ImISgs6tlAl5H+WOIqPluJGREdWe3kyT4pp7G5lulJeNXnbs7z050DiPzdgDKlyzW",
+	"TJjp9jlJ5/CIkIS6fxOzAKLHVBOmSMLZHwkQxokeAxmKSa/jtS9XwmjmeiM6+QD8ymx6543XiRhP/7nV",
+	"uHitqT+OSqAqb+JyDIRmb/2gSP+QrI2kiAglEShFr+AHVXhjvW352Rv3B/l7MfkVpi3HOhSTwTVMZ07x",
+	"HwaMu53/ayPHoA37VG24wc08B4lUQtZhwmGiBz4+NOcqQSURZD+MiB4zRZSWQKMMGn8kIKf5Ku3LnZaj",
+	"2958827+4R2C0oxTs6hjFmqQ/wvnqC33lIdTIsWtytYmhYjMyg9PSEyZNIuESRyKAFJYNa05yOfrLArN",
+	"who7d15H6Wloh4L4dPg7+LpT3kjLFgwW+oLfgFT42i75es14sIs78fC/AxbcmT25B4H5GXwWM4NyKR3e",
+	"rbTV1RBpoa0fsxD6PIBJM/VtdodUQUCYeYUwrgVyiZzwRiwE1UJy5tkAv5zHMliURJ3dnxHl7N+bGcIx",
+	"ruEKJGLcL0Lpjzh4daHmCfI1b2GGNhZKD/DvVSGMSzHr+hWm/aAZa65hikyrZRHXML0/P/rAIqbr05/R",
+	"KyCK/QlkLaZXMAjNa4MARjQJtUf8kEYxBEQLstXrFd6I6GS9jW/gG53G5TGud950Gs/txOLLzOvQ4dT9",
+	"oXEOfySgdG3O+tn0Dy1HyhDaXoo+lZIZwIyBSDtYy+m5p4OHW7sQ0UwoOU5zz2kuQCkm+C9AA2i4Xy4l",
+	"5SoWUhNlXzRYvEdumR6LRBOmETT7Z/0Mu5H0FP7sPskgNraTZDtAeWUoJl23iLY7aGt77hV0Z6CgYsEV",
+	"oMz1ngbu8M2/fME1cPyTxnHIfGSFG78rs8evC5L4kZRC2qnKMOp//G3/Q/9wsH/+t08nRx8vDes/+HR+",
+	"cXo+cI96hr8eCD4Kmf8EC/p4ejk4O++fHB165Oz89Lj/4Whw+unycP/S/HJ+enoy2D8/+KX/G/7z6Lf+",
+	"Rf/04+Dg9OPxh/4BLr9/eHRydnp59PHgv7LfcRPIX44mPkAAwePv5EP/pH85OPrPg6OjwyMLxo9CH4uE",
+	"B08DxuPTTx8PB6fng+PT8/f9w8Ojj7iIc6oBQfEUQDjfvzwaICSODsmaBC2ndBgCMmZLUojy5+ZBd3+k",
+	"m+j4AnzBA2U4/C1lmgxhJKThaVpOGb9yww6o+Xqg3MuOIw5FMF33yO0YuCNreQOSXHNxi/d9vr0av0cO",
+	"o4WkV3BMWZhIeHxwXVyenu//7WhwvN//8On8aJdwocdmj7dUkVvJtAaOh/iJ00SPhWR/PsUp7n+6/AXX",
+	"ZIjudkw1GCAaePo0UVA5zH/84x/d/USPgWuzDmi+tXBSMIdKC+8id94l74FKMCoBDaO/frZK21BMPnca",
+	"zyznpBYyN5SFBsseHzCXhtWc75/3P/zX4NPH/d/2+x/23384+gYx/RNXSWwuSwhOIGD0El96dPjlsskP",
+	"ihzYubpmbqPTc6GJ4GCVLRGDxLlJAH5IJSiyVr29jK5CleAkyXcziMx2BmbT62g/YFohsMwMwH0RQEDW",
+	"aDb5kfnJAFvoMSI55YQFBj/1dLdpfAehAbgP94gCHmRnQhJuICJBKQiq2LDv+xDnc9Yx4h9MjxeZdDdb",
+	"o4czC6Os4vTpG0WkkEADRdbOjw/ITzs/v1mfR1V36WO36OvTRPvCKjA0CJhZLA3PpDkjzYwUM6KhAq8T",
+	"F3762qH+NQQDquehyyWLQGkaxYbT2Y+G04GTyIzYOF86NFLbUEwGCv6Yr2D6LKLhRfal0lQnat5n+/71",
+	"hX3RCnCpGPvPwszZWF6+9+Ydfcl2IDKlNp9h92sHuNEn/2k/NoOE5hCnA/vvLw0A2A8ixlFMXfaYUove",
+	"ImD2qQwGEm4YCsHLgtqXQPXyOFGika/1RQE3rDcoPBsKEQJFC0KuMDd9GlKlBwqAL7umkCndNmXrbLEU",
+	"aF64AbkS/KQImwauIGTBROsMBUWjQQqsbAtu2DKY62utnn3pNBvxOUPIA3yxz+NkWdysnPwsYB1QGRwW",
+	"Xq8e/XyTSPFQnb0hW1b7IS8ybgpLDZO5WHZm3700rxaOfN7Wz817VUwonjv+b5FzOgeFO1+eiczloTmL",
+	"Mpw+ZmhyrotFY3HLieA+7NmLzVzhY6rGBA3EQkLQa+JNziq1kC2hRi8dL7dqpSubDa0PTC0LJaYhKv+x",
+	"OLjcSqiUdFq/g3C82ev9FAcLU2HEePHXrepGZnLcdtZ417bA92KyJCjNnbvgnZX6Npo48oo30sz9t7J/",
+	"BVozfqVWvUArh+5A4BWcNzUeX59yMb79XkxW59oFgC/iM8ohVnLmbM6j23SaWZt4GiI16HtPEn0vJk9G",
+	"oIuDu3mtB2agJM6l1dVwo0YfAYRgVTg0TKuFDPVeZ2TNNYu+jiIfoIraKhHKZGmBUCZ80RUYLWH+pZ4D",
+	"GVpRPx3LTd8AwgJ4WnHvF7E0kazIN1EgWVSji8tUWHuhTG6tfLdJJioKx2aexZiigdPqXNHtZxaszAT9",
+	"M7WceFnZX2FXMzfyNJwRUeuerNGMsQxvXB3s1XXNgqGLpXg0RXs1AltYBjY7vRErGGikSJwxs0G6K0Iv",
+	"F6cLIUP248XI7VeYrk5t+TLnqXJ3c+dfTSN6NvVmpTNyq82+nXUqT8M6nGx4H87hdOkL0Kug0NLaemVx",
+	"+H3r2s6FiJY2qGp2A4MIoqEzKC8gbKx6UzODitOB0RqGLGR6rjj/i/3it/yDWbqQuOUgB0uxxDSKYJF3",
+	"FzPqmjNosermIQvuQq0suGDrbQCVVz2rxTieWc/TEBdi3z2pC6EH+tQAZhX6ymMzazwyBTMRkgzFpOui",
+	"ozAEVIwwJhThSyx8Db9cMoazbjA1C2nd64XTox9Q21GFIWedVzr1bzRMQD2SHcEpEw3WgmyZc2GzuowG",
+	"kxh8QxwrexaWBeYZ1f64Bon5e70U18CfRlcK6RDCRsxZUXLTZu0rWUizL9NVLcbOEFiri3AZACo+0jG1",
+	"oVy4KiM0jUSVAyxlzigscyVJ78HPV6dI9jCC44Ocu13T4udvWGoa9PpYOtJiCn/VHda63DPJopUQ9ZqL",
+	"Wz7wx+Bfx4LhVZKzMRqGp6PO7j+XYmhfmiIn8glIOgGZioSMRRjsFZ4O/DHlVxAQRaeK3I4BIxuYJpG4",
+	"MSjSTAkZBB7P/4PDZw6NfMFzTWHZm6mw5nV8kbgMlrkzHthX0TMRsfkffbBv5X67BZWAVEZVDUktBvhK",
+	"k3K8MkbgK0J5QBi/YRrjXZRHhtM0Nh/jURcR6uzJNQp1blEDLRPu08y/WQ6dTSAPJfJpGII0nIVEGI/U",
+	"tEobKWNdPXt2ueYfuEPzUIrkakxoGLqApajAmgqmaBcTMf/axtf6fCRa3Xcqi8xNj62EY+nZ1MGRIVOG",
+	"II0sIkvFmUsatYSmJA4FDSAo5wRFoGlANSVrHAPsMFJpqkGt75JA3HLzjSHbW6bHhS8H2TNhvvrl8vKs",
+	"16nRYylxqHbgh+kQOPbfji7JBo3Zxs3WxlBMQG18dTLh3UY+kNr4Whr1bg+jzRi/Mou8kpRrlQYwmgXN",
+	"Zd95pFZzyCA+J+Y5oSqDYW/WTVAfxCCC1RvmjaHGdPvtTn2UD+IWpE8VkDFMyMUv+93ttztZGJ45L48Y",
+	"lE00BIZ0C4FXt2Mzu/nBzuzSm9oWwP6EAQ7YcPezPzE5BB+XoDsjgaFEJZVMMqfVFs6gtIAMHE2k8N4I",
+	"z6vFhGV+l7nxg4egKQstnmR5CotIBenrjxcLhvu/AB7k15Gm8gr0MvaMqqhVGSBbS+sBFBZQCBhTlhkG",
+	"iQ3etGlCv6N21Rg2lmcFxlRrkAbZ/v9/0u6fm92fv7j/d7983fJ2tu/+owncB1QGy3JEEifDkPkkYBJ8",
+	"LeSU+FQGPVKMxjJCLeVEDA0t4Z3jYYRoLIUYGfIL2Q1wUKqB+T1dRNu80LRHij5rHXHVCLHGELB88U1I",
+	"WA24qmdyuUPOf9wl1AlC25ubm+TT5XH3Xc7Symv2OpNuRCddxxDNB27SM3oFj2ohQ5RucjDmGaxz5TF6",
+	"BS4RdnGrWhbH1QZKc0olGC4LQjNJSexeRs1dWF7/uxI8T9Zc3aZDb5bXqu1Hy8YPV42/hWCZfNeNR5ar",
+	"JvRmJeVxVbA22sweTtksaZiGT2EUOVn73Nn83LG6Ahcc1jE9hQUQxUID96eLBP7089fTpPEi9Os7qwjy",
+	"1enmH8xKOu1TIm47AmaDzdnlKsE4dZvBLN2w1cyB6UpX5jpGLTFgoxFI1azwPYzJuhEzsj00QiqkLDqV",
+	"QcUn3BFhAEpjzJwVoLIfONyaP5qEplJsTkH4YkHoYnG45b8jysIWwau8wYr8ZYSvr1ve1s/NMlcxSX45",
+	"0etoQn0dTufk+xcqApRLBdRlLfPWEjn9v5rX8TCrkz6wC7Dq6DbzNuFFdW2F0wwiZyxoPr9UdrVujwsI",
+	"Rw/m+vg22bhnUNgfL4mRxwxCmwNnyXfPyDchmKUKDnWEu19KwNLh9BWEWeCqskBY7JY6StXhR1Whq4vG",
+	"AVqXc4BVPnIyKGSDdrxCwnbH61Qztt3zeiZyx+uUcrk7Xi0VveNVUqjNN9WEb/NdQ753x+uUs9jNt4VU",
+	"5I7XlrrZ8apJuI3EXgTnklesg+bcw0KwG300kRIqPoSlpI+RIahmY5gYjYBjdiAzrIrgqx6B3lWPZGls",
+	"6p8/fmm0T4XNBTvMwPjI1qEwsgC4rPuFDFWZxaapBg+QcRJR3jVciw5DMxOHPWINpuCPhavfkNo4yA0N",
+	"E+g1x7tR1aSmKk6vYYAGPgkjxiECrokYEXN0PUvQRcNIahUZfPnLfzTPU0vabUrDdS+micsNQhf6+EZC",
+	"klJWvZGwWpB5z6YOW6MumiFpBKTCh9rs8PcLKfA6Krm6AoUuQb/FHFLhQ0ga+ekXAdLInCaxkPrYoVPO",
+	"nzA32etEVF4H4pY30u8xC2Hf90GpczCjrBRIet/bkYum5PiLsZCamGe5Zv92Sc3+LWr2ixkvc1C0RD5l",
+	"cU2LXGC10Uq5q+Z3NnSWJc7Q18KFHoywKoZXu4nKB+bKwy3FbCPHouq5BUzFIZ222+LK3ogZ3oHao4S7",
+	"HMn5rjUJI5DAfUDvGhfEfTlAt7pH7CxG/LZbaSbWRDbHDZQGm09/ZpgKYMqbaTvwc1hQ1K2afdEZEzJ+",
+	"vZdVuhiB9segiN1r23FWdCPaHX35+pO386ZZPaqe9cxYsCVOvmkVbWtwZ1SGwFjrWO1ubJBP5x+ywkS+",
+	"BMzlp6HyCBauMucfS3ZDNZCxsHWc5uzh/kc/77AbnFIfGL9GyR3rqZE13N5e7tc0F5hXO2k9hmh9Ycd2",
+	"Cd/uMMinb7/b2qxbaO3bhsMvyTkKVd8a7+olfVApq28QDrCiw5KRr6tydq+ToHJ6P2NUqU5YpTxedTeF",
+	"sNjC1O24Zb5/dHt+ASuewap/LMJQ3JYuxjBEuYdjJIWFY8jQ6xolGhovxHp0dcmMpcZU4vVakW3x510X",
+	"Jqus8k/D0AiKlHEIiAte3iO/C/PvXSd1ShFZCVJTqZ2zm0nilJN0vDGLewXTWbYIO1bzPlyuTY2ZoGWK",
+	"KJFIH0j/jNAgwCIqiqz1z27eYKmvs5uddY8A9cfo0g9cMBwX5KB/eE4k5VegsETnxwtb3K1H9rn57k03",
+	"onEMAY6Rjk2YwqALHD/9bc1G0hEl1j2ihBnGcK+h0BhnR0nmWi3xsPbw4+2mKyfjYj9u48spT6ujZ0WO",
+	"rMHtkw2NjkESK3gbLSBRgAXvhNUIKtGRDUXqilfb58+T7c3u58+Tn46+/D+Nl1u2pucQpKuEt4CU2je6",
+	"7b5//Sxif65Y1w9vq9ej/vVgSLU/dhFht4ZKdSK5LXJpq+IWqhMuwvBqytnsMP98gd5S4FzRq2I+WiJd",
+	"IS8/NG8j6dCta0YnwLMgQQhUQdEcUJGkzGMSIj1Wa5zaTyM6ST/fI47vE/vI/St9vKDRpcWac24QUAs7",
+	"9OxyqwtOJFKny+xs58w9szKB4xgr4eRy4gROZhj2PRJocAxbf7p8kSfc3NGFSzX7wUoN7QWg8mV9l2W6",
+	"LK7DJGYS1NKx9ubjYAChgtsxSGiui1CwQ84a2dXozW2KDQT9numIqutdskUOTzyyTUYoBSojfHnkDXHC",
+	"n0feESP8TQ2BiVuelvT1yNYOSavEFsv5Lhv2VyxOli62aHKrAaYVWR9dSp9BVtk6MVB3wcTHFeV6rM6b",
+	"V6Zf7lNLrEsss5FhVMap7L7phAqhIa1HZAsuV2OTp+TvF6cfiR2qYG5yY3udSfdKdN2PvyvBe+f0tkAB",
+	"H7KQ+iUQQ0FEuWb+jO8ay4NUfQMh45gPGAHlRkg3QrB1RVAe4L8kaEtpRivIJHcikxDqm30QO/iNTdNb",
+	"MqmvJRGt6Fd0A3sF6DWhwsmjptzMLt9yn1jIJdLbV6q91xIZ6ZUqBTTUwbdKn32pG4nA/jgSkpwcnDXZ",
+	"Z+fGWub5lsX6bHlN/bRGgttm8yEb/bsWf2KTYrGG+Q1ri/g9yXR3Kyu1jxLCSLcMkV2US9h/MYeJcsGZ",
+	"T8P0pusRN5giVAJhUZRoOgxhVkrDXJUhfxNRNpgOouAhy38F5fibJfpZoKV0ScPVqOlCdAJEZnkrDzqX",
+	"hOrDPVmMfUynoaDBvItqyXsIpaiBFoPZO+FJ6GpFl2YpGWjtOBIC6reymbSHwgOBXwFfQEnKkyrNEGMU",
+	"EaQQzSk+htrsO9jwRCqdktweMVCo5Xv5lHOhiQI0Ha25YtRMO6vhKBRCYkXlOJFXEKx7JGTXYHijgxRp",
+	"OIOmRKA5ZzDL+lzEO6/aWsfCMCf4JiJpOrlm5KlBOCXeubmvDisfXWAuYP8D2bTvIfsurPm6VS/v3H0y",
+	"FrUoAs7Y3QXwAJN0ViufmF1YFWldkXx+3pxEFsjpQCa8qfBRebDfaMgCIwsLHrYEhWSX1aIOOvVAUYQL",
+	"XRCLwmbxG6QaktpssLWZWsqaa9Nv1J7hfkC1FWN8EYY0VlBO4F3yWqhZN+vrKzK7RexkVfRcyVpWQLGm",
+	"i3E5824pl/A+Bt7q1j7Fs5GoJUQBTfHk8MQGUQkOTcm7ZC1KQs1iKvWGOdRuQDX1MBUXNc+DD30kq/Vd",
+	"Yt5R5F8Yb/cvslZtquCRRo6xR9y5kohOyRAIRLGeruPg/zJk+a8euczTSrH+A73KHGJwA3JKlFmpxVZi",
+	"MBbvcnHLiS/iqfnD5qumv6YCeafJNz6vxeEuggrjO8yOXc4y/oDJt2tbvd7227dpviwXJKZ6bDdEi5m+",
+	"a6WuEC7L1gy5R4qwE74G3bXptFaSoUOFjRRJmmtfyHiN6MTmte4Vs3Nd0q6FS5rXa1N27cDVROYh4xTb",
+	"ijWYNR2bX+C+rtwNdYud+dUy33mI/qC3y4kLoEPUM0fEu4h1ZM3+z/aYAMUCILQxp91SwMbBh/66l8Wy",
+	"2fnSAyiGte25oiUEXFICVYizzffayirXd3AjNip7lTBCLRNfJwacaWABWQuYgYSv89MoXF42nVZBOFq/",
+	"zy214n1dsDois2CcuHEKyIJWvMKvAcR6jP7+PGiqi1rINUzR8W+NZCvd/o36Y8U5lprq0Svr3rSsbyoS",
+	"o0EZ9clLuzhi+G1D19AFSnM2aJeVm8o8UoSqa+uds86CYM6Z75ml2XoeGEURJYZRhkqYO8bhjWtb80BS",
+	"S1lHW1laWVBQqd7myjb0MnIasFhjgy1CiR9SFpnLJYCQ3biIO0OJIWjnZ6/ZnhwJLuOBWNW6NEu+ekJD",
+	"TYqFy2x5sUi1Yu2EtujjKsir65mDMCuKf9jL6YFEv/Ra07fCioHeLDkwYxjV+91ci+YhckwzpWe4HN5U",
+	"eb0R86E5dV+TAHwRgFxUhEybiGJ9H11sSo2ajLuiGbetuSTlyoYZvcqJTyAnrigipoXXilFd+93/L63q",
+	"kf3ZG3S/fN30dn5sjmEu2HfqqTkx/SMBYg1FeySmysCHDKl/TRLuMnEbJblCFbBnclStVjfOm9lwolhp",
+	"bMkyh9a5m8dSLMhqY5vKNXBscdF6wC6eZAXndBaJUpvZa9hEK5BWKHw8lAxG98iIyyJwZ4rt9q3ZPsTl",
+	"KhAvEEqS+/EepWqxXUXzWWS17ZY4ift2MEtras8phmTeqrcgm7GNSzdupWyKS6JwA5E1KUJ70ylN00RI",
+	"hZqTUZjW8wysnbdvf9xZKgcLv8gbea9o3F5NTlstlx41niXlyYbe4Ut8tnTF75WTERcjJLuqh82WaOyu",
+	"XvZbNUCj8RQLyRSFOJA5eRVuU7Y8gYNdVp+C+yKyuCsSfSXMn03+fTfGo3uwUlp5hqwMN/W5VZsf1JBm",
+	"6y7EriOrZ+T3J3XbvKSSEs9kMFuU/m2AZctl2lTcISPI5SwZZWx7DK9LHE4X1CtcQInM76mFSLSZzc3a",
+	"bT0j2AmOGMbsQ2yLr3KAQNkOx3jrB+CHmD6UOpMG2Pq2hVGVTrCSfPwQEwgRvTfS50oSaxt3uB0bOQTf",
+	"eQiRY+Vrchl59kHuxkw8zeBTWH0jKqXwX725AI0N2jWfBUwwScq+kh/Fu62ft4sn4aHMqMsnVzm4tXRL",
+	"6/PSdSunaCb7ruu55QfgNfLUhRioENF92gjbDJlcEVwMsKlKiBBNMzRoGD70jf1AzXYeIFXthmmABfwO",
+	"Wthi4EDWGl1LuReCC12IMrunq6m5zrNBDkz3nFkbcwmS3N7cbGurtxSuPmU7iTqOL2bsmClXPBRi2nDk",
+	"WXh1lhUmQhRUD4Mn31zbqfQ02ttONXabqhx+QU6tg74NZW15K7Vs+bYkDElgP8Wo+GpvJterxEHRQzr1",
+	"3DHnG0t/MWifGmg02AFJXMaNuufhnvbBJ6Y4iIWtkveoRkz7/upAeWjSXw62VfxYiPps2YEHq6X9yLxC",
+	"CtWYd7JvqSfrt4ERHZiysUfsN3nviqzFCwYcSECXXSQkLJwqfo4jHnEtp+XCBMUWSoVOIuX5m2+Nl276",
+	"NqNYQvnWK3YuyxQeVrDPbpv7SPV2cStJSsvu/gn05FakzGA1V93tI9E/U6mKFeT/ckj0Q8YO1ZezOFpZ",
+	"KK5WDWC+tPoRbqtSyT0l1gdAscVFvQ9M6RUqBTyxG/a+EsxTih7fnct4Zv8ZM1w1jXRZq9xyh7KazPxI",
+	"wK/mzraDNIWlXb7XafPZCRE9vrOtSPjP4XHLcbAp2ZhKf8xuWnKWi1Lq0zeUXIUy5wYTtYunCzZ2aoJT",
+	"sU/eSlan2QVMmUIzHhExYHkqjJHLSlO1dvdb6V4rfJtp6C3gKrb0nbdr2xU++3WroRpOXo6rMUoqYpxF",
+	"5ky2msKrmqIJZw+z2TRMOWtihXX4Y8o5hIPCenwar7CSdKDUhT13lMblAL+BUMRwrz0VZb+ssEexqFb7",
+	"eDuNe2usn7XCwmolulYYo1BbK/Mn3GeQ1dC3loMxe4zteWNgxsYK65BUpxsZJlLpFRC3MESclWJfZRzn",
+	"Yx4Mk+AK9ELYu7n9pmmogp60AkxsNPrAF9yW4fSn8wfanDGQhii+B5O6m8GLf8uK4CxZHwRGI7D2rxhk",
+	"dygmJC2Fs2czVhy3nv6gsip4zMbHY+oPocR8NKaKJFyzEM3RQcQ4NkuVLGgpNV1j+xkNbm1uzi+75XUm",
+	"XUFj1vVFAFfAuzDRknY1tR3p03j9zm7nSsNftxB4bTdFYeY3797+tLO5UJW9+oWRj7Pz47s3j7OH9lsm",
+	"m317c7ENtNwzxXN4rJMotJBqhuCP2z/tvKs3rpnkCRixFEHia7LGdIaY63su3cih8IL1EpuvymwtGG3w",
+	"OHCYe79mi3i38+axDqP1Ts4h8KAzhxqwDcpfsQbnCZ1c2Cm96pIq13uOHDuPBYpmkSD78+3jwMEod1jV",
+	"7YROvMbFVFnk9uMBoEEayZFw6+ftx583k2DyeR9n0iaRJ5tzMR7aKvIsO06byJMf+c721ptHulQqUlIB",
+	"zR5nvna5apkjnyVXFcD27s2Pb9+83Vm+kmflgm8ijibEbbxPyjD2KtJPI+OpMYA2LGnj4E1stPnWbxUr",
+	"WmSmNsC3nuy8m66NkBpotEV4aLJTXGI5KdvFaOm+NpjrWDfO/K6wqbLNDUVLni2HaSvq7ZG0KdIukVgd",
+	"CwKiYdJcYWGUdVaa2aus2IXpzno8nqYsa0ylZjRsLzvzEHWr3Aa8DOSlHeaLaD/gs+ULI+5j+QLQxJCY",
+	"OUDqKreRNY6Z/UmUZlruuo4M9IoyTrTAcm0h1VjqFJtIrNeVm+cuK7awiTg3+RdxyTDsrmZoNa3bDBX4",
+	"iWR6emEmTnXOiPFLcQ0N3d72/3b08fL96X8O9g9P+h8Hl6e/Hn0kLmwJ9URtvjMwxJ0gmgGVeLW4ycda",
+	"2xrYV8B1Y0+GfU7wIdk/65uztZnWLmS+UHTBFxHYXhuCZ0nM+OUPCjv/kP6ZWmAtKLw7m295JQdCyMDV",
+	"XyARZaHRjkdCkv2+nUj1CLp0bYVThV31SWJ4BdmgMdu42doYigmoja8u+/VuwwZD02ssA1Pa556DYdNY",
+	"5kE6YnmEAtjJEVZjwL5gef1rn0rJXKM/7JWIiTV7ZOdNd8i0q/mBoS+B9QARix82gp7pEFLHtdn9/lm/",
+	"kzVMwpJem71NjPeJgdOYdXY7P/Y2ez/azn9jxKjy8hEg5ucrQK5naA0h3A/MRObV92LygSlduCXxg+3N",
+	"zQo/rxYCwPLISENzq0EW50EUqCBhGBJcKUaKvLEzNw2YrXDjPQ0KKVlvNrfmf/KJ00SPhWR/Ajb2fbvI",
+	"PBe2LMcxZWEiwX7240Jz3VBma0cWSR/jbopE/88vd1+8jkqiiMopNqrCQkQTJ/oYWfCf9oPOF3OzCDXj",
+	"HG0ob562914E0wUOESY0im1+bZaL3tFAoy4N4zFNHUG7nUugEdnH3+68Jc++GBJ/V+azWiZw9wTo14R6",
+	"httxuDUgf1Lke7P58/yPDgQfhcxeOG+23i4yi0pibHQVnEDA6KVhvebj7e35H6MmfeT6ob5YArF4ZI2n",
+	"DSRy5zVxwPxKcLUmrPutmYps/o6VoGgEGqRqDZfLX9l4LyYYm/TlHuQH3AAkcMLX0jRWzDx6YTRmrjNs",
+	"NGszLLDoxhMT3Jv5H30U+hgbfr4SXEZw52Dj4C1uYnMCpvDPVWlww4pzs8USFIKcYHIPQnxMdM+X2IL0",
+	"Tmx90Wj+cqWgTMNQVtFsRrZcJqrD38n6WHR0LG451hy1Je+YyoV2m8SBxaMwAYQqQsmYqrERyttQM5O1",
+	"nv6WKHSn6AwTFgbdrbwHgyth6B7HIeUctbC0Qokta9L5L5EQ89Cmigp53eukjSeyj5a7fwpQeb4bqLAI",
+	"F+s3izSzSmKp8vuyL6RXkfF+IiOvnLptNeDOfvV7bOOrDZmTMCqLl2Wsy17CNi1uLQMWoEkHc82IHlOM",
+	"EUhso0xXmxNVk3ZGdE9x1Zv7Js6CpRieS7Qt7POZWcscdvIq4H6D7OEIMdNLxVqPmJvUUGXC8a+UVh+G",
+	"Q2xcw3SO6PsrTO8l+C5N0o9JNulmWgjHQONVQF5NQE4R84dMgFFkjcON40EKfAlarS8hNF+Yj2loh3LF",
+	"WNE0PhKSSKERC6yLoCZX91znsb8abkwieg2KnBycERrcgNRM2aoSuDL7ItFCuExslMdRAPNaCOKe4vZT",
+	"3XJph7YVLrlsk893xWVLmC07c7j9BqTl19utLPwKPQaZqcRp/YMHvNjivEynSwgto06f+xIi1Ocr5TLz",
+	"NiCYSFFyL5q/uG0KcnZ+etz/cDQ4/XR5uH95dEgEJ1FimVIaRMtsErJKQx3NNLOkZ1eU8wL0i+ctBc1d",
+	"wg2DWxInYZj6alWPvHflnnpLau45DJ6F9aTlXWdwm7QqqsOXV87zbRiO45D6UBRT4nKV21UYjx8C5Ulc",
+	"kKCr3UWoBo9gFIzyyMju1jbowBoF1mPvWEzedNeNS34Xw8zc2MI4DuyrF2nhmhdqni4vs4G63AvEps++",
+	"SuErYHgVe8ZAQwxlXBqvx0LNc4n8ItQL94hkK2zh5bjJV0Rb3R+CAFzMHdKCQM/ot2AxLnVr+6feZm+z",
+	"t9X5kvkpUjfGcoJLvp/n05nMGmaJLubEXv0K36mAc8WUBkmojYDEDjFMK9tOhyiRSB9I/0ytfB9sfM18",
+	"fXMjVwwiProvwExi2zo/KCPwOlub+OdbZGFLkt9zewZmsQBEjFe/wDetv+Ah/qDuSdDXMFUbX69hOmDB",
+	"3YaEG3FtbSWNlthzuBEWIwlThEXYT0rbWIUYZETNNvcIDsP4FdG3zAdyDRBb04f1bdpZggHV7ZbVc7uS",
+	"x+MZv8K0HzyNp6GNCh0cXr7V8oUSgoGe0ePv4SvHVo6tWvs5Nnq03exuublSXWHVRO0R69JIu78NRcBs",
+	"CbMGfE4rB71cFSlbYQOqIhReEXQ19cj2Cp2hGi2GohtfXU2suw1X56mdSe+7QlBubioBjc9ddHStnZ+e",
+	"ngz2zw9+6f92dIgGdwU8UJ6ryW+7FKi0nLC1UP0uGLd5US3I7aZ8RHaNJQmDM6rHT0QNrUxbiOg705xe",
+	"JPU4lCIUIf4QhIMsvNUPlGrGltFjitkQasW4Z9DABejTWxfV+FREsKKmk7nHVg6rLG74+VScfzM6fVWB",
+	"UsmPKsWuuOMNPyhLtKvwiLQ40mwTd1qV6W/wgkW4dJFtBJFu9VWSWwXhAivAGX07hXOjmbs5yvYE5JXL",
+	"v71iN8BtKJOtUJ+FH6QDZwV7e+QfRvWoFQf3CDVaSFiodc4UOT/6rX/RP/04ODj9ePyhf3DZclelePKM",
+	"CWVFqmspV7S1jR1kVsD/57a7LUqHBftbZNDj9bL6Li8rJH2ULF2aPeNaLMJMancXZvirdr2vrxSm8buY",
+	"qkJZALKWB0R6zUlF6z2yn3+gSES5NWtMjDKIZn/P5T15yL28NFxCeQWU5k7rxP7vU+JTjhXcfGzCnyae",
+	"NbIlBN/9U8VDOoSws9sRsSIhjbWIl5RsC+t4Ph5SWMT8oEdXcOMpuccrbSNtI8VVSnAsTskbX/H/9zG8",
+	"75HGcixMKwgxo8cXfMSuEktsSJ6OJIe5+XkMEmYRZZspvo6NuJ8fFOkfYi8H83NMMfDEOdTTDXeqFFUk",
+	"0Xllrr88CfXNM9o/A9V9Z2b7BYimJco3K2KmNr4WKpqx4G5GAJ4EGlkRHEuMETHCokG2xBkEJB+IrP1y",
+	"eXm2cfChj5fkHiYMWHN/WkkHh1jvkYMx+Neq0J/xB0VsqTRN0tOztKeFjR7OZvkh62pNBHehxmmFo7XD",
+	"E4KVsnwWU673UiOUuVudJQrdEoyjZx9bjIVAsEvC+q4BbsKvubny+4deJhGgyOE5rbmwZsMoDE8QknBB",
+	"QsGvoN6GjoiRZ5MC40ReYU8tu3gahqjU2OwOGgH5eHo5OD799PFwcHo+OD49f98/PDz62COH4pYbYGPT",
+	"Fzsl5WT/4FcrN4AvZGB+Nn8Ci5u8gxn00rEe0drmegH8AjRA+9j8gOpsdYtbqv+y8Zcyd8q435BxQzF1",
+	"/tec6lfEK8TOPXJgp+mamxevDW1QLmCUmCGNRJYiv4H0GPeJy0xLPXXzHXUvxnT77U6dsD6IW5A+VUDG",
+	"MCEXv+x3t9/upIGsltLWFH6bZo6miHN4ebqe1eaiDW0j7rxOuoVDpmKhWNqPv5LDmq1yjxiJ1Fw2f/2f",
+	"//3fZM1MlxG4+XmP/JEIDYFtyMB0hockDmnKjYwsbFNfRaIVC4DEknGN1SX2Lw76fUwxwiyAW+bDbj7p",
+	"587//O///tyxLkMst60Sf0z8MZXUx5gcRQaeTR5IP/rLX7HP6g8/mBXjh2bVNlgHF7F2fnxAdrZ3dhaG",
+	"VtqmtcYE2Z+Yv5seC/sTBo6TdRpv4BmlNf+zW0Sv7inO0dTvKrylUwNkxdloNHsHd9+XBry9wAfnVNti",
+	"wc8t5ma1+KoXdspp8VapX5aFqzstmzn79s7rfbb73UEnkrtrNXudqDGVtmK4uXNcWo6yvIY59XIPL64h",
+	"UmfhU5t9Q1VuMXPtAA29UU4givWU2EKK9WvnIBvob4+akVO5cR5T0M231Haj5NB74SXIvg8yQxtzjsdG",
+	"jsyPKKcxh/XW2NzkxzwQUUwldCkPugr0LlH0BlyL05olmcAfCQ0doTmxNXtW7ZhJYMKUVuseQXHylimo",
+	"G50tRbmxCpbsj8JZOcm+6zDeVPfX0LIBqrn7/n5x+nEWKV7QRw04aKLFFW1SZY6nNMS28QtV10YnlsxV",
+	"i21ojNrZbGjZuNsxZ7pMXHoZas9i1yovYbZVy2wvyBDxtQJixRb23XA8G8laueXZCBWVomsr4TZCOWhk",
+	"hLNkDcFvQCqa6g2N0sa+8l0n0rSIuoI/iEKDgY3cQn15zSncJV0/Rx6nfBMhy2+gJs+kiyLkkIopitNY",
+	"jYUmCiLKNfNdoGGhRPRGqSj3XqoWK2u6x+IHKChBQLAkdI98RCPF/sGvDVb2gwIszGXzkjTnQ1DaFVn+",
+	"XwnIhSZB5F7kxbSK9mOKU67mN9Yub2Bq7rH63nx835Ho5ahcSEOxJb6xrIITMAm+FrbTZiPHOaAKuowr",
+	"4IqhiU0lQ6sEk4hq3/AJZ3+QRIoQyNr/7ZEBWsk+f8aAzpBpkDRcx65cxBbZS4thBoX6hChQDsVkjwhp",
+	"2xcMp2TNls5MS32t76Xl8y2jqbOOw3RHF0Al9mF9Os5R6RsteNfqahommmhBRgyjKErwyrwPfyAzydwP",
+	"6T/bfQ8R46nxZKuhWP63xZQOqAxaOZLBM4NwcTIMmU98KoNX9vQi2ZMlOkfkKW0PpyWMLzCpnP0sxqU2",
+	"FISjGRUCKwql4U0GWXIdElkQsinDoAofO++JLFpznJJpRuiRA+uLtMJdxsXSfc2slZKxJBvuc2H28E0o",
+	"g01K3lajkmdghDVUs4NxlVBtnRVnh12MFTSA63m0QCqDVoMTlcG3lpT4qi0+FRe0iEvELS9eWffhe19T",
+	"Aajda3zKoVm4+kEVV9Ejn3j6mqvXGDgrGbZgNXwxd8iqxdyl7SzvSY3QC9aReorcnFnMo3gar1LMS1Wy",
+	"BIf7US/jQzFpt+TotPKNFLfOnuJTLjjzaZh1dfOyxscjFprbJuESaLCXRSDQ1NKCNpY0MsNZWqS4TXM/",
+	"m+0sfbPER66UWqfRJnXHbq+zqIyACz+239wtZ7SxX32bphvcdpuahA8Rm165ykvkKphji0yB0BLxF1iL",
+	"5Rnz2coG9a/bIzBPqLxWZKvXK/X6tIzGsI+09ZoUtzZ7cExvgAwBeM47MAYMY0dsRUkjF7hgTEyDsL5t",
+	"G621h8yScey4msZgSfgdfG1VqduxUblwJS1MaN+//jZ0orruQ/1rVH3wYAYK/rClWX7qeJ2td0tUY0nh",
+	"8CzKTjp5u7PrDGTXIIxItC+i788+/KrtrMjX9n2jLYQQXIFjb6syNT+kLGpna9i0XZEkNswJG/M6ccgj",
+	"CXdMCXlclXcZ0cjmbrmcLbLmhzSKLZurtSpeL8V4pp6sFsZ1gGv+RlkXAtz2vimCB1PavA6CuLP71uug",
+	"Qb6z2xFh4Kh4Ca6CEHo+pobTt7O1DznevHK0V45mJTWDE463NHKU5Zgb0lF75R7XBpePhPQhcIwtq4RX",
+	"y7RF5iTQ2GP7COdOeaD+uEc+AqBiaKWxa5iSYaIJFySWLIIg3UOdn+GhvNjEcbu6NpuKhfHTUvD3gexH",
+	"oxHY5AkLwywevlQCKAJNZ2N5BK0Y/o+xTSjxJQRG76EhBqOYP32KhXvUPdD2BF4qyp5Au//AhdwwBIie",
+	"vmLu8pjbd7BLMdYAlfGrWkuGRXDXBUu0F6rSImI+UYxfhdANcnMSlqTatViLuIw2OD1m/MolT2AOsyqm",
+	"k3jI2ctGgKynWppXhT8yjqxeS8oV9W3vmH3MiehazPFpSCTEQHUKBbMeRK3QLEdnKSxpONiYcg5h5um0",
+	"JeJIkFgkhx7ZD5Ug1Pch1opESahZTKXeGAkZdQOqaR4e9veL04+Y+0X+xYx896/sbsJeA/aJ+fNfZK0l",
+	"f80jlfw1ygtPbR2wdAcRnVpLRRYEPxTBdBAF601MAb+5AB58G8K52wpG3HAyzVtUnJ2TN9v/bwe5SIp0",
+	"5oNrxs3bruKUqxzV2e38PNwOdvwt6G5tbW1139DtYfed/2PQ3YY3ox36brjpbyFB17WBSF2hLhBZtByk",
+	"Pickoh9HW/42fQPdd8Ofg+4bM8HPo83N7hbdHv7ovwnews6okwNglY8XVisKh5vqFV6nAVNt1zxfBIxf",
+	"Ya6Qa67iTuXShsz8ZeMvCA/uYtTLT2vHdofRz9m52TE7a6VkTSzG3QvFlWeJwOar7ZKGFLFdki13j7jE",
+	"LDPm585eMVcrG/Fzxysly+1idNEGpoStdwrbyBEKu0eb70kornqtmBQgHoHPYmaOLj3Azu5ix9eKUttL",
+	"+P4LJ/sJmcVTq4yFBcyJ+7ZXXeZ+WbOpeQGEDOV5VK3XX1XKV5XSBUbxgFByeGKjoDA1GjFt6ZDN9K2N",
+	"YRpq09aJjrsmTui5d9RBqBEqAoiNlMA1OTxB5dba1DSVV6CVdRakjEDtZZb9dIy6ad9xfc9czenbdjSC",
+	"faJ/xzgiQkPBH0nC2M06YHGdTo09r1CluS1KFcQX8XSmyPAeQfuNyQ0XmvIgiY2g95ZEjCfaFvmtc2XE",
+	"HLzq6+z+ke9rhOzLvLQlGKbVi4PRg93a+ZD1a7u4xjgYtdzdM85v+97nt/IBPvvdjKuY7atyPODVXfV6",
+	"E9dvYnODHJ6YO0+5hq02Vnn12/hrmpA1K0bPmn4qQT6EjYoFToyWi4ZnpgkXt22hPiUHF+a9FsYYU+UU",
+	"6dzCgF8xPTvxypHYC4vac6t6irg9N1Wb1O+O7DXA5kWH7d1btC4S84a5z7v2JlczKdseG1GQWgGdSEEE",
+	"d/VscNA9QvnURtym9IqfoK3LSat1yjxmIZzjcE8er7ccdX5jIXU5XNvi6uzT16C6lxtUh7qg0SeVIimh",
+	"5rSPhT9XJXy18RX7LBudeXK3YUdvLcy/T7jgXccHMtk8XVOuitqlapFrshJGIIH7YLO4M1aRxAqkJjFI",
+	"spZ5D8wXnhsV5Hozs9jHSSzyftPswmymb8B//2YCdVVKQoyKsHWDYDSfARtDNPSW4CFFcD9LsEvOyNrL",
+	"QaI2+qoIvSpC0+xeKzAjWmFFy/FQdNO3myMPaBjanmo9choDV2gIxaIRzkrpdBl/LBRwMpzir+j5xHWu",
+	"ZZX+HMtx9hmPQKgA6166Idwv5nPXbiuN6LMuT5eo6ZXqdSH9e7YitEdCdgOuA7bte23DS5zuRPOIR/PY",
+	"ensbKkDa9vgGLN+EKRGTvgaFWkeFtM8flyhNnW37eYpSZ9PPceAUAttznz3hSOaGHCxyklshr7/3itXf",
+	"CUczfCVnK+UKZUEisShmPYJvoeo8ab/9RcoAtvTqL0UV6zHVZRvOmCoihgrkDdhAkBuQlpvdjpk/xgbp",
+	"UpGz89Pj/oejwemny8P9y6PDOts5s9N9N+X/3H5aQ6lcmn4F2q+FAJ+uECCksUaVM1iWyNzN1W5l6XNf",
+	"RIZLr1F1DUEx8Ask1rMSib4ShTecGJG+kc6QFa9lMkOgAPyQWjpSWZkZwTO9a6DgD4/UPS4N+pfDpxeR",
+	"WWmzVS3Lay8mM4sA3W4Os4Hu6sVuTnk4tfysAMa22jZO2Vpy/gv71TdX2sYtv928ZFHy1b70Yu1L6SgZ",
+	"+ygwtuynhTjbxtc0Pq5oaLLjB+3Kk9Xe8UMsNpkaliytGSUkjeO0eeT1Mjg6H4GUMgnMhK7ffjhFe1Tu",
+	"oJIQh9M0cBSjSIqBqG1c79zt5gXZnNzKmvxI9w67OOWEYR3mxavlmPOuW51iRwVLcRUH7GfRtMpLmK1t",
+	"FW6FQqRzHE5fzVGvypuTJRGNrCHK0eXyfHZmj/RS5kWpY4gas9haemJXXxV7Slth0DLVkQhDcUvi3FJv",
+	"XredqFOKz8TG4ZS4iOwGNnnfDuuPwCBflsAkRNQqLdk+4VhHMTugV9HpxYpO4panvd3LZ1YkbSRarBLf",
+	"bDrG5nIqK3t6y6uKHVkrUfN6PlmWL16MbXV1Cdccra/3iA2W5SIP8Gii2qzl3zdgzE27lFq2ZUSMMOx4",
+	"nTFTWsjpANswsRBPsWObVTSLKkJErrqFgSaslhTi9D4JmGbefbO9hJyTwf15ZJxs+vnNDfPS2ySQ04FM",
+	"+K4NkRZJGHSHriWWeS4STfqH6jU94FX4sbzSopjjcA2scZ7Is/HViRvtsYeHoCkLLR+mZGgOGeseKG34",
+	"pwKwMUp00tcQqXUMF6w2VtsjtCwgARRil9wSbFVUz70gM46R/hIMqMZVGO2nhdO+sABEs6SniD4087hz",
+	"anXiCxG9yjsv1hiOLD4okJolsHuR9AYqGbO1GmfDtupIrmA3tMfBzNn1PYwxRo/YcFrRhcjtmGp0dJvb",
+	"y0kMJJcYmkn2vZn635hucf9tVIvn8kq2L9qHhaRrSW1x3WQ/jm2eHUw0WaP4r0EUIAkWKt9ZspSQ3ru7",
+	"5tp0/qeITmwd//WZ1tuqpYHbehm82G91z5lz5ykyiKu2SvGLJtcVdZ/sGDq7nc+8S44lwJ9g5A2pFTmW",
+	"LKDTNovtdnPGlQHYMl2sKlB+Nt1lPlcqlDG3cHtVSl6VElvYD9Eh7QY9kz0uIcykBomvC/UELLv4Magm",
+	"s7/ahKa8iTV2tdojsRQqdiWNUC9Z44IMqX89YmHo2Z7NkbihoRkb+wRi0Zg0V2q9mWUe22V/h9yyzW+V",
+	"WY5cPRDVyBntW8uyRgvNZ+OKdvrZFp0c0V4Z4itDdKmj1qBdcwXdjyNas0i79//0loNEVtYjfWfUdiZs",
+	"DCM0ciX2prF8MMz0OSEza41T7Zp5mx30e+RtdX7F+M197dlLcToL22fjdHb62Zyu6OqMaPDK7175nSuw",
+	"h8iT8RrxEPbpjd8F4+287qxiXbZF4YaANRxSvkaNUuwc8E6po+iByZ35VhhsZnd/Nyv4t2B2BtbLiGb9",
+	"dAT9bAzrJDvC2UwrP+pXdvXKrlwheh9inYYJ5Lfa/fhVCPRmhnC2b1kSF7wrCnLaOdyIa7DtNqwjQCRa",
+	"aWq5W2gr2bvISlyu42l7RIKh2jQVKeVs+W5aAorgSVvMPydTwwN55WqvXO3fphj9zWqRAXqM3Gex0kTH",
+	"0jAhTij3x6W+8MSnHL0VXNzaeBY7rlmQdjltcchcFm+hiJECDAIodarHRhJ7ZMyCAHAuUFpIhSqshID6",
+	"GhoiJi9xwpfWCP7brntiYXrWWusIjzh67QX/8nvBW3JcuthRE3fYgEla36S5aSEn+Vl5tg55GknkjxN+",
+	"bauXOAZBFTE4SYThB/I6ELd8DysrMhpaVyd1bdzJ7ZiFQBg34AmhKSrIYuTR5OWXM2lsbyhkRPXKGXh2",
+	"28d2kLsXxUHciTTwkH2LEq+840V2/ZjY4h8preJRtfAQHFXepLSWyLCz2xlrHe9ubGxt/9Tb7G32tnbf",
+	"bb7bRIRzQ9TrEds896EQWmlJY68xQT4vP9ErJIy67OF63mnWAwLLOLS0Mik1higMi40h6mPuBxHjzKzR",
+	"lnpFzumRsVBaec4a5mGmh5cu3ap4aa+eHsEhlOu9WrxKyVAEzNbldYug5tWGVZzlvWdxI6We+r1qfq9w",
+	"3UwbsiV2C1qFV/ddqDyPpTislS/rQx6euCophR61vuAGO5wJ2Ya+4OVSgrVDqAZ4lxpheFnHNQ+LVNr6",
+	"K6gwF4azbZfqYx1NDDtjDTmbaUgOk6VM7+KW0xSj+rDHpcI4Loi2VHCsV+pla/b55e7/BAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -439,16 +439,16 @@ type AdminAgent struct {
 
 // AdminAgentCreateInput defines model for AdminAgentCreateInput.
 type AdminAgentCreateInput struct {
-	// Description Public description: at most 2000 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+	// Description Public description: at most 2000 UTF-8 bytes.
 	Description *CardDescription `json:"description,omitempty"`
 	HostName    Name             `json:"host_name"`
 	Listed      *bool            `json:"listed,omitempty"`
 	Name        Name             `json:"name"`
 
-	// ProfileText Private profile (role and standing instructions): at most 65536 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+	// ProfileText Private profile (role and standing instructions): at most 65536 UTF-8 bytes.
 	ProfileText *ProfileText `json:"profile_text,omitempty"`
 
-	// Role Public role: at most 200 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+	// Role Public role: at most 200 UTF-8 bytes.
 	Role *CardRole `json:"role,omitempty"`
 }
 
@@ -565,7 +565,7 @@ type AdminKeyList struct {
 
 // AdminProfileSetInput defines model for AdminProfileSetInput.
 type AdminProfileSetInput struct {
-	// Text Private profile (role and standing instructions): at most 65536 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+	// Text Private profile (role and standing instructions): at most 65536 UTF-8 bytes.
 	Text ProfileText `json:"text"`
 }
 
@@ -640,6 +640,7 @@ type AgentName struct {
 
 // AgentPrimeInput defines model for AgentPrimeInput.
 type AgentPrimeInput struct {
+	// KnownCheckpointRevision The checkpoint revision you hold; checkpoint_changed says whether it moved.
 	KnownCheckpointRevision *DecimalString `json:"known_checkpoint_revision,omitempty"`
 }
 
@@ -703,7 +704,7 @@ type Card struct {
 	Role         string             `json:"role"`
 }
 
-// CardDescription Public description: at most 2000 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+// CardDescription Public description: at most 2000 UTF-8 bytes.
 type CardDescription = string
 
 // CardPage defines model for CardPage.
@@ -714,7 +715,7 @@ type CardPage struct {
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 }
 
-// CardRole Public role: at most 200 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+// CardRole Public role: at most 200 UTF-8 bytes.
 type CardRole = string
 
 // Checkpoint defines model for Checkpoint.
@@ -729,7 +730,9 @@ type Checkpoint struct {
 // CheckpointSaveInput defines model for CheckpointSaveInput.
 type CheckpointSaveInput struct {
 	// Checkpoint Any JSON object.
-	Checkpoint       JsonObject    `json:"checkpoint"`
+	Checkpoint JsonObject `json:"checkpoint"`
+
+	// ExpectedRevision The revision you last read ("0" when none).
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
 	// IdempotencyKey Unique per action; reuse it to retry.
@@ -770,6 +773,7 @@ type DestinationKind string
 
 // DirectoryUpdateSelfInput defines model for DirectoryUpdateSelfInput.
 type DirectoryUpdateSelfInput struct {
+	// ExpectedRevision The revision you last read ("0" when none).
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
 	// IdempotencyKey Unique per action; reuse it to retry.
@@ -777,10 +781,10 @@ type DirectoryUpdateSelfInput struct {
 
 	// Patch Fields to change; at least one.
 	Patch struct {
-		// Description Public description: at most 2000 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+		// Description Public description: at most 2000 UTF-8 bytes.
 		Description *CardDescription `json:"description,omitempty"`
 
-		// Role Public role: at most 200 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+		// Role Public role: at most 200 UTF-8 bytes.
 		Role *CardRole `json:"role,omitempty"`
 	} `json:"patch"`
 }
@@ -825,7 +829,7 @@ type FileAccessReportInput struct {
 	// IdempotencyKey Unique per action; reuse it to retry.
 	IdempotencyKey IdempotencyKey `json:"idempotency_key"`
 
-	// Note Short note: at most 500 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+	// Note Short note: at most 500 UTF-8 bytes.
 	Note   *string          `json:"note,omitempty"`
 	Status FileAccessStatus `json:"status"`
 }
@@ -1038,7 +1042,9 @@ type MessageRef struct {
 type MessageSendBatchInput struct {
 	// BodyMd As message_send.
 	BodyMd string `json:"body_md"`
-	DryRun *bool  `json:"dry_run,omitempty"`
+
+	// DryRun Validate only.
+	DryRun *bool `json:"dry_run,omitempty"`
 
 	// Files Links to files (https; metadata only, nothing fetches them).
 	Files *FileRefInputs `json:"files,omitempty"`
@@ -1150,7 +1156,7 @@ type Profile struct {
 	Text           string        `json:"text"`
 }
 
-// ProfileText Private profile (role and standing instructions): at most 65536 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+// ProfileText Private profile (role and standing instructions): at most 65536 UTF-8 bytes.
 type ProfileText = string
 
 // Request defines model for Request.
@@ -1179,8 +1185,12 @@ type RequestPage struct {
 // RequestRespondInput defines model for RequestRespondInput.
 type RequestRespondInput struct {
 	// BodyMd The reply body, as message_send.
-	BodyMd           string        `json:"body_md"`
-	DryRun           *bool         `json:"dry_run,omitempty"`
+	BodyMd string `json:"body_md"`
+
+	// DryRun Validate only.
+	DryRun *bool `json:"dry_run,omitempty"`
+
+	// ExpectedRevision The revision you last read ("0" when none).
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
 	// Files Links to files (https; metadata only, nothing fetches them).
@@ -1215,8 +1225,10 @@ type RoomBrief struct {
 
 // RoomBriefUpdateInput defines model for RoomBriefUpdateInput.
 type RoomBriefUpdateInput struct {
-	// AppendMd Text to append: at most 8192 UTF-8 bytes, and the whole brief at most 65536 (brief_md); LIMIT_EXCEEDED beyond either.
-	AppendMd         string        `json:"append_md"`
+	// AppendMd Text to append: at most 8192 UTF-8 bytes, and the whole brief at most 65536 (brief_md).
+	AppendMd string `json:"append_md"`
+
+	// ExpectedRevision The revision you last read ("0" when none).
 	ExpectedRevision DecimalString `json:"expected_revision"`
 
 	// IdempotencyKey Unique per action; reuse it to retry.
@@ -1239,7 +1251,7 @@ type RoomCreateInput struct {
 	// InviteeAgentIds Agents to invite (at most targets_max, distinct, not the caller).
 	InviteeAgentIds *[]openapi_types.UUID `json:"invitee_agent_ids,omitempty"`
 
-	// Name Room name: at most 200 UTF-8 bytes (LIMIT_EXCEEDED beyond).
+	// Name Room name: at most 200 UTF-8 bytes.
 	Name string `json:"name"`
 }
 
@@ -1287,6 +1299,7 @@ type RoomDetails struct {
 
 // RoomFollowInput defines model for RoomFollowInput.
 type RoomFollowInput struct {
+	// ExpectedRevision The revision you last read ("0" when none).
 	ExpectedRevision DecimalString `json:"expected_revision"`
 	Follow           Follow        `json:"follow"`
 

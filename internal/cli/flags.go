@@ -23,6 +23,12 @@ func (h helpRequest) print(w io.Writer) {
 	if usage == "" {
 		usage = "usage: " + h.fs.Name() + " [flags]"
 	}
+	n := 0
+	h.fs.VisitAll(func(*flag.Flag) { n++ })
+	if n == 0 { // a command configured by its environment alone (agentbox mcp)
+		fmt.Fprintf(w, "%s\n", strings.TrimRight(usage, "\n"))
+		return
+	}
 	legend := "flags:"
 	if len(h.required) > 0 {
 		legend = "flags (* required):"

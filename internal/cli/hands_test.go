@@ -37,6 +37,10 @@ func TestHelpOnStdout(t *testing.T) {
 		{[]string{"message", "send", "--help"}, []string{"   --attach PATH\n      upload the local file PATH as the message's attachment"}},
 		{[]string{"message", "send-batch", "--help"}, []string{"   --attach PATH\n      upload the local file PATH as the message's attachment"}},
 		{[]string{"help"}, []string{"exit codes:", "5  NOT_PRIMED"}},
+		// mcp has no flags: its help is its environment.
+		{[]string{"mcp", "--help"}, []string{"AGENTBOX_SERVER", "AGENTBOX_API_KEY", "AGENTBOX_CREDENTIALS", "AGENTBOX_SESSION"}},
+		// Flags whose field is a $ref carry the property's own description.
+		{[]string{"checkpoint", "save", "--help"}, []string{"* --expected-revision string\n      The revision you last read (\"0\" when none)."}},
 	} {
 		out, errOut, code := runText(c.args...)
 		if code != cli.ExitOK || errOut != "" {
