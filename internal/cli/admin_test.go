@@ -24,6 +24,9 @@ func run(t *testing.T, args ...string) (map[string]any, string, int) {
 		if err := json.Unmarshal(out.Bytes(), &m); err != nil {
 			t.Fatalf("%v: stdout is not one JSON object: %q", args, out.String())
 		}
+		if b := out.Bytes(); b[len(b)-1] != '\n' || bytes.HasSuffix(b, []byte("\n\n")) {
+			t.Fatalf("%v: stdout does not end with exactly one newline: %q", args, out.String())
+		}
 	}
 	return m, errb.String(), code
 }

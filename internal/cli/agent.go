@@ -478,7 +478,8 @@ func writeIndented(w io.Writer, doc json.RawMessage) error {
 	if err := json.Indent(&buf, doc, "", "  "); err != nil {
 		return err
 	}
-	buf.WriteByte('\n')
-	_, err := w.Write(buf.Bytes())
+	// json.Indent keeps the document's trailing newline, if any: one line ending, always.
+	out := append(bytes.TrimRight(buf.Bytes(), " \t\r\n"), '\n')
+	_, err := w.Write(out)
 	return err
 }

@@ -4,7 +4,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -211,13 +210,10 @@ func (e *env) respond(resp *http.Response) error {
 		return err
 	}
 	if resp.StatusCode/100 == 2 {
-		var buf bytes.Buffer
-		if json.Indent(&buf, body, "", "  ") != nil {
+		if !json.Valid(body) {
 			return fmt.Errorf("the server answered with a non-JSON body (status %d)", resp.StatusCode)
 		}
-		buf.WriteByte('\n')
-		_, err := e.stdout.Write(buf.Bytes())
-		return err
+		return writeIndented(e.stdout, body)
 	}
 	var eb apierr.Body
 	if json.Unmarshal(body, &eb) != nil || eb.Error == nil {

@@ -149,6 +149,9 @@ func TestCLIForHands(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &m); err != nil {
 			t.Fatalf("%v: stdout not JSON: %q", args, out)
 		}
+		if !strings.HasSuffix(out, "}\n") || strings.HasSuffix(out, "\n\n") {
+			t.Fatalf("%v: stdout does not end with exactly one newline: %q", args, out)
+		}
 		return m, errOut
 	}
 
