@@ -193,8 +193,11 @@ func (e *env) finish(err error) int {
 	if errors.As(err, &ae) {
 		writeJSON(e.stdout, apierr.Body{Error: ae})
 		fmt.Fprintln(e.stderr, "agentbox:", ae.Error())
-		if ae.Code == apierr.NotPrimed {
+		switch ae.Code { // the suggestion names tools; the CLI's commands for them
+		case apierr.NotPrimed:
 			fmt.Fprintln(e.stderr, "agentbox: run `agentbox prime` first (with the same AGENTBOX_SESSION, if you set one)")
+		case apierr.ProfileOutdated:
+			fmt.Fprintln(e.stderr, "agentbox: run `agentbox profile get` (with the same AGENTBOX_SESSION, if you set one), then repeat the command with the same --idempotency-key")
 		}
 		return ExitCode(ae.Code)
 	}

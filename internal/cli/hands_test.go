@@ -170,6 +170,13 @@ func TestCLIForHands(t *testing.T) {
 	if again["message_id"] != sent["message_id"] || messages() != 1 {
 		t.Fatalf("retry with the printed key: %v vs %v, %d messages", again["message_id"], sent["message_id"], messages())
 	}
+	// PROFILE_OUTDATED names the command that refreshes, and the retry with the same key.
+	e.Admin("PUT", "/boxes/demo/agents/planner/profile", map[string]any{"text": "v2"})
+	if _, errOut, code := runText("message", "send", "--to", "coder", "--body-md", "later", "--idempotency-key", "outdated-1"); code != cli.ExitConflict ||
+		!strings.Contains(errOut, "run `agentbox profile get`") || !strings.Contains(errOut, "same --idempotency-key") || messages() != 1 {
+		t.Fatalf("send while outdated: exit %d, stderr %q, %d messages", code, errOut, messages())
+	}
+	mustRun("profile", "get")
 
 	for _, c := range []struct{ to, want string }{
 		{"nobody", `no listed agent in box demo has the agent name you gave`},
