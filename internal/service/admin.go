@@ -221,8 +221,13 @@ func (s *Service) AdminAgentList(ctx context.Context, req api.AdminAgentListRequ
 func (s *Service) AdminAgentCreate(ctx context.Context, req api.AdminAgentCreateRequestObject) (api.AdminAgentCreateResponseObject, error) {
 	in := req.Body
 	profile := deref(in.ProfileText)
-	if len(profile) > ProfileMaxBytes {
+	switch {
+	case len(profile) > ProfileMaxBytes:
 		return nil, apierr.TooLong("profile_text", int64(ProfileMaxBytes))
+	case len(deref(in.Role)) > CardRoleMaxBytes:
+		return nil, apierr.TooLong("role", int64(CardRoleMaxBytes))
+	case len(deref(in.Description)) > CardDescriptionMaxBytes:
+		return nil, apierr.TooLong("description", int64(CardDescriptionMaxBytes))
 	}
 	apiKey := auth.NewSecret(auth.AgentKeyPrefix)
 	out, err := runAdmin(ctx, s, "admin_agent_create", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminAgentCreateResult, error) {

@@ -1,11 +1,14 @@
 package service_test
 
 import (
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/agentbox/agentbox/gen/api"
+	"github.com/agentbox/agentbox/internal/service"
+	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
@@ -50,4 +53,37 @@ func TestByteCapsAreStatedNotMaxLength(t *testing.T) {
 	if seen < 7 {
 		t.Fatalf("found %d byte caps in the contract, want the 7 of internal/service/limits.go at least", seen)
 	}
+}
+
+// The admin API's card and profile fields hold the same byte caps as the agent's (they were
+// bounded by the schema's maxLength alone, in characters): one byte over, in two-byte
+// characters (fewer characters than the cap), is LIMIT_EXCEEDED naming the field, nothing
+// written; exactly at the cap is stored.
+func TestAdminAgentFieldsHoldTheByteCaps(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	over := func(n int) string { return strings.Repeat("é", n/2) + "x" } // n+1 bytes, n/2+1 characters
+	create := func(field, value string) func() testenv.Response {
+		return func() testenv.Response {
+			return e.Do("POST", "/admin/api/v1/boxes/alpha/agents", testenv.AdminToken,
+				map[string]any{"host_name": "local", "name": "a-" + field, field: value}, nil)
+		}
+	}
+	for _, c := range []struct {
+		field string
+		limit int
+	}{{"role", service.CardRoleMaxBytes}, {"description", service.CardDescriptionMaxBytes}, {"profile_text", service.ProfileMaxBytes}} {
+		r := rejects(t, e, "create with "+c.field, create(c.field, over(c.limit)), "LIMIT_EXCEEDED", c.field+"_too_large", c.field)
+		if lim, _ := r.JSON()["error"].(map[string]any)["limit"].(float64); int(lim) != c.limit {
+			t.Errorf("%s: limit %s, want %d", c.field, r.Raw, c.limit)
+		}
+		if r := create(c.field, strings.Repeat("x", c.limit))(); r.Status != http.StatusOK {
+			t.Errorf("%s at its cap: %d %s", c.field, r.Status, r.Raw)
+		}
+	}
+	e.NewAgent("alpha", "b", nil)
+	rejects(t, e, "profile set", func() testenv.Response {
+		return e.Do("PUT", "/admin/api/v1/boxes/alpha/agents/b/profile", testenv.AdminToken, map[string]any{"text": over(service.ProfileMaxBytes)}, nil)
+	}, "LIMIT_EXCEEDED", "text_too_large", "text")
 }
