@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"runtime"
 	"sort"
@@ -198,6 +199,13 @@ func (e *env) finish(err error) int {
 			fmt.Fprintln(e.stderr, "agentbox: run `agentbox prime` first (with the same AGENTBOX_SESSION, if you set one)")
 		case apierr.ProfileOutdated:
 			fmt.Fprintln(e.stderr, "agentbox: run `agentbox profile get` (with the same AGENTBOX_SESSION, if you set one), then repeat the command with the same --idempotency-key")
+		case apierr.NotFoundOrForbidden:
+			// A path in AGENTBOX_SERVER prefixes every route (right behind a proxy that mounts
+			// the server there, wrong otherwise); the server cannot tell an unknown route from
+			// a resource it hides, so say it here.
+			if u, err := url.Parse(serverURL()); err == nil && strings.Trim(u.Path, "/") != "" {
+				fmt.Fprintf(e.stderr, "agentbox: AGENTBOX_SERVER has a path (%s), which every route is put behind; unless a proxy serves agentbox there, set it to the server's root URL\n", u.Path)
+			}
 		}
 		return ExitCode(ae.Code)
 	}

@@ -170,6 +170,12 @@ func TestCLIForHands(t *testing.T) {
 	if again["message_id"] != sent["message_id"] || messages() != 1 {
 		t.Fatalf("retry with the printed key: %v vs %v, %d messages", again["message_id"], sent["message_id"], messages())
 	}
+	// A path in AGENTBOX_SERVER is named when the answer is NOT_FOUND_OR_FORBIDDEN.
+	t.Setenv("AGENTBOX_SERVER", e.URL+"/api")
+	if _, errOut, code := runText("inbox", "list"); code != cli.ExitNotFound || !strings.Contains(errOut, "AGENTBOX_SERVER has a path (/api)") {
+		t.Fatalf("server URL with a path: exit %d, stderr %q", code, errOut)
+	}
+	t.Setenv("AGENTBOX_SERVER", e.URL)
 	// PROFILE_OUTDATED names the command that refreshes, and the retry with the same key.
 	e.Admin("PUT", "/boxes/demo/agents/planner/profile", map[string]any{"text": "v2"})
 	if _, errOut, code := runText("message", "send", "--to", "coder", "--body-md", "later", "--idempotency-key", "outdated-1"); code != cli.ExitConflict ||
