@@ -125,7 +125,7 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 	case *showIn:
 		return writeIndented(e.stdout, inputSchema)
 	case *showOut:
-		return writeIndented(e.stdout, outputSchema)
+		return writeIndented(e.stdout, withReasonNamesSchema(outputSchema))
 	}
 	stdin := *input == "-"
 	for i, a := range fs.Args() {

@@ -158,6 +158,45 @@ func withReasonNames(body json.RawMessage) json.RawMessage {
 	return bytes.TrimSpace(out.Bytes())
 }
 
+// withReasonNamesSchema is an output schema as the CLI prints its output: reason_names
+// beside every reasons property (--output-schema describes what stdout carries).
+func withReasonNamesSchema(schema json.RawMessage) json.RawMessage {
+	if !bytes.Contains(schema, []byte(`"reasons"`)) {
+		return schema
+	}
+	var doc any
+	if json.Unmarshal(schema, &doc) != nil {
+		return schema
+	}
+	var walk func(v any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if props, ok := v["properties"].(map[string]any); ok {
+				if _, ok := props["reasons"]; ok {
+					props["reason_names"] = map[string]any{"type": "array", "items": map[string]any{"type": "string", "enum": reasonNames},
+						"description": "CLI output only: the names of the reasons bits that are set, in bit order."}
+				}
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(doc)
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false) // descriptions stay as written
+	if enc.Encode(doc) != nil {
+		return schema
+	}
+	return bytes.TrimSpace(out.Bytes())
+}
+
 func addReasonNames(v any) any {
 	switch v := v.(type) {
 	case map[string]any:

@@ -58,6 +58,24 @@ func TestHelpOnStdout(t *testing.T) {
 	}
 }
 
+// TestOutputSchemaDescribesStdout: --output-schema is the schema of what the command prints,
+// including the CLI's reason_names beside every reasons bitmask.
+func TestOutputSchemaDescribesStdout(t *testing.T) {
+	for _, c := range []struct {
+		cmd         []string
+		reasonNames bool
+	}{{[]string{"inbox", "list"}, true}, {[]string{"inbox", "claim"}, true}, {[]string{"checkpoint", "get"}, false}} {
+		out, errOut, code := runText(append(c.cmd, "--output-schema")...)
+		var schema map[string]any
+		if code != cli.ExitOK || json.Unmarshal([]byte(out), &schema) != nil {
+			t.Fatalf("%v --output-schema: exit %d, stderr %q, stdout %.200q", c.cmd, code, errOut, out)
+		}
+		if got := strings.Contains(out, `"reason_names"`); got != c.reasonNames {
+			t.Errorf("%v --output-schema: reason_names listed %v, want %v", c.cmd, got, c.reasonNames)
+		}
+	}
+}
+
 // TestUnknownCommandSuggests: a typo gets the nearest command; a lone domain its verbs.
 func TestUnknownCommandSuggests(t *testing.T) {
 	for _, c := range []struct {
