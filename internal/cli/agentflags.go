@@ -24,13 +24,15 @@ type toolFlag func(fs *flag.FlagSet, notes map[string]string) applyFlags
 // toolFlags are the flags tools have beyond those generated from their input schemas, by
 // tool name; a tool may have several sets, applied in order.
 var toolFlags = map[string][]toolFlag{
-	"message_send": {destinationFlags},
+	"message_send":      {destinationFlags},
+	"conversation_read": {destinationFlags},
+	"inbox_list":        {destinationFlags},
 }
 
 // destinationFlags: --to NAME_OR_ID (a DM) or --to-room ROOM_ID instead of --destination JSON.
 func destinationFlags(fs *flag.FlagSet, notes map[string]string) applyFlags {
-	to := fs.String("to", "", "DM recipient: destination {kind: dm, recipient_agent_id}")
-	room := fs.String("to-room", "", "room: destination {kind: room, room_id}")
+	to := fs.String("to", "", "the DM with this agent: destination {kind: dm, recipient_agent_id}")
+	room := fs.String("to-room", "", "this room: destination {kind: room, room_id}")
 	notes["to"] = "agent ID or listed agent name"
 	notes["destination"] = "JSON; or --to, --to-room"
 	return func(set map[string]json.RawMessage, c *toolCall) error {

@@ -201,6 +201,13 @@ func TestCLIForHands(t *testing.T) {
 		t.Fatalf("send while outdated: exit %d, stderr %q, %d messages", code, errOut, messages())
 	}
 	mustRun("profile", "get")
+	// Reading takes --to / --to-room as sending does.
+	if conv, _ := mustRun("conversation", "read", "--to", "coder"); len(conv["items"].([]any)) != 1 {
+		t.Fatalf("conversation read --to coder: %v", conv)
+	}
+	if _, errOut, code := runText("inbox", "list", "--to", "coder", "--to-room", "0190f5e4-0000-7000-8000-000000000001"); code != cli.ExitUsage || !strings.Contains(errOut, "exclusive") {
+		t.Fatalf("inbox list --to and --to-room: exit %d, stderr %q", code, errOut)
+	}
 
 	for _, c := range []struct{ to, want string }{
 		{"nobody", `no listed agent in box demo has the agent name you gave`},
