@@ -2264,7 +2264,7 @@ type ClientInterface interface {
 
 	// InboxClaimWithBody Lease unread rows to this session
 	//
-	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2273,7 +2273,7 @@ type ClientInterface interface {
 
 	// InboxClaim Lease unread rows to this session
 	//
-	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3336,7 +3336,7 @@ func (c *Client) InboxAck(ctx context.Context, boxKey BoxKey, params *InboxAckPa
 
 // InboxClaimWithBody Lease unread rows to this session
 //
-// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3355,7 +3355,7 @@ func (c *Client) InboxClaimWithBody(ctx context.Context, boxKey BoxKey, params *
 
 // InboxClaim Lease unread rows to this session
 //
-// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7498,7 +7498,7 @@ type ClientWithResponsesInterface interface {
 
 	// InboxClaimWithBodyWithResponse Lease unread rows to this session
 	//
-	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7507,7 +7507,7 @@ type ClientWithResponsesInterface interface {
 
 	// InboxClaimWithResponse Lease unread rows to this session
 	//
-	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14397,7 +14397,7 @@ func (c *ClientWithResponses) InboxAckWithResponse(ctx context.Context, boxKey B
 
 // InboxClaimWithBodyWithResponse Lease unread rows to this session
 //
-// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14412,7 +14412,7 @@ func (c *ClientWithResponses) InboxClaimWithBodyWithResponse(ctx context.Context
 
 // InboxClaimWithResponse Lease unread rows to this session
 //
-// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts.
+// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

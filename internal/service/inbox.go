@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -218,6 +221,66 @@ func itemsWithinBudget[T any](items []T, budget int64) (int, []byte, error) {
 
 // claimPage is the InboxClaimResult whose items are the encoded array (itemsWithinBudget),
 // byte for byte what compactJSON(api.InboxClaimResult{Items: items}) is.
+// claimRecord is a claim's idempotency record: its page with each row's key and lease and no
+// message (json field names as in the page, so a record that kept the whole page, as records
+// made before this one did, reads the same).
+type claimRecord struct {
+	Items []claimedRow `json:"items"`
+}
+
+type claimedRow struct {
+	InboxSeq       string    `json:"inbox_seq"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+}
+
+// replayClaim is a claim's replay (SPEC §10: the original result): its rows in their order,
+// leased to the session until the original expiry and unread, as the claim returned them, with
+// their messages read now and only the rows the agent may still read. A row of a room it has
+// left or of a deleted message is left out (SPEC §5: leaving revokes reads at once; §11: no
+// archive of deleted content), so the replay never shows what the caller may no longer see.
+func replayClaim(ctx context.Context, tx *store.Tx, c *call, record []byte) (encodedResult, error) {
+	var rec claimRecord
+	if err := json.Unmarshal(record, &rec); err != nil {
+		return nil, fmt.Errorf("inbox_claim: idempotency record: %w", err)
+	}
+	seqs := make([]int64, 0, len(rec.Items))
+	for _, it := range rec.Items {
+		seq, err := strconv.ParseInt(it.InboxSeq, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("inbox_claim: idempotency record: %w", err)
+		}
+		seqs = append(seqs, seq)
+	}
+	rows, err := tx.ReadableInboxRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, seqs)
+	if err != nil {
+		return nil, err
+	}
+	bySeq := make(map[int64]store.InboxRow, len(rows))
+	for _, r := range rows {
+		bySeq[r.Seq] = r
+	}
+	kept := make([]store.InboxRow, 0, len(rows))
+	expiry := make([]time.Time, 0, len(rows))
+	for i, seq := range seqs {
+		if r, ok := bySeq[seq]; ok {
+			r.AckedAt, r.AckedBy = nil, nil // unread when claimed
+			kept, expiry = append(kept, r), append(expiry, rec.Items[i].LeaseExpiresAt)
+		}
+	}
+	items, err := inboxItems(c, kept)
+	if err != nil {
+		return nil, err
+	}
+	for i := range items { // leased to the claim's session, even if the lease has run out since
+		items[i].LeaseExpiresAt, items[i].LeasedElsewhere = utc(&expiry[i]), false
+	}
+	_, encoded, err := itemsWithinBudget(items, math.MaxInt64) // the claim's own page fitted its budget
+	if err != nil {
+		return nil, err
+	}
+	return claimPage(encoded), nil
+}
+
 func claimPage(items []byte) encodedResult {
 	return encodedResult(append(append([]byte(`{"items":`), items...), '}'))
 }
@@ -310,7 +373,12 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 	if args.Order != nil && *args.Order == defaultClaimOrder { // the default, named, is the default
 		args.Order = nil
 	}
-	m := mutation{op: "inbox_claim", idempotencyKey: in.IdempotencyKey, args: args}
+	var claimed claimRecord // what the idempotency record keeps: the rows' keys and lease, no content
+	m := mutation{op: "inbox_claim", idempotencyKey: in.IdempotencyKey, args: args,
+		record: func() ([]byte, error) { return json.Marshal(claimed) },
+		replay: func(ctx context.Context, tx *store.Tx, c *call, record []byte) (any, error) {
+			return replayClaim(ctx, tx, c, record)
+		}}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (encodedResult, error) {
 		order := defaultClaimOrder
 		if in.Order != nil {
@@ -356,6 +424,10 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 			return nil, err
 		}
 		rows = rows[:n]
+		claimed.Items = make([]claimedRow, n)
+		for i, r := range rows {
+			claimed.Items[i] = claimedRow{InboxSeq: dec(r.Seq), LeaseExpiresAt: expires}
+		}
 		var replaced []store.LeaseHolder
 		for i, h := range formerHolders[:n] {
 			if h != nil {

@@ -1599,3 +1599,69 @@ func TestInboxUnreadCountersUnderConcurrency(t *testing.T) {
 		t.Fatal("no rows at all: the workload did nothing")
 	}
 }
+
+// A claim's replay (the same idempotency_key) returns its rows as claimed, byte for byte while
+// nothing changed, but never what the caller may no longer read: after it leaves the room, or
+// after retention deletes the messages, the replay leaves those rows out (SPEC §5: leaving
+// revokes reads at once; §11: no archive of deleted content), whichever session asks. The
+// idempotency record keeps no message content.
+func TestInboxClaimReplayShowsOnlyWhatIsStillReadable(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	room := w.roomWith(t, sender, reader)
+	ibSend(t, sender, inRoom(room), "room secret 1", nil)
+	ibSend(t, sender, dmTo(reader), "dm secret 2", nil)
+	ibSend(t, sender, inRoom(room), "room secret 3", nil)
+	claim := func(a *testenv.Agent, key string) testenv.Response {
+		t.Helper()
+		r := a.Call("POST", "/inbox/claim", map[string]any{"idempotency_key": key, "limit": 10, "lease_seconds": 60})
+		if r.Status != http.StatusOK {
+			t.Fatalf("claim %s: %d %s", key, r.Status, r.Raw)
+		}
+		return r
+	}
+	first := claim(reader, "k1")
+	if got := ibSeqs(decodeClaim(t, first)); fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("claim: %v", got)
+	}
+	if again := claim(reader, "k1"); !bytes.Equal(again.Raw, first.Raw) {
+		t.Fatalf("replay while nothing changed differs:\n%s\n%s", first.Raw, again.Raw)
+	}
+	if n := dbInt(t, e, `SELECT count(*) FROM idempotency_records WHERE tool = 'inbox_claim' AND position('secret' in convert_from(response, 'UTF8')) > 0`); n != 0 {
+		t.Fatalf("%d claim records keep message content", n)
+	}
+
+	ibLeave(t, reader, room)
+	for _, a := range []*testenv.Agent{reader, reader.WithSession("other")} {
+		a.Prime()
+		r := claim(a, "k1")
+		items := decodeClaim(t, r)
+		if got := ibSeqs(items); fmt.Sprint(got) != "[2]" || bytes.Contains(r.Raw, []byte("room secret")) {
+			t.Fatalf("replay after leaving the room (session %q): %s", a.Session, r.Raw)
+		}
+		if items[0].LeaseExpiresAt == nil || items[0].LeasedElsewhere {
+			t.Fatalf("the replayed row is not shown as the claim leased it: %s", r.Raw)
+		}
+	}
+
+	// Retention: the DM's older messages go; the replay keeps only the one left.
+	ibSend(t, sender, dmTo(reader), "dm secret 4", nil)
+	claim(reader, "k2")
+	e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"settings": map[string]any{"channel_message_cap": 1}})
+	r := claim(reader, "k2")
+	if got := ibSeqs(decodeClaim(t, r)); fmt.Sprint(got) != "[4]" || bytes.Contains(r.Raw, []byte("secret 2")) {
+		t.Fatalf("replay after retention: %s", r.Raw)
+	}
+}
+
+func decodeClaim(t *testing.T, r testenv.Response) []ibItem {
+	t.Helper()
+	var res struct {
+		Items []ibItem `json:"items"`
+	}
+	if err := json.Unmarshal(r.Raw, &res); err != nil {
+		t.Fatalf("claim page: %v: %s", err, r.Raw)
+	}
+	return res.Items
+}

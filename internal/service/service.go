@@ -141,11 +141,18 @@ type mutation struct {
 	// statements, instead of costing a round trip of their own. They run even when the call
 	// then fails its session or idempotency checks (and are rolled back with it).
 	queue func(ctx context.Context, tx *store.Tx, p auth.Principal, now time.Time)
+	// record and replay, when set, keep something other than the response as the idempotency
+	// record and rebuild the replayed result from it (inbox_claim: its rows' keys, not the
+	// message content a replay must not show once the caller may no longer read it). record
+	// runs after the action succeeded; the replay's result is validated as a response is.
+	record func() ([]byte, error)
+	replay func(ctx context.Context, tx *store.Tx, c *call, record []byte) (any, error)
 }
 
 // runMutation runs an agent mutation: fresh profile, idempotency (replay returns the original
-// body; other arguments under the same key are IDEMPOTENCY_CONFLICT), output validation
-// before commit, and the idempotency record in the same transaction.
+// body, or what m.replay rebuilds from m.record; other arguments under the same key are
+// IDEMPOTENCY_CONFLICT), output validation before commit, and the idempotency record in the
+// same transaction.
 func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(context.Context, *store.Tx, *call) (T, error)) (mcp.Encoded, error) {
 	var out mcp.Encoded
 	err := s.store.InTx(ctx, func(tx *store.Tx) error {
@@ -189,6 +196,13 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 		case st.Found && !bytes.Equal(st.RecordHash, argHash):
 			return apierr.New(apierr.IdempotencyConflict, "this idempotency_key was used with different arguments").
 				WithField("idempotency_key").WithSuggestion("use a new idempotency_key for a new action")
+		case st.Found && m.replay != nil:
+			res, err := m.replay(ctx, tx, c, st.RecordResponse)
+			if err != nil {
+				return err
+			}
+			out, err = outputBytes(s, m.op, res)
+			return err
 		case st.Found: // the replay is the recorded body, byte for byte
 			out = st.RecordResponse
 			return nil
@@ -201,8 +215,14 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 		if err != nil {
 			return err
 		}
+		record := []byte(body)
+		if m.record != nil {
+			if record, err = m.record(); err != nil {
+				return err
+			}
+		}
 		retention := time.Duration(c.settings.IdempotencyRetentionSeconds) * time.Second
-		if err := tx.PutIdempotencyRecord(ctx, scope, argHash, body, c.now, c.now.Add(retention)); err != nil {
+		if err := tx.PutIdempotencyRecord(ctx, scope, argHash, record, c.now, c.now.Add(retention)); err != nil {
 			return err
 		}
 		out = body

@@ -75,6 +75,27 @@ func (t *Tx) InboxRows(ctx context.Context, boxID, agentID uuid.UUID, seqs []int
 	return out, err
 }
 
+// ReadableInboxRows are InboxRows restricted to the rows the agent may still read (accessible:
+// its room membership and read floor, as an ACK checks them); rows deleted with their message
+// are gone from both. A claim's replay shows only these (SPEC §5: leaving revokes reads at
+// once; §11: no archive of deleted content).
+func (t *Tx) ReadableInboxRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64) ([]InboxRow, error) {
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+	states, err := t.q.AckRowStates(ctx, db.AckRowStatesParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs})
+	if err != nil {
+		return nil, err
+	}
+	readable := make([]int64, 0, len(states))
+	for _, st := range states {
+		if st.Accessible {
+			readable = append(readable, st.InboxSeq)
+		}
+	}
+	return t.InboxRows(ctx, boxID, agentID, readable)
+}
+
 // RecordInboxReceipts records that session was shown these rows of the agent's inbox.
 func (t *Tx) RecordInboxReceipts(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64) error {
 	if len(seqs) == 0 {
