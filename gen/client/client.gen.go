@@ -665,10 +665,10 @@ type Attachment struct {
 	// AttachmentId Download with GET /api/v1/boxes/{box_key}/attachments/{attachment_id}; knowing it grants nothing.
 	AttachmentId openapi_types.UUID `json:"attachment_id"`
 
-	// MediaType The media type as uploaded.
+	// MediaType The media type as uploaded, its type, subtype and parameter names lowercased.
 	MediaType string `json:"media_type"`
 
-	// Name The file name as uploaded.
+	// Name The file name as uploaded, without a directory part.
 	Name string `json:"name"`
 
 	// Sha256 Lowercase hex SHA-256 of the bytes, computed by the server while the upload streamed.
@@ -1067,7 +1067,7 @@ type MessageSendBatchResult struct {
 
 // MessageSendBatchUpload A batch DM with one uploaded attachment (multipart/form-data, HTTP and CLI only): parts `input` (application/json, MessageSendBatchInput; body_md may be empty) and `file`. The upload is staged once; every sent target gets its own copy owned by its own message.
 type MessageSendBatchUpload struct {
-	// File The attachment: one file part with a filename (1..255 bytes, no path) and a media type (Content-Type of the part; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
+	// File The attachment: one file part with a filename (1..255 bytes once any directory part a client sends, up to the last / or \, is dropped, as RFC 7578 asks; no control or bidirectional-formatting characters) and a media type (Content-Type of the part, type/subtype; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
 	File  openapi_types.File    `json:"file"`
 	Input MessageSendBatchInput `json:"input"`
 }
@@ -1115,7 +1115,7 @@ type MessageSendResult struct {
 
 // MessageSendUpload A send with one uploaded attachment (multipart/form-data, HTTP and CLI only): exactly two parts, `input` (application/json, the same MessageSendInput as the JSON form, validated by the same strict decoder; body_md may be empty) and `file`. The message and its attachment are stored in one transaction.
 type MessageSendUpload struct {
-	// File The attachment: one file part with a filename (1..255 bytes, no path) and a media type (Content-Type of the part; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
+	// File The attachment: one file part with a filename (1..255 bytes once any directory part a client sends, up to the last / or \, is dropped, as RFC 7578 asks; no control or bidirectional-formatting characters) and a media type (Content-Type of the part, type/subtype; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
 	File  openapi_types.File `json:"file"`
 	Input MessageSendInput   `json:"input"`
 }

@@ -172,7 +172,7 @@ func (e *env) sendWithAttachment(t *genmcp.Tool, argsJSON json.RawMessage) error
 func attachName(path string) (string, error) {
 	name := filepath.Base(path)
 	if !upload.ValidName(name) {
-		return "", apierr.Invalid("file", "the file part needs a filename of 1..255 bytes without path separators or control characters").
+		return "", apierr.Invalid("file", "the file's name must be 1..255 bytes without a backslash, control or bidirectional formatting characters").
 			WithReason(upload.ReasonInvalid)
 	}
 	return name, nil

@@ -113,7 +113,15 @@ func readParts(r *http.Request, op *mcp.Operation, slot *upload.Slot) ([]byte, *
 		if err != nil {
 			return nil, nil, err
 		}
-		switch part.FormName() {
+		// The part's header parsed here rather than by FormName and FileName: a malformed one
+		// is named as such (they would make it a nameless part), and the file name keeps what
+		// BaseName drops (FileName's filepath.Base knows / only).
+		disposition, dparams, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+		if err != nil || disposition != "form-data" {
+			return nil, nil, apierr.Invalid("", "a part's Content-Disposition header is malformed; each part needs form-data; name=\"input\" or name=\"file\"; filename=\"…\"").
+				WithReason(upload.ReasonInvalid)
+		}
+		switch dparams["name"] {
 		case inputPart:
 			if input != nil {
 				return nil, nil, apierr.Invalid(inputPart, "exactly one input part is allowed")
@@ -141,15 +149,15 @@ func readParts(r *http.Request, op *mcp.Operation, slot *upload.Slot) ([]byte, *
 			if file != nil {
 				return nil, nil, apierr.Invalid(filePart, "exactly one file part is allowed")
 			}
-			name := part.FileName()
+			name := upload.BaseName(dparams["filename"])
 			if !upload.ValidName(name) {
-				return nil, nil, apierr.Invalid(filePart, "the file part needs a filename of 1..255 bytes without path separators or control characters").
+				return nil, nil, apierr.Invalid(filePart, "the file part needs a filename of 1..255 bytes without control or bidirectional formatting characters").
 					WithReason(upload.ReasonInvalid)
 			}
 			mediaType := "application/octet-stream"
 			if ct := part.Header.Get("Content-Type"); ct != "" {
 				mt, params, err := mime.ParseMediaType(ct)
-				if err != nil || len(ct) > 255 {
+				if typ, sub, ok := strings.Cut(mt, "/"); err != nil || len(ct) > 255 || !ok || typ == "" || sub == "" || strings.Contains(sub, "/") {
 					return nil, nil, apierr.Invalid(filePart, "the file part's media type is malformed").WithReason(upload.ReasonInvalid)
 				}
 				mediaType = mime.FormatMediaType(mt, params)

@@ -47,6 +47,16 @@ func multipartBody(t *testing.T, input any, name, mediaType string, data []byte)
 	return mw.FormDataContentType(), buf.Bytes()
 }
 
+// rawUpload sends a message with a one-byte file part whose Content-Disposition is written
+// as given, byte for byte (multipart.Writer would quote and escape it).
+func rawUpload(t *testing.T, a *testenv.Agent, input any, disposition string) testenv.Response {
+	t.Helper()
+	raw, _ := json.Marshal(input)
+	body := "--B\r\nContent-Disposition: form-data; name=\"input\"\r\nContent-Type: application/json\r\n\r\n" + string(raw) +
+		"\r\n--B\r\nContent-Disposition: " + disposition + "\r\nContent-Type: text/plain\r\n\r\nf\r\n--B--\r\n"
+	return a.Env.Do("POST", "/api/v1/boxes/"+a.BoxKey+"/messages", a.Key, []byte(body), map[string]string{"Content-Type": "multipart/form-data; boundary=B"})
+}
+
 // upload sends a multipart request to path (relative to the agent's box).
 func upload(t *testing.T, a *testenv.Agent, path string, input any, name, mediaType string, data []byte) testenv.Response {
 	t.Helper()
@@ -342,6 +352,17 @@ func TestAttachmentRejectedUploadsLeaveNothing(t *testing.T) {
 	rejects(t, e, "a path as filename", func() testenv.Response {
 		return upload(t, a, "/messages", in(), "..", "text/plain", []byte("f"))
 	}, "INVALID_ARGUMENT", "invalid_upload", "file")
+	rejects(t, e, "a name that displays reversed (U+202E)", func() testenv.Response {
+		return rawUpload(t, a, in(), "form-data; name=\"file\"; filename=\"\u202etxt.exe\"")
+	}, "INVALID_ARGUMENT", "invalid_upload", "file")
+	for _, mt := range []string{"garbage", "text/", "a/b/c"} {
+		rejects(t, e, "media type "+mt, func() testenv.Response {
+			return upload(t, a, "/messages", in(), "f.txt", mt, []byte("f"))
+		}, "INVALID_ARGUMENT", "invalid_upload", "file")
+	}
+	rejects(t, e, "a malformed part header", func() testenv.Response {
+		return rawUpload(t, a, in(), "form-data; name=\"file\"; filename=\"a\"b.txt\"")
+	}, "INVALID_ARGUMENT", "invalid_upload", "")
 	rejects(t, e, "two file parts", func() testenv.Response {
 		var buf bytes.Buffer
 		mw := multipart.NewWriter(&buf)
@@ -366,7 +387,7 @@ func TestAttachmentRejectedUploadsLeaveNothing(t *testing.T) {
 	if v := metric(t, e, `agentbox_uploads_rejected_total{reason="attachment_too_large"}`); v != "1" {
 		t.Fatalf("rejected metric: %q", v)
 	}
-	if v := metric(t, e, `agentbox_uploads_rejected_total{reason="invalid_upload"}`); v != "4" {
+	if v := metric(t, e, `agentbox_uploads_rejected_total{reason="invalid_upload"}`); v != "9" {
 		t.Fatalf("invalid uploads metric: %q", v)
 	}
 }
@@ -758,5 +779,27 @@ func TestAttachmentDownloadStreams(t *testing.T) {
 	t.Logf("heap growth during a 50 MiB download: %.2f MiB", float64(growth)/(1<<20))
 	if growth >= 10<<20 {
 		t.Fatalf("heap grew by %d bytes during the download", growth)
+	}
+}
+
+// A multipart filename's directory part is dropped (RFC 7578 §4.2), whichever separator the
+// client used, and the media type is stored lowercased: the name and type the message shows.
+func TestAttachmentNameWithoutDirectory(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a", "b")
+	a, b := w.agents["a"], w.agents["b"]
+	for _, c := range []struct{ sent, stored string }{
+		{`../../etc/passwd`, "passwd"}, {`a/b.txt`, "b.txt"}, {`C:\\x\\y.txt`, "y.txt"}, {`plain.txt`, "plain.txt"},
+	} {
+		r := rawUpload(t, a, map[string]any{"destination": dmTo(b), "body_md": "file " + c.stored, "idempotency_key": newKey()},
+			`form-data; name="file"; filename="`+c.sent+`"`)
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", c.sent, r.Status, r.Raw)
+		}
+		m := a.MustCall("GET", "/messages/"+r.JSON()["message_id"].(string), nil)
+		att, _ := m["attachment"].(map[string]any)
+		if att["name"] != c.stored || att["media_type"] != "text/plain" {
+			t.Errorf("%s: stored as %v, want %s", c.sent, att, c.stored)
+		}
 	}
 }

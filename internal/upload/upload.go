@@ -383,17 +383,31 @@ func (s *Stager) WriteMetrics(w io.Writer) {
 }
 
 // ValidName reports whether a client file name is storable: 1..255 bytes of valid text with
-// no path separators or control characters (the server never interprets it as a path).
+// no path separators, control characters or bidirectional formatting characters (the server
+// never interprets it as a path; U+202E and its kin would make "txt.exe" display as
+// "exe.txt" wherever the name is shown).
 func ValidName(name string) bool {
 	if name == "" || len(name) > 255 || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
 		return false
 	}
 	for _, r := range name {
-		if r < 0x20 || r == 0x7f || r == 0xfffd {
+		switch {
+		case r < 0x20 || r == 0x7f || r == 0xfffd:
+			return false
+		case r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
 			return false
 		}
 	}
 	return true
+}
+
+// BaseName is a multipart filename without the directory part a client may send (RFC 7578
+// §4.2: do not use it), up to the last / or \ (Windows clients send C:\dir\name).
+func BaseName(filename string) string {
+	if i := strings.LastIndexAny(filename, "/\\"); i >= 0 {
+		return filename[i+1:]
+	}
+	return filename
 }
 
 type ctxKey struct{}

@@ -62,9 +62,18 @@ func TestCrashLeftFilesRemovedAtStart(t *testing.T) {
 
 func TestValidName(t *testing.T) {
 	for name, ok := range map[string]bool{"a.txt": true, "ü ñ.pdf": true, "": false, ".": false, "..": false,
-		"a/b": false, `a\b`: false, "a\x00b": false, "a\nb": false, string(make([]byte, 256)): false} {
+		"a/b": false, `a\b`: false, "a\x00b": false, "a\nb": false, string(make([]byte, 256)): false,
+		"\u202etxt.exe": false, "a\u2066b": false, "a\u200fb": false} {
 		if ValidName(name) != ok {
 			t.Errorf("ValidName(%q) = %v", name, !ok)
+		}
+	}
+}
+
+func TestBaseName(t *testing.T) {
+	for in, want := range map[string]string{"a.txt": "a.txt", "../../etc/passwd": "passwd", `C:\x\y.txt`: "y.txt", "dir/": "", "": ""} {
+		if got := BaseName(in); got != want {
+			t.Errorf("BaseName(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
