@@ -2125,7 +2125,7 @@ type ClientInterface interface {
 
 	// AdminSettingsUpdateWithBody Merge new values into a box's settings
 	//
-	// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT.
+	// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT. A lowered cap applies to what is already stored, in the same request: channel_message_cap and channel_attachment_cap delete each channel's oldest messages beyond them, and attachment_max_bytes deletes every message whose attachment is larger, whole (SPEC §11; unread and leased messages included). GET .../cleanup reports what was deleted.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2134,7 +2134,7 @@ type ClientInterface interface {
 
 	// AdminSettingsUpdate Merge new values into a box's settings
 	//
-	// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT.
+	// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT. A lowered cap applies to what is already stored, in the same request: channel_message_cap and channel_attachment_cap delete each channel's oldest messages beyond them, and attachment_max_bytes deletes every message whose attachment is larger, whole (SPEC §11; unread and leased messages included). GET .../cleanup reports what was deleted.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3027,7 +3027,7 @@ func (c *Client) AdminSettingsGet(ctx context.Context, boxKey BoxKey, reqEditors
 
 // AdminSettingsUpdateWithBody Merge new values into a box's settings
 //
-// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT.
+// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT. A lowered cap applies to what is already stored, in the same request: channel_message_cap and channel_attachment_cap delete each channel's oldest messages beyond them, and attachment_max_bytes deletes every message whose attachment is larger, whole (SPEC §11; unread and leased messages included). GET .../cleanup reports what was deleted.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3046,7 +3046,7 @@ func (c *Client) AdminSettingsUpdateWithBody(ctx context.Context, boxKey BoxKey,
 
 // AdminSettingsUpdate Merge new values into a box's settings
 //
-// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT.
+// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT. A lowered cap applies to what is already stored, in the same request: channel_message_cap and channel_attachment_cap delete each channel's oldest messages beyond them, and attachment_max_bytes deletes every message whose attachment is larger, whole (SPEC §11; unread and leased messages included). GET .../cleanup reports what was deleted.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7345,7 +7345,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminSettingsUpdateWithBodyWithResponse Merge new values into a box's settings
 	//
-	// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT.
+	// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT. A lowered cap applies to what is already stored, in the same request: channel_message_cap and channel_attachment_cap delete each channel's oldest messages beyond them, and attachment_max_bytes deletes every message whose attachment is larger, whole (SPEC §11; unread and leased messages included). GET .../cleanup reports what was deleted.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7354,7 +7354,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminSettingsUpdateWithResponse Merge new values into a box's settings
 	//
-	// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT.
+	// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT. A lowered cap applies to what is already stored, in the same request: channel_message_cap and channel_attachment_cap delete each channel's oldest messages beyond them, and attachment_max_bytes deletes every message whose attachment is larger, whole (SPEC §11; unread and leased messages included). GET .../cleanup reports what was deleted.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14142,7 +14142,7 @@ func (c *ClientWithResponses) AdminSettingsGetWithResponse(ctx context.Context, 
 
 // AdminSettingsUpdateWithBodyWithResponse Merge new values into a box's settings
 //
-// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT.
+// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT. A lowered cap applies to what is already stored, in the same request: channel_message_cap and channel_attachment_cap delete each channel's oldest messages beyond them, and attachment_max_bytes deletes every message whose attachment is larger, whole (SPEC §11; unread and leased messages included). GET .../cleanup reports what was deleted.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14157,7 +14157,7 @@ func (c *ClientWithResponses) AdminSettingsUpdateWithBodyWithResponse(ctx contex
 
 // AdminSettingsUpdateWithResponse Merge new values into a box's settings
 //
-// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT.
+// Merges the given keys and increments settings_revision. With expected_revision, a stale revision is REVISION_CONFLICT. A lowered cap applies to what is already stored, in the same request: channel_message_cap and channel_attachment_cap delete each channel's oldest messages beyond them, and attachment_max_bytes deletes every message whose attachment is larger, whole (SPEC §11; unread and leased messages included). GET .../cleanup reports what was deleted.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

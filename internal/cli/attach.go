@@ -203,6 +203,10 @@ func (e *env) attachmentDownload(args []string) error {
 		return usagef("--attachment-id must be a UUID")
 	case *out == "":
 		return usagef("--out is required: downloads go to an explicit local path")
+	case *out == "-":
+		return usagef("--out - is not taken: stdout carries the download's metadata; give a file path")
+	case isDir(*out):
+		return usagef("--out names a directory; give the file's path in it")
 	case *box == "":
 		return usagef("set --box or AGENTBOX_BOX")
 	}
@@ -252,6 +256,11 @@ func (e *env) attachmentDownload(args []string) error {
 	meta, _ := json.Marshal(map[string]any{"attachment_id": attID, "name": name, "media_type": resp.Header.Get("Content-Type"),
 		"size_bytes": n, "sha256": got, "out": *out})
 	return writeIndented(e.stdout, meta)
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
 // agentClient is the generated HTTP client (over a link, timeout 0: none) with the box's key

@@ -116,6 +116,8 @@ func TestFlagErrorsNeverEchoTheValue(t *testing.T) {
 		{[]string{"admin", "box", "create", "--key", "k", secret}, "the 1st argument after the flags is not a flag"},
 		{[]string{"attachment", "download", "--attachment-id", secret, "--out", "x"}, "--attachment-id must be a UUID"},
 		{[]string{"attachment"}, "attachment needs a verb: attachment download"},
+		{[]string{"attachment", "download", "--attachment-id", "0190f5e4-0000-7000-8000-000000000001", "--out", "-", "--box", "b"}, "--out - is not taken"},
+		{[]string{"attachment", "download", "--attachment-id", "0190f5e4-0000-7000-8000-000000000001", "--out", os.TempDir(), "--box", "b"}, "--out names a directory"},
 	} {
 		out, errOut, code := runText(c.args...)
 		leaked := strings.Contains(errOut, secret) && !strings.Contains(c.want, secret)
