@@ -219,11 +219,9 @@ func itemsWithinBudget[T any](items []T, budget int64) (int, []byte, error) {
 	return len(items), buf.Bytes(), nil
 }
 
-// claimPage is the InboxClaimResult whose items are the encoded array (itemsWithinBudget),
-// byte for byte what compactJSON(api.InboxClaimResult{Items: items}) is.
 // claimRecord is a claim's idempotency record: its page with each row's key and lease and no
-// message (json field names as in the page, so a record that kept the whole page, as records
-// made before this one did, reads the same).
+// message. The fields are the page's own, so a record an earlier version kept (the whole page)
+// reads the same.
 type claimRecord struct {
 	Items []claimedRow `json:"items"`
 }
@@ -281,6 +279,8 @@ func replayClaim(ctx context.Context, tx *store.Tx, c *call, record []byte) (enc
 	return claimPage(encoded), nil
 }
 
+// claimPage is the InboxClaimResult whose items are the encoded array (itemsWithinBudget),
+// byte for byte what compactJSON(api.InboxClaimResult{Items: items}) is.
 func claimPage(items []byte) encodedResult {
 	return encodedResult(append(append([]byte(`{"items":`), items...), '}'))
 }
