@@ -145,19 +145,7 @@ func withReasonNames(body json.RawMessage) json.RawMessage {
 	if !bytes.Contains(body, []byte(`"reasons"`)) {
 		return body
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var doc any
-	if dec.Decode(&doc) != nil {
-		return body
-	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false) // message bodies stay as written
-	if enc.Encode(addReasonNames(doc)) != nil {
-		return body
-	}
-	return bytes.TrimSpace(out.Bytes())
+	return rewriteJSON(body, addReasonNames)
 }
 
 // withReasonNamesSchema is an output schema as the CLI prints its output: reason_names
@@ -166,37 +154,47 @@ func withReasonNamesSchema(schema json.RawMessage) json.RawMessage {
 	if !bytes.Contains(schema, []byte(`"reasons"`)) {
 		return schema
 	}
-	var doc any
-	if json.Unmarshal(schema, &doc) != nil {
-		return schema
+	return rewriteJSON(schema, addReasonNamesProperty)
+}
+
+// rewriteJSON is doc decoded (numbers kept as written), changed by f and encoded again
+// without HTML escaping (texts stay as written); doc itself if it does not decode.
+func rewriteJSON(doc json.RawMessage, f func(any) any) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return doc
 	}
-	var walk func(v any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if props, ok := v["properties"].(map[string]any); ok {
-				if _, ok := props["reasons"]; ok {
-					props["reason_names"] = map[string]any{"type": "array", "items": map[string]any{"type": "string", "enum": reasonNames},
-						"description": "CLI output only: the names of the reasons bits that are set, in bit order."}
-				}
-			}
-			for _, x := range v {
-				walk(x)
-			}
-		case []any:
-			for _, x := range v {
-				walk(x)
-			}
-		}
-	}
-	walk(doc)
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false) // descriptions stay as written
-	if enc.Encode(doc) != nil {
-		return schema
+	enc.SetEscapeHTML(false)
+	if enc.Encode(f(v)) != nil {
+		return doc
 	}
 	return bytes.TrimSpace(out.Bytes())
+}
+
+// addReasonNamesProperty adds the reason_names property beside every reasons property of a
+// schema.
+func addReasonNamesProperty(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		if props, ok := v["properties"].(map[string]any); ok {
+			if _, ok := props["reasons"]; ok {
+				props["reason_names"] = map[string]any{"type": "array", "items": map[string]any{"type": "string", "enum": reasonNames},
+					"description": "CLI output only: the names of the reasons bits that are set, in bit order."}
+			}
+		}
+		for _, x := range v {
+			addReasonNamesProperty(x)
+		}
+	case []any:
+		for _, x := range v {
+			addReasonNamesProperty(x)
+		}
+	}
+	return v
 }
 
 func addReasonNames(v any) any {

@@ -221,10 +221,11 @@ func (e *env) respond(resp *http.Response) error {
 		return err
 	}
 	if resp.StatusCode/100 == 2 {
-		if !json.Valid(body) {
+		err := writeIndented(e.stdout, body)
+		if _, notJSON := errors.AsType[*json.SyntaxError](err); notJSON {
 			return fmt.Errorf("the server answered with a non-JSON body (status %d)", resp.StatusCode)
 		}
-		return writeIndented(e.stdout, body)
+		return err
 	}
 	var eb apierr.Body
 	if json.Unmarshal(body, &eb) != nil || eb.Error == nil {

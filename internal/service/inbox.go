@@ -258,19 +258,19 @@ func replayClaim(ctx context.Context, tx *store.Tx, c *call, record []byte) (enc
 		bySeq[r.Seq] = r
 	}
 	kept := make([]store.InboxRow, 0, len(rows))
-	expiry := make([]time.Time, 0, len(rows))
 	for i, seq := range seqs {
 		if r, ok := bySeq[seq]; ok {
 			r.AckedAt, r.AckedBy = nil, nil // unread when claimed
-			kept, expiry = append(kept, r), append(expiry, rec.Items[i].LeaseExpiresAt)
+			r.LeaseSession, r.LeaseExpiresAt = &c.session.ID, &rec.Items[i].LeaseExpiresAt
+			kept = append(kept, r)
 		}
 	}
 	items, err := inboxItems(c, kept)
 	if err != nil {
 		return nil, err
 	}
-	for i := range items { // leased to the claim's session, even if the lease has run out since
-		items[i].LeaseExpiresAt, items[i].LeasedElsewhere = utc(&expiry[i]), false
+	for i := range items { // as claimed, even if the lease has run out since (inboxItems shows live leases only)
+		items[i].LeaseExpiresAt, items[i].LeasedElsewhere = utc(kept[i].LeaseExpiresAt), false
 	}
 	_, encoded, err := itemsWithinBudget(items, math.MaxInt64) // the claim's own page fitted its budget
 	if err != nil {
