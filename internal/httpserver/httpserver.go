@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/gen/mcp"
@@ -293,7 +294,7 @@ func cleanPath(p string) string {
 // (unknown fields, bad UTF-8 and lone surrogates are INVALID_ARGUMENT), then hands the
 // request to the generated strict handler.
 func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
-	uuidParams := pathUUIDs(op)
+	rules := paramRules(op)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w := &statusWriter{ResponseWriter: rw, status: http.StatusOK}
 		defer func(start time.Time) { cfg.Metrics.Observe(op.OperationID, "http", w.status, time.Since(start)) }(time.Now())
@@ -334,7 +335,7 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 			ctx = auth.WithPrincipal(ctx, p)
 			ctx = auth.WithSessionKey(ctx, auth.SessionKey(header, "", p.KeyID))
 		}
-		if err := checkParams(op, uuidParams, r); err != nil {
+		if err := checkParams(op, rules, r); err != nil {
 			WriteError(w, err)
 			return
 		}
@@ -413,37 +414,71 @@ func EncodedBody(r *http.Request) bool {
 	return false
 }
 
-// pathUUIDs are op's path parameters whose input schema has the uuid format.
-func pathUUIDs(op *mcp.Operation) []string {
+// paramRule is what an input schema says of a path or query parameter's string value
+// beyond the text rule: the uuid format and the length bounds (in characters).
+type paramRule struct {
+	uuid           bool
+	minLen, maxLen int // maxLen -1: unbounded
+}
+
+// paramRules are the rules of op's path and query parameters, read from its input schema.
+func paramRules(op *mcp.Operation) map[string]paramRule {
 	var in struct {
 		Properties map[string]struct {
-			Format string `json:"format"`
+			Type      any    `json:"type"`
+			Format    string `json:"format"`
+			MinLength *int   `json:"minLength"`
+			MaxLength *int   `json:"maxLength"`
 		} `json:"properties"`
 	}
 	if err := json.Unmarshal(op.InputSchema, &in); err != nil {
 		panic("httpserver: the input schema of " + op.OperationID + ": " + err.Error()) // generated; cannot happen
 	}
-	var out []string
-	for _, name := range op.PathParams {
-		if in.Properties[name].Format == "uuid" {
-			out = append(out, name)
+	rules := map[string]paramRule{}
+	for _, name := range slices.Concat(op.PathParams, op.QueryParams) {
+		p, ok := in.Properties[name]
+		if !ok || p.Type != "string" {
+			continue
 		}
+		r := paramRule{uuid: p.Format == "uuid", maxLen: -1}
+		if p.MinLength != nil {
+			r.minLen = *p.MinLength
+		}
+		if p.MaxLength != nil {
+			r.maxLen = *p.MaxLength
+		}
+		rules[name] = r
 	}
-	return out
+	return rules
+}
+
+// check applies r to the value of parameter name, as the schema validator would to the same
+// field in a tool's arguments (so both surfaces answer alike).
+func (r paramRule) check(name, v string) error {
+	if bad := schema.LengthViolation(name, utf8.RuneCountInString(v), r.minLen, r.maxLen); bad != nil {
+		return apierr.FromViolation(bad)
+	}
+	if r.uuid && !schema.IsUUID(v) {
+		return apierr.Invalid(name, "is not a valid uuid") // as the uuid format says it in a body
+	}
+	return nil
 }
 
 // checkParams applies the text rule (SPEC §12: valid UTF-8, no U+0000) to every value bound
 // from the path, the query string and header parameters, before anything reaches the
-// service, checks path UUIDs as strictly as the uuid format checks them in a body (SPEC §9)
-// and refuses a query key outside the contract, as an unknown body field is. A value is
-// named by its parameter; a query key outside the contract is not echoed.
-func checkParams(op *mcp.Operation, uuidParams []string, r *http.Request) error {
+// service, checks path and query values against their schema's format and length bounds as
+// strictly as a body's fields are checked (SPEC §9) and refuses a query key outside the
+// contract, as an unknown body field is. A value is named by its parameter; a query key
+// outside the contract is not echoed.
+func checkParams(op *mcp.Operation, rules map[string]paramRule, r *http.Request) error {
 	for _, name := range op.PathParams {
 		if err := schema.CheckText(name, r.PathValue(name)); err != nil {
 			return apierr.FromDecode(err)
 		}
-		if slices.Contains(uuidParams, name) && !schema.IsUUID(r.PathValue(name)) {
-			return apierr.Invalid(name, "is not a valid uuid") // as the uuid format says it in a body
+		if rule, ok := rules[name]; ok {
+			if err := rule.check(name, r.PathValue(name)); err != nil {
+				return err
+			}
 		}
 	}
 	for key, values := range r.URL.Query() {
@@ -464,6 +499,11 @@ func checkParams(op *mcp.Operation, uuidParams []string, r *http.Request) error 
 		for _, v := range values {
 			if err := schema.CheckText(field, v); err != nil {
 				return apierr.FromDecode(err)
+			}
+			if rule, ok := rules[field]; ok {
+				if err := rule.check(field, v); err != nil {
+					return err
+				}
 			}
 		}
 	}

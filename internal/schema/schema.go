@@ -420,6 +420,22 @@ func (c *candidate) violation(inst any) *Violation {
 	return v
 }
 
+func minLengthMessage(n int) string { return fmt.Sprintf("shorter than the minimum length %d", n) }
+func maxLengthMessage(n int) string { return fmt.Sprintf("longer than the maximum length %d", n) }
+
+// LengthViolation is the violation a string of n characters makes of the bounds minLen and
+// maxLen (-1: none) of field's schema, as Validate reports it; nil within them. For values
+// checked outside a JSON document (an HTTP path or query parameter).
+func LengthViolation(field string, n, minLen, maxLen int) *Violation {
+	switch {
+	case n < minLen:
+		return &Violation{Field: field, Keyword: "minLength", Message: minLengthMessage(minLen)}
+	case maxLen >= 0 && n > maxLen:
+		return &Violation{Field: field, Keyword: "maxLength", Message: maxLengthMessage(maxLen), Limit: int64(maxLen)}
+	}
+	return nil
+}
+
 // message renders a fixed phrase for an error kind. It uses only values that
 // come from the schema (bounds, expected types, allowed values), never Got.
 func message(k jsonschema.ErrorKind) string {
@@ -438,9 +454,9 @@ func message(k jsonschema.ErrorKind) string {
 	case *kind.Format:
 		return "is not a valid " + k.Want
 	case *kind.MinLength:
-		return fmt.Sprintf("shorter than the minimum length %d", k.Want)
+		return minLengthMessage(k.Want)
 	case *kind.MaxLength:
-		return fmt.Sprintf("longer than the maximum length %d", k.Want)
+		return maxLengthMessage(k.Want)
 	case *kind.MinItems:
 		return fmt.Sprintf("fewer than the minimum %d items", k.Want)
 	case *kind.MaxItems:

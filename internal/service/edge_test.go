@@ -114,6 +114,28 @@ func TestQueryParameterErrorsNameTheParameter(t *testing.T) {
 			return raw(t, w.e, "GET", "/api/v1/boxes/alpha"+c.path, a.Key, "", nil, nil)
 		}, "INVALID_ARGUMENT", "", c.field)
 	}
+	// A query or path value outside its schema's length bounds is refused as the same field
+	// of a tool's arguments is (the MCP input schema), before the service reads it: an empty
+	// or over-long cursor is not a CURSOR_INVALID.
+	long := strings.Repeat("A", 2049)
+	for _, c := range []struct{ what, path, bearer, args, code, reason, field string }{
+		{"empty cursor", "/api/v1/boxes/alpha/inbox?cursor=", a.Key, `{"box_key":"alpha","cursor":""}`, "INVALID_ARGUMENT", "", "cursor"},
+		{"long cursor", "/api/v1/boxes/alpha/inbox?cursor=" + long, a.Key, `{"box_key":"alpha","cursor":"` + long + `"}`, "LIMIT_EXCEEDED", "cursor_too_large", "cursor"},
+		{"empty search", "/api/v1/boxes/alpha/directory?query=", a.Key, "", "INVALID_ARGUMENT", "", "query"},
+		{"long agent_ref", "/admin/api/v1/boxes/alpha/agents/" + strings.Repeat("a", 65) + "/keys", testenv.AdminToken, "", "LIMIT_EXCEEDED", "agent_ref_too_large", "agent_ref"},
+	} {
+		rejects(t, w.e, c.what, func() testenv.Response {
+			return raw(t, w.e, "GET", c.path, c.bearer, "", nil, nil)
+		}, c.code, c.reason, c.field)
+		if c.args == "" {
+			continue
+		}
+		isErr, content, rawResp := mcpToolCall(t, w.e, a.Key, "inbox_list", c.args)
+		e, _ := content["error"].(map[string]any)
+		if !isErr || e["code"] != c.code || e["field"] != c.field {
+			t.Errorf("MCP %s: want %s field %s, got %s", c.what, c.code, c.field, rawResp)
+		}
+	}
 }
 
 // Finding 6: paths the mux would clean are 404 with the error body, never a redirect that
