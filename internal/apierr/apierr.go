@@ -180,7 +180,7 @@ func OutcomeUnknown() *Error {
 // before anything was committed): nothing was written and a retry is safe.
 func Unavailable() *Error {
 	return New(TemporarilyUnavailable, "the database is temporarily unavailable; nothing was written").
-		WithReason("database_unavailable").WithSuggestion("retry with the same idempotency_key")
+		WithReason("database_unavailable").WithSuggestion("retry shortly; a write retries with the same idempotency_key")
 }
 
 // UnsupportedMediaType refuses a request body whose Content-Type the operation does not

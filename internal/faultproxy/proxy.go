@@ -1,11 +1,11 @@
 // Package faultproxy is a TCP proxy that fault tests put between a server and its
-// PostgreSQL: it forwards bytes unchanged until the test severs every connection (Cut) or
-// refuses new ones (Refuse), so a connection can be lost at a chosen moment without
-// stopping a PostgreSQL that other tests share.
+// PostgreSQL: it forwards bytes unchanged until the test severs every connection (Cut),
+// refuses new ones (Refuse) or stops forwarding while keeping every connection open (Stall),
+// so a connection can be lost, or a database hang, at a chosen moment without stopping a
+// PostgreSQL that other tests share.
 package faultproxy
 
 import (
-	"io"
 	"net"
 	"net/url"
 	"strings"
@@ -18,8 +18,10 @@ type Proxy struct {
 	target string
 
 	mu      sync.Mutex
+	resumed *sync.Cond // signalled when stalled turns false
 	conns   map[net.Conn]struct{}
 	refuse  bool
+	stalled bool
 	accepts int
 }
 
@@ -31,6 +33,7 @@ func New(target string) (*Proxy, error) {
 		return nil, err
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.resumed = sync.NewCond(&p.mu)
 	go p.serve()
 	return p, nil
 }
@@ -88,6 +91,7 @@ func (p *Proxy) forward(client net.Conn) {
 	if path, ok := strings.CutPrefix(p.target, "unix:"); ok {
 		network, addr = "unix", path
 	}
+	p.waitWhileStalled()
 	server, err := net.Dial(network, addr)
 	if err != nil {
 		client.Close()
@@ -101,7 +105,19 @@ func (p *Proxy) forward(client net.Conn) {
 	wg.Add(2)
 	pipe := func(dst, src net.Conn) {
 		defer wg.Done()
-		io.Copy(dst, src) //nolint:errcheck // ends when either side closes
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 {
+				p.waitWhileStalled()
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil { // ends when either side closes
+				break
+			}
+		}
 		dst.Close()
 		src.Close()
 	}
@@ -134,6 +150,26 @@ func (p *Proxy) Refuse(on bool) {
 	p.mu.Unlock()
 }
 
+// Stall makes the proxy hold every byte, in both directions, and every new connection
+// before it reaches the server (on), as a stopped or hung server does: connections stay open
+// and nothing answers. Off forwards what was held and resumes.
+func (p *Proxy) Stall(on bool) {
+	p.mu.Lock()
+	p.stalled = on
+	p.mu.Unlock()
+	if !on {
+		p.resumed.Broadcast()
+	}
+}
+
+func (p *Proxy) waitWhileStalled() {
+	p.mu.Lock()
+	for p.stalled {
+		p.resumed.Wait()
+	}
+	p.mu.Unlock()
+}
+
 // Open is the number of forwarded connections currently open (client and server sides).
 func (p *Proxy) Open() int {
 	p.mu.Lock()
@@ -144,5 +180,6 @@ func (p *Proxy) Open() int {
 // Close stops listening and severs every connection.
 func (p *Proxy) Close() {
 	p.ln.Close()
+	p.Stall(false)
 	p.Cut()
 }

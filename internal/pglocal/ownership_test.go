@@ -125,14 +125,7 @@ func TestUnreachableDataDir(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	oldRoot := stateRoot
-	stateRoot = filepath.Join(filepath.Dir(dataDir(t)), "state")
-	t.Cleanup(func() { stateRoot = oldRoot })
-	private := filepath.Dir(dataDir(t))
-	if err := os.Chmod(private, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(private, "data")
+	private, dir := unreachableDataDir(t)
 	c := startCluster(t, ctx, Options{DataDir: dir, Fast: true})
 	if !strings.HasPrefix(c.PGData(), stateRoot+"/") {
 		t.Fatalf("cluster in %s, want it under %s", c.PGData(), stateRoot)
@@ -148,6 +141,60 @@ func TestUnreachableDataDir(t *testing.T) {
 	if got := queryString(t, ctx, c2.URL("agentbox"), `SELECT to_regclass('kept')::text`); got != "kept" {
 		t.Fatalf("the cluster was not found again: %q", got)
 	}
+}
+
+// TestDeletedDataDirStartsEmpty: as root, with the cluster in the state directory (see
+// TestUnreachableDataDir), deleting the data directory starts a new, empty installation at
+// the same path, as it does where the cluster lives inside it; the old cluster is moved
+// aside, not reused and not deleted.
+func TestDeletedDataDirStartsEmpty(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root switches to an unprivileged cluster user")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	_, dir := unreachableDataDir(t)
+	c := startCluster(t, ctx, Options{DataDir: dir, Fast: true})
+	execSQL(t, ctx, c.URL("agentbox"), `CREATE TABLE kept ()`)
+	old := c.PGData()
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	c2 := startCluster(t, ctx, Options{DataDir: dir, Fast: true})
+	if got := queryString(t, ctx, c2.URL("agentbox"), `SELECT coalesce(to_regclass('kept')::text, 'none')`); got != "none" {
+		t.Fatalf("the new data directory got the deleted one's cluster (table %q)", got)
+	}
+	aside := c2.SetAside()
+	if aside == "" || c2.PGData() != old {
+		t.Fatalf("set aside at %q, new cluster at %s (old %s)", aside, c2.PGData(), old)
+	}
+	if _, err := os.Stat(filepath.Join(aside, "pgdata", "PG_VERSION")); err != nil {
+		t.Fatalf("the old cluster was not kept: %v", err)
+	}
+	if err := c2.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	c3 := startCluster(t, ctx, Options{DataDir: dir, Fast: true}) // the same data directory again: its own cluster, nothing set aside
+	if c3.SetAside() != "" {
+		t.Fatalf("a restart set aside %s", c3.SetAside())
+	}
+}
+
+// unreachableDataDir is a data directory below a root-only directory (private), with the
+// state directory moved into the test's own.
+func unreachableDataDir(t *testing.T) (private, dir string) {
+	t.Helper()
+	oldRoot := stateRoot
+	stateRoot = filepath.Join(filepath.Dir(dataDir(t)), "state")
+	t.Cleanup(func() { stateRoot = oldRoot })
+	private = filepath.Dir(dataDir(t))
+	if err := os.Chmod(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return private, filepath.Join(private, "data")
 }
 
 func execSQL(t *testing.T, ctx context.Context, url, sql string) {

@@ -98,6 +98,10 @@ type Options struct {
 	// the benchmark's statement statistics); empty leaves the server's default, which
 	// is what `serve` uses.
 	PreloadLibraries []string
+	// NewDataDir says the caller created DataDir just now (Start knows when it creates it
+	// itself). A new DataDir is a new installation: a cluster the state directory still holds
+	// for its path belonged to a deleted one and is set aside (see placeCluster).
+	NewDataDir bool
 }
 
 // Cluster is a running server started by Start.
@@ -111,6 +115,8 @@ type Cluster struct {
 	out         *outputSink
 	lock        *dirLock
 	preload     []string // Options.PreloadLibraries
+	newDataDir  bool     // Options.NewDataDir, or Start created DataDir
+	setAside    string   // where placeCluster moved a deleted DataDir's cluster ("" none)
 
 	postmaster *os.Process
 	exited     chan struct{} // closed once the postmaster has exited and been reaped
@@ -135,6 +141,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.newDataDir = created || opts.NewDataDir
 	if c.lock, err = lockDataDir(c.dataDir); err != nil {
 		if created {
 			os.RemoveAll(c.dataDir) //nolint:errcheck // best effort: only what we just made
@@ -300,12 +307,40 @@ func (c *Cluster) placeCluster() (created bool, err error) {
 		return false, fmt.Errorf("pglocal: user %q can reach neither %s (blocked at %s) nor the state directory %s (blocked at %s)", c.user.name, c.dataDir, blocked, root, b)
 	}
 	err = os.Mkdir(root, 0o700)
+	if errors.Is(err, fs.ErrExist) && c.newDataDir {
+		// The cluster of an earlier data directory at this path, deleted since: whoever
+		// deleted it expects a new, empty installation, not its old boxes. It is data, so it
+		// is moved aside, not deleted (SetAside says where).
+		if err := c.moveAside(root); err != nil {
+			return false, err
+		}
+		err = os.Mkdir(root, 0o700)
+	}
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		return false, fmt.Errorf("pglocal: %w", err)
 	}
 	c.clusterRoot, c.pgData = root, filepath.Join(root, "pgdata")
 	return err == nil, nil
 }
+
+// moveAside renames the state directory root out of the way, unless its cluster still runs
+// (a server of the deleted data directory that was never stopped).
+func (c *Cluster) moveAside(root string) error {
+	c.pgData = filepath.Join(root, "pgdata")
+	if pid, err := c.postmasterPID(); err == nil && pid != 0 && c.processOf(pid) == procCluster {
+		return fmt.Errorf("pglocal: the cluster in %s, of an earlier --data-dir at this path, still runs (PID %d); stop it (kill %d) and start again", c.pgData, pid, pid)
+	}
+	aside := root + ".set-aside-" + time.Now().UTC().Format("20060102T150405Z")
+	if err := os.Rename(root, aside); err != nil {
+		return fmt.Errorf("pglocal: setting aside the cluster of a deleted data directory: %w", err)
+	}
+	c.setAside = aside
+	return nil
+}
+
+// SetAside is where Start moved the cluster of a deleted data directory at DataDir's path
+// ("" when it did not).
+func (c *Cluster) SetAside() string { return c.setAside }
 
 // stopLeftover runs with the lock held, so no live owner uses this cluster. A
 // postmaster.pid naming this cluster's live postmaster is the server of an

@@ -69,9 +69,16 @@ func (s *syncBuffer) String() string {
 // buffer when nil). It does not wait for readiness.
 func startServe(t *testing.T, dir string, w io.Writer) *proc {
 	t.Helper()
+	return startServeVia(t, dir, w)
+}
+
+// startServeVia is startServe run through the command wrapper (nohup, say).
+func startServeVia(t *testing.T, dir string, w io.Writer, wrapper ...string) *proc {
+	t.Helper()
 	addrFile := filepath.Join(t.TempDir(), "addr")
 	p := &proc{stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(agentboxBinary(t), "serve", "--addr", "127.0.0.1:0", "--addr-file", addrFile, "--data-dir", dir)
+	args := append(wrapper, agentboxBinary(t), "serve", "--addr", "127.0.0.1:0", "--addr-file", addrFile, "--data-dir", dir)
+	p.cmd = exec.Command(args[0], args[1:]...)
 	p.cmd.Env = append(os.Environ(), "AGENTBOX_DATABASE_URL=", "AGENTBOX_ADMIN_TOKEN=")
 	if w == nil {
 		w = p.stderr
@@ -328,5 +335,127 @@ func TestDeadClusterStopsServer(t *testing.T) {
 	}
 	if err := next.wait(t, time.Minute); err != nil {
 		t.Fatalf("next serve: %v\n%s", err, next.stderr)
+	}
+}
+
+// clusterPIDs are the postmaster pm and its children (the backends and helpers).
+func clusterPIDs(t *testing.T, pm int) []int {
+	t.Helper()
+	pids := []int{pm}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(stat[i+1:])) // state, ppid, ...
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pm) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestShutdownWhileDatabaseHangs: a database that hangs rather than dies (its processes
+// stopped: connections open, nothing answers) holds neither /readyz, which answers 503
+// within its bound, nor a requested shutdown: a request stuck on the database is abandoned
+// at the end of the grace (and said so in the log), and the server exits cleanly.
+func TestShutdownWhileDatabaseHangs(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	p := startServe(t, dir, nil)
+	p.waitListening(t)
+	p.ready(t)
+	token, err := os.ReadFile(filepath.Join(dir, "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := clusterPIDs(t, postmasterPID(t, dir))
+	signalAll := func(sig syscall.Signal) {
+		for _, pid := range pids {
+			syscall.Kill(pid, sig) //nolint:errcheck // a helper may have exited
+		}
+	}
+	signalAll(syscall.SIGSTOP)
+	t.Cleanup(func() { signalAll(syscall.SIGCONT) })
+
+	stuck := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", "http://"+p.addr+"/admin/api/v1/boxes", nil)
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		stuck <- err
+	}()
+	// /readyz answers within its own bound; by then the admin call above is in flight.
+	resp, err := http.Get("http://" + p.addr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("readyz while the database hangs: %d", resp.StatusCode)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(p.stderr.String(), "were abandoned"); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no abandoned requests logged\n%s", p.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := <-stuck; err == nil {
+		t.Fatal("the stuck call got an answer; want its connection closed")
+	}
+	signalAll(syscall.SIGCONT) // the cluster itself can now stop as usual
+	if err := p.wait(t, time.Minute); err != nil {
+		t.Fatalf("serve after SIGTERM with a hung database: %v, want a clean exit\n%s", err, p.stderr)
+	}
+}
+
+// TestNohupKeepsServing: started with SIGHUP ignored (nohup), the server keeps it ignored:
+// a closed terminal does not stop it; SIGTERM still does.
+func TestNohupKeepsServing(t *testing.T) {
+	t.Parallel()
+	nohup, err := exec.LookPath("nohup")
+	if err != nil {
+		t.Skip("no nohup on this machine")
+	}
+	p := startServeVia(t, dataDir(t), nil, nohup)
+	p.waitListening(t)
+	// The kernel's word for it: SIGHUP (bit 0) is still in the process's ignored set once it
+	// listens (a handler installed for it would have taken it out).
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(status), "SigIgn:")
+	ignored, err := strconv.ParseUint(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]), 16, 64)
+	if err != nil || ignored&1 == 0 {
+		t.Fatalf("SIGHUP is not ignored under nohup (SigIgn %q, %v)", strings.SplitN(rest, "\n", 2)[0], err)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	p.ready(t)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t, time.Minute); err != nil {
+		t.Fatalf("serve after SIGTERM: %v\n%s", err, p.stderr)
 	}
 }

@@ -46,8 +46,21 @@ type RunConfig struct {
 }
 
 // shutdownSignals end the server cleanly: ^C, a service manager, and a closed terminal or
-// dropped SSH session (SIGHUP, whose default action would kill us before the cluster stops).
-var shutdownSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+// dropped SSH session (SIGHUP, whose default action would kill us before the cluster stops)
+// unless SIGHUP was ignored when we started (nohup): catching it would undo that choice.
+func shutdownSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}
+
+// shutdownGrace is how long a requested shutdown waits for the requests in flight. Those
+// still running after it, or at a second signal, are abandoned: their contexts end, which
+// ends their database work as a lost connection would (a client retrying with its
+// idempotency key learns the outcome), and the server stops.
+const shutdownGrace = 10 * time.Second
 
 // Run serves until a shutdown signal. Without a database URL it owns an embedded
 // PostgreSQL cluster in the data directory (pglocal: locked for our life, stopped on every
@@ -59,7 +72,8 @@ func Run(cfg RunConfig) (err error) {
 	pipes := make(chan os.Signal, 1)
 	signal.Notify(pipes, syscall.SIGPIPE)
 	defer signal.Stop(pipes)
-	ctx, stop := signal.NotifyContext(context.Background(), shutdownSignals...)
+	signals := shutdownSignals()
+	ctx, stop := signal.NotifyContext(context.Background(), signals...)
 	defer stop()
 	tuneGC(os.Getenv)
 	log := slog.New(slog.NewTextHandler(cfg.Stderr, nil))
@@ -83,7 +97,7 @@ func Run(cfg RunConfig) (err error) {
 	var clusterExited <-chan struct{} // nil (never ready) with an external database
 	var clusterExitErr func() error
 	if url == "" {
-		cluster, err := startCluster(ctx, dir, log)
+		cluster, err := startCluster(ctx, dir, created, log)
 		if err != nil {
 			return err
 		}
@@ -142,7 +156,10 @@ func Run(cfg RunConfig) (err error) {
 		}
 	}
 	listening = true
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: httpserver.MaxListenerHeaderBytes}
+	calls, abandonCalls := context.WithCancel(context.Background()) // every request's context
+	defer abandonCalls()
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: httpserver.MaxListenerHeaderBytes,
+		BaseContext: func(net.Listener) context.Context { return calls }}
 	where := "http://" + ln.Addr().String()
 	attrs := []any{slog.String("url", where), slog.String("version", version.String())}
 	if tokenFile != "" {
@@ -167,22 +184,36 @@ func Run(cfg RunConfig) (err error) {
 		log.Error("embedded PostgreSQL exited", slog.Any("err", clusterExitErr()))
 	}
 	log.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return errors.Join(died, err)
+	again := make(chan os.Signal, 1)
+	signal.Notify(again, signals...)
+	defer signal.Stop(again)
+	grace, endGrace := context.WithTimeout(context.Background(), shutdownGrace)
+	defer endGrace()
+	go func() {
+		select {
+		case <-again:
+			log.Warn("second signal: not waiting for the requests in flight")
+			endGrace()
+		case <-grace.Done():
+		}
+	}()
+	if err := srv.Shutdown(grace); err != nil {
+		log.Warn("requests still in flight at shutdown were abandoned; a retry with the same idempotency key learns whether each was written",
+			slog.Duration("grace", shutdownGrace))
+		abandonCalls()
+		srv.Close() //nolint:errcheck // closing connections: nothing to report
 	}
 	return died
 }
 
 // startCluster starts the embedded cluster; its errors name the --data-dir they concern.
-func startCluster(ctx context.Context, dir string, log *slog.Logger) (*pglocal.Cluster, error) {
+func startCluster(ctx context.Context, dir string, created bool, log *slog.Logger) (*pglocal.Cluster, error) {
 	logFile, err := os.OpenFile(filepath.Join(dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("--data-dir %s: %w", dir, err)
 	}
 	log.Info("starting embedded PostgreSQL", slog.String("data_dir", dir))
-	cluster, err := pglocal.Start(ctx, pglocal.Options{DataDir: dir, Log: logFile})
+	cluster, err := pglocal.Start(ctx, pglocal.Options{DataDir: dir, Log: logFile, NewDataDir: created})
 	var inUse *pglocal.InUseError
 	switch {
 	case errors.As(err, &inUse) && inUse.PID != 0:
@@ -191,6 +222,10 @@ func startCluster(ctx context.Context, dir string, log *slog.Logger) (*pglocal.C
 		return nil, fmt.Errorf("--data-dir %s is in use by another agentbox server; stop it or give this one another --data-dir", dir)
 	case err != nil:
 		return nil, fmt.Errorf("embedded PostgreSQL in --data-dir %s: %w", dir, err)
+	}
+	if aside := cluster.SetAside(); aside != "" {
+		log.Warn("--data-dir is new, but the state directory held the embedded cluster of an earlier one at this path (deleted since): it was moved aside and this server starts empty; delete it once it is not needed",
+			slog.String("moved_to", aside))
 	}
 	if pg := cluster.PGData(); !strings.HasPrefix(pg, dir+string(filepath.Separator)) {
 		log.Info("the embedded cluster lives outside --data-dir, which its user cannot reach", slog.String("pgdata", pg))

@@ -381,6 +381,9 @@ func (s *Service) AdminSettingsGet(ctx context.Context, req api.AdminSettingsGet
 }
 
 func (s *Service) AdminSettingsUpdate(ctx context.Context, req api.AdminSettingsUpdateRequestObject) (api.AdminSettingsUpdateResponseObject, error) {
+	// A lowered cap's retroactive cleanup may walk a large box: more than store.CallTimeout.
+	ctx, cancel := context.WithTimeout(ctx, capCleanupTimeout)
+	defer cancel()
 	out, err := runAdmin(ctx, s, "admin_settings_update", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminSettings, error) {
 		b, err := box(ctx, tx, req.BoxKey)
 		if err != nil {
@@ -414,6 +417,9 @@ func (s *Service) AdminSettingsUpdate(ctx context.Context, req api.AdminSettings
 	}
 	return api.AdminSettingsUpdate200JSONResponse(out), nil
 }
+
+// capCleanupTimeout bounds a settings update with its retroactive cleanup (cleanup.go).
+const capCleanupTimeout = 10 * time.Minute
 
 func deref[T any](p *T) T {
 	var zero T

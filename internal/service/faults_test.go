@@ -246,3 +246,43 @@ func TestDatabaseUnreachableIsRetryable(t *testing.T) {
 		t.Fatalf("after the outage: %d %s", r.Status, r.Raw)
 	}
 }
+
+// A database that hangs rather than fails (a stopped postmaster: connections stay open and
+// nothing answers) ends a call as TEMPORARILY_UNAVAILABLE once the call's bound
+// (store.CallTimeout, shortened here) has passed, instead of holding it for as long as the
+// database hangs; /readyz answers 503 within its own bound; nothing is written, and once the
+// database answers again the same key's retry writes exactly once.
+func TestDatabaseHangIsRetryable(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	f.via.Store.SetCallTimeout(time.Second)
+	a := f.w.agents["a"].On(f.via)
+	if r := a.Call("GET", "/checkpoint", nil); r.Status != http.StatusOK { // a pooled connection exists
+		t.Fatalf("before the hang: %d %s", r.Status, r.Raw)
+	}
+	key := newKey()
+	save := map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"x": 1}, "idempotency_key": key}
+	f.proxy.Stall(true)
+	for _, r := range []testenv.Response{a.Call("GET", "/checkpoint", nil), a.Call("PUT", "/checkpoint", save)} {
+		expectErr(t, "database hangs", r, "TEMPORARILY_UNAVAILABLE", "database_unavailable", "")
+		if e, _ := r.JSON()["error"].(map[string]any); e["retryable"] != true || r.Status != http.StatusServiceUnavailable {
+			t.Fatalf("want 503 retryable: %d %s", r.Status, r.Raw)
+		}
+	}
+	if r := f.via.Do("GET", "/readyz", "", nil, nil); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("readyz while the database hangs: %d %s", r.Status, r.Raw)
+	}
+	f.proxy.Stall(false)
+	var r testenv.Response
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		if r = a.Call("PUT", "/checkpoint", save); r.Status == http.StatusOK {
+			break
+		}
+	}
+	if r.Status != http.StatusOK || r.JSON()["revision"] != "1" {
+		t.Fatalf("retry after the hang: %d %s", r.Status, r.Raw)
+	}
+	if n := dbInt(t, f.w.e, `SELECT count(*) FROM idempotency_records WHERE idem_key = $1`, key); n != 1 {
+		t.Fatalf("%d idempotency records for the key, want 1", n)
+	}
+}

@@ -337,7 +337,7 @@ func storageOutcome(err error) *apierr.Error {
 		return apierr.Unavailable()
 	case errors.Is(err, store.ErrTransient):
 		return apierr.New(apierr.TemporarilyUnavailable, "the database refused the transaction for a transient reason; nothing was written").
-			WithReason("transient_conflict").WithSuggestion("retry with the same idempotency_key")
+			WithReason("transient_conflict").WithSuggestion("retry shortly; a write retries with the same idempotency_key")
 	}
 	return nil
 }

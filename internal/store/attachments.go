@@ -105,6 +105,8 @@ func (t *Tx) AttachmentMessageID(ctx context.Context, boxID, attachmentID uuid.U
 // outside any transaction: a download reads its bytes window by window after its
 // authorization committed, holding no connection while the client reads.
 func (s *Store) AttachmentChunks(ctx context.Context, boxID, attachmentID uuid.UUID, from, max int32) ([][]byte, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	rows, err := db.New(s.pool).AttachmentChunks(ctx, db.AttachmentChunksParams{BoxID: boxID, AttachmentID: attachmentID, FromIndex: from, MaxChunks: max})
 	if err != nil {
 		return nil, classify(err, false) // a read: nothing to commit

@@ -250,6 +250,8 @@ type KeyCredential struct {
 
 // KeyCredential looks a key hash up within the named box.
 func (s *Store) KeyCredential(ctx context.Context, boxKey string, hash []byte) (KeyCredential, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	r, err := one(db.New(s.pool).AuthenticateKey(ctx, db.AuthenticateKeyParams{BoxKey: boxKey, KeyHash: hash}))
 	return credentialFrom(r), err
 }
@@ -262,6 +264,8 @@ func credentialFrom(r db.AuthenticateKeyRow) KeyCredential {
 
 // AdminTokenLive reports whether an issued admin token hash is live.
 func (s *Store) AdminTokenLive(ctx context.Context, hash []byte) (bool, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	return db.New(s.pool).AdminTokenLive(ctx, hash)
 }
 
@@ -289,6 +293,8 @@ func (t *Tx) RevokeAdminToken(ctx context.Context, id uuid.UUID, now time.Time) 
 // key before it knows the box; every tool call then names the box). ErrNotFound unless
 // exactly one key has the hash.
 func (s *Store) KeyCredentialAnyBox(ctx context.Context, hash []byte) (KeyCredential, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	rows, err := db.New(s.pool).AuthenticateKeyAnyBox(ctx, hash)
 	if err != nil {
 		return KeyCredential{}, err

@@ -56,6 +56,8 @@ func pendingKeyCheck(ctx context.Context) *KeyCheck {
 // ConfirmKeyCheck runs k on its own unless it has run, and returns its outcome. It holds no
 // connection while it waits for one (a rate-limit token is taken on its own connection).
 func (s *Store) ConfirmKeyCheck(ctx context.Context, k *KeyCheck) error {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	if k.ran {
 		return k.err
 	}

@@ -52,7 +52,11 @@ func classify(err error, commitSent bool) error {
 		switch pgErr.Code {
 		case "40001", "40P01": // serialization failure, deadlock: the server rolled back
 			return fmt.Errorf("%w: %w", ErrTransient, err)
-		case "53300", "53400": // too many connections, configuration limit exceeded
+		case "53000", "53100", "53200", "53300", "53400":
+			// Out of a resource (disk full, memory, connections, a configured limit): the
+			// server rolled the transaction back, and a retry may succeed once the
+			// resource is back, which a certain, final STORAGE_FAILURE would tell the client
+			// not to try.
 			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}

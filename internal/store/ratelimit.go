@@ -13,6 +13,8 @@ import (
 // process): the bucket refills at perSecond and holds at most capacity tokens. When refused,
 // retryAfter is how long until a token is available.
 func (s *Store) TakeRateToken(ctx context.Context, boxID, keyID uuid.UUID, perSecond, capacity float64, now time.Time) (ok bool, retryAfter time.Duration, err error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	r, err := db.New(s.pool).TakeRateToken(ctx, db.TakeRateTokenParams{BoxID: boxID, KeyID: keyID, Capacity: capacity, Now: now, PerSecond: perSecond})
 	if err != nil {
 		return false, 0, classify(err, false)

@@ -47,6 +47,8 @@ func (s *Store) KeepStatistics(ctx context.Context, interval time.Duration, log 
 
 // RefreshStatistics analyzes the tables whose statistics are stale (see above) and returns them.
 func (s *Store) RefreshStatistics(ctx context.Context) ([]string, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	rows, err := s.pool.Query(ctx, staleTables, statisticsMinChanges)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,10 +25,37 @@ var ErrNotFound = errors.New("store: not found")
 // DefaultMaxConns is the pool size unless the database URL sets pool_max_conns.
 const DefaultMaxConns = 32
 
+// CallTimeout bounds the database work of one call (a transaction, or a lookup outside one)
+// whose context has no deadline of its own. A database that hangs rather than fails (a
+// stopped postmaster, a stalled disk) never breaks the connection, so without a bound a call
+// would wait, holding its pooled connection, for as long as the database hangs, and so would
+// the server's shutdown. An expired bound ends the call as a lost connection does (classify):
+// TEMPORARILY_UNAVAILABLE, or outcome_unknown when COMMIT was in flight. Callers that
+// legitimately run longer (a retroactive cleanup) set their own deadline.
+const CallTimeout = 30 * time.Second
+
+// rollbackTimeout bounds a rollback sent after the call's own context ended.
+const rollbackTimeout = 5 * time.Second
+
+// ReadyTimeout bounds the readiness check, which a probe expects answered in seconds.
+const ReadyTimeout = 5 * time.Second
+
+// bounded is ctx with the store's call timeout unless it already has a deadline.
+func (s *Store) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.callTimeout)
+}
+
+// SetCallTimeout replaces CallTimeout for this store (fault tests use a short one).
+func (s *Store) SetCallTimeout(d time.Duration) { s.callTimeout = d }
+
 // Store is the database handle.
 type Store struct {
-	pool      *pgxpool.Pool
-	cursorKey []byte
+	pool        *pgxpool.Pool
+	cursorKey   []byte
+	callTimeout time.Duration
 }
 
 // Open connects, applies migrations (advisory-locked, safe with several instances) and returns the store.
@@ -50,7 +78,7 @@ func Open(ctx context.Context, url string) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: pool}
+	s := &Store{pool: pool, callTimeout: CallTimeout}
 	// Loaded once at start: a request never needs a second connection to sign a cursor.
 	if s.cursorKey, err = s.ServerSecret(ctx, "cursor_mac"); err != nil {
 		pool.Close()
@@ -76,6 +104,8 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Ready reports whether the database answers and every embedded migration is applied.
 func (s *Store) Ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
 	cur, err := migrate.Current(ctx, s.pool)
 	if err != nil {
 		return err
@@ -100,13 +130,29 @@ type Tx struct {
 // with the transaction's first statement and COMMIT with its last ones (see Tx.pipeline and
 // Tx.PutIdempotencyRecord), so neither costs a round trip of its own.
 func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return classify(err, false)
 	}
-	// A connection released inside a transaction (a panic, a failed rollback) is closed by
-	// the pool, which aborts the transaction.
-	defer pc.Release()
+	// fn's statements run under the contexts fn passes, the caller's; the bound is enforced
+	// on the connection instead: when it ends, the connection is closed under whatever
+	// statement waits, which then fails as a lost connection (classify), and the pool drops it.
+	bounded := make(chan struct{})
+	unwatch := context.AfterFunc(ctx, func() {
+		pc.Conn().PgConn().Conn().Close() //nolint:errcheck // closing is the point
+		close(bounded)
+	})
+	defer func() {
+		if !unwatch() { // the bound (or the caller) ended the call: pgx must know the connection is gone
+			<-bounded
+			pc.Conn().PgConn().Close(context.Background()) //nolint:errcheck // already closed underneath
+		}
+		// A connection released inside a transaction (a panic, a failed rollback) is closed
+		// by the pool, which aborts the transaction.
+		pc.Release()
+	}()
 	c := &txConn{conn: pc.Conn(), check: pendingKeyCheck(ctx)}
 	if err := fn(&Tx{c: c, q: db.New(c)}); err != nil {
 		c.rollback(ctx)
@@ -254,7 +300,11 @@ func (c *txConn) commit(ctx context.Context) error {
 // rollback ends a begun transaction; on failure the pool closes the connection.
 func (c *txConn) rollback(ctx context.Context) {
 	if c.begun {
-		c.conn.Exec(context.WithoutCancel(ctx), "rollback") //nolint:errcheck // see above
+		// Not cancelled with the call (a rollback is owed even when the call was cancelled),
+		// but bounded: a connection whose rollback does not finish is closed by the pool.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		c.conn.Exec(ctx, "rollback") //nolint:errcheck // see above
 	}
 }
 
@@ -268,6 +318,8 @@ func one[T any](v T, err error) (T, error) {
 
 // ServerSecret returns the named secret shared by all server processes, creating it once.
 func (s *Store) ServerSecret(ctx context.Context, name string) ([]byte, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	q := db.New(s.pool)
 	fresh := make([]byte, 32)
 	if _, err := rand.Read(fresh); err != nil {
