@@ -146,7 +146,9 @@ func (a *Authenticator) deferredCheck(ctx context.Context, hash []byte, p Princi
 		now, err := a.check(ctx, cred, err, source, notFound)
 		switch {
 		case err != nil:
-			a.forget(hash)
+			if e, ok := apierr.As(err); !ok || e.Code != apierr.TemporarilyUnavailable { // an outage refuses nothing
+				a.forget(hash)
+			}
 			return nil, err
 		case now.AgentID != p.AgentID || now.KeyID != p.KeyID: // a key's identity never changes
 			a.forget(hash)

@@ -286,3 +286,33 @@ func TestDatabaseHangIsRetryable(t *testing.T) {
 		t.Fatalf("%d idempotency records for the key, want 1", n)
 	}
 }
+
+// /mcp during an outage, for a key this server has admitted before: a tool call's answer is
+// the tool error SPEC §12 describes (isError, TEMPORARILY_UNAVAILABLE, retryable), not an
+// HTTP 503 that MCP clients report as a transport failure; tools/list still answers. (A key
+// the server has not seen cannot be checked at all: that stays the HTTP 503.)
+func TestMCPOutageIsAToolError(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	key := f.w.agents["a"].Key
+	if isErr, _, raw := mcpToolCall(t, f.via, key, "checkpoint_get", `{"box_key":"alpha"}`); isErr {
+		t.Fatalf("before the outage: %s", raw)
+	}
+	f.proxy.Refuse(true)
+	f.proxy.Cut()
+	isErr, content, raw := mcpToolCall(t, f.via, key, "checkpoint_get", `{"box_key":"alpha"}`)
+	e, _ := content["error"].(map[string]any)
+	if !isErr || e["code"] != "TEMPORARILY_UNAVAILABLE" || e["retryable"] != true {
+		t.Fatalf("tool call during the outage: %s", raw)
+	}
+	if status, m, raw := mcpCall(t, f.via, key, []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)); status != http.StatusOK || m["result"] == nil {
+		t.Fatalf("tools/list during the outage: %d %s", status, raw)
+	}
+	if status, _, raw := mcpCall(t, f.via, "ab_not_a_key_this_server_has_seen", []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`)); status != http.StatusServiceUnavailable {
+		t.Fatalf("an unseen key during the outage: %d %s", status, raw)
+	}
+	f.proxy.Refuse(false)
+	if isErr, _, raw := mcpToolCall(t, f.via, key, "checkpoint_get", `{"box_key":"alpha"}`); isErr {
+		t.Fatalf("after the outage: %s", raw)
+	}
+}

@@ -102,7 +102,7 @@ func New(cfg Config) http.Handler {
 			// A known key's check rides in the tool call's transaction (auth.AgentKeyCall);
 			// the answer waits for it, and a refused key is the HTTP 401 it always was.
 			ctx = store.WithKeyCheck(ctx, check)
-			w = httpserver.HoldForCheck(w, func() error { return cfg.Auth.Confirm(ctx, check) }, httpserver.WriteError)
+			w = httpserver.HoldForCheck(w, func() error { return confirmUnlessUnavailable(cfg.Auth.Confirm(ctx, check)) }, httpserver.WriteError)
 		}
 		ctx = auth.WithPrincipal(ctx, p)
 		// SPEC §3: the Agentbox-Session header, else the MCP session ID (the stateless
@@ -115,6 +115,20 @@ func New(cfg Config) http.Handler {
 		ctx = auth.WithSessionKey(ctx, auth.SessionKey(header, "", p.KeyID))
 		protocolErrors.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// confirmUnlessUnavailable lets a held answer out when its key's check could not run because
+// the database is unavailable. The check of a key this process already admitted runs here only
+// when no transaction ran it, and every transaction that reads the box runs it first; so the
+// answer is a tool error (this very unavailability, or a bad argument) or a protocol answer
+// (initialize, tools/list), none of which holds box data. Sent as it is, a tool call's error
+// reaches the model as SPEC §12 says (isError, retryable) instead of an HTTP 503 that MCP
+// clients report as a transport failure. A refused key is still the 401.
+func confirmUnlessUnavailable(err error) error {
+	if e, ok := apierr.As(err); ok && e.Code == apierr.TemporarilyUnavailable {
+		return nil
+	}
+	return err
 }
 
 func writeStatus(w http.ResponseWriter, status int, e *apierr.Error) {
