@@ -3,6 +3,8 @@ package server_test
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -307,6 +309,35 @@ func TestFailedStartLeavesNoDataDir(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("failed start left %s (stat: %v)\n%s", dir, err, out)
+	}
+}
+
+// TestFailedStartLeavesNoStateCluster: as root with a data directory the cluster user cannot
+// reach, the cluster is made in the state directory (/var/lib/agentbox/clusters/<hash>); a
+// first start that fails after making it leaves neither the data directory nor that cluster.
+func TestFailedStartLeavesNoStateCluster(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root keeps clusters in the state directory")
+	}
+	t.Parallel()
+	private := filepath.Dir(dataDir(t))
+	if err := os.Chmod(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(private, "data")
+	sum := sha256.Sum256([]byte(dir))
+	state := filepath.Join("/var/lib/agentbox/clusters", hex.EncodeToString(sum[:8]))
+	t.Cleanup(func() { os.RemoveAll(state) }) //nolint:errcheck
+	cmd := exec.Command(agentboxBinary(t), "serve", "--addr", "256.0.0.1:1", "--data-dir", dir)
+	cmd.Env = append(os.Environ(), "AGENTBOX_DATABASE_URL=", "AGENTBOX_ADMIN_TOKEN=")
+	out, err := cmd.CombinedOutput()
+	if exitCode(err) != 1 || !strings.Contains(string(out), "lives outside --data-dir") {
+		t.Fatalf("serve on an unusable address with the cluster in the state directory: %v, want exit 1 after the cluster started\n%s", err, out)
+	}
+	for _, p := range []string{dir, state} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Fatalf("failed start left %s (stat: %v)\n%s", p, err, out)
+		}
 	}
 }
 

@@ -87,9 +87,13 @@ func Run(cfg RunConfig) (err error) {
 		return fmt.Errorf("--data-dir %s: %w", dir, err)
 	}
 	listening := false
+	stateDir := "" // the cluster's directory when it lives outside dir (pglocal's state directory)
 	defer func() {
-		// A start that failed leaves nothing behind that it made.
+		// A start that failed leaves nothing behind that it made (its cluster is stopped by now).
 		if err != nil && created && !listening {
+			if stateDir != "" {
+				os.RemoveAll(stateDir) //nolint:errcheck
+			}
 			os.RemoveAll(dir) //nolint:errcheck
 		}
 	}()
@@ -102,6 +106,9 @@ func Run(cfg RunConfig) (err error) {
 			return err
 		}
 		clusterExited, clusterExitErr = cluster.Exited(), cluster.ExitErr
+		if root := filepath.Dir(cluster.PGData()); root != dir {
+			stateDir = root
+		}
 		defer func() {
 			if err := cluster.Stop(); err != nil {
 				log.Error("stopping embedded PostgreSQL", slog.Any("err", err))
