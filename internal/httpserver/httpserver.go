@@ -414,30 +414,43 @@ func EncodedBody(r *http.Request) bool {
 	return false
 }
 
-// paramRule is what an input schema says of a path or query parameter's string value
-// beyond the text rule: the uuid format and the length bounds (in characters).
+// paramRule is what an input schema says of a path or query parameter beyond the text
+// rule: for a string, the uuid format and the length bounds (in characters); for an object
+// (a deepObject query parameter, destination[kind]=dm), the validator of its schema.
 type paramRule struct {
 	uuid           bool
 	minLen, maxLen int // maxLen -1: unbounded
+	object         *schema.Validator
 }
 
 // paramRules are the rules of op's path and query parameters, read from its input schema.
 func paramRules(op *mcp.Operation) map[string]paramRule {
 	var in struct {
-		Properties map[string]struct {
-			Type      any    `json:"type"`
-			Format    string `json:"format"`
-			MinLength *int   `json:"minLength"`
-			MaxLength *int   `json:"maxLength"`
-		} `json:"properties"`
+		Properties map[string]json.RawMessage `json:"properties"`
 	}
 	if err := json.Unmarshal(op.InputSchema, &in); err != nil {
 		panic("httpserver: the input schema of " + op.OperationID + ": " + err.Error()) // generated; cannot happen
 	}
 	rules := map[string]paramRule{}
 	for _, name := range slices.Concat(op.PathParams, op.QueryParams) {
-		p, ok := in.Properties[name]
-		if !ok || p.Type != "string" {
+		raw, ok := in.Properties[name]
+		var p struct {
+			Type      any    `json:"type"`
+			Format    string `json:"format"`
+			MinLength *int   `json:"minLength"`
+			MaxLength *int   `json:"maxLength"`
+		}
+		if !ok || json.Unmarshal(raw, &p) != nil {
+			continue
+		}
+		if p.Type == "object" {
+			// Validated as the same argument of the tool is, so its violations name the
+			// member (destination.kind) and read alike on both surfaces.
+			doc := `{"type":"object","properties":{` + strconv.Quote(name) + `:` + string(raw) + `}}`
+			rules[name] = paramRule{object: schema.MustCompile(op.OperationID+"."+name, []byte(doc))}
+			continue
+		}
+		if p.Type != "string" {
 			continue
 		}
 		r := paramRule{uuid: p.Format == "uuid", maxLen: -1}
@@ -481,10 +494,25 @@ func checkParams(op *mcp.Operation, rules map[string]paramRule, r *http.Request)
 			}
 		}
 	}
+	objects := map[string]map[string]any{} // deepObject parameters by name, their members as sent
 	for key, values := range r.URL.Query() {
 		field := ""
-		if base, _, _ := strings.Cut(key, "["); slices.Contains(op.QueryParams, base) {
-			field = key // deepObject members keep their bracketed name, e.g. destination[kind]
+		base, member, deep := strings.Cut(key, "[")
+		if slices.Contains(op.QueryParams, base) {
+			field = key
+			if deep { // destination[kind]: named destination.kind, as the tool's argument is
+				member = strings.TrimSuffix(member, "]")
+				field = base + "." + member
+				if !schema.NameLike(member) {
+					field = base // a member name that is not a name is not echoed
+				}
+				if objects[base] == nil {
+					objects[base] = map[string]any{}
+				}
+				if len(values) > 0 {
+					objects[base][member] = values[0]
+				}
+			}
 		}
 		if err := schema.CheckText(field, key); err != nil {
 			return apierr.FromDecode(err)
@@ -500,10 +528,17 @@ func checkParams(op *mcp.Operation, rules map[string]paramRule, r *http.Request)
 			if err := schema.CheckText(field, v); err != nil {
 				return apierr.FromDecode(err)
 			}
-			if rule, ok := rules[field]; ok {
+			if rule, ok := rules[field]; ok && rule.object == nil {
 				if err := rule.check(field, v); err != nil {
 					return err
 				}
+			}
+		}
+	}
+	for name, members := range objects {
+		if rule, ok := rules[name]; ok && rule.object != nil {
+			if v := rule.object.Validate(map[string]any{name: members}); v != nil {
+				return apierr.FromViolation(v) // an unknown member that is no name is not echoed (schema)
 			}
 		}
 	}

@@ -123,6 +123,12 @@ func TestQueryParameterErrorsNameTheParameter(t *testing.T) {
 		{"long cursor", "/api/v1/boxes/alpha/inbox?cursor=" + long, a.Key, `{"box_key":"alpha","cursor":"` + long + `"}`, "LIMIT_EXCEEDED", "cursor_too_large", "cursor"},
 		{"empty search", "/api/v1/boxes/alpha/directory?query=", a.Key, "", "INVALID_ARGUMENT", "", "query"},
 		{"long agent_ref", "/admin/api/v1/boxes/alpha/agents/" + strings.Repeat("a", 65) + "/keys", testenv.AdminToken, "", "LIMIT_EXCEEDED", "agent_ref_too_large", "agent_ref"},
+		// A deepObject parameter is validated as the tool's argument is: its member named.
+		{"bad destination kind", "/api/v1/boxes/alpha/inbox?destination[kind]=bogus", a.Key, `{"box_key":"alpha","destination":{"kind":"bogus"}}`, "INVALID_ARGUMENT", "", "destination.kind"},
+		{"bad destination uuid", "/api/v1/boxes/alpha/inbox?destination[kind]=dm&destination[recipient_agent_id]=xyz", a.Key, `{"box_key":"alpha","destination":{"kind":"dm","recipient_agent_id":"xyz"}}`, "INVALID_ARGUMENT", "", "destination.recipient_agent_id"},
+		{"unknown destination member", "/api/v1/boxes/alpha/inbox?destination[kind]=dm&destination[zz]=1", a.Key, `{"box_key":"alpha","destination":{"kind":"dm","zz":"1"}}`, "INVALID_ARGUMENT", "unknown_field", "destination.zz"},
+		{"unknown destination member that is no name", "/api/v1/boxes/alpha/inbox?destination[kind]=dm&destination[%3Cx%3E]=1", a.Key, "", "INVALID_ARGUMENT", "unknown_field", "destination"},
+		{"NUL in a destination member", "/api/v1/boxes/alpha/inbox?destination[kind]=dm&destination[room_id]=%00", a.Key, `{"box_key":"alpha","destination":{"kind":"dm","room_id":"\u0000"}}`, "INVALID_ARGUMENT", "invalid_text", "destination.room_id"},
 	} {
 		rejects(t, w.e, c.what, func() testenv.Response {
 			return raw(t, w.e, "GET", c.path, c.bearer, "", nil, nil)

@@ -188,7 +188,7 @@ func TestConversationStreamCursors(t *testing.T) {
 	expectErr(t, "no destination", a.Call("GET", "/conversation", nil), "INVALID_ARGUMENT", "", "-")
 	expectErr(t, "both", a.Call("GET", "/conversation?destination[kind]=dm&destination[recipient_agent_id]="+b.ID.String()+"&destination[room_id]="+uuid.NewString(), nil),
 		"INVALID_ARGUMENT", "invalid_destination", "destination")
-	expectErr(t, "bad uuid", a.Call("GET", "/conversation?destination[kind]=dm&destination[recipient_agent_id]=nope", nil), "INVALID_ARGUMENT", "", "destination")
+	expectErr(t, "bad uuid", a.Call("GET", "/conversation?destination[kind]=dm&destination[recipient_agent_id]=nope", nil), "INVALID_ARGUMENT", "", "destination.recipient_agent_id")
 }
 
 // A cursor from another agent, another room, another stream, another epoch, or tampered is
