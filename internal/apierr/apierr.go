@@ -183,6 +183,13 @@ func Unavailable() *Error {
 		WithReason("database_unavailable").WithSuggestion("retry shortly; a write retries with the same idempotency_key")
 }
 
+// IsUnavailable reports whether err is TEMPORARILY_UNAVAILABLE: the database could not
+// answer, which says nothing about the caller or its arguments.
+func IsUnavailable(err error) bool {
+	e, ok := As(err)
+	return ok && e.Code == TemporarilyUnavailable
+}
+
 // UnsupportedMediaType refuses a request body whose Content-Type the operation does not
 // declare in the contract: 415, INVALID_ARGUMENT with reason unsupported_media_type; the
 // suggestion names the media types it does declare (accepted; JSON when none is given).

@@ -146,7 +146,7 @@ func (a *Authenticator) deferredCheck(ctx context.Context, hash []byte, p Princi
 		now, err := a.check(ctx, cred, err, source, notFound)
 		switch {
 		case err != nil:
-			if e, ok := apierr.As(err); !ok || e.Code != apierr.TemporarilyUnavailable { // an outage refuses nothing
+			if !apierr.IsUnavailable(err) { // an outage refuses nothing
 				a.forget(hash)
 			}
 			return nil, err

@@ -125,7 +125,7 @@ func New(cfg Config) http.Handler {
 // reaches the model as SPEC §12 says (isError, retryable) instead of an HTTP 503 that MCP
 // clients report as a transport failure. A refused key is still the 401.
 func confirmUnlessUnavailable(err error) error {
-	if e, ok := apierr.As(err); ok && e.Code == apierr.TemporarilyUnavailable {
+	if apierr.IsUnavailable(err) {
 		return nil
 	}
 	return err
