@@ -60,16 +60,15 @@ func (s *Service) DirectorySearch(ctx context.Context, req api.DirectorySearchRe
 		if err != nil {
 			return api.CardPage{}, err
 		}
-		page := api.CardPage{Items: make([]api.Card, 0, min(len(cards), int(limit)))}
-		for i, card := range cards {
-			if int64(i) == limit {
-				last := cards[i-1]
-				if page.NextCursor, err = s.encodeCursor(ctx, c, "directory", query, 0, directoryPos{Name: last.Name, AgentID: last.AgentID}); err != nil {
-					return api.CardPage{}, err
-				}
-				break
+		items, last, err := keysetPage(c, cards, limit, cardOf)
+		if err != nil {
+			return api.CardPage{}, err
+		}
+		page := api.CardPage{Items: items}
+		if last != nil {
+			if page.NextCursor, err = s.encodeCursor(ctx, c, "directory", query, 0, directoryPos{Name: last.Name, AgentID: last.AgentID}); err != nil {
+				return api.CardPage{}, err
 			}
-			page.Items = append(page.Items, cardOf(card))
 		}
 		return page, nil
 	})

@@ -131,6 +131,38 @@ func TestDirectorySearchPagesAndCursors(t *testing.T) {
 	rmExpect(t, "garbage cursor", me.Call("GET", "/directory?query=bot&cursor=abc", nil), "CURSOR_INVALID", "")
 }
 
+// directory_search pages within the response byte budget as the streams do (SPEC §9): every
+// card exactly once, in (name, agent_id) order, each page within the budget except a card
+// larger than the budget, which comes alone, and only the last page without a next_cursor.
+func TestDirectorySearchByteBudget(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	me := e.NewAgent("alpha", "me", nil)
+	me.Prime()
+	var want []string
+	for i := range 10 {
+		desc := strings.Repeat("d", 120)
+		if i == 4 {
+			desc = strings.Repeat("D", 2000) // alone above the budget
+		}
+		name := fmt.Sprintf("budget-%02d", i)
+		e.NewAgent("alpha", name, map[string]any{"listed": true, "role": "paging", "description": desc})
+		want = append(want, name)
+	}
+	const budget = 1024
+	e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"settings": map[string]any{"response_budget_bytes": budget}})
+	name := func(it map[string]any) string { return it["name"].(string) }
+	got, pages := pagesWithinBudget(t, me, "/directory?query=budget-&limit=200", budget, name,
+		func(n string) bool { return n == "budget-04" })
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("directory_search under a budget:\n%v\nwant\n%v", got, want)
+	}
+	if pages < 4 {
+		t.Fatalf("%d cards in %d pages: the budget cut nothing", len(got), pages)
+	}
+}
+
 // Unlisted, disabled, other-box and unknown IDs are indistinguishable.
 func TestDirectoryGetUniformNotFound(t *testing.T) {
 	t.Parallel()

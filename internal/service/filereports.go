@@ -99,16 +99,15 @@ func (s *Service) FileReportList(ctx context.Context, req api.FileReportListRequ
 		if err != nil {
 			return api.FileReportPage{}, err
 		}
-		page := api.FileReportPage{Items: []api.FileReport{}}
-		if int64(len(rows)) > limit {
-			rows = rows[:limit]
-			last := rows[len(rows)-1]
+		items, last, err := keysetPage(c, rows, limit, fileReportDTO)
+		if err != nil {
+			return api.FileReportPage{}, err
+		}
+		page := api.FileReportPage{Items: items}
+		if last != nil {
 			if page.NextCursor, err = s.encodeCursor(ctx, c, "file_reports", scope, v.epoch, fileReportPos{FileIndex: last.FileIndex, Reporter: last.ReporterID}); err != nil {
 				return api.FileReportPage{}, err
 			}
-		}
-		for _, r := range rows {
-			page.Items = append(page.Items, fileReportDTO(r))
 		}
 		return page, nil
 	})

@@ -137,3 +137,46 @@ func TestFileReports(t *testing.T) {
 	rejects(t, e, "third party on a DM", func() testenv.Response { return frReportCall(c, dm, 0, "accessible", "") },
 		"NOT_FOUND_OR_FORBIDDEN", "", "-")
 }
+
+// file_report_list pages within the response byte budget as the streams do (SPEC §9): every
+// report exactly once, in (file_index, reporter) order, each page within the budget, and only
+// the last page without a next_cursor.
+func TestFileReportListByteBudget(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "author", "b", "c")
+	author, b, c := w.agents["author"], w.agents["b"], w.agents["c"]
+	room := w.roomWith(t, author, b, c)
+	var files []map[string]any
+	for i := range 8 {
+		files = append(files, map[string]any{"url": "https://example.com/" + strconv.Itoa(i) + ".txt", "display_name": "f" + strconv.Itoa(i)})
+	}
+	msg := ibSend(t, author, inRoom(room), "see files", map[string]any{"files": files})
+	reporters := []*testenv.Agent{b, c}
+	if c.ID.String() < b.ID.String() { // reports of a file are in reporter_agent_id order
+		reporters = []*testenv.Agent{c, b}
+	}
+	var want, wantB []string
+	for i := range files {
+		for _, r := range reporters {
+			frMustReport(t, r, msg, i, "denied", strings.Repeat("n", 60))
+			want = append(want, r.ID.String()+":"+strconv.Itoa(i))
+		}
+		wantB = append(wantB, b.ID.String()+":"+strconv.Itoa(i))
+	}
+	const budget = 1024
+	w.settings(map[string]any{"response_budget_bytes": budget})
+	key := func(it map[string]any) string {
+		return it["reporter_agent_id"].(string) + ":" + strconv.Itoa(int(it["file_index"].(float64)))
+	}
+	got, pages := pagesWithinBudget(t, author, "/messages/"+msg+"/file-reports?limit=200", budget, key, neverOversize)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("author's reports under a budget:\n%v\nwant\n%v", got, want)
+	}
+	if pages < 4 {
+		t.Fatalf("%d reports in %d pages: the budget cut nothing", len(got), pages)
+	}
+	got, _ = pagesWithinBudget(t, b, "/messages/"+msg+"/file-reports?limit=200", budget, key, neverOversize)
+	if strings.Join(got, ",") != strings.Join(wantB, ",") {
+		t.Fatalf("b's own reports under a budget:\n%v\nwant\n%v", got, wantB)
+	}
+}

@@ -2,7 +2,9 @@ package service_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -158,3 +160,48 @@ func join(t *testing.T, a *testenv.Agent, room string) {
 	t.Helper()
 	a.MustCall("POST", "/rooms/"+room+"/join", map[string]any{"idempotency_key": newKey()})
 }
+
+// pagesWithinBudget pages a keyset list (path carries its own query; each next_cursor is
+// appended) from its start to its end under a response byte budget (SPEC §9) and returns every
+// item's key in order and the number of pages. Every page's response must fit budget bytes,
+// except a page holding one item alone that oversize accepts (as the streams, a row larger than
+// the budget is returned alone); a page with a next_cursor is never empty; the last has none.
+func pagesWithinBudget(t *testing.T, a *testenv.Agent, path string, budget int, key func(map[string]any) string, oversize func(string) bool) ([]string, int) {
+	t.Helper()
+	var keys []string
+	for pages, cursor := 1, ""; ; pages++ {
+		p := path
+		if cursor != "" {
+			p += "&cursor=" + url.QueryEscape(cursor)
+		}
+		r := a.Call("GET", p, nil)
+		var page struct {
+			Items      []map[string]any `json:"items"`
+			NextCursor *string          `json:"next_cursor"`
+		}
+		if r.Status != http.StatusOK || json.Unmarshal(r.Raw, &page) != nil {
+			t.Fatalf("GET %s: %d %s", p, r.Status, r.Raw)
+		}
+		var pageKeys []string
+		for _, it := range page.Items {
+			pageKeys = append(pageKeys, key(it))
+		}
+		keys = append(keys, pageKeys...)
+		if len(r.Raw) > budget && (len(pageKeys) != 1 || !oversize(pageKeys[0])) {
+			t.Fatalf("page %d over the %d-byte budget: %d bytes, items %v", pages, budget, len(r.Raw), pageKeys)
+		}
+		if page.NextCursor == nil {
+			return keys, pages
+		}
+		if len(page.Items) == 0 {
+			t.Fatalf("page %d: an empty page with a next_cursor", pages)
+		}
+		if pages > 1000 {
+			t.Fatal("paging does not end")
+		}
+		cursor = *page.NextCursor
+	}
+}
+
+// neverOversize is pagesWithinBudget's oversize for lists whose rows all fit any budget.
+func neverOversize(string) bool { return false }

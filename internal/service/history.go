@@ -138,14 +138,7 @@ func budgetPage(ctx context.Context, tx *store.Tx, c *call, v channelView, rows 
 	if err != nil {
 		return nil, false, err
 	}
-	n, err := fitBudget(dtos, c.settings.ResponseBudgetBytes)
-	if err != nil {
-		return nil, false, err
-	}
-	if n < len(dtos) {
-		return dtos[:n], false, nil
-	}
-	return dtos, complete, nil
+	return withinBudget(c, dtos, complete)
 }
 
 // recordReceipts records receipts for the returned messages the caller has attention rows for.

@@ -34,3 +34,39 @@ func (s *Service) decodeCursor(ctx context.Context, c *call, stream, filter stri
 	}
 	return nil
 }
+
+// withinBudget cuts a page's items to the response byte budget (SPEC §9): the leading items
+// that fit (fitBudget; the first is always kept, even above the budget, so that paging always
+// advances). A page the budget cut is never complete, and its cursor belongs at its last item,
+// so no dropped row is skipped. complete says whether the page was complete before the cut.
+func withinBudget[T any](c *call, items []T, complete bool) ([]T, bool, error) {
+	n, err := fitBudget(items, c.settings.ResponseBudgetBytes)
+	if err != nil {
+		return nil, false, err
+	}
+	if n < len(items) {
+		return items[:n], false, nil
+	}
+	return items, complete, nil
+}
+
+// keysetPage is a keyset list's page (room_list, request_list, directory_search,
+// file_report_list) from rows read with one row more than limit: at most limit items within
+// the response byte budget, as the streams' pages (withinBudget). next is the row the page's
+// next_cursor is positioned at, the last row returned, or nil when the rows are exhausted; a
+// page cut by the limit or by the budget always has one.
+func keysetPage[R, T any](c *call, rows []R, limit int64, dto func(R) T) ([]T, *R, error) {
+	complete := int64(len(rows)) <= limit
+	if !complete {
+		rows = rows[:limit]
+	}
+	items := make([]T, 0, len(rows))
+	for _, r := range rows {
+		items = append(items, dto(r))
+	}
+	items, complete, err := withinBudget(c, items, complete)
+	if err != nil || complete {
+		return items, nil, err
+	}
+	return items, &rows[len(items)-1], nil
+}

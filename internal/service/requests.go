@@ -63,16 +63,15 @@ func (s *Service) RequestList(ctx context.Context, req api.RequestListRequestObj
 		if err != nil {
 			return api.RequestPage{}, err
 		}
-		page := api.RequestPage{Items: []api.Request{}}
-		if int64(len(rows)) > limit {
-			rows = rows[:limit]
-			last := rows[len(rows)-1]
+		items, last, err := keysetPage(c, rows, limit, requestDTO)
+		if err != nil {
+			return api.RequestPage{}, err
+		}
+		page := api.RequestPage{Items: items}
+		if last != nil {
 			if page.NextCursor, err = s.encodeCursor(ctx, c, "requests", scope, 0, requestPos{Seq: last.MessageSeq, Recipient: last.RecipientID}); err != nil {
 				return api.RequestPage{}, err
 			}
-		}
-		for _, r := range rows {
-			page.Items = append(page.Items, requestDTO(r))
 		}
 		return page, nil
 	})

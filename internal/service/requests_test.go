@@ -2,8 +2,10 @@ package service_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -270,5 +272,42 @@ func TestRequestListPerRecipient(t *testing.T) {
 	}
 	if p := rqAll(t, r2, "incoming", "pending", 0); len(p) != 1 || p[0].RequestMessageID != m3 {
 		t.Fatalf("r2 incoming pending: %+v", p)
+	}
+}
+
+// request_list pages within the response byte budget as the streams do (SPEC §9): every
+// request exactly once, in (message_seq, recipient) order, each page within the budget, and
+// only the last page without a next_cursor.
+func TestRequestListByteBudget(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "req", "r1", "r2", "r3")
+	req, r1, r2, r3 := w.agents["req"], w.agents["r1"], w.agents["r2"], w.agents["r3"]
+	room := w.roomWith(t, req, r1, r2, r3)
+	ids := []uuid.UUID{r1.ID, r2.ID, r3.ID}
+	recipients := []string{r1.ID.String(), r2.ID.String(), r3.ID.String()}
+	sort.Strings(recipients) // uuid order is the order of their strings
+	var want, wantR1 []string
+	for i := range 4 {
+		m := ibSend(t, req, inRoom(room), fmt.Sprint("request ", i), map[string]any{"mention_agent_ids": ids, "request_agent_ids": ids})
+		for _, r := range recipients {
+			want = append(want, m+":"+r)
+		}
+		wantR1 = append(wantR1, m+":"+r1.ID.String())
+	}
+	const budget = 1024
+	w.settings(map[string]any{"response_budget_bytes": budget})
+	key := func(it map[string]any) string {
+		return it["request_message_id"].(string) + ":" + it["recipient_agent_id"].(string)
+	}
+	got, pages := pagesWithinBudget(t, req, "/requests?direction=outgoing&limit=200", budget, key, neverOversize)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("outgoing under a budget:\n%v\nwant\n%v", got, want)
+	}
+	if pages < 4 {
+		t.Fatalf("%d requests in %d pages: the budget cut nothing", len(got), pages)
+	}
+	got, _ = pagesWithinBudget(t, r1, "/requests?direction=incoming&status=pending&limit=200", budget, key, neverOversize)
+	if strings.Join(got, ",") != strings.Join(wantR1, ",") {
+		t.Fatalf("incoming under a budget:\n%v\nwant\n%v", got, wantR1)
 	}
 }

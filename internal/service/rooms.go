@@ -337,15 +337,15 @@ func (s *Service) RoomList(ctx context.Context, req api.RoomListRequestObject) (
 		if err != nil {
 			return api.RoomPage{}, err
 		}
-		page := api.RoomPage{Items: make([]api.RoomListItem, 0, min(len(rooms), int(limit)))}
-		for i, r := range rooms {
-			if int64(i) == limit {
-				if page.NextCursor, err = s.encodeCursor(ctx, c, "room_list", "", 0, roomListPos{RoomID: rooms[i-1].RoomID}); err != nil {
-					return api.RoomPage{}, err
-				}
-				break
+		items, last, err := keysetPage(c, rooms, limit, roomListItem)
+		if err != nil {
+			return api.RoomPage{}, err
+		}
+		page := api.RoomPage{Items: items}
+		if last != nil {
+			if page.NextCursor, err = s.encodeCursor(ctx, c, "room_list", "", 0, roomListPos{RoomID: last.RoomID}); err != nil {
+				return api.RoomPage{}, err
 			}
-			page.Items = append(page.Items, roomListItem(r))
 		}
 		return page, nil
 	})

@@ -794,6 +794,38 @@ func TestRoomListPagingAndCursors(t *testing.T) {
 	rmExpect(t, "directory cursor", w.owner.Call("GET", "/rooms?cursor="+url.QueryEscape(dirCursor), nil), "CURSOR_INVALID", "")
 }
 
+// room_list pages within the response byte budget as the streams do (SPEC §9): a page the
+// budget cuts carries a next_cursor at its last returned room, so paging returns every room
+// exactly once, in room_id order, and only the last page has no next_cursor.
+func TestRoomListByteBudget(t *testing.T) {
+	t.Parallel()
+	w := newRmWorld(t)
+	var want []string
+	for i := range 12 {
+		body := map[string]any{"name": fmt.Sprintf("budget-room-%02d-%s", i, strings.Repeat("n", 40))}
+		if i%3 == 0 {
+			body["invitee_agent_ids"] = []uuid.UUID{w.b.ID}
+		}
+		want = append(want, w.createRoom(t, w.owner, body))
+	}
+	sort.Strings(want)
+	const budget = 1024
+	w.e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"settings": map[string]any{"response_budget_bytes": budget}})
+	roomID := func(it map[string]any) string { return it["room_id"].(string) }
+	got, pages := pagesWithinBudget(t, w.owner, "/rooms?limit=200", budget, roomID, neverOversize)
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("room_list under a budget:\n%v\nwant\n%v", got, want)
+	}
+	if pages < 3 {
+		t.Fatalf("%d rooms in %d pages: the budget cut nothing", len(got), pages)
+	}
+	// An invitee's pending invitations page the same way.
+	got, _ = pagesWithinBudget(t, w.b, "/rooms?limit=200", budget, roomID, neverOversize)
+	if len(got) != 4 {
+		t.Fatalf("invitations under a budget: %v", got)
+	}
+}
+
 func TestRoomGetRosterIsBounded(t *testing.T) {
 	t.Parallel()
 	w := newRmWorld(t)
