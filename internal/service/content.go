@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -96,12 +97,21 @@ func attachmentIdentity(att *upload.File) *attachmentMeta {
 }
 
 // validatePayload returns the payload's compact serialization after the size, depth and
-// credential rules. Keys keep the order they were sent in.
+// credential rules. Keys keep the order they were sent in; each string is written in its
+// one shortest form (unescapedStrings), so the size cap and the duplicate key measure the
+// value, not how the client's encoder escaped it (Python escapes every non-ASCII
+// character by default, Go escapes <, > and &).
 func validatePayload(raw json.RawMessage, s api.SettingsValues) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil || !utf8.Valid(buf.Bytes()) || loneSurrogate(buf.Bytes()) {
 		return nil, apierr.Invalid("payload", "must be a JSON object")
 	}
+	canonical, err := unescapedStrings(buf.Bytes())
+	if err != nil {
+		return nil, apierr.Invalid("payload", "must be a JSON object")
+	}
+	buf.Reset()
+	buf.Write(canonical)
 	if int64(buf.Len()) > s.PayloadMaxBytes {
 		return nil, apierr.TooLarge("payload", "payload_too_large", s.PayloadMaxBytes)
 	}
@@ -122,6 +132,68 @@ func validatePayload(raw json.RawMessage, s api.SettingsValues) ([]byte, error) 
 			WithReason("credential_in_payload")
 	}
 	return buf.Bytes(), nil
+}
+
+// unescapedStrings rewrites each string of compact JSON (valid, no lone surrogate) in its
+// shortest form: escaped only where JSON requires it (quote, backslash, control characters),
+// every other character as its UTF-8 bytes. Everything outside strings is copied as is.
+func unescapedStrings(compact []byte) ([]byte, error) {
+	if !bytes.Contains(compact, []byte{'\\'}) {
+		return compact, nil // no escape anywhere: already in that form
+	}
+	out := make([]byte, 0, len(compact))
+	for i := 0; i < len(compact); i++ {
+		if compact[i] != '"' {
+			out = append(out, compact[i])
+			continue
+		}
+		end, escaped := i+1, false
+		for ; end < len(compact) && compact[end] != '"'; end++ {
+			if compact[end] == '\\' {
+				escaped = true
+				end++
+			}
+		}
+		if end >= len(compact) {
+			return nil, errors.New("unterminated string")
+		}
+		token := compact[i : end+1]
+		i = end
+		if !escaped {
+			out = append(out, token...)
+			continue
+		}
+		var str string
+		if err := json.Unmarshal(token, &str); err != nil {
+			return nil, err
+		}
+		out = appendShortestString(out, str)
+	}
+	return out, nil
+}
+
+// appendShortestString appends s as a JSON string escaped only where JSON requires it.
+func appendShortestString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
 }
 
 // loneSurrogate reports a \uD800-\uDFFF escape that is not part of a surrogate pair (the

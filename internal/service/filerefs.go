@@ -76,6 +76,9 @@ func fileURLAllowed(raw string) bool {
 	if err != nil || u.Scheme != "https" || u.User != nil || u.Opaque != "" || u.RawQuery != "" || u.Fragment != "" {
 		return false
 	}
+	if looksLikeToken(u.Path) { // a token spelled with percent-escapes (ghp%5F…) is still one
+		return false
+	}
 	if port := u.Port(); port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 			return false

@@ -92,6 +92,9 @@ func TestFileURLTable(t *testing.T) {
 		{"https://s3.example/AKIAABCDEFGHIJKLMNOP/file", false},
 		{"https://example.com/eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl/x", false},
 		{"https://example.com/k/sk-abcdefghijklmnopqrstuvwx", false},
+		{"https://example.com/x/ghp%5Fabcdefghijklmnopqrstuvwxyz0123456789", false}, // percent-escaped: still a token
+		{"https://example.com/%41KIAABCDEFGHIJKLMNOP/file", false},
+		{"https://example.com/a%20b/report.pdf", true}, // an escape that hides no token is fine
 	}
 	if len(cases) < 30 {
 		t.Fatal("the table needs at least 30 cases")
