@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentbox/agentbox/gen/client"
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/mcpserver"
 )
 
 const adminUsage = `usage: agentbox admin <resource> <verb> [flags]   (env AGENTBOX_SERVER, AGENTBOX_ADMIN_TOKEN)
@@ -70,7 +71,7 @@ func (e *env) admin(args []string) error {
 	}
 	// AGENTBOX_SERVER and the token are checked when a request is made, so --help and flag
 	// mistakes come first.
-	token := os.Getenv("AGENTBOX_ADMIN_TOKEN")
+	token := strings.TrimSpace(os.Getenv("AGENTBOX_ADMIN_TOKEN"))
 	base, shown, badServer := serverBase()
 	if badServer != nil {
 		base = "http://agentbox.invalid" // never asked: the editor refuses every request first
@@ -82,6 +83,8 @@ func (e *env) admin(args []string) error {
 			return badServer
 		case token == "":
 			return errNoAdminToken
+		case !mcpserver.ValidKey(token): // it could not be sent; never echoed
+			return errBadAdminToken
 		}
 		r.Header.Set("Authorization", "Bearer "+token)
 		return nil
@@ -172,7 +175,10 @@ type keyFileError struct{ err error }
 
 func (e keyFileError) Error() string { return e.err.Error() }
 
-var errNoAdminToken = usageError{"AGENTBOX_ADMIN_TOKEN is not set"}
+var (
+	errNoAdminToken  = usageError{"AGENTBOX_ADMIN_TOKEN is not set"}
+	errBadAdminToken = usageError{"AGENTBOX_ADMIN_TOKEN is not an admin token: it has a character other than visible ASCII (a space, a line break, a control or non-ASCII character)"}
+)
 
 // parseAdmin parses an admin command's flags; text the server cannot store is refused as
 // the server refuses it, before any request (text.go).
@@ -203,9 +209,10 @@ func setAgentFlags(enabled *bool, withListed bool) adminCommand {
 	return func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		agent := fs.String("agent", "", "agent name or ID")
-		listedFlag := fs.String("listed", "", "true|false")
 		required := []string{"box", "agent"}
+		var listedFlag *string // only set-listed has --listed: elsewhere it is an unknown flag
 		if withListed {
+			listedFlag = fs.String("listed", "", "true|false")
 			required = append(required, "listed")
 		}
 		if err := parseAdmin(fs, args, required...); err != nil {
@@ -379,17 +386,21 @@ var adminCommands = map[string]adminCommand{
 		if err := parseAdmin(fs, args, "box", "json"); err != nil {
 			return nil, err
 		}
-		var patch client.SettingsPatch
-		dec := json.NewDecoder(strings.NewReader(*raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&patch); err != nil {
-			return nil, usagef("--json must be an object of known settings keys: %v", err)
+		// The object goes to the server as given: its keys and values are the server's to
+		// check (INVALID_ARGUMENT naming the field), not decoded into the generated struct here.
+		var settings map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(*raw), &settings); err != nil || settings == nil {
+			return nil, usagef(`--json must be a JSON object of settings keys, e.g. '{"lease_default_seconds":90}'`)
 		}
-		body := client.AdminSettingsUpdateInput{Settings: patch}
+		body := map[string]json.RawMessage{"settings": json.RawMessage(*raw)}
 		if *expected != "" {
-			body.ExpectedRevision = expected
+			body["expected_revision"] = jsonString(*expected)
 		}
-		return c.AdminSettingsUpdate(ctx, *box, body)
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		return c.AdminSettingsUpdateWithBody(ctx, *box, "application/json", bytes.NewReader(b))
 	},
 	"room list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")

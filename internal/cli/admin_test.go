@@ -3,6 +3,10 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,6 +78,31 @@ func TestAdminCLI(t *testing.T) {
 	if s := mustRun("admin", "settings", "get", "--box", "demo"); s["settings"].(map[string]any)["lease_default_seconds"] != float64(90) {
 		t.Fatalf("settings get: %v", s)
 	}
+	// --json goes to the server as given: a value of the wrong type, an out-of-range one and
+	// an unknown key are the server's INVALID_ARGUMENT naming the field, never Go's decoder.
+	for _, c := range []struct{ json, field string }{
+		{`{"page_limit_default":"x"}`, "page_limit_default"},
+		{`{"page_limit_default":-1}`, "page_limit_default"},
+		{`{"page_limit_default":1.5}`, "page_limit_default"},
+		{`{"no_such_setting":1}`, "no_such_setting"},
+	} {
+		m, stderr, code := run(t, "admin", "settings", "set", "--box", "demo", "--json", c.json)
+		got, _ := m["error"].(map[string]any)
+		if code != cli.ExitUsage || got["code"] != "INVALID_ARGUMENT" || !strings.Contains(fmt.Sprint(got["field"]), c.field) ||
+			strings.Contains(stderr, "Go struct") || strings.Contains(stderr, "int64") {
+			t.Fatalf("settings set --json %s: exit %d, stdout %v, stderr %q", c.json, code, m, stderr)
+		}
+	}
+	if m, stderr, code := run(t, "admin", "settings", "set", "--box", "demo", "--json", `{"lease_default_seconds":91}`, "--expected-revision", "1"); code != cli.ExitConflict {
+		t.Fatalf("settings set from a stale revision: exit %d, stdout %v, stderr %q", code, m, stderr)
+	}
+	if m, stderr, code := run(t, "admin", "settings", "set", "--box", "demo", "--json", `[1]`); code != cli.ExitUsage || m != nil || !strings.Contains(stderr, "--json") {
+		t.Fatalf("settings set --json [1]: exit %d, stdout %v, stderr %q", code, m, stderr)
+	}
+	if s := mustRun("admin", "settings", "set", "--box", "demo", "--json", `{"lease_default_seconds":92}`, "--expected-revision", "2"); s["settings_revision"] != "3" ||
+		s["settings"].(map[string]any)["lease_default_seconds"] != float64(92) {
+		t.Fatalf("settings set with --expected-revision: %v", s)
+	}
 	if a := mustRun("admin", "agent", "set-listed", "--box", "demo", "--agent", "planner", "--listed", "false"); a["listed"] != false {
 		t.Fatalf("set-listed: %v", a)
 	}
@@ -109,5 +138,31 @@ func TestAdminCLI(t *testing.T) {
 	t.Setenv("AGENTBOX_ADMIN_TOKEN", "wrong")
 	if _, _, code := run(t, "admin", "box", "list"); code != cli.ExitAuth {
 		t.Fatalf("bad token: exit %d", code)
+	}
+}
+
+// TestAdminEnableDisableTakeNoListed: only agent set-listed has --listed (SPEC §15); on
+// enable and disable it is an unknown flag (exit 2, nothing sent), not silently ignored.
+func TestAdminEnableDisableTakeNoListed(t *testing.T) {
+	requests := 0
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests++
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"agent_id":"00000000-0000-4000-8000-000000000001","enabled":true,"listed":false}`) //nolint:errcheck
+	}))
+	defer server.Close()
+	t.Setenv("AGENTBOX_SERVER", server.URL)
+	t.Setenv("AGENTBOX_ADMIN_TOKEN", "admin-token")
+	for _, verb := range []string{"enable", "disable"} {
+		if help, _, _ := runText("admin", "agent", verb, "--help"); strings.Contains(help, "--listed") {
+			t.Errorf("agent %s --help lists --listed:\n%s", verb, help)
+		}
+		out, errOut, code := runText("admin", "agent", verb, "--box", "demo", "--agent", "quiet", "--listed", "true")
+		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, "--listed") || requests != 0 {
+			t.Errorf("agent %s --listed true: exit %d, stdout %q, stderr %q, %d requests", verb, code, out, errOut, requests)
+		}
+	}
+	if help, _, _ := runText("admin", "agent", "set-listed", "--help"); !strings.Contains(help, "* --listed") {
+		t.Errorf("agent set-listed --help lacks --listed:\n%s", help)
 	}
 }

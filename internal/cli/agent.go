@@ -26,7 +26,7 @@ import (
 // take an agent ID or the name of a listed agent, resolved through the directory; a tool may
 // add flags of its own (toolFlags: --to NAME for message send). --box sets box_key (default
 // AGENTBOX_BOX). A write without an idempotency_key gets a generated one, printed on stderr
-// so the user can retry with it. The call goes to the HTTP API through gen/client with
+// so the user can retry with it (not for a dry run: it writes nothing). The call goes to the HTTP API through gen/client with
 // AGENTBOX_API_KEY or the AGENTBOX_CREDENTIALS entry of the box, and Agentbox-Session set
 // only when AGENTBOX_SESSION is (otherwise the key's session lane). Arguments are checked
 // locally exactly as over MCP. JSON on stdout (inbox rows' reasons also as reason_names),
@@ -207,12 +207,16 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	session, err := mcpserver.SessionFromEnv(os.Getenv)
+	if err != nil {
+		return usageError{err.Error()}
+	}
 	server, shown, err := serverBase()
 	if err != nil {
 		return err
 	}
 	l := newLink(shown)
-	f, err := mcpserver.NewForwarder(server, creds, os.Getenv("AGENTBOX_SESSION"), l.httpClient(callTimeout))
+	f, err := mcpserver.NewForwarder(server, creds, session, l.httpClient(callTimeout))
 	if err != nil {
 		return err
 	}
@@ -222,7 +226,7 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 	if err != nil {
 		return l.explain(err, "nothing was changed (an agent name was being looked up); repeat the command")
 	}
-	if generatedKey != "" {
+	if generatedKey != "" && !dryRun(argsJSON) { // a dry run writes nothing: nothing to retry (SPEC §10)
 		fmt.Fprintf(e.stderr, "agentbox: idempotency key %s (generated); to retry this write safely, repeat it with --idempotency-key %s\n", generatedKey, generatedKey)
 	}
 	if e.attach != "" { // a send with a local file: multipart over HTTP, checked by the server (attach.go)
@@ -248,7 +252,7 @@ func afterLostCall(t *genmcp.Tool, args json.RawMessage) string {
 	}
 	json.Unmarshal(args, &in) //nolint:errcheck // checked before the call
 	switch {
-	case t.Annotations.ReadOnlyHint:
+	case t.Annotations.ReadOnlyHint, dryRun(args):
 		return "nothing was changed; repeat the command"
 	case in.Key != "":
 		return fmt.Sprintf("the write may or may not have been applied: repeat it with --idempotency-key %s, which applies it at most once and answers with its result", in.Key)
@@ -256,6 +260,16 @@ func afterLostCall(t *genmcp.Tool, args json.RawMessage) string {
 		return "the call may or may not have taken effect; repeating it is safe"
 	}
 	return "the call may or may not have taken effect"
+}
+
+// dryRun: the call's arguments have dry_run true (SPEC §10: it validates only, writes
+// nothing and records no idempotency entry).
+func dryRun(args json.RawMessage) bool {
+	var in struct {
+		DryRun bool `json:"dry_run"`
+	}
+	json.Unmarshal(args, &in) //nolint:errcheck // checked before the call
+	return in.DryRun
 }
 
 // mergeArguments combines the JSON input with field flags and the box: flags win; the

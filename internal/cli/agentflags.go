@@ -29,7 +29,9 @@ var toolFlags = map[string][]toolFlag{
 	"inbox_list":        {destinationFlags},
 }
 
-// destinationFlags: --to NAME_OR_ID (a DM) or --to-room ROOM_ID instead of --destination JSON.
+// destinationFlags: --to NAME_OR_ID (a DM) or --to-room ROOM_ID instead of --destination JSON
+// (the three are exclusive: each sets the destination; a destination in --input is
+// replaced, as by any flag).
 func destinationFlags(fs *flag.FlagSet, notes map[string]string) applyFlags {
 	to := fs.String("to", "", "the DM with this agent: destination {kind: dm, recipient_agent_id}")
 	room := fs.String("to-room", "", "this room: destination {kind: room, room_id}")
@@ -39,6 +41,8 @@ func destinationFlags(fs *flag.FlagSet, notes map[string]string) applyFlags {
 		switch {
 		case *to != "" && *room != "":
 			return usagef("--to and --to-room are exclusive")
+		case (*to != "" || *room != "") && set["destination"] != nil: // the --destination flag
+			return usagef("--to and --to-room are exclusive with --destination (give the destination once)")
 		case *to != "":
 			id, err := c.agentID(*to)
 			if err != nil {

@@ -270,6 +270,9 @@ func agentClient(boxKey string, timeout time.Duration) (*client.Client, *link, s
 	if err != nil {
 		return nil, nil, "", usageError{err.Error()}
 	}
+	if _, err := mcpserver.SessionFromEnv(os.Getenv); err != nil { // sent by agentHeaders
+		return nil, nil, "", usageError{err.Error()}
+	}
 	key, ok := creds.Key(boxKey)
 	if !ok {
 		return nil, nil, "", apierr.Auth()

@@ -1,5 +1,7 @@
-// Package cli is the agentbox command line. Every command prints JSON on stdout and
-// diagnostics on stderr; the exit code tells the error class (ExitCode). Admin and agent
+// Package cli is the agentbox command line. Admin and agent commands print their answer
+// (result or error) as JSON on stdout and diagnostics on stderr; help, version, tools and
+// contract reports without --json are text, and a command-line or environment mistake is a
+// message on stderr only. The exit code tells the error class (ExitCode). Admin and agent
 // commands talk to the server only through the generated HTTP client.
 package cli
 

@@ -190,6 +190,21 @@ func TestCLIForHands(t *testing.T) {
 	if again["message_id"] != sent["message_id"] || messages() != 1 {
 		t.Fatalf("retry with the printed key: %v vs %v, %d messages", again["message_id"], sent["message_id"], messages())
 	}
+	// A dry run writes nothing and records no idempotency entry (SPEC §10): no key is
+	// offered for retrying it.
+	dry, errOut := mustRun("message", "send", "--to", "coder", "--body-md", "rehearsal", "--dry-run")
+	if dry["dry_run"] != true || strings.Contains(errOut, "idempotency key") || strings.Contains(errOut, "retry") || messages() != 1 {
+		t.Fatalf("dry run: stdout %v, stderr %q, %d messages", dry, errOut, messages())
+	}
+	// --to and --to-room are exclusive with --destination as with each other: nothing wins
+	// silently.
+	const someRoom = "0190f5e4-0000-7000-8000-000000000001"
+	for _, flags := range [][]string{{"--to", "coder"}, {"--to-room", someRoom}} {
+		args := append([]string{"message", "send", "--destination", `{"kind":"room","room_id":"` + someRoom + `"}`, "--body-md", "both", "--dry-run"}, flags...)
+		if out, errOut, code := runText(args...); code != cli.ExitUsage || out != "" || !strings.Contains(errOut, "exclusive with --destination") {
+			t.Fatalf("message send --destination %s: exit %d, stdout %q, stderr %q", flags[0], code, out, errOut)
+		}
+	}
 	// A path in AGENTBOX_SERVER is named when the answer is NOT_FOUND_OR_FORBIDDEN.
 	t.Setenv("AGENTBOX_SERVER", e.URL+"/api")
 	if _, errOut, code := runText("inbox", "list"); code != cli.ExitNotFound || !strings.Contains(errOut, "AGENTBOX_SERVER has a path (/api)") {

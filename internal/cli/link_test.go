@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -112,6 +113,61 @@ func TestServerProblemsAreNotServerErrors(t *testing.T) {
 		}
 		if code != cli.ExitRetryable || json.Unmarshal([]byte(out), &got) != nil || got.Error.Code != "TEMPORARILY_UNAVAILABLE" {
 			t.Errorf("%s against the server's TEMPORARILY_UNAVAILABLE: exit %d, stdout %q, stderr %q", name, code, out, errOut)
+		}
+	}
+}
+
+// TestMalformedCredentialsAreUsageErrors: a key, admin token or session in the environment
+// that cannot be sent as a header (a line break, a control or non-ASCII character, a space in
+// a key) is a bad environment — exit 2, the variable named and never its value, nothing sent
+// — not an unreachable server.
+func TestMalformedCredentialsAreUsageErrors(t *testing.T) {
+	requests := 0
+	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests++
+		http.NotFound(w, r)
+	}))
+	defer server.Close()
+	t.Setenv("AGENTBOX_SERVER", server.URL)
+	t.Setenv("AGENTBOX_BOX", "demo")
+
+	const secret = "S3CRET"
+	creds := filepath.Join(t.TempDir(), "credentials.json")
+	if err := os.WriteFile(creds, []byte(`{"demo":"abk_`+secret+`\nx"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const peer = "00000000-0000-4000-8000-000000000001"
+	agentCommands := [][]string{
+		{"prime"},
+		{"message", "send", "--to", peer, "--body-md", "hi"},
+		{"message", "send", "--attach", "link_test.go", "--to", peer, "--body-md", "", "--idempotency-key", "key-2"},
+		{"attachment", "download", "--attachment-id", peer, "--out", filepath.Join(t.TempDir(), "out")},
+	}
+	for _, c := range []struct {
+		env      map[string]string
+		variable string
+		commands [][]string
+	}{
+		{map[string]string{"AGENTBOX_API_KEY": "abk_" + secret + "\ny"}, "AGENTBOX_API_KEY", append(agentCommands, []string{"mcp"})},
+		{map[string]string{"AGENTBOX_API_KEY": "abk_" + secret + " y"}, "AGENTBOX_API_KEY", agentCommands},
+		{map[string]string{"AGENTBOX_API_KEY": "abk_" + secret + "\u00e9"}, "AGENTBOX_API_KEY", agentCommands},
+		{map[string]string{"AGENTBOX_CREDENTIALS": creds}, "AGENTBOX_CREDENTIALS", append(agentCommands, []string{"mcp"})},
+		{map[string]string{"AGENTBOX_API_KEY": "abk_ok", "AGENTBOX_SESSION": "bad" + secret + "\x01"}, "AGENTBOX_SESSION", agentCommands},
+		{map[string]string{"AGENTBOX_API_KEY": "abk_ok", "AGENTBOX_SESSION": "bad" + secret + "\n"}, "AGENTBOX_SESSION", agentCommands},
+		{map[string]string{"AGENTBOX_API_KEY": "abk_ok", "AGENTBOX_SESSION": secret + "\u00e9"}, "AGENTBOX_SESSION", agentCommands},
+		{map[string]string{"AGENTBOX_ADMIN_TOKEN": "tok" + secret + "\nx"}, "AGENTBOX_ADMIN_TOKEN", [][]string{{"admin", "box", "list"}, {"admin", "box", "create", "--key", "demo"}}},
+		{map[string]string{"AGENTBOX_ADMIN_TOKEN": "tok" + secret + "\x7f"}, "AGENTBOX_ADMIN_TOKEN", [][]string{{"admin", "box", "list"}}},
+	} {
+		for _, v := range []string{"AGENTBOX_API_KEY", "AGENTBOX_CREDENTIALS", "AGENTBOX_SESSION", "AGENTBOX_ADMIN_TOKEN"} {
+			t.Setenv(v, c.env[v])
+		}
+		for _, args := range c.commands {
+			out, errOut, code := runText(args...)
+			if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, c.variable) || strings.Contains(errOut, secret) ||
+				strings.Contains(errOut, "cannot reach") || requests != 0 {
+				t.Errorf("%s=%q, %v: exit %d, stdout %q, stderr %q, %d requests; want exit 2 naming %s, not its value, nothing sent",
+					c.variable, c.env[c.variable], args, code, out, errOut, requests, c.variable)
+			}
 		}
 	}
 }

@@ -29,7 +29,9 @@ type Credentials struct {
 	byBox map[string]string
 }
 
-// CredentialsFromEnv reads AGENTBOX_CREDENTIALS (preferred) or AGENTBOX_API_KEY.
+// CredentialsFromEnv reads AGENTBOX_CREDENTIALS (preferred) or AGENTBOX_API_KEY. A key must
+// be visible ASCII without spaces (ValidKey; surrounding whitespace is dropped): one that is
+// not could never be sent, and is refused naming where it came from, never its value.
 func CredentialsFromEnv(getenv func(string) string) (Credentials, error) {
 	if path := getenv("AGENTBOX_CREDENTIALS"); path != "" {
 		raw, err := os.ReadFile(path)
@@ -41,17 +43,57 @@ func CredentialsFromEnv(getenv func(string) string) (Credentials, error) {
 			return Credentials{}, fmt.Errorf("AGENTBOX_CREDENTIALS: %s must be a JSON object mapping box_key to API key", path)
 		}
 		for box, key := range m {
-			if box == "" || strings.TrimSpace(key) == "" {
+			key = strings.TrimSpace(key)
+			if box == "" || key == "" {
 				return Credentials{}, fmt.Errorf("AGENTBOX_CREDENTIALS: %s has an empty box_key or key", path)
 			}
+			if !ValidKey(key) {
+				return Credentials{}, fmt.Errorf("AGENTBOX_CREDENTIALS: in %s, the key for box_key %q %s", path, box, notAKey)
+			}
+			m[box] = key
 		}
 		return Credentials{byBox: m}, nil
 	}
 	if key := strings.TrimSpace(getenv("AGENTBOX_API_KEY")); key != "" {
+		if !ValidKey(key) {
+			return Credentials{}, fmt.Errorf("AGENTBOX_API_KEY %s", notAKey)
+		}
 		return Credentials{any: key}, nil
 	}
 	return Credentials{}, fmt.Errorf("set AGENTBOX_API_KEY, or AGENTBOX_CREDENTIALS to a JSON file mapping box_key to API key")
 }
+
+const notAKey = "is not an API key: it has a character other than visible ASCII (a space, a line break, a control or non-ASCII character)"
+
+// ValidKey: a credential (API key, admin token) is visible ASCII without spaces (0x21–0x7E),
+// as a bearer token in an Authorization header.
+func ValidKey(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// SessionFromEnv is AGENTBOX_SESSION ("" when unset), checked by the server's rule for the
+// Agentbox-Session header (at most 128 printable ASCII characters) so that a value that
+// could not be sent, or would be refused, is named before anything is sent — never echoed.
+func SessionFromEnv(getenv func(string) string) (string, error) {
+	s := getenv("AGENTBOX_SESSION")
+	if len(s) > maxSessionLen {
+		return "", fmt.Errorf("AGENTBOX_SESSION is longer than %d characters (the Agentbox-Session header's bound)", maxSessionLen)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return "", fmt.Errorf("AGENTBOX_SESSION must be printable ASCII (the Agentbox-Session header's rule): it has a control or non-ASCII character")
+		}
+	}
+	return s, nil
+}
+
+// maxSessionLen is the server's bound on the Agentbox-Session header (internal/auth).
+const maxSessionLen = 128
 
 // Key is the credential for boxKey.
 func (c Credentials) Key(boxKey string) (string, bool) {
