@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/testenv"
 )
 
 // TestServerProblemsAreNotServerErrors: what goes wrong below the API is reported as what it
@@ -152,7 +153,7 @@ func TestMalformedCredentialsAreUsageErrors(t *testing.T) {
 		{map[string]string{"AGENTBOX_API_KEY": "abk_" + secret + " y"}, "AGENTBOX_API_KEY", agentCommands},
 		{map[string]string{"AGENTBOX_API_KEY": "abk_" + secret + "\u00e9"}, "AGENTBOX_API_KEY", agentCommands},
 		{map[string]string{"AGENTBOX_CREDENTIALS": creds}, "AGENTBOX_CREDENTIALS", append(agentCommands, []string{"mcp"})},
-		{map[string]string{"AGENTBOX_API_KEY": "abk_ok", "AGENTBOX_SESSION": "bad" + secret + "\x01"}, "AGENTBOX_SESSION", agentCommands},
+		{map[string]string{"AGENTBOX_API_KEY": "abk_ok", "AGENTBOX_SESSION": "bad" + secret + "\x01"}, "AGENTBOX_SESSION", append(agentCommands, []string{"mcp"})},
 		{map[string]string{"AGENTBOX_API_KEY": "abk_ok", "AGENTBOX_SESSION": "bad" + secret + "\n"}, "AGENTBOX_SESSION", agentCommands},
 		{map[string]string{"AGENTBOX_API_KEY": "abk_ok", "AGENTBOX_SESSION": secret + "\u00e9"}, "AGENTBOX_SESSION", agentCommands},
 		{map[string]string{"AGENTBOX_ADMIN_TOKEN": "tok" + secret + "\nx"}, "AGENTBOX_ADMIN_TOKEN", [][]string{{"admin", "box", "list"}, {"admin", "box", "create", "--key", "demo"}}},
@@ -168,6 +169,44 @@ func TestMalformedCredentialsAreUsageErrors(t *testing.T) {
 				t.Errorf("%s=%q, %v: exit %d, stdout %q, stderr %q, %d requests; want exit 2 naming %s, not its value, nothing sent",
 					c.variable, c.env[c.variable], args, code, out, errOut, requests, c.variable)
 			}
+		}
+	}
+}
+
+// TestMCPStartRefusesWhatIsNotAgentbox: `agentbox mcp` checks AGENTBOX_SERVER at start. A
+// value that is no http(s) URL is a usage error (as for every command); a server that answers
+// as something else (another web server, the right one under a path) ends the process with
+// the mistake on stderr (exit 1), where a model would otherwise be told to retry every call
+// for ever; a server that does not answer yet is only warned about (it may start later).
+func TestMCPStartRefusesWhatIsNotAgentbox(t *testing.T) {
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	t.Setenv("AGENTBOX_API_KEY", a.Key)
+	t.Setenv("AGENTBOX_CREDENTIALS", "")
+	t.Setenv("AGENTBOX_SESSION", "")
+	t.Setenv("AGENTBOX_BOX", "alpha")
+	notImplemented := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNotImplemented)
+	}))
+	defer notImplemented.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	for _, c := range []struct {
+		server string
+		code   int
+		stderr string
+	}{
+		{"ftp://example.com", cli.ExitUsage, "AGENTBOX_SERVER must be"},
+		{notImplemented.URL, 1, "does not answer as the agentbox server"},
+		{e.URL + "/sub", 1, "does not answer as the agentbox server"},
+		{closed.URL, 0, "does not answer yet"},
+		{e.URL, 0, ""},
+	} {
+		t.Setenv("AGENTBOX_SERVER", c.server)
+		out, errOut, code := runText("mcp") // stdin is empty: a process that starts ends at once
+		if code != c.code || out != "" || !strings.Contains(errOut, c.stderr) {
+			t.Errorf("AGENTBOX_SERVER=%s: exit %d, stdout %q, stderr %q; want exit %d with %q", c.server, code, out, errOut, c.code, c.stderr)
 		}
 	}
 }

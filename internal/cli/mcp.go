@@ -46,14 +46,21 @@ func (e *env) mcpStdio(args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	session := os.Getenv("AGENTBOX_SESSION") // the server checks it, as any Agentbox-Session header
+	server, _, err := serverBase() // a URL that is none is refused as the other commands refuse it
+	if err != nil {
+		return err
+	}
+	session, err := mcpserver.SessionFromEnv(os.Getenv)
+	if err != nil {
+		return usageError{err.Error()}
+	}
 	if session == "" {
 		session = mcpserver.NewSessionKey("stdio-")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return mcpserver.RunStdio(ctx, mcpserver.StdioConfig{
-		Server:      serverURL(),
+		Server:      server,
 		Credentials: creds,
 		Session:     session,
 		Version:     version.String(),

@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -190,6 +192,36 @@ func (f *Forwarder) Me(ctx context.Context, boxKey string) (json.RawMessage, err
 		return nil, f.unreachable()
 	}
 	return ReadResponse(resp)
+}
+
+// ErrNotAgentbox: what answers at AGENTBOX_SERVER is not the agentbox server's API (another
+// web server, or the right server under a URL with a path).
+var ErrNotAgentbox = errors.New("AGENTBOX_SERVER does not answer as the agentbox server: give the server's base URL, e.g. http://127.0.0.1:8080")
+
+// CheckServer asks the server, without a key, for an answer only Agentbox gives: an agent
+// route refuses a call without a key with its error body (AUTH_FAILED; TEMPORARILY_UNAVAILABLE
+// while its database is down). Anything else is ErrNotAgentbox, a mistake no retry mends. No
+// answer at all is the transport's error: the server may start later.
+func (f *Forwarder) CheckServer(ctx context.Context, boxKey string) error {
+	if boxKey == "" {
+		boxKey = "agentbox"
+	}
+	resp, err := f.client.MeGet(ctx, boxKey)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	var eb apierr.Body
+	if resp.StatusCode == http.StatusNotFound || mediaType != "application/json" || json.Unmarshal(body, &eb) != nil ||
+		eb.Error == nil || !slices.Contains(apierr.Codes, eb.Error.Code) {
+		return fmt.Errorf("%w (it answered status %d)", ErrNotAgentbox, resp.StatusCode)
+	}
+	return nil
 }
 
 func (f *Forwarder) unreachable() *apierr.Error {

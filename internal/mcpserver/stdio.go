@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -33,6 +34,9 @@ func RunStdio(ctx context.Context, cfg StdioConfig, in io.ReadCloser, out io.Wri
 	}
 	f, err := NewForwarder(cfg.Server, cfg.Credentials, cfg.Session, nil)
 	if err != nil {
+		return err
+	}
+	if err := checkServer(ctx, f, cfg); err != nil {
 		return err
 	}
 	s := New(f, Options{Router: routerKeys(ctx, f, cfg.Credentials, cfg.Box, cfg.Log), Version: cfg.Version, Log: cfg.Log})
@@ -253,6 +257,32 @@ func (c *drainConn) drain(ctx context.Context) {
 // credentials file (or the single key, for AGENTBOX_BOX) is a router key (GET /me). A single
 // key without a box cannot be asked and serves the full list; so does a server that cannot
 // be reached at start. Authorization is the server's either way: the mode shapes tools/list.
+// checkServer refuses to start when AGENTBOX_SERVER answers as something other than
+// Agentbox: every call would fail, and a model told TEMPORARILY_UNAVAILABLE would retry for
+// ever, so the mistake is reported once, at start, where the MCP client shows it. A server
+// that does not answer yet is only logged: it may start later, and until it does every call
+// is TEMPORARILY_UNAVAILABLE, retryable.
+func checkServer(ctx context.Context, f *Forwarder, cfg StdioConfig) error {
+	ctx, cancel := context.WithTimeout(ctx, serverCheckTimeout)
+	defer cancel()
+	err := f.CheckServer(ctx, cfg.Box)
+	switch {
+	case errors.Is(err, ErrNotAgentbox):
+		return err
+	case err != nil:
+		cfg.Log.WarnContext(ctx, "the agentbox server does not answer yet; calls report TEMPORARILY_UNAVAILABLE until it does",
+			slog.String("server", cfg.Server))
+	}
+	if cfg.Box == "" && len(cfg.Credentials.Boxes()) == 0 {
+		cfg.Log.WarnContext(ctx, "AGENTBOX_BOX is not set: the key's mode cannot be asked, so the full tool list is served "+
+			"(a router key's list needs AGENTBOX_BOX or AGENTBOX_CREDENTIALS)")
+	}
+	return nil
+}
+
+// serverCheckTimeout bounds checkServer.
+const serverCheckTimeout = 5 * time.Second
+
 func routerKeys(ctx context.Context, f *Forwarder, creds Credentials, box string, log *slog.Logger) bool {
 	boxes := creds.Boxes()
 	if len(boxes) == 0 && box != "" {

@@ -89,7 +89,8 @@ func New(cfg Config) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if origin, present := r.Header["Origin"]; present && (len(origin) != 1 || !allowed[strings.ToLower(origin[0])]) {
-			writeStatus(w, http.StatusForbidden, apierr.Forbidden("origin_not_allowed"))
+			writeStatus(w, http.StatusForbidden, apierr.New(apierr.NotFoundOrForbidden, "requests from this Origin are refused: it is not in the server's MCP Origin allow-list (--mcp-allowed-origin)").
+				WithReason("origin_not_allowed"))
 			return
 		}
 		ctx := r.Context()

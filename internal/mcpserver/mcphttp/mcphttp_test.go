@@ -115,7 +115,7 @@ func TestMCPOriginAllowList(t *testing.T) {
 		if status != c.status {
 			t.Errorf("%s: %d %s, want %d", c.name, status, body, c.status)
 		}
-		if status == 403 && !strings.Contains(string(body), `"origin_not_allowed"`) {
+		if status == 403 && (!strings.Contains(string(body), `"origin_not_allowed"`) || !strings.Contains(string(body), "Origin allow-list")) {
 			t.Errorf("%s: 403 body %s", c.name, body)
 		}
 	}
