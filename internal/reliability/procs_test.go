@@ -69,6 +69,9 @@ func (p *proc) start() {
 	os.Remove(addrFile)
 	cmd := exec.Command(agentboxBin(p.t), "serve", "--addr", p.addr, "--addr-file", addrFile, "--database-url", p.dbURL)
 	cmd.Env = append(os.Environ(), "AGENTBOX_ADMIN_TOKEN="+testenv.AdminToken)
+	// The server keeps its data directory (upload staging) under its working directory:
+	// the test's own, never the source tree.
+	cmd.Dir = p.dir
 	log := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = io.Discard, &lockedWriter{w: log}
 	if err := cmd.Start(); err != nil {

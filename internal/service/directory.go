@@ -60,17 +60,9 @@ func (s *Service) DirectorySearch(ctx context.Context, req api.DirectorySearchRe
 		if err != nil {
 			return api.CardPage{}, err
 		}
-		items, last, err := keysetPage(c, cards, limit, cardOf)
-		if err != nil {
-			return api.CardPage{}, err
-		}
-		page := api.CardPage{Items: items}
-		if last != nil {
-			if page.NextCursor, err = s.encodeCursor(ctx, c, "directory", query, 0, directoryPos{Name: last.Name, AgentID: last.AgentID}); err != nil {
-				return api.CardPage{}, err
-			}
-		}
-		return page, nil
+		items, next, err := keysetPage(ctx, s, c, cards, limit, cardOf, listScope{stream: "directory", filter: query},
+			func(r store.Card) any { return directoryPos{Name: r.Name, AgentID: r.AgentID} })
+		return api.CardPage{Items: items, NextCursor: next}, err
 	})
 	if err != nil {
 		return nil, err

@@ -99,17 +99,9 @@ func (s *Service) FileReportList(ctx context.Context, req api.FileReportListRequ
 		if err != nil {
 			return api.FileReportPage{}, err
 		}
-		items, last, err := keysetPage(c, rows, limit, fileReportDTO)
-		if err != nil {
-			return api.FileReportPage{}, err
-		}
-		page := api.FileReportPage{Items: items}
-		if last != nil {
-			if page.NextCursor, err = s.encodeCursor(ctx, c, "file_reports", scope, v.epoch, fileReportPos{FileIndex: last.FileIndex, Reporter: last.ReporterID}); err != nil {
-				return api.FileReportPage{}, err
-			}
-		}
-		return page, nil
+		items, next, err := keysetPage(ctx, s, c, rows, limit, fileReportDTO, listScope{stream: "file_reports", filter: scope, epoch: v.epoch},
+			func(r store.FileReport) any { return fileReportPos{FileIndex: r.FileIndex, Reporter: r.ReporterID} })
+		return api.FileReportPage{Items: items, NextCursor: next}, err
 	})
 	if err != nil {
 		return nil, err

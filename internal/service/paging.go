@@ -50,12 +50,19 @@ func withinBudget[T any](c *call, items []T, complete bool) ([]T, bool, error) {
 	return items, complete, nil
 }
 
+// listScope is what a keyset list's cursor is scoped to (besides the agent).
+type listScope struct {
+	stream, filter string
+	epoch          int64
+}
+
 // keysetPage is a keyset list's page (room_list, request_list, directory_search,
 // file_report_list) from rows read with one row more than limit: at most limit items within
-// the response byte budget, as the streams' pages (withinBudget). next is the row the page's
-// next_cursor is positioned at, the last row returned, or nil when the rows are exhausted; a
-// page cut by the limit or by the budget always has one.
-func keysetPage[R, T any](c *call, rows []R, limit int64, dto func(R) T) ([]T, *R, error) {
+// the response byte budget, as the streams' pages (withinBudget), and the next_cursor at the
+// last row returned (pos gives its position) — nil when the rows are exhausted; a page cut by
+// the limit or by the budget always has one.
+func keysetPage[R, T any](ctx context.Context, s *Service, c *call, rows []R, limit int64, dto func(R) T,
+	scope listScope, pos func(R) any) ([]T, *string, error) {
 	complete := int64(len(rows)) <= limit
 	if !complete {
 		rows = rows[:limit]
@@ -68,5 +75,6 @@ func keysetPage[R, T any](c *call, rows []R, limit int64, dto func(R) T) ([]T, *
 	if err != nil || complete {
 		return items, nil, err
 	}
-	return items, &rows[len(items)-1], nil
+	next, err := s.encodeCursor(ctx, c, scope.stream, scope.filter, scope.epoch, pos(rows[len(items)-1]))
+	return items, next, err
 }

@@ -63,17 +63,9 @@ func (s *Service) RequestList(ctx context.Context, req api.RequestListRequestObj
 		if err != nil {
 			return api.RequestPage{}, err
 		}
-		items, last, err := keysetPage(c, rows, limit, requestDTO)
-		if err != nil {
-			return api.RequestPage{}, err
-		}
-		page := api.RequestPage{Items: items}
-		if last != nil {
-			if page.NextCursor, err = s.encodeCursor(ctx, c, "requests", scope, 0, requestPos{Seq: last.MessageSeq, Recipient: last.RecipientID}); err != nil {
-				return api.RequestPage{}, err
-			}
-		}
-		return page, nil
+		items, next, err := keysetPage(ctx, s, c, rows, limit, requestDTO, listScope{stream: "requests", filter: scope},
+			func(r store.Request) any { return requestPos{Seq: r.MessageSeq, Recipient: r.RecipientID} })
+		return api.RequestPage{Items: items, NextCursor: next}, err
 	})
 	if err != nil {
 		return nil, err

@@ -337,17 +337,9 @@ func (s *Service) RoomList(ctx context.Context, req api.RoomListRequestObject) (
 		if err != nil {
 			return api.RoomPage{}, err
 		}
-		items, last, err := keysetPage(c, rooms, limit, roomListItem)
-		if err != nil {
-			return api.RoomPage{}, err
-		}
-		page := api.RoomPage{Items: items}
-		if last != nil {
-			if page.NextCursor, err = s.encodeCursor(ctx, c, "room_list", "", 0, roomListPos{RoomID: last.RoomID}); err != nil {
-				return api.RoomPage{}, err
-			}
-		}
-		return page, nil
+		items, next, err := keysetPage(ctx, s, c, rooms, limit, roomListItem, listScope{stream: "room_list"},
+			func(r store.AgentRoom) any { return roomListPos{RoomID: r.RoomID} })
+		return api.RoomPage{Items: items, NextCursor: next}, err
 	})
 	if err != nil {
 		return nil, err
