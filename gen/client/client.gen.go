@@ -1067,7 +1067,7 @@ type MessageSendBatchResult struct {
 
 // MessageSendBatchUpload A batch DM with one uploaded attachment (multipart/form-data, HTTP and CLI only): parts `input` (application/json, MessageSendBatchInput; body_md may be empty) and `file`. The upload is staged once; every sent target gets its own copy owned by its own message.
 type MessageSendBatchUpload struct {
-	// File The attachment: one file part with a filename (1..255 bytes once any directory part a client sends, up to the last / or \, is dropped, as RFC 7578 asks; no control or bidirectional-formatting characters) and a media type (Content-Type of the part, type/subtype; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
+	// File The attachment: one file part with a filename (1..255 bytes once any directory part a client sends, up to the last / or \, is dropped, as RFC 7578 asks; not blank; no control or bidirectional-formatting characters) and a media type (Content-Type of the part, type/subtype; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
 	File  openapi_types.File    `json:"file"`
 	Input MessageSendBatchInput `json:"input"`
 }
@@ -1115,7 +1115,7 @@ type MessageSendResult struct {
 
 // MessageSendUpload A send with one uploaded attachment (multipart/form-data, HTTP and CLI only): exactly two parts, `input` (application/json, the same MessageSendInput as the JSON form, validated by the same strict decoder; body_md may be empty) and `file`. The message and its attachment are stored in one transaction.
 type MessageSendUpload struct {
-	// File The attachment: one file part with a filename (1..255 bytes once any directory part a client sends, up to the last / or \, is dropped, as RFC 7578 asks; no control or bidirectional-formatting characters) and a media type (Content-Type of the part, type/subtype; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
+	// File The attachment: one file part with a filename (1..255 bytes once any directory part a client sends, up to the last / or \, is dropped, as RFC 7578 asks; not blank; no control or bidirectional-formatting characters) and a media type (Content-Type of the part, type/subtype; application/octet-stream when absent). At most attachment_max_bytes; the server computes its SHA-256 while streaming.
 	File  openapi_types.File `json:"file"`
 	Input MessageSendInput   `json:"input"`
 }
@@ -9959,6 +9959,7 @@ type AttachmentDownloadResponse200Headers struct {
 	AgentboxAttachmentSha256 *string
 	ContentDisposition       *string
 	ContentLength            *int64
+	ContentSecurityPolicy    *string
 	XContentTypeOptions      *string
 }
 
@@ -17057,6 +17058,13 @@ func ParseAttachmentDownloadResponse(rsp *http.Response) (*AttachmentDownloadRes
 				return nil, err
 			}
 			headers.ContentLength = &value
+		}
+		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Security-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentSecurityPolicy = &value
 		}
 		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
 			var value string

@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/textproto"
 	"slices"
 	"strings"
 
@@ -109,6 +110,18 @@ func readParts(r *http.Request, op *mcp.Operation, slot *upload.Slot) ([]byte, *
 		part, err := mr.NextPart()
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		var unreadableHeader textproto.ProtocolError
+		if errors.As(err, &unreadableHeader) {
+			// A part header the MIME parser refuses (a control character in it, most often in
+			// the filename): the client's mistake, named like any other bad part, not a body
+			// that failed to arrive. The parser's message quotes the line; it is not passed on.
+			field := ""
+			if strings.Contains(string(unreadableHeader), "filename") {
+				field = filePart
+			}
+			return nil, nil, apierr.Invalid(field, "a part's header could not be read; header lines and the filename take no control characters").
+				WithReason(upload.ReasonInvalid)
 		}
 		if err != nil {
 			return nil, nil, err

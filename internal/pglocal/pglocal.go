@@ -117,6 +117,7 @@ type Cluster struct {
 	preload     []string // Options.PreloadLibraries
 	newDataDir  bool     // Options.NewDataDir, or Start created DataDir
 	setAside    string   // where placeCluster moved a deleted DataDir's cluster ("" none)
+	leftover    int      // PID of the postmaster a dead owner left running, stopped by Start (0 none)
 
 	postmaster *os.Process
 	exited     chan struct{} // closed once the postmaster has exited and been reaped
@@ -342,6 +343,10 @@ func (c *Cluster) moveAside(root string) error {
 // ("" when it did not).
 func (c *Cluster) SetAside() string { return c.setAside }
 
+// StoppedLeftover is the PID of the PostgreSQL server a dead owner had left running on this
+// cluster, which Start stopped before starting its own (0 when there was none).
+func (c *Cluster) StoppedLeftover() int { return c.leftover }
+
 // stopLeftover runs with the lock held, so no live owner uses this cluster. A
 // postmaster.pid naming this cluster's live postmaster is the server of an
 // owner that died: stop it. A pid file naming a dead process is left to
@@ -363,6 +368,7 @@ func (c *Cluster) stopLeftover() error {
 	case procOther:
 		return removeFile(path)
 	}
+	c.leftover = pid
 	for _, step := range []struct {
 		sig  syscall.Signal
 		wait time.Duration

@@ -312,6 +312,23 @@ func TestFailedStartLeavesNoDataDir(t *testing.T) {
 	}
 }
 
+// TestStartWithoutADatabase: a database URL nothing answers at is said so plainly, at once
+// (serve does not wait for the database), and the start leaves no data directory behind.
+func TestStartWithoutADatabase(t *testing.T) {
+	t.Parallel()
+	dir := dataDir(t)
+	cmd := exec.Command(agentboxBinary(t), "serve", "--addr", "127.0.0.1:0", "--data-dir", dir,
+		"--database-url", "postgres://postgres:not-shown@127.0.0.1:1/agentbox")
+	cmd.Env = append(os.Environ(), "AGENTBOX_DATABASE_URL=", "AGENTBOX_ADMIN_TOKEN=")
+	out, err := cmd.CombinedOutput()
+	if exitCode(err) != 1 || !strings.Contains(string(out), "cannot reach the database") || strings.Contains(string(out), "not-shown") {
+		t.Fatalf("serve with no database answering: %v, want exit 1 saying so (without the password)\n%s", err, out)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("failed start left %s (stat: %v)\n%s", dir, err, out)
+	}
+}
+
 // TestFailedStartLeavesNoStateCluster: as root with a data directory the cluster user cannot
 // reach, the cluster is made in the state directory (/var/lib/agentbox/clusters/<hash>); a
 // first start that fails after making it leaves neither the data directory nor that cluster.

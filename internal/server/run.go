@@ -62,6 +62,10 @@ func shutdownSignals() []os.Signal {
 // idempotency key learns the outcome), and the server stops.
 const shutdownGrace = 10 * time.Second
 
+// storeCloseWait bounds how long a stopping server waits for its database connections to
+// close (store.CloseWithin), so that a database that hangs cannot stretch the shutdown.
+const storeCloseWait = 2 * time.Second
+
 // Run serves until a shutdown signal. Without a database URL it owns an embedded
 // PostgreSQL cluster in the data directory (pglocal: locked for our life, stopped on every
 // exit path; a postmaster outliving us shuts itself down) and stops it on return.
@@ -124,7 +128,11 @@ func Run(cfg RunConfig) (err error) {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() {
+		if !st.CloseWithin(storeCloseWait) {
+			log.Warn("the database does not answer: its connections were left to close with the process", slog.Duration("waited", storeCloseWait))
+		}
+	}()
 	statsCtx, stopStats := context.WithCancel(ctx)
 	defer stopStats()
 	go st.KeepStatistics(statsCtx, 2*time.Second, log)
@@ -190,7 +198,7 @@ func Run(cfg RunConfig) (err error) {
 			dir, clusterExitErr(), filepath.Join(dir, "postgres.log"))
 		log.Error("embedded PostgreSQL exited", slog.Any("err", clusterExitErr()))
 	}
-	log.Info("shutting down")
+	log.Info("shutting down: no new requests; those in flight may finish", slog.Duration("grace", shutdownGrace))
 	again := make(chan os.Signal, 1)
 	signal.Notify(again, signals...)
 	defer signal.Stop(again)
@@ -229,6 +237,9 @@ func startCluster(ctx context.Context, dir string, created bool, log *slog.Logge
 		return nil, fmt.Errorf("--data-dir %s is in use by another agentbox server; stop it or give this one another --data-dir", dir)
 	case err != nil:
 		return nil, fmt.Errorf("embedded PostgreSQL in --data-dir %s: %w", dir, err)
+	}
+	if pid := cluster.StoppedLeftover(); pid != 0 {
+		log.Warn("stopped the embedded PostgreSQL an earlier agentbox server had left running on --data-dir (it had died without stopping it)", slog.Int("pid", pid))
 	}
 	if aside := cluster.SetAside(); aside != "" {
 		log.Warn("--data-dir is new, but the state directory held the embedded cluster of an earlier one at this path (deleted since): it was moved aside and this server starts empty; delete it once it is not needed",

@@ -87,13 +87,13 @@ func (s *Service) AttachmentDownload(ctx context.Context, req api.AttachmentDown
 	if err != nil {
 		return nil, s.wireError(ctx, "attachment_download", err)
 	}
-	size, disposition, nosniff := meta.SizeBytes, contentDisposition(meta.Name), "nosniff"
+	size, disposition, nosniff, sandbox := meta.SizeBytes, contentDisposition(meta.Name), "nosniff", "sandbox"
 	return api.AttachmentDownload200AsteriskResponse{
 		Body:          &attachmentReader{ctx: ctx, s: s, boxID: boxID, id: meta.ID, left: meta.SizeBytes},
 		ContentType:   meta.MediaType,
 		ContentLength: size,
 		Headers: api.AttachmentDownload200ResponseHeaders{ContentLength: &size, ContentDisposition: &disposition,
-			AgentboxAttachmentSha256: &meta.SHA256, XContentTypeOptions: &nosniff},
+			AgentboxAttachmentSha256: &meta.SHA256, XContentTypeOptions: &nosniff, ContentSecurityPolicy: &sandbox},
 	}, nil
 }
 

@@ -190,7 +190,7 @@ func TestAttachmentSendAndDownload(t *testing.T) {
 		}
 		h := resp.Header
 		if h.Get("Content-Type") != "text/plain" || h.Get("Content-Length") != fmt.Sprint(len(data)) ||
-			h.Get("Agentbox-Attachment-Sha256") != hexSHA(data) || h.Get("X-Content-Type-Options") != "nosniff" ||
+			h.Get("Agentbox-Attachment-Sha256") != hexSHA(data) || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Content-Security-Policy") != "sandbox" ||
 			h.Get("Content-Disposition") != `attachment; filename="build _.log"; filename*=UTF-8''build%20%C3%BC.log` {
 			t.Fatalf("download headers: %v", h)
 		}
@@ -360,6 +360,17 @@ func TestAttachmentRejectedUploadsLeaveNothing(t *testing.T) {
 			return upload(t, a, "/messages", in(), "f.txt", mt, []byte("f"))
 		}, "INVALID_ARGUMENT", "invalid_upload", "file")
 	}
+	rejects(t, e, "a blank filename", func() testenv.Response {
+		return upload(t, a, "/messages", in(), "   ", "text/plain", []byte("f"))
+	}, "INVALID_ARGUMENT", "invalid_upload", "file")
+	// The MIME parser refuses the header line itself; the refusal is still the client's
+	// mistake, named (not "the body could not be read"), and does not quote the line.
+	r = rejects(t, e, "a control character in the filename", func() testenv.Response {
+		return rawUpload(t, a, in(), "form-data; name=\"file\"; filename=\"a\x01secret.txt\"")
+	}, "INVALID_ARGUMENT", "invalid_upload", "file")
+	if strings.Contains(string(r.Raw), "secret") {
+		t.Fatalf("the refusal quotes the header: %s", r.Raw)
+	}
 	rejects(t, e, "a malformed part header", func() testenv.Response {
 		return rawUpload(t, a, in(), "form-data; name=\"file\"; filename=\"a\"b.txt\"")
 	}, "INVALID_ARGUMENT", "invalid_upload", "")
@@ -387,7 +398,7 @@ func TestAttachmentRejectedUploadsLeaveNothing(t *testing.T) {
 	if v := metric(t, e, `agentbox_uploads_rejected_total{reason="attachment_too_large"}`); v != "1" {
 		t.Fatalf("rejected metric: %q", v)
 	}
-	if v := metric(t, e, `agentbox_uploads_rejected_total{reason="invalid_upload"}`); v != "9" {
+	if v := metric(t, e, `agentbox_uploads_rejected_total{reason="invalid_upload"}`); v != "11" {
 		t.Fatalf("invalid uploads metric: %q", v)
 	}
 }

@@ -250,12 +250,14 @@ func TestDatabaseUnreachableIsRetryable(t *testing.T) {
 // A database that hangs rather than fails (a stopped postmaster: connections stay open and
 // nothing answers) ends a call as TEMPORARILY_UNAVAILABLE once the call's bound
 // (store.CallTimeout, shortened here) has passed, instead of holding it for as long as the
-// database hangs; /readyz answers 503 within its own bound; nothing is written, and once the
+// database hangs, and within one bound (not one for the call and another for its key's
+// check); /readyz answers 503 within its own bound; nothing is written, and once the
 // database answers again the same key's retry writes exactly once.
 func TestDatabaseHangIsRetryable(t *testing.T) {
 	t.Parallel()
 	f := newFaultEnv(t)
-	f.via.Store.SetCallTimeout(time.Second)
+	const bound = 2 * time.Second
+	f.via.Store.SetCallTimeout(bound)
 	a := f.w.agents["a"].On(f.via)
 	if r := a.Call("GET", "/checkpoint", nil); r.Status != http.StatusOK { // a pooled connection exists
 		t.Fatalf("before the hang: %d %s", r.Status, r.Raw)
@@ -263,7 +265,18 @@ func TestDatabaseHangIsRetryable(t *testing.T) {
 	key := newKey()
 	save := map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"x": 1}, "idempotency_key": key}
 	f.proxy.Stall(true)
-	for _, r := range []testenv.Response{a.Call("GET", "/checkpoint", nil), a.Call("PUT", "/checkpoint", save)} {
+	for _, call := range []func() testenv.Response{
+		func() testenv.Response { return a.Call("GET", "/checkpoint", nil) },
+		func() testenv.Response { return a.Call("PUT", "/checkpoint", save) },
+		func() testenv.Response { return a.Call("GET", "/inbox", nil) },
+	} {
+		// One bound per call: the key's check, which was to ride in the failed transaction,
+		// is not tried again on its own (that waited a second bound before the answer left).
+		start := time.Now()
+		r := call()
+		if took := time.Since(start); took >= 2*bound {
+			t.Fatalf("a call waited %v for a hung database, two bounds of %v", took, bound)
+		}
 		expectErr(t, "database hangs", r, "TEMPORARILY_UNAVAILABLE", "database_unavailable", "")
 		if e, _ := r.JSON()["error"].(map[string]any); e["retryable"] != true || r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("want 503 retryable: %d %s", r.Status, r.Raw)
@@ -314,5 +327,30 @@ func TestMCPOutageIsAToolError(t *testing.T) {
 	f.proxy.Refuse(false)
 	if isErr, _, raw := mcpToolCall(t, f.via, key, "checkpoint_get", `{"box_key":"alpha"}`); isErr {
 		t.Fatalf("after the outage: %s", raw)
+	}
+}
+
+// A stopping server does not wait on a database that hangs: pgx would wait up to 15 s per
+// connection for its cancel request to be answered (pgconn's asyncClose), so Store.CloseWithin
+// gives up after its bound, and says so.
+func TestClosingDoesNotWaitForAHungDatabase(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	f.via.Store.SetCallTimeout(time.Second)
+	a := f.w.agents["a"].On(f.via)
+	if r := a.Call("GET", "/checkpoint", nil); r.Status != http.StatusOK {
+		t.Fatalf("before the hang: %d %s", r.Status, r.Raw)
+	}
+	f.proxy.Stall(true)
+	defer f.proxy.Stall(false)
+	if r := a.Call("GET", "/checkpoint", nil); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("while the database hangs: %d %s", r.Status, r.Raw)
+	}
+	start := time.Now()
+	if f.via.Store.CloseWithin(time.Second) {
+		t.Fatal("the pool reported closed while its connection to a hung database was still being cancelled")
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("CloseWithin(1s) took %v", took)
 	}
 }

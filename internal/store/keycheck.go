@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -68,6 +69,19 @@ func (s *Store) ConfirmKeyCheck(ctx context.Context, k *KeyCheck) error {
 	}
 	k.ran, k.err = true, err
 	return err
+}
+
+// settleUnreadCheck settles a check its call's transaction was to carry but could not, the
+// database being unavailable (err, classified): the check is judged on that failure (Admit
+// refuses nothing for it; the call's answer is this unavailability) instead of being run again
+// on its own by ConfirmKeyCheck, which would only wait for the same database a second time and
+// double the call's bound before its answer leaves.
+func settleUnreadCheck(k *KeyCheck, err error) {
+	if k == nil || k.ran || !errors.Is(err, ErrUnavailable) {
+		return
+	}
+	_, k.err = k.Admit(KeyCredential{}, err)
+	k.ran = true
 }
 
 func takeToken(ctx context.Context, q *db.Queries, l *RateLimit) error {

@@ -33,15 +33,23 @@ const statisticsMinChanges = 200
 func (s *Store) KeepStatistics(ctx context.Context, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	failing := false // an outage is logged when it begins and when it ends, not every interval
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if _, err := s.RefreshStatistics(ctx); err != nil && ctx.Err() == nil {
-			log.WarnContext(ctx, "refreshing planner statistics", slog.Any("err", err))
+		_, err := s.RefreshStatistics(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil && !failing:
+			log.WarnContext(ctx, "refreshing planner statistics failed; retrying quietly until it works", slog.Any("err", err))
+		case err == nil && failing:
+			log.InfoContext(ctx, "refreshing planner statistics works again")
 		}
+		failing = err != nil
 	}
 }
 

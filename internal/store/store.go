@@ -74,6 +74,16 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
+	// Reached once, with a bound, before anything else: a database that is down or hangs at
+	// start is said so plainly (migrate's own failure would name its bookkeeping table). The
+	// server does not wait for it: a supervisor, or the user, starts it again.
+	reach, cancel := context.WithTimeout(ctx, CallTimeout)
+	err = pool.Ping(reach)
+	cancel()
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot reach the database; start PostgreSQL (or fix the database URL) and start agentbox again: %w", err)
+	}
 	if err := migrate.Up(ctx, pool); err != nil {
 		pool.Close()
 		return nil, err
@@ -98,6 +108,24 @@ func (s *Store) CursorKey() []byte { return s.cursorKey }
 
 // Close releases the pool.
 func (s *Store) Close() { s.pool.Close() }
+
+// CloseWithin closes the pool but waits at most d for it, and reports whether it finished.
+// Closing a connection to a database that hangs (a stopped postmaster) waits for the cancel
+// request pgx sends it, up to 15 s per connection (pgconn's asyncClose); a server that is
+// stopping need not wait for that: its sockets close with the process.
+func (s *Store) CloseWithin(d time.Duration) bool {
+	closed := make(chan struct{})
+	go func() {
+		s.pool.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
 
 // Pool exposes the pool for health checks and benchmarks; queries go through Tx.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
@@ -134,7 +162,9 @@ func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
 	defer cancel()
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return classify(err, false)
+		err = classify(err, false)
+		settleUnreadCheck(pendingKeyCheck(ctx), err)
+		return err
 	}
 	// fn's statements run under the contexts fn passes, the caller's; the bound is enforced
 	// on the connection instead: when it ends, the connection is closed under whatever
@@ -156,7 +186,9 @@ func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
 	c := &txConn{conn: pc.Conn(), check: pendingKeyCheck(ctx)}
 	if err := fn(&Tx{c: c, q: db.New(c)}); err != nil {
 		c.rollback(ctx)
-		return classify(err, false)
+		err = classify(err, false)
+		settleUnreadCheck(c.check, err)
+		return err
 	}
 	// Every failure of the COMMIT round trip that is not the server's own answer leaves the
 	// outcome unknown (classify).

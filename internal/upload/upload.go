@@ -387,7 +387,7 @@ func (s *Stager) WriteMetrics(w io.Writer) {
 // never interprets it as a path; U+202E and its kin would make "txt.exe" display as
 // "exe.txt" wherever the name is shown).
 func ValidName(name string) bool {
-	if name == "" || len(name) > 255 || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
+	if strings.TrimSpace(name) == "" || len(name) > 255 || name == "." || name == ".." || strings.ContainsAny(name, "/\\") {
 		return false
 	}
 	for _, r := range name {
