@@ -953,15 +953,19 @@ type InboxItem struct {
 
 // InboxPage defines model for InboxPage.
 type InboxPage struct {
-	Items       []InboxItem `json:"items"`
-	LeasedCount int64       `json:"leased_count"`
+	Items []InboxItem `json:"items"`
+
+	// LeasedCount Live leases on the agent's inbox, held by any of its sessions, whatever this page's filter and destination.
+	LeasedCount int64 `json:"leased_count"`
 
 	// NextCursor Opaque cursor; pass it back unchanged.
 	NextCursor *PageCursor `json:"next_cursor,omitempty"`
 
 	// ResumeCursor Opaque cursor; pass it back unchanged.
 	ResumeCursor *PageCursor `json:"resume_cursor,omitempty"`
-	UnreadCount  int64       `json:"unread_count"`
+
+	// UnreadCount Unread rows of the agent's whole inbox that it can still read, whatever this page's filter and destination (the page's own items are not counted separately).
+	UnreadCount int64 `json:"unread_count"`
 }
 
 // JsonObject Any JSON object.
