@@ -5612,6 +5612,20 @@ func (response AdminKeyList404JSONResponse) VisitAdminKeyListResponse(w http.Res
 	return err
 }
 
+type AdminKeyList422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AdminKeyList422JSONResponse) VisitAdminKeyListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminKeyList500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminKeyList500JSONResponse) VisitAdminKeyListResponse(w http.ResponseWriter) error {
@@ -7810,6 +7824,20 @@ func (response ConversationRead409JSONResponse) VisitConversationReadResponse(w 
 	return err
 }
 
+type ConversationRead422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response ConversationRead422JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ConversationRead429JSONResponse struct{ RateLimitedJSONResponse }
 
 func (response ConversationRead429JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
@@ -7936,6 +7964,20 @@ func (response DirectorySearch409JSONResponse) VisitDirectorySearchResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectorySearch422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response DirectorySearch422JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8361,6 +8403,20 @@ func (response InboxList409JSONResponse) VisitInboxListResponse(w http.ResponseW
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxList422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response InboxList422JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9487,6 +9543,20 @@ func (response FileReportList409JSONResponse) VisitFileReportListResponse(w http
 	return err
 }
 
+type FileReportList422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response FileReportList422JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type FileReportList429JSONResponse struct{ RateLimitedJSONResponse }
 
 func (response FileReportList429JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
@@ -10035,6 +10105,20 @@ func (response RequestList409JSONResponse) VisitRequestListResponse(w http.Respo
 	return err
 }
 
+type RequestList422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response RequestList422JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RequestList429JSONResponse struct{ RateLimitedJSONResponse }
 
 func (response RequestList429JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
@@ -10326,6 +10410,20 @@ func (response RoomList409JSONResponse) VisitRoomListResponse(w http.ResponseWri
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomList422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response RoomList422JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11712,6 +11810,20 @@ func (response ThreadRead409JSONResponse) VisitThreadReadResponse(w http.Respons
 	return err
 }
 
+type ThreadRead422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response ThreadRead422JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ThreadRead429JSONResponse struct{ RateLimitedJSONResponse }
 
 func (response ThreadRead429JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
@@ -11839,6 +11951,20 @@ func (response ThreadExport409JSONResponse) VisitThreadExportResponse(w http.Res
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadExport422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response ThreadExport422JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -13728,263 +13854,263 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3pchu5kjD6KgjeudHSuUVqadvtluLEDVpLm6ctSyPJfWbusS8PWJUU0aoCqgGUSLZDEfM0873H9yjz",
-	"JF8ggVpZxU2rffSnW2ZVYUlkJnLPry1fRLHgwLVq7X1txVTSCDRI/Ff3CrjuBWdUj8w/GW/ttWLzD6/F",
-	"aQStvRY1b/RZ0PJaEv5ImISgtadlAl5L+SOIqPluKGREdWuvlST4pp7G5lulJeNXrdtbz050DkPzdgDK",
-	"lyzWTJjpupykc3hESELdv4lZANEjqglTJOHsjwQI40SPgAzEpNPympcrYTh3vRGdfAB+ZTb95pXXihhP",
-	"/7lTu3itqT+KSqAqb+JyBIRmb/2gSO+QbAyliAglEShFr+AHVXhjs2n52Rt3B/k7MfkVpg3HOhCT/jVM",
-	"507xbwaMe63/ayvHoC37VG25wc08B4lUQs7ChMNE9318aM5VgkoiyH4YEj1iiigtgUYZNP5IQE7zVdqX",
-	"Ww1Ht7v96u3iwzsEpRmnZlHHLNQg/x3nmFnuKQ+nRIqxytYmhYjMyg9PSEyZNIuESRyKAFJY1a05yOdr",
-	"LQvNwhpbt15L6Wloh4L4dPA7+LpV3kjDFgwW+oLfgFT42h75es14sIc78fC/fRbcmj25B4H5GXwWM4Ny",
-	"KR3errXV9RBpqa0fsxB6PIBJPfVttwdUQUCYeYUwrgVyiZzwhiwE1UBy5lkfv1zEMliURK29nxHl7N/b",
-	"GcIxruEKJGLce6H0Rxy8ulDzBPmatzRDGwml+/j3uhDGpZh1/QrTXlCPNdcwRabVsIhrmN6dH31gEdOz",
-	"05/RKyCK/QlkI6ZX0A/Na/0AhjQJtUf8kEYxBEQLstPpFN6I6GSziW/gG63a5TGu37xq1Z7bicWXudeh",
-	"w6m7Q+Mc/khA6Zk5Z8+md2g5UobQ9lL0qZTMAGYERNrBGk7PPe3f39qFiOZCyXGaO05zAUoxwd8DDaDm",
-	"frmUlKtYSE2UfdFg8T4ZMz0SiSZMI2i6Z70Mu5H0FP7sPskgNrKTZDtAeWUgJm23iKY7aGd34RV0a6Cg",
-	"YsEVoMz1jgbu8M2/fME1cPyTxnHIfGSFW78rs8evS5L4kZRC2qnKMOp9/K37oXfY757/8unk6OOlYf0H",
-	"n84vTs/77lHH8NcDwYch8x9hQR9PL/tn572To0OPnJ2fHvc+HPVPP10edi/NL+enpyf97vnB+95v+M+j",
-	"33oXvdOP/YPTj8cfege4/N7h0cnZ6eXRx4P/zH7HTSB/OZr4AAEED7+TD72T3mX/6D8Ojo4OjywYPwp9",
-	"LBIePA4Yj08/fTzsn573j0/P3/UOD48+4iLOqQYExWMA4bx7edRHSBwdkg0JWk7pIARkzJakEOXPzYN2",
-	"d6jr6PgCfMEDZTj8mDJNBjAU0vA0LaeMX7lh+9R83VfuZccRByKYbnpkPALuyFregCTXXIzxvs+3N8Pv",
-	"kcNoIekVHFMWJhIeHlwXl6fn3V+O+sfd3odP50d7hAs9MnscU0XGkmkNHA/xE6eJHgnJ/nyMU+x+unyP",
-	"azJENx5RDQaIBp4+TRRUDvPvf/97u5voEXBt1gH1txZOCuZQaeFd5M575B1QCUYloGH0189WaRuIyedW",
-	"7ZnlnNRC5oay0GDZwwPm0rCa8+5578N/9j997P7W7X3ovvtw9A1i+ieukthclhCcQMDoJb704PDLZZMf",
-	"FDmwc7XN3Ean50ITwcEqWyIGiXOTAPyQSlBko3p7GV2FKsFJku+mH5nt9M2mN9F+wLRCYJkZgPsigIBs",
-	"0GzyI/OTAbbQI0RyygkLDH7q6V7d+A5CfXAf7hMFPMjOhCTcQESCUhBUsaHr+xDnc85ixN+ZHi0z6V62",
-	"Rg9nFkZZxenTN4pIIYEGimycHx+Qn978/GpzEVXdpo/doq9PE+0Lq8DQIGBmsTQ8k+aMNDNSzJCGCrxW",
-	"XPjpa4v61xD0qV6ELpcsAqVpFBtOZz8aTPtOIjNi42Lp0EhtAzHpK/hjsYLps4iGF9mXSlOdqEWfdf3r",
-	"C/uiFeBSMfYfhZmzsbx87/U7+pLtQGRKbT7D3tcWcKNP/sN+bAYJzSFO+/bfX2oA0A0ixlFMXfWYUove",
-	"MmD2qQz6Em4YCsGrgtqXQPXqOFGika+ziwJuWG9QeDYQIgSKFoRcYa77NKRK9xUAX3VNIVO6acrG2WIp",
-	"0LxwA3It+EkR1g1cQciCidYZCopGgxRY2RbcsGUwz661eval06zF5wwhD/DFHo+TVXGzcvLzgHVAZXBY",
-	"eL169ItNIsVDdfaGbFnNh7zMuCksNUwWYtmZfffSvFo48kVbPzfvVTGheO74v2XO6RwU7nx1JrKQh+Ys",
-	"ynD6mKHJeVYsGokxJ4L7sG8vNnOFj6gaETQQCwlBp443OavUUraEGXppeblVK13ZfGh9YGpVKDENUfmP",
-	"5cHlVkKlpNPZOwjHm7/eT3GwNBVGjBd/3aluZC7HbWaNt00LfCcmK4LS3LlL3lmpb6OOI695I83dfyP7",
-	"V6A141dq3Qu0cugOBF7BeTPD42enXI5vvxOT9bl2AeDL+IxyiJWcOduL6DadZt4mHodIDfrekUTficmj",
-	"Eejy4K5f64EZKIlzaXU93JihjwBCsCocGqbVUoZ6rzW05pplX0eRD1BFbZQIZbKyQCgTvuwKjJaw+FLP",
-	"gQyNqJ+O5aavAWEBPI24916sTCRr8k0USJbV6OIyFc68UCa3Rr5bJxMVhWMzz3JM0cBpfa7o9jMPVmaC",
-	"3plaTbys7K+wq7kbeRzOiKh1R9ZoxliFN64P9uq65sHQxVI8mKK9HoEtLQObnd6INQw0UiTOmFkj3RWh",
-	"l4vThZAh+/Fy5PYrTNentnyZi1S524Xzr6cRPZl6s9YZudVm3847lcdhHU42vAvncLr0Beh1UGhlbb2y",
-	"OPy+cW3nQkQrG1Q1u4F+BNHAGZSXEDbWvamZQcVp32gNAxYyvVCcf2+/+C3/YJ4uJMYcZH8llphGESzz",
-	"7nJGXXMGDVbdPGTBXaiVBRdsvTWg8qpntRzHM+t5HOJC7LsjdSH0QJ8awKxDX3ls5gyPTMFMhCQDMWm7",
-	"6CgMARVDjAlF+BILX8MvV4zhnDWYmoU07vXC6dH3qO2owpDzziud+jcaJqAeyI7glIkaa0G2zIWwWV9G",
-	"g0kMviGOtT0LqwLzjGp/NAOJxXu9FNfAH0dXCukAwlrMWVNy02bta1lIsy/TVS3HzhBY64twGQAqPtIR",
-	"taFcuCojNA1FlQOsZM4oLHMtSe/ez1enSHY/guO9nLtd0/Lnb1hqGvT6UDrScgp/1R3WuNwzyaK1EPWa",
-	"izHv+yPwr2PB8CrJ2RgNw9Nha+8fKzG0L3WRE/kEJJ2ATEVCRiIM9gtP+/6I8isIiKJTRcYjwMgGpkkk",
-	"bgyK1FNCBoGH8//g8JlDI1/wQlNY9mYqrHktXyQug2XhjAf2VfRMRGzxRx/sW7nfbkklIJVRVU1SiwG+",
-	"0qQcr4wR+IpQHhDGb5jGeBflkcE0jc3HeNRlhDp7crVCnVtUX8uE+zTzb5ZDZxPIQ4l8GoYgDWchEcYj",
-	"1a3SRspYV8++Xa75B+7QPJQiuRoRGoYuYCkqsKaCKdrFRCy+tvG1Hh+KRvedyiJz02Mr4Vh6NrPgyJAp",
-	"Q5BaFpGl4iwkjZmEpiQOBQ0gKOcERaBpQDUlGxwD7DBSaapBbe6RQIy5+caQ7ZjpUeHLfvZMmK/eX16e",
-	"dVoz9FhKHJo58MN0CBz7l6NLskVjtnWzszUQE1BbX51MeLuVD6S2vpZGvd3HaDPGr8wiryTlWqUBjGZB",
-	"C9l3HqlVHzKIz4l5TqjKYOghnMyvHlHJwD7mAckS2VxUdyjGIH2qGi5FXpuQYaY1qGM1jdKsaRw5JQGT",
-	"4BuNz8ypa0dXI7r7+s3s+B/SRZERTMjF+2579/WbLKTPnL1HDPonGgLDBgpBXOORWZf5wa7JpUo1bE+x",
-	"P6GPA9bIEexPTDTBx6WTmpMMUaK4Slaa05AL51laQAaOOrJ6ZwTx9eLLMh/OwljEQ9CUhRbnspyHZSSM",
-	"9PWHiyvD/V8AD/KrTVN5BXoV20hVbKsMkK2l8QAKCygEnynLWIPEBoLalKPfUVOrDUHLMwxjqjVIg2z/",
-	"/z9o+8/t9s9f3P/bX77ueG92b/+tDtwHVAarclcSJ4OQ+QWq9KkMOqQY2WUEZMqJGBhawvvLw2jTWAox",
-	"NOQXshvgoFQNI3286LhFYW4PFMnWOOK60Wa14WT54uuQsBq8NZsV5g45/3GPUCdU7W5vb5NPl8fttzlL",
-	"K6/Za03aEZ20HUM0H7hJz+gVPKi1DVG6zlmZZ8MulO3oFbik2uUtdFlMWBMozSmVYLgqCM0kJRF+FZV5",
-	"adn/b0rwPPFzffsQvVldQ7cfrRqLXDUkFwJv8l3XHlmu5tCbtRTRdcFaa3+7P8W1pK0aPoUR6WTjc2v7",
-	"c8vqHVxw2MRUFxZAFAsN3J8uE0TUy19PE9CL0J/dWUUpqE63+GDW0o8fE3GbETAbbMEu1wnsmbU/zNMz",
-	"G00mmPp0Za5jlOoDNhyCVPXK4/2Yv2sxI9tDLaRCyqJTGVT8yy0RBqA0xt9ZASr7gcPY/FEnNJXifArC",
-	"FwtCF9fDLf8dUhY2CF7lDVbkLyN8fd3xdn6ul7mKCferiV5HE+rrcLqgdkChukC57MCsrGXeWqE+wK/m",
-	"dTzM6qT37E6sOs3NvHV4UV1b4TSDyBke6s8vlV2tC+UCwuG9uVG+TTbuGRT2Ryti5DGD0ObTWfLdN/JN",
-	"CGapgsMswt0tvWDl0PwKwixxVVkgLHdLHaXq8IOq0NVF4wCNyznAiiE5GRQyS1teIfm75bWq2d/u+WxW",
-	"c8trlfLCW95MWnvLq6Rjm2+qyePmu5rc8ZbXKmfEm28Lac0trykNtOVVE3prib0IzhWvWAfNhYeFYDf6",
-	"aCIlVPwRK0kfQ0NQ9WYyMRwCx0xDZlgVwVc9Ap2rDslS4tQ/fvxSa58K64t/mIHxka1pYWQBcBn8Sxmq",
-	"MotNXT0fIKMkorxtuBYdhGYmDvvEGl/BHwlXCyK1cZAbGibQqY+do6pOTVWcXkMfDXwShoxDBFwTMSTm",
-	"6DqWoIuGkdQq0v/yl3+rn2cmAbgupde9mCZB1whd6C8cCklKGfpGwmpA5n2bhmwNxGiGpBGQCh9qsunf",
-	"LTzBa6nk6goUuhf9BnNIhQ8haeSnXwRILXOaxELqY4dOOX/CPGevFVF5HYgxr6XfYxZC1/dBqXMwo6wV",
-	"lHrX25GLukT7i5GQmphnuWb/ekXN/jVq9ssZL3NQNERRZTFSy1xgM6OV8mDN72zgLEucod+GC90fYoUN",
-	"b+YmKh+YKzW3ErONHIuazVNgKg7ptNkWV/ZszPEOzDxKuMu3XOymkzAECdwH9NRxQdyXfXTRe8TOYsRv",
-	"u5V6Yk1kfQxCabDF9GeGqQCmvJmmAz+HJUXdqtkX3TQh49f7WdWMIWh/BIrYvTYdZ0U3ou3hl68/eW9e",
-	"1atH1bOeG1e2wsnXraJpDe6MyhAYaR2rva0t8un8Q+ac8iVgXQAaKo9gESxz/rFkN1QDGQlbE2rBHu5+",
-	"9IsOu8Yp9YHxa5TcsTYb2cDt7ec+UnOBeTMnrUcQbS7tJC/h2y0GDPXsdzvbsxZa+7bh8CtyjkIFudq7",
-	"ekUfVMrqa4QDrA6xYhTtupzdayWonN7NGFWqOVYptVfdTSHEtjB1M26Z7x/cnl/Aiiew6h+LMBTj0sUY",
-	"hij3cIzKsHAMGXpdo0RD7YU4G6ldMmOpEZV4vVZkW/x5z4XcKqv80zA0giJlHALiAqH3ye/C/HvPSZ1S",
-	"RFaC1FRq5+xmkjjlJB1vxOJOwXSWLcKOVb8Pl7czw0zQMkWUSKQPpHdGaBBgQRZFNnpnN6+wbNjZzZtN",
-	"jwD1R+jsD1xgHRfkoHd4TiTlV6Cw3OfHCxtS0CFdbr571Y5oHEOAY6RjE6YwMAHHT3/bsFF5RIlNjyhh",
-	"hjHcayA0xuxRkrlWSzysOZR5t+7KybjYj7v4csrTZtGzIkfOwO2TDbOOQRIreBstIFGAxfOE1QgqkZY1",
-	"Be+KV9vnz5Pd7fbnz5Ofjr78P7WXW7ampxCkq4S3hJTaM7pt179+ErE/V6xnD2+n06H+dX9AtT9y0WVj",
-	"Q6U6kdwWzLQVdguVDpdheDPK2fyUgXyB3krgXNOrYj5aIfUhL2W0aCPp0I1rRifAkyBBCFRB0RxQkaTM",
-	"YxIiPVbrpdpPIzpJP98nju8T+8j9K328pNGlwZpzbhBQCzv0/NKtS04kUqfL/MzpzD2zNoHjGGvh5Gri",
-	"BE5mGPYdknFwDFvLunyRJ9zc0YVLNfvBSg3NxaTyZX2XJb8srsMkZhLUynH75uOgD6GC8Qgk1NdYKNgh",
-	"543s6v3mNsUagn7HdETV9R7ZIYcnHtklQ5QClRG+PPKKOOHPI2+JEf6mhsDEmKflgT2y84akFWeLpYFX",
-	"DfsrFjpLF1s0uc0AphFZH1xKn0NW2Tox6LdOEb0By7EUEdbSghrJD8qatT0yghCDMymfGmnWSH0Oc1Wp",
-	"XCZTGA1t641rI1PxgBRqpC/J89bUKbDKcF5hf7VPLaNoAtEnfFoojp+DaDwSIVhAuV4NmviUE6UZago0",
-	"WAlEZMMM7l4xOI2nT6gEjN/D9Rn5GmIqqYZwurkWYiNKVXZdwZM6XC4E0TQisy1zXY0In5K/XZx+JHao",
-	"gmHOje21Ju0r0XY//q4E75zTcYFXfMgSGVYgIQUR5Zr5c76rLcpS9aKEjGMWZgSUG3XGqAvWaYNx2Fhw",
-	"UlueZPSnTMchMglhdrP34jG4scmRK6ZSNqT/FT2wbmCvAL06VDh50ESn+UVz7hI1ukJRgbUqHjbEkHql",
-	"+gw13QesemxfakcisD8OhSQnB2d1luyFUal5lmuxKl7eySCtTOG2WX/I0QDkTKSOTUXGyvE3rCk2+iSz",
-	"clipsnmUEIa6YYhMpFjBUo6ZY5QLznwapjJBh7jBLC9lUZRoOghhXiLJQuUqfxNRNpj2o+A+i64F5Uil",
-	"FbqIoE15RRPfsE50cKJWZqMsD7qQhGaHe7RshJhOQ0GDRRfVivcQypt9Lfrzd8KT0FXoLs1SMmXbcSQE",
-	"1G9kM2nninsCvwK+hDqZp7KaIUYoIkgh6hOrDLXZd1CmkUqnJLdPDBRmsux8yo0kowCNbBuuBLiRKVHG",
-	"GoZCSKxjHSfyCoJNj4TsGgxvdJAiNWdQl3614Azm2emLeOdVGxpZGOYEX0ckdSdXjzwzEE6Jd2HGscPK",
-	"B1ctCth/T9b/O0jqS9sI3KpXd4M/GotaFgHn7O4CeIDpTOsVrcwurIq0rkg+P69PtwvktC8TXlduqjzY",
-	"bzRkgZGFBQ8bwmeyy2pZV6a6p3jLpS6IZWGz/A1SDd6tN23bnDZlDdvpN2rfcD+g2ooxvghDGruMz3Wv",
-	"hRk78Oz6isxuGYtiFT3XsisWUKzuYlzNEF7KuryLKby6tU/xfCRqCOZApwU5PLHhZoJDXco02YiSULOY",
-	"Sr1lDrUdUE09TIBGzfPgQw/JanMPE3MV+SdGJv6TbFRbWXiklmPsE3euJKJTMgACUaynmzj4Pw1Z/rND",
-	"LvMEXKy6Qa8y1yHcgJwSZVZqsZUYjMW7XIw58UU8NX/YzN7011Qgb9VFESxqLLmHoMJIGLNjlymOP2AC",
-	"88ZOp7P7+rWN/MJVotGqnMBMKPFDg+HYyEJ5JImJ65iHQd5bRvr4/Nkz+w2kiGMIPEIVwXYSr396S6i6",
-	"VhiEQwYhtfE4xBdcSxFi/SZm50NcaFtqNGo28UdUGhFGKgtiWsz43ih1B3FWJrNcD59vudTvfVI8W+Fr",
-	"0G2bGG0lLTpQ2F6TpBUYCrnLEZ3YDOX9Yp61S7+255ZmaNvkaztwNb19wDjFZnM1Bmp3DS0hT1Turlnb",
-	"q/nVXg6LCPFeb78TFwqJpOERLngbqYJs2P/ZziOgWGBwq45sLYVuHXzobXpZVKKdLz2AYoDivitlQ8Cl",
-	"l1CFNFV/766tEn4HN3atMloJCNUy8XViwJmGiJCNgBlI+Do/jcLlahOjFYTDzbvcomvKEwWrKDIzxokb",
-	"p4AsttpD/msAsR5ZrpOFv7VRS7qGKYZwWCPeWtJJrX5bcXOmThe0Z7s3LWueisSavwG8tLcnBlLX9JJd",
-	"omBrjfZbuUnNI2U4svWzWrdPsODM983SbJUXjIeJEsMoQyXMHejwxjUzuiepqqxDri1NLSlIVaUNZdu8",
-	"GTkSWKyx7RregpRF5qoJIGQ3LnbSUGIIqbtmxjbmSDBzlDxcQc658t8jGpJSLFxly8vFHBarYDTFkVdB",
-	"Xl3PAoRZUzzFDl/3JJqm15oeCyumevPk1IxhVO93cy2ah8gxzZSe4XJ4U+WVY8yH5tR9TQLwRQByWRE3",
-	"bS2LVZ90sVU5alruimbcNmyTlCsbMPYix77IscGaImxaLrAYP9ht/39p/Zjsz06//eXrtvfmx/po+YJ9",
-	"bDYJLKZ/JECsoW2fxFQZ+JAB9a9Jwl3Od62kWahd90SOvvWqHXpz26QU6+OtWJzTOsfzqJ0lr4LYJg32",
-	"Hdtetoq1i1xasnN3KT0hjXmamdmr2UQjkNYo1z2QDIZ3yL3MYr3nqhX2rfk+2NXqZi8RtJT7QR+k1rZd",
-	"Rf1ZZBUZVziJu/bdSyvBLyi7Zd6abZw3ZxuXbtxKgR6XruMGIhtShPYmVpqmKbcKNTuj0G3muX5vXr/+",
-	"8c1K2X74Rd5+fk3nwHpy5HpVG1AjW1Herel4v8JnK9epXzvtdTlCsqu637ycGghV/X410Kg9xULaTiGO",
-	"ZkEGj9vUYSphlSqhcF9EFndFoq+E+bMuPsKN8eAewJRWniD/x019btX6ezX02QofsesjjJLxo7q9nlPx",
-	"kicy6C1L/zaUt+EyrSsjkhHkapaWMrY9hNcqDqdL6hUuIEfm99RSJFrP5ubtdjb33AmOGDDvQ2xLBnOA",
-	"QNm+3HjrB+CHmKiWOuP62LC5gVGVTrCS5n4fEwgRvTPS51oSaxN3sLG9+M59iBxrX5OryLP3cjdm4mkG",
-	"n8Lqa1Ephf/6LTFobNCu/ixggul49pX8KN7u/LxbPAkPZUZdPrnKwW2kW9pclBheOUUz2XddOTA/AK+W",
-	"py7FQIWI7tL82uZi5YrgcoBNVUKEaJoLRMPwvm/se2oRdQ9JkTdMAyzhF9HClrAHslHr+sq9JFzoQpTe",
-	"HV1h9bXGDXJgYvHcKqwrkOTu9nZTM8iVcPUxm6DM4vhyxo65csV9IaYN556HV2dZCSxEQXU/ePLNNUtL",
-	"T6O5WVptj7TK4Rfk1FnQN6GsLaSmVi0UmIQhCeynmFVQ7SjmOuw4KHpIp5475nxj6S8G7VMDjQY7IInL",
-	"uDHrGbmjffCRKQ5iYesxPqgR076/PlDum/RXg20VP5aiPlvg4t6qtj8wr5BC1ebtdC31ZF1iMOIEU172",
-	"if0m77iSNSbCgAgJ6FKMhISlixKc44hHXMtpuQRGsfFXof9Nef76W+O5m77NKJZQvvXasKsyhfsV7LPb",
-	"5i5SvV3cWpLSqrt/BD25ESkzWC1Ud3tI9E9UFGUN+b8cUn6fsU2zy1kerSwU16s7sVha/QjjqlRyR4n1",
-	"HlBseVHvA1N6jZoUj+yGvasE85iix3fnMp7b6cgMV03DXdUqt9qhrCczPxDwq7nHzSBNYWmX77WafHZC",
-	"RA/vbCsS/lN43HIcrEvWptIfsZuGnO+ilPr4bVDXocyFwUTN4umSLcTq4FTs7riW1Wl+qVym0IxHRAxY",
-	"CA1j5LIiaI09Kde61wrfZhp6A7iKjagX7TpivPjrTk3dpbzwW22UVMQ4i8yZ7NSFV9VFE84fZrtumHJW",
-	"xxrr8EeUcwj7hfX4NF5jJelAqQt74Si1ywF+A6GI4U57Ksp+WWGUYvm25vHe1O6ttlLbGgubKQa3xhiF",
-	"Km6ZP+Eug6yHvjM5IvPH2F00BmaUrLEOSXW6kUEilV4DcQtDxFnR/3XGcT7m/iAJrkAvhb3bu6/qhiro",
-	"SWvAxEbL933BbcFXf7p4oO05A2mI4jswqds5vPi3rIjQivVVYDgEa/+KQbYHYkLSUkL7NqPGcevpDyqr",
-	"t8hs/D6mJhFKzEcjqkjCNQvRHB1EjGOLX8mChqLmM2w/o8Gd7e3FdbC81qQtaMzavgjgCngbJlrStqZX",
-	"OHqaT9Daa11p+OsOAq/ppijM/Ort65/ebC9V22z2wsjHefPj21cPs4fmWyabfXd7uQ003DPFc3iokyg0",
-	"K6uH4I+7P715O9siaZIniMRSBImvyQbTGWJu7rt0KIfCS1apq78qs7VgtMHDwGHh/Zot4u2bVw91GI13",
-	"cg6Be5051IANd/6K1V5P6OTCTulVl1S53nPkePNQoKgXCbI/Xz8MHIxyh1XxTujEq11MlUXuPhwAaqSR",
-	"HAl3ft59+HkzCSaf92EmrRN5sjmX46GNIs+q4zSJPPmRv9ndefVAl0pFSiqg2cPM1yxXrXLk8+SqAtje",
-	"vvrx9avXb1YvrVm54OuIow5xa++TMoy9ivRTy3hmGEATljRx8Do2Wn/rN4oVDTJTE+AbT3bRTddESDU0",
-	"2iA81NkpLrEcl+2XtXIHJcx8nDXO/K6wfbfNXUVLni0naisS7pO0/dYekVhdDAKiYVJfAWKY9fCa2xWv",
-	"2O/r1no8VspgXru0V0ylZjRsLttzH3W/3Aa8DOSlHeaLaD7gs9ULS3axvAJoLM9rDpC6yndkg2PlgSRK",
-	"My33XO8PekUZJ1pgubuQaiwVi+1KNmeVm6cuy7a0iTg3+RdxyTDstmZoNZ21GSrwE8n09MJMnOqcEeOX",
-	"4hpq+gp2fzn6ePnu9D/63cOT3sf+5emvRx+JC1tCPVGb7wwMcSeIZkAlXi1u8pHWttr6FXBd2/2jy20Z",
-	"Z9I965mztZngLmS+UBTCFxHYri6CQ7UA9EgoTXpnaom1oPDubL7llRwIIYO0BHREWWi046GQpNuzE6kO",
-	"QZeurRCrSGh078TwCrJFY7Z1s7M1EBNQW19d9uvtlg2GptdYpqa0z30Hw7qxzIN0xPIIBbCTI6wWgR3o",
-	"8krrPpWSuZaS2JUTE2v2yZtX7QHTriYJhr4E1gNELH7YCHqmQ0gd12b33bNeK2vNhSXRtjvbGO8TA6cx",
-	"a+21fuxsd360PSZHiFHl5SNAzM9XgFzP0BpCuBeYicyr78TkA1O6cEviB7vb2xV+Xi1UgOWlkYYWVtMs",
-	"zoMoUEHCMCS4UowUeWVnrhswW+HWOxoUUrJebe8s/uQTp4keCcn+BGwh/XqZeS5s2ZBjysJEgv3sx6Xm",
-	"uqHM1t4skj7G3RSJ/h9fbr94LZVEEZVTrESPhZImTvQxsuA/7AetL+ZmEWrOOdpQ3jxt750IpkscIkxo",
-	"FNv82iwXvaWBRm0axiOaOoL2WpdAI9LF3269Fc++GBJ/W+azWiZw+wjoV4d6httxGBuQPyryvdr+efFH",
-	"B4IPQ2YvnFc7r5eZRSUxtlQLTiBg9NKwXvPx7u7ij1GTPnKdd58tgVg8ssbTGhK59eo4YH4luFoT1v1W",
-	"T0U2f8dKUDQCDVI1hsvlr2y9ExOMTfpyB/IDbgASOOFrZRorZh49Mxoz1xm2NLYZFlh045EJ7tXijz4K",
-	"fYytZV8ILiO4c7Bx8BY3sbkDU/jnujS4ZcW5+WIJCkFOMLkDIT4kuudLbEB6J7Y+azR/vlJQpmEoq2jW",
-	"I1suE83C38n6WLR1JMbcVpFiLj4kE9ptEgcWt8IEEKoIJSOqRkYob0LNTNZ6/Fui0N2jNUhYGLR38h4W",
-	"rsSiexyHlHPUwtIKJbasSes/RULMQ5sqKuR1p5U27sg+Wu3+KUDl6W6gwiJcrN880swqnaXK7/O+kF5E",
-	"xruJjLxy6rZVgzv79e+xra82ZE7CsCxelrEuewnb3Li19FmAJh3MNXPNsxRJbEtWVzsUVZNmRnRHcdVb",
-	"+CbOgqUYnkq0LezziVnLAnbyIuB+g+zhCDHTS8Vaj5ib1FBlwvGvlFbvh0NsXcN0gej7K0zvJPiuTNIP",
-	"STbpZhoIx0DjRUBeT0BOEfOHTIBRZIO7LotAFPgStNpcQWi+MB/T0A7lisWiaXwoJJFC2xaWpNCvLZer",
-	"O65z218NNyYRvQZFTg7OCA1uQGqmbFUJXJl9kWghXCY2yuMogHkNBHFHcfuxbrm0w90al1y2yae74rIl",
-	"zJedOYy/AWn55XYrC79Cj0BmKnFa/+AeL7Y4L9PpEkLLqNPjvoQI9flKucy8jQomUpTci+YvbpuqnJ2f",
-	"Hvc+HPVPP10edi+PDongJEosU0qDaJlNQlZpqKOZZp707IpyXoB+9ryloLlLuGEwJnGC/XVtadsOeefK",
-	"PXVW1NxzGDwJ60nLu87hNmlVVIcvL5zn2zAcxyH1oSimxOUqt+swHj8EypO4IEFXu59QDZ7tEq08MrS7",
-	"tQ1EsEaB9dg7FpM3LXbjkt/FIDM3NjCOA/vqRVq45pmap8vLrKEu9wKx6bMvUvgaGF7FnhHQEEMZV8br",
-	"kVCLXCLvhXrmHpFshQ28HDf5gmjr+0MQgMu5QxoQ6An9FizGpe7s/tTZ7mx3dlpfMj9F6sZYTXDJ9/N0",
-	"OpNZwzzRxZzYi1/hOxVwrpjSIAm1EZDYwYZpZdv9ECUS6QPpnam174Otr5mvb2HkikHEB/cFmElsW+x7",
-	"ZQRea2cb/3yNLGxF8ntqz8A8FoCI8eIX+Kb1FzzEH9QdCfoapmrr6zVM+yy43ZJwI66traTWEnsON8Ji",
-	"JGGKsAi7S2kbqxCDjKjZ5j7BYRi/InrMfCDXALE1fVjfpp0l6FPdbFk9tyt5OJ7xK0x7weN4Gpqo0MHh",
-	"+VstnykhGOgZPf4OvnJsNdmotZ9jI0rbbW/MzZXqCqsmap9Yl0banW4gAmZLmNXgc1o56PmqSNkKa1AV",
-	"ofCCoOupR7aX6RzVaDkU3frqamLdbrk6T81MuusKQbm5qQQ0PrfR0bVxfnp60u+eH7zv/XZ0iAZ316PQ",
-	"1uS3XQpUWk7YWqh+F4zbvKgG5HZTPiC7xpKEwRnVo0eihkamLUT0nWlOz5J6HEoRihC/D8JBFt7oB0o1",
-	"Y8voMcVsADPFuOfQwAXo07GLanwsIlhT08ncY2uHVRY3/HQqzr8Ynb6oQKnkR5ViV9zxhh+UJdp1eERa",
-	"HGm+iTutyvQLPGMRLl1kE0GkW32R5NZBuMAKcEbfTuFca+auj7I9AXnl8m+v2A1wG8pkK9Rn4QfpwFnB",
-	"3g75u1E9ZoqDe4QaLSQs1Dpnipwf/da76J1+7B+cfjz+0Du47JAuCcUYixb4NLZtnQFLT49dSC8NsXOX",
-	"yzPw0the7Nbtbpc9UlNiApdeX2SCBBCCBltszL1iKDQMMHXbVVYgA5gK2xIqss2h6ipTuLGUC8RIda3x",
-	"SKhiz26zk5DKK5Ce6y+1cXF2dED+9//a2dkntuuu9bRik918EYz7YRJAsNkhvxxdkk6nkzpyiQTDQ5WF",
-	"1JimSwkaBICU+J4wS6/IyhpqQO3sYlueNZjKUxszl2VuBaNmZGjuRQL4LiUA5KcorrvaBYxrsQyHnhEI",
-	"sGyCalame0phbQQXqFaotUA28ihTrz5Ta7NDuvkHikSUW1vRxGjY6EvxXDKZh1eCl8agKK+A0typ8vsG",
-	"r6fEpxzL4vkaZ3LZfLVsCcF39/z7kA4gbO21RGwYbaxFvKK6UFjH0/GQwiIWR5K6KiaPyT1eaBtpGymu",
-	"UtdkeUre+or/v4s3Y5/U1rhhWkGIaVK+4EN2lVhis6KQJclBbtMfgYR5RNnk35jFRtzPD4r0DrFBhvk5",
-	"phjN46IU0g23qhRVJNFFtcO/PAr1LfKEPAHVfWe+kCWIpiF0OhOn1dbXgjDOgts5UY0SaGT1GiuwiyFW",
-	"YrJ146Ao1ZON95eXZ1sHH3p4Se5jFob1oaTliXCIzQ45GIF/rQpNL39QxNaf0yQ9PUt7WtiQ7GyWH7JW",
-	"4URwpzakZaM2Dk8Ilh/zWUy53k8te+ZudeY99PUwjuES2LctBIKtJzb3DHATfs3Nld879DKJAEUOz5ki",
-	"Cms2jMLwBCEJFyQU/Apme/sRMfRspmWcyKtcNSE0DFFTzNWxj6eX/ePTTx8P+6fn/ePT83e9w8Ojjx1y",
-	"KMbcABs76dgpKSfdg1+t3AC+kIH52fwJLK5zuWbQS8d6QBOma7DwHmiARsfFUerZ6pY3//9l6y9l7pRx",
-	"vwHjhmJm+V99/mQRrxA798mBnaZtbl68NrRBuYBRYoY0ElmK/AbSI9wnLjOtn9XOd9S+GNHd129mCeuD",
-	"Udt9qoCMYEIu3nfbu6/fpNHBltI2FH6bquwp4hxenm5mBc9oTS+OW6+VbuGQqVgopl1voEpicLbKfWIk",
-	"UnPZ/PV//uu/yYaZLiNw8/M++SMRGgLb5YLpDA9JHNKUGxlZ2OYTi0QrFgCJJeMaS3Z0Lw56PczbwtSK",
-	"MfNhL5/0c+t//uu/P7esHxbNCiqxtgVJfQx0UqTv2YyM9KO//BWb1/7wg1kxfmhWbSOgcBEb58cH5M3u",
-	"mzdLQyvtfTvDBNmfmBSdHgv7E/qOk7Vqb+A59UrTuS4c42+fiZD5dQXywjGdKqIoDwZismdUHynGClVf",
-	"ql2xyiJjpnw6plOyYbhYenbvL08+GO5z8dsvCLi0LQnjhBJNB5tEJhx5h53aISCTKgUpU0RIdsWMfCLZ",
-	"1UirRdD8j3aRgNqnuCHVuEEuFGfD4fxRb78vHX93iQ/OqbY1pp9akM9KOFZFkvQuIUWMy5lKQThJzXHz",
-	"5ZO8TGxzuAboRHInOGSvEzWi0haaN7eqy+ZSFpmZU6D38WoeIP8pfGqTtqjKDa2ui6RBf8oJRLGeElt/",
-	"c/ZiPcgG+uVBE7kqd+pDivL5lpruzBx6z7xy3fdBZuiayPHYSMr5EeU05rDe+ijq3N8HIoqphDblQVuB",
-	"3iOK3oDrjDvjgCDwR0JDR2hOMM+eVRutEpgwpdWmR1BgHjMFs74KS1FurIID5KNwdlzSdY3p68pFG1o2",
-	"QDW3+98uTj/OI8UL+qBxKnW0uKbVrczxlIbY9gui6tpo/ZK5IsM1/XRb2zWdPvda5kxXSWcoQ+1JLHfl",
-	"Jcy325ntBRkivhTOrFj7vhuOZwOgK7c8G6IqVvSIJtwGtge1jHCerCH4DUhFU82oVtroKt81sE0dowr+",
-	"IApNIjbgDy0CG86kULJm5MjjzAtEyPIbaKtg0gWfckjFFMVprEZCEwUR5Zr5ThYvVBbfKtVy308Vf2Wd",
-	"E1gzAwUlI+lriFSHfEQzTPfg1xo/wkEBFuayeU62gUNQ2tXm/vcE5FKTIHIv82JafP0hxSlXKh5L3tcw",
-	"NfdYfW9ezO9I9HJULqSh2BLfWFXBCZgEXwvboLWW4xxQBW3GFXDF0IiokoFVgklEtW/4hLOwSCIxDOL/",
-	"9kgf7YCfP2MccMg0SBpuYjM3YmszpjVUg0JZSxQoB2KyT4S0XS8GU7JhK66mFeI299OuC5bRzLKOw3RH",
-	"F0Altu99PM5RaTcueNvqahommmhBhgyDb0rwyvwrfyAzyRws6T+bvSsR46l5aKemx8K3xZQOqAwaOZLB",
-	"M4NwcTIImU98KoMX9vQs2ZMlOkfkKW0PpiWMLzCpnP0sx6W2FITDOYUlKwql4U0GWXIdElkQsinDoAof",
-	"O/+QLFpznJJpRuiQA+tttcJdxsXSfc0tsZOxJBvQdGH28E0og3VK3k6tkmdghKV3s4NxBXRteR5naV6O",
-	"FdSA62m0QCqDRoMTlcG3lsv6oi0+Fhe0iEvEmBevrLvwva+pANTsFz/lUC9c/aCKq+iQTzx9zZX5DJyV",
-	"DDv3Gr6Yu5zVcg7hZpb3qEboJcuPPUZK1zzmUTyNFynmuSpZgsPdqJfxgZg0W3J0WjBJirGzp/iUC858",
-	"GmbR4l7WL3vIQnPb2MDy/SzGgqaWFrSxpLEnztIixThNGa63s/TMEh+4wO4sjdapO3Z7rWVlBFz4sf3m",
-	"djWjjf3q2zTd4Lab1CR8iNj0wlWeI1fB1GxkCoSWiL/AWizPWMxWtqh/3RxjekLltSI7nU6pRaxlNIZ9",
-	"pB37pBjbpNMRvQEyAOA578AoN4yOsYVIjVzgwk1dRstgmsaj7SOzZBwb9aZRZhJ+B19bVcomyOBKGphQ",
-	"17/+NnSiWd2H+teo+uDB9BX8YSv6/NTyWjtvVyjik8LhSZSddPJmZ9cZyLZBGJFoX0Tfn334RdtZk691",
-	"faMthBBcgWNv6zI1P6QsamZr2OtfkSQ2zAn7OTtxyCMJd0wJeVyVdxnRyGanuaw0suGHNIotm5vpcL1Z",
-	"imJNPVkd0sVuvXRqoxFRH6pwg82yAclsJ10TLfxW4LKYihiCwmC5QqnniE4LIby2rbAz+zNNQhhqj9A0",
-	"PzAVFzcbmOsBwvUbZa8IMdvWqXiEmFjotRANWnuvvRY6DVp7LZv02VqN7SKEno7x4vTNrPdDjtsvXPeF",
-	"61pp0uBEmmdcx/VWY8BIR81FqVyHZz4U0ofAMd+syONMEjkyUIEGKdsiOw8cAOqPOuQjACqvVmK8hikZ",
-	"JNowvFgiy3R7mOVneCjPtiaCXV2T3cfC+HEp+PtA9qPhEGwKi4VhlpVQqm4VgabzsTyCRgz/+8im9fgS",
-	"AqOb0RADZsyfPsVgdnUHtD2B54qyJ9Ds43BhQQwBoqcvmLs65vYc7FKMNUBl/Gqm28gyuOsCOpprsGkR",
-	"MZ8oxq9CaAe5yQurre1ZrKVZaQs9YvzKpbBgJrkqJvV4yNnLhoqsXWCa3YY/Mo6sXkvKFfVtW6QuZoC0",
-	"Leb4NDSSM9A0mQPXg6gVmuVkFTrSvCJXwSMTpm31QxIkFsmhQ7qhEoT6PsRakSgJNYup1FtDIaN2QDXN",
-	"Q9j+dnH6ETPwyD+Zke/+md1NmH1in5g//0k2GrIIPVLJIqS88NSWuEt3YOR2tKZkgfoDEUz7UbBZxxTw",
-	"mwvgwbchnLutYFQQJ9O8+8rZOXm1+/+2kIukSGc+uGbcvO2KqbmiaK291s+D3eCNvwPtnZ2dnfYrujto",
-	"v/V/DNq78Gr4hr4dbPs7SNCz2kCkrlAXiCxa9lO/GBLRj8Mdf5e+gvbbwc9B+5WZ4Ofh9nZ7h+4OfvRf",
-	"Ba/hzbCVA2Cdj5dWKwqHm+oVXqsGU21DSF8EjF9hxpbrG+RO5dKG9fxl6y8ID+7i6MtPZ47tFiO0s3Oz",
-	"Y7Y2SimzWGe+E4orzxKBzRrcIzWJenskW+4+celxZszPrf1ixlw24ueWV0pZ3MMIqC1MzNtsFbaRIxQ2",
-	"Rjffk1BcdRoxKUA8Ap/FzBxdeoCtveWOrxGldleITyic7CdkFo+tMhYWsCA23V51mYtowyZIBhAylOdR",
-	"td58USlfVEoXvMUDQsnhiY3UwgR1xLSVw0rTt7YGaThQU5NF7vqToTXNUQehRqgIIDZSAtfk8ASVW2v3",
-	"01RegVbWoZEyArWfeR/SMWbdD47re+ZqTt+2oxFsgf47xjoRGgr+QBLGXtbcjet0amznhirNuChVEF/E",
-	"07kiwzsE7TcmN1xoyoMkNoLeaxIxnmhbv3qWKyPm4FU/y+4f+L5GyD7PS9tWiOvEwfDebu18yNlru7jG",
-	"OBg23N1zzm/3zue39gE++d2Mq5jvT3M84MWl9nITz97E5gY5PDF3nnK9iG089fq38dc0aWxeHKE1/VQC",
-	"kQgbFsvMGC0XDc9MEy7GTeFIJScc5uYWxhhR5RTp3MKAXzE9PznMkdgziyx0q3qM2EI3VZPU747sJQjo",
-	"WYcW3lm0LhLzlrnP26587FzKtsdGFGQFbu1XRHBXVQgH3Ud3tC025egVP0Fbl5NWZynzmIVwjsM9ekzh",
-	"atT5jYX95XBtiv2zT18C/55v4B/qgkafVCqt81ygfSy/ui7hq62v2ELc6MyT2y07emPPiS7hgrcdH8hk",
-	"86z2dKaK2qVqkWuyEoYggftgM80zVpHECqQmMUiykXkPzBeeGxXkZj2z6OIkFnm/aXZhNtMz4L97n4xZ",
-	"VUpCjIqwdYNgxKEBG0M09FbgIUVwP0mwS87Imotyojb6ogi9KELT7F4rMCNaYUWr8VB00zebIw9oGNp2",
-	"gR1yGgNXaAjFwhbOSul0GX8kFHAysBF76PnEdW5k9RYdy3H2GY9AqACrj7oh3C/mc9dJLo06tC5Pl0zq",
-	"lWqKIf17ti63R0J2A665u200YMNLnO5E86hMjC1Eb29NHU6z4DMEyzdhSsTEtH6hHlMhNfXHFQqEZ9t+",
-	"mtLg2fQLHDiF4PvcZ084krkhB4ucZCzk9fdeN/w74WiGr+RspVxFLUgkliadjeBbqoKQ4xlLlSrMMkMl",
-	"u6E6S14vRT5jVc+SDWdEFREDBfIGbCDIDUjLzcYj5o+w979U5Oz89Lj34ah/+unysHt5dDjLds7sdN9N",
-	"iUK3n8ZQKldKoALtl2KFj1esENJYo8oZrEpk7uZqtrL0uC8iw6U3qLqGoBj4BRJrbolEX4nCG06MSN9I",
-	"Z8hKCDOZIVAAfkgtHamsFI7gmd7VV/CHR2Y9LjX6l8OnZ5H9aTNqLctrLngzjwDdbg6zgW5nC/Kc8nBq",
-	"+VkBjE31d5yyteL8F/arb678jlt+s3nJouSLfenZ2pfSUTL2UWBs2U9Lcbatr2l8XNHQZMcPmpUnq73j",
-	"h1gQMzUsWVozSkgax2lz3WdL9eh8BFLKJDATKltIPZyiPSp3UEmIw2mph1wxELWJ65273Twjm5NbWZ0f",
-	"6c5hF6ecMKwVvXxFH3Pes1an2FHBSlzFAftJNK3yEuZrW4VboRDpHIfTF3PUi/LmZElEI2uIcnS5Op+d",
-	"2/6/lHlR6tuiRiy2lp7Y1YDFdulWGLRMdSjCUIxJnFvqzeu2yXpK8ZnYOJgSF5FdwybT1vzPiEE+L4FJ",
-	"iKhRWrIt8LHWY3ZAL6LTsxWdxJhbm2r1zIqkjUSLlezrTcfY4k9lpVnHvKrYkY0SNW/mk2U57cXYVlc7",
-	"ccPR+maH2GBZLvIAjzqqzRovfgPG3LRXrGVbRsQIw5bXGjGlhZz2sRkWC/EUW7ahRr2oIkTkKnAYaMJ6",
-	"SSFO75OAaebtV7sryDkZ3J9GxsmmX9xiMi8PTgI57cuE79kQaZGEQXvgGpOZ5yLRpHeoXtIDXoQfyyst",
-	"ijkOV8MaF4k8W1+duNEce3gImrLQ8mFKBuaQse6B0oZ/KgAbo0QnPQ2R2sRwwWp7u31CywISQCF2yS3B",
-	"Vm713Asy4xjpL0GfalyF0X4aOO0zC0A0S3qM6EMzjzunRie+ENGLvPNsjeHI4oMCqVkCuxNJb6GSMV+r",
-	"cTZsq47kCnZNCx/MnN3cxxhj9IgNphVdCHvko6Pb3F5OYiC5xFBPsu/M1P/CdIv7b6JaPJcXsn3WPiwk",
-	"XUtqy+sm3Ti2eXYw0WSD4r/6UYAkWKjOZ8lSQnrv7plr0/mfIjqxvQY251pvq5YGbutl8GLX231nzl2k",
-	"yCCu2krKz5pc19R9smNo7bU+8zY5lgB/gpE3pFbkWLKATpsstrv1GVcGYKt02qpA+cl0l8VcqVBq3cLt",
-	"RSl5UUps8UFEh7Qn91z2uIIwkxokvi7Vt7Ds4segmsz+ahOa8lbi2Hlrn8RSqNiVNEK9ZIMLMqD+9ZCF",
-	"oWc7Z0fihoZmbOxliEVj0lypzXqWeWyX/R1yyya/VWY5cvVAVC1ntG+tyhotNJ+MK9rp51t0ckR7YYgv",
-	"DNGljlqD9owr6G4c0ZpFmr3/p2MOEllZh/ScUduZsDGM0MiV2D/H8sEw0+eEzKw1TrWr52120O+Rt83y",
-	"K8Zv7mrPXonTWdg+Gaez08/ndEVXZ0SDF373wu9cgT1EnozXiPuwT2/9Lhhv5nVnFeuyLQo3AKzhkPI1",
-	"apRi54B3Sh1FD0zuzLfCYD27+5tZwb8EszOwXkU066Uj6CdjWCfZEc5nWvlRv7CrF3bliuX7EOs0TCC/",
-	"1e7Gr0KgN3OEs65lSVzwtijIaedwI67BtgSxjgCRaKWp5W6hrbbvIitxuY6n7RMJhmrTVKSUs+W7aQgo",
-	"gkdtg/+UTA0P5IWrvXC1f5li9DfrRQboEXKf5UoTHUvDhDih3B+VetcTn3L0VnAxtvEsdlyzIO1y2uKQ",
-	"uSzeQhEjBRgEUOqmj40k9smIBQHgXKC0kApVWAkB9TXURExe4oTPrVn9t133xML0rLHWER5x9NKv/vn3",
-	"q7fkuHKxozrusAWTtL5JfWNFTvKz8mwd8jSSyB8l/NpWL3EMgipicJIIww/kdSDGfB8rKzIaWlcnda3m",
-	"yXjEQiCMG/CEUBcVZDHyaPL8y5nUtmAUMqJ67Qw8u+1jO8jts+Ig7kRqeEjXosQL73iWXT8mtvhHSqt4",
-	"VA08BEeVNymtJTJs7bVGWsd7W1s7uz91tjvbnZ29t9tvtxHh3BCz9YhtnvtACK20pLFXmyCfl5/oFBJG",
-	"XfbwbN5p1gMCyzg0tDIpNYYoDIuNIWbH7AYR48ys0ZZ6Rc7pkZFQWnnOGuZhpoeXLt2qeGmvng7BIZTr",
-	"D1u8SslABMzW5XWLoObVmlWc5f1xcSOlvv+dan6vcB1Xa7Il9gpahTfru1B5HktxWCtfzg55eOKqpBT6",
-	"6PqCG+xwJmQb+oKXSwnWDqFq4F1qhOFlXeE8LFJp66+gwlwYzrZdmh3raGLYGavJ2UxDcpgsZXoXt5ym",
-	"GM0Oe1wqjOOCaEsFxzqlfrtmn19u/08AAAD//w==",
+	"7L3pchu5kjD6KgjeudHSuUVqaVvtluLEDVlLm6clSyPJfWbusS8PWJUU0aoCqgGUSLZDEfM0873H9yjz",
+	"JF8ggVpZxU2rffSnW2ZVYUlkJnLPry1fRLHgwLVq7X5txVTSCDRI/Nf+NXDdDc6pHpp/Mt7abcXmH16L",
+	"0whauy1q3uixoOW1JPyRMAlBa1fLBLyW8ocQUfPdQMiI6tZuK0nwTT2JzbdKS8avW3d3np3oAgbm7QCU",
+	"L1msmTDT7XOSzuERIQl1/yZmAUQPqSZMkYSzPxIgjBM9BNIX407La16uhMHM9UZ0fAL82mx6543XihhP",
+	"/7lVu3itqT+MSqAqb+JqCIRmb/2gSPeQrA2kiAglEShFr+EHVXhjvWn52Rv3B/l7Mf4VJg3H2hfj3g1M",
+	"Zk7xbwaMu63/ayPHoA37VG24wc08B4lUQk7DhMNY93x8aM5VgkoiyH4YED1kiigtgUYZNP5IQE7yVdqX",
+	"Ww1Ht7355t38wzsEpRmnZlHHLNQg/x3nmFruGQ8nRIqRytYmhYjMyg9PSUyZNIuEcRyKAFJY1a05yOdr",
+	"LQrNwhpbd15L6Uloh4L4rP87+LpV3kjDFgwW+oLfglT42i75esN4sIs78fC/PRbcmT25B4H5GXwWM4Ny",
+	"KR3erbTV1RBpoa0fsxC6PIBxPfVttvtUQUCYeYUwrgVyiZzwBiwE1UBy5lkPv5zHMliURK3dnxHl7N+b",
+	"GcIxruEaJGLcB6H0Rxy8ulDzBPmatzBDGwqle/j3qhDGpZh1/QqTblCPNTcwQabVsIgbmNyfH52wiOnp",
+	"6c/pNRDF/gSyFtNr6IXmtV4AA5qE2iN+SKMYAqIF2ep0Cm9EdLzexDfwjVbt8hjXO29ated2avFl5nXo",
+	"cOr+0LiAPxJQemrO6bPpHlqOlCG0vRR9KiUzgBkCkXawhtNzT3sPt3YhoplQcpzmntNcglJM8A9AA6i5",
+	"X64k5SoWUhNlXzRYvEdGTA9FognTCJr9826G3Uh6Cn92n2QQG9pJsh2gvNIX47ZbRNMdtLU99wq6M1BQ",
+	"seAKUOZ6TwN3+OZfvuAaOP5J4zhkPrLCjd+V2ePXBUn8SEoh7VRlGHU//rZ/0j3s7V/88un06OOVYf0H",
+	"ny4uzy567lHH8NcDwQch859gQR/PrnrnF93To0OPnF+cHXdPjnpnn64O96/MLxdnZ6e9/YuDD93f8J9H",
+	"v3Uvu2cfewdnH49Puge4/O7h0en52dXRx4P/zH7HTSB/ORr7AAEEj7+Tk+5p96p39B8HR0eHRxaMH4U+",
+	"FgkPngaMx2efPh72zi56x2cX77uHh0cfcREXVAOC4imAcLF/ddRDSBwdkjUJWk5oPwRkzJakEOUvzIP2",
+	"/kDX0fEl+IIHynD4EWWa9GEgpOFpWk4Yv3bD9qj5uqfcy44j9kUwWffIaAjckbW8BUluuBjhfZ9vb4rf",
+	"I4fRQtJrOKYsTCQ8Prgur84u9n856h3vd08+XRztEi700OxxRBUZSaY1cDzET5wmeigk+/MpTnH/09UH",
+	"XJMhutGQajBANPD0aaKgcph///vf2/uJHgLXZh1Qf2vhpGAOlRbeRe68S94DlWBUAhpGf/1slba+GH9u",
+	"1Z5ZzkktZG4pCw2WPT5grgyrudi/6J78Z+/Tx/3f9rsn++9Pjr5BTP/EVRKbyxKCUwgYvcKXHh1+uWzy",
+	"gyIHdq62mdvo9FxoIjhYZUvEIHFuEoAfUgmKrFVvL6OrUCU4SfLd9CKznZ7Z9DraD5hWCCwzA3BfBBCQ",
+	"NZpNfmR+MsAWeohITjlhgcFPPdmtG99BqAfuwz2igAfZmZCEG4hIUAqCKjbs+z7E+ZzTGPF3poeLTLqb",
+	"rdHDmYVRVnH69I0iUkiggSJrF8cH5Kedn9+sz6Oqu/SxW/TNWaJ9YRUYGgTMLJaG59KckWZGihnQUIHX",
+	"igs/fW1R/waCHtXz0OWKRaA0jWLD6exH/UnPSWRGbJwvHRqprS/GPQV/zFcwfRbR8DL7UmmqEzXvs33/",
+	"5tK+aAW4VIz9R2HmbCwv33v9jr5kOxCZUpvPsPu1Bdzok/+wH5tBQnOIk57995caAOwHEeMopi57TKlF",
+	"bxEw+1QGPQm3DIXgZUHtS6B6eZwo0cjX6UUBN6w3KDzrCxECRQtCrjDXfRpSpXsKgC+7ppAp3TRl42yx",
+	"FGheuAW5EvykCOsGriBkwUTrDAVFo0EKrGwLbtgymKfXWj370mnW4nOGkAf4YpfHybK4WTn5WcA6oDI4",
+	"LLxePfr5JpHioTp7Q7as5kNeZNwUlhrGc7Hs3L57ZV4tHPm8rV+Y96qYUDx3/N8i53QBCne+PBOZy0Nz",
+	"FmU4fczQ5DwtFg3FiBPBfdizF5u5wodUDQkaiIWEoFPHm5xVaiFbwhS9tLzcqpWubDa0TphaFkpMQ1T+",
+	"Y3FwuZVQKelk+g7C8Wav91McLEyFEePFX7eqG5nJcZtZ413TAt+L8ZKgNHfugndW6tuo48gr3kgz99/I",
+	"/hVozfi1WvUCrRy6A4FXcN5M8fjpKRfj2+/FeHWuXQD4Ij6jHGIlZ87mPLpNp5m1iachUoO+9yTR92L8",
+	"ZAS6OLjr13pgBkriXFpdDTem6COAEKwKh4ZptZCh3msNrLlm0ddR5ANUURslQpksLRDKhC+6AqMlzL/U",
+	"cyBDI+qnY7npa0BYAE8j7n0QSxPJinwTBZJFNbq4TIVTL5TJrZHv1slEReHYzLMYUzRwWp0ruv3MgpWZ",
+	"oHuulhMvK/sr7GrmRp6GMyJq3ZM1mjGW4Y2rg726rlkwdLEUj6Zor0ZgC8vAZqe3YgUDjRSJM2bWSHdF",
+	"6OXidCFkyH68GLn9CpPVqS1f5jxV7m7u/KtpRM+m3qx0Rm612bezTuVpWIeTDe/DOZwufQl6FRRaWluv",
+	"LA6/b1zbhRDR0gZVzW6hF0HUdwblBYSNVW9qZlBx0jNaQ5+FTM8V5z/YL37LP5ilC4kRB9lbiiWmUQSL",
+	"vLuYUdecQYNVNw9ZcBdqZcEFW28NqLzqWS3G8cx6noa4EPvuSV0IPdBnBjCr0FcemznFI1MwEyFJX4zb",
+	"LjoKQ0DFAGNCEb7EwtfwyyVjOKcNpmYhjXu9dHr0A2o7qjDkrPNKp/6NhgmoR7IjOGWixlqQLXMubFaX",
+	"0WAcg2+IY2XPwrLAPKfaH05BYv5er8QN8KfRlULah7AWc1aU3LRZ+0oW0uzLdFWLsTME1uoiXAaAio90",
+	"SG0oF67KCE0DUeUAS5kzCstcSdJ78PPVKZI9jOD4IOdu17T4+RuWmga9PpaOtJjCX3WHNS73XLJoJUS9",
+	"4WLEe/4Q/JtYMLxKcjZGw/Bs0Nr9x1IM7Utd5EQ+AUknIBORkKEIg73C054/pPwaAqLoRJHREDCygWkS",
+	"iVuDIvWUkEHg8fw/OHzm0MgXPNcUlr2ZCmteyxeJy2CZO+OBfRU9ExGb/9GJfSv32y2oBKQyqqpJajHA",
+	"V5qU45UxAl8RygPC+C3TGO+iPNKfpLH5GI+6iFBnT65WqHOL6mmZcJ9m/s1y6GwCeSiRT8MQpOEsJMJ4",
+	"pLpV2kgZ6+rZs8s1/8AdmodSJNdDQsPQBSxFBdZUMEW7mIj51za+1uUD0ei+U1lkbnpsJRxLz2YaHBky",
+	"ZQhSyyKyVJy5pDGV0JTEoaABBOWcoAg0DaimZI1jgB1GKk00qPVdEogRN98Ysh0xPSx82cueCfPVh6ur",
+	"805rih5LiUNTB36YDoFj/3J0RTZozDZutzb6Ygxq46uTCe828oHUxtfSqHd7GG3G+LVZ5LWkXKs0gNEs",
+	"aC77ziO16kMG8TkxzwlVGQw9hJP51SMq6dvHPCBZIpuL6g7FCKRPVcOlyGsTMsy0BnWsplGaNY0jpyRg",
+	"Enyj8Zk5de3oaki33+5Mj3+SLooMYUwuP+y3t9/uZCF95uw9YtA/0RAYNlAI4hoNzbrMD3ZNLlWqYXuK",
+	"/Qk9HLBGjmB/YqIJPi6d1IxkiBLFVbLSnIZcOM/SAjJw1JHVeyOIrxZflvlw5sYiHoKmLLQ4l+U8LCJh",
+	"pK8/XlwZ7v8SeJBfbZrKa9DL2EaqYltlgGwtjQdQWEAh+ExZxhokNhDUphz9jppabQhanmEYU61BGmT7",
+	"//9B239utn/+4v7f/vJ1y9vZvvu3OnAfUBksy11JnPRD5heo0qcy6JBiZJcRkCknom9oCe8vD6NNYynE",
+	"wJBfyG6Bg1I1jPTpouPmhbk9UiRb44irRpvVhpPli69Dwmrw1nRWmDvk/MddQp1Qtb25uUk+XR233+Us",
+	"rbxmrzVuR3TcdgzRfOAmPafX8KjWNkTpOmdlng07V7aj1+CSahe30GUxYU2gNKdUguGyIDSTlET4ZVTm",
+	"hWX/vynB88TP1e1D9HZ5Dd1+tGwsctWQXAi8yXdde2S5mkNvV1JEVwVrrf3t4RTXkrZq+BRGpJO1z63N",
+	"zy2rd3DBYR1TXVgAUSw0cH+ySBBRN389TUAvQn96ZxWloDrd/INZST9+SsRtRsBssDm7XCWwZ9r+MEvP",
+	"bDSZYOrTtbmOUaoP2GAAUtUrjw9j/q7FjGwPtZAKKYvOZFDxL7dEGIDSGH9nBajsBw4j80ed0FSK8ykI",
+	"XywIXVwPt/x3QFnYIHiVN1iRv4zw9XXL2/q5XuYqJtwvJ3odjamvw8mc2gGF6gLlsgPTspZ5a4n6AL+a",
+	"1/Ewq5M+sDux6jQ389bhRXVthdMMImd4qD+/VHa1LpRLCAcP5kb5Ntm4Z1DYHy6JkccMQptPZ8l3z8g3",
+	"IZilCg7TCHe/9IKlQ/MrCLPAVWWBsNgtdZSqw4+qQlcXjQM0LucAK4bkZFDILG15heTvlteqZn+759NZ",
+	"zS2vVcoLb3lTae0tr5KObb6pJo+b72pyx1teq5wRb74tpDW3vKY00JZXTeitJfYiOJe8Yh005x4Wgt3o",
+	"o4mUUPFHLCV9DAxB1ZvJxGAAHDMNmWFVBF/1CHSuOyRLiVP/+PFLrX0qrC/+YQbGR7amhZEFwGXwL2So",
+	"yiw2dfV8gAyTiPK24Vq0H5qZOOwRa3wFfyhcLYjUxkFuaZhApz52jqo6NVVxegM9NPBJGDAOEXBNxICY",
+	"o+tYgi4aRlKrSO/LX/6tfp6pBOC6lF73YpoEXSN0ob9wICQpZegbCasBmfdsGrI1EKMZkkZAKnyoyaZ/",
+	"v/AEr6WS62tQ6F70G8whFT6EpJGffhEgtcxpHAupjx065fwJ85y9VkTlTSBGvJZ+j1kI+74PSl2AGWWl",
+	"oNT73o5c1CXaXw6F1MQ8yzX7t0tq9m9Rs1/MeJmDoiGKKouRWuQCmxqtlAdrfmd9Z1niDP02XOjeACts",
+	"eFM3UfnAXKm5pZht5FjUdJ4CU3FIJ822uLJnY4Z3YOpRwl2+5Xw3nYQBSOA+oKeOC+K+7KGL3iN2FiN+",
+	"263UE2si62MQSoPNpz8zTAUw5c00HfgFLCjqVs2+6KYJGb/Zy6pmDED7Q1DE7rXpOCu6EW0Pvnz9ydt5",
+	"U68eVc96ZlzZEidft4qmNbgzKkNgqHWsdjc2yKeLk8w55UvAugA0VB7BIljm/GPJbqkGMhS2JtScPdz/",
+	"6Ocddo1T6oTxG5TcsTYbWcPt7eU+UnOBeVMnrYcQrS/sJC/h2x0GDHXtd1ub0xZa+7bh8EtyjkIFudq7",
+	"ekkfVMrqa4QDrA6xZBTtqpzdayWonN7PGFWqOVYptVfdTSHEtjB1M26Z7x/dnl/Aimew6h+LMBSj0sUY",
+	"hij3cIzKsHAMGXpdo0RD7YU4HaldMmOpIZV4vVZkW/x514XcKqv80zA0giJlHALiAqH3yO/C/HvXSZ1S",
+	"RFaC1FRq5+xmkjjlJB1vyOJOwXSWLcKOVb8Pl7czxUzQMkWUSKQPpHtOaBBgQRZF1rrnt2+wbNj57c66",
+	"R4D6Q3T2By6wjgty0D28IJLya1BY7vPjpQ0p6JB9br57045oHEOAY6RjE6YwMAHHT39bs1F5RIl1jyhh",
+	"hjHcqy80xuxRkrlWSzysOZR5u+7KybjYj9v4csrTptGzIkdOwe2TDbOOQRIreBstIFGAxfOE1QgqkZY1",
+	"Be+KV9vnz+Ptzfbnz+Ofjr78P7WXW7am5xCkq4S3gJTaNbrtvn/zLGJ/rlhPH95Wp0P9m16fan/oostG",
+	"hkp1IrktmGkr7BYqHS7C8KaUs9kpA/kCvaXAuaJXxXy0ROpDXspo3kbSoRvXjE6AZ0GCEKiCojmgIkmZ",
+	"xyREeqzWS7WfRnScfr5HHN8n9pH7V/p4QaNLgzXnwiCgFnbo2aVbF5xIpE6X2ZnTmXtmZQLHMVbCyeXE",
+	"CZzMMOx7JOPgGLaWdfkiT7i5owuXavaDlRqai0nly/ouS35ZXIdxzCSopeP2zcdBD0IFoyFIqK+xULBD",
+	"zhrZ1fvNbYo1BP2e6Yiqm12yRQ5PPbJNBigFKiN8eeQNccKfR94RI/xNDIGJEU/LA3tka4ekFWeLpYGX",
+	"DfsrFjpLF1s0uU0BphFZH11Kn0FW2Tox6LdOEb0Fy7EUEdbSghrJD8qatT0yhBCDMymfGGnWSH0Oc1Wp",
+	"XCZTGA1t641rI1PxgBRqpC/I81bUKbDKcF5hf7lPLaNoAtEnfFoojp+DaDQUIVhAuV4NmviUE6UZago0",
+	"WApEZM0M7l4xOI2nT6gEjN/D9Rn5GmIqqYZwsr4SYiNKVXZdwZM6XC4E0TQisy1zXY0In5C/XZ59JHao",
+	"gmHOje21xu1r0XY//q4E71zQUYFXnGSJDEuQkIKIcs38Gd/VFmWpelFCxjELMwLKjTpj1AXrtME4bCw4",
+	"qS1PMvpTpuMQmYQwvdkH8Rjc2uTIJVMpG9L/ih5YN7BXgF4dKpw+aqLT7KI594kaXaKowEoVDxtiSL1S",
+	"fYaa7gNWPbYvtSMR2B8HQpLTg/M6S/bcqNQ8y7VYFS/vZJBWpnDbrD/kqA9yKlLHpiJj5fhb1hQbfZpZ",
+	"OaxU2TxKCAPdMEQmUixhKcfMMcoFZz4NU5mgQ9xglpeyKEo07YcwK5FkrnKVv4koG0x6UfCQRdeCcqTS",
+	"El1E0Ka8pIlvUCc6OFErs1GWB51LQtPDPVk2QkwnoaDBvItqyXsI5c2eFr3ZO+FJ6Cp0l2YpmbLtOBIC",
+	"6jeymbRzxQOBXwFfQJ3MU1nNEEMUEaQQ9YlVhtrsOyjTSKVTktsjBgpTWXY+5UaSUYBGtjVXAtzIlChj",
+	"DUIhJNaxjhN5DcG6R0J2A4Y3OkiRmjOoS7+acwaz7PRFvPOqDY0sDHOCryOSupOrR54pCKfEOzfj2GHl",
+	"o6sWBex/IOv/PST1hW0EbtXLu8GfjEUtioAzdncJPMB0ptWKVmYXVkVaVySfn9en2wVy0pMJrys3VR7s",
+	"NxqywMjCgocN4TPZZbWoK1M9ULzlQhfEorBZ/AapBu/Wm7ZtTpuyhu30G7VnuB9QbcUYX4QhjV3G56rX",
+	"wpQdeHp9RWa3iEWxip4r2RULKFZ3MS5nCC9lXd7HFF7d2qd4NhI1BHOg04IcntpwM8GhLmWarEVJqFlM",
+	"pd4wh9oOqKYeJkCj5nlw0kWyWt/FxFxF/omRif8ka9VWFh6p5Rh7xJ0rieiE9IFAFOvJOg7+T0OW/+yQ",
+	"qzwBF6tu0OvMdQi3ICdEmZVabCUGY/EuFyNOfBFPzB82szf9NRXIW3VRBPMaS+4iqDASxuzYZYrjD5jA",
+	"vLbV6Wy/fWsjv3CVaLQqJzATSvzQYDg2slAeSWLiOuZhkPeGkT4+f/bMfgMp4hgCj1BFsJ3E25/eEapu",
+	"FAbhkH5IbTwO8QXXUoRYv4nZ+RAX2pYajZpN/CGVRoSRyoKYFjO+10rdQZyVySzXw+cbLvV7jxTPVvga",
+	"dNsmRltJi/YVttckaQWGQu5yRMc2Q3mvmGft0q/tuaUZ2jb52g5cTW/vM06x2VyNgdpdQwvIE5W7a9r2",
+	"an61l8M8QnzQ2+/UhUIiaXiEC95GqiBr9n+28wgoFhjcqiNbS6EbByfddS+LSrTzpQdQDFDcc6VsCLj0",
+	"EqqQpurv3ZVVwu/gxq5VRisBoVomvk4MONMQEbIWMAMJX+enUbhcbWK0gnCwfp9bdEV5omAVRWbGOHHj",
+	"FJDFVnvIfw0g1kPLdbLwtzZqSTcwwRAOa8RbSTqp1W8rbs7U6YL2bPemZc0TkVjzN4CX9vbEQOqaXrIL",
+	"FGyt0X4rN6l5pAxHtn5W6/YJ5pz5nlmarfKC8TBRYhhlqIS5Ax3euGZGDyRVlXXIlaWpBQWpqrShbJs3",
+	"I0cCizW2XcNbkLLIXDUBhOzWxU4aSgwhdddM2cYcCWaOkscryDlT/ntCQ1KKhctsebGYw2IVjKY48irI",
+	"q+uZgzAriqfY4euBRNP0WtMjYcVUb5acmjGM6v1urkXzEDmmmdIzXA5vqrxyjPnQnLqvSQC+CEAuKuKm",
+	"rWWx6pMutipHTctd0Yzbhm2ScmUDxl7l2Fc5NlhRhE3LBRbjB/fb/19aPyb7s9Nrf/m66e38WB8tX7CP",
+	"TSeBxfSPBIg1tO2RmCoDH9Kn/g1JuMv5rpU0C7XrnsnRt1q1Q29mm5Rifbwli3Na53getbPgVRDbpMGe",
+	"Y9uLVrF2kUsLdu4upSekMU9TM3s1m2gE0grluvuSweAeuZdZrPdMtcK+NdsHu1zd7AWClnI/6KPU2rar",
+	"qD+LrCLjEidx3757aSX4OWW3zFvTjfNmbOPKjVsp0OPSddxAZE2K0N7EStM05VahZmcUuvU812/n7dsf",
+	"d5bK9sMv8vbzKzoHVpMjV6vagBrZkvJuTcf7JT5buk79ymmvixGSXdXD5uXUQKjq96uBRu0pFtJ2CnE0",
+	"czJ43KYOUwmrVAmF+yKyuCsSfS3Mn3XxEW6MR/cAprTyDPk/buoLq9Y/qKHPVviIXR9hlIyf1O31koqX",
+	"PJNBb1H6t6G8DZdpXRmRjCCXs7SUse0xvFZxOFlQr3ABOTK/pxYi0Xo2N2u307nnTnDEgHkfYlsymAME",
+	"yvblxls/AD/ERLXUGdfDhs0NjKp0gpU094eYQIjovZE+V5JYm7iDje3Fdx5C5Fj5mlxGnn2QuzETTzP4",
+	"FFZfi0op/FdviUFjg3b1ZwFjTMezr+RH8W7r5+3iSXgoM+ryyVUObi3d0vq8xPDKKZrJvuvKgfkBeLU8",
+	"dSEGKkR0n+bXNhcrVwQXA2yqEiJE01wgGoYPfWM/UIuoB0iKvGUaYAG/iBa2hD2QtVrXV+4l4UIXovTu",
+	"6QqrrzVukAMTi2dWYV2CJLc3N5uaQS6Fq0/ZBGUaxxczdsyUKx4KMW049yy8Os9KYCEKqofBk2+uWVp6",
+	"Gs3N0mp7pFUOvyCnToO+CWVtITW1bKHAJAxJYD/FrIJqRzHXYcdB0UM69dwx5xtLfzFonxpoNNgBSVzG",
+	"jWnPyD3tg09McRALW4/xUY2Y9v3VgfLQpL8cbKv4sRD12QIXD1a1/ZF5hRSqNm9n31JP1iUGI04w5WWP",
+	"2G/yjitZYyIMiJCALsVISFi4KMEFjnjEtZyUS2AUG38V+t+U56+/NV666duMYgnlW68NuyxTeFjBPrtt",
+	"7iPV28WtJCktu/sn0JMbkTKD1Vx1t4tE/0xFUVaQ/8sh5Q8Z2zS9nMXRykJxtboT86XVjzCqSiX3lFgf",
+	"AMUWF/VOmNIr1KR4YjfsfSWYpxQ9vjuX8cxOR2a4ahrusla55Q5lNZn5kYBfzT1uBmkKS7t8r9XksxMi",
+	"enxnW5Hwn8PjluNgXbI2lf6Q3TbkfBel1Kdvg7oKZc4NJmoWTxdsIVYHp2J3x5WsTrNL5TKFZjwiYsBC",
+	"aBgjlxVBa+xJudK9Vvg209AbwFVsRD1v1xHjxV+3auou5YXfaqOkIsZZZM5kqy68qi6acPYwm3XDlLM6",
+	"VliHP6ScQ9grrMen8QorSQdKXdhzR6ldDvBbCEUM99pTUfbLCqMUy7c1j7dTu7faSm0rLGyqGNwKYxSq",
+	"uGX+hPsMshr6TuWIzB5je94YmFGywjok1elG+olUegXELQwRZ0X/VxnH+Zh7/SS4Br0Q9m5uv6kbqqAn",
+	"rQATGy3f8wW3BV/9yfyBNmcMpCGK78Gk7mbw4t+yIkJL1leBwQCs/SsG2e6LMUlLCe3ZjBrHrSc/qKze",
+	"IrPx+5iaRCgxHw2pIgnXLERzdBAxji1+JQsaippPsf2MBrc2N+fXwfJa47agMWv7IoBr4G0Ya0nbml7j",
+	"6Gk+QWu3da3hr1sIvKabojDzm3dvf9rZXKi22fSFkY+z8+O7N4+zh+ZbJpt9e3OxDTTcM8VzeKyTKDQr",
+	"q4fgj9s/7bybbpE0zhNEYimCxNdkjekMMdf3XDqUQ+EFq9TVX5XZWjDa4HHgMPd+zRbxbufNYx1G452c",
+	"Q+BBZw41YMOdv2K111M6vrRTetUlVa73HDl2HgsU9SJB9ufbx4GDUe6wKt4pHXu1i6myyO3HA0CNNJIj",
+	"4dbP248/bybB5PM+zqR1Ik8252I8tFHkWXacJpEnP/Kd7a03j3SpVKSkApo9znzNctUyRz5LriqA7d2b",
+	"H9++ebuzfGnNygVfRxx1iFt7n5Rh7FWkn1rGM8UAmrCkiYPXsdH6W79RrGiQmZoA33iy8266JkKqodEG",
+	"4aHOTnGF5bhsv6ylOyhh5uO0ceZ3he27be4qWvJsOVFbkXCPpO23donE6mIQEA3j+goQg6yH18yueMV+",
+	"X3fW47FUBvPKpb1iKjWjYXPZnoeo++U24GUgL+0wX0TzAZ8vX1hyH8srgMbyvOYAqat8R9Y4Vh5IojTT",
+	"ctf1/qDXlHGiBZa7C6nGUrHYrmR9Wrl57rJsC5uIc5N/EZcMw25rhlbTaZuhAj+RTE8uzcSpzhkxfiVu",
+	"oKav4P4vRx+v3p/9R2//8LT7sXd19uvRR+LCllBP1OY7A0PcCaIZUIlXi5t8qLWttn4NXNd2/9jntowz",
+	"2T/vmrO1meAuZL5QFMIXEdiuLoJDtQD0UChNuudqgbWg8O5svuWVHAghg7QEdERZaLTjgZBkv2snUh2C",
+	"Ll1bIVaR0OjeieEVZIPGbON2a6MvxqA2vrrs17sNGwxNb7BMTWmfew6GdWOZB+mI5REKYCdHWC0CO9Dl",
+	"ldZ9KiVzLSWxKycm1uyRnTftPtOuJgmGvgTWA0QsftgIeqZDSB3XZvf7591W1poLS6JtdjYx3icGTmPW",
+	"2m392Nns/Gh7TA4Ro8rLR4CYn68BuZ6hNYRwNzATmVffi/EJU7pwS+IH25ubFX5eLVSA5aWRhuZW0yzO",
+	"gyhQQcIwJLhSjBR5Y2euGzBb4cZ7GhRSst5sbs3/5BOniR4Kyf4EbCH9dpF5Lm3ZkGPKwkSC/ezHhea6",
+	"pczW3iySPsbdFIn+H1/uvngtlUQRlROsRI+FksZO9DGy4D/sB60v5mYRasY52lDePG3vvQgmCxwijGkU",
+	"2/zaLBe9pYFGbRrGQ5o6gnZbV0Ajso+/3XlLnn0xJP6uzGe1TODuCdCvDvUMt+MwMiB/UuR7s/nz/I8O",
+	"BB+EzF44b7beLjKLSmJsqRacQsDolWG95uPt7fkfoyZ95DrvvlgCsXhkjac1JHLn1XHA/EpwtSas+62e",
+	"imz+jpWgaAQapGoMl8tf2Xgvxhib9OUe5AfcACRwwtfSNFbMPHphNGauM2xpbDMssOjGExPcm/kffRT6",
+	"GFvLvhJcRnAXYOPgLW5icwem8M9VaXDDinOzxRIUgpxgcg9CfEx0z5fYgPRObH3RaP5ypaBMw1BW0axH",
+	"tlwmmoa/k/WxaOtQjLitIsVcfEgmtNskDixuhQkgVBFKhlQNjVDehJqZrPX0t0Shu0ern7AwaG/lPSxc",
+	"iUX3OA4p56iFpRVKbFmT1n+KhJiHNlVUyJtOK23ckX203P1TgMrz3UCFRbhYv1mkmVU6S5Xfl30hvYqM",
+	"9xMZeeXUbasGd/ar32MbX23InIRBWbwsY132Era5cWvpsQBNOphr5ppnKZLYlqyudiiqJs2M6J7iqjf3",
+	"TZwFSzE8l2hb2Oczs5Y57ORVwP0G2cMRYqaXirUeMTepocqE418prT4Mh9i4gckc0fdXmNxL8F2apB+T",
+	"bNLNNBCOgcYLJ5PvB9NPiuj8Qyb2KLLGXW9GIAp8CVqtLyFqX5qPaWiHciVm0aA+EJJIoW3jS1Lo8pZL",
+	"4x3X7+2vhoeTiN6AIqcH54QGtyA1U7YWBa7Mvki0EC5/G6V4FNu8BjK6p5D+VHdj2hdvhasx2+TzXYzZ",
+	"EmZL3BxG34CM/XonlkVmoYcgM0U6rZrwgNdhnBf3dGmkZdTpcl9ChFaASpHNvPkKpl+UnJLmL25bsZxf",
+	"nB13T456Z5+uDvevjg6J4CRKLFNKQ2+ZTV1WaYCkmWaWzO1KeV6CfvG8paDvS7hlMCJxgl15bUHcDnnv",
+	"ikR1ltT3cxg8C+tJi8LO4DZpLVWHL6+c59swN8ch9aEopsTl2rirMB4/BMqTuCB3V3umUA2e7S2tPDKw",
+	"u7VtR7CygfXzOxaTtzp245LfRT8zUjYwjgP76mVa7uaFGrXLy6yhLvcCsUm3r8btFTC8ij1DoCEGQC6N",
+	"10Oh5jlSPgj1wv0o2QobeDlu8hXRVveiIAAXc6I0INAzejtYjEvd2v6ps9nZ7Gy1vmTejdT5sZzgku/n",
+	"+XQms4ZZoos5sVdvxHcq4FwzpUESauMmse8N08o2CSJKJNIH0j1XK98HG18zD+HceBeDiI/uQTCT2Gba",
+	"D8oIvNbWJv75FlnYkuT33P6EWSwAEePVm/BN6y94iD+oexL0DUzUxtcbmPRYcLch4VbcWFtJrSX2Am6F",
+	"xUjCFGER9qTSNsIhBhlRs809gsMwfk30iPlAbgBia/qwHlE7S9CjutmyemFX8ng841eYdIOn8U80UaGD",
+	"w8u3Wr5QQjDQM3r8PTzs2KCyUWu/wPaVtkffiJsr1ZVjTdQesS6NtKddXwTMFj6rwee03tDLVZGyFdag",
+	"KkLhFUFXU49sB9QZqtFiKLrx1VXSuttw1aGamfS+Kx/l5qYS0PjcRkfX2sXZ2Wlv/+LgQ/e3o0M0uLvO",
+	"hraSv+1toNIixNZC9btg3GZTNSC3m/IR2TUWMgzOqR4+ETU0Mm0hou9Mc3qR1ONQilCE+EMQDrLwRj9Q",
+	"qhlbRo+JaX2YKuE9gwYuQZ+NXCzkUxHBippO5h5bORizuOHnU3H+xej0VQVKJT+qFLvmjjf8oCzRrsIj",
+	"0pJKs03caS2nX+AFi3DpIpsIIt3qqyS3CsIFVoAz+nYK51ozd31s7inIa5e1e81ugdtQJlvXPgs/SAfO",
+	"yvx2yN+N6jFVUtwj1GghYaFCOlPk4ui37mX37GPv4Ozj8Un34KpD9kkoRljqwKexbQYNWLB65AKBaYj9",
+	"vlx2gpdGBGOPb3e77JKawhS49PrSFCSAEDTYEmXuFUOhYYAJ364eA+nDRNhGUpFtKVVXz8KNpVwgRqpr",
+	"jYZCFTt9m52EVF6D9FxXqrXL86MD8r//19bWHrG9eq2nFVvz5otg3A+TAIL1Dvnl6Ip0Op3UkUskGB6q",
+	"LKRGNF1K0CAApMT3jLl9RVbWUDlqaxub+azAVJ7bmLkocysYNSNDc68SwHcpASA/RXHdVTxgXItFOPSU",
+	"QIDFFlSzMt1VCisquEC1QoUGspZHmXr1+V3rHbKff6BIRLm1FY2Nho2+FM+loHl4JXhpDIryCijNnSq/",
+	"Z/B6QnzKsZier3EmlwNYy5YQfPfP2g9pH8LWbkvEhtHGWsRLqguFdTwfDyksYn4kqat98pTc45W2kbaR",
+	"4irVUBan5I2v+P/7eDP2SG1lHKYVhJhc5Qs+YNeJJTYrClmS7Oc2/SFImEWUTf6NaWzE/fygSPcQ22qY",
+	"n2OK0TwuSiHdcKtKUUUSnVdx/MuTUN88T8gzUN135gtZgGgaQqczcVptfC0I4yy4mxHVKIFGVq+xArsY",
+	"YP0mW20OilI9WftwdXW+cXDSxUtyD7MwrA8lLWqEQ6x3yMEQ/BtVaJX5gyK2ap0m6elZ2tPChmRns/yQ",
+	"NRgngju1IS02tXZ4SrBomc9iyvVeatkzd6sz76Gvh3EMl8BubyEQbFixvmuAm/Abbq787qGXSQQocnjO",
+	"FFFYs2EUhicISbggoeDXMN0RkIiBZ/Mz40Re56oJoWGImmKujn08u+odn336eNg7u+gdn1287x4eHn3s",
+	"kEMx4gbY2H/HTkk52T/41coN4AsZmJ/Nn8DiOpdrBr10rEc0Ybq2DB+ABmh0nB+lnq1ucfP/Xzb+UuZO",
+	"GffrM24oZpr/1WddFvEKsXOPHNhp2ubmxWtDG5QLGCVmSCORpchvID3EfeIy06pb7XxH7csh3X67M01Y",
+	"J0Zt96kCMoQxufyw395+u5NGB1tKW1P4baqyp4hzeHW2npVJozUdPO68VrqFQ6ZioZh2HYUq6cTZKveI",
+	"kUjNZfPX//mv/yZrZrqMwM3Pe+SPRGgIbG8MpjM8JHFIU25kZGGbhSwSrVgAJJaMayz0sX950O1i3ham",
+	"VoyYD7v5pJ9b//Nf//25Zf2waFZQibUtSOpjoJMiPc9mZKQf/eWv2PL2hx/MivFDs2obAYWLWLs4PiA7",
+	"2zs7C0Mr7Zg7xQTZn5hKnR4L+xN6jpO1am/gGVVO07kuHeNvn4uQ+XVl9cIRnSiiKA/6YrxrVB8pRgpV",
+	"X6pdicsiY6Z8MqITsma4WHp2H65OTwz3ufztFwRc2syEcUKJpv11IhOOvMNO7RCQSZWClCkiJLtmRj6R",
+	"7Hqo1Txo/ke7SEDtM9yQatwgF4qzwWD2qHffl46/vcAHF1TbytTPLchnhR+rIkl6l5AixuVMpSCcpOa4",
+	"2fJJXly2OVwDdCK5Exyy14kaUmnL05tb1WVzKYvMzCnQe3g195H/FD61SVtU5YZW13vSoD/lBKJYT4it",
+	"2jl9sR5kA/3yqIlclTv1MUX5fEtNd2YOvRde7+77IDN0TeR4bCTl/IhyGnNYb30Ude7vAxHFVEKb8qCt",
+	"QO8SRW/B9dOdckAQ+COhoSM0J5hnz6rtWQmMmdJq3SMoMI+YgmlfhaUoN1bBAfJRODsu2Xft7OuKTBta",
+	"NkA1t/vfLs8+ziLFS/qocSp1tLii1a3M8ZSG2HYZourGaP2SudLENV14W5s1/UF3W+ZMl0lnKEPtWSx3",
+	"5SXMttuZ7QUZIr6W26xY+74bjmcDoCu3PBugKlb0iCbcBrYHtYxwlqwh+C1IRVPNqFba2Fe+a3ubOkYV",
+	"/EEUmkRswB9aBNacSaFkzciRx5kXiJDlN9BWwaQLPuWQiimK01gNhSYKIso1850sXqhHvlGqAL+XKv7K",
+	"OiewZgYKSkbS1xCpDvmIZpj9g19r/AgHBViYy+Yl2QYOQWlX0fvfE5ALTYLIvciLacn2xxSnXIF5LJRf",
+	"w9TcY/W9eTH/tdkXxpIgbxDS0HmJ2yyrFgVMgq+FbQZby6cOqII24wq4Ymh6VEnfqs4koto33MXZZSSR",
+	"GDzxf3ukh9bDz58xejhkGiQN17FxHLF1INN6rUGhhCaKoX0x3iNC2g4b/QlZs9Vd02p063tphwfLnqYZ",
+	"zmG6o0ugElsFPx2/qbQ2F7xtNTwNY020IAOGITsleGVemT+QBWVumfSfzT6ZiPHUqLRV08/h22JlB1QG",
+	"jXzM4JlBuDjph8wnPpXBK1P7jpiaJVXHGlKO0J+U6KTA2nKmtRhv21AQDmaUvqwor4ajGRTL9VVkXMjc",
+	"DFsrfOx8UbJoOXIKrRmhQw6sZ9cKkhnvS/c1s5xPxshs8NSl2cM3oXjWKZRbtQqlgREWB84OxpX4taWA",
+	"nFV7MQZSA67n0TipDBqNW1QG31re7Ktm+lRc0CIuESNevOjuw/e+pmJTsw/+jEO9SPaDKq6iQz7x9DVX",
+	"iDRwFjnsLWz4Yu7eVos5n5tZ3pMavBcsdfYU6WOzmEfxNFqvLqsXqpoJDvejXsb7YtxsNdJpcSYpRs52",
+	"41MuOPNpmEWme1lH7wELzW1jg9j3sngOmlp10J6Txrk4q44UozQ9ud6m0zVLfOQSwNM0Wqck2e21FpUR",
+	"cOHH9pu75QxE9qtv00yE225SrvAhYtOrRvX98CJMHkdWQmiJZRQYkuU085nRBvVvmqNgT6m8UWSr0ym1",
+	"vrXsyTCdtBOhFCObFjukt0D6ADznOBiHh/E7tlSqkSZcQKzLuelP0oi5PWSxjGMD4jQOTsLv4GurgNkU",
+	"HlxJA+va92++DU1qWmOi/g0qTHgwPQV/2JpDP7W81ta7JcoMpXB4FhUpnbzZHXcOsm0QRiTaF9H3Z8F+",
+	"1ZFW5Gv7vtExQgiuwbG3VZmaH1IWNbO1E8N3FEliw5ywT7UTojyScMeUkMdVeZcRqGz+nMubI2t+SKPY",
+	"srmpzt3rpTjb1NfWIfvYhZhObLwkalEVbrBeNjuZ7aRrooXfClwWkyVDUBjOVyhGHdFJIcjYtkt2Lgam",
+	"SQgD7RGaZjCmQuZ6A3M9QLh+o+wVIWbbVRWPEFMfvRaiQWv3rddCB0Vrt2XTUlvLsV2E0PMxXpy+mfWe",
+	"5Lj9ynVfua6VJg1OpJnQdVxvOQaMdNRcNst1ruYDIX0IHPPNylBOpbkjAxVoxrKtv/PQBqD+sEM+AqDK",
+	"ayXGG5iQfqINw4slsky3h2l+hofyYqs22NU1WYssjJ+Wgr8PZD8aDMAm2VgYZnkTpfpbEWg6G8sjaMTw",
+	"vw9t4pEvITC6GQ0xpMf86VMMt1f3QNtTeKkoewrNnhEXuMQQIHryirnLY27XwS7FWANUxq+n+qEsgrsu",
+	"eKS5SpwWEfOJYvw6hHaQG8qwHtyuxVqaFd/QQ8avXZIN5rqrYtqRh5y9bKjI2iCm+Xf4I+PI6rWkXFHf",
+	"Nm7axxyVtsUcn4ZGcgaappvgehC1QrOcrIZImvnkaoxkwrStz0iCxCI5dMh+qAShvg+xViRKQs1iKvXG",
+	"QMioHVBN8yC7v12efcQcQfJPZuS7f2Z3E+bH2Cfmz3+StYY8R49U8hwpLzy1RfjSHRi5Ha0pWSpBXwST",
+	"XhSs1zEF/OYSePBtCOduKxiBxMkk7w9zfkHebP+/LeQiKdKZD24YN2+7cm+ubFtrt/VzfzvY8begvbW1",
+	"tdV+Q7f77Xf+j0F7G94Mdui7/qa/hQQ9rQ1E6hp1gciiZS/1piER/TjY8rfpG2i/6/8ctN+YCX4ebG62",
+	"t+h2/0f/TfAWdgatHACrfLywWlE43FSv8Fo1mGobXfoiYPwac8pcZyN3Klc2hOgvG39BeHAX6V9+OnVs",
+	"dxhDnp2bHbO1VkrqxUr4nVBce5YIbF7jLqlJJdwl2XL3iEvgM2N+bu0Vc/qyET+3vFJS5S5GW21g6uB6",
+	"q7CNHKGw4bv5noTiutOISQHiEfgsZubo0gNs7S52fI0otb1EVEPhZD8hs3hqlbGwgDnR8/aqyxxLazaF",
+	"M4CQoTyPqvX6q0r5qlK6kC8eEEoOT218F6bQI6YtHcKavrXRT4OImtpActdBDa1pjjoINUJFALGRErgm",
+	"h6eo3Fq7n6byGrSyDo2UEai9zPuQjjHtfnBc3zNXc/q2HY1ga/ffMUKK0FDwR5IwdrP2c1ynU2PDOVRp",
+	"RkWpgvginswUGd4jaL8xueFSUx4ksRH03pKI8UTbCtvTXBkxB6/6aXb/yPc1QvZlXtq2hl0nDgYPdmvn",
+	"Q05f28U1xsGg4e6ecX7b9z6/lQ/w2e9mXMVsf5rjAa8utdebePomNjfI4am585TrlmyjsFe/jb+maW2z",
+	"og+t6acSvkTYoFgIx2i5aHhmmnAxagpiKjnhMHu4MMaQKqdI5xYG/Irp2elrjsReWDyiW9VTRCS6qZqk",
+	"fndkrwGJLzog8d6idZGYN8x93nYFbmdStj02oiArwWu/IoK7ukc46B66o205LEev+Anaupy0Ok2ZxyyE",
+	"CxzuySMRl6PObyxYMIdrU8SgffoaLvi9hQuiBmm0UKXS+tUFjoFlZVdlF2rjK7ZGN5r2+G7Djt7YS2Of",
+	"cMHbjntkEn1WUztTYO1Stcj1XwkDkMB9sBn0GYNJYgVSkxgkWct8DuYLz40Kcr2exezjJBblv2kmYzbT",
+	"NeC/f/+PaQVMQozqs3WeYJyiARtDNPSW4DxFcD9LiEzO/pqLjaIO+6o+vapPk+w2LDAjWmFFy/FQdO43",
+	"GzEPaBjaNogdchYDV2g+xYIdzrbpNCB/KBRw0rdxfugvxXWuZXUkHctxVh2PQKgAq6q6Idwv5nPXIS+N",
+	"VbSOUpe46pVqpSH9e7beuEdCdguuab1toGCDUpzGRfNYToxIRB9xTX1Rs+BzBMs3YYDEJLheoc5UIQ32",
+	"xyUKn2fbfp6S59n0c9w+hZD93NNPOJK5IQeLnGQk5M33Xg/9O+Fohq/kbKVcHS5IJJZcnY77W6gykuMZ",
+	"C5VgzLJQJbulOkuUL8VLY7XSkuVnSBURfQXyFmz4yC1Iy81GQ+YPiR8ClYqcX5wdd0+Oemefrg73r44O",
+	"p9nOuZ3uuym96PbTGIDlyhZUoP1ahPHpijBCGqFUOYNliczdXM22mS73RWS49BpVNxAUw8VAYi0xkehr",
+	"UXjDiRHpG+kMWWlkJjMECsAPqaUjlRXrETzTu3oK/vDItJ+mRv9y+PQiMk1t9q5lec0leWYRoNvNYTbQ",
+	"3XTJoDMeTiw/K4CxqUKQU7aWnP/SfvXNFQhyy282SlmUfLVKfWdWqXSUjOkU2GH200L8cONrGotXNE/Z",
+	"8YNmlcvq/PghlgdNzVGWQo3qksaM2mz86WJCOh+BlLIWzITKlpUPJ2jFyp1hEuJwUuqoVwx6beKVF243",
+	"L8hS5VZW57O6d4jHGScMK2cvXnPInPe0rSp2VLAUL3LAfhb9rLyE2Tpa4S4pRFXH4eTViPWq8jkJFNHI",
+	"mq8cXS7PZ4WI1BxXf1rAttjFRg1ZbO1DsauIi83jrQhpmepAhKEYkTi375vXbcv5lOIzYbM/IS76u4ZN",
+	"ChG9NH/hyxKzhIgaZSxzwK7tbHZArwLXdyZwiRG39tvqSRcZApI6dgOoN1Njm0SVFaod8aoSSdZKPGA9",
+	"nyzLui9G37qakGuOQ6x3iA3n5SIPQamj9ax55TdgOE777VpmZwSTMGx5rSFTWshJDxuKsRBPsWWbktQL",
+	"OEJErkaIgSaslrbidEwJmAjffrO9hHSUwf15JKNs+vltOvMS6ySQk55M+K4N4hZJGLT7rrmbeS4STbqH",
+	"6jWB4VVksrzSopjjcDWscZ6gtPHVCSnN0ZGHoCkLLR+mpG8OGSszKG34pwKwUVR03NUQqXUMaKy2CNwj",
+	"tCxWARSiq9wSbEVaz70gM46R/hL0qMZVGJ2pgdO+sBBJs6SniI8087hzagwYECJ6DZB8sYZ3ZPFBgdQs",
+	"gd2LpDdQNZmtCzl7uVVicrW8pg0S5vau72EUNHrf+pOKBkVGQ6rRqW5uLycxkFxiqCfZ92bqf2G6xf03",
+	"US2eyyvZvmh/GZKuJbXFdZP9OLaZgDDWZI3iv3pRgCRYqB9oyVJCeu/ummvT+boiOradF9Zn2nyr9glu",
+	"K3rwYufgPWcEnqfIIK7aCtEvmlxX1H2yY2jttj7zNjmWAH+CkTekVuRYsoBOmuy82/U5YQZgy3Qrq0D5",
+	"2XSX+VypUELewu1VKXlVSmx5RESHtK/5TPa4hDCTGiS+LtT7sRxOgAE8mdXWplzl7dixe9keiaVQsSu6",
+	"hHrJGhekT/2bAQtDz3Yfj8QtDc3Y2A8Sy9qk2Vzr9Szz2C77O+SWTd6uzHLkKpaoWs5o31qWNVpoPhtX",
+	"tNPPtujkiPbKEF8ZoktutQbtKQfS/TiiNYs0xwycjThIZGUd0nVGbWfCxpBFI1diXyDLB8NMnxMys9Y4",
+	"1a6et9lBv0feNs2vGL+9rz17KU5nYftsnM5OP5vTFR2kEQ1e+d0rv3MlABF5Ml4jHsI+vfG7YLyZ151X",
+	"rMu2bF0fsMpEyteoUYqd294pdRQ9MHkIgBUG69nd38wK/iWYnYH1MqJZNx1BPxvDOs2OcDbTyo/6lV29",
+	"sitXzt+HWKdhAvmtdj9+FQK9nSGc7VuWxAVvi4KcdgG34gZs0xLrCBCJVppa7hbafgAuHhOX63jaHpFg",
+	"qDZNe0o5W76bhjAkXOW/BFPDA3nlaq9c7V+mXP7tapEBeojcZ7HiScfSMCFOKPeHpf7/xKccvRVcjGw8",
+	"ix3XLEi7/Lk4ZC5juFBmSQEGAZBCqo7txb1HhiwIAOcCpYVUqMJKCKivoSbO8gonfGkN/7/tyiwWpueN",
+	"1ZjwiKPXnv/fa89/S8RLF3Gq4ykbME4rsNS3meQkP2HP1ldP44/8YcJvbH0Vx1aoIgaTiTBcRN4EYsT3",
+	"sGIko6F1kFLXrp+MhiwEwrgBTwh1sUQWj4/GL7/gSm1DSiEjqlfOEbTbPraD3L0ovuNOpIbz7FuUeOU4",
+	"31EPlLEtapJSOB5wA+fBUeVtSqGJDFu7raHW8e7Gxtb2T53NzmZna/fd5rtNRFM3xHR1Zpu/3xdCKy1p",
+	"7NUm/udlNTqFRFiXFT2dT5t1xMDyFA2NXUptMgrDYpuM6TH3g4hxZtZoC98iv/XIUCitPGd58zAXxUuX",
+	"btXJtHNRh+AQyvXYLV7bpC8CZqsUu0VQ82rNKs7zHsO4Educ203fqeYtC9e1tiafY7egwXjTfhKVZ9oU",
+	"h7Wy7PSQh6eu+kuhF7EvuMEOZ662YTZ4JZVg7RCqBt6ltiBe1iPPw5Kdtq4MKueF4WwTqumxjsaGCbKa",
+	"rNI0/IfJUgZ7cctpEtT0sMelgj8uYLdUSK1T6lls9vnl7v8EAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -788,6 +788,18 @@ func (l *linter) operationHygiene(op *Operation) {
 	if _, body := op.Node["requestBody"]; body && responses["422"] == nil {
 		l.add(ruleErrors, f, op.Ptr+"/responses", "%s takes a request body but does not document 422 (the request bound, request_too_large)", opName(op))
 	}
+	if responses["422"] == nil {
+		for _, p := range op.Params {
+			if p.In != "path" && p.In != "query" { // a header's bound is the transport's (400)
+				continue
+			}
+			s, _, err := r.derefObject(p.Obj["schema"], p.Ptr+"/schema")
+			if err == nil && (s["maxLength"] != nil || s["maxItems"] != nil) {
+				l.add(ruleErrors, f, op.Ptr+"/responses", "%s takes %s parameter %s with a length bound but does not document 422 (a longer value is LIMIT_EXCEEDED, as a body field's is)", opName(op), p.In, p.Name)
+				break
+			}
+		}
+	}
 
 	if rb, ok := op.Node["requestBody"]; ok {
 		rbm, rbPtr, err := r.derefObject(rb, op.Ptr+"/requestBody")

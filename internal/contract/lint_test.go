@@ -118,12 +118,13 @@ func TestLintRouterToolShape(t *testing.T) {
 
 // TC014 asks every operation for 400 (a parameter, query key or header can be refused on
 // any of them) and 503 (each reads the database), and every operation with a request body
-// for 422 (the request bound).
+// (the request bound) or a length-bounded path or query parameter for 422.
 func TestLintAsksForTheRefusalsEveryOperationCanGive(t *testing.T) {
 	dir := materialize(t, []patch{
 		{File: "openapi.json", Op: "remove", Path: "/paths/~1api~1v1~1boxes~1{box_key}~1prime/post/responses/422"},
 		{File: "openapi.json", Op: "remove", Path: "/paths/~1api~1v1~1boxes~1{box_key}~1me/get/responses/400"},
 		{File: "openapi.json", Op: "remove", Path: "/paths/~1api~1v1~1boxes~1{box_key}~1checkpoint/get/responses/503"},
+		{File: "openapi.json", Op: "add", Path: "/components/parameters/Cursor/schema/maxLength", Value: 2048},
 	})
 	var got []string
 	for _, f := range contract.Lint(loadDir(t, dir)) {
@@ -133,8 +134,9 @@ func TestLintAsksForTheRefusalsEveryOperationCanGive(t *testing.T) {
 		got = append(got, f.Message)
 	}
 	all := strings.Join(got, "\n")
-	if len(got) != 3 || !strings.Contains(all, "agent_prime takes a request body but does not document 422") || !strings.Contains(all, "me_get does not document 400") ||
-		!strings.Contains(all, "checkpoint_get does not document 503") {
+	if len(got) != 5 || !strings.Contains(all, "agent_prime takes a request body but does not document 422") || !strings.Contains(all, "me_get does not document 400") ||
+		!strings.Contains(all, "checkpoint_get does not document 503") || !strings.Contains(all, "inbox_list takes query parameter cursor with a length bound but does not document 422") ||
+		!strings.Contains(all, "room_list takes query parameter cursor with a length bound but does not document 422") {
 		t.Fatalf("findings:\n%s", all)
 	}
 }

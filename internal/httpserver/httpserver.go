@@ -534,6 +534,11 @@ func checkParams(op *mcp.Operation, rules map[string]paramRule, r *http.Request)
 				}
 			}
 		}
+		if rule, ok := rules[field]; ok && rule.object != nil && !deep {
+			// An object parameter sent flat (destination=room): the binder would skip it
+			// and the call would run unfiltered, over rows the caller did not ask for.
+			return apierr.Invalid(field, "an object parameter is sent as its members, e.g. "+field+"[kind]=…; see the operation's parameters in /openapi.json")
+		}
 	}
 	for name, members := range objects {
 		if rule, ok := rules[name]; ok && rule.object != nil {

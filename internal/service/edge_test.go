@@ -109,6 +109,11 @@ func TestQueryParameterErrorsNameTheParameter(t *testing.T) {
 		{"/threads/" + someID + "/export", "format"},
 		{"/requests?direction=incoming&direction=outgoing", "direction"},
 		{"/requests?direction=sideways", "direction"},
+		// An object parameter sent flat is refused, not skipped: the list would otherwise
+		// run unfiltered and record receipts for rows the caller did not ask for.
+		{"/inbox?filter=all&destination=room", "destination"},
+		{"/inbox?destination=dm&destination[kind]=dm&destination[recipient_agent_id]=" + someID, "destination"},
+		{"/conversation?destination=dm", "destination"},
 	} {
 		rejects(t, w.e, c.path, func() testenv.Response {
 			return raw(t, w.e, "GET", "/api/v1/boxes/alpha"+c.path, a.Key, "", nil, nil)
