@@ -323,7 +323,8 @@ WITH candidates AS (
     FROM (SELECT message_id, channel_id, agent_id, reasons FROM reasoned WHERE reasons > 0 ORDER BY agent_id, message_id) AS r
 ), inserted AS (
     INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons)
-    SELECT $5, agent_id, nextval('inbox_seq_seq'), message_id, channel_id, reasons FROM locked
+    SELECT $5, agent_id, CASE WHEN $11::boolean THEN nextval('dry_run_seq') ELSE nextval('inbox_seq_seq') END,
+           message_id, channel_id, reasons FROM locked
     RETURNING agent_id, channel_id
 ), counted AS (
     INSERT INTO inbox_delivered AS d (box_id, agent_id, channel_id, n)
@@ -344,6 +345,7 @@ type InsertAttentionParams struct {
 	MentionAgentIds []uuid.UUID
 	ReplyToAuthorID *uuid.UUID
 	RequestAgentIds []uuid.UUID
+	DryRun          bool
 }
 
 // One attention row per (recipient, message) with the OR of the reason bits of SPEC §7, for
@@ -353,7 +355,7 @@ type InsertAttentionParams struct {
 // the author, by the preference of their current epoch: all admits 2,4,8,16; mentions
 // 4,8,16; replies 8,16; mute nothing. No row without a reason. (Scalars for the room and a
 // real value rather than NULL keep the statement's cached generic plan as cheap as a freshly
-// planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq is drawn from the global sequence only after the
+// planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq (a dry run's: from dry_run_seq) is drawn from the global sequence only after the
 // shared advisory lock on the recipient's inbox, taken in agent_id order (0006_inbox_seq.sql:
 // inbox_upper then never returns a bound below an uncommitted row, and concurrent sends to
 // one inbox do not wait for each other). Each recipient's delivered counter of the channel
@@ -371,6 +373,7 @@ func (q *Queries) InsertAttention(ctx context.Context, arg InsertAttentionParams
 		arg.MentionAgentIds,
 		arg.ReplyToAuthorID,
 		arg.RequestAgentIds,
+		arg.DryRun,
 	)
 	var column_1 int64
 	err := row.Scan(&column_1)
@@ -382,23 +385,23 @@ WITH copies AS (
     SELECT c.message_id, c.channel_id,
            NULLIF(c.dest_agent_id, '00000000-0000-0000-0000-000000000000'::uuid) AS dest_agent_id,
            NULLIF(c.dest_room_id, '00000000-0000-0000-0000-000000000000'::uuid) AS dest_room_id,
-           nextval('message_seq_seq') AS message_seq
-    FROM (SELECT unnest($1::uuid[]) AS message_id, unnest($2::uuid[]) AS channel_id,
-                 unnest($3::uuid[]) AS dest_agent_id, unnest($4::uuid[]) AS dest_room_id) AS c
+           CASE WHEN $1::boolean THEN nextval('dry_run_seq') ELSE nextval('message_seq_seq') END AS message_seq
+    FROM (SELECT unnest($2::uuid[]) AS message_id, unnest($3::uuid[]) AS channel_id,
+                 unnest($4::uuid[]) AS dest_agent_id, unnest($5::uuid[]) AS dest_room_id) AS c
 ), inserted AS (
     INSERT INTO messages (box_id, message_id, message_seq, channel_id, sender_agent_id, dest_kind,
                           dest_agent_id, dest_room_id, body_md, payload, mention_agent_ids, request_agent_ids,
                           reply_to_message_id, reply_to_author_id, thread_root_id, files, content_hash,
                           has_attachment, created_at)
-    SELECT $5, message_id, message_seq, channel_id, $6, $7,
-           dest_agent_id, dest_room_id, $8, $9::json, $10::uuid[],
-           $11::uuid[], $12::uuid, $13::uuid,
-           COALESCE($14::uuid, message_id), $15::jsonb, $16, $17::boolean, $18
+    SELECT $6, message_id, message_seq, channel_id, $7, $8,
+           dest_agent_id, dest_room_id, $9, $10::json, $11::uuid[],
+           $12::uuid[], $13::uuid, $14::uuid,
+           COALESCE($15::uuid, message_id), $16::jsonb, $17, $18::boolean, $19
     FROM copies
     RETURNING message_id, message_seq, channel_id, created_at, has_attachment
 ), latest AS (
     INSERT INTO channel_sender_latest (box_id, channel_id, sender_agent_id, message_id, content_hash)
-    SELECT $5, channel_id, $6, message_id, $16 FROM inserted
+    SELECT $6, channel_id, $7, message_id, $17 FROM inserted
     ON CONFLICT (box_id, channel_id, sender_agent_id)
     DO UPDATE SET message_id = EXCLUDED.message_id, content_hash = EXCLUDED.content_hash
 ), heads AS (
@@ -410,12 +413,12 @@ WITH copies AS (
         (SELECT max(i.message_seq), channels.message_count + count(*),
                 channels.attachment_message_count + count(*) FILTER (WHERE i.has_attachment)
          FROM inserted i WHERE i.channel_id = channels.channel_id)
-    WHERE channels.box_id = $5 AND channels.channel_id = ANY($2::uuid[])
+    WHERE channels.box_id = $6 AND channels.channel_id = ANY($3::uuid[])
     RETURNING channels.channel_id, channels.message_count, channels.attachment_message_count
 ), reqs AS (
     INSERT INTO requests (box_id, message_id, recipient_agent_id, message_seq, requester_agent_id, status, revision, updated_at)
-    SELECT $5, inserted.message_id, r.agent_id, inserted.message_seq, $6, 'pending', 1, $18
-    FROM inserted CROSS JOIN unnest($11::uuid[]) AS r(agent_id)
+    SELECT $6, inserted.message_id, r.agent_id, inserted.message_seq, $7, 'pending', 1, $19
+    FROM inserted CROSS JOIN unnest($12::uuid[]) AS r(agent_id)
 )
 SELECT inserted.message_id, inserted.message_seq, inserted.channel_id, inserted.created_at,
        h.message_count, h.attachment_message_count
@@ -425,6 +428,7 @@ CROSS JOIN LATERAL (SELECT heads.message_count, heads.attachment_message_count F
 `
 
 type InsertMessagesParams struct {
+	DryRun           bool
 	MessageIds       []uuid.UUID
 	ChannelIds       []uuid.UUID
 	DestAgentIds     []uuid.UUID
@@ -456,7 +460,8 @@ type InsertMessagesRow struct {
 
 // Stores one message per copy (one for a send, one per recipient for a batch) with shared
 // content, takes each message_seq from the global sequence (the caller holds the channel
-// locks, so values become visible in commit order per channel), makes each the sender's
+// locks, so values become visible in commit order per channel; a dry run draws from
+// dry_run_seq, 0022_dry_run_sequence.sql), makes each the sender's
 // duplicate reference in its channel, advances the channels' heads and message counts and
 // creates one pending request per requested agent. Returns each copy with its channel's new
 // counts (retention runs only when one exceeds its cap). Absent destinations are passed as
@@ -464,6 +469,7 @@ type InsertMessagesRow struct {
 // Each copy with its channel's counts, looked up per copy (OFFSET 0: no hash join either).
 func (q *Queries) InsertMessages(ctx context.Context, arg InsertMessagesParams) ([]InsertMessagesRow, error) {
 	rows, err := q.db.Query(ctx, insertMessages,
+		arg.DryRun,
 		arg.MessageIds,
 		arg.ChannelIds,
 		arg.DestAgentIds,

@@ -72,6 +72,18 @@ func dbState(t *testing.T, e *testenv.Env) string {
 	return b.String()
 }
 
+// sequences is the last value drawn from the message and inbox sequences: a dry run
+// allocates no IDs (SPEC §10), so it must leave them where they were.
+func sequences(t *testing.T, e *testenv.Env) string {
+	t.Helper()
+	var m, i int64
+	if err := e.Store.Pool().QueryRow(context.Background(),
+		`SELECT (SELECT last_value FROM message_seq_seq), (SELECT last_value FROM inbox_seq_seq)`).Scan(&m, &i); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("message_seq_seq %d, inbox_seq_seq %d", m, i)
+}
+
 // expectErr asserts an error's code, reason and field ("-": any field).
 func expectErr(t *testing.T, what string, r testenv.Response, code, reason, field string) {
 	t.Helper()

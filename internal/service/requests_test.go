@@ -127,13 +127,16 @@ func TestRequestRespondRules(t *testing.T) {
 		"INVALID_ARGUMENT", "body_empty", "body_md")
 
 	// A dry run validates everything and writes nothing.
-	before := dbState(t, e)
+	before, seqs := dbState(t, e), sequences(t, e)
 	dry := rqMustRespond(t, r1, msg, "1", "accepted", "On it.", map[string]any{"dry_run": true})
 	if dry.DryRun == nil || !*dry.DryRun || dry.Reply != nil || dry.Request.Revision != "2" || dry.Request.Status != "accepted" || dry.Request.ReplyMessageID != nil {
 		t.Fatalf("dry run: %+v", dry)
 	}
 	if dbState(t, e) != before {
 		t.Fatal("a dry run wrote something")
+	}
+	if after := sequences(t, e); after != seqs { // its would-be reply allocated no IDs
+		t.Fatalf("a dry run drew sequence values: before %s, after %s", seqs, after)
 	}
 
 	messages := dbInt(t, e, `SELECT count(*) FROM messages`)

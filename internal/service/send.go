@@ -268,7 +268,7 @@ func newMessageID() uuid.UUID { return uuid.Must(uuid.NewV7()) }
 // newMessages is the shared part of a delivery.
 func newMessages(c *call, cont sendContent, kind string, copies []store.MessageCopy) (store.NewMessages, error) {
 	n := store.NewMessages{BoxID: c.p.BoxID, SenderID: c.p.AgentID, DestKind: kind, Copies: copies, Body: cont.body,
-		Payload: cont.payload, Files: cont.filesJSON, ContentHash: cont.hash}
+		Payload: cont.payload, Files: cont.filesJSON, ContentHash: cont.hash, DryRun: c.dryRun}
 	if f := cont.upload; f != nil {
 		r, err := f.Reader()
 		if err != nil {

@@ -369,7 +369,8 @@ func TestSendDryRunWritesNothing(t *testing.T) {
 	w := newWorld(t, "a", "b", "c")
 	a, b, c := w.agents["a"], w.agents["b"], w.agents["c"]
 	room := w.room(t, a, []*testenv.Agent{b, c}, nil)
-	before := dbState(t, w.e)
+	mustSend(t, a, dmTo(c), "a real send first: the sequences have been drawn from", nil)
+	before, seqs := dbState(t, w.e), sequences(t, w.e)
 	res := mustSend(t, a, inRoom(room), "dry", map[string]any{"dry_run": true, "idempotency_key": "dry-1",
 		"mention_agent_ids": []uuid.UUID{b.ID}, "request_agent_ids": []uuid.UUID{b.ID}})
 	if res["dry_run"] != true || res["status"] != "sent" || res["attention_count"] != float64(2) || res["request_count"] != float64(1) ||
@@ -382,6 +383,10 @@ func TestSendDryRunWritesNothing(t *testing.T) {
 	}
 	if after := dbState(t, w.e); after != before {
 		t.Fatalf("dry run wrote:\n%s\n%s", before, after)
+	}
+	// No IDs allocated: the next real message_seq and inbox_seq follow the last real ones.
+	if after := sequences(t, w.e); after != seqs {
+		t.Fatalf("dry runs drew sequence values: before %s, after %s", seqs, after)
 	}
 	// Errors are the real ones.
 	expectErr(t, "dry invalid", msSend(a, inRoom(room), "x", map[string]any{"dry_run": true, "request_agent_ids": []uuid.UUID{b.ID}}),
@@ -431,9 +436,9 @@ func TestSendBatch(t *testing.T) {
 	rejects(t, w.e, "batch too many", func() testenv.Response { return batch(many, "x", newKey(), nil) }, "LIMIT_EXCEEDED", "too_many_targets", "recipient_agent_ids")
 
 	// Dry run: outcomes without IDs, nothing written.
-	before := dbState(t, w.e)
+	before, seqs := dbState(t, w.e), sequences(t, w.e)
 	dry := batch(ids, "standup", newKey(), map[string]any{"dry_run": true})
-	if dry.Status != http.StatusOK || dry.JSON()["dry_run"] != true || dbState(t, w.e) != before {
+	if dry.Status != http.StatusOK || dry.JSON()["dry_run"] != true || dbState(t, w.e) != before || sequences(t, w.e) != seqs {
 		t.Fatalf("dry batch: %s", dry.Raw)
 	}
 

@@ -63,6 +63,7 @@ type call struct {
 	session          store.Session
 	settings         api.SettingsValues
 	settingsRevision int64
+	dryRun           bool // the call is a dry run: its transaction is rolled back (runMutation)
 }
 
 // errDryRun rolls a dry-run transaction back after its result was built and validated.
@@ -161,6 +162,7 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 			if err != nil {
 				return err
 			}
+			c.dryRun = true
 			res, err := fn(ctx, tx, c)
 			if err != nil {
 				return err

@@ -242,6 +242,9 @@ type NewMessages struct {
 	Files         []byte     // JSON array of the output file references
 	ContentHash   []byte
 	Attachment    *NewAttachment // the uploaded attachment every copy gets its own copy of; nil when none
+	// DryRun draws the sequence values from dry_run_seq (0022_dry_run_sequence.sql): the
+	// transaction is rolled back, and the real sequences must not skip what it drew.
+	DryRun bool
 }
 
 // Sent is a stored message's identity.
@@ -272,7 +275,7 @@ func (t *Tx) DeliverMessages(ctx context.Context, n NewMessages, messageCap, att
 	mentions, requests := nonNil(n.Mentions), nonNil(n.Requests)
 	attention := db.InsertAttentionParams{BoxID: n.BoxID, SenderAgentID: n.SenderID, MentionAgentIds: mentions,
 		ReplyToAuthorID: n.ReplyToAuthor, RequestAgentIds: requests,
-		DmMessageIds: []uuid.UUID{}, DmChannelIds: []uuid.UUID{}, DmRecipientIds: []uuid.UUID{}}
+		DmMessageIds: []uuid.UUID{}, DmChannelIds: []uuid.UUID{}, DmRecipientIds: []uuid.UUID{}, DryRun: n.DryRun}
 	if n.DestKind == "room" { // a room post has one copy
 		attention.RoomMessageID, attention.RoomID = ids[0], channels[0]
 	} else {
@@ -287,7 +290,7 @@ func (t *Tx) DeliverMessages(ctx context.Context, n NewMessages, messageCap, att
 				DestRoomIds: destRooms, BoxID: n.BoxID, SenderAgentID: n.SenderID, DestKind: n.DestKind, BodyMd: n.Body,
 				Payload: n.Payload, MentionAgentIds: mentions, RequestAgentIds: requests, ReplyToMessageID: n.ReplyTo,
 				ReplyToAuthorID: n.ReplyToAuthor, ThreadRootID: n.ThreadRoot, Files: n.Files, ContentHash: n.ContentHash,
-				HasAttachment: n.Attachment != nil, Now: now})
+				HasAttachment: n.Attachment != nil, Now: now, DryRun: n.DryRun})
 			return err
 		},
 		func(q *db.Queries) (err error) {
