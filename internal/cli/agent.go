@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"os"
 	"sort"
 	"strconv"
@@ -442,7 +443,11 @@ func (f *fieldFlag) value(c *toolCall) (json.RawMessage, error) {
 	if f.namesAgents() {
 		vals = make([]string, len(f.values))
 		for i, v := range f.values {
-			id, err := c.agentID(v)
+			at := f.name // the field the server would name for this value
+			if f.kind == listField {
+				at = fmt.Sprintf("%s[%d]", f.name, i)
+			}
+			id, err := c.agentID(v, at)
 			if err != nil {
 				return nil, err
 			}
@@ -466,10 +471,14 @@ func (f *fieldFlag) value(c *toolCall) (json.RawMessage, error) {
 func scalarJSON(typ, v string) (json.RawMessage, error) {
 	switch typ {
 	case "integer":
-		if _, err := strconv.ParseInt(v, 10, 64); err != nil {
+		// Any decimal integer (a sign, digits), sent in its JSON form (007 and +5 as 7 and
+		// 5): its range is the shared argument check's to judge, as for an MCP call (limit
+		// and lease_seconds are clamped, SPEC §9; another field's error names it).
+		n, ok := new(big.Int).SetString(v, 10)
+		if !ok {
 			return nil, fmt.Errorf("not an integer")
 		}
-		return json.RawMessage(v), nil
+		return json.RawMessage(n.String()), nil
 	case "number":
 		if _, err := strconv.ParseFloat(v, 64); err != nil || !json.Valid([]byte(v)) {
 			return nil, fmt.Errorf("not a number")

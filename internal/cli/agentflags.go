@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/mcpserver"
 )
 
@@ -44,7 +45,7 @@ func destinationFlags(fs *flag.FlagSet, notes map[string]string) applyFlags {
 		case (*to != "" || *room != "") && set["destination"] != nil: // the --destination flag
 			return usagef("--to and --to-room are exclusive with --destination (give the destination once)")
 		case *to != "":
-			id, err := c.agentID(*to)
+			id, err := c.agentID(*to, "destination.recipient_agent_id")
 			if err != nil {
 				return err
 			}
@@ -70,11 +71,15 @@ type toolCall struct {
 // maxDirectoryPages bounds a name lookup (pages of the largest size).
 const maxDirectoryPages = 20
 
-// agentID resolves an agent reference through the directory (listed agents only, SPEC §4):
-// an agent ID passes as is; a name must be exactly one listed agent's name. Never ignoring
-// case: names are case-sensitive ("Coder" and "coder" are two agents, perhaps one unlisted),
-// so a near miss is named in the not-found message, not written to.
-func (l *toolCall) agentID(ref string) (string, error) {
+// agentID resolves an agent reference, given for the argument field (as the server names
+// it: destination.recipient_agent_id, mention_agent_ids[0], …), through the directory
+// (listed agents only, SPEC §4): an agent ID passes as is; a name must be exactly one listed
+// agent's name. Never ignoring case: names are case-sensitive ("Coder" and "coder" are two
+// agents, perhaps one unlisted), so a near miss is named in the hint, not written to. A name
+// no listed agent has is answered as the server answers an agent the caller cannot see:
+// NOT_FOUND_OR_FORBIDDEN with the field (exit 4), with a hint on stderr that never repeats
+// the name; an empty or ambiguous name is a usage error (the user must pass an ID).
+func (l *toolCall) agentID(ref, field string) (string, error) {
 	if _, err := uuid.Parse(ref); err == nil {
 		return ref, nil
 	}
@@ -134,9 +139,11 @@ func (l *toolCall) agentID(ref string) (string, error) {
 		if len(similar) > 5 {
 			similar = append(similar[:5], "…")
 		}
-		return "", usagef("no listed agent in box %s has the agent name you gave (similar: %s); agentbox directory search --query TEXT lists them", l.box, strings.Join(similar, ", "))
+		return "", hintedError{apierr.NotFound().WithField(field), fmt.Sprintf(
+			"no listed agent in box %s has the agent name you gave (similar: %s); agentbox directory search --query TEXT lists them", l.box, strings.Join(similar, ", "))}
 	default:
-		return "", usagef("no listed agent in box %s has the agent name you gave; agentbox directory search --query TEXT lists them (unlisted agents are addressed by ID)", l.box)
+		return "", hintedError{apierr.NotFound().WithField(field), fmt.Sprintf(
+			"no listed agent in box %s has the agent name you gave; agentbox directory search --query TEXT lists them (unlisted agents are addressed by ID)", l.box)}
 	}
 }
 

@@ -68,6 +68,17 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
 
+// hintedError is an error answer found locally as the server would give it (e.g. an agent
+// name no listed agent has: NOT_FOUND_OR_FORBIDDEN), printed like the server's, plus a
+// line on stderr saying what to do.
+type hintedError struct {
+	err  *apierr.Error
+	hint string
+}
+
+func (e hintedError) Error() string { return e.err.Error() }
+func (e hintedError) Unwrap() error { return e.err }
+
 const topUsage = `usage: agentbox <command> [flags]      (agentbox <command> --help for each)
 
 commands:
@@ -196,6 +207,9 @@ func (e *env) finish(err error) int {
 	if errors.As(err, &ae) {
 		writeJSON(e.stdout, apierr.Body{Error: ae})
 		fmt.Fprintln(e.stderr, "agentbox:", ae.Error())
+		if h, ok := errors.AsType[hintedError](err); ok {
+			fmt.Fprintln(e.stderr, "agentbox:", h.hint)
+		}
 		switch ae.Code { // the suggestion names tools; the CLI's commands for them
 		case apierr.NotPrimed:
 			fmt.Fprintln(e.stderr, "agentbox: run `agentbox prime` first (with the same AGENTBOX_SESSION, if you set one)")

@@ -105,6 +105,13 @@ func TestFlagErrorsNeverEchoTheValue(t *testing.T) {
 		want string
 	}{
 		{[]string{"inbox", "list", "--limit", secret}, "--limit: not an integer"},
+		// Any decimal integer is taken (its range is the server's to judge); nothing else is.
+		{[]string{"inbox", "list", "--limit", "1.5"}, "--limit: not an integer"},
+		{[]string{"inbox", "list", "--limit", "1e3"}, "--limit: not an integer"},
+		{[]string{"inbox", "list", "--limit", "1_000"}, "--limit: not an integer"},
+		{[]string{"inbox", "list", "--limit", "0x10"}, "--limit: not an integer"},
+		{[]string{"inbox", "list", "--limit", ""}, "--limit: not an integer"},
+		{[]string{"inbox", "list", "--limit", "-"}, "--limit: not an integer"},
 		{[]string{"inbox", "list", "--destination", secret}, "--destination: not valid JSON"},
 		{[]string{"inbox", "list", "--" + secret + "=x"}, "unknown flag --" + secret}, // a flag's name is not its value
 		{[]string{"inbox", "list", "--cursor=x", secret}, "the 1st argument after the flags is neither a flag nor -"},
@@ -136,9 +143,13 @@ func TestFlagErrorsNeverEchoTheValue(t *testing.T) {
 }
 
 // TestCLIForHands: writes without --idempotency-key get a key printed on stderr that
-// retries the same write; --to and agent-ID flags take listed names (unknown, unlisted or
-// ambiguous names are usage errors that write nothing); ID arrays are repeatable flags;
-// reasons are decoded; NOT_PRIMED points at agentbox prime; an unreachable server is named.
+// retries the same write; --to and agent-ID flags take listed names (a name no listed agent
+// has is answered as the server answers an agent nobody can see: NOT_FOUND_OR_FORBIDDEN with
+// the argument's field, exit 4, a hint on stderr without the name, nothing written; an empty
+// name is a usage error); ID arrays are repeatable flags; reasons are decoded; integer flags
+// take any decimal integer, which the shared argument check clamps (limit, lease_seconds)
+// or refuses with its field; NOT_PRIMED points at agentbox prime; an unreachable server is
+// named.
 func TestCLIForHands(t *testing.T) {
 	e := testenv.New(t)
 	e.Box("demo")
@@ -226,17 +237,52 @@ func TestCLIForHands(t *testing.T) {
 		t.Fatalf("inbox list --to and --to-room: exit %d, stderr %q", code, errOut)
 	}
 
+	// A name no listed agent has (unknown, unlisted, a near miss) is answered as the server
+	// answers an agent ID nobody can see: NOT_FOUND_OR_FORBIDDEN with the field of the
+	// argument that carried it (exit 4), with a hint on stderr that never repeats the name;
+	// nothing is sent, so no idempotency key is offered.
+	notFound := func(args []string, field, hint, name string) {
+		t.Helper()
+		out, errOut, code := runText(args...)
+		var answer struct {
+			Error struct{ Code, Field string }
+		}
+		if code != cli.ExitNotFound || json.Unmarshal([]byte(out), &answer) != nil ||
+			answer.Error.Code != "NOT_FOUND_OR_FORBIDDEN" || answer.Error.Field != field ||
+			!strings.Contains(errOut, hint) || !strings.Contains(errOut, "agentbox directory search") ||
+			strings.Contains(out+errOut, name) || strings.Contains(errOut, "idempotency key") {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want exit 4, NOT_FOUND_OR_FORBIDDEN with field %s, and %q on stderr, without the name typed",
+				args, code, out, errOut, field, hint)
+		}
+	}
 	for _, c := range []struct{ to, want string }{
-		{"nobody", `no listed agent in box demo has the agent name you gave`},
-		{"hidden", `no listed agent in box demo has the agent name you gave`},
+		{"nobody", `no listed agent in box demo has the agent name you gave;`},
+		{"hidden", `no listed agent in box demo has the agent name you gave;`},
 		// Names are case-sensitive: a near miss is named, never written to.
 		{"TWIN", `no listed agent in box demo has the agent name you gave (similar: Twin, twin)`},
 		{"Coder", `(similar: coder)`},
 	} {
-		out, errOut, code := runText("message", "send", "--to", c.to, "--body-md", "x")
-		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, c.want) || strings.Contains(errOut, `"`+c.to+`"`) {
-			t.Fatalf("--to %s: exit %d, stdout %q, stderr %q; want %q, without the name typed", c.to, code, out, errOut, c.want)
-		}
+		notFound([]string{"message", "send", "--to", c.to, "--body-md", "x"}, "destination.recipient_agent_id", c.want, c.to)
+	}
+	notFound([]string{"message", "send", "--to", "nobody", "--body-md", "x", "--dry-run"}, "destination.recipient_agent_id", "no listed agent", "nobody")
+	notFound([]string{"conversation", "read", "--to", "nobody"}, "destination.recipient_agent_id", "no listed agent", "nobody")
+	// In a list flag the field is the item's: one unknown name among known ones.
+	notFound([]string{"message", "send", "--to", "coder", "--body-md", "x", "--mention-agent-ids", "coder", "--mention-agent-ids", "nobody"},
+		"mention_agent_ids[1]", "no listed agent", "nobody")
+	notFound([]string{"message", "send", "--to", "coder", "--body-md", "x", "--mention-agent-ids", "coder", "--request-agent-ids", "nobody"},
+		"request_agent_ids[0]", "no listed agent", "nobody")
+	notFound([]string{"message", "send-batch", "--body-md", "x", "--recipient-agent-ids", "coder", "--recipient-agent-ids", "nobody"},
+		"recipient_agent_ids[1]", "no listed agent", "nobody")
+	notFound([]string{"room", "create", "--name", "never", "--invitee-agent-ids", "coder", "--invitee-agent-ids", "Twin", "--invitee-agent-ids", "nobody"},
+		"invitee_agent_ids[2]", "no listed agent", "nobody")
+	notFound([]string{"directory", "get", "--agent-id", "nobody"}, "agent_id", "no listed agent", "nobody")
+	if rooms, _ := mustRun("room", "list"); len(rooms["items"].([]any)) != 0 {
+		t.Fatalf("a refused room create made a room: %v", rooms)
+	}
+	// An empty name stays a usage error: nothing on stdout.
+	if out, errOut, code := runText("message", "send", "--to", "coder", "--body-md", "x", "--mention-agent-ids", ""); code != cli.ExitUsage || out != "" ||
+		!strings.Contains(errOut, "an empty agent name") {
+		t.Fatalf("an empty agent name: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	// A local file that cannot be sent fails first: no generated key is offered for a write
 	// that never started.
@@ -255,6 +301,7 @@ func TestCLIForHands(t *testing.T) {
 	if !strings.Contains(string(invited), coder.ID.String()) || !strings.Contains(string(invited), twinA.ID.String()) {
 		t.Fatalf("room create: invited %s, want coder and Twin", invited)
 	}
+	mustRun("message", "send", "--to", coder.ID.String(), "--body-md", "second") // two rows in coder's inbox
 
 	t.Setenv("AGENTBOX_API_KEY", coder.Key)
 	mustRun("prime")
@@ -271,10 +318,41 @@ func TestCLIForHands(t *testing.T) {
 		!strings.Contains(errOut, "unread, all, acked") || strings.Contains(out+errOut, "bogusVALUE") {
 		t.Fatalf("--filter bogus: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	// No refused send reached coder: the DM holds the two messages sent.
+	if conv, _ := mustRun("conversation", "read", "--to", planner.ID.String()); len(conv["items"].([]any)) != 2 {
+		t.Fatalf("coder's DM with planner: %v", conv)
+	}
+	// Integer flags take any decimal integer, sent as JSON (007 as 7): limit beyond 64 bits
+	// is clamped to [1, max] by the shared argument check (SPEC §9), never refused.
+	unread := len(inbox["items"].([]any))
+	for _, c := range []struct {
+		limit string
+		want  int
+	}{{"99999999999999999999999", unread}, {"007", unread}, {"+5", unread}, {"-99999999999999999999999", 1}, {"0", 1}} {
+		page, _ := mustRun("inbox", "list", "--limit", c.limit)
+		if n := len(page["items"].([]any)); n != c.want {
+			t.Fatalf("inbox list --limit %s: %d items, want %d", c.limit, n, c.want)
+		}
+	}
+	if unread < 2 {
+		t.Fatalf("coder's inbox has %d rows; the clamp to 1 needs at least 2", unread)
+	}
 	seq := row["inbox_seq"].(string)
 	acked, _ := mustRun("inbox", "ack", "--inbox-seqs", seq)
 	if r := acked["results"].([]any)[0].(map[string]any); r["status"] != "acked" {
 		t.Fatalf("ack: %v", acked)
+	}
+	// lease_seconds is clamped as limit is; another integer out of its range is the shared
+	// check's INVALID_ARGUMENT naming its field (JSON on stdout, exit 2), not a crash.
+	mustRun("inbox", "claim", "--lease-seconds", "99999999999999999999999", "--limit", "99999999999999999999999")
+	for _, index := range []string{"99999999999999999999999", "-99999999999999999999999"} {
+		out, errOut, code := runText("file", "report", "--message-id", someRoom, "--file-index", index, "--status", "accessible")
+		var answer struct {
+			Error struct{ Code, Field string }
+		}
+		if code != cli.ExitUsage || json.Unmarshal([]byte(out), &answer) != nil || answer.Error.Code != "INVALID_ARGUMENT" || answer.Error.Field != "file_index" {
+			t.Fatalf("file report --file-index %s: exit %d, stdout %q, stderr %q; want INVALID_ARGUMENT on file_index", index, code, out, errOut)
+		}
 	}
 
 	t.Setenv("AGENTBOX_SERVER", "http://127.0.0.1:1")
