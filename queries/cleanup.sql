@@ -27,3 +27,11 @@ WHERE box_id = @box_id AND channel_id > @after_channel_id::uuid
 ORDER BY channel_id
 LIMIT @max_rows
 FOR UPDATE;
+
+-- name: CleanupTotals :one
+-- Every box's retention figures summed, for /metrics (one row per box that ever ran retention).
+-- The last success is the newest run of a box whose last run succeeded, in Unix seconds (0: none).
+SELECT COALESCE(sum(runs), 0)::bigint AS runs, COALESCE(sum(deleted_messages), 0)::bigint AS deleted_messages,
+       COALESCE(sum(failures), 0)::bigint AS failures, count(*) FILTER (WHERE state = 'failed')::bigint AS boxes_failed,
+       COALESCE(extract(epoch FROM max(last_run_at) FILTER (WHERE state = 'idle')), 0)::float8 AS last_success_unix
+FROM cleanup_status;

@@ -19,5 +19,12 @@ ON CONFLICT (box_id, agent_id, tool, idem_key)
 DO UPDATE SET request_hash = EXCLUDED.request_hash, response = EXCLUDED.response,
               created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at;
 
--- name: DeleteExpiredIdempotencyRecords :execrows
-DELETE FROM idempotency_records WHERE box_id = @box_id AND expires_at <= @now;
+-- name: DeleteExpiredIdempotencyRecords :one
+-- One batch of the expiry sweeper (internal/store/idempotency_expiry.go): up to @max_rows of
+-- the box's expired records, oldest first, skipping rows another sweeper holds. In a function
+-- so that it reads them by the expiry index whatever the estimates (0023_idempotency_expiry.sql).
+SELECT idempotency_delete_expired(@box_id, @now::timestamptz, @max_rows::integer)::bigint AS deleted;
+
+-- name: ExpiryBoxes :many
+-- The boxes the sweeper visits, @max_rows at a time after @after (by the primary key).
+SELECT box_id FROM boxes WHERE box_id > @after::uuid ORDER BY box_id LIMIT @max_rows;

@@ -1,5 +1,17 @@
 -- name: OpenSession :one
--- Creates the session on first prime; priming again returns the same row.
+-- Creates the session on first prime; priming again returns the same row. Priming is a call
+-- like any other: it records the coarse last_seen_at observation as GetSession does (an agent
+-- that only primed, or was just primed, was seen).
+WITH due AS (
+    SELECT agents.box_id, agents.agent_id FROM agents
+    WHERE agents.box_id = @box_id AND agents.agent_id = @agent_id
+      AND (agents.last_seen_at IS NULL OR agents.last_seen_at < sqlc.arg(stale_before)::timestamptz)
+    FOR NO KEY UPDATE SKIP LOCKED
+), touched AS (
+    UPDATE agents SET last_seen_at = @now
+    FROM due WHERE agents.box_id = due.box_id AND agents.agent_id = due.agent_id
+    RETURNING 1
+)
 INSERT INTO sessions (box_id, session_id, agent_id, session_key_hash, observed_profile_version, created_at)
 VALUES (@box_id, @session_id, @agent_id, @session_key_hash, @observed_profile_version, @now)
 ON CONFLICT (box_id, agent_id, session_key_hash)

@@ -1104,7 +1104,7 @@ type MessageSendInput struct {
 	// MentionAgentIds Structured mentions (distinct, at most targets_max, not self).
 	MentionAgentIds *[]openapi_types.UUID `json:"mention_agent_ids,omitempty"`
 
-	// Payload JSON object within payload_max_bytes and payload_max_depth; no credential-like keys or values.
+	// Payload JSON object within payload_max_bytes and payload_max_depth; no credential-like keys or values; numbers within the 64-bit float range.
 	Payload *json.RawMessage `json:"payload,omitempty"`
 
 	// ReplyToMessageId Reply to this message: one you can see, in the same room or DM pair.
@@ -1537,19 +1537,19 @@ type UnsupportedMediaType = Error
 
 // AttachmentDownloadParams defines parameters for AttachmentDownload.
 type AttachmentDownloadParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // CheckpointGetParams defines parameters for CheckpointGet.
 type CheckpointGetParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // CheckpointSaveParams defines parameters for CheckpointSave.
 type CheckpointSaveParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1564,7 +1564,7 @@ type ConversationReadParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1579,19 +1579,19 @@ type DirectorySearchParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // DirectoryUpdateSelfParams defines parameters for DirectoryUpdateSelf.
 type DirectoryUpdateSelfParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // DirectoryGetParams defines parameters for DirectoryGet.
 type DirectoryGetParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1608,37 +1608,49 @@ type InboxListParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // InboxAckParams defines parameters for InboxAck.
 type InboxAckParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // InboxClaimParams defines parameters for InboxClaim.
 type InboxClaimParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// LimitsGetParams defines parameters for LimitsGet.
+type LimitsGetParams struct {
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// MeGetParams defines parameters for MeGet.
+type MeGetParams struct {
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // MessageSendParams defines parameters for MessageSend.
 type MessageSendParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // MessageSendBatchParams defines parameters for MessageSendBatch.
 type MessageSendBatchParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // MessageGetParams defines parameters for MessageGet.
 type MessageGetParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1650,25 +1662,25 @@ type FileReportListParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // FileAccessReportParams defines parameters for FileAccessReport.
 type FileAccessReportParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // AgentPrimeParams defines parameters for AgentPrime.
 type AgentPrimeParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // ProfileGetParams defines parameters for ProfileGet.
 type ProfileGetParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1685,13 +1697,13 @@ type RequestListParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RequestRespondParams defines parameters for RequestRespond.
 type RequestRespondParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1703,55 +1715,55 @@ type RoomListParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomCreateParams defines parameters for RoomCreate.
 type RoomCreateParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomGetParams defines parameters for RoomGet.
 type RoomGetParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomBriefGetParams defines parameters for RoomBriefGet.
 type RoomBriefGetParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomBriefUpdateParams defines parameters for RoomBriefUpdate.
 type RoomBriefUpdateParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomFollowParams defines parameters for RoomFollow.
 type RoomFollowParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomInviteParams defines parameters for RoomInvite.
 type RoomInviteParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomJoinParams defines parameters for RoomJoin.
 type RoomJoinParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomLeaveParams defines parameters for RoomLeave.
 type RoomLeaveParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1763,7 +1775,7 @@ type ThreadReadParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1774,7 +1786,7 @@ type ThreadExportParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1959,10 +1971,10 @@ type ServerInterface interface {
 	InboxClaim(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params InboxClaimParams)
 	// LimitsGet Effective limits of the box
 	// (GET /api/v1/boxes/{box_key}/limits)
-	LimitsGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey)
+	LimitsGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params LimitsGetParams)
 	// MeGet Identity of the calling agent
 	// (GET /api/v1/boxes/{box_key}/me)
-	MeGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey)
+	MeGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params MeGetParams)
 	// MessageSend Send a DM or room message
 	// (POST /api/v1/boxes/{box_key}/messages)
 	MessageSend(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params MessageSendParams)
@@ -3279,8 +3291,32 @@ func (siw *ServerInterfaceWrapper) LimitsGet(w http.ResponseWriter, r *http.Requ
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params LimitsGetParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.LimitsGet(w, r, boxKey)
+		siw.Handler.LimitsGet(w, r, boxKey, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -3305,8 +3341,32 @@ func (siw *ServerInterfaceWrapper) MeGet(w http.ResponseWriter, r *http.Request)
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params MeGetParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Agentbox-Session" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Agentbox-Session")]; found {
+		var AgentboxSession SessionHeader
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Agentbox-Session", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Agentbox-Session", valueList[0], &AgentboxSession, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Agentbox-Session", Err: err})
+			return
+		}
+
+		params.AgentboxSession = &AgentboxSession
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.MeGet(w, r, boxKey)
+		siw.Handler.MeGet(w, r, boxKey, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4957,20 +5017,6 @@ func (response AdminBoxCreate401JSONResponse) VisitAdminBoxCreateResponse(w http
 	return err
 }
 
-type AdminBoxCreate409JSONResponse struct{ ConflictJSONResponse }
-
-func (response AdminBoxCreate409JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(409)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
 type AdminBoxCreate415JSONResponse struct {
 	UnsupportedMediaTypeJSONResponse
 }
@@ -5329,20 +5375,6 @@ func (response AdminAgentCreate404JSONResponse) VisitAdminAgentCreateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type AdminAgentCreate409JSONResponse struct{ ConflictJSONResponse }
-
-func (response AdminAgentCreate409JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6183,20 +6215,6 @@ func (response AdminHostCreate404JSONResponse) VisitAdminHostCreateResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type AdminHostCreate409JSONResponse struct{ ConflictJSONResponse }
-
-func (response AdminHostCreate409JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
-		return err
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8799,6 +8817,7 @@ func (response InboxClaim503JSONResponse) VisitInboxClaimResponse(w http.Respons
 
 type LimitsGetRequestObject struct {
 	BoxKey BoxKey `json:"box_key"`
+	Params LimitsGetParams
 }
 
 type LimitsGetResponseObject interface {
@@ -8900,6 +8919,7 @@ func (response LimitsGet503JSONResponse) VisitLimitsGetResponse(w http.ResponseW
 
 type MeGetRequestObject struct {
 	BoxKey BoxKey `json:"box_key"`
+	Params MeGetParams
 }
 
 type MeGetResponseObject interface {
@@ -13145,10 +13165,11 @@ func (sh *strictHandler) InboxClaim(w http.ResponseWriter, r *http.Request, boxK
 }
 
 // LimitsGet operation middleware
-func (sh *strictHandler) LimitsGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey) {
+func (sh *strictHandler) LimitsGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params LimitsGetParams) {
 	var request LimitsGetRequestObject
 
 	request.BoxKey = boxKey
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.LimitsGet(ctx, request.(LimitsGetRequestObject))
@@ -13171,10 +13192,11 @@ func (sh *strictHandler) LimitsGet(w http.ResponseWriter, r *http.Request, boxKe
 }
 
 // MeGet operation middleware
-func (sh *strictHandler) MeGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey) {
+func (sh *strictHandler) MeGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, params MeGetParams) {
 	var request MeGetRequestObject
 
 	request.BoxKey = boxKey
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.MeGet(ctx, request.(MeGetRequestObject))
@@ -13854,263 +13876,266 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3pchu5kjD6KgjeudHSuUVqaVvtluLEDVlLm6clSyPJfWbusS8PWJUU0aoCqgGUSLZDEfM0873H9yjz",
-	"JF8ggVpZxU2rffSnW2ZVYUlkJnLPry1fRLHgwLVq7X5txVTSCDRI/Nf+NXDdDc6pHpp/Mt7abcXmH16L",
-	"0whauy1q3uixoOW1JPyRMAlBa1fLBLyW8ocQUfPdQMiI6tZuK0nwTT2JzbdKS8avW3d3np3oAgbm7QCU",
-	"L1msmTDT7XOSzuERIQl1/yZmAUQPqSZMkYSzPxIgjBM9BNIX407La16uhMHM9UZ0fAL82mx6543XihhP",
-	"/7lVu3itqT+MSqAqb+JqCIRmb/2gSPeQrA2kiAglEShFr+EHVXhjvWn52Rv3B/l7Mf4VJg3H2hfj3g1M",
-	"Zk7xbwaMu63/ayPHoA37VG24wc08B4lUQk7DhMNY93x8aM5VgkoiyH4YED1kiigtgUYZNP5IQE7yVdqX",
-	"Ww1Ht7355t38wzsEpRmnZlHHLNQg/x3nmFruGQ8nRIqRytYmhYjMyg9PSUyZNIuEcRyKAFJY1a05yOdr",
-	"LQrNwhpbd15L6Uloh4L4rP87+LpV3kjDFgwW+oLfglT42i75esN4sIs78fC/PRbcmT25B4H5GXwWM4Ny",
-	"KR3erbTV1RBpoa0fsxC6PIBxPfVttvtUQUCYeYUwrgVyiZzwBiwE1UBy5lkPv5zHMliURK3dnxHl7N+b",
-	"GcIxruEaJGLcB6H0Rxy8ulDzBPmatzBDGwqle/j3qhDGpZh1/QqTblCPNTcwQabVsIgbmNyfH52wiOnp",
-	"6c/pNRDF/gSyFtNr6IXmtV4AA5qE2iN+SKMYAqIF2ep0Cm9EdLzexDfwjVbt8hjXO29ated2avFl5nXo",
-	"cOr+0LiAPxJQemrO6bPpHlqOlCG0vRR9KiUzgBkCkXawhtNzT3sPt3YhoplQcpzmntNcglJM8A9AA6i5",
-	"X64k5SoWUhNlXzRYvEdGTA9FognTCJr9826G3Uh6Cn92n2QQG9pJsh2gvNIX47ZbRNMdtLU99wq6M1BQ",
-	"seAKUOZ6TwN3+OZfvuAaOP5J4zhkPrLCjd+V2ePXBUn8SEoh7VRlGHU//rZ/0j3s7V/88un06OOVYf0H",
-	"ny4uzy567lHH8NcDwQch859gQR/PrnrnF93To0OPnF+cHXdPjnpnn64O96/MLxdnZ6e9/YuDD93f8J9H",
-	"v3Uvu2cfewdnH49Puge4/O7h0en52dXRx4P/zH7HTSB/ORr7AAEEj7+Tk+5p96p39B8HR0eHRxaMH4U+",
-	"FgkPngaMx2efPh72zi56x2cX77uHh0cfcREXVAOC4imAcLF/ddRDSBwdkjUJWk5oPwRkzJakEOUvzIP2",
-	"/kDX0fEl+IIHynD4EWWa9GEgpOFpWk4Yv3bD9qj5uqfcy44j9kUwWffIaAjckbW8BUluuBjhfZ9vb4rf",
-	"I4fRQtJrOKYsTCQ8Prgur84u9n856h3vd08+XRztEi700OxxRBUZSaY1cDzET5wmeigk+/MpTnH/09UH",
-	"XJMhutGQajBANPD0aaKgcph///vf2/uJHgLXZh1Qf2vhpGAOlRbeRe68S94DlWBUAhpGf/1slba+GH9u",
-	"1Z5ZzkktZG4pCw2WPT5grgyrudi/6J78Z+/Tx/3f9rsn++9Pjr5BTP/EVRKbyxKCUwgYvcKXHh1+uWzy",
-	"gyIHdq62mdvo9FxoIjhYZUvEIHFuEoAfUgmKrFVvL6OrUCU4SfLd9CKznZ7Z9DraD5hWCCwzA3BfBBCQ",
-	"NZpNfmR+MsAWeohITjlhgcFPPdmtG99BqAfuwz2igAfZmZCEG4hIUAqCKjbs+z7E+ZzTGPF3poeLTLqb",
-	"rdHDmYVRVnH69I0iUkiggSJrF8cH5Kedn9+sz6Oqu/SxW/TNWaJ9YRUYGgTMLJaG59KckWZGihnQUIHX",
-	"igs/fW1R/waCHtXz0OWKRaA0jWLD6exH/UnPSWRGbJwvHRqprS/GPQV/zFcwfRbR8DL7UmmqEzXvs33/",
-	"5tK+aAW4VIz9R2HmbCwv33v9jr5kOxCZUpvPsPu1Bdzok/+wH5tBQnOIk57995caAOwHEeMopi57TKlF",
-	"bxEw+1QGPQm3DIXgZUHtS6B6eZwo0cjX6UUBN6w3KDzrCxECRQtCrjDXfRpSpXsKgC+7ppAp3TRl42yx",
-	"FGheuAW5EvykCOsGriBkwUTrDAVFo0EKrGwLbtgymKfXWj370mnW4nOGkAf4YpfHybK4WTn5WcA6oDI4",
-	"LLxePfr5JpHioTp7Q7as5kNeZNwUlhrGc7Hs3L57ZV4tHPm8rV+Y96qYUDx3/N8i53QBCne+PBOZy0Nz",
-	"FmU4fczQ5DwtFg3FiBPBfdizF5u5wodUDQkaiIWEoFPHm5xVaiFbwhS9tLzcqpWubDa0TphaFkpMQ1T+",
-	"Y3FwuZVQKelk+g7C8Wav91McLEyFEePFX7eqG5nJcZtZ413TAt+L8ZKgNHfugndW6tuo48gr3kgz99/I",
-	"/hVozfi1WvUCrRy6A4FXcN5M8fjpKRfj2+/FeHWuXQD4Ij6jHGIlZ87mPLpNp5m1iachUoO+9yTR92L8",
-	"ZAS6OLjr13pgBkriXFpdDTem6COAEKwKh4ZptZCh3msNrLlm0ddR5ANUURslQpksLRDKhC+6AqMlzL/U",
-	"cyBDI+qnY7npa0BYAE8j7n0QSxPJinwTBZJFNbq4TIVTL5TJrZHv1slEReHYzLMYUzRwWp0ruv3MgpWZ",
-	"oHuulhMvK/sr7GrmRp6GMyJq3ZM1mjGW4Y2rg726rlkwdLEUj6Zor0ZgC8vAZqe3YgUDjRSJM2bWSHdF",
-	"6OXidCFkyH68GLn9CpPVqS1f5jxV7m7u/KtpRM+m3qx0Rm612bezTuVpWIeTDe/DOZwufQl6FRRaWluv",
-	"LA6/b1zbhRDR0gZVzW6hF0HUdwblBYSNVW9qZlBx0jNaQ5+FTM8V5z/YL37LP5ilC4kRB9lbiiWmUQSL",
-	"vLuYUdecQYNVNw9ZcBdqZcEFW28NqLzqWS3G8cx6noa4EPvuSV0IPdBnBjCr0FcemznFI1MwEyFJX4zb",
-	"LjoKQ0DFAGNCEb7EwtfwyyVjOKcNpmYhjXu9dHr0A2o7qjDkrPNKp/6NhgmoR7IjOGWixlqQLXMubFaX",
-	"0WAcg2+IY2XPwrLAPKfaH05BYv5er8QN8KfRlULah7AWc1aU3LRZ+0oW0uzLdFWLsTME1uoiXAaAio90",
-	"SG0oF67KCE0DUeUAS5kzCstcSdJ78PPVKZI9jOD4IOdu17T4+RuWmga9PpaOtJjCX3WHNS73XLJoJUS9",
-	"4WLEe/4Q/JtYMLxKcjZGw/Bs0Nr9x1IM7Utd5EQ+AUknIBORkKEIg73C054/pPwaAqLoRJHREDCygWkS",
-	"iVuDIvWUkEHg8fw/OHzm0MgXPNcUlr2ZCmteyxeJy2CZO+OBfRU9ExGb/9GJfSv32y2oBKQyqqpJajHA",
-	"V5qU45UxAl8RygPC+C3TGO+iPNKfpLH5GI+6iFBnT65WqHOL6mmZcJ9m/s1y6GwCeSiRT8MQpOEsJMJ4",
-	"pLpV2kgZ6+rZs8s1/8AdmodSJNdDQsPQBSxFBdZUMEW7mIj51za+1uUD0ei+U1lkbnpsJRxLz2YaHBky",
-	"ZQhSyyKyVJy5pDGV0JTEoaABBOWcoAg0DaimZI1jgB1GKk00qPVdEogRN98Ysh0xPSx82cueCfPVh6ur",
-	"805rih5LiUNTB36YDoFj/3J0RTZozDZutzb6Ygxq46uTCe828oHUxtfSqHd7GG3G+LVZ5LWkXKs0gNEs",
-	"aC77ziO16kMG8TkxzwlVGQw9hJP51SMq6dvHPCBZIpuL6g7FCKRPVcOlyGsTMsy0BnWsplGaNY0jpyRg",
-	"Enyj8Zk5de3oaki33+5Mj3+SLooMYUwuP+y3t9/uZCF95uw9YtA/0RAYNlAI4hoNzbrMD3ZNLlWqYXuK",
-	"/Qk9HLBGjmB/YqIJPi6d1IxkiBLFVbLSnIZcOM/SAjJw1JHVeyOIrxZflvlw5sYiHoKmLLQ4l+U8LCJh",
-	"pK8/XlwZ7v8SeJBfbZrKa9DL2EaqYltlgGwtjQdQWEAh+ExZxhokNhDUphz9jppabQhanmEYU61BGmT7",
-	"//9B239utn/+4v7f/vJ1y9vZvvu3OnAfUBksy11JnPRD5heo0qcy6JBiZJcRkCknom9oCe8vD6NNYynE",
-	"wJBfyG6Bg1I1jPTpouPmhbk9UiRb44irRpvVhpPli69Dwmrw1nRWmDvk/MddQp1Qtb25uUk+XR233+Us",
-	"rbxmrzVuR3TcdgzRfOAmPafX8KjWNkTpOmdlng07V7aj1+CSahe30GUxYU2gNKdUguGyIDSTlET4ZVTm",
-	"hWX/vynB88TP1e1D9HZ5Dd1+tGwsctWQXAi8yXdde2S5mkNvV1JEVwVrrf3t4RTXkrZq+BRGpJO1z63N",
-	"zy2rd3DBYR1TXVgAUSw0cH+ySBBRN389TUAvQn96ZxWloDrd/INZST9+SsRtRsBssDm7XCWwZ9r+MEvP",
-	"bDSZYOrTtbmOUaoP2GAAUtUrjw9j/q7FjGwPtZAKKYvOZFDxL7dEGIDSGH9nBajsBw4j80ed0FSK8ykI",
-	"XywIXVwPt/x3QFnYIHiVN1iRv4zw9XXL2/q5XuYqJtwvJ3odjamvw8mc2gGF6gLlsgPTspZ5a4n6AL+a",
-	"1/Ewq5M+sDux6jQ389bhRXVthdMMImd4qD+/VHa1LpRLCAcP5kb5Ntm4Z1DYHy6JkccMQptPZ8l3z8g3",
-	"IZilCg7TCHe/9IKlQ/MrCLPAVWWBsNgtdZSqw4+qQlcXjQM0LucAK4bkZFDILG15heTvlteqZn+759NZ",
-	"zS2vVcoLb3lTae0tr5KObb6pJo+b72pyx1teq5wRb74tpDW3vKY00JZXTeitJfYiOJe8Yh005x4Wgt3o",
-	"o4mUUPFHLCV9DAxB1ZvJxGAAHDMNmWFVBF/1CHSuOyRLiVP/+PFLrX0qrC/+YQbGR7amhZEFwGXwL2So",
-	"yiw2dfV8gAyTiPK24Vq0H5qZOOwRa3wFfyhcLYjUxkFuaZhApz52jqo6NVVxegM9NPBJGDAOEXBNxICY",
-	"o+tYgi4aRlKrSO/LX/6tfp6pBOC6lF73YpoEXSN0ob9wICQpZegbCasBmfdsGrI1EKMZkkZAKnyoyaZ/",
-	"v/AEr6WS62tQ6F70G8whFT6EpJGffhEgtcxpHAupjx065fwJ85y9VkTlTSBGvJZ+j1kI+74PSl2AGWWl",
-	"oNT73o5c1CXaXw6F1MQ8yzX7t0tq9m9Rs1/MeJmDoiGKKouRWuQCmxqtlAdrfmd9Z1niDP02XOjeACts",
-	"eFM3UfnAXKm5pZht5FjUdJ4CU3FIJ822uLJnY4Z3YOpRwl2+5Xw3nYQBSOA+oKeOC+K+7KGL3iN2FiN+",
-	"263UE2si62MQSoPNpz8zTAUw5c00HfgFLCjqVs2+6KYJGb/Zy6pmDED7Q1DE7rXpOCu6EW0Pvnz9ydt5",
-	"U68eVc96ZlzZEidft4qmNbgzKkNgqHWsdjc2yKeLk8w55UvAugA0VB7BIljm/GPJbqkGMhS2JtScPdz/",
-	"6Ocddo1T6oTxG5TcsTYbWcPt7eU+UnOBeVMnrYcQrS/sJC/h2x0GDHXtd1ub0xZa+7bh8EtyjkIFudq7",
-	"ekkfVMrqa4QDrA6xZBTtqpzdayWonN7PGFWqOVYptVfdTSHEtjB1M26Z7x/dnl/Aimew6h+LMBSj0sUY",
-	"hij3cIzKsHAMGXpdo0RD7YU4HaldMmOpIZV4vVZkW/x514XcKqv80zA0giJlHALiAqH3yO/C/HvXSZ1S",
-	"RFaC1FRq5+xmkjjlJB1vyOJOwXSWLcKOVb8Pl7czxUzQMkWUSKQPpHtOaBBgQRZF1rrnt2+wbNj57c66",
-	"R4D6Q3T2By6wjgty0D28IJLya1BY7vPjpQ0p6JB9br57045oHEOAY6RjE6YwMAHHT39bs1F5RIl1jyhh",
-	"hjHcqy80xuxRkrlWSzysOZR5u+7KybjYj9v4csrTptGzIkdOwe2TDbOOQRIreBstIFGAxfOE1QgqkZY1",
-	"Be+KV9vnz+Ptzfbnz+Ofjr78P7WXW7am5xCkq4S3gJTaNbrtvn/zLGJ/rlhPH95Wp0P9m16fan/oostG",
-	"hkp1IrktmGkr7BYqHS7C8KaUs9kpA/kCvaXAuaJXxXy0ROpDXspo3kbSoRvXjE6AZ0GCEKiCojmgIkmZ",
-	"xyREeqzWS7WfRnScfr5HHN8n9pH7V/p4QaNLgzXnwiCgFnbo2aVbF5xIpE6X2ZnTmXtmZQLHMVbCyeXE",
-	"CZzMMOx7JOPgGLaWdfkiT7i5owuXavaDlRqai0nly/ouS35ZXIdxzCSopeP2zcdBD0IFoyFIqK+xULBD",
-	"zhrZ1fvNbYo1BP2e6Yiqm12yRQ5PPbJNBigFKiN8eeQNccKfR94RI/xNDIGJEU/LA3tka4ekFWeLpYGX",
-	"DfsrFjpLF1s0uU0BphFZH11Kn0FW2Tox6LdOEb0Fy7EUEdbSghrJD8qatT0yhBCDMymfGGnWSH0Oc1Wp",
-	"XCZTGA1t641rI1PxgBRqpC/I81bUKbDKcF5hf7lPLaNoAtEnfFoojp+DaDQUIVhAuV4NmviUE6UZago0",
-	"WApEZM0M7l4xOI2nT6gEjN/D9Rn5GmIqqYZwsr4SYiNKVXZdwZM6XC4E0TQisy1zXY0In5C/XZ59JHao",
-	"gmHOje21xu1r0XY//q4E71zQUYFXnGSJDEuQkIKIcs38Gd/VFmWpelFCxjELMwLKjTpj1AXrtME4bCw4",
-	"qS1PMvpTpuMQmYQwvdkH8Rjc2uTIJVMpG9L/ih5YN7BXgF4dKpw+aqLT7KI594kaXaKowEoVDxtiSL1S",
-	"fYaa7gNWPbYvtSMR2B8HQpLTg/M6S/bcqNQ8y7VYFS/vZJBWpnDbrD/kqA9yKlLHpiJj5fhb1hQbfZpZ",
-	"OaxU2TxKCAPdMEQmUixhKcfMMcoFZz4NU5mgQ9xglpeyKEo07YcwK5FkrnKVv4koG0x6UfCQRdeCcqTS",
-	"El1E0Ka8pIlvUCc6OFErs1GWB51LQtPDPVk2QkwnoaDBvItqyXsI5c2eFr3ZO+FJ6Cp0l2YpmbLtOBIC",
-	"6jeymbRzxQOBXwFfQJ3MU1nNEEMUEaQQ9YlVhtrsOyjTSKVTktsjBgpTWXY+5UaSUYBGtjVXAtzIlChj",
-	"DUIhJNaxjhN5DcG6R0J2A4Y3OkiRmjOoS7+acwaz7PRFvPOqDY0sDHOCryOSupOrR54pCKfEOzfj2GHl",
-	"o6sWBex/IOv/PST1hW0EbtXLu8GfjEUtioAzdncJPMB0ptWKVmYXVkVaVySfn9en2wVy0pMJrys3VR7s",
-	"NxqywMjCgocN4TPZZbWoK1M9ULzlQhfEorBZ/AapBu/Wm7ZtTpuyhu30G7VnuB9QbcUYX4QhjV3G56rX",
-	"wpQdeHp9RWa3iEWxip4r2RULKFZ3MS5nCC9lXd7HFF7d2qd4NhI1BHOg04IcntpwM8GhLmWarEVJqFlM",
-	"pd4wh9oOqKYeJkCj5nlw0kWyWt/FxFxF/omRif8ka9VWFh6p5Rh7xJ0rieiE9IFAFOvJOg7+T0OW/+yQ",
-	"qzwBF6tu0OvMdQi3ICdEmZVabCUGY/EuFyNOfBFPzB82szf9NRXIW3VRBPMaS+4iqDASxuzYZYrjD5jA",
-	"vLbV6Wy/fWsjv3CVaLQqJzATSvzQYDg2slAeSWLiOuZhkPeGkT4+f/bMfgMp4hgCj1BFsJ3E25/eEapu",
-	"FAbhkH5IbTwO8QXXUoRYv4nZ+RAX2pYajZpN/CGVRoSRyoKYFjO+10rdQZyVySzXw+cbLvV7jxTPVvga",
-	"dNsmRltJi/YVttckaQWGQu5yRMc2Q3mvmGft0q/tuaUZ2jb52g5cTW/vM06x2VyNgdpdQwvIE5W7a9r2",
-	"an61l8M8QnzQ2+/UhUIiaXiEC95GqiBr9n+28wgoFhjcqiNbS6EbByfddS+LSrTzpQdQDFDcc6VsCLj0",
-	"EqqQpurv3ZVVwu/gxq5VRisBoVomvk4MONMQEbIWMAMJX+enUbhcbWK0gnCwfp9bdEV5omAVRWbGOHHj",
-	"FJDFVnvIfw0g1kPLdbLwtzZqSTcwwRAOa8RbSTqp1W8rbs7U6YL2bPemZc0TkVjzN4CX9vbEQOqaXrIL",
-	"FGyt0X4rN6l5pAxHtn5W6/YJ5pz5nlmarfKC8TBRYhhlqIS5Ax3euGZGDyRVlXXIlaWpBQWpqrShbJs3",
-	"I0cCizW2XcNbkLLIXDUBhOzWxU4aSgwhdddM2cYcCWaOkscryDlT/ntCQ1KKhctsebGYw2IVjKY48irI",
-	"q+uZgzAriqfY4euBRNP0WtMjYcVUb5acmjGM6v1urkXzEDmmmdIzXA5vqrxyjPnQnLqvSQC+CEAuKuKm",
-	"rWWx6pMutipHTctd0Yzbhm2ScmUDxl7l2Fc5NlhRhE3LBRbjB/fb/19aPyb7s9Nrf/m66e38WB8tX7CP",
-	"TSeBxfSPBIg1tO2RmCoDH9Kn/g1JuMv5rpU0C7XrnsnRt1q1Q29mm5Rifbwli3Na53getbPgVRDbpMGe",
-	"Y9uLVrF2kUsLdu4upSekMU9TM3s1m2gE0grluvuSweAeuZdZrPdMtcK+NdsHu1zd7AWClnI/6KPU2rar",
-	"qD+LrCLjEidx3757aSX4OWW3zFvTjfNmbOPKjVsp0OPSddxAZE2K0N7EStM05VahZmcUuvU812/n7dsf",
-	"d5bK9sMv8vbzKzoHVpMjV6vagBrZkvJuTcf7JT5buk79ymmvixGSXdXD5uXUQKjq96uBRu0pFtJ2CnE0",
-	"czJ43KYOUwmrVAmF+yKyuCsSfS3Mn3XxEW6MR/cAprTyDPk/buoLq9Y/qKHPVviIXR9hlIyf1O31koqX",
-	"PJNBb1H6t6G8DZdpXRmRjCCXs7SUse0xvFZxOFlQr3ABOTK/pxYi0Xo2N2u307nnTnDEgHkfYlsymAME",
-	"yvblxls/AD/ERLXUGdfDhs0NjKp0gpU094eYQIjovZE+V5JYm7iDje3Fdx5C5Fj5mlxGnn2QuzETTzP4",
-	"FFZfi0op/FdviUFjg3b1ZwFjTMezr+RH8W7r5+3iSXgoM+ryyVUObi3d0vq8xPDKKZrJvuvKgfkBeLU8",
-	"dSEGKkR0n+bXNhcrVwQXA2yqEiJE01wgGoYPfWM/UIuoB0iKvGUaYAG/iBa2hD2QtVrXV+4l4UIXovTu",
-	"6QqrrzVukAMTi2dWYV2CJLc3N5uaQS6Fq0/ZBGUaxxczdsyUKx4KMW049yy8Os9KYCEKqofBk2+uWVp6",
-	"Gs3N0mp7pFUOvyCnToO+CWVtITW1bKHAJAxJYD/FrIJqRzHXYcdB0UM69dwx5xtLfzFonxpoNNgBSVzG",
-	"jWnPyD3tg09McRALW4/xUY2Y9v3VgfLQpL8cbKv4sRD12QIXD1a1/ZF5hRSqNm9n31JP1iUGI04w5WWP",
-	"2G/yjitZYyIMiJCALsVISFi4KMEFjnjEtZyUS2AUG38V+t+U56+/NV666duMYgnlW68NuyxTeFjBPrtt",
-	"7iPV28WtJCktu/sn0JMbkTKD1Vx1t4tE/0xFUVaQ/8sh5Q8Z2zS9nMXRykJxtboT86XVjzCqSiX3lFgf",
-	"AMUWF/VOmNIr1KR4YjfsfSWYpxQ9vjuX8cxOR2a4ahrusla55Q5lNZn5kYBfzT1uBmkKS7t8r9XksxMi",
-	"enxnW5Hwn8PjluNgXbI2lf6Q3TbkfBel1Kdvg7oKZc4NJmoWTxdsIVYHp2J3x5WsTrNL5TKFZjwiYsBC",
-	"aBgjlxVBa+xJudK9Vvg209AbwFVsRD1v1xHjxV+3auou5YXfaqOkIsZZZM5kqy68qi6acPYwm3XDlLM6",
-	"VliHP6ScQ9grrMen8QorSQdKXdhzR6ldDvBbCEUM99pTUfbLCqMUy7c1j7dTu7faSm0rLGyqGNwKYxSq",
-	"uGX+hPsMshr6TuWIzB5je94YmFGywjok1elG+olUegXELQwRZ0X/VxnH+Zh7/SS4Br0Q9m5uv6kbqqAn",
-	"rQATGy3f8wW3BV/9yfyBNmcMpCGK78Gk7mbw4t+yIkJL1leBwQCs/SsG2e6LMUlLCe3ZjBrHrSc/qKze",
-	"IrPx+5iaRCgxHw2pIgnXLERzdBAxji1+JQsaippPsf2MBrc2N+fXwfJa47agMWv7IoBr4G0Ya0nbml7j",
-	"6Gk+QWu3da3hr1sIvKabojDzm3dvf9rZXKi22fSFkY+z8+O7N4+zh+ZbJpt9e3OxDTTcM8VzeKyTKDQr",
-	"q4fgj9s/7bybbpE0zhNEYimCxNdkjekMMdf3XDqUQ+EFq9TVX5XZWjDa4HHgMPd+zRbxbufNYx1G452c",
-	"Q+BBZw41YMOdv2K111M6vrRTetUlVa73HDl2HgsU9SJB9ufbx4GDUe6wKt4pHXu1i6myyO3HA0CNNJIj",
-	"4dbP248/bybB5PM+zqR1Ik8252I8tFHkWXacJpEnP/Kd7a03j3SpVKSkApo9znzNctUyRz5LriqA7d2b",
-	"H9++ebuzfGnNygVfRxx1iFt7n5Rh7FWkn1rGM8UAmrCkiYPXsdH6W79RrGiQmZoA33iy8266JkKqodEG",
-	"4aHOTnGF5bhsv6ylOyhh5uO0ceZ3he27be4qWvJsOVFbkXCPpO23donE6mIQEA3j+goQg6yH18yueMV+",
-	"X3fW47FUBvPKpb1iKjWjYXPZnoeo++U24GUgL+0wX0TzAZ8vX1hyH8srgMbyvOYAqat8R9Y4Vh5IojTT",
-	"ctf1/qDXlHGiBZa7C6nGUrHYrmR9Wrl57rJsC5uIc5N/EZcMw25rhlbTaZuhAj+RTE8uzcSpzhkxfiVu",
-	"oKav4P4vRx+v3p/9R2//8LT7sXd19uvRR+LCllBP1OY7A0PcCaIZUIlXi5t8qLWttn4NXNd2/9jntowz",
-	"2T/vmrO1meAuZL5QFMIXEdiuLoJDtQD0UChNuudqgbWg8O5svuWVHAghg7QEdERZaLTjgZBkv2snUh2C",
-	"Ll1bIVaR0OjeieEVZIPGbON2a6MvxqA2vrrs17sNGwxNb7BMTWmfew6GdWOZB+mI5REKYCdHWC0CO9Dl",
-	"ldZ9KiVzLSWxKycm1uyRnTftPtOuJgmGvgTWA0QsftgIeqZDSB3XZvf7591W1poLS6JtdjYx3icGTmPW",
-	"2m392Nns/Gh7TA4Ro8rLR4CYn68BuZ6hNYRwNzATmVffi/EJU7pwS+IH25ubFX5eLVSA5aWRhuZW0yzO",
-	"gyhQQcIwJLhSjBR5Y2euGzBb4cZ7GhRSst5sbs3/5BOniR4Kyf4EbCH9dpF5Lm3ZkGPKwkSC/ezHhea6",
-	"pczW3iySPsbdFIn+H1/uvngtlUQRlROsRI+FksZO9DGy4D/sB60v5mYRasY52lDePG3vvQgmCxwijGkU",
-	"2/zaLBe9pYFGbRrGQ5o6gnZbV0Ajso+/3XlLnn0xJP6uzGe1TODuCdCvDvUMt+MwMiB/UuR7s/nz/I8O",
-	"BB+EzF44b7beLjKLSmJsqRacQsDolWG95uPt7fkfoyZ95DrvvlgCsXhkjac1JHLn1XHA/EpwtSas+62e",
-	"imz+jpWgaAQapGoMl8tf2Xgvxhib9OUe5AfcACRwwtfSNFbMPHphNGauM2xpbDMssOjGExPcm/kffRT6",
-	"GFvLvhJcRnAXYOPgLW5icwem8M9VaXDDinOzxRIUgpxgcg9CfEx0z5fYgPRObH3RaP5ypaBMw1BW0axH",
-	"tlwmmoa/k/WxaOtQjLitIsVcfEgmtNskDixuhQkgVBFKhlQNjVDehJqZrPX0t0Shu0ern7AwaG/lPSxc",
-	"iUX3OA4p56iFpRVKbFmT1n+KhJiHNlVUyJtOK23ckX203P1TgMrz3UCFRbhYv1mkmVU6S5Xfl30hvYqM",
-	"9xMZeeXUbasGd/ar32MbX23InIRBWbwsY132Era5cWvpsQBNOphr5ppnKZLYlqyudiiqJs2M6J7iqjf3",
-	"TZwFSzE8l2hb2Oczs5Y57ORVwP0G2cMRYqaXirUeMTepocqE418prT4Mh9i4gckc0fdXmNxL8F2apB+T",
-	"bNLNNBCOgcYLJ5PvB9NPiuj8Qyb2KLLGXW9GIAp8CVqtLyFqX5qPaWiHciVm0aA+EJJIoW3jS1Lo8pZL",
-	"4x3X7+2vhoeTiN6AIqcH54QGtyA1U7YWBa7Mvki0EC5/G6V4FNu8BjK6p5D+VHdj2hdvhasx2+TzXYzZ",
-	"EmZL3BxG34CM/XonlkVmoYcgM0U6rZrwgNdhnBf3dGmkZdTpcl9ChFaASpHNvPkKpl+UnJLmL25bsZxf",
-	"nB13T456Z5+uDvevjg6J4CRKLFNKQ2+ZTV1WaYCkmWaWzO1KeV6CfvG8paDvS7hlMCJxgl15bUHcDnnv",
-	"ikR1ltT3cxg8C+tJi8LO4DZpLVWHL6+c59swN8ch9aEopsTl2rirMB4/BMqTuCB3V3umUA2e7S2tPDKw",
-	"u7VtR7CygfXzOxaTtzp245LfRT8zUjYwjgP76mVa7uaFGrXLy6yhLvcCsUm3r8btFTC8ij1DoCEGQC6N",
-	"10Oh5jlSPgj1wv0o2QobeDlu8hXRVveiIAAXc6I0INAzejtYjEvd2v6ps9nZ7Gy1vmTejdT5sZzgku/n",
-	"+XQms4ZZoos5sVdvxHcq4FwzpUESauMmse8N08o2CSJKJNIH0j1XK98HG18zD+HceBeDiI/uQTCT2Gba",
-	"D8oIvNbWJv75FlnYkuT33P6EWSwAEePVm/BN6y94iD+oexL0DUzUxtcbmPRYcLch4VbcWFtJrSX2Am6F",
-	"xUjCFGER9qTSNsIhBhlRs809gsMwfk30iPlAbgBia/qwHlE7S9CjutmyemFX8ng841eYdIOn8U80UaGD",
-	"w8u3Wr5QQjDQM3r8PTzs2KCyUWu/wPaVtkffiJsr1ZVjTdQesS6NtKddXwTMFj6rwee03tDLVZGyFdag",
-	"KkLhFUFXU49sB9QZqtFiKLrx1VXSuttw1aGamfS+Kx/l5qYS0PjcRkfX2sXZ2Wlv/+LgQ/e3o0M0uLvO",
-	"hraSv+1toNIixNZC9btg3GZTNSC3m/IR2TUWMgzOqR4+ETU0Mm0hou9Mc3qR1ONQilCE+EMQDrLwRj9Q",
-	"qhlbRo+JaX2YKuE9gwYuQZ+NXCzkUxHBippO5h5bORizuOHnU3H+xej0VQVKJT+qFLvmjjf8oCzRrsIj",
-	"0pJKs03caS2nX+AFi3DpIpsIIt3qqyS3CsIFVoAz+nYK51ozd31s7inIa5e1e81ugdtQJlvXPgs/SAfO",
-	"yvx2yN+N6jFVUtwj1GghYaFCOlPk4ui37mX37GPv4Ozj8Un34KpD9kkoRljqwKexbQYNWLB65AKBaYj9",
-	"vlx2gpdGBGOPb3e77JKawhS49PrSFCSAEDTYEmXuFUOhYYAJ364eA+nDRNhGUpFtKVVXz8KNpVwgRqpr",
-	"jYZCFTt9m52EVF6D9FxXqrXL86MD8r//19bWHrG9eq2nFVvz5otg3A+TAIL1Dvnl6Ip0Op3UkUskGB6q",
-	"LKRGNF1K0CAApMT3jLl9RVbWUDlqaxub+azAVJ7bmLkocysYNSNDc68SwHcpASA/RXHdVTxgXItFOPSU",
-	"QIDFFlSzMt1VCisquEC1QoUGspZHmXr1+V3rHbKff6BIRLm1FY2Nho2+FM+loHl4JXhpDIryCijNnSq/",
-	"Z/B6QnzKsZier3EmlwNYy5YQfPfP2g9pH8LWbkvEhtHGWsRLqguFdTwfDyksYn4kqat98pTc45W2kbaR",
-	"4irVUBan5I2v+P/7eDP2SG1lHKYVhJhc5Qs+YNeJJTYrClmS7Oc2/SFImEWUTf6NaWzE/fygSPcQ22qY",
-	"n2OK0TwuSiHdcKtKUUUSnVdx/MuTUN88T8gzUN135gtZgGgaQqczcVptfC0I4yy4mxHVKIFGVq+xArsY",
-	"YP0mW20OilI9WftwdXW+cXDSxUtyD7MwrA8lLWqEQ6x3yMEQ/BtVaJX5gyK2ap0m6elZ2tPChmRns/yQ",
-	"NRgngju1IS02tXZ4SrBomc9iyvVeatkzd6sz76Gvh3EMl8BubyEQbFixvmuAm/Abbq787qGXSQQocnjO",
-	"FFFYs2EUhicISbggoeDXMN0RkIiBZ/Mz40Re56oJoWGImmKujn08u+odn336eNg7u+gdn1287x4eHn3s",
-	"kEMx4gbY2H/HTkk52T/41coN4AsZmJ/Nn8DiOpdrBr10rEc0Ybq2DB+ABmh0nB+lnq1ucfP/Xzb+UuZO",
-	"GffrM24oZpr/1WddFvEKsXOPHNhp2ubmxWtDG5QLGCVmSCORpchvID3EfeIy06pb7XxH7csh3X67M01Y",
-	"J0Zt96kCMoQxufyw395+u5NGB1tKW1P4baqyp4hzeHW2npVJozUdPO68VrqFQ6ZioZh2HYUq6cTZKveI",
-	"kUjNZfPX//mv/yZrZrqMwM3Pe+SPRGgIbG8MpjM8JHFIU25kZGGbhSwSrVgAJJaMayz0sX950O1i3ham",
-	"VoyYD7v5pJ9b//Nf//25Zf2waFZQibUtSOpjoJMiPc9mZKQf/eWv2PL2hx/MivFDs2obAYWLWLs4PiA7",
-	"2zs7C0Mr7Zg7xQTZn5hKnR4L+xN6jpO1am/gGVVO07kuHeNvn4uQ+XVl9cIRnSiiKA/6YrxrVB8pRgpV",
-	"X6pdicsiY6Z8MqITsma4WHp2H65OTwz3ufztFwRc2syEcUKJpv11IhOOvMNO7RCQSZWClCkiJLtmRj6R",
-	"7Hqo1Txo/ke7SEDtM9yQatwgF4qzwWD2qHffl46/vcAHF1TbytTPLchnhR+rIkl6l5AixuVMpSCcpOa4",
-	"2fJJXly2OVwDdCK5Exyy14kaUmnL05tb1WVzKYvMzCnQe3g195H/FD61SVtU5YZW13vSoD/lBKJYT4it",
-	"2jl9sR5kA/3yqIlclTv1MUX5fEtNd2YOvRde7+77IDN0TeR4bCTl/IhyGnNYb30Ude7vAxHFVEKb8qCt",
-	"QO8SRW/B9dOdckAQ+COhoSM0J5hnz6rtWQmMmdJq3SMoMI+YgmlfhaUoN1bBAfJRODsu2Xft7OuKTBta",
-	"NkA1t/vfLs8+ziLFS/qocSp1tLii1a3M8ZSG2HYZourGaP2SudLENV14W5s1/UF3W+ZMl0lnKEPtWSx3",
-	"5SXMttuZ7QUZIr6W26xY+74bjmcDoCu3PBugKlb0iCbcBrYHtYxwlqwh+C1IRVPNqFba2Fe+a3ubOkYV",
-	"/EEUmkRswB9aBNacSaFkzciRx5kXiJDlN9BWwaQLPuWQiimK01gNhSYKIso1850sXqhHvlGqAL+XKv7K",
-	"OiewZgYKSkbS1xCpDvmIZpj9g19r/AgHBViYy+Yl2QYOQWlX0fvfE5ALTYLIvciLacn2xxSnXIF5LJRf",
-	"w9TcY/W9eTH/tdkXxpIgbxDS0HmJ2yyrFgVMgq+FbQZby6cOqII24wq4Ymh6VEnfqs4koto33MXZZSSR",
-	"GDzxf3ukh9bDz58xejhkGiQN17FxHLF1INN6rUGhhCaKoX0x3iNC2g4b/QlZs9Vd02p063tphwfLnqYZ",
-	"zmG6o0ugElsFPx2/qbQ2F7xtNTwNY020IAOGITsleGVemT+QBWVumfSfzT6ZiPHUqLRV08/h22JlB1QG",
-	"jXzM4JlBuDjph8wnPpXBK1P7jpiaJVXHGlKO0J+U6KTA2nKmtRhv21AQDmaUvqwor4ajGRTL9VVkXMjc",
-	"DFsrfOx8UbJoOXIKrRmhQw6sZ9cKkhnvS/c1s5xPxshs8NSl2cM3oXjWKZRbtQqlgREWB84OxpX4taWA",
-	"nFV7MQZSA67n0TipDBqNW1QG31re7Ktm+lRc0CIuESNevOjuw/e+pmJTsw/+jEO9SPaDKq6iQz7x9DVX",
-	"iDRwFjnsLWz4Yu7eVos5n5tZ3pMavBcsdfYU6WOzmEfxNFqvLqsXqpoJDvejXsb7YtxsNdJpcSYpRs52",
-	"41MuOPNpmEWme1lH7wELzW1jg9j3sngOmlp10J6Txrk4q44UozQ9ud6m0zVLfOQSwNM0Wqck2e21FpUR",
-	"cOHH9pu75QxE9qtv00yE225SrvAhYtOrRvX98CJMHkdWQmiJZRQYkuU085nRBvVvmqNgT6m8UWSr0ym1",
-	"vrXsyTCdtBOhFCObFjukt0D6ADznOBiHh/E7tlSqkSZcQKzLuelP0oi5PWSxjGMD4jQOTsLv4GurgNkU",
-	"HlxJA+va92++DU1qWmOi/g0qTHgwPQV/2JpDP7W81ta7JcoMpXB4FhUpnbzZHXcOsm0QRiTaF9H3Z8F+",
-	"1ZFW5Gv7vtExQgiuwbG3VZmaH1IWNbO1E8N3FEliw5ywT7UTojyScMeUkMdVeZcRqGz+nMubI2t+SKPY",
-	"srmpzt3rpTjb1NfWIfvYhZhObLwkalEVbrBeNjuZ7aRrooXfClwWkyVDUBjOVyhGHdFJIcjYtkt2Lgam",
-	"SQgD7RGaZjCmQuZ6A3M9QLh+o+wVIWbbVRWPEFMfvRaiQWv3rddCB0Vrt2XTUlvLsV2E0PMxXpy+mfWe",
-	"5Lj9ynVfua6VJg1OpJnQdVxvOQaMdNRcNst1ruYDIX0IHPPNylBOpbkjAxVoxrKtv/PQBqD+sEM+AqDK",
-	"ayXGG5iQfqINw4slsky3h2l+hofyYqs22NU1WYssjJ+Wgr8PZD8aDMAm2VgYZnkTpfpbEWg6G8sjaMTw",
-	"vw9t4pEvITC6GQ0xpMf86VMMt1f3QNtTeKkoewrNnhEXuMQQIHryirnLY27XwS7FWANUxq+n+qEsgrsu",
-	"eKS5SpwWEfOJYvw6hHaQG8qwHtyuxVqaFd/QQ8avXZIN5rqrYtqRh5y9bKjI2iCm+Xf4I+PI6rWkXFHf",
-	"Nm7axxyVtsUcn4ZGcgaappvgehC1QrOcrIZImvnkaoxkwrStz0iCxCI5dMh+qAShvg+xViRKQs1iKvXG",
-	"QMioHVBN8yC7v12efcQcQfJPZuS7f2Z3E+bH2Cfmz3+StYY8R49U8hwpLzy1RfjSHRi5Ha0pWSpBXwST",
-	"XhSs1zEF/OYSePBtCOduKxiBxMkk7w9zfkHebP+/LeQiKdKZD24YN2+7cm+ubFtrt/VzfzvY8begvbW1",
-	"tdV+Q7f77Xf+j0F7G94Mdui7/qa/hQQ9rQ1E6hp1gciiZS/1piER/TjY8rfpG2i/6/8ctN+YCX4ebG62",
-	"t+h2/0f/TfAWdgatHACrfLywWlE43FSv8Fo1mGobXfoiYPwac8pcZyN3Klc2hOgvG39BeHAX6V9+OnVs",
-	"dxhDnp2bHbO1VkrqxUr4nVBce5YIbF7jLqlJJdwl2XL3iEvgM2N+bu0Vc/qyET+3vFJS5S5GW21g6uB6",
-	"q7CNHKGw4bv5noTiutOISQHiEfgsZubo0gNs7S52fI0otb1EVEPhZD8hs3hqlbGwgDnR8/aqyxxLazaF",
-	"M4CQoTyPqvX6q0r5qlK6kC8eEEoOT218F6bQI6YtHcKavrXRT4OImtpActdBDa1pjjoINUJFALGRErgm",
-	"h6eo3Fq7n6byGrSyDo2UEai9zPuQjjHtfnBc3zNXc/q2HY1ga/ffMUKK0FDwR5IwdrP2c1ynU2PDOVRp",
-	"RkWpgvginswUGd4jaL8xueFSUx4ksRH03pKI8UTbCtvTXBkxB6/6aXb/yPc1QvZlXtq2hl0nDgYPdmvn",
-	"Q05f28U1xsGg4e6ecX7b9z6/lQ/w2e9mXMVsf5rjAa8utdebePomNjfI4am585TrlmyjsFe/jb+maW2z",
-	"og+t6acSvkTYoFgIx2i5aHhmmnAxagpiKjnhMHu4MMaQKqdI5xYG/Irp2elrjsReWDyiW9VTRCS6qZqk",
-	"fndkrwGJLzog8d6idZGYN8x93nYFbmdStj02oiArwWu/IoK7ukc46B66o205LEev+Anaupy0Ok2ZxyyE",
-	"CxzuySMRl6PObyxYMIdrU8SgffoaLvi9hQuiBmm0UKXS+tUFjoFlZVdlF2rjK7ZGN5r2+G7Djt7YS2Of",
-	"cMHbjntkEn1WUztTYO1Stcj1XwkDkMB9sBn0GYNJYgVSkxgkWct8DuYLz40Kcr2exezjJBblv2kmYzbT",
-	"NeC/f/+PaQVMQozqs3WeYJyiARtDNPSW4DxFcD9LiEzO/pqLjaIO+6o+vapPk+w2LDAjWmFFy/FQdO43",
-	"GzEPaBjaNogdchYDV2g+xYIdzrbpNCB/KBRw0rdxfugvxXWuZXUkHctxVh2PQKgAq6q6Idwv5nPXIS+N",
-	"VbSOUpe46pVqpSH9e7beuEdCdguuab1toGCDUpzGRfNYToxIRB9xTX1Rs+BzBMs3YYDEJLheoc5UIQ32",
-	"xyUKn2fbfp6S59n0c9w+hZD93NNPOJK5IQeLnGQk5M33Xg/9O+Fohq/kbKVcHS5IJJZcnY77W6gykuMZ",
-	"C5VgzLJQJbulOkuUL8VLY7XSkuVnSBURfQXyFmz4yC1Iy81GQ+YPiR8ClYqcX5wdd0+Oemefrg73r44O",
-	"p9nOuZ3uuym96PbTGIDlyhZUoP1ahPHpijBCGqFUOYNliczdXM22mS73RWS49BpVNxAUw8VAYi0xkehr",
-	"UXjDiRHpG+kMWWlkJjMECsAPqaUjlRXrETzTu3oK/vDItJ+mRv9y+PQiMk1t9q5lec0leWYRoNvNYTbQ",
-	"3XTJoDMeTiw/K4CxqUKQU7aWnP/SfvXNFQhyy282SlmUfLVKfWdWqXSUjOkU2GH200L8cONrGotXNE/Z",
-	"8YNmlcvq/PghlgdNzVGWQo3qksaM2mz86WJCOh+BlLIWzITKlpUPJ2jFyp1hEuJwUuqoVwx6beKVF243",
-	"L8hS5VZW57O6d4jHGScMK2cvXnPInPe0rSp2VLAUL3LAfhb9rLyE2Tpa4S4pRFXH4eTViPWq8jkJFNHI",
-	"mq8cXS7PZ4WI1BxXf1rAttjFRg1ZbO1DsauIi83jrQhpmepAhKEYkTi375vXbcv5lOIzYbM/IS76u4ZN",
-	"ChG9NH/hyxKzhIgaZSxzwK7tbHZArwLXdyZwiRG39tvqSRcZApI6dgOoN1Njm0SVFaod8aoSSdZKPGA9",
-	"nyzLui9G37qakGuOQ6x3iA3n5SIPQamj9ax55TdgOE777VpmZwSTMGx5rSFTWshJDxuKsRBPsWWbktQL",
-	"OEJErkaIgSaslrbidEwJmAjffrO9hHSUwf15JKNs+vltOvMS6ySQk55M+K4N4hZJGLT7rrmbeS4STbqH",
-	"6jWB4VVksrzSopjjcDWscZ6gtPHVCSnN0ZGHoCkLLR+mpG8OGSszKG34pwKwUVR03NUQqXUMaKy2CNwj",
-	"tCxWARSiq9wSbEVaz70gM46R/hL0qMZVGJ2pgdO+sBBJs6SniI8087hzagwYECJ6DZB8sYZ3ZPFBgdQs",
-	"gd2LpDdQNZmtCzl7uVVicrW8pg0S5vau72EUNHrf+pOKBkVGQ6rRqW5uLycxkFxiqCfZ92bqf2G6xf03",
-	"US2eyyvZvmh/GZKuJbXFdZP9OLaZgDDWZI3iv3pRgCRYqB9oyVJCeu/ummvT+boiOradF9Zn2nyr9glu",
-	"K3rwYufgPWcEnqfIIK7aCtEvmlxX1H2yY2jttj7zNjmWAH+CkTekVuRYsoBOmuy82/U5YQZgy3Qrq0D5",
-	"2XSX+VypUELewu1VKXlVSmx5RESHtK/5TPa4hDCTGiS+LtT7sRxOgAE8mdXWplzl7dixe9keiaVQsSu6",
-	"hHrJGhekT/2bAQtDz3Yfj8QtDc3Y2A8Sy9qk2Vzr9Szz2C77O+SWTd6uzHLkKpaoWs5o31qWNVpoPhtX",
-	"tNPPtujkiPbKEF8ZoktutQbtKQfS/TiiNYs0xwycjThIZGUd0nVGbWfCxpBFI1diXyDLB8NMnxMys9Y4",
-	"1a6et9lBv0feNs2vGL+9rz17KU5nYftsnM5OP5vTFR2kEQ1e+d0rv3MlABF5Ml4jHsI+vfG7YLyZ151X",
-	"rMu2bF0fsMpEyteoUYqd294pdRQ9MHkIgBUG69nd38wK/iWYnYH1MqJZNx1BPxvDOs2OcDbTyo/6lV29",
-	"sitXzt+HWKdhAvmtdj9+FQK9nSGc7VuWxAVvi4KcdgG34gZs0xLrCBCJVppa7hbafgAuHhOX63jaHpFg",
-	"qDZNe0o5W76bhjAkXOW/BFPDA3nlaq9c7V+mXP7tapEBeojcZ7HiScfSMCFOKPeHpf7/xKccvRVcjGw8",
-	"ix3XLEi7/Lk4ZC5juFBmSQEGAZBCqo7txb1HhiwIAOcCpYVUqMJKCKivoSbO8gonfGkN/7/tyiwWpueN",
-	"1ZjwiKPXnv/fa89/S8RLF3Gq4ykbME4rsNS3meQkP2HP1ldP44/8YcJvbH0Vx1aoIgaTiTBcRN4EYsT3",
-	"sGIko6F1kFLXrp+MhiwEwrgBTwh1sUQWj4/GL7/gSm1DSiEjqlfOEbTbPraD3L0ovuNOpIbz7FuUeOU4",
-	"31EPlLEtapJSOB5wA+fBUeVtSqGJDFu7raHW8e7Gxtb2T53NzmZna/fd5rtNRFM3xHR1Zpu/3xdCKy1p",
-	"7NUm/udlNTqFRFiXFT2dT5t1xMDyFA2NXUptMgrDYpuM6TH3g4hxZtZoC98iv/XIUCitPGd58zAXxUuX",
-	"btXJtHNRh+AQyvXYLV7bpC8CZqsUu0VQ82rNKs7zHsO4Educ203fqeYtC9e1tiafY7egwXjTfhKVZ9oU",
-	"h7Wy7PSQh6eu+kuhF7EvuMEOZ662YTZ4JZVg7RCqBt6ltiBe1iPPw5Kdtq4MKueF4WwTqumxjsaGCbKa",
-	"rNI0/IfJUgZ7cctpEtT0sMelgj8uYLdUSK1T6lls9vnl7v8EAAD//w==",
+	"7L3rctu4sjD6KiidfSr2OpR8iePJ2LXqlOLLRGvs2Nt2Zu19VnK0IBKyMCYBDgBa0qRctZ9mf+/xPcp+",
+	"kq/QDV5Ekbr5miz/mXFEEpdGd6Pv/a3hyyiWggmjG3vfGjFVNGKGKfhX+5oJ0wnOqRnYf3LR2GvE9h9e",
+	"Q9CINfYa1L7R5UHDayj2R8IVCxp7RiXMa2h/wCJqv+tLFVHT2GskCbxpxrH9VhvFxXXj7s7DiS5Y374d",
+	"MO0rHhsu7XRtQdI5PCIVoe7fxC6AmAE1hGuSCP5HwggXxAwY6clRq+HVL1ex/sz1RnR0wsS13fTujteI",
+	"uEj/uVW5eGOoP4gmQDW5iasBIzR7640mnUOy1lcyIpRETGt6zd7owhvrdcvP3rg/yD/I0a9sXHOsPTnq",
+	"3rDxzCn+zYJxr/F/beQYtIFP9YYb3M5zkCgt1TRMBBuZrg8P7bkqppOIZT/0iRlwTbRRjEYZNP5ImBrn",
+	"q8SXGzVHt725837+4R0ybbigdlHHPDRM/TvMMbXcMxGOiZJDna1NSRnZlR+ekphyZRfJRnEoA5bCqmrN",
+	"QT5fY1FoFtbYuPMa2oxDHIrFZ73fmW8akxup2YLFQl+KW6Y0vLZHvt1wEezBTjz4b5cHd3ZP7kFgf2Y+",
+	"j7lFuZQO71ba6mqItNDWj3nIOiJgo2rq22z2qGYB4fYVwoWRwCVywuvzkOkakrPPuvDlPJbBoyRq7P0M",
+	"KId/b2YIx4Vh10wBxn2U2nyCwcsLtU+Ar3kLM7SB1KYLf68KYViKXdevbNwJqrHmho2BadUs4oaN78+P",
+	"TnjEzfT05/SaEc3/ZGQtptesG9rXugHr0yQ0HvFDGsUsIEaSrVar8EZER+t1fAPeaFQujwuzu9OoPLdT",
+	"xJeZ16HDqftD44L9kTBtpuacPpvOIXKkDKHxUvSpUtwCZsCIwsFqTs897T7c2qWMZkLJcZp7TnPJtOZS",
+	"fGQ0YBX3y5WiQsdSGaLxRYvFZI0aElky29p+T2LFhaG9kJH25UGnQ/wBVdS3ws++lTNYFJsxuaVhYvlm",
+	"IowmVBPa0/aG3idDbgYyMYQbAHL7vJPRCRCxhp/d5BnsB7jcDBYg+fTkqOm2U3ebbW2/nwbCnYWgjqXQ",
+	"DOS1DzRwiGP/5UthmIA/aRyH3Ac2uvG7tvD5tiB7OFJKKpxqEr6dT7+1TzqH3fbFL59Pjz5d2Wvj4PPF",
+	"5dlF1z1qWd58IEU/5P4TLOjT2VX3/KJzenTokfOLs+POyVH37PPVYfvK/nJxdnbabV8cfOz8Bv88+q1z",
+	"2Tn71D04+3R80jmA5XcOj07Pz66OPh38Z/Y7bAJ409HIZyxgwePv5KRz2rnqHv3HwdHR4RGC8ZM0xzIR",
+	"wdOA8fjs86fD7tlF9/js4kPn8PDoEyzighoGoHgKIFy0r466AImjQ7KmmFFjS6rA1JGIAOUv7INmu2+q",
+	"eMAl86UItL0dhpQb0mN9qSw/NGrMxbUbtkvt113tXnbctCeD8bpHhgMmHCGrW6bIjZBDkBXy7U3dFcCd",
+	"jFT0mh1THiaKPT64Lq/OLtq/HHWP252TzxdHe0RIM7B7HFJNhoobwwQc4mdBEzOQiv/5FKfY/nz1EdZk",
+	"iW44oIZZIFp4+jTRrHSYf//735vtxAyYMHYdrPrGg0mZPVRaeBf48R75wKhiVp2gYfTXL6jw9eToS6Py",
+	"zHJOipC5pTy0WPb4gLmyrOaifdE5+c/u50/t39qdk/aHk6PvENM/C53E9qJlwSkLOL2Clx4dfrlc80aT",
+	"A5yraecmXFvkJ1IwVNRkzBTMTQLmh1QxTdbKt5fVc6iWgiT5brqR3U7XbnodbA/caACWnYEJXwYsIGs0",
+	"m/zI/mSBLc0AkJwKwgOLn2a8VzW+g1CXuQ/3iWYiyM6EJMJCRDGtWVDGhrbvszifcxoj/s7NYJFJ97I1",
+	"ejCztIouTJ++UUQKxWigydrF8QH5affnnfV5VHWXPnaLvjlLjC9R+aFBwO1iaXiu7BkZbqWYPg018xpx",
+	"4advDerfsKBLzTx0ueIR04ZGseV0+FFv3HUymBU550uWVk7ryVFXsz/mK6c+j2h4mX2pDTWJnvdZ27+5",
+	"xBdRgEtF4H8UZs7G8vK9V+/oa7YDmSnE+Qx73xpMWF30H/ixHSS0hzju4r+/VgCgHURcgGC67DGl1sBF",
+	"wOxTFXQVu+Ug9i4Lal8xapbHiQka+Ta9KCYs6w0Kz3pShoyC9SFXtqs+Dak2Xc2YWHZNIdembsra2WIl",
+	"wTRxy9RK8FMyrBq4hJAF864zMhQNDimwsi24YSfBPL3W8tlPnGYlPmcIeQAvdkScLIubpZOfBawDqoLD",
+	"wuvlo59vTikeqrNVZMuqP+RFxk1hadhoLpad47tX9tXCkc/b+oV9r4wJxXOH/y1yThdMw86XZyJzeWjO",
+	"oiynjzmYq6fFooEcCiKFz/bxYrNX+IDqAQHjslQsaFXxJmfRWsgOMUUvDS+3iKUrmw2tE66XhRI3LJr8",
+	"Y3FwuZVQpeh4+g6C8Wav93McLEyFERfFX7fKG5nJcetZ413dAj/I0ZKgtHfugndW6hep4sgr3kgz91/L",
+	"/jUzhotrveoFWjp0BwKv4PiZ4vHTUy7Gtz/I0epcuwDwRfxNOcQmHEGb8+g2nWbWJp6GSC363pNEP8jR",
+	"kxHo4uCuXuuBHSiJc2l1NdyYoo+AhQxVODBq64WM/F6jj+aaRV8HkY+BilorEapkaYFQJWLRFVgtYf6l",
+	"ngOZ1aJ+OpabvgKEBfDU4t5HuTSRrMg3QSBZVKOLJ6lw6oVJcqvlu1UyUVE4tvMsxhQtnFbnim4/s2Bl",
+	"J+ic6+XEy9L+CruauZGn4YyAWvdkjXaMZXjj6mAvr2sWDF0cxqMp2qsR2MIysN3prVzBQKNk4oyZFdJd",
+	"EXq5OF0IN8KPFyO3X9l4dWrLlzlPlbubO/9qGtGzqTcrnZFbbfbtrFN5GtbhZMP7cA6nS18yswoKLa2t",
+	"lxYH39eu7ULKaGmDquG3rBuxqOcMygsIG6ve1Nyi4rhrtYYeD7mZK85/xC9+yz+YpQvJoWCquxRLTCMQ",
+	"Fnl3MaOuPYMaq24e7uAu1NKCC7beClB55bNajOPZ9TwNcQH23ZO6AHrMnFnArEJfeVznFI9MwUykIj05",
+	"arrIKggflX2IJwX4EoSv5ZdLxn9OG0ztQmr3eun06AfUdnRhyFnnlU79Gw0Tph/JjuCUiQprQbbMubBZ",
+	"XUZjo5j5ljhW9iwsC8xzavzBFCTm7/VK3jDxNLpSSHssrMScFSU3Y9e+koU0+zJd1WLsDIC1ugiXAaDk",
+	"Ix1QDN6CVVmhqS/LHGApc0ZhmStJeg9+viZFsocRHB/k3HFNi5+/ZalpwOxj6UiLKfxld1jtcs8Vj1ZC",
+	"1Bshh6LrD5h/E0sOV0nOxmgYnvUbe/9YiqF9rYqcyCcg6QRkLBMykGGwX3ja9QdUXLOAaDrWZDhgENnA",
+	"DYnkrUWRakrIIPB4/h8YPnNo5AueawrL3kyFNa+BsZ0LzXiAr4JnIuLzPzrBt3K/3YJKQCqj6oqEGBfA",
+	"OhnrDNH7mlAREC5uuYF4F+2R3jiN64cI1EWEOjy5SqHOLaprVCJ8mvk3J8NuE5aHEvk0DJmynIVEEI9U",
+	"tUqMlEFXzz4u1/4DdmgfKplcDwgNQxewFBVYU8EU7WIi5l/b8FpH9GWt+05nsbjpsU3gWHo20+DIkClD",
+	"kEoWkaXxzCWNqWSoJA4lDVgwmU8UMUMDaihZExBgB5FKY8P0+h4J5FDYbyzZDrkZFL7sZs+k/erj1dV5",
+	"qzFFjxNJR1MHfpgOAWP/cnRFNmjMN263NnpyxPTGNycT3m3kA+mNbxOj3u1DtBkX13aR14oKo9MARrug",
+	"uew7j9SqDhmE58Q+J1RnMPQATvZXj+ikh49FQLIkOBfHHcohUz7VNZeiqEzmsNNa1EFNY2LWNHKckoAr",
+	"5luNz85pKkfXA7r9bnd6/JN0UWTARuTyY7u5/W43C+mzZ+8Ri/6JYYFlA4UgruHArsv+gGtyaVY129P8",
+	"T9aFASvkCP4nJKnA44mTmpFIMUFxpYw2pyEXznNiARk4qsjqgxXEV4svy3w4c2MRD5mhPEScy/IlFpEw",
+	"0tcfL64M9n/JRJBfbYaqa2aWsY2UxbbSANlaag+gsIBC8JlGxhokGAiK6Uq/g6ZWGYKWZyfG1BimLLL9",
+	"//+gzT83mz9/df9vfv225e1u3/1bFbgPqAqW5a4kTnoh9wtU6VMVtEgxsssKyFQQ2bO0BPeXB9GmsZKy",
+	"b8kv5LdMMK0rGOnTRcfNC3N7pEi22hFXjTarDCfLF1+FhOXgremMMnfI+Y97JM0K2t7c3CSfr46b73OW",
+	"NrlmrzFqRnTUdAzRfuAmPafX7FGtbYDSVc7KPJN2rmxHr5lLyF3cQpfFhNWB0p7SBAyXBaGdZEKEX0Zl",
+	"Xlj2/5uWIk8aXd0+RG+X19Dxo2VjkcuG5ELgTb7ryiPL1Rx6u5IiuipYK+1vD6e4Tmirlk9BRDpZ+9LY",
+	"/NJAvUNIwdYh1YUHLIqlYcIfLxJE1MlfT5PXi9Cf3llJKShPN/9gVtKPnxJx6xEwG2zOLlcJ7Jm2P8zS",
+	"M2tNJpD6dG2vY5DqA97vM6WrlceHMX9XYka2h0pIhZRHZyoo+ZcbMgyYNhB/hwJU9oNgQ/tHldA0EedT",
+	"EL54ELq4HoH8t095WCN4TW6wJH9Z4evblrf1c7XMVUzWX070OhpR34TjOXUHCpUJJksWTMta9q0lagv8",
+	"al+HwyxP+sDuxLLT3M5bhRfltRVOM4ic4aH6/FLZFV0olyzsP5gb5ftk455FYX+wJEYecxZiPh2S776V",
+	"b0JmlyoFm0a4+6UXLB2aX0KYBa4qBMJit9RRqg4/qgpdXjQMULucA6g2kpNBIbO04RWSvxteo5z97Z5P",
+	"ZzU3vMZEXnjDm0prb3ildGz7TTl53H5XkTve8BqTGfH220Jac8OrSwNteOWE3kpiL4JzySvWQXPuYQHY",
+	"rT6aKMVK/oilpI++JahqM5ns95mATENuWRWBVz3CWtctkqXE6X+8/VppnwqrC4fYgeER1sOwsgBzGfwL",
+	"Gaoyi01VLSBGBklERdNyLSggEXLB9gkaX5k/kK76Q2rjwCoSrerYOaqr1FQt6A3rgoFPsT4XLGLCENkn",
+	"9uhaSNBFw0hqFel+/cu/Vc8zlQBcldLrXkyToCuELvAX9qUiExn6VsKqQeZ9TENGAzGYIWnESIkP1dn0",
+	"7xee4DV0cn3NNLgX/RpzSIkPAWnkp18ESCVzGsVSmWOHTjl/gjxnrxFRdRPIoaik32MesrbvM60vmB1l",
+	"paDU+96OQlYl2l8OpDLEPss1+3dLavbvQLNfzHiZg6ImiiqLkVrkApsabSIP1v7Oe86yJDj4bYQ03T5U",
+	"2PCmbqLJA3Nl6pZitpFjUdN5ClzHIR3X2+ImPRszvANTjxLh8i3nu+kU6zPFhM/AUyckcV92wUXvEZzF",
+	"it+4lWpiTVR1DMLEYPPpzw5TAszkZuoO/IItKOqWzb7gpgm5uNnPqmb0mfEHTBPca91xlnQj2ux//faT",
+	"t7tTrR6Vz3pmXNkSJ1+1iro1uDOahMDAmFjvbWyQzxcnmXPKVwzqAtBQewQKaNnzjxW/pYaRgcR6UnP2",
+	"cP+jn3fYFU6pEy5uQHKHum5kDba3n/tI7QXmTZ20GbBofWEn+QS+3UHAUAe/29qcttDi25bDL8k5CtXn",
+	"Ku/qJX1QKauvEA6gOsSSUbSrcnavkYByej9j1ES9slKZvvJuCiG2hanrcct+/+j2/AJWPINV/1iGoRxO",
+	"XIxhCHKPgKgMhGPIwesaJYZVXojTkdoTZiw9oAqu15JsCz/vuZBbjco/DUMrKFIuWEBcIPQ++V3af+85",
+	"qVPJCCVIQ5Vxzm6uiFNO0vEGPG4VTGfZInCs6n24vJ0pZgKWKaJlonxGOueEBgEUZNFkrXN+uwNlw85v",
+	"d9c9wqg/AGd/4ALrhCQHncMLoqi4ZhpKhX66xJCCFmkL+91OM6JxzAIYIx2bcA2BCTB++tsaRuURLdc9",
+	"oqUdxnKvnjQQs0dJ5lqd4GH1oczbVVdOxsXebsPLKU+bRs+SHDkFt88YZh0zRVDwtlpAohmUy5OoEZQi",
+	"LaHE3eSFUrzavnwZbW82v3wZ/XT09f+pvNyyNT2HIF0mvAWk1I7Vbdv+zbOI/bliPX14W60W9W+6PWr8",
+	"gYsuG1oqNYkSWGwTq/MWahsuwvCmlLPZKQP5Ar2lwLmiV8V+tETqQ17KaN5G0qFr1wxOgGdBgpBRzYrm",
+	"gJIkZR+TEOixXGsVP43oKP18nzi+T/CR+1f6eEGjS40158IioJE49OyyrwtOJFOny+zM6cw9szKBwxgr",
+	"4eRy4gRMZhn2PZJxYAysgz15kSfC3tGFSzX7AaWG+mJS+bJ+yJJfiOtsFHPF9NJx+/bjoMtCzYYDplh1",
+	"jYWCHXLWyK5WcG5TrCDoD9xEVN/skS1yeOqRbdIHKVBb4csjO8QJfx55T6zwN7YEJociLS3ska1dklac",
+	"LZYVXjbsr1joLF1s0eQ2BZhaZH10KX0GWWXrhKDfKkX0liHH0kSipQU0kjcazdoeGbAQgjOpGFtp1kp9",
+	"DnP1RLlMriEaGmuVGytTiYAU6qsvyPNW1CmgynBenX+5T5FR1IHoMzwtFNbPQTQcyJAhoFyfB0N8Kog2",
+	"HDQFGiwFIrJmB3evWJyG0ydUMYjfg/VZ+ZrFVFHDwvH6SogNKFXadQlPqnC5EERTi8xYIrscET4mf7s8",
+	"+0RwqIJhzo3tNUbNa9l0P/6upWhd0GGBV5xkiQxLkJBmERWG+zO+qyzKUvaihFxAFmbEqLDqjFUX0GkD",
+	"cdhQcNIgT7L6U6bjEJWEbHqzD+IxuMXkyCVTKWvS/4oeWDewV4BeFSqcPmqi0+yiOfeJGl2iqMBKFQ9r",
+	"Yki9ifoMFZ0LUD3Gl5qRDPDHvlTk9OC8ypI9Nyo1z3ItVsXLuyCklSncNqsPOeoxNRWpg6nIUCv+ltfF",
+	"Rp9mVg6UKutHCVnf1AyRiRRLWMohc4wKKbhPw1QmaBE3GPJSHkUJ1NSflUgyV7nK3wSUDcbdKHjIomvB",
+	"ZKTSEh1IwKa8pImvXyU6OFErs1FODjqXhKaHe7JshJiOQ0mDeRfVkvcQyJtdI7uzdyKS0FXonphlwpSN",
+	"4ygWUL+WzaRdLx4I/JqJBdTJPJXVDjEAEUFJWZ1YZakN3wGZRmmTktw+sVCYyrLzqbCSjGZgZFtzJcCt",
+	"TAkyVj+UUkEd6zhR1yxY90jIb5jljQ5SpOIMqtKv5pzBLDt9Ee+8cjMkhGFO8FVEUnVy1cgzBeGUeOdm",
+	"HDusfHTVooD9D2T9v4ekvrCNwK16eTf4k7GoRRFwxu4umQggnWm1opXZhVWS1jXJ5xfV6XaBGndVIqrK",
+	"TU0O9hsNeWBlYSnCmvCZ7LJa1JWpHyjecqELYlHYLH6DlIN3q03bmNOm0bCdfqP3Lfdj1KAY48swpLHL",
+	"+Fz1WpiyA0+vr8jsFrEoltFzJbtiAcWqLsblDOETWZf3MYWXt/Y5no1ENcEc4LQgh6cYbiYFq0qZJmtR",
+	"EhoeU2U27KE2A2qoBwnQoHkenHSArNb3IDFXk39CZOI/yVq5lYVHKjnGPnHnSiI6Jj2GzaTWYfB/WrL8",
+	"Z4tc5Qm4UHWDXmeuQ3bL1Jhou1LEVmIxFu5yORTEl/HY/oGZvemvqUDeqIoimNeUcg9ABZEwdscuUxx+",
+	"gATmta1Wa/vdO4z8glWC0WoygZlQ4ocWw6GRhfZIEhPXbQ+CvDes9PHli2f3GygZxyzwCNUE2km8++k9",
+	"ofpGQxAO6YUU43GIL4VRMoT6TRznA1xoIjVaNbvQuQtBTIsZ32sT3UGclcku14PnGy71e58Uz1b6hpkm",
+	"JkajpOUaf7VIWoGhkLsc0RFmKO8X86xd+jWeW5qhjcnXOHA5vb3HBYVGdRUGancNLSBPlO6uadur/RUv",
+	"h3mE+KC336kLhQTS8IiQookt1tbwf9h5hGkeWNyqIluk0I2Dk866l0Ul4nzpARQDFPddKRvCXHoJ1UBT",
+	"1ffuyirhD3BjVyqjpYBQoxLfJBacaYgIWQu4hYRv8tMoXK6YGK1Z2F+/zy26ojxRsIoCM+OCuHEKyILV",
+	"HvJfAxabAXKdLPytCVrSDRtDCAca8awGhqErbmhL9bs7zR43Vs+iBoM+VhJiKtXgkjc09c2A2du9iRx8",
+	"LBO0kjPmpe1DId66ol3tAnVdK5Tk0oVrH2nLuNEdi96hYA5q7NulYTEYCJuJEstPQy3tVenQy/U8eiDh",
+	"a1LVXFnoWlDeKgslGrvBWXGT8dhAdza4LCmP7I0UsJDfuhBLS7AhS706UyY0R6mZP+Xx6nbOFBOf0N6U",
+	"YuEyW14sNLFYLKMu3LwM8vJ65iDMilIsNAJ7IAk2vf3MUKI0680SZzOGURYD7O1pHwJjtVN6lhnChZYX",
+	"mLEf2lP3DQmYLwOmFpWE0+61UBzKFLuhg0LmbnIusK+bokJjXNmruPsq7gYrSrppVcFimGG7+f+lZWay",
+	"P1vd5tdvm97u2+qg+oIZbTpXLKZ/JIygPW6fxFRb+JAe9W9IIlxqeKVAWihx90z+wNWKInozu6kUy+gt",
+	"WcMTfeh5cM+CV0GMuYVdx7YXLXbtApwWbA4+kcWQhkZNzexVbKIWSCtU9e4pzvr3SNHMQsJnah/41mxX",
+	"7XLltReIbcrdpY9SkhtXUX0WWeHGJU7ivu350oLxc6pz2bem++vN2MaVG7dUx8dl9biByJqSId7E2tA0",
+	"M1eDAmj1vvU8JXD33bu3u0slBcIXeYf7FX0Iq8mRqxV3AI1sSXm3oqn+Ep8tXc5+5ezYxQgJV/Ww6TsV",
+	"ECq7ByugUXmKheyeQrjNnEQft6nDVMKaKJgifBkh7srEXEv7Z1UYhRvj0R2FKa08Q5qQm/oC1foHtQdi",
+	"IZDYtRsGyfhJvWMvqcbJM9n9FqV/jPituUyrqo1kBLmcpWUS2x7DuRWH4wX1Che3o/J7aiESrWZzs3Y7",
+	"naLuBEeIq/dZjJWFBWOBxvbdcOsHzA8hny312XWhr3MNo5o4wVI2/ENMIGX0wUqfK0msddwBQ4DhnYcQ",
+	"OVa+JpeRZx/kbszE0ww+hdVXolIK/9U7Z9DYol31WbARZO3hK/lRvN/6ebt4Eh7IjGby5EoHt5ZuaX1e",
+	"/njpFO1kP3SBwfwAvEqeuhADlTK6T49sTNnKFcHFAJuqhADRNGWIhuFD39gP1EnqAXInb7lhbAG/iJFY",
+	"6Z6RtUoPWe4lEdIUgvnu6TGrLklukQPyj2cWa12CJLc3N+t6Ri6Fq0/ZK2UaxxczdsyUKx4KMTHqexZe",
+	"nWeVsgAF9cPgyXfXUy09jfqeapWt1EqHX5BTp0Ffh7JYb00vW08wCUMS4KeQfFBuPOYa8TgoekCnnjvm",
+	"fGPpLxbtUwONYTggiSdxY9ozck/74BNTHIsllm18VCMmvr86UB6a9JeDbRk/FqI+rIPxYMXdH5lXKKkr",
+	"03vaSD1ZMxkITIGgjH2C3+SNWbL+RRAQoRi4FCOp2MK1Cy5gxCNh1HiyUkaxP1ihTc7k/NW3xks3fdtR",
+	"kFC+9xKyyzKFhxXss9vmPlI9Lm4lSWnZ3T+BnlyLlBms5qq7HSD6Z6qdsoL8Pxl5/pCxTdPLWRytEIqr",
+	"laeYL61+YsOyVHJPifUBUGxxUe+Ea7NC6YondsPeV4J5StHjh3MZz2yIZIcrZ+sua5Vb7lBWk5kfCfjl",
+	"FOV6kKawxOV7jTqfnZTR4zvbioT/HB63HAercrqp8gf8tiY1vCilPn231FUoc24wUb14umCnsSo4FZtA",
+	"rmR1ml1Rl2sw4xEZM6iXBjFyWa202taVK91rhW8zDb0GXMV+1fN2HXFR/HWrojxTXh+uMkoq4oJH9ky2",
+	"qsKrqqIJZw+zWTXMZPLHCuvwB1QIFnYL6/FpvMJK0oFSF/bcUSqXw8QtC2XM7rWnouyX1U8pVnmrH2+3",
+	"cm+VBd1WWNhUzbgVxigUe8v8CfcZZDX0nUolmT3G9rwxIPFkhXUoatKN9BKlzQqIWxgiznoDrDKO8zF3",
+	"e0lwzcxC2Lu5vVM1VEFPWgEmGC3f9aXAurD+eP5AmzMGMiyK78Gk7mbw4t+yWkNLlmFh/T5D+1fMVLMn",
+	"RyStOLSPGTWOW4/f6KwsI8f4fchgIpTYjwZUk0QYHoI5Ooi4gE7Aigc1tc+n2H5Gg1ubm/PLZXmNUVPS",
+	"mDd9GbBrJppsZBRtGnoNo6f5BI29xrVhf90C4NXdFIWZd96/+2l3c6ESaNMXRj7O7tv3O4+zh/pbJpt9",
+	"e3OxDdTcM8VzeKyTKPQ0q4bg2+2fdt9Pd1Ia5QkisZJB4huyxk2GmOv7Lh3KofCCxeyqr8psLRBt8Dhw",
+	"mHu/Zot4v7vzWIdReyfnEHjQmUPDoC/PX6Eo7CkdXeKUXnlJpes9R47dxwJFtUiQ/fnuceBglTsonndK",
+	"R17lYsoscvvxAFAhjeRIuPXz9uPPm0kw+byPM2mVyJPNuRgPrRV5lh2nTuTJj3x3e2vnkS6VkpRUQLPH",
+	"ma9erlrmyGfJVQWwvd95+27n3e7yFThLF3wVcVQhbuV9MgljryT9VDKeKQZQhyV1HLyKjVbf+rViRY3M",
+	"VAf42pOdd9PVEVIFjdYID1V2iiuo2oVttZZutASZj9PGmd81dPnG3FWw5GHVUSxcuE/SLl17REERMhYQ",
+	"w0bVhSL6Wauvmc3zim3B7tDjsVQG88oVwGKqDKdhfXWfhygP5jbgZSCf2GG+iPoDPl++/mQbqjAwA1V8",
+	"7QFSVyCPrAmoPJBEaablnmsRQq8pF8RIqIoXUgMVZaGryfq0cvPc1dsWNhHnJv8iLlmG3TQcrKbTNkPN",
+	"/ERxM760E6c6Z8TFlbxhFe0H278cfbr6cPYf3fbhaedT9+rs16NPxIUtgZ5o7HcWhrATQDNGFVwtbvKB",
+	"MViU/ZoJU9kkpC2w2jNpn3fs2WImuAuZLxSF8GXEsPmLFKxcJ3ogtSGdc73AWkB4dzbfyZUcSKmCtFJ0",
+	"RHloteO+VKTdwYl0i4BLFwvJahJa3TuxvIJs0Jhv3G5t9OSI6Y1vLvv1bgODoekNVLOZ2Oe+g2HVWPZB",
+	"OuLkCAWwkyOoFgGN6vKC7D5VirvOk9C8ExJr9tPCJFi6BEJfAvQAEcSPiSomml8LFqTfQBkTsrZpSejn",
+	"7e23b3/a3ny7+/7dzk8/vXu/+dM+oSS0V6QrjEK4JuUOqkBohpuQpW5xC9v2eaeR9QeDumybrU2IJoqZ",
+	"oDFv7DXetjZbb7HR5QDwdRI4AG778zUDnmopGc6vE9iJ7Ksf5OiEa1O4g+GD7c3N0m1RLoMANa6BQueW",
+	"9CzOAwhWQvEwJLBSiEPZwZmrBsxWuPGBBoWEr53NrfmffBY0MQOp+J8M+li/W2SeSyxKckx5mCiGn71d",
+	"aK5byrEAaJGxQFRPkaX84+vdV6+hkyiiagzl8KFa08gJVlbS/Ad+0Phq7y2pK25uDBDWaK9qkTZx5EVo",
+	"CNkohAsCbYU02dncnEI+j2B7gfT1LhtxbbSHPWbTwSyGVqMPTp/nIn6QwXgB3GEjGsWYNJwl2DcMo1GT",
+	"hvGApt6tvcYVoxFpw2933pIoV4zzv5u8PIxK2N0TYH0VxlsWLtgQzuspcX5n690iH+kkhu5wwSkLOL2y",
+	"14P9eHt7/seg7R+5JsIvlswQLZBgKgjtzqvio/m15ephoIuwmigwxwilPBoxw5SuDenLX9n4IEcQP/X1",
+	"HtTEhAVI4ATEpUmmmB31wkjGXorQnRmzQAZYP+wp6WdzZ/5Hn6Q5hi65rwSXEdwFw1h9xE3oU8E1/Lkq",
+	"DW6gyDlbuAFRyok39yDEx0T3fIk1SO9E6xeN5i9Xlsq0II3KcDWy1UlWFv5OH4H6swM5FFjpirsYlkyx",
+	"wEQTKMAFSSrUymMDqgdWIIN6Wak0lmh4B5YGitlqcpkds0YoA5zKxLKnv4EKTVAavYSHQXMrb/XhKlG6",
+	"x3FIhQAtNK3QgmVdGv8pE2IfYqqsVDetRtrfJPtoubutAJXnu90Ki3CxjrPIPqv0lir/r5fddyRditIh",
+	"YoMKd5SrX3kb3zACULH+pCQ6iUTZS9Dcx62lywOwUCFHwpZhmiTYiNZZN0Apqecr95RsvblvwixQWeK5",
+	"pODCPp+ZU8zhDq+y8HfIHo4AM71UAvaIvRgtVSYC/kpp9WE4xMYNG8+Rkn9l43vJyEuT9GOSTbqZGsKx",
+	"0HjhZPLjYPpJEZ3fZFKMJmvCdaRkRDNfMaPXl5DKL+3HNMShXMVc8A/0pSJKGmz3SQq97XLBveW63P3V",
+	"8nAS0RumyenBOaHBLVOGayytASvDF4mR0qWjg8Bfbwr9lY3vKXM/1d2YdgNc4WrMNvl8F2O2hNkCtGDD",
+	"V5H5uxOZpRkwlencaRGIB7wO47xWqcuKnUSdjvAVi8BgUKoZmrecgWySCR+r/UtgA5rzi7PjzslR9+zz",
+	"1WH76ujQqvpRgkwpjSTmmImt03hPO80smdtVJr1k5sXzloL6rtgtZ0MSJ9CLGOv7tsgHV/OqtaT6nsPg",
+	"WVhPWuN2BrdJS8M6fHnlPN+HZToOqc+KYko8Wep3Fcbjh4yKJC7I3eVOMdQwDztqa4/0cbfYbAUKNWDY",
+	"gmMxeYNnNy75XfYye2YN4zjAVy/T6j0v1P49ucwK6nIvEMwhfrWDr4DhZewZMBpCPOfSeD2Qep7P5aPU",
+	"L9zlkq2whpfDJl8RbXWHCwBwFX9LHskCjhHH/npyhM1HuNHYqYVomSifQUhbpXslN2U+vHfFos8zOld4",
+	"DKDc2v6ptdnabG01vmbOlNTXspxgle/n+XQ6u4ZZopVFh1d56vuQp665NkylNFxLuCtfPxvfMv/i3Egc",
+	"i1eP7rCwk2DH8gela6+xtQl/vgOOuSQ1Pbf7YhZFA2K8Oi++a3UJDvGNvidB37Cx3vh2w8ZdHtxtKHYr",
+	"b9A0UykeXLBbiRhpb3UeQUcvg7EXMVMRtdvcJzAMF9fEDLnPyA1jMVpa0AGLswRdauoNuRe4ksfjGb+y",
+	"cSd4GndIHRU6OLx8I+kLJQQLPULFfRz60N6z1khwAc0/scPhUNgr1RWzTfQ+QQ9K2hGwJwOOZeMq8Dmt",
+	"1vRyNbJshRWoClB4RdDVtDHsHztDE1sMRTe+uTpkdxuutlY9k2674ltubqoY2Lqb4Fdbuzg7O+22Lw4+",
+	"dn47OgT7vusLiX0QsDOETks4o0Hsd8kF5qLVILeb8hHZNZSBDM6pGTwRNdQybSmjFy4pbf48/4MDKfoh",
+	"x0y9F0k9DqUIBYg/BOEAC691O6WKLjJ6SOvrsakC6DNo4JKZs6GLpHwqIlhR08m8cSuHchY3/Hwqzr8Y",
+	"nb6qQKnkR7Xm18LxhjcaiXYVHpEWpJptUU8rYf3CXrAIly6yjiDSrb5KcqsgXIACnNW3UzhXWtWrQ4FP",
+	"mbp2Oc/X/JYJjJzCrgBZtEM6cFYkuUX+blWPqYLsHqFWCwkL9eW5JhdHv3UuO2efugdnn45POgdXLdIm",
+	"oRxCoQifxthKm0G576GLO05N9pg34aVWe+iQ7m6XPVJR1gOWXl3YgwQsZIZhgTf3iqXQMIB0eVfNgvTY",
+	"WGIbrggbclVVA3FjaRf3kepaw4HUxT7pdieY4O25nl5rl+dHB+R//6+trX2CnY7RsQuNjfNFcOGHScCC",
+	"9Rb55eiKtFqt1G9MFLM8VCOkhjRdSlAjAKTE94xZh0VWVlN3a2sbWiGtwFSe25i5KHMrGDUjS3OvEsAP",
+	"KQEAPwVx3dWL4MLIRTj0lEAApSp0vTLd0RrqUbi4uEJ9C7KWB7V61Zln6y3Szj/QJKICbUUjq2GDL8Vz",
+	"yXEeXAleGvKivQJKC6fK71u8HhOfCihF6BuYyWUnVrIlAN/9ywOEtMfCxl5DxpbRxkbGS6oLhXU8Hw8p",
+	"LGJ+4KqrHPNaGuDJaRsorlRLZnFK3vgG/7+PN2OfVNYV4kazEHK5fCn6/DpBYkNRCEmyl9v0B0yxWURZ",
+	"59+YxkbYzxtNOofQlMT+HFMIHnJBB+mGG2WKKpLovHrtX5+E+uZ5Qp6B6n4wX8gCRFMTqZ2J03rjW0EY",
+	"58HdjCBKxWiEeg0K7LIP1a+wVh8rSvVk7ePV1fnGwUkHLsl9SPpAH0paEgqGWG+RgwHzb3Sh0egbTbDm",
+	"nyHp6SHtGYkR4Nksb7L27EQKpzakpbrWDk8JlHzzeUyF2U8te/Zudea9tMYUN5pAr7yQEWj3sb5ngZuI",
+	"G2Gv/M6hl0kEIHJ4zhRRWLNlFJYnSEWEJKEU12y6nyKRfQ/TQeNEXeeqCaFhCJpiro59OrvqHp99/nTY",
+	"PbvoHp9dfOgcHh59apFDORQW2NC9CKekgrQPfkW5gflSBfZn+yfjcZXLNYNeOtYjmjBdU4uPjAZgdJwf",
+	"FJ+tbnHz/182/jLJnTLu1+PCUsw0/6tO8iziFWDnPjnAaZr25oVrw1iUCzgldkgrkaXIbyE9gH3CMtOq",
+	"Ys18R83LAd1+tztNWCdWbfepZmTARuTyY7u5/W43i8YDSlvT8G2qsqeIc3h1tp4VmaMV/U/uvEa6hUOu",
+	"Y6m5cf2YStnL2Sr3iZVI7WXz1//5r/8ma3a6jMDtz/vkj0QaFmBnEW4yPCRxSFNutJ7FCcrEaB4wEisu",
+	"DJQgaV8edDqQJgaZHEPus7180i+N//mv//7SQD8smBV0grYFRX0IdNKk62ECSPrRX/4KDYPfvLErhg/t",
+	"qjECChaxdnF8QHa3d3cXhlbab3iKCfI/IXM7PRb+J+s6TtaovIFn1IhN57p0jL95LkPuVxUlDId0rImm",
+	"IujJ0Z5VfZQcalB9qXEFQouMmYrxkI7JmuVi6dl9vDo9sdzn8rdfAHBpKxguCCWG9taJSgTwDpzaISBX",
+	"OgUp10Qqfs2tfKL49cDoedD8j2aRgJpnsCFdu0EhteD9/uxR734sHX97gQ8uqMG63s8tyGdlM8siSXqX",
+	"kCLG5UylIJyk5rjZ8klemrc+XIOZRAknOGSvEz2gCov721vVJY9pRGbuFOh9uJp7wH8Kn2KOGNW5odV1",
+	"7rToTwVhUWzGBGueTl+sB9lAvzxq3ljpTn1MUT7fUt2dmUPvieX4f00yA9dEjsdWUs6PKKcxh/Xoo6hy",
+	"fx/IKKaKNakImpqZPaLpLXPdiKccEIT9kdDQEZoTzLNn5ea2BOP61z0CAvOQazbtq0CKcmMVHCCfpLPj",
+	"krYhkdRF6iz4CWSfWKDa2/1vl2efZpHiJX3UOJUqWlzR6jbJ8bRhMfZoovrGav2Ku8LOFT2MG5sV3VX3",
+	"GvZMl8lOmITas1juJpcw225ntxdkiPjC2c/TW/t+GI6HAdClW573QRUrekQTgYHtQSUjnCVrSHHLlKap",
+	"ZlQpbbS175oGp45Rzf4gGkwiGPAHFoG1QtnqzJqRI48zLxCpJt8AWwVXLvhUsFRM0YLGeiAN0SyiwnDf",
+	"yeKFau4bE/Xz91PFX6NzAkp0gKBkJX3DIt0in8AM0z74tcKPcFCAhb1sXpJt4JBp4+qh/3vC1EKTAHIv",
+	"8mJa8P4xxSlXnh/aDFQwNfdY/2hezH9t9gWxJMAbpLJ0PsFtllWLAq6YbyS20q3kUwdUsyYXmgnNwfSo",
+	"kx6qziSixrfcxdllFFEQPPF/e6QL1sMvXyB6OOSGKRquQ9s9glUk00qyQaG4J4ihPTnaJ1Jhf5LemKxh",
+	"3dm0+N36ftofA9nTNMM5THd0yaiCRstPx29KjeGlaKKGZ9jIECNJn0PIzgS8Mq/MH8CCMrdM+s96n0zE",
+	"RWpU2qrohvF9sbIDqoJaPmbxzCJcnPRC7hOfquCVqf1ATA1J1bGGlCP0xhN0UmBtOdNajLdtaBb2Z1Ta",
+	"LCmvlqNZFMv1VWBcwNwsWyt87HxRqmg5cgqtHaFFDtCzi4JkxvvSfc2sHpQxMgyeurR7+C4UzyqFcqtS",
+	"obQwgtLC2cG4AsFYechZtRdjIBXgeh6Nk6qg1rhFVfC95c2+aqZPxQURcYkciuJFdx++9y0Vm+p98GeC",
+	"VYtkb3RxFS3yWaSvubqngbPIQWdmyxdz97ZezPlcz/Ke1OC9YGW1p0gfm8U8iqfReHVZvVDVTAp2P+rl",
+	"oidH9VYjk9aCUnLobDc+FVJwn4ZZZLqX9UPv89DeNhjEvp/Fc9DUqgP2nDTOxVl1lBym6cnVNp2OXeIj",
+	"VxyeptEqJQm311hURoCFH+M3d8sZiPCr79NMBNuuU67gIWDTq0b14/AiSB4HVkLoBMsoMCTkNPOZ0Qb1",
+	"b+qjYE+putFkq9WaaByM7MkynbSPo5JDTIsd0FtGeoyJnONAHB7E72BlVitNuIBYl3PTG6cRc/vAYrmA",
+	"9s1pHJxivzPfoAKGKTywkhrW1fZvvg9Nalpjov4NKExwMF3N/sCaQz81vMbW+yXKDKVweBYVKZ283h13",
+	"zlTTIoxMjC+jH8+C/aojrcjX2r7VMUIWXDPH3lZlan5IeVTP1k4s39EkiS1zgi7fTojySCIcUwIeV+Zd",
+	"VqDC/DmXN0fW/JBGMbK5qb7n6xNxtqmvrUXa0MOZjjFeErSoEjdYnzQ72e2ka6KF3wpcFpIlQ6YhnK9Q",
+	"+zqi40KQMTabdi4GbkjI+sYjNM1gTIXM9RrmegBw/U7ZK0AMm10VjxBSH70GoEFj753XAAdFY6+BaamN",
+	"5dguQOj5GC9MX896T3LcfuW6r1wXpUmLE2kmdBXXW44BAx3Vl81yfb9FXyqfBY75ZmUop9LcgYFKMGNh",
+	"4/Q8tIFRf9AinxgDlRclxhs2Jr3EWIYXK2CZbg/T/AwORf8wwZe4nTrzEh7K05L8j0EdR/0+w6wchGGh",
+	"7PGEP97Q2WQRsVqS+PsAM5V8xQKrzNEQYoDsnz4WXNb3wPNT9sPg+Cmr97240CgOEDTjV1RfHtU7DnYp",
+	"ilugcnE91eBlEWR34Sn1deiMjLhPNBfXIWsGuSkOKs7tIZrTrLyHGXBx7dJ4IJteFxObPLg7Jk0hWV/H",
+	"NMMPfuQCLhOjqNDUx05UbciCaSLm+DS0sjmjWX1zDekybzQJ7XKyKiVpbpWrYpKJ61gBkgQJIjlrkXao",
+	"JaG+z2KjSZSEhsdUmY2+VFEzoIbmYXx/uzz7BFmI5J/cSpD/zG4/yMDBJ/bPf5K1mkxKj5QyKakoPMUy",
+	"f+kOrGYA9posWaEng3E3CtaruAh8c8lE8H2I/24rEOMkyDhveHN+QXa2/98GcJEU6ewHN1zYt11BOVcY",
+	"rrHX+Lm3Hez6W6y5tbW11dyh273me/9t0NxmO/1d+r636W8BQU/rG5G+Bm0jQrTspv46IKK3/S1/m+6w",
+	"5vvez0Fzx07wc39zs7lFt3tv/Z3gHdvtN3IArPLxwopL4XBTzcVrVGAqdu70ZcDFNWStuVZN7lSuMEjp",
+	"Lxt/AXgIl0sw+XTq2O4gSj07NxyzsTaRNgyl81uhvPaQCDBzco9UJCvukWy5+8SlCNoxvzT2i1mD2Yhf",
+	"Gt5E2uYexHNtQHLieqOwjRyhoNm9/Z6E8rpVi0kB4BHzeczt0aUH2Nhb7PhqUWp7ibiJwsl+Bmbx1Epp",
+	"YQFz4vPxqstcV2uYJBqwkIPGAMr7+qvS+qq0uqAyERBKDk8xggyS9AHTlg6STd/a6KVhSnV9LYVrCQf2",
+	"OkcdhFqhImCxlRKEIYenoD6jZdFQdc2MRpdJygj0fubfSMeYdnA4ru/Zqzl9G0cj0Nb+d4jBIjSU4pEk",
+	"jL2sn54w6dTQQQ90oGFRqiC+jMczRYYPANrvTG64NFQESWwFvXck4iIxWMN7misD5sBVP83uH/m+Bsi+",
+	"zEsbq+S14qD/YLd2PuT0tV1cYxz0a+7uGee3fe/zW/kAn/1uhlXM9tg5HvDqtHu9iadvYnuDHJ7aO0+7",
+	"9s8Y5736bfwtTZybFd+Ipp9SgBTh/WKpHavlgmmbGyLksC5MasLNB/nJhTEGVDtFOrcwwFfczE6QcyT2",
+	"wiIe3aqeIubRTVUn9bsjew15fNEhj/cWrYvEvGHv86YroTuTsvHYiGZZkV/8ikjhKivBoPvg8MaCW45e",
+	"4ROwdTlpdZoyj3nILmC4J491XI46v7NwxByudTGJ+PQ1IPFHC0gEDdJqoVqnFbILHAMK167KLvTGN+j1",
+	"bjXt0d0Gjl7braNNhBRNxz0yiT6r2p0psLhUI3P9V7E+U0z4DHP0MwaTxJopQ2KmyFrmc7BfeG5Uptar",
+	"WUwbJkGU/66ZjN1Mx4L//h1GphUwxWJQn9F5ApGQFmwc0NBbgvMUwf0sQTg5+6svZwo67Kv69Ko+jbPb",
+	"sMCMaIkVLcdDIRqg3oh5QMMQGy22yFnMhAbzKZQEcbZNpwH5A6mZID2MJAR/KaxzLatU6ViOs+p4hIWa",
+	"Qd1WN4T7xX7uevCl0ZDoKHWpsd5ENTagfw8rmnsk5LfMdeHHFg0YxeI0LppHi0LMI/iIKyqY2gWfA1i+",
+	"CwMkpNl1C5WsCom2b5corZ5t+3mKqmfTz3H7FJICck8/EUDmlhwQOclQqpsfveL6D8LRLF/J2cpk/bkg",
+	"UVDUdTqycKHaS45nLFTkMctzVfyWmiwVfyIiG+qhTlh+BlQT2dNM3TIMH7llCrnZcMD9AfFDRpUm5xdn",
+	"x52To+7Z56vD9tXR4TTbOcfpfpjYK7ef2gAsVxihBO3XMo9PV+aRpRFKpTNYlsjczVVvm+kIX0aWS69R",
+	"fcOCYrgYU1CtTCbmWhbecGJE+kY6Q1Z8masMgQLmhxTpSGflgKTI9K6uZn94ZNpPU6F/OXx6EbmsmB+M",
+	"LK++6M8sAnS7OcwGupsuSnQmwjHyswIY62oQOWVryfkv8avvrgSRW369UQpR8tUq9YNZpdJRMqZTYIfZ",
+	"Twvxw41vaSxe0TyF4wf1Khfq/PAhFCBNzVFIoVZ1SWNGMd9/ulyRyUcgE3kRdkKNhevDMVixcmeYYnE4",
+	"nujZVwx6reOVF243L8hS5VZW5bO6d4jHmSAcanMvXtXInve0rSp2VLAUL3LAfhb9bHIJs3W0wl1SiKqO",
+	"w/GrEetV5XMSKKARmq8cXS7PZ6WM9BxXf1oit9gnRw94jPah2NXchfb0KEIiU+3LMJRDEuf2ffs6NrVP",
+	"KT4TNntj4qK/K9iklNFL8xe+LDFLyqhWxrIH7BrbZgf0KnD9YAKXHAq035ZPusgQgNSh30C1mRoaMeqs",
+	"FO5QlJVIsjbBA9bzybK8/mL0ras6ueY4xHqLYDivkHkIShWtZ+0xvwPDcdrRF5mdFUzCsOE1BlwbqcZd",
+	"aFnGQzjFBrY9qRZwpIxcFRILTbZa2orTMRWDVPvmzvYS0lEG9+eRjLLp5zcCzYu4k0CNuyoRexjELZMw",
+	"aPZc+zj7XCaGdA71awLDq8iEvBJRzHG4CtY4T1Da+OaElProyENmKA+RD1PSs4cMtR+0sfxTM4ZRVHTU",
+	"MSzS6xDQWG5CuE/opFjFWCG6yi0Ba9567gWVcYz0l6BLDazC6kw1nPaFhUjaJT1FfKSdx51TbcCAlNFr",
+	"gOSLNbwDiw8KpIYEdi+S3gDVZLYu5OzlqMTkanlFoyXI7V3fhyho8L71xiUNigwH1IBT3d5eTmIgucRQ",
+	"TbIf7NT/wnQL+6+jWjiXV7J90f4yIF0ktcV1k3YcYyYgGxmyRuFf3SgAEixUKESyVCy9d/fstel8XaNm",
+	"REdN7AM60+pbtlAILAIiit2J950ZeJ4qA9iKVahfNMGuqP1kB9HYa3wRTXKsGPuTWYlDGU2OFQ/ouM7S",
+	"u12dFWYBtkxHtBKUn017mc+XCmXqEW6vasmrWoIlGAEd0t7pMxnkEuJMapL4tlB/ycmAAgjhyey2mHSV",
+	"t3yHDmn7JFZSx65OE2gma0KSHvVv+jwMPexwHslbGtqxoeckFLZJ87nWq1nmMS77B+SWdf6uzHbkapbo",
+	"Ss6Iby3LGhGaz8YVcfrZNp0c0V4Z4itDdOmtaNKeciHdjyOiYaQ+auBsKJgCVtYiHWfWdkZsCFq0kiX0",
+	"HkI+GGYanVSZvcYpd9W8DQf9EXnbNL/i4va+Fu2lOB3C9tk4HU4/m9MVXaQRDV753Su/c0UAAXkyXiMf",
+	"wkK98bvkop7XnZfsy1i4rsegzkTK16hVip3j3il1FHwweRAACoPV7O5vdgX/EszOwnoZ0ayTjmCejWGd",
+	"Zkc4m2nlR/3Krl7ZlWsZ4LPYpIEC+a12P34VMno7QzhrI0sSUjRlQU67YLfyhmFjFHQFyMRoQ5G7hdhz",
+	"wEVkwnIdT9snilmqTROfUs6W76YmEAlW+S/B1OBAXrnaK1f7lynJf7tabIAZAPdZrHzSsbJMSBAq/IFr",
+	"WOuiq3wqwF8h5BAjWnBcuyDjMujikLuc4UKhJc0gDIAUknWw3/c+GfAgYDAX00YqDSqsYgH1DauItLyC",
+	"CS8YDV5rszwUV0KYntfWY4IjTqtwvAZm/mAeT+qIeOkyTlU8ZYON0hos1a0sBclP2MMK62kEkj9IxA1W",
+	"WHFshWpiMZlIy0XUTSCHYh9qRnIaooOUEh8IhAwHPGSECwuekFVFEyEeH41efsmVyqaXUkXUrJwliNs+",
+	"xkHuXhTfcSdSwXnaiBKvHOcHapsywrImKYXDAddwHhhV3aYUmqiwsdcYGBPvbWxsbf/U2mxttrb23m++",
+	"3wQ0dUNM12fGDP6elEYbRWOvMvU/L6zRKqTCurzo6YzarCcGFKio6QUz0SijMCw0ypgesx1EXHC7Rix9",
+	"C/zWIwOpjfac5c2DbBQvXTqqk2l3pBaBIbTr41u8tklPBhzrFLtFUPtqxSrO8z7GsBFsAO6mb5Uzl6Xr",
+	"jFuR0bFX0GC8aT+JznNtisOiLDs95OGpq/9S6HfsS2Gxw5mrMdAGrqQJWDuEqoD3RGMQL+vD50HRTqws",
+	"A8p5YThsdDU91tHIMkFekVeaBgBxNZHDXtxymgY1PezxRMkfF7I7UUqtNdEX2e7z693/CQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -1096,7 +1096,7 @@ type MessageSendInput struct {
 	// MentionAgentIds Structured mentions (distinct, at most targets_max, not self).
 	MentionAgentIds *[]openapi_types.UUID `json:"mention_agent_ids,omitempty"`
 
-	// Payload JSON object within payload_max_bytes and payload_max_depth; no credential-like keys or values.
+	// Payload JSON object within payload_max_bytes and payload_max_depth; no credential-like keys or values; numbers within the 64-bit float range.
 	Payload *json.RawMessage `json:"payload,omitempty"`
 
 	// ReplyToMessageId Reply to this message: one you can see, in the same room or DM pair.
@@ -1529,19 +1529,19 @@ type UnsupportedMediaType = Error
 
 // AttachmentDownloadParams defines parameters for AttachmentDownload.
 type AttachmentDownloadParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // CheckpointGetParams defines parameters for CheckpointGet.
 type CheckpointGetParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // CheckpointSaveParams defines parameters for CheckpointSave.
 type CheckpointSaveParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1556,7 +1556,7 @@ type ConversationReadParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1571,19 +1571,19 @@ type DirectorySearchParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // DirectoryUpdateSelfParams defines parameters for DirectoryUpdateSelf.
 type DirectoryUpdateSelfParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // DirectoryGetParams defines parameters for DirectoryGet.
 type DirectoryGetParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1600,37 +1600,49 @@ type InboxListParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // InboxAckParams defines parameters for InboxAck.
 type InboxAckParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // InboxClaimParams defines parameters for InboxClaim.
 type InboxClaimParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// LimitsGetParams defines parameters for LimitsGet.
+type LimitsGetParams struct {
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
+	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
+}
+
+// MeGetParams defines parameters for MeGet.
+type MeGetParams struct {
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // MessageSendParams defines parameters for MessageSend.
 type MessageSendParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // MessageSendBatchParams defines parameters for MessageSendBatch.
 type MessageSendBatchParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // MessageGetParams defines parameters for MessageGet.
 type MessageGetParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1642,25 +1654,25 @@ type FileReportListParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // FileAccessReportParams defines parameters for FileAccessReport.
 type FileAccessReportParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // AgentPrimeParams defines parameters for AgentPrime.
 type AgentPrimeParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // ProfileGetParams defines parameters for ProfileGet.
 type ProfileGetParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1677,13 +1689,13 @@ type RequestListParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RequestRespondParams defines parameters for RequestRespond.
 type RequestRespondParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1695,55 +1707,55 @@ type RoomListParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomCreateParams defines parameters for RoomCreate.
 type RoomCreateParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomGetParams defines parameters for RoomGet.
 type RoomGetParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomBriefGetParams defines parameters for RoomBriefGet.
 type RoomBriefGetParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomBriefUpdateParams defines parameters for RoomBriefUpdate.
 type RoomBriefUpdateParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomFollowParams defines parameters for RoomFollow.
 type RoomFollowParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomInviteParams defines parameters for RoomInvite.
 type RoomInviteParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomJoinParams defines parameters for RoomJoin.
 type RoomJoinParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
 // RoomLeaveParams defines parameters for RoomLeave.
 type RoomLeaveParams struct {
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1755,7 +1767,7 @@ type ThreadReadParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1766,7 +1778,7 @@ type ThreadExportParams struct {
 	// Cursor next_cursor or resume_cursor of this stream.
 	Cursor *Cursor `form:"cursor,omitempty" json:"cursor,omitempty"`
 
-	// AgentboxSession Transport session key; without it the API key's ID names the session.
+	// AgentboxSession Transport session key (at most 128 printable ASCII characters; an empty value counts as absent); without it the API key's ID names the session.
 	AgentboxSession *SessionHeader `json:"Agentbox-Session,omitempty"`
 }
 
@@ -1935,12 +1947,16 @@ type ClientInterface interface {
 
 	// AdminBoxCreateWithBody Create a box
 	//
+	// Creates a box. A box_key already in use is 400 INVALID_ARGUMENT, reason already_exists, field box_key.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /admin/api/v1/boxes (the `AdminBoxCreate` operationId).
 	AdminBoxCreateWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AdminBoxCreate Create a box
+	//
+	// Creates a box. A box_key already in use is 400 INVALID_ARGUMENT, reason already_exists, field box_key.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1968,7 +1984,7 @@ type ClientInterface interface {
 
 	// AdminAgentCreateWithBody Create an agent and its first API key
 	//
-	// The API key is shown once in this response and stored only as a hash.
+	// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1977,7 +1993,7 @@ type ClientInterface interface {
 
 	// AdminAgentCreate Create an agent and its first API key
 	//
-	// The API key is shown once in this response and stored only as a hash.
+	// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2057,12 +2073,16 @@ type ClientInterface interface {
 
 	// AdminHostCreateWithBody Register a host with its exact source IPs
 	//
+	// Creates a host of the box with its exact source IPs. A name already used in the box is 400 INVALID_ARGUMENT, reason already_exists, field name.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /admin/api/v1/boxes/{box_key}/hosts (the `AdminHostCreate` operationId).
 	AdminHostCreateWithBody(ctx context.Context, boxKey BoxKey, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AdminHostCreate Register a host with its exact source IPs
+	//
+	// Creates a host of the box with its exact source IPs. A name already used in the box is 400 INVALID_ARGUMENT, reason already_exists, field name.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2289,14 +2309,14 @@ type ClientInterface interface {
 	// Every enforced limit with its settings_revision and one line of semantics each. Needs a valid key but no primed session.
 	//
 	// Corresponds with GET /api/v1/boxes/{box_key}/limits (the `LimitsGet` operationId).
-	LimitsGet(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*http.Response, error)
+	LimitsGet(ctx context.Context, boxKey BoxKey, params *LimitsGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// MeGet Identity of the calling agent
 	//
 	// Who the credential authenticates as. Needs a valid key but no primed session.
 	//
 	// Corresponds with GET /api/v1/boxes/{box_key}/me (the `MeGet` operationId).
-	MeGet(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*http.Response, error)
+	MeGet(ctx context.Context, boxKey BoxKey, params *MeGetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// MessageSendWithBody Send a DM or room message
 	//
@@ -2457,7 +2477,7 @@ type ClientInterface interface {
 
 	// RoomBriefUpdateWithBody Append to the room brief
 	//
-	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their x-max-bytes) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2466,7 +2486,7 @@ type ClientInterface interface {
 
 	// RoomBriefUpdate Append to the room brief
 	//
-	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their x-max-bytes) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2577,6 +2597,8 @@ func (c *Client) AdminBoxList(ctx context.Context, reqEditors ...RequestEditorFn
 
 // AdminBoxCreateWithBody Create a box
 //
+// Creates a box. A box_key already in use is 400 INVALID_ARGUMENT, reason already_exists, field box_key.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /admin/api/v1/boxes (the `AdminBoxCreate` operationId).
@@ -2593,6 +2615,8 @@ func (c *Client) AdminBoxCreateWithBody(ctx context.Context, contentType string,
 }
 
 // AdminBoxCreate Create a box
+//
+// Creates a box. A box_key already in use is 400 INVALID_ARGUMENT, reason already_exists, field box_key.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2660,7 +2684,7 @@ func (c *Client) AdminAgentList(ctx context.Context, boxKey BoxKey, reqEditors .
 
 // AdminAgentCreateWithBody Create an agent and its first API key
 //
-// The API key is shown once in this response and stored only as a hash.
+// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2679,7 +2703,7 @@ func (c *Client) AdminAgentCreateWithBody(ctx context.Context, boxKey BoxKey, co
 
 // AdminAgentCreate Create an agent and its first API key
 //
-// The API key is shown once in this response and stored only as a hash.
+// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2859,6 +2883,8 @@ func (c *Client) AdminHostList(ctx context.Context, boxKey BoxKey, reqEditors ..
 
 // AdminHostCreateWithBody Register a host with its exact source IPs
 //
+// Creates a host of the box with its exact source IPs. A name already used in the box is 400 INVALID_ARGUMENT, reason already_exists, field name.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /admin/api/v1/boxes/{box_key}/hosts (the `AdminHostCreate` operationId).
@@ -2875,6 +2901,8 @@ func (c *Client) AdminHostCreateWithBody(ctx context.Context, boxKey BoxKey, con
 }
 
 // AdminHostCreate Register a host with its exact source IPs
+//
+// Creates a host of the box with its exact source IPs. A name already used in the box is 400 INVALID_ARGUMENT, reason already_exists, field name.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3381,8 +3409,8 @@ func (c *Client) InboxClaim(ctx context.Context, boxKey BoxKey, params *InboxCla
 // Every enforced limit with its settings_revision and one line of semantics each. Needs a valid key but no primed session.
 //
 // Corresponds with GET /api/v1/boxes/{box_key}/limits (the `LimitsGet` operationId).
-func (c *Client) LimitsGet(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewLimitsGetRequest(c.Server, boxKey)
+func (c *Client) LimitsGet(ctx context.Context, boxKey BoxKey, params *LimitsGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewLimitsGetRequest(c.Server, boxKey, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3398,8 +3426,8 @@ func (c *Client) LimitsGet(ctx context.Context, boxKey BoxKey, reqEditors ...Req
 // Who the credential authenticates as. Needs a valid key but no primed session.
 //
 // Corresponds with GET /api/v1/boxes/{box_key}/me (the `MeGet` operationId).
-func (c *Client) MeGet(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewMeGetRequest(c.Server, boxKey)
+func (c *Client) MeGet(ctx context.Context, boxKey BoxKey, params *MeGetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewMeGetRequest(c.Server, boxKey, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3759,7 +3787,7 @@ func (c *Client) RoomBriefGet(ctx context.Context, boxKey BoxKey, roomId RoomIdP
 
 // RoomBriefUpdateWithBody Append to the room brief
 //
-// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their x-max-bytes) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3778,7 +3806,7 @@ func (c *Client) RoomBriefUpdateWithBody(ctx context.Context, boxKey BoxKey, roo
 
 // RoomBriefUpdate Append to the room brief
 //
-// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their x-max-bytes) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5587,7 +5615,7 @@ func NewInboxClaimRequestWithBody(server string, boxKey BoxKey, params *InboxCla
 }
 
 // NewLimitsGetRequest constructs an http.Request for the LimitsGet method
-func NewLimitsGetRequest(server string, boxKey BoxKey) (*http.Request, error) {
+func NewLimitsGetRequest(server string, boxKey BoxKey, params *LimitsGetParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5617,11 +5645,26 @@ func NewLimitsGetRequest(server string, boxKey BoxKey) (*http.Request, error) {
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
 // NewMeGetRequest constructs an http.Request for the MeGet method
-func NewMeGetRequest(server string, boxKey BoxKey) (*http.Request, error) {
+func NewMeGetRequest(server string, boxKey BoxKey, params *MeGetParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -5649,6 +5692,21 @@ func NewMeGetRequest(server string, boxKey BoxKey) (*http.Request, error) {
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.AgentboxSession != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Agentbox-Session", *params.AgentboxSession, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Agentbox-Session", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -7139,12 +7197,16 @@ type ClientWithResponsesInterface interface {
 
 	// AdminBoxCreateWithBodyWithResponse Create a box
 	//
+	// Creates a box. A box_key already in use is 400 INVALID_ARGUMENT, reason already_exists, field box_key.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/api/v1/boxes (the `AdminBoxCreate` operationId).
 	AdminBoxCreateWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AdminBoxCreateResponse, error)
 
 	// AdminBoxCreateWithResponse Create a box
+	//
+	// Creates a box. A box_key already in use is 400 INVALID_ARGUMENT, reason already_exists, field box_key.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7174,7 +7236,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminAgentCreateWithBodyWithResponse Create an agent and its first API key
 	//
-	// The API key is shown once in this response and stored only as a hash.
+	// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7183,7 +7245,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminAgentCreateWithResponse Create an agent and its first API key
 	//
-	// The API key is shown once in this response and stored only as a hash.
+	// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7269,12 +7331,16 @@ type ClientWithResponsesInterface interface {
 
 	// AdminHostCreateWithBodyWithResponse Register a host with its exact source IPs
 	//
+	// Creates a host of the box with its exact source IPs. A name already used in the box is 400 INVALID_ARGUMENT, reason already_exists, field name.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /admin/api/v1/boxes/{box_key}/hosts (the `AdminHostCreate` operationId).
 	AdminHostCreateWithBodyWithResponse(ctx context.Context, boxKey BoxKey, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AdminHostCreateResponse, error)
 
 	// AdminHostCreateWithResponse Register a host with its exact source IPs
+	//
+	// Creates a host of the box with its exact source IPs. A name already used in the box is 400 INVALID_ARGUMENT, reason already_exists, field name.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7525,7 +7591,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/boxes/{box_key}/limits (the `LimitsGet` operationId).
-	LimitsGetWithResponse(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*LimitsGetResponse, error)
+	LimitsGetWithResponse(ctx context.Context, boxKey BoxKey, params *LimitsGetParams, reqEditors ...RequestEditorFn) (*LimitsGetResponse, error)
 
 	// MeGetWithResponse Identity of the calling agent
 	//
@@ -7534,7 +7600,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/boxes/{box_key}/me (the `MeGet` operationId).
-	MeGetWithResponse(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*MeGetResponse, error)
+	MeGetWithResponse(ctx context.Context, boxKey BoxKey, params *MeGetParams, reqEditors ...RequestEditorFn) (*MeGetResponse, error)
 
 	// MessageSendWithBodyWithResponse Send a DM or room message
 	//
@@ -7709,7 +7775,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomBriefUpdateWithBodyWithResponse Append to the room brief
 	//
-	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their x-max-bytes) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7718,7 +7784,7 @@ type ClientWithResponsesInterface interface {
 
 	// RoomBriefUpdateWithResponse Append to the room brief
 	//
-	// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
+	// Appends text (append_md and the whole brief are bounded: see their x-max-bytes) with compare-and-set on the brief revision; needs an active room; posts no message.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7923,8 +7989,6 @@ type AdminBoxCreateResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
-	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *Conflict
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -7954,11 +8018,6 @@ func (r AdminBoxCreateResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r AdminBoxCreateResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r AdminBoxCreateResponse) GetJSON409() *Conflict {
-	return r.JSON409
 }
 
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
@@ -8237,8 +8296,6 @@ type AdminAgentCreateResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
-	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *Conflict
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -8273,11 +8330,6 @@ func (r AdminAgentCreateResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminAgentCreateResponse) GetJSON404() *NotFound {
 	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r AdminAgentCreateResponse) GetJSON409() *Conflict {
-	return r.JSON409
 }
 
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
@@ -8965,8 +9017,6 @@ type AdminHostCreateResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
-	// JSON409 the response for an HTTP 409 `application/json` response
-	JSON409 *Conflict
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -9001,11 +9051,6 @@ func (r AdminHostCreateResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminHostCreateResponse) GetJSON404() *NotFound {
 	return r.JSON404
-}
-
-// GetJSON409 returns the response for an HTTP 409 `application/json` response
-func (r AdminHostCreateResponse) GetJSON409() *Conflict {
-	return r.JSON409
 }
 
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
@@ -13844,6 +13889,8 @@ func (c *ClientWithResponses) AdminBoxListWithResponse(ctx context.Context, reqE
 
 // AdminBoxCreateWithBodyWithResponse Create a box
 //
+// Creates a box. A box_key already in use is 400 INVALID_ARGUMENT, reason already_exists, field box_key.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/api/v1/boxes (the `AdminBoxCreate` operationId).
@@ -13856,6 +13903,8 @@ func (c *ClientWithResponses) AdminBoxCreateWithBodyWithResponse(ctx context.Con
 }
 
 // AdminBoxCreateWithResponse Create a box
+//
+// Creates a box. A box_key already in use is 400 INVALID_ARGUMENT, reason already_exists, field box_key.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13909,7 +13958,7 @@ func (c *ClientWithResponses) AdminAgentListWithResponse(ctx context.Context, bo
 
 // AdminAgentCreateWithBodyWithResponse Create an agent and its first API key
 //
-// The API key is shown once in this response and stored only as a hash.
+// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13924,7 +13973,7 @@ func (c *ClientWithResponses) AdminAgentCreateWithBodyWithResponse(ctx context.C
 
 // AdminAgentCreateWithResponse Create an agent and its first API key
 //
-// The API key is shown once in this response and stored only as a hash.
+// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14070,6 +14119,8 @@ func (c *ClientWithResponses) AdminHostListWithResponse(ctx context.Context, box
 
 // AdminHostCreateWithBodyWithResponse Register a host with its exact source IPs
 //
+// Creates a host of the box with its exact source IPs. A name already used in the box is 400 INVALID_ARGUMENT, reason already_exists, field name.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /admin/api/v1/boxes/{box_key}/hosts (the `AdminHostCreate` operationId).
@@ -14082,6 +14133,8 @@ func (c *ClientWithResponses) AdminHostCreateWithBodyWithResponse(ctx context.Co
 }
 
 // AdminHostCreateWithResponse Register a host with its exact source IPs
+//
+// Creates a host of the box with its exact source IPs. A name already used in the box is 400 INVALID_ARGUMENT, reason already_exists, field name.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14500,8 +14553,8 @@ func (c *ClientWithResponses) InboxClaimWithResponse(ctx context.Context, boxKey
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/boxes/{box_key}/limits (the `LimitsGet` operationId).
-func (c *ClientWithResponses) LimitsGetWithResponse(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*LimitsGetResponse, error) {
-	rsp, err := c.LimitsGet(ctx, boxKey, reqEditors...)
+func (c *ClientWithResponses) LimitsGetWithResponse(ctx context.Context, boxKey BoxKey, params *LimitsGetParams, reqEditors ...RequestEditorFn) (*LimitsGetResponse, error) {
+	rsp, err := c.LimitsGet(ctx, boxKey, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14515,8 +14568,8 @@ func (c *ClientWithResponses) LimitsGetWithResponse(ctx context.Context, boxKey 
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/boxes/{box_key}/me (the `MeGet` operationId).
-func (c *ClientWithResponses) MeGetWithResponse(ctx context.Context, boxKey BoxKey, reqEditors ...RequestEditorFn) (*MeGetResponse, error) {
-	rsp, err := c.MeGet(ctx, boxKey, reqEditors...)
+func (c *ClientWithResponses) MeGetWithResponse(ctx context.Context, boxKey BoxKey, params *MeGetParams, reqEditors ...RequestEditorFn) (*MeGetResponse, error) {
+	rsp, err := c.MeGet(ctx, boxKey, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -14810,7 +14863,7 @@ func (c *ClientWithResponses) RoomBriefGetWithResponse(ctx context.Context, boxK
 
 // RoomBriefUpdateWithBodyWithResponse Append to the room brief
 //
-// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their x-max-bytes) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14825,7 +14878,7 @@ func (c *ClientWithResponses) RoomBriefUpdateWithBodyWithResponse(ctx context.Co
 
 // RoomBriefUpdateWithResponse Append to the room brief
 //
-// Appends text (append_md and the whole brief are bounded: see their maxLength) with compare-and-set on the brief revision; needs an active room; posts no message.
+// Appends text (append_md and the whole brief are bounded: see their x-max-bytes) with compare-and-set on the brief revision; needs an active room; posts no message.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15099,13 +15152,6 @@ func ParseAdminBoxCreateResponse(rsp *http.Response) (*AdminBoxCreateResponse, e
 			return nil, err
 		}
 		response.JSON401 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
 		var dest UnsupportedMediaType
@@ -15406,13 +15452,6 @@ func ParseAdminAgentCreateResponse(rsp *http.Response) (*AdminAgentCreateRespons
 			return nil, err
 		}
 		response.JSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
 		var dest UnsupportedMediaType
@@ -16104,13 +16143,6 @@ func ParseAdminHostCreateResponse(rsp *http.Response) (*AdminHostCreateResponse,
 			return nil, err
 		}
 		response.JSON404 = &dest
-
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
-		var dest Conflict
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
 		var dest UnsupportedMediaType

@@ -12,6 +12,36 @@ import (
 	"github.com/google/uuid"
 )
 
+const cleanupTotals = `-- name: CleanupTotals :one
+SELECT COALESCE(sum(runs), 0)::bigint AS runs, COALESCE(sum(deleted_messages), 0)::bigint AS deleted_messages,
+       COALESCE(sum(failures), 0)::bigint AS failures, count(*) FILTER (WHERE state = 'failed')::bigint AS boxes_failed,
+       COALESCE(extract(epoch FROM max(last_run_at) FILTER (WHERE state = 'idle')), 0)::float8 AS last_success_unix
+FROM cleanup_status
+`
+
+type CleanupTotalsRow struct {
+	Runs            int64
+	DeletedMessages int64
+	Failures        int64
+	BoxesFailed     int64
+	LastSuccessUnix float64
+}
+
+// Every box's retention figures summed, for /metrics (one row per box that ever ran retention).
+// The last success is the newest run of a box whose last run succeeded, in Unix seconds (0: none).
+func (q *Queries) CleanupTotals(ctx context.Context) (CleanupTotalsRow, error) {
+	row := q.db.QueryRow(ctx, cleanupTotals)
+	var i CleanupTotalsRow
+	err := row.Scan(
+		&i.Runs,
+		&i.DeletedMessages,
+		&i.Failures,
+		&i.BoxesFailed,
+		&i.LastSuccessUnix,
+	)
+	return i, err
+}
+
 const getCleanupStatus = `-- name: GetCleanupStatus :one
 
 SELECT box_id, state, runs, deleted_messages, failures, last_run_at, last_error FROM cleanup_status WHERE box_id = $1

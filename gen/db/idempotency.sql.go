@@ -12,21 +12,54 @@ import (
 	"github.com/google/uuid"
 )
 
-const deleteExpiredIdempotencyRecords = `-- name: DeleteExpiredIdempotencyRecords :execrows
-DELETE FROM idempotency_records WHERE box_id = $1 AND expires_at <= $2
+const deleteExpiredIdempotencyRecords = `-- name: DeleteExpiredIdempotencyRecords :one
+SELECT idempotency_delete_expired($1, $2::timestamptz, $3::integer)::bigint AS deleted
 `
 
 type DeleteExpiredIdempotencyRecordsParams struct {
-	BoxID uuid.UUID
-	Now   time.Time
+	BoxID   uuid.UUID
+	Now     time.Time
+	MaxRows int32
 }
 
+// One batch of the expiry sweeper (internal/store/idempotency_expiry.go): up to @max_rows of
+// the box's expired records, oldest first, skipping rows another sweeper holds. In a function
+// so that it reads them by the expiry index whatever the estimates (0023_idempotency_expiry.sql).
 func (q *Queries) DeleteExpiredIdempotencyRecords(ctx context.Context, arg DeleteExpiredIdempotencyRecordsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteExpiredIdempotencyRecords, arg.BoxID, arg.Now)
+	row := q.db.QueryRow(ctx, deleteExpiredIdempotencyRecords, arg.BoxID, arg.Now, arg.MaxRows)
+	var deleted int64
+	err := row.Scan(&deleted)
+	return deleted, err
+}
+
+const expiryBoxes = `-- name: ExpiryBoxes :many
+SELECT box_id FROM boxes WHERE box_id > $1::uuid ORDER BY box_id LIMIT $2
+`
+
+type ExpiryBoxesParams struct {
+	After   uuid.UUID
+	MaxRows int32
+}
+
+// The boxes the sweeper visits, @max_rows at a time after @after (by the primary key).
+func (q *Queries) ExpiryBoxes(ctx context.Context, arg ExpiryBoxesParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, expiryBoxes, arg.After, arg.MaxRows)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return result.RowsAffected(), nil
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var box_id uuid.UUID
+		if err := rows.Scan(&box_id); err != nil {
+			return nil, err
+		}
+		items = append(items, box_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const getIdempotencyRecord = `-- name: GetIdempotencyRecord :one

@@ -71,6 +71,9 @@ type Querier interface {
 	// The rows LockClaimCandidatesOldest locked are this transaction's and are found again. Same
 	// ranges and locking as LockClaimCandidatesOldest.
 	ClaimAccessibleOldest(ctx context.Context, arg ClaimAccessibleOldestParams) ([]int64, error)
+	// Every box's retention figures summed, for /metrics (one row per box that ever ran retention).
+	// The last success is the newest run of a box whose last run succeeded, in Unix seconds (0: none).
+	CleanupTotals(ctx context.Context) (CleanupTotalsRow, error)
 	// Gives each target attachment its own copy of the source attachment's chunks.
 	CopyAttachmentChunks(ctx context.Context, arg CopyAttachmentChunksParams) error
 	CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error)
@@ -85,6 +88,9 @@ type Querier interface {
 	// the round trip that locks the channel, before it knows the channel's ID.
 	// (The reference by its full key, once: see SenderLatest.)
 	DMSenderLatest(ctx context.Context, arg DMSenderLatestParams) ([]DMSenderLatestRow, error)
+	// One batch of the expiry sweeper (internal/store/idempotency_expiry.go): up to @max_rows of
+	// the box's expired records, oldest first, skipping rows another sweeper holds. In a function
+	// so that it reads them by the expiry index whatever the estimates (0023_idempotency_expiry.sql).
 	DeleteExpiredIdempotencyRecords(ctx context.Context, arg DeleteExpiredIdempotencyRecordsParams) (int64, error)
 	// Retroactive attachment_max_bytes (SPEC §11): in the given channels (locked by the caller),
 	// every message whose attachment is larger than @max_bytes is deleted whole (cascading to its
@@ -112,6 +118,8 @@ type Querier interface {
 	// Pairs are inserted in pair order so concurrent creators wait on each other in one order.
 	EnsureDMChannels(ctx context.Context, arg EnsureDMChannelsParams) error
 	EnsureServerSecret(ctx context.Context, arg EnsureServerSecretParams) error
+	// The boxes the sweeper visits, @max_rows at a time after @after (by the primary key).
+	ExpiryBoxes(ctx context.Context, arg ExpiryBoxesParams) ([]uuid.UUID, error)
 	// Reports on one message, keyset on (file_index, reporter_agent_id); only one reporter's
 	// when @reporter_agent_id is given.
 	FileReports(ctx context.Context, arg FileReportsParams) ([]FileReport, error)
@@ -347,7 +355,9 @@ type Querier interface {
 	// is gone. Sent only when a claim replaces a lease.
 	MarkLeasesReplaced(ctx context.Context, arg MarkLeasesReplacedParams) error
 	ObserveProfile(ctx context.Context, arg ObserveProfileParams) error
-	// Creates the session on first prime; priming again returns the same row.
+	// Creates the session on first prime; priming again returns the same row. Priming is a call
+	// like any other: it records the coarse last_seen_at observation as GetSession does (an agent
+	// that only primed, or was just primed, was seen).
 	OpenSession(ctx context.Context, arg OpenSessionParams) (OpenSessionRow, error)
 	// The caller's outgoing requests, keyset on (message_seq, recipient_agent_id) so each
 	// recipient's declaration of one message is its own row, optionally one status.

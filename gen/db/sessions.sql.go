@@ -89,6 +89,16 @@ func (q *Queries) ObserveProfile(ctx context.Context, arg ObserveProfileParams) 
 }
 
 const openSession = `-- name: OpenSession :one
+WITH due AS (
+    SELECT agents.box_id, agents.agent_id FROM agents
+    WHERE agents.box_id = $1 AND agents.agent_id = $3
+      AND (agents.last_seen_at IS NULL OR agents.last_seen_at < $7::timestamptz)
+    FOR NO KEY UPDATE SKIP LOCKED
+), touched AS (
+    UPDATE agents SET last_seen_at = $6
+    FROM due WHERE agents.box_id = due.box_id AND agents.agent_id = due.agent_id
+    RETURNING 1
+)
 INSERT INTO sessions (box_id, session_id, agent_id, session_key_hash, observed_profile_version, created_at)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (box_id, agent_id, session_key_hash)
@@ -103,6 +113,7 @@ type OpenSessionParams struct {
 	SessionKeyHash         []byte
 	ObservedProfileVersion int64
 	Now                    time.Time
+	StaleBefore            time.Time
 }
 
 type OpenSessionRow struct {
@@ -111,7 +122,9 @@ type OpenSessionRow struct {
 	Created                bool
 }
 
-// Creates the session on first prime; priming again returns the same row.
+// Creates the session on first prime; priming again returns the same row. Priming is a call
+// like any other: it records the coarse last_seen_at observation as GetSession does (an agent
+// that only primed, or was just primed, was seen).
 func (q *Queries) OpenSession(ctx context.Context, arg OpenSessionParams) (OpenSessionRow, error) {
 	row := q.db.QueryRow(ctx, openSession,
 		arg.BoxID,
@@ -120,6 +133,7 @@ func (q *Queries) OpenSession(ctx context.Context, arg OpenSessionParams) (OpenS
 		arg.SessionKeyHash,
 		arg.ObservedProfileVersion,
 		arg.Now,
+		arg.StaleBefore,
 	)
 	var i OpenSessionRow
 	err := row.Scan(&i.SessionID, &i.ObservedProfileVersion, &i.Created)

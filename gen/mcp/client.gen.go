@@ -569,7 +569,11 @@ func callLimitsGet(ctx context.Context, c *client.Client, args map[string]json.R
 	if err := clientArg(args, "box_key", &p0); err != nil {
 		return nil, err
 	}
-	return c.LimitsGet(ctx, p0, editors...)
+	var params client.LimitsGetParams
+	if err := clientObject(args, nil, &params); err != nil {
+		return nil, err
+	}
+	return c.LimitsGet(ctx, p0, &params, editors...)
 }
 
 func callMeGet(ctx context.Context, c *client.Client, args map[string]json.RawMessage, editors []client.RequestEditorFn) (*http.Response, error) {
@@ -577,7 +581,11 @@ func callMeGet(ctx context.Context, c *client.Client, args map[string]json.RawMe
 	if err := clientArg(args, "box_key", &p0); err != nil {
 		return nil, err
 	}
-	return c.MeGet(ctx, p0, editors...)
+	var params client.MeGetParams
+	if err := clientObject(args, nil, &params); err != nil {
+		return nil, err
+	}
+	return c.MeGet(ctx, p0, &params, editors...)
 }
 
 func callMessageGet(ctx context.Context, c *client.Client, args map[string]json.RawMessage, editors []client.RequestEditorFn) (*http.Response, error) {

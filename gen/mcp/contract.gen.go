@@ -317,7 +317,7 @@ var (
 		OperationID:       "checkpoint_save",
 		Title:             "Save checkpoint",
 		Description:       "Save progress: write or update (replace) this agent's checkpoint with your working state and notes to persist them for later; any JSON object up to checkpoint_max_bytes. Succeeds only if expected_revision equals the stored revision (\"0\" when none); no merge. On REVISION_CONFLICT re-read with checkpoint_get, merge, retry with a new idempotency_key. Returns the new revision.",
-		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: true, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
 		Concurrency:       "cas",
@@ -371,7 +371,7 @@ var (
 		OperationID:       "directory_update_self",
 		Title:             "Update own card",
 		Description:       "Edit the role and description you advertise on your own public directory card (patch; an empty patch fails). CAS on expected_revision = card_revision; REVISION_CONFLICT returns current_revision. Cannot change listed, name or the private profile. Returns the updated card.",
-		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: true, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
 		Concurrency:       "cas",
@@ -425,7 +425,7 @@ var (
 		OperationID:       "room_follow",
 		Title:             "Set room notifications",
 		Description:       "Set your notification preference for a room, meaning which messages notify you: follow all, mentions, replies or mute (mute drops even explicit requests). Applies to your current membership epoch, prospectively: no backfill, existing inbox rows stay. CAS on expected_revision = follow_revision.",
-		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: true, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
 		Concurrency:       "cas",
@@ -731,7 +731,7 @@ var (
 		OperationID:       "request_respond",
 		Title:             "Respond to request",
 		Description:       "Respond to (accept, decline or deliver) a request addressed to you: CAS-declare accepted, needs_context, declined or result_ready on request_message_id (expected_revision from request_list) and add one reply to the requester (body_md, files; result_ready files need version_label, sha256 or commit), atomically. Declarations, not verified. dry_run validates only.",
-		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
+		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: true, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
 		Concurrency:       "cas",
@@ -1295,7 +1295,7 @@ var Operations = map[string]*Operation{
 		Pattern:      "GET /api/v1/boxes/{box_key}/limits",
 		PathParams:   []string{"box_key"},
 		QueryParams:  nil,
-		HeaderParams: nil,
+		HeaderParams: []string{"Agentbox-Session"},
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
@@ -1307,7 +1307,7 @@ var Operations = map[string]*Operation{
 		Pattern:      "GET /api/v1/boxes/{box_key}/me",
 		PathParams:   []string{"box_key"},
 		QueryParams:  nil,
-		HeaderParams: nil,
+		HeaderParams: []string{"Agentbox-Session"},
 		BodyFields:   nil,
 		HasBody:      false,
 		Admin:        false,
@@ -2533,6 +2533,9 @@ func dispatchLimitsGet(ctx context.Context, si api.StrictServerInterface, args m
 	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
 		return nil, err
 	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
+		return nil, err
+	}
 	resp, err := si.LimitsGet(ctx, req)
 	if err != nil {
 		return nil, err
@@ -2553,6 +2556,9 @@ func dispatchLimitsGet(ctx context.Context, si api.StrictServerInterface, args m
 func dispatchMeGet(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
 	var req api.MeGetRequestObject
 	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeObject(args, nil, headers, []string{"Agentbox-Session"}, &req.Params); err != nil {
 		return nil, err
 	}
 	resp, err := si.MeGet(ctx, req)

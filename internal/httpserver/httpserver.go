@@ -132,7 +132,7 @@ func New(cfg Config) http.Handler {
 				return
 			}
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			cfg.Metrics.Write(w)
+			cfg.Metrics.Write(r.Context(), w)
 			if cfg.Uploads != nil && cfg.Uploads.Stager != nil {
 				cfg.Uploads.Stager.WriteMetrics(w)
 			}

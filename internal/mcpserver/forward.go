@@ -187,7 +187,7 @@ func (f *Forwarder) Me(ctx context.Context, boxKey string) (json.RawMessage, err
 	if !ok {
 		return nil, apierr.Auth()
 	}
-	resp, err := f.client.MeGet(ctx, boxKey, f.editor(key))
+	resp, err := f.client.MeGet(ctx, boxKey, nil, f.editor(key))
 	if err != nil {
 		return nil, f.unreachable()
 	}
@@ -206,7 +206,7 @@ func (f *Forwarder) CheckServer(ctx context.Context, boxKey string) error {
 	if boxKey == "" {
 		boxKey = "agentbox"
 	}
-	resp, err := f.client.MeGet(ctx, boxKey)
+	resp, err := f.client.MeGet(ctx, boxKey, nil)
 	if err != nil {
 		return err
 	}

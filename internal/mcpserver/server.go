@@ -239,6 +239,11 @@ func (sf *surface) arguments(ctx context.Context, req *mcp.CallToolRequest, inpu
 			}
 		}
 	}
+	// One bound on a call's arguments whatever the transport: the HTTP API's body bound (over
+	// stdio the arguments become that body; /mcp's own, larger bound covers the envelope).
+	if len(raw) > schema.MaxRequestBytes {
+		return nil, apierr.TooLarge("", "request_too_large", schema.MaxRequestBytes)
+	}
 	if !valid {
 		if v := input.Validate(doc); v != nil {
 			return nil, apierr.FromViolation(v)

@@ -1,12 +1,16 @@
-// Package metrics keeps the service's Prometheus counters (text exposition format, no
-// client library): requests and latency by operation and status, the database pool, and
-// whatever gauges other packages register (e.g. cleanup jobs).
+// Package metrics renders the service's Prometheus metrics (text exposition format, no
+// client library): requests and latency by operation, transport and status, the database
+// pool, and the cleanup jobs (agentbox_cleanup_*, by job: the idempotency-record sweeper and
+// retention), whose figures a CleanupSource supplies at each scrape. Other packages render
+// their own lines beside these (internal/upload's staging gauges).
 package metrics
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -34,6 +38,28 @@ type Registry struct {
 	requests map[requestKey]uint64
 	latency  map[string]*histogram // by operation
 	pool     *pgxpool.Pool
+	cleanup  CleanupSource
+}
+
+// CleanupJob is one cleanup job's figures at a scrape.
+type CleanupJob struct {
+	Job string // the job label
+	// Known is false when the figures could not be read (the database did not answer in
+	// time): the job then has only agentbox_cleanup_up 0.
+	Known                   bool
+	Runs, Failures, Deleted int64
+	LastSuccess             time.Time // zero: no successful run known
+	BoxesFailed             *int64    // boxes whose last run failed (jobs with a state per box)
+}
+
+// CleanupSource reports the cleanup jobs at a scrape; ctx is the scrape request's.
+type CleanupSource func(ctx context.Context) []CleanupJob
+
+// SetCleanup sets where the cleanup jobs' figures come from (nil: none rendered).
+func (r *Registry) SetCleanup(src CleanupSource) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleanup = src
 }
 
 // New returns an empty registry; pool may be nil.
@@ -65,9 +91,10 @@ func (r *Registry) Observe(op, transport string, status int, d time.Duration) {
 	h.n++
 }
 
-// Write renders the registry in the Prometheus text format.
-func (r *Registry) Write(w io.Writer) {
+// Write renders the registry in the Prometheus text format; ctx bounds the cleanup source.
+func (r *Registry) Write(ctx context.Context, w io.Writer) {
 	r.mu.Lock()
+	cleanup := r.cleanup
 	keys := make([]requestKey, 0, len(r.requests))
 	for k := range r.requests {
 		keys = append(keys, k)
@@ -118,4 +145,49 @@ func (r *Registry) Write(w io.Writer) {
 		fmt.Fprintf(w, "agentbox_db_pool_acquire_total %d\n", st.AcquireCount())
 		fmt.Fprintf(w, "agentbox_db_pool_acquire_wait_seconds_total %g\n", st.AcquireDuration().Seconds())
 	}
+	if cleanup != nil {
+		writeCleanup(w, cleanup(ctx))
+	}
+}
+
+// writeCleanup renders the cleanup jobs, one family at a time.
+func writeCleanup(w io.Writer, jobs []CleanupJob) {
+	family := func(name, kind, help string, sample func(j CleanupJob) (string, bool)) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, kind)
+		for _, j := range jobs {
+			if v, ok := sample(j); ok {
+				fmt.Fprintf(w, "%s{job=%q} %s\n", name, j.Job, v)
+			}
+		}
+	}
+	count := func(f func(CleanupJob) int64) func(j CleanupJob) (string, bool) {
+		return func(j CleanupJob) (string, bool) { return strconv.FormatInt(f(j), 10), j.Known }
+	}
+	family("agentbox_cleanup_up", "gauge", "Whether the cleanup job's figures could be read at this scrape (retention's are read from the database).",
+		func(j CleanupJob) (string, bool) {
+			if j.Known {
+				return "1", true
+			}
+			return "0", true
+		})
+	family("agentbox_cleanup_runs_total", "counter", "Cleanup runs: idempotency_expiry counts this process's sweeps; retention the runs in every box's cleanup status (database totals: writes whose retention deleted messages, retroactive cleanups after a lowered cap).",
+		count(func(j CleanupJob) int64 { return j.Runs }))
+	family("agentbox_cleanup_failures_total", "counter", "Failed cleanup runs: idempotency_expiry sweeps of this process; failed retroactive retention cleanups, in every box (database totals).",
+		count(func(j CleanupJob) int64 { return j.Failures }))
+	family("agentbox_cleanup_deleted_total", "counter", "Rows cleanup deleted: idempotency records (idempotency_expiry), messages (retention).",
+		count(func(j CleanupJob) int64 { return j.Deleted }))
+	family("agentbox_cleanup_last_success_timestamp_seconds", "gauge", "Unix time of the job's last successful run (retention: the newest run of a box whose last run succeeded).",
+		func(j CleanupJob) (string, bool) {
+			if !j.Known || j.LastSuccess.IsZero() {
+				return "", false
+			}
+			return strconv.FormatFloat(float64(j.LastSuccess.UnixMicro())/1e6, 'f', -1, 64), true
+		})
+	family("agentbox_cleanup_boxes_failed", "gauge", "Boxes whose last cleanup run failed.",
+		func(j CleanupJob) (string, bool) {
+			if !j.Known || j.BoxesFailed == nil {
+				return "", false
+			}
+			return strconv.FormatInt(*j.BoxesFailed, 10), true
+		})
 }

@@ -136,6 +136,7 @@ func Run(cfg RunConfig) (err error) {
 	statsCtx, stopStats := context.WithCancel(ctx)
 	defer stopStats()
 	go st.KeepStatistics(statsCtx, 2*time.Second, log)
+	go st.KeepIdempotencyExpiry(statsCtx, store.IdempotencyExpiryInterval, time.Now, log)
 
 	uploadDir := cfg.UploadDir
 	if uploadDir == "" {

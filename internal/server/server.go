@@ -4,6 +4,7 @@
 package server
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -40,6 +41,7 @@ type Config struct {
 func Handler(cfg Config) http.Handler {
 	authn := auth.New(cfg.Store, cfg.AdminToken, cfg.Log)
 	reg := metrics.New(cfg.Store.Pool())
+	reg.SetCleanup(cleanupJobs(cfg.Store))
 	var uploads *httpserver.UploadConfig
 	if cfg.Uploads != nil {
 		uploads = &httpserver.UploadConfig{Stager: cfg.Uploads, Limits: cfg.Service.UploadLimits}
@@ -61,4 +63,21 @@ func Handler(cfg Config) http.Handler {
 		BodyIdleTimeout: cfg.BodyIdleTimeout,
 		Uploads:         uploads,
 	})
+}
+
+// cleanupJobs reports the cleanup jobs on /metrics (SPEC §13.3): this process's sweeper of
+// expired idempotency records, and retention as the boxes' cleanup status holds it (read at
+// each scrape within store.MetricsTimeout; unknown while the database does not answer).
+func cleanupJobs(st *store.Store) metrics.CleanupSource {
+	return func(ctx context.Context) []metrics.CleanupJob {
+		e := st.IdempotencyExpiryStats()
+		jobs := []metrics.CleanupJob{{Job: "idempotency_expiry", Known: true, Runs: e.Runs, Failures: e.Failures,
+			Deleted: e.Deleted, LastSuccess: e.LastSuccess}}
+		retention := metrics.CleanupJob{Job: "retention"}
+		if t, err := st.CleanupTotals(ctx); err == nil {
+			retention = metrics.CleanupJob{Job: "retention", Known: true, Runs: t.Runs, Failures: t.Failures,
+				Deleted: t.DeletedMessages, LastSuccess: t.LastSuccess, BoxesFailed: &t.BoxesFailed}
+		}
+		return append(jobs, retention)
+	}
 }

@@ -124,8 +124,12 @@ func validatePayload(raw json.RawMessage, s api.SettingsValues) ([]byte, error) 
 	if _, ok := v.(map[string]any); !ok {
 		return nil, apierr.Invalid("payload", "must be a JSON object")
 	}
-	if jsonDepth(buf.Bytes()) > s.PayloadMaxDepth {
+	depth, beyond := scanJSON(buf.Bytes())
+	if depth > s.PayloadMaxDepth {
 		return nil, apierr.TooLarge("payload", "payload_too_deep", s.PayloadMaxDepth)
+	}
+	if beyond {
+		return nil, errBeyondFloat64("payload")
 	}
 	if path, found := credentialIn(v, "payload"); found {
 		return nil, apierr.Invalid(path, "payload must not carry credentials (a credential-like key or a token-like value)").
@@ -231,11 +235,15 @@ func loneSurrogate(compact []byte) bool {
 	return false
 }
 
-// jsonDepth is the deepest nesting of objects and arrays (the top-level object is 1).
-func jsonDepth(compact []byte) int64 {
-	var depth, deepest int64
+// scanJSON reads compact JSON (valid) once, outside its strings: the deepest nesting of
+// objects and arrays (the top-level object is 1), and whether a number no 64-bit float can
+// hold (1e400) appears — valid JSON, but JSON clients read it back as Infinity or fail on it
+// (I-JSON, RFC 7493 §2.2), so it is refused rather than stored as sent.
+func scanJSON(compact []byte) (deepest int64, beyondFloat64 bool) {
+	var depth int64
 	inString, escaped := false, false
-	for _, b := range compact {
+	for i := 0; i < len(compact); i++ {
+		b := compact[i]
 		switch {
 		case inString && escaped:
 			escaped = false
@@ -249,9 +257,24 @@ func jsonDepth(compact []byte) int64 {
 			deepest = max(deepest, depth)
 		case b == '}' || b == ']':
 			depth--
+		case b == '-' || (b >= '0' && b <= '9'):
+			j := i + 1
+			for j < len(compact) && strings.IndexByte("+-.eE0123456789", compact[j]) >= 0 {
+				j++
+			}
+			if _, err := strconv.ParseFloat(string(compact[i:j]), 64); err != nil {
+				beyondFloat64 = true
+			}
+			i = j - 1
 		}
 	}
-	return deepest
+	return deepest, beyondFloat64
+}
+
+// errBeyondFloat64 refuses a JSON object field holding a number beyond float64 (scanJSON).
+func errBeyondFloat64(field string) error {
+	return apierr.Invalid(field, "holds a number beyond the 64-bit floating-point range, which JSON clients cannot read back").
+		WithReason("number_out_of_range")
 }
 
 // credentialIn walks a decoded payload and returns the path of the first credential-like key

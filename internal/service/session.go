@@ -136,6 +136,9 @@ func (s *Service) CheckpointSave(ctx context.Context, req api.CheckpointSaveRequ
 	if compact.Len() > CheckpointMaxBytes {
 		return nil, apierr.TooLarge("checkpoint", "checkpoint_too_large", int64(CheckpointMaxBytes))
 	}
+	if _, beyond := scanJSON(compact.Bytes()); beyond {
+		return nil, errBeyondFloat64("checkpoint")
+	}
 	expected, err := parseDec("expected_revision", in.ExpectedRevision)
 	if err != nil {
 		return nil, err

@@ -41,7 +41,7 @@ var settingSemantics = map[string]string{
 	"rate_limit_per_second":         "per-key request rate, counted by each server process; excess requests get RATE_LIMITED with retry_after_seconds (0 = off)",
 	"rate_limit_burst":              "per-key burst above the rate",
 	"checkpoint_max_bytes":          "checkpoint cap in bytes of compact JSON (fixed, not a setting)",
-	"request_max_bytes":             "an HTTP request's JSON body (or a multipart request's JSON part) is at most " + strconv.Itoa(schema.MaxRequestBytes) + " bytes (fixed, not a setting); over it: LIMIT_EXCEEDED request_too_large",
+	"request_max_bytes":             "an HTTP request's JSON body (or a multipart request's JSON part), and an MCP tool call's arguments, is at most " + strconv.Itoa(schema.MaxRequestBytes) + " bytes (fixed, not a setting); over it: LIMIT_EXCEEDED request_too_large",
 	"duplicate_rule":                "a send byte-identical to the sender's latest retained message in the same channel returns status duplicate; there is no time window",
 	"retention_rule":                "after every write and when a cap is lowered, each channel deletes its oldest messages first until both caps hold; no placeholder remains",
 	"settings_revision":             "increments on every settings change; compare it to detect new limits",

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -28,6 +29,32 @@ func (t *Tx) CleanupStatus(ctx context.Context, boxID uuid.UUID) (CleanupStatus,
 	}
 	return CleanupStatus{State: r.State, Runs: r.Runs, DeletedMessages: r.DeletedMessages, Failures: r.Failures,
 		LastRunAt: r.LastRunAt, LastError: r.LastError}, err
+}
+
+// CleanupTotals are every box's retention figures summed (/metrics).
+type CleanupTotals struct {
+	Runs, DeletedMessages, Failures int64
+	BoxesFailed                     int64     // boxes whose last run failed
+	LastSuccess                     time.Time // the newest run of a box whose last run succeeded; zero when none
+}
+
+// MetricsTimeout bounds the database read of a /metrics scrape: a scrape answers within it
+// even when the database hangs.
+const MetricsTimeout = 2 * time.Second
+
+// CleanupTotals sums the cleanup status of every box.
+func (s *Store) CleanupTotals(ctx context.Context) (CleanupTotals, error) {
+	ctx, cancel := context.WithTimeout(ctx, MetricsTimeout)
+	defer cancel()
+	r, err := db.New(s.pool).CleanupTotals(ctx)
+	if err != nil {
+		return CleanupTotals{}, err
+	}
+	out := CleanupTotals{Runs: r.Runs, DeletedMessages: r.DeletedMessages, Failures: r.Failures, BoxesFailed: r.BoxesFailed}
+	if r.LastSuccessUnix > 0 {
+		out.LastSuccess = time.UnixMicro(int64(math.Round(r.LastSuccessUnix * 1e6))).UTC()
+	}
+	return out, nil
 }
 
 // RecordCleanupRun counts one retention run that deleted messages. Callers hold the locks of

@@ -692,7 +692,7 @@ func hotWorldOf(t *testing.T, conn *pgx.Conn, box uuid.UUID, retentionCap int64)
 }
 
 // hotStatements are the statements of send, inbox_list, inbox_claim, inbox_ack and
-// conversation_read, each called for w.
+// conversation_read, and the idempotency sweeper's batch, each called for w.
 func hotStatements(ctx context.Context, w hotWorld) map[string]func(q *db.Queries) error {
 	box, reader, sender, session, room, dm, lo, hi, seqs, msgs := w.box, w.reader, w.sender, w.session, w.room, w.dm, w.lo, w.hi, w.seqs, w.msgs
 	now := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
@@ -851,6 +851,11 @@ func hotStatements(ctx context.Context, w hotWorld) map[string]func(q *db.Querie
 		},
 		"GetMessage": func(q *db.Queries) error {
 			_, err := q.GetMessage(ctx, db.GetMessageParams{BoxID: box, MessageID: msgs[0]})
+			return err
+		},
+		// The idempotency sweeper's batch (not a call's, but it meets an old box's whole backlog).
+		"DeleteExpiredIdempotencyRecords": func(q *db.Queries) error {
+			_, err := q.DeleteExpiredIdempotencyRecords(ctx, db.DeleteExpiredIdempotencyRecordsParams{BoxID: box, Now: now, MaxRows: 1000})
 			return err
 		},
 	}

@@ -18,10 +18,11 @@ type Session struct {
 	Created                bool
 }
 
-// OpenSession creates or resumes the session for (agent, key hash), marking the profile version observed.
+// OpenSession creates or resumes the session for (agent, key hash), marking the profile version
+// observed, and records a coarse last_seen_at observation of the agent (as SessionByKey).
 func (t *Tx) OpenSession(ctx context.Context, boxID, agentID uuid.UUID, keyHash []byte, profileVersion int64, now time.Time) (Session, error) {
 	r, err := t.q.OpenSession(ctx, db.OpenSessionParams{BoxID: boxID, SessionID: uuid.New(), AgentID: agentID,
-		SessionKeyHash: keyHash, ObservedProfileVersion: profileVersion, Now: now})
+		SessionKeyHash: keyHash, ObservedProfileVersion: profileVersion, Now: now, StaleBefore: now.Add(-time.Minute)})
 	return Session{ID: r.SessionID, ObservedProfileVersion: r.ObservedProfileVersion, CurrentProfileVersion: profileVersion, Created: r.Created}, err
 }
 
@@ -157,9 +158,4 @@ func (t *Tx) PutIdempotencyRecord(ctx context.Context, s IdempotencyScope, hash,
 			RequestHash: hash, Response: response, Now: now, ExpiresAt: expires})
 	})
 	return nil
-}
-
-// DeleteExpiredIdempotency removes expired records of a box.
-func (t *Tx) DeleteExpiredIdempotency(ctx context.Context, boxID uuid.UUID, now time.Time) (int64, error) {
-	return t.q.DeleteExpiredIdempotencyRecords(ctx, db.DeleteExpiredIdempotencyRecordsParams{BoxID: boxID, Now: now})
 }

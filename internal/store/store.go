@@ -56,6 +56,7 @@ type Store struct {
 	pool        *pgxpool.Pool
 	cursorKey   []byte
 	callTimeout time.Duration
+	expiry      expirySweeper // idempotency_expiry.go
 }
 
 // Open connects, applies migrations (advisory-locked, safe with several instances) and returns the store.

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	genmcp "github.com/agentbox/agentbox/gen/mcp"
+	"github.com/agentbox/agentbox/internal/schema"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -378,5 +379,51 @@ func TestMCPResultIsTheHTTPBody(t *testing.T) {
 	replay["box_key"] = "alpha"
 	if r := toolCall(t, cs, "checkpoint_save", replay).Text; r != strings.TrimSuffix(string(saved.Raw), "\n") {
 		t.Errorf("MCP replay differs from the recorded HTTP result:\n mcp  %s\n http %s", r, saved.Raw)
+	}
+}
+
+// A tool call's arguments have the HTTP API's body bound on /mcp too (over stdio they become
+// that body): arguments over it — here a checkpoint padded with JSON whitespace, valid and
+// within every field's own cap — are LIMIT_EXCEEDED request_too_large as a tool error, and
+// nothing is written; the same arguments just under the bound are saved.
+func TestMCPArgumentsHaveTheHTTPBodyBound(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	headers := map[string]string{"Authorization": "Bearer " + a.Key, "Mcp-Protocol-Version": "2025-06-18"}
+	if status, body := rawPost(t, e, headers, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"agent_prime","arguments":{"box_key":"alpha"}}}`); status != http.StatusOK {
+		t.Fatalf("prime: %d %s", status, body)
+	}
+	save := func(argBytes int, key string) string {
+		args := fmt.Sprintf(`{"box_key":"alpha","expected_revision":"0","checkpoint":{"step":1},"idempotency_key":"%s"}`, key)
+		args = args[:len(args)-1] + strings.Repeat(" ", argBytes-len(args)) + "}"
+		return `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"checkpoint_save","arguments":` + args + `}}`
+	}
+	status, raw := rawPost(t, e, headers, save(schema.MaxRequestBytes+1, "over"))
+	var res struct {
+		Result struct {
+			IsError           bool `json:"isError"`
+			StructuredContent struct {
+				Error struct {
+					Code   string `json:"code"`
+					Reason string `json:"reason"`
+					Limit  int64  `json:"limit"`
+				} `json:"error"`
+			} `json:"structuredContent"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(raw, &res); status != http.StatusOK || err != nil || !res.Result.IsError {
+		t.Fatalf("arguments over the bound: %d %.300s", status, raw)
+	}
+	if got := res.Result.StructuredContent.Error; got.Code != "LIMIT_EXCEEDED" || got.Reason != "request_too_large" || got.Limit != schema.MaxRequestBytes {
+		t.Fatalf("arguments over the bound: %+v", got)
+	}
+	var n int
+	if err := e.Store.Pool().QueryRow(context.Background(), "SELECT count(*) FROM checkpoints WHERE agent_id = $1", a.ID).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("the refused save wrote: %d rows (%v)", n, err)
+	}
+	if status, raw := rawPost(t, e, headers, save(schema.MaxRequestBytes, "at")); status != http.StatusOK || strings.Contains(string(raw), `"isError":true`) {
+		t.Fatalf("arguments at the bound: %d %.300s", status, raw)
 	}
 }
