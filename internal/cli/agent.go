@@ -227,6 +227,11 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 	if err != nil {
 		return l.explain(err, "nothing was changed (an agent name was being looked up); repeat the command")
 	}
+	if e.attach == "" { // arguments refused here are never sent: no key is offered for them
+		if err := mcpserver.CheckArguments(ctx, f, t.Name, argsJSON); err != nil {
+			return err
+		}
+	}
 	if generatedKey != "" && !dryRun(argsJSON) { // a dry run writes nothing: nothing to retry (SPEC §10)
 		fmt.Fprintf(e.stderr, "agentbox: idempotency key %s (generated); to retry this write safely, repeat it with --idempotency-key %s\n", generatedKey, generatedKey)
 	}

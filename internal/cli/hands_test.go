@@ -295,6 +295,12 @@ func TestCLIForHands(t *testing.T) {
 	if n := messages(); n != 1 {
 		t.Fatalf("refused sends wrote messages: %d", n)
 	}
+	// Arguments the local check refuses (the same check as an MCP call's) are never sent: the
+	// error is printed as the server's would be, and no generated key is offered for them.
+	if out, errOut, code := runText("room", "follow", "--room-id", someRoom, "--follow", "loud", "--expected-revision", "1"); code != cli.ExitUsage ||
+		!strings.Contains(out, `"INVALID_ARGUMENT"`) || !strings.Contains(out, `"field": "follow"`) || strings.Contains(errOut, "idempotency key") {
+		t.Fatalf("a write refused locally: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
 	// A repeatable ID array takes names and IDs; Twin is Twin, not twin.
 	room, _ := mustRun("room", "create", "--name", "ops", "--invitee-agent-ids", "coder", "--invitee-agent-ids", "Twin")
 	invited, _ := json.Marshal(room["invited_agent_ids"])

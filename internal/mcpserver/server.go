@@ -457,6 +457,22 @@ func Invoke(ctx context.Context, b Backend, name string, args json.RawMessage, l
 	return body, nil
 }
 
+// CheckArguments runs the argument checks Invoke runs before calling the tool (the same code
+// as an MCP call: AUTH_FAILED for a box without a key, then the input schema), calling
+// nothing, so a caller can refuse a call that would not be sent before it says anything about
+// sending it.
+func CheckArguments(ctx context.Context, b Backend, name string, args json.RawMessage) error {
+	t, ok := genmcp.LookupTool(name)
+	if !ok {
+		return fmt.Errorf("no tool %q", name)
+	}
+	sf := &surface{backend: b, log: slog.New(slog.DiscardHandler)}
+	if _, err := sf.arguments(ctx, nil, sf.entry(t).input, args); err != nil {
+		return sf.wireError(ctx, name, err)
+	}
+	return nil
+}
+
 // WarnOnly is l without its debug and info records: the SDK logs every stateless request's
 // session lifecycle at info level.
 func WarnOnly(l *slog.Logger) *slog.Logger {
