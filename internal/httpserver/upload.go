@@ -178,8 +178,13 @@ func readParts(r *http.Request, op *mcp.Operation, slot *upload.Slot) ([]byte, *
 			if file, err = slot.Stage(part, name, mediaType); err != nil {
 				return nil, nil, err
 			}
-		default:
-			return nil, nil, apierr.Invalid("", "only the parts "+strings.Join([]string{inputPart, filePart}, " and ")+" are allowed")
+		default: // named like an unknown JSON field: by its name when it is name-like, never echoing other text
+			field := ""
+			if schema.NameLike(dparams["name"]) {
+				field = dparams["name"]
+			}
+			return nil, nil, apierr.Invalid(field, "only the parts "+strings.Join([]string{inputPart, filePart}, " and ")+" are allowed").
+				WithReason(upload.ReasonInvalid)
 		}
 	}
 	switch {

@@ -386,6 +386,24 @@ func TestAttachmentRejectedUploadsLeaveNothing(t *testing.T) {
 		mw.Close()
 		return e.Do("POST", "/api/v1/boxes/alpha/messages", a.Key, buf.Bytes(), map[string]string{"Content-Type": mw.FormDataContentType()})
 	}, "INVALID_ARGUMENT", "", "file")
+	// A part neither input nor file is named like an unknown JSON field: by its name when it
+	// is name-like, else without a field (a token-like name is never echoed).
+	for name, field := range map[string]string{"notes": "notes", "ghp_abcdefghijklmnopqrstuvwxyz0123456789": "", "a b": ""} {
+		r := rejects(t, e, "an extra part "+field, func() testenv.Response {
+			var buf bytes.Buffer
+			mw := multipart.NewWriter(&buf)
+			raw, _ := json.Marshal(in())
+			mw.WriteField("input", string(raw))
+			mw.WriteField(name, "x")
+			fw, _ := mw.CreateFormFile("file", "f.txt")
+			fw.Write([]byte("f"))
+			mw.Close()
+			return e.Do("POST", "/api/v1/boxes/alpha/messages", a.Key, buf.Bytes(), map[string]string{"Content-Type": mw.FormDataContentType()})
+		}, "INVALID_ARGUMENT", "invalid_upload", field)
+		if field == "" && strings.Contains(string(r.Raw), name) {
+			t.Fatalf("the refusal quotes the part's name: %s", r.Raw)
+		}
+	}
 	// Refused by the send itself after the file was staged: still nothing kept.
 	self := in()
 	self["destination"] = dmTo(a)
@@ -398,7 +416,7 @@ func TestAttachmentRejectedUploadsLeaveNothing(t *testing.T) {
 	if v := metric(t, e, `agentbox_uploads_rejected_total{reason="attachment_too_large"}`); v != "1" {
 		t.Fatalf("rejected metric: %q", v)
 	}
-	if v := metric(t, e, `agentbox_uploads_rejected_total{reason="invalid_upload"}`); v != "11" {
+	if v := metric(t, e, `agentbox_uploads_rejected_total{reason="invalid_upload"}`); v != "14" {
 		t.Fatalf("invalid uploads metric: %q", v)
 	}
 }
