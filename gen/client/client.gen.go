@@ -605,7 +605,9 @@ type AdminSettings struct {
 // AdminSettingsUpdateInput defines model for AdminSettingsUpdateInput.
 type AdminSettingsUpdateInput struct {
 	ExpectedRevision *DecimalString `json:"expected_revision,omitempty"`
-	Settings         SettingsPatch  `json:"settings"`
+
+	// Settings Overrides to merge into the box's settings. Each value within its minimum and maximum (leases and idempotency retention at most 30 days; a message's byte caps within the fixed 1 MiB request bound); the merged settings must be coherent: body_max_bytes and payload_max_bytes at most envelope_max_bytes, page_limit_default at most page_limit_max, lease_default_seconds at most lease_max_seconds. A refused patch is INVALID_ARGUMENT naming the setting and changes nothing.
+	Settings SettingsPatch `json:"settings"`
 }
 
 // AdminToken defines model for AdminToken.
@@ -1383,7 +1385,7 @@ type SessionInfo struct {
 	SessionId openapi_types.UUID `json:"session_id"`
 }
 
-// SettingsPatch defines model for SettingsPatch.
+// SettingsPatch Overrides to merge into the box's settings. Each value within its minimum and maximum (leases and idempotency retention at most 30 days; a message's byte caps within the fixed 1 MiB request bound); the merged settings must be coherent: body_max_bytes and payload_max_bytes at most envelope_max_bytes, page_limit_default at most page_limit_max, lease_default_seconds at most lease_max_seconds. A refused patch is INVALID_ARGUMENT naming the setting and changes nothing.
 type SettingsPatch struct {
 	AckBatchMax                 *int64 `json:"ack_batch_max,omitempty"`
 	AttachmentMaxBytes          *int64 `json:"attachment_max_bytes,omitempty"`
@@ -1410,7 +1412,7 @@ type SettingsPatch struct {
 type SettingsValues struct {
 	AckBatchMax          int64 `json:"ack_batch_max" validate:"gte=1"`
 	AttachmentMaxBytes   int64 `json:"attachment_max_bytes"`
-	BodyMaxBytes         int64 `json:"body_max_bytes" validate:"gte=1"`
+	BodyMaxBytes         int64 `json:"body_max_bytes" validate:"ltefield=EnvelopeMaxBytes,gte=1"`
 	ChannelAttachmentCap int64 `json:"channel_attachment_cap"`
 	ChannelMessageCap    int64 `json:"channel_message_cap" validate:"gte=1"`
 
@@ -1422,7 +1424,7 @@ type SettingsValues struct {
 	LeaseMaxSeconds             int64 `json:"lease_max_seconds" validate:"gte=1"`
 	PageLimitDefault            int64 `json:"page_limit_default" validate:"ltefield=PageLimitMax,gte=1"`
 	PageLimitMax                int64 `json:"page_limit_max" validate:"gte=1"`
-	PayloadMaxBytes             int64 `json:"payload_max_bytes" validate:"gte=1"`
+	PayloadMaxBytes             int64 `json:"payload_max_bytes" validate:"ltefield=EnvelopeMaxBytes,gte=1"`
 	PayloadMaxDepth             int64 `json:"payload_max_depth" validate:"gte=1"`
 	RateLimitBurst              int64 `json:"rate_limit_burst"`
 	RateLimitPerSecond          int64 `json:"rate_limit_per_second"`

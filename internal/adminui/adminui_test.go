@@ -463,9 +463,9 @@ func TestSettingsStaleRevision(t *testing.T) {
 	}
 	// Someone else changes the settings meanwhile.
 	changed := e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"expected_revision": rev[1], "settings": map[string]any{"page_limit_default": 30}})
-	p = b.post("/admin/boxes/alpha/settings", url.Values{"expected_revision": {rev[1]}, "settings": {"page_limit_default=4242\nlease_max_seconds=4243"}})
+	p = b.post("/admin/boxes/alpha/settings", url.Values{"expected_revision": {rev[1]}, "settings": {"lease_default_seconds=42423\nlease_max_seconds=42424"}})
 	expect(t, "stale revision", p, http.StatusConflict, "REVISION_CONFLICT", "Nothing was changed", "Current revision: "+changed["settings_revision"].(string))
-	if strings.Contains(p.Body, "4242") || strings.Contains(p.Body, "4243") {
+	if strings.Contains(p.Body, "42423") || strings.Contains(p.Body, "42424") {
 		t.Fatal("the rejected values are echoed")
 	}
 	after := e.Admin("GET", "/boxes/alpha/settings", nil)

@@ -31,12 +31,25 @@ func TestSettingsCrossFieldRules(t *testing.T) {
 		{"lease max below the stored default", map[string]any{"lease_max_seconds": 90}, "settings.lease_default_seconds"},
 		{"lease default above the maximum", map[string]any{"lease_default_seconds": 7200, "lease_max_seconds": 3600}, "settings.lease_default_seconds"},
 		{"page default above the maximum", map[string]any{"page_limit_max": 40}, "settings.page_limit_default"},
+		// A message's byte caps fit in its envelope (the stored defaults: body 16384, payload
+		// 8192, envelope 65536).
+		{"body above the envelope", map[string]any{"body_max_bytes": 70000}, "settings.body_max_bytes"},
+		{"envelope below the body", map[string]any{"envelope_max_bytes": 10000}, "settings.body_max_bytes"},
+		{"payload above the envelope", map[string]any{"payload_max_bytes": 70000}, "settings.payload_max_bytes"},
+		// Upper bounds: a lease or a retention far in the future overflowed the expiry (a
+		// claim returned an item whose lease had already expired).
+		{"lease max beyond 30 days", map[string]any{"lease_max_seconds": int64(9223372036854775807)}, "settings.lease_max_seconds"},
+		{"lease default beyond 30 days", map[string]any{"lease_default_seconds": 2592001, "lease_max_seconds": 2592000}, "settings.lease_default_seconds"},
+		{"retention beyond 30 days", map[string]any{"idempotency_retention_seconds": 2592001}, "settings.idempotency_retention_seconds"},
+		{"envelope beyond the request bound", map[string]any{"envelope_max_bytes": 1048577}, "settings.envelope_max_bytes"},
+		{"page limit beyond 1000", map[string]any{"page_limit_max": 1001}, "settings.page_limit_max"},
 	} {
 		r := patch(tc.settings)
 		if r.Code() != "INVALID_ARGUMENT" || r.ErrorField("field") != tc.field {
 			t.Errorf("%s: %s", tc.name, r.Raw)
 		}
-		if strings.Contains(string(r.Raw), "7200") || strings.Contains(string(r.Raw), "90,") {
+		if strings.Contains(string(r.Raw), "7200") || strings.Contains(string(r.Raw), "90,") || strings.Contains(string(r.Raw), "70000") ||
+			strings.Contains(string(r.Raw), "9223372036854775807") || strings.Contains(string(r.Raw), "2592001") {
 			t.Errorf("%s: the error echoes a value: %s", tc.name, r.Raw)
 		}
 	}
@@ -46,6 +59,9 @@ func TestSettingsCrossFieldRules(t *testing.T) {
 	// Equal is within the rule.
 	if r := patch(map[string]any{"lease_max_seconds": 120}); r.Status != 200 {
 		t.Fatalf("lease_max_seconds = lease_default_seconds: %s", r.Raw)
+	}
+	if r := patch(map[string]any{"lease_max_seconds": 2592000, "body_max_bytes": 65536, "payload_max_bytes": 65536}); r.Status != 200 {
+		t.Fatalf("settings at their bounds: %s", r.Raw)
 	}
 
 	// Caps must stay positive in the effective settings, even when an override stored by
