@@ -94,7 +94,9 @@ commands:
   version    print this build's version (also --version)
 
 environment: AGENTBOX_SERVER (default http://127.0.0.1:8080), AGENTBOX_ADMIN_TOKEN (admin),
-AGENTBOX_API_KEY or AGENTBOX_CREDENTIALS, AGENTBOX_BOX, AGENTBOX_SESSION (agent commands).
+AGENTBOX_API_KEY or AGENTBOX_CREDENTIALS, AGENTBOX_BOX, AGENTBOX_SESSION (agent commands);
+the server's (AGENTBOX_DATABASE_URL, AGENTBOX_ADMIN_TOKEN, AGENTBOX_METRICS_TOKEN, AGENTBOX_PG_BINDIR, …):
+agentbox serve --help.
 
 exit codes:
   0  ok

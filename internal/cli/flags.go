@@ -192,7 +192,13 @@ func valueError(err error, typ string) error {
 
 // parse parses flags and checks that the named ones were given and nothing else was.
 func parse(fs *flag.FlagSet, args []string, required ...string) error {
-	if err := parseArgs(fs, args, "", required, nil); err != nil {
+	return parseDescribed(fs, args, "", nil, required...)
+}
+
+// parseDescribed is parse for a command whose --help starts with usage (its description)
+// and shows notes instead of flags' defaults.
+func parseDescribed(fs *flag.FlagSet, args []string, usage string, notes map[string]string, required ...string) error {
+	if err := parseArgs(fs, args, usage, required, notes); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

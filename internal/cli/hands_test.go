@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentbox/agentbox/internal/cli"
+	"github.com/agentbox/agentbox/internal/pglocal"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -29,7 +30,7 @@ func TestHelpOnStdout(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{"serve", "--help"}, []string{"usage: agentbox serve", "--data-dir string"}},
+		{[]string{"serve", "--help"}, []string{"usage: agentbox serve", "--data-dir string", "admin-token", "need the same AGENTBOX_ADMIN_TOKEN"}},
 		{[]string{"admin", "box", "create", "--help"}, []string{"* --key string", "   --name string"}},
 		{[]string{"admin", "--help"}, []string{"box create --key K"}},
 		{[]string{"message", "send", "-h"}, []string{"* --body-md string", "* --idempotency-key string", "generated and printed on stderr when omitted", "   --to string", "* --box string", "--mention-agent-ids string", "repeatable; agent ID or listed agent name"}},
@@ -424,5 +425,53 @@ func TestAdminKeyFile(t *testing.T) {
 	}
 	if _, err := os.Stat(other); !os.IsNotExist(err) {
 		t.Fatalf("a failed create left %s behind: %v", other, err)
+	}
+}
+
+// TestServeDocumentsItsEnvironment: every environment variable `agentbox serve` reads
+// (internal/cli/serve.go, internal/server, the embedded cluster's pglocal.BinDirEnv) is
+// listed by `agentbox serve --help` and in README.md, where an operator looks; --help never
+// shows AGENTBOX_DATABASE_URL's value (it may hold a password).
+func TestServeDocumentsItsEnvironment(t *testing.T) {
+	sources, err := filepath.Glob("../server/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := regexp.MustCompile(`[gG]etenv\("([A-Z_]+)"\)`)
+	names := map[string]bool{pglocal.BinDirEnv: true}
+	for _, f := range append(sources, "serve.go") {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range read.FindAllStringSubmatch(string(src), -1) {
+			names[m[1]] = true
+		}
+	}
+	for _, want := range []string{"AGENTBOX_DATABASE_URL", "AGENTBOX_ADMIN_TOKEN", "AGENTBOX_METRICS_TOKEN", "GOGC"} {
+		if !names[want] {
+			t.Fatalf("the source scan missed %s (found %v): fix the pattern", want, names)
+		}
+	}
+	// The URL's default comes from the environment; a password in it is never shown.
+	t.Setenv("AGENTBOX_DATABASE_URL", "postgres://agentbox:s3cretPW@db.example/agentbox")
+	help, _, _ := runText("serve", "--help")
+	if strings.Contains(help, "s3cretPW") {
+		t.Errorf("agentbox serve --help shows AGENTBOX_DATABASE_URL's password:\n%s", help)
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range names {
+		if !strings.Contains(help, name) {
+			t.Errorf("agentbox serve --help does not mention %s", name)
+		}
+		if !strings.Contains(string(readme), name) {
+			t.Errorf("README.md does not mention %s", name)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -209,4 +210,77 @@ func TestMCPStartRefusesWhatIsNotAgentbox(t *testing.T) {
 			t.Errorf("AGENTBOX_SERVER=%s: exit %d, stdout %q, stderr %q; want exit %d with %q", c.server, code, out, errOut, c.code, c.stderr)
 		}
 	}
+}
+
+// TestMCPStartChecksAsTheKey: the start check of `agentbox mcp` asks GET /me as the key of
+// the box it knows, so a good key costs the server no failed authentication (a 401 counted,
+// "agent authentication failed" logged at every process start would feed auth-failure
+// alerts); with a credentials file it asks as the key of the box it checks. A key the server
+// refuses is said on stderr, naming the box, and asked about once; the process still starts.
+func TestMCPStartChecksAsTheKey(t *testing.T) {
+	e := testenv.New(t)
+	e.Box("alpha")
+	e.Box("beta")
+	a := e.NewAgent("alpha", "a", nil)
+	b := e.NewAgent("beta", "b", nil)
+	meGets := func(status string) int {
+		t.Helper()
+		v := metricSample(t, e, `agentbox_requests_total{operation="me_get",transport="http",status="`+status+`"}`)
+		if v == "" {
+			return 0
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("me_get %s: %q", status, v)
+		}
+		return n
+	}
+	creds := filepath.Join(t.TempDir(), "credentials.json")
+	if err := os.WriteFile(creds, []byte(`{"alpha":"`+a.Key+`","beta":"`+b.Key+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AGENTBOX_SERVER", e.URL)
+	t.Setenv("AGENTBOX_SESSION", "")
+	for _, c := range []struct {
+		name                  string
+		key, credentials, box string
+		refused               bool
+	}{
+		{name: "single key of AGENTBOX_BOX", key: a.Key, box: "alpha"},
+		{name: "credentials file", credentials: creds},
+		{name: "credentials file, AGENTBOX_BOX its second box", credentials: creds, box: "beta"},
+		{name: "a key of another box", key: a.Key, box: "beta", refused: true},
+	} {
+		t.Setenv("AGENTBOX_API_KEY", c.key)
+		t.Setenv("AGENTBOX_CREDENTIALS", c.credentials)
+		t.Setenv("AGENTBOX_BOX", c.box)
+		ok0, refused0 := meGets("200"), meGets("401")
+		out, errOut, code := runText("mcp") // stdin is empty: a process that starts ends at once
+		if code != cli.ExitOK || out != "" {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", c.name, code, out, errOut)
+		}
+		ok, refused := meGets("200")-ok0, meGets("401")-refused0
+		switch {
+		case !c.refused && (refused != 0 || ok != 1 || errOut != ""):
+			t.Errorf("%s: me_get answered 200 ×%d, 401 ×%d, stderr %q; want one 200, no 401, nothing on stderr", c.name, ok, refused, errOut)
+		case c.refused && (refused != 1 || !strings.Contains(errOut, "refuses this process's key") || !strings.Contains(errOut, "box_key=beta") ||
+			strings.Contains(errOut, a.Key)):
+			t.Errorf("%s: me_get answered 401 ×%d, stderr %q; want one 401 and the refusal named for box beta (never the key)", c.name, refused, errOut)
+		}
+	}
+}
+
+// metricSample reads one sample of e's /metrics ("" when absent).
+func metricSample(t *testing.T, e *testenv.Env, sample string) string {
+	t.Helper()
+	r := e.Do("GET", "/metrics", "", nil, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("/metrics: %d %s", r.Status, r.Raw)
+	}
+	for _, line := range strings.Split(string(r.Raw), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			return v
+		}
+	}
+	return ""
 }

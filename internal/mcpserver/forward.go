@@ -198,30 +198,58 @@ func (f *Forwarder) Me(ctx context.Context, boxKey string) (json.RawMessage, err
 // web server, or the right server under a URL with a path).
 var ErrNotAgentbox = errors.New("AGENTBOX_SERVER does not answer as the agentbox server: give the server's base URL, e.g. http://127.0.0.1:8080")
 
-// CheckServer asks the server, without a key, for an answer only Agentbox gives: an agent
-// route refuses a call without a key with its error body (AUTH_FAILED; TEMPORARILY_UNAVAILABLE
-// while its database is down). Anything else is ErrNotAgentbox, a mistake no retry mends. No
-// answer at all is the transport's error: the server may start later.
-func (f *Forwarder) CheckServer(ctx context.Context, boxKey string) error {
-	if boxKey == "" {
+// CheckServer asks the server for an answer only Agentbox gives, as the key this process
+// holds for boxKey: GET /me as that key answers 200 with the key's identity (the body is
+// returned: it proves the server and the key), or refuses it with the error body, returned as
+// its *apierr.Error (AUTH_FAILED for a bad key, TEMPORARILY_UNAVAILABLE while the database
+// is down): the server answered as Agentbox, and the caller decides what the refusal means.
+// Without a key for boxKey (boxKey "": a single key whose box is unknown) it asks without a
+// key, and the refusal Agentbox always answers is the whole proof; the server then counts
+// that call as a failed authentication, so it is done only when no box has a key. Any other
+// answer is ErrNotAgentbox, a mistake no retry mends. No answer at all is the transport's
+// error: the server may start later.
+func (f *Forwarder) CheckServer(ctx context.Context, boxKey string) (json.RawMessage, error) {
+	var editors []client.RequestEditorFn
+	key, keyed := "", false
+	if boxKey != "" {
+		key, keyed = f.creds.Key(boxKey)
+	}
+	if keyed {
+		editors = append(editors, f.editor(key))
+	} else if boxKey == "" {
 		boxKey = "agentbox"
 	}
-	resp, err := f.client.MeGet(ctx, boxKey, nil)
+	resp, err := f.client.MeGet(ctx, boxKey, nil, editors...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	notAgentbox := fmt.Errorf("%w (it answered status %d)", ErrNotAgentbox, resp.StatusCode)
+	if mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mediaType != "application/json" {
+		return nil, notAgentbox
+	}
+	if keyed && resp.StatusCode == http.StatusOK {
+		var me struct {
+			BoxKey string `json:"box_key"`
+		}
+		if json.Unmarshal(body, &me) != nil || me.BoxKey != boxKey {
+			return nil, notAgentbox
+		}
+		return body, nil
+	}
 	var eb apierr.Body
-	if resp.StatusCode == http.StatusNotFound || mediaType != "application/json" || json.Unmarshal(body, &eb) != nil ||
+	if resp.StatusCode == http.StatusNotFound || json.Unmarshal(body, &eb) != nil ||
 		eb.Error == nil || !slices.Contains(apierr.Codes, eb.Error.Code) {
-		return fmt.Errorf("%w (it answered status %d)", ErrNotAgentbox, resp.StatusCode)
+		return nil, notAgentbox
 	}
-	return nil
+	if keyed {
+		return nil, eb.Error
+	}
+	return nil, nil
 }
 
 func (f *Forwarder) unreachable() *apierr.Error {

@@ -8,11 +8,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentbox/agentbox/internal/apierr"
 )
 
 // StdioConfig configures `agentbox mcp`.
@@ -36,10 +39,11 @@ func RunStdio(ctx context.Context, cfg StdioConfig, in io.ReadCloser, out io.Wri
 	if err != nil {
 		return err
 	}
-	if err := checkServer(ctx, f, cfg); err != nil {
+	checked, err := checkServer(ctx, f, cfg)
+	if err != nil {
 		return err
 	}
-	s := New(f, Options{Router: routerKeys(ctx, f, cfg.Credentials, cfg.Box, cfg.Log), Version: cfg.Version, Log: cfg.Log})
+	s := New(f, Options{Router: routerKeys(ctx, f, cfg, checked), Version: cfg.Version, Log: cfg.Log})
 	w := &lockedWriter{w: out}
 	lines := &messageLines{in: bufio.NewReaderSize(in, 64<<10), src: in, out: w}
 	return s.Run(ctx, fixedErrorTransport{drainTransport{&mcp.IOTransport{Reader: lines, Writer: w, MaxLineLength: maxStdioLine}, cfg.Log}})
@@ -253,48 +257,107 @@ func (c *drainConn) drain(ctx context.Context) {
 	}
 }
 
-// routerKeys reports whether this process serves router mode: the server says each key of a
-// credentials file (or the single key, for AGENTBOX_BOX) is a router key (GET /me). A single
-// key without a box cannot be asked and serves the full list; so does a server that cannot
-// be reached at start. Authorization is the server's either way: the mode shapes tools/list.
 // checkServer refuses to start when AGENTBOX_SERVER answers as something other than
 // Agentbox: every call would fail, and a model told TEMPORARILY_UNAVAILABLE would retry for
 // ever, so the mistake is reported once, at start, where the MCP client shows it. A server
 // that does not answer yet is only logged: it may start later, and until it does every call
 // is TEMPORARILY_UNAVAILABLE, retryable.
-func checkServer(ctx context.Context, f *Forwarder, cfg StdioConfig) error {
+//
+// It asks as the key of the box the process knows (checkedBox), so a good key costs the
+// server no failed authentication (an auth-failure alert would otherwise fire at every
+// process start) and the answer is the key's identity, which routerKeys reuses. A key the
+// server refuses is logged, naming the box: the process still starts (other boxes of a
+// credentials file may be fine, and a disabled agent may be enabled again), and each call
+// for that box answers AUTH_FAILED, which is not retryable.
+func checkServer(ctx context.Context, f *Forwarder, cfg StdioConfig) (meAnswer, error) {
 	ctx, cancel := context.WithTimeout(ctx, serverCheckTimeout)
 	defer cancel()
-	err := f.CheckServer(ctx, cfg.Box)
-	switch {
+	checked := meAnswer{box: checkedBox(cfg)}
+	checked.body, checked.err = f.CheckServer(ctx, checked.box)
+	var refused *apierr.Error
+	switch err := checked.err; {
 	case errors.Is(err, ErrNotAgentbox):
-		return err
+		return meAnswer{}, err
+	case errors.As(err, &refused) && refused.Code == apierr.AuthFailed:
+		cfg.Log.WarnContext(ctx, "the agentbox server refuses this process's key for the box: every call for it answers AUTH_FAILED "+
+			"(a wrong, revoked or disabled key or agent, or a source IP not registered for the agent's host); check "+keySource(cfg.Credentials),
+			slog.String("server", cfg.Server), slog.String("box_key", checked.box))
+	case errors.As(err, &refused):
+		// The server answered as Agentbox (its database may be down): calls tell the caller.
 	case err != nil:
 		cfg.Log.WarnContext(ctx, "the agentbox server does not answer yet; calls report TEMPORARILY_UNAVAILABLE until it does",
 			slog.String("server", cfg.Server))
 	}
 	if cfg.Box == "" && len(cfg.Credentials.Boxes()) == 0 {
 		cfg.Log.WarnContext(ctx, "AGENTBOX_BOX is not set: the key's mode cannot be asked, so the full tool list is served "+
-			"(a router key's list needs AGENTBOX_BOX or AGENTBOX_CREDENTIALS)")
+			"(a router key's list needs AGENTBOX_BOX or AGENTBOX_CREDENTIALS), and the server was checked without a key, "+
+			"which it logs as a failed authentication")
 	}
-	return nil
+	return checked, nil
+}
+
+// meAnswer is the start check's GET /me: for box (as its key; "" when asked without a key),
+// the identity or the refusal.
+type meAnswer struct {
+	box  string
+	body json.RawMessage
+	err  error
+}
+
+// checkedBox is the box the start check asks about as its key: AGENTBOX_BOX when the process
+// holds its key, else the first box of a credentials file; "" (asked without a key) only for
+// a single key without AGENTBOX_BOX, whose box is unknown.
+func checkedBox(cfg StdioConfig) string {
+	if cfg.Box != "" {
+		if _, ok := cfg.Credentials.Key(cfg.Box); ok {
+			return cfg.Box
+		}
+	}
+	if boxes := cfg.Credentials.Boxes(); len(boxes) > 0 {
+		return boxes[0]
+	}
+	return ""
+}
+
+// keySource names where the process's keys come from, never a key.
+func keySource(c Credentials) string {
+	if c.byBox != nil {
+		return "that box's key in AGENTBOX_CREDENTIALS"
+	}
+	return "AGENTBOX_API_KEY and AGENTBOX_BOX"
 }
 
 // serverCheckTimeout bounds checkServer.
 const serverCheckTimeout = 5 * time.Second
 
-func routerKeys(ctx context.Context, f *Forwarder, creds Credentials, box string, log *slog.Logger) bool {
-	boxes := creds.Boxes()
-	if len(boxes) == 0 && box != "" {
-		boxes = []string{box}
+// routerKeys reports whether this process serves router mode: the server says each key of a
+// credentials file (or the single key, for AGENTBOX_BOX) is a router key (GET /me; the start
+// check's answer for the box it checked). A single key without a box cannot be asked and
+// serves the full list; so does a server that cannot be reached at start. Authorization is
+// the server's either way: the mode shapes tools/list.
+func routerKeys(ctx context.Context, f *Forwarder, cfg StdioConfig, checked meAnswer) bool {
+	boxes := cfg.Credentials.Boxes()
+	if len(boxes) == 0 && cfg.Box != "" {
+		boxes = []string{cfg.Box}
 	}
 	if len(boxes) == 0 {
 		return false
 	}
+	// The checked box first: its answer is known, and a key that is not a router key ends the loop.
+	if i := slices.Index(boxes, checked.box); i > 0 {
+		boxes = append([]string{checked.box}, slices.Delete(boxes, i, i+1)...)
+	}
 	for _, box := range boxes {
-		body, err := f.Me(ctx, box)
+		body, err := checked.body, checked.err
+		if box != checked.box {
+			body, err = f.Me(ctx, box)
+		} else if _, answered := apierr.As(err); err != nil && !answered {
+			err = f.unreachable() // as Me says it
+		}
 		if err != nil {
-			log.WarnContext(ctx, "cannot learn the key's mode; serving the full tool list", slog.String("box_key", box), slog.Any("err", err))
+			if e, ok := apierr.As(err); box != checked.box || !ok || e.Code != apierr.AuthFailed { // a refused key is said once
+				cfg.Log.WarnContext(ctx, "cannot learn the key's mode; serving the full tool list", slog.String("box_key", box), slog.Any("err", err))
+			}
 			return false
 		}
 		var me struct {

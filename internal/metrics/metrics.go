@@ -143,6 +143,8 @@ func (r *Registry) Write(ctx context.Context, w io.Writer) {
 		fmt.Fprintln(w, "# HELP agentbox_db_pool_acquire_total Connection acquisitions.")
 		fmt.Fprintln(w, "# TYPE agentbox_db_pool_acquire_total counter")
 		fmt.Fprintf(w, "agentbox_db_pool_acquire_total %d\n", st.AcquireCount())
+		fmt.Fprintln(w, "# HELP agentbox_db_pool_acquire_wait_seconds_total Time spent acquiring connections, summed over successful acquisitions.")
+		fmt.Fprintln(w, "# TYPE agentbox_db_pool_acquire_wait_seconds_total counter")
 		fmt.Fprintf(w, "agentbox_db_pool_acquire_wait_seconds_total %g\n", st.AcquireDuration().Seconds())
 	}
 	if cleanup != nil {

@@ -136,3 +136,17 @@ func Current(ctx context.Context, pool *pgxpool.Pool) (int, error) {
 	err := pool.QueryRow(ctx, `SELECT COALESCE(max(version), 0) FROM schema_migrations`).Scan(&v)
 	return v, err
 }
+
+// Ahead reports a schema newer than this binary (a newer binary migrated the database, and
+// this older one started on it): the highest applied version and the highest embedded one,
+// and whether the first is greater. Up leaves such a schema as it is, and /readyz (store
+// Ready) answers 503 until a binary that knows it runs.
+func Ahead(ctx context.Context, pool *pgxpool.Pool) (applied, known int, ahead bool, err error) {
+	if applied, err = Current(ctx, pool); err != nil {
+		return 0, 0, false, err
+	}
+	if known, err = Latest(); err != nil {
+		return 0, 0, false, err
+	}
+	return applied, known, applied > known, nil
+}

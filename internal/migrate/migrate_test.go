@@ -132,3 +132,31 @@ func TestInboxCountersBackfill(t *testing.T) {
 		t.Fatalf("counters (delivered/acked) %q, want %q", got, want)
 	}
 }
+
+// A schema newer than the binary (a newer binary migrated it) is reported with both versions,
+// and Up leaves it as it is.
+func TestAheadOfTheBinary(t *testing.T) {
+	url := testdb.New(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	latest, err := migrate.Latest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied, known, ahead, err := migrate.Ahead(ctx, pool); err != nil || applied != latest || known != latest || ahead {
+		t.Fatalf("current schema: Ahead = %d, %d, %v, %v", applied, known, ahead, err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, 'from_a_newer_binary.sql')`, latest+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Up(ctx, pool); err != nil {
+		t.Fatalf("Up on a newer schema: %v", err)
+	}
+	if applied, known, ahead, err := migrate.Ahead(ctx, pool); err != nil || applied != latest+1 || known != latest || !ahead {
+		t.Fatalf("newer schema: Ahead = %d, %d, %v, %v; want %d, %d, true", applied, known, ahead, err, latest+1, latest)
+	}
+}

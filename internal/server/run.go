@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentbox/agentbox/internal/auth"
 	"github.com/agentbox/agentbox/internal/httpserver"
+	"github.com/agentbox/agentbox/internal/migrate"
 	"github.com/agentbox/agentbox/internal/pglocal"
 	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/store"
@@ -124,6 +125,12 @@ func Run(cfg RunConfig) (err error) {
 	if err != nil {
 		return err
 	}
+	if tokenFile != "" && cfg.DatabaseURL != "" {
+		// Each instance would otherwise check admin calls against a token of its own: behind a
+		// load balancer the admin CLI and the admin UI would fail at random.
+		log.Warn("AGENTBOX_ADMIN_TOKEN is not set: this server uses an admin token it generated; every instance on this database needs the same AGENTBOX_ADMIN_TOKEN, or admin calls and admin UI sessions fail on the others",
+			slog.String("admin_token_file", tokenFile))
+	}
 	st, err := store.Open(ctx, url)
 	if err != nil {
 		return err
@@ -133,6 +140,10 @@ func Run(cfg RunConfig) (err error) {
 			log.Warn("the database does not answer: its connections were left to close with the process", slog.Duration("waited", storeCloseWait))
 		}
 	}()
+	if applied, known, ahead, err := migrate.Ahead(ctx, st.Pool()); err == nil && ahead {
+		log.Warn("the database schema is newer than this binary (a newer agentbox migrated it): /readyz answers 503 until an agentbox binary that knows the schema runs",
+			slog.Int("schema_version", applied), slog.Int("binary_schema_version", known))
+	}
 	statsCtx, stopStats := context.WithCancel(ctx)
 	defer stopStats()
 	go st.KeepStatistics(statsCtx, 2*time.Second, log)
@@ -269,8 +280,12 @@ func adminToken(dir, configured string) (token, file string, err error) {
 		return configured, "", nil
 	}
 	file = filepath.Join(dir, "admin-token")
-	if b, err := os.ReadFile(file); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+	b, err := os.ReadFile(file)
+	switch {
+	case err == nil && len(strings.TrimSpace(string(b))) > 0:
 		return strings.TrimSpace(string(b)), file, nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return "", "", fmt.Errorf("reading the admin token: %w", err)
 	}
 	token = auth.NewSecret(auth.AdminTokenPrefix)
 	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
