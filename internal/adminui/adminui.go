@@ -137,10 +137,21 @@ type call struct {
 func (u *UI) authed(h func(*call)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sid := cookieValue(r, sessionCookie)
-		tokenHash, csrf, ok := u.sessions.lookup(r.Context(), sid)
-		if ok && u.auth.AdminHash(r.Context(), tokenHash) != nil {
-			u.sessions.end(r.Context(), sid) // the token was revoked: the session ends with it
-			ok = false
+		tokenHash, csrf, ok, err := u.sessions.lookup(r.Context(), sid)
+		if err == nil && ok {
+			err = u.auth.AdminHash(r.Context(), tokenHash)
+			// A token this instance does not accept (revoked, or another instance's generated
+			// token) signs the request out here, but the session is not deleted: this instance
+			// cannot tell the two apart, and the check runs on every request anyway.
+			ok = err == nil
+			if !apierr.IsUnavailable(err) {
+				err = nil
+			}
+		}
+		if err != nil { // an outage is not a sign-out: the session stays, nothing was done
+			u.render(w, http.StatusServiceUnavailable, "message", page{Title: "Temporarily unavailable",
+				Error: &banner{Title: "The service cannot reach its database; try again shortly. Nothing was changed."}})
+			return
 		}
 		if !ok {
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {

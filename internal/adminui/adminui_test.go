@@ -3,6 +3,7 @@ package adminui_test
 import (
 	"crypto/tls"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/agentbox/agentbox/internal/faultproxy"
+	"github.com/agentbox/agentbox/internal/server"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -510,6 +513,56 @@ func TestIssuedTokenSessionEndsWhenRevoked(t *testing.T) {
 		t.Fatalf("a session of a revoked token still works: %d", p.Status)
 	}
 	expect(t, "post after revoke", b.post("/admin/boxes", url.Values{"box_key": {"late"}}), http.StatusForbidden)
+	if got := boxKeys(e); len(got) != 0 {
+		t.Fatalf("boxes: %v", got)
+	}
+}
+
+// An instance started with another admin token (each instance generated its own, say) does
+// not accept a session signed in with the first one's token: it sends the browser to sign in,
+// but does not delete the session, which the first instance goes on serving.
+func TestAnotherInstancesTokenKeepsTheSession(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	other := httptest.NewServer(server.Handler(server.Config{Store: e.Store, Service: e.Service,
+		AdminToken: "another-instances-token", Log: slog.New(slog.DiscardHandler), Uploads: e.Uploads}))
+	t.Cleanup(other.Close)
+	b := newBrowser(t, e.URL, http.DefaultClient)
+	b.mustSignIn()
+	b.base = other.URL
+	if p := b.get("/admin/boxes"); p.Status != http.StatusSeeOther || p.Header.Get("Location") != "/admin/signin" {
+		t.Fatalf("an instance that does not accept the token: %d", p.Status)
+	}
+	b.base = e.URL
+	expect(t, "boxes back on the first instance", b.get("/admin/boxes"), http.StatusOK, "Boxes")
+}
+
+// An outage is not a sign-out (and not a wrong token): while the database cannot be reached
+// a page answers 503 and says to try again, sign-in says it is unavailable rather than that
+// the token is invalid, and the session works again once the database is back.
+func TestOutageKeepsTheSession(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	proxy, viaURL, err := faultproxy.NewFor(e.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	via := testenv.AttachURL(t, e, viaURL)
+	issued := e.Admin("POST", "/tokens", map[string]any{"label": "ui"})
+	b := newBrowser(t, via.URL, http.DefaultClient)
+	if p := b.signIn(issued["token"].(string)); p.Status != http.StatusSeeOther {
+		t.Fatalf("sign-in: %d %s", p.Status, p.Body)
+	}
+	expect(t, "boxes before the outage", b.get("/admin/boxes"), http.StatusOK, "Boxes")
+	proxy.Refuse(true)
+	proxy.Cut()
+	expect(t, "a page during the outage", b.get("/admin/boxes"), http.StatusServiceUnavailable, "try again")
+	expect(t, "a form during the outage", b.post("/admin/boxes", url.Values{"box_key": {"lost"}}), http.StatusServiceUnavailable, "Nothing was changed")
+	fresh := newBrowser(t, via.URL, http.DefaultClient)
+	expect(t, "sign-in during the outage", fresh.signIn(issued["token"].(string)), http.StatusServiceUnavailable, "temporarily unavailable")
+	proxy.Refuse(false)
+	expect(t, "boxes after the outage", b.get("/admin/boxes"), http.StatusOK, "Boxes")
 	if got := boxKeys(e); len(got) != 0 {
 		t.Fatalf("boxes: %v", got)
 	}

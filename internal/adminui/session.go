@@ -55,16 +55,19 @@ func (s *sessions) create(ctx context.Context, tokenHash []byte) (string, error)
 }
 
 // lookup returns the live session's token hash and CSRF token, and marks it used.
-func (s *sessions) lookup(ctx context.Context, id string) (tokenHash []byte, csrf string, ok bool) {
+// lookup finds a live session (and extends its idle time). An error is an outage: the caller
+// must not treat it as signed out.
+func (s *sessions) lookup(ctx context.Context, id string) (tokenHash []byte, csrf string, ok bool, err error) {
 	if id == "" {
-		return nil, "", false
+		return nil, "", false, nil
 	}
 	now := s.now()
 	tokenHash, csrf, found, err := s.st.TouchUISession(ctx, hashID(id), now, now.Add(-idleTimeout), now.Add(-maxLifetime))
 	if err != nil {
 		s.log.WarnContext(ctx, "admin UI session lookup", slog.Any("err", err))
+		return nil, "", false, err
 	}
-	return tokenHash, csrf, found
+	return tokenHash, csrf, found, nil
 }
 
 func (s *sessions) end(ctx context.Context, id string) {

@@ -27,16 +27,16 @@ func TestSessionExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tok, csrf, ok := s.lookup(ctx, id); !ok || string(tok) != string(tokenHash) || csrf == "" || csrf == id {
+	if tok, csrf, ok, _ := s.lookup(ctx, id); !ok || string(tok) != string(tokenHash) || csrf == "" || csrf == id {
 		t.Fatalf("fresh session: %q %q %v", tok, csrf, ok)
 	}
-	if _, _, ok := s.lookup(ctx, "someone-else"); ok {
+	if _, _, ok, _ := s.lookup(ctx, "someone-else"); ok {
 		t.Fatal("an unknown ID is a session")
 	}
 	// Another instance (its own sessions value on the same database) serves the session.
 	other := newSessions(st, slog.New(slog.DiscardHandler))
 	other.now = s.now
-	if _, _, ok := other.lookup(ctx, id); !ok {
+	if _, _, ok, _ := other.lookup(ctx, id); !ok {
 		t.Fatal("a session must survive a change of instance")
 	}
 	s.setFlash(ctx, id, "done")
@@ -46,25 +46,25 @@ func TestSessionExpiry(t *testing.T) {
 
 	// Idle: unused for longer than idleTimeout ends it.
 	now = now.Add(idleTimeout + time.Second)
-	if _, _, ok := s.lookup(ctx, id); ok {
+	if _, _, ok, _ := s.lookup(ctx, id); ok {
 		t.Fatal("an idle session survived")
 	}
 
 	// Lifetime: in use all along, it still ends after maxLifetime.
 	id, _ = s.create(ctx, tokenHash)
 	for end := now.Add(maxLifetime); now.Before(end); now = now.Add(idleTimeout / 2) {
-		if _, _, ok := s.lookup(ctx, id); !ok {
+		if _, _, ok, _ := s.lookup(ctx, id); !ok {
 			t.Fatalf("a session in use ended early, %v after start", maxLifetime-end.Sub(now))
 		}
 	}
 	now = now.Add(time.Second)
-	if _, _, ok := s.lookup(ctx, id); ok {
+	if _, _, ok, _ := s.lookup(ctx, id); ok {
 		t.Fatal("a session outlived maxLifetime")
 	}
 	// Signing out ends it everywhere.
 	id, _ = s.create(ctx, tokenHash)
 	other.end(ctx, id)
-	if _, _, ok := s.lookup(ctx, id); ok {
+	if _, _, ok, _ := s.lookup(ctx, id); ok {
 		t.Fatal("a signed-out session survived on another instance")
 	}
 

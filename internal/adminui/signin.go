@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/auth"
 )
 
@@ -25,7 +26,11 @@ func (u *UI) signin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
-	if u.auth.Admin(r.Context(), token) != nil {
+	if err := u.auth.Admin(r.Context(), token); apierr.IsUnavailable(err) {
+		u.render(w, http.StatusServiceUnavailable, "signin", page{Title: "Sign in", Data: nonce,
+			Error: &banner{Title: "Sign-in is temporarily unavailable; try again shortly."}})
+		return
+	} else if err != nil {
 		u.render(w, http.StatusUnauthorized, "signin", page{Title: "Sign in", Data: nonce,
 			Error: &banner{Title: "Sign-in failed: that is not a valid admin token."}})
 		return
