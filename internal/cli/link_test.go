@@ -225,7 +225,7 @@ func TestMCPStartChecksAsTheKey(t *testing.T) {
 	b := e.NewAgent("beta", "b", nil)
 	meGets := func(status string) int {
 		t.Helper()
-		v := metricSample(t, e, `agentbox_requests_total{operation="me_get",transport="http",status="`+status+`"}`)
+		v := e.MetricSample(`agentbox_requests_total{operation="me_get",transport="http",status="` + status + `"}`)
 		if v == "" {
 			return 0
 		}
@@ -268,19 +268,4 @@ func TestMCPStartChecksAsTheKey(t *testing.T) {
 			t.Errorf("%s: me_get answered 401 ×%d, stderr %q; want one 401 and the refusal named for box beta (never the key)", c.name, refused, errOut)
 		}
 	}
-}
-
-// metricSample reads one sample of e's /metrics ("" when absent).
-func metricSample(t *testing.T, e *testenv.Env, sample string) string {
-	t.Helper()
-	r := e.Do("GET", "/metrics", "", nil, nil)
-	if r.Status != http.StatusOK {
-		t.Fatalf("/metrics: %d %s", r.Status, r.Raw)
-	}
-	for _, line := range strings.Split(string(r.Raw), "\n") {
-		if v, ok := strings.CutPrefix(line, sample+" "); ok {
-			return v
-		}
-	}
-	return ""
 }

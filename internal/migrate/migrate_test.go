@@ -40,11 +40,7 @@ func TestConcurrentUpAppliesEachMigrationOnce(t *testing.T) {
 			t.Fatalf("instance %d: %v", i, err)
 		}
 	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := openPool(t, url)
 	latest, err := migrate.Latest()
 	if err != nil {
 		t.Fatal(err)
@@ -83,11 +79,7 @@ func TestMigrationFilesAreContiguous(t *testing.T) {
 func TestInboxCountersBackfill(t *testing.T) {
 	url := testdb.NewEmpty(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := openPool(t, url)
 	ms, err := migrate.All()
 	if err != nil {
 		t.Fatal(err)
@@ -138,11 +130,7 @@ func TestInboxCountersBackfill(t *testing.T) {
 func TestAheadOfTheBinary(t *testing.T) {
 	url := testdb.New(t)
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := openPool(t, url)
 	latest, err := migrate.Latest()
 	if err != nil {
 		t.Fatal(err)
@@ -159,4 +147,15 @@ func TestAheadOfTheBinary(t *testing.T) {
 	if applied, known, ahead, err := migrate.Ahead(ctx, pool); err != nil || applied != latest+1 || known != latest || !ahead {
 		t.Fatalf("newer schema: Ahead = %d, %d, %v, %v; want %d, %d, true", applied, known, ahead, err, latest+1, latest)
 	}
+}
+
+// openPool is a pool on url, closed when the test ends.
+func openPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }

@@ -14,21 +14,6 @@ import (
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
-// metricSample reads one sample of e's /metrics ("" when absent).
-func metricSample(t *testing.T, e *testenv.Env, sample string) string {
-	t.Helper()
-	r := e.Do("GET", "/metrics", "", nil, nil)
-	if r.Status != http.StatusOK {
-		t.Fatalf("/metrics: %d %s", r.Status, r.Raw)
-	}
-	for _, line := range strings.Split(string(r.Raw), "\n") {
-		if v, ok := strings.CutPrefix(line, sample+" "); ok {
-			return v
-		}
-	}
-	return ""
-}
-
 func unixSeconds(t time.Time) string {
 	return strconv.FormatFloat(float64(t.UnixMicro())/1e6, 'f', -1, 64)
 }
@@ -107,7 +92,7 @@ func TestIdempotencyExpirySweep(t *testing.T) {
 		`agentbox_cleanup_deleted_total{job="idempotency_expiry"}`:                  "2",
 		`agentbox_cleanup_last_success_timestamp_seconds{job="idempotency_expiry"}`: unixSeconds(e.Clock.Now()),
 	} {
-		if got := metricSample(t, e, sample); got != want {
+		if got := e.MetricSample(sample); got != want {
 			t.Errorf("%s = %q, want %q", sample, got, want)
 		}
 	}
@@ -153,7 +138,7 @@ func TestRetentionMetrics(t *testing.T) {
 		`agentbox_cleanup_boxes_failed{job="retention"}`:                   "0",
 		`agentbox_cleanup_last_success_timestamp_seconds{job="retention"}`: unixSeconds(e.Clock.Now()),
 	} {
-		if got := metricSample(t, e, sample); got != want {
+		if got := e.MetricSample(sample); got != want {
 			t.Errorf("%s = %q, want %q", sample, got, want)
 		}
 	}
@@ -173,7 +158,7 @@ func TestMetricsWhileDatabaseIsDown(t *testing.T) {
 	}
 	t.Cleanup(proxy.Close)
 	via := testenv.AttachURL(t, e, viaURL)
-	if got := metricSample(t, via, `agentbox_cleanup_up{job="retention"}`); got != "1" {
+	if got := via.MetricSample(`agentbox_cleanup_up{job="retention"}`); got != "1" {
 		t.Fatalf("retention up before the outage: %q", got)
 	}
 	proxy.Stall(true) // the database hangs: the worst case for a scrape

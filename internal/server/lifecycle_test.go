@@ -77,11 +77,18 @@ func startServe(t *testing.T, dir string, w io.Writer) *proc {
 // startServeVia is startServe run through the command wrapper (nohup, say).
 func startServeVia(t *testing.T, dir string, w io.Writer, wrapper ...string) *proc {
 	t.Helper()
-	addrFile := filepath.Join(t.TempDir(), "addr")
-	p := &proc{stderr: &syncBuffer{}, done: make(chan struct{})}
-	args := append(wrapper, agentboxBinary(t), "serve", "--addr", "127.0.0.1:0", "--addr-file", addrFile, "--data-dir", dir)
-	p.cmd = exec.Command(args[0], args[1:]...)
-	p.cmd.Env = append(os.Environ(), "AGENTBOX_DATABASE_URL=", "AGENTBOX_ADMIN_TOKEN=")
+	return launchServe(t, w, []string{"AGENTBOX_DATABASE_URL=", "AGENTBOX_ADMIN_TOKEN="}, wrapper, "--data-dir", dir)
+}
+
+// launchServe starts `agentbox serve` on an ephemeral port (run through wrapper when given)
+// with args added and env added to this process's environment; output goes to w (p.stderr
+// when nil). It does not wait for readiness; the process is killed when the test ends.
+func launchServe(t *testing.T, w io.Writer, env, wrapper []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{stderr: &syncBuffer{}, done: make(chan struct{}), addrFile: filepath.Join(t.TempDir(), "addr")}
+	argv := append(append(append([]string{}, wrapper...), agentboxBinary(t), "serve", "--addr", "127.0.0.1:0", "--addr-file", p.addrFile), args...)
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Env = append(os.Environ(), env...)
 	if w == nil {
 		w = p.stderr
 	}
@@ -94,7 +101,6 @@ func startServeVia(t *testing.T, dir string, w io.Writer, wrapper ...string) *pr
 		p.cmd.Process.Kill() //nolint:errcheck
 		<-p.done
 	})
-	p.addrFile = addrFile
 	return p
 }
 

@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -78,19 +76,7 @@ func TestExternalDatabaseStartWarnings(t *testing.T) {
 // set to token ("": unset).
 func startServeOn(t *testing.T, dir, url, token string) *proc {
 	t.Helper()
-	p := &proc{stderr: &syncBuffer{}, done: make(chan struct{}), addrFile: filepath.Join(t.TempDir(), "addr")}
-	p.cmd = exec.Command(agentboxBinary(t), "serve", "--addr", "127.0.0.1:0", "--addr-file", p.addrFile, "--data-dir", dir, "--database-url", url)
-	p.cmd.Env = append(os.Environ(), "AGENTBOX_DATABASE_URL=", "AGENTBOX_ADMIN_TOKEN="+token)
-	p.cmd.Stdout, p.cmd.Stderr = p.stderr, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill() //nolint:errcheck
-		<-p.done
-	})
-	return p
+	return launchServe(t, nil, []string{"AGENTBOX_DATABASE_URL=", "AGENTBOX_ADMIN_TOKEN=" + token}, nil, "--data-dir", dir, "--database-url", url)
 }
 
 // stop ends p with SIGTERM and waits for a clean exit.

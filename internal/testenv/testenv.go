@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,6 +101,22 @@ func (r Response) ErrorField(name string) string {
 	if e, ok := r.JSON()["error"].(map[string]any); ok {
 		s, _ := e[name].(string)
 		return s
+	}
+	return ""
+}
+
+// MetricSample reads one sample of the server's /metrics: the value after `sample` (a metric
+// name with its labels exactly as exposed), "" when absent.
+func (e *Env) MetricSample(sample string) string {
+	e.T.Helper()
+	r := e.Do("GET", "/metrics", "", nil, nil)
+	if r.Status != http.StatusOK {
+		e.T.Fatalf("/metrics: %d %s", r.Status, r.Raw)
+	}
+	for _, line := range strings.Split(string(r.Raw), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			return v
+		}
 	}
 	return ""
 }
