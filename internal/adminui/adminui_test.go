@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/agentbox/agentbox/internal/faultproxy"
 	"github.com/agentbox/agentbox/internal/server"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
@@ -543,12 +542,7 @@ func TestAnotherInstancesTokenKeepsTheSession(t *testing.T) {
 func TestOutageKeepsTheSession(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)
-	proxy, viaURL, err := faultproxy.NewFor(e.DBURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	via := testenv.AttachURL(t, e, viaURL)
+	via, proxy := testenv.AttachFaulty(t, e)
 	issued := e.Admin("POST", "/tokens", map[string]any{"label": "ui"})
 	b := newBrowser(t, via.URL, http.DefaultClient)
 	if p := b.signIn(issued["token"].(string)); p.Status != http.StatusSeeOther {

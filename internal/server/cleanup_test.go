@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentbox/agentbox/internal/faultproxy"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -152,12 +151,7 @@ func TestRetentionMetrics(t *testing.T) {
 func TestMetricsWhileDatabaseIsDown(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)
-	proxy, viaURL, err := faultproxy.NewFor(e.DBURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	via := testenv.AttachURL(t, e, viaURL)
+	via, proxy := testenv.AttachFaulty(t, e)
 	if got := via.MetricSample(`agentbox_cleanup_up{job="retention"}`); got != "1" {
 		t.Fatalf("retention up before the outage: %q", got)
 	}

@@ -30,12 +30,8 @@ type faultEnv struct {
 func newFaultEnv(t *testing.T) *faultEnv {
 	t.Helper()
 	w := newWorld(t, "a", "b")
-	proxy, viaURL, err := faultproxy.NewFor(w.e.DBURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Close)
-	return &faultEnv{w: w, proxy: proxy, via: testenv.AttachURL(t, w.e, viaURL)}
+	via, proxy := testenv.AttachFaulty(t, w.e)
+	return &faultEnv{w: w, proxy: proxy, via: via}
 }
 
 // gateCommits makes every COMMIT of a transaction that inserted a message wait for the

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/agentbox/agentbox/internal/clock"
+	"github.com/agentbox/agentbox/internal/faultproxy"
 	"github.com/agentbox/agentbox/internal/server"
 	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/store"
@@ -267,6 +268,18 @@ func AttachURL(t testing.TB, e *Env, dbURL string) *Env {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &Env{T: t, URL: srv.URL, DBURL: e.DBURL, Store: st, Service: svc, Clock: e.Clock, Handler: h, Uploads: up}
+}
+
+// AttachFaulty is Attach through a fault proxy, for tests of outages: what the proxy does
+// (refuse, cut, stall) happens to this server's database connections only.
+func AttachFaulty(t testing.TB, e *Env) (*Env, *faultproxy.Proxy) {
+	t.Helper()
+	proxy, viaURL, err := faultproxy.NewFor(e.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	return AttachURL(t, e, viaURL), proxy
 }
 
 // handler is the server's root handler exactly as `agentbox serve` wires it.
