@@ -298,7 +298,7 @@ func run[T any](ctx context.Context, u *UI, op string, input map[string]any, inv
 	var zero T
 	start := time.Now()
 	status := http.StatusOK
-	defer func() { u.metrics.Observe(op, "admin_ui", status, time.Since(start)) }()
+	defer func() { u.metrics.Observe(op, "admin_ui", status, "", time.Since(start)) }()
 	fail := func(e *apierr.Error) (T, *apierr.Error) {
 		status = e.Code.HTTPStatus()
 		return zero, e

@@ -297,7 +297,9 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 	rules := paramRules(op)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w := &statusWriter{ResponseWriter: rw, status: http.StatusOK}
-		defer func(start time.Time) { cfg.Metrics.Observe(op.OperationID, "http", w.status, time.Since(start)) }(time.Now())
+		defer func(start time.Time) {
+			cfg.Metrics.Observe(op.OperationID, "http", w.status, w.code, time.Since(start))
+		}(time.Now())
 		ctx := r.Context()
 		bearer := auth.BearerToken(r)
 		if op.Admin {
@@ -322,10 +324,7 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 				// The check rides in the call's first round trip (store.KeyCheck); an answer
 				// that leaves before any transaction ran it waits for it first (statusWriter).
 				ctx = store.WithKeyCheck(ctx, check)
-				w.check = checkGate{confirm: func() error { return cfg.Auth.Confirm(ctx, check) }, refuse: func(rw http.ResponseWriter, err error) {
-					w.status, w.wrote = apierr.StatusOf(err), true
-					WriteError(rw, err)
-				}}
+				w.check = checkGate{confirm: func() error { return cfg.Auth.Confirm(ctx, check) }, refuse: WriteError}
 			}
 			header := r.Header.Get(auth.SessionHeader)
 			if err := auth.CheckSessionHeader(header); err != nil {
@@ -592,12 +591,13 @@ func clampBody(raw []byte) []byte {
 	return raw
 }
 
-// statusWriter remembers the status code for metrics and holds the answer for a pending
-// credential check (checkGate).
+// statusWriter remembers the status and error code for metrics and holds the answer for a
+// pending credential check (checkGate).
 type statusWriter struct {
 	http.ResponseWriter
 	status int
-	wrote  bool // the header has been sent
+	code   string // the error code of an error answer (WriteError), "" otherwise
+	wrote  bool   // the header has been sent
 	check  checkGate
 }
 
@@ -610,8 +610,10 @@ type checkGate struct {
 	refused bool
 }
 
-// open runs the pending check once and reports whether the answer may go out.
-func (g *checkGate) open(w http.ResponseWriter) bool {
+// open runs the pending check once and reports whether the answer may go out. A refusal is
+// written through w, so that its status and code are the ones recorded.
+func (w *statusWriter) open() bool {
+	g := &w.check
 	if g.confirm != nil {
 		confirm := g.confirm
 		g.confirm = nil
@@ -620,15 +622,15 @@ func (g *checkGate) open(w http.ResponseWriter) bool {
 			for k := range h {
 				delete(h, k)
 			}
-			g.refused = true
 			g.refuse(w, err)
+			g.refused = true // after refuse, whose answer must go out
 		}
 	}
 	return !g.refused
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if !w.check.open(w.ResponseWriter) {
+	if !w.open() {
 		return
 	}
 	w.status, w.wrote = code, true
@@ -636,7 +638,7 @@ func (w *statusWriter) WriteHeader(code int) {
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
-	if !w.check.open(w.ResponseWriter) {
+	if !w.open() {
 		return len(b), nil
 	}
 	w.wrote = true
@@ -646,7 +648,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Flush sends what was written (the header too), once the credential check let the answer
 // go out.
 func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok && w.check.open(w.ResponseWriter) {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && w.open() {
 		w.wrote = true
 		f.Flush()
 	}
@@ -699,6 +701,9 @@ func WriteError(w http.ResponseWriter, err error) {
 		// The body's retry_after_seconds as HTTP says it (the contract's RateLimited and
 		// Unavailable responses), for clients and proxies that read only the header.
 		w.Header().Set("Retry-After", strconv.Itoa(*e.RetryAfterSeconds))
+	}
+	if sw, ok := w.(*statusWriter); ok {
+		sw.code = string(e.Code)
 	}
 	writeJSON(w, e.HTTPStatus(), apierr.Body{Error: e})
 }

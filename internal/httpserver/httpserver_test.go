@@ -34,12 +34,23 @@ func TestServiceEndpoints(t *testing.T) {
 	}
 	e.Box("alpha")
 	a := e.NewAgent("alpha", "a", nil)
-	a.Call("GET", "/checkpoint", nil) // NOT_PRIMED, counted with its status
+	a.Call("GET", "/checkpoint", nil) // NOT_PRIMED, counted with its status and its code
+	// A key that has acted is checked inside the call's first round trip; its refusal after
+	// a revocation is counted as what the caller got.
+	b := e.NewAgent("alpha", "b", nil)
+	b.Prime()
+	e.Admin("POST", "/boxes/alpha/keys/"+b.KeyID+"/revoke", nil)
+	if r := b.Call("GET", "/checkpoint", nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("a revoked key: %d %s", r.Status, r.Raw)
+	}
 	r := e.Do("GET", "/metrics", "", nil, nil)
 	for _, want := range []string{
 		`agentbox_requests_total{operation="checkpoint_get",transport="http",status="409"} 1`,
-		`agentbox_requests_total{operation="admin_agent_create",transport="http",status="200"} 1`,
-		`agentbox_request_duration_seconds_count{operation="checkpoint_get"} 1`,
+		`agentbox_request_errors_total{operation="checkpoint_get",transport="http",code="NOT_PRIMED"} 1`,
+		`agentbox_requests_total{operation="checkpoint_get",transport="http",status="401"} 1`,
+		`agentbox_request_errors_total{operation="checkpoint_get",transport="http",code="AUTH_FAILED"} 1`,
+		`agentbox_requests_total{operation="admin_agent_create",transport="http",status="200"} 2`,
+		`agentbox_request_duration_seconds_count{operation="checkpoint_get"} 2`,
 		`agentbox_db_pool_connections{state="max"}`,
 	} {
 		if !strings.Contains(string(r.Raw), want) {

@@ -1,5 +1,6 @@
 // Package metrics renders the service's Prometheus metrics (text exposition format, no
-// client library): requests and latency by operation, transport and status, the database
+// client library): requests and latency by operation, transport and status, errors by their
+// SPEC §12 code (409 alone stands for five of them), the database
 // pool, and the cleanup jobs (agentbox_cleanup_*, by job: the idempotency-record sweeper and
 // retention), whose figures a CleanupSource supplies at each scrape. Other packages render
 // their own lines beside these (internal/upload's staging gauges).
@@ -26,6 +27,12 @@ type requestKey struct {
 	status    int
 }
 
+type errorKey struct {
+	op        string
+	transport string
+	code      string
+}
+
 type histogram struct {
 	counts []uint64 // per bucket, cumulative when written
 	sum    float64
@@ -36,6 +43,7 @@ type histogram struct {
 type Registry struct {
 	mu       sync.Mutex
 	requests map[requestKey]uint64
+	errors   map[errorKey]uint64
 	latency  map[string]*histogram // by operation
 	pool     *pgxpool.Pool
 	cleanup  CleanupSource
@@ -64,17 +72,21 @@ func (r *Registry) SetCleanup(src CleanupSource) {
 
 // New returns an empty registry; pool may be nil.
 func New(pool *pgxpool.Pool) *Registry {
-	return &Registry{requests: map[requestKey]uint64{}, latency: map[string]*histogram{}, pool: pool}
+	return &Registry{requests: map[requestKey]uint64{}, errors: map[errorKey]uint64{}, latency: map[string]*histogram{}, pool: pool}
 }
 
-// Observe records one finished request of an operation.
-func (r *Registry) Observe(op, transport string, status int, d time.Duration) {
+// Observe records one finished request of an operation; code is the error code of an error
+// answer ("" for success, or when the transport has none).
+func (r *Registry) Observe(op, transport string, status int, code string, d time.Duration) {
 	if r == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests[requestKey{op, transport, status}]++
+	if code != "" {
+		r.errors[errorKey{op, transport, code}]++
+	}
 	h := r.latency[op]
 	if h == nil {
 		h = &histogram{counts: make([]uint64, len(latencyBuckets))}
@@ -113,6 +125,25 @@ func (r *Registry) Write(ctx context.Context, w io.Writer) {
 	fmt.Fprintln(w, "# TYPE agentbox_requests_total counter")
 	for _, k := range keys {
 		fmt.Fprintf(w, "agentbox_requests_total{operation=%q,transport=%q,status=\"%d\"} %d\n", k.op, k.transport, k.status, r.requests[k])
+	}
+	errs := make([]errorKey, 0, len(r.errors))
+	for k := range r.errors {
+		errs = append(errs, k)
+	}
+	sort.Slice(errs, func(i, j int) bool {
+		a, b := errs[i], errs[j]
+		if a.op != b.op {
+			return a.op < b.op
+		}
+		if a.transport != b.transport {
+			return a.transport < b.transport
+		}
+		return a.code < b.code
+	})
+	fmt.Fprintln(w, "# HELP agentbox_request_errors_total Requests answered with an error, by operation, transport and error code.")
+	fmt.Fprintln(w, "# TYPE agentbox_request_errors_total counter")
+	for _, k := range errs {
+		fmt.Fprintf(w, "agentbox_request_errors_total{operation=%q,transport=%q,code=%q} %d\n", k.op, k.transport, k.code, r.errors[k])
 	}
 	ops := make([]string, 0, len(r.latency))
 	for op := range r.latency {

@@ -57,8 +57,8 @@ func TestEveryFamilyHasHelpAndType(t *testing.T) {
 	}
 	defer pool.Close()
 	r := New(pool)
-	r.Observe("me_get", "http", 200, 3*time.Millisecond)
-	r.Observe("message_send", "mcp", 401, time.Second)
+	r.Observe("me_get", "http", 200, "", 3*time.Millisecond)
+	r.Observe("message_send", "mcp", 401, "AUTH_FAILED", time.Second)
 	r.SetCleanup(func(context.Context) []CleanupJob {
 		failed := int64(0)
 		return []CleanupJob{{Job: "idempotency_expiry", Known: true, Runs: 1, LastSuccess: time.Unix(1767323105, 0)},

@@ -183,11 +183,15 @@ func (b *inProcess) CheckBox(ctx context.Context, req *mcp.CallToolRequest, boxK
 
 func (b *inProcess) Call(ctx context.Context, req *mcp.CallToolRequest, op *genmcp.Operation, args map[string]json.RawMessage) (_ json.RawMessage, err error) {
 	defer func(start time.Time) {
-		status := http.StatusOK
+		status, code := http.StatusOK, ""
 		if err != nil {
-			status = apierr.StatusOf(err)
+			e, ok := apierr.As(err)
+			if !ok {
+				e = apierr.Storage()
+			}
+			status, code = e.HTTPStatus(), string(e.Code)
 		}
-		b.metrics.Observe(op.OperationID, "mcp", status, time.Since(start))
+		b.metrics.Observe(op.OperationID, "mcp", status, code, time.Since(start))
 	}(time.Now())
 	var boxKey string
 	json.Unmarshal(args["box_key"], &boxKey) //nolint:errcheck // validated by the input schema

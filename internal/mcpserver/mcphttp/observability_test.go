@@ -23,6 +23,7 @@ func TestToolCallsAreInMetrics(t *testing.T) {
 	for _, want := range []string{
 		`agentbox_requests_total{operation="agent_prime",transport="mcp",status="200"} 1`,
 		`agentbox_requests_total{operation="checkpoint_save",transport="mcp",status="409"} 1`,
+		`agentbox_request_errors_total{operation="checkpoint_save",transport="mcp",code="REVISION_CONFLICT"} 1`,
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q", want)
