@@ -25,8 +25,11 @@ VALUES (@box_id, @room_id, @agent_id, 'active', 1, 0, @follow, @now);
 -- name: InviteRoomMembers :many
 -- Pending invitations for agents never invited or who left; active and pending members are
 -- left alone (the service has rejected them already; this keeps a race from reviving them).
-INSERT INTO room_members (box_id, room_id, agent_id, state, inviter_agent_id, invited_at)
-SELECT @box_id, @room_id, invitee, 'invited', @inviter_agent_id, @now
+-- A new row's follow_revision is 0, never shown (an invitee has no follow preference): the
+-- join makes it "1", the first revision a member sees (SPEC §15); a re-invitation keeps the
+-- revision the row has, so it never repeats across epochs.
+INSERT INTO room_members (box_id, room_id, agent_id, state, inviter_agent_id, invited_at, follow_revision)
+SELECT @box_id, @room_id, invitee, 'invited', @inviter_agent_id, @now, 0
 FROM unnest(@agent_ids::uuid[]) AS invitee
 ON CONFLICT (box_id, room_id, agent_id) DO UPDATE
 SET state = 'invited', inviter_agent_id = EXCLUDED.inviter_agent_id, invited_at = EXCLUDED.invited_at

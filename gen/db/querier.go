@@ -270,6 +270,9 @@ type Querier interface {
 	InsertRoomOwner(ctx context.Context, arg InsertRoomOwnerParams) error
 	// Pending invitations for agents never invited or who left; active and pending members are
 	// left alone (the service has rejected them already; this keeps a race from reviving them).
+	// A new row's follow_revision is 0, never shown (an invitee has no follow preference): the
+	// join makes it "1", the first revision a member sees (SPEC §15); a re-invitation keeps the
+	// revision the row has, so it never repeats across epochs.
 	InviteRoomMembers(ctx context.Context, arg InviteRoomMembersParams) ([]uuid.UUID, error)
 	// Starts a new membership epoch at the channel's committed head; the follow preference
 	// restarts at the room default and its revision keeps increasing across epochs.

@@ -326,8 +326,8 @@ func (q *Queries) InsertRoomOwner(ctx context.Context, arg InsertRoomOwnerParams
 }
 
 const inviteRoomMembers = `-- name: InviteRoomMembers :many
-INSERT INTO room_members (box_id, room_id, agent_id, state, inviter_agent_id, invited_at)
-SELECT $1, $2, invitee, 'invited', $3, $4
+INSERT INTO room_members (box_id, room_id, agent_id, state, inviter_agent_id, invited_at, follow_revision)
+SELECT $1, $2, invitee, 'invited', $3, $4, 0
 FROM unnest($5::uuid[]) AS invitee
 ON CONFLICT (box_id, room_id, agent_id) DO UPDATE
 SET state = 'invited', inviter_agent_id = EXCLUDED.inviter_agent_id, invited_at = EXCLUDED.invited_at
@@ -345,6 +345,9 @@ type InviteRoomMembersParams struct {
 
 // Pending invitations for agents never invited or who left; active and pending members are
 // left alone (the service has rejected them already; this keeps a race from reviving them).
+// A new row's follow_revision is 0, never shown (an invitee has no follow preference): the
+// join makes it "1", the first revision a member sees (SPEC §15); a re-invitation keeps the
+// revision the row has, so it never repeats across epochs.
 func (q *Queries) InviteRoomMembers(ctx context.Context, arg InviteRoomMembersParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, inviteRoomMembers,
 		arg.BoxID,

@@ -29,6 +29,7 @@ var tokenPatterns = regexp.MustCompile(strings.Join([]string{
 	`eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}`,    // JWTs
 	`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`,                         // PEM private keys
 	`(?i:bearer)\s+[A-Za-z0-9._~+/-]{16,}`,                          // Authorization header values
+	`(?i:[a-z][a-z0-9+.-]*)://[^/?#\s:@]*:[^/?#\s@]+@`,              // URLs holding a password (user:password@host)
 	// Our own credentials: agent keys and admin tokens (and anything shaped like them).
 	regexp.QuoteMeta(AgentKeyPrefix) + `[A-Za-z0-9_-]{16,}`,
 	regexp.QuoteMeta(AdminTokenPrefix) + `[A-Za-z0-9_-]{16,}`,

@@ -340,7 +340,7 @@ func TestRoomJoinRules(t *testing.T) {
 		t.Fatalf("join result: %v", m)
 	}
 	got := w.b.MustCall("GET", "/rooms/"+room, nil)
-	if got["state"] != "active" || got["follow"] != "replies" || got["follow_revision"] != "2" || got["joined_at"] == nil {
+	if got["state"] != "active" || got["follow"] != "replies" || got["follow_revision"] != "1" || got["joined_at"] == nil {
 		t.Fatalf("after join: %v", got)
 	}
 	rmUnchanged(t, e, "join twice", func() testenv.Response { return rmJoin(w.b, room) }, "INVALID_ARGUMENT", "already_member", "room_id")
@@ -430,7 +430,7 @@ func TestLeaveRevokesReadsAndRejoinNeedsNewInvitation(t *testing.T) {
 	if m := res.JSON(); res.Status != http.StatusOK || m["epoch"] != "2" {
 		t.Fatalf("rejoin: %s", res.Raw)
 	}
-	if got := w.b.MustCall("GET", "/rooms/"+room, nil); got["epoch"] != "2" || got["follow_revision"] != "3" {
+	if got := w.b.MustCall("GET", "/rooms/"+room, nil); got["epoch"] != "2" || got["follow_revision"] != "2" {
 		t.Fatalf("after rejoin: %v", got)
 	}
 }
@@ -770,7 +770,7 @@ func TestRoomListPagingAndCursors(t *testing.T) {
 		m := it.(map[string]any)
 		switch m["state"] {
 		case "active":
-			if m["room_id"] != rooms[0] || m["follow"] != "all" || m["follow_revision"] != "2" || m["brief_revision"] != "0" || m["inviter_agent_id"] != nil {
+			if m["room_id"] != rooms[0] || m["follow"] != "all" || m["follow_revision"] != "1" || m["brief_revision"] != "0" || m["inviter_agent_id"] != nil {
 				t.Fatalf("active item: %v", m)
 			}
 		case "invited":

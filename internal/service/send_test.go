@@ -85,6 +85,8 @@ func TestSendValidationRulesWriteNothing(t *testing.T) {
 		{"jwt value", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"t": map[string]any{"v": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2lnbmF0dXJl"}}}, "INVALID_ARGUMENT", "credential_in_payload", "payload.t.v"},
 		{"private key value", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"pem": "-----BEGIN RSA PRIVATE KEY-----\nabc"}}, "INVALID_ARGUMENT", "credential_in_payload", "payload.pem"},
 		{"bearer value", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"h": "Bearer abcdefghijklmnop1234"}}, "INVALID_ARGUMENT", "credential_in_payload", "payload.h"},
+		{"URL with a password", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"db": "use postgres://app:s3cret@db.internal:5432/app"}}, "INVALID_ARGUMENT", "credential_in_payload", "payload.db"},
+		{"URL with a password, upper-case scheme", a, dmTo(b), "x", map[string]any{"payload": map[string]any{"u": []any{"HTTPS://u:p@example.com/"}}}, "INVALID_ARGUMENT", "credential_in_payload", "payload.u[0]"},
 		{"too many mentions", a, inRoom(room), "x", map[string]any{"mention_agent_ids": many(21)}, "LIMIT_EXCEEDED", "too_many_targets", "mention_agent_ids"},
 		{"too many requests", a, dmTo(b), "x", map[string]any{"request_agent_ids": many(21)}, "LIMIT_EXCEEDED", "too_many_targets", "request_agent_ids"},
 		{"duplicate mention", a, inRoom(room), "x", map[string]any{"mention_agent_ids": []uuid.UUID{b.ID, b.ID}}, "INVALID_ARGUMENT", "duplicate_target", "mention_agent_ids[1]"},
