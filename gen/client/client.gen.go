@@ -2290,7 +2290,7 @@ type ClientInterface interface {
 
 	// InboxClaimWithBody Lease unread rows to this session
 	//
-	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
+	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message); replayed to another session of the agent, the rows show leased_elsewhere true, as they are: leased to the claiming session until their leases expire.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2299,7 +2299,7 @@ type ClientInterface interface {
 
 	// InboxClaim Lease unread rows to this session
 	//
-	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
+	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message); replayed to another session of the agent, the rows show leased_elsewhere true, as they are: leased to the claiming session until their leases expire.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3370,7 +3370,7 @@ func (c *Client) InboxAck(ctx context.Context, boxKey BoxKey, params *InboxAckPa
 
 // InboxClaimWithBody Lease unread rows to this session
 //
-// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
+// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message); replayed to another session of the agent, the rows show leased_elsewhere true, as they are: leased to the claiming session until their leases expire.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3389,7 +3389,7 @@ func (c *Client) InboxClaimWithBody(ctx context.Context, boxKey BoxKey, params *
 
 // InboxClaim Lease unread rows to this session
 //
-// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
+// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message); replayed to another session of the agent, the rows show leased_elsewhere true, as they are: leased to the claiming session until their leases expire.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7570,7 +7570,7 @@ type ClientWithResponsesInterface interface {
 
 	// InboxClaimWithBodyWithResponse Lease unread rows to this session
 	//
-	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
+	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message); replayed to another session of the agent, the rows show leased_elsewhere true, as they are: leased to the claiming session until their leases expire.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7579,7 +7579,7 @@ type ClientWithResponsesInterface interface {
 
 	// InboxClaimWithResponse Lease unread rows to this session
 	//
-	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
+	// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message); replayed to another session of the agent, the rows show leased_elsewhere true, as they are: leased to the claiming session until their leases expire.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14520,7 +14520,7 @@ func (c *ClientWithResponses) InboxAckWithResponse(ctx context.Context, boxKey B
 
 // InboxClaimWithBodyWithResponse Lease unread rows to this session
 //
-// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
+// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message); replayed to another session of the agent, the rows show leased_elsewhere true, as they are: leased to the claiming session until their leases expire.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14535,7 +14535,7 @@ func (c *ClientWithResponses) InboxClaimWithBodyWithResponse(ctx context.Context
 
 // InboxClaimWithResponse Lease unread rows to this session
 //
-// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message).
+// Leases up to limit unread, unleased rows to this session for lease_seconds (clamped to lease_max_seconds) and records receipts. A replay (the same idempotency_key) returns the claimed rows as the claim returned them, less any the agent may no longer read (a room it left, a deleted message); replayed to another session of the agent, the rows show leased_elsewhere true, as they are: leased to the claiming session until their leases expire.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -223,7 +223,10 @@ func itemsWithinBudget[T any](items []T, budget int64) (int, []byte, error) {
 // message. The fields are the page's own, so a record an earlier version kept (the whole page)
 // reads the same.
 type claimRecord struct {
-	Items []claimedRow `json:"items"`
+	// Session is the session the rows were leased to (absent in records written before it
+	// was kept): a replay to another session shows them leased elsewhere (replayClaim).
+	Session *uuid.UUID   `json:"session_id,omitempty"`
+	Items   []claimedRow `json:"items"`
 }
 
 type claimedRow struct {
@@ -257,11 +260,15 @@ func replayClaim(ctx context.Context, tx *store.Tx, c *call, record []byte) (enc
 	for _, r := range rows {
 		bySeq[r.Seq] = r
 	}
+	holder := &c.session.ID // records written before the session was kept: the caller's
+	if rec.Session != nil {
+		holder = rec.Session
+	}
 	kept := make([]store.InboxRow, 0, len(rows))
 	for i, seq := range seqs {
 		if r, ok := bySeq[seq]; ok {
 			r.AckedAt, r.AckedBy = nil, nil // unread when claimed
-			r.LeaseSession, r.LeaseExpiresAt = &c.session.ID, &rec.Items[i].LeaseExpiresAt
+			r.LeaseSession, r.LeaseExpiresAt = holder, &rec.Items[i].LeaseExpiresAt
 			kept = append(kept, r)
 		}
 	}
@@ -269,8 +276,11 @@ func replayClaim(ctx context.Context, tx *store.Tx, c *call, record []byte) (enc
 	if err != nil {
 		return nil, err
 	}
+	// Leased to the claiming session, which alone may ACK them: another session (a restarted
+	// process retrying the claim, say) is told so rather than that it holds the leases.
+	elsewhere := *holder != c.session.ID
 	for i := range items { // as claimed, even if the lease has run out since (inboxItems shows live leases only)
-		items[i].LeaseExpiresAt, items[i].LeasedElsewhere = utc(kept[i].LeaseExpiresAt), false
+		items[i].LeaseExpiresAt, items[i].LeasedElsewhere = utc(kept[i].LeaseExpiresAt), elsewhere
 	}
 	_, encoded, err := itemsWithinBudget(items, math.MaxInt64) // the claim's own page fitted its budget
 	if err != nil {
@@ -425,6 +435,9 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 		}
 		rows = rows[:n]
 		claimed.Items = make([]claimedRow, n)
+		if n > 0 { // an empty answer is as true for any session
+			claimed.Session = &c.session.ID
+		}
 		for i, r := range rows {
 			claimed.Items[i] = claimedRow{InboxSeq: dec(r.Seq), LeaseExpiresAt: expires}
 		}

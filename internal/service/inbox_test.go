@@ -1603,8 +1603,10 @@ func TestInboxUnreadCountersUnderConcurrency(t *testing.T) {
 // A claim's replay (the same idempotency_key) returns its rows as claimed, byte for byte while
 // nothing changed, but never what the caller may no longer read: after it leaves the room, or
 // after retention deletes the messages, the replay leaves those rows out (SPEC §5: leaving
-// revokes reads at once; §11: no archive of deleted content), whichever session asks. The
-// idempotency record keeps no message content.
+// revokes reads at once; §11: no archive of deleted content), whichever session asks. Another
+// session of the agent (a restarted process retrying the claim) is shown the rows leased
+// elsewhere, as they are: only the claiming session may ACK them. The idempotency record
+// keeps no message content.
 func TestInboxClaimReplayShowsOnlyWhatIsStillReadable(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "reader", "sender")
@@ -1628,6 +1630,14 @@ func TestInboxClaimReplayShowsOnlyWhatIsStillReadable(t *testing.T) {
 	if again := claim(reader, "k1"); !bytes.Equal(again.Raw, first.Raw) {
 		t.Fatalf("replay while nothing changed differs:\n%s\n%s", first.Raw, again.Raw)
 	}
+	restarted := reader.WithSession("restarted")
+	restarted.Prime()
+	if items := decodeClaim(t, claim(restarted, "k1")); fmt.Sprint(ibSeqs(items)) != "[1 2 3]" || !items[0].LeasedElsewhere || items[0].LeaseExpiresAt == nil {
+		t.Fatalf("replay to another session: %+v", items)
+	}
+	if r := restarted.Call("POST", "/inbox/ack", map[string]any{"idempotency_key": "ack-r", "inbox_seqs": []string{"1"}}); r.Status != http.StatusBadRequest || r.Code() != "INVALID_ARGUMENT" {
+		t.Fatalf("ACK by the session the replay went to: %d %s", r.Status, r.Raw)
+	}
 	if n := dbInt(t, e, `SELECT count(*) FROM idempotency_records WHERE tool = 'inbox_claim' AND position('secret' in convert_from(response, 'UTF8')) > 0`); n != 0 {
 		t.Fatalf("%d claim records keep message content", n)
 	}
@@ -1640,8 +1650,8 @@ func TestInboxClaimReplayShowsOnlyWhatIsStillReadable(t *testing.T) {
 		if got := ibSeqs(items); fmt.Sprint(got) != "[2]" || bytes.Contains(r.Raw, []byte("room secret")) {
 			t.Fatalf("replay after leaving the room (session %q): %s", a.Session, r.Raw)
 		}
-		if items[0].LeaseExpiresAt == nil || items[0].LeasedElsewhere {
-			t.Fatalf("the replayed row is not shown as the claim leased it: %s", r.Raw)
+		if items[0].LeaseExpiresAt == nil || items[0].LeasedElsewhere != (a != reader) {
+			t.Fatalf("the replayed row is not shown as the claim leased it (session %q): %s", a.Session, r.Raw)
 		}
 	}
 
