@@ -694,7 +694,7 @@ var (
 		Name:              "inbox_claim",
 		OperationID:       "inbox_claim",
 		Title:             "Claim inbox work",
-		Description:       "Claim unread, unleased inbox rows as work: lease them to this session so your other sessions cannot claim or ACK them: at most limit rows, oldest first (or newest), for lease_seconds. Returns rows with lease_expires_at and records receipts; an expired lease frees the row. Coordinates sessions of one agent only. Retried with the same idempotency_key from another session, the rows show leased_elsewhere (only the claiming session may ACK them).",
+		Description:       "Claim unread, unleased inbox rows as work: lease them to this session so your other sessions cannot claim or ACK them: at most limit rows, oldest first (or newest), for lease_seconds. Returns rows with lease_expires_at and records receipts; an expired lease frees the row. Coordinates sessions of one agent only.",
 		Annotations:       Annotations{ReadOnlyHint: false, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "agent_mutation",
 		Idempotency:       "key",
