@@ -116,6 +116,12 @@ func (e *env) admin(args []string) error {
 	if te := (*transportError)(nil); errors.As(l.failure(), &te) && te.method == http.MethodGet {
 		after = "nothing was changed; repeat the command"
 	}
+	if ua, ok := errors.AsType[*mcpserver.UnexpectedAnswerError](err); ok { // whatever answered 200 may not have passed it on
+		if resp.Request.Method == http.MethodGet {
+			after = "nothing was changed; repeat the command"
+		}
+		return fmt.Errorf("%w; %s", ua, after)
+	}
 	return l.explain(err, after)
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	genmcp "github.com/agentbox/agentbox/gen/mcp"
+	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/mcpserver"
 )
 
@@ -239,6 +240,9 @@ func (e *env) runTool(t *genmcp.Tool, args []string) error {
 		return e.sendWithAttachment(t, argsJSON)
 	}
 	body, err := mcpserver.Invoke(ctx, f, t.Name, argsJSON, nil)
+	if ae, ok := apierr.As(err); ok && ae.Reason == mcpserver.ReasonUnexpectedAnswer { // exit 1, as for an error answer that is not Agentbox's
+		return fmt.Errorf("%s; %s", ae.Message, afterLostCall(t, argsJSON))
+	}
 	if err != nil {
 		return l.explain(err, afterLostCall(t, argsJSON))
 	}

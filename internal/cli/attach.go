@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -164,6 +165,9 @@ func (e *env) sendWithAttachment(t *genmcp.Tool, argsJSON json.RawMessage) error
 	if err != nil {
 		return l.explain(err, after)
 	}
+	if op := genmcp.Operations[t.OperationID]; op != nil && !mcpserver.AnswerFits(op, body) {
+		return fmt.Errorf("%w; %s", &mcpserver.UnexpectedAnswerError{Operation: op.OperationID, Status: resp.StatusCode}, after)
+	}
 	return writeIndented(e.stdout, body)
 }
 
@@ -227,6 +231,9 @@ func (e *env) attachmentDownload(args []string) error {
 		return l.explain(err, again)
 	}
 	defer resp.Body.Close()
+	if resp.Header.Get("Agentbox-Attachment-Sha256") == "" { // every download of Agentbox's has it
+		return fmt.Errorf("%w; nothing was written to --out", &mcpserver.UnexpectedAnswerError{Operation: "attachment_download", Status: resp.StatusCode})
+	}
 	// Written beside the destination and renamed into place only when complete and verified.
 	tmp, err := os.CreateTemp(filepath.Dir(*out), ".agentbox-download-*")
 	if err != nil {

@@ -16,8 +16,11 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
+	genmcp "github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/mcpserver"
 	"github.com/agentbox/agentbox/internal/version"
 )
 
@@ -239,6 +242,9 @@ func (e *env) respond(resp *http.Response) error {
 		return err
 	}
 	if resp.StatusCode/100 == 2 {
+		if op := operationOf(resp.Request); op != nil && !mcpserver.AnswerFits(op, body) {
+			return &mcpserver.UnexpectedAnswerError{Operation: op.OperationID, Status: resp.StatusCode}
+		}
 		err := writeIndented(e.stdout, body)
 		if _, notJSON := errors.AsType[*json.SyntaxError](err); notJSON {
 			return fmt.Errorf("the server answered with a non-JSON body (status %d)", resp.StatusCode)
@@ -250,6 +256,26 @@ func (e *env) respond(resp *http.Response) error {
 		return fmt.Errorf("the server answered status %d without an error body", resp.StatusCode)
 	}
 	return eb.Error
+}
+
+// routes matches a request to the contract's operation patterns (operationOf).
+var routes = sync.OnceValue(func() *http.ServeMux {
+	m := http.NewServeMux()
+	for _, op := range genmcp.Operations {
+		m.Handle(op.Pattern, http.NotFoundHandler())
+	}
+	return m
+})
+
+// operationOf is the contract operation r was made for; nil when none matches (a path in
+// AGENTBOX_SERVER puts every route behind it).
+func operationOf(r *http.Request) *genmcp.Operation {
+	if r == nil {
+		return nil
+	}
+	_, pattern := routes().Handler(r)
+	op, _ := genmcp.OperationByPattern(pattern)
+	return op
 }
 
 func writeJSON(w io.Writer, v any) {

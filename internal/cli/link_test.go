@@ -43,6 +43,12 @@ func TestServerProblemsAreNotServerErrors(t *testing.T) {
 		}
 	}))
 	defer dropped.Close()
+	foreign := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) //nolint:errcheck
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"hello":"world"}`) //nolint:errcheck // 200, JSON, not Agentbox's answer
+	}))
+	defer foreign.Close()
 	busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -77,6 +83,16 @@ func TestServerProblemsAreNotServerErrors(t *testing.T) {
 			want: []string{"unexpected answer from " + notFound.URL + " (AGENTBOX_SERVER): status 404 (text/plain) without an Agentbox error body"}},
 		{server: notImplemented.URL, code: cli.ExitFailure,
 			want: []string{"unexpected answer from " + notImplemented.URL + " (AGENTBOX_SERVER): status 501"}},
+		{server: foreign.URL, code: cli.ExitFailure,
+			want: []string{"unexpected answer from AGENTBOX_SERVER: status 200 with a body that is not agentbox's", "did a proxy in front of it answer?"},
+			per: map[string]string{
+				"agent read":  "nothing was changed; repeat the command",
+				"agent write": "the write may or may not have been applied: repeat it with --idempotency-key key-1",
+				"upload":      "repeat it with --idempotency-key key-2",
+				"download":    "nothing was written to --out",
+				"admin read":  "nothing was changed; repeat the command",
+				"admin write": "the change may or may not have been applied",
+			}},
 		{server: dropped.URL, code: cli.ExitFailure,
 			want: []string{"the connection to the agentbox server at " + dropped.URL + " (AGENTBOX_SERVER) failed before its answer arrived"},
 			per: map[string]string{

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -21,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/gen/client"
 	genmcp "github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/schema"
 )
 
 // Credentials are the agent keys of a local process (`agentbox mcp`, the agent CLI): one
@@ -178,7 +180,44 @@ func (f *Forwarder) Call(ctx context.Context, _ *mcp.CallToolRequest, op *genmcp
 		}
 		return nil, f.unreachable()
 	}
-	return ReadResponse(resp)
+	status := resp.StatusCode
+	body, err := ReadResponse(resp)
+	if err == nil && !AnswerFits(op, body) {
+		return nil, &UnexpectedAnswerError{Operation: op.OperationID, Status: status}
+	}
+	return body, err
+}
+
+// ReasonUnexpectedAnswer is the reason of the TEMPORARILY_UNAVAILABLE a tool call answers
+// for an UnexpectedAnswerError.
+const ReasonUnexpectedAnswer = "unexpected_answer"
+
+// UnexpectedAnswerError: a success status whose body is not the operation's answer, e.g.
+// another web server or a proxy at AGENTBOX_SERVER answering 200. The body is not shown.
+type UnexpectedAnswerError struct {
+	Operation string
+	Status    int
+}
+
+func (e *UnexpectedAnswerError) Error() string {
+	return fmt.Sprintf("unexpected answer from AGENTBOX_SERVER: status %d with a body that is not agentbox's %s answer; "+
+		"is AGENTBOX_SERVER the agentbox server's URL, or did a proxy in front of it answer?", e.Status, e.Operation)
+}
+
+// openOutputs holds each operation's open output schema (additionalProperties true at every
+// object node: a newer server's extra fields still fit), compiled on first use.
+var openOutputs sync.Map // operation ID → *schema.Validator
+
+// AnswerFits reports whether a success body is op's answer by its open output schema.
+func AnswerFits(op *genmcp.Operation, body []byte) bool {
+	if op.Output == nil || len(op.AdvertisedOutputSchema) == 0 {
+		return true // no JSON success body to check
+	}
+	v, ok := openOutputs.Load(op.OperationID)
+	if !ok {
+		v, _ = openOutputs.LoadOrStore(op.OperationID, schema.MustCompile(op.OperationID+".open_output", op.AdvertisedOutputSchema))
+	}
+	return v.(*schema.Validator).ValidateJSON(body) == nil
 }
 
 // Me asks the server who the key for boxKey is (router mode, identity).

@@ -1,11 +1,17 @@
 package mcpserver_test
 
 import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/mcpserver"
 )
 
@@ -59,5 +65,40 @@ func TestSessionFromEnv(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "AGENTBOX_SESSION") || strings.Contains(err.Error(), secret) {
 			t.Errorf("AGENTBOX_SESSION=%q: %v", bad, err)
 		}
+	}
+}
+
+// A success status whose body is not the operation's answer (another web server or a proxy
+// answering 200) is not passed on as the tool's result: it is TEMPORARILY_UNAVAILABLE,
+// reason unexpected_answer, as an error status without Agentbox's error body is. An answer
+// that fits the operation's open output schema, extra fields included, is passed on.
+func TestForwarderRefusesAnAnswerThatIsNotAgentboxs(t *testing.T) {
+	body := `{"hello":"world"}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, body) //nolint:errcheck
+	}))
+	defer srv.Close()
+	creds, err := mcpserver.CredentialsFromEnv(func(k string) string {
+		if k == "AGENTBOX_API_KEY" {
+			return "abk_test"
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := mcpserver.NewForwarder(srv.URL, creds, "", srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := json.RawMessage(`{"box_key":"demo"}`)
+	_, err = mcpserver.Invoke(context.Background(), f, "checkpoint_get", args, nil)
+	if e, ok := apierr.As(err); !ok || e.Code != apierr.TemporarilyUnavailable || e.Reason != mcpserver.ReasonUnexpectedAnswer || strings.Contains(e.Message, "hello") {
+		t.Fatalf("a 200 that is not Agentbox's: %v", err)
+	}
+	body = `{"revision":"0","checkpoint":{},"from_a_newer_server":true}`
+	if got, err := mcpserver.Invoke(context.Background(), f, "checkpoint_get", args, nil); err != nil || !strings.Contains(string(got), "from_a_newer_server") {
+		t.Fatalf("Agentbox's answer with an extra field: %s %v", got, err)
 	}
 }

@@ -263,6 +263,9 @@ func (sf *surface) wireError(ctx context.Context, tool string, err error) *apier
 	if errors.As(err, &ae) {
 		return apierr.Undecodable(ae.Field)
 	}
+	if ua, ok := errors.AsType[*UnexpectedAnswerError](err); ok { // as an error answer without Agentbox's body (ReadResponse)
+		return apierr.New(apierr.TemporarilyUnavailable, ua.Error()).WithReason(ReasonUnexpectedAnswer)
+	}
 	sf.log.ErrorContext(ctx, "tool call failed", slog.String("tool", tool), slog.Any("err", err))
 	return apierr.Storage()
 }
