@@ -39,7 +39,7 @@ func (s *Service) UploadLimits(ctx context.Context) (upload.Limits, error) {
 	}
 	v := bs.values
 	return upload.Limits{MaxBytes: v.AttachmentMaxBytes, TempMaxBytes: v.UploadTempMaxBytes, ConcurrencyMax: v.UploadConcurrencyMax,
-		KeepsNoAttachments: v.ChannelAttachmentCap < 1}, nil
+		KeepsNoAttachments: v.ChannelAttachmentCap < 1, SettingsRevision: bs.revision}, nil
 }
 
 // downloadChunks is how many chunks one read of a download fetches (1 MiB): the bytes a

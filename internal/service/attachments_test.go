@@ -332,8 +332,8 @@ func TestAttachmentRejectedUploadsLeaveNothing(t *testing.T) {
 	r := rejects(t, e, "over the size cap", func() testenv.Response {
 		return upload(t, a, "/messages", in(), "big.bin", "application/octet-stream", bytes.Repeat([]byte("z"), 1001))
 	}, "LIMIT_EXCEEDED", "attachment_too_large", "file")
-	if !strings.Contains(string(r.Raw), `"limit":1000`) {
-		t.Fatalf("limit not published: %s", r.Raw)
+	if !strings.Contains(string(r.Raw), `"limit":1000`) || r.ErrorField("settings_revision") != "2" {
+		t.Fatalf("limit or the settings revision it came from not published: %s", r.Raw)
 	}
 	if files := tempFiles(t, e); len(files) != 0 {
 		t.Fatalf("temporary files left: %v", files)

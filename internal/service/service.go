@@ -99,6 +99,16 @@ func newCall(p auth.Principal, now time.Time, sess store.Session, bs store.BoxSe
 	return c, err
 }
 
+// withSettingsRevision gives a LIMIT_EXCEEDED the revision of the settings its limit was
+// read from (SPEC §11: settings_revision "increments on every settings change; compare it to
+// detect new limits"), so a caller can tell whether the limits it holds are still current.
+func withSettingsRevision(err error, c *call) error {
+	if e, ok := apierr.As(err); ok && e.Code == apierr.LimitExceeded && e.SettingsRevision == nil {
+		e.WithSettingsRevision(c.settingsRevision)
+	}
+	return err
+}
+
 // sessionKeyHash is the stored form of the transport's session key (SPEC §3 rule in auth.SessionKey).
 func sessionKeyHash(ctx context.Context, p auth.Principal) []byte {
 	key := auth.SessionKeyFrom(ctx)
@@ -120,7 +130,7 @@ func runRead[T any](ctx context.Context, s *Service, op string, fn func(context.
 		}
 		res, err := fn(ctx, tx, c)
 		if err != nil {
-			return err
+			return withSettingsRevision(err, c)
 		}
 		out, err = outputBytes(s, op, res)
 		return err
@@ -165,7 +175,7 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 			c.dryRun = true
 			res, err := fn(ctx, tx, c)
 			if err != nil {
-				return err
+				return withSettingsRevision(err, c)
 			}
 			if out, err = outputBytes(s, m.op, res); err != nil {
 				return err
@@ -211,7 +221,7 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 		}
 		res, err := fn(ctx, tx, c)
 		if err != nil {
-			return err
+			return withSettingsRevision(err, c)
 		}
 		body, err := outputBytes(s, m.op, res)
 		if err != nil {

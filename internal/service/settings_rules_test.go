@@ -103,3 +103,25 @@ func TestSettingsDefaultsAreTheContracts(t *testing.T) {
 		}
 	}
 }
+
+// A LIMIT_EXCEEDED names the revision of the settings its limit came from (SPEC §11: compare
+// it with limits' settings_revision to detect new limits): after an admin lowers a limit, the
+// refusal says which settings it applied.
+func TestLimitRefusalsNameTheSettingsRevision(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a", "b")
+	a, b := w.agents["a"], w.agents["b"]
+	w.settings(map[string]any{"body_max_bytes": 10, "ack_batch_max": 2})
+	rev := a.MustCall("GET", "/limits", nil)["settings_revision"].(string)
+	if rev != "2" {
+		t.Fatalf("settings_revision after one patch: %q", rev)
+	}
+	for name, r := range map[string]testenv.Response{
+		"body over body_max_bytes": a.Call("POST", "/messages", map[string]any{"destination": dmTo(b), "body_md": "eleven byte", "idempotency_key": newKey()}),
+		"ACK over ack_batch_max":   b.Call("POST", "/inbox/ack", map[string]any{"inbox_seqs": []string{"1", "2", "3"}, "idempotency_key": newKey()}),
+	} {
+		if r.Code() != "LIMIT_EXCEEDED" || r.ErrorField("settings_revision") != rev {
+			t.Errorf("%s: %d %s; want LIMIT_EXCEEDED with settings_revision %q", name, r.Status, r.Raw, rev)
+		}
+	}
+}

@@ -49,6 +49,9 @@ type Limits struct {
 	// KeepsNoAttachments: channel_attachment_cap is 0, so no channel keeps a message with an
 	// attachment (retention would delete it in the send that stored it).
 	KeepsNoAttachments bool
+	// SettingsRevision is the revision of the settings these limits come from, given with a
+	// refusal (SPEC §11: compare it to detect new limits).
+	SettingsRevision int64
 }
 
 // fileCap is the most one upload may stage: attachment_max_bytes, and never more than the
@@ -183,13 +186,13 @@ func (s *Stager) Admit(box uuid.UUID, lim Limits, declared int64) (*Slot, error)
 	if lim.ConcurrencyMax < 1 {
 		s.Reject(ReasonDisabled)
 		return nil, apierr.New(apierr.LimitExceeded, "this box accepts no uploads: its upload_concurrency_max is 0").
-			WithField(filePart).WithReason(ReasonDisabled).WithLimit(0).
+			WithField(filePart).WithReason(ReasonDisabled).WithLimit(0).WithSettingsRevision(lim.SettingsRevision).
 			WithSuggestion("send without the file, or ask an admin to raise upload_concurrency_max")
 	}
 	if lim.KeepsNoAttachments {
 		s.Reject(ReasonDisabled)
 		return nil, apierr.New(apierr.LimitExceeded, "this box keeps no messages with attachments: its channel_attachment_cap is 0").
-			WithField(filePart).WithReason(ReasonDisabled).WithLimit(0).
+			WithField(filePart).WithReason(ReasonDisabled).WithLimit(0).WithSettingsRevision(lim.SettingsRevision).
 			WithSuggestion("send without the file, or ask an admin to raise channel_attachment_cap")
 	}
 	reserve := lim.fileCap()
@@ -309,10 +312,10 @@ func (sl *Slot) Stage(r io.Reader, name, mediaType string) (*File, error) {
 func (sl *Slot) tooLarge() error {
 	lim := sl.limits
 	if lim.MaxBytes <= lim.TempMaxBytes {
-		return apierr.TooLarge(filePart, ReasonTooLarge, lim.MaxBytes)
+		return apierr.TooLarge(filePart, ReasonTooLarge, lim.MaxBytes).WithSettingsRevision(lim.SettingsRevision)
 	}
 	return apierr.New(apierr.LimitExceeded, "the file is larger than upload_temp_max_bytes, all the temporary space this box's uploads may use at once, so this box can never admit it").
-		WithField(filePart).WithReason(ReasonTooLargeForBox).WithLimit(lim.TempMaxBytes).
+		WithField(filePart).WithReason(ReasonTooLargeForBox).WithLimit(lim.TempMaxBytes).WithSettingsRevision(lim.SettingsRevision).
 		WithSuggestion("send a smaller file, or ask an admin to raise upload_temp_max_bytes")
 }
 
