@@ -5,12 +5,13 @@ SELECT pg_advisory_xact_lock(hashtextextended(sqlc.arg(scope)::text, 0));
 -- name: GetIdempotencyRecord :one
 -- The record by its key (OFFSET 0 keeps the expiry out of the lookup: as an index condition
 -- it made the box's expiry index, walked from now, look as cheap as the key for a new box).
+-- created_at lets the caller apply a retention lowered since the record was written.
 WITH record AS (
-    SELECT request_hash, response, expires_at FROM idempotency_records
+    SELECT request_hash, response, created_at, expires_at FROM idempotency_records
     WHERE box_id = @box_id AND agent_id = @agent_id AND tool = @tool AND idem_key = @idem_key
     OFFSET 0
 )
-SELECT request_hash, response FROM record WHERE expires_at > @now;
+SELECT request_hash, response, created_at FROM record WHERE expires_at > @now;
 
 -- name: PutIdempotencyRecord :exec
 INSERT INTO idempotency_records (box_id, agent_id, tool, idem_key, request_hash, response, created_at, expires_at)

@@ -64,11 +64,11 @@ func (q *Queries) ExpiryBoxes(ctx context.Context, arg ExpiryBoxesParams) ([]uui
 
 const getIdempotencyRecord = `-- name: GetIdempotencyRecord :one
 WITH record AS (
-    SELECT request_hash, response, expires_at FROM idempotency_records
+    SELECT request_hash, response, created_at, expires_at FROM idempotency_records
     WHERE box_id = $2 AND agent_id = $3 AND tool = $4 AND idem_key = $5
     OFFSET 0
 )
-SELECT request_hash, response FROM record WHERE expires_at > $1
+SELECT request_hash, response, created_at FROM record WHERE expires_at > $1
 `
 
 type GetIdempotencyRecordParams struct {
@@ -82,10 +82,12 @@ type GetIdempotencyRecordParams struct {
 type GetIdempotencyRecordRow struct {
 	RequestHash []byte
 	Response    []byte
+	CreatedAt   time.Time
 }
 
 // The record by its key (OFFSET 0 keeps the expiry out of the lookup: as an index condition
 // it made the box's expiry index, walked from now, look as cheap as the key for a new box).
+// created_at lets the caller apply a retention lowered since the record was written.
 func (q *Queries) GetIdempotencyRecord(ctx context.Context, arg GetIdempotencyRecordParams) (GetIdempotencyRecordRow, error) {
 	row := q.db.QueryRow(ctx, getIdempotencyRecord,
 		arg.Now,
@@ -95,7 +97,7 @@ func (q *Queries) GetIdempotencyRecord(ctx context.Context, arg GetIdempotencyRe
 		arg.IdemKey,
 	)
 	var i GetIdempotencyRecordRow
-	err := row.Scan(&i.RequestHash, &i.Response)
+	err := row.Scan(&i.RequestHash, &i.Response, &i.CreatedAt)
 	return i, err
 }
 

@@ -136,6 +136,7 @@ type Querier interface {
 	GetHostByName(ctx context.Context, arg GetHostByNameParams) (Host, error)
 	// The record by its key (OFFSET 0 keeps the expiry out of the lookup: as an index condition
 	// it made the box's expiry index, walked from now, look as cheap as the key for a new box).
+	// created_at lets the caller apply a retention lowered since the record was written.
 	GetIdempotencyRecord(ctx context.Context, arg GetIdempotencyRecordParams) (GetIdempotencyRecordRow, error)
 	// One message with its sender's name and attachment metadata (authorization is the caller's).
 	GetMessage(ctx context.Context, arg GetMessageParams) (GetMessageRow, error)

@@ -370,6 +370,27 @@ func TestIdempotentReplayAndConflict(t *testing.T) {
 	}
 }
 
+// Records are kept for the idempotency_retention_seconds in force (SPEC §10): lowered, it
+// applies to keys written before the change too, not only to new ones.
+func TestLoweredIdempotencyRetentionAppliesToExistingKeys(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	body := map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"step": 1}, "idempotency_key": "before-the-change"}
+	first := a.MustCall("PUT", "/checkpoint", body)
+	e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"settings": map[string]any{"idempotency_retention_seconds": 60}})
+	e.Clock.Advance(59 * time.Second)
+	if r := a.Call("PUT", "/checkpoint", body); r.Status != http.StatusOK || r.JSON()["saved_at"] != first["saved_at"] {
+		t.Fatalf("within the lowered retention the key replays: %d %s", r.Status, r.Raw)
+	}
+	e.Clock.Advance(2 * time.Second)
+	if r := a.Call("PUT", "/checkpoint", body); r.Code() != "REVISION_CONFLICT" {
+		t.Fatalf("past the lowered retention the call is a new action (a stale revision): %d %s", r.Status, r.Raw)
+	}
+}
+
 // 50 concurrent saves with the same expected revision, spread over two server instances
 // on one database: exactly one wins.
 func TestConcurrentCheckpointSaveCAS(t *testing.T) {

@@ -204,6 +204,12 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 		if err != nil {
 			return err
 		}
+		retention := time.Duration(c.settings.IdempotencyRetentionSeconds) * time.Second
+		if st.Found && st.RecordCreatedAt.Before(c.now.Add(-retention)) {
+			// Kept for the retention in force now (SPEC §10): a record older than a lowered
+			// retention is gone, though its own expiry (the sweeper's) has not come yet.
+			st.Found = false
+		}
 		switch {
 		case st.Found && !bytes.Equal(st.RecordHash, argHash):
 			return apierr.New(apierr.IdempotencyConflict, "this idempotency_key was used with different arguments").
@@ -233,7 +239,6 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 				return err
 			}
 		}
-		retention := time.Duration(c.settings.IdempotencyRetentionSeconds) * time.Second
 		if err := tx.PutIdempotencyRecord(ctx, scope, argHash, record, c.now, c.now.Add(retention)); err != nil {
 			return err
 		}

@@ -111,10 +111,12 @@ type MutationStart struct {
 	Session Session
 	Box     BoxSettings
 	Primed  bool // the session exists (else NOT_PRIMED)
-	// The live idempotency record of the scope: Found with its request hash and response.
-	Found          bool
-	RecordHash     []byte
-	RecordResponse []byte
+	// The live idempotency record of the scope: Found with its request hash, response and
+	// when it was written.
+	Found           bool
+	RecordHash      []byte
+	RecordResponse  []byte
+	RecordCreatedAt time.Time
 }
 
 // StartMutation reads the session (as SessionByKey), takes the scope's idempotency lock
@@ -135,7 +137,7 @@ func (t *Tx) StartMutation(ctx context.Context, boxID, agentID uuid.UUID, keyHas
 		func(q *db.Queries) error { return q.LockIdempotencyKey(ctx, s.lockKey()) },
 		func(q *db.Queries) error {
 			r, err := one(q.GetIdempotencyRecord(ctx, db.GetIdempotencyRecordParams{BoxID: s.BoxID, AgentID: s.AgentID, Tool: s.Tool, IdemKey: s.Key, Now: now}))
-			out.Found, out.RecordHash, out.RecordResponse = err == nil, r.RequestHash, r.Response
+			out.Found, out.RecordHash, out.RecordResponse, out.RecordCreatedAt = err == nil, r.RequestHash, r.Response, r.CreatedAt
 			return notFoundIsNil(err)
 		})
 	return out, err
