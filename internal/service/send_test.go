@@ -402,6 +402,14 @@ func TestSendDryRunWritesNothing(t *testing.T) {
 	if d := mustSend(t, a, inRoom(room), "dry", map[string]any{"dry_run": true}); d["status"] != "duplicate" || d["message_id"] != nil {
 		t.Fatalf("dry duplicate: %v", d)
 	}
+	// A key a real send used with other arguments: the real call would be IDEMPOTENCY_CONFLICT,
+	// and so is the dry run; nothing is written.
+	before = dbState(t, w.e)
+	expectErr(t, "dry run under a used key", msSend(a, inRoom(room), "other words", map[string]any{"dry_run": true, "idempotency_key": "dry-1"}),
+		"IDEMPOTENCY_CONFLICT", "", "idempotency_key")
+	if after := dbState(t, w.e); after != before {
+		t.Fatalf("a refused dry run wrote:\n%s\n%s", before, after)
+	}
 }
 
 // message_send_batch: shared content first, per-target outcomes, collapsed repeats,

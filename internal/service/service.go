@@ -99,6 +99,37 @@ func newCall(p auth.Principal, now time.Time, sess store.Session, bs store.BoxSe
 	return c, err
 }
 
+// retained reports whether an idempotency record written at createdAt is still kept: records
+// are kept for the retention in force now (SPEC §10), so one older than a lowered retention
+// is gone, though its own expiry (the sweeper's) has not come yet.
+func (c *call) retained(createdAt time.Time) bool {
+	return !createdAt.Before(c.now.Add(-time.Duration(c.settings.IdempotencyRetentionSeconds) * time.Second))
+}
+
+func errIdempotencyConflict() error {
+	return apierr.New(apierr.IdempotencyConflict, "this idempotency_key was used with different arguments").
+		WithField("idempotency_key").WithSuggestion("use a new idempotency_key for a new action")
+}
+
+// dryRunKeyCheck refuses a dry run whose idempotency_key a real call already used with other
+// arguments: the real call would be IDEMPOTENCY_CONFLICT, so the dry run says so (SPEC §10: it
+// validates everything exactly as the real call would). It writes nothing and takes no lock.
+func dryRunKeyCheck(ctx context.Context, tx *store.Tx, c *call, m mutation) error {
+	argHash, err := hashArgs(m.args)
+	if err != nil {
+		return err
+	}
+	scope := store.IdempotencyScope{BoxID: c.p.BoxID, AgentID: c.p.AgentID, Tool: m.op, Key: m.idempotencyKey}
+	found, hash, createdAt, err := tx.IdempotencyRecord(ctx, scope, c.now)
+	if err != nil {
+		return err
+	}
+	if found && c.retained(createdAt) && !bytes.Equal(hash, argHash) {
+		return errIdempotencyConflict()
+	}
+	return nil
+}
+
 // withSettingsRevision gives a LIMIT_EXCEEDED the revision of the settings its limit was
 // read from (SPEC §11: settings_revision "increments on every settings change; compare it to
 // detect new limits"), so a caller can tell whether the limits it holds are still current.
@@ -172,6 +203,9 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 			if err != nil {
 				return err
 			}
+			if err := dryRunKeyCheck(ctx, tx, c, m); err != nil {
+				return err
+			}
 			c.dryRun = true
 			res, err := fn(ctx, tx, c)
 			if err != nil {
@@ -204,16 +238,12 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 		if err != nil {
 			return err
 		}
-		retention := time.Duration(c.settings.IdempotencyRetentionSeconds) * time.Second
-		if st.Found && st.RecordCreatedAt.Before(c.now.Add(-retention)) {
-			// Kept for the retention in force now (SPEC §10): a record older than a lowered
-			// retention is gone, though its own expiry (the sweeper's) has not come yet.
+		if st.Found && !c.retained(st.RecordCreatedAt) {
 			st.Found = false
 		}
 		switch {
 		case st.Found && !bytes.Equal(st.RecordHash, argHash):
-			return apierr.New(apierr.IdempotencyConflict, "this idempotency_key was used with different arguments").
-				WithField("idempotency_key").WithSuggestion("use a new idempotency_key for a new action")
+			return errIdempotencyConflict()
 		case st.Found && m.replay != nil:
 			res, err := m.replay(ctx, tx, c, st.RecordResponse)
 			if err != nil {
@@ -239,6 +269,7 @@ func runMutation[T any](ctx context.Context, s *Service, m mutation, fn func(con
 				return err
 			}
 		}
+		retention := time.Duration(c.settings.IdempotencyRetentionSeconds) * time.Second
 		if err := tx.PutIdempotencyRecord(ctx, scope, argHash, record, c.now, c.now.Add(retention)); err != nil {
 			return err
 		}

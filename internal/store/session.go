@@ -151,6 +151,17 @@ func notFoundIsNil(err error) error {
 	return err
 }
 
+// IdempotencyRecord reads the scope's live record without taking its lock (a dry run, which
+// writes nothing, only says what the real call would meet): found, its request hash and
+// when it was written.
+func (t *Tx) IdempotencyRecord(ctx context.Context, s IdempotencyScope, now time.Time) (found bool, hash []byte, createdAt time.Time, err error) {
+	r, err := one(t.q.GetIdempotencyRecord(ctx, db.GetIdempotencyRecordParams{BoxID: s.BoxID, AgentID: s.AgentID, Tool: s.Tool, IdemKey: s.Key, Now: now}))
+	if err == ErrNotFound {
+		return false, nil, time.Time{}, nil
+	}
+	return err == nil, r.RequestHash, r.CreatedAt, err
+}
+
 // PutIdempotencyRecord stores the response for the scope (replacing an expired record) as the
 // transaction's last statement: it is sent with the COMMIT, in the same round trip, and a
 // failure fails the commit. Call it once everything else is written.
