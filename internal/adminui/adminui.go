@@ -149,8 +149,7 @@ func (u *UI) authed(h func(*call)) http.Handler {
 			}
 		}
 		if err != nil { // an outage is not a sign-out: the session stays, nothing was done
-			u.render(w, http.StatusServiceUnavailable, "message", page{Title: "Temporarily unavailable",
-				Error: &banner{Title: "The service cannot reach its database; try again shortly. Nothing was changed."}})
+			u.unavailable(w)
 			return
 		}
 		if !ok {
@@ -166,8 +165,19 @@ func (u *UI) authed(h func(*call)) http.Handler {
 				Error: &banner{Title: "The address holds text that is not valid UTF-8 or contains a NUL character. Nothing was changed."}})
 			return
 		}
-		if r.Method == http.MethodPost && !u.checkPost(w, r, csrf) {
-			return
+		if r.Method == http.MethodPost {
+			if !u.checkPost(w, r, csrf) {
+				return
+			}
+			// The form may have come long after the token was checked: a token revoked
+			// meanwhile changes nothing.
+			if err := u.auth.AdminHash(r.Context(), tokenHash); apierr.IsUnavailable(err) {
+				u.unavailable(w)
+				return
+			} else if err != nil {
+				u.forbidden(w, "Your session has ended; sign in again. Nothing was changed.")
+				return
+			}
 		}
 		h(&call{w: w, r: r, sid: sid, csrf: csrf})
 	})
@@ -220,6 +230,13 @@ func validURLText(r *http.Request) bool {
 		}
 	}
 	return true
+}
+
+// unavailable answers a request the database could not serve: nothing was done, the session
+// (if any) is kept.
+func (u *UI) unavailable(w http.ResponseWriter) {
+	u.render(w, http.StatusServiceUnavailable, "message", page{Title: "Temporarily unavailable",
+		Error: &banner{Title: "The service cannot reach its database; try again shortly. Nothing was changed."}})
 }
 
 func (u *UI) forbidden(w http.ResponseWriter, msg string) {

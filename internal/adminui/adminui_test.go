@@ -1,9 +1,12 @@
 package adminui_test
 
 import (
+	"bufio"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -11,6 +14,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -557,6 +561,49 @@ func TestOutageKeepsTheSession(t *testing.T) {
 	expect(t, "sign-in during the outage", fresh.signIn(issued["token"].(string)), http.StatusServiceUnavailable, "temporarily unavailable")
 	proxy.Refuse(false)
 	expect(t, "boxes after the outage", b.get("/admin/boxes"), http.StatusOK, "Boxes")
+	if got := boxKeys(e); len(got) != 0 {
+		t.Fatalf("boxes: %v", got)
+	}
+}
+
+// A form posted with an issued token that is revoked while the form arrives changes nothing
+// (Expect: 100-continue makes the server say when it starts reading the form, after it has
+// checked the session's token).
+func TestTokenRevokedWhileTheFormArrivesChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	issued := e.Admin("POST", "/tokens", map[string]any{"label": "ui"})
+	b := newBrowser(t, e.URL, http.DefaultClient)
+	p := b.signIn(issued["token"].(string))
+	cookie := sessionCookie(t, p)
+	if p.Status != http.StatusSeeOther || cookie == nil {
+		t.Fatalf("sign-in: %d", p.Status)
+	}
+	expect(t, "boxes", b.get("/admin/boxes"), http.StatusOK, "Boxes") // the page's CSRF token
+	form := url.Values{"box_key": {"late"}, "csrf": {b.csrf}}.Encode()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second)) //nolint:errcheck
+	fmt.Fprintf(conn, "POST /admin/boxes HTTP/1.1\r\nHost: x\r\nCookie: %s=%s\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n",
+		cookie.Name, cookie.Value, len(form))
+	rd := bufio.NewReader(conn)
+	if line, err := rd.ReadString('\n'); err != nil || !strings.Contains(line, " 100 ") {
+		t.Fatalf("no 100 Continue: %q %v", line, err)
+	}
+	rd.ReadString('\n') //nolint:errcheck // the blank line after the interim response
+	e.Admin("POST", "/tokens/"+issued["token_id"].(string)+"/revoke", nil)
+	io.WriteString(conn, form) //nolint:errcheck
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a form whose token was revoked while it arrived: %d", resp.StatusCode)
+	}
 	if got := boxKeys(e); len(got) != 0 {
 		t.Fatalf("boxes: %v", got)
 	}

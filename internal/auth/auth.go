@@ -85,18 +85,25 @@ func (a *Authenticator) agent(ctx context.Context, hash []byte, boxKey string, s
 // returned as a store.KeyCheck that runs first in the first round trip of the call's
 // transaction (store.InTx), or on its own before any answer that leaves without one
 // (Confirm). The check is never cached: revocation takes effect at the next call. Keys of
-// boxes with a rate limit, and keys not seen yet, are checked now, as Agent does.
+// boxes with a rate limit, and keys not seen yet, are checked now, as Agent does (the rate
+// limit's token is taken here), and their credential is checked again in the same place as a
+// known key's: the body of a call may arrive long after its headers, and a key revoked (or an
+// agent or box disabled, or a host's IPs changed) meanwhile must not write.
 func (a *Authenticator) AgentCall(ctx context.Context, bearer, boxKey string, source netip.Addr) (Principal, *store.KeyCheck, error) {
 	if bearer == "" || !boxkey.Valid(boxKey) {
 		p, err := a.Agent(ctx, bearer, boxKey, source)
 		return p, nil, err
 	}
+	const notFound = "unknown key for this box_key"
 	hash := HashSecret(bearer)
-	if p, check, ok := a.known(ctx, hash, boxKey, source, "unknown key for this box_key"); ok {
+	if p, check, ok := a.known(ctx, hash, boxKey, source, notFound); ok {
 		return p, check, nil
 	}
 	p, err := a.agent(ctx, hash, boxKey, source)
-	return p, nil, err
+	if err != nil {
+		return p, nil, err
+	}
+	return p, a.recheck(ctx, hash, p, source, notFound), nil
 }
 
 // AgentKeyCall is AgentCall for the /mcp endpoint, whose key names no box (see AgentKey).
@@ -105,12 +112,16 @@ func (a *Authenticator) AgentKeyCall(ctx context.Context, bearer string, source 
 		p, err := a.AgentKey(ctx, bearer, source)
 		return p, nil, err
 	}
+	const notFound = "unknown key"
 	hash := HashSecret(bearer)
-	if p, check, ok := a.known(ctx, hash, "", source, "unknown key"); ok {
+	if p, check, ok := a.known(ctx, hash, "", source, notFound); ok {
 		return p, check, nil
 	}
 	p, err := a.agentKey(ctx, hash, source)
-	return p, nil, err
+	if err != nil {
+		return p, nil, err
+	}
+	return p, a.recheck(ctx, hash, p, source, notFound), nil
 }
 
 // known is the identity of a key that has acted, with the deferred check of this call,
@@ -122,7 +133,7 @@ func (a *Authenticator) known(ctx context.Context, hash []byte, boxKey string, s
 	if !ok || boxKey != "" && p.BoxKey != boxKey {
 		return Principal{}, nil, false
 	}
-	return p, a.deferredCheck(ctx, hash, p, source, notFound), true
+	return p, a.deferredCheck(ctx, hash, p, source, notFound, false), true
 }
 
 // remember keeps the identity of a key that was just admitted, unless its box sets a rate
@@ -139,9 +150,15 @@ func (a *Authenticator) remember(hash []byte, p Principal, cred store.KeyCredent
 	a.identities[string(hash)] = p
 }
 
+// recheck is the deferred check of a key admitted up front (its rate-limit token taken):
+// admit's rules without the rate limit, on the credential the call's transaction reads.
+func (a *Authenticator) recheck(ctx context.Context, hash []byte, p Principal, source netip.Addr, notFound string) *store.KeyCheck {
+	return a.deferredCheck(ctx, hash, p, source, notFound, true)
+}
+
 // deferredCheck is the check of known key p, admit's rules on the credential the call's
-// transaction reads.
-func (a *Authenticator) deferredCheck(ctx context.Context, hash []byte, p Principal, source netip.Addr, notFound string) *store.KeyCheck {
+// transaction reads (without the rate limit when the call was admitted up front).
+func (a *Authenticator) deferredCheck(ctx context.Context, hash []byte, p Principal, source netip.Addr, notFound string, admitted bool) *store.KeyCheck {
 	return &store.KeyCheck{BoxKey: p.BoxKey, Hash: hash, Admit: func(cred store.KeyCredential, err error) (*store.RateLimit, error) {
 		now, err := a.check(ctx, cred, err, source, notFound)
 		switch {
@@ -153,6 +170,8 @@ func (a *Authenticator) deferredCheck(ctx context.Context, hash []byte, p Princi
 		case now.AgentID != p.AgentID || now.KeyID != p.KeyID: // a key's identity never changes
 			a.forget(hash)
 			return nil, apierr.Auth()
+		case admitted:
+			return nil, nil
 		}
 		limit := a.limit(cred)
 		if limit != nil {
@@ -164,8 +183,10 @@ func (a *Authenticator) deferredCheck(ctx context.Context, hash []byte, p Princi
 
 // Confirm runs a deferred credential check on its own unless it has run (an answer is about
 // to leave without a transaction) and returns its outcome.
+// The request's context may already be cancelled (a body that stopped arriving ends the
+// connection's reads): the check runs regardless, so the answer is the right one.
 func (a *Authenticator) Confirm(ctx context.Context, k *store.KeyCheck) error {
-	return a.store.ConfirmKeyCheck(ctx, k)
+	return a.store.ConfirmKeyCheck(context.WithoutCancel(ctx), k)
 }
 
 func (a *Authenticator) forget(hash []byte) {

@@ -358,6 +358,12 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 				WriteError(w, apierr.TooLarge("", "request_too_large", schema.MaxRequestBytes))
 				return
 			}
+			if op.Admin { // the body may have come long after the token was checked: a token revoked meanwhile acts no more
+				if err := cfg.Auth.Admin(ctx, bearer); err != nil {
+					WriteError(w, err)
+					return
+				}
+			}
 			if len(bytes.TrimSpace(raw)) == 0 {
 				raw = []byte("{}")
 			}

@@ -1,10 +1,14 @@
 package service_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -674,6 +678,108 @@ func TestPerKeyRateLimit(t *testing.T) {
 	}
 	if r := b.Call("GET", "/me", nil); r.Status != http.StatusOK {
 		t.Fatalf("another key is not limited: %d %s", r.Status, r.Raw)
+	}
+}
+
+// A call whose key is revoked while its body is still arriving writes nothing (SPEC §2: a
+// request is authenticated only if the key is live). Keys of a box with a rate limit are
+// checked, and take their token, when the headers arrive; the body may come long after, so
+// the key is checked again in the call's transaction.
+func TestRevokedWhileTheBodyArrivesWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	e.Admin("PATCH", "/boxes/alpha/settings", map[string]any{"settings": map[string]any{"rate_limit_per_second": 100, "rate_limit_burst": 100}})
+	// The key's first call under the limit takes its token in its transaction and makes the
+	// server check the key's next calls up front.
+	if r := a.Call("GET", "/checkpoint", nil); r.Status != http.StatusOK {
+		t.Fatalf("first call under the limit: %d %s", r.Status, r.Raw)
+	}
+	tokensTaken := func() int64 { // the bucket's last take, in microseconds
+		return dbInt(t, e, `SELECT (extract(epoch FROM updated_at) * 1e6)::bigint FROM rate_buckets WHERE key_id = $1`, a.KeyID)
+	}
+	before := tokensTaken()
+	pr, pw := io.Pipe()
+	req, err := http.NewRequestWithContext(context.Background(), "PUT", e.URL+"/api/v1/boxes/alpha/checkpoint", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+a.Key)
+	req.Header.Set("Content-Type", "application/json")
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		got <- answer{resp.StatusCode, b, err}
+	}()
+	if _, err := pw.Write([]byte(`{"expected_revision":"0",`)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); tokensTaken() == before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the call's headers were never checked")
+		}
+	}
+	e.Admin("POST", "/boxes/alpha/keys/"+a.KeyID+"/revoke", nil)
+	if _, err := pw.Write([]byte(`"checkpoint":{"late":true},"idempotency_key":"slow"}`)); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	ans := <-got
+	if ans.err != nil || ans.status != http.StatusUnauthorized || !bytes.Contains(ans.body, []byte("AUTH_FAILED")) {
+		t.Fatalf("revoked while the body arrived: %d %s %v", ans.status, ans.body, ans.err)
+	}
+	if n := dbInt(t, e, `SELECT count(*) FROM checkpoints WHERE agent_id = $1`, a.ID); n != 0 {
+		t.Fatalf("the revoked key's call wrote a checkpoint")
+	}
+}
+
+// The same for an issued admin token revoked while an admin write's body arrives: nothing
+// is created. (Expect: 100-continue makes the server say when it has checked the token and
+// starts reading the body.)
+func TestRevokedAdminTokenWhileTheBodyArrivesWritesNothing(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	issued := e.Admin("POST", "/tokens", map[string]any{"label": "slow"})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second)) //nolint:errcheck
+	body := `{"box_key":"late"}`
+	fmt.Fprintf(conn, "POST /admin/api/v1/boxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n",
+		issued["token"], len(body))
+	rd := bufio.NewReader(conn)
+	if line, err := rd.ReadString('\n'); err != nil || !strings.Contains(line, " 100 ") {
+		t.Fatalf("no 100 Continue: %q %v", line, err)
+	}
+	rd.ReadString('\n') //nolint:errcheck // the blank line after the interim response
+	e.Admin("POST", "/tokens/"+issued["token_id"].(string)+"/revoke", nil)
+	io.WriteString(conn, body) //nolint:errcheck
+	resp, err := http.ReadResponse(rd, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusUnauthorized || !bytes.Contains(raw, []byte("AUTH_FAILED")) {
+		t.Fatalf("revoked while the body arrived: %d %s", resp.StatusCode, raw)
+	}
+	if n := dbInt(t, e, `SELECT count(*) FROM boxes WHERE box_key = 'late'`); n != 0 {
+		t.Fatal("the revoked token's call created a box")
 	}
 }
 
