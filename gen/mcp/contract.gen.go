@@ -253,8 +253,8 @@ var Server = struct{ Name, Instructions string }{
 
 // Budgets are the committed byte budgets of the compact tools/list JSON.
 var Budgets = struct{ ToolsListBytes, RouterToolsListBytes int }{
-	ToolsListBytes:       40960,
-	RouterToolsListBytes: 4096,
+	ToolsListBytes:       57344,
+	RouterToolsListBytes: 7168,
 }
 
 var (
@@ -799,7 +799,7 @@ var (
 		Deprecated:             false,
 		InputSchema:            json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"box_key\":{\"pattern\":\"^[a-z0-9][a-z0-9-]{1,62}$\",\"type\":\"string\"},\"limit\":{\"default\":5,\"description\":\"Most results, clamped.\",\"type\":\"integer\"},\"query\":{\"minLength\":1,\"type\":\"string\"}},\"required\":[\"box_key\",\"query\"],\"type\":\"object\"}"),
 		OutputSchema:           json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":false,\"properties\":{\"items\":{\"items\":{\"additionalProperties\":false,\"properties\":{\"description\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"},\"title\":{\"type\":\"string\"}},\"required\":[\"name\",\"title\",\"description\"],\"type\":\"object\"},\"type\":\"array\"}},\"required\":[\"items\"],\"type\":\"object\"}"),
-		AdvertisedOutputSchema: json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":true,\"properties\":{\"items\":{\"type\":\"array\"}},\"required\":[\"items\"],\"type\":\"object\"}"),
+		AdvertisedOutputSchema: json.RawMessage("{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"additionalProperties\":true,\"properties\":{\"items\":{\"items\":{\"additionalProperties\":true,\"properties\":{\"description\":{\"type\":\"string\"},\"name\":{\"type\":\"string\"},\"title\":{\"type\":\"string\"}},\"required\":[\"name\",\"title\",\"description\"],\"type\":\"object\"},\"type\":\"array\"}},\"required\":[\"items\"],\"type\":\"object\"}"),
 	}
 	toolToolDescribe = &Tool{
 		Name:                   "tool_describe",

@@ -604,8 +604,7 @@ func (s *spec) buildSchemas(op *operation, node map[string]any) error {
 		if err != nil {
 			return err
 		}
-		ac.used = map[string]bool{} // shallow() drops every nested $ref
-		if op.AdvertisedOutput, err = ac.document(shallow(a, 0).(map[string]any)); err != nil {
+		if op.AdvertisedOutput, err = ac.document(lean(a).(map[string]any)); err != nil {
 			return err
 		}
 		break
@@ -809,66 +808,36 @@ func (s *spec) flattenObject(op *operation, in *conv, m map[string]any, input ma
 	return nil
 }
 
-// shallow trims an advertised output schema to its top-level fields, each with its type
-// (and enum): nested objects and arrays keep only their type (open, so any content
-// conforms). Clients use the advertised schema only to accept structuredContent; the
-// server validates every output against the full strict schema (tool_describe and the
-// CLI's --output-schema show it whole, opened: mcpserver.Contract), and tools/list stays
-// small.
-func shallow(node any, depth int) any {
-	m, ok := node.(map[string]any)
-	if !ok {
-		return node
-	}
-	if depth >= 1 {
-		out := map[string]any{}
-		if t, ok := m["type"]; ok {
-			out["type"] = t
-			if t == "object" {
-				out["additionalProperties"] = true
-				if ap, ok := m["additionalProperties"].(map[string]any); ok { // a map keeps its value type
-					out["additionalProperties"] = shallow(ap, depth+1)
+// lean drops from an advertised output schema what only the strict server-side schema checks
+// (descriptions, formats, patterns, bounds, defaults) and keeps its whole structure, opened
+// at every object node (SPEC §1: the tool's output schema IS the operation's response
+// schema; advertised open so additive changes do not break cached clients). The server
+// validates every output against the full strict schema.
+func lean(node any) any {
+	switch x := node.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, v := range x {
+			switch k {
+			case "description", "pattern", "format", "minLength", "maxLength", "minimum", "maximum", "minItems", "maxItems", "default", "examples":
+				continue
+			case "properties", "$defs":
+				sub := make(map[string]any, len(v.(map[string]any)))
+				for name, s := range v.(map[string]any) {
+					sub[name] = lean(s)
 				}
-			}
-		}
-		if e, ok := m["enum"]; ok {
-			out["enum"] = e
-		}
-		for _, comb := range []string{"anyOf", "oneOf"} { // a top-level union keeps its branches' types
-			if alts, ok := m[comb].([]any); ok && depth < 2 {
-				var trimmed []any
-				for _, alt := range alts {
-					trimmed = append(trimmed, shallow(alt, depth+1))
-				}
-				out[comb] = trimmed
+				out[k] = sub
+			default:
+				out[k] = lean(v)
 			}
 		}
 		return out
-	}
-	out := map[string]any{}
-	for k, v := range m {
-		switch k {
-		case "properties":
-			props := map[string]any{}
-			for name, p := range v.(map[string]any) {
-				props[name] = shallow(p, depth+1)
-			}
-			out[k] = props
-		case "items":
-			out[k] = shallow(v, depth+1)
-		case "anyOf", "oneOf", "allOf":
-			var alts []any
-			for _, alt := range v.([]any) {
-				alts = append(alts, shallow(alt, depth+1))
-			}
-			out[k] = alts
-		case "$ref", "pattern", "format", "minLength", "maxLength", "minimum", "maximum", "minItems", "maxItems", "default":
-			// detail the strict server-side schema keeps
-		case "description":
-			// not advertised: the tool's description says what the result means
-		default:
-			out[k] = v
+	case []any:
+		out := make([]any, len(x))
+		for i, v := range x {
+			out[i] = lean(v)
 		}
+		return out
 	}
-	return out
+	return node
 }

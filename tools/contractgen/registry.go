@@ -230,7 +230,7 @@ func (t *toolEntry) routerSchemas(refs *inlineRefs) error {
 	if t.output, err = compiledDoc(t.Name+".output", out); err != nil {
 		return err
 	}
-	t.advertisedOutput, err = compiledDoc(t.Name+".advertised_output", shallow(openObjects(out), 0).(map[string]any))
+	t.advertisedOutput, err = compiledDoc(t.Name+".advertised_output", lean(openObjects(out)).(map[string]any))
 	return err
 }
 
