@@ -38,6 +38,10 @@ RETURNING token_id, label, created_at;
 -- name: AdminTokenLive :one
 SELECT EXISTS (SELECT 1 FROM admin_tokens WHERE token_hash = @token_hash AND revoked_at IS NULL);
 
+-- name: ListAdminTokens :many
+-- Every issued admin token (never its hash), oldest first.
+SELECT token_id, label, created_at, revoked_at FROM admin_tokens ORDER BY created_at, token_id;
+
 -- name: RevokeAdminToken :one
 UPDATE admin_tokens SET revoked_at = COALESCE(revoked_at, @now)
 WHERE token_id = @token_id

@@ -642,6 +642,11 @@ type AdminTokenCreateResult struct {
 	TokenId openapi_types.UUID `json:"token_id"`
 }
 
+// AdminTokenList defines model for AdminTokenList.
+type AdminTokenList struct {
+	Items []AdminToken `json:"items"`
+}
+
 // AgentName defines model for AgentName.
 type AgentName struct {
 	AgentId openapi_types.UUID `json:"agent_id"`
@@ -1935,6 +1940,9 @@ type ServerInterface interface {
 	// AdminSettingsUpdate Merge new values into a box's settings
 	// (PATCH /admin/api/v1/boxes/{box_key}/settings)
 	AdminSettingsUpdate(w http.ResponseWriter, r *http.Request, boxKey BoxKey)
+	// AdminTokenList List issued admin tokens (never the secrets)
+	// (GET /admin/api/v1/tokens)
+	AdminTokenList(w http.ResponseWriter, r *http.Request)
 	// AdminTokenCreate Issue an admin token
 	// (POST /admin/api/v1/tokens)
 	AdminTokenCreate(w http.ResponseWriter, r *http.Request)
@@ -2581,6 +2589,20 @@ func (siw *ServerInterfaceWrapper) AdminSettingsUpdate(w http.ResponseWriter, r 
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AdminSettingsUpdate(w, r, boxKey)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AdminTokenList operation middleware
+func (siw *ServerInterfaceWrapper) AdminTokenList(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AdminTokenList(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4799,6 +4821,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/rooms/{room_id}/owner", wrapper.AdminRoomSetOwner)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/settings", wrapper.AdminSettingsGet)
 	m.HandleFunc(http.MethodPatch+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/settings", wrapper.AdminSettingsUpdate)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/admin/api/v1/tokens", wrapper.AdminTokenList)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/tokens", wrapper.AdminTokenCreate)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/tokens/{token_id}/revoke", wrapper.AdminTokenRevoke)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/api/v1/boxes/{box_key}/attachments/{attachment_id}", wrapper.AttachmentDownload)
@@ -7105,6 +7128,89 @@ func (response AdminSettingsUpdate500JSONResponse) VisitAdminSettingsUpdateRespo
 type AdminSettingsUpdate503JSONResponse struct{ UnavailableJSONResponse }
 
 func (response AdminSettingsUpdate503JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenListRequestObject struct {
+}
+
+type AdminTokenListResponseObject interface {
+	VisitAdminTokenListResponse(w http.ResponseWriter) error
+}
+
+type AdminTokenList200JSONResponse AdminTokenList
+
+func (response AdminTokenList200JSONResponse) VisitAdminTokenListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenList400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminTokenList400JSONResponse) VisitAdminTokenListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenList401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response AdminTokenList401JSONResponse) VisitAdminTokenListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenList500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response AdminTokenList500JSONResponse) VisitAdminTokenListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenList503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminTokenList503JSONResponse) VisitAdminTokenListResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -12098,6 +12204,9 @@ type StrictServerInterface interface {
 	// AdminSettingsUpdate Merge new values into a box's settings
 	// (PATCH /admin/api/v1/boxes/{box_key}/settings)
 	AdminSettingsUpdate(ctx context.Context, request AdminSettingsUpdateRequestObject) (AdminSettingsUpdateResponseObject, error)
+	// AdminTokenList List issued admin tokens (never the secrets)
+	// (GET /admin/api/v1/tokens)
+	AdminTokenList(ctx context.Context, request AdminTokenListRequestObject) (AdminTokenListResponseObject, error)
 	// AdminTokenCreate Issue an admin token
 	// (POST /admin/api/v1/tokens)
 	AdminTokenCreate(ctx context.Context, request AdminTokenCreateRequestObject) (AdminTokenCreateResponseObject, error)
@@ -12802,6 +12911,30 @@ func (sh *strictHandler) AdminSettingsUpdate(w http.ResponseWriter, r *http.Requ
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(AdminSettingsUpdateResponseObject); ok {
 		if err := validResponse.VisitAdminSettingsUpdateResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AdminTokenList operation middleware
+func (sh *strictHandler) AdminTokenList(w http.ResponseWriter, r *http.Request) {
+	var request AdminTokenListRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AdminTokenList(ctx, request.(AdminTokenListRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AdminTokenList")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AdminTokenListResponseObject); ok {
+		if err := validResponse.VisitAdminTokenListResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -13919,230 +14052,232 @@ var swaggerSpec = []string{
 	"BqtuHu7gLtTKggu23hpQedWzWozjmfU8DnEh9t2RuhB6oE8NYFahrzyuc4pHpmAmQpK+GLddZBWGj4oB",
 	"xpMifImFr+GXS8Z/ThtMzUIa93rh9Oh71HZUYchZ55VO/RsNE1APZEdwykSNtSBb5lzYrC6jwTgG3xDH",
 	"yp6FZYF5RrU/nILE/L1eimvgj6MrhbQPYS3mrCi5abP2lSyk2ZfpqhZjZwis1UW4DAAVH+mQ2uAtXJUR",
-	"mgaiygGWMmcUlrmSpHfv56tTJLsfwfFezt2uafHzNyw1DZh9KB1pMYW/6g5rXO6ZZNFKiHrNxYj3/CH4",
-	"17FgeJXkbIyG4emgtfuPpRja17rIiXwCkk5AJiIhQxEGe4WnPX9I+RUERNGJIqMhYGQD0yQSNwZF6ikh",
-	"g8DD+X9w+MyhkS94riksezMV1ryWje1caMYD+yp6JiI2/6OP9q3cb7egEpDKqKomIcYFsJZjnTF6XxHK",
-	"A8L4DdMY76I80p+kcf0YgbqIUGdPrlaoc4vqaZlwn2b+zXLYbQJ5KJFPwxCk4SwkwnikulXaSBnr6tmz",
-	"yzX/wB2ah1IkV0NCw9AFLEUF1lQwRbuYiPnXNr7W5QPR6L5TWSxuemwlHEvPZhocGTJlCFLLIrI0nrmk",
-	"MZUMlcShoAEE5XyiCDQNqKZkjWOAHUYqTTSo9V0SiBE33xiyHTE9LHzZy54J89Uvl5dnndYUPZaSjqYO",
-	"/DAdAsf++eiSbNCYbdxsbfTFGNTGNycT3m7kA6mNb6VRb/cw2ozxK7PIK0m5VmkAo1nQXPadR2rVhwzi",
-	"c2KeE6oyGHoIJ/OrR1TSt495QLIkOBfHHYoRSJ+qhkuR1yZzmGkN6lhNozRrGjlOScAk+EbjM3Pq2tHV",
-	"kG6/3Zke/2O6KDKEMbn4Zb+9/XYnC+kzZ+8Rg/6JhsCwgUIQ12ho1mV+sGtyaVYN21PsT+jhgDVyBPsT",
-	"k1TwcemkZiRSlCiuktHmNOTCeZYWkIGjjqw+GEF8tfiyzIczNxbxEDRlocW5LF9iEQkjff3h4spw/xfA",
-	"g/xq01RegV7GNlIV2yoDZGtpPIDCAgrBZ8oy1iCxgaA2Xel31NRqQ9Dy7MSYag3SINv//w/a/nOz/dNX",
-	"9//2129b3s727b/VgfuAymBZ7kripB8yv0CVPpVBhxQju4yATDkRfUNLeH95GG0aSyEGhvxCdgMclKph",
-	"pI8XHTcvzO2BItkaR1w12qw2nCxffB0SVoO3pjPK3CHnP+6SNCtoe3Nzk3y+PG6/z1laec1ea9yO6Ljt",
-	"GKL5wE16Rq/gQa1tiNJ1zso8k3aubEevwCXkLm6hy2LCmkBpTqkEw2VBaCYpifDLqMwLy/5/U4LnSaOr",
-	"24fozfIauv1o2VjkqiG5EHiT77r2yHI1h96spIiuCtZa+9v9Ka4lbdXwKYxIJ2tfWptfWlbv4ILDOqa6",
-	"sACiWGjg/mSRIKJu/nqavF6E/vTOKkpBdbr5B7OSfvyYiNuMgNlgc3a5SmDPtP1hlp7ZaDLB1Kcrcx2j",
-	"VB+wwQCkqlce78f8XYsZ2R5qIRVSFp3KoOJfbokwAKUx/s4KUNkPHEbmjzqhqRTnUxC+WBC6uB5u+e+A",
-	"srBB8CpvsCJ/GeHr25a39VO9zFVM1l9O9DoaU1+Hkzl1BwqVCcolC6ZlLfPWErUFfjWv42FWJ71nd2LV",
-	"aW7mrcOL6toKpxlEzvBQf36p7GpdKBcQDu7NjfJ9snHPoLA/XBIjjxmENp/Oku+ekW9CMEsVHKYR7m7p",
-	"BUuH5lcQZoGrygJhsVvqKFWHH1SFri4aB2hczgFWG8nJoJBZ2vIKyd8tr1XN/nbPp7OaW16rlBfe8qbS",
-	"2lteJR3bfFNNHjff1eSOt7xWOSPefFtIa255TWmgLa+a0FtL7EVwLnnFOmjOPSwEu9FHEymh4o9YSvoY",
-	"GIKqN5OJwQA4Zhoyw6oIvuoR6Fx1SJYSp/7x+mutfSqsLxxiBsZHth6GkQXAZfAvZKjKLDZ1tYCADJOI",
-	"8rbhWlhAImQc9og1voI/FK76Q2rjsFUkOvWxc1TVqamK02vooYFPwoBxiIBrIgbEHF3HEnTRMJJaRXpf",
-	"//Jv9fNMJQDXpfS6F9Mk6BqhC/2FAyFJKUPfSFgNyLxn05CtgRjNkDQCUuFDTTb9u4UneC2VXF2BQvei",
-	"32AOqfAhJI389IsAqWVO41hIfezQKedPmOfstSIqrwMx4rX0e8xC2Pd9UOoczCgrBaXe9Xbkoi7R/mIo",
-	"pCbmWa7Zv11Ss3+Lmv1ixsscFA1RVFmM1CIX2NRopTxY8zvrO8sSZ+i34UL3Blhhw5u6icoH5srULcVs",
-	"I8eipvMUmIpDOmm2xZU9GzO8A1OPEu7yLee76SQMQAL3AT11XBD3ZQ9d9B6xsxjx226lnlgTWR+DUBps",
-	"Pv2ZYSqAKW+m6cDPYUFRt2r2RTdNyPj1XlY1YwDaH4Iidq9Nx1nRjWh78PXbO2/nTb16VD3rmXFlS5x8",
-	"3Sqa1uDOqAyBodax2t3YIJ/PP2bOKV8C1gWgofIIFtAy5x9LdkM1kKGw9aTm7OHuRz/vsGucUh8Zv0bJ",
-	"Heu6kTXc3l7uIzUXmDd10noI0frCTvISvt1iwFDXfre1OW2htW8bDr8k5yhUn6u9q5f0QaWsvkY4wOoQ",
-	"S0bRrsrZvVaCyundjFGlemWVMn3V3RRCbAtTN+OW+f7B7fkFrHgCq/6xCEMxKl2MYYhyD8eoDAvHkKHX",
-	"NUo01F6I05HaJTOWGlKJ12tFtsWfd13IrbLKPw1DIyhSxiEgLhB6j/wuzL93ndQpRWQlSE2lds5uJolT",
-	"TtLxhizuFExn2SLsWPX7cHk7U8wELVNEiUT6QLpnhAYBFmRRZK17dvMGy4ad3eysewSoP0Rnf+AC67gg",
-	"B93DcyIpvwKFpUI/XdiQgg7Z5+a7N+2IxjEEOEY6NmEKAxNw/PS3NRuVR5RY94gSZhjDvfpCY8weJZlr",
-	"tcTDmkOZt+uunIyLvd7Gl1OeNo2eFTlyCm6fbZh1DJJYwdtoAYkCLJcnrEZQibTEEnflC6V4tX35Mt7e",
-	"bH/5Mn539PX/qb3csjU9hSBdJbwFpNSu0W33/esnEftzxXr68LY6Hepf9/pU+0MXXTYyVKoTyW2xTVud",
-	"t1DbcBGGN6WczU4ZyBfoLQXOFb0q5qMlUh/yUkbzNpIO3bhmdAI8CRKEQBUUzQEVSco8JiHSY7XWqv00",
-	"ouP08z3i+D6xj9y/0scLGl0arDnnBgG1sEPPLvu64EQidbrMzpzO3DMrEziOsRJOLidO4GSGYd8hGQfH",
-	"sHWwyxd5ws0dXbhUsx+s1NBcTCpf1g9Z8sviOoxjJkEtHbdvPg56ECoYDUFCfY2Fgh1y1siuVnBuU6wh",
-	"6A9MR1Rd75ItcnjikW0yQClQGeHLI2+IE/488p4Y4W9iCEyMeFpa2CNbOyStOFssK7xs2F+x0Fm62KLJ",
-	"bQowjcj64FL6DLLK1olBv3WK6A1YjqWIsJYW1EheKWvW9sgQQgzOpHxipFkj9TnMVaVymUxhNLStVa6N",
-	"TMUDUqivviDPW1GnwCrDeXX+5T61jKIJRJ/xaaGwfg6i0VCEYAHl+jxo4lNOlGaoKdBgKRCRNTO4e8Xg",
-	"NJ4+oRIwfg/XZ+RriKmkGsLJ+kqIjShV2XUFT+pwuRBE04jMtkR2NSJ8Qv52cfqJ2KEKhjk3ttcat69E",
-	"2/34uxK8c05HBV7xMUtkWIKEFESUa+bP+K62KEvVixIyjlmYEVBu1BmjLlinDcZhY8FJbXmS0Z8yHYfI",
-	"JITpzd6Lx+DGJkcumUrZkP5X9MC6gb0C9OpQ4eRBE51mF825S9ToEkUFVqp42BBD6pXqM9R0LrDqsX2p",
-	"HYnA/jgQkpwcnNVZsudGpeZZrsWqeHkXhLQyhdtm/SFHfZBTkTo2FRlrxd+wptjok8zKYaXK5lFCGOiG",
-	"ITKRYglLOWaOUS4482mYygQd4gazvJRFUYI19WclksxVrvI3EWWDSS8K7rPoWlCOVFqiAwnalJc08Q3q",
-	"RAcnamU2yvKgc0loerhHy0aI6SQUNJh3US15D6G82dOiN3snPAldhe7SLCVTth1HQkD9RjaTdr24J/Ar",
-	"4Auok3kqqxliiCKCFKI+scpQm30HZRqpdEpye8RAYSrLzqfcSDIK0Mi25kqAG5kSZaxBKITEOtZxIq8g",
-	"WPdIyK7B8EYHKVJzBnXpV3POYJadvoh3XrUZkoVhTvB1RFJ3cvXIMwXhlHjnZhw7rHxw1aKA/fdk/b+D",
-	"pL6wjcCtenk3+KOxqEURcMbuLoAHmM60WtHK7MKqSOuK5PPz+nS7QE56MuF15abKg/1GQxYYWVjwsCF8",
-	"JrusFnVlqnuKt1zoglgUNovfINXg3XrTts1pU9awnX6j9gz3A6qtGOOLMKSxy/hc9VqYsgNPr6/I7Bax",
-	"KFbRcyW7YgHF6i7G5QzhpazLu5jCq1v7HM9GooZgDnRakMMTG24mONSlTJO1KAk1i6nUG+ZQ2wHV1MME",
-	"aNQ8Dz52kazWdzExV5F/YmTiP8latZWFR2o5xh5x50oiOiF9sM2k1nHwfxqy/GeHXOYJuFh1g15lrkO4",
-	"ATkhyqzUYisxGIt3uRhx4ot4Yv6wmb3pr6lA3qqLIpjXlHIXQYWRMGbHLlMcf8AE5rWtTmf77Vsb+YWr",
-	"RKNVOYGZUOKHBsOxkYXySBIT120Pg7w3jPTx5Ytn9htIEccQeIQqgu0k3r57T6i6VhiEQ/ohtfE4xBdc",
-	"SxFi/SZm50NcaFtqNGp2oXOXBTEtZnyvlbqDOCuTWa6Hzzdc6vceKZ6t8DXotk2MtpKWa/zVIWkFhkLu",
-	"ckTHNkN5r5hn7dKv7bmlGdo2+doOXE1v7zNOsVFdjYHaXUMLyBOVu2va9mp+tZfDPEK819vvxIVCIml4",
-	"hAveti3W1uz/bOcRUCwwuFVHtpZCNw4+dte9LCrRzpceQDFAcc+VsiHg0kuoQpqqv3dXVgl/gBu7Vhmt",
-	"BIRqmfg6MeBMQ0TIWsAMJHydn0bhcrWJ0QrCwfpdbtEV5YmCVRSZGePEjVNAFlvtIf81gFgPLdfJwt/a",
-	"qCVdwwRDOKwRz2hgNnTFDW2ofudNu8+00bOotkEfKwkxtWpwxRua+mbQ7O3etBx8IhJrJQfw0vahGG9d",
-	"0652gbquNUpy5cI1j5Rh3NYda71DwRzU2DNLs8VgMGwmSgw/DZUwV6VDL9fz6J6Er7KqubLQtaC8VRVK",
-	"lO0GZ8RNYLHG7mx4WVIWmRspgJDduBBLQ7AhpF6dKROao9TMn/JwdTtniomPaG9KsXCZLS8WmlgsltEU",
-	"bl4FeXU9cxBmRSkWG4HdkwSb3n56JKw0680SZzOGURUDzO1pHiJjNVN6hhnihZYXmDEfmlP3NQnAFwHI",
-	"RSXhtHstFofSxW7oqJC5m5xx29dNUq5sXNmLuPsi7gYrSrppVcFimOF++/9Ly8xkf3Z67a/fNr2d1/VB",
-	"9QUz2nSuWEz/SIBYe9weiaky8CF96l+ThLvU8FqBtFDi7on8gasVRfRmdlMpltFbsoan9aHnwT0LXgWx",
-	"zS3sOba9aLFrF+C0YHPwUhZDGho1NbNXs4lGIK1Q1bsvGQzukKKZhYTP1D7sW7NdtcuV114gtil3lz5I",
-	"SW67ivqzyAo3LnESd23PlxaMn1Ody7w13V9vxjYu3biVOj4uq8cNRNakCO1NrDRNM3MVKoBG71vPUwJ3",
-	"3r59vbNUUiB+kXe4X9GHsJocuVpxB9TIlpR3a5rqL/HZ0uXsV86OXYyQ7KruN32nBkJV92ANNGpPsZDd",
-	"Uwi3mZPo4zZ1mEpYpYIp3BeRxV2R6Cth/qwLo3BjPLijMKWVJ0gTclOfW7X+Xu2BthBI7NoNo2T8qN6x",
-	"51Tj5InsfovSv434bbhM66qNZAS5nKWljG0P4dyKw8mCeoWL25H5PbUQidazuVm7nU5Rd4IjxtX7ENvK",
-	"whwgULZ9N976Afgh5rOlPrse9nVuYFSlE6xkw9/HBEJEH4z0uZLE2sQdbAgwvnMfIsfK1+Qy8uy93I2Z",
-	"eJrBp7D6WlRK4b965wwaG7SrPwsYY9aefSU/ivdbP20XT8JDmVGXT65ycGvpltbn5Y9XTtFM9kMXGMwP",
-	"wKvlqQsxUCGiu/TItilbuSK4GGBTlRAhmqYM0TC87xv7njpJ3UPu5A3TAAv4RbSwle6BrNV6yHIvCRe6",
-	"EMx3R49ZfUlygxyYfzyzWOsSJLm9udnUM3IpXH3MXinTOL6YsWOmXHFfiGmjvmfh1VlWKQtRUN0Pnnx3",
-	"PdXS02juqVbbSq1y+AU5dRr0TShr662pZesJJmFIAvspJh9UG4+5RjwOih7SqeeOOd9Y+otB+9RAo8EO",
-	"SOIybkx7Ru5oH3xkioNY2LKND2rEtO+vDpT7Jv3lYFvFj4Woz9bBuLfi7g/MK6RQtek9+5Z6smYyGJiC",
-	"QRl7xH6TN2bJ+hdhQIQEdClGQsLCtQvOccQjruWkXCmj2B+s0CanPH/9rfHcTd9mFEso33sJ2WWZwv0K",
-	"9tltcxep3i5uJUlp2d0/gp7ciJQZrOaqu10k+ieqnbKC/F+OPL/P2Kbp5SyOVhaKq5WnmC+tfoJRVSq5",
-	"o8R6Dyi2uKj3kSm9QumKR3bD3lWCeUzR44dzGc9siGSGq2brLmuVW+5QVpOZHwj41RTlZpCmsLTL91pN",
-	"Pjshood3thUJ/yk8bjkO1uV0U+kP2U1DanhRSn38bqmrUObcYKJm8XTBTmN1cCo2gVzJ6jS7oi5TaMYj",
-	"Igasl4YxclmttMbWlSvda4VvMw29AVzFftXLWS9Ob0BKFgAKNBHIKyCMu1DHvhi/UiQteNEhR9Qf2jD5",
-	"NDieaUUixlmURKiuRXSMf6+52jiowuXySqHmR2qmfL1JAjpRexjpiN65V7bBJfFpXArCH7AxBGSLnLAP",
-	"aYEi0hcJD9ZtrCIuPsiWayPP+0B8YfRCrner+STVFAH3q1sY8BsIRQz5I6/YmTWtiEZrm7Z69ZXSsren",
-	"Sqx1yD6RMEgUmDVpH0s/VjsWpKUhLdbZgFGzCRtrWOqrGTFePPqtmhpceRHA2lA4d5St3a1Nowe7Uy5a",
-	"jgshdXURpPWjpsNs1g1TPqB5y3rz/u27nXkrM7DhEPYKK/RpvMLa0oHSQIa5o9QuZxqr7mWXRZ0go7Fi",
-	"9b/mGbbf/rRdPuGd2v3XIvSyQ281j1wghnsZdZpW747mZSK/j/Eq3GdZZNieNyqmPc0e1VWPnbFMSXW6",
-	"7X4i1QKALO99c86gcda44n5GdiERvX4SXIFeCLI77969294q0dnm9pu60Qua/t0RwKZ/9HzBbaFjf7L0",
-	"uJszxtUQxXdgyLczZI3fslpaS5YZgsEArH03Btnui3F2Y+/ZjDF3UU1eqazsKLP5KVb0oEYuwXYGCdcs",
-	"RHdLEDGOna6tKFNX23/qxsu4wpaB57xQcK81bgsas7YvArgC3oaxlrSt6RWOnubLtHZbVxr+uoXAa7oV",
-	"CzMjQW8uVOJv+nLMx9l5/f7Nfe4h1ICtev565O6rEzr+gDJQvrvmmzVb1/bmYltruFuLJ/RQZ1To5lcP",
-	"29fb73beT/cQG+epUbEUQeJrsmakYffd+p5LBHTIvWAZx3rxIFsLxtk8DBzmShDZIt7vvHmow2iUMXII",
-	"bD4ImmM55BM6vrBTetUlVYSTHDl2HgoU9eJL9ufbh4HDGb0CLBt5Qsde7WKqzHP74QBQIxvlSLj10/Zj",
-	"M7xauSpf0cOAoU72yuZcjLs2SlrLjtMkV+XIsLO99ebNwwCiIncVEPBh5msWzZY58lmyWAFs79+8fvvm",
-	"7c7yVWkrQkEd2dQhbu1NU4axV5GYalnSFGtowpIm3l7HYOvlgUaBo0HOagJ848nOuwObCKmGRhvEijrb",
-	"3SVWsrOt5pZuPobZwNMGy98Vdr63+dxo3baVeG0xzz2Sdq7bJRIL80FANIzri6cMsvZ3MxtKFlvl3Vov",
-	"4FJZ/StXxYup1IyGzRWv7qNkntuAl4G8tMN8Ec0HfLZ8TdZ9rEwC1rRoDpC6opFkjWM1jiRKs493Xdsc",
-	"ekUZJ1pgpciQaqyyjJ1+1qcVoqeuaLiw2yR3gxVxyTDstmboSZi2oyvwE8n05MJMnOqpEeOX4hpqWnLu",
-	"/3z06fLD6X/09g9Pup96l6e/Hn0iLpQPdUttvjMwxJ0gmgGVeLW4yYda20YFV8B1beOcfW4roJP9s645",
-	"W1sdITVl54VSfBGBbYgkOFRrpw+F0qR7phZYC4r1zg9SXsmBEDJIq6dHlIVGox4ISfa7diLVIRjmYIsr",
-	"KxIafT0xvIJs0Jht3Gxt9MUY1MY3lxF+u2ETBOg1Vngq7XPPwbBuLPMgHbE8QgHs5AgrqGDzxrxJgU+l",
-	"ZK4bKza0Rfv+Xlqsx5bzwXCwwHpFicWPklNBsSsOQfoNlvYha5uGhH7a3n79+t325uud92/fvHv39v3m",
-	"uz1CSWiuSFcsqM5Gj4SmmQ4hDRUxsN0/67aynnlYq3Czs4kRdjFwGrPWbut1Z7Pz2jZ/HSK+loGD4DY/",
-	"XwHyVEPJeH7dwExkXv0gxh+Z0oU7GD/Y3tys3BbV0iBY9x0pdG6Z2+I8iGAVFA9DgivF2Kw3dua6AbMV",
-	"bnygQSEJ8s3m1vxPPnOa6KGQ7E/A3u5vF5nnwhbqOaYsTCTYz14vNNcNZbYobpGxYKRbkaX84+vtV6+l",
-	"kiiicoItItA/NXaClZE0/2E/aH0195ZQNTe3DZpX1sbVIfvEkRehIWZoEcYJttpS5M3m5hTyecS23Ehf",
-	"78GYKa0823c5HcxgaD362Onz/NwPIpgsgDswplFsE+mzohMtDTRq0zAe0tTju9u6BBqRffzt1lsS5Yq5",
-	"L7fly0PLBG4fAevrMN6wcA4jPK/HxPk3W28X+UglMXZMDE4gYPTSXA/m4+3t+R+jHeDINdZ+tmRm0cIS",
-	"TA2h3Xp1fDS/tlyNGOs2rycKm3dnpTwagQapGsNc81c2PogxxhR+vQM1ATcACZyAuDTJFDMGnxnJmEsR",
-	"O5bbzKihran3mPSz+Wb+R5+EPsbO0S8ElxHcOdj8FYub2LuFKfxzVRrcsCLnbOEGRSkn3tyBEB8S3fMl",
-	"NiC9E62fNZo/X1kq04KUVYbrka1JsjLwd/oI1mQeihG31d+Yi+vKFAubfIVF6TBxixp5bEjV0AhkWEMu",
-	"lcYwXMf1/0LFbDW5zIzZIJQhTmVi2ePfQIXGQK1+wsKgvZW3v3HVWd3jOKScoxaaVi2ypY5a/ykSYh7a",
-	"9HEhrzuttOdP9tFyd1sBKk93uxUW4eJ/Z5F9Vv0wVf5fLrvvSLrklUO0TVvcUa5+5W18s1GxEgZlSbSM",
-	"RNlL2PDKraXHArRQWY5k2+gpktjmzM66gUpJM1+5o2TrzX0TZ8FqK08lBRf2+cScYg53eJGFv0P2cISY",
-	"6aUSsEfMxWioMuH4V0qr98MhNq5hMkdK/hUmd5KRlybphySbdDMNhGOg8czJ5MfB9I9FdH6VSTGKrHHX",
-	"pRWIAl+CVutLSOUX5mMa2qFcFWn0DwyEJFJo2wKXFPo95oJ7x3V+/Kvh4SSi16DIycEZocENSM2ULTeD",
-	"K7MvEi2EK9GAAn+zKfRXmNxR5n6suzHtkLnC1Zht8ukuxmwJswVoDqMXkfm7E5mFHoLMdO60MMo9Xodx",
-	"Xr/XZYqXUafLfQkRGgwqdXTzNkyYYVXysZq/uG3KdHZ+etz9eNQ7/Xx5uH95dGhU/SixTCmNPma2OoFK",
-	"I0HNNLNkblet9wL0s+ctBfVdwg2DEYkT7M9ta153yAdXB66zpPqew+BJWE9a93kGt0nLJTt8eeE834dl",
-	"Og6pD0UxJS6Xv16F8fghUJ7EBbm72j2JavBsl3nlkYHdrc0uxOIlNmzBsZg8AdKNS34X/cye2cA4Duyr",
-	"F2lFq2dq/y4vs4a63AvE5tW/2MFXwPAq9gyBhhjPuTReD4Wa53P5Rahn7nLJVtjAy3GTL4i2usMFAbiK",
-	"vyWPZEHHiGN/fTG2DXmYVrZ7EVEikT5gSFuteyU3Zd6/d8WgzxM6V1iMoNzaftfZ7Gx2tlpfM2dK6mtZ",
-	"TrDK9/N0Op1ZwyzRyqDDizz1fchTV0xpkCkNNxLuytfPxrfMvzg3Esfg1YM7LMwktov/vdK119raxD/f",
-	"Isdckpqe2n0xi6IRMV6cF9+1uoSH+ErdkaCvYaI2vl3DpMeC2w0JN+LammZqxYNzuBEWI82tziLscqdt",
-	"7EUMMqJmm3sEh8GSJyPmA7kGiJUrBiOxLqSZJehR3WzIPbcreTie8StMusHjuEOaqNDB4fkbSZ8pIRjo",
-	"Ecrv4tDHlreNRoJzbIhru36OuLlSXYHnRO0R60FJu2T2RcBsKcUafE4rmD1fjSxbYQ2qIhReEHQ1bcz2",
-	"VJ6hiS2GohvfXG2+2w1Xb66ZSe+7gnRubioBbd1t9KutnZ+envT2zw9+6f52dIj2fdcr1fYGsd1SVFrW",
-	"3BrEfheM21y0BuR2Uz4gu8bSqMEZ1cNHooZGpi1E9Mwlpc2f5n9wIPggZDZT71lSj0MpQhHi90E4yMIb",
-	"3U6pomsZfVqFrtoUYAYNXIA+HblIyscighU1ncwbt3IoZ3HDT6fi/IvR6YsKlEp+VCl2xR1veKUs0a7C",
-	"I9IiVrMt6mn1rJ/hGYtw6SKbCCIrCPoiya2AcIEV4AqFVeut6vWhwCcgr1zO8xW7AW4jp2ynjCzaIR04",
-	"KxzeIX83qsdUkwKPUKOFhIWeC0yR86Pfuhfd00+9g9NPxx+7B5cdsk9CMcJCET6NbXt5WzF25OKOU5O9",
-	"zZvwUqu9olGW4b5Lasp6ZPVLpwt7kABC0GCLwrlXDIWGAabLu2oWpA8TYVvTRbZJXV01EDeWcnEfqa41",
-	"GgoFhQ/MTmyCt+f63K1dnB0dkP/9v7a29ojt/m0du9jsO18E436YBBCsd8jPR5ek0+mkfmMiwfBQZSE1",
-	"oulSggYBICW+J8w6LLKyhopcW9vYHmwFpvLUxsxFmVvBqImFhV8kgB9SAkB+iuK6qxeBxa8X4NBTAgGW",
-	"qlDNynRXKaxH4eLiCvUtyFoe1OrVZ56td8h+/oEiEeXWVjQ2Gjb6UjyXHOfhleClIS/KK6A0d6o8Fsye",
-	"EJ9yLFLoa5zJZSfWsiUE393LA4S0D2FrtyViw2hjLeIl1YXCOp6OhxQWMT9w1VWOeSkN8Oi0jRRXqSWz",
-	"OCVvfMP/38WbsUdq6woxrSDEXC5f8AG7SiyxWVHIkmQ/t+kPQcIsomzyb0xjI+7nlSLdQ2zUY36OKQYP",
-	"uaCDdMOtKkUVSXReD4Ovj0J98zwhT0B1P5gvZAGiaYjUzsRptfGtIIyz4HZGEKUEGlm9xgrsYoDVr2yt",
-	"PihK9WTtl8vLs42Dj128JPcw6cP6UNKSUDjEeoccDMG/VoXmu68UsTX/NElPz9Ke63iRz/JKZVqC4E5t",
-	"SEt1rR2eECz55rOYcr2XWvbM3erMe8UGGdg/MgSCLXDWdw1wE37NzZXfPfQyiQBFDs+ZIgprNozC8AQh",
-	"CRckFPwKpnuMEjHwbDponGAbjHTxNAxRU8zVsU+nl73j08+fDnun573j0/MP3cPDo08dcihG3AAbO3rZ",
-	"KSkn+we/WrkBfCED87P5E1hc53LNoJeO9YAmTNfo5RegARod5wfFZ6tb3Pz/l42/lLlTxv36jBuKmeZ/",
-	"9UmeRbxC7NwjB3aatrl58drQBuUCRokZ0khkKfIbSA9xn7jMtKpYO99R+2JIt9/uTBPWR6O2+1QBGcKY",
-	"XPyy395+u5NF4yGlrSn8NlXZU8Q5vDxdz4rM0ZqeQLdeK93CIVOxUEy7HmWV7OVslXvESKTmsvnr//zX",
-	"f5M1M11G4ObnPfJHIjQEttsO0xkekjikKTdaz+IERaIVC4DEknGNJUj2Lw66XUwTw0yOEfNhN5/0S+t/",
-	"/uu/v7SsHxbNCiqxtgVJfQx0UqTn2QSQ9KO//BWbaL96ZVaMH5pV2wgoXMTa+fEB2dne2VkYWmkP7ikm",
-	"yP7EzO30WNif0HOcrFV7A8+oEZvOdeEYf/tMhMyvK0oYjuhEEUV50BfjXaP6SDFSqPpS7QqEFhkz5ZMR",
-	"nZA1w8XSs/vl8uSj4T4Xv/2MgEvbIzFOKNG0v05kwpF32KkdAjKpUpAyRYRkV8zIJ5JdDbWaB83/aBcJ",
-	"qH2KG1KNG+RCcTYYzB719sfS8bcX+OCcalvx+6kF+axsZlUkSe8SUsS4nKkUhJPUHDdbPslL8zaHa4BO",
-	"JHeCQ/Y6UUMqbdl/c6u65DFlkZk5BXoPr+Y+8p/CpzZHjKrc0Oq62Rr0p5xAFOsJsTVPpy/Wg2ygnx80",
-	"b6xypz6kKJ9vqenOzKH3yHL8vyaZoWsix2MjKedHlNOYw3rro6hzfx+IKKYS2pQHbQV6lyh6A65D95QD",
-	"gsAfCQ0doTnBPHtWbfhMbFz/ukdQYB4xBdO+CktRbqyCA+ST627XIfuuB1tdiW5Dywao5nb/28Xpp1mk",
-	"eEEfNE6ljhZXtLqVOZ7SENvOUVRdG61fMlfYuaavd2uzpuPwbsuc6TLZCWWoPYnlrryE2XY7s70gQ8Rn",
-	"zn4e39r3w3A8GwBdueXZAFWxokc04TawPahlhLNkDcFvQCqaaka10sa+8l0j7dQxquAPotAkYgP+0CKw",
-	"VihbnVkzcuRx5gUiZPkNtFUw6YJPOaRiiuI0VkOhiYKIcs18J4sXqrlvlOrn76WKv7LOCSzRgYKSkfQ1",
-	"RKpDPqEZZv/g1xo/wkEBFuayeU62gUNQ2tVD//cE5EKTIHIv8mJa8P4hxSlXnh/bDNQwNfdY/WhezH9t",
-	"9oWxJMgbhDR0XuI2y6pFAZPga2HbS9fyqQOqoM24Aq4Ymh5V0reqM4mwZa3gzi4jicTgif/bIz20Hn75",
-	"gtHDIdMgabiOrfqIrSKZVpINCsU9UQzti/EeEdL2J+lPyJqtO5sWv1vfS/tjWPY0zXAO0x1dAJXYfPzx",
-	"+E0Zcp8Eb1sNT8NYEy3IgGHITglemVfmD2RBmVsm/WezTyZiPDUqbdV0w/i+WNkBlUEjHzN4ZhAuTvoh",
-	"84lPZfDC1H4gpmZJ1bGGlCP0JyU6KbC2nGktxts2FISDGZU2K8qr4WgGxXJ9FRkXMjfD1gofO1+ULFqO",
-	"nEJrRuiQA+vZtYJkxvvSfc2sHpQxMhs8dWH28F0onnUK5VatQmlghKWFs4NxBYJt5SFn1V6MgdSA62k0",
-	"TiqDRuMWlcH3ljf7opk+Fhe0iEvEiBcvurvwvW+p2NTsgz/lUC+SvVLFVXTIZ56+5uqeBs4ih92cDV/M",
-	"3dtqMedzM8t7VIP3gpXVHiN9bBbzKJ5G68Vl9UxVM8HhbtTLeF+Mm61GOq0FJcXI2W58ygVnPg2zyHQv",
-	"66E+YKG5bWwQ+14Wz0FTqw7ac9I4F2fVkWKUpifX23S6ZokPXHF4mkbrlCS7vdaiMgIu/Nh+c7ucgch+",
-	"9X2aiXDbTcoVPkRsetGofhxehMnjyEoILbGMAkOynGY+M9qg/nVzFOwJldeKbHU6pcbBlj0ZppP2cZRi",
-	"ZNNih/QGSB+A5xwH4/AwfsdWZjXShAuIdTk3/UkaMbeHLJZxbN+cxsFJ+B18bRUwm8KDK2lgXfv+9feh",
-	"SU1rTNS/RoUJD6an4A9bc+hdy2ttvV+izFAKhydRkdLJm91xZyDbBmFEon0R/XgW7BcdaUW+tu8bHSOE",
-	"4Aoce1uVqfkhZVEzW/to+I4iSWyYE3b5dkKURxLumBLyuCrvMgKVzZ9zeXNkzQ9pFFs2N9X3fL0UZ5v6",
-	"2jpkH3s404mNl0QtqsIN1stmJ7OddE208FuBy2KyZAgKw/kKta8jOikEGdtm087FwDQJYaA9QtMMxlTI",
-	"XN9zK7QbS+OZ64pre64c/8gW8nc8vQehgtEQJBC0bLtVTwiVsJvyfRehjTth/Cob3pbhxmhC+6oiMI5Z",
-	"XdIEcpsDPO3vlOnj7m0LriJiYUKm10LkbO2+9VroNmnttmyybGu5ywAh9HTXAU7ffCF8zCnu5S54uQus",
-	"jGtwIs3PruPFy10LSEfNxbxcN3I+ENKHwF0JWXHMqeR7ZOsCjWu2nXsecAHUH3bIJwBUxK0cew0T0k+0",
-	"YcOxREbu9jDNz/BQ1A8TEmq302T0sofyuCT/Y1DH0WAANlfIwrBQjLkUJaDpbLKIoJEk/j50t7OEwKiY",
-	"NMTIJPOnb8tAqzvg+Qn8MDh+As0eIRewxRCCevKC6sujetfBLkVxA1QjLFbbziyC7C5oprk6nhYR84li",
-	"/CqEdpAbCLEO3q5Fc5oVHdFDxq9cchHm+KtiupWHd0fZQJN1m0zzDvFHxvEy0ZJyRX3bH2sfc3PaFnN8",
-	"Ghp5HGhWdV1hEs8rRUKznKx2Sprx5WqrZEqErUtJgsQiOXTIfqgEob4PsVYkSkLNYir1xkDIqB1QTfPg",
-	"wr9dnH7C3EjyT2YkyH9mtx/mBdkn5s9/krWG/E6PVPI7KS88tcUH0x0YfQWtSFkKRV8Ek14UrNdxEfzm",
-	"AnjwfYj/bisYecXJJG/Dc3ZO3mz/vy3kIinSmQ+uGTdvuzJ3rlxda7f1U3872PG3oL21tbXVfkO3++33",
-	"/uugvQ1vBjv0fX/T30KCntY3InWF2kZk0bKXehGRiF4Ptvxt+gba7/s/Be03ZoKfBpub7S263X/tvwne",
-	"ws6glQNglY8XVlwKh5tqLl6rBlNtP1FfBIxfYS6dayDlTuXShk79ZeMvCA/uMhzKT6eO7RZj57Nzs2O2",
-	"1krJzFjQvxOKK88Sgc3n3CU1KZS7JFvuHnGJi2bML629Yi5jNuKXlldKJt3FKLMNTJlcbxW2kSMUtuA3",
-	"35NQXHUaMSlAPAKfxcwcXXqArd3Fjq8RpbaXiOYonOxnZBaPrZQWFjAna8BedZlDbc2mrgYQMtQYUHlf",
-	"f1FaX5RWF+rGA0LJ4YmNa8PSAYhpS4fupm9t9NPgqaZum9w1qkMroqMOQo1QEUBspASuyeEJqs/W3qmp",
-	"vAKtrCMnZQRqL/O6pGNMu10c1/fM1Zy+bUcj2Gz/d4wMIzQU/IEkjN2syx/X6dTY1w91oFFRqiC+iCcz",
-	"RYYPCNrvTG640JQHSWwEvbckYjzRtrL4NFdGzMGrfprdP/B9jZB9npe2rd3XiYPBvd3a+ZDT13ZxjXEw",
-	"aLi7Z5zf9p3Pb+UDfPK7GVcx24/oeMCLK/HlJp6+ic0Ncnhi7jzlmlLb6PPVb+NvaTrfrKhLa/qphG0R",
-	"NigWADJaLpq2mSZcjJqCt0rOR8yaLowxpMop0rmFAb9ienbaniOxZxaH6Vb1GJGYbqomqd8d2Usg5rMO",
-	"xLyzaF0k5g1zn7ddYd+ZlG2PjSjISg/br4jgrt4TDrqHbnjrNnf0ip+grctJq9OUecxCOMfhHj0Ccznq",
-	"/M6CJHO4NkVK2qcvYZI/WpgkapBGC1Uqrdtd4BhYTndVdqE2vmEHeqNpj2837OiNPUT2CRe87bhHJtFn",
-	"tcQzBdYuVYtc/5UwAAncB1s5IGMwSaxAahKDJGuZz8F84blRQa7Xs5h9nMSi/HfNZMxmugb8d+97Mq2A",
-	"SYhRfbbOE4zPNGBjiIbeEpynCO4nCcLJ2V9zkVXUYV/Upxf1aZLdhgVmRCusaDkeitEAzUbMAxqGtv1j",
-	"h5zGwBWaT7FQibNtOg3IHwoFnPRtfCP6S3Gda1n9TMdynFXHIxAqwGqybgj3i/ncdQZMYzSto9Ql7Hql",
-	"GnFI/56ts+6RkN0A8UXCtXXnuigWp3HRPIYVIzHRR1xTV9Us+AzB8l0YIDH5r1eor1VI/329RMH3bNtP",
-	"U+o9m36O26eQqpB7+glHMjfkYJGTjIS8/tHrwP8gHM3wlZytlKviBYnEUrPTkYULVYRyPGOh0pNZ9q1k",
-	"N1RnBQJKceJYpbVk+RlSRURfgbwBGz5yA9Jys9GQ+UPih0ClImfnp8fdj0e908+Xh/uXR4fTbOfMTvfD",
-	"xF65/TQGYLlyDRVovxSffLzik5BGKFXOYFkiczdXs22my32BWQRrVF1DUAwXA4k11ESir0ThDSdGpG+k",
-	"M2QloZnMECgAP6SWjlRWpEjwTO/qKfjDI9N+mhr9y+HTs8iwtVnLluU1lyKaRYBuN4fZQLfTpZJOeTix",
-	"/KwAxqbKSE7ZWnL+C/vVd1cYyS2/2ShlUfLFKvWDWaXSUTKmU2CH2U8L8cONb2ksXtE8ZccPmlUuq/Pj",
-	"h1gWNTVHWQo1qksaM2qrEEwXUdL5CKSUF2EmVLacfjhBK1buDJMQh5NSJ8Fi0GsTrzx3u3lGliq3sjqf",
-	"1Z1DPE45YVgxfPFaS+a8p21VsaOCpXiRA/aT6GflJczW0Qp3SSGqOg4nL0asF5XPSaCIRtZ85ehyeT4r",
-	"RKTmuPrTwr3F7j1qyGJrH4pdJWBsmm9FSMtUByIMxYjEuX3fvG5b7acUnwmb/Qlx0d81bFKI6Ln5C5+X",
-	"mCVE1ChjmQN27XazA3oRuH4wgUuMuLXfVk+6yBCQ1LELQr2ZGttDqqxA74hXlUiyVuIB6/lkWbWBYvSt",
-	"q4W55jjEeofYcF4u8hCUOlrPmnZ+B4bjtM+wZXZGMAnDltcaMqWFnPSwkRoL8RRbthlLvYAjRORqoxho",
-	"wmppK07HlICp9u0320tIRxncn0Yyyqaf3540Ly1PAjnpyYTv2iBukYRBu++a2pnnItGke6heEhheRCbL",
-	"Ky2KOQ5XwxrnCUob35yQ0hwdeQiastDyYUr65pCx9oPShn8qABtFRcddDZFax4DGamvEPULLYhVAIbrK",
-	"LcFW4vXcCzLjGOkvQY9qXIXRmRo47TMLkTRLeoz4SDOPO6fGgAEhopcAyWdreEcWHxRIzRLYnUh6A1WT",
-	"2bqQs5dbJSZXy2vaP2FuL9YZogF63/qTigZFRkOq0alubi8nMZBcYqgn2Q9m6n9husX9N1EtnssL2T5r",
-	"fxmSriW1xXWT/Ti2mYAw1mSN4r96UYAkWKibaMlSQnrv7ppr0/m6xu2Ijtu2O+lMq2/VQsFtERBe7Jm8",
-	"58zA81QZxFZbG/tZE+yK2k92EK3d1hfeJscS4E8wEofUihxLFtBJk6V3uz4rzABsmT5tFSg/mfYyny8V",
-	"iudbuL2oJS9qiS0MieiQ1gucySCXEGdSk8S3hbpelgMKMIQns9vapKu8ET32bdsjsRQqdnWaUDNZ44L0",
-	"qX89YGHo2b7rkbihoRkbO2FiYZs0n2u9nmUe22X/gNyyyd+V2Y5czRJVyxntW8uyRgvNJ+OKdvrZNp0c",
-	"0V4Y4gtDdOmt1qQ95UK6G0e0hpHmqIHTEQeJrKxDus6s7YzYGLRoJEvsiGT5YJhpdEJm9hqn3NXzNjvo",
-	"j8jbpvkV4zd3tWgvxeksbJ+M09npZ3O6oos0osELv3vhd64IICJPxmvEfVioN34XjDfzurOKfdkWrusD",
-	"1plI+Ro1SrFz3DuljqIPJg8CsMJgPbv7m1nBvwSzM7BeRjTrpiPoJ2NYJ9kRzmZa+VG/sKsXduUaGfgQ",
-	"6zRQIL/V7savQqA3M4SzfcuSuOBtUZDTzuFGXINt12JdASLRSlPL3Vx5fReRict1PG2PSDBUmyY+pZwt",
-	"301DIBKu8l+CqeGBvHC1F672L1OS/2a12AA9RO6zWPmkY2mYECeU+0PXRtdFV/mUo7+Ci5GNaLHjmgVp",
-	"l0EXh8zlDBcKLSnAMABSSNaxXcj3yJAFAeBcoLSQClVYCQH1NdREWl7ihOdAg5faLPfFlSxMzxrrMeER",
-	"p1U4XgIzfzCPJ3VEvHQZpzqesgHjtAZLfYNNTvIT9myF9TQCyR8m/NpWWHFshSpiMJkIw0XkdSBGfA9r",
-	"RjIaWgcpJT4SCBkNWQiEcQOeEOqiiSweH42ff8mV2lacQkZUr5wlaLd9bAe5fVZ8x51IDefZtyjxwnF+",
-	"oLYpY1vWJKVwPOAGzoOjypuUQhMZtnZbQ63j3Y2Nre13nc3OZmdr9/3m+01EUzfEdH1mm8HfF0IrLWns",
-	"1ab+54U1OoVUWJcXPZ1Rm/XEwAIVDb1gSo0yCsNio4zpMfeDiHFm1mhL3yK/9chQKK08Z3nzMBvFS5du",
-	"1cm0O1KH4BDKdRcuXtukLwJm6xS7RVDzas0qzvLuyrgR25bcTd+pZi4L16+3JqNjt6DBeNN+EpXn2hSH",
-	"tbLs9JCHJ67+S6ELsy+4wQ5nrraBNngllWDtEKoG3qXGIF7WHdDDop22sgwq54XhbKOr6bGOxoYJspq8",
-	"0jQAiMlSDntxy2ka1PSwx6WSPy5kt1RKrVPq1mz2+fX2/wQAAP//",
+	"mgaiygGWMmcUlrmSpHfv56tTJLsfwfFezt2uaYXzf5z7zNLlHS40cwWkAb4PpdMtZqCouu8al3smWbQS",
+	"YV1zMeI9fwj+dSwYXn0526VheDpo7f5jKQb8tS7SI5+ApBOQiUjIUITBXuFpzx9SfgUBUXSiyGgIGInB",
+	"NInEjUHpesrNIPBw/iocPnPA5Auea7rL3kyFS69lY1EXmvHAvoqelIjN/+ijfSv3My6otKQytapJ4HEB",
+	"t+XYbMw2UITygDB+wzTG5yiP9CdpHgJGzC5CtPbkaoVQt6ielgn3aeaPLYcJJ5CHPvk0DEEaTkgijJ+q",
+	"W6WN7LGuqT27XPMP3KF5KEVyNSQ0DF2AVVRgpQXTuYvhmC9m4GtdPhCN7kaVxQ6nx1bCsfRspsGRIVOG",
+	"ILUsIks7mksaU8lbSRwKGkBQzn+KQNOAakrWOAYEYmTVRINa3yWBGHHzjSHbEdPDwpe97JkwX/1yeXnW",
+	"aU3RYylJaurAD9MhcOyfjy7JBo3Zxs3WRl+MQW18czLs7UY+kNr4Vhr1dg+j4xi/Mou8kpRrlQZcmgXN",
+	"Zd95ZFl9iCM+J+Y5oSqDoYdwMr96RCV9+5gHJEvac3HnoRiB9KlquMR5bfKJmdagjtWMSrOmke6UBEyC",
+	"bzRUM6euHV0N6fbbnenxP6aLIkMYk4tf9tvbb3eyEERz9h4x6J9oCAwbKASdjYZmXeYHuyaXFtawPcX+",
+	"hB4OWCP3sD8xqQYfl05qRuJHieIqGXhOoy+cZ2kBGTjqyOqDURxWi4fLfE5zYycPQVMWWpzL8jsWkTDS",
+	"1x8uDg73fwE8yK82TeUV6GVsOVUxszJAtpbGAygsoBAspyxjDRIbuGrTq35HzbI2ZC7Ppoyp1iANsv3/",
+	"/6DtPzfbP311/29//bbl7Wzf/lsduA+oDJblriRO+iHzC1TpUxl0SDESzQj0lBPRN7SE95eH0bGxFGJg",
+	"yC9kN8BBqRpG+njRfPPC8h4o8q5xxFWj42rD3/LF1yFhNdhsOgPOHXL+4y5Js5i2Nzc3yefL4/b7nKWV",
+	"1+y1xu2IjtuOIZoP3KRn9AoeVJtClK5zruaZv3NlO3oFLoF4cQUsi2FrAqU5pRIMlwWhmaQkwi+j4i8s",
+	"+/9NCZ4nua5uz6I3y1sU7EfLxk5XDd+FQKF817VHlqs59GYlRXRVsNbaC+9PcS1pq4ZPYQQ9WfvS2vzS",
+	"snoHFxzWMTWHBRDFQgP3J4sEPXXz19Nk+yL0p3dWUQqq080/mJX048dE3GYEzAabs8tVApGm7Q+z9MxG",
+	"kwmmal2Z6xil+oANBiBVvfJ4P+b6WszI9lALqZCy6FQGFX94S4QBKI3xglaAyn7gMDJ/1AlNpbikgvDF",
+	"gtDFIXHLfweUhQ2CV3mDFfnLCF/ftrytn+plrmJxgeVEr6Mx9XU4mVMnoVBJoVxiYVrWMm8tUQvhV/M6",
+	"HmZ10nt2f1ad/GbeOryorq1wmkHkDA/155fKrtblcwHh4N7cPt8nG/cMCvvDJTHymEFo8/8s+e4Z+SYE",
+	"s1TBYRrh7pYOsXQqQQVhFriqLBAWu6WOUnX4QVXo6qJxgMblHGB1lJwMCpmwLa+QrN7yWtVsdfd8Ogu7",
+	"5bVKeewtbyoNv+VV0sfNN9Vkd/NdTa57y2uVM/jNt4U07JbXlLba8qoJyLXEXgTnklesg+bcw0KwG300",
+	"kRIq/oilpI+BIah6M5kYDIBjZiQzrIrgqx6BzlWHZCl86h+vv9bap8L6QidmYHxk63cYWQBcxYGFDFWZ",
+	"xaaudhGQYRJR3jZcCwtehIzDHrHGV/CHwlWrSG0ctupFpz7Wj6o6NVVxeg09NPBJGDAOEXBNxICYo+tY",
+	"gi4aRlKrSO/rX/6tfp6phOW6FGT3Ypq0XSN0oX9zICQpVRQwElYDMu/ZtGlrIEYzJI2AVPhQk03/buEU",
+	"XkslV1eg0B3qN5hDKnwISSM//SJAapnTOBZSHzt0yvkT5mV7rYjK60CMeC39HrMQ9n0flDoHM8pKQbR3",
+	"vR25qCsMcDEUUhPzLNfs3y6p2b9FzX4x42UOioaoryyma5ELbGq0Ut6u+Z31nWWJM/TbcKF7A6wI4k3d",
+	"ROUDc2X1lmK2kWNR03kVTMUhnTTb4sqejRnegalHCXf5ofPddBIGIIH7gJ46Loj7sochBR6xsxjx226l",
+	"nlgTWR8zURpsPv2ZYSqAKW+m6cDPYUFRt2r2RTdNyPj1XlblYwDaH4Iidq9Nx1nRjWh78PXbO2/nTb16",
+	"VD3rmXFwS5x83Sqa1uDOqAyBodax2t3YIJ/PP2bOKV8C1jGgofIIFvwy5x9LdkM1kKGw9a/m7OHuRz/v",
+	"sGucUh8Zv0bJHevQkTXc3l7uIzUXmDd10noI0frCTvISvt1igFPXfre1OW2htW8bDr8k5yhUy6u9q5f0",
+	"QaWsvkY4wGoWS0b9rsrZvVaCyundjFGl+mqVsoLV3RRCggtTN+OW+f7B7fkFrHgCq/6xCEMxKl2MYYhy",
+	"D8eoDAvHkKHXNUo01F6I05HlJTOWGlKJ12tFtsWfd12IsLLKPw1DIyhSxiEgLnB7j/wuzL93ndQpRWQl",
+	"SE2lds5uJolTTtLxhizuFExn2SLsWPX7cHlGU8wELVNEiUT6QLpnhAYBFpBRZK17dvMGy5yd3eysewSo",
+	"P0Rnf+ACAbkgB93DcyIpvwKFpU0/XdiQgg7Z5+a7N+2IxjEEOEY6NmEKAxNw/PS3NRtFSJRY94gSZhjD",
+	"vfpCY4whJZlrtcTDmkOvt+uunIyLvd7Gl1OeNo2eFTlyCm6fbVh4DJJYwdtoAYkCLO8nrEZQiQzFknzl",
+	"C6V4tX35Mt7ebH/5Mn539PX/qb3csjU9hSBdJbwFpNSu0W33/esnEftzxXr68LY6Hepf9/pU+0MXXTYy",
+	"VKoTyW1xUFtNuFCLcRGGN6WczY4IzRfoLQXOFb0q5qMlQlvz0kvzNpIO3bhmdAI8CRKEQBUUzQEVSco8",
+	"JiHSY7U2rP00ouP08z3i+D6xj9y/0scLGl0arDnnBgG1sEPPLlO74EQidbrMzvTO3DMrEziOsRJOLidO",
+	"4GSGYd8h1hrHsHW7yxd5ws0dXbhUsx+s1NBc/Cpf1g9ZosziOoxjJkEtnWdgPg56ECoYDUFCfU2Igh1y",
+	"1siutnFuU6wh6A9MR1Rd75ItcnjikW0yQClQGeHLI2+IE/488p4Y4W9iCEyMeFoK2SNbOyStkFssg7xs",
+	"2F+xMFu62KLJbQowjcj64FL6DLLK1olBv3WK6A1YjqWIsJYW1EheKWvW9sgQQgzOpHxipFkj9TnMVaXy",
+	"nkxhNLStra6NTMUDUqgHvyDPW1GnwKrIeTeB5T61jKIJRJ/xaaERQA6i0VCEYAHl+lJo4lNOlGaoKdBg",
+	"KRCRNTO4e8XgNJ4+oRIwfg/XZ+RriKmkGsLJ+kqIjShV2XUFT+pwuRBE04jMtqR3NSJ8Qv52cfqJ2KEK",
+	"hjk3ttcat69E2/34uxK8c05HBV7xMUtkWIKEFESUa+bP+K62iEzVixIyjlmjEVBu1BmjLlinDcZhY4FM",
+	"bXmS0Z8yHYfIJITpzd6Lx+DGJnMumfrZkK5Y9MC6gb0C9OpQ4eRBE51mF/m5S9ToEkUQVqrQ2BBD6pXq",
+	"SdR0WrDqsX2pHYnA/jgQkpwcnNVZsudGpeZZucUqfnnXhrSShttm/SFHfZBTkTo2dRpr29+wptjok8zK",
+	"YaXK5lFCGOiGITKRYglLOWaOUS4482mYygQd4gazvJRFUYI9AGYlksxVrvI3EWWDSS8K7rNIXFCOVFqi",
+	"YwralJc08Q3qRAcnamU2yvKgc0loerhHy0aI6SQUNJh3US15D6G82dOiN3snPAldRfHSLCVTth1HQkD9",
+	"RjaTdum4J/Ar4Auok3kqqxliiCKCFKI+scpQm30HZRqpdEpye8RAYSrLzqfcSDIK0Mi25kqWG5kSZaxB",
+	"KITEuttxIq8gWPdIyK7B8EYHKVJzBnXpV3POYJadvoh3XrV5k4VhTvB1RFJ3cvXIMwXhlHjnZkg7rHxw",
+	"1aKA/fdk/b+DpL6wjcCtenk3+KOxqEURcMbuLoAHmM60WpHN7MKqSOuK5PPz+nS7QE56MuF15bHKg/1G",
+	"QxYYWVjwsCF8JrusFnVlqnuKt1zoglgUNovfINXg3XrTts1pU9awnX6j9gz3A6qtGOOLMKSxy/hc9VqY",
+	"sgNPr6/I7BaxKFbRcyW7YgHF6i7G5QzhpazLu5jCq1v7HM9GooZgDnRakMMTG24mONSlTJO1KAk1i6nU",
+	"G+ZQ2wHV1MMEaNQ8Dz52kazWdzExV5F/YmTiP8latfWGR2o5xh5x50oiOiF9sM2v1nHwfxqy/GeHXOYJ",
+	"uFglhF5lrkO4ATkhyqzUYisxGIt3uRhx4ot4Yv6wmb3pr6lA3qqLIpjXRHMXQYWRMGbHLlMcf8AE5rWt",
+	"Tmf77Vsb+YWrRKNVOYGZUOKHBsOx8YbySBIT1x0Qg7w3jPTx5Ytn9htIEccQeIQqgu0v3r57T6i6VhiE",
+	"Q/ohtfE4xBdcSxFivSlm50NcaFtqNGp2odOYBTEtZnyvlbqZOCuTWa6Hzzdc6vceKZ6t8DXotk2MtpKW",
+	"a1TWIWkFhkLuckTHNkN5r5hn7dKv7bmlGdo2+doOXE1v7zNOsbFejYHaXUMLyBOVu2va9mp+tZfDPEK8",
+	"19vvxIVCIml4hAveti3h1uz/bKcUUCwwuFVHtpZCNw4+dte9LCrRzpceQDFAcc+V3iHg0kuoQpqqv3dX",
+	"Vgl/gBu7VhmtBIRqmfg6MeBMQ0TIWsAMJHydn0bhcrWJ0QrCwfpdbtEV5YmCVRSZGePEjVNAFlvtIf81",
+	"gFgPLdfJwt/aqCVdwwRDOKwRz2hgNnTFDW2ofudNu8+00bOotkEfKwkxtWpwxRua+mbQ7O3etBx8IhJr",
+	"JQfw0nanGG9d0153gTq0NUpy5cI1j5Rh3NYda71DwRzU2DNLs8VgMGwmSgw/DZUwV6VDL9ej6Z6Er7Kq",
+	"ubLQtaC8VRVKlO1eZ8RNYLHGbnJ4WVIWmRspgJDduBBLQ7AhpF6dKROao9TMn/JwdUZniomPaG9KsXCZ",
+	"LS8WmlgsltEUbl4FeXU9cxBmRSkWG5fdkwSb3n56JKw0680SZzOGURUDzO1pHiJjNVN6hhnihZYXmDEf",
+	"mlP3NQnAFwHIRSXhtNsuFofSxe7tqJC5m5xx24dOUq5sXNmLuPsi7gYrSrppVcFimOF++/9Ly8xkf3Z6",
+	"7a/fNr2d1/VB9QUz2nSuWEz/SIBYe9weiaky8CF96l+ThLvU8FqBtFDi7on8gasVRfRmdn8pltFbsuao",
+	"9aHnwT0LXgWxzS3sOba9aHFuF+C0YDPzUhZDGho1NbNXs4lGIK1QhbwvGQzukKKZhYTP1D7sW7NdtcuV",
+	"A18gtil3lz5ICXG7ivqzyAo3LnESd20nmBa4n1Ody7w13Q9wxjYu3biVOj4uq8cNRNakCO1NrDRNM3MV",
+	"KoBG71vPUwJ33r59vbNUUiB+kXfkX9GHsJocuVpxB9TIlpR3Uxlxtc+WLr+/cnbsYoRkV3W/6Ts1EKq6",
+	"B2ugUXuKheyeQrjNnEQft6nDVMIqFUzhvogs7opEXwnzZ10YhRvjwR2FKa08QZqQm/rcqvX3ag+0hUBi",
+	"1x4ZJeNH9Y49pxonT2T3W5T+bcRvw2VaV20kI8jlLC1lbHsI51YcThbUK1zcjszvqYVItJ7NzdrtdIq6",
+	"Exwxrt6H2FYW5gCBsu3G8dYPwA8xny312fWwD3UDoyqdYCUb/j4mECL6YKTPlSTWJu5gQ4DxnfsQOVa+",
+	"JpeRZ+/lbszE0ww+hdXXolIK/9U7fdDYoF39WcAYs/bsK/lRvN/6abt4Eh7KjLp8cpWDW0u3tD4vf7xy",
+	"imayH7rAYH4AXi1PXYiBChHdpae3TdnKFcHFAJuqhAjRNGWIhuF939j31PnqHnInb5gGWMAvooWtdA9k",
+	"rdZDlntJuNCFYL47eszqS5Ib5MD845nFWpcgye3NzaYel0vh6mP2dpnG8cWMHTPlivtCTBv1PQuvzrJK",
+	"WYiC6n7w5LvrAZeeRnMPuNrWb5XDL8ip06BvQllbb00tW08wCUMS2E8x+aDaKM01DnJQ9JBOPXfM+cbS",
+	"XwzapwYaDXZAEpdxY9ozckf74CNTHMTClm18UCOmfX91oNw36S8H2yp+LER9tg7GvRV3f2BeIYWqTe/Z",
+	"t9STNZPBwBQMytgj9pu8MUvWvwgDIiSgSzESEhauXXCOIx5xLSflShnFfmaFNjnl+etvjedu+jajWEL5",
+	"3kvILssU7lewz26bu0j1dnErSUrL7v4R9ORGpMxgNVfd7SLRP1HtlBXk/3Lk+X3GNk0vZ3G0slBcrTzF",
+	"fGn1E4yqUskdJdZ7QLHFRb2PTOkVSlc8shv2rhLMY4oeP5zLeGZDJDNcNVt3Wavccoeymsz8QMCvpig3",
+	"gzSFpV2+12ry2QkRPbyzrUj4T+Fxy3GwLqebSn/IbhpSw4tS6uN3S12FMucGEzWLpwt2GquDU7EJ5EpW",
+	"p9kVdZlCMx4RMWC9NIyRy2qlNbauXOleK3ybaegN4Cr2117OenF6A1KyAFCgiUBeAWHchTr2xfiVImnB",
+	"iw45ov7QhsmnwfFMKxIxzqIkQnUtomP8e83VxkEVLpdXCjU/UjPl600S0Inaw0hH9M69sg0uiU/jUhD+",
+	"gI0hIFvkhH1ICxSRvkh4sG5jFXHxQbZcG3neB+ILoxdyvVvNJ6mmCLhf3cKA30AoYsgfecXOrGlFNFrb",
+	"tNWrr5SWvT1VYq1D9omEQaLArEn7WPqx2rEgLQ1psc4GjJpN2FjDUl/NiPHi0W/V1ODKiwDWhsK5o2zt",
+	"bm0aPdidctFyXAipq4sgrR81HWazbpjyAc1b1pv3b9/tzFuZgQ2HsFdYoU/jFdaWDpQGMswdpXY501h1",
+	"L7ss6gQZjRWr/zXPsP32p+3yCe/U7r8WoZcdeqt55AIx3Muo07R6dzQvE/l9jFfhPssiw/a8UTHtafao",
+	"rnrsjGVKqtNt9xOpFgBkee+bcwaNs8YV9zOyC4no9ZPgCvRCkN159+7d9laJzja339SNXtD0744ANv2j",
+	"5wtuCx37k6XH3ZwxroYovgNDvp0ha/yW1dJasswQDAZg7bsxyHZfjLMbe89mjLmLavJKZWVHmc1PsaIH",
+	"NXIJtjNIuGYhuluCiHHsdG1Fmbra/lM3XsYVtgw854WCe61xW9CYtX0RwBXwNoy1pG1Nr3D0NF+mtdu6",
+	"0vDXLQRe061YmBkJenOhEn/Tl2M+zs7r92/ucw+hBmzV89cjd1+d0PEHlIHy3TXfrNm6tjcX21rD3Vo8",
+	"oYc6o0I3v3rYvt5+t/N+uofYOE+NiqUIEl+TNSMNu+/W91wioEPuBcs41osH2VowzuZh4DBXgsgW8X7n",
+	"zUMdRqOMkUNg80HQHMshn9DxhZ3Sqy6pIpzkyLHzUKCoF1+yP98+DBzO6BVg2cgTOvZqF1NlntsPB4Aa",
+	"2ShHwq2fth+b4dXKVfmKHgYMdbJXNudi3LVR0lp2nCa5KkeGne2tN28eBhAVuauAgA8zX7NotsyRz5LF",
+	"CmB7/+b12zdvd5avSlsRCurIpg5xa2+aMoy9isRUy5KmWEMTljTx9joGWy8PNAocDXJWE+AbT3beHdhE",
+	"SDU02iBW1NnuLrGSnW01t3TzMcwGnjZY/q6w873N50brtq3Ea4t57pG0c90ukViYDwKiYVxfPGWQtb+b",
+	"2VCy2Crv1noBl8rqX7kqXkylZjRsrnh1HyXz3Aa8DOSlHeaLaD7gs+Vrsu5jZRKwpkVzgNQVjSRrHKtx",
+	"JFGafbzr2ubQK8o40QIrRYZUY5Vl7PSzPq0QPXVFw4XdJrkbrIhLhmG3NUNPwrQdXYGfSKYnF2biVE+N",
+	"GL8U11DTknP/56NPlx9O/6O3f3jS/dS7PP316BNxoXyoW2rznYEh7gTRDKjEq8VNPtTaNiq4Aq5rG+fs",
+	"c1sBneyfdc3Z2uoIqSk7L5TiiwhsQyTBoVo7fSiUJt0ztcBaUKx3fpDySg6EkEFaPT2iLDQa9UBIst+1",
+	"E6kOwTAHW1xZkdDo64nhFWSDxmzjZmujL8agNr65jPDbDZsgQK+xwlNpn3sOhnVjmQfpiOURCmAnR1hB",
+	"BZs35k0KfColc91YsaEt2vf30mI9tpwPhoMF1itKLH6UnAqKXXEI0m+wtA9Z2zQk9NP29uvX77Y3X++8",
+	"f/vm3bu37zff7RFKQnNFumJBdTZ6JDTNdAhpqIiB7f5Zt5X1zMNahZudTYywi4HTmLV2W687m53Xtvnr",
+	"EPG1DBwEt/n5CpCnGkrG8+sGZiLz6gcx/siULtzB+MH25mbltqiWBsG670ihc8vcFudBBKugeBgSXCnG",
+	"Zr2xM9cNmK1w4wMNCkmQbza35n/ymdNED4VkfwL2dn+7yDwXtlDPMWVhIsF+9nqhuW4os0Vxi4wFI92K",
+	"LOUfX2+/ei2VRBGVE2wRgf6psROsjKT5D/tB66u5t4Squblt0LyyNq4O2SeOvAgNMUOLME6w1ZYibzY3",
+	"p5DPI7blRvp6D8ZMaeXZvsvpYAZD69HHTp/n534QwWQB3IExjWKbSJ8VnWhpoFGbhvGQph7f3dYl0Ijs",
+	"42+33pIoV8x9uS1fHlomcPsIWF+H8YaFcxjheT0mzr/ZervIRyqJsWNicAIBo5fmejAfb2/P/xjtAEeu",
+	"sfazJTOLFpZgagjt1qvjo/m15WrEWLd5PVHYvDsr5dEINEjVGOaav7LxQYwxpvDrHagJuAFI4ATEpUmm",
+	"mDH4zEjGXIrYsdxmRg1tTb3HpJ/NN/M/+iT0MXaOfiG4jODOweavWNzE3i1M4Z+r0uCGFTlnCzcoSjnx",
+	"5g6E+JDoni+xAemdaP2s0fz5ylKZFqSsMlyPbE2SlYG/00ewJvNQjLit/sZcXFemWNjkKyxKh4lb1Mhj",
+	"Q6qGRiDDGnKpNIbhOq7/Fypmq8llZswGoQxxKhPLHv8GKjQGavUTFgbtrbz9javO6h7HIeUctdC0apEt",
+	"ddT6T5EQ89Cmjwt53WmlPX+yj5a72wpQebrbrbAIF/87i+yz6oep8v9y2X1H0iWvHKJt2uKOcvUrb+Ob",
+	"jYqVMChLomUkyl7ChlduLT0WoIXKciTbRk+RxDZndtYNVEqa+codJVtv7ps4C1ZbeSopuLDPJ+YUc7jD",
+	"iyz8HbKHI8RML5WAPWIuRkOVCce/Ulq9Hw6xcQ2TOVLyrzC5k4y8NEk/JNmkm2kgHAONZ04mPw6mfyyi",
+	"86tMilFkjbsurUAU+BK0Wl9CKr8wH9PQDuWqSKN/YCAkkULbFrik0O8xF9w7rvPjXw0PJxG9BkVODs4I",
+	"DW5AaqZsuRlcmX2RaCFciQYU+JtNob/C5I4y92PdjWmHzBWuxmyTT3cxZkuYLUBzGL2IzN+dyCz0EGSm",
+	"c6eFUe7xOozz+r0uU7yMOl3uS4jQYFCpo5u3YcIMq5KP1fzFbVOms/PT4+7Ho97p58vD/cujQ6PqR4ll",
+	"Smn0MbPVCVQaCWqmmSVzu2q9F6CfPW8pqO8SbhiMSJxgf25b87pDPrg6cJ0l1fccBk/CetK6zzO4TVou",
+	"2eHLC+f5PizTcUh9KIopcbn89SqMxw+B8iQuyN3V7klUg2e7zCuPDOxubXYhFi+xYQuOxeQJkG5c8rvo",
+	"Z/bMBsZxYF+9SCtaPVP7d3mZNdTlXiA2r/7FDr4ChlexZwg0xHjOpfF6KNQ8n8svQj1zl0u2wgZejpt8",
+	"QbTVHS4IwFX8LXkkCzpGHPvri7FtyMO0st2LiBKJ9AFD2mrdK7kp8/69KwZ9ntC5wmIE5db2u85mZ7Oz",
+	"1fqaOVNSX8tyglW+n6fT6cwaZolWBh1e5KnvQ566YkqDTGm4kXBXvn42vmX+xbmROAavHtxhYSaxXfzv",
+	"la691tYm/vkWOeaS1PTU7otZFI2I8eK8+K7VJTzEV+qOBH0NE7Xx7RomPRbcbki4EdfWNFMrHpzDjbAY",
+	"aW51FmGXO21jL2KQETXb3CM4DJY8GTEfyDVArFwxGIl1Ic0sQY/qZkPuuV3Jw/GMX2HSDR7HHdJEhQ4O",
+	"z99I+kwJwUCPUH4Xhz62vG00EpxjQ1zb9XPEzZXqCjwnao9YD0raJbMvAmZLKdbgc1rB7PlqZNkKa1AV",
+	"ofCCoKtpY7an8gxNbDEU3fjmavPdbrh6c81Met8VpHNzUwlo626jX23t/PT0pLd/fvBL97ejQ7Tvu16p",
+	"tjeI7Zai0rLm1iD2u2Dc5qI1ILeb8gHZNZZGDc6oHj4SNTQybSGiZy4pbf40/4MDwQchs5l6z5J6HEoR",
+	"ihC/D8JBFt7odkoVXcvo0yp01aYAM2jgAvTpyEVSPhYRrKjpZN64lUM5ixt+OhXnX4xOX1SgVPKjSrEr",
+	"7njDK2WJdhUekRaxmm1RT6tn/QzPWIRLF9lEEFlB0BdJbgWEC6wAVyisWm9Vrw8FPgF55XKer9gNcBs5",
+	"ZTtlZNEO6cBZ4fAO+btRPaaaFHiEGi0kLPRcYIqcH/3WveiefuodnH46/tg9uOyQfRKKERaK8Gls28vb",
+	"irEjF3ecmuxt3oSXWu0VjbIM911SU9Yjq186XdiDBBCCBlsUzr1iKDQMMF3eVbMgfZgI25ousk3q6qqB",
+	"uLGUi/tIda3RUCgofGB2YhO8Pdfnbu3i7OiA/O//tbW1R2z3b+vYxWbf+SIY98MkgGC9Q34+uiSdTif1",
+	"GxMJhocqC6kRTZcSNAgAKfE9YdZhkZU1VOTa2sb2YCswlac2Zi7K3ApGTSws/CIB/JASAPJTFNddvQgs",
+	"fr0Ah54SCLBURbMFyJawKFS1sBFn+O/9sy5hSiWGcYZp5yNn0/NShocWz130v3QPyRrG05mvezhaz76+",
+	"7pGQ9iH0CNYLx0LbbixnbdUsgg6prXfCFPEFH7CrROafMiwrTWzGVwPPQtg+SumJfKYG8rVgLML5pRSF",
+	"tR/VQOaOwdtdM6LKIj2LuL2Wh2l79bmU6x2yX1xKRLm1fo5BeTbswHPpnh4KOV4axKW8ApPmzjiFJeAn",
+	"xKccy276Gmdy+bbNSHv3ghdIbq3dloiN6BBrES+pABfW8XS3YmER80OxXS2kl2IXj07ISHGV6kiL300b",
+	"3+xVcQf/3F7DzaEVhIP6C8SRZD/3Ug1BwiyibPLYTWMj7ueVuRCx9ZT5OaYYDufCaNINt6oUVSTReV05",
+	"vj4K9c3z7T0B1f1g3r0FiKYh9yBTENXGt4J6yYLbGWHBEmhkNXWrgooB1nOz1SehqKeStV8uL882Dj52",
+	"8ZLcwzQmezWnRc5wiPUOORiCf60K7aRfKWKrWGqSnp4T9GwPl3yWVyrTewV3inBafG7t8IRgEUOfxZTr",
+	"vdRWbe5WZ7AutnzBjqghEGzqtL5rgJvwa26u/O6hl0kEKER7zrhWWHMqVApJuCCh4Fcw3TWXiIFnE5zj",
+	"BBu7pIunYYi2j9zA8On0snd8+vnTYe/0vHd8ev6he3h49KlDDsWIG2Bjjzo7JeVk/+BXJxT7QgbmZ/Mn",
+	"sLguiCCDXjrWAxrlXeuiX4AGaEafn+aRrW5xh9ZfNv5S5k4Z9+szbihmmv/Vpy0X8Qqxc48c2Gna5ubF",
+	"a0MblAsYJWZII5GlyG8gPcR94jLTOnntfEftiyHdfrszTVgfxQikTxWQIYzJxS/77e23O1l8KVLamsJv",
+	"UyNUijiHl6frWdlEWtPl6tZrpVs4ZCoWimnXda+Sj5+tco8YidRcNn/9n//6b7JmpssI3Py8R/5IhIbA",
+	"9o9iOsNDEoc05UbrWeSrSLRiAZBYMq6xqM7+xUG3i4mPmJs0Yj7s5pN+af3Pf/33l5aNLEBDmUqstUxS",
+	"H0P3FOl5NqUp/egvf8W28K9emRXjh2bVNqYPF7F2fnxAdrZ3dhaGVtpVfooJsj+xFkF6LOxP6DlO1qq9",
+	"gWdUPU7nunCMv30mQubXldkMR3SiiKI86IvxrlHmpRgp1HOodiVvi4yZ8smITsia4WLp2f1yefLRcJ+L",
+	"335GwKUNvxgnlGjaXycy4cg77NQOAZlUKUiZIkKyK2bkE8muhlrNg+Z/tIsE1D7FDanGDXKhOBsMZo96",
+	"+2NZrbYX+OCcalvD/qkF+awQbFUkSe8SUsS4nKkUhJPUwDxbPsmLTTcHIIFOJHeCQ/Y6UUMqbSMLc6u6",
+	"dEhlkZk5BXoPr+Y+8p/CpzbrkarcdeD6Mxv0p5xAFOsJsVV8py/Wg2ygnx80E7Jypz6kKJ9vqenOzKH3",
+	"yHL8vyaZobMtx2MjKedHlNOYw3pr6KoL6DgQUUwltCkP2gr0LlH0BlzP+SmXGoE/Eho6QnOCefas2sKc",
+	"2EyVdY+gwDxiCqa9b5ai3FgFl94n16+xQ/ZdV8G6ovOGlg1Qze3+t4vTT7NI8YI+aORVHS2uaHUrczyl",
+	"Iba90Ki6Nlq/ZK5UeU2n+tZmTQ/t3ZY502XybcpQexLLXXkJs+12ZntBhojPnP08vrXvh+F4NqS/csuz",
+	"AapiRR9/wm2qRlDLCGfJGoLfgFQ01YxqpY195bvW8KmrX8EfRKFJxIawokVgrVCIPbNm5MjjzAtEyPIb",
+	"aKtg0oVTc0jFFMVprIZCEwUR5Zr5ThYv9CfYKHWE2EsVf2WdE1h0BgUlI+lriFSHfEIzzP7BrzV+hIMC",
+	"LMxl85xsA4egtKvw/+8JyIUmQeRe5MW0hcNDilOu4QQ2zqhhau6x+tH88v/a7Aujo5A3CGnovMRtllWL",
+	"AibB18I2TK/lUwdUQZtxBVwxND2qpG9VZxJhE2bBnV1GEonhQP+3R3poPfzyBePhQ6ZB0nAdm086L3la",
+	"GzkolKtFMbQvxntESNtxpz8ha7aSclrOcX0v7fhi2dM0wzlMd3QBVGI7/cfjN2XIfRK8bTU8DWNNtCAD",
+	"hkFoJXhlXpk/kAVlbpn0n80+mYjx1Ki0VdPf5ftiZQdUBo18zOCZQbg46YfMJz6VwQtT+4GYmiVVxxpS",
+	"jtCflOikwNpyprUYb9tQEA5m1I6tKK+GoxkUy/VVZFzI3AxbK3zsfFGyaDlyCq0ZoUMOrGfXCpIZ70v3",
+	"NbMeVsbIbDjghdnDd6F41imUW7UKpYERFsvODsaVvLa1tJxVezEGUgOup9E4qQwajVtUBt9bJviLZvpY",
+	"XNAiLhEjXrzo7sL3vqViU7MP/pRDvUj2ShVX0SGfefqaq+QbOIsc9ic3fDF3b6vFnM/NLO9RDd4L1gp8",
+	"jITIWcyjeBqtF5fVM1XNBIe7US/jfTFuthrptLqZFCNnu/EpF5z5NMxyLby0xToZsNDcNjYtYy+L56Cp",
+	"VQftOWmci7PqSDFKE+7rbTpds8QHrqE9TaN1SpLdXmtRGQEXfmy/uV3OQGS/+j7NRLjtJuUKHyI2vWhU",
+	"Pw4vsuHseLS0xDIKDMlymvnMaIP6181RsCdUXiuy1emUWmFb9mSYTtqZVIqRTfQe0hsgfQCecxyMw8P4",
+	"HVtr2EgTLiDWZZH1J2nE3B6yWMaxIXkaByfhd/C1VcBsUhqupIF17fvX34cmNa0xUf8aFSY8mJ6CP2wV",
+	"rXctr7X1fonCWSkcnkRFSidvdsedgWwbhBGJ9kX041mwX3SkFfnavm90jBCCK3DsbVWm5oeURc1s7aPh",
+	"O4oksWFO2LfeCVEeSbhjSsjjqrzLCFQ2I9RlgpI1P6RRbNncVCf/9VKcbepr65B97EpOJzZeErWoCjdY",
+	"L5udzHbSNdHCbwUui+m/ISgM5ytUc4/opBBkbNunOxcD0ySEgfYITXNyUyFzfc+t0G4sjWeuKxfvuQYT",
+	"I9uawvH0HoQKRkOQQNCy7VY9IVTCbsr3XYQ27oTxq2x4W1geowntq4rAOGZ1SRPIbQ7wtL9Tpo+7t03l",
+	"ioiFKcZeC5GztfvWa6HbpLXbstmQreUuA4TQ010HOH3zhfAxp7iXu+DlLrAyrsGJtOJAHS9e7lpAOpqX",
+	"nAx8IKQPgbsSsnKvU+UkkK0LNK5xMNwwD7gA6g875BMAKuJWjr2GCekn2rDhWCIjd3uY5md4KOqHCQm1",
+	"22kyetlDeVyS/zGo42gwAJsrZGFYKC9eihLQdDZZRNBIEn8futtZQmBUTBpiZJL507eFzdUd8PwEfhgc",
+	"P4Fmj5AL2GIIQT15QfXlUb3rYJeiuAGqERarjZQWQXYXNNNc71GLiPlEMX4VQjvIDYRY2XHXojnNyujo",
+	"IeNXLrkIc/xVMd3Kw7ujbKDJ+qemeYf4I+N4mWhJuaK+7fi2j7k5bYs5Pg2NPA406yOgMInnlSKhWU5W",
+	"DSjN+HLVgjIlwlZaJUFikRw6ZD9UglDfh1grEiWhZjGVemMgZNQOqKZ5cOHfLk4/YW4k+SczEuQ/s9sP",
+	"84LsE/PnP8laQ36nRyr5nZQXntpymukOjL6CVqQshaIvgkkvCtbruAh+cwE8+D7Ef7cVjLziZJI3ljo7",
+	"J2+2/98WcpEU6cwH14ybt13hRleAsbXb+qm/Hez4W9De2traar+h2/32e/910N6GN4Md+r6/6W8hQU/r",
+	"G5G6Qm0jsmjZS72ISESvB1v+Nn0D7ff9n4L2GzPBT4PNzfYW3e6/9t8Eb2Fn0MoBsMrHCysuhcNNNRev",
+	"VYOptkOuLwLGrzCXzrVEc6dyaUOn/rLxF4QHdxkO5adTx3aLsfPZudkxW2ulZGZsUdEJxZVnicDmc+6S",
+	"mhTKXZItd4+4xEUz5pfWXjGXMRvxS8srJZPuYpTZBqZMrrcK28gRylw4+D0JxVWnEZMCxCPwWczM0aUH",
+	"2Npd7PgaUWp7iWiOwsl+Rmbx2EppYQFzsgbsVZc51NZs6moAIUONAZX39Rel9UVpdaFuPCCUHJ7YuDYs",
+	"HYCYtnTobvrWRj8NnmrqH8td60W0IjrqINQIFQHERkrgmhyeoPps7Z2ayivQyjpyUkag9jKvSzrGtNvF",
+	"cX3PXM3p23Y0wpR739z7oeAPJGHsZn0ruU6nxk6VqAONilIF8UU8mSkyfEDQfmdyw4WmPEhiI+i9JRHj",
+	"iba18qe5MmIOXvXT7P6B72uE7PO8tG01yk4cDO7t1s6HnL62i2uMg0HD3T3j/LbvfH4rH+CT3824itl+",
+	"RMcDXlyJLzfx9E1sbpDDE3PnKddm3Uafr34bf0vT+WZFXVrTTyVsi7BBsQCQ0XLRtM004WLUFLxVcj5i",
+	"1nRhjCFVTpHOLQz4FdOz0/YciT2zOEy3qseIxHRTNUn97sheAjGfdSDmnUXrIjFvmPu87UpVz6Rse2xE",
+	"QVZM235FBHf1nnDQPXTDW7e5o1f8BG1dTlqdpsxjFsI5DvfoEZjLUed3FiSZw7UpUtI+fQmT/NHCJFGD",
+	"NFqoUmkl+gLHwHK6q7ILtfHN/K9nNO3x7YYdvbErzj7hgrcd98gk+qw6fqbA2qVqkeu/EgYggftgKwdk",
+	"DCaJFUhNYpBkLfM5mC88NyrI9XoWs4+TWJT/rpmM2UzXgP/unXymFTAJMarP1nmC8ZkGbAzR0FuC8xTB",
+	"/SRBODn7ay6yijrsi/r0oj5NstuwwIxohRUtx0MxGqDZiHlAw9CW9++Q0xi4QvMpFipxtk2nAflDoYCT",
+	"vo1vRH8prnMtq5/pWI6z6ngEQgVYTdYN4X4xn7tel2mMpnWUuoRdr1QjDunfs3XWXYMCXyRcW3eui2Jx",
+	"GhfNY1gxEhN9xDV1Vc2CzxAs34UBEpP/eoX6WoX039dLFHzPtv00pd6z6ee4fQqpCrmnn3Akc0MOFjnJ",
+	"SMjrH70O/A/C0QxfydlKuSpekEgsNTsdWbhQRSjHMxYqPZll30p2Q3VWIKAUJ45VWkuWnyFVRPQVyBuw",
+	"4SM3IC03Gw2ZPyR+CFQqcnZ+etz9eNQ7/Xx5uH95dDjNds7sdD9M7JXbT2MAlivXUIH2S/HJxys+CWmE",
+	"UuUMliUyd3M122a63BeYRbBG1TUExXAxkFhDTST6ShTecGJE+kY6Q1YSmskMgQLwQ2rpSGVFigTP9K6e",
+	"gj88Mu2nqdG/HD49iwxbm7VsWV5zKaJZBOh2c5gNdDtdKumUhxPLzwpgbKqM5JStJee/sF99d4WR3PKb",
+	"jVIWJV+sUj+YVSodJWM6BXaY/bQQP9z4lsbiFc1TdvygWeWyOj9+iGVRU3OUpVCjuqQxo7YKwXQRJZ2P",
+	"QEp5EWZCZcvphxO0YuXOMAlxOCn1xiwGvTbxynO3m2dkqXIrq/NZ3TnE45QThhXDF6+1ZM572lYVOypY",
+	"ihc5YD+JflZewmwdrXCXFKKq43DyYsR6UfmcBIpoZM1Xji6X57NCRGqOqz8t3Fvs3qOGLLb2odhVAmb8",
+	"hmkrQlqmOhBhKEYkzu375vW+ZDDIOGombPYnxEV/17BJIaLn5i98XmKWEFGjjGUO2DWQzg7oReD6wQQu",
+	"MeLWfls96SJDQFJvbvdp20OqrEDviFeVSLJW4gHr+WRZtYFi9K2rhbnmOMR6h9hwXi7yEJQ6Ws+adn4H",
+	"huO0c7ZldkYwCcOW1xoypYWc9LCRGgvxFFu2GUu9gCNE5GqjGGjCamkrTseUgKn27TfbS0hHGdyfRjLK",
+	"pp/fnjQvLU8COenJhO/aIG6RhEG775rameci0aR7qF4SGF5EJssrLYo5DlfDGucJShvfnJDSHB15CJqy",
+	"0PJhSvrmkLH2g9KGfyoAG0VFx10NkVrHgMZqa8Q9QstiFUAhusotwVbi9dwLMuMY6S9Bj2pchdGZGjjt",
+	"MwuRNEt6jPhIM487p8aAASGilwDJZ2t4RxYfFEjNEtidSHoDVZPZupCzl1slJlfLa9o/YW4v1hmiAXrf",
+	"+pOKBkVGQ6qz/uxOYiC5xFBPsh/M1P/CdIv7b6JaPJcXsn3W/jIkXUtqi+sm+3FsMwFhrMkaxX/1ogBJ",
+	"sFA30ZKlhPTe3TXXpvN1jdsRHbdtd9KZVt+qhYLbIiC82DN5z5mB56kyiK22NvazJtgVtZ/sIFq7rS+8",
+	"TY4lwJ9gJA6pFTmWLKCTJkvvdn1WmAHYMn3aKlB+Mu1lPl8qFM+3cHtRS17UElsYEtEhrRc4k0EuIc6k",
+	"JolvC3W9LAcUYAhPZre1SVd5I3rs27ZHYilU7Oo0oWayxgXpU/96wMLQs33XI3FDQzM2dsLEwjZpPtd6",
+	"Pcs8tsv+Abllk78rsx25miWqljPat5ZljRaaT8YV7fSzbTo5or0wxBeG6NJbrUl7yoV0N45oDSPNUQOn",
+	"Iw4SWVmHdJ1Z2xmxMWjRSJbYEcnywTDT6ITM7DVOuavnbXbQH5G3TfMrxm/uatFeitNZ2D4Zp7PTz+Z0",
+	"RRdpRIMXfvfC71wRQESejNeI+7BQb/wuGG/mdWcV+7ItXNcHrDOR8jVqlGLnuHdKHUUfTB4EYIXBenb3",
+	"N7OCfwlmZ2C9jGjWTUfQT8awTrIjnM208qN+YVcv7Mo1MvAh1mmgQH6r3Y1fhUBvZghn+5YlccHboiCn",
+	"ncONuAbbrsW6AkSilaaWu7ny+i4iE5freNoekWCoNk18SjlbvpuGQCRc5b8EU8MDeeFqL1ztX6Yk/81q",
+	"sQF6iNxnsfJJx9IwIU4o94euja6LrvIpR38FFyMb0WLHNQvSLoMuDpnLGS4UWlKAYQCkkKxju5DvkSEL",
+	"AsC5QGkhFaqwEgLqa6iJtLzECc+BBi+1We6LK1mYnjXWY8IjTqtwvARm/mAeT+qIeOkyTnU8ZQPGaQ2W",
+	"+gabnOQn7NkK62kEkj9M+LWtsOLYClXEYDIRhovI60CM+B7WjGQ0tA5SSnwkEDIashAI4wY8IdRFE1k8",
+	"Pho//5Irta04hYyoXjlL0G772A5y+6z4jjuRGs6zb1HiheP8QG1TxrasSUrheMANnAdHlTcphSYybO22",
+	"hlrHuxsbW9vvOpudzc7W7vvN95uIpm6I6frMNoO/L4RWWtLYq039zwtrdAqpsC4vejqjNuuJgQUqGnrB",
+	"lBplFIbFRhnTY+4HEePMrNGWvkV+65GhUFp5zvLmYTaKly7dqpNpd6QOwSGU6y5cvLZJXwTM1il2i6Dm",
+	"1ZpVnOXdlXEjti25m75TzVwWrl9vTUbHbkGD8ab9JCrPtSkOa2XZ6SEPT1z9l0IXZl9wgx3OXG0DbfBK",
+	"KsHaIVQNvEuNQbysO6CHRTttZRlUzgvD2UZX02MdjQ0TZDV5pWkAEJOlHPbiltM0qOlhj0slf1zIbqmU",
+	"WqfUrdns8+vt/wkAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -634,6 +634,11 @@ type AdminTokenCreateResult struct {
 	TokenId openapi_types.UUID `json:"token_id"`
 }
 
+// AdminTokenList defines model for AdminTokenList.
+type AdminTokenList struct {
+	Items []AdminToken `json:"items"`
+}
+
 // AgentName defines model for AgentName.
 type AgentName struct {
 	AgentId openapi_types.UUID `json:"agent_id"`
@@ -2167,6 +2172,13 @@ type ClientInterface interface {
 	// Corresponds with PATCH /admin/api/v1/boxes/{box_key}/settings (the `AdminSettingsUpdate` operationId).
 	AdminSettingsUpdate(ctx context.Context, boxKey BoxKey, body AdminSettingsUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AdminTokenList List issued admin tokens (never the secrets)
+	//
+	// Every admin token the admin API issued, live and revoked, oldest first: its ID (for admin_token_revoke), label, creation and revocation time. AGENTBOX_ADMIN_TOKEN is configuration and is not listed.
+	//
+	// Corresponds with GET /admin/api/v1/tokens (the `AdminTokenList` operationId).
+	AdminTokenList(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AdminTokenCreateWithBody Issue an admin token
 	//
 	// Issues another admin token (shown once, stored only as a hash). Admin tokens manage boxes, hosts, agents, keys, profiles, settings and rooms; they cannot act as agents.
@@ -3087,6 +3099,23 @@ func (c *Client) AdminSettingsUpdateWithBody(ctx context.Context, boxKey BoxKey,
 // Corresponds with PATCH /admin/api/v1/boxes/{box_key}/settings (the `AdminSettingsUpdate` operationId).
 func (c *Client) AdminSettingsUpdate(ctx context.Context, boxKey BoxKey, body AdminSettingsUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAdminSettingsUpdateRequest(c.Server, boxKey, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdminTokenList List issued admin tokens (never the secrets)
+//
+// Every admin token the admin API issued, live and revoked, oldest first: its ID (for admin_token_revoke), label, creation and revocation time. AGENTBOX_ADMIN_TOKEN is configuration and is not listed.
+//
+// Corresponds with GET /admin/api/v1/tokens (the `AdminTokenList` operationId).
+func (c *Client) AdminTokenList(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminTokenListRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -4825,6 +4854,33 @@ func NewAdminSettingsUpdateRequestWithBody(server string, boxKey BoxKey, content
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAdminTokenListRequest constructs an http.Request for the AdminTokenList method
+func NewAdminTokenListRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/api/v1/tokens")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -7433,6 +7489,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PATCH /admin/api/v1/boxes/{box_key}/settings (the `AdminSettingsUpdate` operationId).
 	AdminSettingsUpdateWithResponse(ctx context.Context, boxKey BoxKey, body AdminSettingsUpdateJSONRequestBody, reqEditors ...RequestEditorFn) (*AdminSettingsUpdateResponse, error)
 
+	// AdminTokenListWithResponse List issued admin tokens (never the secrets)
+	//
+	// Every admin token the admin API issued, live and revoked, oldest first: its ID (for admin_token_revoke), label, creation and revocation time. AGENTBOX_ADMIN_TOKEN is configuration and is not listed.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/api/v1/tokens (the `AdminTokenList` operationId).
+	AdminTokenListWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AdminTokenListResponse, error)
+
 	// AdminTokenCreateWithBodyWithResponse Issue an admin token
 	//
 	// Issues another admin token (shown once, stored only as a hash). Admin tokens manage boxes, hosts, agents, keys, profiles, settings and rooms; they cannot act as agents.
@@ -9812,6 +9877,89 @@ func (r AdminSettingsUpdateResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AdminSettingsUpdateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AdminTokenListResponse401Headers the declared response headers of an HTTP 401 response for AdminTokenList
+type AdminTokenListResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// AdminTokenListResponse503Headers the declared response headers of an HTTP 503 response for AdminTokenList
+type AdminTokenListResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AdminTokenListResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AdminTokenList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminTokenListResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminTokenListResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminTokenListResponse) GetJSON200() *AdminTokenList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AdminTokenListResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AdminTokenListResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AdminTokenListResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminTokenListResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminTokenListResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminTokenListResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminTokenListResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminTokenListResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -14293,6 +14441,21 @@ func (c *ClientWithResponses) AdminSettingsUpdateWithResponse(ctx context.Contex
 	return ParseAdminSettingsUpdateResponse(rsp)
 }
 
+// AdminTokenListWithResponse List issued admin tokens (never the secrets)
+//
+// Every admin token the admin API issued, live and revoked, oldest first: its ID (for admin_token_revoke), label, creation and revocation time. AGENTBOX_ADMIN_TOKEN is configuration and is not listed.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/api/v1/tokens (the `AdminTokenList` operationId).
+func (c *ClientWithResponses) AdminTokenListWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*AdminTokenListResponse, error) {
+	rsp, err := c.AdminTokenList(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminTokenListResponse(rsp)
+}
+
 // AdminTokenCreateWithBodyWithResponse Issue an admin token
 //
 // Issues another admin token (shown once, stored only as a hash). Admin tokens manage boxes, hosts, agents, keys, profiles, settings and rooms; they cannot act as agents.
@@ -16880,6 +17043,83 @@ func ParseAdminSettingsUpdateResponse(rsp *http.Response) (*AdminSettingsUpdateR
 		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminSettingsUpdateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAdminTokenListResponse parses an HTTP response from a AdminTokenListWithResponse call
+func ParseAdminTokenListResponse(rsp *http.Response) (*AdminTokenListResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminTokenListResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AdminTokenList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminTokenListResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers AdminTokenListResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

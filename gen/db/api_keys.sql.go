@@ -259,6 +259,43 @@ func (q *Queries) ListAPIKeys(ctx context.Context, arg ListAPIKeysParams) ([]Api
 	return items, nil
 }
 
+const listAdminTokens = `-- name: ListAdminTokens :many
+SELECT token_id, label, created_at, revoked_at FROM admin_tokens ORDER BY created_at, token_id
+`
+
+type ListAdminTokensRow struct {
+	TokenID   uuid.UUID
+	Label     string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// Every issued admin token (never its hash), oldest first.
+func (q *Queries) ListAdminTokens(ctx context.Context) ([]ListAdminTokensRow, error) {
+	rows, err := q.db.Query(ctx, listAdminTokens)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListAdminTokensRow
+	for rows.Next() {
+		var i ListAdminTokensRow
+		if err := rows.Scan(
+			&i.TokenID,
+			&i.Label,
+			&i.CreatedAt,
+			&i.RevokedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const revokeAPIKey = `-- name: RevokeAPIKey :one
 UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1)
 WHERE box_id = $2 AND key_id = $3

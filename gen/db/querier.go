@@ -291,6 +291,8 @@ type Querier interface {
 	LeaseRows(ctx context.Context, arg LeaseRowsParams) error
 	LeaveRoom(ctx context.Context, arg LeaveRoomParams) (int64, error)
 	ListAPIKeys(ctx context.Context, arg ListAPIKeysParams) ([]ApiKey, error)
+	// Every issued admin token (never its hash), oldest first.
+	ListAdminTokens(ctx context.Context) ([]ListAdminTokensRow, error)
 	// An agent's active memberships and pending invitations, keyset by room_id.
 	ListAgentRooms(ctx context.Context, arg ListAgentRoomsParams) ([]ListAgentRoomsRow, error)
 	ListAgentsWithHost(ctx context.Context, boxID uuid.UUID) ([]ListAgentsWithHostRow, error)

@@ -62,6 +62,8 @@ func CallHTTP(ctx context.Context, c *client.Client, operationID string, args ma
 		return callAdminSettingsUpdate(ctx, c, args, editors)
 	case "admin_token_create":
 		return callAdminTokenCreate(ctx, c, args, editors)
+	case "admin_token_list":
+		return callAdminTokenList(ctx, c, args, editors)
 	case "admin_token_revoke":
 		return callAdminTokenRevoke(ctx, c, args, editors)
 	case "agent_prime":
@@ -354,6 +356,10 @@ func callAdminTokenCreate(ctx context.Context, c *client.Client, args map[string
 		return nil, err
 	}
 	return c.AdminTokenCreateWithBody(ctx, "application/json", bytes.NewReader(body), editors...)
+}
+
+func callAdminTokenList(ctx context.Context, c *client.Client, args map[string]json.RawMessage, editors []client.RequestEditorFn) (*http.Response, error) {
+	return c.AdminTokenList(ctx, editors...)
 }
 
 func callAdminTokenRevoke(ctx context.Context, c *client.Client, args map[string]json.RawMessage, editors []client.RequestEditorFn) (*http.Response, error) {

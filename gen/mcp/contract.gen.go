@@ -1102,6 +1102,18 @@ var Operations = map[string]*Operation{
 		HasBody:      true,
 		Admin:        true,
 	},
+	"admin_token_list": {
+		OperationID:  "admin_token_list",
+		Method:       "GET",
+		Path:         "/admin/api/v1/tokens",
+		Pattern:      "GET /admin/api/v1/tokens",
+		PathParams:   nil,
+		QueryParams:  nil,
+		HeaderParams: nil,
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        true,
+	},
 	"admin_token_revoke": {
 		OperationID:  "admin_token_revoke",
 		Method:       "POST",
@@ -1596,6 +1608,8 @@ func DispatchWithHeaders(ctx context.Context, si api.StrictServerInterface, oper
 		return dispatchAdminSettingsUpdate(ctx, si, args, headers)
 	case "admin_token_create":
 		return dispatchAdminTokenCreate(ctx, si, args, headers)
+	case "admin_token_list":
+		return dispatchAdminTokenList(ctx, si, args, headers)
 	case "admin_token_revoke":
 		return dispatchAdminTokenRevoke(ctx, si, args, headers)
 	case "agent_prime":
@@ -2163,6 +2177,25 @@ func dispatchAdminTokenCreate(ctx context.Context, si api.StrictServerInterface,
 		}
 	}
 	return nil, &UnexpectedResponseError{OperationID: "admin_token_create", Response: resp}
+}
+
+func dispatchAdminTokenList(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.AdminTokenListRequestObject
+	resp, err := si.AdminTokenList(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case Encoded:
+		return r, nil
+	case api.AdminTokenList200JSONResponse:
+		return r, nil
+	case *api.AdminTokenList200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "admin_token_list", Response: resp}
 }
 
 func dispatchAdminTokenRevoke(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
@@ -3135,6 +3168,8 @@ func (e Encoded) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
 }
 
 func (e Encoded) VisitAdminTokenCreateResponse(w http.ResponseWriter) error { return e.write(w, 200) }
+
+func (e Encoded) VisitAdminTokenListResponse(w http.ResponseWriter) error { return e.write(w, 200) }
 
 func (e Encoded) VisitAdminTokenRevokeResponse(w http.ResponseWriter) error { return e.write(w, 200) }
 

@@ -36,6 +36,7 @@ const adminUsage = `usage: agentbox admin <resource> <verb> [flags]   (env AGENT
   room list --box K                      room archive --box K --room ROOM_ID
   room set-owner --box K --room ROOM_ID --agent NAME_OR_ID
   cleanup status --box K
+  token create [--label L]               token list        token revoke --token-id ID
 `
 
 // adminCommand is one `agentbox admin <resource> <verb>`.
@@ -446,5 +447,29 @@ var adminCommands = map[string]adminCommand{
 			return nil, err
 		}
 		return c.AdminCleanupStatus(ctx, *box)
+	},
+	"token create": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		label := fs.String("label", "", "what the token is for")
+		if err := parseAdmin(fs, args); err != nil {
+			return nil, err
+		}
+		return c.AdminTokenCreate(ctx, client.AdminTokenCreateInput{Label: label})
+	},
+	"token list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		if err := parseAdmin(fs, args); err != nil {
+			return nil, err
+		}
+		return c.AdminTokenList(ctx)
+	},
+	"token revoke": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		tokenID := fs.String("token-id", "", "token ID (admin token list shows them)")
+		if err := parseAdmin(fs, args, "token-id"); err != nil {
+			return nil, err
+		}
+		id, err := uuid.Parse(*tokenID)
+		if err != nil {
+			return nil, usagef("--token-id must be a UUID")
+		}
+		return c.AdminTokenRevoke(ctx, id)
 	},
 }

@@ -122,6 +122,23 @@ func TestAdminCLI(t *testing.T) {
 		t.Fatalf("re-enabled: %s", r.Raw)
 	}
 
+	// Issued admin tokens: created (shown once), listed without secrets, revoked by ID.
+	tok := mustRun("admin", "token", "create", "--label", "ci")
+	secret, _ := tok["token"].(string)
+	if list := mustRun("admin", "token", "list"); len(list["items"].([]any)) != 1 || strings.Contains(fmt.Sprint(list), secret) ||
+		list["items"].([]any)[0].(map[string]any)["token_id"] != tok["token_id"] {
+		t.Fatalf("token list: %v", list)
+	}
+	if r := mustRun("admin", "token", "revoke", "--token-id", tok["token_id"].(string)); r["revoked_at"] == nil {
+		t.Fatalf("token revoke: %v", r)
+	}
+	if r := e.Do("GET", "/admin/api/v1/boxes", secret, nil, nil); r.Code() != "AUTH_FAILED" {
+		t.Fatalf("a revoked admin token still works: %s", r.Raw)
+	}
+	if _, _, code := run(t, "admin", "token", "revoke", "--token-id", "not-a-uuid"); code != cli.ExitUsage {
+		t.Fatalf("token revoke --token-id not-a-uuid: exit %d", code)
+	}
+
 	// Exit codes per error class; errors are JSON on stdout and one line on stderr.
 	if m, stderr, code := run(t, "admin", "settings", "get", "--box", "nosuch"); code != cli.ExitNotFound || m["error"] == nil || stderr == "" {
 		t.Fatalf("not found: exit %d %v %q", code, m, stderr)

@@ -449,6 +449,23 @@ func (s *Service) AdminTokenCreate(ctx context.Context, req api.AdminTokenCreate
 	return api.AdminTokenCreate200JSONResponse(out), nil
 }
 
+// AdminTokenList lists the issued admin tokens (never their secrets), so that one whose ID
+// was not kept can still be found and revoked.
+func (s *Service) AdminTokenList(ctx context.Context, _ api.AdminTokenListRequestObject) (api.AdminTokenListResponseObject, error) {
+	out, err := runAdmin(ctx, s, "admin_token_list", func(ctx context.Context, tx *store.Tx, _ time.Time) (api.AdminTokenList, error) {
+		tokens, err := tx.AdminTokens(ctx)
+		items := make([]api.AdminToken, 0, len(tokens))
+		for _, t := range tokens {
+			items = append(items, api.AdminToken{TokenId: t.ID, Label: t.Label, CreatedAt: t.CreatedAt, RevokedAt: t.RevokedAt})
+		}
+		return api.AdminTokenList{Items: items}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.AdminTokenList200JSONResponse(out), nil
+}
+
 func (s *Service) AdminTokenRevoke(ctx context.Context, req api.AdminTokenRevokeRequestObject) (api.AdminTokenRevokeResponseObject, error) {
 	out, err := runAdmin(ctx, s, "admin_token_revoke", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminToken, error) {
 		t, err := tx.RevokeAdminToken(ctx, req.TokenId, now)

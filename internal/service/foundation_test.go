@@ -638,6 +638,20 @@ func TestIssuedAdminTokens(t *testing.T) {
 	if r := e.Do("GET", "/admin/api/v1/boxes", tok, nil, nil); r.Code() != "AUTH_FAILED" {
 		t.Fatalf("revoked token still works: %s", r.Raw)
 	}
+	// Every issued token is listed, live and revoked, oldest first, never its secret, so one
+	// whose ID was not kept can still be found and revoked.
+	e.Clock.Advance(time.Second)
+	live := e.Admin("POST", "/tokens", map[string]any{"label": "ci"})
+	r := e.Do("GET", "/admin/api/v1/tokens", testenv.AdminToken, nil, nil)
+	items, _ := r.JSON()["items"].([]any)
+	if r.Status != http.StatusOK || len(items) != 2 || bytes.Contains(r.Raw, []byte(tok)) || bytes.Contains(r.Raw, []byte(live["token"].(string))) {
+		t.Fatalf("token list: %d %s", r.Status, r.Raw)
+	}
+	first, second := items[0].(map[string]any), items[1].(map[string]any)
+	if first["token_id"] != issued["token_id"] || first["label"] != "ops" || first["revoked_at"] == nil ||
+		second["token_id"] != live["token_id"] || second["label"] != "ci" || second["revoked_at"] != nil {
+		t.Fatalf("token list: %s", r.Raw)
+	}
 }
 
 // The per-key rate limit is off by default and, once a box sets it, refuses the excess

@@ -283,6 +283,16 @@ func (t *Tx) CreateAdminToken(ctx context.Context, hash []byte, label string, no
 	return AdminToken{ID: r.TokenID, Label: r.Label, CreatedAt: r.CreatedAt}, err
 }
 
+// AdminTokens lists every issued admin token, oldest first.
+func (t *Tx) AdminTokens(ctx context.Context) ([]AdminToken, error) {
+	rows, err := t.q.ListAdminTokens(ctx)
+	out := make([]AdminToken, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, AdminToken{ID: r.TokenID, Label: r.Label, CreatedAt: r.CreatedAt, RevokedAt: r.RevokedAt})
+	}
+	return out, err
+}
+
 // RevokeAdminToken revokes an issued admin token (the first revocation time is kept).
 func (t *Tx) RevokeAdminToken(ctx context.Context, id uuid.UUID, now time.Time) (AdminToken, error) {
 	r, err := one(t.q.RevokeAdminToken(ctx, db.RevokeAdminTokenParams{TokenID: id, Now: &now}))
