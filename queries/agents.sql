@@ -26,8 +26,11 @@ WHERE box_id = @box_id AND agent_id = @agent_id
 RETURNING *;
 
 -- name: SetAgentProfile :one
+-- The version moves only when the text does: the same text again supersedes nothing, so no
+-- session is sent to re-read it (PROFILE_OUTDATED).
 UPDATE agents
-SET profile_text = @profile_text, profile_version = profile_version + 1
+SET profile_text = @profile_text,
+    profile_version = profile_version + CASE WHEN profile_text = @profile_text THEN 0 ELSE 1 END
 WHERE box_id = @box_id AND agent_id = @agent_id
 RETURNING profile_text, profile_version;
 

@@ -2050,7 +2050,7 @@ type ClientInterface interface {
 
 	// AdminAgentProfileSetWithBody Replace an agent's private profile
 	//
-	// Increments profile_version; every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
+	// Increments profile_version when the text changes (the same text again changes nothing); every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2059,7 +2059,7 @@ type ClientInterface interface {
 
 	// AdminAgentProfileSet Replace an agent's private profile
 	//
-	// Increments profile_version; every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
+	// Increments profile_version when the text changes (the same text again changes nothing); every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2827,7 +2827,7 @@ func (c *Client) AdminKeyCreate(ctx context.Context, boxKey BoxKey, agentRef Age
 
 // AdminAgentProfileSetWithBody Replace an agent's private profile
 //
-// Increments profile_version; every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
+// Increments profile_version when the text changes (the same text again changes nothing); every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2846,7 +2846,7 @@ func (c *Client) AdminAgentProfileSetWithBody(ctx context.Context, boxKey BoxKey
 
 // AdminAgentProfileSet Replace an agent's private profile
 //
-// Increments profile_version; every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
+// Increments profile_version when the text changes (the same text again changes nothing); every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7355,7 +7355,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminAgentProfileSetWithBodyWithResponse Replace an agent's private profile
 	//
-	// Increments profile_version; every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
+	// Increments profile_version when the text changes (the same text again changes nothing); every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7364,7 +7364,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminAgentProfileSetWithResponse Replace an agent's private profile
 	//
-	// Increments profile_version; every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
+	// Increments profile_version when the text changes (the same text again changes nothing); every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14211,7 +14211,7 @@ func (c *ClientWithResponses) AdminKeyCreateWithResponse(ctx context.Context, bo
 
 // AdminAgentProfileSetWithBodyWithResponse Replace an agent's private profile
 //
-// Increments profile_version; every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
+// Increments profile_version when the text changes (the same text again changes nothing); every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14226,7 +14226,7 @@ func (c *ClientWithResponses) AdminAgentProfileSetWithBodyWithResponse(ctx conte
 
 // AdminAgentProfileSetWithResponse Replace an agent's private profile
 //
-// Increments profile_version; every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
+// Increments profile_version when the text changes (the same text again changes nothing); every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -199,7 +199,8 @@ func (q *Queries) ListAgentsWithHost(ctx context.Context, boxID uuid.UUID) ([]Li
 
 const setAgentProfile = `-- name: SetAgentProfile :one
 UPDATE agents
-SET profile_text = $1, profile_version = profile_version + 1
+SET profile_text = $1,
+    profile_version = profile_version + CASE WHEN profile_text = $1 THEN 0 ELSE 1 END
 WHERE box_id = $2 AND agent_id = $3
 RETURNING profile_text, profile_version
 `
@@ -215,6 +216,8 @@ type SetAgentProfileRow struct {
 	ProfileVersion int64
 }
 
+// The version moves only when the text does: the same text again supersedes nothing, so no
+// session is sent to re-read it (PROFILE_OUTDATED).
 func (q *Queries) SetAgentProfile(ctx context.Context, arg SetAgentProfileParams) (SetAgentProfileRow, error) {
 	row := q.db.QueryRow(ctx, setAgentProfile, arg.ProfileText, arg.BoxID, arg.AgentID)
 	var i SetAgentProfileRow

@@ -412,6 +412,8 @@ type Querier interface {
 	// new sender, estimated at a row or two, would be found by walking the box's references.
 	SenderLatest(ctx context.Context, arg SenderLatestParams) ([]SenderLatestRow, error)
 	SetAdminUISessionFlash(ctx context.Context, arg SetAdminUISessionFlashParams) error
+	// The version moves only when the text does: the same text again supersedes nothing, so no
+	// session is sent to re-read it (PROFILE_OUTDATED).
 	SetAgentProfile(ctx context.Context, arg SetAgentProfileParams) (SetAgentProfileRow, error)
 	SetBoxSettings(ctx context.Context, arg SetBoxSettingsParams) (SetBoxSettingsRow, error)
 	SetHostIPs(ctx context.Context, arg SetHostIPsParams) (Host, error)

@@ -331,6 +331,13 @@ func TestProfileOutdatedBlocksMutationsUntilProfileGet(t *testing.T) {
 	if r := save("k1", "0"); r.Status != http.StatusOK || !bytes.Equal(r.Raw, first.Raw) {
 		t.Fatalf("replay after profile_get: %d %s, want the original %s", r.Status, r.Raw, first.Raw)
 	}
+	// The same text again supersedes nothing: the version stays, no session is outdated.
+	if p := e.Admin("PUT", "/boxes/alpha/agents/a/profile", map[string]any{"text": "v2: new instructions"}); p["profile_version"] != "2" {
+		t.Fatalf("the same profile text again: %v", p)
+	}
+	if r := save("k3", "2"); r.Status != http.StatusOK {
+		t.Fatalf("after the same text again: %d %s", r.Status, r.Raw)
+	}
 }
 
 func TestIdempotentReplayAndConflict(t *testing.T) {
