@@ -61,6 +61,10 @@ func TestAdminCLI(t *testing.T) {
 	if r := e.Do("GET", "/api/v1/boxes/demo/me", key, nil, nil); r.Status != 200 {
 		t.Fatalf("new key: %d %s", r.Status, r.Raw)
 	}
+	if p := mustRun("admin", "agent", "set-profile", "--box", "demo", "--agent", "planner", "--file", profile); p["profile_version"] != "1" {
+		t.Fatalf("set-profile with the same text: %v", p)
+	}
+	os.WriteFile(profile, []byte("You plan, then report."), 0o600) //nolint:errcheck
 	if p := mustRun("admin", "agent", "set-profile", "--box", "demo", "--agent", "planner", "--file", profile); p["profile_version"] != "2" {
 		t.Fatalf("set-profile: %v", p)
 	}
