@@ -1569,7 +1569,7 @@ type ConversationReadParams struct {
 
 // DirectorySearchParams defines parameters for DirectorySearch.
 type DirectorySearchParams struct {
-	// Query Non-empty text to find in name or role.
+	// Query Non-empty text to find in name or role, at most 256 characters (longer than any name or role: it could match nothing).
 	Query string `form:"query" json:"query"`
 
 	// Limit Page size (page_limit_default, clamped to 1..page_limit_max).

@@ -334,7 +334,7 @@ var (
 		Name:              "directory_search",
 		OperationID:       "directory_search",
 		Title:             "Search agent directory",
-		Description:       "Find agents by name or role: case-insensitive substring search of query (required, non-empty; % _ \\ literal) over this box's listed agents, ordered by name; returns their public cards. Keyset cursor; a browser, restart after directory changes. Already have an agent_id: directory_get.",
+		Description:       "Find agents by name or role: case-insensitive substring search of query (required, 1-256 chars; % _ \\ literal) over this box's listed agents, ordered by name; returns their public cards. Keyset cursor; a browser, restart after directory changes. Already have an agent_id: directory_get.",
 		Annotations:       Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:   "read_only",
 		Idempotency:       "natural",

@@ -72,6 +72,15 @@ func TestDirectorySearchMatchesLiterally(t *testing.T) {
 	}
 	r := me.Call("GET", "/directory?query=", nil)
 	rmExpect(t, "empty query", r, "INVALID_ARGUMENT", "")
+	// 256 characters (longer than any name or role) is the bound, named by its field; the
+	// same over every transport (a query is sent in the URL).
+	if names, _ := dirSearch(t, me, strings.Repeat("é", 256), ""); len(names) != 0 {
+		t.Fatalf("a 256-character query: %v", names)
+	}
+	r = me.Call("GET", "/directory?query="+strings.Repeat("a", 257), nil)
+	if r.Code() != "LIMIT_EXCEEDED" || r.ErrorField("field") != "query" || !strings.Contains(string(r.Raw), `"limit":256`) {
+		t.Fatalf("a 257-character query: %d %s", r.Status, r.Raw)
+	}
 }
 
 func TestDirectorySearchPagesAndCursors(t *testing.T) {
