@@ -482,13 +482,20 @@ func slowUpload(t *testing.T, a *testenv.Agent, to *testenv.Agent, contentLength
 		length = slowLength(in, mw.Boundary())
 	}
 	go func() {
-		mw.WriteField("input", string(in))
-		fw, _ := mw.CreateFormFile("file", "slow.bin")
-		fw.Write(make([]byte, fileBytes/2))
+		defer pw.Close()
+		// A refused upload is answered before its body is read, and the client then closes
+		// the body: the writes below fail, and the rest is not sent.
+		mw.WriteField("input", string(in)) //nolint:errcheck
+		fw, err := mw.CreateFormFile("file", "slow.bin")
+		if err != nil {
+			return
+		}
+		if _, err := fw.Write(make([]byte, fileBytes/2)); err != nil {
+			return
+		}
 		<-release
-		fw.Write(make([]byte, fileBytes/2))
+		fw.Write(make([]byte, fileBytes/2)) //nolint:errcheck
 		mw.Close()
-		pw.Close()
 	}()
 	req, _ := http.NewRequest("POST", a.Env.URL+"/api/v1/boxes/"+a.BoxKey+"/messages", pr)
 	req.ContentLength = length
