@@ -7,10 +7,12 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -107,49 +109,23 @@ func (r *Registry) Observe(op, transport string, status int, code string, d time
 func (r *Registry) Write(ctx context.Context, w io.Writer) {
 	r.mu.Lock()
 	cleanup := r.cleanup
-	keys := make([]requestKey, 0, len(r.requests))
-	for k := range r.requests {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		a, b := keys[i], keys[j]
-		if a.op != b.op {
-			return a.op < b.op
-		}
-		if a.transport != b.transport {
-			return a.transport < b.transport
-		}
-		return a.status < b.status
+	keys := slices.SortedFunc(maps.Keys(r.requests), func(a, b requestKey) int {
+		return cmp.Or(cmp.Compare(a.op, b.op), cmp.Compare(a.transport, b.transport), cmp.Compare(a.status, b.status))
 	})
 	fmt.Fprintln(w, "# HELP agentbox_requests_total Finished requests by operation, transport and HTTP status.")
 	fmt.Fprintln(w, "# TYPE agentbox_requests_total counter")
 	for _, k := range keys {
 		fmt.Fprintf(w, "agentbox_requests_total{operation=%q,transport=%q,status=\"%d\"} %d\n", k.op, k.transport, k.status, r.requests[k])
 	}
-	errs := make([]errorKey, 0, len(r.errors))
-	for k := range r.errors {
-		errs = append(errs, k)
-	}
-	sort.Slice(errs, func(i, j int) bool {
-		a, b := errs[i], errs[j]
-		if a.op != b.op {
-			return a.op < b.op
-		}
-		if a.transport != b.transport {
-			return a.transport < b.transport
-		}
-		return a.code < b.code
+	errs := slices.SortedFunc(maps.Keys(r.errors), func(a, b errorKey) int {
+		return cmp.Or(cmp.Compare(a.op, b.op), cmp.Compare(a.transport, b.transport), cmp.Compare(a.code, b.code))
 	})
 	fmt.Fprintln(w, "# HELP agentbox_request_errors_total Requests answered with an error, by operation, transport and error code.")
 	fmt.Fprintln(w, "# TYPE agentbox_request_errors_total counter")
 	for _, k := range errs {
 		fmt.Fprintf(w, "agentbox_request_errors_total{operation=%q,transport=%q,code=%q} %d\n", k.op, k.transport, k.code, r.errors[k])
 	}
-	ops := make([]string, 0, len(r.latency))
-	for op := range r.latency {
-		ops = append(ops, op)
-	}
-	sort.Strings(ops)
+	ops := slices.Sorted(maps.Keys(r.latency))
 	fmt.Fprintln(w, "# HELP agentbox_request_duration_seconds Request latency by operation.")
 	fmt.Fprintln(w, "# TYPE agentbox_request_duration_seconds histogram")
 	for _, op := range ops {
