@@ -486,6 +486,13 @@ func TestSettingsStaleRevision(t *testing.T) {
 		p = b.post("/admin/boxes/alpha/settings", url.Values{"expected_revision": {changed["settings_revision"].(string)}, "settings": {text}})
 		expect(t, text, p, http.StatusBadRequest, "INVALID_ARGUMENT")
 	}
+	// A key that is no setting name is called that, not a malformed line, and never shown.
+	b.get("/admin/boxes/alpha/settings")
+	p = b.post("/admin/boxes/alpha/settings", url.Values{"expected_revision": {changed["settings_revision"].(string)}, "settings": {"SECRETKEY=5"}})
+	expect(t, "an upper-case key", p, http.StatusBadRequest, "does not start with a setting name")
+	if strings.Contains(p.Body, "SECRETKEY") {
+		t.Fatal("the refused key was echoed")
+	}
 	if got := e.Admin("GET", "/boxes/alpha/settings", nil); got["settings_revision"] != changed["settings_revision"] {
 		t.Fatalf("a refused settings form wrote: %v", got)
 	}

@@ -398,8 +398,12 @@ func parseSettings(text string) (map[string]any, *apierr.Error) {
 		}
 		k, v, ok := strings.Cut(line, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if !ok || !settingKey.MatchString(k) {
+		if !ok {
 			return nil, apierr.Invalid("settings", "line "+itoa(int64(i+1))+" is not of the form key=value")
+		}
+		if !settingKey.MatchString(k) { // never echoed: it may be anything, a secret included
+			return nil, apierr.Invalid("settings", "line "+itoa(int64(i+1))+" does not start with a setting name (lower-case, like lease_default_seconds)").
+				WithReason("unknown_field")
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
