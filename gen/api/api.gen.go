@@ -1907,6 +1907,9 @@ type ServerInterface interface {
 	// AdminKeyCreate Create another API key for an agent
 	// (POST /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/keys)
 	AdminKeyCreate(w http.ResponseWriter, r *http.Request, boxKey BoxKey, agentRef AgentRef)
+	// AdminAgentProfileGet Read an agent's private profile
+	// (GET /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile)
+	AdminAgentProfileGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, agentRef AgentRef)
 	// AdminAgentProfileSet Replace an agent's private profile
 	// (PUT /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile)
 	AdminAgentProfileSet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, agentRef AgentRef)
@@ -2258,6 +2261,41 @@ func (siw *ServerInterfaceWrapper) AdminKeyCreate(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.AdminKeyCreate(w, r, boxKey, agentRef)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AdminAgentProfileGet operation middleware
+func (siw *ServerInterfaceWrapper) AdminAgentProfileGet(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "box_key" -------------
+	var boxKey BoxKey
+
+	err = runtime.BindStyledParameterWithOptions("simple", "box_key", r.PathValue("box_key"), &boxKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "box_key", Err: err})
+		return
+	}
+
+	// ------------- Path parameter "agent_ref" -------------
+	var agentRef AgentRef
+
+	err = runtime.BindStyledParameterWithOptions("simple", "agent_ref", r.PathValue("agent_ref"), &agentRef, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "agent_ref", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AdminAgentProfileGet(w, r, boxKey, agentRef)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4810,6 +4848,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPatch+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/agents/{agent_ref}", wrapper.AdminAgentUpdate)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/agents/{agent_ref}/keys", wrapper.AdminKeyList)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/agents/{agent_ref}/keys", wrapper.AdminKeyCreate)
+	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile", wrapper.AdminAgentProfileGet)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile", wrapper.AdminAgentProfileSet)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/cleanup", wrapper.AdminCleanupStatus)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/admin/api/v1/boxes/{box_key}/hosts", wrapper.AdminHostList)
@@ -5833,6 +5872,119 @@ func (response AdminKeyCreate500JSONResponse) VisitAdminKeyCreateResponse(w http
 type AdminKeyCreate503JSONResponse struct{ UnavailableJSONResponse }
 
 func (response AdminKeyCreate503JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileGetRequestObject struct {
+	BoxKey   BoxKey   `json:"box_key"`
+	AgentRef AgentRef `json:"agent_ref"`
+}
+
+type AdminAgentProfileGetResponseObject interface {
+	VisitAdminAgentProfileGetResponse(w http.ResponseWriter) error
+}
+
+type AdminAgentProfileGet200JSONResponse Profile
+
+func (response AdminAgentProfileGet200JSONResponse) VisitAdminAgentProfileGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileGet400JSONResponse struct{ BadRequestJSONResponse }
+
+func (response AdminAgentProfileGet400JSONResponse) VisitAdminAgentProfileGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileGet401JSONResponse struct{ UnauthorizedJSONResponse }
+
+func (response AdminAgentProfileGet401JSONResponse) VisitAdminAgentProfileGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if response.Headers.WWWAuthenticate != nil {
+		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
+	}
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileGet404JSONResponse struct{ NotFoundJSONResponse }
+
+func (response AdminAgentProfileGet404JSONResponse) VisitAdminAgentProfileGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileGet422JSONResponse struct{ LimitExceededJSONResponse }
+
+func (response AdminAgentProfileGet422JSONResponse) VisitAdminAgentProfileGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileGet500JSONResponse struct{ StorageFailureJSONResponse }
+
+func (response AdminAgentProfileGet500JSONResponse) VisitAdminAgentProfileGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(500)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileGet503JSONResponse struct{ UnavailableJSONResponse }
+
+func (response AdminAgentProfileGet503JSONResponse) VisitAdminAgentProfileGetResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -12171,6 +12323,9 @@ type StrictServerInterface interface {
 	// AdminKeyCreate Create another API key for an agent
 	// (POST /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/keys)
 	AdminKeyCreate(ctx context.Context, request AdminKeyCreateRequestObject) (AdminKeyCreateResponseObject, error)
+	// AdminAgentProfileGet Read an agent's private profile
+	// (GET /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile)
+	AdminAgentProfileGet(ctx context.Context, request AdminAgentProfileGetRequestObject) (AdminAgentProfileGetResponseObject, error)
 	// AdminAgentProfileSet Replace an agent's private profile
 	// (PUT /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile)
 	AdminAgentProfileSet(ctx context.Context, request AdminAgentProfileSetRequestObject) (AdminAgentProfileSetResponseObject, error)
@@ -12585,6 +12740,33 @@ func (sh *strictHandler) AdminKeyCreate(w http.ResponseWriter, r *http.Request, 
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(AdminKeyCreateResponseObject); ok {
 		if err := validResponse.VisitAdminKeyCreateResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AdminAgentProfileGet operation middleware
+func (sh *strictHandler) AdminAgentProfileGet(w http.ResponseWriter, r *http.Request, boxKey BoxKey, agentRef AgentRef) {
+	var request AdminAgentProfileGetRequestObject
+
+	request.BoxKey = boxKey
+	request.AgentRef = agentRef
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AdminAgentProfileGet(ctx, request.(AdminAgentProfileGetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AdminAgentProfileGet")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AdminAgentProfileGetResponseObject); ok {
+		if err := validResponse.VisitAdminAgentProfileGetResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -14011,274 +14193,275 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3pctu4tjD6Kijdcyv2vpQ8xHHSdu26pXjo1u54OLbT+5y7k6sNkZCFNgmwAdCSOuWq8zTne4/vUc6T",
-	"fIUFgJNISZTHZPtPtyOSGBbWWljz+tbyeRRzRpiSrb1vrRgLHBFFBPyre02Y6gXnWI30Pylr7bVi/Q+v",
-	"xXBEWnstrN/o06DltQT5I6GCBK09JRLitaQ/IhHW3w25iLBq7bWSBN5U01h/K5Wg7Lp1d+eZiS7IUL8d",
-	"EOkLGivK9XRdhtwcHuICYftvpBeA1AgrRCVKGP0jIYgypEYEDfik0/LqlyvIcO56Izz5RNi13vTujteK",
-	"KHP/3KpcvFLYH0UFUBU3cTUiCKdvvZGod4jWhoJHCKOISImvyRuZe2O9bvnpG/cH+Uc++ZVMa451wCf9",
-	"GzKdO8W/aTDutf6vjQyDNsxTuWEH1/McJEJyMQsTRiaq78NDfa6CyCQi6Q9DpEZUIqkEwVEKjT8SIqbZ",
-	"Ks3LrZqj297c+bD48A6JVJRhvahjGioi/h3mmFnuGQunSPCxTNcmOI/0yg9PUIyp0IskkzjkAXGwqlpz",
-	"kM3XWhaauTW27ryWVNPQDEXis8HvxFet4kZqtqCx0OfslggJr+2hbzeUBXuwEw/+26fBnd6TfRDon4lP",
-	"Y6pRztHh3UpbXQ2Rltr6MQ1JjwVkUk19m+0BliRAVL+CKFMcuERGeEMaEllDcvpZH75cxDJolEStvZ8A",
-	"5czfmynCUabINRGAcb9wqU5h8PJC9RPga97SDG3EperD36tCGJai1/UrmfaCaqy5IVNgWjWLuCHT+/Oj",
-	"TzSianb6c3xNkKR/ErQW42vSD/Vr/YAMcRIqD/khjmISIMXRVqeTeyPCk/U6vgFvtCqXR5na3WlVntuJ",
-	"wZe516HFqftD44L8kRCpZuacPZveoeFIKUKbS9HHQlANmBFBwgxWc3r2af/h1s55NBdKltPcc5pLIiXl",
-	"7BeCA1Jxv1wJzGTMhULSvKixGK1hhSJNZlvbH1AsKFN4EBLUvTzo9ZA/wgL7WvjZ13IGiWI1Rbc4TDTf",
-	"TJiSCEuEB1Lf0PtoTNWIJwpRBUDunvdSOgEilvCznTyF/cgsN4UFSD4DPmnb7dTdZlvbH2aBcKchKGPO",
-	"JAF57SMOLOLof/mcKcLgTxzHIfWBjW78LjV8vi3JHo6E4MJMVYRv7/S37qfeYb978fPnk6PTK31tHHy+",
-	"uDy76NtHHc2bDzgbhtR/ggWdnl31zy96J0eHHjq/ODvufTrqn32+Ouxe6V8uzs5O+t2Lg196v8E/j37r",
-	"XfbOTvsHZ6fHn3oHsPze4dHJ+dnV0enBf6a/wyaANx1NfEICEjz+Tj71TnpX/aP/ODg6OjwyYDzl6pgn",
-	"LHgaMB6ffT497J9d9I/PLj72Dg+PTmERF1gRAMVTAOGie3XUB0gcHaI1QZSYalIFpm6ICFD+Qj9od4eq",
-	"igdcEp+zQOrbYYypQgMy5ELzQyWmlF3bYftYf92X9mXLTQc8mK57aDwizBKyuCUC3TA+Blkh297MXQHc",
-	"SXGBr8kxpmEiyOOD6/Lq7KL781H/uNv79PniaA8xrkZ6j2Ms0VhQpQiDQ/zMcKJGXNA/n+IUu5+vfoE1",
-	"aaIbj7AiGoganj5OJCkd5t///vd2N1EjwpReB6m+8WBSog8V594FfryHPhIsiFYncBj99YtR+AZ88qVV",
-	"eWYZJzWQucU01Fj2+IC50qzmonvR+/Sf/c+n3d+6vU/dj5+OvkNM/8xkEuuLlgQnJKD4Cl56dPhlcs0b",
-	"iQ7MXG09N6JSIz/ijBhFjcdEwNwoIH6IBZForXx7aT0HS85Qku2mH+nt9PWm18H2QJUEYOkZCPN5QAK0",
-	"htPJj/RPGthcjQDJMUM00PippntV41sI9Yn9cB9JwoL0TFDCNEQEkZIEZWzo+j6JszlnMeLvVI2WmXQv",
-	"XaMHM3Ot6ML07o08UgiCA4nWLo4P0Pvdn3bWF1HVnXtsF31zliifG+UHBwHVi8XhudBnpKiWYoY4lMRr",
-	"xbmfvrWwf0OCPlaL0OWKRkQqHMWa05mPBtO+lcG0yLlYstRy2oBP+pL8sVg59WmEw8v0S6mwSuSiz7r+",
-	"zaV50QhwTgT+R27mdCwv23v1jr6mO+CpQpzNsPetRZjWRf9hPtaDhPoQp33z768VAOgGEWUgmDY9JmcN",
-	"XAbMPhZBX5BbCmJvU1D7gmDVHCcKNPJtdlGEadYb5J4NOA8JButDpmxXfRpiqfqSENZ0TSGVqm7K2tli",
-	"wcE0cUvESvATPKwauISQOfOuNTLkDQ4OWOkW7LBFMM+utXz2hdOsxOcUIQ/gxR6Lk6a4WTr5ecA6wCI4",
-	"zL1ePvrF5pT8oVpbRbqs+kNeZlwHS0UmC7Hs3Lx7pV/NHfmirV/o98qYkD93+N8y53RBJOy8ORNZyEMz",
-	"FqU5fUzBXD0rFo34mCHOfLJvLjZ9hY+wHCEwLnNBgk4Vb7IWraXsEDP00vIyi5hb2XxofaKyKZSoIlHx",
-	"j+XBZVeChcDT2TsIxpu/3s9xsDQVRpTlf90qb2Qux61njXd1C/zIJw1Bqe/cJe8s5xep4sgr3khz91/L",
-	"/iVRirJrueoFWjp0CwIv5/iZ4fGzUy7Htz/yyepcOwfwZfxNGcQKjqDNRXTrppm3iachUo2+9yTRj3zy",
-	"ZAS6PLir13qgB0riTFpdDTdm6CMgITEqHBi15VJGfq81NOaaZV8HkY+AilorEYqksUAoErbsCrSWsPhS",
-	"z4BMalHfjWWnrwBhDjy1uPcLb0wkK/JNEEiW1ejiIhXOvFAkt1q+WyUT5YVjPc9yTFHDaXWuaPczD1Z6",
-	"gt65bCZelvaX29XcjTwNZwTUuidr1GM04Y2rg728rnkwtHEYj6Zor0ZgS8vAeqe3fAUDjeCJNWZWSHd5",
-	"6GXidC7cyHy8HLn9SqarU1u2zEWq3N3C+VfTiJ5NvVnpjOxq02/nncrTsA4rG96Hc1hd+pKoVVCosbZe",
-	"Whx8X7u2C86jxgZVRW9JPyLRwBqUlxA2Vr2pqUbFaV9rDQMaUrVQnP/FfPFb9sE8XYiPGRH9RizRRSAs",
-	"8+5yRl19BjVW3SzcwV6opQXnbL0VoPLKZ7Ucx9PreRriAuy7J3UB9Ig604BZhb6yuM4ZHunAjLhAAz5p",
-	"28gqCB/lQ4gnBfgiA1/NLxvGf84aTPVCavd6afXoB9R2ZG7Ieeflpv4NhwmRj2RHsMpEhbUgXeZC2Kwu",
-	"o5FJTHxNHCt7FpoC8xwrfzQDicV7veI3hD2NrhTiAQkrMWdFyU3pta9kIU2/dKtajp0BsFYX4VIAlHyk",
-	"I2yCt2BVWmga8jIHaGTOyC1zJUnvwc9XOSR7GMHxQc7drGmF83+a+8zQ5T0uNH0FuADfx9LpljNQlN13",
-	"tcs9FzRaibBuGB+zvj8i/k3MKVx9GdvFYXg2bO39oxED/loV6ZFNgNwEaMoTNOJhsJ972vdHmF2TAEk8",
-	"lWg8IhCJQRWK+K1G6WrKTSHweP4qGD51wGQLXmi6S990wqXXMrGoS814YF4FT0pEF3/0ybyV+RmXVFqc",
-	"TC0rEnhswG0xNhuyDSTCLECU3VIF8TnSQ4Opy0OAiNlliNacXKUQahfVVyJhPk79scUw4YRkoU8+DkMi",
-	"NCdEEcRPVa3SRPYY19S+Wa7+B+xQPxQ8uR4hHIY2wCrKsdKc6dzGcCwWM+C1HhvyWnejTGOH3bEVcMyd",
-	"zSw4UmRKEaSSRaRpRwtJYyZ5K4lDjgMSFPOfIqJwgBVGawwCAiGyaqqIXN9DAR8z/Y0m2zFVo9yX/fQZ",
-	"11/9cnV13mnN0GMhSWrmwA/dEDD2z0dXaAPHdON2a2PAJ0RufLMy7N1GNpDc+FYY9W4fouMou9aLvBaY",
-	"KekCLvWCFrLvLLKsOsQRniP9HGGZwtADOOlfPSSTgXnMApQm7dm485CPifCxrLnEWWXyiZ5Wo47RjAqz",
-	"ukh3jAIqiK81VD2nqhxdjvD2u93Z8T+5RaERmaDLX7rt7Xe7aQiiPnsPafRPFAk0G8gFnY1Hel36B7Mm",
-	"mxZWsz1J/yR9GLBC7qF/QlINPC6c1JzEjwLFlTLwrEafO8/CAlJwVJHVR604rBYPl/qcFsZOHhKFaWhw",
-	"Ls3vWEbCcK8/Xhwc7P+SsCC72hQW10Q1seWUxczSAOlaag8gt4BcsJw0jDVITOCqSa/6HTTLypC5LJsy",
-	"xkoRoZHt//8Hbv+52f7pq/1/++u3LW93++7fqsB9gEXQlLuiOBmE1M9RpY9F0EH5SDQt0GOG+EDTEtxf",
-	"HkTHxoLzoSa/kN4SRqSsYKRPF823KCzvkSLvakdcNTquMvwtW3wVEpaDzWYz4OwhZz/uIZfFtL25uYk+",
-	"Xx23P2QsrbhmrzVpR3jStgxRf2AnPcfX5FG1KUDpKudqlvm7ULbD18QmEC+vgKUxbHWg1KdUgGFTEOpJ",
-	"CiJ8ExV/adn/b5KzLMl1dXsWvm1uUTAfNY2dLhu+c4FC2a4rjyxTc/DtSoroqmCttBc+nOJa0FY1n4II",
-	"erT2pbX5pWX0DsYZWYfUHBqQKOaKMH+6TNBTL3vdJdvnoT+7s5JSUJ5u8cGspB8/JeLWI2A62IJdrhKI",
-	"NGt/mKdn1ppMIFXrWl/HINUHdDgkQlYrjw9jrq/EjHQPlZAKMY3ORFDyh7d4GBCpIF7QCFDpD4yM9R9V",
-	"QlMhLiknfNEgtHFIzPDfIaZhjeBV3GBJ/tLC17ctb+unapkrX1ygmeh1NMG+CqcL6iTkKikUSyzMylr6",
-	"rQa1EH7Vr8Nhlid9YPdn2cmv563Ci/LacqcZRNbwUH1+TnY1Lp9LEg4fzO3zfbJxT6OwP2qIkceUhCb/",
-	"z5DvvpZvQqKXyhmZRbj7pUM0TiUoIcwSV5UBwnK31JFThx9VhS4vGgaoXc4BVEfJyCCXCdvycsnqLa9V",
-	"zla3z2ezsFteq5DH3vJm0vBbXil9XH9TTnbX31Xkure8VjGDX3+bS8NueXVpqy2vnIBcSex5cDa8Yi00",
-	"Fx4WgF3ro4kQpOSPaCR9DDVBVZvJ+HBIGGRGUs2qELzqIdK57qA0hU/+4+3XSvtUWF3oRA8Mj0z9Di0L",
-	"EFtxYClDVWqxqapdRNAoiTBra64FBS9Cysg+MsZX4o+4rVbhbBym6kWnOtYPyyo1VTJ8Q/pg4BNkSBmJ",
-	"CFOID5E+uo4h6LxhxFlF+l//8m/V88wkLFelINsXXdJ2hdAF/s0hF6hQUUBLWDXIvG/Spo2BGMyQOCKo",
-	"xIfqbPr3C6fwWjK5viYS3KF+jTmkxIeANLLTzwOkkjlNYi7UsUWnjD9BXrbXirC4CfiYVdLvMQ1J1/eJ",
-	"lBdEj7JSEO19b0fGqwoDXI64UEg/yzT7dw01+3eg2S9nvMxAURP1lcZ0LXOBzYxWyNvVv9OBtSwxCn4b",
-	"xlV/CBVBvJmbqHhgtqxeI2YbWRY1m1dBZRziab0trujZmOMdmHmUMJsfuthNJ8iQCMJ8Ap46xpH9sg8h",
-	"BR4ys2jx22ylmlgTUR0zURhsMf3pYUqAKW6m7sAvyJKibtnsC26akLKb/bTKx5Aof0QkMnutO86SboTb",
-	"w6/f3nu7O9XqUfms58bBNTj5qlXUrcGeURECI6ViubexgT5ffEqdU74gUMcAh9JDUPBLn38s6C1WBI24",
-	"qX+1YA/3P/pFh13hlPpE2Q1I7lCHDq3B9vYzH6m+wLyZk1YjEq0v7SQv4NsdBDj1zHdbm7MWWvO25vAN",
-	"OUeuWl7lXd3QB+VYfYVwANUsGkb9rsrZvVYCyun9jFGF+mqlsoLl3eRCgnNT1+OW/v7R7fk5rHgGq/4x",
-	"D0M+LlyMYQhyD4OoDAPHkILXNUoUqbwQZyPLC2YsOcICrteSbAs/79kQYWmUfxyGWlDElJEA2cDtffQ7",
-	"1//es1Kn4JGRIBUWyjq7qUBWOXHjjWjcyZnO0kWYsar3YfOMZpgJWKaQ5InwCeqdIxwEUEBGorXe+e0O",
-	"lDk7v91d9xDB/gic/YENBGQcHfQOL5DA7JpIKG16emlCCjqoy/R3O+0IxzEJYAw3NqISAhNgfPfbmoki",
-	"RJKve0hyPYzmXgOuIMYQo9S1WuBh9aHX21VXTsrF3m7Dy46nzaJnSY6cgdtnExYeE4GM4K21gEQSKO/H",
-	"jUZQigyFknzFCyV/tX35MtnebH/5Mnl/9PX/qbzc0jU9hyBdJrwlpNSe1m27/s2ziP2ZYj17eFudDvZv",
-	"+gOs/JGNLhtrKlWJYKY4qKkmnKvFuAzDm1HO5keEZgv0GoFzRa+K/qhBaGtWemnRRtzQtWsGJ8CzIEFI",
-	"sCR5c0BJktKPUQj0WK4Naz6N8MR9vo8s30fmkf2Xe7yk0aXGmnOhEVBxM/T8MrVLTsSd02V+pnfqnlmZ",
-	"wGGMlXCymTgBk2mGfY9YaxjD1O0uXuQJ03d07lJNfzBSQ33xq2xZP2SJMoPrZBJTQWTjPAP9cdAnoSTj",
-	"ERGkuiZEzg45b2Rb2zizKVYQ9EeqIixv9tAWOjzx0DYaghQotfDloR1khT8PfUBa+JtqAuNj5kohe2hr",
-	"F7kKufkyyE3D/vKF2dxi8ya3GcDUIuujS+lzyCpdJwT9Vimit8RwLIm4sbSARvJGGrO2h0YkhOBMzKZa",
-	"mtVSn8VcWSjvSSVEQ5va6krLVCxAuXrwS/K8FXUKqIqcdRNo9qlhFHUg+gxPc40AMhCNRzwkBlC2L4VC",
-	"PmZIKgqaAg4agQit6cHtKxqn4fQRFgTi92B9Wr4mMRZYkXC6vhJiA0qVdl3CkypczgXR1CKzKeldjgif",
-	"or9dnp0iM1TOMGfH9lqT9jVv2x9/l5x1LvA4xys+pYkMDUhIkggzRf0531UWkSl7UULKIGs0IphpdUar",
-	"C8ZpA3HYUCBTGZ6k9adUx0EiCcnsZh/EY3Brkjkbpn7WpCvmPbB2YC8HvSpUOHnURKf5RX7uEzXaoAjC",
-	"ShUaa2JIvUI9iYpOC0Y9Ni+1Ix6YH4dcoJOD8ypL9sKo1CwrN1/FL+va4Cpp2G1WH3I0IGImUsekTkNt",
-	"+1taFxt9klo5jFRZP0pIhqpmiFSkaGAph8wxzDijPg6dTNBBdjDDS2kUJdADYF4iyULlKnsTUDaY9qPg",
-	"IYvEBcVIpQYdU8Cm3NDEN6wSHayoldooi4MuJKHZ4Z4sGyHG05DjYNFF1fAeAnmzr3h//k5YEtqK4oVZ",
-	"CqZsM44gAfZr2Yzr0vFA4JeELaFOZqmseogRiAiC8+rEKk1t5h2QaYRUjuT2kYbCTJadj5mWZCQBI9ua",
-	"LVmuZUqQsYYh5wLqbseJuCbBuodCekM0b7SQQhVnUJV+teAM5tnp83jnlZs3GRhmBF9FJFUnV408MxB2",
-	"xLswQ9pi5aOrFjnsfyDr/z0k9aVtBHbVzd3gT8ailkXAObu7JCyAdKbVimymF1ZJWpcom59Vp9sFYtoX",
-	"Casqj1Uc7Dcc0kDLwpyFNeEz6WW1rCtTPlC85VIXxLKwWf4GKQfvVpu2TU6bNIZt943c19yPYGXEGJ+H",
-	"IY5txueq18KMHXh2fXlmt4xFsYyeK9kVcyhWdTE2M4QXsi7vYwovb+1zPB+JaoI5wGmBDk9MuBlnpCpl",
-	"Gq1FSahojIXa0IfaDrDCHiRAg+Z58KkHZLW+B4m5Ev0TIhP/idbKrTc8VMkx9pE9VxThKRoQ0/xqHQb/",
-	"pybLf3bQVZaAC1VC8HXqOiS3REyR1Cs12Io0xsJdzscM+Tye6j9MZq/71QnkraoogkVNNPcAVBAJo3ds",
-	"M8XhB0hgXtvqdLbfvTORX7BKMFoVE5gRRn6oMRwab0gPJTGy3QEhyHtDSx9fvnh6v4HgcUwCD2GJoP3F",
-	"u/cfEJY3EoJw0CDEJh4H+ZwpwUOoN0XNfIALbUONWs3OdRozIMb5jO+1QjcTa2XSy/Xg+YZN/d5H+bPl",
-	"viKqbRKjjaRlG5V1kKvAkMtdjvDEZCjv5/Osbfq1OTeXoW2Sr83A5fT2AWUYGutVGKjtNbSEPFG6u2Zt",
-	"r/pXczksIsQHvf1ObCgkkIaHGGdt0xJuzfzPdEohkgYat6rI1lDoxsGn3rqXRiWa+dwB5AMU923pHURs",
-	"egmWQFPV9+7KKuEPcGNXKqOlgFAlEl8lGpwuRAStBVRDwlfZaeQuV5MYLUk4XL/PLbqiPJGzigIzowzZ",
-	"cXLIYqo9ZL8GJFYjw3XS8Lc2aEk3ZAohHMaIpzUwE7pih9ZUv7vTHlCl9SysTNDHSkJMpRpc8oY63wyY",
-	"ve2bhoNPeWKs5IR4rt0pxFtXtNddog5thZJcunD1I6kZt3HHGu9QsAA19vXSTDEYCJuJEs1PQ8n1VWnR",
-	"y/ZoeiDhq6hqrix0LSlvlYUSabrXaXGT0FhBNzm4LDGN9I0UkJDe2hBLTbAhcV6dGROapdTUn/J4dUbn",
-	"iolPaG9yWNhky8uFJuaLZdSFm5dBXl7PAoRZUYqFxmUPJMG620+NuZFmvXnibMowymKAvj31Q2CsekpP",
-	"M0O40LICM/pDfeq+QgHxeUDEspKw67YLxaFUvns7KGT2JqfM9KETmEkTV/Yq7r6Ku8GKkq6rKpgPM+y2",
-	"/z9XZib9s9Nvf/226e2+rQ6qz5nRZnPFYvxHQpCxx+2jGEsNHzTA/g1KmE0NrxRIcyXunskfuFpRRG9u",
-	"95d8Gb2GNUeNDz0L7lnyKohNbmHfsu1li3PbAKclm5kXshhcaNTMzF7FJmqBtEIV8oGgZHiPFM00JHyu",
-	"9mHemu+qbVYOfInYpsxd+iglxM0qqs8iLdzY4CTu207QFbhfUJ1LvzXbD3DONq7suKU6Pjarxw6E1gQP",
-	"zU0sFXaZuRIUQK33rWcpgbvv3r3dbZQUCF9kHflX9CGsJkeuVtwBNLKG8q6TEVf7rHH5/ZWzY5cjJLOq",
-	"h03fqYBQ2T1YAY3KU8xl9+TCbRYk+thNHToJq1Awhfk8MrjLE3XN9Z9VYRR2jEd3FDpaeYY0ITv1hVHr",
-	"H9QeaAqBxLY9MkjGT+ode0k1Tp7J7rcs/ZuI35rLtKraSEqQzSwtRWx7DOdWHE6X1Cts3I7I7qmlSLSa",
-	"zc3b7WyKuhUcIa7eJ7GpLMwICaRpNw63fkD8EPLZnM+uD32oaxhV4QRL2fAPMQHn0Uctfa4ksdZxBxMC",
-	"DO88hMix8jXZRJ59kLsxFU9T+ORWX4lKDv6rd/rAsUa76rMgE8jaM69kR/Fh66ft/El4IDOq4smVDm7N",
-	"bWl9Uf546RT1ZD90gcHsALxKnroUA+U8uk9Pb5OylSmCywHWqYQAUZcyhMPwoW/sB+p89QC5k7dUEbKE",
-	"X0RxU+meoLVKD1nmJWFc5YL57ukxqy5JrpED8o/nFmttQJLbm5t1PS4b4epT9naZxfHljB1z5YqHQkwT",
-	"9T0Pr87TSlmAgvJh8OS76wHnTqO+B1xl67fS4efk1FnQ16Gsqbcmm9YTTMIQBeZTSD4oN0qzjYMsFD2g",
-	"U88ec7Yx94tGe2egUcQMiOIibsx6Ru5pH3xiiiMxN2UbH9WIad5fHSgPTfrNYFvGj6Woz9TBeLDi7o/M",
-	"KwSXlek9XUM9aTMZCEyBoIx9ZL7JGrOk/YsgIEIQcClGXJClaxdcwIhHTIlpsVJGvp9Zrk1Ocf7qW+Ol",
-	"m771KIZQvvcSsk2ZwsMK9ultcx+p3ixuJUmp6e6fQE+uRcoUVgvV3R4Q/TPVTllB/i9Gnj9kbNPscpZH",
-	"KwPF1cpTLJZWT8m4LJXcU2J9ABRbXtT7RKVaoXTFE7th7yvBPKXo8cO5jOc2RNLDlbN1m1rlmh3KajLz",
-	"IwG/nKJcD1IHS7N8r1Xns+M8enxnW57wn8PjluFgVU43Fv6I3takhuel1KfvlroKZS4MJqoXT5fsNFYF",
-	"p3wTyJWsTvMr6lIJZjzEYwL10iBGLq2VVtu6cqV7LfdtqqHXgCvfX7uZ9eLslghBAwICTUTENUGU2VDH",
-	"AZ+8kcgVvOigI+yPTJi8C46nSqKIMholEahrEZ7A32u2Ng6ocJm8kqv54cyUbzdRgKdyHyIdwTv3xjS4",
-	"RD6OC0H4QzohAdpCJ/SjK1CEBjxhwbqJVYTFB+lyTeT5gCCfa72Qqb1yPkk5RcD+ahdG2C0JeUyyR16+",
-	"M6uriIYrm7Z61ZXS0rdnSqx1UBcJMkwk0WtSPpR+LHcscKUhDdaZgFG9CRNrWOirGVGWP/qtihpcWRHA",
-	"ylA4e5Stva1NrQfbU85bjnMhdVURpNWjumE2q4YpHtCiZe18ePd+d9HKNGwYCfu5Ffo4XmFtbiAXyLBw",
-	"lMrlzGLVg+wyrxOkNJav/lc/w/a7n7aLJ7xbuf9KhG469Fb9yDlieJBRZ2n1/mheJPKHGK/EfZoiw/ai",
-	"USHtaf6otnrsnGUKrNy2B4mQSwCyuPfNBYPGaeOKhxnZhkT0B0lwTdRSkN19//799laBzja3d6pGz2n6",
-	"90cAk/7R9zkzhY79aeNxN+eMq0gU34Mh382RNX5La2k1LDNEhkNi7LsxEe0Bn6Q39r7JGLMX1fSNTMuO",
-	"UpOfYkQPrOUSaGeQMEVDcLcEEWXQ6dqIMlW1/WduvJQrbGl4LgoF91qTNscxbfs8INeEtclECdxW+BpG",
-	"d/kyrb3WtSJ/3QLg1d2KuZmBoDeXKvE3ezlm4+y+/bDzkHsIFYFWPX89svfVCZ58BBko2139zZqua3tz",
-	"ua3V3K35E3qsM8p186uG7dvt97sfZnuITbLUqFjwIPEVWtPSsP1ufd8mAlrkXrKMY7V4kK4F4mweBw4L",
-	"JYh0ER92dx7rMGpljAwCm4+C5lAO+QRPLs2UXnlJJeEkQ47dxwJFtfiS/vnuceBwjq8JlI08wROvcjFl",
-	"5rn9eACokI0yJNz6afupGV6lXJWt6HHAUCV7pXMux11rJa2m49TJVRky7G5v7ew8DiBKclcOAR9nvnrR",
-	"rMmRz5PFcmD7sPP23c673eZVaUtCQRXZVCFu5U1ThLFXkpgqWdIMa6jDkjreXsVgq+WBWoGjRs6qA3zt",
-	"yS66A+sIqYJGa8SKKtvdFVSyM63mGjcfg2zgWYPl7xI635t8brBum0q8ppjnPnKd6/aQgMJ8JECKTKqL",
-	"pwzT9ndzG0rmW+XdGS9go6z+lavixVgoisP6ilcPUTLPbsBLQV7YYbaI+gM+b16TtQuVSYgxLeoDxLZo",
-	"JFpjUI0jiVz28Z5tm4OvMWVIcagUGWIFVZah08/6rEL03BUNl3abZG6wPC5pht1WFDwJs3Z0SfxEUDW9",
-	"1BM7PTWi7IrfkIqWnN2fj06vPp79R797eNI77V+d/Xp0imwoH+iWSn+nYQg7ATQjWMDVYicfKWUaFVwT",
-	"piob53SZqYCOuuc9fbamOoIzZWeFUnweEdMQiTNSrp0+4lKh3rlcYi0g1ls/SHElB5yLwFVPjzANtUY9",
-	"5AJ1e2Yi2UEQ5mCKK0sUan090bwCbeCYbtxubQz4hMiNbzYj/G7DJAjgG6jwVNjnvoVh1Vj6gRuxOEIO",
-	"7OgIKqhA88asSYGPhaC2Gys0tAX7/r4r1mPK+UA4WGC8osjgR8GpIOk1I4H7Bkr7oLVNTUI/bW+/fft+",
-	"e/Pt7od3O+/fv/uw+X4fYRTqK9IWC6qy0QOhKapC4kJFNGy7571W2jMPahVudjYhwi4mDMe0tdd629ns",
-	"vDXNX0eAr0XgALj1z9cEeKqmZDi/XqAn0q9+5JNPVKrcHQwfbG9ulm6LcmkQqPsOFLqwzG1+HkCwEoqH",
-	"IYKVQmzWjpm5asB0hRsfcZBLgtzZ3Fr8yWeGEzXigv5JoLf7u2XmuTSFeo4xDRNBzGdvl5rrFlNTFDfP",
-	"WCDSLc9S/vH17qvXkkkUYTGFFhHgn5pYwUpLmv8wH7S+6nuLy4qb2wTNS2Pj6qAusuSFcAgZWogyBK22",
-	"JNrZ3JxBPg+Zlhvu9T6ZUKmkZ/ouu8E0hlajj5k+y8/9yIPpErhDJjiKTSJ9WnSipQiO2jiMR9h5fPda",
-	"VwRHqAu/3XkNUS6f+3JXvDyUSMjdE2B9FcZrFs7IGM7rKXF+Z+vdMh/JJIaOicEJCSi+0teD/nh7e/HH",
-	"YAc4so21XyyZGbQwBFNBaHdeFR/Nri1bI8a4zauJwuTdGSkPR0QRIWvDXLNXNj7yCcQUfr0HNRGmARJY",
-	"AbExyeQzBl8YyehLETqWm8yokamp95T0s7mz+KNTro6hc/QrwaUEd0FM/orBTejdQiX8uSoNbhiRc75w",
-	"A6KUFW/uQYiPie7ZEmuQ3orWLxrNX64slWpB0ijD1chWJ1lp+Ft9BGoyj/iYmepv1MZ1pYqFSb6ConSQ",
-	"uIW1PDbCcqQFMqgh56QxCNex/b9AMVtNLtNj1ghlgFOpWPb0N1CuMVBrkNAwaG9l7W9sdVb7OA4xY6CF",
-	"uqpFptRR6z95gvRDkz7OxU2n5Xr+pB81u9tyUHm+2y23CBv/O4/s0+qHTvl/vey+I+mSlQ7RNG2xR7n6",
-	"lbfxzUTFCjIsSqJFJEpfgoZXdi19GoCFynAk00ZPosQ0Z7bWDVBK6vnKPSVbb+GbMAtUW3kuKTi3z2fm",
-	"FAu4w6ss/B2yhyPATM9JwB7SF6OmyoTBX45WH4ZDbNyQ6QIp+VcyvZeM3JikH5Ns3GZqCEdD44WTyY+D",
-	"6Z/y6PwmlWIkWmO2SytBkviCKLneQCq/1B/j0Axlq0iDf2DIBRJcmRa4KNfvMRPcO7bz4181D0cRviES",
-	"nRycIxzcEqGoNOVmYGXmRaQ4tyUaQOCvN4X+Sqb3lLmf6m50HTJXuBrTTT7fxZguYb4Azcj4VWT+7kRm",
-	"rkZEpDq3K4zygNdhnNXvtZniRdTpMV+QCAwGpTq6WYNFraKm+TNraaF7+Nl400vJNetZCyfIzir4Z/Vf",
-	"zDR0Or84O+59Ouqffb467F4dHSLOUJQYhuYil6mpbCBdFKle4jx53Vb6vSTqxfOlnOovyC0lYxQn0Nvb",
-	"1MvuoI+2hlynoeqfweBZ2JarGT2HU7lSyxbXXrnW92HVjkPsk7yIExdLZ6/CtPyQYJbEOZm93HkJK+KZ",
-	"DvXSQ0OzW5OZCIVPTMiDZTFZ8qQdF/3OB6kttIZxHJhXL101rBdqOy8us4K67AvI5OS/2tBXwPAy9owI",
-	"DiEWtDFej7hc5K/5hcsX7q5JV1jDy2GTr4i2urMGALiKryaLggGnimV/Az4xzXyokqbzEZI8ET6BcLhK",
-	"10xmBn14z4xGn2d0zNAYQLm1/b6z2dnsbLW+po4Y56dpJlhl+3k+fVCvYZ5opdHhVZ76PuSpayoVEY6G",
-	"awl35etn41vqm1wYxaPx6tGdHXoSaDv1sHTttbY24c93wDEbUtNzuz7mUTQgxqvj47tWl+AQ38h7EvQN",
-	"mcqNbzdk2qfB3YYgt/zGmHUqxYMLcssNRupbnUbQIU+ZuI2YiAjrbe4jGAbKpYypT9ANIbG0hWQE1JTU",
-	"swR9rOqNwBdmJY/HM34l017wNK6UOiq0cHj5BtYXSggaegiz+wQDQLvcWiPBBTTTNR1Dx0xfqbY4dCL3",
-	"kfG+uA6bAx5QU4axAp9d9bOXq5GlK6xAVYDCK4Kupo2ZfsxzNLHlUHTjm63rd7dha9XVM+muLWZn58aC",
-	"gK27DT65tYuzs5N+9+Lgl95vR4fgG7B9Vk1fEdNpRbqS6MYg9junzOSx1SC3nfIR2TWUVQ3OsRo9ETXU",
-	"Mm3OoxcuKW3+tPiDA86GITVZfi+SeixKIQwQfwjCARZe67Jyiq5h9K6CXbmhwBwauCTqbGyjMJ+KCFbU",
-	"dFJP3sphoPkNP5+K8y9Gp68qkJP8sJT0mlne8EYaol2FR7gCWPMt6q7y1s/kBYtwbpF1BJEWE32V5FZA",
-	"uMAIcLmirNVW9eow4hMirm2+9DW9JcxEXZkuG2mkhBs4LTreQX/XqsdMgwMPYa2FhLl+DVSii6Pfepe9",
-	"s9P+wdnp8afewVUHdVHIx1BkwsexaU1vqs2ObcyyM9mbnAvPWe0hEMPeLnuooiRIWvt0tigICkhIFDEF",
-	"5ewrmkLDAFLtbSUMNCBTbtraRabBXVUlETuWtHEfTtcaj7gkuQ/0TkxyuGd75K1dnh8doP/9v7a29pHp",
-	"HG4cu9AoPFsEZX6YBCRY76Cfj65Qp9NxfmMkiOah0kBqjN1SghoBwBHfM2Ys5llZTTWvrW1oLbYCU3lu",
-	"Y+ayzC1n1ISixK8SwA8pAQA/BXHd1pqAwtlLcOgZgQDKXNRbgEz5i1xFDBNxBv/unvcQlTLRjDN0XZOs",
-	"Tc9zDA8snnvgf+kdojWIxdNf92G0vnl93UMhHpDQQ1BrHIp027GstVXRiHRQZa0UKpHP2ZBeJyL7lELU",
-	"HDLZYjU8C2D7JGUrsplqyNeAMQ/n1zIWxn5UAZl7Bn739IgyjRLN4/ZaFuLtVedhrndQN7+UCDNj/ZwQ",
-	"6ZmwA8+minog5HguiEt6OSbNrHEKysdPkY8ZlOz0Fcxkc3Xrkfb+xTKA3Fp7LR5r0SFWPG6oAOfW8Xy3",
-	"Ym4Ri8O4bR2l10IZT07IQHGlykrL300b38xVcQ//3H7NzaEkCYfVF4glyUHmpRoRQeYRZZ3HbhYbYT9v",
-	"9IUIbav0zzGGcDgbRuM23CpTVJ5EF3X0+Pok1LfIt/cMVPeDefeWIJqavIVUQZQb33LqJQ3u5oQFC4Ij",
-	"o6kbFZQPoRacqVxJ8noqWvvl6up84+BTDy7JfUiBMlezK5AGQ6x30MGI+Dcy14r6jUSmAqZC7vSsoGf6",
-	"v2SzvJGp3suZVYRd4bq1wxMEBRB9GmOm9p2tWt+t1mCdbxcD3VRDgqAh1PqeBm7Cbpi+8nuHXioRgBDt",
-	"WeNabs1OqOQCMY5Czq7JbMddxIeeSY6OE2gK4xaPwxBsH5mB4fTsqn989vn0sH920T8+u/jYOzw8Ou2g",
-	"Qz5mGtjQ385MiRnqHvxqhWKfi0D/rP8kNK4KIkih58Z6RKO8bXv0C8EBmNEXp3mkq1veofWXjb8UuVPK",
-	"/QaUaYqZ5X/VKc95vALs3EcHZpq2vnnh2lAa5QKKkR5SS2QO+TWkR7BPWKarsdfOdtS+HOHtd7uzhPWJ",
-	"j4nwsSRoRCbo8pdue/vdbhpfCpS2JuFbZ4RyiHN4dbaellzEFR2y7ryW28IhlTGXVNmOfaVc/nSV+0hL",
-	"pPqy+ev//Nd/m+SjlMD1z/voj4QrEphsJapSPERxiB03Wk8jX3miJA0IigVlCgrydC8Pej1ImoTcpDH1",
-	"yV426ZfW//zXf39pmcgCMJTJxFjLBPYhdE+ivmdSmtxHf/krtJR/80avGD7UqzYxfbCItYvjA7S7vbu7",
-	"NLRcR/oZJkj/hDoG7ljon6RvOVmr8gaeUzHZzXVpGX/7nIfUryrRGY7xVCKJWTDgkz2tzAs+lqDnYGXL",
-	"5eYZM2bTMZ6iNc3F3Nn9cnXySXOfy99+BsC5ZmGUIYwUHqwjkTDgHWZqi4BUSAdSKhEX9Jpq+UTQ65GS",
-	"i6D5H+08AbXPYEOydoOMS0aHw/mj3v1YVqvtJT64wMrUv39uQT4tIlsWSdxdgvIYlzGVnHDiDMzz5ZOs",
-	"UHV9ABJRiWBWcEhfR3KEhWmCoW9Vmw4pDTJTq0Dvw9U8AP6T+9RkPWKZuQ5sb2eN/pghEsVqikwF4NmL",
-	"9SAd6OdHzYQs3amPKcpnW6q7MzPoPbEc/69JZuBsy/BYS8rZEWU0ZrHeGLqqAjoOeBRjQdqYBW1J1B6S",
-	"+JbYfvUzLjVE/khwaAnNCubps3L7c2QyVdY9BALzmEoy630zFGXHyrn0Tm2vxw7q2o6EVQXrNS1roOrb",
-	"/W+XZ6fzSPESP2rkVRUtrmh1K3I8qUhs+qhheaO1fkFtmfOKLvetzYr+23stfaZN8m2KUHsWy11xCfPt",
-	"dnp7QYqIL5z9PL2174fheCakv3TL0yGoYnkff8JMqkZQyQjnyRqc3RIhsdOMKqWNrvRtW3nn6pfkDyTB",
-	"JGJCWMEisJYr4p5aMzLkseYFxEXxDbBVUGHDqRlxYopkOJYjrpAkEWaK+lYWz/U22Ch0k9h3ir80zgko",
-	"WAOCkpb0FYlkB52CGaZ78GuFH+EgBwt92bwk28Ahkcp2B/j3hIilJgHkXuZF1/7hMcUp26wCmm5UMDX7",
-	"WP5ofvl/bfYF0VHAG7jQdF7gNk3VooAK4itumq1X8qkDLEmbMkmYpGB6lMnAqM4oggbOnFm7jEACwoH+",
-	"bw/1wXr45QvEw4dUEYHDdWhcab3krq5ykCt1C2LogE/2ERemW89gitZMFWZXCnJ933WLMexpluEcuh1d",
-	"EiygFf/T8Zsi5E45axsND8rsKI6GFILQCvDy0mbZ2+92M6uURGvW6KtGWrdk08JXe4gq5PMkDOwpuLI9",
-	"qZPnD+BoqZfH/bPexRPhibNRbb8zHWLdv7cqWs98X5zyAIuglk1qAGp8jpNBSH3kYxG88swfiGcaTmA5",
-	"j2M4gyJB5ThnxhOXY50bkoTDOWVtS7qxZpgaxTJ1GPgi8E7NNXMfW1eXyBumrL6sR+igA+M4NnJqylrd",
-	"vuaW20r5pIk2vNR7+C702ip9datSX9Uwgjre6cHYatymVJc1mi/HQCrA9TwKLRZBre0Mi+B7SzR/VXyf",
-	"igsaxEV8zPIX3X343jcnldW7+M8YqZb43sj8KjroM3Ov2SLDgTX4Qet0zRcz77lczrddz/Ke1J6+ZCnC",
-	"p8i3nMc88qfRevWIvVDNjzNyP+qlbMAn9UYp5YqnCT62piEfM86oj8M0lcNz3d/RkIb6tjFZH/tpuAh2",
-	"RiMwF7kwGms0Enzs8vmrTUY9vcRHLu89S6NVSpPZXmtZGQEWfmy+uWtmfzJffZ9WKNh2nXIFDwGbXjWq",
-	"H4cXmWh5OFpcYBk5hmQ4zWJmtIH9m/og2xMsbiTa6nQKXboNe9JMxzVNFXxs8shH+JagASEs4zgQ5gfh",
-	"QaaUsZYmbLytTVIbTF1A3j6wWMqgV7oLsxPkd+Iro4CZnDdYSQ3r6vo334cmNasxYf8GFCY4mL4kf5gi",
-	"Xe9bXmvrQ4O6XA4Oz6IiucnrvX3nRLQ1wvBE+Tz68QzkrzrSinyt62sdIyTBNbHsbVWm5oeYRvVs7ZPm",
-	"OxIlsWZO0FLfClEeSphlSsDjyrxLC1Qm4dQmmqI1P8RRbNiceRLhiXu6Xgjjda68DupCw3Q8zdWCL3GD",
-	"9aLZSW/HrQnnfstxWcguDomEaMFcsfgIT3MxzKazu/VgUIVCMlQewi7l1wmZ6/t2hWZjLly6qhq9Z3tf",
-	"jE3XDMvT+ySUZDwigiCwdNtVTxEWZM/xfRsADjuh7Dod3tSth2BF86pEZBLTqpwM4DYHcNrfKdOH3Zt+",
-	"d3nEggxmrwXI2dp757XAK9Paa5lky1azywAg9HzXAUxffyF8yiju9S54vQuMjKtxwhU0qOLFza4FoKNF",
-	"uc+EDbnwSWCvhLSa7Ey1CmDrHIxrjGhumMVzEOyPOuiUEFDEjRx7Q6ZokCjNhmMBjNzuYZafwaHIHybi",
-	"1GynzuhlDuVpSf7HoI6j4ZCYVCQDw1z18kIQgsLzySIitSTx95G9nQUJtIqJQwh80n/6pm66vAeen5Af",
-	"BsdPSL1HyMaDUYCgmr6ienNU71nYORTXQNXCYrnH0zLIbmNy6stJKh5RH0nKrkPSDjIDIRSO3DNojtMq",
-	"PRDzYXOXoISAzGdzeXB3FA00aWtXl9YIP1IGl4kSmEnsm2Z0XUj9aRvM8XGo5XGC0zYFEnKE3kgU6uWk",
-	"xYZcQpktRpQqEaaQKwoSg+Skg7qh5Aj7PomVRFESKhpjoTaGXETtACucxS7+7fLsFFIv0T+pliD/md5+",
-	"kHZknug//4nWatJHPVRKH8Us99RU63Q70PoKWJHSDI0BD6b9KFiv4iLwzSVhwfch/tutQGAXQ9Osb9X5",
-	"BdrZ/n9bwEUc0ukPbijTb9u6kLa+Y2uv9dNgO9j1t0h7a2trq72DtwftD/7boL1Ndoa7+MNg098Cgp7V",
-	"NyJ5DdpGZNCy77yIQERvh1v+Nt4h7Q+Dn4L2jp7gp+HmZnsLbw/e+jvBO7I7bGUAWOXjpRWX3OE6zcVr",
-	"VWCqad7r84Cya0jVs93a7KlcmdCpv2z8BeDBbAJF8enMsd1BaH56bmbM1lohVxo6YHRCfu0ZIjDponuo",
-	"IkNzD6XL3Uc2L1KP+aW1n0+VTEf80vIKuap7EMS2ARmZ663cNjKE0hcOfI9Cft2pxaQA8Ij4NKb66NwB",
-	"tvaWO75alNpuEM2RO9nPwCyeWinNLWBBUoK56lKH2prJjA1ISEFjAOV9/VVpfVVabagbCxBGhycmrg0q",
-	"EwCmNY4Mdm9tDFzwVF1rW2Y7O4IV0VIHwlqoCEispQSm0OEJqM/G3qmwuCZKGkeOYwRyP/W6uDFm3S6W",
-	"63v6anZvm9EQlfZ9fe+HnD2ShLGXtsVkyk0NjTBBBxrnpQrk83g6V2T4CKD9zuSGS4VZkMRa0HuHIsoS",
-	"ZUrxz3JlwBy46mfZ/SPf1wDZl3lpm2KXnTgYPtitnQ05e23n1xgHw5q7e875bd/7/FY+wGe/m2EV8/2I",
-	"lge8uhJfb+LZm1jfIIcn+s6TtgO8iT5f/Tb+5rIF50VdGtNPKWwL0WG+vpDWcsG0TRVifFwXvFVwPqbt",
-	"pO0YIyytIp1ZGOArquZnBVoSe2FxmHZVTxGJaaeqk/rtkb0GYr7oQMx7i9Z5Yt7Q93nbVsKeS9nm2JAk",
-	"aa1u8xXizJaTgkH3wQ1v3OaWXuETsHVZaXWWMo9pSC5guCePwGxGnd9ZkGQG17pISfP0NUzyRwuTBA1S",
-	"a6FSukL3OY4B1XpXZRdy45v+X19r2pO7DTN6bdOdLmKctS33SCX6tPh+qsCapSqe6b+CDIkgzCemMEHK",
-	"YJJYEqFQTARaS30O+gvPjkrEejWL6cIkBuW/ayajN9PT4L9/o6BZBUyQGNRn4zyB+EwNNgpo6DXgPHlw",
-	"P0sQTsb+6mu4gg77qj69qk/T9DbMMSNcYkXNeChEA9QbMQ9wGJruAR10FhMmwXwKdVCsbdNqQP6IS8LQ",
-	"wMQ3gr8U1rmWlue0LMdadTxEQkmgWK0dwv6iP7etNF2MpnGU2oRdr1CCDujfM2Xcbf8DnydMGXeujWKx",
-	"GhfOYlghEhN8xBVlW/WCzwEs34UBEpL/+rnyXbn037cN6smn236eSvLp9AvcPrlUhczTjxiQuSYHg5xo",
-	"zMXNj15m/gfhaJqvZGylWHQvSARUsp2NLFyq4JTlGUtVtkyzbwW9xSotEFCIE4cisAXLzwhLxAeSiFti",
-	"wkduiTDcbDyi/gj5IcFCovOLs+Pep6P+2eerw+7V0eEs2zk30/0wsVd2P7UBWLZcQwnar7Utn662JXER",
-	"SqUzaEpk9uaqt830mM8hi2ANyxsS5MPFiIASbTxR1zz3hhUj3BtuhrTiNBUpAgXED7GhI5nWQOIs1bv6",
-	"kvzhoVk/TYX+ZfHpRWTYmqxlw/LqSxPNI0C7m8N0oLvZSkxnLJwafpYDY12lJKtsNZz/0nz13RVGssuv",
-	"N0oZlHy1Sv1gVik3Ssp0cuww/WkpfrjxzcXi5c1TZvygXuUyOj98CFVXnTnKUKhWXVzMqKlCMFtESWUj",
-	"oEJehJ5Qmmr94RSsWJkzTJA4nBZab+aDXut45YXdzQuyVNmVVfms7h3iccYQhYLky9da0uc9a6uKLRU0",
-	"4kUW2M+inxWXMF9Hy90luajqOJy+GrFeVT4rgQIaGfOVpcvmfJbzSC5w9bu6wPnmQHJEY2Mfim2hYcpu",
-	"qTIipGGqQx6GfIzizL6vXx8ISoYpR02FzcEU2ejvCjbJefTS/IUvS8ziPKqVsfQB2/7U6QG9Clw/mMDF",
-	"x8zYb8snnWcIQOr13URN90mZ1v8ds7ISidYKPGA9myytNpCPvrW1MNcsh1jvIBPOy3gWglJF62lP0O/A",
-	"cOwacxtmpwWTMGx5rRGViotpH/q00RBOsWV6vVQLOJxHtjaKhiZZLW3F6piCQKp9e2e7gXSUwv15JKN0",
-	"+sXdT7PK9SgQ075I2J4J4uZJGLQHtmeefs4ThXqH8jWB4VVkMrzSoJjlcBWscZGgtPHNCin10ZGHRGEa",
-	"Gj6M0UAfMtR+kErzT0mIiaLCk54ikVyHgMZy58V9hItiFSG56Cq7BFOJ17MviJRjuF+CPlawCq0z1XDa",
-	"FxYiqZf0FPGReh57TrUBA5xHrwGSL9bwDiw+yJGaIbB7kfQGqCbzdSFrLzdKTKaWV3SXgtxeqDOEA/C+",
-	"DaYlDQqNR1il7d+txIAyiaGaZD/qqf+F6Rb2X0e1cC6vZPui/WVAuobUltdNunFsMgHJRKE1DP/qRwGQ",
-	"YK5uoiFLQdy9u6evTevrmrQjPGmb5qdzrb5lCwUzRUBYviXzvjUDL1JlAFtNbewXTbAraj/pQbT2Wl9Y",
-	"Gx0LQv4kWuIQSqJjQQM8rbP0bldnhWmANWkDV4Lys2kvi/lSrni+gdurWvKqlpjCkIAOrl7gXAbZQJxx",
-	"JolvSzXVLAYUQAhParc1SVdZn3toC7ePYsFlbOs0gWayxjgaYP9mSMPQM23dI36LQz02NNqEwjYun2u9",
-	"mmUem2X/gNyyzt+V2o5szRJZyRnNW01Zo4Hms3FFM/18m06GaK8M8ZUh2vRWY9KecSHdjyMaw0h91MDZ",
-	"mBEBrKyDetasbY3YELSoJUvoiGT4YJhqdFyk9hqr3FXzNjPoj8jbZvkVZbf3tWg34nQGts/G6cz08zld",
-	"3kUa4eCV373yO1sEEJAn5TX8ISzUG79zyup53XnJvmwK1w0I1JlwfA1rpdg67q1Sh8EHkwUBGGGwmt39",
-	"Ta/gX4LZaVg3Ec16bgT1bAzrJD3C+UwrO+pXdvXKrmwjA5/EygUKZLfa/fhVSPDtHOGsa1gS46zNc3La",
-	"BbnlN8S0azGuAJ4oqbDhbra8vo3IhOVanraPBNFU6xKfHGfLdlMTiASr/JdganAgr1ztlav9y5Tkv10t",
-	"NkCNgPssVz7pWGgmxBBm/si20bXRVT5m4K9gfGwiWsy4ekHKZtDFIbU5w7lCS5JAGADKJeuYJuf7aESD",
-	"gMBcRCouJKiwggTYV6Qi0vIKJrwgOHitzfJQXMnA9Ly2HhMcsavC8RqY+YN5PLEl4sZlnKp4ygaZuBos",
-	"1Q02GcpO2DMV1l0Ekj9K2I2psGLZCpZIYzLimouIm4CP2T7UjKQ4NA5SjHwgEDQe0ZAgyjR4QlIVTWTw",
-	"+Gjy8kuuVLbi5CLCauUsQbPtYzPI3YviO/ZEKjhP16DEK8f5gdqmTExZE0fhcMA1nAdGFbeOQhMRtvZa",
-	"I6XivY2Nre33nc3OZmdr78Pmh01AUzvEbH1mk8E/4FxJJXDsVab+Z4U1OrlUWJsXPZtRm/bEgAIVNb1g",
-	"Co0ycsNCo4zZMbtBRBnVazSlb4HfemjEpZKetbx5kI3iuaUbddJ1R+ogGELa7sL5axsNeEBNnWK7CKxf",
-	"rVjFedZdGTZi2pLb6TvlzGVu+/VWZHTs5TQYb9ZPIrNcm/ywRpadHfLwxNZ/yXVh9jnT2GHN1SbQBq6k",
-	"AqwtQlXAu9AYxEu7A3pQtNNUlgHlPDecaXQ1O9bRRDNBWpFX6gKAqCjksOe37NKgZoc9LpT8sSG7hVJq",
-	"nUK3Zr3Pr3f/JwAA//8=",
+	"7L3pctu4tjD6Kijdcyv2vpQ8xHHSdu26pXjYrd127GM7vc+5O7naEAlZaJMAGwAtqVOuOk9zvvf4HuU8",
+	"yVdYADiJlER5TNp/uh2RxLCwZqzhW8vnUcwZYUq29r61YixwRBQR8K/uNWGqF5xjNdL/pKy114r1P7wW",
+	"wxFp7bWwfqNPg5bXEuT3hAoStPaUSIjXkv6IRFh/N+Qiwqq110oSeFNNY/2tVIKy69bdnWcmuiBD/XZA",
+	"pC9orCjX03UZcnN4iAuE7b+RXgBSI6wQlShh9PeEIMqQGhE04JNOy6tfriDDueuN8OSEsGu96d0drxVR",
+	"5v65Vbl4pbA/igqgKm7iakQQTt96I1HvEK0NBY8QRhGREl+TNzL3xnrd8tM37g/yj3zyC5nWHOuAT/o3",
+	"ZDp3in/TYNxr/V8bGQZtmKdyww6u5zlIhORiFiaMTFTfh4f6XAWRSUTSH4ZIjahEUgmCoxQavydETLNV",
+	"mpdbNUe3vbnzYfHhHRKpKMN6Ucc0VET8O8wxs9wzFk6R4GOZrk1wHumVH56iGFOhF0kmccgD4mBVteYg",
+	"m6+1LDRza2zdeS2ppqEZisRng9+Ir1rFjdRsQWOhz9ktERJe20PfbigL9mAnHvy3T4M7vSf7INA/E5/G",
+	"VKOco8O7lba6GiIttfVjGpIeC8ikmvo22wMsSYCofgVRpjhwiYzwhjQksobk9LM+fLmIZdAoiVp7PwHK",
+	"mb83U4SjTJFrIgDjfuZSfYLBywvVT4CveUsztBGXqg9/rwphWIpe1y9k2guqseaGTIFp1Szihkzvz49O",
+	"aETV7PTn+JogSf8gaC3G16Qf6tf6ARniJFQe8kMcxSRAiqOtTif3RoQn63V8A95oVS6PMrW706o8t1OD",
+	"L3PFocWp+0PjgvyeEKlm5pw9m96h4UgpQhuh6GMhqAbMiCBhBqs5Pfu0/3Br5zyaCyXLae45zSWRknL2",
+	"M8EBqZAvVwIzGXOhkDQvaixGa1ihSJPZ1vYHFAvKFB6EBHUvD3o95I+wwL5Wfva1nkGiWE3RLQ4TzTcT",
+	"piTCEuGB1BJ6H42pGvFEIaoAyN3zXkonQMQSfraTp7AfmeWmsADNZ8AnbbudOmm2tf1hFgh3GoIy5kwS",
+	"0Nc+4sAijv6Xz5kiDP7EcRxSH9joxm9Sw+fbkuzhSAguzFRF+PY+/do96R32uxd/+3x69OlKi42DzxeX",
+	"Zxd9+6ijefMBZ8OQ+k+woE9nV/3zi97p0aGHzi/OjnsnR/2zz1eH3Sv9y8XZ2Wm/e3Hwc+9X+OfRr73L",
+	"3tmn/sHZp+OT3gEsv3d4dHp+dnX06eA/099hE8CbjiY+IQEJHn8nJ73T3lX/6D8Ojo4OjwwYP3F1zBMW",
+	"PA0Yj88+fzrsn130j88uPvYOD48+wSIusCIAiqcAwkX36qgPkDg6RGuCKDHVpApM3RARoPyFftDuDlUV",
+	"D7gkPmeB1NJhjKlCAzLkQvNDJaaUXdth+1h/3Zf2ZctNBzyYrntoPCLMErK4JQLdMD4GXSHb3oysAO6k",
+	"uMDX5BjTMBHk8cF1eXV20f3bUf+42zv5fHG0hxhXI73HMZZoLKhShMEhfmY4USMu6B9PcYrdz1c/w5o0",
+	"0Y1HWBENRA1PHyeSlA7zH//4R7ubqBFhSq+DVEs8mJToQ8W5d4Ef76GPBAuizQkcRn/9Ygy+AZ98aVWe",
+	"WcZJDWRuMQ01lj0+YK40q7noXvRO/rP/+VP3127vpPvx5Og7xPTPTCaxFrQkOCUBxVfw0qPDL9Nr3kh0",
+	"YOZq67kRlRr5EWfEGGo8JgLmRgHxQyyIRGtl6aXtHCw5Q0m2m36kt9PXm14H3wNVEoClZyDM5wEJ0BpO",
+	"Jz/SP2lgczUCJMcM0UDjp5ruVY1vIdQn9sN9JAkL0jNBCdMQEURKEpSxoev7JM7mnMWIf1A1WmbSvXSN",
+	"HszMtaEL07s38kghCA4kWrs4PkDvd3/aWV9EVXfusV30zVmifG6MHxwEVC8Wh+dCn5GiWosZ4lASrxXn",
+	"fvrWwv4NCfpYLUKXKxoRqXAUa05nPhpM+1YH0yrnYs1S62kDPulL8vti49SnEQ4v0y+lwiqRiz7r+jeX",
+	"5kWjwDkV+J+5mdOxvGzv1Tv6mu6ApwZxNsPetxZh2hb9p/lYDxLqQ5z2zb+/VgCgG0SUgWLa9JicN3AZ",
+	"MPtYBH1BbimovU1B7QuCVXOcKNDIt9lFEaZZb5B7NuA8JBi8D5mxXfVpiKXqS0JY0zWFVKq6KWtniwUH",
+	"18QtESvBT/CwauASQubcu9bJkHc4OGClW7DDFsE8u9by2RdOsxKfU4Q8gBd7LE6a4mbp5OcB6wCL4DD3",
+	"evnoF7tT8odqfRXpsuoPeZlxHSwVmSzEsnPz7pV+NXfki7Z+od8rY0L+3OF/y5zTBZGw8+ZMZCEPzViU",
+	"5vQxBXf1rFo04mOGOPPJvhFsWoSPsBwhcC5zQYJOFW+yHq2l/BAz9NLyMo+YW9l8aJ1Q2RRKVJGo+Mfy",
+	"4LIrwULg6awMgvHmr/dzHCxNhRFl+V+3yhuZy3HrWeNd3QI/8klDUGqZu6TMcvciVRx5RYk0d/+17F8S",
+	"pSi7lqsK0NKhWxB4uYufGR4/O+VyfPsjn6zOtXMAX+a+KYNY4SJocxHdumnmbeJpiFSj7z1J9COfPBmB",
+	"Lg/u6rUe6IGSONNWV8ONGfoISEiMCQdObbmUk99rDY27ZtnXQeUjYKLWaoQiaawQioQtuwJtJSwW6hmQ",
+	"SS3qu7Hs9BUgzIGnFvd+5o2JZEW+CQrJshZdXKTCmReK5FbLd6t0orxyrOdZjilqOK3OFe1+5sFKT9A7",
+	"l83Uy9L+cruau5Gn4YyAWvdkjXqMJrxxdbCX1zUPhjYO49EM7dUIbGkdWO/0lq/goBE8sc7MCu0uD71M",
+	"nc6FG5mPlyO3X8h0dWrLlrnIlLtbOP9qFtGzmTcrnZFdbfrtvFN5GtZhdcP7cA5rS18StQoKNbbWS4uD",
+	"72vXdsF51Nihqugt6UckGliH8hLKxqqSmmpUnPa11TCgIVUL1fmfzRe/Zh/Ms4X4mBHRb8QSXQTCMu8u",
+	"59TVZ1Dj1c3CHaxALS045+utAJVXPqvlOJ5ez9MQF2DfPakLoEfUmQbMKvSVxXXO8EgHZsQFGvBJ20ZW",
+	"QfgoH0I8KcAXGfhqftkw/nPWYaoXUrvXS2tHP6C1I3NDzjsvN/WvOEyIfCQ/gjUmKrwF6TIXwmZ1HY1M",
+	"YuJr4lj5ZqEpMM+x8kczkFi81yt+Q9jT2EohHpCwEnNW1NyUXvtKHtL0S7eq5dgZAGt1FS4FQOmOdIRN",
+	"8BasSitNQ17mAI3cGbllrqTpPfj5KodkD6M4Psi5mzWtcP5PI88MXd5DoGkR4AJ8H8umW85BUb6+q13u",
+	"uaDRSoR1w/iY9f0R8W9iTkH0ZWwXh+HZsLX3z0YM+GtVpEc2AXIToClP0IiHwX7uad8fYXZNAiTxVKLx",
+	"iEAkBlUo4rcapaspN4XA491XwfDpBUy24IWuu/RNp1x6LROLutSMB+ZVuEmJ6OKPTsxb2T3jkkaL06ll",
+	"RQKPDbgtxmZDtoFEmAWIsluqID5HemgwdXkIEDG7DNGak6tUQu2i+kokzMfpfWwxTDghWeiTj8OQCM0J",
+	"UQTxU1WrNJE95mpq3yxX/wN2qB8KnlyPEA5DG2AV5VhpznVuYzgWqxnwWo8Nee11o0xjh92xFXDMnc0s",
+	"OFJkShGkkkWkaUcLSWMmeSuJQ44DEhTznyKicIAVRmsMAgIhsmqqiFzfQwEfM/2NJtsxVaPcl/30Gddf",
+	"/Xx1dd5pzdBjIUlq5sAP3RAw9t+OrtAGjunG7dbGgE+I3Phmddi7jWwgufGtMOrdPkTHUXatF3ktMFPS",
+	"BVzqBS1k31lkWXWIIzxH+jnCMoWhB3DSv3pIJgPzmAUoTdqzcechHxPhY1kjxFll8omeVqOOsYwKs7pI",
+	"d4wCKoivLVQ9p6ocXY7w9rvd2fFP3KLQiEzQ5c/d9va73TQEUZ+9hzT6J4oEmg3kgs7GI70u/YNZk00L",
+	"q9mepH+QPgxYoffQPyCpBh4XTmpO4keB4koZeNaiz51nYQEpOKrI6qM2HFaLh0vvnBbGTh4ShWlocC7N",
+	"71hGw3CvP14cHOz/krAgE20Ki2uimvhyympmaYB0LbUHkFtALlhOGsYaJCZw1aRX/QaWZWXIXJZNGWOl",
+	"iNDI9v//E7f/2Gz/9NX+v/3125a3u333b1XgPsAiaMpdUZwMQurnqNLHIuigfCSaVugxQ3ygaQnklwfR",
+	"sbHgfKjJL6S3hBEpKxjp00XzLQrLe6TIu9oRV42Oqwx/yxZfhYTlYLPZDDh7yNmPe8hlMW1vbm6iz1fH",
+	"7Q8ZSyuu2WtN2hGetC1D1B/YSc/xNXlUawpQuupyNcv8Xajb4WtiE4iXN8DSGLY6UOpTKsCwKQj1JAUV",
+	"vomJv7Tu/3fJWZbkuro/C9829yiYj5rGTpcd37lAoWzXlUeWmTn4diVDdFWwVvoLH85wLVirmk9BBD1a",
+	"+9La/NIydgfjjKxDag4NSBRzRZg/XSboqZe97pLt89Cf3VnJKChPt/hgVrKPnxJx6xEwHWzBLlcJRJr1",
+	"P8yzM2tdJpCqda3FMWj1AR0OiZDVxuPDuOsrMSPdQyWkQkyjMxGU7sNbPAyIVBAvaBSo9AdGxvqPKqWp",
+	"EJeUU75oENo4JGb47xDTsEbxKm6wpH9p5evblrf1U7XOlS8u0Ez1OppgX4XTBXUScpUUiiUWZnUt/VaD",
+	"Wgi/6NfhMMuTPvD1Z/mSX89bhRflteVOM4is46H6/Jzuaq58Lkk4fLBrn++TjXsahf1RQ4w8piQ0+X+G",
+	"fPe1fhMSvVTOyCzC3S8donEqQQlhlhBVBgjLSakjZw4/qgldXjQMULucA6iOkpFBLhO25eWS1Vteq5yt",
+	"bp/PZmG3vFYhj73lzaTht7xS+rj+ppzsrr+ryHVvea1iBr/+NpeG3fLq0lZbXjkBuZLY8+BsKGItNBce",
+	"FoBd26OJEKR0H9FI+xhqgqp2k/HhkDDIjKSaVSF41UOkc91BaQqf/Ofbr5X+qbC60IkeGB6Z+h1aFyC2",
+	"4sBSjqrUY1NVu4igURJh1tZcCwpehJSRfWScr8QfcVutwvk4TNWLTnWsH5ZVZqpk+Ib0wcEnyJAyEhGm",
+	"EB8ifXQdQ9B5x4jzivS//uXfqueZSViuSkG2L7qk7QqlC+43h1ygQkUBrWHVIPO+SZs2DmJwQ+KIoBIf",
+	"qvPp3y+cwmvJ5PqaSLgO9WvcISU+BKSRnX4eIJXMaRJzoY4tOmX8CfKyvVaExU3Ax6ySfo9pSLq+T6S8",
+	"IHqUlYJo7ysdGa8qDHA54kIh/Syz7N81tOzfgWW/nPMyA0VN1Fca07WMAJsZrZC3q3+nA+tZYhTubRhX",
+	"/SFUBPFmJFHxwGxZvUbMNrIsajavgso4xNN6X1zxZmPO7cDMo4TZ/NDF13SCDIkgzCdwU8c4sl/2IaTA",
+	"Q2YWrX6brVQTayKqYyYKgy2mPz1MCTDFzdQd+AVZUtUtu33hmiak7GY/rfIxJMofEYnMXuuOs2Qb4fbw",
+	"67f33u5OtXlUPuu5cXANTr5qFXVrsGdUhMBIqVjubWygzxcn6eWULwjUMcCh9BAU/NLnHwt6ixVBI27q",
+	"Xy3Yw/2PftFhV1xKnVB2A5o71KFDa7C9/eyOVAswb+ak1YhE60tfkhfw7Q4CnHrmu63NWQ+teVtz+Iac",
+	"I1ctr1JWN7yDcqy+QjmAahYNo35X5exeKwHj9H7OqEJ9tVJZwfJuciHBuanrcUt//+j+/BxWPINX/5iH",
+	"IR8XBGMYgt7DICrDwDGkcOsaJYpUCsTZyPKCG0uOsADxWtJt4ec9GyIsjfGPw1AripgyEiAbuL2PfuP6",
+	"33tW6xQ8MhqkwkLZy24qkDVO3HgjGndyrrN0EWas6n3YPKMZZgKeKSR5InyCeucIBwEUkJForXd+uwNl",
+	"zs5vd9c9RLA/gsv+wAYCMo4OeocXSGB2TSSUNv10aUIKOqjL9Hc77QjHMQlgDDc2ohICE2B899uaiSJE",
+	"kq97SHI9jOZeA64gxhCj9Gq1wMPqQ6+3q0ROysXebsPLjqfNomdJj5yB22cTFh4TgYzira2ARBIo78eN",
+	"RVCKDIWSfEWBkhdtX75MtjfbX75M3h99/X8qhVu6pudQpMuEt4SW2tO2bde/eRa1PzOsZw9vq9PB/k1/",
+	"gJU/stFlY02lKhHMFAc11YRztRiXYXgzxtn8iNBsgV4jcK54q6I/ahDampVeWrQRN3TtmuES4FmQICRY",
+	"krw7oKRJ6ccoBHos14Y1n0Z44j7fR5bvI/PI/ss9XtLpUuPNudAIqLgZen6Z2iUn4u7SZX6md3o9szKB",
+	"wxgr4WQzdQIm0wz7HrHWMIap210U5AnTMjonVNMfjNZQX/wqW9YPWaLM4DqZxFQQ2TjPQH8c9EkoyXhE",
+	"BKmuCZHzQ84b2dY2znyKFQT9kaoIy5s9tIUOTz20jYagBUqtfHloB1nlz0MfkFb+pprA+Ji5Usge2tpF",
+	"rkJuvgxy07C/fGE2t9i8y20GMLXI+uha+hyyStcJQb9VhugtMRxLIm48LWCRvJHGre2hEQkhOBOzqdZm",
+	"tdZnMVcWyntSCdHQpra60joVC1CuHvySPG9FmwKqImfdBJp9ahhFHYg+w9NcI4AMROMRD4kBlO1LoZCP",
+	"GZKKgqWAg0YgQmt6cPuKxmk4fYQFgfg9WJ/Wr0mMBVYknK6vhNiAUqVdl/CkCpdzQTS1yGxKepcjwqfo",
+	"75dnn5AZKueYs2N7rUn7mrftj79JzjoXeJzjFSdpIkMDEpIkwkxRf853lUVkyrcoIWWQNRoRzLQ5o80F",
+	"c2kDcdhQIFMZnqTtp9TGQSIJyexmH+TG4NYkczZM/axJV8zfwNqBvRz0qlDh9FETneYX+blP1GiDIggr",
+	"VWisiSH1CvUkKjotGPPYvNSOeGB+HHKBTg/OqzzZC6NSs6zcfBW/rGuDq6Rht1l9yNGAiJlIHZM6DbXt",
+	"b2ldbPRp6uUwWmX9KCEZqpohUpWigaccMscw44z6OHQ6QQfZwQwvpVGUQA+AeYkkC42r7E1A2WDaj4KH",
+	"LBIXFCOVGnRMAZ9yQxffsEp1sKpW6qMsDrqQhGaHe7JshBhPQ46DRYKqoRwCfbOveH/+TlgS2orihVkK",
+	"rmwzjiAB9mvZjOvS8UDgl4QtYU5mqax6iBGoCILz6sQqTW3mHdBphFSO5PaRhsJMlp2PmdZkJAEn25ot",
+	"Wa51StCxhiHnAupux4m4JsG6h0J6QzRvtJBCFWdQlX614Azm+enzeOeVmzcZGGYEX0UkVSdXjTwzEHbE",
+	"uzBD2mLlo5sWOex/IO//PTT1pX0EdtXNr8GfjEUti4BzdndJWADpTKsV2UwFVklblyibn1Wn2wVi2hcJ",
+	"qyqPVRzsVxzSQOvCnIU14TOpsFr2KlM+ULzlUgJiWdgsL0HKwbvVrm2T0yaNY9t9I/c19yNYGTXG52GI",
+	"Y5vxuapYmPEDz64vz+yW8SiW0XMlv2IOxaoEYzNHeCHr8j6u8PLWPsfzkagmmAMuLdDhqQk344xUpUyj",
+	"tSgJFY2xUBv6UNsBVtiDBGiwPA9OekBW63uQmCvRvyAy8V9ordx6w0OVHGMf2XNFEZ6iATHNr9Zh8H9p",
+	"svxXB11lCbhQJQRfp1eH5JaIKZJ6pQZbkcZYkOV8zJDP46n+w2T2ul+dQt6qiiJY1ERzD0AFkTB6xzZT",
+	"HH6ABOa1rU5n+907E/kFqwSnVTGBGWHkhxrDofGG9FASI9sdEIK8N7T28eWLp/cbCB7HJPAQlgjaX7x7",
+	"/wFheSMhCAcNQmzicZDPmRI8hHpT1MwHuNA21KjN7FynMQNinM/4Xit0M7FeJr1cD55v2NTvfZQ/W+4r",
+	"otomMdpoWrZRWQe5Cgy53OUIT0yG8n4+z9qmX5tzcxnaJvnaDFxObx9QhqGxXoWD2oqhJfSJkuya9b3q",
+	"X41wWESIDyr9Tm0oJJCGhxhnbdMSbs38z3RKIZIGGreqyNZQ6MbBSW/dS6MSzXzuAPIBivu29A4iNr0E",
+	"S6Cparm7skn4A0jsSmO0FBCqROKrRIPThYigtYBqSPgqO42ccDWJ0ZKEw/X7SNEV9YmcVxSYGWXIjpND",
+	"FlPtIfs1ILEaGa6Thr+1wUq6IVMI4TBOPG2BmdAVO7Sm+t2d9oAqbWdhZYI+VlJiKs3g0m2ou5sBt7d9",
+	"03DwKU+Ml5wQz7U7hXjriva6S9ShrTCSSwJXP5KacZvrWHM7FCxAjX29NFMMBsJmokTz01ByLSotetke",
+	"TQ+kfBVNzZWVriX1rbJSIk33Oq1uEhor6CYHwhLTSEukgIT01oZYaoINibvVmXGhWUpN71Mer87oXDXx",
+	"Cf1NDgubbHm50MR8sYy6cPMyyMvrWYAwK2qx0LjsgTRYJ/3UmBtt1punzqYMo6wGaOmpHwJj1VN6mhmC",
+	"QMsKzOgP9an7CgXE5wERy2rCrtsuFIdS+e7tYJBZSU6Z6UMnMJMmruxV3X1Vd4MVNV1XVTAfZtht/3+u",
+	"zEz6Z6ff/vpt09t9Wx1Un3OjzeaKxfj3hCDjj9tHMZYaPmiA/RuUMJsaXqmQ5krcPdN94GpFEb253V/y",
+	"ZfQa1hw1d+hZcM+SoiA2uYV9y7aXLc5tA5yWbGZeyGJwoVEzM3sVm6gF0gpVyAeCkuE9UjTTkPC51od5",
+	"a/5VbbNy4EvENmXXpY9SQtysovos0sKNDU7ivu0EXYH7BdW59Fuz/QDnbOPKjluq42OzeuxAaE3w0Ehi",
+	"qbDLzJVgAGq7bz1LCdx99+7tbqOkQPgi68i/4h3CanrkasUdwCJrqO86HXG1zxqX3185O3Y5QjKretj0",
+	"nQoIla8HK6BReYq57J5cuM2CRB+7qUOnYRUKpjCfRwZ3eaKuuf6zKozCjvHoF4WOVp4hTchOfWHM+gf1",
+	"B5pCILFtjwya8ZPejr2kGifP5Pdblv5NxG+NMK2qNpISZDNPSxHbHuNyKw6nS9oVNm5HZHJqKRKtZnPz",
+	"djubom4VR4ir90lsKgszQgJp2o2D1A+IH0I+m7uz60Mf6hpGVTjBUjb8Q0zAefRRa58raax13MGEAMM7",
+	"D6FyrCwmm+izDyIbU/U0hU9u9ZWo5OC/eqcPHGu0qz4LMoGsPfNKdhQftn7azp+EBzqjKp5c6eDW3JbW",
+	"F+WPl05RT/ZDFxjMDsCr5KlLMVDOo/v09DYpW5khuBxgnUkIEHUpQzgMH1piP1DnqwfInbylipAl7kUU",
+	"N5XuCVqrvCHLbkkYV7lgvnvemFWXJNfIAfnHc4u1NiDJ7c3Nuh6XjXD1KXu7zOL4cs6OuXrFQyGmifqe",
+	"h1fnaaUsQEH5MHjy3fWAc6dR3wOusvVb6fBzeuos6OtQ1tRbk03rCSZhiALzKSQflBul2cZBFooe0Kln",
+	"jznbmPtFo71z0ChiBkRxETdmb0bu6R98YoojMTdlGx/ViWneXx0oD036zWBbxo+lqM/UwXiw4u6PzCsE",
+	"l5XpPV1DPWkzGQhMgaCMfWS+yRqzpP2LICBCELhSjLggS9cuuIARj5gS02KljHw/s1ybnOL81VLjpbu+",
+	"9SiGUL73ErJNmcLDKvaptLmPVm8Wt5Km1HT3T2An1yJlCquF5m4PiP6ZaqesoP8XI88fMrZpdjnLo5WB",
+	"4mrlKRZrq5/IuKyV3FNjfQAUW17VO6FSrVC64omvYe+rwTyl6vHDXRnPbYikhytn6zb1yjU7lNV05kcC",
+	"fjlFuR6kDpZm+V6r7s6O8+jxL9vyhP8cN24ZDlbldGPhj+htTWp4Xkt9+m6pq1DmwmCievV0yU5jVXDK",
+	"N4Fcyes0v6IuleDGQzwmUC8NYuTSWmm1rStXkmu5b1MLvQZc+f7azbwXZ7dECBoQUGgiIq4JosyGOg74",
+	"5I1EruBFBx1hf2TC5F1wPFUSRZTRKInAXIvwBP5es7VxwITL9JVczQ/npny7iQI8lfsQ6Qi3c29Mg0vk",
+	"47gQhD+kExKgLXRKP7oCRWjAExasm1hFWHyQLtdEng8I8rm2C5naK+eTlFME7K92YYTdkpDHJHvk5Tuz",
+	"uopouLJpq1ddKS19e6bEWgd1kSDDRBK9JuVD6cdyxwJXGtJgnQkY1ZswsYaFvpoRZfmj36qowZUVAawM",
+	"hbNH2drb2tR2sD3lvOc4F1JXFUFaPaobZrNqmOIBLVrWzod373cXrUzDhpGwn1uhj+MV1uYGcoEMC0ep",
+	"XM4sVj3ILvM2QUpj+ep/9TNsv/tpu3jCu5X7r0TopkNv1Y+cI4YHGXWWVu+P5kUif4jxStynKTJsLxoV",
+	"0p7mj2qrx85ZpsDKbXuQCLkEIIt731wwaJw2rniYkW1IRH+QBNdELQXZ3ffv329vFehsc3unavScpX9/",
+	"BDDpH32fM1Po2J82HndzzriKRPE9GPLdHF3j17SWVsMyQ2Q4JMa/GxPRHvBJKrH3TcaYFVTTNzItO0pN",
+	"fopRPbDWS6CdQcIUDeG6JYgog07XRpWpqu0/I/FSrrCl4bkoFNxrTdocx7Tt84BcE9YmEyVwW+FrGN3l",
+	"y7T2WteK/HULgFcnFXMzA0FvLlXib1Y4ZuPsvv2w85B7CBWBVj1/PbLy6hRPPoIOlO2uXrKm69reXG5r",
+	"NbI1f0KPdUa5bn7VsH27/X73w2wPsUmWGhULHiS+QmtaG7bfre/bRECL3EuWcaxWD9K1QJzN48BhoQaR",
+	"LuLD7s5jHUatjpFBYPNR0BzKIZ/iyaWZ0isvqaScZMix+1igqFZf0j/fPQ4czvE1gbKRp3jiVS6mzDy3",
+	"Hw8AFbpRhoRbP20/NcOr1KuyFT0OGKp0r3TO5bhrrabVdJw6vSpDht3trZ2dxwFESe/KIeDjzFevmjU5",
+	"8nm6WA5sH3bevtt5t9u8Km1JKagimyrErZQ0RRh7JY2pkiXNsIY6LKnj7VUMtlofqFU4avSsOsDXnuwi",
+	"GVhHSBU0WqNWVPnurqCSnWk117j5GGQDzzosf5PQ+d7kc4N321TiNcU895HrXLeHBBTmIwFSZFJdPGWY",
+	"tr+b21Ay3yrvztwCNsrqX7kqXoyFojisr3j1ECXz7Aa8FOSFHWaLqD/g8+Y1WbtQmYQY16I+QGyLRqI1",
+	"BtU4kshlH+/Ztjn4GlOGFIdKkSFWUGUZOv2szxpEz13RcOlrk+waLI9LmmG3FYWbhFk/uiR+IqiaXuqJ",
+	"nZ0aUXbFb0hFS87u344+XX08+49+9/C096l/dfbL0SdkQ/nAtlT6Ow1D2AmgGcECRIudfKSUaVRwTZiq",
+	"bJzTZaYCOuqe9/TZmuoIzpWdFUrxeURMQyTOSLl2+ohLhXrncom1gFpv70GKKzngXASuenqEaagt6iEX",
+	"qNszE8kOgjAHU1xZolDb64nmFWgDx3TjdmtjwCdEbnyzGeF3GyZBAN9AhafCPvctDKvG0g/ciMURcmBH",
+	"R1BBBZo3Zk0KfCwEtd1YoaEt+Pf3XbEeU84HwsECcyuKDH4ULhUkvWYkcN9AaR+0tqlJ6Kft7bdv329v",
+	"vt398G7n/ft3Hzbf7yOMQi0ibbGgKh89EJqiKiQuVETDtnvea6U986BW4WZnEyLsYsJwTFt7rbedzc5b",
+	"0/x1BPhaBA6AW/98TYCnakqG8+sFeiL96kc+OaFS5WQwfLC9uVmSFuXSIFD3HSh0YZnb/DyAYCUUD0ME",
+	"K4XYrB0zc9WA6Qo3PuIglwS5s7m1+JPPDCdqxAX9g0Bv93fLzHNpCvUcYxomgpjP3i411y2mpihunrFA",
+	"pFuepfzz691XryWTKMJiCi0i4H5qYhUrrWn+03zQ+qrlFpcVktsEzUvj4+qgLrLkhXAIGVqIMgSttiTa",
+	"2dycQT4PmZYb7vU+mVCppGf6LrvBNIZWo4+ZPsvP/ciD6RK4QyY4ik0ifVp0oqUIjto4jEfY3fjuta4I",
+	"jlAXfrvzGqJcPvflrig8lEjI3RNgfRXGaxbOyBjO6ylxfmfr3TIfySSGjonBKQkovtLiQX+8vb34Y/AD",
+	"HNnG2i+WzAxaGIKpILQ7r4qPZmLL1ogx1+bVRGHy7oyWhyOiiJC1Ya7ZKxsf+QRiCr/eg5oI0wAJrILY",
+	"mGTyGYMvjGS0UISO5SYzamRq6j0l/WzuLP7oE1fH0Dn6leBSgrsgJn/F4Cb0bqES/lyVBjeMyjlfuQFV",
+	"yqo39yDEx0T3bIk1SG9V6xeN5i9Xl0qtIGmM4Wpkq9OsNPytPQI1mUd8zEz1N2rjulLDwiRfQVE6SNzC",
+	"Wh8bYTnSChnUkHPaGITr2P5fYJitppfpMWuUMsCpVC17egmUawzUGiQ0DNpbWfsbW53VPo5DzBhYoa5q",
+	"kSl11PpPniD90KSPc3HTabmeP+lHzWRbDirPJ91yi7Dxv/PIPq1+6Iz/V2H3HWmXrHSIpmmLPcrVRd7G",
+	"NxMVK8iwqIkWkSh9CRpe2bX0aQAeKsORTBs9iRLTnNl6N8Aoqecr99RsvYVvwixQbeW5tODcPp+ZUyzg",
+	"Dq+68HfIHo4AMz2nAXtIC0ZNlQmDvxytPgyH2Lgh0wVa8i9kei8duTFJPybZuM3UEI6Gxgsnkx8H00/y",
+	"6Pwm1WIkWmO2SytBkviCKLneQCu/1B/j0Axlq0jD/cCQCyS4Mi1wUa7fY6a4d2znx79qHo4ifEMkOj04",
+	"Rzi4JUJRacrNwMrMi0hxbks0gMJf7wr9hUzvqXM/lWx0HTJXEI3pJp9PMKZLmK9AMzJ+VZm/O5WZqxER",
+	"qc3tCqM8oDiMs/q9ViLOoo6re6tN0exaUZJMlS+V2DXNpI1Spm11qOkNNeTdi9dErXfQBcEm91lVpd/U",
+	"ady2Vu/fyPcvol315BqaNaE1CsXFAsSvAvvJ3LQ4yAvs0jlUy+ikgop6zBckArdbmVTSNqVAXY4M1tJ2",
+	"EYboICalRCPrWSM0yHEsRDnov5hpi3Z+cXbcOznqn32+OuxeHR0izlCUGLXAxf9TR6hqlEOzhTR4+ZQ0",
+	"uKJ0zznQBLmlZIziBDrkm6rzHfTRVmLsNHSgZTB4FuG/gHdoee8Yt8W1V9n/fTCdOMQ+acZ3Fop+PySY",
+	"JXGtnId8cw9BMJ700NDs1uT3QvkgEzhkWUyWgmzHRb/xQXqjUMM4Dsyrl66m3Au9gSous4K67AvIVLZ4",
+	"vYlaAcPL2DMiOISI6sZ4PeJy0a3nz1y+8EvPdIU1vBw2+Ypoq195AgBXufHMYsngatKyvwGfGHNG2z7Q",
+	"PwxJngifQFBp5QVndpnw8PebGn2e8XqTxgDKre33nc3OZmer9TW9znS3nc0Uq2w/z+dV0WuYp1ppdHjV",
+	"p74PfeqaSkWEo+Fawl1Z/Gx8S2/4F8bCabx69CtDPQk0b3tYuvZaW5vw5zvgmA2p6bkvEOdRNCDG6/Xh",
+	"d20uwSG+kfck6BsylRvfbsi0T4O7DUFu+Y3pgVipHlyQW24wUkt1GkGfSWWin2IiIqy3uY9gGCg6NKY+",
+	"QTeExNKWYxJQmVXPEvSxqr9KuTAreTye8QuZ9oKnuZCso0ILh5d/TfFCCUFDD2F2n5AaaDpd6yS4gJbU",
+	"pu/umGmRakusJ3IfmTtM16d2wANqiplW4LOrIfhyLbJ0hRWoClB4RdDVrDHT1XyOJbYcim58s9Ux7zZs",
+	"xcd6Jt21JSHt3FgQ8HW34WZ77eLs7LTfvTj4uffr0SHcsNluxaY7j+lXJF1jAeMQ+41TZrJBa5DbTvmI",
+	"7BqKEwfnWI2eiBpqmTbn0QvXlDZ/WvzBAWfDkJpc2RdJPRalEAaIPwThAAsHsklqLn61oWsYvasDWW7L",
+	"MYcGLok6G9tY5qcighUtnfQ+fOVg6vyGn8/E+ZPR6asJlF5TS0mvmeUNb6Qh2lV4hCsjN9+j7urX3ScE",
+	"49GFlltkHUGkJXlfNbnV4iJKpY2rverVwfinRFzbqgPX9JYwE7toetWkkRJu4LR0fwf9Q5seM21CPIS1",
+	"FRLmup5QiS6Ofu1d9s4+9Q/OPh2f9A6uOqiLQj6GUi0+jhHgl6nZPLaR/85lbzKXPOe1h0AMK132UEVh",
+	"nbSC8GxpHRSQkChiyjLaVzSFhgEUrLD1ZNCATLlpDhmZNpFV9XjsWNLGfThbazzikuQ+0DsxJRY822ly",
+	"7fL86AD97/+1tbWPTP99c7EL7fazRVDmh0lAgvUO+tvRFep0Ou7eGAmieag0kBpjt5SgRgFwxPeMeb95",
+	"VlZTE29rGxr0rcBUntuZuSxzyzk1obT3qwbwQ2oAwE9BXbcVW6D8/BIcekYhgGIx9R4gU0QmV1fGRJzB",
+	"v7vnPUSlTDTjDF3vMevT8xzDA4/nHty/9A7RGkS06q/7MFrfvL7uoRAPSOghqNgPpe7tWNbbqmhEOqiy",
+	"4hCVyOdsSK8TkX1KIWoOmZzLGp4FsH2S4i/ZTDXka8CYh/NrMRjjP6qAzD3TJ3p6RJnGWudxey1LlPCq",
+	"s5nXO6ibX0qEmfF+Toj0TNiBZxOuPVByPBfEJb0ck2bWOQVNGKbIxwwK3/oKZrIZ7/VIe/+SM0Burb0W",
+	"j7XqECseNzSAc+t4PqmYW8TiZAhbjey13MyTEzJQXKk+2fKyaeObERX3uJ/br5EcSpJwWC1ALEkOsluq",
+	"ERFkHlHW3djNYiPs540WiND8Tf8cYwiHs2E0bsOtMkXlSXRRX5yvT0J9i+72noHqfrDbvSWIpib7JzUQ",
+	"5ca3nHlJg7s5YcGC4MhY6sYE5UOoqGjqv5K8nYrWfr66Ot84OOmBkNyHREIjml2ZQRhivYMORsS/kbmG",
+	"7m9kmuziTs8qeqaLUjbLG5navZxZQ9iVf1w7PEVQRtSnMWZq3/mqtWy1Dut80yXoSRwSBG3V1vc0cBN2",
+	"w7TI7x16qUYASrRnnWu5NTulkgvEOAo5uyazfasRH3qmxECcQGslt3gchuD7yBwMn86u+sdnnz8d9s8u",
+	"+sdnFx97h4dHnzrokI+ZBjZkSpkpMUPdg1+sUuxzEeif9Z+ExlVBBCn03FiP6JS3zcN+JjgAN/riNI90",
+	"dctfaP1l4y9F7pRyvwFlmmJm+V914YA8XgF27qMDM01bS14QG0qjXEAx0kNqjcwhv4b0CPYJy3SVKtvZ",
+	"jtqXI7z9bneWsE74mAgfS4JGZIIuf+62t9/tpvGlQGlrEr51TiiHOIdXZ+tp4VJc0Wfuzmu5LRxSGXNJ",
+	"le17WaqIka5yH2mNVAubv/7Pf/23ST5KCVz/vI9+T7gigclWoirFQxSH2HGj9TTylSdK0oCgWFCmoKxV",
+	"9/Kg14PUY8hNGlOf7GWTfmn9z3/995eWiSwAR5lMjLdMYB9C9yTqeyalyX30l79+vjpuf3jzRq8YPtSr",
+	"NjF9sIi1i+MDtLu9u7s0tE4Iu1YV3spL+gdUA3HHQv8gfcvJWpUSeE7dcTfXpWX87XMeUr+q0G04xlOJ",
+	"JGbBgE/2tDEv+FiCnYOVLTqdZ8yYTcd4itY0F3Nn9/PV6YnmPpe//g0A51ruUYYwUniwjkTCgHeYqS0C",
+	"UiEdSKlEXNBrqvUTQa9HSi6C5n+08wTUPoMNydoNMi4ZHQ7nj3r3Y3mttpf44AIr00XiuRX5tBRzWSVx",
+	"sgTlMS5jKjnlxDmY5+snWbn3+gAkohLBrOKQvo7kCAvTSkZLVZsOKQ0yU2tA74NoHgD/yX1qsh6xzK4O",
+	"bId0jf6YIRLFaopMHe1ZwXqQDvS42cglmfqYqny2pdqs5PSNJ9bj/5xkBpdtGR5rTTk7oozGLNbX5yAf",
+	"8CjGgrQxC9qSqD0k8S2RRqLPXKkh8nuCQ0toVjFPn61ZEtFfMm0MmEyVdQ+BwjymkszevhmKsmPlrvQ+",
+	"2Y6pHdS1fT2r2j5oWtZA1dL975dnn+aR4iV+1MirKlpc0etW5HhSkdh0I8TyRlv9gtpmATPH09prbVZ0",
+	"sd9r6TNtkm9ThNqzeO6KS5jvt9PbC1JEfOHs5+m9fT8MxzMh/SUpT4dgiuXv+BNmUjWCSkY4T9fg7JYI",
+	"iZ1lVKltdKVPGJjd7qpfkt+RBJeICWEFj8BarhVC6s3IkMe6FxAXxTfAV0GFDadmxKkpkuFYjrhCkkSY",
+	"KepbXTzXIWSj0JNl3xn+0lxOQNknUJS0pq9IJDvoE7hhuge/VNwjHORgoYXNS/INHBKpbI+Nf0+IWGoS",
+	"QO5lXnRNVB5TnbItX6B1TQVTs4/lj3Yv/+dmXxAdBbyBC03nBW7T1CwKqCC+4mJay6cOsCRtyiRhkoLr",
+	"USYDYzqjCNqgc2b9MgIJCAf6vz3UB+/hly8QDx9SRQQO16H9q70ld9XJg1zBaFBDB3yyj7gwPa8GU7Rm",
+	"apm7gqrr+67nkmFPswzn0O3okmDhj56U3xQh94mztrHwoMyO4mhIIQitAC8vbTm//W4380pJtGadvmqk",
+	"bUs2LXy1B2WteBIG9hRc2Z70kud34GjpLY/7Z/0VT4Qnzke1/c70WXb/3qpo4PR9ccoDLIJaNqkBqPE5",
+	"TgYh9ZGPRfDKM38gnmk4geU8juEMigSV45wZT1yOdW5IEg7nFIcu2caaYWoUy8xh4IvAOzXXzH1sr7pE",
+	"3jFl7WU9QgcdmItjo6emrNXta265rZRPmmjDS72H78KurbJXtyrtVQ0jqIafHoytaW9KdVmn+XIMpAJc",
+	"z2PQYhHU+s6wCL63RPNXw/epuKBBXMTHLC/o7sP3vjmtrP6K/4yRao3vjcyvooM+M/eaLdUdWIdfGxoR",
+	"sSB3ey6Xu9uuZ3lP6k9fshThU+RbzmMe+dNovd6IvVDLjzNyP+qlbMAn9U4p5YqnCT62riEfM86oj8M0",
+	"lcNDNtkBDWmopY3J+thPw0WwcxqBu8iF0VinkeBjl89f7TLq6SU+cpH8WRqtMprM9lrL6giw8GPzzV0z",
+	"/5P56vv0QsG264wreAjY9GpR/Ti8yETLw9HiAsvIMSTDaRYzow3s39QH2Z5icSPRVqdT6HVv2JNmOq71",
+	"sOBjk0c+wrcEDQhhGceBMD8IDzKljLU2YeNtbZLaYOoC8vaBxVJ2i0MauDA7QX4jvjIGmMl5g5XUsK6u",
+	"f/N9WFKzFhP2b8BggoPpS/K7KdL1vuW1tj40qMvl4PAsJpKbvP6275yItkYYniifRz+eg/zVRlqRr3V9",
+	"bWOEJLgmlr2tytT8ENOonq2daL4jURJr5hRqmFglykMJs0wJeFyZd2mFyiSc2kRTtOaHOIoNmzNPIjxx",
+	"T9cLYbzuKq+DukiQOMTTXC34EjdYL7qd9HbcmnDutxyXhezikEiIFswVi4/wNBfDDPnBa/YGgyoUkqHy",
+	"EHYpv07JXN+3KzQbc+HSVdXoPdtBZmx6z1ie3iehJOMREQSBp9uueoqwIHuO79sAcNgJZdfp8KZuPQQr",
+	"mlclIpOYVuVkALc5gNP+Tpk+7N50jcwjFmQwey1AztbeO68FtzKtvZZJtmw1EwYAoecTBzB9vUA4ySju",
+	"VRa8ygKj42qccAUNqnhxM7EAdLQo95mwIRc+CaxISKvJzlSrALbOwbnGiOaGWTwHwf6ogz4RAoa40WNv",
+	"yBQNEqXZcCyAkds9zPIzOBT5w0Scmu3UOb3MoTwtyf8Y1HE0HBKTimRgmKteXghCUHg+WUT13aH+MbLS",
+	"WZBAm5g4hMAn/adv6qbLe+D5KflhcPy0vseTiwejAEE1fUX15qjes7BzKK6BqpXFcqe0ZZDdxuTUl5NU",
+	"PKI+kpRdh6QdZA5CKBy5Z9Acp1V6IObD5i5BCQGZz+byQHYUHTRpVzWX1gg/UgbCRAnMJPZNS8cupP60",
+	"Deb4ONT6OMFpmwIJOUJvJAr1ctJiQy6hzBYjSo0IU8gVBYlBctJB3VByhH2fxEqiKAkVjbFQG0MuonaA",
+	"Fc5iF/9+efYJUi/Rv6jWIP+VSj9IOzJP9J//Qms16aMeKqWPYpZ7aqp1uh1oewW8SGmGxoAH034UrFdx",
+	"EfjmkrDg+1D/7VYgsIuhada36vwC7Wz/vy3gIg7p9Ac3lOm3bV1IW9+xtdf6abAd7PpbpL21tbXV3sHb",
+	"g/YH/23Q3iY7w138YbDpbwFBz9obkbwGayMyaNl3t4hARG+HW/423iHtD4OfgvaOnuCn4eZmewtvD976",
+	"O8E7sjtsZQBY5eOlDZfc4TrLxWtVYKppge3zgLJrSNWzPQ/tqVyZ0Km/bPwF4MFsAkXx6cyx3UFofnpu",
+	"ZszWWiFXGjpgdEJ+7RkiMOmie6giQ3MPpcvdRzYvUo/5pbWfT5VMR/zS8gq5qnsQxLYBGZnrrdw2MoTS",
+	"Age+RyGHHovVmBQAHhGfxlQfnTvA1t5yx1eLUtsNojlyJ/sZmMVTG6W5BSxISjCiLr1QWzOZsQEJKVgM",
+	"YLyvvxqtr0arDXVjAcLo8NTEtUFlAsC0xpHB7q2NgQueqmsQzWxnR/AiWupAWCsVAYm1lsAUOjwF89n4",
+	"OxUW10RJc5HjGIHcT29d3Biz1y6W63taNLu3zWiISvu+lvshZ4+kYeylbTGZclNDI0ywgcZ5rQL5PJ7O",
+	"VRk+Ami/M73hUmEWJLFW9N6hiLJEmVL8s1wZMAdE/Sy7f2R5DZB9mULbFLvsxMHwwaR2NuSs2M6vMQ6G",
+	"NbJ7zvlt3/v8Vj7AZ5fNsIr594iWB7xeJb5K4llJrCXI4amWeVKLDRza6PPVpfE3ly04L+rSuH5KYVuI",
+	"DvP1hbSVC65tqhDj47rgrcLlY9pO2o4xwtIa0pmHAb6ian5WoCWxFxaHaVf1FJGYdqo6rd8e2Wsg5osO",
+	"xLy3ap0n5g0tz9u2EvZcyjbHhiRJa3WbrxBntpwUDLoP1/Dm2tzSK3wCvi6rrc5S5jENyQUM9+QRmM2o",
+	"8zsLkszgWhcpaZ6+hkn+aGGSYEFqK1RKV+g+xzGgWu+q7EJufNP/62tLe3K3YUavbbrTRYyztuUeqUaf",
+	"Ft9PDVizVMUz+1eQIRGE+cQUJkgZTBJLIhSKiUBr6Z2D/sKzoxKxXs1iujCJQfnvmsnozfQ0+O/fKGjW",
+	"ABMkBvPZXJ5AfKYGGwU09Bpwnjy4nyUIJ2N/9TVcwYZ9NZ9ezadpKg1zzAiXWFEzHgrRAPVOzAMchqZ7",
+	"QAedxYRJcJ9CHRTr27QWkD/ikjA0MPGNcF8K61xLy3NalmO9Oh4ioSRQrNYOYX/Rn9tWmi5G01yU2oRd",
+	"r1CCDujfM2Xcbf8DnydMmetcG8ViLS6cxbBCJCbcEVeUbdULPgewfBcOSEj+6+fKd+XSf982qCefbvt5",
+	"Ksmn0y+49smlKmQ3/YgBmWtyMMiJxlzc/Ohl5n8Qjqb5SsZWikX3gkRAJdvZyMKlCk5ZnrFUZcs0+1bQ",
+	"W6zSAgGFOHEoAlvw/IywRHwgibglJnzklgjDzcYj6o+QHxIsJDq/ODvunRz1zz5fHXavjg5n2c65me6H",
+	"ib2y+6kNwLLlGkrQfq1t+XS1LYmLUCqdQVMis5Kr3jfTYz6HLII1LG9IkA8XIwJKtPFEXfPcG1aNcG+4",
+	"GdKK01SkCBQQP8SGjmRaA4mz1O7qS/K7h2bvaSrsL4tPLyLD1mQtG5ZXX5poHgHa3RymA93NVmI6Y+HU",
+	"8LMcGOsqJVljq+H8l+ar764wkl1+vVPKoOSrV+oH80q5UVKmk2OH6U9L8cONby4WL++eMuMH9SaXsfnh",
+	"Q6i66txRhkK16eJiRk0VgtkiSiobARXyIvSE0lTrD6fgxcouwwSJw2mh9WY+6LWOV17Y3bwgT5VdWdWd",
+	"1b1DPM4YolCQfPlaS/q8Z31VsaWCRrzIAvtZ7LPiEubbaDlZkouqjsPpqxPr1eSzGiigkXFfWbpszmc5",
+	"j+SCq35XFzjfHEiOaGz8Q7EtNEzZLVVGhTRMdcjDkI9RnPn39esDQckw5aipsjmYIhv9XcEmOY9e2n3h",
+	"y1KzOI9qdSx9wLY/dXpArwrXD6Zw8TEz/tvySecZApB6fTdR031SpvV/x6xsRKK1Ag9YzyZLqw3ko29t",
+	"Lcw1yyHWO8iE8zKehaBU0XraE/Q7cBy7xtyG2WnFJAxbXmtEpeJi2oc+bTSEU2yZXi/VCg7nka2NoqFJ",
+	"VktbsTamIJBq397ZbqAdpXB/Hs0onX5x99Oscj0KxLQvErZngrh5Egbtge2Zp5/zRKHeoXxNYHhVmQyv",
+	"NChmOVwFa1ykKG18s0pKfXTkIVGYhoYPYzTQhwy1H6TS/FMSYqKo8KSnSCTXIaCx3HlxH+GiWkVILrrK",
+	"LsFU4vXsCyLlGO6XoI8VrELbTDWc9oWFSOolPUV8pJ7HnlNtwADn0WuA5It1vAOLD3KkZgjsXiS9AabJ",
+	"fFvI+suNEZOZ5RXdpSC3F+oM4QBu3wbTkgWFxiOs0vbvVmNAmcZQTbIf9dR/YrqF/ddRLZzLK9m+6Psy",
+	"IF1DasvbJt04NpmAZKLQGoZ/9aMASDBXN9GQpSBO7u5psWnvuibtCE/apvnpXK9v2UPBTBEQlm/JvG/d",
+	"wItMGcBWUxv7RRPsitZPehCtvdYX1kbHgpA/iNY4hJLoWNAAT+s8vdvVWWEaYE3awJWg/GzWy2K+lCue",
+	"b+D2apa8miWmMCSgg6sXOJdBNlBnnEvi21JNNYsBBRDCk/ptTdJV1uce2sLto1hwGds6TWCZrDGOBti/",
+	"GdIw9Exb94jf4lCPDY02obCNy+dar2aZx2bZPyC3rLvvSn1HtmaJrOSM5q2mrNFA89m4opl+vk8nQ7RX",
+	"hvjKEG16q3Fpz1wh3Y8jGsdIfdTA2ZgRAaysg3rWrW2d2BC0qDVL6Ihk+GCYWnRcpP4aa9xV8zYz6I/I",
+	"22b5FWW39/VoN+J0BrbPxunM9PM5Xf6KNMLBK7975Xe2CCAgT8pr+EN4qDd+45TV87rzkn/ZFK4bEKgz",
+	"4fga1kaxvbi3Rh2GO5gsCMAog9Xs7u96BX8KZqdh3UQ167kR1LMxrNP0COczreyoX9nVK7uyjQx8EisX",
+	"KJBJtfvxq5Dg2znKWdewJMZZm+f0tAtyy2+IaddirgJ4oqTChrvZ8vo2IhOWa3naPhJEU61LfHKcLdtN",
+	"TSASrPJPwdTgQF652itX+9OU5L9dLTZAjYD7LFc+6VhoJsQQZv7IttG10VU+ZnBfwfjYRLSYcfWClM2g",
+	"i0Nqc4ZzhZYkgTAAlEvWMU3O99GIBgGBuYhUXEgwYQUJsK9IRaTlFUx4QXDwWpvlobiSgel5bT0mOGJX",
+	"heM1MPMHu/HElogbl3Gq4ikbZOJqsFQ32GQoO2HPVFh3EUj+KGE3psKKZStYIo3JiGsuIm4CPmb7UDOS",
+	"4tBckGLkA4Gg8YiGBFGmwROSqmgig8dHk5dfcqWyFScXEVYrZwmabR+bQe5eFN+xJ1LBeboGJV45zg/U",
+	"NmViypo4CocDruE8MKq4dRSaiLC11xopFe9tbGxtv+9sdjY7W3sfNj9sApraIWbrM5sM/gHnSiqBY68y",
+	"9T8rrNHJpcLavOjZjNq0JwYUqKjpBVNolJEbFhplzI7ZDSLKqF6jKX0L/NZDIy6V9KznzYNsFM8t3ZiT",
+	"rjtSB8EQ0nYXzottNOABNXWK7SKwfrViFedZd2XYiGlLbqfvlDOXue3XW5HRsZezYLzZexKZ5drkhzW6",
+	"7OyQh6e2/kuuC7PPmcYO6642gTYgkgqwtghVAe9CYxAv7Q7oQdFOU1kGjPPccKbR1exYRxPNBGlFXqkL",
+	"AKKikMOe37JLg5od9rhQ8seG7BZKqXUK3Zr1Pr/e/Z8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

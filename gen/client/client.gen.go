@@ -2048,6 +2048,13 @@ type ClientInterface interface {
 	// Corresponds with POST /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/keys (the `AdminKeyCreate` operationId).
 	AdminKeyCreate(ctx context.Context, boxKey BoxKey, agentRef AgentRef, body AdminKeyCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AdminAgentProfileGet Read an agent's private profile
+	//
+	// The profile text an admin set and its profile_version (the agent reads it with profile_get). Reading it changes nothing.
+	//
+	// Corresponds with GET /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile (the `AdminAgentProfileGet` operationId).
+	AdminAgentProfileGet(ctx context.Context, boxKey BoxKey, agentRef AgentRef, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// AdminAgentProfileSetWithBody Replace an agent's private profile
 	//
 	// Increments profile_version when the text changes (the same text again changes nothing); every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
@@ -2815,6 +2822,23 @@ func (c *Client) AdminKeyCreateWithBody(ctx context.Context, boxKey BoxKey, agen
 // Corresponds with POST /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/keys (the `AdminKeyCreate` operationId).
 func (c *Client) AdminKeyCreate(ctx context.Context, boxKey BoxKey, agentRef AgentRef, body AdminKeyCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewAdminKeyCreateRequest(c.Server, boxKey, agentRef, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AdminAgentProfileGet Read an agent's private profile
+//
+// The profile text an admin set and its profile_version (the agent reads it with profile_get). Reading it changes nothing.
+//
+// Corresponds with GET /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile (the `AdminAgentProfileGet` operationId).
+func (c *Client) AdminAgentProfileGet(ctx context.Context, boxKey BoxKey, agentRef AgentRef, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAdminAgentProfileGetRequest(c.Server, boxKey, agentRef)
 	if err != nil {
 		return nil, err
 	}
@@ -4380,6 +4404,47 @@ func NewAdminKeyCreateRequestWithBody(server string, boxKey BoxKey, agentRef Age
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewAdminAgentProfileGetRequest constructs an http.Request for the AdminAgentProfileGet method
+func NewAdminAgentProfileGetRequest(server string, boxKey BoxKey, agentRef AgentRef) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "box_key", boxKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "agent_ref", agentRef, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/admin/api/v1/boxes/%s/agents/%s/profile", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	return req, nil
 }
@@ -7353,6 +7418,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/keys (the `AdminKeyCreate` operationId).
 	AdminKeyCreateWithResponse(ctx context.Context, boxKey BoxKey, agentRef AgentRef, body AdminKeyCreateJSONRequestBody, reqEditors ...RequestEditorFn) (*AdminKeyCreateResponse, error)
 
+	// AdminAgentProfileGetWithResponse Read an agent's private profile
+	//
+	// The profile text an admin set and its profile_version (the agent reads it with profile_get). Reading it changes nothing.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile (the `AdminAgentProfileGet` operationId).
+	AdminAgentProfileGetWithResponse(ctx context.Context, boxKey BoxKey, agentRef AgentRef, reqEditors ...RequestEditorFn) (*AdminAgentProfileGetResponse, error)
+
 	// AdminAgentProfileSetWithBodyWithResponse Replace an agent's private profile
 	//
 	// Increments profile_version when the text changes (the same text again changes nothing); every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
@@ -8761,6 +8835,103 @@ func (r AdminKeyCreateResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r AdminKeyCreateResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AdminAgentProfileGetResponse401Headers the declared response headers of an HTTP 401 response for AdminAgentProfileGet
+type AdminAgentProfileGetResponse401Headers struct {
+	WWWAuthenticate *string
+}
+
+// AdminAgentProfileGetResponse503Headers the declared response headers of an HTTP 503 response for AdminAgentProfileGet
+type AdminAgentProfileGetResponse503Headers struct {
+	RetryAfter *int
+}
+
+type AdminAgentProfileGetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Profile
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *BadRequest
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Unauthorized
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *NotFound
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *LimitExceeded
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *StorageFailure
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Unavailable
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AdminAgentProfileGetResponse401Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AdminAgentProfileGetResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AdminAgentProfileGetResponse) GetJSON200() *Profile {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AdminAgentProfileGetResponse) GetJSON400() *BadRequest {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AdminAgentProfileGetResponse) GetJSON401() *Unauthorized {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AdminAgentProfileGetResponse) GetJSON404() *NotFound {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r AdminAgentProfileGetResponse) GetJSON422() *LimitExceeded {
+	return r.JSON422
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r AdminAgentProfileGetResponse) GetJSON500() *StorageFailure {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r AdminAgentProfileGetResponse) GetJSON503() *Unavailable {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r AdminAgentProfileGetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AdminAgentProfileGetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AdminAgentProfileGetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AdminAgentProfileGetResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -14209,6 +14380,21 @@ func (c *ClientWithResponses) AdminKeyCreateWithResponse(ctx context.Context, bo
 	return ParseAdminKeyCreateResponse(rsp)
 }
 
+// AdminAgentProfileGetWithResponse Read an agent's private profile
+//
+// The profile text an admin set and its profile_version (the agent reads it with profile_get). Reading it changes nothing.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile (the `AdminAgentProfileGet` operationId).
+func (c *ClientWithResponses) AdminAgentProfileGetWithResponse(ctx context.Context, boxKey BoxKey, agentRef AgentRef, reqEditors ...RequestEditorFn) (*AdminAgentProfileGetResponse, error) {
+	rsp, err := c.AdminAgentProfileGet(ctx, boxKey, agentRef, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAdminAgentProfileGetResponse(rsp)
+}
+
 // AdminAgentProfileSetWithBodyWithResponse Replace an agent's private profile
 //
 // Increments profile_version when the text changes (the same text again changes nothing); every session of the agent then gets PROFILE_OUTDATED on mutations until it reads the profile.
@@ -15978,6 +16164,97 @@ func ParseAdminKeyCreateResponse(rsp *http.Response) (*AdminKeyCreateResponse, e
 		response.Headers415 = &headers
 	case rsp.StatusCode == 503:
 		var headers AdminKeyCreateResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAdminAgentProfileGetResponse parses an HTTP response from a AdminAgentProfileGetWithResponse call
+func ParseAdminAgentProfileGetResponse(rsp *http.Response) (*AdminAgentProfileGetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AdminAgentProfileGetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Profile
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest LimitExceeded
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest StorageFailure
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AdminAgentProfileGetResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 503:
+		var headers AdminAgentProfileGetResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {

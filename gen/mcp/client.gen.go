@@ -26,6 +26,8 @@ func CallHTTP(ctx context.Context, c *client.Client, operationID string, args ma
 		return callAdminAgentCreate(ctx, c, args, editors)
 	case "admin_agent_list":
 		return callAdminAgentList(ctx, c, args, editors)
+	case "admin_agent_profile_get":
+		return callAdminAgentProfileGet(ctx, c, args, editors)
 	case "admin_agent_profile_set":
 		return callAdminAgentProfileSet(ctx, c, args, editors)
 	case "admin_agent_update":
@@ -152,6 +154,18 @@ func callAdminAgentList(ctx context.Context, c *client.Client, args map[string]j
 		return nil, err
 	}
 	return c.AdminAgentList(ctx, p0, editors...)
+}
+
+func callAdminAgentProfileGet(ctx context.Context, c *client.Client, args map[string]json.RawMessage, editors []client.RequestEditorFn) (*http.Response, error) {
+	var p0 client.BoxKey
+	if err := clientArg(args, "box_key", &p0); err != nil {
+		return nil, err
+	}
+	var p1 client.AgentRef
+	if err := clientArg(args, "agent_ref", &p1); err != nil {
+		return nil, err
+	}
+	return c.AdminAgentProfileGet(ctx, p0, p1, editors...)
 }
 
 func callAdminAgentProfileSet(ctx context.Context, c *client.Client, args map[string]json.RawMessage, editors []client.RequestEditorFn) (*http.Response, error) {

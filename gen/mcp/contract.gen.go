@@ -876,6 +876,18 @@ var Operations = map[string]*Operation{
 		HasBody:      false,
 		Admin:        true,
 	},
+	"admin_agent_profile_get": {
+		OperationID:  "admin_agent_profile_get",
+		Method:       "GET",
+		Path:         "/admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile",
+		Pattern:      "GET /admin/api/v1/boxes/{box_key}/agents/{agent_ref}/profile",
+		PathParams:   []string{"box_key", "agent_ref"},
+		QueryParams:  nil,
+		HeaderParams: nil,
+		BodyFields:   nil,
+		HasBody:      false,
+		Admin:        true,
+	},
 	"admin_agent_profile_set": {
 		OperationID:  "admin_agent_profile_set",
 		Method:       "PUT",
@@ -1572,6 +1584,8 @@ func DispatchWithHeaders(ctx context.Context, si api.StrictServerInterface, oper
 		return dispatchAdminAgentCreate(ctx, si, args, headers)
 	case "admin_agent_list":
 		return dispatchAdminAgentList(ctx, si, args, headers)
+	case "admin_agent_profile_get":
+		return dispatchAdminAgentProfileGet(ctx, si, args, headers)
 	case "admin_agent_profile_set":
 		return dispatchAdminAgentProfileSet(ctx, si, args, headers)
 	case "admin_agent_update":
@@ -1726,6 +1740,31 @@ func dispatchAdminAgentList(ctx context.Context, si api.StrictServerInterface, a
 		}
 	}
 	return nil, &UnexpectedResponseError{OperationID: "admin_agent_list", Response: resp}
+}
+
+func dispatchAdminAgentProfileGet(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
+	var req api.AdminAgentProfileGetRequestObject
+	if err := decodeArg(args, "box_key", &req.BoxKey); err != nil {
+		return nil, err
+	}
+	if err := decodeArg(args, "agent_ref", &req.AgentRef); err != nil {
+		return nil, err
+	}
+	resp, err := si.AdminAgentProfileGet(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case Encoded:
+		return r, nil
+	case api.AdminAgentProfileGet200JSONResponse:
+		return r, nil
+	case *api.AdminAgentProfileGet200JSONResponse:
+		if r != nil {
+			return *r, nil
+		}
+	}
+	return nil, &UnexpectedResponseError{OperationID: "admin_agent_profile_get", Response: resp}
 }
 
 func dispatchAdminAgentProfileSet(ctx context.Context, si api.StrictServerInterface, args map[string]json.RawMessage, headers map[string]string) (any, error) {
@@ -3128,6 +3167,10 @@ func (e Encoded) write(w http.ResponseWriter, status int) error {
 func (e Encoded) VisitAdminAgentCreateResponse(w http.ResponseWriter) error { return e.write(w, 200) }
 
 func (e Encoded) VisitAdminAgentListResponse(w http.ResponseWriter) error { return e.write(w, 200) }
+
+func (e Encoded) VisitAdminAgentProfileGetResponse(w http.ResponseWriter) error {
+	return e.write(w, 200)
+}
 
 func (e Encoded) VisitAdminAgentProfileSetResponse(w http.ResponseWriter) error {
 	return e.write(w, 200)

@@ -369,7 +369,12 @@ func TestFullFlow(t *testing.T) {
 	expect(t, "agent page", b.get(agentPage), http.StatusOK, "is now disabled, not listed", "Enable agent", "List in the directory")
 	expect(t, "enable", b.post(agentPage+"/flags", url.Values{"enabled": {"true"}}), http.StatusSeeOther)
 	expect(t, "bad flag", b.post(agentPage+"/flags", url.Values{"enabled": {"maybe"}}), http.StatusBadRequest, "Must be true or false.", "Field: enabled")
-	expect(t, "profile", b.post(agentPage+"/profile", url.Values{"text": {"You review."}}), http.StatusSeeOther)
+	// The profile form shows the current text (escaped) to edit; saving it unchanged keeps
+	// the version.
+	expect(t, "agent page with its profile", b.get(agentPage), http.StatusOK, "You plan.\nCarefully.</textarea>", "Current version 1")
+	expect(t, "profile", b.post(agentPage+"/profile", url.Values{"text": {"You review <b>carefully</b>."}}), http.StatusSeeOther)
+	expect(t, "agent page with the new profile", b.get(agentPage), http.StatusOK, "You review &lt;b&gt;carefully&lt;/b&gt;.</textarea>")
+	expect(t, "profile saved unchanged", b.post(agentPage+"/profile", url.Values{"text": {"You review <b>carefully</b>."}}), http.StatusSeeOther)
 	agent = e.Admin("GET", "/boxes/demo/agents", nil)["items"].([]any)[0].(map[string]any)
 	if agent["enabled"] != true || agent["listed"] != false || agent["profile_version"] != "2" {
 		t.Fatalf("agent after edits: %v", agent)

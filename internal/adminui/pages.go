@@ -232,8 +232,9 @@ func (u *UI) agentCreate(c *call) {
 // ---- one agent: flags, profile, keys ----
 
 type agentData struct {
-	Agent api.AdminAgent
-	Keys  []api.AdminKey
+	Agent   api.AdminAgent
+	Keys    []api.AdminKey
+	Profile api.Profile // the current private profile, shown in the form that replaces it
 }
 
 func (u *UI) agentPage(c *call) { u.showAgent(c, http.StatusOK, nil) }
@@ -257,8 +258,15 @@ func (u *UI) showAgent(c *call, status int, b *banner) {
 		u.failPage(c, e)
 		return
 	}
+	profile, e := run[api.AdminAgentProfileGet200JSONResponse](ctx, u, "admin_agent_profile_get", input(map[string]any{"box_key": key, "agent_ref": ref}, nil), func(ctx context.Context) (any, error) {
+		return u.svc.AdminAgentProfileGet(ctx, api.AdminAgentProfileGetRequestObject{BoxKey: key, AgentRef: ref})
+	})
+	if e != nil {
+		u.failPage(c, e)
+		return
+	}
 	u.show(c, status, "agent", page{Title: "Agent " + agents[i].Name, Box: key, Tab: "box", Error: b,
-		Data: agentData{Agent: agents[i], Keys: keys.Items}})
+		Data: agentData{Agent: agents[i], Keys: keys.Items, Profile: api.Profile(profile)}})
 }
 
 func (c *call) agentURL() string {

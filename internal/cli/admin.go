@@ -29,7 +29,7 @@ const adminUsage = `usage: agentbox admin <resource> <verb> [flags]   (env AGENT
   agent create --box K --host N --name N [--listed] [--profile-file F] [--role R] [--description D] [--key-file F]
   agent list --box K                     agent disable|enable --box K --agent NAME_OR_ID
   agent set-listed --box K --agent NAME_OR_ID --listed true|false
-  agent set-profile --box K --agent NAME_OR_ID --file F
+  agent set-profile --box K --agent NAME_OR_ID --file F    agent get-profile --box K --agent NAME_OR_ID
   key create --box K --agent NAME_OR_ID [--router] [--key-file F] key list --box K --agent NAME_OR_ID
   key revoke --box K --key-id ID
   settings get --box K                   settings set --box K --json '{...}' [--expected-revision R]
@@ -344,6 +344,14 @@ var adminCommands = map[string]adminCommand{
 			return nil, err
 		}
 		return c.AdminAgentProfileSet(ctx, *box, *agent, client.AdminProfileSetInput{Text: text})
+	},
+	"agent get-profile": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+		box := fs.String("box", "", "box key")
+		agent := fs.String("agent", "", "agent name or ID")
+		if err := parseAdmin(fs, args, "box", "agent"); err != nil {
+			return nil, err
+		}
+		return c.AdminAgentProfileGet(ctx, *box, *agent)
 	},
 	"key create": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")

@@ -64,6 +64,9 @@ func TestAdminCLI(t *testing.T) {
 	if p := mustRun("admin", "agent", "set-profile", "--box", "demo", "--agent", "planner", "--file", profile); p["profile_version"] != "1" {
 		t.Fatalf("set-profile with the same text: %v", p)
 	}
+	if p := mustRun("admin", "agent", "get-profile", "--box", "demo", "--agent", "planner"); p["text"] != "You plan." || p["profile_version"] != "1" {
+		t.Fatalf("get-profile: %v", p)
+	}
 	os.WriteFile(profile, []byte("You plan, then report."), 0o600) //nolint:errcheck
 	if p := mustRun("admin", "agent", "set-profile", "--box", "demo", "--agent", "planner", "--file", profile); p["profile_version"] != "2" {
 		t.Fatalf("set-profile: %v", p)

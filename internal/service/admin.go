@@ -281,6 +281,27 @@ func (s *Service) AdminAgentUpdate(ctx context.Context, req api.AdminAgentUpdate
 	return api.AdminAgentUpdate200JSONResponse(out), nil
 }
 
+// AdminAgentProfileGet reads an agent's private profile (admin-authored text), so an admin
+// edits it knowing what it says; it records nothing (profile_get is the agent's read).
+func (s *Service) AdminAgentProfileGet(ctx context.Context, req api.AdminAgentProfileGetRequestObject) (api.AdminAgentProfileGetResponseObject, error) {
+	out, err := runAdmin(ctx, s, "admin_agent_profile_get", func(ctx context.Context, tx *store.Tx, _ time.Time) (api.Profile, error) {
+		b, err := box(ctx, tx, req.BoxKey)
+		if err != nil {
+			return api.Profile{}, err
+		}
+		a, err := agentByRef(ctx, tx, b.ID, req.AgentRef)
+		if err != nil {
+			return api.Profile{}, err
+		}
+		text, v, err := tx.AgentProfile(ctx, b.ID, a.ID)
+		return api.Profile{Text: text, ProfileVersion: dec(v)}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return api.AdminAgentProfileGet200JSONResponse(out), nil
+}
+
 func (s *Service) AdminAgentProfileSet(ctx context.Context, req api.AdminAgentProfileSetRequestObject) (api.AdminAgentProfileSetResponseObject, error) {
 	if len(req.Body.Text) > ProfileMaxBytes {
 		return nil, apierr.TooLong("text", int64(ProfileMaxBytes))

@@ -309,6 +309,10 @@ func TestProfileOutdatedBlocksMutationsUntilProfileGet(t *testing.T) {
 		t.Fatalf("save: %s", first.Raw)
 	}
 	e.Admin("PUT", "/boxes/alpha/agents/a/profile", map[string]any{"text": "v2: new instructions"})
+	// An admin reads what it set; that is not the agent's read and clears nothing.
+	if p := e.Admin("GET", "/boxes/alpha/agents/a/profile", nil); p["text"] != "v2: new instructions" || p["profile_version"] != "2" {
+		t.Fatalf("admin profile read: %v", p)
+	}
 
 	r := save("k2", "1")
 	if r.Status != http.StatusConflict || r.Code() != "PROFILE_OUTDATED" {
