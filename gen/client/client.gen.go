@@ -1991,7 +1991,7 @@ type ClientInterface interface {
 
 	// AdminAgentCreateWithBody Create an agent and its first API key
 	//
-	// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
+	// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name; so is a name that reads as an agent ID (a UUID, with or without hyphens), reason name_like_id, since agent_ref takes either.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2000,7 +2000,7 @@ type ClientInterface interface {
 
 	// AdminAgentCreate Create an agent and its first API key
 	//
-	// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
+	// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name; so is a name that reads as an agent ID (a UUID, with or without hyphens), reason name_like_id, since agent_ref takes either.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2705,7 +2705,7 @@ func (c *Client) AdminAgentList(ctx context.Context, boxKey BoxKey, reqEditors .
 
 // AdminAgentCreateWithBody Create an agent and its first API key
 //
-// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
+// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name; so is a name that reads as an agent ID (a UUID, with or without hyphens), reason name_like_id, since agent_ref takes either.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2724,7 +2724,7 @@ func (c *Client) AdminAgentCreateWithBody(ctx context.Context, boxKey BoxKey, co
 
 // AdminAgentCreate Create an agent and its first API key
 //
-// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
+// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name; so is a name that reads as an agent ID (a UUID, with or without hyphens), reason name_like_id, since agent_ref takes either.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7359,7 +7359,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminAgentCreateWithBodyWithResponse Create an agent and its first API key
 	//
-	// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
+	// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name; so is a name that reads as an agent ID (a UUID, with or without hyphens), reason name_like_id, since agent_ref takes either.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7368,7 +7368,7 @@ type ClientWithResponsesInterface interface {
 
 	// AdminAgentCreateWithResponse Create an agent and its first API key
 	//
-	// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
+	// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name; so is a name that reads as an agent ID (a UUID, with or without hyphens), reason name_like_id, since agent_ref takes either.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14279,7 +14279,7 @@ func (c *ClientWithResponses) AdminAgentListWithResponse(ctx context.Context, bo
 
 // AdminAgentCreateWithBodyWithResponse Create an agent and its first API key
 //
-// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
+// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name; so is a name that reads as an agent ID (a UUID, with or without hyphens), reason name_like_id, since agent_ref takes either.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14294,7 +14294,7 @@ func (c *ClientWithResponses) AdminAgentCreateWithBodyWithResponse(ctx context.C
 
 // AdminAgentCreateWithResponse Create an agent and its first API key
 //
-// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name.
+// The API key is shown once in this response and stored only as a hash. A name already used on the host is 400 INVALID_ARGUMENT, reason already_exists, field name; so is a name that reads as an agent ID (a UUID, with or without hyphens), reason name_like_id, since agent_ref takes either.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -229,6 +229,9 @@ func (s *Service) AdminAgentCreate(ctx context.Context, req api.AdminAgentCreate
 	case len(deref(in.Description)) > CardDescriptionMaxBytes:
 		return nil, apierr.TooLong("description", int64(CardDescriptionMaxBytes))
 	}
+	if _, err := uuid.Parse(in.Name); err == nil { // agentByRef would take it for an ID
+		return nil, apierr.Invalid("name", "must not read as an agent ID (a UUID): agent_ref takes names and IDs").WithReason("name_like_id")
+	}
 	apiKey := auth.NewSecret(auth.AgentKeyPrefix)
 	out, err := runAdmin(ctx, s, "admin_agent_create", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminAgentCreateResult, error) {
 		b, err := box(ctx, tx, req.BoxKey)

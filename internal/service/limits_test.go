@@ -87,3 +87,19 @@ func TestAdminAgentFieldsHoldTheByteCaps(t *testing.T) {
 		return e.Do("PUT", "/admin/api/v1/boxes/alpha/agents/b/profile", testenv.AdminToken, map[string]any{"text": over(service.ProfileMaxBytes)}, nil)
 	}, "LIMIT_EXCEEDED", "text_too_large", "text")
 }
+
+// An agent name that reads as an agent ID (agent_ref takes names and IDs, IDs first) is
+// refused: such an agent could never be named. Nothing is written.
+func TestAgentNamesThatReadAsIDsAreRefused(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	for _, name := range []string{"0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d", "0a1b2c3d4e5f4a6b8c7d9e0f1a2b3c4d"} {
+		rejects(t, e, "name "+name, func() testenv.Response {
+			return e.Do("POST", "/admin/api/v1/boxes/alpha/agents", testenv.AdminToken, map[string]any{"host_name": "local", "name": name}, nil)
+		}, "INVALID_ARGUMENT", "name_like_id", "name")
+	}
+	if r := e.Do("POST", "/admin/api/v1/boxes/alpha/agents", testenv.AdminToken, map[string]any{"host_name": "local", "name": "0a1b2c3d-build"}, nil); r.Status != http.StatusOK {
+		t.Fatalf("a name with hex digits that is no UUID: %d %s", r.Status, r.Raw)
+	}
+}
