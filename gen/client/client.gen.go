@@ -809,7 +809,7 @@ type ErrorDetail struct {
 	Code            ErrorCode      `json:"code"`
 	CurrentRevision *DecimalString `json:"current_revision,omitempty"`
 
-	// Field The offending input field, e.g. inbox_seqs[3].
+	// Field The offending input field, e.g. inbox_seqs[3]. Always present with INVALID_ARGUMENT and LIMIT_EXCEEDED; "" when the input as a whole is at fault (an empty patch, a message envelope or request body over its bound, a body that is not JSON).
 	Field *string `json:"field,omitempty"`
 
 	// Limit The limit that was exceeded.

@@ -4,6 +4,7 @@
 package apierr
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -89,6 +90,22 @@ func (e *Error) HTTPStatus() int {
 // Body is the envelope written on the wire: {"error": {...}}.
 type Body struct {
 	Error *Error `json:"error"`
+}
+
+// plain is Error without its methods (MarshalJSON's default encoding).
+type plain Error
+
+// MarshalJSON writes field always with INVALID_ARGUMENT and LIMIT_EXCEEDED (SPEC §12: argument
+// validation yields them with field); "" names the input as a whole. Other codes omit it
+// when empty.
+func (e *Error) MarshalJSON() ([]byte, error) {
+	if e.Field != "" || (e.Code != InvalidArgument && e.Code != LimitExceeded) {
+		return json.Marshal((*plain)(e))
+	}
+	return json.Marshal(struct {
+		*plain
+		Field string `json:"field"`
+	}{(*plain)(e), ""})
 }
 
 func (e *Error) Error() string {

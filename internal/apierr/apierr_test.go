@@ -1,6 +1,7 @@
 package apierr_test
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 
@@ -43,6 +44,25 @@ func TestLimitReasons(t *testing.T) {
 		}
 		if e := apierr.TooMany(tc.field, 7); e.Reason != tc.many {
 			t.Errorf("TooMany(%s): %+v", tc.field, e)
+		}
+	}
+}
+
+// Argument errors always carry field (SPEC §12); "" names the input as a whole. Other codes
+// leave it out when there is none.
+func TestArgumentErrorsAlwaysNameAField(t *testing.T) {
+	for _, c := range []struct {
+		err  *apierr.Error
+		want string
+	}{
+		{apierr.Invalid("", "needs at least one field to change"), `{"error":{"code":"INVALID_ARGUMENT","message":"needs at least one field to change","retryable":false,"field":""}}`},
+		{apierr.TooLarge("", "envelope_too_large", 65536), `{"error":{"code":"LIMIT_EXCEEDED","message":"the value exceeds a published limit","retryable":false,"reason":"envelope_too_large","limit":65536,"field":""}}`},
+		{apierr.Invalid("name", "bad"), `{"error":{"code":"INVALID_ARGUMENT","message":"bad","retryable":false,"field":"name"}}`},
+		{apierr.Auth(), `{"error":{"code":"AUTH_FAILED","message":"authentication failed","retryable":false}}`},
+	} {
+		b, err := json.Marshal(apierr.Body{Error: c.err})
+		if err != nil || string(b) != c.want {
+			t.Errorf("%s\nwant %s", b, c.want)
 		}
 	}
 }

@@ -103,3 +103,19 @@ func TestAgentNamesThatReadAsIDsAreRefused(t *testing.T) {
 		t.Fatalf("a name with hex digits that is no UUID: %d %s", r.Status, r.Raw)
 	}
 }
+
+// An argument error about the input as a whole still has its field, "" (SPEC §12: argument
+// validation always yields field): an empty patch, a body that is not JSON.
+func TestWholeInputErrorsHaveTheEmptyField(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	for name, r := range map[string]testenv.Response{
+		"empty box patch": e.Do("PATCH", "/admin/api/v1/boxes/alpha", testenv.AdminToken, map[string]any{}, nil),
+		"body not JSON":   e.Do("POST", "/admin/api/v1/boxes", testenv.AdminToken, "{", nil),
+	} {
+		if r.Code() != "INVALID_ARGUMENT" || !strings.Contains(string(r.Raw), `"field":""`) {
+			t.Errorf("%s: %d %s", name, r.Status, r.Raw)
+		}
+	}
+}
