@@ -134,6 +134,9 @@ type call struct {
 
 // authed admits a request of a live session whose admin token is still valid. A POST must
 // also pass checkPost (CSRF) before h runs; otherwise nothing runs and the answer is 403.
+// sessionEnded answers a form whose session's token this instance no longer accepts.
+const sessionEnded = "Your session has ended; sign in again. Nothing was changed."
+
 func (u *UI) authed(h func(*call)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sid := cookieValue(r, sessionCookie)
@@ -157,7 +160,7 @@ func (u *UI) authed(h func(*call)) http.Handler {
 				http.Redirect(w, r, "/admin/signin", http.StatusSeeOther)
 				return
 			}
-			u.forbidden(w, "Your session has ended; sign in again. Nothing was changed.")
+			u.forbidden(w, sessionEnded)
 			return
 		}
 		if !validURLText(r) {
@@ -175,7 +178,7 @@ func (u *UI) authed(h func(*call)) http.Handler {
 				u.unavailable(w)
 				return
 			} else if err != nil {
-				u.forbidden(w, "Your session has ended; sign in again. Nothing was changed.")
+				u.forbidden(w, sessionEnded)
 				return
 			}
 		}

@@ -44,6 +44,16 @@ func box(ctx context.Context, tx *store.Tx, key string) (store.Box, error) {
 	return b, err
 }
 
+// boxAgent resolves the box_key and agent_ref of an admin call on an agent.
+func boxAgent(ctx context.Context, tx *store.Tx, boxKey, agentRef string) (store.Box, store.Agent, error) {
+	b, err := box(ctx, tx, boxKey)
+	if err != nil {
+		return b, store.Agent{}, err
+	}
+	a, err := agentByRef(ctx, tx, b.ID, agentRef)
+	return b, a, err
+}
+
 // agentByRef resolves an agent_id or a box-unique agent name.
 func agentByRef(ctx context.Context, tx *store.Tx, boxID uuid.UUID, ref string) (store.Agent, error) {
 	id, err := uuid.Parse(ref)
@@ -264,11 +274,7 @@ func (s *Service) AdminAgentCreate(ctx context.Context, req api.AdminAgentCreate
 
 func (s *Service) AdminAgentUpdate(ctx context.Context, req api.AdminAgentUpdateRequestObject) (api.AdminAgentUpdateResponseObject, error) {
 	out, err := runAdmin(ctx, s, "admin_agent_update", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminAgent, error) {
-		b, err := box(ctx, tx, req.BoxKey)
-		if err != nil {
-			return api.AdminAgent{}, err
-		}
-		a, err := agentByRef(ctx, tx, b.ID, req.AgentRef)
+		b, a, err := boxAgent(ctx, tx, req.BoxKey, req.AgentRef)
 		if err != nil {
 			return api.AdminAgent{}, err
 		}
@@ -288,11 +294,7 @@ func (s *Service) AdminAgentUpdate(ctx context.Context, req api.AdminAgentUpdate
 // edits it knowing what it says; it records nothing (profile_get is the agent's read).
 func (s *Service) AdminAgentProfileGet(ctx context.Context, req api.AdminAgentProfileGetRequestObject) (api.AdminAgentProfileGetResponseObject, error) {
 	out, err := runAdmin(ctx, s, "admin_agent_profile_get", func(ctx context.Context, tx *store.Tx, _ time.Time) (api.Profile, error) {
-		b, err := box(ctx, tx, req.BoxKey)
-		if err != nil {
-			return api.Profile{}, err
-		}
-		a, err := agentByRef(ctx, tx, b.ID, req.AgentRef)
+		b, a, err := boxAgent(ctx, tx, req.BoxKey, req.AgentRef)
 		if err != nil {
 			return api.Profile{}, err
 		}
@@ -310,11 +312,7 @@ func (s *Service) AdminAgentProfileSet(ctx context.Context, req api.AdminAgentPr
 		return nil, apierr.TooLong("text", int64(ProfileMaxBytes))
 	}
 	out, err := runAdmin(ctx, s, "admin_agent_profile_set", func(ctx context.Context, tx *store.Tx, now time.Time) (api.Profile, error) {
-		b, err := box(ctx, tx, req.BoxKey)
-		if err != nil {
-			return api.Profile{}, err
-		}
-		a, err := agentByRef(ctx, tx, b.ID, req.AgentRef)
+		b, a, err := boxAgent(ctx, tx, req.BoxKey, req.AgentRef)
 		if err != nil {
 			return api.Profile{}, err
 		}
@@ -329,11 +327,7 @@ func (s *Service) AdminAgentProfileSet(ctx context.Context, req api.AdminAgentPr
 
 func (s *Service) AdminKeyList(ctx context.Context, req api.AdminKeyListRequestObject) (api.AdminKeyListResponseObject, error) {
 	out, err := runAdmin(ctx, s, "admin_key_list", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminKeyList, error) {
-		b, err := box(ctx, tx, req.BoxKey)
-		if err != nil {
-			return api.AdminKeyList{}, err
-		}
-		a, err := agentByRef(ctx, tx, b.ID, req.AgentRef)
+		b, a, err := boxAgent(ctx, tx, req.BoxKey, req.AgentRef)
 		if err != nil {
 			return api.AdminKeyList{}, err
 		}
@@ -354,11 +348,7 @@ func (s *Service) AdminKeyCreate(ctx context.Context, req api.AdminKeyCreateRequ
 	router := req.Body != nil && deref(req.Body.Router)
 	apiKey := auth.NewSecret(auth.AgentKeyPrefix)
 	out, err := runAdmin(ctx, s, "admin_key_create", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminKeyCreateResult, error) {
-		b, err := box(ctx, tx, req.BoxKey)
-		if err != nil {
-			return api.AdminKeyCreateResult{}, err
-		}
-		a, err := agentByRef(ctx, tx, b.ID, req.AgentRef)
+		b, a, err := boxAgent(ctx, tx, req.BoxKey, req.AgentRef)
 		if err != nil {
 			return api.AdminKeyCreateResult{}, err
 		}
