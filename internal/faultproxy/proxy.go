@@ -23,6 +23,7 @@ type Proxy struct {
 	refuse  bool
 	stalled bool
 	accepts int
+	cuts    int // how many times Cut ran: a connection accepted before a cut must not outlive it
 }
 
 // New listens on 127.0.0.1 (an ephemeral port) and forwards to target ("host:port", or
@@ -36,6 +37,13 @@ func New(target string) (*Proxy, error) {
 	p.resumed = sync.NewCond(&p.mu)
 	go p.serve()
 	return p, nil
+}
+
+// Accepts is how many connections the proxy has accepted, refused ones included.
+func (p *Proxy) Accepts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.accepts
 }
 
 // Addr is the listener's address.
@@ -75,18 +83,21 @@ func (p *Proxy) serve() {
 			return
 		}
 		p.mu.Lock()
-		refuse := p.refuse
+		refuse, cuts := p.refuse, p.cuts
 		p.accepts++
 		p.mu.Unlock()
 		if refuse {
 			c.Close()
 			continue
 		}
-		go p.forward(c)
+		go p.forward(c, cuts)
 	}
 }
 
-func (p *Proxy) forward(client net.Conn) {
+// forward pipes client to a new server connection. cuts is the Cut count when client was
+// accepted: a Cut (or Refuse) while the server was being dialled reaches this connection too,
+// as it would have had the connection been registered already.
+func (p *Proxy) forward(client net.Conn, cuts int) {
 	network, addr := "tcp", p.target
 	if path, ok := strings.CutPrefix(p.target, "unix:"); ok {
 		network, addr = "unix", path
@@ -98,6 +109,12 @@ func (p *Proxy) forward(client net.Conn) {
 		return
 	}
 	p.mu.Lock()
+	if p.cuts != cuts || p.refuse {
+		p.mu.Unlock()
+		server.Close()
+		client.Close()
+		return
+	}
 	p.conns[client] = struct{}{}
 	p.conns[server] = struct{}{}
 	p.mu.Unlock()
@@ -135,6 +152,7 @@ func (p *Proxy) forward(client net.Conn) {
 func (p *Proxy) Cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.cuts++
 	for c := range p.conns {
 		if tc, ok := c.(*net.TCPConn); ok {
 			tc.SetLinger(0) //nolint:errcheck // a reset, like a dead peer
