@@ -2,7 +2,9 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,9 +26,27 @@ func ProtocolErrorMessage(code int64) string {
 	case jsonrpc.CodeInvalidParams:
 		// Most often a tools/call of a tool this key does not list: say so, without its name.
 		return "invalid params: no such tool for this key (tools/list names them), or malformed params"
+	case mcp.CodeHeaderMismatch:
+		return "header mismatch: MCP-Protocol-Version, Mcp-Method and Mcp-Name must be present and agree with the request body"
+	case mcp.CodeMissingRequiredClientCapabilities:
+		return "missing required client capabilities"
+	case mcp.CodeUnsupportedProtocolVersion:
+		return "unsupported protocol version: data.supported lists the versions this server speaks"
 	default:
 		return "request failed"
 	}
+}
+
+// ProtocolErrorData is the only data a JSON-RPC error with code carries: for an unsupported
+// protocol version, the versions this server speaks, which a client negotiates from and
+// retries with (SEP-2575). The SDK's data also names the requested version, the caller's own
+// value, so it is rebuilt rather than passed on. Nil for every other code.
+func ProtocolErrorData(code int64) json.RawMessage {
+	if code != mcp.CodeUnsupportedProtocolVersion {
+		return nil
+	}
+	data, _ := json.Marshal(map[string][]string{"supported": mcp.SupportedProtocolVersions()}) // a map of strings cannot fail to marshal
+	return data
 }
 
 // fixedErrorTransport rewrites the JSON-RPC errors written to a transport (stdio).
@@ -49,8 +69,14 @@ func (c fixedErrorConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		if errors.As(r.Error, &we) {
 			code = we.Code
 		}
+		message := ProtocolErrorMessage(code)
+		if code == jsonrpc.CodeInternalError && strings.Contains(r.Error.Error(), "invalid during session initialization") {
+			// The SDK (v1.8) refuses a request before initialize with a plain error, which
+			// would read as the server's own failure (-32603): it is the caller's to fix.
+			code, message = jsonrpc.CodeInvalidRequest, "invalid request: initialize the session first (initialize, then notifications/initialized)"
+		}
 		fixed := *r
-		fixed.Error = &jsonrpc.Error{Code: code, Message: ProtocolErrorMessage(code)}
+		fixed.Error = &jsonrpc.Error{Code: code, Message: message, Data: ProtocolErrorData(code)}
 		msg = &fixed
 	}
 	return c.Connection.Write(ctx, msg)

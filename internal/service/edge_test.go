@@ -11,6 +11,7 @@ import (
 
 	genmcp "github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Finding 4: a path box_key that does not match its pattern is the one AUTH_FAILED (401,
@@ -218,6 +219,111 @@ func TestMCPProtocolErrorsDoNotEcho(t *testing.T) {
 		json.Unmarshal(r.Raw, &m) //nolint:errcheck
 		if e, _ := m["error"].(map[string]any); r.Status != http.StatusMethodNotAllowed || e == nil || e["code"] != float64(-32600) {
 			t.Errorf("%s /mcp: %d %s", method, r.Status, r.Raw)
+		}
+	}
+}
+
+// On protocol 2026-07-28 the SDK answers protocol failures with JSON-RPC errors whose codes and
+// HTTP statuses SEP-2575 fixes (-32601 is 404; -32602, -32020 and -32022 are 400), and a client
+// negotiates from -32022's data. The fixed-message rewrite keeps each code, status and the
+// server's own data, and still echoes nothing: not the tool or method name, not a header, not
+// the requested version.
+func TestMCPProtocolErrorsKeepTheirCodes(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a")
+	key := w.agents["a"].Key
+	const future = "2099-12-31"
+	meta := func(version string) string {
+		return `"_meta":{"io.modelcontextprotocol/protocolVersion":"` + version + `","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}`
+	}
+	cases := []struct {
+		what, version, method, name, body string
+		status                            int
+		code                              float64
+	}{
+		{"unknown tool", "2026-07-28", "tools/call", marker,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + marker + `","arguments":{},` + meta("2026-07-28") + `}}`, 400, -32602},
+		{"unknown method", "2026-07-28", marker + "/go", "",
+			`{"jsonrpc":"2.0","id":2,"method":"` + marker + `/go","params":{` + meta("2026-07-28") + `}}`, 404, -32601},
+		{"Mcp-Method header missing", "2026-07-28", "", "",
+			`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{` + meta("2026-07-28") + `}}`, 400, -32020},
+		{"Mcp-Name header disagrees with the body", "2026-07-28", "tools/call", marker,
+			`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"checkpoint_get","arguments":{},` + meta("2026-07-28") + `}}`, 400, -32020},
+		{"unsupported version in _meta", future, "server/discover", "",
+			`{"jsonrpc":"2.0","id":5,"method":"server/discover","params":{` + meta(future) + `}}`, 400, -32022},
+		{"unsupported MCP-Protocol-Version header", "1999-12-31", "", "",
+			`{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{}}`, 400, -32022},
+		{"unknown method, protocol 2025-06-18: a JSON-RPC answer", "2025-06-18", "", "",
+			`{"jsonrpc":"2.0","id":7,"method":"` + marker + `/go","params":{}}`, 200, -32601},
+	}
+	for _, c := range cases {
+		headers := map[string]string{"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": c.version}
+		if c.method != "" {
+			headers["Mcp-Method"] = c.method
+		}
+		if c.name != "" {
+			headers["Mcp-Name"] = c.name
+		}
+		r := raw(t, w.e, "POST", "/mcp", key, "application/json", []byte(c.body), headers)
+		var m struct {
+			Error *struct {
+				Code    float64         `json:"code"`
+				Message string          `json:"message"`
+				Data    json.RawMessage `json:"data"`
+			} `json:"error"`
+		}
+		json.Unmarshal(r.Raw, &m) //nolint:errcheck
+		if r.Status != c.status || m.Error == nil || m.Error.Code != c.code {
+			t.Errorf("%s: want %d with JSON-RPC error %v, got %d %s", c.what, c.status, c.code, r.Status, r.Raw)
+			continue
+		}
+		for _, echoed := range []string{marker, future, "1999-12-31"} {
+			if bytes.Contains(r.Raw, []byte(echoed)) {
+				t.Errorf("%s: echoes the request: %s", c.what, r.Raw)
+			}
+		}
+		if c.code == -32022 {
+			var data struct {
+				Supported []string `json:"supported"`
+			}
+			if json.Unmarshal(m.Error.Data, &data) != nil || !slices.Equal(data.Supported, mcp.SupportedProtocolVersions()) {
+				t.Errorf("%s: data %s, want the supported versions %v", c.what, m.Error.Data, mcp.SupportedProtocolVersions())
+			}
+		} else if m.Error.Data != nil {
+			t.Errorf("%s: carries data %s", c.what, m.Error.Data)
+		}
+	}
+}
+
+// The SDK's plain-text refusals a caller can fix themselves (a curl with Accept:
+// application/json alone, a batch on a protocol without batches, an empty body, a GET) say
+// what to fix, in a fixed message.
+func TestMCPRefusalsSayWhatToFix(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a")
+	key := w.agents["a"].Key
+	list := `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`
+	cases := []struct {
+		what, method, accept, body string
+		status                     int
+		hint                       string
+	}{
+		{"Accept without text/event-stream", "POST", "application/json", list, 400, "Accept header must list both"},
+		{"a batch on 2025-06-18", "POST", "application/json, text/event-stream", "[" + list + "]", 400, "not a batch"},
+		{"an empty body", "POST", "application/json, text/event-stream", "", 400, "body is empty"},
+		{"GET", "GET", "text/event-stream", "", 405, "POST only"},
+	}
+	for _, c := range cases {
+		r := raw(t, w.e, c.method, "/mcp", key, "application/json", []byte(c.body), map[string]string{"Accept": c.accept, "MCP-Protocol-Version": "2025-06-18"})
+		var m struct {
+			Error *struct {
+				Code    float64 `json:"code"`
+				Message string  `json:"message"`
+			} `json:"error"`
+		}
+		json.Unmarshal(r.Raw, &m) //nolint:errcheck
+		if r.Status != c.status || m.Error == nil || m.Error.Code != -32600 || !strings.Contains(m.Error.Message, c.hint) {
+			t.Errorf("%s: want %d, -32600 saying %q; got %d %s", c.what, c.status, c.hint, r.Status, r.Raw)
 		}
 	}
 }

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/httpserver"
 	"github.com/agentbox/agentbox/internal/mcpserver"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The SDK answers transport-level failures itself, in plain text that can quote the request
@@ -45,53 +48,87 @@ func withProtocolErrors(next http.Handler, fast *fastCalls) http.Handler {
 		}
 		pw := &protocolErrorWriter{ResponseWriter: w, body: body}
 		next.ServeHTTP(pw, r)
+		pw.finish()
 	})
 }
 
-// protocolErrorWriter swallows an SDK error answer (status >= 400) and writes a fixed one.
+// protocolErrorWriter replaces an SDK error answer (status >= 400) with a fixed one. The
+// status is held until the SDK's body shows what it is: a JSON-RPC error (the SDK's answer on
+// protocol 2026-07-28, where SEP-2575 pairs codes with statuses: -32601 is 404; -32602, -32020
+// and -32022 are 400) keeps its code and status and loses its message; plain text gets the
+// JSON-RPC error writeRPCError derives from the request.
 type protocolErrorWriter struct {
 	http.ResponseWriter
 	body        []byte // the request body, for the JSON-RPC id
-	intercepted bool
+	held        int    // the SDK's error status, until its body is seen (0: none)
+	intercepted bool   // the answer is ours; the SDK's bytes are dropped
 	wrote       bool
 }
 
 func (w *protocolErrorWriter) WriteHeader(status int) {
-	if status < 400 || w.intercepted {
+	if w.intercepted || w.held != 0 {
+		return
+	}
+	if status < 400 {
 		w.ResponseWriter.WriteHeader(status)
 		return
 	}
-	w.intercepted = true
 	h := w.ResponseWriter.Header()
 	h.Del("Content-Length")
 	h.Del("X-Content-Type-Options")
 	switch status {
 	case http.StatusUnauthorized, http.StatusForbidden:
+		w.intercepted = true
 		writeStatus(w.ResponseWriter, status, apierr.Auth())
 	case http.StatusRequestEntityTooLarge:
+		w.intercepted = true
 		writeStatus(w.ResponseWriter, status, apierr.TooLarge("", "request_too_large", maxRequestBytes))
 	case http.StatusUnsupportedMediaType:
+		w.intercepted = true
 		writeStatus(w.ResponseWriter, status, apierr.UnsupportedMediaType())
 	default:
-		w.writeRPCError(status)
+		w.held = status
 	}
 }
 
-// writeRPCError is the JSON-RPC error for a request the SDK refused: -32700 for a body that
-// is not JSON, -32601 for a method the server does not have (HTTP 200: a JSON-RPC answer),
-// -32600 otherwise (a GET or DELETE of /mcp too, with the SDK's 405). The message is fixed; only the request's own id is returned.
-func (w *protocolErrorWriter) writeRPCError(status int) {
+// finish answers a held status whose body never came.
+func (w *protocolErrorWriter) finish() {
+	if w.held != 0 && !w.intercepted {
+		w.intercepted = true
+		w.writeRPCError(w.held, nil)
+	}
+}
+
+// writeRPCError is the JSON-RPC error for a request the SDK refused with status and sdkBody.
+// The SDK's own JSON-RPC error keeps its code and status. For plain text: a refusal of
+// plainRefusals gets its code and message; otherwise -32700 for a body that is not JSON,
+// -32601 for a method the server does not have (HTTP 200: a JSON-RPC answer), -32600 for the
+// rest. The message is fixed and the data is the server's own (mcpserver.ProtocolErrorData);
+// only the request's id is returned.
+func (w *protocolErrorWriter) writeRPCError(status int, sdkBody []byte) {
 	var req struct {
 		ID     json.RawMessage `json:"id"`
 		Method *string         `json:"method"`
 	}
-	code := -32600
-	if err := json.Unmarshal(w.body, &req); err != nil {
+	parseErr := json.Unmarshal(w.body, &req)
+	code, message := int64(jsonrpc.CodeInvalidRequest), ""
+	var sdk struct {
+		Error *struct {
+			Code int64 `json:"code"`
+		} `json:"error"`
+	}
+	refusal := slices.IndexFunc(plainRefusals, func(r plainRefusal) bool { return bytes.HasPrefix(sdkBody, []byte(r.prefix)) })
+	switch {
+	case json.Unmarshal(sdkBody, &sdk) == nil && sdk.Error != nil:
+		code = sdk.Error.Code
+	case refusal >= 0:
+		code, message = plainRefusals[refusal].code, plainRefusals[refusal].message
+	case parseErr != nil:
 		if len(w.body) > 0 && !json.Valid(w.body) { // a GET or DELETE has no body to be malformed
-			code = -32700
+			code = jsonrpc.CodeParseError
 		}
-	} else if req.Method != nil && !knownMethod(*req.Method) {
-		code, status = -32601, http.StatusOK
+	case req.Method != nil && !knownMethod(*req.Method):
+		code, status = jsonrpc.CodeMethodNotFound, http.StatusOK
 	}
 	id := json.RawMessage("null")
 	if validID(req.ID) {
@@ -100,13 +137,47 @@ func (w *protocolErrorWriter) writeRPCError(status int) {
 	w.ResponseWriter.Header().Set("Content-Type", "application/json")
 	w.ResponseWriter.WriteHeader(status)
 	json.NewEncoder(w.ResponseWriter).Encode(map[string]any{ //nolint:errcheck
-		"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": mcpserver.ProtocolErrorMessage(int64(code))},
+		"jsonrpc": "2.0", "id": id, "error": rpcError(code, message),
 	})
+}
+
+// plainRefusals are the SDK's (v1.8) plain-text refusals a caller can act on, by prefix, each
+// with its code and fixed message ("": the code's); any other text is -32600 "invalid request".
+type plainRefusal struct {
+	prefix  string
+	code    int64
+	message string
+}
+
+var plainRefusals = []plainRefusal{
+	{"Bad Request: Unsupported protocol version", mcp.CodeUnsupportedProtocolVersion, ""},
+	{"Accept must contain both", jsonrpc.CodeInvalidRequest, "invalid request: the Accept header must list both application/json and text/event-stream"},
+	{"JSON-RPC batching is not supported", jsonrpc.CodeInvalidRequest, "invalid request: protocol version 2025-06-18 and later take one JSON-RPC message per request, not a batch"},
+	{"POST requires a non-empty body", jsonrpc.CodeInvalidRequest, "invalid request: the request body is empty"},
+	{"Method Not Allowed", jsonrpc.CodeInvalidRequest, "invalid request: /mcp takes POST only (the server is stateless: no GET stream, no session to DELETE)"},
+}
+
+// rpcError is the error member of a JSON-RPC answer with code: a fixed message (the code's
+// when message is ""), and data only where the server has its own to give.
+func rpcError(code int64, message string) map[string]any {
+	if message == "" {
+		message = mcpserver.ProtocolErrorMessage(code)
+	}
+	e := map[string]any{"code": code, "message": message}
+	if data := mcpserver.ProtocolErrorData(code); data != nil {
+		e["data"] = data
+	}
+	return e
 }
 
 func (w *protocolErrorWriter) Write(b []byte) (int, error) {
 	if w.intercepted {
 		return len(b), nil // the SDK's own text is dropped
+	}
+	if w.held != 0 {
+		w.intercepted = true
+		w.writeRPCError(w.held, b)
+		return len(b), nil
 	}
 	if !w.wrote {
 		w.wrote = true
@@ -131,19 +202,18 @@ func fixedRPCError(b []byte) ([]byte, bool) {
 	var m struct {
 		ID    json.RawMessage `json:"id"`
 		Error *struct {
-			Code int `json:"code"`
+			Code int64 `json:"code"`
 		} `json:"error"`
 		Result json.RawMessage `json:"result"`
 	}
 	if json.Unmarshal(b, &m) != nil || m.Error == nil || m.Result != nil {
 		return nil, false
 	}
-	msg := mcpserver.ProtocolErrorMessage(int64(m.Error.Code))
 	id := json.RawMessage("null")
 	if validID(m.ID) {
 		id = m.ID
 	}
-	out, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": m.Error.Code, "message": msg}})
+	out, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": rpcError(m.Error.Code, "")})
 	if err != nil {
 		return nil, false
 	}

@@ -133,6 +133,27 @@ func TestStdioAnswersABadLineAndGoesOn(t *testing.T) {
 	}
 }
 
+// A request before initialize is the caller's to fix: -32600 saying to initialize first, not
+// the -32603 (internal error) the SDK's plain refusal would read as.
+func TestStdioRequestBeforeInitializeIsAnInvalidRequest(t *testing.T) {
+	t.Parallel()
+	out, err := runStdioOnce(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`+"\n")
+	if err != nil {
+		t.Errorf("RunStdio = %v, want nil", err)
+	}
+	var m struct {
+		ID    float64 `json:"id"`
+		Error *struct {
+			Code    float64 `json:"code"`
+			Message string  `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &m); err != nil || m.ID != 1 || m.Error == nil ||
+		m.Error.Code != -32600 || !strings.Contains(m.Error.Message, "initialize") {
+		t.Errorf("tools/list before initialize: %s", out)
+	}
+}
+
 // runStdioOnce runs `agentbox mcp` in process for an agent of box alpha, with in as its
 // whole input, and returns what it wrote once RunStdio returned.
 func runStdioOnce(t *testing.T, in string) (string, error) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/agentbox/agentbox/internal/testenv"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // `agentbox mcp` over stdio: protocol errors carry no caller-supplied value (an unknown tool,
@@ -84,6 +85,14 @@ func TestStdioProtocolErrorsDoNotEcho(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":"` + marker + `"}`)
 	if c := rpcCode(answer(4)); c == nil {
 		t.Errorf("undecodable params: no JSON-RPC error")
+	}
+	// A version the server does not speak: -32022 with the versions it does (a client
+	// negotiates from them), never the requested one.
+	send(`{"jsonrpc":"2.0","id":6,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-12-31","io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`)
+	unsupported, _ := answer(6)["error"].(map[string]any)
+	data, _ := unsupported["data"].(map[string]any)
+	if supported, _ := data["supported"].([]any); unsupported["code"] != float64(-32022) || len(supported) != len(mcp.SupportedProtocolVersions()) || data["requested"] != nil {
+		t.Errorf("unsupported protocol version: %v", unsupported)
 	}
 	send(`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"agent_prime","arguments":{"box_key":"alpha","known_checkpoint_revision":"` + marker + `\u0000"}}}`)
 	res, _ := answer(5)["result"].(map[string]any)
