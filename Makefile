@@ -163,7 +163,7 @@ FUZZTIME ?= 20s
 FUZZ_TARGETS := ./internal/schema:FuzzDecodeStrict ./internal/schema:FuzzCheckText ./internal/cursor:FuzzDecode \
 	./internal/service:FuzzFileURL ./internal/service:FuzzPayload \
 	./internal/schema:FuzzFastPathNeverAcceptsWhatTheValidatorRejects ./internal/schema:FuzzFastFormatsAcceptASubset \
-	./internal/service:FuzzCanonicalJSONIsDecodeMarshal
+	./internal/service:FuzzCanonicalJSONIsDecodeMarshal ./internal/mcpserver:FuzzUnescapeHTML
 
 ## reliability: the fault suite at full size — kill -9 of the server under 5,600 sends from 8
 ## clients, PostgreSQL restarts (-m fast / -m immediate, 6×) under load on a cluster of its

@@ -2227,7 +2227,7 @@ type ClientInterface interface {
 
 	// CheckpointSaveWithBody Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON, each string counted in its shortest escaping (how the client escaped it does not count).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2236,7 +2236,7 @@ type ClientInterface interface {
 
 	// CheckpointSave Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON, each string counted in its shortest escaping (how the client escaped it does not count).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3241,7 +3241,7 @@ func (c *Client) CheckpointGet(ctx context.Context, boxKey BoxKey, params *Check
 
 // CheckpointSaveWithBody Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON, each string counted in its shortest escaping (how the client escaped it does not count).
 //
 // Takes any type of body and a specified content type.
 //
@@ -3260,7 +3260,7 @@ func (c *Client) CheckpointSaveWithBody(ctx context.Context, boxKey BoxKey, para
 
 // CheckpointSave Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON, each string counted in its shortest escaping (how the client escaped it does not count).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7619,7 +7619,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckpointSaveWithBodyWithResponse Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON, each string counted in its shortest escaping (how the client escaped it does not count).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7628,7 +7628,7 @@ type ClientWithResponsesInterface interface {
 
 	// CheckpointSaveWithResponse Replace the checkpoint if its revision is unchanged
 	//
-	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
+	// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON, each string counted in its shortest escaping (how the client escaped it does not count).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -14719,7 +14719,7 @@ func (c *ClientWithResponses) CheckpointGetWithResponse(ctx context.Context, box
 
 // CheckpointSaveWithBodyWithResponse Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON, each string counted in its shortest escaping (how the client escaped it does not count).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14734,7 +14734,7 @@ func (c *ClientWithResponses) CheckpointSaveWithBodyWithResponse(ctx context.Con
 
 // CheckpointSaveWithResponse Replace the checkpoint if its revision is unchanged
 //
-// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON.
+// Compare-and-set: saves when expected_revision equals the current revision ("0" when none exists), otherwise REVISION_CONFLICT with current_revision. No merge. At most checkpoint_max_bytes of compact JSON, each string counted in its shortest escaping (how the client escaped it does not count).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -140,15 +140,22 @@ func protocolErrorLine(code int64) []byte {
 }
 
 // lockedWriter is stdout, shared by the SDK (one Write per message) and messageLines.
+// lockedWriter writes one whole message line at a time (the SDK's transport and
+// messageLines both write a line per call), with <, > and & as themselves (UnescapeHTML).
 type lockedWriter struct {
-	mu sync.Mutex
-	w  io.WriteCloser
+	mu  sync.Mutex
+	w   io.WriteCloser
+	out []byte
 }
 
 func (w *lockedWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.w.Write(p)
+	w.out, _ = UnescapeHTML(w.out[:0], p, true)
+	if _, err := w.w.Write(w.out); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }
 
 func (w *lockedWriter) Close() error { return w.w.Close() }

@@ -544,6 +544,23 @@ func TestStrictInput(t *testing.T) {
 	if ok.Status != http.StatusOK {
 		t.Fatalf("32 KiB checkpoint: %s", ok.Raw)
 	}
+	// The cap measures the value, not the client's escaping (Go's encoder writes < as \u003c,
+	// Python's every non-ASCII character as \uXXXX): the same 32 KiB value escaped six times
+	// over is accepted, stored and read back in its shortest form; one byte more is refused
+	// however it is written.
+	value := strings.Repeat("<", pad-4) + "é&>"
+	escaped := strings.NewReplacer("<", `\u003c`, ">", `\u003e`, "&", `\u0026`, "é", `\u00e9`).Replace(value)
+	save := a.Call("PUT", "/checkpoint", []byte(`{"expected_revision":"1","checkpoint":{"x":"`+escaped+`"},"idempotency_key":"escaped"}`))
+	if save.Status != http.StatusOK {
+		t.Fatalf("a 32 KiB checkpoint sent escaped: %d %.300s", save.Status, save.Raw)
+	}
+	if got := a.Call("GET", "/checkpoint", nil); !bytes.Contains(got.Raw, []byte(`"checkpoint":{"x":"`+value+`"}`)) {
+		t.Fatalf("the escaped checkpoint is not read back in its shortest form: %.300s", got.Raw)
+	}
+	over := a.Call("PUT", "/checkpoint", []byte(`{"expected_revision":"2","checkpoint":{"x":"`+escaped+`\u003c"},"idempotency_key":"escaped-over"}`))
+	if over.Code() != "LIMIT_EXCEEDED" || over.ErrorField("field") != "checkpoint" {
+		t.Fatalf("a checkpoint one byte over the cap, escaped: %d %.300s", over.Status, over.Raw)
+	}
 }
 
 func TestCheckpointRoundTripAndConflict(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"unicode/utf8"
 
 	"github.com/agentbox/agentbox/gen/api"
 	"github.com/agentbox/agentbox/gen/mcp"
@@ -129,9 +130,18 @@ func (s *Service) CheckpointGet(ctx context.Context, req api.CheckpointGetReques
 // CheckpointSave is a compare-and-set on the checkpoint revision; no merge is attempted.
 func (s *Service) CheckpointSave(ctx context.Context, req api.CheckpointSaveRequestObject) (api.CheckpointSaveResponseObject, error) {
 	in := req.Body
+	// The cap measures the value, not how the client's encoder escaped it (as for payload):
+	// compact, each string in its one shortest form (unescapedStrings), which is also what
+	// is stored.
 	var compact bytes.Buffer
-	if err := json.Compact(&compact, in.Checkpoint); err != nil {
+	if err := json.Compact(&compact, in.Checkpoint); err != nil || !utf8.Valid(compact.Bytes()) || loneSurrogate(compact.Bytes()) {
 		return nil, apierr.Invalid("checkpoint", "must be a JSON object")
+	}
+	if shortest, err := unescapedStrings(compact.Bytes()); err != nil {
+		return nil, apierr.Invalid("checkpoint", "must be a JSON object")
+	} else if len(shortest) != compact.Len() {
+		compact.Reset()
+		compact.Write(shortest)
 	}
 	if compact.Len() > CheckpointMaxBytes {
 		return nil, apierr.TooLarge("checkpoint", "checkpoint_too_large", int64(CheckpointMaxBytes))

@@ -22,7 +22,7 @@ var CheckpointMaxBytes = int(defaultSettings.CheckpointMaxBytes)
 // settingSemantics is the one line of meaning published with each limit and rule.
 var settingSemantics = map[string]string{
 	"body_max_bytes":                "message body_md size cap in UTF-8 bytes (LIMIT_EXCEEDED above it); never trimmed or truncated",
-	"payload_max_bytes":             "message payload cap in bytes of its compact JSON serialization",
+	"payload_max_bytes":             "message payload cap in bytes of its compact JSON serialization, each string in its shortest escaping",
 	"payload_max_depth":             "payload nesting cap; the top-level object counts as 1, objects and arrays both count",
 	"envelope_max_bytes":            "cap on a whole send (body, payload, targets, file metadata) in bytes",
 	"targets_max":                   "cap on each target array (mentions, requests, invitees, batch recipients)",
@@ -40,7 +40,7 @@ var settingSemantics = map[string]string{
 	"idempotency_retention_seconds": "how long an idempotency_key replays its original result",
 	"rate_limit_per_second":         "per-key request rate, counted by each server process; excess requests get RATE_LIMITED with retry_after_seconds (0 = off)",
 	"rate_limit_burst":              "per-key burst above the rate",
-	"checkpoint_max_bytes":          "checkpoint cap in bytes of compact JSON (fixed, not a setting)",
+	"checkpoint_max_bytes":          "checkpoint cap in bytes of compact JSON, each string in its shortest escaping (fixed, not a setting)",
 	"request_max_bytes":             "an HTTP request's JSON body (or a multipart request's JSON part), and an MCP tool call's arguments, is at most " + strconv.Itoa(schema.MaxRequestBytes) + " bytes (fixed, not a setting); over it: LIMIT_EXCEEDED request_too_large",
 	"duplicate_rule":                "a send byte-identical to the sender's latest retained message in the same channel returns status duplicate; there is no time window",
 	"retention_rule":                "after every write and when a cap is lowered, each channel deletes its oldest messages first until both caps hold; no placeholder remains",

@@ -122,7 +122,8 @@ func (f *fastCalls) serve(w http.ResponseWriter, r *http.Request, body []byte) b
 // string and in structuredContent (json.HTMLEscape), EncodeMessage escapes nothing more (nor
 // in the id), and the 2026-07-28 protocol adds the server's Implementation in _meta and
 // resultType (see serve). Any other result (an error result, a _meta of its own) is nil: the
-// SDK's encoding writes it.
+// SDK's encoding writes it. (The handler's htmlUnescaper then writes <, > and & as
+// themselves, on this path and the SDK's alike.)
 func (f *fastCalls) successResponse(id jsonrpc.ID, res *mcp.CallToolResult, v2026 bool, calls *mcpserver.Calls) []byte {
 	if res.IsError || res.Meta != nil || len(res.Content) != 1 {
 		return nil

@@ -87,7 +87,10 @@ func New(cfg Config) http.Handler {
 	for _, o := range cfg.AllowedOrigins {
 		allowed[strings.ToLower(strings.TrimSpace(o))] = true
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		unescaper := &htmlUnescaper{ResponseWriter: rw}
+		defer unescaper.flushHeld()
+		var w http.ResponseWriter = unescaper
 		if origin, present := r.Header["Origin"]; present && (len(origin) != 1 || !allowed[strings.ToLower(origin[0])]) {
 			writeStatus(w, http.StatusForbidden, apierr.New(apierr.NotFoundOrForbidden, "requests from this Origin are refused: it is not in the server's MCP Origin allow-list (--mcp-allowed-origin)").
 				WithReason("origin_not_allowed"))

@@ -161,9 +161,15 @@ func runStdioOnce(t *testing.T, in string) (string, error) {
 	e := testenv.New(t)
 	e.Box("alpha")
 	a := e.NewAgent("alpha", "a", nil)
+	return runStdioAs(t, e, a.Key, mcpserver.NewSessionKey("stdio-test-"), in)
+}
+
+// runStdioAs is runStdioOnce for the agent of key in box alpha of e, on the given session.
+func runStdioAs(t *testing.T, e *testenv.Env, key, session, in string) (string, error) {
+	t.Helper()
 	creds, err := mcpserver.CredentialsFromEnv(func(k string) string {
 		if k == "AGENTBOX_API_KEY" {
-			return a.Key
+			return key
 		}
 		return ""
 	})
@@ -174,7 +180,7 @@ func runStdioOnce(t *testing.T, in string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err = mcpserver.RunStdio(ctx, mcpserver.StdioConfig{
-		Server: e.URL, Credentials: creds, Session: mcpserver.NewSessionKey("stdio-test-"), Box: "alpha", Version: "test",
+		Server: e.URL, Credentials: creds, Session: session, Box: "alpha", Version: "test",
 	}, io.NopCloser(strings.NewReader(in)), &out)
 	return out.String(), err
 }
