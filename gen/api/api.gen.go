@@ -867,13 +867,19 @@ type FileRef struct {
 
 // FileRefInput A file link; nothing fetches it.
 type FileRefInput struct {
-	Commit      *string `json:"commit,omitempty"`
-	DisplayName string  `json:"display_name"`
-	MediaType   *string `json:"media_type,omitempty"`
-	Sha256      *string `json:"sha256,omitempty"`
+	Commit *string `json:"commit,omitempty"`
 
-	// Url https:// URL without credentials, query or private host.
-	Url          string  `json:"url"`
+	// DisplayName At most 256 UTF-8 bytes.
+	DisplayName string `json:"display_name"`
+
+	// MediaType At most 255 UTF-8 bytes.
+	MediaType *string `json:"media_type,omitempty"`
+	Sha256    *string `json:"sha256,omitempty"`
+
+	// Url https:// URL without credentials, query or private host; at most 2048 UTF-8 bytes.
+	Url string `json:"url"`
+
+	// VersionLabel At most 128 UTF-8 bytes.
 	VersionLabel *string `json:"version_label,omitempty"`
 }
 
@@ -1520,6 +1526,9 @@ type BadRequest = Error
 
 // Conflict defines model for Conflict.
 type Conflict = Error
+
+// HeadersTooLarge defines model for HeadersTooLarge.
+type HeadersTooLarge = Error
 
 // LimitExceeded defines model for LimitExceeded.
 type LimitExceeded = Error
@@ -4903,6 +4912,8 @@ type BadRequestJSONResponse Error
 
 type ConflictJSONResponse Error
 
+type HeadersTooLargeJSONResponse Error
+
 type LimitExceededJSONResponse Error
 
 type NotFoundJSONResponse Error
@@ -4993,6 +5004,20 @@ func (response AdminBoxList401JSONResponse) VisitAdminBoxListResponse(w http.Res
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminBoxList431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminBoxList431JSONResponse) VisitAdminBoxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5110,6 +5135,20 @@ func (response AdminBoxCreate422JSONResponse) VisitAdminBoxCreateResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminBoxCreate431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminBoxCreate431JSONResponse) VisitAdminBoxCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5246,6 +5285,20 @@ func (response AdminBoxUpdate422JSONResponse) VisitAdminBoxUpdateResponse(w http
 	return err
 }
 
+type AdminBoxUpdate431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminBoxUpdate431JSONResponse) VisitAdminBoxUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminBoxUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminBoxUpdate500JSONResponse) VisitAdminBoxUpdateResponse(w http.ResponseWriter) error {
@@ -5340,6 +5393,20 @@ func (response AdminAgentList404JSONResponse) VisitAdminAgentListResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentList431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminAgentList431JSONResponse) VisitAdminAgentListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5472,6 +5539,20 @@ func (response AdminAgentCreate422JSONResponse) VisitAdminAgentCreateResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentCreate431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminAgentCreate431JSONResponse) VisitAdminAgentCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5609,6 +5690,20 @@ func (response AdminAgentUpdate422JSONResponse) VisitAdminAgentUpdateResponse(w 
 	return err
 }
 
+type AdminAgentUpdate431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminAgentUpdate431JSONResponse) VisitAdminAgentUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminAgentUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminAgentUpdate500JSONResponse) VisitAdminAgentUpdateResponse(w http.ResponseWriter) error {
@@ -5718,6 +5813,20 @@ func (response AdminKeyList422JSONResponse) VisitAdminKeyListResponse(w http.Res
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminKeyList431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminKeyList431JSONResponse) VisitAdminKeyListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5855,6 +5964,20 @@ func (response AdminKeyCreate422JSONResponse) VisitAdminKeyCreateResponse(w http
 	return err
 }
 
+type AdminKeyCreate431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminKeyCreate431JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminKeyCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminKeyCreate500JSONResponse) VisitAdminKeyCreateResponse(w http.ResponseWriter) error {
@@ -5964,6 +6087,20 @@ func (response AdminAgentProfileGet422JSONResponse) VisitAdminAgentProfileGetRes
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminAgentProfileGet431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminAgentProfileGet431JSONResponse) VisitAdminAgentProfileGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6101,6 +6238,20 @@ func (response AdminAgentProfileSet422JSONResponse) VisitAdminAgentProfileSetRes
 	return err
 }
 
+type AdminAgentProfileSet431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminAgentProfileSet431JSONResponse) VisitAdminAgentProfileSetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminAgentProfileSet500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminAgentProfileSet500JSONResponse) VisitAdminAgentProfileSetResponse(w http.ResponseWriter) error {
@@ -6199,6 +6350,20 @@ func (response AdminCleanupStatus404JSONResponse) VisitAdminCleanupStatusRespons
 	return err
 }
 
+type AdminCleanupStatus431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminCleanupStatus431JSONResponse) VisitAdminCleanupStatusResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminCleanupStatus500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminCleanupStatus500JSONResponse) VisitAdminCleanupStatusResponse(w http.ResponseWriter) error {
@@ -6293,6 +6458,20 @@ func (response AdminHostList404JSONResponse) VisitAdminHostListResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminHostList431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminHostList431JSONResponse) VisitAdminHostListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6425,6 +6604,20 @@ func (response AdminHostCreate422JSONResponse) VisitAdminHostCreateResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminHostCreate431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminHostCreate431JSONResponse) VisitAdminHostCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6562,6 +6755,20 @@ func (response AdminHostUpdate422JSONResponse) VisitAdminHostUpdateResponse(w ht
 	return err
 }
 
+type AdminHostUpdate431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminHostUpdate431JSONResponse) VisitAdminHostUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminHostUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminHostUpdate500JSONResponse) VisitAdminHostUpdateResponse(w http.ResponseWriter) error {
@@ -6661,6 +6868,20 @@ func (response AdminKeyRevoke404JSONResponse) VisitAdminKeyRevokeResponse(w http
 	return err
 }
 
+type AdminKeyRevoke431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminKeyRevoke431JSONResponse) VisitAdminKeyRevokeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminKeyRevoke500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminKeyRevoke500JSONResponse) VisitAdminKeyRevokeResponse(w http.ResponseWriter) error {
@@ -6755,6 +6976,20 @@ func (response AdminRoomList404JSONResponse) VisitAdminRoomListResponse(w http.R
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomList431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminRoomList431JSONResponse) VisitAdminRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6868,6 +7103,20 @@ func (response AdminRoomArchive409JSONResponse) VisitAdminRoomArchiveResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminRoomArchive431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminRoomArchive431JSONResponse) VisitAdminRoomArchiveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7019,6 +7268,20 @@ func (response AdminRoomSetOwner422JSONResponse) VisitAdminRoomSetOwnerResponse(
 	return err
 }
 
+type AdminRoomSetOwner431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminRoomSetOwner431JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminRoomSetOwner500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminRoomSetOwner500JSONResponse) VisitAdminRoomSetOwnerResponse(w http.ResponseWriter) error {
@@ -7113,6 +7376,20 @@ func (response AdminSettingsGet404JSONResponse) VisitAdminSettingsGetResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminSettingsGet431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminSettingsGet431JSONResponse) VisitAdminSettingsGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7263,6 +7540,20 @@ func (response AdminSettingsUpdate422JSONResponse) VisitAdminSettingsUpdateRespo
 	return err
 }
 
+type AdminSettingsUpdate431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminSettingsUpdate431JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminSettingsUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminSettingsUpdate500JSONResponse) VisitAdminSettingsUpdateResponse(w http.ResponseWriter) error {
@@ -7342,6 +7633,20 @@ func (response AdminTokenList401JSONResponse) VisitAdminTokenListResponse(w http
 		w.Header().Set("WWW-Authenticate", fmt.Sprint(*response.Headers.WWWAuthenticate))
 	}
 	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenList431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminTokenList431JSONResponse) VisitAdminTokenListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7463,6 +7768,20 @@ func (response AdminTokenCreate422JSONResponse) VisitAdminTokenCreateResponse(w 
 	return err
 }
 
+type AdminTokenCreate431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminTokenCreate431JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AdminTokenCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AdminTokenCreate500JSONResponse) VisitAdminTokenCreateResponse(w http.ResponseWriter) error {
@@ -7557,6 +7876,20 @@ func (response AdminTokenRevoke404JSONResponse) VisitAdminTokenRevokeResponse(w 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AdminTokenRevoke431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AdminTokenRevoke431JSONResponse) VisitAdminTokenRevokeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7723,6 +8056,20 @@ func (response AttachmentDownload429JSONResponse) VisitAttachmentDownloadRespons
 	return err
 }
 
+type AttachmentDownload431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AttachmentDownload431JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AttachmentDownload500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AttachmentDownload500JSONResponse) VisitAttachmentDownloadResponse(w http.ResponseWriter) error {
@@ -7835,6 +8182,20 @@ func (response CheckpointGet429JSONResponse) VisitCheckpointGetResponse(w http.R
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CheckpointGet431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response CheckpointGet431JSONResponse) VisitCheckpointGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -7989,6 +8350,20 @@ func (response CheckpointSave429JSONResponse) VisitCheckpointSaveResponse(w http
 	return err
 }
 
+type CheckpointSave431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response CheckpointSave431JSONResponse) VisitCheckpointSaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type CheckpointSave500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response CheckpointSave500JSONResponse) VisitCheckpointSaveResponse(w http.ResponseWriter) error {
@@ -8133,6 +8508,20 @@ func (response ConversationRead429JSONResponse) VisitConversationReadResponse(w 
 	return err
 }
 
+type ConversationRead431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response ConversationRead431JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ConversationRead500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response ConversationRead500JSONResponse) VisitConversationReadResponse(w http.ResponseWriter) error {
@@ -8273,6 +8662,20 @@ func (response DirectorySearch429JSONResponse) VisitDirectorySearchResponse(w ht
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectorySearch431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response DirectorySearch431JSONResponse) VisitDirectorySearchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8441,6 +8844,20 @@ func (response DirectoryUpdateSelf429JSONResponse) VisitDirectoryUpdateSelfRespo
 	return err
 }
 
+type DirectoryUpdateSelf431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response DirectoryUpdateSelf431JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type DirectoryUpdateSelf500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response DirectoryUpdateSelf500JSONResponse) VisitDirectoryUpdateSelfResponse(w http.ResponseWriter) error {
@@ -8568,6 +8985,20 @@ func (response DirectoryGet429JSONResponse) VisitDirectoryGetResponse(w http.Res
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DirectoryGet431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response DirectoryGet431JSONResponse) VisitDirectoryGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8712,6 +9143,20 @@ func (response InboxList429JSONResponse) VisitInboxListResponse(w http.ResponseW
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type InboxList431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response InboxList431JSONResponse) VisitInboxListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8880,6 +9325,20 @@ func (response InboxAck429JSONResponse) VisitInboxAckResponse(w http.ResponseWri
 	return err
 }
 
+type InboxAck431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response InboxAck431JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type InboxAck500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response InboxAck500JSONResponse) VisitInboxAckResponse(w http.ResponseWriter) error {
@@ -9044,6 +9503,20 @@ func (response InboxClaim429JSONResponse) VisitInboxClaimResponse(w http.Respons
 	return err
 }
 
+type InboxClaim431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response InboxClaim431JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type InboxClaim500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response InboxClaim500JSONResponse) VisitInboxClaimResponse(w http.ResponseWriter) error {
@@ -9146,6 +9619,20 @@ func (response LimitsGet429JSONResponse) VisitLimitsGetResponse(w http.ResponseW
 	return err
 }
 
+type LimitsGet431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response LimitsGet431JSONResponse) VisitLimitsGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type LimitsGet500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response LimitsGet500JSONResponse) VisitLimitsGetResponse(w http.ResponseWriter) error {
@@ -9244,6 +9731,20 @@ func (response MeGet429JSONResponse) VisitMeGetResponse(w http.ResponseWriter) e
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MeGet431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response MeGet431JSONResponse) VisitMeGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9413,6 +9914,20 @@ func (response MessageSend429JSONResponse) VisitMessageSendResponse(w http.Respo
 	return err
 }
 
+type MessageSend431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response MessageSend431JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type MessageSend500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response MessageSend500JSONResponse) VisitMessageSendResponse(w http.ResponseWriter) error {
@@ -9578,6 +10093,20 @@ func (response MessageSendBatch429JSONResponse) VisitMessageSendBatchResponse(w 
 	return err
 }
 
+type MessageSendBatch431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response MessageSendBatch431JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type MessageSendBatch500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response MessageSendBatch500JSONResponse) VisitMessageSendBatchResponse(w http.ResponseWriter) error {
@@ -9705,6 +10234,20 @@ func (response MessageGet429JSONResponse) VisitMessageGetResponse(w http.Respons
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type MessageGet431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response MessageGet431JSONResponse) VisitMessageGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -9850,6 +10393,20 @@ func (response FileReportList429JSONResponse) VisitFileReportListResponse(w http
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type FileReportList431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response FileReportList431JSONResponse) VisitFileReportListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10020,6 +10577,20 @@ func (response FileAccessReport429JSONResponse) VisitFileAccessReportResponse(w 
 	return err
 }
 
+type FileAccessReport431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response FileAccessReport431JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type FileAccessReport500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response FileAccessReport500JSONResponse) VisitFileAccessReportResponse(w http.ResponseWriter) error {
@@ -10156,6 +10727,20 @@ func (response AgentPrime429JSONResponse) VisitAgentPrimeResponse(w http.Respons
 	return err
 }
 
+type AgentPrime431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response AgentPrime431JSONResponse) VisitAgentPrimeResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AgentPrime500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response AgentPrime500JSONResponse) VisitAgentPrimeResponse(w http.ResponseWriter) error {
@@ -10268,6 +10853,20 @@ func (response ProfileGet429JSONResponse) VisitProfileGetResponse(w http.Respons
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ProfileGet431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response ProfileGet431JSONResponse) VisitProfileGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10412,6 +11011,20 @@ func (response RequestList429JSONResponse) VisitRequestListResponse(w http.Respo
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestList431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response RequestList431JSONResponse) VisitRequestListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10581,6 +11194,20 @@ func (response RequestRespond429JSONResponse) VisitRequestRespondResponse(w http
 	return err
 }
 
+type RequestRespond431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response RequestRespond431JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RequestRespond500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response RequestRespond500JSONResponse) VisitRequestRespondResponse(w http.ResponseWriter) error {
@@ -10721,6 +11348,20 @@ func (response RoomList429JSONResponse) VisitRoomListResponse(w http.ResponseWri
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomList431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response RoomList431JSONResponse) VisitRoomListResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10889,6 +11530,20 @@ func (response RoomCreate429JSONResponse) VisitRoomCreateResponse(w http.Respons
 	return err
 }
 
+type RoomCreate431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response RoomCreate431JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomCreate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response RoomCreate500JSONResponse) VisitRoomCreateResponse(w http.ResponseWriter) error {
@@ -11020,6 +11675,20 @@ func (response RoomGet429JSONResponse) VisitRoomGetResponse(w http.ResponseWrite
 	return err
 }
 
+type RoomGet431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response RoomGet431JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomGet500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response RoomGet500JSONResponse) VisitRoomGetResponse(w http.ResponseWriter) error {
@@ -11147,6 +11816,20 @@ func (response RoomBriefGet429JSONResponse) VisitRoomBriefGetResponse(w http.Res
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomBriefGet431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response RoomBriefGet431JSONResponse) VisitRoomBriefGetResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11316,6 +11999,20 @@ func (response RoomBriefUpdate429JSONResponse) VisitRoomBriefUpdateResponse(w ht
 	return err
 }
 
+type RoomBriefUpdate431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response RoomBriefUpdate431JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomBriefUpdate500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response RoomBriefUpdate500JSONResponse) VisitRoomBriefUpdateResponse(w http.ResponseWriter) error {
@@ -11477,6 +12174,20 @@ func (response RoomFollow429JSONResponse) VisitRoomFollowResponse(w http.Respons
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomFollow431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response RoomFollow431JSONResponse) VisitRoomFollowResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11646,6 +12357,20 @@ func (response RoomInvite429JSONResponse) VisitRoomInviteResponse(w http.Respons
 	return err
 }
 
+type RoomInvite431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response RoomInvite431JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomInvite500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response RoomInvite500JSONResponse) VisitRoomInviteResponse(w http.ResponseWriter) error {
@@ -11807,6 +12532,20 @@ func (response RoomJoin429JSONResponse) VisitRoomJoinResponse(w http.ResponseWri
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RoomJoin431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response RoomJoin431JSONResponse) VisitRoomJoinResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -11976,6 +12715,20 @@ func (response RoomLeave429JSONResponse) VisitRoomLeaveResponse(w http.ResponseW
 	return err
 }
 
+type RoomLeave431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response RoomLeave431JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RoomLeave500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response RoomLeave500JSONResponse) VisitRoomLeaveResponse(w http.ResponseWriter) error {
@@ -12121,6 +12874,20 @@ func (response ThreadRead429JSONResponse) VisitThreadReadResponse(w http.Respons
 	return err
 }
 
+type ThreadRead431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response ThreadRead431JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ThreadRead500JSONResponse struct{ StorageFailureJSONResponse }
 
 func (response ThreadRead500JSONResponse) VisitThreadReadResponse(w http.ResponseWriter) error {
@@ -12262,6 +13029,20 @@ func (response ThreadExport429JSONResponse) VisitThreadExportResponse(w http.Res
 		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
 	}
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ThreadExport431JSONResponse struct{ HeadersTooLargeJSONResponse }
+
+func (response ThreadExport431JSONResponse) VisitThreadExportResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(431)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -14193,278 +14974,281 @@ func (sh *strictHandler) ThreadExport(w http.ResponseWriter, r *http.Request, bo
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L3pchs51ij4KgjON2GpJ0kttlUuKTomaC1d7LIsXUmu/r5pe9hg5qGIUiaQBSBFshyKuE9z5z3mUb4n",
-	"uYED5MpMbtpst/5UycxMLAdnx1m+tnwRxYID16q1/7UVU0kj0CDxX91r4LoXnFM9Mv9kvLXfis0/vBan",
-	"EbT2W9S80WdBy2tJ+CNhEoLWvpYJeC3ljyCi5ruhkBHVrf1WkuCbehqbb5WWjF+37u48O9EFDM3bAShf",
-	"slgzYabrcpLO4REhCXX/JmYBRI+oJkyRhLM/EiCMEz0CMhCTTstrXq6E4dz1RnTyAfi12fTeG68VMZ7+",
-	"c6d28VpTfxSVQFXexNUICM3eeqVI74hsDKWICCURKEWv4ZUqvLHZtPzsjfuD/L2Y/ArThmMdiEn/BqZz",
-	"p/gPA8b91v+xlWPQln2qttzgZp7DRCohZ2HCYaL7Pj405ypBJRFkPwyJHjFFlJZAowwafyQgp/kq7cut",
-	"hqPb3X7zbvHhHYHSjFOzqBMWapD/A+eYWe4ZD6dEirHK1iaFiMzKj05JTJk0i4RJHIoAUljVrTnI52st",
-	"C83CGlt3XkvpaWiHgvhs8Dv4ulXeSMMWDBb6gt+CVPjaPvl6w3iwjzvx8L99FtyZPbkHgfkZfBYzg3Ip",
-	"Hd6ttdX1EGmprZ+wEHo8gEk99W23B1RBQJh5hTCuBXKJnPCGLATVQHLmWR+/XMQyWJRErf2fEeXs39sZ",
-	"wjGu4RokYtwvQumPOHh1oeYJ8jVvaYY2Ekr38e91IYxLMev6Faa9oB5rbmCKTKthETcwvT8/+sAipmen",
-	"P6fXQBT7E8hGTK+hH5rX+gEMaRJqj/ghjWIIiBZkp9MpvBHRyWYT38A3WrXLY1zvvWnVntupxZe54tDh",
-	"1P2hcQF/JKD0zJyzZ9M7shwpQ2grFH0qJTOAGQGRdrCG03NP+w+3diGiuVBynOae01yCUkzwX4AGUCNf",
-	"riTlKhZSE2VfNFhMNqgmkSGznd13JJaMazoIgXQvD3s94o+opL5Rfg6MngFRrKfkloaJ4ZsJ14pQRehA",
-	"GQl9QMZMj0SiCdMI5O55L6MTJGKFP7vJM9iP7HIzWKDmMxCTtttOkzTb2X03C4Q7A0EVC64A9bX3NHCI",
-	"Y/7lC66B4580jkPmIxvd+l0Z+Hxdkj0cSymknaoM397H37ofekf97sXfPp0ef7wyYuPw08Xl2UXfPeoY",
-	"3nwo+DBk/hMs6OPZVf/8ond6fOSR84uzk96H4/7Zp6uj7pX55eLs7LTfvTj8pfcb/vP4t95l7+xj//Ds",
-	"48mH3iEuv3d0fHp+dnX88fC/st9xE8ibjic+QADB4+/kQ++0d9U//s/D4+OjYwvGj0KfiIQHTwPGk7NP",
-	"H4/6Zxf9k7OL972jo+OPuIgLqgFB8RRAuOheHfcREsdHZEOCllNDqsjULREhyl+YB+3uUNfxgEvwBQ+U",
-	"kQ5jyjQZwFBIww+1nDJ+7YbtU/N1X7mXHTcdiGC66ZHxCLgjZHkLktxwMUZdId/ejKxA7qSFpNdwQlmY",
-	"SHh8cF1enV10/3bcP+n2Pny6ON4nXOiR2eOYKjKWTGvgeIifOE30SEj251OcYvfT1S+4JkN04xHVYIBo",
-	"4OnTREHlMP/xj3+0u4keAddmHVAv8XBSMIdKC+8iP94n74FKMOYEDaO/frYG30BMPrdqzyznpBYyt5SF",
-	"BsseHzBXhtVcdC96H/6r/+lj97du70P3/Yfj7xDTP3GVxEbQQnAKAaNX+NKjwy/Xa14pcmjnapu5CVMG",
-	"+YngYA01EYPEuUkAfkglKLJRlV7GzqFKcJLku+lHZjt9s+lN9D0wrRBYZgbgvgggIBs0m/zY/GSALfQI",
-	"kZxywgKDn3q6Xze+g1Af3IcHRAEPsjMhCTcQkaAUBFVs6Po+xPmcsxjxD6ZHy0y6n63Rw5mFMXRx+vSN",
-	"IlJIoIEiGxcnh+SnvZ/fbC6iqrv0sVv0zVmifWGNHxoEzCyWhufSnJFmRosZ0lCB14oLP31tUf8Ggj7V",
-	"i9DlikWgNI1iw+nsR4Np3+lgRuVcrFkaPW0gJn0Ffyw2Tn0W0fAy+1JpqhO16LOuf3NpX7QKXKoC/7Mw",
-	"czaWl++9fkdfsh2IzCDOZ9j/2gJubNF/2o/NIKE5xGnf/vtLDQC6QcQ4KqarHlPqDVwGzD6VQV/CLUO1",
-	"d1VQ+xKoXh0nSjTydXZRwA3rDQrPBkKEQNH7kBvbdZ+GVOm+AuCrrilkSjdN2ThbLAW6Jm5BrgU/KcK6",
-	"gSsIWXDvOidD0eGQAivbghu2DObZtVbPvnSatficIeQhvtjjcbIqblZOfh6wDqkMjgqvV49+sTuleKjO",
-	"V5Etq/mQlxk3haWGyUIsO7fvXplXC0e+aOsX5r0qJhTPHf+3zDldgMKdr85EFvLQnEUZTh8zdFfPqkUj",
-	"MeZEcB8OrGAzInxE1Yigc1lICDp1vMl5tJbyQ8zQS8vLPWLpyuZD6wNTq0KJaYjKfywPLrcSKiWdzsog",
-	"HG/+ej/FwdJUGDFe/HWnupG5HLeZNd41LfC9mKwISiNzl5RZ6b1IHUdeUyLN3X8j+1egNePXal0BWjl0",
-	"BwKvcPEzw+Nnp1yOb78Xk/W5dgHgy9w35RArXQRtL6LbdJp5m3gaIjXoe08SfS8mT0agy4O7fq2HZqAk",
-	"zrXV9XBjhj4CCMGacOjUVks5+b3W0Lprln0dVT5AE7VRI5TJygqhTPiyKzBWwmKhngMZGlE/HctNXwPC",
-	"Angace8XsTKRrMk3USFZ1qKLy1Q480KZ3Br5bp1OVFSOzTzLMUUDp/W5otvPPFiZCXrnajX1srK/wq7m",
-	"buRpOCOi1j1ZoxljFd64Ptir65oHQxeH8WiG9noEtrQObHZ6K9Zw0EiROGdmjXZXhF6uThfCjezHy5Hb",
-	"rzBdn9ryZS4y5e4Wzr+eRfRs5s1aZ+RWm30771SehnU43fA+nMPZ0peg10Ghla31yuLw+8a1XQgRrexQ",
-	"1ewW+hFEA+dQXkLZWFdSM4OK076xGgYsZHqhOv+L/eK3/IN5tpAYc5D9lVhiGoGwzLvLOXXNGTR4dfNw",
-	"BydQKwsu+HprQOVVz2o5jmfW8zTEhdh3T+pC6IE+M4BZh77yuM4ZHpmCmQhJBmLSdpFVGD4qhhhPivAl",
-	"Fr6GX64Y/znrMDULadzrpbOjH9DaUYUh551XOvVvNExAPZIfwRkTNd6CbJkLYbO+jgaTGHxDHGvfLKwK",
-	"zHOq/dEMJBbv9UrcAH8aWymkAwhrMWdNzU2bta/lIc2+TFe1HDtDYK2vwmUAqNyRjqgN3sJVGaVpKKoc",
-	"YCV3RmGZa2l6D36+OkWyh1EcH+Tc7ZrWOP+nkWeWLu8h0IwISAN8H8umW85BUb2+a1zuuWTRWoR1w8WY",
-	"9/0R+DexYCj6crZLw/Bs2Nr/50oM+EtdpEc+AUknIFORkJEIg4PC074/ovwaAqLoVJHxCDASg2kSiVuD",
-	"0vWUm0Hg8e6rcPjsAiZf8ELXXfZmqlx6LRuLutSMh/ZVvEmJ2OKPPti38nvGJY2WVKdWNQk8LuC2HJuN",
-	"2QaKUB4Qxm+Zxvgc5ZHBNM1DwIjZZYjWnlytEuoW1dcy4T7N7mPLYcIJ5KFPPg1DkIYTkgjjp+pWaSN7",
-	"7NXUgV2u+Qfu0DyUIrkeERqGLsAqKrDSguvcxXAsVjPwtR4fisbrRpXFDqfHVsKx9GxmwZEhU4YgtSwi",
-	"SztaSBozyVtJHAoaQFDOf4pA04BqSjY4BgRiZNVUg9rcJ4EYc/ONIdsx06PCl/3smTBf/XJ1dd5pzdBj",
-	"KUlq5sCP0iFw7L8dX5EtGrOt252tgZiA2vrqdNi7rXwgtfW1NOrdAUbHMX5tFnktKdcqDbg0C1rIvvPI",
-	"svoQR3xOzHNCVQZDD+FkfvWISgb2MQ9IlrTn4s5DMQbpU9UgxHlt8omZ1qCOtYxKs6aR7pQETIJvLFQz",
-	"p64dXY3o7tu92fE/pIsiI5iQy1+67d23e1kIojl7jxj0TzQEhg0Ugs7GI7Mu84Ndk0sLa9ieYn9CHwes",
-	"0XvYn5hUg49LJzUn8aNEcZUMPGfRF86ztIAMHHVk9d4YDuvFw2V3TgtjJ49AUxZanMvyO5bRMNLXHy8O",
-	"Dvd/CTzIRZum8hr0Kr6cqppZGSBbS+MBFBZQCJZTlrEGiQ1ctelVv6NlWRsyl2dTxlRrkAbZ/t9/0vaf",
-	"2+2fv7j/t7983fH2du/+ow7ch1QGq3JXEieDkPkFqvSpDDqkGIlmFHrKiRgYWkL55WF0bCyFGBryC9kt",
-	"cFCqhpE+XTTforC8R4q8axxx3ei42vC3fPF1SFgNNpvNgHOHnP+4T9Ispt3t7W3y6eqk/S5naeU1e61J",
-	"O6KTtmOI5gM36Tm9hke1phCl6y5X88zfhbodvQaXQLy8AZbFsDWB0pxSCYargtBMUlLhVzHxl9b9/64E",
-	"z5Nc1/dn0dvVPQr2o1Vjp6uO70KgUL7r2iPLzRx6u5Yhui5Ya/2FD2e4lqxVw6cwgp5sfG5tf25Zu4ML",
-	"DpuYmsMCiGKhgfvTZYKeevnrabJ9EfqzO6sYBdXpFh/MWvbxUyJuMwJmgy3Y5TqBSLP+h3l2ZqPLBFO1",
-	"ro04Rq0+YMMhSFVvPD6Mu74WM7I91EIqpCw6k0HlPrwlwgCUxnhBq0BlP3AYmz/qlKZSXFJB+WJB6OKQ",
-	"uOW/Q8rCBsWrvMGK/mWUr6873s7P9TpXsbjAaqrX8YT6OpwuqJNQqKRQLrEwq2uZt1aohfCreR0Pszrp",
-	"A19/Vi/5zbx1eFFdW+E0g8g5HurPL9Vd7ZXPJYTDB7v2+T7ZuGdQ2B+tiJEnDEKb/2fJ98DoNyGYpQoO",
-	"swh3v3SIlVMJKgizhKiyQFhOSh2n5vCjmtDVReMAjcs5xOooORkUMmFbXiFZveW1qtnq7vlsFnbLa5Xy",
-	"2FveTBp+y6ukj5tvqsnu5ruaXPeW1ypn8JtvC2nYLa8pbbXlVROQa4m9CM4VRayD5sLDQrAbezSREir3",
-	"EStpH0NDUPVuMjEcAsfMSGZYFcFXPQKd6w7JUvjUP19/6ZBuOKZTRWIJCrjzZ85UTjDSvnxoB+RzK2Us",
-	"egRuHqoIJeORCDHHlWqC0pdsZLUqkGa8vKgUAX4LoYjBVljCbFmb2ykyr6tIeGA+wZ/TelpcaPL3y7OP",
-	"m7UetrC+VIsBDT6ywxhtBlzNhKVcbZnPqa76EpBRElHeNnwXS3aEjMMBse5j8EfC1dtIvTS2bkenPlqR",
-	"qjpDW3F6A310UUoYMg6ROTIxJAb5OpYlFV07qV+n/+Uv/1E/z0zKdV0StXsxTTuvURvxhnYoJCnVRDBY",
-	"00COBzbx26IbOlJpBKTCSZtuJe4XEOK1VHJ9DQovdP0Gh06FkyJx56dfBEgte53EQuoTh045h8XMcq8V",
-	"UXkTiDGv5UAnLISu74NSF2BGWSsM+L7ynYu60gaXIyG1obyCb+Ltir6Jt+ibWM79moOiIW4ti0pbRgTP",
-	"jFbKPDa/s4HzjXGGN09c6P4Qa5p4M7K0fGCuMOBK4iJyLGo2M4SpOKTTZm9i+W5mzv3GzKOEuwzXxReN",
-	"EoYggfuAd41cEPdlH4MiPGJnMWzbbqWeWBNZH/VRGmwx/ZlhKoApb6bpwC9gSWW96rjGi6aQ8ZuDrE7J",
-	"ELQ/AkXsXpuOs2Ld0fbwy9efvL039QZe9aznRvKtcPJ1q2hagzujMgRGWsdqf2uLfLr4kF2v+RKwEgMN",
-	"lUewZJk5/1iyW6qBjISt4LVgD/c/+kWHXXOt9oHxG7Q9sJIe2cDtHeS3vEaAeTMnrUcQbS59zV/CtzsM",
-	"0erZ73a2Z33M9m3D4VfkHIV6f7WyesVbtJTV1ygHWI9jxbjldTm710rQvL6fO61UIa5SGLG6m0JQc2Hq",
-	"Ztwy3z/6jUQBK57hXuJEhKEYlwRjGKLewzGuxMIxZHhvHCUaagXibGx8yRGnRlSieK3otvjzvgtyVtZ9",
-	"QcPQKIqUcQiICz0/IL8L8+99p3VKEVkNUlOp3XU9k8SZV+l4IxZ3Cs6/bBF2rPp9uEypGWaCvjWiRCJ9",
-	"IL1zQoMAS+AostE7v32DhdrOb/c2PQLUH2G4QuBCGbkgh72jCyIpvwaFxVk/XtqgiA7pcvPdm3ZE4xgC",
-	"HCMd25g8xhjC8dPfNmwcJFFi0yNKmGEM9xoIjVGSlGSXwyUe1hw8vlsncjIu9noXX0552ix6VvTIGbh9",
-	"soHtMUhiFW9jBSQKsEChsBZBJbYViwqWBUpRtH3+PNndbn/+PPnp+Mv/VSvcsjU9hyJdJbwltNSesc67",
-	"/s2zqP25a2D28HY6Herf9AfGgHfxcWNDpTqR3JY3tfWQC9Ukl2F4M8bZ/JjWfIHeSuBc817IfLRCcG5e",
-	"PGrRRtKhG9eM1xjPggQhUAVFd0BFkzKPSYj0WK1uaz+N6CT9/IA4vk/sI/ev9PGSTpcGb86FQUAt7NDz",
-	"C+0uOZFIr43m56pnF0xrEziOsRZOrqZO4GSGYd8jWhzHsJXHy4I84UZGF4Rq9oPVGprLd+XL+iGLrFlc",
-	"h0nMJKiVMyXMx0EfQgXjEUior2pR8EPOG9lVZ859ijUE/Z7piKqbfbJDjk49skuGqAUqo3x55A1xyp9H",
-	"3hGj/E0NgYkxTz24HtnZI2mN32Ih51UDF4ul5dLFFl1uM4BpRNZH19LnkFW2TgxbrjNEb8FyLEWE9bSg",
-	"RfJKWce8R0YQYngp5VOjzRqtz2GuKhUoZQrjuW11eG10Kh6QQkX7JXnemjYF1nXO+yGs9qllFE0g+oRP",
-	"C60MchC5qwUDKHcToIlPOVGaoaVAg5VARDbM4O4Vg9N4+oRKwPsFXJ/RryGmkmoIp5trITaiVGXXFTyp",
-	"w+VCGFAjMtui5NWY9ilejRA7VMEx58b2WpP2tWi7H39Xgncu6LjAKz5kqRgrkJCCiHLN/Dnf1ZbBqd6i",
-	"hIxj3msElBtzxpgL9tIGI8mxxKe2PMnYT5mNQ2QSwuxmH+TG4Namo66YvNqQcFm8Q3YDewXo1aHC6aOm",
-	"as0vU3SfuNcVyjisVWOyIQrWK1XEqOkVYc1j+1I7EoH9cSgkOT08r/NkL4yrzfOKi3UI874TaS0Qt836",
-	"Q44GIGdijWzyN1bnv2VN0d2nmZfDapXNo4Qw1A1DZCrFCp5yzH2jXHDm0zDVCTrEDWZ5KYuiBLsYzEuF",
-	"WWhc5W8iygbTfhQ8ZJm7oBxrtULPF/Qpr+jiG9apDk7VynyU5UEXktDscE+WTxHTaShosEhQrSiHUN/s",
-	"a9GfvxOehK4memmWkivbjiMhoH4jm0n7jDwQ+BXwJczJPBnXDDFCFUEKUZ8aZqjNvoM6jVQ6JbkDYqAw",
-	"kyfoU240GQXoZNtwRdeNTok61jAUQmLl8DiR1xBseiRkN2B4o4MUqTmDugSyBWcwz09fxDuv2n7KwjAn",
-	"+DoiqTu5euSZgXBKvAtzvB1WPrppUcD+B/L+30NTX9pH4Fa9+jX4k7GoZRFwzu4ugQeYkLVemdBMYFW0",
-	"dUXy+Xl9wmAgp32Z8LoCX+XBfqMhC4wuLHjYED6TCatlrzLVA0WMLiUgloXN8hKkGn5c79q2WXnKOrbT",
-	"b9SB4X5AtVVjfBGGNHY5q+uKhRk/8Oz6isxuGY9iFT3X8isWUKxOMK7mCC/ljd7HFV7d2qd4PhI1BHPg",
-	"pQU5OrXhZoJDXdI32YiSULOYSr1lDrUdUE09TOFGy/PwQw/JanMfU4sV+RfGPP6LbFSbh3iklmMcEHeu",
-	"JKJTMgAbErmJg//LkOW/OuQqTyHGOif0Ors6hFuQU4JBmhZbicFYlOVizIkv4qn5w+Ymp7+mCnmrLopg",
-	"URvQfQQVRsKYHbtcd/wBU7A3djqd3bdvbeQXrhKdVuUUbEKJHxoMx9YhyiNJTFx/QwxT3zLax+fPntlv",
-	"IEUcQ+ARqgg28Hj70ztC1Y3CIBwyCKmNxyG+4FqKECtmMTsf4kLbUqMxswu90iyIaTFnfaPUj8V5mcxy",
-	"PXy+5ZLXD0jxbIWvQbdtarfVtFyrtQ5Ja0gUsq8jOrE51gfFTHGXQG7PLc0xt+njduBqgv6AcYqtAWsc",
-	"1E4MLaFPVGTXrO/V/GqFwyJCfFDpd+pCIZE0PMIFb9tA4Q37P9vrBRQLDG7Vka2l0K3DD71NL4tKtPOl",
-	"B1AMUDxwxYMIuAQZqpCm6uXu2ibhDyCxa43RSkColomvEwPONESEbATMQMLX+WkUhKtN7VYQDjfvI0XX",
-	"1CcKXlFkZowTN04BWWy9ivzXAGI9slwnC39ro5V0A1MM4bBOPGOB2dAVN7Sh+r037QHTxs6i2gZ9rKXE",
-	"1JrBldvQ9G4G3d7uTcvBpyKxXnIAL23YivHWNQ2Cl6ikW2MkVwSueaQM47bXsfZ2KFiAGgdmabacDYbN",
-	"RInhp6ESRlQ69HJdph5I+SqbmmsrXUvqW1WlRNn+e0bdBBZr7IeHwpKyyEikAEJ260IsDcGGkN7qzLjQ",
-	"HKVm9ymPVyl1rpr4hP6mFAtX2fJyoYnFch9N4eZVkFfXswBh1tRisfXaA2mwqfTTY2G1WW+eOpsxjKoa",
-	"YKSneYiM1UzpGWaIAi0vkWM+NKfuaxKALwKQy2rCaZIQlrfSxf7zaJA5Sc647aQnKVc2ruxF3X1Rd4M1",
-	"Nd20LmIxzLDb/n/SQjnZn51++8vXbW/vdX1QfcGNNpsrFtM/EiDWH3dAYqoMfMiA+jck4S65vVYhLRTp",
-	"e6b7wPXKOnpz+9cUCwGuWDXV3qHnwT1LioLYZkf2Hdtetry4C3Bash17KYshDY2amdmr2UQjkNaooz6Q",
-	"DIb3SDLNQsLnWh/2rflXtasVNF8itim/Ln2UIuh2FfVnkZWeXOEk7tsQMS3Rv6C+mHlrtqPhnG1cuXEr",
-	"lYhcVo8biGxIEVpJrDRNc4sVGoDG7tvMUwL33r59vbdSUiB+cee1Cq3h17hDWE+PXK88BVpkK+q7qY64",
-	"3mcrNxBYOzt2OUKyq3rY9J0aCFWvB2ugUXuKheyeQrjNgkQft6mjVMMqlXzhvogs7opEXwvzZ10YhRvj",
-	"0S8KU1p5hjQhN/WFNesf1B9oS5nErsEzasZPejv2LVVpeSa/37L0byN+G4RpXb2UjCBX87SUse0xLrfi",
-	"cLqkXeHidmQup5Yi0Xo2N2+3synqTnHEuHofYlsbmQMEyjZMR6kfgB9iPlt6Z9fHTtoNjKp0gpVs+IeY",
-	"QIjovdE+19JYm7iDDQHGdx5C5VhbTK6izz6IbMzU0ww+hdXXolIK//V7ldDYoF39WcAEs/bsK/lRvNv5",
-	"ebd4Eh7qjLp8cpWD20i3tLkof7xyimayH7pEYn4AXi1PXYqBChHdpyu5TdnKDcHlAJuahAjRNGWIhuFD",
-	"S+wH6t31ALmTt0wDLHEvooWt1Q9ko/aGLL8l4UIXgvnueWNWX1TdIAfmH88tN7sCSe5ubzd16VwJV5+y",
-	"O80sji/n7JirVzwUYtqo73l4dZ7V+kIUVA+DJ99dF7v0NJq72NU2r6scfkFPnQV9E8rainFq1YqISRiS",
-	"wH6KyQfVVm+u9ZGDood06rljzjeW/mLQPnXQaLADkriMG7M3I/f0Dz4xxUEsbOHJR3Vi2vfXB8pDk/5q",
-	"sK3ix1LUZ+tgPFh5+kfmFVKo2vSerqWerB0OBqZgUMYBsd/krWWyDkwYECEBrxQjIWHp2gUXOOIx13Ja",
-	"rpRR7MhWaPRTnr9eanzrrm8ziiWU770I7qpM4WEV+0za3Eert4tbS1NadfdPYCc3ImUGq4Xmbg+J/plq",
-	"p6yh/5cjzx8ytml2OcujlYXieuUpFmurH2Fc1UruqbE+AIotr+p9YEqvUbriia9h76vBPKXq8cNdGc9t",
-	"6WSGq2brruqVW+1Q1tOZHwn41RTlZpCmsLTL91pNd3ZCRI9/2VYk/Oe4cctxsC6nm0p/xG4bUsOLWurT",
-	"93tdhzIXBhM1q6dL9kqrg1OxjeVaXqf5FXWZQjceETFgvTSMkctqpTU231xLrhW+zSz0BnAVO4Sv5r04",
-	"uwUpWQCo0EQgr4Ew7kIdB2LySpG04EWHHFN/ZMPk0+B4phWJGGdREqG5FtEJ/r3hauOgCZfrK4WaH6mb",
-	"8vU2CehUHeTF5F/ZFp3Ep3EpCH/IJhCQHXLK3hdqzCc82LSxirj4IFuujTwfAPGFsQu53q/mk1RTBNyv",
-	"bmFpSfv8kVfsLZtWRKO1bWe9+kpp2dszJdY6pEskDBMFga2uT5iaLeDvSkNarLMBo2YTNtaw1Bk0Yrx4",
-	"9Ds1NbjyIoC1oXDuKFv7O9vGDnanXPQcF0Lq6iJI60dNh9muG6Z8QIuW9ebd25/2Fq3MwIZD2C+s0Kfx",
-	"GmtLB0oDGRaOUrucWax6kF0WbYKMxorV/5pn2H378275hPdq91+L0KsOvdM8coEYHmTUWVq9P5qXifwh",
-	"xqtwn1WRYXfRqJj2NH9UVz12zjIl1em2B4lUSwCyvPftBYPGWeOKhxnZhUT0B0lwDXopyO799NNPuzsl",
-	"OtvefVM3esHSvz8C2PSPvi+4LXTsT1ced3vOuBqi+B4M+W6OrvFbVktrxTJDMByC9e/GINsDMckk9oHN",
-	"GHOCavpKZWVHmc1PsaoHNXoJtjNIuGYhXrcEEePYa8aqMnW1/WckXsYVdgw8F4WCe61JW9CYtX0RwDXw",
-	"Nky0pG1Nr3H0NF+mtd+61vDXHQRek1QszIwEvb1Uib9Z4ZiPs/f63ZuH3EOoAZsN/fXYyatTOnmPOlC+",
-	"u2bJmq1rd3u5rTXI1uIJPdYZFfoR1sP29e5Pe+9mu6BN8tSoWIog8TXZMNqw+27zwCUCOuResoxjvXqQ",
-	"rQXjbB4HDgs1iGwR7/bePNZhNOoYOQS2HwXNsRzyKZ1c2im96pIqykmOHHuPBYp69SX78+3jwOGcXgOW",
-	"jTylE692MVXmuft4AKjRjXIk3Pl596kZXq1ela/occBQp3tlcy7HXRs1rVXHadKrcmTY29158+ZxAFHR",
-	"uwoI+DjzNatmqxz5PF2sALZ3b16/ffN2b/WqtBWloI5s6hC3VtKUYexVNKZaljTDGpqwpIm31zHYen2g",
-	"UeFo0LOaAN94sotkYBMh1dBog1pR57u7wkp2ttXcys3HMBt41mH5u8Le/TafG73bthKvLeZ5QNLOdftE",
-	"YmE+CIiGSX3xlGHW/m5uS8xiq7w7ewu4Ulb/2lXxYio1o2FzxauHKJnnNuBlIC/tMF9E8wGfr16TtYuV",
-	"ScC6Fs0BUlc0kmxwrMaRRGn28b5rm0OvKeNEC6wUGVKNVZax08/mrEH03BUNl742ya/BirhkGHZbM7xJ",
-	"mPWjK/ATyfT00kyc2qkR41fiBmpacnb/dvzx6v3Zf/a7R6e9j/2rs1+PPxIXyoe2pTbfGRjiThDNgEoU",
-	"LW7ykda2UcE1cF3bOKfLbQV00j3vmbO11RFSV3ZeKMUXEdiGSIJDtXb6SChNeudqibWgWu/uQcorORRC",
-	"Bmn19Iiy0FjUQyFJt2cnUh2CYQ62uLIiobHXE8MryBaN2dbtztZATEBtfXUZ4XdbNkGA3mCFp9I+DxwM",
-	"68YyD9IRyyMUwE6OsYIKNm/MmxT4VErmurFiS1707x+kxXpsOR8MBwvsrSix+FG6VFDsmkOQfoOlfcjG",
-	"tiGhn3d3X7/+aXf79d67t29++untu+2fDggloRGRrlhQnY/edrJlOoQ0VMTAtnvea2U987BW4XZnGyPs",
-	"YuA0Zq391uvOdue1bf46QnwtAwfBbX6+BuSphpLx/HqBmci8+l5MPjClCzIYP9jd3q5Ii2ppEKz7jhS6",
-	"sMxtcR5EsAqKhyHBlWJs1hs7c92A2Qq33tOgkAT5Zntn8SefOE30SEj2J2B3+rfLzHNpC/WcUBYmEuxn",
-	"r5ea65YyWxS3yFgw0q3IUv755e6L11JJFFE5xRYReD81cYqV0TT/aT9ofTFyS6gayW2D5pX1cXVIlzjy",
-	"IjTEDC3COMFWW4q82d6eQT6P2JYb6et9mDCllWc7R6eDGQytRx87fZ6f+14E0yVwByY0im0ifVZ0oqWB",
-	"Rm0axiOa3vjut66ARqSLv915K6JcMfflriw8tEzg7gmwvg7jDQvnMMbzekqcf7PzdpmPVBJjx8TgFAJG",
-	"r4x4MB/v7i7+GP0Ax66x9jdLZhYtLMHUENqdV8dHc7HlasTYa/N6orB5d1bLoxFokKoxzDV/Zeu9mGBM",
-	"4Zd7UBNwA5DAKYgrk0wxY/AbIxkjFLFjuc2MGtmaek9JP9tvFn/0UegT7Bz9QnAZwV2AzV+xuIm9W5jC",
-	"P9elwS2rcs5XblCVcurNPQjxMdE9X2ID0jvV+ptG829Xl8qsIGWN4Xpka9KsDPydPYI1mUdizG31N+bi",
-	"ujLDwiZfYVE6TNyiRh8bUTUyChnWkEu1MQzXcf2/0DBbTy8zYx4QJWw/G5wB22KZdxVOn1pUvSOyQcmn",
-	"T70jz9UQlFlb79E0HgFXm9lkZqB+yG4As8sUw1J3GIUnYYiGliLA9Ahkg0aICJ3phE8v/gpdiVqDhIVB",
-	"eyfvveNKw7rHcUg5RxM4LZlk6yy1/kskxDy0uetC3nRaacOh7KPVBGsBKs8nWguLcMHH83hOVnox9Ty8",
-	"SNrvSLXllUO0HWPcUa4vb7e+ZsygrAaXkSjnGCxnRH0WoHuswKyYIontDO1cK2gRNfOVe6rV3sI3cRYs",
-	"9fJcKnhhn8/MKRZwhxdF/DtkD8eImV6qfnvECEZDlQnHv1JafRgOsXUD0wUq+q8wvZeCvjJJPybZpJtp",
-	"IBwDjW+cTH4cTP9QROdXmRajyAZ3LWKBKPAlaLW5gklwaT6moR3KlbDGy4mhkEQKbfvvkkKzydxq6Li2",
-	"k381PJxEqEufHp4TGtyC1EzZWje4Mvsi0UK4+hBobTT7YX+F6T117qeSjWl7zjVEY7bJ5xOM2RLmK9Ac",
-	"xi8q83enMgtj1mYGf1qV5QHFYZwXD3YScRZ10qK7xhTN7zQV5Kp8pb6v7WRtlTJr/DNXwD598Rr0Zodc",
-	"ALWJ17ou96dJ43aFgv8G37+ITks3N9CsjevRJC5XP34R2E/mI6ZBUWBXzqFeRic1VNTjvoQIfX5VUsl6",
-	"pCJ1pWSwkfWqsESHATEVGtnMu7BhgmUpxML8xW1PtvOLs5Peh+P+2aero+7V8RERnESJVQvS5AOWEqoe",
-	"FdBsIQ1ePiUNrindCw40CbcMxiROsD2/LXnfIe9dGcjOig60HAbPIvwX8A4j71PG7XDtRfZ/H0wnDqkP",
-	"q/GdhaLfD4HyJG6U85js7hGMBFQeGdrd2uRirF1ko5Yci8nzn9245HcxyK4zGhjHoX31Mi1o941ef5WX",
-	"WUNd7gViy2q8XIOtgeFV7BkBDTGce2W8Hgm16Mr1F6G+8RvXbIUNvBw3+YJo69+3IgDXuW7NA9nwXtSx",
-	"v4GYWHPG2D7YvIwokUgfMKK19nY1v0y4x+VqA2M16POM15ssRlDu7P7U2e5sd3ZaX7LrzPS2czXFKt/P",
-	"83lVzBrmqVYGHV70qe9Dn7pmSoNMabiRcNcWP1tfsxv+hYF4Bq8e/crQTIKd4x6Wrr3Wzjb++RY55orU",
-	"9NwXiPMoGhHj5frwuzaX8BBfqXsS9A1M1dbXG5j2WXC3JeFW3NgGjLXqwQXcCouRRqqzCJtcaht6FYOM",
-	"qNnmAcFhsOLRmPlAbgBi5WpBSSwLa2YJ+lQ3X6Vc2JU8Hs/4Faa94GkuJJuo0MHh27+m+EYJwUCPUH6f",
-	"kBrseN3oJLjAftg2YG/MjUh19d0TdUDsHWbaJHcgAmYrqdbgc1rA8Nu1yLIV1qAqQuEFQdezxmxL9TmW",
-	"2HIouvXVlea823LlJpuZdNfVo3RzUwno627jzfbGxdnZab97cfhL77fjI7xhc62SbWsg2yxJpV0NrEPs",
-	"d8G4TUVtQG435SOya6yMHJxTPXoiamhk2kJE37imtP3z4g8OBR+GzCbqfpPU41CKUIT4QxAOsnAkm6Th",
-	"4tcYupbRp0Uoqz1B5tDAJeizsYtlfioiWNPSye7D1w6mLm74+UycfzM6fTGBsmtqpdg1d7zhlbJEuw6P",
-	"SGvYzfeop8Xz7hOC8ehCK11kE0Fk9YBfNLn14iIqdZXrver1wfinIK9dyYNrdgvcxi7aRjlZpEQ6cNY3",
-	"oEP+YUyPmR4lHqHGCgkLLVeYIhfHv/Uue2cf+4dnH08+9A6vOqRLQjHGOjE+jQnily0YPXaR/6nL3qZN",
-	"eanXHgMxnHTZJzVVfbLyxbN1fUgAIWiwNSHdK4ZCwwCrZbhiNmQAU2E7U0a2R2VdMSA3lnJxH6mtNR4J",
-	"BYUPzE5sfQfPtbncuDw/PiT///+3s3NAbPN/e7GLvf7zRTDuh0kAwWaH/O34inQ6nfTemEgwPFRZSI1p",
-	"upSgQQFIie8Zk46LrKyhIN/OLnYHXIOpPLczc1nmVnBqYl3xFw3gh9QAkJ+iuu7KxWDt+yU49IxCgJVq",
-	"mj1AtoJNoaiNjTjDf3fPe4QplRjGGaaNz5xPz0sZHno89/H+pXdENjCi1Xzdx9H69vVNj4R0AKFHsF0A",
-	"1tl3Yzlvq2YRdEhtuSOmiC/4kF0nMv+UYdQcsTmXDTwLYfsklWfymRrI14KxCOeXSjTWf1QDmXumT/TM",
-	"iCqLtS7i9kaeKOHVp1Jvdki3uJSIcuv9nIDybNiB57K9PVRyvDSIS3kFJs2dcwo7QEyJTzlW3fU1zuTS",
-	"7ZuR9v71bpDcWvstERvVIdYiXtEALqzj+aRiYRGLkyFcKbSXWjdPTshIcZXiaMvLpq2vVlTc437uoEFy",
-	"aAXhsF6AOJIc5LdUI5AwjyibbuxmsRH388oIROw8Z36OKYbDuTCadMOtKkUVSXRRU54vT0J9i+72noHq",
-	"frDbvSWIpiH7JzMQ1dbXgnnJgrs5YcESaGQtdWuCiiGWc7TFZ6Fop5KNX66uzrcOP/RQSB5gIqEVzWmN",
-	"Qxxis0MOR+DfqEI3+VcqS3ZJT88peraFUz7LK5XZvYI7QzitPblxdEqwhqnPYsr1QeqrNrLVOayLHZ+w",
-	"IXIIBHu6be4b4Cb8hhuR3zvyMo0AlWjPOdcKa06VSiEJFyQU/Bpmm2YTMfRsiYE4wb5O6eJpGKLvI3cw",
-	"fDy76p+cffp41D+76J+cXbzvHR0df+yQIzHmBtiYKWWnpJx0D391SrEvZGB+Nn8Ci+uCCDLopWM9olPe",
-	"dS77BWiAbvTFaR7Z6pa/0PrL1l/K3CnjfgPGDcXM8r/6wgFFvELsPCCHdpq2kbwoNrRBuYBRYoY0GlmK",
-	"/AbSI9wnLjMtk9nOd9S+HNHdt3uzhPVBjEH6VAEZwYRc/tJt777dy+JLkdI2FH6bOqFSxDm6OtvMqqbS",
-	"miZ3d14r3cIRU7FQTLumm5WKGNkqD4jRSI2w+et//8//ZZOPMgK3VX3+SISGwGYrMZ3hIYlDmnKjzSzy",
-	"VSRasQBILBnXWFOre3nY62HqMeYmjZkP+/mkn1v//T//1+eWjSxAR5lKrLdMUh9D9xTpezalKf3oL3/9",
-	"dHXSfvfqlVkxfmhWbWP6cBEbFyeHZG93b29paH0Afq1rvJWX7E+sBpIeC/sT+o6TtWol8Jyi5+lcl47x",
-	"t89FyPy6KrvhmE4VUZQHAzHZN8a8FGOFdg7WVOIG7QroQvl0TKdkw3Cx9Ox+uTr9YLjP5W9/Q8Cl/f4Y",
-	"J5RoOtgkMuHIO+zUDgGZVClImSJCsmtm9BPJrkdaLYLmf7aLBNQ+ww2pxg1yoTgbDuePevdjea12l/jg",
-	"gmrbwuK5FfmsDnRVJUllCSliXM5UCspJ6mCer5/kteabA5BAJ5I7xSF7nagRlbaPjZGqLh1SWWRmzoA+",
-	"QNE8QP5T+DSrTZZdHbj27Ab9KScQxXpKbBHvWcF6mA30uNnIFZn6mKp8vqXGrOTsjSfW4/89yQwv23I8",
-	"NppyfkQ5jTmsb85BPhRRTCW0KQ/aCvQ+UfQWlJXoM1dqBP5IaOgIzSnm2bMNRyLmS26MAZupsukRVJjH",
-	"TMHs7ZulKDdW4Urvo2vX2iFd11S0rueEoWUDVCPd/3559tFzagIKCJu1aMWaUdbUSEht7AFQPo3NCxsj",
-	"MbZ7CZnZCj4wH2gSCJtRbQfZnEfjl/RRQ7rqiHxNd16ZlSoNse2xSNVNa7+lJXMtEGbOvbXf2q7pzb/f",
-	"MsiySiJPGWrP4hIsL2G+Q9BsL8gw/Bvna0/vRvxhWKnNFaioD2yIbKMYPJBwmwMS1HLYeUqM4LcgFU1N",
-	"rlo1pqt84GjPpzEECv4wzAxoZGNj0dWwUWjwkLlJcuRxfgsiZPkNdIIw6eK0OaT6j+I0ViOhiYKIcs18",
-	"p+QX+p5slTrNHKQeBWVvPbCeFGpgyDohUh3yEf073cNfay4oDguwMFLsW3I6HIHSrnPI/0hALjUJIvcy",
-	"L6atYR5TT3ONbLAhTw1Tc4/Vj3bh/+/NvjDsCnmDkIbOS9xmVXsrYBJ8LeS0kU8dUgVtxhVwxdCnqZKB",
-	"U7kibO7uqjMTLDQXAtn4Pz3SR7fk588YaB8yDZKGm9jU1l2/pzXXg0IZbNRvB2JyQIS0nbwGU7JhK7Sn",
-	"lVo3D9JOUpY9zTKco3RHl0ClP3pSflOG3EfB29Z0xPo9WpAhw+i2Ery8rJH+7tu93N2lyIbzJuuRMVr5",
-	"tPTVPtbLEkkYuFNI6wFlt0d/IEfLro/SfzbfHUV0kjq/dt/a7tHpv3dq2lJ9X5zykMqgkU0aABp8jpNB",
-	"yHziUxm88MwfiGdaTuA4T8pwBmWCKnDOnCcuxzq3FITDOVWnK0a3YZgGxXI7G/ki8k7DNQsfuzs0WfR4",
-	"OUPcjNAhh/ZG2uqpGWtN9zW3jlfGJ20Y46XZw3dh19bZqzu19qqBEZbZzw7GFcu3NcCcN345BlIDrucx",
-	"aKkMGp1yVAbfWwb7i+H7VFzQIi4RY14UdPfhe19Traw5duCMQ73G90oVV9Ehn3j6mqsBHjhPYhvbK/Gg",
-	"cC2vlrs0b2Z5T+qoX7LG4VMkcs5jHsXTaL1ctX2jlp/gcD/qZXwgJs1OKZ1WZZNi7FxDPuWCM5+GWY6I",
-	"R1wWBRmy0Egbm05ykMWh0NRphO6iND7HOY2kGKeFAupdRj2zxEeuvj9Lo3VGk91ea1kdARd+Yr+5W83/",
-	"ZL/6Pr1QuO0m4wofIja9WFQ/Di+yYfh4tLTEMgoMyXKaxcxoi/o3zdG7p1TeKLLT6ZQ6+Fv2ZJhO2lBZ",
-	"irFNUB/RWyADAJ5zHIwfxLgjWyPZaBMukNdlvw2maaTfAbJYxm9pyII0fk/C7+Bra4DZZDpcSQPr6vo3",
-	"34clNWsxUf8GDSY8mL6CP2z1r59aXmvn3QoFv1I4PIuJlE7efNt3DrJtEEYk2hfRj+cgf7GR1uRrXd/Y",
-	"GCEE1+DY27pMzQ8pi5rZ2gfDdxRJYsOcQgMTp0R5JOGOKSGPq/Iuo1DZTFaXwUo2/JBGsWVz9klEJ+nT",
-	"zVJ8cHqV1yFdIiEO6bRQZL7CDTbLbieznXRNtPBbgcti2nIICsMQC1XoIzotBEdj4vGGu8FgmoQw1B6h",
-	"aS5xqmRuHrgV2o2lcdh1Ze4915pmbJvaOJ7eh1DBeAQSCHq63aqnhErYT/m+iyzHnTB+nQ1vC+JjFKR9",
-	"VRGYxKwu2QO5zSGe9nfK9HH3th1lEbEwNdprIXK29t96LbyVae23bBZnazVhgBB6PnGA0zcLhA85xb3I",
-	"ghdZYHVcgxNppYQ6XryaWEA6WpRUDXwopA+BEwlZmdqZMhjI1gU61zgYbpjHcwD1Rx3yEQANcavH3sCU",
-	"DBJt2HAskZG7PczyMzwU9cOEstrtNDm97KE8Lcn/GNRxPByCzXGyMCyURS8FIWg6nyyi5rZT/xg56Swh",
-	"MCYmDTHwyfzp24Ls6h54fgo/DI6fNjePSuPBGEJQT19QfXVU7znYpShugGqUxWoLtmWQ3cXkNNep1CJi",
-	"PlGMX4fQDnIHIVak3LdoTrPyPxjz4ZKisDaBKqaJeSg7yg6arF1bmi+JPzKOwkRLyhX1ba/ILuYUtS3m",
-	"+DQ0+jjQrP+BwuSjV4qEVBeqGKWZaq7KUWZE2AqxJEgskkOHdEMlCPV9iLUiURJqFlOpt4ZCRu2AaprH",
-	"Lv798uwj5nSSfzGjQf4rk36Yz2SfmD//RTYa8lI9UslLpbzw1JYBTXdg7BX0ImWpHwMRTPtRsFnHRfCb",
-	"S+DB96H+u61gYBcn07wh1vkFebP7f7eQi6RIZz64Ydy87QpOusKRrf3Wz4PdYM/fgfbOzs5O+w3dHbTf",
-	"+a+D9i68Ge7Rd4NtfwcJetbeiNQ1WhuRRct+eouIRPR6uOPv0jfQfjf4OWi/MRP8PNzebu/Q3cFr/03w",
-	"FvaGrRwA63y8tOFSONzUcvFaNZhqe2v7ImD8GnMAXTNFdypXNnTqL1t/QXhwl5lRfjpzbHcYmp+dmx2z",
-	"tVFKwsbWGp1QXHuWCGwe6j6pSf3cJ9lyD4hLuDRjfm4dFHMwsxE/t7xSEuw+BrFtYarnZquwjRyhjMDB",
-	"70kosHljPSYFiEfgs5iZo0sPsLW/3PE1otTuCtEchZP9hMziqY3SwgIWJCVYUZddqG3YlNsAQoYWAxrv",
-	"my9G64vR6kLdeEAoOTq1cW1Y8gAxbeXI4PStrUEaPNXUeZq7lpHoRXTUQahRKgKIjZbANTk6RfPZ+js1",
-	"ldeglb3ISRmBOshuXdIxZq9dHNf3jGhO37ajEabc+0buh4I/koaxn/Xb5DqdGjtsog00LmoVxBfxdK7K",
-	"8B5B+53pDZea8iCJjaL3lkSMJ9rW+J/lyog5KOpn2f0jy2uE7LcptG0VzU4cDB9MaudDzort4hrjYNgg",
-	"u+ec3+69z2/tA3x22YyrmH+P6HjAy1XiiySelcRGghydGpmnjNigoYs+X18af02zBedFXVrXTyVsi7Bh",
-	"sXCRsXLRtc004WLcFLxVunzM+lS7MUZUOUM69zDgV0zPzwp0JPaNxWG6VT1FJKabqknrd0f2Eoj5TQdi",
-	"3lu1LhLzlpHnbVdiey5l22MjCrIi4PYrIrirU4WDHuA1vL02d/SKn6Cvy2mrs5R5wkK4wOGePAJzNer8",
-	"zoIkc7g2RUrapy9hkj9amCRakMYKVSqtoF/gGFgGeF12oba+mv/1jaU9uduyozd28+kSLnjbcY9Mo8+q",
-	"+mcGrF2qFrn9K2EIErgPtjBBxmCSWIHUJAZJNrI7B/OF50YFuVnPYro4iUX575rJmM30DPjv34Fo1gCT",
-	"EKP5bC9PMD7TgI0hGnorcJ4iuJ8lCCdnf83FYdGGfTGfXsynaSYNC8yIVljRajwUowGanZiHNAxtW4IO",
-	"OYuBK3SfYh0U59t0FpA/Ego4Gdj4RrwvxXVuZHU/HctxXh2PQKgAq+C6Idwv5nPXozON0bQXpS5h1yvV",
-	"tkP692x9eNdYAUtV2etcF8XiLC6ax7BiJCbeEdfUgzULPkewfBcOSEz+6xfqghXSf1+vUKg+2/bzlKjP",
-	"pl9w7VNIVchv+glHMjfkYJGTjIW8+dHr1/8gHM3wlZytlKv5BYnEErmzkYVLFZxyPGOpkplZ9q1kt1Rn",
-	"BQJKceJYXbbk+RlRRcRAgbwFGz5yC9Jys/GI+SPih0ClIucXZye9D8f9s09XR92r46NZtnNup/thYq/c",
-	"fhoDsFy5hgq0X4pmPl3RTEgjlCpnsCqROcnV7JvpcV9gFsEGVTcQFMPFQGKJNpHoa1F4w6kR6RvpDFkp",
-	"ayYzBArAD6mlI5XVQBI8s7v6Cv7wyOw9TY395fDpm8iwtVnLluU1lyaaR4BuN0fZQHezlZjOeDi1/KwA",
-	"xqZKSc7YWnH+S/vVd1cYyS2/2SllUfLFK/WDeaXSUTKmU2CH2U9L8cOtr2ksXtE9ZccPmk0ua/Pjh1h1",
-	"NXVHWQo1pksaM2qrEMwWUdL5CKSUF2EmVLYNQDhFL1Z+GSYhDqelnp7FoNcmXnnhdvMNearcyururO4d",
-	"4nHGCcNK58vXWjLnPeurih0VrMSLHLCfxT4rL2G+jVaQJYWo6jicvjixXkw+p4EiGln3laPL1fmsEJFa",
-	"cNWf1gUudh1SIxZb/1DsCg0zfsu0VSEtUx2KMBRjEuf+ffP6QDIYZhw1UzYHU+Kiv2vYpBDRt3Zf+G2p",
-	"WUJEjTqWOWDX+Do7oBeF6wdTuMSYW/9t9aSLDAFJvblNqW1rqbL6v2NeNSLJRokHbOaTZdUGitG3rhbm",
-	"huMQmx1iw3m5yENQ6mg9azb6HTiO047fltkZxSQMW15rxJQWctrHBnAsxFNs2SYy9QqOEJGrjWKgCeul",
-	"rTgbUwKm2rff7K6gHWVwfx7NKJt+cVvVvHI9CeS0LxO+b4O4RRIG7YFrxmeei0ST3pF6SWB4UZksr7Qo",
-	"5jhcDWtcpChtfXVKSnN05BFoykLLhykZmEPG2g9KG/6pAGwUFZ30NERqEwMaqy0dDwgtq1UAhegqtwRb",
-	"iddzL8iMY6S/BH2qcRXGZmrgtN9YiKRZ0lPER5p53Dk1BgwIEb0ESH6zjndk8UGB1CyB3Yukt9A0mW8L",
-	"OX+5NWJys7ymbRXm9mKdIRrg7dtgWrGgyHhEddZX3mkMJNcY6kn2vZn635hucf9NVIvn8kK23/R9GZKu",
-	"JbXlbZNuHNtMQJhoskHxX/0oQBIs1E20ZCkhlbv7Rmy6u65JO6KTtu2qOtfrW/VQcFsEhBd7PR84N/Ai",
-	"Uwax1dbG/qYJdk3rJzuI1n7rM2+TEwnwJxiNQ2pFTiQL6LTJ07tbnxVmALZKG7gKlJ/NelnMlwrF8y3c",
-	"XsySF7PEFoZEdEjrBc5lkCuoM6lL4utS3TrLAQUYwpP5bW3SVd5AH9vCHZBYChW7Ok1omWxwQQbUvxmy",
-	"MPRsv/hI3NLQjI0dPLGwTZrPtVnPMk/ssn9Abtl035X5jlzNElXLGe1bq7JGC81n44p2+vk+nRzRXhji",
-	"C0N06a3WpT1zhXQ/jmgdI81RA2djDhJZWYf0nFvbObExaNFoltgRyfLBMLPohMz8Nc64q+dtdtAfkbfN",
-	"8ivGb+/r0V6J01nYPhuns9PP53TFK9KIBi/87oXfuSKAiDwZrxEP4aHe+l0w3szrziv+ZVu4bgBYZyLl",
-	"a9QYxe7i3hl1FO9g8iAAqwzWs7u/mxX8WzA7A+tVVLNeOoJ+NoZ1mh3hfKaVH/ULu3phV66RgQ+xTgMF",
-	"cql2P34VAr2do5x1LUvigrdFQU+7gFtxA7Zdi70KEIlWmlru5srru4hMXK7jaQdEgqHaNPEp5Wz5bhoC",
-	"kXCV/xZMDQ/khau9cLV/m5L8t+vFBugRcp/lyiedSMOEOKHcH7k2ui66yqcc7yu4GNuIFjuuWZB2GXRx",
-	"yFzOcKHQkgIMAyCFZB3b5PyAjFgQAM4FSgup0ISVEFBfQ02k5RVOeAE0eKnN8lBcycL0vLEeEx5xWoXj",
-	"JTDzB7vxpI6IVy7jVMdTtmCS1mCpb7DJSX7Cnq2wnkYg+aOE39gKK46tUEUMJhNhuIi8CcSYH2DNSEZD",
-	"e0FKiY8EQsYjFgJh3IAnhLpoIovHx5Nvv+RKbStOISOq184StNs+sYPcfVN8x51IDefpWpR44Tg/UNuU",
-	"iS1rklI4HnAD58FR5W1KoYkMW/utkdbx/tbWzu5Pne3Odmdn/932u21EUzfEbH1mm8E/EEIrLWns1ab+",
-	"54U1OoVUWJcXPZtRm/XEwAIVDb1gSo0yCsNio4zZMbtBxDgza7Slb5HfemQklFae87x5mI3ipUu35mTa",
-	"HalDcAjlugsXxTYZiIDZOsVuEdS8WrOK87y7Mm7EtiV303eqmcvC9eutyejYL1gw3uw9icpzbYrDWl12",
-	"dsijU1f/pdCF2RfcYIdzV9tAGxRJJVg7hKqBd6kxiJd1B/SwaKetLIPGeWE42+hqdqzjiWGCrCavNA0A",
-	"YrKUw17ccpoGNTvsSankjwvZLZVS65S6NZt9frn73wEAAP//",
+	"7L3pchs5ljD6KgjeuWGpb5JaLMkuKTpu0Fq62CVZGkmunrltXzaYCYooZQJZAFIky6GIeZr53uN7lHmS",
+	"L3AA5MZMrlpsF/9UycxMLAdnx1m+NnwexZwRpmTj8GsjxgJHRBEB/2rfEaY6wRVWA/1PyhqHjVj/w2sw",
+	"HJHGYQPrN7o0aHgNQX5PqCBB41CJhHgN6Q9IhPV3fS4irBqHjSSBN9U41t9KJSi7azw+emaia9LXbwdE",
+	"+oLGinI9XZshN4eHuEDY/hvpBSA1wApRiRJGf08IogypAUE9Pmo1vPrlCtKfut4Ij84Ju9ObPtjzGhFl",
+	"7p87lYtXCvuDqACq4iZuBwTh9K03EnVO0EZf8AhhFBEp8R15I3NvbNYtP31jdZB/4KNfyLjmWHt81L0n",
+	"46lT/JsG42Hj/9rKMGjLPJVbdnA9z3EiJBeTMGFkpLo+PNTnKohMIpL+0EdqQCWSShAcpdD4PSFinK3S",
+	"vNyoObrd7b33sw/vhEhFGdaLOqOhIuLfYY6J5V6ycIwEH8p0bYLzSK/85ALFmAq9SDKKQx4QB6uqNQfZ",
+	"fI15oZlbY+PRa0g1Ds1QJL7s/UZ81ShupGYLGgt9zh6IkPDaIfp6T1lwCDvx4L9dGjzqPdkHgf6Z+DSm",
+	"GuUcHT4utdXlEGmurZ/RkHRYQEbV1Lfd7GFJAkT1K4gyxYFLZITXpyGRNSSnn3Xhy1ksg0ZJ1Dj8CVDO",
+	"/L2dIhxlitwRARj3M5fqIwxeXqh+AnzNm5uhDbhUXfh7WQjDUvS6fiHjTlCNNfdkDEyrZhH3ZLw6Pzqn",
+	"EVWT01/hO4Ik/YOgjRjfkW6oX+sGpI+TUHnID3EUkwApjnZardwbER5t1vENeKNRuTzK1MFeo/LcLgy+",
+	"TBWHFqdWh8Y1+T0hUk3MOXk2nRPDkVKENkLRx0JQDZgBQcIMVnN69mn36dbOeTQVSpbTrDjNDZGScvYz",
+	"wQGpkC+3AjMZc6GQNC9qLEYbWKFIk9nO7nsUC8oU7oUEtW+OOx3kD7DAvlZ+jrSeQaJYjdEDDhPNNxOm",
+	"JMIS4Z7UEvoIDaka8EQhqgDI7atOSidAxBJ+tpOnsB+Y5aawAM2nx0dNu506abaz+34SCI8agjLmTBLQ",
+	"1z7gwCKO/pfPmSIM/sRxHFIf2OjWb1LD5+uc7OFUCC7MVEX4dj7+2j7vnHTb13/7dHH68VaLjeNP1zeX",
+	"1137qKV58zFn/ZD6L7Cgj5e33avrzsXpiYeuri/POuen3ctPtyftW/3L9eXlRbd9ffxz51f45+mvnZvO",
+	"5cfu8eXHs/POMSy/c3J6cXV5e/rx+D/T32ETBsfkLefnWNyR59/Leeeic9s9/Y/j09MTvVxBsOQMGeSR",
+	"XcV5N9QrOczTNwopIwizwL2HFL8jakAEIiOfkAAd7O+/PUC9sSISbWAEbBEZbLIYvgn7BV58Ct+Q4KV3",
+	"Cyv4yNUZT1jwMmhzdvnp40n38rp7dnn9oXNycvoRFnGNFQFQvAQQrtu3p12AxOkJ2hBEibFmTSDE7Hnq",
+	"sa/1g2a7r6p43g3xOQv0uaMhpgr1SJ8LjR9KjPUZm2G7WH/dlfZlKz16PBhvemg4IMwyLvFABLpnfAi6",
+	"Uba9CdkI3Fhxge/IGaZhIl6AQm5uL6/bfzvtnrU755+uTw8R42qg9zjEEg0FVYowOMRPDCdqwAX94yVO",
+	"sf3p9mdYk6ba4QArooGo4enjRJLSYf7jH/9othM1IEzpdZBqCQ+TEn2oOPcuyJ9D9IFgQbT5hMPor5+N",
+	"gdvjo8+NyjPLJIeBzAOmocay5wfMrWat1+3rzvl/dj99bP/a7py3P5yffoeY/onJJNaKBQkuSEDxLbz0",
+	"7PDL+PwbiY7NXE09N6JSIz/ijBjDlMdEwNwoIH6IhWb2ZWmdipQk20030tvp6k1vgq+FKgnA0jMQ5vOA",
+	"BFpsuMlP9U8a2BxkjBpghmig8VOND6vGtxDqEvvhEZKEBemZoIRpiAgiJQnK2ND2fRJnc05ixD+oGswz",
+	"6WG6Rg9m5tqwh+ndG3mkEAQHEm1cnx2jdwc/7W3OoqpH99gu+v4yUT43xh4OAqoXi8Mroc9IUa219XEo",
+	"ideIcz99bWD/ngRdrGahyy2NiFQ4ijWnMx/1xl2rc2oVe7YmrfXSHh91Jfl9tjHu0wiHN+mXUmGVyFmf",
+	"tf37G/OiUVidyv/P3MzpWF629+odfUl3wFMHQDbD4dcGYdr2/qf5WA8S6kMcd82/v1QAoB1ElIEivugx",
+	"Oe/nPGD2sQi6gjxQUPMXBbUvCFaL40SBRr5OLoowzXqD3LMe5yHB4G3JnAtVn4ZYqq4khC26ppBKVTdl",
+	"7Wyx4OCKeSBiKfgJHlYNXELInDvbOlXyDhYHrHQLdtgimCfXWj77wmlW4nOKkMfwYofFyaK4WTr5acA6",
+	"xiI4yb1ePvrZ7qP8oVrfTLqs+kOeZ1wHS0VGM7Hsyrx7q1/NHfmsrV/r98qYkD93+N8853RNJOx8cSYy",
+	"k4dmLEpz+piCe35SLRrwIUOc+eTICDYtwgdYDhA407kgQauKN1kP3lx+lwl6aXiZB9CtbDq0zqlcFEpU",
+	"kaj4x/zgsivBQuDxpAyC8aav91MczE2FEWX5X3fKG5nKcetZ42PdAj/w0YKg1DJ3Tpnl7oGqOPKSEmnq",
+	"/mvZvyRKUXYnlxWgpUO3IPByF10TPH5yyvn49gc+Wp5r5wA+z/1aBrHCxdf2LLp100zbxMsQqUbfFUn0",
+	"Ax+9GIHOD+7qtR7rgZI401aXw40J+ghISIwJB058OdelhtfoG3fNvK+DykfARK3VCEWysEIoEjbvCrSV",
+	"MFuoZ0AmtajvxrLTV4AwB55a3PuZL0wkS/JNUEjmtejiIhVOvFAkt1q+W6UT5ZVjPc98TFHDaXmuaPcz",
+	"DVZ6gs6VXEy9LO0vt6upG3kZzgiotSJr1GMswhuXB3t5XdNgaONOns3QXo7A5taB9U4f+BIOGsET68ys",
+	"0O7y0MvU6Vx4lfl4PnL7hYyXp7ZsmbNMuceZ8y9nEb2aebPUGdnVpt9OO5WXYR1WN1yFc1hb+oaoZVBo",
+	"YWu9tDj4vnZt15xHCztUFX0g3YhEPetQnkPZWFZSU42K4662Gno0pGqmOv+z+eLX7INpthAfMiK6C7FE",
+	"F3Exz7vzOXX1GdR4dbPwDitQSwvO+XorQOWVz2o+jqfX8zLEBdi3InUB9Ii61IBZhr6yONYJHunAjLhA",
+	"PT5q2kgyCJflfYifBfgiA1/NLxeMd510mOqF1O71xtrRT2jtyNyQ087LTf0rDhMin8mPYI2JCm9BusyZ",
+	"sFleRyOjmPiaOJa+WVgUmFdY+YMJSMze6y2/J+xlbKUQ90hYiTlLam5Kr30pD2n6pVvVfOwMgLW8CpcC",
+	"oHRHOsAmWA1WpZWmPi9zgIXcGbllLqXpPfn5KodkT6M4Psm5mzUtcf4vI88MXa4g0LQIcAHNz2XTzeeg",
+	"KF/f1S73StBoKcK6Z3zIuv6A+PcxpyD6MraLw/Cy3zj850IM+EtVpEc2AXIToDFP0ICHwVHuadcfYHZH",
+	"AiTxWKLhwET7UYUi/qBRuppyUwg8330VDJ9ewGQLnum6S990yqXXMJGJc814bF6Fm5SIzv7o3LyV3TPO",
+	"abQ4nVpWJCzZAONiLDpkV0gIzqTsgSqIz5Ee6o1d3gVECM9DtObkKpVQu6iuEgnzcXofWwyLTkgW+uTj",
+	"MCRCc0IUQfxU1SpNZI+5mjoyy9X/gB3qh4IndwOEw9AGWEU5VppzndsYjtlqBrzWYX1ee90o01hpd2wF",
+	"HHNnMwmOFJlSBKlkEWma1UzSmEhWS+KQ44AExXyviCgcYIXRBoOAQIisGisiNw9RwIdMf6PJdkjVIPdl",
+	"N33G9Vc/395etRoT9FhICps48BM3BIz9t9NbtIVjuvWws9XjIyK3vlod9nErG0hufS2M+ngE0XGU3elF",
+	"3gnMlHQBl3pBM9l3FllWHeIIz5F+jrBMYegBnPSvHpJJzzxmAUqTFG2cfciHRPhY1ghxVplso6fVqGMs",
+	"o8KsLrIfo4AK4msLVc+pKkeXA7y7fzA5/rlbFBqQEbr5ud3c3T9IQxD12XtIo3+iSKDZQC7obDjQ69I/",
+	"mDXZNLia7Un6B+nCgBV6D/0DkojgceGkpiS6FCiulHFoLfrceRYWkIKjiqw+aMNhuXi49M5pZuzkCVGY",
+	"hgbn0nyWeTQM9/rzxcHB/m8ICzLRprC4I2oRX05ZzSwNkK6l9gByC8gFy0nDWIPEBK6adLLfwLKsDJnL",
+	"skdjrBQRGtn+/3/i5h/bzZ++2P83v3zd8Q52H/+tCtzHWASLclcUJ72Q+jmq9LEIWigfiaYVeswQ72la",
+	"AvnlQXRsLDjva/IL6QNhRMoKRvpy0XyzwvKeKfKudsRlo+Mqw9+yxVchYTnYbDLjzx5y9uMhcllbu9vb",
+	"2+jT7VnzfcbSimv2GqNmhEdNyxD1B3bSK3xHntWaApSuulzNMp1n6nb4jtiE6fkNsDSGrQ6U+pQKMFwU",
+	"hHqSggq/iIk/t+7/d8lZltS7vD8LPyzuUTAfLRo7XXZ85wKFsl1XHllm5uCHpQzRZcFa6S98OsO1YK1q",
+	"PgUR9Gjjc2P7c8PYHYwzYtLMaECimCvC/PE8QU+d7HVXXCAP/cmdlYyC8nSzD2Yp+/glEbceAdPBZuxy",
+	"mUCkSf/DNDuz1mUCqVp3WhyDVh/Qfp8IWW08Po27vhIz0j1UQirENLoUQek+vMHDgEgF8YJGgUp/YGSo",
+	"/6hSmgpxSTnliwahjUNihv/2MQ1rFK/iBkv6l1a+vu54Oz9V61z5YgqLqV6nI+yrcDyjLkSuckSxpMSk",
+	"rqXfWqD2wy/6dTjM8qRPfP1ZvuTX81bhRXltudMMIut4qD4/p7uaK58bEvaf7Nrn+2TjnkZhf7AgRp5R",
+	"Epr8P0O+R1q/CYleKmdkEuFWS4dYOJWghDBziCoDhPmk1Kkzh5/VhC4vGgaoXc4xVIPJyCCXCdvwcsn5",
+	"Da9Rzs63zyezsBteo5C33/Amyg40vFL6uP6mnNyvv6vI7W94jWLFAv1tLg274dWlrTa8cgJyJbHnwbmg",
+	"iLXQnHlYAHZtjyZCkNJ9xELaR18TVLWbjPf7hEFmJNWsCsGrHiKtuxZKU/jkP99+aaF2OMRjiWJBJGHW",
+	"nzlRKUJL++KhHaHPDcdY1IDYebBEGA0HPIQcV6wQSF+0kdbmAJrxsiJaiLAHEvKYmIpSpioC5Hby1OvK",
+	"ExboT+BnVz+McYX+fnP5cbPSwxZWl6bRoIFHZhitzRBbM2EuV1vqc6qqNkXQIIkwa2q+CyVKQsrIETLu",
+	"Y+IPuK0v4rw0pk5JqzpaEcsqQ1syfE+64KIUpE8ZifSR8T7SyNcyLCnv2nF+ne6Xv/xb9TwTKddVSdT2",
+	"RZd2XqE2wg1tnwtUqImgsaaGHI9M4rdBN3Ck4oigEietu5VYLSDEa8jk7o5IuND1axw6JU4KxJ2dfh4g",
+	"lex1FHOhziw6ZRwWMsu9RoTFfcCHrJIDndGQtH2fSHlN9ChLhQGvKt8ZryptcDPgQmnKy/km9hf0TeyD",
+	"b2I+92sGipq4tTQqbR4RPDFaIfNY/0571jfGKNw8Ma66fahp4k3I0uKB2UKIC4mLyLKoycwQKuMQj+u9",
+	"icW7mSn3GxOPEmYzXGdfNArSJ4Iwn8BdI+PIftmFoAgPmVk02zZbqSbWRFRHfRQGm01/epgSYIqbqTvw",
+	"azKnsl52XMNFU0jZ/VFap6RPlD8gEpm91h1nybrDzf6Xr++8g71qA6981tU30xrQJSKbFvJXdgfuH8y4",
+	"0Mvm2V/M0bi/X8C3qr3X7dxiRnEhA6Viebi1hT5dn6eXer4gUP8Bh9KzFZC4QLGgD1gRNOBSHeVcpXvv",
+	"VwHV9t77KuysBtfO7vuFwLWz+34OxJ6FyhWXhueU3YNlBXUR0QaA8Si7w9bi2ZvAYzUg0ebcQQwFanqE",
+	"ALSO+W5ne9KDbt7W8mtBvpir3lipiSx4R+gEWYXqA9VGFozKXlZueY0EnAerOQsL9f5KZS7Lu8mFbOem",
+	"rsct/f2z37fksOIVbl3OeBjyYUHshyFodQyiZgwcQwq34lGiSKW4n4z8L7gZ5QALUB5Kmjv8fGhDuKVx",
+	"zuAw1GowpowEyAbWH6HfuP73odWpBY+MfqywUDYYgQpkjUc33oDGrZxrM12EGat6HzYPbIKZgOcQSZ4I",
+	"n6DOFcJBAAV+JNroXD3sQdm9q4eDTQ8R7A8gGCOwgZqMo+POyTUSmN0RCaV2P96YkI8WajP93V4zwnFM",
+	"AhjDja0NOm3qwfjutw0T5Ykk3/SQ5HoYzb16XEEMKEbp1XeBh9WHxu9WxRCkXOztLrzseNokepa05Am4",
+	"fTJh+zERyJgV2sZJJIFyk9zYO6XIXSgRWRRPeRH6+fNod7v5+fPo3emX/6dSiKZreg0zoUx4c+jgHdbj",
+	"o7Z//ypGTeb4mDy8nVYL+/fdHlb+wEb/DTWVqkQwU6zWVLfO1Qadh+FNmJ7TI3azBXoLgXPJWy/90QKh",
+	"x1lprFkbcUPXrhkuaV4FCUKCJck7O0qalH6MQqDHcq1i82mER+7zI2T5PjKP7L/c4zldSjW+qmuNgIqb",
+	"oaeXTZ5zIu4uxaZn4qfXZ0sTOIyxFE4upk7AZJphrxALD2OYOvJFQZ4wLaNzQjX9wWgN9cXJsmX9kCXk",
+	"DK6TUUwFkQvngeiPgy4JJRkOiCDVNTtyXtZpI9ta25nHtIKgP1AVYXl/iHbQyYWHdlEftECplS8P7SGr",
+	"/HnoPdLK31gTGB8y55/20M4BchWb82W5Fw3LzBfOc4vNOxQnAFOLrM+upU8hq3SdEJRdZYg+EMOxJOLG",
+	"jwQWyRtprh08NCAhBM9iNtbarNb6LObKQvlVKiFa3dT6V1qnYgHK9SeYk+ctaVNAle6su8VinxpGUQei",
+	"T/A015giA5G9ONGAsvccCvmYIakoWAo4WAhEaEMPbl/ROA2nj7AgcHsC69P6NYmxwIqE482lEBtQqrTr",
+	"Ep5U4XIuyKkWmU2J+XLE/hgufpAZKud0sWN7jVHzjjftj79JzlrXeJjjFedposkCJCRJhJmi/pTvKov8",
+	"lO+IoOI376OIYKbNGW0umCspiJOHAqbK8CRtP6U2DhJJSCY3+yT3IQ8m2XbB1NyadNL8Dbkd2MtBrwoV",
+	"Lp41EW16EaZVonoXKFKxVAXNmhhfr1Dvo6LzhzGPzUvNiAfmxz4X6OL4qspPPzNqOMuazldZzLqIuEon",
+	"dpvVhxz1iJiIpDKp7dBr4YHWxa5fpF4Oo1XWjxKSvqoZIlUpFrgHgMw+zDijPg6dTtBCdjDDS2kUJdCT",
+	"Ylqiz0zjKnsTUDYYd6PgKYv4BcVIsgU6+IBPeUEXX79KdbCqVuqjLA46k4Qmh3uxbJEYj0OOg1mCakE5",
+	"BPpmV/Hu9J2wJLQV3wuzFFzZZhxBAuzXshnXNeaJwC8Jm8OczFKN9RADUBEE59WJb5razDug0wipHMkd",
+	"IQ2FiSxIHzOtyUgCTrYNW1Je65SgY/VDzgXURY8TcUeCTQ+F9J5o3mghhSrOoCo9bsYZTPPT5/HOKzcT",
+	"MzDMCL6KSKpOrhp5JiDsiHdmBrvFymc3LXLY/0Te/xU09bl9BHbVi1/yvxiLmhcBp+zuhrAA0s2WK4Ka",
+	"CqySti5RNj+rTocMxLgrElZVvqw42K84pIHWhTkLa4KDUmE171WmfKJ42LkExLywmV+ClIOrq13bJudQ",
+	"Gse2+0Yeae5HsDJqjM/DEMc2I3dZsTDhB55cX57ZzeNRLKPnUn7FHIpVCcbFHOGFrNhVXOHlrX2KpyNR",
+	"TagKXFqgkwsTTMcZqUppRxtREioaY6G29KE2A6ywBwnqYHken3eArDYPIXFaon9BROe/0Ea5NYqHKjnG",
+	"EbLniiI8Rj1iAj43YfB/abL8VwvdZgnSUMUF36VXh+QBOlvplRpsRRpjQZbzIUM+j8f6D5N57X51Cnmj",
+	"KopgVlPXQwAVxPnoHdtMfvgBEsw3dlqt3f1923xLrxKcVsUEc4SRH2oMh8Yo0kNJjGy3SgjC39Lax+fP",
+	"nt5vIHgck8BDWCJoT7L/7j3C8l5CiBHqhdhEGyGfMyV4CPXAqJkPcKFpqFFB86+0850BMc5n5G8Uus1Y",
+	"L5NergfPt2xq/hHKny33FVFNk7huNC3bOK+FXMBLLrc8wiOTQX6Uz4O36fHm3FwGvUmONwOXyw/0KMPQ",
+	"6LHCQW3F0Bz6REl2Tfpe9a9GOMwixCeVfhc20BNIw0OMs6YJg94w/zOdbIikgcatKrI1FLp1fN7Z9NIg",
+	"JzOfO4B8CNKRLY2EiE3/wRJoqlruLm0S/gASu9IYLYW7KpH4KtHgdCEiaCOgGhK+yk4jJ1xN4rokYX9z",
+	"FSm6pD6R84oCM6MM2XFyyGKqcWS/BiRWA8N10jC7JlhJ92QMIRzGiactMBO6YofWVH+w1+xRpe0srEzQ",
+	"x1JKTKUZXLoNdXcz4Pa2bxoOPuaJ8ZIT4rn2uxBNXtHueY46wRVGckng6kdSM25zHWtuh4IZqHGkl2aK",
+	"9UDYTJRofhpKrkWlRS/bQ+uJlK+iqbm00jWnvlVWSqTpLqjVTUJjBd3+QFhiGmmJFJCQPthQTk2wIXG3",
+	"OhMuNEup6X3K89WBnaomvqC/yWHhIlueLzQxX8ykLpi+DPLyemYgzJJaLDSWeyIN1kk/NeRGm/WmqbMp",
+	"wyirAVp66ofAWPWUnmaGINCyAkD6Q33qvkIB8XlAxLyasEuBguJdmqNkW9UGmZXklJk+gQIzaeLK1uru",
+	"Wt0NltR0XdXHfJhhu/n/uTJA6Z+tbvPL123v4G118H7OjTaZCRfj3xOCjD/uCMVYavigHvbvUcJs6n6l",
+	"QporQfhK94HLFa30pnbnyZc5XLAmrLlDz4J75hQFscn97Fq2PW/xdBvgNGdz/UIWgwuNmpjZq9hELZCW",
+	"qBLfE5T0V0ihTUPCp1of5q3pV7WLlWufI7Ypuy59lhLvZhXVZ5EW1lzgJFZt9+gaEMyonqbfmuzXOGUb",
+	"t3bcUp0lmz1kB0IbgodGEkuFXea0BANQ232bWcKj6ci+SNoPfPHoNXKN/pe4Q1hOj1yu+AZYZAvqu05H",
+	"XO6zhdsjLJ37Ox8hmVU9bfpOBYTK14MV0Kg8xVx2Ty7cZkaij93UidOwCgVtmM8jg7s8UXdc/1kVRmHH",
+	"ePaLQkcrr5AmZKe+Nmb9k/oDTaGW2LavBs34RW/HvqUaNK/k95uX/k3Eb40wraoGkxLkYp6WIrY9x+VW",
+	"HI7ntCts3I7I5NRcJFrN5qbtdjIB3yqOEFfvk9hUfmaEBNK0gwepHxA/hHw2d2fXhT7hNYyqcIKlXP+n",
+	"mIDz6IPWPpfSWOu4gwkBhneeQuVYWkwuos8+iWxM1dMUPrnVV6KSg//ynVhwrNGu+izICLL2zCvZUbzf",
+	"+Wk3fxIe6IyqeHKlg9twW9pcMBtdT/ZDF4DMDsCr5KlzMVDOo1V6rpuUrcwQnA+wziQEiLqUIRyGTy2x",
+	"n6gz2RPkTj5QRcgc9yKKm04EBG1U3pBltySMq1ww34o3ZtUFNDRyQP7x1GK6CxWI2K7rQboQrr5k751J",
+	"HJ/P2TFVr3gqxDRR39Pw6iqtZAYoKJ8GT767Hn3uNOp79FW25isdfk5PnQR9Hcqaenhy0XqPSRiiwHwK",
+	"yQflRna2sZOFogd06tljzjbmftFo7xw0ipgBUVzEjcmbkRX9gy9McSTmpqzmszoxzfvLA+WpSX8x2Jbx",
+	"Yy7qM3Uwnqz4/jPzCsFlZXpP21BP2uwHAlMgKOMImW+yxjlpfykIiBAErhQjLsjctQuuYcRTpsS4WCkj",
+	"328u18aoOH+11PjWXd96FEMo33uJ30WZwtMq9qm0WUWrN4tbSlNadPcvYCfXImUKq5nmbgeI/pVqpyyh",
+	"/xcjz58ytmlyOfOjlYHicuUpZmurH8mwrJWsqLE+AYrNr+qdU6mWKF3xwtewq2owL6l6/HBXxlMbVunh",
+	"ytm6i3rlFjuU5XTmZwJ+OUW5HqQOlmb5XqPuzo7z6Pkv2/KE/xo3bhkOVuV0Y+EP6ENNanheS335brbL",
+	"UObMYKJ69XTOTnBVcMo36VzK6zS9XjCV4MZDPCZQLw1i5NJaabWtRZeSa7lvUwu9Blz5/ueLeS8uH4gQ",
+	"NCCg0ERE3BFEmQ117PHRG4lcwYsWOsX+wITJu+B4qiSKKKNREoG5FuER/L1ha+OACZfpK7maH85N+XYb",
+	"BXgsj7JS+W9MA1Lk47gQhN+nIxKgHXRBP+Qq6Ccs2DSxirD4IF2uiTzvEeRzbRcydVjOJymnCNhf7cJc",
+	"wf7skZfvnOsqouHKprpedaW09O2JEmst1EaC9BNJAtM7AFE52Z7AloY0WGcCRvUmTKxhoe9pRFn+6Hcq",
+	"anBlRQArQ+HsUTYOd7a1HWxPOe85zoXUVUWQVo/qhtmuGqZ4QLOWtfd+/93BrJVp2DASdnMr9HG8xNrc",
+	"QC6QYeYolcuZxKon2WXeJkhpLF/9r36G3f2fdosnfFC5/0qEXnTonfqRc8TwJKNO0urqaF4k8qcYr8R9",
+	"FkWG3VmjQtrT9FFt9dgpyxRYuW33EiHnAGRx79szBo3TthxPM7INiej2kuCOqLkge/Du3bvdnQKdbe/u",
+	"VY2es/RXRwCT/tH1OTOFjv3xwuNuTxlXkShegSE/TtE1fk1raS1YZoj0+8T4d2Mimj0+SiX2kckYs4Jq",
+	"/EamZUepyU8xqgfWegk0a0iYoiFctwQRZdBJx6gyVZ0LJiReyhV2NDxnhYJ7jVGT45g2fR6QO8KaZKQE",
+	"bip8B6O7fJnGYeNOkb/uAPDqpGJuZiDo7blK/E0Kx2ycg7fv955yD6Ei0Erpr6dWXl3g0QfQgbLd1UvW",
+	"dF272/NtrUa25k/ouc4o122xGrZvd98dvJ/s8TbKUqNiwYPEV2hDa8P2u80jmwhokXvOMo7V6kG6Foiz",
+	"eR44zNQg0kW8P9h7rsOo1TEyCGw/C5pDOeQLPLoxU3rlJZWUkww5Dp4LFNXqS/rn/vPA4QrfESgbeYFH",
+	"XuViysxz9/kAUKEbZUi489PuSzO8Sr0qW9HzgKFK90rnnI+71mpai45Tp1dlyHCwu7O39zyAKOldOQR8",
+	"nvnqVbNFjnyaLpYD2/u9t/t7+weLV6UtKQVVZFOFuJWSpghjr6QxVbKkCdZQhyV1vL2KwVbrA7UKR42e",
+	"VQf42pOdJQPrCKmCRmvUiirf3S1UsjON9BZurQbZwJMOy98kZ4cIm3xu8G6bSrymmOcRcn35DpGAwnwk",
+	"QIqMqoun9NPmflMbfuYbAT6aW8CFsvqXrooXY6EoDusrXj1FyTy7AS8FeWGH2SLqD/hq8ZqsbahMQoxr",
+	"UR8gtkUj0QaDahxJ5LKPD23bHHyHKUOKQ6XIECuosgydfjYnDaLXrmg497VJdg2WxyXNsJuKwk3CpB9d",
+	"Ej8RVI1v9MTOTo0ou+X3pKLhaPtvpx9vP1z+R7d9ctH52L29/OX0I7KhfGBbKv2dhiHsBNCMYAGixU4+",
+	"UMo0KrgjTFU2zmkzUwEdta86+mxNdQTnys4Kpfg8IqYhEmekXDt9wKVCnSs5x1pArbf3IMWVHHMuAlc9",
+	"PcI01BZ1nwvU7piJZAtBmIMprixRqO31RPMKtIVjuvWws9XjIyK3vtqM8MctkyCA76HCU2GfRxaGVWPp",
+	"B27E4gg5sKNTqKACrSmzJgU+FoLaXrPQcBj8+0euWI8p5wPhYIG5FUUGPwqXCpLeMRK4b6C0D9rY1iT0",
+	"0+7u27fvdrffHrzf33v3bv/99rsjhFGoRaQtFlTlozd9eqkKiQsV0bBtX3Uaabs9qFW43dqGCLuYMBzT",
+	"xmHjbWu79da0th0AvhaBA+DWP98R4KmakuH8OoGeSL/6gY/OqVQ5GQwf7G5vl6RFuTQI1H0HCp1Z5jY/",
+	"DyBYCcXDEMFKITZrz8xcNWC6wq0POMglQe5t78z+5BPDiRpwQf8g0Ht/7+0cH/1McECEvOX8XB+h/m5/",
+	"nvXdmAI/Z5iGibCfvZ1rjQ+YmmK6eYYEEXJ5VvTPL49fvIZMogiLMbSWgHutkVXItIb6T/NB44uWd1xW",
+	"SHwTbC+Nb6yF2siSJcIhZHYhyhC06JJob3t7Amk9ZFp1uNe7ZESlkp7pp+0G05hdjXZm+iyv9wMPxnPg",
+	"HBnhKDYJ+GmxioYiOGriMB5gd1N82LglOEJt+O3RWxBV8zkzj0Who0RCHl+AWqooRbN+RoZwXi9KKzv7",
+	"83wkkxg6LQYXJKD4VosV/fHu7uyPwX9watuN/3DkadDJEFoFgT56VXw7E5O2Jo25pq8mJpPnZ7RKHBFF",
+	"hKwNq81e2frARxDD+GUFKiRMAySwCunCpJbPUPzGSE0LYej/bjKxBqaG30vS3fbe7I8+cnUGfbjXhLoy",
+	"oV4Tk2djcBp6zFAJfy5Lu1tGNZ6uhIHKZ9WwFQj4OckkW2INsVgT4Nsmjx9O50utPGmM/WokrdMA9blZ",
+	"ewtqTg/4kJnqdtTGraWGk0kug6J7kJiGtd44wHKgFUeokee0RghHsv3NwPBcTn/UYx4hyU2/HpgB2n7p",
+	"dyVM7yzGzgnawOjTp86JZ2skirQ9+mAcDwiTm+lkeqBuSO8JZM9JCqX8IMpQkD4YkhIRqgZE1GiuQAip",
+	"7vry4jbXdanRS2gYNHey3kK29K19HIeYMTDxXUkoU0eq8Z88Qfqhyc3n4r7VcA2V0o8WE+Q5qLyeKM8t",
+	"wgZXT+NVaWlJ51lZS/Y/gQrOSodvOulYFFhevm99TZlIUV0vIl/GaWjGwLo0ALdhjslRiRLTMdu6nMDi",
+	"q+dHK6r/3sw3YRYogfNapkJun6/MYWZwlbXB8CdiK6eA0Z4zEzykBbGm5oTBX47Gn4azbN2T8QxT4hcy",
+	"XsmQWJgVPCe5uc3UEJyGxjdOXmsKOc+TwZtU25Jog9lWvQRJ4gui5OYCpsuN/hiHZihbShwuifpcIMGV",
+	"6YOMck0/M+umZdt//lXLDBSBzn9xfIVw8ECEotLUHIKVmReR4tzW6QCrqN6v/QsZr2gbvJQsdm1SlxDF",
+	"6SZfTxCnS5iu6DMyXKv2fxrVnmuzPXVouKo6Tyh+46z4s5XAkyjniiZrUzu7k5YkMzlK9ZlNJ3KjPBrn",
+	"BrUNCNyLd0RtttA1wSZxXlXlbtVZBrbQ89/I968SuNLbNbRu4rIUiovVq9cKwjfvc8dBXkEonV+1TpBU",
+	"UF+H+YJE4Astk1jaGxeo0pHPRtqjxBArBEKVaGsz674HibWF0Br9FzO9+K6uL88656fdy0+3J+3b0xPE",
+	"GYoSo4a4pBPqCFwNcug5k3ZvXpJ2l9Qmco5FQR4oGaI4CUMXpyRb6IMt/9la0LGYweBVlI0ZPEfrF47h",
+	"W1xb6xo/NrOKQ+yTxfjVTFXDDwlmSVyrV0BxBA9B5Kj0UN/s1iSjQ60rE+VmWVOWL2/HRb/xXno9VMNw",
+	"js2rN64A4jd6DVlcZgVV2heQKcOyvo58QcooY92A4BDSBhamhwGXs67Mf+byG78xT1dYIztgk2sEffn7",
+	"cgD8MtflWcAk3GtbdtvjI2OuadsOmushyRPhE4i4rrwdzy51Vrgcr2HkGu1e8XqaxgDKnd13re3Wdmun",
+	"8SW9jna31YspgNl+Xs/bpNcwTQXU6LDW+35sve+OSkWEo/1agl9a3G19TSM7ZgZ8anx89itfPQl0RHxa",
+	"fuA1drbhz33gtAtS4WtfAE/jBIAY6+vfP6U5CIf/Rq7ICO7JWG59vSfjLg0etwR54PemIWmlOnJNHrjB",
+	"ZK1F0AiavioTqhcTEWG9zSMEw0AFsCH1CbonJJa2NpqAMsl6lqCLVf2V1rVZyfPxml/IuBO8zIVyHfVa",
+	"OHwH10U/FgFpqCPMVgnBgs7xtc6Ta+grbwJDh0yLcNsnIZFHyNxBu2bTPR5QU5G4gg5cIdBv1+JMV1iB",
+	"4gCFNWK/rLUJiDnN0pwPtbe+2tK4j1u23Gu9UGjberB2biwI3Dk0IaJh4/ry8qLbvj7+ufPr6QnckNpW",
+	"5aY1l2lWJl1XEeNg/I1TZlLBa4jCTvmM4gEqkwdXWA1eiIpqhQTn0TdORNs/zf7gmLN+SE2i/A9FdRYV",
+	"EYaTegqCA5EB5JbUXPgzMrSCxRWPLffymUI7N0RdDm2M/ksRz5KWXBoHsXSSQH7Dr2fC/dnoe23irRqe",
+	"ICW9Y5anvJGG2JfhLa5m5fSbDVcsc5WQnWcXkm6RdYSU1v9ea5wvG0dTqr9efbtRnZxyQcSdLY1yRx8I",
+	"M7G1pqFWGlnjBk77i7TQP7RpNdHLyENYW1lhrjUTlej69NfOTefyY/f48uPZeef4toXaKORDqCfl4xgB",
+	"XprC8kObCeOuTkz6oeduTyBwx0qzQ1RR/Sstcz5Z/wsFJCSKmNqx9hVN2WEAVXVs0SvUI2NuOthGppdt",
+	"VdEwO5a0cULOlhwOuCS5D/ROTB0Yz7bD3bi5Oj1G//t/7ewcoYQJEwYVmDLvQbYIyvwwCUiw2UJ/O71F",
+	"rVbLxQsgQTTPlgZSQ+yWEtQoHI5oX7FYQJ4F1hTu3NmFLqJLMKPXdg7PyxRzTmLoP7DWONYaR46RAx8G",
+	"s8KWo4LeGnNw9gkFBCph1XvGTIWsXNEsE9kI/25fdRCVMtEMN3SNFa2P1HOMEjzIh3AP1jlBGxBxrb/u",
+	"wmhd8/qmh0LcI6GHoB0J9PGwY1nvtaIRaaHKcmpUIp+zPr1LRPYphehMZHKea3gdwPZFKltlM9WQvQFj",
+	"Hs7rSler+dUqILpiOlFHjyjTHII8TWxkiUNedQmEzRZq55cSYWa8ySMiPRNu4tkqDR4oVZ4LFpReTigw",
+	"67SDzjRj5GMG1cB9BTPZ8hr1yL56PS0g08Zhg8daVYkVjxc08HPreD0pnFvE7OQgW6JxXUvru2EAQKml",
+	"Yo/zy8Ktr0Y0rXC/elQjqZQkYb9aYFlS7mW3jAMiyDRirrtxncRi2M8bLYChk6b+OcYQdmnDrtyGG2VK",
+	"zJP2rCZjX16Eamfdzb4Cta5vZ+cltposutQAlltfc+YzDR6nhLsLgiPjiTAmNu9DWVtThJvk7XC08fPt",
+	"7dXW8XkHhPIRJPIaVcDVeoUhNlvoeED8ezOqj8OQiDcyTRpzp24VUtPKLpvljUztes6soe9q8G6cXCCo",
+	"5ezTGDN15Hz/WpbbC4B85ztoDB8SBL0tNw81cBN2z7SK0TnxUg0ElH3POh1za3bKLxeIcRRydkfExIUD",
+	"4n3PlBSJE+hv5xaPwxB8O5kD5ePlbffs8tPHk+7ldffs8vpD5+Tk9GMLnfAh08CGjEMzJWaoffyLVd59",
+	"LgL9s/6T0LgqeCSFnhvrGS85bAdHQ1hzpT2lq5v/YvEvW38pcrWUa/Yo0xQzyTerC4Xk8Qqw8wgdm2ma",
+	"WtKDuFEa5QKKkR5Sa4AO+TWkB4aB6DW4csHNbEfNmwHe3T+YJKxzPiTCx5KgARmhm5/bzd39gzSOGSht",
+	"Q8K3zsnmEOfk9nIzrR6NK5p9PnoNt4UTKmMuqbLNh0sVcNJVHiGtAWsh9df/+a//Nsl4KYGb6l+/J1yR",
+	"wGTvUZXiIYpD7LjRZhphzRMlaUBQLChTULOvfXPc6UDqP+TqDalPDrNJPzf+57/++3PDRIaAI1Amxhso",
+	"sA+hnhJ1PZPi5z76y18/3Z413795o1cMH+pVmxhQWMTG9dkxOtg9OJgbWueE3akKb+wN/QOq/7hjoX+Q",
+	"ruVkjUrJPaX5g5vrxjL+5hUPqV9VbTwc4rFEErOgx0eHCKOe4EMJdhXUXmMa7XLogtl4iMdoQ3Mxd3Y/",
+	"316ca+5z8+vfAHCu7yllCCOFe5tIJAx4h5naIiAV0oGUSsQFvaNarxH0bqDkLGj+RzNPQM1L2JCs3SDj",
+	"ktF+f/qojz+WV253jg+usTKtfL5XwyGto19WZZwMQnlMzZhRTqlxjvfpek3Wq6M+8IyoRDCrcKSvIznA",
+	"wvQB09LYphVLQwTUGvpHINJ7wLdyn6a1D9Mrlc+NbcfCMEMkitUYmSYIkwL5OB3oeasBlGTxc5oO2ZZq",
+	"qwKkb7yw3bAmz0XIEy4vM/zXmnl2tBltWmqprwFwzKMYC9LELGhKog6RxA9EGg1i4ooSkd8THFoCtYZA",
+	"+mzDkpb+kmnjw2RgbXoIFPQhlWTyNtNQoh0rd0X60bbJbqG2beZc1etH8wANVK1N/P3m8qNn1RIQSCb7",
+	"14hRrRzKARdK2x9E+jjWL2wM+NDsJaR6K/BAf6BQwE1FAzPI5jTecIOfNZSvijks6a4ssmCpSGx622J5",
+	"3zhsKEFt65mJc28cNrZLnZtMGwGNLIskqBWh9iouz+ISpjs89faCFMO/cX74Cm7SPzsLNrksJXWF9oHd",
+	"5IM4EmZym4JKzjxNaeLsgQiJnWlYqTa1pU8Y+B1cLIckv2smSHBkYqnBJbKRa8iTunMypLP+FcRF8Q1w",
+	"1lBh8wEYcfqWZDiWA66QJBFmivrWGMn1qdoqdAY7cp4PaW6DoO4caHzAckkkW+gj+KHax79UXNwc52Ch",
+	"pd+35Bw5IVLZTk//nhAx1yRAFPO86Fp5PadeaBuPQQO1CmZoH8sfLfBizfaW1DwtT+FC84cCl1rULgyo",
+	"IL7iYlzL346xJE3KJGGSgs9WJj2r4kVY+ZorWYeWQALixP5vD3XB7fr5MyR0hFQRgcNNaF5uwyBcz4og",
+	"1w4A9OkeHx0hLkzHxt4YbZgOF67y9OaR6xho2NokozpxO7ohWPiDF+VTRch95KxpTFyo16U46lOITizA",
+	"y0PY6ti7+weZO0+iDestVwNtXLNx4atDqKvHkzCwp+Dqf6W3ar8DJ0yv1dw/6+/UIjxyzr3d/QPomu/+",
+	"vVPRfvD74rDHWAS17FUDUONznPRC6iMfi2DNa9e8tmE4iOVYjlH1ioSY47gZL52P5W5JEvanVN8vOQc0",
+	"o9WomfkDgJ8Cz9XcNvexvVsUeY+edRjoEVro2NzwG704ZcluX1Pr/aX81YSv3ug9fBf2d5VdvVNpV2sY",
+	"QZuS9GBssxFTK9DeUszHeCrA9TqGNxZBrdMRi+B7qwSxNtC/de5pEB7xIcsL1lX45VenBdbHYlwyUq1h",
+	"vpH5VbTQJ+Zes70QAuspbUIbPRbkwhzkfEEI9azyRS8w5qyh+hIJytOYTv40Guuryx/MQuWMrEb1lPX4",
+	"qN7pplz1RsGH1vXlY8YZ9XGY5iJ5yGbroD4NtXQzaUtHaTwQdk4xcIe5OCnrFBN86ApuVLvEOnqJz9y9",
+	"ZJK2q4w7s73GvDoJLPzMfPO4mH/NfPV9etlg23VGIDwEbFpbfmseZtI2ACVwgdXkGJnhULOZ2Bb27+uj",
+	"ti+wuJdop9XC/n23p+2NboQNIkL8RAuZtCfBh6ZgwwA/ENQjhGWcCuI/IW7M1HzX2osN4LbZmb2xi9Q8",
+	"AtZM2QMOaeDiLwX5jfjKGIom2RNWUsPy2v7992HxTVp22L8Hww4OpivJ76ba37uG19h5v0CBPweHVzHl",
+	"3OT1t6dXRDQ1wvBE+Tz68S4O1rbcC/PDtq9toZAEd8SyxWWZoR9iGtWzw3PNryRKYs3UQg1Lq7R5KGGW",
+	"mQFvLPM8rcCZDG2bmY02/BBHsWGP5kmER+7pZiEu3F2NtlAbCRKHeJxrtlHiIptFt5rejlsTzv2W486Q",
+	"jh8SCeGnuW4cER7nguIhoX7D3uxQhULSVx7CLkfeKbWbR3aFZmMu/r6q3YdnW4INTTMxKwu6JJRkOCCC",
+	"ILgBsKseIyzIoZMXNqMAdkLZXTq8aQwC0a/mVYnIKKZVyUHApY7htL9TYQG7N+2K84gFKf9eA5Czcbjv",
+	"NeC2qnHYMFnGjcWECEDo9cQITF8vSM4zilvLkLUMWU2n1rjkKodU8fDFxAnQ36xiAYT1ufBJYEVJWgZ7",
+	"oiwMiAMOzkNGNBfN4moI9gct9JEQcBgYvfmejFEvUZp9xwIEgN3DJB+Ew5Q/TAiz2U6dU88cysuyij83",
+	"VZ32+8Tk0hnY59o8FIJBFJ5OTlF9m8B/DKw2IEigTWEcQuCa/tM3DSbkCvRxQX4Y2riob/bn4vkoQFCN",
+	"1yTyciTSsTB3pKEPQyu15Vab8xCJjamqr2ereER9JCm7C0kzyBynULn20JAHTstvQcyOTdqDWh0yn8bo",
+	"gawqOqDStpwunxd+pAyElxKYSeybXsJtyHlrGozzcajtBoLTPjASkuPeSBRilasi5jIpbZWx1NgxFahR",
+	"kBjiIC3UDiVH2PdJrCSKklDRGAu11eciagZY4Sxm9e83lx8h5xj9i2pN91+ptIV8O/NE//kvtFGTN+2h",
+	"Ut40Zrmnplyw24G2q8BLlqYY9Xgw7kbBZhX3gW9uCAu+DzPFbgUC8xgaZw0Mr67R3u7/2wDu45BOf3BP",
+	"mX7bFpi1hWIbh42fervBgb9Dmjs7OzvNPbzba7733wbNXbLXP8Dve9v+DjCCSbsokndgFUUGLbvuVhaI",
+	"6G1/x9/Fe6T5vvdT0NzTE/zU395u7uDd3lt/L9gnB/1GBoBlPp7bwModrrOwvEYFpgKImc8Dyu4gR9U2",
+	"zbWncmtC3/6y9ReAB7OZPMWnE8f2CKkc6bmZMRsbhSIB0GKoFfI7zxCByZM+RBWpyYcoXe4RsgnBeszP",
+	"jaN8jnA64ueGV0jSPoQgxC1IRd5s5LaRIZQWVPA9Cjk06a3GpADwiPg0pvro3AE2Duc7vlqU2l0gqiZ3",
+	"sp+AWby08ZxbwIwkFiPq0ovGDZMSHpCQgoUCTobNtXG9Nq5XDFVkAcLo5MLEJUIpD8DQhSPC3VtbPRf8",
+	"Vq3p6BllFhNjqQphrYwEJNbaBVPo5ALMfOPPVRqASpoLLsdA5FF6G+XGmLyOstLC0yLdvW1GQ1Ta97W+",
+	"EHL2TJrJYdpXmSk3NXRSBptrmNdGkM/j8VRV4wOA9jvTN24UZkESawVxH0WUJcr0Hpnk5oA5oCJMioln",
+	"lvMA2W9T2Jvqt6046D+ZtM+GnBT3+TXGQb9G5k85v92Vz2/pA3x1mQ6rmH6/annA+op1LcGfToJryXNy",
+	"oWWl1OIGhzbrYHkp/tVlpU6LmjUuqlL4HKL9fCEvbVWD654qxPiwLoiucCkL1QhyYwywtIZ75tGAr6ia",
+	"nn1qSfMbi6O1q3qJSFo7VZ2VYY9sHUj7QwbSrqzK55nAltYfmrYU/1SOYI4bSZI2CzBfIc5svTcY9AjC",
+	"GkwYgqVz+AR8clY7nqToMxqSaxjuxSNoF6Pq7yzINYNrXaSreboOc11zGBPmCpautpaldB06cpwGyn4v",
+	"y2bk1lf9vy5lARk9bpnRa7uTtRHjrGm5Tmp5pF1DUkPbLFXxzE4XpE8EYT4xBTdSxpTEkgiFYiLQRnqn",
+	"or/w7KhEbFazpjZMYkjlu2ZOejMdDf7VO6pNGoqCxGDmm8shiK/VYKOAht4CHCsP7lcJhsrYZn1RZ7C1",
+	"12be2sxbsWyRVqEyJoZLLGwx3gvRFfVO2mMchqbtSQtdxoRJcA9DXSDru7WWmj/gkjDUM/GpcI8M69xI",
+	"6/VaVmW9Vh4ioSRQvdoOYX/Rn9veyC7G1lwg24Ryr1BbEviGZ/pI2MYtUPLNXHPbaCJrGeIsBhkiaeHu",
+	"vKKOs17wFYDlu3CwQpJpN1dfL5ee/naBhhbptl+nlUU6/YzrsFyKShYBgRiwB00OBjnRkIv7H77PxZ+b",
+	"E2p+lLGjYjXNIBFQEnsyMnSuwm2W18xV6jbNDhf0Aau08EUhPwCqSRc8WwMsEe9JIh6ICcd5IMJwweGA",
+	"+gPkhwQLia6uL88656fdy0+3J+3b05NJdnVlpvthYuDsfmoD4WwZkhK018Vuv/1it8RFipXOblHitJKy",
+	"3vfUYT6HrJMNLO9JkA/bIwJKJPJE3fHcG1ZtcW+4GdKS91SkiBcQP8SG/mRaS4yz1D7sSvK7hybvvSrs",
+	"RIuH30QGuMmqN6yyvsTXNMK1uzlJB3qcrGh2ycKx4YM5MNZVHLNG4YLz35ivvrsCY3b59U43g5Jrr9ua",
+	"n4LXzY2SMqscG01/mouPbn11sZR595sZP6g3DY1PAz6EKsvO3WYoW5tYLubXVNeYLEamshFQIY9GTyhN",
+	"m5FwDF667HJRkDgcF3oi54OW63jstd3NN+SJsyurugNcOdTmkiEKHRHmr1mmz3vSFxdb6lmIh1lgv4od",
+	"WVzCdFsyJ4NyUfFxOF476dam6YoaL6Cfcc9Zel6cP3MeyRkhF64OeL4bmhzQ2Pi/YltYnLIHqozKaphx",
+	"n4chH6I4u/fQr/cEJf2UE6fKbW+MbNR/BXvlPPrW7l+/LbWO86hWp9MHbDhPdkBrBW/NPkDB40Nm/Npl",
+	"DMkzEmAR9W2eTVtgmdb7HrKysYs2CrxjM5ssraKRj7q2NWw3LGfZbCETxs14FkJUxSPSZs3fgUPd1nzr",
+	"GiapFaEwbHiNAZWKi3EXGlrSEE6xYZpbVStUnEe2VpCGJlkuzcnawoJACYnm3u4C2lgK99fRxNLpZ7el",
+	"zjpcoECMuyJhhyZ4nydh0OzZ5qL6OU8U6pzIdcLLWkVbjcca1LScsYKlzlLMtr5apag+KvaEKExDw78x",
+	"6mnkgFooUmm+KwkxUXB41FEkkpsQyFpubXuEcFGNIyQXHWeXYCpve/YFkXIa90vQxQpWoW27Gg79jYXG",
+	"6iW9RFysnseeU23gBufROjD2h7uQAJES5EjUEOZKrGALTKjpNpu9RzDGVuZ2qGjDB7nnUK8LB3Cb2RuX",
+	"LD00HGAFwQ1aWloNBWUaSjWpf9BT/4npHfZfR+1wLmty/yHvH4HkDYnOb0O149hkqpKRQhsY/tWNAiDd",
+	"XL1TQ86CODl/qMW0vTscNSM8appu1lO94WUPDDNFcVi+x/6RdY/PMrkAy00N/W+a0Je00tKDaBw2PrMm",
+	"OhOE/EG0hiOURGeCBnhc5wHfrc5a1ABbpB1mCcqvZmXN5me55hwGbmvzaW0+rVbQFdDI1fmcylgXUJ+c",
+	"y+XrXN2Oi4EdEIKV+rNNUqBM1S1oj3mEYsFlbOudgQW1wTjqYf++T8PQ0zxVkIg/4FCPDR2QodCTyzfc",
+	"rGa1Z2bZPyCXrbs/TH1jtoaPrOSo5q1FWaqB5qtxUzP9dJ9VhmhrRrpmpCumbRtX/8SV3Gqc1Dh+6qM3",
+	"LoeMCGCBLdSx7n7r3IdgVa3JQoc3wz/D1PLkIvVHWSO0mieaQX9EnjjJ5yh7WNXTvxCHNLB9NQ5ppp/O",
+	"IfNXzhEO1nxyzSdXLMIJSJfyKP4Unvut3zhl9TzyquR3N4UjewTqtTh+iLXxbgMorPGJ4U4rC8Ywymc1",
+	"m/y7XsGfgklqWC+iCnbcCOrVGN1FeoTTmV121Gs2t2ZzKzZK8UmsXMBGJkVX43MhwQ9TlMG2YWWMsybP",
+	"6YXX5IHfE9NGylyR8ERJhQ1XtO07bCQuLNfywiMkiKZ2l5jnOGK2m5pAMljln4IZwoGsueGaG6654YyW",
+	"Hw/LxWioAXCt+cqXnQnNvBjCzB/Y9uU2Os7HDO5xGB+aiCQzrl6QshmecUhtLnyu0JkkEI6BcklhCNr8",
+	"HKEBDQICcxGpuJBgagsSYF+RigjbW5jwmuBgXePoqbiZgelVbT00OGJXlWYdkLvmQ3CDjC3xL1xGrYoX",
+	"bZGRq2VU3aCYoQwzPNOJwUWQ+YOE3ZtKRZYdYYk0BSCuuY+4D/iQHUGNWIpDc+GMkQ+EhYYDGhJEmQZP",
+	"SKqiwQz+n46+/dJFla2MuYiwWjqL1Wz7zAzy+E3xK3siFRyrbVBizanWnMogScYZADFqOBaMKh4cZSci",
+	"bBw2BkrFh1tbO7vvWtut7dbO4fvt99uA3naIyTrupqJFj3MllcCxV1kKIytQ08qleNt8/8lM8bTnDhR6",
+	"qelRVWjEkxsWGvFMjtkOIsqoXqMpkQ182kMDLpX0rGfRg6wnzy3dmL2u21sLwRDSdnXPqwmoxwNq6pnb",
+	"RWD9asUqrrKu9rCRkEICrZm+Vc7I57ZPekXm0GHO0vIm749kltOVH9bozpNDnlzYOkq57vc+Zxo7rBvf",
+	"BDyBKCvA2iJUBbwLjYe8tEuqB0V6TYUmcCLkhjON+ybHOh1p5kkr8p5dIBYVhdoM+S27dLvJYc8KpbNs",
+	"qHahlGGr0CVf7/PL4/8JAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -859,13 +859,19 @@ type FileRef struct {
 
 // FileRefInput A file link; nothing fetches it.
 type FileRefInput struct {
-	Commit      *string `json:"commit,omitempty"`
-	DisplayName string  `json:"display_name"`
-	MediaType   *string `json:"media_type,omitempty"`
-	Sha256      *string `json:"sha256,omitempty"`
+	Commit *string `json:"commit,omitempty"`
 
-	// Url https:// URL without credentials, query or private host.
-	Url          string  `json:"url"`
+	// DisplayName At most 256 UTF-8 bytes.
+	DisplayName string `json:"display_name"`
+
+	// MediaType At most 255 UTF-8 bytes.
+	MediaType *string `json:"media_type,omitempty"`
+	Sha256    *string `json:"sha256,omitempty"`
+
+	// Url https:// URL without credentials, query or private host; at most 2048 UTF-8 bytes.
+	Url string `json:"url"`
+
+	// VersionLabel At most 128 UTF-8 bytes.
 	VersionLabel *string `json:"version_label,omitempty"`
 }
 
@@ -1512,6 +1518,9 @@ type BadRequest = Error
 
 // Conflict defines model for Conflict.
 type Conflict = Error
+
+// HeadersTooLarge defines model for HeadersTooLarge.
+type HeadersTooLarge = Error
 
 // LimitExceeded defines model for LimitExceeded.
 type LimitExceeded = Error
@@ -8042,6 +8051,8 @@ type AdminBoxListResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8065,6 +8076,11 @@ func (r AdminBoxListResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r AdminBoxListResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminBoxListResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8134,6 +8150,8 @@ type AdminBoxCreateResponse struct {
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8169,6 +8187,11 @@ func (r AdminBoxCreateResponse) GetJSON415() *UnsupportedMediaType {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminBoxCreateResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminBoxCreateResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8240,6 +8263,8 @@ type AdminBoxUpdateResponse struct {
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8280,6 +8305,11 @@ func (r AdminBoxUpdateResponse) GetJSON415() *UnsupportedMediaType {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminBoxUpdateResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminBoxUpdateResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8342,6 +8372,8 @@ type AdminAgentListResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8370,6 +8402,11 @@ func (r AdminAgentListResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminAgentListResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminAgentListResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8441,6 +8478,8 @@ type AdminAgentCreateResponse struct {
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8481,6 +8520,11 @@ func (r AdminAgentCreateResponse) GetJSON415() *UnsupportedMediaType {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminAgentCreateResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminAgentCreateResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8552,6 +8596,8 @@ type AdminAgentUpdateResponse struct {
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8592,6 +8638,11 @@ func (r AdminAgentUpdateResponse) GetJSON415() *UnsupportedMediaType {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminAgentUpdateResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminAgentUpdateResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8656,6 +8707,8 @@ type AdminKeyListResponse struct {
 	JSON404 *NotFound
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8689,6 +8742,11 @@ func (r AdminKeyListResponse) GetJSON404() *NotFound {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminKeyListResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminKeyListResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8760,6 +8818,8 @@ type AdminKeyCreateResponse struct {
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8800,6 +8860,11 @@ func (r AdminKeyCreateResponse) GetJSON415() *UnsupportedMediaType {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminKeyCreateResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminKeyCreateResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8864,6 +8929,8 @@ type AdminAgentProfileGetResponse struct {
 	JSON404 *NotFound
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8897,6 +8964,11 @@ func (r AdminAgentProfileGetResponse) GetJSON404() *NotFound {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminAgentProfileGetResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminAgentProfileGetResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8968,6 +9040,8 @@ type AdminAgentProfileSetResponse struct {
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9008,6 +9082,11 @@ func (r AdminAgentProfileSetResponse) GetJSON415() *UnsupportedMediaType {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminAgentProfileSetResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminAgentProfileSetResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9070,6 +9149,8 @@ type AdminCleanupStatusResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9098,6 +9179,11 @@ func (r AdminCleanupStatusResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminCleanupStatusResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminCleanupStatusResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9160,6 +9246,8 @@ type AdminHostListResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9188,6 +9276,11 @@ func (r AdminHostListResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminHostListResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminHostListResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9259,6 +9352,8 @@ type AdminHostCreateResponse struct {
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9299,6 +9394,11 @@ func (r AdminHostCreateResponse) GetJSON415() *UnsupportedMediaType {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminHostCreateResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminHostCreateResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9370,6 +9470,8 @@ type AdminHostUpdateResponse struct {
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9410,6 +9512,11 @@ func (r AdminHostUpdateResponse) GetJSON415() *UnsupportedMediaType {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminHostUpdateResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminHostUpdateResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9472,6 +9579,8 @@ type AdminKeyRevokeResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9500,6 +9609,11 @@ func (r AdminKeyRevokeResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminKeyRevokeResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminKeyRevokeResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9562,6 +9676,8 @@ type AdminRoomListResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9590,6 +9706,11 @@ func (r AdminRoomListResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminRoomListResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminRoomListResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9654,6 +9775,8 @@ type AdminRoomArchiveResponse struct {
 	JSON404 *NotFound
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *Conflict
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9687,6 +9810,11 @@ func (r AdminRoomArchiveResponse) GetJSON404() *NotFound {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r AdminRoomArchiveResponse) GetJSON409() *Conflict {
 	return r.JSON409
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminRoomArchiveResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9760,6 +9888,8 @@ type AdminRoomSetOwnerResponse struct {
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9805,6 +9935,11 @@ func (r AdminRoomSetOwnerResponse) GetJSON415() *UnsupportedMediaType {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminRoomSetOwnerResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminRoomSetOwnerResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9867,6 +10002,8 @@ type AdminSettingsGetResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9895,6 +10032,11 @@ func (r AdminSettingsGetResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminSettingsGetResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminSettingsGetResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9968,6 +10110,8 @@ type AdminSettingsUpdateResponse struct {
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10013,6 +10157,11 @@ func (r AdminSettingsUpdateResponse) GetJSON415() *UnsupportedMediaType {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminSettingsUpdateResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminSettingsUpdateResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10073,6 +10222,8 @@ type AdminTokenListResponse struct {
 	JSON400 *BadRequest
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Unauthorized
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10096,6 +10247,11 @@ func (r AdminTokenListResponse) GetJSON400() *BadRequest {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r AdminTokenListResponse) GetJSON401() *Unauthorized {
 	return r.JSON401
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminTokenListResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10165,6 +10321,8 @@ type AdminTokenCreateResponse struct {
 	JSON415 *UnsupportedMediaType
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *LimitExceeded
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10200,6 +10358,11 @@ func (r AdminTokenCreateResponse) GetJSON415() *UnsupportedMediaType {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r AdminTokenCreateResponse) GetJSON422() *LimitExceeded {
 	return r.JSON422
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminTokenCreateResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10262,6 +10425,8 @@ type AdminTokenRevokeResponse struct {
 	JSON401 *Unauthorized
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *NotFound
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10290,6 +10455,11 @@ func (r AdminTokenRevokeResponse) GetJSON401() *Unauthorized {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r AdminTokenRevokeResponse) GetJSON404() *NotFound {
 	return r.JSON404
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AdminTokenRevokeResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10368,6 +10538,8 @@ type AttachmentDownloadResponse struct {
 	JSON409 *Conflict
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10405,6 +10577,11 @@ func (r AttachmentDownloadResponse) GetJSON409() *Conflict {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r AttachmentDownloadResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AttachmentDownloadResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10474,6 +10651,8 @@ type CheckpointGetResponse struct {
 	JSON409 *Conflict
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10509,6 +10688,11 @@ func (r CheckpointGetResponse) GetJSON409() *Conflict {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r CheckpointGetResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r CheckpointGetResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10587,6 +10771,8 @@ type CheckpointSaveResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10634,6 +10820,11 @@ func (r CheckpointSaveResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r CheckpointSaveResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r CheckpointSaveResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10707,6 +10898,8 @@ type ConversationReadResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10752,6 +10945,11 @@ func (r ConversationReadResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r ConversationReadResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r ConversationReadResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10825,6 +11023,8 @@ type DirectorySearchResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10870,6 +11070,11 @@ func (r DirectorySearchResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r DirectorySearchResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r DirectorySearchResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10950,6 +11155,8 @@ type DirectoryUpdateSelfResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11002,6 +11209,11 @@ func (r DirectoryUpdateSelfResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r DirectoryUpdateSelfResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r DirectoryUpdateSelfResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11073,6 +11285,8 @@ type DirectoryGetResponse struct {
 	JSON409 *Conflict
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11113,6 +11327,11 @@ func (r DirectoryGetResponse) GetJSON409() *Conflict {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r DirectoryGetResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r DirectoryGetResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11186,6 +11405,8 @@ type InboxListResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11231,6 +11452,11 @@ func (r InboxListResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r InboxListResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r InboxListResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11311,6 +11537,8 @@ type InboxAckResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11363,6 +11591,11 @@ func (r InboxAckResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r InboxAckResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r InboxAckResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11443,6 +11676,8 @@ type InboxClaimResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11495,6 +11730,11 @@ func (r InboxClaimResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r InboxClaimResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r InboxClaimResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11562,6 +11802,8 @@ type LimitsGetResponse struct {
 	JSON401 *Unauthorized
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11592,6 +11834,11 @@ func (r LimitsGetResponse) GetJSON401() *Unauthorized {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r LimitsGetResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r LimitsGetResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11659,6 +11906,8 @@ type MeGetResponse struct {
 	JSON401 *Unauthorized
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11689,6 +11938,11 @@ func (r MeGetResponse) GetJSON401() *Unauthorized {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r MeGetResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r MeGetResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11769,6 +12023,8 @@ type MessageSendResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11821,6 +12077,11 @@ func (r MessageSendResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r MessageSendResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r MessageSendResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11901,6 +12162,8 @@ type MessageSendBatchResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11953,6 +12216,11 @@ func (r MessageSendBatchResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r MessageSendBatchResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r MessageSendBatchResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12024,6 +12292,8 @@ type MessageGetResponse struct {
 	JSON409 *Conflict
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12064,6 +12334,11 @@ func (r MessageGetResponse) GetJSON409() *Conflict {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r MessageGetResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r MessageGetResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12137,6 +12412,8 @@ type FileReportListResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12182,6 +12459,11 @@ func (r FileReportListResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r FileReportListResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r FileReportListResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12262,6 +12544,8 @@ type FileAccessReportResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12314,6 +12598,11 @@ func (r FileAccessReportResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r FileAccessReportResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r FileAccessReportResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12390,6 +12679,8 @@ type AgentPrimeResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12432,6 +12723,11 @@ func (r AgentPrimeResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r AgentPrimeResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r AgentPrimeResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12501,6 +12797,8 @@ type ProfileGetResponse struct {
 	JSON409 *Conflict
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12536,6 +12834,11 @@ func (r ProfileGetResponse) GetJSON409() *Conflict {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r ProfileGetResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r ProfileGetResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12609,6 +12912,8 @@ type RequestListResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12654,6 +12959,11 @@ func (r RequestListResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RequestListResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RequestListResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12734,6 +13044,8 @@ type RequestRespondResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12786,6 +13098,11 @@ func (r RequestRespondResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RequestRespondResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RequestRespondResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12859,6 +13176,8 @@ type RoomListResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12904,6 +13223,11 @@ func (r RoomListResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RoomListResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RoomListResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12984,6 +13308,8 @@ type RoomCreateResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13036,6 +13362,11 @@ func (r RoomCreateResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RoomCreateResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RoomCreateResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13107,6 +13438,8 @@ type RoomGetResponse struct {
 	JSON409 *Conflict
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13147,6 +13480,11 @@ func (r RoomGetResponse) GetJSON409() *Conflict {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RoomGetResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RoomGetResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13218,6 +13556,8 @@ type RoomBriefGetResponse struct {
 	JSON409 *Conflict
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13258,6 +13598,11 @@ func (r RoomBriefGetResponse) GetJSON409() *Conflict {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RoomBriefGetResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RoomBriefGetResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13338,6 +13683,8 @@ type RoomBriefUpdateResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13390,6 +13737,11 @@ func (r RoomBriefUpdateResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RoomBriefUpdateResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RoomBriefUpdateResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13470,6 +13822,8 @@ type RoomFollowResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13522,6 +13876,11 @@ func (r RoomFollowResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RoomFollowResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RoomFollowResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13602,6 +13961,8 @@ type RoomInviteResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13654,6 +14015,11 @@ func (r RoomInviteResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RoomInviteResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RoomInviteResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13734,6 +14100,8 @@ type RoomJoinResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13786,6 +14154,11 @@ func (r RoomJoinResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RoomJoinResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RoomJoinResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13866,6 +14239,8 @@ type RoomLeaveResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13918,6 +14293,11 @@ func (r RoomLeaveResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r RoomLeaveResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RoomLeaveResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13991,6 +14371,8 @@ type ThreadReadResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14036,6 +14418,11 @@ func (r ThreadReadResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r ThreadReadResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r ThreadReadResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14109,6 +14496,8 @@ type ThreadExportResponse struct {
 	JSON422 *LimitExceeded
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *RateLimited
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *HeadersTooLarge
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *StorageFailure
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14154,6 +14543,11 @@ func (r ThreadExportResponse) GetJSON422() *LimitExceeded {
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
 func (r ThreadExportResponse) GetJSON429() *RateLimited {
 	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r ThreadExportResponse) GetJSON431() *HeadersTooLarge {
+	return r.JSON431
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15427,6 +15821,13 @@ func ParseAdminBoxListResponse(rsp *http.Response) (*AdminBoxListResponse, error
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15517,6 +15918,13 @@ func ParseAdminBoxCreateResponse(rsp *http.Response) (*AdminBoxCreateResponse, e
 			return nil, err
 		}
 		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -15626,6 +16034,13 @@ func ParseAdminBoxUpdateResponse(rsp *http.Response) (*AdminBoxUpdateResponse, e
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -15719,6 +16134,13 @@ func ParseAdminAgentListResponse(rsp *http.Response) (*AdminAgentListResponse, e
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -15817,6 +16239,13 @@ func ParseAdminAgentCreateResponse(rsp *http.Response) (*AdminAgentCreateRespons
 			return nil, err
 		}
 		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -15926,6 +16355,13 @@ func ParseAdminAgentUpdateResponse(rsp *http.Response) (*AdminAgentUpdateRespons
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16027,6 +16463,13 @@ func ParseAdminKeyListResponse(rsp *http.Response) (*AdminKeyListResponse, error
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16124,6 +16567,13 @@ func ParseAdminKeyCreateResponse(rsp *http.Response) (*AdminKeyCreateResponse, e
 			return nil, err
 		}
 		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -16226,6 +16676,13 @@ func ParseAdminAgentProfileGetResponse(rsp *http.Response) (*AdminAgentProfileGe
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16324,6 +16781,13 @@ func ParseAdminAgentProfileSetResponse(rsp *http.Response) (*AdminAgentProfileSe
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16418,6 +16882,13 @@ func ParseAdminCleanupStatusResponse(rsp *http.Response) (*AdminCleanupStatusRes
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16501,6 +16972,13 @@ func ParseAdminHostListResponse(rsp *http.Response) (*AdminHostListResponse, err
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -16599,6 +17077,13 @@ func ParseAdminHostCreateResponse(rsp *http.Response) (*AdminHostCreateResponse,
 			return nil, err
 		}
 		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -16708,6 +17193,13 @@ func ParseAdminHostUpdateResponse(rsp *http.Response) (*AdminHostUpdateResponse,
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16802,6 +17294,13 @@ func ParseAdminKeyRevokeResponse(rsp *http.Response) (*AdminKeyRevokeResponse, e
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -16885,6 +17384,13 @@ func ParseAdminRoomListResponse(rsp *http.Response) (*AdminRoomListResponse, err
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -16976,6 +17482,13 @@ func ParseAdminRoomArchiveResponse(rsp *http.Response) (*AdminRoomArchiveRespons
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -17082,6 +17595,13 @@ func ParseAdminRoomSetOwnerResponse(rsp *http.Response) (*AdminRoomSetOwnerRespo
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17175,6 +17695,13 @@ func ParseAdminSettingsGetResponse(rsp *http.Response) (*AdminSettingsGetRespons
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -17281,6 +17808,13 @@ func ParseAdminSettingsUpdateResponse(rsp *http.Response) (*AdminSettingsUpdateR
 		}
 		response.JSON422 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17367,6 +17901,13 @@ func ParseAdminTokenListResponse(rsp *http.Response) (*AdminTokenListResponse, e
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -17458,6 +17999,13 @@ func ParseAdminTokenCreateResponse(rsp *http.Response) (*AdminTokenCreateRespons
 			return nil, err
 		}
 		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -17553,6 +18101,13 @@ func ParseAdminTokenRevokeResponse(rsp *http.Response) (*AdminTokenRevokeRespons
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17643,6 +18198,13 @@ func ParseAttachmentDownloadResponse(rsp *http.Response) (*AttachmentDownloadRes
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -17783,6 +18345,13 @@ func ParseCheckpointGetResponse(rsp *http.Response) (*CheckpointGetResponse, err
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17897,6 +18466,13 @@ func ParseCheckpointSaveResponse(rsp *http.Response) (*CheckpointSaveResponse, e
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -18023,6 +18599,13 @@ func ParseConversationReadResponse(rsp *http.Response) (*ConversationReadRespons
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -18137,6 +18720,13 @@ func ParseDirectorySearchResponse(rsp *http.Response) (*DirectorySearchResponse,
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -18260,6 +18850,13 @@ func ParseDirectoryUpdateSelfResponse(rsp *http.Response) (*DirectoryUpdateSelfR
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -18378,6 +18975,13 @@ func ParseDirectoryGetResponse(rsp *http.Response) (*DirectoryGetResponse, error
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -18492,6 +19096,13 @@ func ParseInboxListResponse(rsp *http.Response) (*InboxListResponse, error) {
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -18614,6 +19225,13 @@ func ParseInboxAckResponse(rsp *http.Response) (*InboxAckResponse, error) {
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -18747,6 +19365,13 @@ func ParseInboxClaimResponse(rsp *http.Response) (*InboxClaimResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -18851,6 +19476,13 @@ func ParseLimitsGetResponse(rsp *http.Response) (*LimitsGetResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -18944,6 +19576,13 @@ func ParseMeGetResponse(rsp *http.Response) (*MeGetResponse, error) {
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -19066,6 +19705,13 @@ func ParseMessageSendResponse(rsp *http.Response) (*MessageSendResponse, error) 
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -19199,6 +19845,13 @@ func ParseMessageSendBatchResponse(rsp *http.Response) (*MessageSendBatchRespons
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19317,6 +19970,13 @@ func ParseMessageGetResponse(rsp *http.Response) (*MessageGetResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19431,6 +20091,13 @@ func ParseFileReportListResponse(rsp *http.Response) (*FileReportListResponse, e
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -19554,6 +20221,13 @@ func ParseFileAccessReportResponse(rsp *http.Response) (*FileAccessReportRespons
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19672,6 +20346,13 @@ func ParseAgentPrimeResponse(rsp *http.Response) (*AgentPrimeResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -19782,6 +20463,13 @@ func ParseProfileGetResponse(rsp *http.Response) (*ProfileGetResponse, error) {
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -19897,6 +20585,13 @@ func ParseRequestListResponse(rsp *http.Response) (*RequestListResponse, error) 
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -20019,6 +20714,13 @@ func ParseRequestRespondResponse(rsp *http.Response) (*RequestRespondResponse, e
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -20145,6 +20847,13 @@ func ParseRoomListResponse(rsp *http.Response) (*RoomListResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20267,6 +20976,13 @@ func ParseRoomCreateResponse(rsp *http.Response) (*RoomCreateResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20385,6 +21101,13 @@ func ParseRoomGetResponse(rsp *http.Response) (*RoomGetResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20492,6 +21215,13 @@ func ParseRoomBriefGetResponse(rsp *http.Response) (*RoomBriefGetResponse, error
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -20614,6 +21344,13 @@ func ParseRoomBriefUpdateResponse(rsp *http.Response) (*RoomBriefUpdateResponse,
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -20747,6 +21484,13 @@ func ParseRoomFollowResponse(rsp *http.Response) (*RoomFollowResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -20878,6 +21622,13 @@ func ParseRoomInviteResponse(rsp *http.Response) (*RoomInviteResponse, error) {
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
@@ -21011,6 +21762,13 @@ func ParseRoomJoinResponse(rsp *http.Response) (*RoomJoinResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21143,6 +21901,13 @@ func ParseRoomLeaveResponse(rsp *http.Response) (*RoomLeaveResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21268,6 +22033,13 @@ func ParseThreadReadResponse(rsp *http.Response) (*ThreadReadResponse, error) {
 		}
 		response.JSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -21382,6 +22154,13 @@ func ParseThreadExportResponse(rsp *http.Response) (*ThreadExportResponse, error
 			return nil, err
 		}
 		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest HeadersTooLarge
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest StorageFailure

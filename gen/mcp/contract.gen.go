@@ -784,7 +784,7 @@ var (
 		Name:                   "tool_search",
 		OperationID:            "",
 		Title:                  "Search tools",
-		Description:            "Router mode: find which tool to use for a job: ranks tools by lexical match of query against their names, titles and descriptions.",
+		Description:            "Router mode: find which tool to use for a job: ranks tools by lexical match of query against their names, titles and descriptions; a tool matching no word of the query is left out (no match: no items).",
 		Annotations:            Annotations{ReadOnlyHint: true, DestructiveHint: false, IdempotentHint: true, OpenWorldHint: false},
 		PermissionClass:        "read_only",
 		Idempotency:            "natural",

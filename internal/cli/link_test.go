@@ -228,6 +228,35 @@ func TestMCPStartRefusesWhatIsNotAgentbox(t *testing.T) {
 	}
 }
 
+// A box_key no box can have, in AGENTBOX_BOX or as a credentials file's name, ends
+// `agentbox mcp` at once (exit 2) saying which variable, never echoing it: started, every call
+// would be AUTH_FAILED and the start check would blame the key.
+func TestMCPStartRefusesAMalformedBox(t *testing.T) {
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	t.Setenv("AGENTBOX_SERVER", e.URL)
+	t.Setenv("AGENTBOX_SESSION", "")
+	t.Setenv("AGENTBOX_CREDENTIALS", "")
+	t.Setenv("AGENTBOX_API_KEY", a.Key)
+	t.Setenv("AGENTBOX_BOX", "BAD BOX")
+	out, errOut, code := runText("mcp")
+	if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, "AGENTBOX_BOX is not a box_key") || strings.Contains(errOut, "BAD BOX") {
+		t.Errorf("AGENTBOX_BOX malformed: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	creds := filepath.Join(t.TempDir(), "credentials.json")
+	if err := os.WriteFile(creds, []byte(`{"Alpha Box":"`+a.Key+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AGENTBOX_BOX", "")
+	t.Setenv("AGENTBOX_API_KEY", "")
+	t.Setenv("AGENTBOX_CREDENTIALS", creds)
+	out, errOut, code = runText("mcp")
+	if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, "is not a box_key") || strings.Contains(errOut, "Alpha Box") {
+		t.Errorf("a credentials file with a malformed box_key: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
 // TestMCPStartChecksAsTheKey: the start check of `agentbox mcp` asks GET /me as the key of
 // the box it knows, so a good key costs the server no failed authentication (a 401 counted,
 // "agent authentication failed" logged at every process start would feed auth-failure

@@ -54,6 +54,10 @@ func (e *env) mcpStdio(args []string) error {
 	if err != nil {
 		return usageError{err.Error()}
 	}
+	box, err := mcpserver.BoxFromEnv(os.Getenv)
+	if err != nil {
+		return usageError{err.Error()}
+	}
 	if session == "" {
 		session = mcpserver.NewSessionKey("stdio-")
 	}
@@ -64,7 +68,7 @@ func (e *env) mcpStdio(args []string) error {
 		Credentials: creds,
 		Session:     session,
 		Version:     version.String(),
-		Box:         os.Getenv("AGENTBOX_BOX"),
+		Box:         box,
 		Log:         slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}, io.NopCloser(e.stdin), nopWriteCloser{e.stdout})
 }

@@ -381,7 +381,7 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 
 // bodyMediaType checks the request's Content-Type against the media types the operation's
 // requestBody declares in the contract (op.MediaTypes): anything else is 415. It reports
-// whether the body is JSON. A request without a body may omit Content-Type (an empty body is
+// whether the body is JSON, and leaves the header in its parsed form. A request without a body may omit Content-Type (an empty body is
 // the empty object); operations without a requestBody ignore it. An encoded body
 // (Content-Encoding other than identity) is 415 too, whatever its type.
 func bodyMediaType(op *mcp.Operation, r *http.Request) (json bool, err error) {
@@ -402,6 +402,11 @@ func bodyMediaType(op *mcp.Operation, r *http.Request) (json bool, err error) {
 	isJSON := mt == "application/json" || strings.HasSuffix(mt, "+json")
 	if cs, ok := params["charset"]; ok && isJSON && !strings.EqualFold(cs, "utf-8") {
 		return false, apierr.UnsupportedMediaType(op.MediaTypes...) // JSON is UTF-8 (RFC 8259)
+	}
+	if mt != ct {
+		// Media types are case-insensitive (RFC 9110 §8.3.1) but the generated handlers
+		// match the header's prefix as written: they see it in the parsed, lower-case form.
+		r.Header.Set("Content-Type", mime.FormatMediaType(mt, params))
 	}
 	return isJSON, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/agentbox/agentbox/gen/client"
 	genmcp "github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/boxkey"
 	"github.com/agentbox/agentbox/internal/schema"
 )
 
@@ -50,6 +51,9 @@ func CredentialsFromEnv(getenv func(string) string) (Credentials, error) {
 			key = strings.TrimSpace(key)
 			if box == "" || key == "" {
 				return Credentials{}, fmt.Errorf("AGENTBOX_CREDENTIALS: %s has an empty box_key or key", path)
+			}
+			if !boxkey.Valid(box) {
+				return Credentials{}, fmt.Errorf("AGENTBOX_CREDENTIALS: %s has a name that %s", path, notABoxKey)
 			}
 			if !ValidKey(key) {
 				return Credentials{}, fmt.Errorf("AGENTBOX_CREDENTIALS: in %s, the key for box_key %q %s", path, box, notAKey)
@@ -95,6 +99,20 @@ func SessionFromEnv(getenv func(string) string) (string, error) {
 	}
 	return s, nil
 }
+
+// BoxFromEnv is AGENTBOX_BOX ("" when unset), checked by the box_key pattern: a value no
+// box can have would make every call AUTH_FAILED, and the start check would blame the key.
+// Never echoed.
+func BoxFromEnv(getenv func(string) string) (string, error) {
+	box := getenv("AGENTBOX_BOX")
+	if box != "" && !boxkey.Valid(box) {
+		return "", fmt.Errorf("AGENTBOX_BOX %s", notABoxKey)
+	}
+	return box, nil
+}
+
+// notABoxKey says what a box_key is, after the variable or file that holds a malformed one.
+const notABoxKey = "is not a box_key (2 to 63 characters: lower-case letters, digits and '-', not first)"
 
 // maxSessionLen is the server's bound on the Agentbox-Session header (internal/auth).
 const maxSessionLen = 128

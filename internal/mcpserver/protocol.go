@@ -24,8 +24,10 @@ func ProtocolErrorMessage(code int64) string {
 	case jsonrpc.CodeMethodNotFound:
 		return "method not found"
 	case jsonrpc.CodeInvalidParams:
-		// Most often a tools/call of a tool this key does not list: say so, without its name.
-		return "invalid params: no such tool for this key (tools/list names them), or malformed params"
+		// Most often a tools/call of a tool this key does not list: say so, without its name;
+		// on 2026-07-28 also a request without the _meta the protocol requires.
+		return "invalid params: no such tool for this key (tools/list names them), malformed params, " +
+			"or (protocol 2026-07-28) no _meta io.modelcontextprotocol/protocolVersion, clientInfo and clientCapabilities"
 	case mcp.CodeHeaderMismatch:
 		return "header mismatch: MCP-Protocol-Version, Mcp-Method and Mcp-Name must be present and agree with the request body"
 	case mcp.CodeMissingRequiredClientCapabilities:

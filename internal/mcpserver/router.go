@@ -186,7 +186,8 @@ func (sf *surface) toolDescribe(_ context.Context, _ *mcp.CallToolRequest, args 
 
 // rankTools orders the executable tools by a small lexical score of the query against
 // name (weight 3), title (2) and description (1), each query term weighted by its rarity
-// across the registry; ties keep registry order. Deterministic.
+// across the registry; ties keep registry order; a tool that matches no term is left out.
+// Deterministic.
 func rankTools(query string) []*genmcp.Tool {
 	var tools []*genmcp.Tool
 	for _, t := range genmcp.Tools {
@@ -230,9 +231,12 @@ func rankTools(query string) []*genmcp.Tool {
 		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return score[idx[a]] > score[idx[b]] })
-	out := make([]*genmcp.Tool, len(idx))
-	for i, j := range idx {
-		out[i] = tools[j]
+	out := make([]*genmcp.Tool, 0, len(idx))
+	for _, j := range idx {
+		if score[j] == 0 && len(terms) > 0 {
+			break // matches no word of the query: not a result (a query of no words lists all)
+		}
+		out = append(out, tools[j])
 	}
 	return out
 }

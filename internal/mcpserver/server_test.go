@@ -614,6 +614,16 @@ func TestRouterMode(t *testing.T) {
 	if err := json.Unmarshal([]byte(text(t, s)), &found); err != nil || len(found.Items) != 2 || found.Items[0].Name != "checkpoint_save" {
 		t.Errorf("tool_search: %s", text(t, s))
 	}
+	// A query no tool matches finds nothing (not the first tools of the registry); a query
+	// of no words lists every tool, up to the limit.
+	none := call(t, cs, "tool_search", map[string]any{"box_key": "alpha", "query": "zzzqqqxx", "limit": 10})
+	if err := json.Unmarshal([]byte(text(t, none)), &found); err != nil || len(found.Items) != 0 {
+		t.Errorf("tool_search for a word no tool has: %s", text(t, none))
+	}
+	all := call(t, cs, "tool_search", map[string]any{"box_key": "alpha", "query": "  ", "limit": 3})
+	if err := json.Unmarshal([]byte(text(t, all)), &found); err != nil || len(found.Items) != 3 {
+		t.Errorf("tool_search for no word: %s", text(t, all))
+	}
 
 	// The full mode has no router tools.
 	if _, err := full.CallTool(context.Background(), &mcp.CallToolParams{Name: "tool_execute", Arguments: map[string]any{}}); err == nil {

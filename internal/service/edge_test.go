@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/gen/api"
 	genmcp "github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/testenv"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -54,6 +56,18 @@ func TestUndeclaredMediaTypeIs415(t *testing.T) {
 	}
 	if r := raw(t, w.e, "POST", "/api/v1/boxes/alpha/prime", a.Key, "", nil, nil); r.Status != http.StatusOK {
 		t.Fatalf("prime without a body: %d %s", r.Status, r.Raw)
+	}
+	// Media types are case-insensitive (RFC 9110 §8.3.1), on the operations that also take
+	// uploads too.
+	for i, ct := range []string{"application/JSON", "Application/Json; Charset=UTF-8"} {
+		body := []byte(`{"destination":{"kind":"dm","recipient_agent_id":"` + b.ID.String() + `"},"body_md":"case ` + ct + `","idempotency_key":"case-` + strconv.Itoa(i) + `"}`)
+		if r := raw(t, w.e, "POST", "/api/v1/boxes/alpha/messages", a.Key, ct, body, nil); r.Status != http.StatusOK {
+			t.Errorf("message_send with %s: %d %s", ct, r.Status, r.Raw)
+		}
+		batch := []byte(`{"recipient_agent_ids":["` + b.ID.String() + `"],"body_md":"batch ` + ct + `","idempotency_key":"batch-` + strconv.Itoa(i) + `"}`)
+		if r := raw(t, w.e, "POST", "/api/v1/boxes/alpha/messages/batch", a.Key, ct, batch, nil); r.Status != http.StatusOK {
+			t.Errorf("message_send_batch with %s: %d %s", ct, r.Status, r.Raw)
+		}
 	}
 }
 
@@ -173,6 +187,19 @@ func TestOversizeRequestsGetTheErrorBody(t *testing.T) {
 	r := raw(t, w.e, "GET", "/api/v1/boxes/alpha/me", key, "", nil, map[string]string{"X-Big": strings.Repeat("y", 70<<10)})
 	if r.Status != http.StatusRequestHeaderFieldsTooLarge || r.Code() != "LIMIT_EXCEEDED" || r.ErrorField("reason") != "headers_too_large" {
 		t.Fatalf("want 431 LIMIT_EXCEEDED headers_too_large, got %d %s", r.Status, r.Raw)
+	}
+	// Any operation can answer it (a long query string counts), so every one documents it
+	// (SPEC §13.3: every error response documented), for the SDKs generated from the contract.
+	doc, err := api.GetSwagger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.Responses.Status(http.StatusRequestHeaderFieldsTooLarge) == nil {
+				t.Errorf("%s %s does not document 431", method, path)
+			}
+		}
 	}
 	big := []byte(`{"checkpoint":{"x":"` + strings.Repeat(marker, (2<<20)/len(marker)) + `"}}`)
 	r = raw(t, w.e, "PUT", "/api/v1/boxes/alpha/checkpoint", key, "application/json", big, nil)

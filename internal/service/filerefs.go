@@ -17,9 +17,6 @@ import (
 // service fetches, resolves, previews or shares these URLs; the validator below is purely
 // syntactic (no DNS), so it judges only what the URL text itself says.
 
-// fileURLMaxBytes bounds one reference URL (the envelope cap bounds the total).
-const fileURLMaxBytes = 2048
-
 // fileRefs validates the references of a send and returns their output form, in order.
 func fileRefs(in *[]api.FileRefInput) ([]api.FileRef, error) {
 	if in == nil {
@@ -30,13 +27,24 @@ func fileRefs(in *[]api.FileRefInput) ([]api.FileRef, error) {
 	}
 	out := make([]api.FileRef, 0, len(*in))
 	for i, f := range *in {
+		field := fieldIndex("files", i)
+		for _, b := range []struct {
+			name  string
+			value *string
+			max   int
+		}{{"url", &f.Url, FileURLMaxBytes}, {"display_name", &f.DisplayName, FileDisplayNameMaxBytes},
+			{"media_type", f.MediaType, FileMediaTypeMaxBytes}, {"version_label", f.VersionLabel, FileVersionMaxBytes}} {
+			if b.value != nil && len(*b.value) > b.max {
+				return nil, apierr.TooLong(field+"."+b.name, int64(b.max))
+			}
+		}
 		if !fileURLAllowed(f.Url) {
-			return nil, apierr.Invalid(fieldIndex("files", i)+".url",
+			return nil, apierr.Invalid(field+".url",
 				"only https URLs to a public host, without credentials, query, fragment or token-like parts, are accepted").
 				WithReason("file_url_rejected")
 		}
 		if f.DisplayName == "" {
-			return nil, apierr.Invalid(fieldIndex("files", i)+".display_name", "must not be empty")
+			return nil, apierr.Invalid(field+".display_name", "must not be empty")
 		}
 		out = append(out, api.FileRef{Url: f.Url, DisplayName: f.DisplayName, MediaType: f.MediaType,
 			VersionLabel: f.VersionLabel, Sha256: f.Sha256, Commit: f.Commit,
@@ -57,7 +65,7 @@ func fileRefs(in *[]api.FileRefInput) ([]api.FileRef, error) {
 // patterns anywhere in the URL. Hosts are compared after Unicode compatibility mapping, so
 // full-width or ideographic look-alikes of these hosts are rejected too.
 func fileURLAllowed(raw string) bool {
-	if raw == "" || len(raw) > fileURLMaxBytes || !utf8.ValidString(raw) {
+	if raw == "" || len(raw) > FileURLMaxBytes || !utf8.ValidString(raw) {
 		return false
 	}
 	for _, r := range raw {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentbox/agentbox/internal/service"
 	"github.com/agentbox/agentbox/internal/testenv"
 )
 
@@ -138,5 +139,50 @@ func TestFileRefsUnversionedLabel(t *testing.T) {
 	}
 	if f := got[2].(map[string]any); f["sha256"] != sha || f["media_type"] != "text/plain" || f["display_name"] != "hash" || f["url"] != "https://e.example/3" {
 		t.Fatalf("metadata: %v", f)
+	}
+}
+
+// Each text of a file reference has its stated cap in UTF-8 bytes (openapi x-max-bytes):
+// exactly at it is stored, one byte over (here by a two-byte character) is LIMIT_EXCEEDED
+// <field>_too_large with the limit and the field, and nothing is written.
+func TestFileRefTextCaps(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a", "b")
+	a, b := w.agents["a"], w.agents["b"]
+	at := func(n int) string { return strings.Repeat("x", n) }
+	over := func(n int) string { return strings.Repeat("x", n-1) + "é" }
+	url := func(n int) string { return "https://example.com/" + at(n-len("https://example.com/")) }
+	for _, c := range []struct {
+		field string
+		max   int
+		ref   func(string) map[string]any
+		value func(int) string
+	}{
+		{"url", service.FileURLMaxBytes, func(v string) map[string]any { return map[string]any{"url": v, "display_name": "d"} }, url},
+		{"display_name", service.FileDisplayNameMaxBytes, func(v string) map[string]any {
+			return map[string]any{"url": "https://example.com/f", "display_name": v}
+		}, at},
+		{"media_type", service.FileMediaTypeMaxBytes, func(v string) map[string]any {
+			return map[string]any{"url": "https://example.com/f", "display_name": "d", "media_type": v}
+		}, at},
+		{"version_label", service.FileVersionMaxBytes, func(v string) map[string]any {
+			return map[string]any{"url": "https://example.com/f", "display_name": "d", "version_label": v}
+		}, at},
+	} {
+		if r := msSend(a, dmTo(b), "at the cap: "+c.field, map[string]any{"files": []any{c.ref(c.value(c.max))}}); r.Status != http.StatusOK {
+			t.Errorf("%s of %d bytes: %d %.300s", c.field, c.max, r.Status, r.Raw)
+		}
+		var long string
+		if c.field == "url" {
+			long = url(c.max-1) + "é" // 2049 bytes, 2048 characters
+		} else {
+			long = over(c.max)
+		}
+		r := rejects(t, w.e, c.field, func() testenv.Response {
+			return msSend(a, dmTo(b), "over the cap: "+c.field, map[string]any{"files": []any{c.ref(long)}})
+		}, "LIMIT_EXCEEDED", c.field+"_too_large", "files[0]."+c.field)
+		if e, _ := r.JSON()["error"].(map[string]any); e["limit"] != float64(c.max) {
+			t.Errorf("%s over its cap: limit %v, want %d", c.field, e["limit"], c.max)
+		}
 	}
 }

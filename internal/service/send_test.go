@@ -155,7 +155,7 @@ func TestSendEnvelopeCap(t *testing.T) {
 	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
 	w.settings(map[string]any{"envelope_max_bytes": 1500, "body_max_bytes": 1500, "payload_max_bytes": 1500}) // each cap fits in the envelope
-	f := []map[string]any{{"url": "https://files.example/" + strings.Repeat("p", 400), "display_name": strings.Repeat("n", 400)}}
+	f := []map[string]any{{"url": "https://files.example/" + strings.Repeat("p", 550), "display_name": strings.Repeat("n", 250)}}
 	mustSend(t, a, dmTo(b), strings.Repeat("b", 300), map[string]any{"files": f})
 	r := rejects(t, w.e, "envelope", func() testenv.Response {
 		return msSend(a, dmTo(b), strings.Repeat("b", 700), map[string]any{"files": f, "payload": map[string]any{"k": "v"}})
