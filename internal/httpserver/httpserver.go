@@ -406,7 +406,9 @@ func bodyMediaType(op *mcp.Operation, r *http.Request) (json bool, err error) {
 	if mt != ct {
 		// Media types are case-insensitive (RFC 9110 §8.3.1) but the generated handlers
 		// match the header's prefix as written: they see it in the parsed, lower-case form.
-		r.Header.Set("Content-Type", mime.FormatMediaType(mt, params))
+		if parsed := mime.FormatMediaType(mt, params); parsed != "" {
+			r.Header.Set("Content-Type", parsed)
+		}
 	}
 	return isJSON, nil
 }

@@ -221,7 +221,7 @@ func fixedRPCError(b []byte) ([]byte, bool) {
 }
 
 func (w *protocolErrorWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.intercepted {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.intercepted && w.held == 0 {
 		f.Flush()
 	}
 }
