@@ -64,6 +64,17 @@ UPDATE room_members SET state = 'left', left_at = @now
 WHERE box_id = @box_id AND room_id = @room_id AND agent_id = @agent_id AND state = 'active'
 RETURNING epoch;
 
+-- name: LockRoomUnread :exec
+-- Leaving a room first locks the agent's unread rows of the room, so it waits for any claim
+-- that holds one: such a claim judged the row accessible on a snapshot from before the leave
+-- and leases it in its own transaction, where EndRoomLeases's statement would not see the
+-- lease (the row looks unleased, so it matches without waiting) and the lease outlived the
+-- leave. Once the claim commits, EndRoomLeases (a later statement) sees and ends its leases;
+-- a claim that comes later skips the rows locked here, then finds the membership left.
+SELECT 1 FROM attention
+WHERE box_id = @box_id AND agent_id = @agent_id AND channel_id = @room_id AND acked_at IS NULL
+FOR UPDATE;
+
 -- name: EndRoomLeases :exec
 -- Leaving a room ends the agent's outstanding leases on that room's attention rows at once.
 UPDATE attention SET lease_session_id = NULL, lease_expires_at = NULL

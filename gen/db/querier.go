@@ -355,6 +355,13 @@ type Querier interface {
 	LockDMChannels(ctx context.Context, arg LockDMChannelsParams) ([]LockDMChannelsRow, error)
 	// Serializes concurrent calls that share one idempotency key (until commit).
 	LockIdempotencyKey(ctx context.Context, scope string) error
+	// Leaving a room first locks the agent's unread rows of the room, so it waits for any claim
+	// that holds one: such a claim judged the row accessible on a snapshot from before the leave
+	// and leases it in its own transaction, where EndRoomLeases's statement would not see the
+	// lease (the row looks unleased, so it matches without waiting) and the lease outlived the
+	// leave. Once the claim commits, EndRoomLeases (a later statement) sees and ends its leases;
+	// a claim that comes later skips the rows locked here, then finds the membership left.
+	LockRoomUnread(ctx context.Context, arg LockRoomUnreadParams) error
 	// A claim took over these rows (@inbox_seqs[i]) from the sessions whose leases on them had
 	// expired (@session_ids[i]): each such session keeps a receipt of its row, marked
 	// lease_replaced, so its ACK is refused (SPEC §7) although the lease that was its receipt

@@ -546,6 +546,29 @@ func (q *Queries) ListBoxRooms(ctx context.Context, boxID uuid.UUID) ([]ListBoxR
 	return items, nil
 }
 
+const lockRoomUnread = `-- name: LockRoomUnread :exec
+SELECT 1 FROM attention
+WHERE box_id = $1 AND agent_id = $2 AND channel_id = $3 AND acked_at IS NULL
+FOR UPDATE
+`
+
+type LockRoomUnreadParams struct {
+	BoxID   uuid.UUID
+	AgentID uuid.UUID
+	RoomID  uuid.UUID
+}
+
+// Leaving a room first locks the agent's unread rows of the room, so it waits for any claim
+// that holds one: such a claim judged the row accessible on a snapshot from before the leave
+// and leases it in its own transaction, where EndRoomLeases's statement would not see the
+// lease (the row looks unleased, so it matches without waiting) and the lease outlived the
+// leave. Once the claim commits, EndRoomLeases (a later statement) sees and ends its leases;
+// a claim that comes later skips the rows locked here, then finds the membership left.
+func (q *Queries) LockRoomUnread(ctx context.Context, arg LockRoomUnreadParams) error {
+	_, err := q.db.Exec(ctx, lockRoomUnread, arg.BoxID, arg.AgentID, arg.RoomID)
+	return err
+}
+
 const roomMemberStates = `-- name: RoomMemberStates :many
 SELECT agent_id, state FROM room_members
 WHERE box_id = $1 AND room_id = $2 AND agent_id = ANY($3::uuid[])

@@ -828,6 +828,111 @@ func TestInboxAckAfterWaitingSeesTheRoomLeave(t *testing.T) {
 	}
 }
 
+// A room leave waits for a claim in flight and ends the leases it took (SPEC §5: leaving
+// "immediately revokes reads and outstanding leases in that room"; outside probe: a claim
+// racing the leave kept its leases on the left room's rows, counted in leased_by_session until
+// they expired). The claim's first step (its rows locked, judged accessible on a snapshot
+// from before the leave) is done by hand in an open transaction, so the leave is sure to meet
+// it; the leave must wait for it, and once it commits its lease, end that lease.
+func TestRoomLeaveEndsTheLeasesOfAClaimInFlight(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	room := w.roomWith(t, sender, reader)
+	for i := range 3 {
+		ibSend(t, sender, inRoom(room), fmt.Sprint("room ", i), nil)
+	}
+	tt, ss := reader.WithSession("T"), reader.WithSession("S")
+	tt.Prime()
+	ss.Prime()
+	sessionT := ibSessionID(t, tt)
+	ctx := context.Background()
+	tx, err := e.Store.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM attention WHERE agent_id = $1 AND channel_id = $2 AND acked_at IS NULL
+	                          AND lease_session_id IS NULL FOR UPDATE SKIP LOCKED`, reader.ID, room); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan testenv.Response, 1)
+	go func() {
+		done <- ss.Call("POST", "/rooms/"+room+"/leave", map[string]any{"idempotency_key": newKey()})
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if dbInt(t, e, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+		                AND wait_event_type = 'Lock' AND query LIKE '%LockRoomUnread%'`) > 0 {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the leave did not wait for the claim in flight: %d %s", r.Status, r.Raw)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the leave never waited for the claim in flight")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// The claim's lease step, then its commit.
+	if _, err := tx.Exec(ctx, `UPDATE attention SET lease_session_id = $3, lease_expires_at = now() + interval '5 minutes'
+	                          WHERE agent_id = $1 AND channel_id = $2 AND acked_at IS NULL`, reader.ID, room, sessionT); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.Status != http.StatusOK {
+		t.Fatalf("leave: %d %s", r.Status, r.Raw)
+	}
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND channel_id = $2 AND lease_session_id IS NOT NULL`, reader.ID, room); n != 0 {
+		t.Fatalf("%d leases on the left room's rows outlived the leave", n)
+	}
+	if c := tt.Prime()["counts"].(map[string]any); c["leased_by_session"] != float64(0) {
+		t.Fatalf("T's counts after the leave: %v", c)
+	}
+}
+
+// The same race as it happens: in each of 12 rooms a session claims (on one server process)
+// while another session of the agent leaves (on another). Whichever commits first, no lease
+// on a left room's rows remains, and the claiming session's count says so.
+func TestRoomLeaveRacingClaimsLeavesNoLease(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	e2 := testenv.Attach(t, e)
+	claimer := reader.WithSession("claimer")
+	claimer.Env = e2
+	claimer.Prime()
+	leaver := reader.WithSession("leaver")
+	leaver.Prime()
+	for round := range 12 {
+		room := w.roomWith(t, sender, reader)
+		for i := range 5 {
+			ibSend(t, sender, inRoom(room), fmt.Sprintf("round %d item %d", round, i), nil)
+		}
+		var wg sync.WaitGroup
+		var claim, leave testenv.Response
+		wg.Go(func() {
+			claim = claimer.Call("POST", "/inbox/claim", map[string]any{"limit": 10, "lease_seconds": 300, "idempotency_key": newKey()})
+		})
+		wg.Go(func() {
+			leave = leaver.Call("POST", "/rooms/"+room+"/leave", map[string]any{"idempotency_key": newKey()})
+		})
+		wg.Wait()
+		if claim.Status != http.StatusOK || leave.Status != http.StatusOK {
+			t.Fatalf("round %d: claim %d %s, leave %d %s", round, claim.Status, claim.Raw, leave.Status, leave.Raw)
+		}
+		if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND channel_id = $2 AND lease_session_id IS NOT NULL`, reader.ID, room); n != 0 {
+			t.Fatalf("round %d: %d leases on the left room's rows", round, n)
+		}
+	}
+	if c := claimer.Prime()["counts"].(map[string]any); c["leased_by_session"] != float64(0) {
+		t.Fatalf("the claiming session's counts: %v", c)
+	}
+}
+
 // Concurrent claims from 8 sessions on two server processes never lease one row twice, and
 // together lease every row.
 func TestInboxConcurrentClaims(t *testing.T) {

@@ -202,10 +202,14 @@ func (t *Tx) JoinRoom(ctx context.Context, boxID, roomID, agentID uuid.UUID, epo
 }
 
 // LeaveRoom ends an active membership and, at once, the agent's outstanding leases on the
-// room's attention rows; ErrNotFound when the agent is not an active member.
+// room's attention rows, those of a claim in flight included (LockRoomUnread); ErrNotFound
+// when the agent is not an active member.
 func (t *Tx) LeaveRoom(ctx context.Context, boxID, roomID, agentID uuid.UUID, now time.Time) (int64, error) {
 	epoch, err := one(t.q.LeaveRoom(ctx, db.LeaveRoomParams{BoxID: boxID, RoomID: roomID, AgentID: agentID, Now: &now}))
 	if err != nil {
+		return 0, err
+	}
+	if err := t.q.LockRoomUnread(ctx, db.LockRoomUnreadParams{BoxID: boxID, AgentID: agentID, RoomID: roomID}); err != nil {
 		return 0, err
 	}
 	return epoch, t.q.EndRoomLeases(ctx, db.EndRoomLeasesParams{BoxID: boxID, AgentID: agentID, RoomID: roomID})
