@@ -2,9 +2,11 @@ package cli
 
 import (
 	"flag"
+	"net"
 	"os"
 	"strings"
 
+	"github.com/agentbox/agentbox/internal/mcpserver"
 	"github.com/agentbox/agentbox/internal/server"
 )
 
@@ -49,7 +51,22 @@ func (e *env) serve(args []string) error {
 		}
 	}
 	cfg.MCPAllowedOrigins = origins
-	cfg.AdminToken = os.Getenv("AGENTBOX_ADMIN_TOKEN")
+	// Checked before anything starts (exit 2): a listen address that cannot be, and an admin
+	// token the admin CLI could never send (it trims the value, then refuses anything but
+	// visible ASCII; the server compares the trimmed value).
+	if _, port, err := net.SplitHostPort(cfg.Addr); err != nil || !validPort(port) {
+		return usagef("--addr must be host:port with a port from 0 to 65535 (e.g. 127.0.0.1:8080 or :8080)")
+	}
+	cfg.AdminToken = strings.TrimSpace(os.Getenv("AGENTBOX_ADMIN_TOKEN"))
+	if cfg.AdminToken != "" && !mcpserver.ValidKey(cfg.AdminToken) {
+		return errBadAdminToken
+	}
 	cfg.MetricsToken = os.Getenv("AGENTBOX_METRICS_TOKEN")
 	return server.Run(cfg)
+}
+
+// validPort: a decimal port number net.Listen takes (0 picks one), or a service name it knows.
+func validPort(port string) bool {
+	_, err := net.LookupPort("tcp", port)
+	return err == nil
 }

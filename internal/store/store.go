@@ -83,7 +83,8 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	cancel()
 	if err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("cannot reach the database; start PostgreSQL (or fix the database URL) and start agentbox again: %w", err)
+		return nil, fmt.Errorf("cannot reach the database; start PostgreSQL (or fix the database URL) and start agentbox again: %w",
+			withoutPassword{err, passwordPieces(url)})
 	}
 	if err := migrate.Up(ctx, pool); err != nil {
 		pool.Close()
@@ -362,4 +363,48 @@ func (s *Store) ServerSecret(ctx context.Context, name string) ([]byte, error) {
 		return nil, err
 	}
 	return q.GetServerSecret(ctx, name)
+}
+
+// withoutPassword is err with every piece of the URL's password masked in its text. A password
+// with an unencoded '@' or '#' is read by the URL parser as part of the host, which the
+// connection error then quotes ("lookup SECRET@host: no such host").
+type withoutPassword struct {
+	err    error
+	pieces []string
+}
+
+func (w withoutPassword) Error() string {
+	msg := w.err.Error()
+	for _, p := range w.pieces {
+		msg = strings.ReplaceAll(msg, p, "xxxxx")
+	}
+	return msg
+}
+
+func (w withoutPassword) Unwrap() error { return w.err }
+
+// passwordPieces are the parts of a postgres:// URL's password as its writer meant it: the
+// userinfo runs to the last '@' of the authority, the password from its first ':'. Pieces are
+// split where a parser may cut the URL ('@', '#', '/', '?', ':'); one-character pieces are
+// left alone (masking them would mangle the message). Nil for a keyword/value string.
+func passwordPieces(url string) []string {
+	_, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return nil
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return nil
+	}
+	_, password, ok := strings.Cut(rest[:at], ":")
+	if !ok {
+		return nil
+	}
+	var pieces []string
+	for _, p := range strings.FieldsFunc(password, func(r rune) bool { return strings.ContainsRune("@#/?:", r) }) {
+		if len(p) > 1 {
+			pieces = append(pieces, p)
+		}
+	}
+	return pieces
 }
