@@ -407,7 +407,9 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 		if err != nil {
 			return nil, err
 		}
-		rows, err := tx.InboxRows(ctx, c.p.BoxID, c.p.AgentID, seqs)
+		// Only the locked rows the agent may still read, judged after the locks are held: a
+		// room left meanwhile leases nothing (store.ReadableInboxRows says why).
+		rows, err := tx.ReadableInboxRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, seqs)
 		if err != nil {
 			return nil, err
 		}

@@ -64,7 +64,11 @@ func (t *Tx) InboxRows(ctx context.Context, boxID, agentID uuid.UUID, seqs []int
 	if len(seqs) == 0 {
 		return nil, nil
 	}
-	rows, err := t.q.InboxRows(ctx, db.InboxRowsParams{BoxID: boxID, AgentID: agentID, InboxSeqs: seqs})
+	return t.inboxRows(ctx, t.q, boxID, agentID, seqs)
+}
+
+func (t *Tx) inboxRows(ctx context.Context, q *db.Queries, boxID, agentID uuid.UUID, seqs []int64) ([]InboxRow, error) {
+	rows, err := q.InboxRows(ctx, db.InboxRowsParams{BoxID: boxID, AgentID: agentID, InboxSeqs: seqs})
 	out := make([]InboxRow, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, InboxRow{Seq: r.InboxSeq, Reasons: int64(r.Reasons),
@@ -77,23 +81,43 @@ func (t *Tx) InboxRows(ctx context.Context, boxID, agentID uuid.UUID, seqs []int
 
 // ReadableInboxRows are InboxRows restricted to the rows the agent may still read (accessible:
 // its room membership and read floor, as an ACK checks them); rows deleted with their message
-// are gone from both. A claim's replay shows only these (SPEC §5: leaving revokes reads at
-// once; §11: no archive of deleted content).
+// are gone from both. Both statements go in one round trip, each reading what committed
+// before it started. A claim's replay shows only these rows (SPEC §5: leaving revokes reads
+// at once; §11: no archive of deleted content), and a claim leases only these among the rows
+// it locked: the check in its locking statement (LockClaimable) reads a snapshot taken when
+// that statement started, and a room leave that committed before the statement reached a
+// row (the leave's lock on it gone) is not in it, so that check alone would lease a left
+// room's row. Checked here, after the lock, such a row is not leased; a leave that had not
+// committed yet waits for the claim (LockRoomUnread) and then ends its leases.
 func (t *Tx) ReadableInboxRows(ctx context.Context, boxID, agentID, sessionID uuid.UUID, seqs []int64) ([]InboxRow, error) {
 	if len(seqs) == 0 {
 		return nil, nil
 	}
-	states, err := t.q.AckRowStates(ctx, db.AckRowStatesParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs})
+	var states []db.AckRowStatesRow
+	var rows []InboxRow
+	err := t.pipeline(ctx,
+		func(q *db.Queries) (err error) {
+			states, err = q.AckRowStates(ctx, db.AckRowStatesParams{BoxID: boxID, AgentID: agentID, SessionID: sessionID, InboxSeqs: seqs})
+			return err
+		},
+		func(q *db.Queries) (err error) {
+			rows, err = t.inboxRows(ctx, q, boxID, agentID, seqs)
+			return err
+		})
 	if err != nil {
 		return nil, err
 	}
-	readable := make([]int64, 0, len(states))
+	readable := make(map[int64]bool, len(states))
 	for _, st := range states {
-		if st.Accessible {
-			readable = append(readable, st.InboxSeq)
+		readable[st.InboxSeq] = st.Accessible
+	}
+	kept := rows[:0]
+	for _, r := range rows {
+		if readable[r.Seq] {
+			kept = append(kept, r)
 		}
 	}
-	return t.InboxRows(ctx, boxID, agentID, readable)
+	return kept, nil
 }
 
 // RecordInboxReceipts records that session was shown these rows of the agent's inbox.
