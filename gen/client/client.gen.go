@@ -871,7 +871,7 @@ type FileRefInput struct {
 	// Url https:// URL without credentials, query or private host; at most 2048 UTF-8 bytes.
 	Url string `json:"url"`
 
-	// VersionLabel At most 128 UTF-8 bytes.
+	// VersionLabel The file's version (a tag, a release): not blank (a blank label names no version and is refused), at most 128 UTF-8 bytes.
 	VersionLabel *string `json:"version_label,omitempty"`
 }
 

@@ -142,6 +142,25 @@ func TestFileRefsUnversionedLabel(t *testing.T) {
 	}
 }
 
+// A blank version_label ("" or white space only) names no version: it is refused (the
+// schema's pattern), so it can never pass for one in unversioned or a result_ready reply
+// (SPEC §8; outside probe: it was stored with unversioned false and let result_ready pass).
+func TestBlankVersionLabelIsRefused(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a", "b")
+	a, b, e := w.agents["a"], w.agents["b"], w.e
+	for _, label := range []string{"", "   ", "\t\n"} {
+		files := map[string]any{"files": []map[string]any{{"url": "https://e.example/ok", "display_name": "ok", "version_label": "v1"},
+			{"url": "https://e.example/1", "display_name": "plain", "version_label": label}}}
+		rejects(t, e, fmt.Sprintf("send, label %q", label), func() testenv.Response { return msSend(a, dmTo(b), "files", files) },
+			"INVALID_ARGUMENT", "", "files[1].version_label")
+	}
+	msg := mustSend(t, a, dmTo(b), "build it", map[string]any{"request_agent_ids": []string{b.ID.String()}})["message_id"].(string)
+	blank := map[string]any{"files": []map[string]any{{"url": "https://e.example/build.zip", "display_name": "build", "version_label": " "}}}
+	rejects(t, e, "result_ready with a blank label", func() testenv.Response { return rqRespond(b, msg, "1", "result_ready", "done", blank) },
+		"INVALID_ARGUMENT", "", "files[0].version_label")
+}
+
 // Each text of a file reference has its stated cap in UTF-8 bytes (openapi x-max-bytes):
 // exactly at it is stored, one byte over (here by a two-byte character) is LIMIT_EXCEEDED
 // <field>_too_large with the limit and the field, and nothing is written.
