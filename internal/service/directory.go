@@ -106,7 +106,7 @@ func (s *Service) DirectoryUpdateSelf(ctx context.Context, req api.DirectoryUpda
 		return nil, err
 	}
 	m := mutation{op: "directory_update_self", idempotencyKey: in.IdempotencyKey,
-		args: map[string]any{"expected_revision": in.ExpectedRevision, "patch": in.Patch}}
+		args: map[string]any{"expected_revision": dec(expected), "patch": in.Patch}}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.Card, error) {
 		ok, err := tx.UpdateCard(ctx, c.p.BoxID, c.p.AgentID, expected, role, description)
 		if err != nil {

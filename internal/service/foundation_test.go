@@ -385,6 +385,38 @@ func TestIdempotentReplayAndConflict(t *testing.T) {
 	}
 }
 
+// A number written with leading zeros is the same number (the service reads "007" as 7
+// everywhere), so a retry that writes it so is the same call and replays (SPEC §10); a
+// different number under the key still conflicts (outside probe: "0983" conflicted with "983").
+func TestIdempotencyReadsDecimalsAsNumbers(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	b := e.NewAgent("alpha", "b", nil)
+	a.Prime()
+	b.Prime()
+	save := map[string]any{"expected_revision": "0", "checkpoint": map[string]any{"step": 1}, "idempotency_key": "save"}
+	first := a.Call("PUT", "/checkpoint", save)
+	save["expected_revision"] = "000"
+	if r := a.Call("PUT", "/checkpoint", save); r.Status != http.StatusOK || !bytes.Equal(r.Raw, first.Raw) {
+		t.Fatalf("checkpoint_save replayed with \"000\": %d %s, want %s", r.Status, r.Raw, first.Raw)
+	}
+	save["expected_revision"] = "1"
+	if r := a.Call("PUT", "/checkpoint", save); r.Code() != "IDEMPOTENCY_CONFLICT" {
+		t.Fatalf("another revision under the key: %d %s", r.Status, r.Raw)
+	}
+	a.MustCall("POST", "/messages", map[string]any{"destination": map[string]any{"kind": "dm", "recipient_agent_id": b.ID}, "body_md": "hi", "idempotency_key": "m1"})
+	seq := b.MustCall("GET", "/inbox", nil)["items"].([]any)[0].(map[string]any)["inbox_seq"].(string)
+	ack := b.Call("POST", "/inbox/ack", map[string]any{"inbox_seqs": []string{seq}, "idempotency_key": "ack"})
+	if ack.Status != http.StatusOK {
+		t.Fatalf("ack: %d %s", ack.Status, ack.Raw)
+	}
+	if r := b.Call("POST", "/inbox/ack", map[string]any{"inbox_seqs": []string{"00" + seq}, "idempotency_key": "ack"}); r.Status != http.StatusOK || !bytes.Equal(r.Raw, ack.Raw) {
+		t.Fatalf("inbox_ack replayed with leading zeros: %d %s, want %s", r.Status, r.Raw, ack.Raw)
+	}
+}
+
 // Records are kept for the idempotency_retention_seconds in force (SPEC §10): lowered, it
 // applies to keys written before the change too, not only to new ones.
 func TestLoweredIdempotencyRetentionAppliesToExistingKeys(t *testing.T) {

@@ -301,7 +301,7 @@ func claimPage(items []byte) encodedResult {
 // with the first ACK's session and time.
 func (s *Service) InboxAck(ctx context.Context, req api.InboxAckRequestObject) (api.InboxAckResponseObject, error) {
 	in := *req.Body
-	m := mutation{op: "inbox_ack", idempotencyKey: in.IdempotencyKey, args: map[string]any{"inbox_seqs": in.InboxSeqs}}
+	m := mutation{op: "inbox_ack", idempotencyKey: in.IdempotencyKey, args: map[string]any{"inbox_seqs": canonicalDecs(in.InboxSeqs)}}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.InboxAckResult, error) {
 		seqs, err := ackSeqs(in.InboxSeqs, c.settings.AckBatchMax)
 		if err != nil {

@@ -81,6 +81,7 @@ func (s *Service) RequestRespond(ctx context.Context, req api.RequestRespondRequ
 	args := in
 	args.IdempotencyKey, args.DryRun = "", nil
 	args.Files = emptyAsAbsent(args.Files)
+	args.ExpectedRevision = canonicalDec(args.ExpectedRevision)
 	m := mutation{op: "request_respond", idempotencyKey: in.IdempotencyKey, dryRun: dryRun,
 		args: map[string]any{"request_message_id": req.RequestMessageId, "input": args}}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.RequestRespondResult, error) {

@@ -195,7 +195,7 @@ func (s *Service) RoomFollow(ctx context.Context, req api.RoomFollowRequestObjec
 		return nil, err
 	}
 	m := mutation{op: "room_follow", idempotencyKey: in.IdempotencyKey,
-		args: map[string]any{"room_id": req.RoomId, "follow": in.Follow, "expected_revision": in.ExpectedRevision}}
+		args: map[string]any{"room_id": req.RoomId, "follow": in.Follow, "expected_revision": dec(expected)}}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.RoomFollowResult, error) {
 		if _, err := memberRoom(ctx, tx, c, req.RoomId); err != nil {
 			return api.RoomFollowResult{}, err
@@ -287,7 +287,7 @@ func (s *Service) RoomBriefUpdate(ctx context.Context, req api.RoomBriefUpdateRe
 		return nil, err
 	}
 	m := mutation{op: "room_brief_update", idempotencyKey: in.IdempotencyKey,
-		args: map[string]any{"room_id": req.RoomId, "append_md": in.AppendMd, "expected_revision": in.ExpectedRevision}}
+		args: map[string]any{"room_id": req.RoomId, "append_md": in.AppendMd, "expected_revision": dec(expected)}}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.RoomBrief, error) {
 		r, err := writableRoom(ctx, tx, c, req.RoomId)
 		if err != nil {

@@ -404,6 +404,26 @@ func parseDec(field, s string) (int64, error) {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
+// canonicalDec is a decimal-string input as the service reads it ("007" is 7, written "7"),
+// or the input itself when it is not one (its own check refuses it). Idempotency arguments
+// carry this form, so a retry that writes the same number differently replays (SPEC §10:
+// "semantically identical arguments return the original result").
+func canonicalDec(s string) string {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v < 0 {
+		return s
+	}
+	return dec(v)
+}
+
+func canonicalDecs(in []string) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = canonicalDec(s)
+	}
+	return out
+}
+
 // emptyAsAbsent is an optional list as hashArgs sees it: an empty list says what an absent one
 // says (no mentions, no files).
 func emptyAsAbsent[T any](list *[]T) *[]T {

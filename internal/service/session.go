@@ -154,7 +154,7 @@ func (s *Service) CheckpointSave(ctx context.Context, req api.CheckpointSaveRequ
 		return nil, err
 	}
 	m := mutation{op: "checkpoint_save", idempotencyKey: in.IdempotencyKey,
-		args: map[string]any{"expected_revision": in.ExpectedRevision, "checkpoint": json.RawMessage(compact.Bytes())}}
+		args: map[string]any{"expected_revision": dec(expected), "checkpoint": json.RawMessage(compact.Bytes())}}
 	out, err := runMutation(ctx, s, m, func(ctx context.Context, tx *store.Tx, c *call) (api.CheckpointSaveResult, error) {
 		rev, savedAt, ok, err := tx.SaveCheckpoint(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, expected, compact.Bytes(), c.session.CurrentProfileVersion, c.now)
 		if err != nil {
