@@ -77,8 +77,21 @@ FOR UPDATE;
 
 -- name: EndRoomLeases :exec
 -- Leaving a room ends the agent's outstanding leases on that room's attention rows at once.
-UPDATE attention SET lease_session_id = NULL, lease_expires_at = NULL
-WHERE box_id = @box_id AND agent_id = @agent_id AND channel_id = @room_id AND lease_session_id IS NOT NULL;
+-- Each session whose lease ends keeps a receipt of its row (the lease was one, as when an
+-- ACK ends an expired lease: KeepLeaseReceipts), so its ACK of the row is refused as a row
+-- it can no longer read (not_accessible), not as one it was never shown. The rows are locked
+-- (LockRoomUnread): the leases read here are the ones ended.
+WITH held AS MATERIALIZED (
+    SELECT a.inbox_seq, a.lease_session_id FROM attention a
+    WHERE a.box_id = @box_id AND a.agent_id = @agent_id AND a.channel_id = @room_id AND a.lease_session_id IS NOT NULL
+), ended AS (
+    UPDATE attention SET lease_session_id = NULL, lease_expires_at = NULL
+    FROM held
+    WHERE attention.box_id = @box_id AND attention.agent_id = @agent_id AND attention.inbox_seq = held.inbox_seq
+)
+INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
+SELECT @box_id, @agent_id, held.inbox_seq, held.lease_session_id FROM held
+ON CONFLICT DO NOTHING;
 
 -- name: SetRoomFollow :one
 -- Compare-and-set of an active member's follow preference.

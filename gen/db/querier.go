@@ -103,6 +103,10 @@ type Querier interface {
 	EnabledAgentIDs(ctx context.Context, arg EnabledAgentIDsParams) ([]uuid.UUID, error)
 	EndAdminUISession(ctx context.Context, sessionHash []byte) error
 	// Leaving a room ends the agent's outstanding leases on that room's attention rows at once.
+	// Each session whose lease ends keeps a receipt of its row (the lease was one, as when an
+	// ACK ends an expired lease: KeepLeaseReceipts), so its ACK of the row is refused as a row
+	// it can no longer read (not_accessible), not as one it was never shown. The rows are locked
+	// (LockRoomUnread): the leases read here are the ones ended.
 	EndRoomLeases(ctx context.Context, arg EndRoomLeasesParams) error
 	// SPEC §11: each given channel keeps its newest @message_cap messages and at most
 	// @attachment_cap messages with attachments; older ones are deleted, oldest first. The

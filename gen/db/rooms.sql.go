@@ -113,8 +113,17 @@ func (q *Queries) EnabledAgentIDs(ctx context.Context, arg EnabledAgentIDsParams
 }
 
 const endRoomLeases = `-- name: EndRoomLeases :exec
-UPDATE attention SET lease_session_id = NULL, lease_expires_at = NULL
-WHERE box_id = $1 AND agent_id = $2 AND channel_id = $3 AND lease_session_id IS NOT NULL
+WITH held AS MATERIALIZED (
+    SELECT a.inbox_seq, a.lease_session_id FROM attention a
+    WHERE a.box_id = $1 AND a.agent_id = $2 AND a.channel_id = $3 AND a.lease_session_id IS NOT NULL
+), ended AS (
+    UPDATE attention SET lease_session_id = NULL, lease_expires_at = NULL
+    FROM held
+    WHERE attention.box_id = $1 AND attention.agent_id = $2 AND attention.inbox_seq = held.inbox_seq
+)
+INSERT INTO receipts (box_id, agent_id, inbox_seq, session_id)
+SELECT $1, $2, held.inbox_seq, held.lease_session_id FROM held
+ON CONFLICT DO NOTHING
 `
 
 type EndRoomLeasesParams struct {
@@ -124,6 +133,10 @@ type EndRoomLeasesParams struct {
 }
 
 // Leaving a room ends the agent's outstanding leases on that room's attention rows at once.
+// Each session whose lease ends keeps a receipt of its row (the lease was one, as when an
+// ACK ends an expired lease: KeepLeaseReceipts), so its ACK of the row is refused as a row
+// it can no longer read (not_accessible), not as one it was never shown. The rows are locked
+// (LockRoomUnread): the leases read here are the ones ended.
 func (q *Queries) EndRoomLeases(ctx context.Context, arg EndRoomLeasesParams) error {
 	_, err := q.db.Exec(ctx, endRoomLeases, arg.BoxID, arg.AgentID, arg.RoomID)
 	return err

@@ -933,6 +933,31 @@ func TestRoomLeaveRacingClaimsLeavesNoLease(t *testing.T) {
 	}
 }
 
+// A session whose lease a room leave ended keeps its receipt (the lease was one), so its
+// ACK of the row is refused as what it is, a row the agent can no longer read (outside probe:
+// a session that had only claimed the row was told the row was never returned to it).
+func TestRoomLeaveKeepsTheReceiptOfEachLeaseItEnds(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	room := w.roomWith(t, sender, reader)
+	ibSend(t, sender, inRoom(room), "work", nil)
+	claimer := reader.WithSession("claimer")
+	claimer.Prime()
+	items := ibClaim(t, claimer, map[string]any{"limit": 5, "lease_seconds": 600})
+	if len(items) != 1 {
+		t.Fatalf("claimed %d rows", len(items))
+	}
+	leaver := reader.WithSession("leaver")
+	leaver.Prime()
+	ibLeave(t, leaver, room)
+	rejects(t, e, "the claimer ACKs the left room's row", func() testenv.Response { return ibAck(claimer, newKey(), items[0].InboxSeq) },
+		"INVALID_ARGUMENT", "not_accessible", "inbox_seqs[0]")
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE agent_id = $1 AND lease_session_id IS NOT NULL`, reader.ID); n != 0 {
+		t.Fatalf("%d leases outlived the leave", n)
+	}
+}
+
 // Concurrent claims from 8 sessions on two server processes never lease one row twice, and
 // together lease every row.
 func TestInboxConcurrentClaims(t *testing.T) {
