@@ -8,8 +8,9 @@
 //	W2  DM round trip: send, the recipient inbox_list's and inbox_ack's it
 //	W3  inbox_list and conversation_read latency with a small and a large history
 //	W4  work distribution by 8 sessions of one agent with inbox_claim + inbox_ack: draining a
-//	    pre-filled backlog, and live with producers; each against River (tools/bench-river, a
-//	    separate module) measured the same way on the same database
+//	    pre-filled backlog, and live with producers (also with one session, as many claim
+//	    loops as River's client has); each against River (tools/bench-river, a separate
+//	    module) measured the same way on the same database
 //	W5  transport overhead: the same read and write over HTTP, MCP streamable HTTP, MCP stdio
 //	W6  growth: claim, ACK and inbox_list at 300 / 3k / 30k rows; send in a new vs a large box
 //

@@ -173,7 +173,7 @@ func TestW2AgainstAFakeInbox(t *testing.T) {
 func TestW4AgainstAFakeInbox(t *testing.T) {
 	srv := newFakeInbox(t)
 	h := fakeHarness(t, srv.URL)
-	r := h.w4Agentbox(t.Context(), Result{ID: "W4", Workload: "W4", Unit: "items/s", API: true})
+	r := h.w4Agentbox(t.Context(), Result{ID: "W4", Workload: "W4", Unit: "items/s", API: true}, h.cfg.W4Sessions)
 	if r.Status != StatusOK || r.Ops == 0 || r.Errors != 0 || r.P50Ms <= 0 {
 		t.Fatalf("W4 = %+v", r)
 	}

@@ -239,8 +239,12 @@ func (rep *Report) ComputeTargets() {
 	}{
 		{"W4.drain", "W4.river.drain", "w4_drain_over_river", "W4 drain (backlog, claim+ACK until empty) items/s ≥ 1.0 × River drain (same run)", targetW4Drain},
 		{"W4", "W4.river", "w4_live_over_river", "W4 live (producers + claim+ACK) items/s ≥ 0.5 × River live (same run)", targetW4Live},
+		{"W4.one_session", "W4.river", "w4_live_one_session_over_river", "W4 live with one session (River: one client) items/s ≥ 0.5 × River live (same run)", targetW4Live},
 	} {
 		w4, river := rep.result(c.id), rep.result(c.riverID)
+		if w4 == nil && c.id == "W4.one_session" && rep.result("W4") != nil {
+			continue // -w4-sessions 1: the W4 line is the one-session line
+		}
 		if ok(w4) && ok(river) {
 			ts = append(ts, newTarget(c.target, c.desc, ">=", c.threshold, "×", ratio(w4.Throughput, river.Throughput), true, ""))
 		} else {

@@ -23,13 +23,21 @@ import (
 //   - live: W4Producers agents send DMs to the worker while its sessions (Agentbox-Session
 //     s1..sN) drain them with inbox_claim + inbox_ack. An item counts when its ACK returns
 //     inside the window; its latency runs from the send to that ACK. River does the same
-//     flow (Insert → no-op → complete).
+//     flow (Insert → no-op → complete). The live mix runs twice: with W4Sessions sessions,
+//     and with one session, as many claim loops as River's one client has fetch loops (its
+//     100 workers are fed by one producer loop), so the report shows how much of the gap
+//     is the polling of the sessions and how much the cost of a send.
 func (h *harness) w4(ctx context.Context) []Result {
 	drain := h.w4Drain(ctx)
 	riverDrain := h.w4River(ctx, true)
+	out := []Result{drain, riverDrain}
 	base := Result{ID: "W4", Workload: "W4 live (producers + claim + ack)", Unit: "items/s", API: true}
-	res := h.w4Agentbox(ctx, base)
-	return []Result{drain, riverDrain, res, h.w4River(ctx, false)}
+	out = append(out, h.w4Agentbox(ctx, base, h.cfg.W4Sessions))
+	if h.cfg.W4Sessions != 1 {
+		one := Result{ID: "W4.one_session", Workload: "W4 live, one session (one claim loop, as River's one client)", Unit: "items/s", API: true}
+		out = append(out, h.w4Agentbox(ctx, one, 1))
+	}
+	return append(out, h.w4River(ctx, false))
 }
 
 // w4Drain empties a pre-filled backlog with W4Sessions sessions claiming and ACKing.
@@ -172,19 +180,19 @@ func (h *harness) w4Drain(ctx context.Context) Result {
 // w4DrainTimeout bounds a drain (Agentbox's and River's).
 const w4DrainTimeout = 5 * time.Minute
 
-func (h *harness) w4Agentbox(ctx context.Context, base Result) Result {
+func (h *harness) w4Agentbox(ctx context.Context, base Result, nSessions int) Result {
 	fail := func(err error) Result { return failed(base.ID, base.Workload, err) }
-	box := "bench-w4-" + h.runID
+	box := fmt.Sprintf("bench-w4-%d-%s", nSessions, h.runID)
 	if err := h.createBox(ctx, box); err != nil {
 		return fail(err)
 	}
-	h.prog.logf("bench: W4 setup: %d producers, 1 worker agent with %d sessions", h.cfg.W4Producers, h.cfg.W4Sessions)
+	h.prog.logf("bench: W4 setup: %d producers, 1 worker agent with %d sessions", h.cfg.W4Producers, nSessions)
 	agents, err := h.createAgents(ctx, box, "w4", h.cfg.W4Producers+1)
 	if err != nil {
 		return fail(err)
 	}
 	worker, producers := agents[0], agents[1:]
-	sessions, err := h.primeSessions(ctx, worker, "s", h.cfg.W4Sessions)
+	sessions, err := h.primeSessions(ctx, worker, "s", nSessions)
 	if err != nil {
 		return fail(err)
 	}
@@ -316,13 +324,13 @@ func (h *harness) w4Agentbox(ctx context.Context, base Result) Result {
 	}
 	extra["sends_per_s"] = perSecond(sent.Load(), h.cfg.Duration)
 	extra["producers"] = float64(h.cfg.W4Producers)
-	extra["sessions"] = float64(h.cfg.W4Sessions)
+	extra["sessions"] = float64(nSessions)
 	extra["backlog_at_end"] = float64(totalSends.Load() - totalItems.Load())
 	ph := &phaseResult{Ops: completed.Load(), Requests: requests.Load(), Errors: errs.Load(), Elapsed: h.cfg.Duration,
 		Latency: summarize(merge(lat)), FirstErrors: elog.list(), DB: dbProfile(before, after, completed.Load())}
 	done(fmt.Sprintf("%.0f items/s  end-to-end p50 %.2f ms  p99 %.2f ms  errors %d",
 		ph.perSecond(), ms(ph.Latency.P50), ms(ph.Latency.P99), ph.Errors))
-	out := base.fromPhase(ph, h.cfg.W4Producers+h.cfg.W4Sessions)
+	out := base.fromPhase(ph, h.cfg.W4Producers+nSessions)
 	out.RSSPeakMiB = peak
 	out.Extra = extra
 	return out
