@@ -78,7 +78,10 @@ const maxDirectoryPages = 20
 // agents, perhaps one unlisted), so a near miss is named in the hint, not written to. A name
 // no listed agent has is answered as the server answers an agent the caller cannot see:
 // NOT_FOUND_OR_FORBIDDEN with the field (exit 4), with a hint on stderr that never repeats
-// the name; an empty or ambiguous name is a usage error (the user must pass an ID).
+// the name; a name several listed agents have (on different hosts) is answered as the
+// admin API answers an ambiguous agent_ref: INVALID_ARGUMENT, reason ambiguous_name, with
+// the field (exit 2), the hint listing their IDs. An empty name is a usage error, found
+// before anything is sent.
 func (l *toolCall) agentID(ref, field string) (string, error) {
 	if _, err := uuid.Parse(ref); err == nil {
 		return ref, nil
@@ -133,8 +136,10 @@ func (l *toolCall) agentID(ref, field string) (string, error) {
 		}
 		l.agents[ref] = matches[0]
 		return matches[0], nil
-	case len(matches) > 1:
-		return "", usagef("the agent name you gave is ambiguous in box %s: listed agents %s have it; pass an agent ID", l.box, strings.Join(matches, ", "))
+	case len(matches) > 1: // the admin API's answer to an ambiguous agent_ref, for this field
+		ambiguous := apierr.Invalid(field, "several listed agents have this name; use the agent ID").WithReason("ambiguous_name")
+		return "", hintedError{ambiguous, fmt.Sprintf(
+			"the agent name you gave is ambiguous in box %s: listed agents %s have it; pass an agent ID", l.box, strings.Join(matches, ", "))}
 	case len(similar) > 0:
 		if len(similar) > 5 {
 			similar = append(similar[:5], "…")

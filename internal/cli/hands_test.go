@@ -372,6 +372,75 @@ func TestCLIForHands(t *testing.T) {
 	}
 }
 
+// TestAmbiguousAgentNameIsAnError: a name two listed agents have (on different hosts) is
+// answered as the admin API answers an ambiguous agent_ref — INVALID_ARGUMENT, reason
+// ambiguous_name, with the field of the argument that carried it (exit 2) — as JSON on
+// stdout, since the directory was asked (not a command-line mistake); the body never repeats
+// the name, the hint on stderr lists the agents' IDs, and nothing is sent or written.
+func TestAmbiguousAgentNameIsAnError(t *testing.T) {
+	e := testenv.New(t)
+	e.Box("demo")
+	e.Admin("POST", "/boxes/demo/hosts", map[string]any{"name": "second", "ips": []string{"10.0.0.2"}})
+	planner := e.NewAgent("demo", "planner", nil)
+	e.NewAgent("demo", "reviewer", map[string]any{"listed": true})
+	coderA := e.NewAgent("demo", "coder", map[string]any{"listed": true})
+	coderB := e.NewAgent("demo", "coder", map[string]any{"listed": true, "host_name": "second"})
+	t.Setenv("AGENTBOX_SERVER", e.URL)
+	t.Setenv("AGENTBOX_BOX", "demo")
+	t.Setenv("AGENTBOX_API_KEY", planner.Key)
+	t.Setenv("AGENTBOX_SESSION", "")
+	t.Setenv("AGENTBOX_CREDENTIALS", "")
+	t.Setenv("AGENTBOX_ADMIN_TOKEN", testenv.AdminToken)
+	if _, errOut, code := runText("prime"); code != cli.ExitOK {
+		t.Fatalf("prime: exit %d, %s", code, errOut)
+	}
+	type answer struct {
+		Error struct{ Code, Reason, Field, Message string }
+	}
+	ambiguous := func(args []string, field string, hintIDs ...string) answer {
+		t.Helper()
+		out, errOut, code := runText(args...)
+		var a answer
+		if code != cli.ExitUsage || json.Unmarshal([]byte(out), &a) != nil ||
+			a.Error.Code != "INVALID_ARGUMENT" || a.Error.Reason != "ambiguous_name" || a.Error.Field != field ||
+			strings.Contains(out, "coder") || strings.Contains(errOut, "idempotency key") {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want exit 2, INVALID_ARGUMENT ambiguous_name with field %s on stdout, without the name",
+				args, code, out, errOut, field)
+		}
+		for _, id := range hintIDs {
+			if !strings.Contains(errOut, id) {
+				t.Fatalf("%v: stderr %q does not name the listed agent %s", args, errOut, id)
+			}
+		}
+		return a
+	}
+	ids := []string{coderA.ID.String(), coderB.ID.String()}
+	ambiguous([]string{"message", "send", "--to", "coder", "--body-md", "x", "--idempotency-key", "amb1"}, "destination.recipient_agent_id", ids...)
+	ambiguous([]string{"message", "send", "--to", "coder", "--body-md", "x"}, "destination.recipient_agent_id", ids...) // no key is generated for it
+	ambiguous([]string{"inbox", "list", "--to", "coder"}, "destination.recipient_agent_id", ids...)
+	ambiguous([]string{"conversation", "read", "--to", "coder"}, "destination.recipient_agent_id", ids...)
+	// In a list flag the field is the item's, as for an unknown name.
+	ambiguous([]string{"message", "send", "--to", "reviewer", "--body-md", "x", "--mention-agent-ids", "reviewer", "--mention-agent-ids", "coder"}, "mention_agent_ids[1]", ids...)
+	ambiguous([]string{"room", "create", "--name", "never", "--invitee-agent-ids", "coder"}, "invitee_agent_ids[0]", ids...)
+	ambiguous([]string{"directory", "get", "--agent-id", "coder"}, "agent_id", ids...)
+	// The admin CLI answers the same name with the same code and reason (on its agent_ref).
+	admin := ambiguous([]string{"admin", "agent", "get-profile", "--box", "demo", "--agent", "coder"}, "agent_ref")
+	if admin.Error.Message == "" {
+		t.Fatalf("admin answer without a message: %+v", admin)
+	}
+	var messages, rooms int
+	if err := e.Store.Pool().QueryRow(context.Background(), `SELECT (SELECT count(*) FROM messages), (SELECT count(*) FROM rooms)`).Scan(&messages, &rooms); err != nil {
+		t.Fatal(err)
+	}
+	if messages != 0 || rooms != 0 {
+		t.Fatalf("refused commands wrote %d messages, %d rooms", messages, rooms)
+	}
+	// Each agent stays reachable by its ID.
+	if out, errOut, code := runText("message", "send", "--to", coderB.ID.String(), "--body-md", "x", "--idempotency-key", "amb2"); code != cli.ExitOK {
+		t.Fatalf("send by ID: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
 // TestAdminKeyFile: --key-file writes the new key (0600) beside the usual JSON answer, so a
 // walkthrough needs no JSON tool to read it.
 func TestAdminKeyFile(t *testing.T) {
