@@ -22,6 +22,7 @@ import (
 )
 
 const adminUsage = `usage: agentbox admin <resource> <verb> [flags]   (env AGENTBOX_SERVER, AGENTBOX_ADMIN_TOKEN)
+       agentbox admin <resource> --help lists a resource's commands, agentbox admin <resource> <verb> --help its flags
 
   box create --key K [--name N]          box list          box disable|enable --key K
   host create --box K --name N --ip IP [--ip IP...]      host list --box K
@@ -42,14 +43,25 @@ const adminUsage = `usage: agentbox admin <resource> <verb> [flags]   (env AGENT
 // adminCommand is one `agentbox admin <resource> <verb>`.
 type adminCommand func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error)
 
+// adminEntry is an admin command with its one-line description (its group's --help, its own).
+type adminEntry struct {
+	about string
+	run   adminCommand
+}
+
 func (e *env) admin(args []string) error {
-	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+	if len(args) == 1 && isHelp(args[0]) {
 		fmt.Fprint(e.stdout, adminUsage)
 		return nil
 	}
 	if len(args) < 2 {
 		fmt.Fprint(e.stderr, adminUsage)
 		return usagef("admin needs a resource and a verb")
+	}
+	if group := adminGroup(args[0]); len(group) > 0 && isHelp(args[1]) {
+		fmt.Fprintf(e.stdout, "usage: agentbox admin %s <verb> [flags]   (env AGENTBOX_SERVER, AGENTBOX_ADMIN_TOKEN)\n\n", args[0])
+		commandList(e.stdout, fmt.Sprintf("admin %s commands (agentbox admin %s <verb> --help for each):", args[0], args[0]), group)
+		return nil
 	}
 	name := args[0] + " " + args[1]
 	cmd, ok := adminCommands[name]
@@ -94,13 +106,18 @@ func (e *env) admin(args []string) error {
 		return err
 	}
 	fs := flag.NewFlagSet("agentbox admin "+name, flag.ContinueOnError)
-	resp, err := cmd(context.Background(), c, fs, args[2:])
+	resp, err := cmd.run(context.Background(), c, fs, args[2:])
 	var help helpRequest
 	var bad usageError
 	var refused *apierr.Error
 	var keyFile keyFileError
 	switch {
-	case errors.As(err, &help) || errors.As(err, &bad) || errors.As(err, &refused):
+	case errors.As(err, &help):
+		if help.usage == "" {
+			help.usage = fmt.Sprintf("usage: %s [flags]\n\n%s.", fs.Name(), cmd.about)
+		}
+		return help
+	case errors.As(err, &bad) || errors.As(err, &refused):
 		return err // the command line (refused: checked locally, as the server would), not the server
 	case errors.As(err, &keyFile):
 		return errors.Join(e.respond(resp), keyFile)
@@ -124,6 +141,18 @@ func (e *env) admin(args []string) error {
 		return fmt.Errorf("%w; %s", ua, after)
 	}
 	return l.explain(err, after)
+}
+
+// adminGroup is the commands of one resource (`agentbox admin box …`) with their
+// descriptions, by command after agentbox; empty for a word that is no resource.
+func adminGroup(resource string) map[string]string {
+	group := map[string]string{}
+	for name, cmd := range adminCommands {
+		if first, _, _ := strings.Cut(name, " "); first == resource {
+			group["admin "+name] = cmd.about
+		}
+	}
+	return group
 }
 
 // keyFileFor reserves path for the api_key of the answer to come (when set): it creates the
@@ -252,24 +281,24 @@ var (
 	no  = false
 )
 
-var adminCommands = map[string]adminCommand{
-	"box create": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+var adminCommands = map[string]adminEntry{
+	"box create": {"Create a box", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		key := fs.String("key", "", "box key")
 		name := fs.String("name", "", "display name")
 		if err := parseAdmin(fs, args, "key"); err != nil {
 			return nil, err
 		}
 		return c.AdminBoxCreate(ctx, client.AdminBoxCreateInput{BoxKey: *key, Name: name})
-	},
-	"box list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"box list": {"List boxes", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		if err := parseAdmin(fs, args); err != nil {
 			return nil, err
 		}
 		return c.AdminBoxList(ctx)
-	},
-	"box disable": setBoxEnabled(false),
-	"box enable":  setBoxEnabled(true),
-	"host create": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"box disable": {"Disable a box", setBoxEnabled(false)},
+	"box enable":  {"Enable a box", setBoxEnabled(true)},
+	"host create": {"Register a host with its exact source IPs", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		name := fs.String("name", "", "host name")
 		var ips stringList
@@ -278,8 +307,8 @@ var adminCommands = map[string]adminCommand{
 			return nil, err
 		}
 		return c.AdminHostCreate(ctx, *box, client.AdminHostCreateInput{Name: *name, Ips: ips})
-	},
-	"host set-ips": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"host set-ips": {"Replace a host's source IPs", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		name := fs.String("name", "", "host name")
 		var ips stringList
@@ -288,15 +317,15 @@ var adminCommands = map[string]adminCommand{
 			return nil, err
 		}
 		return c.AdminHostUpdate(ctx, *box, *name, client.AdminHostUpdateInput{Ips: ips})
-	},
-	"host list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"host list": {"List the hosts of a box", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		if err := parseAdmin(fs, args, "box"); err != nil {
 			return nil, err
 		}
 		return c.AdminHostList(ctx, *box)
-	},
-	"agent create": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"agent create": {"Create an agent and its first API key (printed once)", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		host := fs.String("host", "", "host name")
 		name := fs.String("name", "", "agent name")
@@ -321,18 +350,18 @@ var adminCommands = map[string]adminCommand{
 			return nil, err
 		}
 		return save(c.AdminAgentCreate(ctx, *box, body))
-	},
-	"agent list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"agent list": {"List the agents of a box", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		if err := parseAdmin(fs, args, "box"); err != nil {
 			return nil, err
 		}
 		return c.AdminAgentList(ctx, *box)
-	},
-	"agent disable":    setAgentFlags(&no, false),
-	"agent enable":     setAgentFlags(&yes, false),
-	"agent set-listed": setAgentFlags(nil, true),
-	"agent set-profile": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"agent disable":    {"Disable an agent", setAgentFlags(&no, false)},
+	"agent enable":     {"Enable an agent", setAgentFlags(&yes, false)},
+	"agent set-listed": {"List or unlist an agent in the directory", setAgentFlags(nil, true)},
+	"agent set-profile": {"Replace an agent's private profile", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		agent := fs.String("agent", "", "agent name or ID")
 		file := fs.String("file", "", "file with the private profile (- for stdin)")
@@ -344,16 +373,16 @@ var adminCommands = map[string]adminCommand{
 			return nil, err
 		}
 		return c.AdminAgentProfileSet(ctx, *box, *agent, client.AdminProfileSetInput{Text: text})
-	},
-	"agent get-profile": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"agent get-profile": {"Read an agent's private profile", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		agent := fs.String("agent", "", "agent name or ID")
 		if err := parseAdmin(fs, args, "box", "agent"); err != nil {
 			return nil, err
 		}
 		return c.AdminAgentProfileGet(ctx, *box, *agent)
-	},
-	"key create": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"key create": {"Create another API key for an agent (printed once)", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		agent := fs.String("agent", "", "agent name or ID")
 		router := fs.Bool("router", false, "router-mode key for MCP")
@@ -366,16 +395,16 @@ var adminCommands = map[string]adminCommand{
 			return nil, err
 		}
 		return save(c.AdminKeyCreate(ctx, *box, *agent, client.AdminKeyCreateInput{Router: router}))
-	},
-	"key list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"key list": {"List an agent's API keys (never the secrets)", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		agent := fs.String("agent", "", "agent name or ID")
 		if err := parseAdmin(fs, args, "box", "agent"); err != nil {
 			return nil, err
 		}
 		return c.AdminKeyList(ctx, *box, *agent)
-	},
-	"key revoke": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"key revoke": {"Revoke an API key", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		keyID := fs.String("key-id", "", "key ID")
 		if err := parseAdmin(fs, args, "box", "key-id"); err != nil {
@@ -386,15 +415,15 @@ var adminCommands = map[string]adminCommand{
 			return nil, usagef("--key-id must be a UUID")
 		}
 		return c.AdminKeyRevoke(ctx, *box, id)
-	},
-	"settings get": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"settings get": {"Read a box's settings", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		if err := parseAdmin(fs, args, "box"); err != nil {
 			return nil, err
 		}
 		return c.AdminSettingsGet(ctx, *box)
-	},
-	"settings set": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"settings set": {"Merge new values into a box's settings", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		raw := fs.String("json", "", "settings to merge, as a JSON object")
 		expected := fs.String("expected-revision", "", "fail unless settings_revision is this")
@@ -416,15 +445,15 @@ var adminCommands = map[string]adminCommand{
 			return nil, err
 		}
 		return c.AdminSettingsUpdateWithBody(ctx, *box, "application/json", bytes.NewReader(b))
-	},
-	"room list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"room list": {"List the rooms of a box", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		if err := parseAdmin(fs, args, "box"); err != nil {
 			return nil, err
 		}
 		return c.AdminRoomList(ctx, *box)
-	},
-	"room archive": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"room archive": {"Archive a room", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		room := fs.String("room", "", "room ID")
 		if err := parseAdmin(fs, args, "box", "room"); err != nil {
@@ -435,8 +464,8 @@ var adminCommands = map[string]adminCommand{
 			return nil, usagef("--room must be a room ID (UUID)")
 		}
 		return c.AdminRoomArchive(ctx, *box, id)
-	},
-	"room set-owner": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"room set-owner": {"Make an active member the room's owner", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		room := fs.String("room", "", "room ID")
 		agent := fs.String("agent", "", "agent name or ID of an active member")
@@ -448,28 +477,28 @@ var adminCommands = map[string]adminCommand{
 			return nil, usagef("--room must be a room ID (UUID)")
 		}
 		return c.AdminRoomSetOwner(ctx, *box, id, client.AdminRoomSetOwnerInput{AgentRef: *agent})
-	},
-	"cleanup status": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"cleanup status": {"Read a box's retention cleanup status", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		box := fs.String("box", "", "box key")
 		if err := parseAdmin(fs, args, "box"); err != nil {
 			return nil, err
 		}
 		return c.AdminCleanupStatus(ctx, *box)
-	},
-	"token create": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"token create": {"Issue an admin token (printed once)", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		label := fs.String("label", "", "what the token is for")
 		if err := parseAdmin(fs, args); err != nil {
 			return nil, err
 		}
 		return c.AdminTokenCreate(ctx, client.AdminTokenCreateInput{Label: label})
-	},
-	"token list": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"token list": {"List issued admin tokens (never the secrets)", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		if err := parseAdmin(fs, args); err != nil {
 			return nil, err
 		}
 		return c.AdminTokenList(ctx)
-	},
-	"token revoke": func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
+	}},
+	"token revoke": {"Revoke an admin token", func(ctx context.Context, c *client.Client, fs *flag.FlagSet, args []string) (*http.Response, error) {
 		tokenID := fs.String("token-id", "", "token ID (admin token list shows them)")
 		if err := parseAdmin(fs, args, "token-id"); err != nil {
 			return nil, err
@@ -479,5 +508,5 @@ var adminCommands = map[string]adminCommand{
 			return nil, usagef("--token-id must be a UUID")
 		}
 		return c.AdminTokenRevoke(ctx, id)
-	},
+	}},
 }

@@ -62,26 +62,44 @@ func findTool(args []string) (*genmcp.Tool, []string, bool) {
 	return nil, nil, false
 }
 
-// agent runs a registry tool; ok is false when args name none.
+// agent runs a registry tool, or lists a domain's commands (`agentbox inbox --help`); ok is
+// false when args name neither.
 func (e *env) agent(args []string) (ok bool, err error) {
 	if args[0] == "tools" {
 		return true, e.listTools()
 	}
 	t, rest, ok := findTool(args)
 	if !ok {
+		if domain := domainTools(args[0]); len(domain) > 0 && len(args) > 1 && isHelp(args[1]) {
+			fmt.Fprintf(e.stdout, "usage: agentbox %s <verb> [flags]\n\n", args[0])
+			commandList(e.stdout, fmt.Sprintf("%s commands (agentbox %s <verb> --help for each):", args[0], args[0]), domain)
+			return true, nil
+		}
 		return false, nil
 	}
 	return true, e.runTool(t, rest)
 }
 
 func (e *env) listTools() error {
-	var lines []string
+	all := map[string]string{}
 	for _, t := range genmcp.Tools {
-		lines = append(lines, fmt.Sprintf("  %-28s %s", t.CLI, t.Title))
+		all[t.CLI] = t.Title
 	}
-	sort.Strings(lines)
-	fmt.Fprintf(e.stdout, "agent commands (agentbox <command> --help for each):\n%s\n", strings.Join(lines, "\n"))
+	commandList(e.stdout, "agent commands (agentbox <command> --help for each):", all)
 	return nil
+}
+
+// domainTools are the commands of a domain (`inbox` → inbox ack, inbox claim, inbox list)
+// with their titles; empty for a word that is no domain. A one-word command (prime) is a
+// command, not a domain.
+func domainTools(domain string) map[string]string {
+	commands := map[string]string{}
+	for _, t := range genmcp.Tools {
+		if first, _, ok := strings.Cut(t.CLI, " "); ok && first == domain {
+			commands[t.CLI] = t.Title
+		}
+	}
+	return commands
 }
 
 func (e *env) runTool(t *genmcp.Tool, args []string) error {

@@ -47,7 +47,7 @@ func (e *env) attachmentCommand(args []string) (ok bool, err error) {
 		if len(args) >= 2 && args[1] == "download" {
 			return true, e.attachmentDownload(args[2:])
 		}
-		if len(args) >= 2 && (args[1] == "-h" || args[1] == "--help" || args[1] == "help") {
+		if len(args) >= 2 && isHelp(args[1]) {
 			return true, e.attachmentDownload([]string{"--help"})
 		}
 		return true, usagef("attachment needs a verb: attachment download (agentbox attachment download --help)")

@@ -10,11 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -89,7 +90,8 @@ commands:
   admin      administer boxes, hosts, agents, keys, profiles and settings
   mcp        serve the MCP tools over stdio (env AGENTBOX_SERVER, AGENTBOX_API_KEY or AGENTBOX_CREDENTIALS,
              AGENTBOX_SESSION; docs/mcp-clients.md)
-  tools      list the agent commands: agentbox <domain> <verb>, one per registry tool (e.g. prime, inbox list)
+  tools      list the agent commands: agentbox <domain> <verb>, one per registry tool (e.g. prime, inbox list);
+             agentbox <domain> --help lists one domain's (agentbox inbox --help)
   attachment download
              download an uploaded attachment to a local file (HTTP only; agentbox attachment download --help)
   contract   lint, diff and eval the contract (spec/openapi.json, spec/tool-contracts.json)
@@ -165,19 +167,16 @@ func unknownCommand(args []string) error {
 		words = append(words, a)
 	}
 	candidates := append([]string{}, topCommands...)
-	var verbs []string
 	for route, t := range agentRoutes {
 		if route == t.CLI || strings.Contains(route, " ") {
 			candidates = append(candidates, route)
 		}
-		if first, _, ok := strings.Cut(route, " "); ok && first == words[0] && route == t.CLI {
-			verbs = append(verbs, route)
-		}
 	}
 	typed := strings.Join(words, " ")
-	if len(words) == 1 && len(verbs) > 0 {
-		sort.Strings(verbs)
-		return usagef("%q needs a verb: %s (agentbox tools lists every command)", typed, strings.Join(verbs, ", "))
+	if len(words) == 1 {
+		if verbs := slices.Sorted(maps.Keys(domainTools(words[0]))); len(verbs) > 0 {
+			return usagef("%q needs a verb: %s (agentbox %s --help describes them, agentbox tools lists every command)", typed, strings.Join(verbs, ", "), typed)
+		}
 	}
 	// Each candidate is compared with as many typed words as it has.
 	best, bestDist := "", 1<<30
@@ -191,6 +190,26 @@ func unknownCommand(args []string) error {
 		return usagef("unknown command %q; did you mean %q? (agentbox help, agentbox tools)", typed, best)
 	}
 	return usagef("unknown command %q (agentbox help lists the commands, agentbox tools the agent commands)", typed)
+}
+
+// isHelp: the word asks for help where a command or verb is expected (agentbox admin
+// --help, agentbox inbox -h, agentbox admin box help).
+func isHelp(word string) bool {
+	switch word {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// commandList prints heading and one line per command (its words after agentbox, padded)
+// with its one-line description, in command order: agentbox tools, and the --help of an
+// agent domain or an admin resource.
+func commandList(w io.Writer, heading string, commands map[string]string) {
+	fmt.Fprintln(w, heading)
+	for _, name := range slices.Sorted(maps.Keys(commands)) {
+		fmt.Fprintf(w, "  %-28s %s\n", name, commands[name])
+	}
 }
 
 // finish reports err and picks the exit code.

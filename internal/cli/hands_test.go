@@ -59,6 +59,84 @@ func TestHelpOnStdout(t *testing.T) {
 	}
 }
 
+// TestGroupHelpListsItsCommands: --help (or -h, help) after an agent domain or an admin
+// resource prints its commands, one line each with its description, on stdout (exit 0),
+// in the format of agentbox tools and in the same order every time; each listed command's
+// own --help works and starts with that description. The domain alone stays a usage error.
+func TestGroupHelpListsItsCommands(t *testing.T) {
+	t.Setenv("AGENTBOX_ADMIN_TOKEN", "")
+	help := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := runText(args...)
+		if code != cli.ExitOK || errOut != "" {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+		if again, _, _ := runText(args...); again != out {
+			t.Fatalf("%v: two runs differ:\n%s\n---\n%s", args, out, again)
+		}
+		return out
+	}
+	tools := help("tools")
+	// A listed command: two spaces, its words, at least two spaces, its description.
+	listed := regexp.MustCompile(`(?m)^  (\S+(?: \S+)*) {2,}(\S.*)$`)
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"message", "--help"}, []string{"usage: agentbox message <verb> [flags]", "agentbox message <verb> --help for each",
+			"  message get                  Get message\n  message send                 Send message\n  message send-batch           Send DM to several agents\n"}},
+		{[]string{"inbox", "-h"}, []string{"  inbox ack ", "  inbox claim ", "  inbox list "}},
+		{[]string{"room", "help"}, []string{"  room create ", "  room leave "}},
+		{[]string{"admin", "box", "--help"}, []string{"usage: agentbox admin box <verb> [flags]", "agentbox admin box <verb> --help for each",
+			"  admin box create             Create a box\n  admin box disable            Disable a box\n  admin box enable             Enable a box\n  admin box list               List boxes\n"}},
+		{[]string{"admin", "agent", "-h"}, []string{"  admin agent create ", "  admin agent set-profile "}},
+		{[]string{"admin", "token", "help"}, []string{"  admin token revoke "}},
+	} {
+		out := help(c.args...)
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Fatalf("%v: stdout lacks %q:\n%s", c.args, w, out)
+			}
+		}
+		// Every command line listed: the same line as agentbox tools prints (agent
+		// commands), and a command whose own --help opens with its description.
+		lines := listed.FindAllStringSubmatch(out, -1)
+		if len(lines) == 0 {
+			t.Fatalf("%v lists no command:\n%s", c.args, out)
+		}
+		for _, m := range lines {
+			line, command, about := m[0], m[1], m[2]
+			if c.args[0] != "admin" && !strings.Contains(tools, line+"\n") {
+				t.Fatalf("%v lists %q, which agentbox tools does not", c.args, line)
+			}
+			own := help(append(strings.Fields(command), "--help")...)
+			if !strings.Contains(own, about) {
+				t.Fatalf("%s --help does not describe it as %q:\n%s", command, about, own)
+			}
+		}
+	}
+	// Every domain's commands are listed under it, none of another domain's.
+	for _, m := range listed.FindAllStringSubmatch(tools, -1) {
+		line, command := m[0], m[1]
+		domain, _, twoWords := strings.Cut(command, " ")
+		if !twoWords {
+			continue // prime: a command, not a domain
+		}
+		if out := help(domain, "--help"); !strings.Contains(out, line+"\n") {
+			t.Fatalf("%s --help lacks %q:\n%s", domain, line, out)
+		}
+	}
+	if out := help("message", "--help"); strings.Contains(out, "inbox") {
+		t.Fatalf("message --help lists another domain's commands:\n%s", out)
+	}
+	// Without --help a domain, or a resource, is still a usage error; an unknown resource too.
+	for _, args := range [][]string{{"message"}, {"admin", "box"}, {"admin", "nosuch", "--help"}} {
+		if out, errOut, code := runText(args...); code != cli.ExitUsage || out != "" || errOut == "" {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q; want a usage error", args, code, out, errOut)
+		}
+	}
+}
+
 // TestOutputSchemaDescribesStdout: --output-schema is the schema of what the command prints,
 // including the CLI's reason_names beside every reasons bitmask.
 func TestOutputSchemaDescribesStdout(t *testing.T) {
