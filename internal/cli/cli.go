@@ -166,6 +166,9 @@ func unknownCommand(args []string) error {
 		}
 		words = append(words, a)
 	}
+	if len(words) == 0 { // a flag where the command goes; never echoed (it may carry a value)
+		return usagef("the command comes first, before any flag (agentbox help lists the commands)")
+	}
 	candidates := append([]string{}, topCommands...)
 	for route, t := range agentRoutes {
 		if route == t.CLI || strings.Contains(route, " ") {

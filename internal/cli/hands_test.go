@@ -166,6 +166,9 @@ func TestUnknownCommandSuggests(t *testing.T) {
 		{[]string{"sevre"}, `did you mean "serve"?`},
 		{[]string{"admin", "box", "creat", "--key", "x"}, `did you mean "admin box create"?`},
 		{[]string{"admin", "box", "create"}, "--key"},
+		// A flag first is a usage error, not a crash.
+		{[]string{"--box", "demo", "inbox", "list"}, "the command comes first, before any flag"},
+		{[]string{"-"}, "the command comes first"},
 	} {
 		out, errOut, code := runText(c.args...)
 		if code != cli.ExitUsage || out != "" || !strings.Contains(errOut, c.want) {
