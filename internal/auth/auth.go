@@ -106,22 +106,32 @@ func (a *Authenticator) AgentCall(ctx context.Context, bearer, boxKey string, so
 	return p, a.recheck(ctx, hash, p, source, notFound), nil
 }
 
-// AgentKeyCall is AgentCall for the /mcp endpoint, whose key names no box (see AgentKey).
-func (a *Authenticator) AgentKeyCall(ctx context.Context, bearer string, source netip.Addr) (Principal, *store.KeyCheck, error) {
-	if bearer == "" {
-		p, err := a.AgentKey(ctx, bearer, source)
-		return p, nil, err
-	}
+// AgentKeyCall is AgentCall for the /mcp endpoint, whose key names no box (box_key arrives
+// with each tool call, which must name the returned Principal.BoxKey): the key is looked up
+// across boxes, with the checks and the failure of Agent, except that it takes no rate-limit
+// token: on /mcp only a tools/call that runs a tool is
+// rate limited, and its refusal is that call's tool error (SPEC §12), which only the call can
+// answer. limit is the rate limit of a key checked up front (its box sets one; nil
+// otherwise): the call takes its token with TakeToken when it runs. The check of a known key
+// takes the token of a limit its box has started since, in the call's transaction, as
+// AgentCall's does; ConfirmCredential confirms an answer without a transaction, taking none.
+func (a *Authenticator) AgentKeyCall(ctx context.Context, bearer string, source netip.Addr) (p Principal, check *store.KeyCheck, limit *store.RateLimit, err error) {
 	const notFound = "unknown key"
+	if bearer == "" {
+		_, err := a.check(ctx, store.KeyCredential{}, store.ErrNotFound, source, "missing bearer key")
+		return Principal{}, nil, nil, err
+	}
 	hash := HashSecret(bearer)
 	if p, check, ok := a.known(ctx, hash, "", source, notFound); ok {
-		return p, check, nil
+		return p, check, nil, nil
 	}
-	p, err := a.agentKey(ctx, hash, source)
+	cred, err := a.store.KeyCredentialAnyBox(ctx, hash)
+	p, err = a.check(ctx, cred, err, source, notFound)
+	a.remember(hash, p, cred, err)
 	if err != nil {
-		return p, nil, err
+		return Principal{}, nil, nil, err
 	}
-	return p, a.recheck(ctx, hash, p, source, notFound), nil
+	return p, a.recheck(ctx, hash, p, source, notFound), a.limit(cred), nil
 }
 
 // known is the identity of a key that has acted, with the deferred check of this call,
@@ -189,28 +199,17 @@ func (a *Authenticator) Confirm(ctx context.Context, k *store.KeyCheck) error {
 	return a.store.ConfirmKeyCheck(context.WithoutCancel(ctx), k)
 }
 
+// ConfirmCredential is Confirm for an answer its transport does not rate limit (/mcp's
+// protocol requests, and tool calls refused before they run): a rate-limit token the check
+// asks for is not taken.
+func (a *Authenticator) ConfirmCredential(ctx context.Context, k *store.KeyCheck) error {
+	return a.store.ConfirmKeyCredential(context.WithoutCancel(ctx), k)
+}
+
 func (a *Authenticator) forget(hash []byte) {
 	a.mu.Lock()
 	delete(a.identities, string(hash))
 	a.mu.Unlock()
-}
-
-// AgentKey authenticates a bearer key from the TCP source address without naming the box
-// (the /mcp endpoint: box_key arrives per tool call, and each call must name the returned
-// Principal.BoxKey). The checks and the failure are exactly those of Agent.
-func (a *Authenticator) AgentKey(ctx context.Context, bearer string, source netip.Addr) (Principal, error) {
-	if bearer == "" {
-		return a.admit(ctx, store.KeyCredential{}, store.ErrNotFound, source, "missing bearer key")
-	}
-	return a.agentKey(ctx, HashSecret(bearer), source)
-}
-
-// agentKey is AgentKey for a bearer key: looked up across boxes, admitted, then known.
-func (a *Authenticator) agentKey(ctx context.Context, hash []byte, source netip.Addr) (Principal, error) {
-	cred, err := a.store.KeyCredentialAnyBox(ctx, hash)
-	p, err := a.admit(ctx, cred, err, source, "unknown key")
-	a.remember(hash, p, cred, err)
-	return p, err
 }
 
 // admit applies the credential checks of SPEC §2 to a looked-up key: live key, enabled box
@@ -255,7 +254,12 @@ func (a *Authenticator) check(ctx context.Context, cred store.KeyCredential, err
 // is 0, its default) to an authenticated key: RATE_LIMITED, retryable, with retry_after_seconds.
 // The bucket lives in PostgreSQL, so the limit holds for the key across every server instance.
 func (a *Authenticator) rateLimit(ctx context.Context, cred store.KeyCredential) error {
-	l := a.limit(cred)
+	return a.TakeToken(ctx, a.limit(cred))
+}
+
+// TakeToken takes one token of the rate limit l (nil: none) for a call about to run:
+// RATE_LIMITED, retryable with retry_after_seconds, when the key's bucket is empty.
+func (a *Authenticator) TakeToken(ctx context.Context, l *store.RateLimit) error {
 	if l == nil {
 		return nil
 	}

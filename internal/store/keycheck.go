@@ -57,6 +57,16 @@ func pendingKeyCheck(ctx context.Context) *KeyCheck {
 // ConfirmKeyCheck runs k on its own unless it has run, and returns its outcome. It holds no
 // connection while it waits for one (a rate-limit token is taken on its own connection).
 func (s *Store) ConfirmKeyCheck(ctx context.Context, k *KeyCheck) error {
+	return s.confirmKeyCheck(ctx, k, true)
+}
+
+// ConfirmKeyCredential is ConfirmKeyCheck without the rate-limit token the check may ask
+// for: for an answer its transport does not rate limit.
+func (s *Store) ConfirmKeyCredential(ctx context.Context, k *KeyCheck) error {
+	return s.confirmKeyCheck(ctx, k, false)
+}
+
+func (s *Store) confirmKeyCheck(ctx context.Context, k *KeyCheck, token bool) error {
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
 	if k.ran {
@@ -64,7 +74,7 @@ func (s *Store) ConfirmKeyCheck(ctx context.Context, k *KeyCheck) error {
 	}
 	cred, err := s.KeyCredential(ctx, k.BoxKey, k.Hash)
 	limit, err := k.Admit(cred, err)
-	if err == nil && limit != nil {
+	if err == nil && limit != nil && token {
 		err = takeToken(ctx, db.New(s.pool), limit)
 	}
 	k.ran, k.err = true, err

@@ -51,7 +51,7 @@ func New(cfg Config) http.Handler {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	b := &inProcess{svc: cfg.Service, log: cfg.Log, metrics: cfg.Metrics}
+	b := &inProcess{svc: cfg.Service, auth: cfg.Auth, log: cfg.Log, metrics: cfg.Metrics}
 	full, fullCalls := mcpserver.Build(b, mcpserver.Options{Version: cfg.Version, Log: cfg.Log})
 	router, routerCalls := mcpserver.Build(b, mcpserver.Options{Router: true, Version: cfg.Version, Log: cfg.Log})
 	sdk := mcp.NewStreamableHTTPHandler(func(r *http.Request) *mcp.Server {
@@ -97,7 +97,12 @@ func New(cfg Config) http.Handler {
 			return
 		}
 		ctx := r.Context()
-		p, check, err := cfg.Auth.AgentKeyCall(ctx, auth.BearerToken(r), auth.SourceAddr(r))
+		// No rate-limit token is taken here (auth.AgentKeyCall): a refused tools/call is a tool
+		// error, as over stdio (SPEC §12), and only the call can answer one (inProcess.Call
+		// takes the token). initialize, tools/list, ping and the other protocol requests are
+		// not rate limited: they read no box data and cost no more than the authentication
+		// that admitted them, and over stdio they never reach the server at all.
+		p, check, limit, err := cfg.Auth.AgentKeyCall(ctx, auth.BearerToken(r), auth.SourceAddr(r))
 		if err != nil {
 			httpserver.WriteError(w, err) // a 401 carries WWW-Authenticate: Bearer (SPEC §13.2)
 			return
@@ -106,7 +111,10 @@ func New(cfg Config) http.Handler {
 			// A known key's check rides in the tool call's transaction (auth.AgentKeyCall);
 			// the answer waits for it, and a refused key is the HTTP 401 it always was.
 			ctx = store.WithKeyCheck(ctx, check)
-			w = httpserver.HoldForCheck(w, func() error { return confirmUnlessUnavailable(cfg.Auth.Confirm(ctx, check)) }, httpserver.WriteError)
+			w = httpserver.HoldForCheck(w, func() error { return confirmUnlessUnavailable(cfg.Auth.ConfirmCredential(ctx, check)) }, httpserver.WriteError)
+		}
+		if limit != nil {
+			ctx = context.WithValue(ctx, rateLimitKey{}, limit)
 		}
 		ctx = auth.WithPrincipal(ctx, p)
 		// SPEC §3: the Agentbox-Session header, else the MCP session ID (the stateless
@@ -144,11 +152,17 @@ func writeStatus(w http.ResponseWriter, status int, e *apierr.Error) {
 const (
 	principalExtra  = "agentbox.principal"
 	sessionKeyExtra = "agentbox.session_key"
+	rateLimitExtra  = "agentbox.rate_limit"
 )
+
+// rateLimitKey holds, in a request's context, the rate limit each of its tool calls takes a
+// token from (a key checked up front whose box sets one).
+type rateLimitKey struct{}
 
 // inProcess runs tools on the service in this process, as the authenticated principal.
 type inProcess struct {
 	svc     api.StrictServerInterface
+	auth    *auth.Authenticator
 	log     *slog.Logger
 	metrics *metrics.Registry
 }
@@ -159,8 +173,9 @@ func tokenInfo(r *http.Request) *sdkauth.TokenInfo {
 	if !ok {
 		return nil
 	}
+	limit, _ := r.Context().Value(rateLimitKey{}).(*store.RateLimit)
 	return &sdkauth.TokenInfo{UserID: p.AgentID.String(), Extra: map[string]any{
-		principalExtra: p, sessionKeyExtra: auth.SessionKeyFrom(r.Context()),
+		principalExtra: p, sessionKeyExtra: auth.SessionKeyFrom(r.Context()), rateLimitExtra: limit,
 	}}
 }
 
@@ -199,6 +214,12 @@ func (b *inProcess) Call(ctx context.Context, req *mcp.CallToolRequest, op *genm
 	var boxKey string
 	json.Unmarshal(args["box_key"], &boxKey) //nolint:errcheck // validated by the input schema
 	if err := b.CheckBox(ctx, req, boxKey); err != nil {
+		return nil, err
+	}
+	// The call's rate-limit token (auth.AgentKeyCall), after the box check as over HTTP: a
+	// refusal is this call's RATE_LIMITED, a tool error counted above like any other.
+	limit, _ := req.Extra.TokenInfo.Extra[rateLimitExtra].(*store.RateLimit)
+	if err := b.auth.TakeToken(ctx, limit); err != nil {
 		return nil, err
 	}
 	p, sessionKey, _ := principalOf(req)
