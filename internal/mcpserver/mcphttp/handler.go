@@ -1,9 +1,9 @@
 // Package mcphttp serves the MCP tool surface over streamable HTTP at /mcp (SPEC §13.2):
 // the SDK's stateless handler (any instance serves any request), behind the Origin
-// allow-list and the same agent authentication as the HTTP API, calling the service in
-// process through the generated dispatch table. A single tools/call POST is answered
-// without the SDK's per-request session, by the same handlers and in the same bytes
-// (fastpath.go says why and which requests).
+// allow-list (with CORS for the allowed Origins: cors.go) and the same agent authentication
+// as the HTTP API, calling the service in process through the generated dispatch table. A
+// single tools/call POST is answered without the SDK's per-request session, by the same
+// handlers and in the same bytes (fastpath.go says why and which requests).
 package mcphttp
 
 import (
@@ -91,10 +91,17 @@ func New(cfg Config) http.Handler {
 		unescaper := &htmlUnescaper{ResponseWriter: rw}
 		defer unescaper.flushHeld()
 		var w http.ResponseWriter = unescaper
-		if origin, present := r.Header["Origin"]; present && (len(origin) != 1 || !allowed[strings.ToLower(origin[0])]) {
-			writeStatus(w, http.StatusForbidden, apierr.New(apierr.NotFoundOrForbidden, "requests from this Origin are refused: it is not in the server's MCP Origin allow-list (--mcp-allowed-origin)").
-				WithReason("origin_not_allowed"))
-			return
+		if origin, present := r.Header["Origin"]; present {
+			if len(origin) != 1 || !allowed[strings.ToLower(origin[0])] {
+				writeStatus(w, http.StatusForbidden, apierr.New(apierr.NotFoundOrForbidden, "requests from this Origin are refused: it is not in the server's MCP Origin allow-list (--mcp-allowed-origin)").
+					WithReason("origin_not_allowed"))
+				return
+			}
+			if isPreflight(r) { // before authentication: a preflight carries no credentials (cors.go)
+				writePreflight(w, origin[0])
+				return
+			}
+			w = &corsWriter{ResponseWriter: w, origin: origin[0]}
 		}
 		ctx := r.Context()
 		// No rate-limit token is taken here (auth.AgentKeyCall): a refused tools/call is a tool
