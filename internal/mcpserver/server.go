@@ -209,6 +209,9 @@ func (sf *surface) arguments(ctx context.Context, req *mcp.CallToolRequest, inpu
 	if t := bytes.TrimSpace(raw); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 		raw = []byte("{}")
 	}
+	if IsTooDeepArguments(raw) { // LimitNesting's stand-in: the HTTP API's error for a body nested too deep
+		return nil, apierr.FromDecode(schema.ErrTooDeep)
+	}
 	valid := input.Accepts(raw)
 	var doc any
 	if !valid {

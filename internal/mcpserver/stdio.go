@@ -78,7 +78,7 @@ func (l *messageLines) Read(p []byte) (int, error) {
 			l.out.Write(protocolErrorLine(jsonrpc.CodeParseError)) //nolint:errcheck // a broken stdout ends the process anyway
 			continue
 		}
-		msg := bytes.TrimSpace(line)
+		msg := LimitNesting(bytes.TrimSpace(line))
 		if len(msg) == 0 {
 			continue
 		}

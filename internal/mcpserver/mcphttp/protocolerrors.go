@@ -40,6 +40,7 @@ func withProtocolErrors(next http.Handler, fast *fastCalls) http.Handler {
 				writeStatus(w, http.StatusRequestEntityTooLarge, apierr.TooLarge("", "request_too_large", maxRequestBytes))
 				return
 			}
+			body = mcpserver.LimitNesting(body) // arguments too deep for the SDK are a tool error (nesting.go)
 			if fast != nil && fast.serve(w, r, body) {
 				return
 			}
