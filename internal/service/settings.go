@@ -38,7 +38,7 @@ var settingSemantics = map[string]string{
 	"upload_temp_max_bytes":         "temporary bytes this box's uploads in progress may reserve at once, counted by each server process (each reserves its request size, at most the smaller of attachment_max_bytes and this); over it while others are in progress: RATE_LIMITED with retry_after_seconds; a file larger than this alone: LIMIT_EXCEEDED upload_too_large_for_box",
 	"upload_concurrency_max":        "uploads of this box in progress at once, counted by each server process; over it: RATE_LIMITED with retry_after_seconds; 0 = uploads disabled (LIMIT_EXCEEDED uploads_disabled)",
 	"idempotency_retention_seconds": "how long an idempotency_key replays its original result",
-	"rate_limit_per_second":         "per-key request rate, counted by each server process; excess requests get RATE_LIMITED with retry_after_seconds (0 = off)",
+	"rate_limit_per_second":         "per-key rate of calls (HTTP requests; over MCP, tool calls), one bucket per key shared by every server process; excess calls get RATE_LIMITED with retry_after_seconds (0 = off)",
 	"rate_limit_burst":              "per-key burst above the rate",
 	"checkpoint_max_bytes":          "checkpoint cap in bytes of compact JSON, each string in its shortest escaping (fixed, not a setting)",
 	"request_max_bytes":             "an HTTP request's JSON body (or a multipart request's JSON part), and an MCP tool call's arguments, is at most " + strconv.Itoa(schema.MaxRequestBytes) + " bytes (fixed, not a setting); over it: LIMIT_EXCEEDED request_too_large",
