@@ -5,12 +5,19 @@ SELECT * FROM cleanup_status WHERE box_id = @box_id;
 
 -- name: RecordCleanupRun :exec
 -- A retention run that deleted @deleted messages (after a write, or the retroactive cleanup
--- after a lowered cap). Taken after the channel locks, like every retention run.
+-- after a lowered cap). Taken after the channel locks, like every retention run. Only a
+-- retroactive run clears a failed state: a run after a write applies the caps to one
+-- channel, and others may still hold more than the caps a failed cleanup left unapplied.
 INSERT INTO cleanup_status (box_id, state, runs, deleted_messages, last_run_at)
 VALUES (@box_id, 'idle', 1, @deleted, @now::timestamptz)
 ON CONFLICT (box_id) DO UPDATE
-SET state = 'idle', runs = cleanup_status.runs + 1, deleted_messages = cleanup_status.deleted_messages + EXCLUDED.deleted_messages,
+SET state = CASE WHEN @retroactive::boolean THEN 'idle' ELSE cleanup_status.state END,
+    runs = cleanup_status.runs + 1, deleted_messages = cleanup_status.deleted_messages + EXCLUDED.deleted_messages,
     last_run_at = EXCLUDED.last_run_at;
+
+-- name: FailedCleanupBoxes :many
+-- The boxes whose last retroactive cleanup failed (RetryFailedCleanups).
+SELECT box_id FROM cleanup_status WHERE state = 'failed' ORDER BY box_id;
 
 -- name: RecordCleanupFailure :exec
 INSERT INTO cleanup_status (box_id, state, failures, last_run_at, last_error)

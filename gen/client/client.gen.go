@@ -501,13 +501,15 @@ type AdminBoxUpdateInput struct {
 
 // AdminCleanupStatus defines model for AdminCleanupStatus.
 type AdminCleanupStatus struct {
-	BoxKey          string       `json:"box_key"`
-	DeletedMessages int64        `json:"deleted_messages"`
-	Failures        int64        `json:"failures"`
-	LastError       *string      `json:"last_error,omitempty"`
-	LastRunAt       *Timestamp   `json:"last_run_at,omitempty"`
-	Runs            int64        `json:"runs"`
-	State           CleanupState `json:"state"`
+	BoxKey          string     `json:"box_key"`
+	DeletedMessages int64      `json:"deleted_messages"`
+	Failures        int64      `json:"failures"`
+	LastError       *string    `json:"last_error,omitempty"`
+	LastRunAt       *Timestamp `json:"last_run_at,omitempty"`
+	Runs            int64      `json:"runs"`
+
+	// State idle: every cap in force is applied. failed: the last retroactive cleanup after a lowered cap failed; it is retried about once a minute (and by a settings update) until it succeeds, and each channel's next write applies the caps meanwhile. A retention run after a write does not clear it.
+	State CleanupState `json:"state"`
 }
 
 // AdminHost defines model for AdminHost.
@@ -762,7 +764,7 @@ type CheckpointStatus struct {
 // ClaimOrder defines model for ClaimOrder.
 type ClaimOrder string
 
-// CleanupState defines model for CleanupState.
+// CleanupState idle: every cap in force is applied. failed: the last retroactive cleanup after a lowered cap failed; it is retried about once a minute (and by a settings update) until it succeeds, and each channel's next write applies the caps meanwhile. A retention run after a write does not clear it.
 type CleanupState string
 
 // DecimalString defines model for DecimalString.

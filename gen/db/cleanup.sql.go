@@ -42,6 +42,31 @@ func (q *Queries) CleanupTotals(ctx context.Context) (CleanupTotalsRow, error) {
 	return i, err
 }
 
+const failedCleanupBoxes = `-- name: FailedCleanupBoxes :many
+SELECT box_id FROM cleanup_status WHERE state = 'failed' ORDER BY box_id
+`
+
+// The boxes whose last retroactive cleanup failed (RetryFailedCleanups).
+func (q *Queries) FailedCleanupBoxes(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, failedCleanupBoxes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var box_id uuid.UUID
+		if err := rows.Scan(&box_id); err != nil {
+			return nil, err
+		}
+		items = append(items, box_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const getCleanupStatus = `-- name: GetCleanupStatus :one
 
 SELECT box_id, state, runs, deleted_messages, failures, last_run_at, last_error FROM cleanup_status WHERE box_id = $1
@@ -122,19 +147,28 @@ const recordCleanupRun = `-- name: RecordCleanupRun :exec
 INSERT INTO cleanup_status (box_id, state, runs, deleted_messages, last_run_at)
 VALUES ($1, 'idle', 1, $2, $3::timestamptz)
 ON CONFLICT (box_id) DO UPDATE
-SET state = 'idle', runs = cleanup_status.runs + 1, deleted_messages = cleanup_status.deleted_messages + EXCLUDED.deleted_messages,
+SET state = CASE WHEN $4::boolean THEN 'idle' ELSE cleanup_status.state END,
+    runs = cleanup_status.runs + 1, deleted_messages = cleanup_status.deleted_messages + EXCLUDED.deleted_messages,
     last_run_at = EXCLUDED.last_run_at
 `
 
 type RecordCleanupRunParams struct {
-	BoxID   uuid.UUID
-	Deleted int64
-	Now     time.Time
+	BoxID       uuid.UUID
+	Deleted     int64
+	Now         time.Time
+	Retroactive bool
 }
 
 // A retention run that deleted @deleted messages (after a write, or the retroactive cleanup
-// after a lowered cap). Taken after the channel locks, like every retention run.
+// after a lowered cap). Taken after the channel locks, like every retention run. Only a
+// retroactive run clears a failed state: a run after a write applies the caps to one
+// channel, and others may still hold more than the caps a failed cleanup left unapplied.
 func (q *Queries) RecordCleanupRun(ctx context.Context, arg RecordCleanupRunParams) error {
-	_, err := q.db.Exec(ctx, recordCleanupRun, arg.BoxID, arg.Deleted, arg.Now)
+	_, err := q.db.Exec(ctx, recordCleanupRun,
+		arg.BoxID,
+		arg.Deleted,
+		arg.Now,
+		arg.Retroactive,
+	)
 	return err
 }

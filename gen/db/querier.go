@@ -124,6 +124,8 @@ type Querier interface {
 	EnsureServerSecret(ctx context.Context, arg EnsureServerSecretParams) error
 	// The boxes the sweeper visits, @max_rows at a time after @after (by the primary key).
 	ExpiryBoxes(ctx context.Context, arg ExpiryBoxesParams) ([]uuid.UUID, error)
+	// The boxes whose last retroactive cleanup failed (RetryFailedCleanups).
+	FailedCleanupBoxes(ctx context.Context) ([]uuid.UUID, error)
 	// Reports on one message, keyset on (file_index, reporter_agent_id); only one reporter's
 	// when @reporter_agent_id is given.
 	FileReports(ctx context.Context, arg FileReportsParams) ([]FileReport, error)
@@ -384,7 +386,9 @@ type Querier interface {
 	PutIdempotencyRecord(ctx context.Context, arg PutIdempotencyRecordParams) error
 	RecordCleanupFailure(ctx context.Context, arg RecordCleanupFailureParams) error
 	// A retention run that deleted @deleted messages (after a write, or the retroactive cleanup
-	// after a lowered cap). Taken after the channel locks, like every retention run.
+	// after a lowered cap). Taken after the channel locks, like every retention run. Only a
+	// retroactive run clears a failed state: a run after a write applies the caps to one
+	// channel, and others may still hold more than the caps a failed cleanup left unapplied.
 	RecordCleanupRun(ctx context.Context, arg RecordCleanupRunParams) error
 	// This session was shown these rows (the precondition of their ACK). Never an ACK; an
 	// existing receipt keeps its lease_replaced mark.

@@ -159,9 +159,11 @@ func Run(cfg RunConfig) (err error) {
 	}
 	defer uploads.Close()
 
+	svc := service.New(service.Options{Store: st, Log: log})
+	go svc.KeepRetryingCleanups(statsCtx)
 	handler := Handler(Config{
 		Store:             st,
-		Service:           service.New(service.Options{Store: st, Log: log}),
+		Service:           svc,
 		AdminToken:        token,
 		Log:               log,
 		MCPAllowedOrigins: cfg.MCPAllowedOrigins,

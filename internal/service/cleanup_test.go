@@ -74,6 +74,73 @@ func TestCleanupStatusAndRetroactiveCleanup(t *testing.T) {
 	}
 }
 
+// A failed retroactive cleanup stays failed until a cleanup of every channel succeeds (outside
+// probe: it was never retried, re-sending the same cap did nothing, and one write's retention
+// in one channel reported the box idle while another channel still held more than the cap),
+// and its last_error says what kind of failure it was without the database's message.
+func TestFailedCleanupIsRetriedUntilEveryChannelIsWithinItsCaps(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a", "b", "c")
+	a, b, c, e := w.agents["a"], w.agents["b"], w.agents["c"], w.e
+	ctx := context.Background()
+	status := func() map[string]any { return e.Admin("GET", "/boxes/alpha/cleanup", nil) }
+	for i := range 5 {
+		ibSend(t, a, dmTo(b), fmt.Sprintf("to b %d", i), nil)
+		ibSend(t, a, dmTo(c), fmt.Sprintf("to c %d", i), nil)
+	}
+	largest := func() int64 {
+		return dbInt(t, e, `SELECT max(n) FROM (SELECT count(*) AS n FROM messages GROUP BY channel_id) x`)
+	}
+	// Deleting messages fails while the trigger is there (this test's own database).
+	failDeletes := func(on bool) {
+		t.Helper()
+		q := `DROP TRIGGER IF EXISTS fail_deletes ON messages`
+		if on {
+			q = `CREATE OR REPLACE FUNCTION fail_deletes() RETURNS trigger LANGUAGE plpgsql AS $$
+			     BEGIN RAISE EXCEPTION 'secret-detail-never-shown'; END $$;
+			     CREATE TRIGGER fail_deletes BEFORE DELETE ON messages FOR EACH ROW EXECUTE FUNCTION fail_deletes()`
+		}
+		if _, err := e.Store.Pool().Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failDeletes(true)
+	w.settings(map[string]any{"channel_message_cap": 3})
+	s := status()
+	if s["state"] != "failed" || s["failures"] != float64(1) || !strings.Contains(fmt.Sprint(s["last_error"]), "SQLSTATE P0001") ||
+		strings.Contains(fmt.Sprint(s["last_error"]), "secret-detail") {
+		t.Fatalf("after the failed cleanup: %v", s)
+	}
+	failDeletes(false)
+	// One write's retention applies the cap to its channel only: still failed.
+	ibSend(t, a, dmTo(b), "to b again", nil)
+	if s := status(); s["state"] != "failed" || largest() != 5 {
+		t.Fatalf("after a write in one channel: %v, largest channel %d", s, largest())
+	}
+	// The same cap again runs the cleanup again.
+	w.settings(map[string]any{"channel_message_cap": 3})
+	if s := status(); s["state"] != "idle" || largest() != 3 {
+		t.Fatalf("after the same cap again: %v, largest channel %d", s, largest())
+	}
+	// And the server's retry runs it by itself.
+	failDeletes(true)
+	w.settings(map[string]any{"channel_message_cap": 2})
+	failDeletes(false)
+	if s := status(); s["state"] != "failed" || s["failures"] != float64(2) {
+		t.Fatalf("after the second failed cleanup: %v", s)
+	}
+	if err := e.Service.RetryFailedCleanups(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = status()
+	if s["state"] != "idle" || largest() != 2 {
+		t.Fatalf("after the retry: %v, largest channel %d", s, largest())
+	}
+	if err := e.Service.RetryFailedCleanups(ctx); err != nil || status()["runs"] != s["runs"] {
+		t.Fatalf("a retry with nothing failed ran: %v %v", err, status())
+	}
+}
+
 // The admin CLI shows the cleanup status (not parallel: it sets the CLI's environment).
 func TestAdminCLICleanupStatus(t *testing.T) {
 	e := testenv.New(t)

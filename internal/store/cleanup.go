@@ -59,8 +59,15 @@ func (s *Store) CleanupTotals(ctx context.Context) (CleanupTotals, error) {
 
 // RecordCleanupRun counts one retention run that deleted messages. Callers hold the locks of
 // the channels they cleaned, so they take the box's status row after them.
-func (t *Tx) RecordCleanupRun(ctx context.Context, boxID uuid.UUID, deleted int64, now time.Time) error {
-	return t.q.RecordCleanupRun(ctx, db.RecordCleanupRunParams{BoxID: boxID, Deleted: deleted, Now: now})
+func (t *Tx) RecordCleanupRun(ctx context.Context, boxID uuid.UUID, deleted int64, retroactive bool, now time.Time) error {
+	return t.q.RecordCleanupRun(ctx, db.RecordCleanupRunParams{BoxID: boxID, Deleted: deleted, Retroactive: retroactive, Now: now})
+}
+
+// FailedCleanupBoxes are the boxes whose last retroactive cleanup failed.
+func (s *Store) FailedCleanupBoxes(ctx context.Context) ([]uuid.UUID, error) {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
+	return db.New(s.pool).FailedCleanupBoxes(ctx)
 }
 
 // RecordCleanupFailure counts a failed cleanup run with a short, content-free description.

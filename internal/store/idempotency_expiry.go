@@ -63,7 +63,7 @@ func (s *Store) KeepIdempotencyExpiry(ctx context.Context, interval time.Duratio
 			return
 		case err != nil && !failing:
 			log.WarnContext(ctx, "deleting expired idempotency records failed; retrying quietly every interval until it works",
-				slog.String("cause", failureCause(err)), slog.Duration("interval", interval))
+				slog.String("cause", FailureCause(err)), slog.Duration("interval", interval))
 		case err == nil && failing:
 			log.InfoContext(ctx, "deleting expired idempotency records works again")
 		}
@@ -143,9 +143,10 @@ func boundedCall[T any](s *Store, ctx context.Context, fn func(context.Context) 
 	return fn(ctx)
 }
 
-// failureCause describes a failed statement for the log without its text, which may quote
-// values: whether the database was reachable, else the SQLSTATE it answered.
-func failureCause(err error) string {
+// FailureCause describes a failed statement without its text, which may quote values:
+// whether the database was reachable, else the SQLSTATE it answered (logs, and what an admin
+// reads of a failed cleanup).
+func FailureCause(err error) string {
 	var pgErr *pgconn.PgError
 	switch {
 	case connectionLost(err):

@@ -322,7 +322,7 @@ func (t *Tx) DeliverMessages(ctx context.Context, n NewMessages, messageCap, att
 	}
 	deleted, err := t.EnforceRetention(ctx, n.BoxID, over, messageCap, attachmentCap)
 	if err == nil && deleted > 0 { // a run that deleted something is counted in the box's cleanup status
-		err = t.RecordCleanupRun(ctx, n.BoxID, deleted, now)
+		err = t.RecordCleanupRun(ctx, n.BoxID, deleted, false, now)
 	}
 	return res, err
 }
