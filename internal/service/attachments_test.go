@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"mime/multipart"
 	"net"
 	"net/http"
@@ -237,6 +238,24 @@ func TestAttachmentSendAndDownload(t *testing.T) {
 	}, "IDEMPOTENCY_CONFLICT", "", "idempotency_key")
 	if files := tempFiles(t, e); len(files) != 0 {
 		t.Fatalf("temporary files left: %v", files)
+	}
+}
+
+// Upload settings at the top of their range (an operator's "no limit") keep a file whole
+// (outside probe, high: at math.MaxInt64 for both, every upload was stored as 0 bytes and the
+// send said sent, the file's cap plus one having wrapped to a negative read limit).
+func TestAttachmentLimitsAtTheInt64Top(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a", "b")
+	a, b := w.agents["a"], w.agents["b"]
+	w.settings(map[string]any{"attachment_max_bytes": int64(math.MaxInt64), "upload_temp_max_bytes": int64(math.MaxInt64)})
+	data := []byte("hello attachment\n")
+	att := attachmentOf(t, b, sendFile(t, a, dmTo(b), "whole", "o.txt", data))
+	if att["size_bytes"] != float64(len(data)) || att["sha256"] != hexSHA(data) {
+		t.Fatalf("attachment at the int64 top: %v", att)
+	}
+	if resp, body := download(t, b, att["attachment_id"].(string)); resp.StatusCode != http.StatusOK || !bytes.Equal(body, data) {
+		t.Fatalf("download: %d %q", resp.StatusCode, body)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -209,7 +210,7 @@ func (s *Stager) Admit(box uuid.UUID, lim Limits, declared int64) (*Slot, error)
 	switch {
 	case u.uploads+1 > lim.ConcurrencyMax:
 		reason = ReasonConcurrency
-	case u.reserved+reserve > lim.TempMaxBytes:
+	case reserve > lim.TempMaxBytes-u.reserved: // as reserved+reserve > max, without overflowing at the int64 top
 		reason = ReasonTempBytes
 	default:
 		u.uploads++
@@ -294,7 +295,11 @@ func (sl *Slot) Stage(r io.Reader, name, mediaType string) (*File, error) {
 	// carries a file larger than itself.
 	limit := sl.limits.fileCap()
 	w := &countingWriter{f: f, h: h, s: sl.s, limit: limit}
-	_, err = io.CopyBuffer(w, io.LimitReader(r, limit+1), make([]byte, 32<<10))
+	read := limit + 1 // the byte past the cap shows a file too large
+	if limit == math.MaxInt64 {
+		read = limit // settings at the int64 top: no byte could be past it (limit+1 wrapped, and no byte was read)
+	}
+	_, err = io.CopyBuffer(w, io.LimitReader(r, read), make([]byte, 32<<10))
 	sf.SizeBytes = w.n
 	if errors.Is(err, errOverCap) {
 		sf.remove()
