@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -106,8 +107,12 @@ func (sf *surface) toolExecute(ctx context.Context, req *mcp.CallToolRequest, ar
 		return nil, err
 	}
 	// The same checks as a direct call: strict decoding, the box, the closed input schema.
+	start := time.Now()
 	innerArgs, err := sf.arguments(ctx, req, op.Input, raw)
 	if err != nil {
+		if e, ok := apierr.As(err); ok {
+			sf.refused(ctx, op, e, start)
+		}
 		return nil, underArguments(err)
 	}
 	body, err := sf.backend.Call(ctx, req, op, innerArgs)

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -36,6 +37,14 @@ type Backend interface {
 	// Call runs op with arguments already validated against op.Input and returns the
 	// operation's success body, or an error (*apierr.Error for expected failures).
 	Call(ctx context.Context, req *mcp.CallToolRequest, op *genmcp.Operation, args map[string]json.RawMessage) (json.RawMessage, error)
+}
+
+// RefusalRecorder is a Backend that also records the tool calls refused before Call ran
+// them (arguments that fail the input schema, a wrong box, arguments over the bound), as its
+// Call records the calls it runs (/metrics counts both; over stdio such a refusal never
+// reaches the server).
+type RefusalRecorder interface {
+	Refused(ctx context.Context, op *genmcp.Operation, err *apierr.Error, d time.Duration)
 }
 
 // Options configure New.
@@ -134,6 +143,7 @@ type surface struct {
 type entry struct {
 	sf           *surface
 	tool         *genmcp.Tool
+	op           *genmcp.Operation // nil for the router tools
 	input        *schema.Validator
 	inputSchema  json.RawMessage
 	outputSchema json.RawMessage // advertised (open)
@@ -148,7 +158,7 @@ func (sf *surface) entry(t *genmcp.Tool) *entry {
 	if op == nil || op.Output == nil {
 		panic(fmt.Sprintf("mcpserver: tool %s has no operation with a JSON result", t.Name))
 	}
-	return &entry{sf: sf, tool: t, input: op.Input, inputSchema: advertisedInput(op.InputSchema), outputSchema: advertisedOutput(op.AdvertisedOutputSchema),
+	return &entry{sf: sf, tool: t, op: op, input: op.Input, inputSchema: advertisedInput(op.InputSchema), outputSchema: advertisedOutput(op.AdvertisedOutputSchema),
 		run: func(ctx context.Context, req *mcp.CallToolRequest, args map[string]json.RawMessage) (json.RawMessage, error) {
 			return sf.backend.Call(ctx, req, op, args)
 		}}
@@ -184,9 +194,12 @@ func (e *entry) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Call
 // call checks the arguments with our own code (never the SDK's), runs the tool and returns
 // its success body or the structured error.
 func (e *entry) call(ctx context.Context, req *mcp.CallToolRequest, raw json.RawMessage) (json.RawMessage, *apierr.Error) {
+	start := time.Now()
 	args, err := e.sf.arguments(ctx, req, e.input, raw)
 	if err != nil {
-		return nil, e.sf.wireError(ctx, e.tool.Name, err)
+		fail := e.sf.wireError(ctx, e.tool.Name, err)
+		e.sf.refused(ctx, e.op, fail, start)
+		return nil, fail
 	}
 	body, err := e.run(ctx, req, args)
 	if err != nil {
@@ -254,6 +267,13 @@ func (sf *surface) arguments(ctx context.Context, req *mcp.CallToolRequest, inpu
 	}
 	schema.ClampIntegerMembers(args) // limit 10.0 or 1e30 is clamped, never refused (SPEC §9)
 	return args, nil
+}
+
+// refused tells a RefusalRecorder backend of a call of op refused before it ran.
+func (sf *surface) refused(ctx context.Context, op *genmcp.Operation, e *apierr.Error, start time.Time) {
+	if r, ok := sf.backend.(RefusalRecorder); ok && op != nil {
+		r.Refused(ctx, op, e, time.Since(start))
+	}
 }
 
 // wireError turns any failure into the structured error; unexpected ones are logged with

@@ -88,13 +88,26 @@ func New(cfg Config) http.Handler {
 		allowed[strings.ToLower(strings.TrimSpace(o))] = true
 	}
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		unescaper := &htmlUnescaper{ResponseWriter: rw}
 		defer unescaper.flushHeld()
 		var w http.ResponseWriter = unescaper
+		// A request refused before any JSON-RPC method runs (Origin, credentials, session
+		// header) is counted under the endpoint: no tool was called.
+		refuse := func(w http.ResponseWriter, err error) {
+			httpserver.WriteError(w, err)
+			e, ok := apierr.As(err)
+			if !ok {
+				e = apierr.Storage()
+			}
+			observeRefusal(cfg.Metrics, e.HTTPStatus(), e, start)
+		}
 		if origin, present := r.Header["Origin"]; present {
 			if len(origin) != 1 || !allowed[strings.ToLower(origin[0])] {
-				writeStatus(w, http.StatusForbidden, apierr.New(apierr.NotFoundOrForbidden, "requests from this Origin are refused: it is not in the server's MCP Origin allow-list (--mcp-allowed-origin)").
-					WithReason("origin_not_allowed"))
+				refused := apierr.New(apierr.NotFoundOrForbidden, "requests from this Origin are refused: it is not in the server's MCP Origin allow-list (--mcp-allowed-origin)").
+					WithReason("origin_not_allowed")
+				writeStatus(w, http.StatusForbidden, refused)
+				observeRefusal(cfg.Metrics, http.StatusForbidden, refused, start)
 				return
 			}
 			if isPreflight(r) { // before authentication: a preflight carries no credentials (cors.go)
@@ -111,13 +124,14 @@ func New(cfg Config) http.Handler {
 		// that admitted them, and over stdio they never reach the server at all.
 		p, check, limit, err := cfg.Auth.AgentKeyCall(ctx, auth.BearerToken(r), auth.SourceAddr(r))
 		if err != nil {
-			httpserver.WriteError(w, err) // a 401 carries WWW-Authenticate: Bearer (SPEC §13.2)
+			refuse(w, err) // a 401 carries WWW-Authenticate: Bearer (SPEC §13.2)
 			return
 		}
 		if check != nil {
 			// A known key's check rides in the tool call's transaction (auth.AgentKeyCall);
 			// the answer waits for it, and a refused key is the HTTP 401 it always was.
 			ctx = store.WithKeyCheck(ctx, check)
+			// (A tool call the check refuses is counted by Call; only its answer becomes the 401.)
 			w = httpserver.HoldForCheck(w, func() error { return confirmUnlessUnavailable(cfg.Auth.ConfirmCredential(ctx, check)) }, httpserver.WriteError)
 		}
 		if limit != nil {
@@ -128,12 +142,26 @@ func New(cfg Config) http.Handler {
 		// handler has none), else the key's lane.
 		header := r.Header.Get(auth.SessionHeader)
 		if err := auth.CheckSessionHeader(header); err != nil {
-			httpserver.WriteError(w, err)
+			refuse(w, err)
 			return
 		}
 		ctx = auth.WithSessionKey(ctx, auth.SessionKey(header, "", p.KeyID))
 		protocolErrors.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// endpointOperation is the operation label of /mcp requests refused before any tool ran.
+const endpointOperation = "mcp"
+
+// observeRefusal counts a request to /mcp refused before any method ran.
+func observeRefusal(m *metrics.Registry, status int, e *apierr.Error, start time.Time) {
+	m.Observe(endpointOperation, "mcp", status, string(e.Code), time.Since(start))
+}
+
+// Refused counts a tool call refused before it ran (mcpserver.RefusalRecorder), as Call
+// counts the calls it runs.
+func (b *inProcess) Refused(_ context.Context, op *genmcp.Operation, e *apierr.Error, d time.Duration) {
+	b.metrics.Observe(op.OperationID, "mcp", e.HTTPStatus(), string(e.Code), d)
 }
 
 // confirmUnlessUnavailable lets a held answer out when its key's check could not run because
