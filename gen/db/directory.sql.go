@@ -60,7 +60,8 @@ SELECT agents.agent_id, agents.name, agents.role, agents.description, agents.car
        agents.last_seen_at, hosts.name AS host_name
 FROM agents JOIN hosts ON hosts.box_id = agents.box_id AND hosts.host_id = agents.host_id
 WHERE agents.box_id = $1 AND agents.listed AND agents.enabled
-  AND (agents.name ILIKE $2::text ESCAPE '\' OR agents.role ILIKE $2::text ESCAPE '\')
+  AND ((agents.name COLLATE agentbox_fold) ILIKE $2::text ESCAPE '\'
+       OR (agents.role COLLATE agentbox_fold) ILIKE $2::text ESCAPE '\')
   AND (agents.name, agents.agent_id) > ($3::text, $4::uuid)
 ORDER BY agents.name, agents.agent_id
 LIMIT $5
@@ -88,6 +89,8 @@ type SearchDirectoryRow struct {
 // Card columns only: never keys, IPs or the private profile.
 // @pattern is an ILIKE pattern whose %, _ and \ the caller has escaped; keyset on (name, agent_id)
 // strictly after the given position ((”, nil UUID) precedes every agent: names are non-empty).
+// Case is folded under agentbox_fold, alike in every script whatever the database's locale
+// (0024_directory_case_folding.sql).
 func (q *Queries) SearchDirectory(ctx context.Context, arg SearchDirectoryParams) ([]SearchDirectoryRow, error) {
 	rows, err := q.db.Query(ctx, searchDirectory,
 		arg.BoxID,

@@ -410,6 +410,8 @@ type Querier interface {
 	// Card columns only: never keys, IPs or the private profile.
 	// @pattern is an ILIKE pattern whose %, _ and \ the caller has escaped; keyset on (name, agent_id)
 	// strictly after the given position (('', nil UUID) precedes every agent: names are non-empty).
+	// Case is folded under agentbox_fold, alike in every script whatever the database's locale
+	// (0024_directory_case_folding.sql).
 	SearchDirectory(ctx context.Context, arg SearchDirectoryParams) ([]SearchDirectoryRow, error)
 	// Messages (SPEC §6, §7, §11). A send runs, in one transaction and after its channel lock:
 	// SenderLatest (duplicate check), InsertMessages, InsertAttention, and EnforceRetention only

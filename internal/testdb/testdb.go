@@ -85,6 +85,16 @@ func NewEmpty(t testing.TB) string {
 	})
 }
 
+// NewEmptyCLocale is NewEmpty with the C locale for collation and character classes, as the
+// embedded cluster's databases have (initdb --locale=C), whatever the server's default.
+func NewEmptyCLocale(t testing.TB) string {
+	t.Helper()
+	return newDatabase(t, func(s *server, ctx context.Context, name string) error {
+		_, err := s.admin.Exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'")
+		return err
+	})
+}
+
 // newDatabase creates a database for this test only with create and drops it (WITH
 // (FORCE)) when the test ends.
 func newDatabase(t testing.TB, create func(s *server, ctx context.Context, name string) error) string {
