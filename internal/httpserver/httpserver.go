@@ -324,7 +324,7 @@ func gate(cfg Config, op *mcp.Operation, next http.Handler) http.Handler {
 				// The check rides in the call's first round trip (store.KeyCheck); an answer
 				// that leaves before any transaction ran it waits for it first (statusWriter).
 				ctx = store.WithKeyCheck(ctx, check)
-				w.check = checkGate{confirm: func() error { return cfg.Auth.Confirm(ctx, check) }, refuse: WriteError}
+				w.check = newCheckGate(w, func() error { return cfg.Auth.Confirm(ctx, check) }, WriteError)
 			}
 			header := r.Header.Get(auth.SessionHeader)
 			if err := auth.CheckSessionHeader(header); err != nil {
@@ -621,6 +621,15 @@ type checkGate struct {
 	confirm func() error
 	refuse  func(http.ResponseWriter, error)
 	refused bool
+	// base is the answer's header as it was before the handler ran (Cache-Control: no-store
+	// on the APIs, say): a refusal goes out with it and nothing the handler added, so it is
+	// the answer a key never seen gets, header for header (SPEC §2: AUTH_FAILED tells nothing).
+	base http.Header
+}
+
+// newCheckGate holds w's answer for confirm (see checkGate).
+func newCheckGate(w http.ResponseWriter, confirm func() error, refuse func(http.ResponseWriter, error)) checkGate {
+	return checkGate{confirm: confirm, refuse: refuse, base: w.Header().Clone()}
 }
 
 // open runs the pending check once and reports whether the answer may go out. A refusal is
@@ -634,6 +643,9 @@ func (w *statusWriter) open() bool {
 			h := w.Header()
 			for k := range h {
 				delete(h, k)
+			}
+			for k, v := range g.base {
+				h[k] = v
 			}
 			g.refuse(w, err)
 			g.refused = true // after refuse, whose answer must go out
@@ -673,7 +685,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // check, store.KeyCheck) has run; a refused credential's answer is refuse's instead. It is
 // the gate's own writer (statusWriter), for handlers outside the gate (/mcp).
 func HoldForCheck(w http.ResponseWriter, confirm func() error, refuse func(http.ResponseWriter, error)) http.ResponseWriter {
-	return &statusWriter{ResponseWriter: w, status: http.StatusOK, check: checkGate{confirm: confirm, refuse: refuse}}
+	return &statusWriter{ResponseWriter: w, status: http.StatusOK, check: newCheckGate(w, confirm, refuse)}
 }
 
 // ValidateBody checks a raw JSON body against the operation's closed body schema.

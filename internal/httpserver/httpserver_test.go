@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -311,6 +312,48 @@ func TestAPIAnswersAreNotCached(t *testing.T) {
 	}
 	if r := e.Do("GET", "/openapi.json", "", nil, nil); r.Header.Get("Cache-Control") == "no-store" {
 		t.Error("/openapi.json is no-store")
+	}
+}
+
+// A key that has acted and is then refused (revoked here) gets the answer a key never seen
+// gets, header for header (SPEC §2: AUTH_FAILED leaks nothing; outside probe: its 401 lacked
+// Cache-Control, which told a genuine, recently used key from garbage), on the HTTP API and
+// on /mcp.
+func TestRefusedKnownKeyLooksLikeAnUnknownKey(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	mcpCall := func(key string) testenv.Response {
+		return e.Do("POST", "/mcp", key, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+			map[string]string{"Accept": "application/json, text/event-stream", "Mcp-Protocol-Version": "2025-06-18"})
+	}
+	if r := mcpCall(a.Key); r.Status != http.StatusOK { // the key has acted on /mcp too
+		t.Fatalf("tools/list: %d %s", r.Status, r.Raw)
+	}
+	e.Admin("POST", "/boxes/alpha/keys/"+a.KeyID+"/revoke", nil)
+	headers := func(r testenv.Response) string {
+		var names []string
+		for k := range r.Header {
+			if k != "Date" {
+				names = append(names, k+"="+strings.Join(r.Header[k], ","))
+			}
+		}
+		slices.Sort(names)
+		return fmt.Sprintf("%d %s %s", r.Status, strings.Join(names, " "), r.Raw)
+	}
+	unknown := "abk_" + strings.Repeat("z", 40)
+	for _, c := range []struct {
+		what           string
+		known, unknown testenv.Response
+	}{
+		{"HTTP", a.Call("GET", "/checkpoint", nil), e.Do("GET", "/api/v1/boxes/alpha/checkpoint", unknown, nil, nil)},
+		{"MCP", mcpCall(a.Key), mcpCall(unknown)},
+	} {
+		if k, u := headers(c.known), headers(c.unknown); k != u {
+			t.Errorf("%s: the revoked key's answer differs from an unknown key's:\n%s\n%s", c.what, k, u)
+		}
 	}
 }
 
