@@ -1449,7 +1449,7 @@ type SettingsValues struct {
 
 // ThreadExport defines model for ThreadExport.
 type ThreadExport struct {
-	// Content json: a JSON array of messages; markdown: rendered text.
+	// Content json: a JSON array of messages; markdown: rendered text, each message as a heading the server writes (sender, time, #message_seq, message_id) followed by what its sender wrote, every line quoted with "> " (so no content reads as another message).
 	Content   string       `json:"content"`
 	Format    ExportFormat `json:"format"`
 	ItemCount int64        `json:"item_count"`

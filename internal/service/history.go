@@ -286,7 +286,11 @@ func escapedLen(s string) int64 {
 	return int64(len(raw) - 2)
 }
 
-// markdownMessage renders one message for a markdown export.
+// markdownMessage renders one message for a markdown export: a heading the server writes
+// (sender, time, sequence, IDs: from the stored message, never from its content), then what
+// the sender wrote — body, file references, payload — quoted line by line ("> "), so no
+// content can read as another entry of the transcript (outside probe: a body holding the
+// heading syntax forged a message "from" another agent).
 func markdownMessage(m api.Message) string {
 	var b strings.Builder
 	b.WriteString("### " + m.Sender.Name + " · " + m.CreatedAt.UTC().Format("2006-01-02T15:04:05Z07:00") + " · #" + m.MessageSeq + "\n")
@@ -297,26 +301,44 @@ func markdownMessage(m api.Message) string {
 	case m.ReplyToRedacted != nil && *m.ReplyToRedacted:
 		b.WriteString(" · reply to a message not shown")
 	}
-	b.WriteString("\n\n" + m.BodyMd + "\n")
+	b.WriteString("\n\n")
+	var content strings.Builder
+	content.WriteString(m.BodyMd + "\n")
 	if len(m.Files) > 0 {
-		b.WriteString("\nFiles:\n")
+		content.WriteString("\nFiles:\n")
 		for _, f := range m.Files {
-			b.WriteString("- " + f.DisplayName + " <" + f.Url + ">")
+			content.WriteString("- " + f.DisplayName + " <" + f.Url + ">")
 			switch {
 			case f.VersionLabel != nil:
-				b.WriteString(" version " + *f.VersionLabel)
+				content.WriteString(" version " + *f.VersionLabel)
 			case f.Commit != nil:
-				b.WriteString(" commit " + *f.Commit)
+				content.WriteString(" commit " + *f.Commit)
 			case f.Sha256 != nil:
-				b.WriteString(" sha256 " + *f.Sha256)
+				content.WriteString(" sha256 " + *f.Sha256)
 			default:
-				b.WriteString(" (unversioned)")
+				content.WriteString(" (unversioned)")
 			}
-			b.WriteString("\n")
+			content.WriteString("\n")
 		}
 	}
 	if m.Payload != nil {
-		b.WriteString("\nPayload: `" + string(*m.Payload) + "`\n")
+		content.WriteString("\nPayload: `" + string(*m.Payload) + "`\n")
+	}
+	b.WriteString(quoteLines(content.String()))
+	return b.String()
+}
+
+// quoteLines quotes every line of s as a markdown block quote. A line ends at \n, \r\n or a
+// lone \r, as markdown reads them (CommonMark §2.1), so no line of s escapes the quote.
+func quoteLines(s string) string {
+	s = strings.TrimSuffix(strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n"), "\n")
+	var b strings.Builder
+	for line := range strings.SplitSeq(s, "\n") {
+		if line == "" {
+			b.WriteString(">\n")
+		} else {
+			b.WriteString("> " + line + "\n")
+		}
 	}
 	return b.String()
 }
