@@ -25,6 +25,12 @@ var tokenPatterns = regexp.MustCompile(strings.Join([]string{
 	`(?:^|[^A-Za-z0-9])sk-[A-Za-z0-9_-]{16,}`,                       // OpenAI/Anthropic-style secret keys
 	`(?:^|[^A-Za-z0-9])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}`,        // Stripe keys
 	`glpat-[A-Za-z0-9_-]{16,}`,                                      // GitLab tokens
+	`npm_[A-Za-z0-9]{36}`,                                           // npm tokens
+	`SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}`,                      // SendGrid API keys
+	`hf_[A-Za-z0-9]{30,}`,                                           // Hugging Face tokens
+	`pypi-AgE[A-Za-z0-9_-]{16,}`,                                    // PyPI API tokens
+	`dop_v1_[a-f0-9]{64}`,                                           // DigitalOcean tokens
+	`shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}`,                            // Shopify tokens
 	`AIza[0-9A-Za-z_-]{35}`,                                         // Google API keys
 	`eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}`,    // JWTs
 	`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----`,                         // PEM private keys

@@ -324,11 +324,11 @@ func credentialIn(v any, path string) (string, bool) {
 // ends with them: "password", "db_password", "githubToken", "X-Api-Key", "aws_secret_access_key".
 // Words that merely contain a term ("max_tokens", "token_count", "secretary") are not credentials.
 var credentialTerms = [][]string{
-	{"password"}, {"passwd"}, {"passphrase"}, {"secret"}, {"token"}, {"apikey"}, {"api", "key"},
+	{"password"}, {"passwd"}, {"pwd"}, {"passphrase"}, {"secret"}, {"token"}, {"apikey"}, {"api", "key"},
 	{"accesskey"}, {"access", "key"}, {"authorization"}, {"privatekey"}, {"private", "key"},
 	{"clientsecret"}, {"credential"}, {"credentials"}, {"sessionkey"}, {"session", "key"}, {"bearer"},
 	{"secretkey"}, {"secret", "key"}, {"signingkey"}, {"signing", "key"}, {"accesstoken"}, {"authtoken"},
-	{"cookie"},
+	{"cookie"}, {"sshkey"}, {"ssh", "key"}, {"basic", "auth"}, {"http", "auth"}, {"proxy", "auth"},
 }
 
 // paginationTokens are "<word> token" keys that name paging state, not a credential.
@@ -340,6 +340,9 @@ func credentialKey(key string) bool {
 	words := keyWords(key)
 	if n := len(words); n >= 2 && words[n-1] == "token" && paginationTokens[words[n-2]] {
 		return false
+	}
+	if len(words) == 1 && words[0] == "auth" { // an "auth" member holds one; "require_auth" is a flag
+		return true
 	}
 	for _, term := range credentialTerms {
 		if len(words) >= len(term) && equalWords(words[len(words)-len(term):], term) {
