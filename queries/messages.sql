@@ -40,7 +40,7 @@ WHERE c.box_id = @box_id AND c.kind = 'dm' AND c.dm_agent_lo = @lo AND c.dm_agen
 
 -- name: InsertMessages :many
 -- Stores one message per copy (one for a send, one per recipient for a batch) with shared
--- content, takes each message_seq from the global sequence (the caller holds the channel
+-- content, takes each message_seq from the box's sequence (0025_box_sequences.sql; the caller holds the channel
 -- locks, so values become visible in commit order per channel; a dry run draws from
 -- dry_run_seq, 0022_dry_run_sequence.sql), makes each the sender's
 -- duplicate reference in its channel, advances the channels' heads and message counts and
@@ -51,7 +51,7 @@ WITH copies AS (
     SELECT c.message_id, c.channel_id,
            NULLIF(c.dest_agent_id, '00000000-0000-0000-0000-000000000000'::uuid) AS dest_agent_id,
            NULLIF(c.dest_room_id, '00000000-0000-0000-0000-000000000000'::uuid) AS dest_room_id,
-           CASE WHEN @dry_run::boolean THEN nextval('dry_run_seq') ELSE nextval('message_seq_seq') END AS message_seq
+           CASE WHEN @dry_run::boolean THEN nextval('dry_run_seq') ELSE nextval(box_message_seq(@box_id)) END AS message_seq
     FROM (SELECT unnest(@message_ids::uuid[]) AS message_id, unnest(@channel_ids::uuid[]) AS channel_id,
                  unnest(@dest_agent_ids::uuid[]) AS dest_agent_id, unnest(@dest_room_ids::uuid[]) AS dest_room_id) AS c
 ), inserted AS (
@@ -101,7 +101,7 @@ CROSS JOIN LATERAL (SELECT heads.message_count, heads.attachment_message_count F
 -- the author, by the preference of their current epoch: all admits 2,4,8,16; mentions
 -- 4,8,16; replies 8,16; mute nothing. No row without a reason. (Scalars for the room and a
 -- real value rather than NULL keep the statement's cached generic plan as cheap as a freshly
--- planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq (a dry run's: from dry_run_seq) is drawn from the global sequence only after the
+-- planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq (a dry run's: from dry_run_seq) is drawn from the box's sequence only after the
 -- shared advisory lock on the recipient's inbox, taken in agent_id order (0006_inbox_seq.sql:
 -- inbox_upper then never returns a bound below an uncommitted row, and concurrent sends to
 -- one inbox do not wait for each other). Each recipient's delivered counter of the channel
@@ -132,7 +132,7 @@ WITH candidates AS (
     FROM (SELECT * FROM reasoned WHERE reasons > 0 ORDER BY agent_id, message_id) AS r
 ), inserted AS (
     INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons)
-    SELECT @box_id, agent_id, CASE WHEN @dry_run::boolean THEN nextval('dry_run_seq') ELSE nextval('inbox_seq_seq') END,
+    SELECT @box_id, agent_id, CASE WHEN @dry_run::boolean THEN nextval('dry_run_seq') ELSE nextval(box_inbox_seq(@box_id)) END,
            message_id, channel_id, reasons FROM locked
     RETURNING agent_id, channel_id
 ), counted AS (

@@ -323,7 +323,7 @@ WITH candidates AS (
     FROM (SELECT message_id, channel_id, agent_id, reasons FROM reasoned WHERE reasons > 0 ORDER BY agent_id, message_id) AS r
 ), inserted AS (
     INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons)
-    SELECT $5, agent_id, CASE WHEN $11::boolean THEN nextval('dry_run_seq') ELSE nextval('inbox_seq_seq') END,
+    SELECT $5, agent_id, CASE WHEN $11::boolean THEN nextval('dry_run_seq') ELSE nextval(box_inbox_seq($5)) END,
            message_id, channel_id, reasons FROM locked
     RETURNING agent_id, channel_id
 ), counted AS (
@@ -355,7 +355,7 @@ type InsertAttentionParams struct {
 // the author, by the preference of their current epoch: all admits 2,4,8,16; mentions
 // 4,8,16; replies 8,16; mute nothing. No row without a reason. (Scalars for the room and a
 // real value rather than NULL keep the statement's cached generic plan as cheap as a freshly
-// planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq (a dry run's: from dry_run_seq) is drawn from the global sequence only after the
+// planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq (a dry run's: from dry_run_seq) is drawn from the box's sequence only after the
 // shared advisory lock on the recipient's inbox, taken in agent_id order (0006_inbox_seq.sql:
 // inbox_upper then never returns a bound below an uncommitted row, and concurrent sends to
 // one inbox do not wait for each other). Each recipient's delivered counter of the channel
@@ -385,15 +385,15 @@ WITH copies AS (
     SELECT c.message_id, c.channel_id,
            NULLIF(c.dest_agent_id, '00000000-0000-0000-0000-000000000000'::uuid) AS dest_agent_id,
            NULLIF(c.dest_room_id, '00000000-0000-0000-0000-000000000000'::uuid) AS dest_room_id,
-           CASE WHEN $1::boolean THEN nextval('dry_run_seq') ELSE nextval('message_seq_seq') END AS message_seq
-    FROM (SELECT unnest($2::uuid[]) AS message_id, unnest($3::uuid[]) AS channel_id,
-                 unnest($4::uuid[]) AS dest_agent_id, unnest($5::uuid[]) AS dest_room_id) AS c
+           CASE WHEN $1::boolean THEN nextval('dry_run_seq') ELSE nextval(box_message_seq($2)) END AS message_seq
+    FROM (SELECT unnest($3::uuid[]) AS message_id, unnest($4::uuid[]) AS channel_id,
+                 unnest($5::uuid[]) AS dest_agent_id, unnest($6::uuid[]) AS dest_room_id) AS c
 ), inserted AS (
     INSERT INTO messages (box_id, message_id, message_seq, channel_id, sender_agent_id, dest_kind,
                           dest_agent_id, dest_room_id, body_md, payload, mention_agent_ids, request_agent_ids,
                           reply_to_message_id, reply_to_author_id, thread_root_id, files, content_hash,
                           has_attachment, created_at)
-    SELECT $6, message_id, message_seq, channel_id, $7, $8,
+    SELECT $2, message_id, message_seq, channel_id, $7, $8,
            dest_agent_id, dest_room_id, $9, $10::json, $11::uuid[],
            $12::uuid[], $13::uuid, $14::uuid,
            COALESCE($15::uuid, message_id), $16::jsonb, $17, $18::boolean, $19
@@ -401,7 +401,7 @@ WITH copies AS (
     RETURNING message_id, message_seq, channel_id, created_at, has_attachment
 ), latest AS (
     INSERT INTO channel_sender_latest (box_id, channel_id, sender_agent_id, message_id, content_hash)
-    SELECT $6, channel_id, $7, message_id, $17 FROM inserted
+    SELECT $2, channel_id, $7, message_id, $17 FROM inserted
     ON CONFLICT (box_id, channel_id, sender_agent_id)
     DO UPDATE SET message_id = EXCLUDED.message_id, content_hash = EXCLUDED.content_hash
 ), heads AS (
@@ -413,11 +413,11 @@ WITH copies AS (
         (SELECT max(i.message_seq), channels.message_count + count(*),
                 channels.attachment_message_count + count(*) FILTER (WHERE i.has_attachment)
          FROM inserted i WHERE i.channel_id = channels.channel_id)
-    WHERE channels.box_id = $6 AND channels.channel_id = ANY($3::uuid[])
+    WHERE channels.box_id = $2 AND channels.channel_id = ANY($4::uuid[])
     RETURNING channels.channel_id, channels.message_count, channels.attachment_message_count
 ), reqs AS (
     INSERT INTO requests (box_id, message_id, recipient_agent_id, message_seq, requester_agent_id, status, revision, updated_at)
-    SELECT $6, inserted.message_id, r.agent_id, inserted.message_seq, $7, 'pending', 1, $19
+    SELECT $2, inserted.message_id, r.agent_id, inserted.message_seq, $7, 'pending', 1, $19
     FROM inserted CROSS JOIN unnest($12::uuid[]) AS r(agent_id)
 )
 SELECT inserted.message_id, inserted.message_seq, inserted.channel_id, inserted.created_at,
@@ -429,11 +429,11 @@ CROSS JOIN LATERAL (SELECT heads.message_count, heads.attachment_message_count F
 
 type InsertMessagesParams struct {
 	DryRun           bool
+	BoxID            uuid.UUID
 	MessageIds       []uuid.UUID
 	ChannelIds       []uuid.UUID
 	DestAgentIds     []uuid.UUID
 	DestRoomIds      []uuid.UUID
-	BoxID            uuid.UUID
 	SenderAgentID    uuid.UUID
 	DestKind         string
 	BodyMd           string
@@ -459,7 +459,7 @@ type InsertMessagesRow struct {
 }
 
 // Stores one message per copy (one for a send, one per recipient for a batch) with shared
-// content, takes each message_seq from the global sequence (the caller holds the channel
+// content, takes each message_seq from the box's sequence (0025_box_sequences.sql; the caller holds the channel
 // locks, so values become visible in commit order per channel; a dry run draws from
 // dry_run_seq, 0022_dry_run_sequence.sql), makes each the sender's
 // duplicate reference in its channel, advances the channels' heads and message counts and
@@ -470,11 +470,11 @@ type InsertMessagesRow struct {
 func (q *Queries) InsertMessages(ctx context.Context, arg InsertMessagesParams) ([]InsertMessagesRow, error) {
 	rows, err := q.db.Query(ctx, insertMessages,
 		arg.DryRun,
+		arg.BoxID,
 		arg.MessageIds,
 		arg.ChannelIds,
 		arg.DestAgentIds,
 		arg.DestRoomIds,
-		arg.BoxID,
 		arg.SenderAgentID,
 		arg.DestKind,
 		arg.BodyMd,

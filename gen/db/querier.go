@@ -251,7 +251,7 @@ type Querier interface {
 	// the author, by the preference of their current epoch: all admits 2,4,8,16; mentions
 	// 4,8,16; replies 8,16; mute nothing. No row without a reason. (Scalars for the room and a
 	// real value rather than NULL keep the statement's cached generic plan as cheap as a freshly
-	// planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq (a dry run's: from dry_run_seq) is drawn from the global sequence only after the
+	// planned one for both kinds of send, so PostgreSQL does not re-plan it at every send.) Each row's inbox_seq (a dry run's: from dry_run_seq) is drawn from the box's sequence only after the
 	// shared advisory lock on the recipient's inbox, taken in agent_id order (0006_inbox_seq.sql:
 	// inbox_upper then never returns a bound below an uncommitted row, and concurrent sends to
 	// one inbox do not wait for each other). Each recipient's delivered counter of the channel
@@ -261,7 +261,7 @@ type Querier interface {
 	// CAS from revision "0": only one concurrent first save can insert.
 	InsertFirstCheckpoint(ctx context.Context, arg InsertFirstCheckpointParams) (InsertFirstCheckpointRow, error)
 	// Stores one message per copy (one for a send, one per recipient for a batch) with shared
-	// content, takes each message_seq from the global sequence (the caller holds the channel
+	// content, takes each message_seq from the box's sequence (0025_box_sequences.sql; the caller holds the channel
 	// locks, so values become visible in commit order per channel; a dry run draws from
 	// dry_run_seq, 0022_dry_run_sequence.sql), makes each the sender's
 	// duplicate reference in its channel, advances the channels' heads and message counts and

@@ -120,9 +120,10 @@ func (h *harness) w3(ctx context.Context) []Result {
 }
 
 // seeder writes room history straight into the messaging tables, keeping the invariants
-// the service relies on (queries/schema/0002_messaging.sql, 0005, 0006): message_seq comes
-// from message_seq_seq in order, the channel row is locked first and then the reader's inbox
-// (shared advisory lock) before inbox_seq is drawn from inbox_seq_seq, channels.last_message_seq
+// the service relies on (queries/schema/0002_messaging.sql, 0005, 0006, 0025): message_seq
+// comes from the box's message sequence in order, the channel row is locked first and then the
+// reader's inbox (shared advisory lock) before inbox_seq is drawn from the box's inbox
+// sequence, channels.last_message_seq
 // ends at the new high and message_count counts the new rows, inbox_seq follows message_seq,
 // and the sender's duplicate-suppression reference points at its newest message.
 type seeder struct {
@@ -199,7 +200,7 @@ const seedSQL = `
 WITH m AS (
     INSERT INTO messages (box_id, message_id, message_seq, channel_id, sender_agent_id, dest_kind, dest_room_id,
                           body_md, thread_root_id, content_hash, created_at)
-    SELECT $1, id, nextval('message_seq_seq'), $2, $3, 'room', $2,
+    SELECT $1, id, nextval(box_message_seq($1)), $2, $3, 'room', $2,
            body, id, sha256(convert_to(body, 'UTF8')), $4::timestamptz + g * interval '1 millisecond'
     FROM (SELECT g, gen_random_uuid() AS id,
                  'history message ' || g || ': ' || repeat('lorem ipsum ', 16) AS body
@@ -207,7 +208,7 @@ WITH m AS (
     RETURNING message_id, message_seq, created_at, content_hash
 ), a AS (
     INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons, acked_at, acked_by_session_id)
-    SELECT $1, $7, nextval('inbox_seq_seq'), message_id, $2, 2, created_at, $8
+    SELECT $1, $7, nextval(box_inbox_seq($1)), message_id, $2, 2, created_at, $8
     FROM (SELECT message_id, created_at FROM m ORDER BY message_seq) AS ordered
     RETURNING inbox_seq
 )

@@ -125,6 +125,60 @@ func TestInboxCountersBackfill(t *testing.T) {
 	}
 }
 
+// An installation upgraded to per-box sequences (0025_box_sequences.sql) keeps every stream
+// increasing: each existing box continues above every value the shared sequences handed out,
+// a box created afterwards starts at 1, and the upper bound of an inbox is its box's.
+func TestBoxSequencesContinueAboveTheSharedOnes(t *testing.T) {
+	url := testdb.NewEmpty(t)
+	ctx := context.Background()
+	pool := openPool(t, url)
+	ms, err := migrate.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Version >= 25 {
+			break
+		}
+		if _, err := pool.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two boxes drew from the shared sequences before the upgrade.
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO boxes (box_id, box_key, created_at) VALUES ('00000000-0000-0000-0000-0000000000b1', 'b1', now()),
+		                                                       ('00000000-0000-0000-0000-0000000000b2', 'b2', now());
+		SELECT setval('message_seq_seq', 41), setval('inbox_seq_seq', 77)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrate.Up(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO boxes (box_id, box_key, created_at) VALUES ('00000000-0000-0000-0000-0000000000b3', 'b3', now())`); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := pool.QueryRow(ctx, `
+		SELECT string_agg(box_key || ': upper ' || inbox_upper(box_id, box_id) || ', next ' || nextval(box_message_seq(box_id)) || '/' || nextval(box_inbox_seq(box_id)), '; ' ORDER BY box_key)
+		FROM boxes`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "b1: upper 77, next 42/78; b2: upper 77, next 42/78; b3: upper 0, next 1/1"; got != want {
+		t.Fatalf("after the upgrade: %q, want %q", got, want)
+	}
+	var shared int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_sequences WHERE sequencename IN ('message_seq_seq', 'inbox_seq_seq')`).Scan(&shared); err != nil || shared != 0 {
+		t.Fatalf("the shared sequences are still there: %d %v", shared, err)
+	}
+}
+
 // A schema newer than the binary (a newer binary migrated it) is reported with both versions,
 // and Up leaves it as it is.
 func TestAheadOfTheBinary(t *testing.T) {

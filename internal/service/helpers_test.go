@@ -72,16 +72,18 @@ func dbState(t *testing.T, e *testenv.Env) string {
 	return b.String()
 }
 
-// sequences is the last value drawn from the message and inbox sequences: a dry run
-// allocates no IDs (SPEC §10), so it must leave them where they were.
+// sequences is the last value drawn from every box's message and inbox sequences
+// (0025_box_sequences.sql): a dry run allocates no IDs (SPEC §10), so it must leave them
+// where they were.
 func sequences(t *testing.T, e *testenv.Env) string {
 	t.Helper()
-	var m, i int64
+	var s string
 	if err := e.Store.Pool().QueryRow(context.Background(),
-		`SELECT (SELECT last_value FROM message_seq_seq), (SELECT last_value FROM inbox_seq_seq)`).Scan(&m, &i); err != nil {
+		`SELECT COALESCE(string_agg(sequencename || '=' || COALESCE(last_value::text, 'none'), ', ' ORDER BY sequencename), '')
+		 FROM pg_sequences WHERE schemaname = current_schema() AND sequencename <> 'dry_run_seq'`).Scan(&s); err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("message_seq_seq %d, inbox_seq_seq %d", m, i)
+	return s
 }
 
 // expectErr asserts an error's code, reason and field ("-": any field).

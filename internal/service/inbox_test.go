@@ -1217,7 +1217,7 @@ func TestInboxUpperWaitsForInFlightSends(t *testing.T) {
 	}
 	defer sender.Rollback(ctx) //nolint:errcheck
 	var drawn int64
-	if err := sender.QueryRow(ctx, `SELECT pg_advisory_xact_lock_shared(inbox_lock_key($1, $2)), nextval('inbox_seq_seq')`, box, reader.ID).
+	if err := sender.QueryRow(ctx, `SELECT pg_advisory_xact_lock_shared(inbox_lock_key($1, $2)), nextval(box_inbox_seq($1))`, box, reader.ID).
 		Scan(nil, &drawn); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -209,5 +210,39 @@ func TestAttentionOnlyForActiveMembersAtSendTime(t *testing.T) {
 	}
 	if first, second := seqOf(before["message_id"]), seqOf(after["message_id"]); first <= 0 || second <= first {
 		t.Fatalf("stay inbox_seqs %d then %d", first, second)
+	}
+}
+
+// Each box numbers its own messages and inbox rows (SPEC §2: a box is an isolated tenant; §6:
+// message_seq is unique in the box): traffic in one box never shows in another's sequence
+// values or cursors (outside probes: both came from sequences every box shared, so any agent
+// could count every other box's messages and attention rows).
+func TestBoxesNumberTheirOwnStreams(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a", "b")
+	a, b, e := w.agents["a"], w.agents["b"], w.e
+	e.Box("beta")
+	x, y := e.NewAgent("beta", "x", nil), e.NewAgent("beta", "y", nil)
+	x.Prime()
+	y.Prime()
+	emptyCursor := b.MustCall("GET", "/inbox", nil)["resume_cursor"]
+	for i := range 5 {
+		mustSend(t, x, dmTo(y), fmt.Sprintf("beta %d", i), nil)
+	}
+	if c := b.MustCall("GET", "/inbox", nil)["resume_cursor"]; c != emptyCursor {
+		t.Fatalf("another box's sends moved an empty inbox's cursor: %v -> %v", emptyCursor, c)
+	}
+	for i, want := range []string{"1", "2"} {
+		if got := mustSend(t, a, dmTo(b), fmt.Sprintf("alpha %d", i), nil)["message_seq"]; got != want {
+			t.Fatalf("alpha's message %d: message_seq %v, want %s", i, got, want)
+		}
+		mustSend(t, x, dmTo(y), fmt.Sprintf("beta again %d", i), nil)
+	}
+	var seqs []string
+	for _, it := range b.MustCall("GET", "/inbox", nil)["items"].([]any) {
+		seqs = append(seqs, it.(map[string]any)["inbox_seq"].(string))
+	}
+	if strings.Join(seqs, ",") != "1,2" {
+		t.Fatalf("b's inbox_seqs %v, want 1,2", seqs)
 	}
 }

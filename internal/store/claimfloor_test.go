@@ -25,10 +25,13 @@ func TestClaimScanStartsAtTheFloor(t *testing.T) {
 	}
 	box, agent, channel := uuid.New(), uuid.New(), uuid.New()
 	const worked, fresh = 20000, 2
+	if _, err := conn.Exec(ctx, `INSERT INTO boxes (box_id, box_key, created_at) VALUES ($1, 'floor', now())`, box); err != nil {
+		t.Fatal(err) // the box and its sequences (0025_box_sequences.sql)
+	}
 	// DM rows (reasons bit 1: accessible without a message lookup), then all but the last
 	// few acked, as a drain leaves them.
 	if _, err := conn.Exec(ctx, `INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons)
-		SELECT $1, $2, nextval('inbox_seq_seq'), gen_random_uuid(), $3, 1 FROM generate_series(1, $4::int)`,
+		SELECT $1, $2, nextval(box_inbox_seq($1)), gen_random_uuid(), $3, 1 FROM generate_series(1, $4::int)`,
 		box, agent, channel, worked+fresh); err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ FROM generate_series(1, $3) r, generate_series(1, least($2, 50)) a;
 -- Agent 2 writes; agent 1 reads: every message is in room 1 or in the DM of agents 1 and 2.
 INSERT INTO messages (box_id, message_id, message_seq, channel_id, sender_agent_id, dest_kind, dest_room_id, dest_agent_id,
                       body_md, thread_root_id, content_hash, created_at)
-SELECT $1, seed_id($1, 'message', g), nextval('message_seq_seq'),
+SELECT $1, seed_id($1, 'message', g), nextval(box_message_seq($1)),
        CASE WHEN g % 2 = 0 THEN seed_id($1, 'room', 1) ELSE seed_id($1, 'dm', 2) END, seed_id($1, 'agent', 2),
        CASE WHEN g % 2 = 0 THEN 'room' ELSE 'dm' END,
        CASE WHEN g % 2 = 0 THEN seed_id($1, 'room', 1) END, CASE WHEN g % 2 = 1 THEN seed_id($1, 'agent', 1) END,
@@ -67,7 +67,7 @@ SELECT $1, seed_id($1, 'message', g), nextval('message_seq_seq'),
        '2026-01-01'::timestamptz + g * interval '1 ms'
 FROM generate_series(1, $4) g;
 INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons, acked_at, acked_by_session_id)
-SELECT $1, seed_id($1, 'agent', 1), nextval('inbox_seq_seq'), message_id, channel_id, CASE WHEN dest_kind = 'dm' THEN 1 ELSE 2 END,
+SELECT $1, seed_id($1, 'agent', 1), nextval(box_inbox_seq($1)), message_id, channel_id, CASE WHEN dest_kind = 'dm' THEN 1 ELSE 2 END,
        CASE WHEN message_seq % 10 <> 0 THEN created_at END, CASE WHEN message_seq % 10 <> 0 THEN seed_id($1, 'session', 1) END
 FROM messages WHERE box_id = $1 ORDER BY message_seq;
 UPDATE attention SET lease_session_id = seed_id($1, 'session', 1), lease_expires_at = '2030-01-01'
