@@ -2256,7 +2256,7 @@ type ClientInterface interface {
 
 	// ConversationRead Read a room or DM conversation
 	//
-	// Ascending message_seq stream of a room (within the caller's authorized epoch) or the caller's DM pair with one agent; snapshot semantics with next_cursor/resume_cursor; receipts only for returned items. Never ACKs.
+	// Ascending message_seq stream of a room (within the caller's authorized epoch) or the caller's DM pair with one agent; snapshot semantics with next_cursor/resume_cursor; receipts only for returned items. Never ACKs. A DM pair without messages is an empty stream when the other agent is an enabled agent of the box; with an unknown, disabled or other box's agent it is NOT_FOUND_OR_FORBIDDEN (field destination.recipient_agent_id), as message_send answers.
 	//
 	// Corresponds with GET /api/v1/boxes/{box_key}/conversation (the `ConversationRead` operationId).
 	ConversationRead(ctx context.Context, boxKey BoxKey, params *ConversationReadParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -3290,7 +3290,7 @@ func (c *Client) CheckpointSave(ctx context.Context, boxKey BoxKey, params *Chec
 
 // ConversationRead Read a room or DM conversation
 //
-// Ascending message_seq stream of a room (within the caller's authorized epoch) or the caller's DM pair with one agent; snapshot semantics with next_cursor/resume_cursor; receipts only for returned items. Never ACKs.
+// Ascending message_seq stream of a room (within the caller's authorized epoch) or the caller's DM pair with one agent; snapshot semantics with next_cursor/resume_cursor; receipts only for returned items. Never ACKs. A DM pair without messages is an empty stream when the other agent is an enabled agent of the box; with an unknown, disabled or other box's agent it is NOT_FOUND_OR_FORBIDDEN (field destination.recipient_agent_id), as message_send answers.
 //
 // Corresponds with GET /api/v1/boxes/{box_key}/conversation (the `ConversationRead` operationId).
 func (c *Client) ConversationRead(ctx context.Context, boxKey BoxKey, params *ConversationReadParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7648,7 +7648,7 @@ type ClientWithResponsesInterface interface {
 
 	// ConversationReadWithResponse Read a room or DM conversation
 	//
-	// Ascending message_seq stream of a room (within the caller's authorized epoch) or the caller's DM pair with one agent; snapshot semantics with next_cursor/resume_cursor; receipts only for returned items. Never ACKs.
+	// Ascending message_seq stream of a room (within the caller's authorized epoch) or the caller's DM pair with one agent; snapshot semantics with next_cursor/resume_cursor; receipts only for returned items. Never ACKs. A DM pair without messages is an empty stream when the other agent is an enabled agent of the box; with an unknown, disabled or other box's agent it is NOT_FOUND_OR_FORBIDDEN (field destination.recipient_agent_id), as message_send answers.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -15145,7 +15145,7 @@ func (c *ClientWithResponses) CheckpointSaveWithResponse(ctx context.Context, bo
 
 // ConversationReadWithResponse Read a room or DM conversation
 //
-// Ascending message_seq stream of a room (within the caller's authorized epoch) or the caller's DM pair with one agent; snapshot semantics with next_cursor/resume_cursor; receipts only for returned items. Never ACKs.
+// Ascending message_seq stream of a room (within the caller's authorized epoch) or the caller's DM pair with one agent; snapshot semantics with next_cursor/resume_cursor; receipts only for returned items. Never ACKs. A DM pair without messages is an empty stream when the other agent is an enabled agent of the box; with an unknown, disabled or other box's agent it is NOT_FOUND_OR_FORBIDDEN (field destination.recipient_agent_id), as message_send answers.
 //
 // Returns a wrapper object for the known response body format(s).
 //

@@ -113,11 +113,28 @@ func conversationView(ctx context.Context, tx *store.Tx, c *call, d destination)
 		return channelView{}, "", 0, apierr.Invalid("destination.recipient_agent_id", "a DM conversation is with another agent").WithReason("self_target")
 	}
 	filter := "dm:" + d.id.String()
-	ch, head, err := tx.DMChannelHead(ctx, c.p.BoxID, c.p.AgentID, d.id)
-	if err == store.ErrNotFound {
-		return channelView{}, filter, 0, nil
-	}
+	ch, head, err := dmChannel(ctx, tx, c, d.id)
 	return channelView{channelID: ch}, filter, head, err
+}
+
+// dmChannel is the caller's DM channel with peer and its committed head; uuid.Nil for a pair
+// with no message yet, which is an empty stream only with an enabled agent of the box: any
+// other peer (unknown, disabled, of another box) is the NOT_FOUND_OR_FORBIDDEN message_send
+// answers, so a mistyped ID is not read as a conversation that is merely quiet. A pair with
+// history stays readable whatever the peer's state (SPEC §6: the caller's own DM pair).
+func dmChannel(ctx context.Context, tx *store.Tx, c *call, peer uuid.UUID) (uuid.UUID, int64, error) {
+	ch, head, err := tx.DMChannelHead(ctx, c.p.BoxID, c.p.AgentID, peer)
+	if err != store.ErrNotFound {
+		return ch, head, err
+	}
+	enabled, err := tx.AgentEnabled(ctx, c.p.BoxID, peer)
+	switch {
+	case err != nil:
+		return uuid.Nil, 0, err
+	case !enabled:
+		return uuid.Nil, 0, apierr.NotFound().WithField("destination.recipient_agent_id")
+	}
+	return uuid.Nil, 0, nil
 }
 
 // probe is the row count a page reads: one more than it returns, to tell "exactly full and

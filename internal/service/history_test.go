@@ -180,8 +180,22 @@ func TestConversationStreamCursors(t *testing.T) {
 	if p := readPage(t, a, convPath(dmTo(b), "", 0)); len(p.Items) != 5 {
 		t.Fatalf("sender view: %d", len(p.Items))
 	}
-	if p := readPage(t, a, convPath(map[string]any{"kind": "dm", "recipient_agent_id": uuid.New()}, "", 0)); len(p.Items) != 0 || p.ResumeCursor == "" {
+	quiet := w.agent("quiet")
+	if p := readPage(t, a, convPath(dmTo(quiet), "", 0)); len(p.Items) != 0 || p.ResumeCursor == "" {
 		t.Fatalf("empty pair: %+v", p)
+	}
+	// With no such agent (or another box's, or a disabled one) there is no pair at all: the
+	// answer message_send gives, not a quiet conversation (outside probe).
+	expectErr(t, "DM with an unknown agent", a.Call("GET", convPath(map[string]any{"kind": "dm", "recipient_agent_id": uuid.New()}, "", 0), nil),
+		"NOT_FOUND_OR_FORBIDDEN", "", "destination.recipient_agent_id")
+	expectErr(t, "inbox of a DM with an unknown agent", a.Call("GET", "/inbox?destination[kind]=dm&destination[recipient_agent_id]="+uuid.NewString(), nil),
+		"NOT_FOUND_OR_FORBIDDEN", "", "destination.recipient_agent_id")
+	w.e.Admin("PATCH", "/boxes/alpha/agents/quiet", map[string]any{"enabled": false})
+	expectErr(t, "DM with a disabled agent never written to", a.Call("GET", convPath(dmTo(quiet), "", 0), nil),
+		"NOT_FOUND_OR_FORBIDDEN", "", "destination.recipient_agent_id")
+	w.e.Admin("PATCH", "/boxes/alpha/agents/b", map[string]any{"enabled": false})
+	if p := readPage(t, a, convPath(dmTo(b), "", 0)); len(p.Items) != 5 {
+		t.Fatalf("the history with a disabled agent: %d items", len(p.Items))
 	}
 	expectErr(t, "DM with self", a.Call("GET", convPath(dmTo(a), "", 0), nil), "INVALID_ARGUMENT", "self_target", "destination.recipient_agent_id")
 	// The deepObject parameter is bound strictly.

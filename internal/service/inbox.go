@@ -127,10 +127,7 @@ func inboxChannel(ctx context.Context, tx *store.Tx, c *call, d destination) (uu
 	if d.id == c.p.AgentID {
 		return uuid.Nil, 0, apierr.Invalid("destination.recipient_agent_id", "a DM pair is with another agent").WithReason("self_target")
 	}
-	ch, _, err := tx.DMChannelHead(ctx, c.p.BoxID, c.p.AgentID, d.id)
-	if err == store.ErrNotFound {
-		return uuid.Nil, 0, nil
-	}
+	ch, _, err := dmChannel(ctx, tx, c, d.id)
 	return ch, 0, err
 }
 

@@ -177,6 +177,11 @@ func (t *Tx) EnabledAgentIDs(ctx context.Context, boxID uuid.UUID, ids []uuid.UU
 	return out, err
 }
 
+// AgentEnabled reports whether id is an enabled agent of the box.
+func (t *Tx) AgentEnabled(ctx context.Context, boxID, id uuid.UUID) (bool, error) {
+	return t.q.AgentEnabled(ctx, db.AgentEnabledParams{BoxID: boxID, AgentID: id})
+}
+
 // RoomMemberStates returns the membership state of each of ids that has a membership row, in one query.
 func (t *Tx) RoomMemberStates(ctx context.Context, boxID, roomID uuid.UUID, ids []uuid.UUID) (map[uuid.UUID]string, error) {
 	rows, err := t.q.RoomMemberStates(ctx, db.RoomMemberStatesParams{BoxID: boxID, RoomID: roomID, AgentIds: ids})
