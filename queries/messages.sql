@@ -51,7 +51,7 @@ WITH copies AS (
     SELECT c.message_id, c.channel_id,
            NULLIF(c.dest_agent_id, '00000000-0000-0000-0000-000000000000'::uuid) AS dest_agent_id,
            NULLIF(c.dest_room_id, '00000000-0000-0000-0000-000000000000'::uuid) AS dest_room_id,
-           CASE WHEN @dry_run::boolean THEN nextval('dry_run_seq') ELSE nextval(box_message_seq(@box_id)) END AS message_seq
+           CASE WHEN @dry_run::boolean THEN nextval('dry_run_seq') ELSE nextval((SELECT box_message_seq(@box_id))) END AS message_seq
     FROM (SELECT unnest(@message_ids::uuid[]) AS message_id, unnest(@channel_ids::uuid[]) AS channel_id,
                  unnest(@dest_agent_ids::uuid[]) AS dest_agent_id, unnest(@dest_room_ids::uuid[]) AS dest_room_id) AS c
 ), inserted AS (
@@ -132,7 +132,7 @@ WITH candidates AS (
     FROM (SELECT * FROM reasoned WHERE reasons > 0 ORDER BY agent_id, message_id) AS r
 ), inserted AS (
     INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons)
-    SELECT @box_id, agent_id, CASE WHEN @dry_run::boolean THEN nextval('dry_run_seq') ELSE nextval(box_inbox_seq(@box_id)) END,
+    SELECT @box_id, agent_id, CASE WHEN @dry_run::boolean THEN nextval('dry_run_seq') ELSE nextval((SELECT box_inbox_seq(@box_id))) END,
            message_id, channel_id, reasons FROM locked
     RETURNING agent_id, channel_id
 ), counted AS (

@@ -323,7 +323,7 @@ WITH candidates AS (
     FROM (SELECT message_id, channel_id, agent_id, reasons FROM reasoned WHERE reasons > 0 ORDER BY agent_id, message_id) AS r
 ), inserted AS (
     INSERT INTO attention (box_id, agent_id, inbox_seq, message_id, channel_id, reasons)
-    SELECT $5, agent_id, CASE WHEN $11::boolean THEN nextval('dry_run_seq') ELSE nextval(box_inbox_seq($5)) END,
+    SELECT $5, agent_id, CASE WHEN $11::boolean THEN nextval('dry_run_seq') ELSE nextval((SELECT box_inbox_seq($5))) END,
            message_id, channel_id, reasons FROM locked
     RETURNING agent_id, channel_id
 ), counted AS (
@@ -385,7 +385,7 @@ WITH copies AS (
     SELECT c.message_id, c.channel_id,
            NULLIF(c.dest_agent_id, '00000000-0000-0000-0000-000000000000'::uuid) AS dest_agent_id,
            NULLIF(c.dest_room_id, '00000000-0000-0000-0000-000000000000'::uuid) AS dest_room_id,
-           CASE WHEN $1::boolean THEN nextval('dry_run_seq') ELSE nextval(box_message_seq($2)) END AS message_seq
+           CASE WHEN $1::boolean THEN nextval('dry_run_seq') ELSE nextval((SELECT box_message_seq($2))) END AS message_seq
     FROM (SELECT unnest($3::uuid[]) AS message_id, unnest($4::uuid[]) AS channel_id,
                  unnest($5::uuid[]) AS dest_agent_id, unnest($6::uuid[]) AS dest_room_id) AS c
 ), inserted AS (
