@@ -608,7 +608,7 @@ type AdminSettings struct {
 type AdminSettingsUpdateInput struct {
 	ExpectedRevision *DecimalString `json:"expected_revision,omitempty"`
 
-	// Settings Overrides to merge into the box's settings. Each value within its minimum and maximum (leases and idempotency retention at most 30 days; a message's byte caps within the fixed 1 MiB request bound); the merged settings must be coherent: body_max_bytes and payload_max_bytes at most envelope_max_bytes, page_limit_default at most page_limit_max, lease_default_seconds at most lease_max_seconds. A refused patch is INVALID_ARGUMENT naming the setting and changes nothing.
+	// Settings Overrides to merge into the box's settings. Each value within its minimum and maximum (leases and idempotency retention at most 30 days; a message's byte caps within the fixed 1 MiB request bound; the channel caps and the attachment and temporary-upload byte caps at most 9007199254740991, 2^53 - 1, so that every JSON client reads a setting back exactly); the merged settings must be coherent: body_max_bytes and payload_max_bytes at most envelope_max_bytes, page_limit_default at most page_limit_max, lease_default_seconds at most lease_max_seconds. A refused patch is INVALID_ARGUMENT naming the setting and changes nothing.
 	Settings SettingsPatch `json:"settings"`
 }
 
@@ -1398,7 +1398,7 @@ type SessionInfo struct {
 	SessionId openapi_types.UUID `json:"session_id"`
 }
 
-// SettingsPatch Overrides to merge into the box's settings. Each value within its minimum and maximum (leases and idempotency retention at most 30 days; a message's byte caps within the fixed 1 MiB request bound); the merged settings must be coherent: body_max_bytes and payload_max_bytes at most envelope_max_bytes, page_limit_default at most page_limit_max, lease_default_seconds at most lease_max_seconds. A refused patch is INVALID_ARGUMENT naming the setting and changes nothing.
+// SettingsPatch Overrides to merge into the box's settings. Each value within its minimum and maximum (leases and idempotency retention at most 30 days; a message's byte caps within the fixed 1 MiB request bound; the channel caps and the attachment and temporary-upload byte caps at most 9007199254740991, 2^53 - 1, so that every JSON client reads a setting back exactly); the merged settings must be coherent: body_max_bytes and payload_max_bytes at most envelope_max_bytes, page_limit_default at most page_limit_max, lease_default_seconds at most lease_max_seconds. A refused patch is INVALID_ARGUMENT naming the setting and changes nothing.
 type SettingsPatch struct {
 	AckBatchMax                 *int64 `json:"ack_batch_max,omitempty"`
 	AttachmentMaxBytes          *int64 `json:"attachment_max_bytes,omitempty"`

@@ -242,13 +242,19 @@ func TestAttachmentSendAndDownload(t *testing.T) {
 }
 
 // Upload settings at the top of their range (an operator's "no limit") keep a file whole
-// (outside probe, high: at math.MaxInt64 for both, every upload was stored as 0 bytes and the
-// send said sent, the file's cap plus one having wrapped to a negative read limit).
-func TestAttachmentLimitsAtTheInt64Top(t *testing.T) {
+// (outside probe, high: at math.MaxInt64 for both, then accepted, every upload was stored as
+// 0 bytes and the send said sent, the file's cap plus one having wrapped to a negative read
+// limit). The range now ends at 2^53 - 1, which every JSON client reads back exactly.
+func TestAttachmentLimitsAtTheirMaximum(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, "a", "b")
 	a, b := w.agents["a"], w.agents["b"]
-	w.settings(map[string]any{"attachment_max_bytes": int64(math.MaxInt64), "upload_temp_max_bytes": int64(math.MaxInt64)})
+	r := w.e.Do("PATCH", "/admin/api/v1/boxes/alpha/settings", testenv.AdminToken,
+		map[string]any{"settings": map[string]any{"attachment_max_bytes": int64(math.MaxInt64)}}, nil)
+	if r.Code() != "INVALID_ARGUMENT" || r.ErrorField("field") != "settings.attachment_max_bytes" {
+		t.Fatalf("attachment_max_bytes at the int64 top: %d %s", r.Status, r.Raw)
+	}
+	w.settings(map[string]any{"attachment_max_bytes": int64(1<<53 - 1), "upload_temp_max_bytes": int64(1<<53 - 1)})
 	data := []byte("hello attachment\n")
 	att := attachmentOf(t, b, sendFile(t, a, dmTo(b), "whole", "o.txt", data))
 	if att["size_bytes"] != float64(len(data)) || att["sha256"] != hexSHA(data) {
