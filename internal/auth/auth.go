@@ -427,13 +427,13 @@ const SessionHeader = "Agentbox-Session"
 // CheckSessionHeader enforces the header's published bound: at most 128 printable ASCII
 // characters (absent is fine).
 func CheckSessionHeader(h string) error {
-	if len(h) > 128 {
-		return apierr.Invalid(SessionHeader, "the session header is longer than 128 characters")
-	}
-	for i := 0; i < len(h); i++ {
+	for i := 0; i < len(h); i++ { // first: a byte count of other text is no character count
 		if h[i] < 0x20 || h[i] > 0x7e {
 			return apierr.Invalid(SessionHeader, "the session header must be printable ASCII")
 		}
+	}
+	if len(h) > 128 {
+		return apierr.Invalid(SessionHeader, "the session header is longer than 128 characters")
 	}
 	return nil
 }

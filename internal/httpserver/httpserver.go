@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"slices"
@@ -495,6 +496,29 @@ func (r paramRule) check(name, v string) error {
 // strictly as a body's fields are checked (SPEC §9) and refuses a query key outside the
 // contract, as an unknown body field is. A value is named by its parameter; a query key
 // outside the contract is not echoed.
+// checkQueryEncoding refuses a query string that is not valid URL encoding (a '%' not
+// followed by two hex digits): Go's parser drops such a pair, and the parameter would then
+// read as missing. The field names the pair's parameter when it is one of the operation's.
+func checkQueryEncoding(op *mcp.Operation, raw string) error {
+	for pair := range strings.SplitSeq(raw, "&") {
+		key, value, _ := strings.Cut(pair, "=")
+		k, kerr := url.QueryUnescape(key)
+		_, verr := url.QueryUnescape(value)
+		if kerr == nil && verr == nil {
+			continue
+		}
+		field := ""
+		if base, _, _ := strings.Cut(k, "["); kerr == nil && slices.Contains(op.QueryParams, base) {
+			field = k
+			if base != k {
+				field = base
+			}
+		}
+		return apierr.Invalid(field, "the query string is not valid URL encoding: a '%' must start an escape of two hex digits")
+	}
+	return nil
+}
+
 func checkParams(op *mcp.Operation, rules map[string]paramRule, r *http.Request) error {
 	for _, name := range op.PathParams {
 		if err := schema.CheckText(name, r.PathValue(name)); err != nil {
@@ -505,6 +529,9 @@ func checkParams(op *mcp.Operation, rules map[string]paramRule, r *http.Request)
 				return err
 			}
 		}
+	}
+	if err := checkQueryEncoding(op, r.URL.RawQuery); err != nil {
+		return err
 	}
 	objects := map[string]map[string]any{} // deepObject parameters by name, their members as sent
 	for key, values := range r.URL.Query() {

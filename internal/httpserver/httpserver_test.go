@@ -357,6 +357,25 @@ func TestRefusedKnownKeyLooksLikeAnUnknownKey(t *testing.T) {
 	}
 }
 
+// A query string that is not URL encoding is said to be so, naming its parameter (outside
+// probe: 'query=a%ZZ' was "required field missing", Go's parser having dropped the pair), and
+// a session header of non-ASCII text is refused as such, not as too long.
+func TestMalformedParametersAreNamedForWhatTheyAre(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	e.Box("alpha")
+	a := e.NewAgent("alpha", "a", nil)
+	a.Prime()
+	r := a.Call("GET", "/directory?query=a%ZZ", nil)
+	if r.Code() != "INVALID_ARGUMENT" || r.ErrorField("field") != "query" || !strings.Contains(string(r.Raw), "URL encoding") || strings.Contains(string(r.Raw), "ZZ") {
+		t.Fatalf("bad encoding: %d %s", r.Status, r.Raw)
+	}
+	r = a.WithSession(strings.Repeat("é", 100)).Call("GET", "/checkpoint", nil)
+	if r.Code() != "INVALID_ARGUMENT" || r.ErrorField("field") != "Agentbox-Session" || !strings.Contains(string(r.Raw), "printable ASCII") {
+		t.Fatalf("non-ASCII session header: %d %s", r.Status, r.Raw)
+	}
+}
+
 // A body that stops arriving is given up after the idle timeout: INVALID_ARGUMENT
 // body_timeout, nothing written, the connection closed; a body that keeps arriving, however
 // slowly and however long in all, is read. (A stalled body held its connection and handler
