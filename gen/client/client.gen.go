@@ -820,7 +820,7 @@ type ErrorDetail struct {
 	// Message One human-readable line; never echoes the rejected value.
 	Message string `json:"message"`
 
-	// Reason snake_case refinement of code.
+	// Reason snake_case refinement of code. Every reason the server emits, with its codes, is listed in this property's x-reasons (in /openapi.json). Reasons are added over time: treat an unknown one as absent.
 	Reason            *string `json:"reason,omitempty"`
 	RetryAfterSeconds *int    `json:"retry_after_seconds,omitempty"`
 
