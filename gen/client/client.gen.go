@@ -938,7 +938,7 @@ type InboxClaimInput struct {
 	// LeaseSeconds Lease length, clamped to 1..lease_max_seconds; default lease_default_seconds.
 	LeaseSeconds *int64 `json:"lease_seconds,omitempty"`
 
-	// Limit Rows to lease, clamped to 1..page_limit_max.
+	// Limit Rows to lease (page_limit_default when absent), clamped to 1..page_limit_max.
 	Limit *int64      `json:"limit,omitempty"`
 	Order *ClaimOrder `json:"order,omitempty"`
 }
