@@ -396,8 +396,14 @@ func (s *Service) AdminSettingsGet(ctx context.Context, req api.AdminSettingsGet
 
 func (s *Service) AdminSettingsUpdate(ctx context.Context, req api.AdminSettingsUpdateRequestObject) (api.AdminSettingsUpdateResponseObject, error) {
 	// A lowered cap's retroactive cleanup may walk a large box: more than store.CallTimeout.
-	ctx, cancel := context.WithTimeout(ctx, capCleanupTimeout)
-	defer cancel()
+	// Only a patch that names a cap can lower one; any other is bounded as every call is (a
+	// stalled database answers it in store.CallTimeout; a failed cleanup it re-runs within
+	// that bound is retried by RetryFailedCleanups, which has the long bound).
+	if p := req.Body.Settings; p.ChannelMessageCap != nil || p.ChannelAttachmentCap != nil || p.AttachmentMaxBytes != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, capCleanupTimeout)
+		defer cancel()
+	}
 	out, err := runAdmin(ctx, s, "admin_settings_update", func(ctx context.Context, tx *store.Tx, now time.Time) (api.AdminSettings, error) {
 		b, err := box(ctx, tx, req.BoxKey)
 		if err != nil {

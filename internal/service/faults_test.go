@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,14 +37,17 @@ func newFaultEnv(t *testing.T) *faultEnv {
 
 // gateCommits makes every COMMIT of a transaction that inserted a message wait for the
 // advisory lock, which the returned connection holds until release is called.
-func (f *faultEnv) gateCommits(t *testing.T) (release func()) {
+func (f *faultEnv) gateCommits(t *testing.T) (release func()) { return f.gateCommitsOf(t, "messages") }
+
+// gateCommitsOf is gateCommits for the transactions that insert into table.
+func (f *faultEnv) gateCommitsOf(t *testing.T, table string) (release func()) {
 	t.Helper()
 	ctx := context.Background()
 	pool := f.w.e.Store.Pool()
 	if _, err := pool.Exec(ctx, `
 CREATE FUNCTION test_commit_gate() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN PERFORM pg_advisory_xact_lock_shared(`+strconv.Itoa(commitGateLock)+`); RETURN NULL; END $$;
-CREATE CONSTRAINT TRIGGER test_commit_gate AFTER INSERT ON messages
+CREATE CONSTRAINT TRIGGER test_commit_gate AFTER INSERT ON `+table+`
   DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_commit_gate();`); err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +186,27 @@ func TestBackendTerminatedDuringCommitIsOutcomeUnknown(t *testing.T) {
 	}
 }
 
+// An admin write whose COMMIT's outcome is unknown says so without the agent calls' advice
+// to retry with the same idempotency_key, which admin calls do not take (outside probe: a
+// retried key create left a second live key nobody was shown).
+func TestAdminOutcomeUnknownSaysToCheckFirst(t *testing.T) {
+	t.Parallel()
+	f := newFaultEnv(t)
+	f.gateCommitsOf(t, "api_keys")
+	answer := async(func() testenv.Response {
+		return f.via.Do("POST", "/admin/api/v1/boxes/alpha/agents/a/keys", testenv.AdminToken, map[string]any{}, nil)
+	})
+	pid := f.waitingBackend(t)
+	if _, err := f.w.e.Store.Pool().Exec(context.Background(), `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	r := <-answer
+	expectOutcomeUnknown(t, r)
+	if s := r.ErrorField("suggested_action"); strings.Contains(s, "same idempotency_key") || !strings.Contains(s, "list") {
+		t.Fatalf("admin outcome_unknown advice: %q", s)
+	}
+}
+
 // A connection lost before COMMIT was sent: the server aborts the transaction, so the
 // answer is a retryable TEMPORARILY_UNAVAILABLE (not outcome_unknown) and nothing is written.
 func TestConnectionLostBeforeCommitIsRetryable(t *testing.T) {
@@ -277,6 +302,23 @@ func TestDatabaseHangIsRetryable(t *testing.T) {
 		if e, _ := r.JSON()["error"].(map[string]any); e["retryable"] != true || r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("want 503 retryable: %d %s", r.Status, r.Raw)
 		}
+	}
+	// Admin calls too, a settings update that lowers no cap included (outside probe: it kept
+	// the long bound of a retroactive cleanup, 10 minutes, whatever it changed).
+	for _, call := range []func() testenv.Response{
+		func() testenv.Response {
+			return f.via.Do("PATCH", "/admin/api/v1/boxes/alpha/settings", testenv.AdminToken, map[string]any{"settings": map[string]any{"lease_default_seconds": 61}}, nil)
+		},
+		func() testenv.Response {
+			return f.via.Do("GET", "/admin/api/v1/boxes/alpha/settings", testenv.AdminToken, nil, nil)
+		},
+	} {
+		start := time.Now()
+		r := call()
+		if took := time.Since(start); took >= 2*bound {
+			t.Fatalf("an admin call waited %v for a hung database, two bounds of %v", took, bound)
+		}
+		expectErr(t, "database hangs (admin)", r, "TEMPORARILY_UNAVAILABLE", "database_unavailable", "")
 	}
 	if r := f.via.Do("GET", "/readyz", "", nil, nil); r.Status != http.StatusServiceUnavailable {
 		t.Fatalf("readyz while the database hangs: %d %s", r.Status, r.Raw)

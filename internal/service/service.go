@@ -293,7 +293,16 @@ func runAdmin[T any](ctx context.Context, s *Service, op string, fn func(context
 		out, err = checkOutput(s, op, res)
 		return err
 	})
-	return out, s.wireError(ctx, op, err)
+	err = s.wireError(ctx, op, err)
+	if e, ok := apierr.As(err); ok && e.Reason == "outcome_unknown" {
+		// Admin calls take no idempotency_key: the agent calls' advice (retry with the same
+		// key) cannot hold, and a blind retry of a create makes a second one (a second live
+		// key nobody was shown, say).
+		unknown := *e
+		unknown.SuggestedAction = "admin calls take no idempotency_key: read or list what this call writes to see whether it was applied before repeating it"
+		err = &unknown
+	}
+	return out, err
 }
 
 // encodedResult is a response already encoded as compactJSON encodes it (claimPage): outputBytes
