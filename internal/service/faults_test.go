@@ -186,6 +186,54 @@ func TestBackendTerminatedDuringCommitIsOutcomeUnknown(t *testing.T) {
 	}
 }
 
+// A database that takes no writes (a standby after a failover, a primary set read-only) is
+// a passing state, not a failed write: calls that write are TEMPORARILY_UNAVAILABLE
+// database_unavailable, retryable, nothing written, and /readyz says the instance cannot
+// serve (outside probe: every write was a final STORAGE_FAILURE and /readyz said ready).
+func TestReadOnlyDatabaseIsUnavailable(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a", "b")
+	a, b, e := w.agents["a"], w.agents["b"], w.e
+	ctx := context.Background()
+	var name string
+	if err := e.Store.Pool().QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, e.DBURL) // opened before: it stays writable
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx) //nolint:errcheck
+	readOnly := func(on bool) {
+		t.Helper()
+		q := `ALTER DATABASE ` + pgx.Identifier{name}.Sanitize() + ` RESET default_transaction_read_only`
+		if on {
+			q = `ALTER DATABASE ` + pgx.Identifier{name}.Sanitize() + ` SET default_transaction_read_only = on`
+		}
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+		e.Store.Pool().Reset() // new connections take the setting
+	}
+	readOnly(true)
+	send := map[string]any{"destination": dmTo(b), "body_md": "while read-only", "idempotency_key": "ro-1"}
+	r := a.Call("POST", "/messages", send)
+	expectErr(t, "send to a read-only database", r, "TEMPORARILY_UNAVAILABLE", "database_unavailable", "")
+	if e, _ := r.JSON()["error"].(map[string]any); e["retryable"] != true {
+		t.Fatalf("not retryable: %s", r.Raw)
+	}
+	if r := e.Do("GET", "/readyz", "", nil, nil); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("readyz on a read-only database: %d %s", r.Status, r.Raw)
+	}
+	readOnly(false)
+	if r := a.Call("POST", "/messages", send); r.Status != http.StatusOK || r.JSON()["status"] != "sent" {
+		t.Fatalf("the retry once writes are back: %d %s", r.Status, r.Raw)
+	}
+	if n := dbInt(t, e, `SELECT count(*) FROM messages`); n != 1 {
+		t.Fatalf("%d messages, want 1", n)
+	}
+}
+
 // An admin write whose COMMIT's outcome is unknown says so without the agent calls' advice
 // to retry with the same idempotency_key, which admin calls do not take (outside probe: a
 // retried key create left a second live key nobody was shown).

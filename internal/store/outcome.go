@@ -52,6 +52,12 @@ func classify(err error, commitSent bool) error {
 		switch pgErr.Code {
 		case "40001", "40P01": // serialization failure, deadlock: the server rolled back
 			return fmt.Errorf("%w: %w", ErrTransient, err)
+		case "57014": // cancelled by an operator (pg_cancel_backend): rolled back, a retry may run
+			return fmt.Errorf("%w: %w", ErrTransient, err)
+		case "25006":
+			// A read-only transaction (a hot standby, or a primary set read-only during a
+			// failover): rolled back, and a retry succeeds once the database takes writes again.
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		case "53000", "53100", "53200", "53300", "53400":
 			// Out of a resource (disk full, memory, connections, a configured limit): the
 			// server rolled the transaction back, and a retry may succeed once the

@@ -147,6 +147,16 @@ func (s *Store) Ready(ctx context.Context) error {
 	if cur != want {
 		return fmt.Errorf("store: schema at version %d, binary expects %d", cur, want)
 	}
+	// A database that takes no writes (a hot standby, a primary set read-only for a failover)
+	// cannot serve this instance's calls: every mutation writes, and so do the reads that
+	// record receipts; a load balancer should send them elsewhere.
+	var readOnly bool
+	if err := s.pool.QueryRow(ctx, `SELECT pg_is_in_recovery() OR current_setting('default_transaction_read_only')::boolean`).Scan(&readOnly); err != nil {
+		return err
+	}
+	if readOnly {
+		return errors.New("store: the database takes no writes (read-only, or a standby)")
+	}
 	return nil
 }
 
