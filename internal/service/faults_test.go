@@ -2,9 +2,11 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,6 +185,58 @@ func TestBackendTerminatedDuringCommitIsOutcomeUnknown(t *testing.T) {
 	}
 	if n := dbInt(t, f.w.e, `SELECT count(*) FROM messages`); n != 1 {
 		t.Fatalf("want exactly one message, got %d", n)
+	}
+}
+
+// Pooled connections the database closed (a restart, idle sessions ended by the server or a
+// DBA) cost no call: a transaction whose first round trip finds its connection dead runs again
+// on a fresh one (outside probe: after a restart or pg_terminate_backend of the idle backends,
+// each dead connection failed one call with 503 though the database was up).
+func TestDeadPooledConnectionsCostNoCall(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "a", "b")
+	a, b, e := w.agents["a"], w.agents["b"], w.e
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, e.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx) //nolint:errcheck
+	for round := range 3 {
+		var wg sync.WaitGroup // several pooled connections
+		for range 8 {
+			wg.Go(func() { a.Call("GET", "/checkpoint", nil) })
+		}
+		wg.Wait()
+		kill := func() {
+			t.Helper()
+			var killed int
+			if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&killed); err != nil || killed == 0 {
+				t.Fatalf("terminated %d backends: %v", killed, err)
+			}
+		}
+		kill()
+		if r := e.Do("GET", "/readyz", "", nil, nil); r.Status != http.StatusOK {
+			t.Fatalf("round %d: readyz right after the backends ended: %d %s", round, r.Status, r.Raw)
+		}
+		wg = sync.WaitGroup{}
+		for range 8 {
+			wg.Go(func() { a.Call("GET", "/checkpoint", nil) })
+		}
+		wg.Wait()
+		kill()
+		for i := range 10 {
+			if r := a.Call("GET", "/checkpoint", nil); r.Status != http.StatusOK {
+				t.Fatalf("round %d, read %d after the backends ended: %d %s", round, i, r.Status, r.Raw)
+			}
+			if r := a.Call("POST", "/messages", map[string]any{"destination": dmTo(b), "body_md": fmt.Sprintf("r%d m%d", round, i), "idempotency_key": newKey()}); r.Status != http.StatusOK {
+				t.Fatalf("round %d, send %d after the backends ended: %d %s", round, i, r.Status, r.Raw)
+			}
+		}
+		if r := e.Do("GET", "/readyz", "", nil, nil); r.Status != http.StatusOK {
+			t.Fatalf("readyz: %d %s", r.Status, r.Raw)
+		}
 	}
 }
 

@@ -145,6 +145,9 @@ func (c *txConn) sendSteps(ctx context.Context, steps []step, commit bool) (pgco
 		keep(err)
 	}
 	keep(res.Close())
+	if first == nil || !connectionLost(first) {
+		c.answered = true
+	}
 	return tag, first
 }
 

@@ -132,10 +132,21 @@ func (s *Store) CloseWithin(d time.Duration) bool {
 // Pool exposes the pool for health checks and benchmarks; queries go through Tx.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Ready reports whether the database answers and every embedded migration is applied.
+// Ready reports whether the database answers and every embedded migration is applied. A
+// pooled connection the database closed is no outage: the pool starts afresh and the check
+// runs once more (as InTx does), so /readyz does not flap after a database restart.
 func (s *Store) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
+	err := s.ready(ctx)
+	if err != nil && connectionLost(err) && ctx.Err() == nil {
+		s.pool.Reset()
+		err = s.ready(ctx)
+	}
+	return err
+}
+
+func (s *Store) ready(ctx context.Context) error {
 	cur, err := migrate.Current(ctx, s.pool)
 	if err != nil {
 		return err
@@ -172,11 +183,27 @@ type Tx struct {
 func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
+	err, deadConnection := s.inTx(ctx, fn, true)
+	if deadConnection {
+		// The pooled connection was dead before the server answered anything (the database
+		// restarted, or closed idle sessions): nothing of the transaction ran, and the pool's
+		// other idle connections are likely dead too. Start them afresh and run it once more,
+		// instead of failing one call per dead connection.
+		s.pool.Reset()
+		err, _ = s.inTx(ctx, fn, false)
+	}
+	return err
+}
+
+// inTx is one attempt of InTx. deadConnection reports a failure of the transaction's very
+// first round trip on a lost connection, while the call's bound holds: no statement ran, and
+// the credential check that rode in the round trip is pending again.
+func (s *Store) inTx(ctx context.Context, fn func(*Tx) error, mayRetry bool) (_ error, deadConnection bool) {
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		err = classify(err, false)
 		settleUnreadCheck(pendingKeyCheck(ctx), err)
-		return err
+		return err, false
 	}
 	// fn's statements run under the contexts fn passes, the caller's; the bound is enforced
 	// on the connection instead: when it ends, the connection is closed under whatever
@@ -195,16 +222,23 @@ func (s *Store) InTx(ctx context.Context, fn func(*Tx) error) error {
 		// by the pool, which aborts the transaction.
 		pc.Release()
 	}()
-	c := &txConn{conn: pc.Conn(), check: pendingKeyCheck(ctx)}
+	check := pendingKeyCheck(ctx)
+	c := &txConn{conn: pc.Conn(), check: check}
 	if err := fn(&Tx{c: c, q: db.New(c)}); err != nil {
 		c.rollback(ctx)
+		if mayRetry && !c.answered && connectionLost(err) && ctx.Err() == nil {
+			if check != nil {
+				check.ran, check.err = false, nil // it read nothing: the connection was dead
+			}
+			return classify(err, false), true
+		}
 		err = classify(err, false)
 		settleUnreadCheck(c.check, err)
-		return err
+		return err, false
 	}
 	// Every failure of the COMMIT round trip that is not the server's own answer leaves the
 	// outcome unknown (classify).
-	return classify(c.commit(ctx), true)
+	return classify(c.commit(ctx), true), false
 }
 
 // txConn is a connection with a transaction that begins at its first statement.
@@ -220,6 +254,9 @@ type txConn struct {
 	check      *KeyCheck
 	limit      *RateLimit
 	savepoints int
+	// answered: the server has answered a round trip of this transaction (InTx retries a
+	// transaction whose very first round trip found its pooled connection dead).
+	answered bool
 }
 
 // The db.DBTX methods: the transaction's first statement is sent behind its BEGIN, in the
@@ -286,6 +323,7 @@ func (c *txConn) beginWith(ctx context.Context, sql string, args []any) (pgx.Bat
 		res.Close()
 		return nil, err
 	}
+	c.answered = true
 	return res, nil
 }
 
