@@ -275,16 +275,14 @@ const callTimeout = time.Minute
 // came back (SPEC §12: a write's outcome is then unknown; its idempotency key makes the
 // repeat safe and returns the original result).
 func afterLostCall(t *genmcp.Tool, args json.RawMessage) string {
-	var in struct {
-		Key string `json:"idempotency_key"`
-	}
+	var in map[string]json.RawMessage
 	json.Unmarshal(args, &in) //nolint:errcheck // checked before the call
-	switch {
-	case t.Annotations.ReadOnlyHint, dryRun(args):
+	switch repeat, key := mcpserver.RepeatOf(t, in); repeat {
+	case mcpserver.RepeatChangesNothing:
 		return "nothing was changed; repeat the command"
-	case in.Key != "":
-		return fmt.Sprintf("the write may or may not have been applied: repeat it with --idempotency-key %s, which applies it at most once and answers with its result", in.Key)
-	case t.Annotations.IdempotentHint:
+	case mcpserver.RepeatWithKey:
+		return fmt.Sprintf("the write may or may not have been applied: repeat it with --idempotency-key %s, which applies it at most once and answers with its result", key)
+	case mcpserver.RepeatIsSafe:
 		return "the call may or may not have taken effect; repeating it is safe"
 	}
 	return "the call may or may not have taken effect"

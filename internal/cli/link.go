@@ -10,15 +10,14 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"os"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentbox/agentbox/internal/apierr"
+	"github.com/agentbox/agentbox/internal/mcpserver"
 )
 
 // What goes wrong below the API, for the admin and agent commands alike (exit 1, the cause
@@ -27,9 +26,11 @@ import (
 // connection is lost (transportError), or what answers is not Agentbox (unexpectedAnswer).
 // Only the server says RATE_LIMITED or TEMPORARILY_UNAVAILABLE (exit 7): the CLI never makes
 // up an error body. `agentbox mcp` reports the same failures to its agents as
-// TEMPORARILY_UNAVAILABLE, retryable (mcpserver.Forwarder), since a model can only retry;
-// the CLI tells a person or a script what happened, and when a write's outcome is unknown,
-// how to repeat it safely (its idempotency key, SPEC §12).
+// TEMPORARILY_UNAVAILABLE, retryable (mcpserver.Forwarder), since a model can only retry:
+// reason outcome_unknown when the request went out, told apart as here
+// (mcpserver.WatchSent). The CLI tells a person or a script what happened, and when a
+// write's outcome is unknown, how to repeat it safely (its idempotency key, SPEC §12;
+// mcpserver.RepeatOf).
 
 // errBadServer: AGENTBOX_SERVER is not an http(s) URL with a host. Its value is not shown: it
 // may carry credentials.
@@ -96,11 +97,11 @@ func (l *link) explain(err error, after string) error {
 // RoundTrip sends r, noting whether its headers went out, and records a transport failure
 // or an error answer that is not Agentbox's.
 func (l *link) RoundTrip(r *http.Request) (*http.Response, error) {
-	var wrote atomic.Bool
-	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }}))
+	ctx, sent := mcpserver.WatchSent(r.Context())
+	r = r.WithContext(ctx)
 	resp, err := l.base.RoundTrip(r)
 	if err != nil {
-		l.record(&transportError{server: l.server, cause: err, sent: wrote.Load(), method: r.Method})
+		l.record(&transportError{server: l.server, cause: err, sent: sent(), method: r.Method})
 		return nil, err
 	}
 	if resp.StatusCode/100 != 2 {

@@ -10,11 +10,13 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -150,7 +152,7 @@ func NewSessionKey(prefix string) string {
 // gen/client with the box's key and the process's Agentbox-Session header. It never opens
 // the database; the server authenticates, authorizes and validates as for any HTTP call.
 type Forwarder struct {
-	server  string // named in "cannot be reached" errors: the usual cause is a wrong AGENTBOX_SERVER
+	server  string // named in transport errors ("cannot be reached": the usual cause is a wrong AGENTBOX_SERVER)
 	client  *client.Client
 	creds   Credentials
 	session string // Agentbox-Session; "" uses the key's session lane
@@ -190,20 +192,91 @@ func (f *Forwarder) Call(ctx context.Context, _ *mcp.CallToolRequest, op *genmcp
 	if !ok {
 		return nil, apierr.Auth()
 	}
+	ctx, sent := WatchSent(ctx)
 	resp, err := genmcp.CallHTTP(ctx, f.client, op.OperationID, args, f.editor(key))
 	if err != nil {
 		var ae *genmcp.ArgumentError
 		if errors.As(err, &ae) {
 			return nil, err
 		}
+		if sent() {
+			return nil, f.lost(op, args)
+		}
 		return nil, f.unreachable()
 	}
-	status := resp.StatusCode
-	body, err := ReadResponse(resp)
+	raw, err := readBody(resp)
+	if err != nil {
+		return nil, f.lost(op, args)
+	}
+	body, err := answer(resp.StatusCode, raw)
 	if err == nil && !AnswerFits(op, body) {
-		return nil, &UnexpectedAnswerError{Operation: op.OperationID, Status: status}
+		return nil, &UnexpectedAnswerError{Operation: op.OperationID, Status: resp.StatusCode}
 	}
 	return body, err
+}
+
+// WatchSent is ctx traced so that sent reports whether an HTTP request made with it went out
+// (its headers were written). A failure after that may have reached the server: a write's
+// outcome is then unknown (SPEC §12). One before it (connection refused, DNS, TLS, dial)
+// sent nothing. The forwarder and the CLI's link (internal/cli) tell the two apart by it.
+func WatchSent(ctx context.Context) (_ context.Context, sent func() bool) {
+	var wrote atomic.Bool
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }}), wrote.Load
+}
+
+// Repeat is what repeating a call whose answer was lost does (SPEC §12).
+type Repeat int
+
+const (
+	RepeatChangesNothing Repeat = iota // a read, or a dry run (SPEC §10): it wrote nothing
+	RepeatWithKey                      // a write with its idempotency_key: repeated with it, it applies at most once and answers with its result
+	RepeatIsSafe                       // a write idempotent by nature (agent_prime)
+	RepeatMayApplyTwice                // a write that a repeat may apply again
+)
+
+// RepeatOf says what repeating a call of t with args does, and the call's idempotency_key
+// when it has one. The forwarder tells a model, the CLI a person.
+func RepeatOf(t *genmcp.Tool, args map[string]json.RawMessage) (Repeat, string) {
+	var dryRun bool
+	var key string
+	json.Unmarshal(args["dry_run"], &dryRun)      //nolint:errcheck // validated by the input schema
+	json.Unmarshal(args["idempotency_key"], &key) //nolint:errcheck // validated by the input schema
+	switch {
+	case t.Annotations.ReadOnlyHint, dryRun:
+		return RepeatChangesNothing, ""
+	case key != "":
+		return RepeatWithKey, key
+	case t.Annotations.IdempotentHint:
+		return RepeatIsSafe, ""
+	}
+	return RepeatMayApplyTwice, ""
+}
+
+// lost is the answer to a call of op whose request went out but whose answer did not come
+// back: the server's outcome_unknown (apierr.OutcomeUnknown, the same object), saying what
+// failed and how to repeat the call.
+func (f *Forwarder) lost(op *genmcp.Operation, args map[string]json.RawMessage) *apierr.Error {
+	repeat := RepeatMayApplyTwice
+	if op.Tool != nil {
+		repeat, _ = RepeatOf(op.Tool, args)
+	} else if op.Method == http.MethodGet {
+		repeat = RepeatChangesNothing
+	}
+	e := apierr.OutcomeUnknown()
+	e.Message = fmt.Sprintf("the connection to the agentbox server at %s (AGENTBOX_SERVER) failed before its answer arrived", f.server)
+	switch repeat {
+	case RepeatChangesNothing:
+		e.Message += "; the call changed nothing"
+		e.SuggestedAction = "retry"
+		return e
+	case RepeatWithKey: // the server's own suggestion
+	case RepeatIsSafe:
+		e.SuggestedAction = "retry: repeating this call is safe"
+	default:
+		e.SuggestedAction = "look whether the call took effect before repeating it"
+	}
+	e.Message += "; the call may or may not have been applied"
+	return e
 }
 
 // ReasonUnexpectedAnswer is the reason of the TEMPORARILY_UNAVAILABLE a tool call answers
@@ -325,20 +398,30 @@ func (f *Forwarder) editor(key string) client.RequestEditorFn {
 
 // ReadResponse turns an HTTP API answer into its success body or its *apierr.Error.
 func ReadResponse(resp *http.Response) (json.RawMessage, error) {
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	body, err := readBody(resp)
 	if err != nil {
 		return nil, apierr.New(apierr.TemporarilyUnavailable, "the answer of the agentbox server was cut off; retry")
 	}
-	if resp.StatusCode/100 == 2 {
+	return answer(resp.StatusCode, body)
+}
+
+// readBody reads and closes the answer's body; an error means it was cut off.
+func readBody(resp *http.Response) ([]byte, error) {
+	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+// answer is an answer's success body or its *apierr.Error.
+func answer(status int, body []byte) (json.RawMessage, error) {
+	if status/100 == 2 {
 		if !json.Valid(body) {
-			return nil, fmt.Errorf("the server answered status %d with a non-JSON body", resp.StatusCode)
+			return nil, fmt.Errorf("the server answered status %d with a non-JSON body", status)
 		}
 		return body, nil
 	}
 	var eb apierr.Body
 	if json.Unmarshal(body, &eb) != nil || eb.Error == nil || eb.Error.Code == "" {
-		return nil, apierr.New(apierr.TemporarilyUnavailable, fmt.Sprintf("the agentbox server answered status %d without an error body; retry", resp.StatusCode))
+		return nil, apierr.New(apierr.TemporarilyUnavailable, fmt.Sprintf("the agentbox server answered status %d without an error body; retry", status))
 	}
 	return nil, eb.Error
 }

@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -8,8 +9,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentbox/agentbox/internal/apierr"
 	"github.com/agentbox/agentbox/internal/mcpserver"
@@ -102,3 +106,169 @@ func TestForwarderRefusesAnAnswerThatIsNotAgentboxs(t *testing.T) {
 		t.Fatalf("Agentbox's answer with an extra field: %s %v", got, err)
 	}
 }
+
+// A forwarded call whose request went out but whose answer never came back (the server took
+// the whole request and then the connection closed: killed while COMMIT was in flight, say)
+// may have been applied: it is the server's outcome_unknown (TEMPORARILY_UNAVAILABLE,
+// retryable), telling a write to retry with the same idempotency_key and a read to retry —
+// never "cannot be reached", which a model may retry with a new key and write twice. So is an
+// answer cut off after its status. A call that never reached the server (connection
+// refused) stays "cannot be reached", without a reason.
+func TestForwarderLostAnswerIsOutcomeUnknown(t *testing.T) {
+	dropped := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) //nolint:errcheck
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close() // the request arrived; no answer
+		}
+	}))
+	defer dropped.Close()
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) //nolint:errcheck
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "1000")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, `{"message_id":`) //nolint:errcheck
+		w.(http.Flusher).Flush()
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close() // the answer is cut off after its status
+		}
+	}))
+	defer cut.Close()
+	refused := httptest.NewServer(http.NotFoundHandler())
+	refusedURL := refused.URL
+	refused.Close() // nothing listens there: connection refused
+
+	creds, err := mcpserver.CredentialsFromEnv(func(k string) string {
+		if k == "AGENTBOX_API_KEY" {
+			return "abk_test"
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		peer    = "00000000-0000-4000-8000-000000000001"
+		send    = `{"box_key":"demo","destination":{"kind":"dm","recipient_agent_id":"` + peer + `"},"body_md":"hi","idempotency_key":"send-1"}`
+		dryRun  = `{"box_key":"demo","destination":{"kind":"dm","recipient_agent_id":"` + peer + `"},"body_md":"hi","idempotency_key":"send-1","dry_run":true}`
+		sameKey = "retry with the same idempotency_key: if the write committed, the retry returns its original result"
+	)
+	calls := []struct {
+		name, tool, args, suggestion string
+		applied                      bool // the message says the call may have been applied
+	}{
+		{"write", "message_send", send, sameKey, true},
+		{"dry run", "message_send", dryRun, "retry", false},
+		{"read", "checkpoint_get", `{"box_key":"demo"}`, "retry", false},
+		{"naturally idempotent write", "agent_prime", `{"box_key":"demo"}`, "retry: repeating this call is safe", true},
+	}
+	for _, srv := range []*httptest.Server{dropped, cut} {
+		// As `agentbox mcp` builds it (RunStdio): its own HTTP client.
+		f, err := mcpserver.NewForwarder(srv.URL, creds, "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range calls {
+			_, err := mcpserver.Invoke(context.Background(), f, c.tool, json.RawMessage(c.args), nil)
+			e, ok := apierr.As(err)
+			if !ok || e.Code != apierr.TemporarilyUnavailable || !e.Retryable || e.Reason != "outcome_unknown" ||
+				e.SuggestedAction != c.suggestion || !strings.Contains(e.Message, "failed before its answer arrived") ||
+				strings.Contains(e.Message, "may or may not have been applied") != c.applied {
+				t.Errorf("%s, %s: %#v", srv.URL, c.name, err)
+				continue
+			}
+			if got, want := fieldNames(t, e), fieldNames(t, apierr.OutcomeUnknown()); got != want {
+				t.Errorf("%s, %s: fields %s, want the server's outcome_unknown's %s", srv.URL, c.name, got, want)
+			}
+		}
+	}
+
+	f, err := mcpserver.NewForwarder(refusedURL, creds, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range calls {
+		_, err := mcpserver.Invoke(context.Background(), f, c.tool, json.RawMessage(c.args), nil)
+		if e, ok := apierr.As(err); !ok || e.Code != apierr.TemporarilyUnavailable || !e.Retryable || e.Reason != "" ||
+			e.Message != "the agentbox server at "+refusedURL+" (AGENTBOX_SERVER) cannot be reached; retry" {
+			t.Errorf("refused, %s: %#v", c.name, err)
+		}
+	}
+}
+
+// fieldNames are the JSON members of an error object, sorted.
+func fieldNames(t *testing.T, e *apierr.Error) string {
+	t.Helper()
+	raw, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
+
+// The same through `agentbox mcp` (RunStdio), as a client sees it: a tools/call whose answer
+// was lost is an error result whose structuredContent.error is outcome_unknown.
+func TestStdioLostAnswerIsOutcomeUnknown(t *testing.T) {
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) //nolint:errcheck
+		if r.Method == http.MethodPost {
+			posts.Add(1)
+		}
+		if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+			conn.Close() // the request arrived (the start check's too); no answer
+		}
+	}))
+	defer srv.Close()
+	creds, err := mcpserver.CredentialsFromEnv(func(k string) string {
+		if k == "AGENTBOX_API_KEY" {
+			return "abk_test"
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"message_send","arguments":{"box_key":"demo",` +
+			`"destination":{"kind":"dm","recipient_agent_id":"00000000-0000-4000-8000-000000000001"},"body_md":"hi","idempotency_key":"send-1"}}}`,
+	}, "\n") + "\n"
+	var out bytes.Buffer // RunStdio serializes its writes and has made them all when it returns
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := mcpserver.RunStdio(ctx, mcpserver.StdioConfig{Server: srv.URL, Credentials: creds, Box: "demo", Session: "s", Version: "test"},
+		io.NopCloser(strings.NewReader(in)), nopCloser{&out}); err != nil {
+		t.Fatalf("RunStdio: %v", err)
+	}
+	var answer struct {
+		Result struct {
+			IsError           bool        `json:"isError"`
+			StructuredContent apierr.Body `json:"structuredContent"`
+		} `json:"result"`
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if strings.Contains(line, `"id":2`) {
+			json.Unmarshal([]byte(line), &answer) //nolint:errcheck // checked below
+		}
+	}
+	e := answer.Result.StructuredContent.Error
+	if posts.Load() != 1 || !answer.Result.IsError || e == nil || e.Code != apierr.TemporarilyUnavailable || !e.Retryable ||
+		e.Reason != "outcome_unknown" || !strings.Contains(e.SuggestedAction, "same idempotency_key") {
+		t.Fatalf("message_send whose answer was lost (%d sent): %s", posts.Load(), out.String())
+	}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
