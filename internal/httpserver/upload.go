@@ -5,11 +5,14 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/textproto"
 	"slices"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/agentbox/agentbox/gen/mcp"
 	"github.com/agentbox/agentbox/internal/apierr"
@@ -70,8 +73,13 @@ func serveUpload(cfg Config, op *mcp.Operation, w http.ResponseWriter, r *http.R
 	defer slot.Release()
 	input, file, err := readParts(r, op, slot)
 	if err != nil {
+		var staging *upload.StagingError
 		e, ok := apierr.As(err)
 		switch {
+		case errors.As(err, &staging): // the server's temporary storage failed, not the client
+			up.Stager.Reject(upload.ReasonStagingFailed)
+			logStagingFailure(ctx, cfg.Log, staging)
+			e = upload.StagingFailed()
 		case !ok: // the client went away, stalled or sent a broken body: nothing is kept
 			up.Stager.Reject(upload.ReasonAborted)
 			e = UnreadableBody(err, "the multipart body could not be read")
@@ -88,6 +96,18 @@ func serveUpload(cfg Config, op *mcp.Operation, w http.ResponseWriter, r *http.R
 	r.Body = io.NopCloser(bytes.NewReader(input))
 	r.ContentLength = int64(len(input))
 	next.ServeHTTP(w, r)
+}
+
+// logStagingFailure logs where and how staging failed: the directory, the operation and
+// the errno, never the client's file name, input or bytes.
+func logStagingFailure(ctx context.Context, log *slog.Logger, e *upload.StagingError) {
+	attrs := []any{slog.String("dir", e.Dir), slog.String("op", e.Op)}
+	if errno := e.Errno(); errno != 0 {
+		attrs = append(attrs, slog.String("errno", unix.ErrnoName(errno)), slog.String("error", errno.Error()))
+	} else {
+		attrs = append(attrs, slog.String("error", e.Err.Error()))
+	}
+	log.ErrorContext(ctx, "upload staging failed", attrs...)
 }
 
 // refuseUpload answers a refused upload and closes the connection: the rest of the body is

@@ -48,6 +48,8 @@ type Options struct {
 	TamperResponse func(operationID string, body []byte) []byte
 	// MCPAllowedOrigins is the Origin allow-list of /mcp (empty: any present Origin is refused).
 	MCPAllowedOrigins []string
+	// Log receives the server's log (nil: discarded).
+	Log *slog.Logger
 }
 
 // New starts a server on its own database; everything stops when the test ends.
@@ -64,7 +66,10 @@ func New(t testing.TB, opts ...Options) *Env {
 		t.Fatalf("store: %v", err)
 	}
 	t.Cleanup(st.Close)
-	log := slog.New(slog.DiscardHandler)
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	svc := service.New(service.Options{Store: st, Clock: clk, Log: log, TamperResponse: o.TamperResponse})
 	up := stager(t)

@@ -14,6 +14,12 @@
 // (the message would be deleted by retention as it is stored), upload_too_large_for_box
 // when the file alone is larger than upload_temp_max_bytes, attachment_too_large past
 // attachment_max_bytes.
+//
+// A failure of the server's own staging storage (the temporary file cannot be created or
+// written: a full disk, a directory removed or replaced) is no refusal of the upload: it is
+// a *StagingError, answered TEMPORARILY_UNAVAILABLE upload_staging_failed (retryable),
+// never as a body the client failed to send. A process directory removed while the process
+// runs (a /tmp cleaner) is recreated by the next upload.
 package upload
 
 import (
@@ -25,6 +31,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -69,7 +76,9 @@ const (
 	ReasonTooLargeForBox = "upload_too_large_for_box" // past upload_temp_max_bytes, alone
 	ReasonDisabled       = "uploads_disabled"         // upload_concurrency_max or channel_attachment_cap is 0
 	ReasonInvalid        = "invalid_upload"
-	ReasonAborted        = "upload_aborted"
+	ReasonAborted        = "upload_aborted" // metrics only: the client broke off or sent a broken body
+	// TEMPORARILY_UNAVAILABLE: the server's staging storage failed (StagingError).
+	ReasonStagingFailed = "upload_staging_failed"
 )
 
 // filePart is the multipart part a size or admission refusal names as its field.
@@ -77,8 +86,13 @@ const filePart = "file"
 
 // Stager owns this process's staging directory and the admission counters.
 type Stager struct {
-	dir  string   // this process's own directory under the root
-	lock *os.File // held while the process lives: marks dir as in use
+	dir string // this process's own directory under the root
+
+	lockMu sync.Mutex
+	lock   *os.File // held while the process lives: marks dir as in use
+
+	// wrapWrite, set by tests only, stands between Stage and the staged file's writes.
+	wrapWrite func(io.Writer) io.Writer
 
 	mu    sync.Mutex
 	boxes map[uuid.UUID]*usage
@@ -101,7 +115,7 @@ const lockName = "lock"
 // crash or kill left it) is removed with its files, then this process creates its own.
 // Several processes may share root.
 func NewStager(root string) (*Stager, error) {
-	if err := os.MkdirAll(root, 0o700); err != nil {
+	if err := os.MkdirAll(root, dirPerm); err != nil {
 		return nil, fmt.Errorf("upload: staging directory: %w", err)
 	}
 	if err := removeAbandoned(root); err != nil {
@@ -110,18 +124,101 @@ func NewStager(root string) (*Stager, error) {
 	var suffix [8]byte
 	rand.Read(suffix[:]) //nolint:errcheck // never fails
 	dir := filepath.Join(root, fmt.Sprintf("p%d-%s", os.Getpid(), hex.EncodeToString(suffix[:])))
-	if err := os.Mkdir(dir, 0o700); err != nil {
+	if err := os.Mkdir(dir, dirPerm); err != nil {
 		return nil, fmt.Errorf("upload: staging directory: %w", err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
-	if err == nil {
-		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-	}
+	lock, err := lockDir(dir)
 	if err != nil {
 		os.RemoveAll(dir) //nolint:errcheck
 		return nil, fmt.Errorf("upload: staging lock: %w", err)
 	}
 	return &Stager{dir: dir, lock: lock, boxes: map[uuid.UUID]*usage{}, rejected: map[string]uint64{}}, nil
+}
+
+// dirPerm is the staging directories' mode, the root's and each process's alike.
+const dirPerm = 0o700
+
+// lockDir creates dir's lock file and takes its flock, marking dir as a live process's.
+func lockDir(dir string) (*os.File, error) {
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return lock, nil
+}
+
+// createTemp creates a staging file in the process's directory. A directory removed while
+// the process runs (a /tmp cleaner, the root with it or not) is recreated as NewStager made
+// it, lock included, so one cleaner run does not fail every upload until a restart.
+func (s *Stager) createTemp() (*os.File, error) {
+	f, err := os.CreateTemp(s.dir, "upload-*.part")
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = s.recreateDir(); err == nil {
+			f, err = os.CreateTemp(s.dir, "upload-*.part")
+		}
+	}
+	if err != nil {
+		return nil, &StagingError{Op: "create", Dir: s.dir, Err: err}
+	}
+	return f, nil
+}
+
+// recreateDir makes the process directory again and locks it anew (the lock held on the
+// removed one marks nothing: a starting process would take the new directory, which has no
+// lock file, for abandoned and remove it). Concurrent uploads recreate it once.
+func (s *Stager) recreateDir() error {
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	if err := os.MkdirAll(s.dir, dirPerm); err != nil {
+		return err
+	}
+	if held, err := s.lock.Stat(); err == nil {
+		if onDisk, err := os.Stat(filepath.Join(s.dir, lockName)); err == nil && os.SameFile(held, onDisk) {
+			return nil // another upload recreated it
+		}
+	}
+	lock, err := lockDir(s.dir)
+	if err != nil {
+		return err
+	}
+	s.lock.Close()
+	s.lock = lock
+	return nil
+}
+
+// StagingError is a failure of the server's staging storage while an upload is staged —
+// creating or writing its temporary file — as opposed to reading the client's body, which
+// Stage returns as it is. Nothing is kept: the file is already removed.
+type StagingError struct {
+	Op  string // "create" or "write"
+	Dir string // the process's staging directory
+	Err error  // the *os.PathError / syscall.Errno
+}
+
+func (e *StagingError) Error() string {
+	return "upload: staging file " + e.Op + " in " + e.Dir + ": " + e.Err.Error()
+}
+
+func (e *StagingError) Unwrap() error { return e.Err }
+
+// Errno is the system error behind the failure (0 when there is none).
+func (e *StagingError) Errno() syscall.Errno {
+	var errno syscall.Errno
+	errors.As(e.Err, &errno)
+	return errno
+}
+
+// StagingFailed is the answer to an upload the server could not stage: the server's own
+// failure, not the caller's, and one a retry may pass (space freed, the directory
+// recreated, another server process).
+func StagingFailed() *apierr.Error {
+	return apierr.New(apierr.TemporarilyUnavailable, "the server could not stage the upload in its temporary storage; nothing was stored").
+		WithReason(ReasonStagingFailed).
+		WithSuggestion("retry shortly with the same idempotency_key")
 }
 
 // removeAbandoned removes the process directories under root whose lock is free.
@@ -161,7 +258,9 @@ func (s *Stager) Dir() string { return s.dir }
 // Close removes this process's staging directory.
 func (s *Stager) Close() error {
 	err := os.RemoveAll(s.dir)
+	s.lockMu.Lock()
 	s.lock.Close()
+	s.lockMu.Unlock()
 	return err
 }
 
@@ -278,13 +377,14 @@ type File struct {
 // the slot's file cap: attachment_too_large past attachment_max_bytes, or
 // upload_too_large_for_box past upload_temp_max_bytes when that is the smaller limit (the
 // file alone could never fit the box's temporary space). The byte that shows a file is too
-// large is never written, so the staged bytes stay within the reservation. On any failure
-// the file is already removed.
+// large is never written, so the staged bytes stay within the reservation. A failure to
+// create or write the file is a *StagingError; an error reading r is returned as it is. On
+// any failure the file is already removed.
 func (sl *Slot) Stage(r io.Reader, name, mediaType string) (*File, error) {
 	if sl.file != nil {
 		return nil, errors.New("upload: a slot stages one file")
 	}
-	f, err := os.CreateTemp(sl.s.dir, "upload-*.part")
+	f, err := sl.s.createTemp()
 	if err != nil {
 		return nil, err
 	}
@@ -294,7 +394,11 @@ func (sl *Slot) Stage(r io.Reader, name, mediaType string) (*File, error) {
 	// Within the reservation too: a declared request (the reservation when smaller) never
 	// carries a file larger than itself.
 	limit := sl.limits.fileCap()
-	w := &countingWriter{f: f, h: h, s: sl.s, limit: limit}
+	var dst io.Writer = f
+	if sl.s.wrapWrite != nil {
+		dst = sl.s.wrapWrite(f)
+	}
+	w := &countingWriter{f: dst, h: h, s: sl.s, limit: limit}
 	read := limit + 1 // the byte past the cap shows a file too large
 	if limit == math.MaxInt64 {
 		read = limit // settings at the int64 top: no byte could be past it (limit+1 wrapped, and no byte was read)
@@ -346,7 +450,7 @@ func (f *File) remove() {
 var errOverCap = errors.New("upload: over the file cap")
 
 type countingWriter struct {
-	f     *os.File
+	f     io.Writer // the staged file
 	h     hash.Hash
 	s     *Stager
 	n     int64
@@ -362,7 +466,10 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	w.h.Write(p[:n])
 	w.n += int64(n)
 	w.s.tempBytes.Add(int64(n))
-	if err == nil && over {
+	switch {
+	case err != nil: // the server's storage, not the client's body (a full disk: ENOSPC)
+		err = &StagingError{Op: "write", Dir: w.s.dir, Err: err}
+	case over:
 		err = errOverCap
 	}
 	return n, err

@@ -2,8 +2,14 @@ package upload
 
 import (
 	"bytes"
+	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/google/uuid"
@@ -244,5 +250,192 @@ func TestAdmitBusyIsRetryable(t *testing.T) {
 			t.Fatalf("%+v: after the first finished: %v", tc.lim, err)
 		}
 		again.Release()
+	}
+}
+
+// fullDisk is a staged file's writer on a disk that has room for left more bytes: past
+// them, a write fails as a full disk does (ENOSPC).
+type fullDisk struct {
+	w    io.Writer
+	left int
+}
+
+func (d *fullDisk) Write(p []byte) (int, error) {
+	n, err := d.w.Write(p[:min(len(p), d.left)])
+	d.left -= n
+	if err == nil && n < len(p) {
+		err = &os.PathError{Op: "write", Path: "upload-x.part", Err: syscall.ENOSPC}
+	}
+	return n, err
+}
+
+// brokenBody is a client's body that breaks off after some bytes.
+type brokenBody struct{ n int }
+
+func (b *brokenBody) Read(p []byte) (int, error) {
+	if b.n == 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	n := min(len(p), b.n)
+	b.n -= n
+	return n, nil
+}
+
+// stagingFailure asserts err is the server's staging failure, op and errno, with the file
+// removed and no temporary bytes counted.
+func stagingFailure(t *testing.T, what string, s *Stager, err error, op string, errno syscall.Errno) {
+	t.Helper()
+	var se *StagingError
+	if !errors.As(err, &se) || se.Op != op || se.Dir != s.Dir() || se.Errno() != errno {
+		t.Fatalf("%s: want a staging %s failure (%v), got %#v", what, op, errno, err)
+	}
+	if _, ok := apierr.As(err); ok {
+		t.Fatalf("%s: a staging failure is already an API error: %v", what, err)
+	}
+	if s.tempBytes.Load() != 0 {
+		t.Fatalf("%s: %d temporary bytes still counted", what, s.tempBytes.Load())
+	}
+}
+
+// The server's storage failing while a file is staged — the temporary file cannot be
+// created (its directory replaced by a regular file: ENOTDIR) or written (a full disk:
+// ENOSPC) — is a *StagingError naming the directory, the operation and the errno, whose
+// answer is TEMPORARILY_UNAVAILABLE upload_staging_failed (retryable); nothing is left
+// behind. A body the client breaks off is returned as it is, never as a staging failure.
+func TestStageStorageFailureIsTheServers(t *testing.T) {
+	s := stager(t)
+	box := uuid.New()
+	lim := Limits{MaxBytes: 10 << 20, TempMaxBytes: 10 << 20, ConcurrencyMax: 4}
+	stage := func(r io.Reader) error {
+		t.Helper()
+		slot, err := s.Admit(box, lim, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer slot.Release()
+		_, err = slot.Stage(r, "f.bin", "application/octet-stream")
+		return err
+	}
+
+	// A full disk: 3 MB into room for 2 MiB.
+	s.wrapWrite = func(w io.Writer) io.Writer { return &fullDisk{w: w, left: 2 << 20} }
+	err := stage(bytes.NewReader(make([]byte, 3_000_000)))
+	stagingFailure(t, "full disk", s, err, "write", syscall.ENOSPC)
+	if files := staged(t, s); len(files) != 0 {
+		t.Fatalf("full disk: files left: %v", files)
+	}
+	s.wrapWrite = nil
+
+	// The directory replaced by a regular file: nothing can be created in it.
+	dir := s.Dir()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir, []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = stage(bytes.NewReader([]byte("data")))
+	stagingFailure(t, "directory replaced by a file", s, err, "create", syscall.ENOTDIR)
+	if got, _ := os.ReadFile(dir); string(got) != "not a directory" {
+		t.Fatalf("the file in the directory's place was changed: %q", got)
+	}
+
+	ae := StagingFailed()
+	if ae.Code != apierr.TemporarilyUnavailable || !ae.Retryable || ae.Reason != ReasonStagingFailed || ae.Field != "" ||
+		!strings.Contains(ae.SuggestedAction, "idempotency_key") || ae.HTTPStatus() != http.StatusServiceUnavailable {
+		t.Fatalf("the answer: %+v", ae)
+	}
+
+	// Once the path is free again the next upload recreates the directory and is staged.
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := stage(bytes.NewReader([]byte("data"))); err != nil {
+		t.Fatalf("after the path was freed: %v", err)
+	}
+
+	// The client's body breaking off: its own error, not the server's storage.
+	err = stage(&brokenBody{n: 100 << 10})
+	var se *StagingError
+	if !errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &se) {
+		t.Fatalf("a broken body: %#v", err)
+	}
+	if files := staged(t, s); len(files) != 0 || s.tempBytes.Load() != 0 {
+		t.Fatalf("after a broken body: %v, %d temporary bytes", files, s.tempBytes.Load())
+	}
+}
+
+// The process directory removed while the process runs (a /tmp cleaner, with its root or
+// alone) is recreated by the next upload, which is staged: mode 0700 as at start, and locked
+// again, so a process starting on the same root leaves it (and its files) alone. Concurrent
+// uploads recreate it once, all staged.
+func TestStageRecreatesRemovedDirectory(t *testing.T) {
+	root := t.TempDir()
+	s, err := NewStager(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	box := uuid.New()
+	lim := Limits{MaxBytes: 1000, TempMaxBytes: 100000, ConcurrencyMax: 20}
+	for _, removed := range []string{s.Dir(), root} {
+		if err := os.RemoveAll(removed); err != nil {
+			t.Fatal(err)
+		}
+		slot, err := s.Admit(box, lim, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := slot.Stage(bytes.NewReader([]byte("after the cleaner")), "f.txt", "text/plain")
+		if err != nil {
+			t.Fatalf("%s removed: the next upload: %v", removed, err)
+		}
+		if r, err := f.Reader(); err != nil {
+			t.Fatal(err)
+		} else if got, _ := io.ReadAll(r); string(got) != "after the cleaner" {
+			t.Fatalf("%s removed: staged %q", removed, got)
+		}
+		for _, d := range []string{removed, s.Dir()} { // a root that was there is left as it was
+			if st, err := os.Stat(d); err != nil || st.Mode().Perm() != 0o700 || !st.IsDir() {
+				t.Fatalf("%s removed: %s recreated as %v, %v", removed, d, st, err)
+			}
+		}
+		// Another process starting on the root finds the directory in use.
+		other, err := NewStager(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other.Close()
+		if files := staged(t, s); len(files) != 1 {
+			t.Fatalf("%s removed: a starting process took the recreated directory for abandoned: %v", removed, files)
+		}
+		slot.Release()
+	}
+
+	if err := os.RemoveAll(s.Dir()); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 10)
+	for range 10 {
+		wg.Go(func() {
+			slot, err := s.Admit(box, lim, -1)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer slot.Release()
+			if _, err := slot.Stage(bytes.NewReader([]byte("concurrent")), "c.txt", "text/plain"); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent uploads after the removal: %v", err)
+	}
+	if entries, err := os.ReadDir(s.Dir()); err != nil || len(entries) != 1 || entries[0].Name() != lockName {
+		t.Fatalf("after the concurrent uploads: %v, %v", entries, err)
 	}
 }
