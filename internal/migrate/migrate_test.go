@@ -80,25 +80,7 @@ func TestInboxCountersBackfill(t *testing.T) {
 	url := testdb.NewEmpty(t)
 	ctx := context.Background()
 	pool := openPool(t, url)
-	ms, err := migrate.All()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE schema_migrations (
-		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.Version >= 15 {
-			break
-		}
-		if _, err := pool.Exec(ctx, m.SQL); err != nil {
-			t.Fatalf("%s: %v", m.Name, err)
-		}
-		if _, err := pool.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyBefore(t, pool, 15)
 	// Agent 1: 3 rows in channel A (1 acked), 2 in channel B (both acked); agent 2: 1 in A.
 	if _, err := pool.Exec(ctx, `
 		INSERT INTO boxes (box_id, box_key, created_at) VALUES ('00000000-0000-0000-0000-00000000000b', 'b', now());
@@ -132,25 +114,7 @@ func TestBoxSequencesContinueAboveTheSharedOnes(t *testing.T) {
 	url := testdb.NewEmpty(t)
 	ctx := context.Background()
 	pool := openPool(t, url)
-	ms, err := migrate.All()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `CREATE TABLE schema_migrations (
-		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.Version >= 25 {
-			break
-		}
-		if _, err := pool.Exec(ctx, m.SQL); err != nil {
-			t.Fatalf("%s: %v", m.Name, err)
-		}
-		if _, err := pool.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyBefore(t, pool, 25)
 	// Two boxes drew from the shared sequences before the upgrade.
 	if _, err := pool.Exec(ctx, `
 		INSERT INTO boxes (box_id, box_key, created_at) VALUES ('00000000-0000-0000-0000-0000000000b1', 'b1', now()),
@@ -200,6 +164,31 @@ func TestAheadOfTheBinary(t *testing.T) {
 	}
 	if applied, known, ahead, err := migrate.Ahead(ctx, pool); err != nil || applied != latest+1 || known != latest || !ahead {
 		t.Fatalf("newer schema: Ahead = %d, %d, %v, %v; want %d, %d, true", applied, known, ahead, err, latest+1, latest)
+	}
+}
+
+// applyBefore applies the migrations below version, as an installation of that time had them.
+func applyBefore(t *testing.T, pool *pgxpool.Pool, version int) {
+	t.Helper()
+	ctx := context.Background()
+	ms, err := migrate.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Version >= version {
+			break
+		}
+		if _, err := pool.Exec(ctx, m.SQL); err != nil {
+			t.Fatalf("%s: %v", m.Name, err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package mcphttp_test
 
 import (
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -9,29 +8,6 @@ import (
 
 	"github.com/agentbox/agentbox/internal/testenv"
 )
-
-// corsRequest sends one request to /mcp and returns the response with its body read.
-func corsRequest(t *testing.T, e *testenv.Env, method string, headers map[string]string, body string) (*http.Response, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, e.URL+"/mcp", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	return resp, string(raw)
-}
 
 // tokens is a comma-separated header's values, lowercased.
 func tokens(h http.Header, name string) []string {
@@ -73,7 +49,7 @@ func TestMCPCORSForAllowedOrigins(t *testing.T) {
 
 	preflight := map[string]string{"Origin": origin, "Access-Control-Request-Method": "POST",
 		"Access-Control-Request-Headers": "authorization, content-type, mcp-protocol-version"}
-	resp, body := corsRequest(t, e, http.MethodOptions, preflight, "")
+	resp, body := mcpRequest(t, e, http.MethodOptions, preflight, "")
 	if resp.StatusCode != http.StatusNoContent || body != "" {
 		t.Fatalf("preflight: %d %q", resp.StatusCode, body)
 	}
@@ -106,32 +82,32 @@ func TestMCPCORSForAllowedOrigins(t *testing.T) {
 	auth := func(key string) map[string]string {
 		return map[string]string{"Origin": origin, "Authorization": "Bearer " + key}
 	}
-	resp, body = corsRequest(t, e, http.MethodPost, auth(a.Key), initialize)
+	resp, body = mcpRequest(t, e, http.MethodPost, auth(a.Key), initialize)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"result":`) {
 		t.Fatalf("initialize from the allowed Origin: %d %s", resp.StatusCode, body)
 	}
 	readable("initialize", resp)
 	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"agent_prime","arguments":{"box_key":"alpha"}}}`
-	resp, body = corsRequest(t, e, http.MethodPost, map[string]string{"Origin": origin, "Authorization": "Bearer " + a.Key, "Mcp-Protocol-Version": "2025-06-18"}, call)
+	resp, body = mcpRequest(t, e, http.MethodPost, map[string]string{"Origin": origin, "Authorization": "Bearer " + a.Key, "Mcp-Protocol-Version": "2025-06-18"}, call)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"result":`) {
 		t.Fatalf("tools/call (the fast path) from the allowed Origin: %d %s", resp.StatusCode, body)
 	}
 	readable("tools/call", resp)
-	resp, _ = corsRequest(t, e, http.MethodPost, auth("abk_bad"), initialize)
+	resp, _ = mcpRequest(t, e, http.MethodPost, auth("abk_bad"), initialize)
 	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
 		t.Fatalf("bad key: %d %v", resp.StatusCode, resp.Header)
 	}
 	readable("bad key", resp)
-	if resp, body := corsRequest(t, e, http.MethodPost, auth(revoked.Key), initialize); resp.StatusCode != http.StatusOK {
+	if resp, body := mcpRequest(t, e, http.MethodPost, auth(revoked.Key), initialize); resp.StatusCode != http.StatusOK {
 		t.Fatalf("before the revocation: %d %s", resp.StatusCode, body)
 	}
 	e.Admin("POST", "/boxes/alpha/keys/"+revoked.KeyID+"/revoke", nil)
-	resp, _ = corsRequest(t, e, http.MethodPost, auth(revoked.Key), initialize) // refused by the deferred check
+	resp, _ = mcpRequest(t, e, http.MethodPost, auth(revoked.Key), initialize) // refused by the deferred check
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("revoked known key: %d", resp.StatusCode)
 	}
 	readable("revoked known key", resp)
-	resp, _ = corsRequest(t, e, http.MethodGet, auth(a.Key), "")
+	resp, _ = mcpRequest(t, e, http.MethodGet, auth(a.Key), "")
 	if resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("GET: %d", resp.StatusCode)
 	}
@@ -151,7 +127,7 @@ func TestMCPCORSForAllowedOrigins(t *testing.T) {
 		if c.method == http.MethodOptions {
 			body = ""
 		}
-		resp, raw := corsRequest(t, e, c.method, c.headers, body)
+		resp, raw := mcpRequest(t, e, c.method, c.headers, body)
 		if resp.StatusCode != c.status || len(corsHeaders(resp.Header)) > 0 {
 			t.Errorf("%s: %d %v %s, want %d without CORS headers", name, resp.StatusCode, corsHeaders(resp.Header), raw, c.status)
 		}

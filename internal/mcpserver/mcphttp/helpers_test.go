@@ -1,6 +1,7 @@
 package mcphttp_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -130,12 +131,22 @@ func (r result) must(t *testing.T, what string) map[string]any {
 // rawPost sends one JSON-RPC body to /mcp and returns the status and body.
 func rawPost(t *testing.T, e *testenv.Env, headers map[string]string, body string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest("POST", e.URL+"/mcp", strings.NewReader(body))
+	resp, raw := mcpRequest(t, e, "POST", headers, body)
+	return resp.StatusCode, []byte(raw)
+}
+
+// mcpRequest sends one request to /mcp (a body as JSON, accepting JSON and event streams)
+// and returns the response with its body read.
+func mcpRequest(t *testing.T, e *testenv.Env, method string, headers map[string]string, body string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, e.URL+"/mcp", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+	}
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}
@@ -145,7 +156,7 @@ func rawPost(t *testing.T, e *testenv.Env, headers map[string]string, body strin
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, raw
+	return resp, string(raw)
 }
 
 var keySeq atomic.Int64
@@ -166,4 +177,28 @@ func buildAgentbox(t *testing.T) string {
 		t.Fatalf("go build ./cmd/agentbox: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// startStdio starts `agentbox mcp` for key against e (box alpha) and returns its standard
+// input and its output lines; the process ends with the test.
+func startStdio(t *testing.T, e *testenv.Env, key string) (io.WriteCloser, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(buildAgentbox(t), "mcp")
+	cmd.Env = append(baseEnv(e), "AGENTBOX_API_KEY="+key, "AGENTBOX_BOX=alpha")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() }) //nolint:errcheck
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	return stdin, lines
 }

@@ -1,13 +1,11 @@
 package mcphttp_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -95,27 +93,10 @@ func TestMCPDeeplyNestedArgumentsAreAToolError(t *testing.T) {
 // The same over stdio (`agentbox mcp`): the call is answered with its id, as a tool error.
 func TestStdioDeeplyNestedArgumentsAreAToolError(t *testing.T) {
 	t.Parallel()
-	bin := buildAgentbox(t)
 	e := testenv.New(t)
 	e.Box("alpha")
 	a := e.NewAgent("alpha", "a", nil)
-	cmd := exec.Command(bin, "mcp")
-	cmd.Env = append(baseEnv(e), "AGENTBOX_API_KEY="+a.Key, "AGENTBOX_BOX=alpha")
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() }) //nolint:errcheck
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	stdin, lines := startStdio(t, e, a.Key)
 	exchange := func(msg string) []byte {
 		t.Helper()
 		if _, err := io.WriteString(stdin, msg+"\n"); err != nil {

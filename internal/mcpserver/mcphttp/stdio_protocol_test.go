@@ -1,10 +1,8 @@
 package mcphttp_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -19,27 +17,10 @@ import (
 func TestStdioProtocolErrorsDoNotEcho(t *testing.T) {
 	t.Parallel()
 	const marker = "MRKstdio9"
-	bin := buildAgentbox(t)
 	e := testenv.New(t)
 	e.Box("alpha")
 	a := e.NewAgent("alpha", "a", nil)
-	cmd := exec.Command(bin, "mcp")
-	cmd.Env = append(baseEnv(e), "AGENTBOX_API_KEY="+a.Key, "AGENTBOX_BOX=alpha")
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() }) //nolint:errcheck
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	stdin, lines := startStdio(t, e, a.Key)
 	send := func(msg string) {
 		t.Helper()
 		if _, err := io.WriteString(stdin, msg+"\n"); err != nil {
