@@ -173,6 +173,7 @@ func TestMalformedCredentialsAreUsageErrors(t *testing.T) {
 		{map[string]string{"AGENTBOX_API_KEY": "abk_ok", "AGENTBOX_SESSION": "bad" + secret + "\x01"}, "AGENTBOX_SESSION", append(agentCommands, []string{"mcp"})},
 		{map[string]string{"AGENTBOX_API_KEY": "abk_ok", "AGENTBOX_SESSION": "bad" + secret + "\n"}, "AGENTBOX_SESSION", agentCommands},
 		{map[string]string{"AGENTBOX_API_KEY": "abk_ok", "AGENTBOX_SESSION": secret + "\u00e9"}, "AGENTBOX_SESSION", agentCommands},
+		{map[string]string{"AGENTBOX_API_KEY": "abk_ok", "AGENTBOX_SESSION": "  "}, "AGENTBOX_SESSION", append(agentCommands, []string{"mcp"})},
 		{map[string]string{"AGENTBOX_ADMIN_TOKEN": "tok" + secret + "\nx"}, "AGENTBOX_ADMIN_TOKEN", [][]string{{"admin", "box", "list"}, {"admin", "box", "create", "--key", "demo"}}},
 		{map[string]string{"AGENTBOX_ADMIN_TOKEN": "tok" + secret + "\x7f"}, "AGENTBOX_ADMIN_TOKEN", [][]string{{"admin", "box", "list"}}},
 	} {

@@ -86,11 +86,16 @@ func ValidKey(s string) bool {
 	return true
 }
 
-// SessionFromEnv is AGENTBOX_SESSION ("" when unset), checked by the server's rule for the
+// SessionFromEnv is AGENTBOX_SESSION ("" when unset or empty), checked by the server's rule for the
 // Agentbox-Session header (at most 128 printable ASCII characters) so that a value that
 // could not be sent, or would be refused, is named before anything is sent — never echoed.
 func SessionFromEnv(getenv func(string) string) (string, error) {
 	s := getenv("AGENTBOX_SESSION")
+	if s != "" && strings.TrimSpace(s) == "" {
+		// HTTP trims a header's surrounding spaces, so a blank name would arrive as no
+		// header: the key's shared session lane, not the separate session it asks for.
+		return "", fmt.Errorf("AGENTBOX_SESSION is blank: name a session, or unset it for one session per process")
+	}
 	if len(s) > maxSessionLen {
 		return "", fmt.Errorf("AGENTBOX_SESSION is longer than %d characters (the Agentbox-Session header's bound)", maxSessionLen)
 	}

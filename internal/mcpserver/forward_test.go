@@ -64,6 +64,11 @@ func TestSessionFromEnv(t *testing.T) {
 		}
 	}
 	const secret = "S3CRET"
+	for _, blank := range []string{" ", "  ", "\t"} {
+		if _, err := mcpserver.SessionFromEnv(func(string) string { return blank }); err == nil || !strings.Contains(err.Error(), "AGENTBOX_SESSION") {
+			t.Errorf("AGENTBOX_SESSION=%q (would reach the server as no header, the key's lane): %v", blank, err)
+		}
+	}
 	for _, bad := range []string{secret + "\x01", secret + "\n", secret + "\u00e9", secret + "\x7f", secret + strings.Repeat("s", 123)} {
 		_, err := mcpserver.SessionFromEnv(func(string) string { return bad })
 		if err == nil || !strings.Contains(err.Error(), "AGENTBOX_SESSION") || strings.Contains(err.Error(), secret) {
