@@ -946,6 +946,9 @@ type InboxClaimInput struct {
 // InboxClaimResult defines model for InboxClaimResult.
 type InboxClaimResult struct {
 	Items []InboxItem `json:"items"`
+
+	// Truncated True when the response byte budget cut the claim short: rows not returned were not leased; claim again.
+	Truncated bool `json:"truncated"`
 }
 
 // InboxFilter defines model for InboxFilter.

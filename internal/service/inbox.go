@@ -224,6 +224,8 @@ type claimRecord struct {
 	// was kept): a replay to another session shows them leased elsewhere (replayClaim).
 	Session *uuid.UUID   `json:"session_id,omitempty"`
 	Items   []claimedRow `json:"items"`
+	// Truncated is the page's own truncated (false in records written before it was kept).
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 type claimedRow struct {
@@ -283,13 +285,14 @@ func replayClaim(ctx context.Context, tx *store.Tx, c *call, record []byte) (enc
 	if err != nil {
 		return nil, err
 	}
-	return claimPage(encoded), nil
+	return claimPage(encoded, rec.Truncated), nil
 }
 
 // claimPage is the InboxClaimResult whose items are the encoded array (itemsWithinBudget),
-// byte for byte what compactJSON(api.InboxClaimResult{Items: items}) is.
-func claimPage(items []byte) encodedResult {
-	return encodedResult(append(append([]byte(`{"items":`), items...), '}'))
+// byte for byte what compactJSON(api.InboxClaimResult{Items: items, Truncated: truncated}) is.
+func claimPage(items []byte, truncated bool) encodedResult {
+	page := append(append([]byte(`{"items":`), items...), `,"truncated":`...)
+	return encodedResult(append(strconv.AppendBool(page, truncated), '}'))
 }
 
 // InboxAck marks explicit rows read (SPEC §7). Every row must be the caller's, still
@@ -432,6 +435,9 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 		if err != nil {
 			return nil, err
 		}
+		// A page the budget cut says so (SPEC §9: a truncated page never looks complete): the
+		// rows past it are not leased, and a caller that asked for more claims again.
+		claimed.Truncated = n < len(rows)
 		rows = rows[:n]
 		claimed.Items = make([]claimedRow, n)
 		if n > 0 { // an empty answer is as true for any session
@@ -446,7 +452,7 @@ func (s *Service) InboxClaim(ctx context.Context, req api.InboxClaimRequestObjec
 				replaced = append(replaced, store.LeaseHolder{Seq: rows[i].Seq, Session: *h})
 			}
 		}
-		return claimPage(encoded), tx.LeaseRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, rowSeqs(rows), replaced, expires)
+		return claimPage(encoded, claimed.Truncated), tx.LeaseRows(ctx, c.p.BoxID, c.p.AgentID, c.session.ID, rowSeqs(rows), replaced, expires)
 	})
 	if err != nil {
 		return nil, err

@@ -60,12 +60,14 @@ func TestClaimPageIsTheEncodedResult(t *testing.T) {
 		if n != c.want {
 			t.Errorf("%s: %d items fit, want %d", c.name, n, c.want)
 		}
-		want, err := compactJSON(api.InboxClaimResult{Items: c.items[:n]})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := claimPage(encoded); !bytes.Equal(got, want) {
-			t.Errorf("%s: claim page\n%s\nwant\n%s", c.name, got, want)
+		for _, truncated := range []bool{false, true} {
+			want, err := compactJSON(api.InboxClaimResult{Items: c.items[:n], Truncated: truncated})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := claimPage(encoded, truncated); !bytes.Equal(got, want) {
+				t.Errorf("%s: claim page\n%s\nwant\n%s", c.name, got, want)
+			}
 		}
 	}
 }
@@ -86,7 +88,7 @@ func BenchmarkClaimPage(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			_ = claimPage(encoded)
+			_ = claimPage(encoded, false)
 		}
 	})
 	b.Run("fit, then encode the result", func(b *testing.B) {

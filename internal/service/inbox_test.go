@@ -1407,6 +1407,54 @@ func TestInboxUnreadMergesLeasedAndFreeRows(t *testing.T) {
 	}
 }
 
+// A claim the response byte budget cuts short says so (SPEC §9: a truncated page never looks
+// complete), leases only the rows it returned, and its replay says the same; a claim that
+// fits says it is whole even when it returns fewer rows than asked for.
+func TestInboxClaimCutByTheBudgetSaysSo(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "reader", "sender")
+	reader, sender, e := w.agents["reader"], w.agents["sender"], w.e
+	w.settings(map[string]any{"response_budget_bytes": 4096})
+	for i := range 8 {
+		ibSend(t, sender, dmTo(reader), fmt.Sprintf("%d:%s", i, strings.Repeat("x", 700)), nil)
+	}
+	claim := func(in map[string]any) (items []ibItem, truncated *bool) {
+		t.Helper()
+		r := reader.Call("POST", "/inbox/claim", in)
+		var res struct {
+			Items     []ibItem `json:"items"`
+			Truncated *bool    `json:"truncated"`
+		}
+		if r.Status != http.StatusOK || json.Unmarshal(r.Raw, &res) != nil || len(r.Raw) > 4096 {
+			t.Fatalf("claim: %d (%d bytes) %s", r.Status, len(r.Raw), r.Raw)
+		}
+		return res.Items, res.Truncated
+	}
+	in := map[string]any{"idempotency_key": newKey(), "limit": 8}
+	items, truncated := claim(in)
+	if len(items) < 2 || len(items) >= 8 || truncated == nil || !*truncated {
+		t.Fatalf("cut claim: %d rows, truncated %v; want fewer than 8 and truncated true", len(items), truncated)
+	}
+	if n := dbInt(t, e, `SELECT count(*) FROM attention WHERE lease_session_id IS NOT NULL`); n != int64(len(items)) {
+		t.Fatalf("%d rows leased for %d returned", n, len(items))
+	}
+	if again, tr := claim(in); len(again) != len(items) || tr == nil || !*tr {
+		t.Fatalf("replay: %d rows, truncated %v; want %d and true", len(again), tr, len(items))
+	}
+	rest, truncated := claim(map[string]any{"idempotency_key": newKey(), "limit": 8})
+	for truncated != nil && *truncated {
+		var more []ibItem
+		more, truncated = claim(map[string]any{"idempotency_key": newKey(), "limit": 8})
+		rest = append(rest, more...)
+	}
+	if len(items)+len(rest) != 8 || truncated == nil {
+		t.Fatalf("claimed %d+%d of 8 rows, last truncated %v", len(items), len(rest), truncated)
+	}
+	if none, tr := claim(map[string]any{"idempotency_key": newKey(), "limit": 8}); len(none) != 0 || tr == nil || *tr {
+		t.Fatalf("nothing left: %d rows, truncated %v; want none and false", len(none), tr)
+	}
+}
+
 // The byte budget counts the bytes the response carries: "<", ">" and "&" are sent as they are
 // (not as \u003c), so a page of such bodies holds as many rows as fit on the wire.
 func TestInboxByteBudgetCountsTheBytesSent(t *testing.T) {
